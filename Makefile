@@ -1,0 +1,49 @@
+PYTHON ?= python3
+VENV = .venv
+STAMP = $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install test lint format run bench clean distclean
+
+help:
+	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
+	@echo "make test       install everything and run the whole test suite"
+	@echo "make lint       ruff check + ruff format --check"
+	@echo "make format     apply ruff fixes and formatting"
+	@echo "make bench      run the store engine benchmark"
+	@echo "make clean      remove caches and build output (keeps .venv and var/)"
+	@echo "make distclean  clean, and also remove .venv and var/ (database and store)"
+
+# Create the virtualenv if needed and install the project with its dev tools.
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --upgrade pip
+	$(VENV)/bin/pip install -e '.[dev]'
+	touch $@
+
+install: $(STAMP)
+
+# pytest exits non-zero on any failure, and with 5 when no test ran.
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+run: $(STAMP)
+	PY=$(VENV)/bin/python ./scripts/run.sh
+
+bench: $(STAMP)
+	$(VENV)/bin/python bench/engine.py
+
+clean:
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static
+	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) var

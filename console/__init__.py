@@ -1,0 +1,1 @@
+"""The Tidemark Django project: settings, URLs and the console apps."""

@@ -1,0 +1,9 @@
+"""WSGI entry point for the Tidemark console."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+application = get_wsgi_application()
