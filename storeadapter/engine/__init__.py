@@ -1,0 +1,70 @@
+"""Tidemark's store engine: commit log, consume queues, offsets. Never imports Django.
+
+from storeadapter.engine import MessageStore, StoreConfig
+with MessageStore.open("var/store", StoreConfig(flush_mode="sync")) as store:
+    store.create_topic("orders", queues=4)
+    result = store.append("orders", b"hello", key="order-1")
+    store.get(result.message_id).body
+"""
+
+from .config import StoreConfig
+from .errors import (
+    ConfigError,
+    CorruptRecordError,
+    InvalidMessageError,
+    InvalidMessageIdError,
+    InvalidNameError,
+    MessageNotFoundError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    QueueNotFoundError,
+    StoreClosedError,
+    StoreError,
+    StoreFailedError,
+    StoreFormatError,
+    StoreLockedError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
+from .metadata import TopicInfo
+from .offsets import OffsetChange
+from .results import (
+    STATUS_FLUSH_TIMEOUT,
+    STATUS_OK,
+    AppendResult,
+    Corruption,
+    Message,
+    ReadResult,
+    StoredMessage,
+)
+from .store import MessageStore
+
+__all__ = [
+    "STATUS_FLUSH_TIMEOUT",
+    "STATUS_OK",
+    "AppendResult",
+    "ConfigError",
+    "Corruption",
+    "CorruptRecordError",
+    "InvalidMessageError",
+    "InvalidMessageIdError",
+    "InvalidNameError",
+    "Message",
+    "MessageNotFoundError",
+    "MessageStore",
+    "MessageTooLargeError",
+    "OffsetChange",
+    "OffsetOutOfRangeError",
+    "QueueNotFoundError",
+    "ReadResult",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreError",
+    "StoreFailedError",
+    "StoreFormatError",
+    "StoreLockedError",
+    "StoredMessage",
+    "TopicExistsError",
+    "TopicInfo",
+    "TopicNotFoundError",
+]

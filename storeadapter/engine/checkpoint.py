@@ -1,0 +1,90 @@
+"""The checkpoint: how far the commit log and the consume queues are known durable.
+
+The file holds two 64-byte slots written in turn, each with a sequence number and a
+CRC32C; the valid slot with the higher sequence wins. A torn write spoils at most
+the slot being written, so the previous checkpoint survives it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from . import fileio
+
+_SLOT = struct.Struct("<4sHHQQQQq")  # magic, version, reserved, seq, 3 offsets, time
+_CRC = struct.Struct("<I")
+SLOT_SIZE = 64
+_MAGIC = b"TDMC"
+_VERSION = 1
+
+
+class CheckpointState(NamedTuple):
+    """``commitlog_flushed``: the log is durable below it. ``dispatched``: every record
+    below it has its consume-queue (and index) entries durable."""
+
+    sequence: int
+    commitlog_flushed: int
+    dispatched: int
+    index_dispatched: int
+    time_ms: int
+
+
+class Checkpoint:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.state = self._load()
+
+    def _load(self) -> CheckpointState | None:
+        data = os.pread(self.fd, 2 * SLOT_SIZE, 0)
+        best = None
+        for slot in range(2):
+            raw = data[slot * SLOT_SIZE : (slot + 1) * SLOT_SIZE]
+            if len(raw) < SLOT_SIZE:
+                continue
+            end = _SLOT.size
+            (crc,) = _CRC.unpack_from(raw, end)
+            if crc32c(raw[:end]) != crc:
+                continue
+            magic, version, _reserved, seq, flushed, dispatched, index, when = _SLOT.unpack_from(
+                raw
+            )
+            if magic != _MAGIC or version != _VERSION:
+                continue
+            state = CheckpointState(seq, flushed, dispatched, index, when)
+            if best is None or state.sequence > best.sequence:
+                best = state
+        return best
+
+    def save(self, commitlog_flushed: int, dispatched: int, index_dispatched: int) -> None:
+        """Write and fsync a new checkpoint into the older slot."""
+        sequence = (self.state.sequence + 1) if self.state else 1
+        when = time.time_ns() // 1_000_000
+        raw = bytearray(SLOT_SIZE)
+        _SLOT.pack_into(
+            raw,
+            0,
+            _MAGIC,
+            _VERSION,
+            0,
+            sequence,
+            commitlog_flushed,
+            dispatched,
+            index_dispatched,
+            when,
+        )
+        _CRC.pack_into(raw, _SLOT.size, crc32c(bytes(raw[: _SLOT.size])))
+        fileio.pwrite_all(self.fd, raw, (sequence % 2) * SLOT_SIZE)
+        fileio.fdatasync(self.fd)
+        self.state = CheckpointState(
+            sequence, commitlog_flushed, dispatched, index_dispatched, when
+        )
+
+    def close(self) -> None:
+        os.close(self.fd)

@@ -1,0 +1,59 @@
+"""Store configuration: one frozen dataclass, validated on creation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+FLUSH_MODES = ("async", "sync")
+MIN_SEGMENT_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Tunable settings of a store; every field has a production default.
+
+    ``segment_bytes`` and ``queue_file_entries`` apply to files created from now
+    on: existing segments and consume-queue files keep the size they were made with.
+    """
+
+    segment_bytes: int = 1 << 30
+    flush_mode: str = "async"
+    flush_interval_ms: int = 500
+    flush_timeout_ms: int = 5000
+    flush_dirty_bytes: int = 64 << 20
+    max_message_bytes: int = 4 << 20
+    retention_hours: float = 72
+    disk_warn_ratio: float = 0.75
+    disk_force_ratio: float = 0.85
+    disk_reject_ratio: float = 0.90
+    dedup_window_s: int = 600
+    queue_file_entries: int = 300_000
+
+    def __post_init__(self) -> None:
+        if self.flush_mode not in FLUSH_MODES:
+            raise ConfigError(
+                f"flush_mode must be one of {', '.join(FLUSH_MODES)}, not {self.flush_mode!r}"
+            )
+        if self.segment_bytes < MIN_SEGMENT_BYTES:
+            raise ConfigError(
+                f"segment_bytes must be at least {MIN_SEGMENT_BYTES}, not {self.segment_bytes}"
+            )
+        for name in ("flush_interval_ms", "flush_timeout_ms", "flush_dirty_bytes"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.max_message_bytes <= 0:
+            raise ConfigError(f"max_message_bytes must be positive, not {self.max_message_bytes}")
+        if self.queue_file_entries <= 0:
+            raise ConfigError(f"queue_file_entries must be positive, not {self.queue_file_entries}")
+        if self.retention_hours <= 0:
+            raise ConfigError(f"retention_hours must be positive, not {self.retention_hours}")
+        ratios = (self.disk_warn_ratio, self.disk_force_ratio, self.disk_reject_ratio)
+        if not all(0 < r <= 1 for r in ratios) or not ratios[0] <= ratios[1] <= ratios[2]:
+            raise ConfigError(
+                "disk ratios must satisfy 0 < disk_warn_ratio <= disk_force_ratio "
+                f"<= disk_reject_ratio <= 1, got {ratios}"
+            )
+        if self.dedup_window_s < 0:
+            raise ConfigError(f"dedup_window_s must not be negative, not {self.dedup_window_s}")

@@ -1,0 +1,79 @@
+"""Typed errors raised by the store engine.
+
+Every error carries a sentence a person can act on; callers map them to
+HTTP statuses or exit codes by class.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every error the engine raises on purpose."""
+
+
+class ConfigError(StoreError):
+    """A configuration value is out of range or inconsistent."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store open for writing."""
+
+
+class StoreClosedError(StoreError):
+    """The store was closed; open it again to use it."""
+
+
+class StoreFailedError(StoreError):
+    """A write or fsync failed; the store refuses writes until it is reopened."""
+
+
+class StoreFormatError(StoreError):
+    """A file in the store directory is not in a format this version understands."""
+
+
+class InvalidNameError(StoreError):
+    """A topic or group name breaks the naming rules."""
+
+
+class TopicExistsError(StoreError):
+    """A topic of that name already exists."""
+
+
+class TopicNotFoundError(StoreError):
+    """No topic of that name exists."""
+
+
+class QueueNotFoundError(StoreError):
+    """The topic has no queue with that id."""
+
+
+class InvalidMessageError(StoreError):
+    """A message field (key, tag, property, body type) is not acceptable."""
+
+
+class MessageTooLargeError(InvalidMessageError):
+    """A message body is larger than ``max_message_bytes`` or a segment."""
+
+
+class InvalidMessageIdError(StoreError):
+    """A message id is not in the store's id format."""
+
+
+class MessageNotFoundError(StoreError):
+    """A well-formed message id points at no intact record."""
+
+
+class OffsetOutOfRangeError(StoreError):
+    """A queue offset is negative or beyond the queue's end."""
+
+
+class CorruptRecordError(StoreError):
+    """A record failed its frame or CRC check.
+
+    ``offset`` is the commit-log offset where the bad bytes start.
+    """
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"corrupt record at commit-log offset {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason

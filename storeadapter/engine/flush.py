@@ -1,0 +1,125 @@
+"""The flush service: one background thread that makes appended data durable.
+
+``async`` mode: every ``flush_interval_ms`` (sooner when an appender kicks it past
+the dirty-bytes threshold) it fsyncs the commit log and consume queues and writes
+the checkpoint. ``sync`` mode adds group commit: appenders wait in ``wait_durable``;
+the thread fsyncs the commit log up to the tail as it is at that moment, which
+covers every appender waiting then, however many.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from .errors import StoreFailedError
+
+
+class FlushService:
+    def __init__(
+        self,
+        sync_log: Callable[[], int],
+        flush_all: Callable[[], int],
+        interval_s: float,
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        self._sync_log = sync_log
+        self._flush_all = flush_all
+        self._interval_s = interval_s
+        self._on_failure = on_failure
+        self._cond = threading.Condition()
+        self._waiters = 0
+        self._kicked = False
+        self._stopping = False
+        self.flushed = 0
+        self.failure: BaseException | None = None
+        self.last_flush_ms: int | None = None
+        self._thread = threading.Thread(target=self._run, name="tidemark-flush", daemon=True)
+
+    def start(self, flushed: int) -> None:
+        self.flushed = flushed
+        self._thread.start()
+
+    def kick(self) -> None:
+        """Ask for a full flush now (the dirty-bytes threshold was passed)."""
+        with self._cond:
+            self._kicked = True
+            self._cond.notify_all()
+
+    def advance(self, flushed: int) -> None:
+        """Record that everything below ``flushed`` is durable; wake the waiters it covers."""
+        with self._cond:
+            if flushed > self.flushed:
+                self.flushed = flushed
+            self.last_flush_ms = time.time_ns() // 1_000_000
+            self._cond.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        with self._cond:
+            if self.failure is None:
+                self.failure = error
+            self._cond.notify_all()
+
+    def wait_durable(self, end: int, timeout_s: float) -> bool:
+        """Block until the log is durable up to ``end``; False if ``timeout_s`` passed first.
+
+        Raises StoreFailedError if an fsync failed meanwhile.
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            if self.flushed >= end:
+                return True
+            self._waiters += 1
+            self._cond.notify_all()
+            try:
+                while self.flushed < end:
+                    if self.failure is not None:
+                        raise StoreFailedError(
+                            f"the store could not make writes durable ({self.failure}); "
+                            "it refuses writes until it is reopened"
+                        )
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                return True
+            finally:
+                self._waiters -= 1
+
+    def _run(self) -> None:
+        next_full = time.monotonic() + self._interval_s
+        while True:
+            with self._cond:
+                while (
+                    not self._stopping
+                    and not self._kicked
+                    and (self._waiters == 0 or self.failure is not None)
+                ):
+                    remaining = next_full - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+                if self._stopping:
+                    return
+                full = self._kicked or time.monotonic() >= next_full
+                self._kicked = False
+            if self.failure is not None:
+                next_full = time.monotonic() + self._interval_s
+                continue
+            try:
+                if full:
+                    self.advance(self._flush_all())
+                    next_full = time.monotonic() + self._interval_s
+                else:
+                    self.advance(self._sync_log())
+            except BaseException as error:  # an fsync failed: never retry and carry on
+                self.fail(error)
+                self._on_failure(error)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join()

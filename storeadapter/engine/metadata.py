@@ -1,0 +1,104 @@
+"""Small metadata files, each replaced atomically: the store's identity and its topics."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import fileio
+from .errors import StoreFormatError
+
+FORMAT_VERSION = 1
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _load_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError) as error:
+        raise StoreFormatError(f"{path.name} cannot be read as JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise StoreFormatError(f"{path.name} does not hold a JSON object")
+    return data
+
+
+@dataclass(frozen=True)
+class StoreIdentity:
+    """``store.json``: who this store is (its id goes into every message id)."""
+
+    store_id: int
+    format_version: int
+    created_ms: int
+    queue_file_entries: int
+
+    @classmethod
+    def load_or_create(cls, path: Path, queue_file_entries: int) -> StoreIdentity:
+        if path.exists():
+            data = _load_json(path)
+            try:
+                identity = cls(
+                    int(data["store_id"]),
+                    int(data["format_version"]),
+                    int(data["created_ms"]),
+                    int(data["queue_file_entries"]),
+                )
+            except (KeyError, TypeError, ValueError):
+                raise StoreFormatError(f"{path} is missing fields or has bad values") from None
+            if identity.format_version != FORMAT_VERSION:
+                raise StoreFormatError(
+                    f"store format version {identity.format_version} is not supported "
+                    f"(this engine reads version {FORMAT_VERSION})"
+                )
+            return identity
+        identity = cls(secrets.randbits(32), FORMAT_VERSION, _now_ms(), queue_file_entries)
+        fileio.write_atomic(path, json.dumps(asdict(identity), indent=2).encode())
+        return identity
+
+    @property
+    def id_prefix(self) -> str:
+        return f"{self.store_id:08X}"
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    queues: int
+    created_ms: int
+    created_offset: int
+    frozen: list[int] = field(default_factory=list)
+
+
+class TopicTable:
+    """``topics.json``: every topic, its queue count, and where in the log it began.
+
+    ``created_offset`` keeps a re-created topic from picking up the records of a
+    deleted one of the same name when consume queues are rebuilt from the log.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.topics: dict[str, TopicInfo] = {}
+        if path.exists():
+            data = _load_json(path)
+            try:
+                for item in data.get("topics", []):
+                    info = TopicInfo(
+                        str(item["name"]),
+                        int(item["queues"]),
+                        int(item["created_ms"]),
+                        int(item["created_offset"]),
+                        [int(q) for q in item.get("frozen", [])],
+                    )
+                    self.topics[info.name] = info
+            except (KeyError, TypeError, ValueError):
+                raise StoreFormatError(f"{path} has a topic entry with missing fields") from None
+
+    def save(self) -> None:
+        data = {"version": FORMAT_VERSION, "topics": [asdict(t) for t in self.topics.values()]}
+        fileio.write_atomic(self.path, json.dumps(data, indent=2).encode())

@@ -1,0 +1,27 @@
+"""Naming rules for topics and consumer groups.
+
+A name is letters, digits, ``.``, ``_`` and ``-``, 1 to 127 characters, and
+never ``.`` or ``..``: names become directory names, so nothing else may pass.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import InvalidNameError
+
+MAX_NAME_LENGTH = 127
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,127}")
+
+
+def check_name(name: object, what: str = "topic") -> str:
+    """Return ``name`` if it is a valid topic or group name, else raise InvalidNameError."""
+    if not isinstance(name, str):
+        raise InvalidNameError(f"{what} name must be a string, not {type(name).__name__}")
+    if not _NAME.fullmatch(name) or name in (".", ".."):
+        shown = name if len(name) <= 40 else name[:40] + "…"
+        raise InvalidNameError(
+            f"{what} name {shown!r} is not valid: use 1 to {MAX_NAME_LENGTH} letters, "
+            "digits, '.', '_' or '-' (and not '.' or '..')"
+        )
+    return name

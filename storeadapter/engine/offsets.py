@@ -1,0 +1,175 @@
+"""Consumer offsets: durable, with the history of every change.
+
+Each change is appended to a journal (``offsets/journal-<generation>``) as a framed
+entry (length, CRC32C, JSON) and fsynced before ``commit`` returns. When the journal
+grows past ``compact_bytes`` the current offsets and recent history are written to
+``offsets/snapshot.json`` and a new journal generation begins. On open the snapshot
+is loaded and newer journals replayed; a torn last entry is cut off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+from collections import deque
+from pathlib import Path
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from . import fileio
+
+_FRAME = struct.Struct("<II")
+HISTORY_PER_GROUP = 1000
+
+
+class OffsetChange(NamedTuple):
+    """One change of a committed offset: ``old`` is None for a group's first commit."""
+
+    group: str
+    topic: str
+    queue: int
+    old: int | None
+    new: int
+    time_ms: int
+    who: str
+    reason: str
+
+
+class OffsetStore:
+    def __init__(self, directory: Path, compact_bytes: int = 4 << 20) -> None:
+        self.directory = directory
+        self.compact_bytes = compact_bytes
+        directory.mkdir(parents=True, exist_ok=True)
+        self.offsets: dict[tuple[str, str, int], int] = {}
+        self.history: dict[str, deque[OffsetChange]] = {}
+        self.generation = 0
+        self.torn_bytes = 0
+        self._load()
+        self._fd = os.open(self._journal_path(self.generation), os.O_RDWR | os.O_CREAT, 0o644)
+        self._size = os.lseek(self._fd, 0, os.SEEK_END)
+
+    def _journal_path(self, generation: int) -> Path:
+        return self.directory / f"journal-{generation:08d}"
+
+    def _journals(self) -> list[int]:
+        return sorted(
+            int(p.name[8:])
+            for p in self.directory.glob("journal-*")
+            if p.name[8:].isdigit() and len(p.name) == 16
+        )
+
+    def _load(self) -> None:
+        snapshot = self.directory / "snapshot.json"
+        if snapshot.exists():
+            data = json.loads(snapshot.read_bytes())
+            self.generation = int(data["generation"])
+            for group, topic, queue, offset in data["offsets"]:
+                self.offsets[(group, topic, int(queue))] = int(offset)
+            for item in data["history"]:
+                self._remember(OffsetChange(*item))
+        for generation in self._journals():
+            path = self._journal_path(generation)
+            if generation < self.generation:
+                path.unlink(missing_ok=True)
+                continue
+            self._replay(path)
+            self.generation = generation
+
+    def _replay(self, path: Path) -> None:
+        data = path.read_bytes()
+        pos = 0
+        while pos + _FRAME.size <= len(data):
+            length, crc = _FRAME.unpack_from(data, pos)
+            payload = data[pos + _FRAME.size : pos + _FRAME.size + length]
+            if length == 0 or len(payload) < length or crc32c(payload) != crc:
+                break
+            self._apply(json.loads(payload))
+            pos += _FRAME.size + length
+        if pos < len(data):
+            self.torn_bytes += len(data) - pos
+            with open(path, "r+b") as handle:
+                handle.truncate(pos)
+                fileio.fsync(handle.fileno())
+
+    def _apply(self, entry: dict) -> None:
+        if entry.get("op") == "drop_topic":
+            self._drop_topic(entry["topic"])
+            return
+        change = OffsetChange(
+            entry["group"],
+            entry["topic"],
+            int(entry["queue"]),
+            entry["old"],
+            int(entry["new"]),
+            int(entry["time_ms"]),
+            entry["who"],
+            entry["reason"],
+        )
+        self.offsets[(change.group, change.topic, change.queue)] = change.new
+        self._remember(change)
+
+    def _remember(self, change: OffsetChange) -> None:
+        history = self.history.get(change.group)
+        if history is None:
+            history = self.history[change.group] = deque(maxlen=HISTORY_PER_GROUP)
+        history.append(change)
+
+    def _drop_topic(self, topic: str) -> None:
+        for key in [k for k in self.offsets if k[1] == topic]:
+            del self.offsets[key]
+
+    def _append(self, entry: dict) -> None:
+        payload = json.dumps(entry, separators=(",", ":")).encode()
+        frame = _FRAME.pack(len(payload), crc32c(payload)) + payload
+        fileio.pwrite_all(self._fd, frame, self._size)
+        fileio.fdatasync(self._fd)
+        self._size += len(frame)
+        if self._size > self.compact_bytes:
+            self.compact()
+
+    def get(self, group: str, topic: str, queue: int) -> int | None:
+        return self.offsets.get((group, topic, queue))
+
+    def commit(
+        self, group: str, topic: str, queue: int, offset: int, who: str, reason: str
+    ) -> OffsetChange | None:
+        """Record a new committed offset durably; None when it equals the current one."""
+        old = self.offsets.get((group, topic, queue))
+        if old == offset:
+            return None
+        change = OffsetChange(
+            group, topic, queue, old, offset, time.time_ns() // 1_000_000, who, reason
+        )
+        self._append(change._asdict())
+        self.offsets[(group, topic, queue)] = offset
+        self._remember(change)
+        return change
+
+    def drop_topic(self, topic: str) -> None:
+        """Forget every group's offsets on ``topic`` (the topic was deleted)."""
+        if any(k[1] == topic for k in self.offsets):
+            self._append({"op": "drop_topic", "topic": topic})
+            self._drop_topic(topic)
+
+    def compact(self) -> None:
+        """Start a new journal generation from a snapshot of the current state."""
+        new_generation = self.generation + 1
+        new_fd = os.open(
+            self._journal_path(new_generation), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644
+        )
+        fileio.fsync_dir(self.directory)
+        snapshot = {
+            "generation": new_generation,
+            "offsets": [[g, t, q, o] for (g, t, q), o in self.offsets.items()],
+            "history": [list(c) for h in self.history.values() for c in h],
+        }
+        fileio.write_atomic(self.directory / "snapshot.json", json.dumps(snapshot).encode())
+        os.close(self._fd)
+        self._journal_path(self.generation).unlink(missing_ok=True)
+        self._fd, self._size, self.generation = new_fd, 0, new_generation
+
+    def close(self) -> None:
+        os.close(self._fd)

@@ -1,0 +1,231 @@
+"""The commit-log record: encoding, decoding and checking (docs/FORMAT.md, "Record").
+
+All integers are little-endian. A record is::
+
+    header (56 bytes) | topic | tag | keys | properties | body | crc32c (4) | length (4)
+
+The CRC32C covers every byte from the leading length to the end of the body, so a
+flipped bit anywhere in the record is caught. The length is repeated at the end so
+a frame can be checked (and a log scanned backwards) without reading the body.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+
+from crc32c import crc32c
+
+from .errors import CorruptRecordError, InvalidMessageError
+from .results import StoredMessage
+
+RECORD_MAGIC_BYTES = b"TDMR"
+END_OF_SEGMENT_MAGIC_BYTES = b"TDME"
+RECORD_MAGIC = struct.unpack("<I", RECORD_MAGIC_BYTES)[0]
+END_OF_SEGMENT_MAGIC = struct.unpack("<I", END_OF_SEGMENT_MAGIC_BYTES)[0]
+
+# length, magic, commit offset, queue offset, born ms, store ms, queue id, body length,
+# flags, topic length, tag length, keys length, properties length
+HEADER = struct.Struct("<IIQQqqIIHBBHH")
+TRAILER = struct.Struct("<II")
+MARKER = struct.Struct("<II")
+HEADER_SIZE = HEADER.size
+RECORD_OVERHEAD = HEADER.size + TRAILER.size
+MARKER_SIZE = MARKER.size
+
+MAX_TAG_BYTES = 255
+MAX_KEYS_BYTES = 0xFFFF
+MAX_PROPERTIES_BYTES = 0xFFFF
+KEY_SEPARATOR = "\x1f"
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+_FORBIDDEN_IN_FIELDS = (KEY_SEPARATOR, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)
+
+
+def encode_tag(tag: object) -> bytes:
+    """Validate and encode a tag (``None`` becomes empty)."""
+    if tag is None:
+        return b""
+    if not isinstance(tag, str):
+        raise InvalidMessageError(f"tag must be a string, not {type(tag).__name__}")
+    data = tag.encode()
+    if not data or len(data) > MAX_TAG_BYTES or _has_separator(tag):
+        raise InvalidMessageError(
+            f"tag must be 1 to {MAX_TAG_BYTES} bytes of text without control separators"
+        )
+    return data
+
+
+def normalize_keys(key: object) -> list[str]:
+    """Turn ``key`` (None, a string or a sequence of strings) into a list of keys."""
+    if key is None:
+        return []
+    keys = [key] if isinstance(key, str) else key
+    if not isinstance(keys, Sequence) or not all(isinstance(k, str) for k in keys):
+        raise InvalidMessageError("key must be a string or a list of strings")
+    for k in keys:
+        if not k or _has_separator(k):
+            raise InvalidMessageError(
+                "keys must be non-empty and must not contain the characters \\x01, \\x02 or \\x1f"
+            )
+    return list(keys)
+
+
+def encode_keys(keys: list[str]) -> bytes:
+    data = KEY_SEPARATOR.join(keys).encode()
+    if len(data) > MAX_KEYS_BYTES:
+        raise InvalidMessageError(f"keys take {len(data)} bytes; at most {MAX_KEYS_BYTES}")
+    return data
+
+
+def encode_properties(properties: object) -> bytes:
+    """Validate and encode a str → str mapping of message properties."""
+    if not properties:
+        return b""
+    if not isinstance(properties, Mapping):
+        raise InvalidMessageError("properties must be a mapping of strings to strings")
+    parts = []
+    for name, value in properties.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidMessageError("property names and values must be strings")
+        if not name or _has_separator(name) or _has_separator(value):
+            raise InvalidMessageError(
+                f"property {name!r} is empty or contains \\x01, \\x02 or \\x1f"
+            )
+        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}")
+    data = PROPERTY_SEPARATOR.join(parts).encode()
+    if len(data) > MAX_PROPERTIES_BYTES:
+        raise InvalidMessageError(
+            f"properties take {len(data)} bytes; at most {MAX_PROPERTIES_BYTES}"
+        )
+    return data
+
+
+def _has_separator(text: str) -> bool:
+    return any(sep in text for sep in _FORBIDDEN_IN_FIELDS)
+
+
+def encode_into(
+    buf,
+    pos: int,
+    length: int,
+    commit_offset: int,
+    queue_offset: int,
+    born_ms: int,
+    store_ms: int,
+    queue_id: int,
+    topic: bytes,
+    tag: bytes,
+    keys: bytes,
+    properties: bytes,
+    body: bytes,
+) -> None:
+    """Write one record of ``length`` bytes into the writable buffer ``buf`` at ``pos``.
+
+    ``length`` must be ``RECORD_OVERHEAD`` plus the sizes of the variable fields.
+    """
+    HEADER.pack_into(
+        buf,
+        pos,
+        length,
+        RECORD_MAGIC,
+        commit_offset,
+        queue_offset,
+        born_ms,
+        store_ms,
+        queue_id,
+        len(body),
+        0,
+        len(topic),
+        len(tag),
+        len(keys),
+        len(properties),
+    )
+    start = pos + HEADER_SIZE
+    end = pos + length - TRAILER.size
+    buf[start:end] = b"".join((topic, tag, keys, properties, body))
+    with memoryview(buf) as view:
+        TRAILER.pack_into(buf, end, crc32c(view[pos:end]), length)
+
+
+def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> int:
+    """Check the record at ``pos`` (frame, magic, CRC, own offset); return its length.
+
+    ``limit`` is where readable bytes end; ``commit_offset`` is the offset the record
+    must say it lives at. Raises CorruptRecordError with the reason otherwise.
+    """
+    if pos + HEADER_SIZE > limit:
+        raise CorruptRecordError(commit_offset, "header runs past the end of the data")
+    header = HEADER.unpack_from(view, pos)
+    length = header[0]
+    if header[1] != RECORD_MAGIC:
+        raise CorruptRecordError(commit_offset, f"bad magic 0x{header[1]:08x}")
+    if length != RECORD_OVERHEAD + header[7] + sum(header[9:13]):
+        raise CorruptRecordError(commit_offset, f"length field {length} disagrees with fields")
+    end = pos + length
+    if end > limit:
+        raise CorruptRecordError(commit_offset, f"length {length} runs past the end of the data")
+    crc, tail_length = TRAILER.unpack_from(view, end - TRAILER.size)
+    if tail_length != length:
+        raise CorruptRecordError(
+            commit_offset, f"trailing length {tail_length} differs from leading {length}"
+        )
+    if crc32c(view[pos : end - TRAILER.size]) != crc:
+        raise CorruptRecordError(commit_offset, "CRC32C mismatch")
+    if header[2] != commit_offset:
+        raise CorruptRecordError(
+            commit_offset, f"record says it lives at commit-log offset {header[2]}"
+        )
+    return length
+
+
+def decode_checked(view: memoryview, pos: int, id_prefix: str) -> StoredMessage:
+    """Decode a record already passed by ``check_record``."""
+    (
+        length,
+        _magic,
+        commit_offset,
+        queue_offset,
+        born_ms,
+        store_ms,
+        queue_id,
+        body_len,
+        _flags,
+        topic_len,
+        tag_len,
+        keys_len,
+        props_len,
+    ) = HEADER.unpack_from(view, pos)
+    p = pos + HEADER_SIZE
+    topic = str(view[p : p + topic_len], "utf-8")
+    p += topic_len
+    tag = str(view[p : p + tag_len], "utf-8") if tag_len else None
+    p += tag_len
+    keys = str(view[p : p + keys_len], "utf-8").split(KEY_SEPARATOR) if keys_len else []
+    p += keys_len
+    properties = (
+        dict(
+            item.split(NAME_VALUE_SEPARATOR, 1)
+            for item in str(view[p : p + props_len], "utf-8").split(PROPERTY_SEPARATOR)
+        )
+        if props_len
+        else {}
+    )
+    p += props_len
+    return StoredMessage(
+        f"{id_prefix}{commit_offset:016X}",
+        topic,
+        queue_id,
+        queue_offset,
+        commit_offset,
+        born_ms,
+        store_ms,
+        tag,
+        keys,
+        properties,
+        bytes(view[p : p + body_len]),
+    )
+
+
+def record_length(topic: bytes, tag: bytes, keys: bytes, properties: bytes, body: bytes) -> int:
+    return RECORD_OVERHEAD + len(topic) + len(tag) + len(keys) + len(properties) + len(body)

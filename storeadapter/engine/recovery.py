@@ -1,0 +1,155 @@
+"""Recovery on open: make the consume queues agree with what the commit log holds.
+
+1. Start from the checkpoint's dispatched offset (every record below it has durable
+   consume-queue entries), or from the topic's first record when a queue's files are
+   missing, or from the log's start when there is no checkpoint.
+2. Walk the log from there, checking each record's frame and CRC32C. Write the
+   consume-queue entry of every intact record (writing an entry that is already there
+   changes nothing, so recovery can be run again, or be interrupted and restarted).
+3. Bad bytes followed by an intact record are reported and skipped. Bad bytes with
+   nothing intact after them in the last segment are a torn or garbage tail: they
+   are erased, and the tail is set where they began.
+4. Consume-queue entries that point at or past the tail are erased.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from .checkpoint import CheckpointState
+from .commitlog import CommitLog
+from .consumequeue import ENTRY, ConsumeQueue
+from .record import HEADER, HEADER_SIZE
+from .results import Corruption
+from .scan import CORRUPT, END_OF_SEGMENT, GARBAGE_TAIL, RECORD, TAIL, scan_segment
+from .tags import tag_hash
+
+# Resolves (topic bytes, queue id, commit offset) to the queue the record belongs to.
+QueueResolver = Callable[[bytes, int, int], ConsumeQueue | None]
+
+
+@dataclass
+class RecoveryReport:
+    clean_shutdown: bool
+    started_at: int = 0
+    tail: int = 0
+    scanned_bytes: int = 0
+    records: int = 0
+    redispatched: int = 0
+    truncated_at: int | None = None
+    truncated_bytes: int = 0
+    dropped_queue_entries: int = 0
+    corruptions: list[Corruption] = field(default_factory=list)
+    duration_ms: float = 0.0
+    finished_ms: int = 0
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["corruptions"] = [c._asdict() for c in self.corruptions]
+        return data
+
+
+def choose_start(
+    log: CommitLog, checkpoint: CheckpointState | None, rebuild_from: int | None
+) -> int:
+    """Where the scan starts: the checkpoint, or earlier when queues must be rebuilt."""
+    log_end = log.segments[-1].end if log.segments else log.tail
+    start = log.min_offset if checkpoint is None else checkpoint.dispatched
+    if rebuild_from is not None:
+        start = min(start, rebuild_from)
+    return max(log.min_offset, min(start, log_end))
+
+
+def recover(
+    log: CommitLog,
+    queues: list[ConsumeQueue],
+    resolve: QueueResolver,
+    start: int,
+    clean_shutdown: bool,
+) -> RecoveryReport:
+    began = time.perf_counter()
+    report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
+    tail = start
+    index = 0
+    while index < len(log.segments) and log.segments[index].end <= start:
+        index += 1
+    for position in range(index, len(log.segments)):
+        segment = log.segments[position]
+        last = position == len(log.segments) - 1
+        begin = max(start, segment.base) - segment.base
+        view = segment.view
+        for event in scan_segment(segment, begin, sealed=not last):
+            if event.kind == RECORD:
+                report.records += 1
+                report.scanned_bytes += event.length
+                pos = event.offset - segment.base
+                _dispatch(view, pos, event.offset, event.length, resolve, report)
+                tail = event.offset + event.length
+            elif event.kind == CORRUPT:
+                report.corruptions.append(Corruption(event.offset, event.length, event.reason))
+                report.scanned_bytes += event.length
+                tail = event.offset + event.length
+            elif event.kind == END_OF_SEGMENT:
+                tail = segment.end
+            elif event.kind == GARBAGE_TAIL and not last:
+                report.corruptions.append(Corruption(event.offset, event.length, event.reason))
+                tail = segment.end
+            elif event.kind == GARBAGE_TAIL:
+                report.truncated_at = event.offset
+                report.truncated_bytes = _garbage_extent(segment, event.offset - segment.base)
+                segment.zero_from(event.offset - segment.base)
+                tail = event.offset
+            elif event.kind == TAIL:
+                tail = event.offset
+    log.tail = max(tail, log.min_offset)
+    for queue in queues:
+        report.dropped_queue_entries += _drop_entries_past(queue, log.tail)
+    report.tail = log.tail
+    report.duration_ms = round((time.perf_counter() - began) * 1000, 3)
+    report.finished_ms = time.time_ns() // 1_000_000
+    return report
+
+
+def _dispatch(view, pos, offset, length, resolve, report) -> None:
+    header = HEADER.unpack_from(view, pos)
+    queue_offset, queue_id, topic_len, tag_len = header[3], header[6], header[9], header[10]
+    start = pos + HEADER_SIZE
+    topic = bytes(view[start : start + topic_len])
+    queue = resolve(topic, queue_id, offset)
+    if queue is None or queue_offset < queue.min_offset:
+        return
+    tag = bytes(view[start + topic_len : start + topic_len + tag_len])
+    entry = ENTRY.pack(offset, length, tag_hash(tag))
+    existing = queue.entry(queue_offset)
+    if existing is not None and ENTRY.pack(*existing) == entry:
+        return
+    queue.write(queue_offset, entry)
+    report.redispatched += 1
+
+
+def _drop_entries_past(queue: ConsumeQueue, tail: int) -> int:
+    keep = queue.max_offset
+    while keep > queue.min_offset:
+        entry = queue.entry(keep - 1)
+        if entry is not None and entry[0] < tail:
+            break
+        keep -= 1
+    dropped = queue.max_offset - keep
+    queue.truncate(keep)
+    return dropped
+
+
+def _garbage_extent(segment, pos: int) -> int:
+    """How many bytes from ``pos`` hold garbage: up to the first all-zero 64 KiB chunk."""
+    chunk = 64 << 10
+    end = pos
+    while end < segment.size:
+        piece = segment.view[end : min(segment.size, end + chunk)].tobytes().rstrip(b"\0")
+        if not piece:
+            break
+        end += len(piece)
+        if len(piece) < chunk:
+            break
+    return end - pos

@@ -1,0 +1,133 @@
+"""Walking the commit log record by record, explicit about bad bytes.
+
+A scan yields what it finds at each position. Bad bytes are never silently
+skipped: the scanner reports them and looks for the next intact record (a record
+names its own commit-log offset and carries a CRC32C, so a false match is not a
+practical worry). What to do with the report, skip it or truncate there, is the
+caller's choice: recovery truncates a garbage tail, readers and ``verify`` skip.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from .errors import CorruptRecordError
+from .record import (
+    END_OF_SEGMENT_MAGIC,
+    END_OF_SEGMENT_MAGIC_BYTES,
+    MARKER,
+    MARKER_SIZE,
+    RECORD_MAGIC,
+    RECORD_MAGIC_BYTES,
+    check_record,
+)
+from .segment import Segment
+
+PAGE = mmap.PAGESIZE
+
+RECORD = "record"
+CORRUPT = "corrupt"
+END_OF_SEGMENT = "end_of_segment"
+TAIL = "tail"
+GARBAGE_TAIL = "garbage_tail"
+
+
+class ScanEvent(NamedTuple):
+    """``kind`` is one of record, corrupt, end_of_segment, tail, garbage_tail."""
+
+    kind: str
+    offset: int
+    length: int
+    reason: str = ""
+
+
+def scan_segment(segment: Segment, start: int, sealed: bool) -> Iterator[ScanEvent]:
+    """Yield the records and bad stretches of ``segment`` from in-segment ``start``.
+
+    A sealed segment (one followed by another) must end in an end-of-segment marker;
+    zeros inside it are corruption. In the last segment, zeros with no data after them
+    are the tail. A scan ends with END_OF_SEGMENT, TAIL or GARBAGE_TAIL (bytes from
+    there to the end hold no intact record).
+    """
+    view = segment.view
+    size = segment.size
+    base = segment.base
+    pos = start
+    while pos + MARKER_SIZE <= size:
+        length, magic = MARKER.unpack_from(view, pos)
+        if magic == RECORD_MAGIC:
+            try:
+                length = check_record(view, pos, size, base + pos)
+            except CorruptRecordError as error:
+                reason = error.reason
+            else:
+                yield ScanEvent(RECORD, base + pos, length)
+                pos += length
+                continue
+        elif magic == END_OF_SEGMENT_MAGIC and length == size - pos:
+            yield ScanEvent(END_OF_SEGMENT, base + pos, length)
+            return
+        elif length == 0 and magic == 0:
+            if not sealed and not _has_data_after(segment, pos):
+                yield ScanEvent(TAIL, base + pos, 0)
+                return
+            reason = "zeroed bytes where a record should start"
+        else:
+            reason = f"no record starts here (magic 0x{magic:08x})"
+        resume = find_next_record(segment, pos + 1)
+        if resume is None:
+            if length == 0 and magic == 0 and not sealed:
+                yield ScanEvent(TAIL, base + pos, 0)
+            else:
+                yield ScanEvent(GARBAGE_TAIL, base + pos, size - pos, reason)
+            return
+        yield ScanEvent(CORRUPT, base + pos, resume - pos, reason)
+        pos = resume
+    yield ScanEvent(TAIL, base + pos, 0)
+
+
+def find_next_record(segment: Segment, start: int) -> int | None:
+    """In-segment position of the first intact record or end marker at or after ``start``."""
+    data = segment.map
+    view = segment.view
+    size = segment.size
+    search = start + 4
+    while True:
+        hit = data.find(RECORD_MAGIC_BYTES, search)
+        if hit < 0:
+            break
+        candidate = hit - 4
+        try:
+            check_record(view, candidate, size, segment.base + candidate)
+            return candidate
+        except CorruptRecordError:
+            search = hit + 1
+    search = start + 4
+    while True:
+        hit = data.find(END_OF_SEGMENT_MAGIC_BYTES, search)
+        if hit < 0:
+            return None
+        candidate = hit - 4
+        if MARKER.unpack_from(view, candidate)[0] == size - candidate:
+            return candidate
+        search = hit + 1
+
+
+def _has_data_after(segment: Segment, pos: int) -> bool:
+    """Whether any non-zero byte may lie after ``pos`` (cheap: asks the file system)."""
+    page_end = min(segment.size, (pos // PAGE + 1) * PAGE)
+    if segment.view[pos:page_end].tobytes().strip(b"\0"):
+        return True
+    if page_end >= segment.size:
+        return False
+    try:
+        next_data = os.lseek(segment.fd, page_end, os.SEEK_DATA)
+    except OSError as error:
+        if error.errno == errno.ENXIO:
+            return False
+        raise
+    return next_data < segment.size

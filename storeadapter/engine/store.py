@@ -1,0 +1,843 @@
+"""MessageStore: the public face of the engine (names are a contract, see DESIGN.md)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import threading
+import time
+import zlib
+from collections import deque
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from . import fileio
+from .checkpoint import Checkpoint
+from .commitlog import CommitLog
+from .config import StoreConfig
+from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from .errors import (
+    CorruptRecordError,
+    InvalidMessageError,
+    MessageNotFoundError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    QueueNotFoundError,
+    StoreClosedError,
+    StoreError,
+    StoreFailedError,
+    StoreLockedError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
+from .flush import FlushService
+from .message_id import format_message_id, parse_message_id
+from .metadata import StoreIdentity, TopicInfo, TopicTable
+from .names import check_name
+from .offsets import OffsetChange, OffsetStore
+from .record import (
+    RECORD_MAGIC,
+    RECORD_OVERHEAD,
+    check_record,
+    decode_checked,
+    encode_into,
+    encode_keys,
+    encode_properties,
+    encode_tag,
+    normalize_keys,
+)
+from .recovery import choose_start, recover
+from .results import (
+    STATUS_FLUSH_TIMEOUT,
+    STATUS_OK,
+    AppendResult,
+    Corruption,
+    Message,
+    ReadResult,
+    StoredMessage,
+)
+from .segment import segment_name
+from .tags import tag_hash
+
+MAX_QUEUES_PER_TOPIC = 1024
+MAX_READ_MESSAGES = 10_000
+_TAG_SCAN_CHUNK = 1024
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _Topic:
+    __slots__ = ("info", "name_bytes", "queues", "round_robin")
+
+    def __init__(self, info: TopicInfo, queues: list[ConsumeQueue]) -> None:
+        self.info = info
+        self.name_bytes = info.name.encode()
+        self.queues = queues
+        self.round_robin = 0
+
+
+class _Prepared:
+    """A message validated and encoded, waiting for its place in the log."""
+
+    __slots__ = ("queue", "route_key", "tag", "keys", "properties", "body", "born_ms", "hash")
+
+    def __init__(self, queue, route_key, tag, keys, properties, body, born_ms, hash_) -> None:
+        self.queue = queue
+        self.route_key = route_key
+        self.tag = tag
+        self.keys = keys
+        self.properties = properties
+        self.body = body
+        self.born_ms = born_ms
+        self.hash = hash_
+
+
+class MessageStore:
+    """An open store directory. Use ``MessageStore.open(path, config)``; close it when done.
+
+    Thread-safe: appends are serialized by one lock, readers never take it.
+    """
+
+    def __init__(self, path: Path, config: StoreConfig) -> None:
+        self.path = path
+        self.config = config
+        self._write_lock = threading.Lock()
+        self._appended = threading.Condition()
+        self._closed = False
+        self._failure: BaseException | None = None
+        self._dirty_queues: set[ConsumeQueue] = set()
+        self._corruptions: deque[Corruption] = deque(maxlen=1000)
+        self._corrupt_offsets: set[int] = set()
+        self._topics: dict[str, _Topic] = {}
+        self._lock_fd = -1
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, config: StoreConfig | None = None) -> MessageStore:
+        """Open (creating if needed) the store at ``path`` and recover it if it crashed.
+
+        Raises StoreLockedError when another process has it open, StoreFormatError when
+        its files are not in a format this engine reads.
+        """
+        store = cls(Path(path), config or StoreConfig())
+        try:
+            store._open()
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def _open(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreLockedError(
+                f"the store at {self.path} is open in another process; close it there first"
+            ) from None
+        self.identity = StoreIdentity.load_or_create(
+            self.path / "store.json", self.config.queue_file_entries
+        )
+        self._id_prefix = self.identity.id_prefix
+        self._table = TopicTable(self.path / "topics.json")
+        self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
+        self.commitlog.open()
+        rebuild_from = self._open_queues()
+        self._checkpoint = Checkpoint(self.path / "checkpoint")
+        abort_marker = self.path / "abort"
+        clean = not abort_marker.exists()
+        start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
+        self.last_recovery = recover(
+            self.commitlog, self._all_queues(), self._resolve_queue, start, clean
+        )
+        for queue in self._all_queues():
+            self._dirty_queues.add(queue)
+        for corruption in self.last_recovery.corruptions:
+            self._note_corruption(corruption)
+        fileio.write_atomic(
+            self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
+        )
+        self._offsets = OffsetStore(self.path / "offsets")
+        abort_marker.touch()
+        fileio.fsync_dir(self.path)
+        self._flusher = FlushService(
+            self._sync_log,
+            self._flush_everything,
+            self.config.flush_interval_ms / 1000,
+            self._fail,
+        )
+        self._flush_everything()
+        self._flusher.start(self.commitlog.flushed)
+
+    def _open_queues(self) -> int | None:
+        """Open every topic's consume queues; return where a rebuild must start, if any."""
+        root = self.path / "consumequeue"
+        root.mkdir(exist_ok=True)
+        for leftover in root.iterdir():
+            if leftover.name not in self._table.topics:
+                shutil.rmtree(leftover, ignore_errors=True)
+        rebuild_from = None
+        entries = self.identity.queue_file_entries
+        for info in self._table.topics.values():
+            queues = []
+            for queue_id in range(info.queues):
+                queue = ConsumeQueue(root / info.name / str(queue_id), entries)
+                queue.open()
+                if not queue.files:
+                    if rebuild_from is None or info.created_offset < rebuild_from:
+                        rebuild_from = info.created_offset
+                    queue.ensure_file()
+                queues.append(queue)
+            self._topics[info.name] = _Topic(info, queues)
+        return rebuild_from
+
+    def _all_queues(self) -> list[ConsumeQueue]:
+        return [q for topic in self._topics.values() for q in topic.queues]
+
+    def _resolve_queue(self, topic: bytes, queue_id: int, offset: int) -> ConsumeQueue | None:
+        state = self._topics.get(topic.decode(errors="replace"))
+        if state is None or offset < state.info.created_offset:
+            return None
+        if queue_id >= len(state.queues):
+            return None
+        return state.queues[queue_id]
+
+    # ------------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, queues: int = 4) -> TopicInfo:
+        """Create a topic with ``queues`` queues; raise TopicExistsError if it exists."""
+        check_name(name, "topic")
+        self._check_queue_count(queues)
+        with self._write_lock:
+            self._check_writable()
+            if name in self._topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            info = TopicInfo(name, queues, _now_ms(), self.commitlog.tail)
+            directory = self.path / "consumequeue" / name
+            shutil.rmtree(directory, ignore_errors=True)
+            queue_list = []
+            for queue_id in range(queues):
+                queue = ConsumeQueue(directory / str(queue_id), self.identity.queue_file_entries)
+                queue.open()
+                queue.ensure_file()
+                queue_list.append(queue)
+            fileio.fsync_dir(directory.parent)
+            self._table.topics[name] = info
+            self._table.save()
+            self._topics[name] = _Topic(info, queue_list)
+            return self._topic_copy(info)
+
+    def topics(self) -> list[TopicInfo]:
+        """Every topic, sorted by name."""
+        self._check_open()
+        return [self._topic_copy(t.info) for _, t in sorted(self._topics.items())]
+
+    def topic(self, name: str) -> TopicInfo:
+        return self._topic_copy(self._topic(name).info)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, its queues and the groups' offsets on it.
+
+        Its records stay in the commit log until retention deletes their segments.
+        """
+        check_name(name, "topic")
+        with self._write_lock:
+            self._check_writable()
+            state = self._topic(name)
+            del self._table.topics[name]
+            self._table.save()
+            del self._topics[name]
+            for queue in state.queues:
+                self._dirty_queues.discard(queue)
+                queue.close()
+            shutil.rmtree(self.path / "consumequeue" / name, ignore_errors=True)
+            self._offsets.drop_topic(name)
+
+    @staticmethod
+    def _topic_copy(info: TopicInfo) -> TopicInfo:
+        return TopicInfo(
+            info.name, info.queues, info.created_ms, info.created_offset, list(info.frozen)
+        )
+
+    @staticmethod
+    def _check_queue_count(queues: object) -> None:
+        if not isinstance(queues, int) or isinstance(queues, bool):
+            raise InvalidMessageError("the number of queues must be an integer")
+        if not 1 <= queues <= MAX_QUEUES_PER_TOPIC:
+            raise StoreError(f"a topic has 1 to {MAX_QUEUES_PER_TOPIC} queues, not {queues}")
+
+    def _topic(self, name: str) -> _Topic:
+        self._check_open()
+        state = self._topics.get(name)
+        if state is None:
+            check_name(name, "topic")
+            raise TopicNotFoundError(f"topic {name!r} does not exist")
+        return state
+
+    def _queue(self, topic: str, queue: int) -> ConsumeQueue:
+        state = self._topic(topic)
+        if not isinstance(queue, int) or isinstance(queue, bool):
+            raise QueueNotFoundError(f"a queue id is an integer, not {queue!r}")
+        if not 0 <= queue < len(state.queues):
+            raise QueueNotFoundError(
+                f"topic {topic!r} has queues 0 to {len(state.queues) - 1}; "
+                f"there is no queue {queue}"
+            )
+        return state.queues[queue]
+
+    # ----------------------------------------------------------------- appends
+
+    def append(
+        self,
+        topic: str,
+        body: bytes | str,
+        key: str | list[str] | None = None,
+        tag: str | None = None,
+        queue: int | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> AppendResult:
+        """Append one message and return where it landed.
+
+        The queue is ``queue`` if given, else chosen by the key's hash, else round-robin.
+        In sync mode this returns after an fsync covers the record (status OK) or after
+        ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
+        InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
+        """
+        state = self._topic(topic)
+        prepared = self._prepare(state, body, key, tag, queue, properties, None)
+        return self._append_prepared(state, [prepared])[0]
+
+    def append_batch(
+        self, topic: str, messages: Iterable[Message | Mapping | bytes | str]
+    ) -> list[AppendResult]:
+        """Append many messages to one topic in one locked write (the fast path).
+
+        Each item is a Message, a dict with Message's fields, or a body (bytes or str).
+        Every message is validated before any is written: one bad message writes none.
+        """
+        state = self._topic(topic)
+        prepared = []
+        for item in messages:
+            if isinstance(item, (bytes, bytearray, memoryview, str)):
+                prepared.append(self._prepare(state, item, None, None, None, None, None))
+            elif isinstance(item, Message):
+                prepared.append(self._prepare(state, *item))
+            elif isinstance(item, Mapping):
+                unknown = set(item) - set(Message._fields)
+                if unknown or "body" not in item:
+                    raise InvalidMessageError(
+                        "a message dict needs 'body' and may have "
+                        f"{', '.join(Message._fields[1:])}; got {sorted(item)}"
+                    )
+                prepared.append(self._prepare(state, *Message(**item)))
+            else:
+                raise InvalidMessageError(
+                    f"a message is bytes, str, a dict or a Message, not {type(item).__name__}"
+                )
+        if not prepared:
+            return []
+        return self._append_prepared(state, prepared)
+
+    def _prepare(self, state, body, key, tag, queue, properties, born_ms) -> _Prepared:
+        if isinstance(body, str):
+            body = body.encode()
+        elif isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        elif not isinstance(body, bytes):
+            raise InvalidMessageError(f"a body is bytes or str, not {type(body).__name__}")
+        if len(body) > self.config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"the body is {len(body)} bytes; the limit is {self.config.max_message_bytes}"
+            )
+        if queue is not None:
+            if not isinstance(queue, int) or isinstance(queue, bool):
+                raise QueueNotFoundError(f"a queue id is an integer, not {queue!r}")
+            if not 0 <= queue < len(state.queues):
+                raise QueueNotFoundError(
+                    f"topic {state.info.name!r} has queues 0 to {len(state.queues) - 1}; "
+                    f"there is no queue {queue}"
+                )
+        keys = normalize_keys(key) if key is not None else []
+        tag_bytes = encode_tag(tag)
+        if born_ms is not None and (not isinstance(born_ms, int) or born_ms < 0):
+            raise InvalidMessageError("born_time_ms must be a non-negative integer")
+        return _Prepared(
+            queue,
+            keys[0].encode() if keys else None,
+            tag_bytes,
+            encode_keys(keys) if keys else b"",
+            encode_properties(properties),
+            body,
+            born_ms,
+            tag_hash(tag_bytes),
+        )
+
+    def _append_prepared(self, state: _Topic, batch: list[_Prepared]) -> list[AppendResult]:
+        topic_name = state.info.name
+        topic_bytes = state.name_bytes
+        queues = state.queues
+        queue_count = len(queues)
+        log = self.commitlog
+        prefix = self._id_prefix
+        capacity = log.capacity()
+        results: list[AppendResult] = []
+        with self._write_lock:
+            self._check_writable()
+            now = _now_ms()
+            next_offsets: dict[int, int] = {}
+            entries: dict[int, list[bytes]] = {}
+            try:
+                for item in batch:
+                    queue_id = item.queue
+                    if queue_id is None:
+                        if item.route_key is not None:
+                            queue_id = zlib.crc32(item.route_key) % queue_count
+                        else:
+                            queue_id = state.round_robin % queue_count
+                            state.round_robin += 1
+                    queue_offset = next_offsets.get(queue_id)
+                    if queue_offset is None:
+                        queue_offset = queues[queue_id].max_offset
+                        entries[queue_id] = []
+                    next_offsets[queue_id] = queue_offset + 1
+                    length = (
+                        RECORD_OVERHEAD
+                        + len(topic_bytes)
+                        + len(item.tag)
+                        + len(item.keys)
+                        + len(item.properties)
+                        + len(item.body)
+                    )
+                    if length > capacity:
+                        raise MessageTooLargeError(
+                            f"a record of {length} bytes does not fit in a commit-log segment "
+                            f"of {log.segment_bytes} bytes; raise segment_bytes or send less"
+                        )
+                    segment, pos = log.reserve(length)
+                    commit_offset = segment.base + pos
+                    encode_into(
+                        segment.map,
+                        pos,
+                        length,
+                        commit_offset,
+                        queue_offset,
+                        now if item.born_ms is None else item.born_ms,
+                        now,
+                        queue_id,
+                        topic_bytes,
+                        item.tag,
+                        item.keys,
+                        item.properties,
+                        item.body,
+                    )
+                    log.tail = commit_offset + length
+                    entries[queue_id].append(ENTRY.pack(commit_offset, length, item.hash))
+                    results.append(
+                        AppendResult(
+                            f"{prefix}{commit_offset:016X}",
+                            topic_name,
+                            queue_id,
+                            queue_offset,
+                            commit_offset,
+                            now,
+                            STATUS_OK,
+                        )
+                    )
+            except MessageTooLargeError:
+                if results:  # validated up front, so only a segment-size surprise lands here
+                    self._dispatch(queues, next_offsets, entries)
+                raise
+            except OSError as error:
+                self._fail(error)
+                raise StoreFailedError(
+                    f"writing to the store failed ({error}); it refuses writes until reopened"
+                ) from error
+            try:
+                self._dispatch(queues, next_offsets, entries)
+            except OSError as error:
+                self._fail(error)
+                raise StoreFailedError(
+                    f"writing a consume queue failed ({error}); it refuses writes until reopened"
+                ) from error
+            end = log.tail
+        with self._appended:
+            self._appended.notify_all()
+        if self.config.flush_mode == "sync":
+            if not self._flusher.wait_durable(end, self.config.flush_timeout_ms / 1000):
+                return [r._replace(status=STATUS_FLUSH_TIMEOUT) for r in results]
+        elif end - self._flusher.flushed > self.config.flush_dirty_bytes:
+            self._flusher.kick()
+        return results
+
+    def _dispatch(self, queues, next_offsets, entries) -> None:
+        for queue_id, packed in entries.items():
+            queue = queues[queue_id]
+            queue.write(next_offsets[queue_id] - len(packed), b"".join(packed))
+            self._dirty_queues.add(queue)
+
+    # ------------------------------------------------------------------- reads
+
+    def read(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, tag: str | None = None
+    ) -> list[StoredMessage]:
+        """Messages of one queue from queue ``offset`` on, at most ``max_messages``.
+
+        An offset below the queue's minimum starts at the minimum; one at the maximum
+        returns nothing. With ``tag``, only messages with that tag are returned.
+        """
+        return self.read_result(topic, queue, offset, max_messages, tag).messages
+
+    def read_result(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, tag: str | None = None
+    ) -> ReadResult:
+        """Like ``read``, also saying which offset to read from next."""
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {offset!r}")
+        if not isinstance(max_messages, int) or not 1 <= max_messages <= MAX_READ_MESSAGES:
+            raise StoreError(f"max_messages must be 1 to {MAX_READ_MESSAGES}, not {max_messages!r}")
+        wanted_hash = tag_hash(encode_tag(tag)) if tag is not None else None
+        position = max(offset, consume_queue.min_offset)
+        messages: list[StoredMessage] = []
+        while len(messages) < max_messages and position < consume_queue.max_offset:
+            count = max_messages - len(messages) if wanted_hash is None else _TAG_SCAN_CHUNK
+            packed = consume_queue.read(position, count)
+            if not packed:
+                break
+            for commit_offset, size, hashed in ENTRY.iter_unpack(packed):
+                position += 1
+                if not size or (wanted_hash is not None and hashed != wanted_hash):
+                    continue
+                message = self._read_record(commit_offset, size)
+                if message is None or (tag is not None and message.tag != tag):
+                    continue
+                messages.append(message)
+                if len(messages) == max_messages:
+                    break
+        return ReadResult(messages, position, consume_queue.min_offset, consume_queue.max_offset)
+
+    def _read_record(self, commit_offset: int, size: int) -> StoredMessage | None:
+        found = self.commitlog.locate(commit_offset)
+        if found is None:
+            return None
+        segment, pos = found
+        try:
+            length = check_record(segment.view, pos, segment.size, commit_offset)
+            if length != size:
+                raise CorruptRecordError(
+                    commit_offset, f"record is {length} bytes, its queue entry says {size}"
+                )
+        except CorruptRecordError as error:
+            self._note_corruption(Corruption(commit_offset, size, error.reason))
+            return None
+        return decode_checked(segment.view, pos, self._id_prefix)
+
+    def get(self, message_id: str) -> StoredMessage:
+        """The message with this id, read in one lookup.
+
+        Raises InvalidMessageIdError for a malformed id, MessageNotFoundError when no
+        intact record starts where it points, CorruptRecordError when the record there
+        fails its CRC check.
+        """
+        store_id, commit_offset = parse_message_id(message_id)
+        self._check_open()
+        if store_id != self.identity.store_id:
+            raise MessageNotFoundError(
+                f"message {message_id} belongs to store {store_id:08X}, "
+                f"not to this store ({self._id_prefix})"
+            )
+        if not self.commitlog.min_offset <= commit_offset < self.commitlog.tail:
+            raise MessageNotFoundError(
+                f"message {message_id} is outside the commit log "
+                f"({self.commitlog.min_offset} to {self.commitlog.tail}): "
+                "deleted by retention, or never written"
+            )
+        found = self.commitlog.locate(commit_offset)
+        if found is None:
+            raise MessageNotFoundError(f"message {message_id} is in no segment")
+        segment, pos = found
+        if pos + 8 > segment.size or int.from_bytes(segment.map[pos + 4 : pos + 8], "little") != (
+            RECORD_MAGIC
+        ):
+            raise MessageNotFoundError(
+                f"no message starts at commit-log offset {commit_offset} (id {message_id})"
+            )
+        try:
+            check_record(segment.view, pos, segment.size, commit_offset)
+        except CorruptRecordError as error:
+            self._note_corruption(Corruption(commit_offset, 0, error.reason))
+            raise
+        return decode_checked(segment.view, pos, self._id_prefix)
+
+    def queue_range(self, topic: str, queue: int) -> tuple[int, int]:
+        """(min offset, max offset) of a queue: readable offsets are min ≤ o < max."""
+        consume_queue = self._queue(topic, queue)
+        return consume_queue.min_offset, consume_queue.max_offset
+
+    def message_id(self, commit_offset: int) -> str:
+        return format_message_id(self.identity.store_id, commit_offset)
+
+    # ----------------------------------------------------------------- offsets
+
+    def commit_offset(
+        self,
+        group: str,
+        topic: str,
+        queue: int,
+        offset: int,
+        who: str = "consumer",
+        reason: str = "commit",
+    ) -> OffsetChange | None:
+        """Durably record ``offset`` (the next to consume) as the group's position.
+
+        Every change is kept in the group's history with ``who`` and ``reason``.
+        Raises OffsetOutOfRangeError for an offset below 0 or above the queue's max.
+        """
+        check_name(group, "group")
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise OffsetOutOfRangeError(f"an offset is an integer ≥ 0, not {offset!r}")
+        if offset > consume_queue.max_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is past the end of {topic}/{queue} "
+                f"(max offset {consume_queue.max_offset})"
+            )
+        with self._write_lock:
+            self._check_writable()
+            try:
+                return self._offsets.commit(group, topic, queue, offset, who, reason)
+            except OSError as error:
+                self._fail(error)
+                raise StoreFailedError(f"saving the offset failed ({error})") from error
+
+    def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
+        """The group's committed offset on a queue, or None if it never committed."""
+        check_name(group, "group")
+        self._queue(topic, queue)
+        return self._offsets.get(group, topic, queue)
+
+    def offset_history(
+        self, group: str, topic: str | None = None, queue: int | None = None, limit: int = 100
+    ) -> list[OffsetChange]:
+        """The group's offset changes, newest first, optionally for one topic or queue."""
+        check_name(group, "group")
+        self._check_open()
+        history = self._offsets.history.get(group, ())
+        picked = [
+            change
+            for change in reversed(history)
+            if (topic is None or change.topic == topic) and (queue is None or change.queue == queue)
+        ]
+        return picked[:limit]
+
+    def groups(self) -> list[str]:
+        """Every group that has committed an offset, sorted."""
+        self._check_open()
+        return sorted({group for group, _, _ in self._offsets.offsets})
+
+    def pull(
+        self,
+        group: str,
+        topic: str,
+        queue: int,
+        max_messages: int = 32,
+        timeout_s: float = 0.0,
+    ) -> list[StoredMessage]:
+        """Messages after the group's committed offset; waits up to ``timeout_s`` for some.
+
+        Pulling does not commit: the consumer commits what it has processed.
+        """
+        consume_queue = self._queue(topic, queue)
+        committed = self.committed_offset(group, topic, queue)
+        offset = consume_queue.min_offset if committed is None else committed
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            messages = self.read(topic, queue, offset, max_messages)
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                return messages
+            with self._appended:
+                if consume_queue.max_offset <= offset:
+                    self._appended.wait(min(remaining, 0.5))
+
+    # -------------------------------------------------------------- durability
+
+    def flush(self) -> None:
+        """fsync the commit log and consume queues, then write the checkpoint."""
+        self._check_open()
+        if self._failure is not None:
+            raise StoreFailedError(self._failure_sentence())
+        try:
+            self._flusher.advance(self._flush_everything())
+        except OSError as error:
+            self._fail(error)
+            raise StoreFailedError(self._failure_sentence()) from error
+
+    def _sync_log(self) -> int:
+        with self._write_lock:
+            target = self.commitlog.tail
+            pending = self.commitlog.take_unsynced()
+        for segment in pending:
+            segment.sync()
+        self.commitlog.flushed = max(self.commitlog.flushed, target)
+        return target
+
+    def _flush_everything(self) -> int:
+        with self._write_lock:
+            target = self.commitlog.tail
+            segments = self.commitlog.take_unsynced()
+            queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
+            self._dirty_queues.clear()
+        for segment in segments:
+            segment.sync()
+        for queue_file in queue_files:
+            fileio.fdatasync(queue_file.fd)
+        self._checkpoint.save(target, target, target)
+        self.commitlog.flushed = max(self.commitlog.flushed, target)
+        return target
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+        flusher = getattr(self, "_flusher", None)
+        if flusher is not None:
+            flusher.fail(error)
+
+    def _failure_sentence(self) -> str:
+        return (
+            f"the store failed to write or fsync ({self._failure}); it refuses writes "
+            "until it is closed and reopened"
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"the store at {self.path} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._failure is not None:
+            raise StoreFailedError(self._failure_sentence())
+
+    def _note_corruption(self, corruption: Corruption) -> None:
+        if corruption.commit_offset not in self._corrupt_offsets:
+            self._corrupt_offsets.add(corruption.commit_offset)
+            self._corruptions.append(corruption)
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    # ------------------------------------------------------------------- stats
+
+    def stats(self) -> dict:
+        """Segments, disk use, per-topic and per-queue offsets, flush state, last recovery."""
+        self._check_open()
+        log = self.commitlog
+        segments = [
+            {
+                "name": segment_name(s.base),
+                "base": s.base,
+                "size": s.size,
+                "disk_bytes": os.fstat(s.fd).st_blocks * 512,
+                "used_bytes": max(0, min(log.tail, s.end) - s.base),
+            }
+            for s in list(log.segments)
+        ]
+        topics = {}
+        for name, state in sorted(self._topics.items()):
+            queue_stats = {}
+            for queue_id, queue in enumerate(state.queues):
+                queue_stats[queue_id] = {
+                    "min_offset": queue.min_offset,
+                    "max_offset": queue.max_offset,
+                    "messages": queue.max_offset - queue.min_offset,
+                    "last_store_time_ms": self._last_store_time(queue),
+                }
+            topics[name] = {
+                "queues": queue_stats,
+                "messages": sum(q["messages"] for q in queue_stats.values()),
+                "created_ms": state.info.created_ms,
+            }
+        return {
+            "path": str(self.path),
+            "store_id": self._id_prefix,
+            "flush_mode": self.config.flush_mode,
+            "segment_bytes": self.config.segment_bytes,
+            "segments": segments,
+            "segment_count": len(segments),
+            "disk_bytes": sum(s["disk_bytes"] for s in segments),
+            "commit_log": {
+                "min_offset": log.min_offset,
+                "tail": log.tail,
+                "flushed": self._flusher.flushed,
+            },
+            "last_flush_ms": self._flusher.last_flush_ms,
+            "topics": topics,
+            "groups": self.groups(),
+            "last_recovery": self.last_recovery.as_dict(),
+            "corruptions": [c._asdict() for c in self._corruptions],
+            "failed": None if self._failure is None else str(self._failure),
+        }
+
+    def _last_store_time(self, queue: ConsumeQueue) -> int | None:
+        index = queue.max_offset - 1
+        while index >= queue.min_offset:
+            entry = queue.entry(index)
+            if entry is not None:
+                found = self.commitlog.locate(entry[0])
+                if found is None:
+                    return None
+                segment, pos = found
+                return int.from_bytes(segment.map[pos + 32 : pos + 40], "little", signed=True)
+            index -= 1
+        return None
+
+    # ----------------------------------------------------------------- closing
+
+    def close(self) -> None:
+        """Flush, write the checkpoint and mark the shutdown clean. Safe to call twice."""
+        if self._closed:
+            return
+        self._flusher.stop()
+        clean = self._failure is None
+        if clean:
+            try:
+                self._flush_everything()
+            except OSError as error:
+                self._fail(error)
+                clean = False
+        self._closed = True
+        with self._appended:
+            self._appended.notify_all()
+        for queue in self._all_queues():
+            queue.close()
+        self.commitlog.close()
+        self._checkpoint.close()
+        self._offsets.close()
+        if clean:
+            (self.path / "abort").unlink(missing_ok=True)
+            fileio.fsync_dir(self.path)
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MessageStore({str(self.path)!r}, flush_mode={self.config.flush_mode!r})"
+
+
+__all__ = ["MessageStore", "ENTRY_SIZE"]
