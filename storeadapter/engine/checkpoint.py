@@ -42,25 +42,7 @@ class Checkpoint:
         self.state = self._load()
 
     def _load(self) -> CheckpointState | None:
-        data = os.pread(self.fd, 2 * SLOT_SIZE, 0)
-        best = None
-        for slot in range(2):
-            raw = data[slot * SLOT_SIZE : (slot + 1) * SLOT_SIZE]
-            if len(raw) < SLOT_SIZE:
-                continue
-            end = _SLOT.size
-            (crc,) = _CRC.unpack_from(raw, end)
-            if crc32c(raw[:end]) != crc:
-                continue
-            magic, version, _reserved, seq, flushed, dispatched, index, when = _SLOT.unpack_from(
-                raw
-            )
-            if magic != _MAGIC or version != _VERSION:
-                continue
-            state = CheckpointState(seq, flushed, dispatched, index, when)
-            if best is None or state.sequence > best.sequence:
-                best = state
-        return best
+        return parse_checkpoint(os.pread(self.fd, 2 * SLOT_SIZE, 0))
 
     def save(self, commitlog_flushed: int, dispatched: int, index_dispatched: int) -> None:
         """Write and fsync a new checkpoint into the older slot."""
@@ -88,3 +70,31 @@ class Checkpoint:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def parse_checkpoint(data: bytes) -> CheckpointState | None:
+    """The newest valid slot of a checkpoint file's bytes, or None."""
+    best = None
+    for slot in range(2):
+        raw = data[slot * SLOT_SIZE : (slot + 1) * SLOT_SIZE]
+        if len(raw) < SLOT_SIZE:
+            continue
+        end = _SLOT.size
+        (crc,) = _CRC.unpack_from(raw, end)
+        if crc32c(raw[:end]) != crc:
+            continue
+        magic, version, _reserved, seq, flushed, dispatched, index, when = _SLOT.unpack_from(raw)
+        if magic != _MAGIC or version != _VERSION:
+            continue
+        state = CheckpointState(seq, flushed, dispatched, index, when)
+        if best is None or state.sequence > best.sequence:
+            best = state
+    return best
+
+
+def read_checkpoint(path: Path) -> CheckpointState | None:
+    """Read a checkpoint file without creating or locking it."""
+    try:
+        return parse_checkpoint(path.read_bytes()[: 2 * SLOT_SIZE])
+    except FileNotFoundError:
+        return None

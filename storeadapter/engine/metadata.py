@@ -30,15 +30,22 @@ def _load_json(path: Path) -> dict:
 
 @dataclass(frozen=True)
 class StoreIdentity:
-    """``store.json``: who this store is (its id goes into every message id)."""
+    """``store.json``: who this store is (its id goes into every message id).
+
+    ``segment_bytes`` is the segment size the store was created with: what tools
+    that open an existing store use unless told otherwise.
+    """
 
     store_id: int
     format_version: int
     created_ms: int
     queue_file_entries: int
+    segment_bytes: int
 
     @classmethod
-    def load_or_create(cls, path: Path, queue_file_entries: int) -> StoreIdentity:
+    def load_or_create(
+        cls, path: Path, queue_file_entries: int, segment_bytes: int
+    ) -> StoreIdentity:
         if path.exists():
             data = _load_json(path)
             try:
@@ -47,6 +54,7 @@ class StoreIdentity:
                     int(data["format_version"]),
                     int(data["created_ms"]),
                     int(data["queue_file_entries"]),
+                    int(data.get("segment_bytes", segment_bytes)),
                 )
             except (KeyError, TypeError, ValueError):
                 raise StoreFormatError(f"{path} is missing fields or has bad values") from None
@@ -56,7 +64,9 @@ class StoreIdentity:
                     f"(this engine reads version {FORMAT_VERSION})"
                 )
             return identity
-        identity = cls(secrets.randbits(32), FORMAT_VERSION, _now_ms(), queue_file_entries)
+        identity = cls(
+            secrets.randbits(32), FORMAT_VERSION, _now_ms(), queue_file_entries, segment_bytes
+        )
         fileio.write_atomic(path, json.dumps(asdict(identity), indent=2).encode())
         return identity
 

@@ -23,7 +23,15 @@ from .commitlog import CommitLog
 from .consumequeue import ENTRY, ConsumeQueue
 from .record import HEADER, HEADER_SIZE
 from .results import Corruption
-from .scan import CORRUPT, END_OF_SEGMENT, GARBAGE_TAIL, RECORD, TAIL, scan_segment
+from .scan import (
+    CORRUPT,
+    END_OF_SEGMENT,
+    GARBAGE_TAIL,
+    RECORD,
+    RESYNC_WINDOW,
+    TAIL,
+    scan_segment,
+)
 from .tags import tag_hash
 
 # Resolves (topic bytes, queue id, commit offset) to the queue the record belongs to.
@@ -68,7 +76,14 @@ def recover(
     resolve: QueueResolver,
     start: int,
     clean_shutdown: bool,
+    durable_end: int = 0,
+    resync_window: int = RESYNC_WINDOW,
 ) -> RecoveryReport:
+    """Scan the log from ``start`` and repair the queues (see the module docstring).
+
+    ``durable_end`` is the checkpoint's flushed offset: zeros below it are damage,
+    not the tail.
+    """
     began = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
     tail = start
@@ -80,7 +95,7 @@ def recover(
         last = position == len(log.segments) - 1
         begin = max(start, segment.base) - segment.base
         view = segment.view
-        for event in scan_segment(segment, begin, sealed=not last):
+        for event in scan_segment(segment, begin, not last, durable_end, resync_window):
             if event.kind == RECORD:
                 report.records += 1
                 report.scanned_bytes += event.length

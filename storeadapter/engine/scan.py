@@ -9,9 +9,6 @@ caller's choice: recovery truncates a garbage tail, readers and ``verify`` skip.
 
 from __future__ import annotations
 
-import errno
-import mmap
-import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -27,7 +24,7 @@ from .record import (
 )
 from .segment import Segment
 
-PAGE = mmap.PAGESIZE
+RESYNC_WINDOW = 16 << 20
 
 RECORD = "record"
 CORRUPT = "corrupt"
@@ -45,13 +42,21 @@ class ScanEvent(NamedTuple):
     reason: str = ""
 
 
-def scan_segment(segment: Segment, start: int, sealed: bool) -> Iterator[ScanEvent]:
+def scan_segment(
+    segment: Segment,
+    start: int,
+    sealed: bool,
+    durable_end: int = 0,
+    resync_window: int = RESYNC_WINDOW,
+) -> Iterator[ScanEvent]:
     """Yield the records and bad stretches of ``segment`` from in-segment ``start``.
 
-    A sealed segment (one followed by another) must end in an end-of-segment marker;
-    zeros inside it are corruption. In the last segment, zeros with no data after them
-    are the tail. A scan ends with END_OF_SEGMENT, TAIL or GARBAGE_TAIL (bytes from
-    there to the end hold no intact record).
+    A sealed segment (one followed by another) must end in an end-of-segment marker:
+    zeros inside it are corruption. In the last segment, zeros are the tail, unless
+    they lie below ``durable_end`` (a commit-log offset known to have been fsynced),
+    where they are corruption. After bad bytes in the last segment, the next intact
+    record is looked for within ``resync_window`` bytes (or up to ``durable_end``).
+    A scan ends with END_OF_SEGMENT, TAIL or GARBAGE_TAIL (nothing intact from there on).
     """
     view = segment.view
     size = segment.size
@@ -72,13 +77,14 @@ def scan_segment(segment: Segment, start: int, sealed: bool) -> Iterator[ScanEve
             yield ScanEvent(END_OF_SEGMENT, base + pos, length)
             return
         elif length == 0 and magic == 0:
-            if not sealed and not _has_data_after(segment, pos):
+            if not sealed and base + pos >= durable_end:
                 yield ScanEvent(TAIL, base + pos, 0)
                 return
             reason = "zeroed bytes where a record should start"
         else:
             reason = f"no record starts here (magic 0x{magic:08x})"
-        resume = find_next_record(segment, pos + 1)
+        limit = size if sealed else min(size, max(durable_end - base, pos) + resync_window)
+        resume = find_next_record(segment, pos + 1, limit)
         if resume is None:
             if length == 0 and magic == 0 and not sealed:
                 yield ScanEvent(TAIL, base + pos, 0)
@@ -90,14 +96,14 @@ def scan_segment(segment: Segment, start: int, sealed: bool) -> Iterator[ScanEve
     yield ScanEvent(TAIL, base + pos, 0)
 
 
-def find_next_record(segment: Segment, start: int) -> int | None:
-    """In-segment position of the first intact record or end marker at or after ``start``."""
+def find_next_record(segment: Segment, start: int, limit: int) -> int | None:
+    """In-segment position of the first intact record or end marker in [start, limit)."""
     data = segment.map
     view = segment.view
     size = segment.size
     search = start + 4
     while True:
-        hit = data.find(RECORD_MAGIC_BYTES, search)
+        hit = data.find(RECORD_MAGIC_BYTES, search, limit + 4)
         if hit < 0:
             break
         candidate = hit - 4
@@ -108,26 +114,10 @@ def find_next_record(segment: Segment, start: int) -> int | None:
             search = hit + 1
     search = start + 4
     while True:
-        hit = data.find(END_OF_SEGMENT_MAGIC_BYTES, search)
+        hit = data.find(END_OF_SEGMENT_MAGIC_BYTES, search, limit + 4)
         if hit < 0:
             return None
         candidate = hit - 4
         if MARKER.unpack_from(view, candidate)[0] == size - candidate:
             return candidate
         search = hit + 1
-
-
-def _has_data_after(segment: Segment, pos: int) -> bool:
-    """Whether any non-zero byte may lie after ``pos`` (cheap: asks the file system)."""
-    page_end = min(segment.size, (pos // PAGE + 1) * PAGE)
-    if segment.view[pos:page_end].tobytes().strip(b"\0"):
-        return True
-    if page_end >= segment.size:
-        return False
-    try:
-        next_data = os.lseek(segment.fd, page_end, os.SEEK_DATA)
-    except OSError as error:
-        if error.errno == errno.ENXIO:
-            return False
-        raise
-    return next_data < segment.size

@@ -58,6 +58,7 @@ from .results import (
     ReadResult,
     StoredMessage,
 )
+from .scan import RESYNC_WINDOW
 from .segment import segment_name
 from .tags import tag_hash
 
@@ -142,7 +143,7 @@ class MessageStore:
                 f"the store at {self.path} is open in another process; close it there first"
             ) from None
         self.identity = StoreIdentity.load_or_create(
-            self.path / "store.json", self.config.queue_file_entries
+            self.path / "store.json", self.config.queue_file_entries, self.config.segment_bytes
         )
         self._id_prefix = self.identity.id_prefix
         self._table = TopicTable(self.path / "topics.json")
@@ -153,8 +154,15 @@ class MessageStore:
         abort_marker = self.path / "abort"
         clean = not abort_marker.exists()
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
+        state = self._checkpoint.state
         self.last_recovery = recover(
-            self.commitlog, self._all_queues(), self._resolve_queue, start, clean
+            self.commitlog,
+            self._all_queues(),
+            self._resolve_queue,
+            start,
+            clean,
+            durable_end=state.commitlog_flushed if state else 0,
+            resync_window=max(RESYNC_WINDOW, 2 * self.config.max_message_bytes),
         )
         for queue in self._all_queues():
             self._dirty_queues.add(queue)
