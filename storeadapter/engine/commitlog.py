@@ -6,7 +6,8 @@ import bisect
 import os
 from pathlib import Path
 
-from .errors import MessageTooLargeError, StoreFormatError
+from . import fileio
+from .errors import StoreFormatError
 from .record import END_OF_SEGMENT_MAGIC, MARKER, MARKER_SIZE
 from .segment import Segment, is_segment_name, segment_name
 
@@ -61,28 +62,23 @@ class CommitLog:
         """The largest record a new segment can hold."""
         return self.segment_bytes - MARKER_SIZE
 
-    def reserve(self, length: int) -> tuple[Segment, int]:
-        """Return the segment and in-segment position where a record of ``length`` goes.
-
-        Closes the active segment with an end-of-segment marker and rolls to a new one
-        when the record does not fit in what is left (a record never straddles two).
-        The caller writes the record and then advances ``tail``.
-        """
+    def writable_segment(self) -> Segment:
+        """The segment the next record goes to, created if the log has none yet."""
         segment = self.active
-        if segment is None:
-            segment = self._roll(self.tail)
-        pos = self.tail - segment.base
-        if pos + length > segment.size - MARKER_SIZE:
-            if length > self.capacity():
-                raise MessageTooLargeError(
-                    f"a record of {length} bytes does not fit in a commit-log segment of "
-                    f"{self.segment_bytes} bytes; raise segment_bytes or send less"
-                )
-            MARKER.pack_into(segment.map, pos, segment.size - pos, END_OF_SEGMENT_MAGIC)
-            self.tail = segment.end
-            segment = self._roll(segment.end)
-            pos = 0
-        return segment, pos
+        if segment is None or self.tail >= segment.end:
+            segment = self._roll(self.tail if segment is None else segment.end)
+        return segment
+
+    def close_segment(self, segment: Segment, pos: int) -> Segment:
+        """Write the end-of-segment marker at in-segment ``pos`` and roll to a new segment."""
+        marker = MARKER.pack(segment.size - pos, END_OF_SEGMENT_MAGIC)
+        fileio.pwrite_all(segment.fd, marker, pos)
+        self.tail = segment.end
+        return self._roll(segment.end)
+
+    def write(self, segment: Segment, pos: int, data) -> None:
+        """Write bytes at in-segment ``pos`` (the caller then advances ``tail``)."""
+        fileio.pwrite_all(segment.fd, data, pos)
 
     def _roll(self, base: int) -> Segment:
         segment = Segment.create(self.directory, base, self.segment_bytes)

@@ -131,6 +131,15 @@ class ConsumeQueue:
 
     def write(self, index: int, entries: bytes) -> None:
         """Write packed entries starting at queue offset ``index`` (may span files)."""
+        last = self.files[-1] if self.files else None
+        if last is not None and 0 <= index - last.first_index <= last.entries - (
+            len(entries) // ENTRY_SIZE
+        ):
+            fileio.pwrite_all(last.fd, entries, (index - last.first_index) * ENTRY_SIZE)
+            self.dirty.add(last)
+            if index + len(entries) // ENTRY_SIZE > self.max_offset:
+                self.max_offset = index + len(entries) // ENTRY_SIZE
+            return
         view = memoryview(entries)
         while view:
             queue_file = self._file_for(index, create=True)

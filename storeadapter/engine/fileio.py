@@ -66,7 +66,11 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 def pwrite_all(fd: int, data, offset: int) -> None:
     """Write every byte of ``data`` at ``offset`` (os.pwrite may write fewer)."""
-    view = memoryview(data)
+    written = os.pwrite(fd, data, offset)
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
+    offset += written
     while view:
         written = os.pwrite(fd, view, offset)
         view = view[written:]

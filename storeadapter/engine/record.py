@@ -30,6 +30,10 @@ HEADER = struct.Struct("<IIQQqqIIHBBHH")
 TRAILER = struct.Struct("<II")
 MARKER = struct.Struct("<II")
 HEADER_SIZE = HEADER.size
+HEADER_PACK = HEADER.pack
+HEADER_UNPACK = HEADER.unpack_from
+TRAILER_PACK = TRAILER.pack
+TRAILER_UNPACK = TRAILER.unpack_from
 RECORD_OVERHEAD = HEADER.size + TRAILER.size
 MARKER_SIZE = MARKER.size
 
@@ -105,51 +109,56 @@ def _has_separator(text: str) -> bool:
     return any(sep in text for sep in _FORBIDDEN_IN_FIELDS)
 
 
-def encode_into(
-    buf,
-    pos: int,
+def encode_head(
     length: int,
     commit_offset: int,
     queue_offset: int,
     born_ms: int,
     store_ms: int,
     queue_id: int,
+    body_len: int,
     topic: bytes,
     tag: bytes,
     keys: bytes,
     properties: bytes,
-    body: bytes,
-) -> None:
-    """Write one record of ``length`` bytes into the writable buffer ``buf`` at ``pos``.
+) -> bytes:
+    """The record's bytes before the body: header, topic, tag, keys, properties.
 
-    ``length`` must be ``RECORD_OVERHEAD`` plus the sizes of the variable fields.
+    A record is ``head + body + encode_trailer(head, body, length)``. The append path
+    inlines these two calls; they are the reference for what it writes.
     """
-    HEADER.pack_into(
-        buf,
-        pos,
-        length,
-        RECORD_MAGIC,
-        commit_offset,
-        queue_offset,
-        born_ms,
-        store_ms,
-        queue_id,
-        len(body),
-        0,
-        len(topic),
-        len(tag),
-        len(keys),
-        len(properties),
+    return (
+        HEADER_PACK(
+            length,
+            RECORD_MAGIC,
+            commit_offset,
+            queue_offset,
+            born_ms,
+            store_ms,
+            queue_id,
+            body_len,
+            0,
+            len(topic),
+            len(tag),
+            len(keys),
+            len(properties),
+        )
+        + topic
+        + tag
+        + keys
+        + properties
     )
-    start = pos + HEADER_SIZE
-    end = pos + length - TRAILER.size
-    buf[start:end] = b"".join((topic, tag, keys, properties, body))
-    with memoryview(buf) as view:
-        TRAILER.pack_into(buf, end, crc32c(view[pos:end]), length)
 
 
-def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> int:
-    """Check the record at ``pos`` (frame, magic, CRC, own offset); return its length.
+def encode_trailer(head: bytes, body: bytes, length: int) -> bytes:
+    """CRC32C of head and body, then the length again."""
+    return TRAILER_PACK(crc32c(body, crc32c(head)), length)
+
+
+def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> tuple:
+    """Check the record at ``pos`` (frame, magic, CRC, own offset); return its header.
+
+    The header is the tuple of ``HEADER``'s fields; its first item is the length.
 
     ``limit`` is where readable bytes end; ``commit_offset`` is the offset the record
     must say it lives at. Raises CorruptRecordError with the reason otherwise.
@@ -176,15 +185,32 @@ def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> 
         raise CorruptRecordError(
             commit_offset, f"record says it lives at commit-log offset {header[2]}"
         )
-    return length
+    return header
 
 
-def decode_checked(view: memoryview, pos: int, id_prefix: str) -> StoredMessage:
-    """Decode a record already passed by ``check_record``."""
+def decode_record(
+    view: memoryview,
+    pos: int,
+    limit: int,
+    commit_offset: int,
+    id_prefix: str,
+    expected_length: int = 0,
+) -> StoredMessage:
+    """Check (as ``check_record`` does) and decode the record at ``pos`` in one pass.
+
+    With ``expected_length`` (a consume-queue entry's size), a record of another length
+    is corrupt too.
+
+    This is the read path's hot loop; ``check_record`` is the reference for its checks.
+    """
+    try:
+        header = HEADER_UNPACK(view, pos)
+    except struct.error:
+        raise CorruptRecordError(commit_offset, "header runs past the end of the data") from None
     (
         length,
-        _magic,
-        commit_offset,
+        magic,
+        offset,
         queue_offset,
         born_ms,
         store_ms,
@@ -195,35 +221,58 @@ def decode_checked(view: memoryview, pos: int, id_prefix: str) -> StoredMessage:
         tag_len,
         keys_len,
         props_len,
-    ) = HEADER.unpack_from(view, pos)
+    ) = header
+    end = pos + length
+    if (
+        magic != RECORD_MAGIC
+        or offset != commit_offset
+        or end > limit
+        or length != RECORD_OVERHEAD + body_len + topic_len + tag_len + keys_len + props_len
+    ):
+        check_record(view, pos, limit, commit_offset)  # raises with the precise reason
+    crc, tail_length = TRAILER_UNPACK(view, end - 8)
+    if tail_length != length or crc32c(view[pos : end - 8]) != crc:
+        check_record(view, pos, limit, commit_offset)
+    if expected_length and length != expected_length:
+        raise CorruptRecordError(
+            commit_offset, f"record is {length} bytes, its queue entry says {expected_length}"
+        )
     p = pos + HEADER_SIZE
     topic = str(view[p : p + topic_len], "utf-8")
     p += topic_len
-    tag = str(view[p : p + tag_len], "utf-8") if tag_len else None
-    p += tag_len
-    keys = str(view[p : p + keys_len], "utf-8").split(KEY_SEPARATOR) if keys_len else []
-    p += keys_len
-    properties = (
-        dict(
-            item.split(NAME_VALUE_SEPARATOR, 1)
-            for item in str(view[p : p + props_len], "utf-8").split(PROPERTY_SEPARATOR)
+    if tag_len or keys_len or props_len:
+        tag = str(view[p : p + tag_len], "utf-8") if tag_len else None
+        p += tag_len
+        keys = str(view[p : p + keys_len], "utf-8").split(KEY_SEPARATOR) if keys_len else []
+        p += keys_len
+        properties = (
+            dict(
+                item.split(NAME_VALUE_SEPARATOR, 1)
+                for item in str(view[p : p + props_len], "utf-8").split(PROPERTY_SEPARATOR)
+            )
+            if props_len
+            else {}
         )
-        if props_len
-        else {}
-    )
-    p += props_len
-    return StoredMessage(
-        f"{id_prefix}{commit_offset:016X}",
-        topic,
-        queue_id,
-        queue_offset,
-        commit_offset,
-        born_ms,
-        store_ms,
-        tag,
-        keys,
-        properties,
-        bytes(view[p : p + body_len]),
+        p += props_len
+    else:
+        tag = None
+        keys = []
+        properties = {}
+    return tuple.__new__(
+        StoredMessage,
+        (
+            f"{id_prefix}{commit_offset:016X}",
+            topic,
+            queue_id,
+            queue_offset,
+            commit_offset,
+            born_ms,
+            store_ms,
+            tag,
+            keys,
+            properties,
+            bytes(view[p : p + body_len]),
+        ),
     )
 
 

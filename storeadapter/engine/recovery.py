@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 
 from .checkpoint import CheckpointState
 from .commitlog import CommitLog
-from .consumequeue import ENTRY, ConsumeQueue
-from .record import HEADER, HEADER_SIZE
+from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from .record import HEADER_SIZE
 from .results import Corruption
 from .scan import (
     CORRUPT,
@@ -34,8 +34,9 @@ from .scan import (
 )
 from .tags import tag_hash
 
-# Resolves (topic bytes, queue id, commit offset) to the queue the record belongs to.
-QueueResolver = Callable[[bytes, int, int], ConsumeQueue | None]
+# Resolves (topic bytes, queue id) to the record's queue and the commit-log offset at
+# which its topic was created (older records belong to a deleted namesake), or None.
+QueueResolver = Callable[[bytes, int], tuple[ConsumeQueue, int] | None]
 
 
 @dataclass
@@ -90,6 +91,7 @@ def recover(
     index = 0
     while index < len(log.segments) and log.segments[index].end <= start:
         index += 1
+    dispatcher = _Dispatcher(resolve, report)
     for position in range(index, len(log.segments)):
         segment = log.segments[position]
         last = position == len(log.segments) - 1
@@ -99,8 +101,7 @@ def recover(
             if event.kind == RECORD:
                 report.records += 1
                 report.scanned_bytes += event.length
-                pos = event.offset - segment.base
-                _dispatch(view, pos, event.offset, event.length, resolve, report)
+                dispatcher.add(view, event.offset - segment.base, event.offset, event.header)
                 tail = event.offset + event.length
             elif event.kind == CORRUPT:
                 report.corruptions.append(Corruption(event.offset, event.length, event.reason))
@@ -118,6 +119,7 @@ def recover(
                 tail = event.offset
             elif event.kind == TAIL:
                 tail = event.offset
+        dispatcher.finish()
     log.tail = max(tail, log.min_offset)
     for queue in queues:
         report.dropped_queue_entries += _drop_entries_past(queue, log.tail)
@@ -127,21 +129,72 @@ def recover(
     return report
 
 
-def _dispatch(view, pos, offset, length, resolve, report) -> None:
-    header = HEADER.unpack_from(view, pos)
-    queue_offset, queue_id, topic_len, tag_len = header[3], header[6], header[9], header[10]
-    start = pos + HEADER_SIZE
-    topic = bytes(view[start : start + topic_len])
-    queue = resolve(topic, queue_id, offset)
-    if queue is None or queue_offset < queue.min_offset:
-        return
-    tag = bytes(view[start + topic_len : start + topic_len + tag_len])
-    entry = ENTRY.pack(offset, length, tag_hash(tag))
-    existing = queue.entry(queue_offset)
-    if existing is not None and ENTRY.pack(*existing) == entry:
-        return
-    queue.write(queue_offset, entry)
-    report.redispatched += 1
+class _Dispatcher:
+    """Collects the consume-queue entries of scanned records and writes those that differ.
+
+    Entries are gathered per queue and compared with what is on disk a run at a time,
+    so an intact queue costs one read and no write.
+    """
+
+    def __init__(self, resolve: QueueResolver, report: RecoveryReport) -> None:
+        self._resolve = resolve
+        self._report = report
+        self._queues: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
+        self._pending: dict[ConsumeQueue, list[tuple[int, bytes]]] = {}
+        self._count = 0
+
+    def add(self, view, pos: int, offset: int, header: tuple) -> None:
+        length, queue_offset, queue_id = header[0], header[3], header[6]
+        topic_len, tag_len = header[9], header[10]
+        start = pos + HEADER_SIZE
+        topic = bytes(view[start : start + topic_len])
+        key = (topic, queue_id)
+        target = self._queues.get(key, _UNKNOWN)
+        if target is _UNKNOWN:
+            target = self._queues[key] = self._resolve(topic, queue_id)
+        if target is None or offset < target[1]:
+            return
+        queue = target[0]
+        tag = bytes(view[start + topic_len : start + topic_len + tag_len]) if tag_len else b""
+        pending = self._pending.get(queue)
+        if pending is None:
+            pending = self._pending[queue] = []
+        pending.append((queue_offset, ENTRY.pack(offset, length, tag_hash(tag))))
+        self._count += 1
+        if self._count >= _FLUSH_EVERY:
+            self.finish()
+
+    def finish(self) -> None:
+        for queue, pending in self._pending.items():
+            run_start = 0
+            for i in range(1, len(pending) + 1):
+                if i == len(pending) or pending[i][0] != pending[i - 1][0] + 1:
+                    self._write_run(queue, pending[run_start:i])
+                    run_start = i
+        self._pending.clear()
+        self._count = 0
+
+    def _write_run(self, queue: ConsumeQueue, run: list[tuple[int, bytes]]) -> None:
+        first = run[0][0]
+        if first < queue.min_offset:
+            run = [item for item in run if item[0] >= queue.min_offset]
+            if not run:
+                return
+            first = run[0][0]
+        wanted = b"".join(entry for _, entry in run)
+        existing = queue.read(first, len(run)) if first < queue.max_offset else b""
+        if existing == wanted:
+            return
+        queue.write(first, wanted)
+        self._report.redispatched += sum(
+            1
+            for i in range(len(run))
+            if existing[i * ENTRY_SIZE : (i + 1) * ENTRY_SIZE] != run[i][1]
+        )
+
+
+_UNKNOWN = object()
+_FLUSH_EVERY = 65536
 
 
 def _drop_entries_past(queue: ConsumeQueue, tail: int) -> int:

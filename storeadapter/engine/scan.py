@@ -40,6 +40,7 @@ class ScanEvent(NamedTuple):
     offset: int
     length: int
     reason: str = ""
+    header: tuple | None = None
 
 
 def scan_segment(
@@ -66,11 +67,12 @@ def scan_segment(
         length, magic = MARKER.unpack_from(view, pos)
         if magic == RECORD_MAGIC:
             try:
-                length = check_record(view, pos, size, base + pos)
+                header = check_record(view, pos, size, base + pos)
             except CorruptRecordError as error:
                 reason = error.reason
             else:
-                yield ScanEvent(RECORD, base + pos, length)
+                length = header[0]
+                yield ScanEvent(RECORD, base + pos, length, "", header)
                 pos += length
                 continue
         elif magic == END_OF_SEGMENT_MAGIC and length == size - pos:

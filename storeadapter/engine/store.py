@@ -8,10 +8,12 @@ import os
 import shutil
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from zlib import crc32
+
+from crc32c import crc32c
 
 from . import fileio
 from .checkpoint import Checkpoint
@@ -38,11 +40,12 @@ from .metadata import StoreIdentity, TopicInfo, TopicTable
 from .names import check_name
 from .offsets import OffsetChange, OffsetStore
 from .record import (
+    HEADER_PACK,
+    MARKER_SIZE,
     RECORD_MAGIC,
     RECORD_OVERHEAD,
-    check_record,
-    decode_checked,
-    encode_into,
+    TRAILER_PACK,
+    decode_record,
     encode_keys,
     encode_properties,
     encode_tag,
@@ -63,6 +66,7 @@ from .segment import segment_name
 from .tags import tag_hash
 
 MAX_QUEUES_PER_TOPIC = 1024
+_CHUNK_BYTES = 8 << 20
 MAX_READ_MESSAGES = 10_000
 _TAG_SCAN_CHUNK = 1024
 
@@ -81,20 +85,10 @@ class _Topic:
         self.round_robin = 0
 
 
-class _Prepared:
-    """A message validated and encoded, waiting for its place in the log."""
-
-    __slots__ = ("queue", "route_key", "tag", "keys", "properties", "body", "born_ms", "hash")
-
-    def __init__(self, queue, route_key, tag, keys, properties, body, born_ms, hash_) -> None:
-        self.queue = queue
-        self.route_key = route_key
-        self.tag = tag
-        self.keys = keys
-        self.properties = properties
-        self.body = body
-        self.born_ms = born_ms
-        self.hash = hash_
+# A message validated and encoded, waiting for its place in the log:
+# (queue or None, routing key bytes or None, tag, keys, properties, body, born ms or None,
+#  tag hash)
+_Prepared = tuple
 
 
 class MessageStore:
@@ -108,6 +102,8 @@ class MessageStore:
         self.config = config
         self._write_lock = threading.Lock()
         self._appended = threading.Condition()
+        self._pull_waiters = 0
+        self._sync_mode = config.flush_mode == "sync"
         self._closed = False
         self._failure: BaseException | None = None
         self._dirty_queues: set[ConsumeQueue] = set()
@@ -208,13 +204,11 @@ class MessageStore:
     def _all_queues(self) -> list[ConsumeQueue]:
         return [q for topic in self._topics.values() for q in topic.queues]
 
-    def _resolve_queue(self, topic: bytes, queue_id: int, offset: int) -> ConsumeQueue | None:
+    def _resolve_queue(self, topic: bytes, queue_id: int) -> tuple[ConsumeQueue, int] | None:
         state = self._topics.get(topic.decode(errors="replace"))
-        if state is None or offset < state.info.created_offset:
+        if state is None or queue_id >= len(state.queues):
             return None
-        if queue_id >= len(state.queues):
-            return None
-        return state.queues[queue_id]
+        return state.queues[queue_id], state.info.created_offset
 
     # ------------------------------------------------------------------ topics
 
@@ -317,8 +311,18 @@ class MessageStore:
         ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
         InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
         """
-        state = self._topic(topic)
-        prepared = self._prepare(state, body, key, tag, queue, properties, None)
+        state = self._topics.get(topic) or self._topic(topic)
+        if (
+            type(body) is bytes
+            and key is None
+            and tag is None
+            and queue is None
+            and not properties
+            and len(body) <= self.config.max_message_bytes
+        ):
+            prepared = (None, None, b"", b"", b"", body, None, 0)
+        else:
+            prepared = self._prepare(state, body, key, tag, queue, properties, None)
         return self._append_prepared(state, [prepared])[0]
 
     def append_batch(
@@ -331,8 +335,11 @@ class MessageStore:
         """
         state = self._topic(topic)
         prepared = []
+        limit = self.config.max_message_bytes
         for item in messages:
-            if isinstance(item, (bytes, bytearray, memoryview, str)):
+            if type(item) is bytes and len(item) <= limit:
+                prepared.append((None, None, b"", b"", b"", item, None, 0))
+            elif isinstance(item, (bytes, bytearray, memoryview, str)):
                 prepared.append(self._prepare(state, item, None, None, None, None, None))
             elif isinstance(item, Message):
                 prepared.append(self._prepare(state, *item))
@@ -375,7 +382,7 @@ class MessageStore:
         tag_bytes = encode_tag(tag)
         if born_ms is not None and (not isinstance(born_ms, int) or born_ms < 0):
             raise InvalidMessageError("born_time_ms must be a non-negative integer")
-        return _Prepared(
+        return (
             queue,
             keys[0].encode() if keys else None,
             tag_bytes,
@@ -387,85 +394,133 @@ class MessageStore:
         )
 
     def _append_prepared(self, state: _Topic, batch: list[_Prepared]) -> list[AppendResult]:
+        """Encode the batch and write it with one pwrite per segment it lands in.
+
+        Steps, under the write lock: 1. give each message its queue and queue offset;
+        2. encode its record (``record.encode_head`` + body + ``record.encode_trailer``,
+        inlined here because this loop is the hot path) at the commit-log tail, closing
+        the segment with an end-of-segment marker when the record does not fit;
+        3. write the encoded bytes; 4. publish the new tail; 5. write the consume-queue
+        entries. Readers find records through the consume queues, so they never see
+        a record before it is whole.
+        """
         topic_name = state.info.name
         topic_bytes = state.name_bytes
+        topic_len = len(topic_bytes)
+        fixed = RECORD_OVERHEAD + topic_len
         queues = state.queues
         queue_count = len(queues)
         log = self.commitlog
         prefix = self._id_prefix
         capacity = log.capacity()
+        new_result = tuple.__new__
+        pack_entry = ENTRY.pack
+        pack_head = HEADER_PACK
+        pack_trailer = TRAILER_PACK
+        checksum = crc32c
         results: list[AppendResult] = []
         with self._write_lock:
             self._check_writable()
             now = _now_ms()
             next_offsets: dict[int, int] = {}
             entries: dict[int, list[bytes]] = {}
+            parts: list[bytes] = []
+            add = parts.append
             try:
-                for item in batch:
-                    queue_id = item.queue
+                round_robin = state.round_robin
+                segment = log.writable_segment()
+                tail = log.tail
+                chunk_start = tail - segment.base
+                chunk_end = tail
+                segment_limit = segment.end - MARKER_SIZE
+                for queue_id, route_key, tag, keys, props, body, born, hashed in batch:
                     if queue_id is None:
-                        if item.route_key is not None:
-                            queue_id = zlib.crc32(item.route_key) % queue_count
+                        if route_key is not None:
+                            queue_id = crc32(route_key) % queue_count
                         else:
-                            queue_id = state.round_robin % queue_count
-                            state.round_robin += 1
+                            queue_id = round_robin % queue_count
+                            round_robin += 1
                     queue_offset = next_offsets.get(queue_id)
                     if queue_offset is None:
                         queue_offset = queues[queue_id].max_offset
                         entries[queue_id] = []
+                    body_len = len(body)
+                    if tag or keys or props:
+                        length = fixed + len(tag) + len(keys) + len(props) + body_len
+                        meta = topic_bytes + tag + keys + props
+                    else:
+                        length = fixed + body_len
+                        meta = topic_bytes
+                    if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
+                        if length > capacity:
+                            raise MessageTooLargeError(
+                                f"a record of {length} bytes does not fit in a commit-log "
+                                f"segment of {log.segment_bytes} bytes; raise segment_bytes"
+                            )
+                        log.write(segment, chunk_start, b"".join(parts))
+                        parts.clear()
+                        chunk_start = tail - segment.base
+                        chunk_end = tail
+                        if tail + length > segment_limit:
+                            segment = log.close_segment(segment, chunk_start)
+                            tail = chunk_end = segment.base
+                            chunk_start = 0
+                            segment_limit = segment.end - MARKER_SIZE
                     next_offsets[queue_id] = queue_offset + 1
-                    length = (
-                        RECORD_OVERHEAD
-                        + len(topic_bytes)
-                        + len(item.tag)
-                        + len(item.keys)
-                        + len(item.properties)
-                        + len(item.body)
-                    )
-                    if length > capacity:
-                        raise MessageTooLargeError(
-                            f"a record of {length} bytes does not fit in a commit-log segment "
-                            f"of {log.segment_bytes} bytes; raise segment_bytes or send less"
-                        )
-                    segment, pos = log.reserve(length)
-                    commit_offset = segment.base + pos
-                    encode_into(
-                        segment.map,
-                        pos,
-                        length,
-                        commit_offset,
-                        queue_offset,
-                        now if item.born_ms is None else item.born_ms,
-                        now,
-                        queue_id,
-                        topic_bytes,
-                        item.tag,
-                        item.keys,
-                        item.properties,
-                        item.body,
-                    )
-                    log.tail = commit_offset + length
-                    entries[queue_id].append(ENTRY.pack(commit_offset, length, item.hash))
-                    results.append(
-                        AppendResult(
-                            f"{prefix}{commit_offset:016X}",
-                            topic_name,
-                            queue_id,
+                    head = (
+                        pack_head(
+                            length,
+                            RECORD_MAGIC,
+                            tail,
                             queue_offset,
-                            commit_offset,
+                            now if born is None else born,
                             now,
-                            STATUS_OK,
+                            queue_id,
+                            body_len,
+                            0,
+                            topic_len,
+                            len(tag),
+                            len(keys),
+                            len(props),
+                        )
+                        + meta
+                    )
+                    add(head)
+                    add(body)
+                    add(pack_trailer(checksum(body, checksum(head)), length))
+                    entries[queue_id].append(pack_entry(tail, length, hashed))
+                    results.append(
+                        new_result(
+                            AppendResult,
+                            (
+                                f"{prefix}{tail:016X}",
+                                topic_name,
+                                queue_id,
+                                queue_offset,
+                                tail,
+                                now,
+                                STATUS_OK,
+                            ),
                         )
                     )
-            except MessageTooLargeError:
-                if results:  # validated up front, so only a segment-size surprise lands here
-                    self._dispatch(queues, next_offsets, entries)
-                raise
+                    tail += length
+                state.round_robin = round_robin
+                if parts:
+                    log.write(segment, chunk_start, b"".join(parts))
+                log.tail = tail
             except OSError as error:
                 self._fail(error)
                 raise StoreFailedError(
                     f"writing to the store failed ({error}); it refuses writes until reopened"
                 ) from error
+            except MessageTooLargeError:
+                # Only reachable when a segment is smaller than a validated message: keep
+                # what was already encoded, then refuse the rest.
+                if parts:
+                    log.write(segment, chunk_start, b"".join(parts))
+                log.tail = tail
+                self._dispatch(queues, next_offsets, entries)
+                raise
             try:
                 self._dispatch(queues, next_offsets, entries)
             except OSError as error:
@@ -474,9 +529,10 @@ class MessageStore:
                     f"writing a consume queue failed ({error}); it refuses writes until reopened"
                 ) from error
             end = log.tail
-        with self._appended:
-            self._appended.notify_all()
-        if self.config.flush_mode == "sync":
+        if self._pull_waiters:
+            with self._appended:
+                self._appended.notify_all()
+        if self._sync_mode:
             if not self._flusher.wait_durable(end, self.config.flush_timeout_ms / 1000):
                 return [r._replace(status=STATUS_FLUSH_TIMEOUT) for r in results]
         elif end - self._flusher.flushed > self.config.flush_dirty_bytes:
@@ -485,6 +541,8 @@ class MessageStore:
 
     def _dispatch(self, queues, next_offsets, entries) -> None:
         for queue_id, packed in entries.items():
+            if not packed:
+                continue
             queue = queues[queue_id]
             queue.write(next_offsets[queue_id] - len(packed), b"".join(packed))
             self._dirty_queues.add(queue)
@@ -536,15 +594,12 @@ class MessageStore:
             return None
         segment, pos = found
         try:
-            length = check_record(segment.view, pos, segment.size, commit_offset)
-            if length != size:
-                raise CorruptRecordError(
-                    commit_offset, f"record is {length} bytes, its queue entry says {size}"
-                )
+            return decode_record(
+                segment.view, pos, segment.size, commit_offset, self._id_prefix, size
+            )
         except CorruptRecordError as error:
             self._note_corruption(Corruption(commit_offset, size, error.reason))
             return None
-        return decode_checked(segment.view, pos, self._id_prefix)
 
     def get(self, message_id: str) -> StoredMessage:
         """The message with this id, read in one lookup.
@@ -577,11 +632,10 @@ class MessageStore:
                 f"no message starts at commit-log offset {commit_offset} (id {message_id})"
             )
         try:
-            check_record(segment.view, pos, segment.size, commit_offset)
+            return decode_record(segment.view, pos, segment.size, commit_offset, self._id_prefix)
         except CorruptRecordError as error:
             self._note_corruption(Corruption(commit_offset, 0, error.reason))
             raise
-        return decode_checked(segment.view, pos, self._id_prefix)
 
     def queue_range(self, topic: str, queue: int) -> tuple[int, int]:
         """(min offset, max offset) of a queue: readable offsets are min ≤ o < max."""
@@ -671,8 +725,12 @@ class MessageStore:
             if messages or remaining <= 0:
                 return messages
             with self._appended:
-                if consume_queue.max_offset <= offset:
-                    self._appended.wait(min(remaining, 0.5))
+                self._pull_waiters += 1
+                try:
+                    if consume_queue.max_offset <= offset:
+                        self._appended.wait(min(remaining, 0.5))
+                finally:
+                    self._pull_waiters -= 1
 
     # -------------------------------------------------------------- durability
 
