@@ -33,8 +33,14 @@ class CommitLog:
         """Open every segment file in the directory; they must follow one another."""
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
-        for name in names:
-            segment = Segment.open(self.directory / name)
+        for position, name in enumerate(names):
+            path = self.directory / name
+            if position == len(names) - 1 and path.stat().st_size == 0:
+                # A crash between creating the last segment and reserving its space.
+                with open(path, "r+b") as handle:
+                    fileio.preallocate(handle.fileno(), self.segment_bytes)
+                    fileio.fsync(handle.fileno())
+            segment = Segment.open(path)
             if self.segments and self.segments[-1].end != segment.base:
                 previous = self.segments[-1]
                 segment.close()
@@ -74,6 +80,8 @@ class CommitLog:
         marker = MARKER.pack(segment.size - pos, END_OF_SEGMENT_MAGIC)
         fileio.pwrite_all(segment.fd, marker, pos)
         self.tail = segment.end
+        if segment not in self.unsynced:
+            self.unsynced.append(segment)  # its last records and marker still need an fsync
         return self._roll(segment.end)
 
     def write(self, segment: Segment, pos: int, data) -> None:
@@ -97,7 +105,8 @@ class CommitLog:
         return segment, offset - segment.base
 
     def take_unsynced(self) -> list[Segment]:
-        """Segments written since the last call (the active one always): those to fsync."""
+        """Segments with writes not yet fsynced: those closed or created since the last
+        call, and the active one."""
         pending, self.unsynced = self.unsynced, []
         active = self.active
         if active is not None and active not in pending:

@@ -14,8 +14,9 @@ MIN_SEGMENT_BYTES = 4096
 class StoreConfig:
     """Tunable settings of a store; every field has a production default.
 
-    ``segment_bytes`` and ``queue_file_entries`` apply to files created from now
-    on: existing segments and consume-queue files keep the size they were made with.
+    ``segment_bytes`` applies to segments created from now on; existing segments keep
+    their size. ``queue_file_entries`` is fixed when a store is created (store.json
+    keeps it); later values are ignored for that store.
     """
 
     segment_bytes: int = 1 << 30

@@ -47,14 +47,16 @@ class QueueFile:
             raise
 
     @classmethod
-    def open(cls, path: Path) -> QueueFile:
+    def open(cls, path: Path, entries: int) -> QueueFile:
+        """Open a queue file; one left short by a crash is extended (sparsely) to size."""
         fd = os.open(path, os.O_RDWR)
         try:
             size = os.fstat(fd).st_size
-            if size == 0 or size % ENTRY_SIZE:
-                os.ftruncate(fd, max(ENTRY_SIZE, -(-size // ENTRY_SIZE) * ENTRY_SIZE))
-                size = os.fstat(fd).st_size
-            return cls(path, int(path.name), size // ENTRY_SIZE, fd)
+            if size < entries * ENTRY_SIZE:
+                os.ftruncate(fd, entries * ENTRY_SIZE)
+            else:
+                entries = size // ENTRY_SIZE
+            return cls(path, int(path.name), entries, fd)
         except BaseException:
             os.close(fd)
             raise
@@ -82,9 +84,10 @@ class ConsumeQueue:
         """Open existing files and find where the written entries end."""
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
-        self.files = [QueueFile.open(self.directory / name) for name in names]
+        self.files = [
+            QueueFile.open(self.directory / name, self.entries_per_file) for name in names
+        ]
         if self.files:
-            self.entries_per_file = self.files[-1].entries
             self.min_offset = self.files[0].first_index
             self.max_offset = self._find_end(self.files[-1])
 

@@ -15,9 +15,6 @@ from collections.abc import Callable
 
 from .errors import StoreFailedError
 
-_GATHER_ROUNDS = 4
-_GATHER_PAUSE_S = 0.00005
-
 
 class FlushService:
     def __init__(
@@ -31,7 +28,9 @@ class FlushService:
         self._flush_all = flush_all
         self._interval_s = interval_s
         self._on_failure = on_failure
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the flush thread waits on it for work
+        self._durable = threading.Condition(lock)  # appenders wait on it
         self._waiters = 0
         self._kicked = False
         self._stopping = False
@@ -56,13 +55,14 @@ class FlushService:
             if flushed > self.flushed:
                 self.flushed = flushed
             self.last_flush_ms = time.time_ns() // 1_000_000
-            self._cond.notify_all()
+            self._durable.notify_all()
 
     def fail(self, error: BaseException) -> None:
         with self._cond:
             if self.failure is None:
                 self.failure = error
             self._cond.notify_all()
+            self._durable.notify_all()
 
     def wait_durable(self, end: int, timeout_s: float) -> bool:
         """Block until the log is durable up to ``end``; False if ``timeout_s`` passed first.
@@ -74,7 +74,7 @@ class FlushService:
             if self.flushed >= end:
                 return True
             self._waiters += 1
-            self._cond.notify_all()
+            self._cond.notify()
             try:
                 while self.flushed < end:
                     if self.failure is not None:
@@ -85,7 +85,7 @@ class FlushService:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return False
-                    self._cond.wait(remaining)
+                    self._durable.wait(remaining)
                 return True
             finally:
                 self._waiters -= 1
@@ -115,29 +115,15 @@ class FlushService:
                     self.advance(self._flush_all())
                     next_full = time.monotonic() + self._interval_s
                 else:
-                    self._gather_waiters()
                     self.advance(self._sync_log())
             except BaseException as error:  # an fsync failed: never retry and carry on
                 self.fail(error)
                 self._on_failure(error)
 
-    def _gather_waiters(self) -> None:
-        """Let appenders that are about to wait join this fsync (group commit).
-
-        Appenders woken by the previous fsync need the interpreter for a few
-        microseconds to write their next record; yielding while their number grows
-        lets one fsync cover all of them instead of one each.
-        """
-        seen = self._waiters
-        for _ in range(_GATHER_ROUNDS):
-            time.sleep(_GATHER_PAUSE_S)
-            if self._waiters <= seen:
-                return
-            seen = self._waiters
-
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+            self._durable.notify_all()
         if self._thread.is_alive():
             self._thread.join()

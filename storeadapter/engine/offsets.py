@@ -4,7 +4,8 @@ Each change is appended to a journal (``offsets/journal-<generation>``) as a fra
 entry (length, CRC32C, JSON) and fsynced before ``commit`` returns. When the journal
 grows past ``compact_bytes`` the current offsets and recent history are written to
 ``offsets/snapshot.json`` and a new journal generation begins. On open the snapshot
-is loaded and newer journals replayed; a torn last entry is cut off.
+is loaded and newer journals replayed; replay stops at the first entry that fails its
+length or CRC check (a torn write) and the journal is cut there.
 """
 
 from __future__ import annotations
@@ -127,8 +128,6 @@ class OffsetStore:
         fileio.pwrite_all(self._fd, frame, self._size)
         fileio.fdatasync(self._fd)
         self._size += len(frame)
-        if self._size > self.compact_bytes:
-            self.compact()
 
     def get(self, group: str, topic: str, queue: int) -> int | None:
         return self.offsets.get((group, topic, queue))
@@ -146,6 +145,7 @@ class OffsetStore:
         self._append(change._asdict())
         self.offsets[(group, topic, queue)] = offset
         self._remember(change)
+        self._compact_if_large()
         return change
 
     def drop_topic(self, topic: str) -> None:
@@ -153,6 +153,11 @@ class OffsetStore:
         if any(k[1] == topic for k in self.offsets):
             self._append({"op": "drop_topic", "topic": topic})
             self._drop_topic(topic)
+            self._compact_if_large()
+
+    def _compact_if_large(self) -> None:
+        if self._size > self.compact_bytes:
+            self.compact()
 
     def compact(self) -> None:
         """Start a new journal generation from a snapshot of the current state."""

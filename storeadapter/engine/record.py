@@ -188,6 +188,23 @@ def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> 
     return header
 
 
+def frame_intact(view: memoryview, pos: int, limit: int) -> bool:
+    """Whether a record frame starts at ``pos``: magic, consistent lengths at both ends.
+
+    A damaged record still has its frame; bytes that merely contain the magic (inside
+    another record's body) almost never do.
+    """
+    if pos + HEADER_SIZE > limit:
+        return False
+    header = HEADER_UNPACK(view, pos)
+    length = header[0]
+    if header[1] != RECORD_MAGIC or length != RECORD_OVERHEAD + header[7] + sum(header[9:13]):
+        return False
+    if pos + length > limit:
+        return False
+    return TRAILER_UNPACK(view, pos + length - TRAILER.size)[1] == length
+
+
 def decode_record(
     view: memoryview,
     pos: int,

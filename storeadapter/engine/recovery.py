@@ -6,9 +6,12 @@
 2. Walk the log from there, checking each record's frame and CRC32C. Write the
    consume-queue entry of every intact record (writing an entry that is already there
    changes nothing, so recovery can be run again, or be interrupted and restarted).
-3. Bad bytes followed by an intact record are reported and skipped. Bad bytes with
-   nothing intact after them in the last segment are a torn or garbage tail: they
-   are erased, and the tail is set where they began.
+3. Bad bytes followed by an intact record in the same segment (in the last segment:
+   within a bounded window) are reported and skipped. Bad bytes at the end of a full
+   segment are reported and the scan goes on in the next one. Bad bytes with nothing
+   intact after them in the last segment are a torn or garbage tail: they are erased,
+   and the tail is set where they began; zeros there are simply the tail, unless the
+   checkpoint says they were once durable, in which case they are reported.
 4. Consume-queue entries that point at or past the tail are erased.
 """
 

@@ -89,6 +89,10 @@ def scan_segment(
         resume = find_next_record(segment, pos + 1, limit)
         if resume is None:
             if length == 0 and magic == 0 and not sealed:
+                lost_end = min(size, durable_end - base)
+                if lost_end > pos:  # durable bytes were zeroed: damage, reported
+                    yield ScanEvent(CORRUPT, base + pos, lost_end - pos, reason)
+                    pos = lost_end
                 yield ScanEvent(TAIL, base + pos, 0)
             else:
                 yield ScanEvent(GARBAGE_TAIL, base + pos, size - pos, reason)

@@ -49,6 +49,7 @@ from .record import (
     encode_keys,
     encode_properties,
     encode_tag,
+    frame_intact,
     normalize_keys,
 )
 from .recovery import choose_start, recover
@@ -318,7 +319,7 @@ class MessageStore:
             and tag is None
             and queue is None
             and not properties
-            and len(body) <= self.config.max_message_bytes
+            and len(body) <= self._plain_body_limit(state)
         ):
             prepared = (None, None, b"", b"", b"", body, None, 0)
         else:
@@ -335,7 +336,7 @@ class MessageStore:
         """
         state = self._topic(topic)
         prepared = []
-        limit = self.config.max_message_bytes
+        limit = self._plain_body_limit(state)
         for item in messages:
             if type(item) is bytes and len(item) <= limit:
                 prepared.append((None, None, b"", b"", b"", item, None, 0))
@@ -358,6 +359,11 @@ class MessageStore:
         if not prepared:
             return []
         return self._append_prepared(state, prepared)
+
+    def _plain_body_limit(self, state: _Topic) -> int:
+        """The largest body that fits, for a message with no key, tag or properties."""
+        fits = self.commitlog.capacity() - RECORD_OVERHEAD - len(state.name_bytes)
+        return min(self.config.max_message_bytes, fits)
 
     def _prepare(self, state, body, key, tag, queue, properties, born_ms) -> _Prepared:
         if isinstance(body, str):
@@ -382,12 +388,27 @@ class MessageStore:
         tag_bytes = encode_tag(tag)
         if born_ms is not None and (not isinstance(born_ms, int) or born_ms < 0):
             raise InvalidMessageError("born_time_ms must be a non-negative integer")
+        keys_bytes = encode_keys(keys) if keys else b""
+        properties_bytes = encode_properties(properties)
+        length = (
+            RECORD_OVERHEAD
+            + len(state.name_bytes)
+            + len(tag_bytes)
+            + len(keys_bytes)
+            + len(properties_bytes)
+            + len(body)
+        )
+        if length > self.commitlog.capacity():
+            raise MessageTooLargeError(
+                f"the message takes {length} bytes on disk, more than a commit-log segment "
+                f"holds ({self.commitlog.capacity()}); send less or raise segment_bytes"
+            )
         return (
             queue,
             keys[0].encode() if keys else None,
             tag_bytes,
-            encode_keys(keys) if keys else b"",
-            encode_properties(properties),
+            keys_bytes,
+            properties_bytes,
             body,
             born_ms,
             tag_hash(tag_bytes),
@@ -412,7 +433,6 @@ class MessageStore:
         queue_count = len(queues)
         log = self.commitlog
         prefix = self._id_prefix
-        capacity = log.capacity()
         new_result = tuple.__new__
         pack_entry = ENTRY.pack
         pack_head = HEADER_PACK
@@ -452,11 +472,6 @@ class MessageStore:
                         length = fixed + body_len
                         meta = topic_bytes
                     if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
-                        if length > capacity:
-                            raise MessageTooLargeError(
-                                f"a record of {length} bytes does not fit in a commit-log "
-                                f"segment of {log.segment_bytes} bytes; raise segment_bytes"
-                            )
                         log.write(segment, chunk_start, b"".join(parts))
                         parts.clear()
                         chunk_start = tail - segment.base
@@ -513,14 +528,6 @@ class MessageStore:
                 raise StoreFailedError(
                     f"writing to the store failed ({error}); it refuses writes until reopened"
                 ) from error
-            except MessageTooLargeError:
-                # Only reachable when a segment is smaller than a validated message: keep
-                # what was already encoded, then refuse the rest.
-                if parts:
-                    log.write(segment, chunk_start, b"".join(parts))
-                log.tail = tail
-                self._dispatch(queues, next_offsets, entries)
-                raise
             try:
                 self._dispatch(queues, next_offsets, entries)
             except OSError as error:
@@ -634,6 +641,11 @@ class MessageStore:
         try:
             return decode_record(segment.view, pos, segment.size, commit_offset, self._id_prefix)
         except CorruptRecordError as error:
+            says_here = int.from_bytes(segment.map[pos + 8 : pos + 16], "little") == commit_offset
+            if not says_here and not frame_intact(segment.view, pos, segment.size):
+                raise MessageNotFoundError(
+                    f"no message starts at commit-log offset {commit_offset} (id {message_id})"
+                ) from None
             self._note_corruption(Corruption(commit_offset, 0, error.reason))
             raise
 
