@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baseline_sqlite import run_baseline  # noqa: E402
 
-from storeadapter.engine import Message, MessageStore, StoreConfig  # noqa: E402
+from storeadapter.engine import MessageStore, StoreConfig  # noqa: E402
 
 TOPIC = "bench"
 QUEUES = 4

@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import fileio
-from .errors import StoreFormatError
+from .errors import InvalidNameError, StoreFormatError
+from .names import check_name
 
 FORMAT_VERSION = 1
 
@@ -105,7 +106,10 @@ class TopicTable:
                         int(item["created_offset"]),
                         [int(q) for q in item.get("frozen", [])],
                     )
+                    check_name(info.name, "topic")
                     self.topics[info.name] = info
+            except InvalidNameError as error:
+                raise StoreFormatError(f"{path} names a topic that is not valid: {error}") from None
             except (KeyError, TypeError, ValueError):
                 raise StoreFormatError(f"{path} has a topic entry with missing fields") from None
 

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from . import fileio
+from .errors import StoreFormatError
 
 _FRAME = struct.Struct("<II")
 HISTORY_PER_GROUP = 1000
@@ -65,12 +66,18 @@ class OffsetStore:
     def _load(self) -> None:
         snapshot = self.directory / "snapshot.json"
         if snapshot.exists():
-            data = json.loads(snapshot.read_bytes())
-            self.generation = int(data["generation"])
-            for group, topic, queue, offset in data["offsets"]:
-                self.offsets[(group, topic, int(queue))] = int(offset)
-            for item in data["history"]:
-                self._remember(OffsetChange(*item))
+            try:
+                data = json.loads(snapshot.read_bytes())
+                self.generation = int(data["generation"])
+                for group, topic, queue, offset in data["offsets"]:
+                    self.offsets[(group, topic, int(queue))] = int(offset)
+                for item in data["history"]:
+                    self._remember(OffsetChange(*item))
+            except (ValueError, KeyError, TypeError) as error:
+                raise StoreFormatError(
+                    f"{snapshot} cannot be read ({error}); restore it from a backup or "
+                    "remove it to start every group from scratch"
+                ) from None
         for generation in self._journals():
             path = self._journal_path(generation)
             if generation < self.generation:

@@ -1,0 +1,48 @@
+"""Fixtures for the engine tests: real stores in tmp_path with tiny segments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import MessageStore, StoreConfig
+from tests.engine.storetools import MAX_MESSAGE_BYTES, QUEUE_FILE_ENTRIES, SEGMENT_BYTES
+
+
+@pytest.fixture
+def config() -> StoreConfig:
+    return StoreConfig(
+        segment_bytes=SEGMENT_BYTES,
+        max_message_bytes=MAX_MESSAGE_BYTES,
+        queue_file_entries=QUEUE_FILE_ENTRIES,
+    )
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def open_store(store_path: Path, config: StoreConfig) -> Iterator[Callable[..., MessageStore]]:
+    """Open a store (default: ``store_path`` with ``config``); all are closed at teardown."""
+    opened: list[MessageStore] = []
+
+    def _open(path: Path | None = None, cfg: StoreConfig | None = None) -> MessageStore:
+        store = MessageStore.open(path or store_path, cfg or config)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in reversed(opened):
+        store.close()
+
+
+@pytest.fixture
+def store(open_store: Callable[..., MessageStore]) -> MessageStore:
+    """An open store with topic ``t`` of 4 queues."""
+    opened = open_store()
+    opened.create_topic("t", queues=4)
+    return opened

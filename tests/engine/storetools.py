@@ -1,0 +1,97 @@
+"""Helpers for the engine tests: damaging store files the way a crash or a bad disk would."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from storeadapter.engine import MessageStore, StoredMessage
+
+SEGMENT_BYTES = 4096
+MAX_MESSAGE_BYTES = 1024
+QUEUE_FILE_ENTRIES = 64
+
+
+def segment_paths(store_path: Path) -> list[Path]:
+    """The commit-log segment files, in offset order."""
+    return sorted((store_path / "commitlog").iterdir(), key=lambda p: p.name)
+
+
+def queue_file_paths(store_path: Path, topic: str, queue: int) -> list[Path]:
+    """The consume-queue files of one queue, in index order."""
+    directory = store_path / "consumequeue" / topic / str(queue)
+    return sorted(directory.iterdir(), key=lambda p: p.name)
+
+
+def _segment_for(store_path: Path, commit_offset: int) -> tuple[Path, int]:
+    for path in reversed(segment_paths(store_path)):
+        base = int(path.name)
+        if base <= commit_offset:
+            return path, commit_offset - base
+    raise AssertionError(f"no segment holds commit-log offset {commit_offset}")
+
+
+def write_log_bytes(store_path: Path, commit_offset: int, data: bytes) -> None:
+    """Overwrite commit-log bytes at ``commit_offset`` (the store must be closed)."""
+    path, pos = _segment_for(store_path, commit_offset)
+    assert pos + len(data) <= path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.seek(pos)
+        handle.write(data)
+
+
+def read_log_bytes(store_path: Path, commit_offset: int, count: int) -> bytes:
+    path, pos = _segment_for(store_path, commit_offset)
+    with open(path, "rb") as handle:
+        handle.seek(pos)
+        return handle.read(count)
+
+
+def flip_bit(store_path: Path, commit_offset: int, bit: int = 0) -> None:
+    byte = read_log_bytes(store_path, commit_offset, 1)[0]
+    write_log_bytes(store_path, commit_offset, bytes([byte ^ (1 << bit)]))
+
+
+def record_length(store_path: Path, commit_offset: int) -> int:
+    """The record's leading length field, read from the file."""
+    return int.from_bytes(read_log_bytes(store_path, commit_offset, 4), "little")
+
+
+def simulate_crash(store_path: Path, keep_checkpoint: bool = False) -> None:
+    """Make a closed store look as if its process died: abort marker present and,
+    unless ``keep_checkpoint``, no checkpoint, so recovery scans the whole log."""
+    (store_path / "abort").touch()
+    if not keep_checkpoint:
+        (store_path / "checkpoint").unlink(missing_ok=True)
+
+
+def copy_store(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target)
+    (target / "lock").unlink(missing_ok=True)
+    return target
+
+
+def read_all(store: MessageStore, topic: str, queue: int) -> list[StoredMessage]:
+    """Every readable message of a queue, from its minimum offset to its maximum."""
+    low, high = store.queue_range(topic, queue)
+    messages: list[StoredMessage] = []
+    offset = low
+    while offset < high:
+        result = store.read_result(topic, queue, offset, 100)
+        messages.extend(result.messages)
+        assert result.next_offset > offset, "read_result made no progress"
+        offset = result.next_offset
+    return messages
+
+
+def read_everything(store: MessageStore) -> dict[tuple[str, int], list[StoredMessage]]:
+    """Every readable message of every queue of every topic."""
+    return {
+        (info.name, queue): read_all(store, info.name, queue)
+        for info in store.topics()
+        for queue in range(info.queues)
+    }
+
+
+def tail(store: MessageStore) -> int:
+    return store.stats()["commit_log"]["tail"]

@@ -1,0 +1,126 @@
+"""stats(): what the console's storage and topic pages show."""
+
+from __future__ import annotations
+
+from storeadapter.engine import StoreConfig
+from tests.engine.storetools import (
+    MAX_MESSAGE_BYTES,
+    QUEUE_FILE_ENTRIES,
+    SEGMENT_BYTES,
+    segment_paths,
+    simulate_crash,
+    tail,
+)
+
+
+def test_stats_lists_every_segment(store, store_path):
+    for i in range(60):
+        store.append("t", f"m{i}".encode() * 40)
+
+    stats = store.stats()
+
+    names = [p.name for p in segment_paths(store_path)]
+    assert [s["name"] for s in stats["segments"]] == names
+    assert stats["segment_count"] == len(names) >= 3
+    assert [s["base"] for s in stats["segments"]] == [int(n) for n in names]
+    assert all(s["size"] == SEGMENT_BYTES for s in stats["segments"])
+
+
+def test_stats_disk_bytes_is_the_sum_over_segments(store):
+    for i in range(60):
+        store.append("t", f"m{i}".encode() * 40)
+
+    stats = store.stats()
+
+    assert stats["disk_bytes"] == sum(s["disk_bytes"] for s in stats["segments"])
+    assert stats["disk_bytes"] >= SEGMENT_BYTES * (stats["segment_count"] - 1)
+
+
+def test_stats_commit_log_tail_is_the_end_of_the_last_record(store, store_path):
+    store.append("t", b"first")
+    store.append("t", b"second")
+
+    log = store.stats()["commit_log"]
+
+    assert log["min_offset"] == 0
+    assert log["tail"] == tail(store) > 0
+
+
+def test_stats_per_queue_offsets_counts_and_last_store_time(store):
+    results = [store.append("t", f"m{i}", queue=i % 3) for i in range(10)]
+
+    queues = store.stats()["topics"]["t"]["queues"]
+
+    for queue in range(3):
+        mine = [r for r in results if r.queue == queue]
+        assert queues[queue]["min_offset"] == 0
+        assert queues[queue]["max_offset"] == len(mine)
+        assert queues[queue]["messages"] == len(mine)
+        assert queues[queue]["last_store_time_ms"] == mine[-1].store_time_ms
+    assert queues[3] == {
+        "min_offset": 0,
+        "max_offset": 0,
+        "messages": 0,
+        "last_store_time_ms": None,
+    }
+    assert store.stats()["topics"]["t"]["messages"] == 10
+
+
+def test_stats_lists_every_topic(open_store):
+    store = open_store()
+    store.create_topic("b", queues=1)
+    store.create_topic("a", queues=2)
+
+    topics = store.stats()["topics"]
+
+    assert list(topics) == ["a", "b"]
+    assert len(topics["a"]["queues"]) == 2
+
+
+def test_stats_reports_the_flush_mode(open_store, tmp_path):
+    for mode in ("async", "sync"):
+        config = StoreConfig(
+            segment_bytes=SEGMENT_BYTES,
+            max_message_bytes=MAX_MESSAGE_BYTES,
+            queue_file_entries=QUEUE_FILE_ENTRIES,
+            flush_mode=mode,
+        )
+        assert open_store(tmp_path / mode, config).stats()["flush_mode"] == mode
+
+
+def test_stats_last_recovery_after_a_clean_open(open_store):
+    report = open_store().stats()["last_recovery"]
+
+    assert report["clean_shutdown"] is True
+    assert report["truncated_at"] is None
+    assert report["corruptions"] == []
+    assert report["duration_ms"] >= 0
+    assert {"records", "redispatched", "dropped_queue_entries", "truncated_bytes"} <= set(report)
+
+
+def test_stats_last_recovery_after_a_crash(open_store, store_path):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    for i in range(12):
+        store.append("t", f"m{i}")
+    end = tail(store)
+    store.close()
+    simulate_crash(store_path)
+
+    report = open_store().stats()["last_recovery"]
+
+    assert report["clean_shutdown"] is False
+    assert report["records"] == 12
+    assert report["scanned_bytes"] == end
+    assert report["tail"] == end
+
+
+def test_stats_lists_groups_and_has_no_failure(store):
+    store.append("t", b"x", queue=0)
+    store.commit_offset("readers", "t", 0, 1)
+
+    stats = store.stats()
+
+    assert stats["groups"] == ["readers"]
+    assert stats["failed"] is None
+    assert stats["corruptions"] == []
