@@ -102,6 +102,7 @@ class MessageStore:
         self.path = path
         self.config = config
         self._write_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
         self._appended = threading.Condition()
         self._pull_waiters = 0
         self._sync_mode = config.flush_mode == "sync"
@@ -250,7 +251,9 @@ class MessageStore:
         Its records stay in the commit log until retention deletes their segments.
         """
         check_name(name, "topic")
-        with self._write_lock:
+        # The flush lock first (as flushes take it): a flush must not fsync a queue file
+        # closed here.
+        with self._flush_lock, self._write_lock:
             self._check_writable()
             state = self._topic(name)
             del self._table.topics[name]
@@ -576,6 +579,7 @@ class MessageStore:
         if not isinstance(max_messages, int) or not 1 <= max_messages <= MAX_READ_MESSAGES:
             raise StoreError(f"max_messages must be 1 to {MAX_READ_MESSAGES}, not {max_messages!r}")
         wanted_hash = tag_hash(encode_tag(tag)) if tag is not None else None
+        prefix = self._id_prefix
         position = max(offset, consume_queue.min_offset)
         messages: list[StoredMessage] = []
         while len(messages) < max_messages and position < consume_queue.max_offset:
@@ -583,30 +587,34 @@ class MessageStore:
             packed = consume_queue.read(position, count)
             if not packed:
                 break
+            segment = None
             for commit_offset, size, hashed in ENTRY.iter_unpack(packed):
                 position += 1
                 if not size or (wanted_hash is not None and hashed != wanted_hash):
                     continue
-                message = self._read_record(commit_offset, size)
-                if message is None or (tag is not None and message.tag != tag):
+                if segment is None or not segment.base <= commit_offset < segment.end:
+                    found = self.commitlog.locate(commit_offset)
+                    if found is None:
+                        continue
+                    segment = found[0]
+                try:
+                    message = decode_record(
+                        segment.view,
+                        commit_offset - segment.base,
+                        segment.size,
+                        commit_offset,
+                        prefix,
+                        size,
+                    )
+                except CorruptRecordError as error:
+                    self._note_corruption(Corruption(commit_offset, size, error.reason))
+                    continue
+                if tag is not None and message.tag != tag:
                     continue
                 messages.append(message)
                 if len(messages) == max_messages:
                     break
         return ReadResult(messages, position, consume_queue.min_offset, consume_queue.max_offset)
-
-    def _read_record(self, commit_offset: int, size: int) -> StoredMessage | None:
-        found = self.commitlog.locate(commit_offset)
-        if found is None:
-            return None
-        segment, pos = found
-        try:
-            return decode_record(
-                segment.view, pos, segment.size, commit_offset, self._id_prefix, size
-            )
-        except CorruptRecordError as error:
-            self._note_corruption(Corruption(commit_offset, size, error.reason))
-            return None
 
     def get(self, message_id: str) -> StoredMessage:
         """The message with this id, read in one lookup.
@@ -758,27 +766,35 @@ class MessageStore:
             raise StoreFailedError(self._failure_sentence()) from error
 
     def _sync_log(self) -> int:
-        with self._write_lock:
-            target = self.commitlog.tail
-            pending = self.commitlog.take_unsynced()
-        for segment in pending:
-            segment.sync()
-        self.commitlog.flushed = max(self.commitlog.flushed, target)
-        return target
+        """fsync the commit log up to the current tail; return that tail.
+
+        Flushes run one at a time: a flush that took no segments must not report the
+        log durable while another is still syncing the segments it took.
+        """
+        with self._flush_lock:
+            with self._write_lock:
+                target = self.commitlog.tail
+                pending = self.commitlog.take_unsynced()
+            for segment in pending:
+                segment.sync()
+            self.commitlog.flushed = max(self.commitlog.flushed, target)
+            return target
 
     def _flush_everything(self) -> int:
-        with self._write_lock:
-            target = self.commitlog.tail
-            segments = self.commitlog.take_unsynced()
-            queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
-            self._dirty_queues.clear()
-        for segment in segments:
-            segment.sync()
-        for queue_file in queue_files:
-            fileio.fdatasync(queue_file.fd)
-        self._checkpoint.save(target, target, target)
-        self.commitlog.flushed = max(self.commitlog.flushed, target)
-        return target
+        """fsync the log and the consume queues, then write the checkpoint; return the tail."""
+        with self._flush_lock:
+            with self._write_lock:
+                target = self.commitlog.tail
+                segments = self.commitlog.take_unsynced()
+                queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
+                self._dirty_queues.clear()
+            for segment in segments:
+                segment.sync()
+            for queue_file in queue_files:
+                fileio.fdatasync(queue_file.fd)
+            self._checkpoint.save(target, target, target)
+            self.commitlog.flushed = max(self.commitlog.flushed, target)
+            return target
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:
