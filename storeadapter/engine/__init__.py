@@ -22,7 +22,6 @@ from .errors import (
     StoreError,
     StoreFailedError,
     StoreFormatError,
-    StoreLockedError,
     TopicExistsError,
     TopicNotFoundError,
 )
@@ -62,7 +61,6 @@ __all__ = [
     "StoreError",
     "StoreFailedError",
     "StoreFormatError",
-    "StoreLockedError",
     "StoredMessage",
     "TopicExistsError",
     "TopicInfo",

@@ -7,6 +7,7 @@ the slot being written, so the previous checkpoint survives it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import struct
 import time
@@ -45,7 +46,25 @@ class Checkpoint:
         return parse_checkpoint(os.pread(self.fd, 2 * SLOT_SIZE, 0))
 
     def save(self, commitlog_flushed: int, dispatched: int, index_dispatched: int) -> None:
-        """Write and fsync a new checkpoint into the older slot."""
+        """Write and fsync a new checkpoint into the older slot.
+
+        Processes sharing the store take turns (a lock on this file) and never move the
+        checkpoint back: a process behind another one's checkpoint writes nothing.
+        """
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            current = self._load()
+            if current is not None and (
+                current.dispatched >= dispatched and current.commitlog_flushed >= commitlog_flushed
+            ):
+                self.state = current
+                return
+            self.state = current
+            self._write(commitlog_flushed, dispatched, index_dispatched)
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _write(self, commitlog_flushed: int, dispatched: int, index_dispatched: int) -> None:
         sequence = (self.state.sequence + 1) if self.state else 1
         when = time.time_ns() // 1_000_000
         raw = bytearray(SLOT_SIZE)

@@ -52,6 +52,41 @@ class CommitLog:
         if self.segments:
             self.tail = self.segments[0].base
 
+    def refresh(self, limit: int) -> None:
+        """Open the segments other processes created, up to the one holding ``limit``
+        (the published tail): later files hold nothing published."""
+        while True:
+            base = self.segments[-1].end if self.segments else 0
+            if base > limit:
+                return
+            path = self.directory / segment_name(base)
+            if not path.exists():
+                return
+            self._add(Segment.open(path))
+
+    def clear_after_tail(self, segment: Segment) -> None:
+        """Zero what a writer that died before publishing left after the tail.
+
+        Such bytes could otherwise pass for records once new ones are written before
+        them. They never go past the first all-zero stretch of 64 KiB.
+        """
+        pos = self.tail - segment.base
+        if pos + 8 > segment.size or not any(segment.map[pos : pos + 8]):
+            return
+        chunk = 64 << 10
+        while pos < segment.size:
+            end = min(segment.size, pos + chunk)
+            if not any(segment.map[pos:end]):
+                break
+            fileio.pwrite_all(segment.fd, bytes(end - pos), pos)
+            pos = end
+        self.mark_unsynced(segment)
+
+    def mark_unsynced(self, segment: Segment) -> None:
+        """Have this process's next flush fsync ``segment`` (another process wrote it)."""
+        if segment not in self.unsynced:
+            self.unsynced.append(segment)
+
     def _add(self, segment: Segment) -> None:
         self.segments.append(segment)
         self._bases.append(segment.base)
@@ -89,9 +124,17 @@ class CommitLog:
         fileio.pwrite_all(segment.fd, data, pos)
 
     def _roll(self, base: int) -> Segment:
-        segment = Segment.create(self.directory, base, self.segment_bytes)
-        self._add(segment)
-        self.unsynced.append(segment)
+        if self.segments and self.segments[-1].base == base:
+            segment = self.segments[-1]  # opened by refresh(); a dead writer's leftover
+            segment.zero_from(0)
+        else:
+            try:
+                segment = Segment.create(self.directory, base, self.segment_bytes)
+            except FileExistsError:  # a writer that died before publishing created it
+                segment = Segment.open(self.directory / segment_name(base))
+                segment.zero_from(0)
+            self._add(segment)
+        self.mark_unsynced(segment)
         return segment
 
     def locate(self, offset: int) -> tuple[Segment, int] | None:

@@ -79,6 +79,7 @@ class ConsumeQueue:
         self.min_offset = 0
         self.max_offset = 0
         self.dirty: set[QueueFile] = set()
+        self.closed = False
 
     def open(self) -> None:
         """Open existing files and find where the written entries end."""
@@ -124,10 +125,14 @@ class ConsumeQueue:
                         < queue_file.first_index + queue_file.entries
                     ):
                         return queue_file
-        if not create:
-            return None
         first_index = index - index % self.entries_per_file
-        queue_file = QueueFile.create(self.directory, first_index, self.entries_per_file)
+        path = self.directory / segment_name(first_index)
+        if path.exists():  # created by another process since this one looked
+            queue_file = QueueFile.open(path, self.entries_per_file)
+        elif create:
+            queue_file = QueueFile.create(self.directory, first_index, self.entries_per_file)
+        else:
+            return None
         self.files.append(queue_file)
         self.files.sort(key=lambda f: f.first_index)
         return queue_file
@@ -195,6 +200,15 @@ class ConsumeQueue:
                 queue_file.close()
                 queue_file.path.unlink(missing_ok=True)
 
+    def mark_dirty(self, start: int, end: int) -> None:
+        """Have the next flush fsync the files holding entries ``start`` to ``end - 1``
+        (written by another process)."""
+        for index in (start, end - 1):
+            self._file_for(index, create=False)
+        for queue_file in self.files:
+            if queue_file.first_index < end and start < queue_file.first_index + queue_file.entries:
+                self.dirty.add(queue_file)
+
     def take_dirty(self) -> list[QueueFile]:
         """Files written since the last call: those to fsync."""
         pending, self.dirty = list(self.dirty), set()
@@ -206,6 +220,7 @@ class ConsumeQueue:
             self._file_for(self.max_offset, create=True)
 
     def close(self) -> None:
+        self.closed = True
         for queue_file in self.files:
             queue_file.close()
         self.files.clear()

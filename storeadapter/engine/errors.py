@@ -15,10 +15,6 @@ class ConfigError(StoreError):
     """A configuration value is out of range or inconsistent."""
 
 
-class StoreLockedError(StoreError):
-    """Another process holds the store open for writing."""
-
-
 class StoreClosedError(StoreError):
     """The store was closed; open it again to use it."""
 

@@ -41,17 +41,41 @@ class OffsetChange(NamedTuple):
 
 
 class OffsetStore:
-    def __init__(self, directory: Path, compact_bytes: int = 4 << 20) -> None:
+    """Offsets of every group, as this process last read them from disk.
+
+    Several processes may share the directory: changes are written only under the
+    store's write lock, after ``catch_up`` has read what the others wrote. Only a
+    process alone with the store (``repair=True``) cuts a torn journal tail; the others
+    stop before it, since it may be an entry still being written.
+    """
+
+    def __init__(self, directory: Path, compact_bytes: int = 4 << 20, repair: bool = True) -> None:
         self.directory = directory
         self.compact_bytes = compact_bytes
         directory.mkdir(parents=True, exist_ok=True)
+        self.torn_bytes = 0
+        self._fd = -1
+        self._load_all(repair)
+
+    def _load_all(self, repair: bool) -> None:
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.history: dict[str, deque[OffsetChange]] = {}
         self.generation = 0
-        self.torn_bytes = 0
-        self._load()
+        self._size = 0
+        self._load(repair)
+        if self._fd >= 0:
+            os.close(self._fd)
         self._fd = os.open(self._journal_path(self.generation), os.O_RDWR | os.O_CREAT, 0o644)
-        self._size = os.lseek(self._fd, 0, os.SEEK_END)
+
+    def catch_up(self) -> None:
+        """Read what other processes appended (or reload after their compaction)."""
+        journals = self._journals()
+        if (journals and journals[-1] > self.generation) or not self._journal_path(
+            self.generation
+        ).exists():
+            self._load_all(repair=False)
+            return
+        self._size = self._replay(self._journal_path(self.generation), self._size, False)
 
     def _journal_path(self, generation: int) -> Path:
         return self.directory / f"journal-{generation:08d}"
@@ -63,7 +87,7 @@ class OffsetStore:
             if p.name[8:].isdigit() and len(p.name) == 16
         )
 
-    def _load(self) -> None:
+    def _load(self, repair: bool) -> None:
         snapshot = self.directory / "snapshot.json"
         if snapshot.exists():
             try:
@@ -81,13 +105,20 @@ class OffsetStore:
         for generation in self._journals():
             path = self._journal_path(generation)
             if generation < self.generation:
-                path.unlink(missing_ok=True)
+                if repair:
+                    path.unlink(missing_ok=True)
                 continue
-            self._replay(path)
+            self._size = self._replay(path, 0, repair)
             self.generation = generation
 
-    def _replay(self, path: Path) -> None:
-        data = path.read_bytes()
+    def _replay(self, path: Path, start: int, repair: bool) -> int:
+        """Apply the journal's entries from byte ``start``; return where they end."""
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(start)
+                data = handle.read()
+        except FileNotFoundError:
+            return start
         pos = 0
         while pos + _FRAME.size <= len(data):
             length, crc = _FRAME.unpack_from(data, pos)
@@ -96,11 +127,12 @@ class OffsetStore:
                 break
             self._apply(json.loads(payload))
             pos += _FRAME.size + length
-        if pos < len(data):
+        if pos < len(data) and repair:
             self.torn_bytes += len(data) - pos
             with open(path, "r+b") as handle:
-                handle.truncate(pos)
+                handle.truncate(start + pos)
                 fileio.fsync(handle.fileno())
+        return start + pos
 
     def _apply(self, entry: dict) -> None:
         if entry.get("op") == "drop_topic":

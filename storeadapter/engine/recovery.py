@@ -12,7 +12,8 @@
    intact after them in the last segment are a torn or garbage tail: they are erased,
    and the tail is set where they began; zeros there are simply the tail, unless the
    checkpoint says they were once durable, in which case they are reported.
-4. Consume-queue entries that point at or past the tail are erased.
+4. Consume-queue entries at a queue's end that point at or past the tail, or at a
+   record that is not theirs (a writer died before publishing them), are erased.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from .checkpoint import CheckpointState
 from .commitlog import CommitLog
 from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from .follow import trim_queue_end
 from .record import HEADER_SIZE
 from .results import Corruption
 from .scan import (
@@ -76,7 +78,7 @@ def choose_start(
 
 def recover(
     log: CommitLog,
-    queues: list[ConsumeQueue],
+    queues: list[tuple[ConsumeQueue, bytes, int]],
     resolve: QueueResolver,
     start: int,
     clean_shutdown: bool,
@@ -124,8 +126,10 @@ def recover(
                 tail = event.offset
         dispatcher.finish()
     log.tail = max(tail, log.min_offset)
-    for queue in queues:
-        report.dropped_queue_entries += _drop_entries_past(queue, log.tail)
+    for queue, topic, queue_id in queues:
+        report.dropped_queue_entries += trim_queue_end(
+            log, queue, topic, queue_id, log.tail, erase=True
+        )
     report.tail = log.tail
     report.duration_ms = round((time.perf_counter() - began) * 1000, 3)
     report.finished_ms = time.time_ns() // 1_000_000
@@ -198,18 +202,6 @@ class _Dispatcher:
 
 _UNKNOWN = object()
 _FLUSH_EVERY = 65536
-
-
-def _drop_entries_past(queue: ConsumeQueue, tail: int) -> int:
-    keep = queue.max_offset
-    while keep > queue.min_offset:
-        entry = queue.entry(keep - 1)
-        if entry is not None and entry[0] < tail:
-            break
-        keep -= 1
-    dropped = queue.max_offset - keep
-    queue.truncate(keep)
-    return dropped
 
 
 def _garbage_extent(segment, pos: int) -> int:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
 import os
 import shutil
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from zlib import crc32
 
@@ -30,11 +30,12 @@ from .errors import (
     StoreClosedError,
     StoreError,
     StoreFailedError,
-    StoreLockedError,
     TopicExistsError,
     TopicNotFoundError,
 )
 from .flush import FlushService
+from .follow import follow_log, trim_queue_end
+from .locks import ForkGuard, StoreLocks
 from .message_id import format_message_id, parse_message_id
 from .metadata import StoreIdentity, TopicInfo, TopicTable
 from .names import check_name
@@ -52,7 +53,7 @@ from .record import (
     frame_intact,
     normalize_keys,
 )
-from .recovery import choose_start, recover
+from .recovery import RecoveryReport, choose_start, recover
 from .results import (
     STATUS_FLUSH_TIMEOUT,
     STATUS_OK,
@@ -64,26 +65,19 @@ from .results import (
 )
 from .scan import RESYNC_WINDOW
 from .segment import segment_name
+from .sharedstate import SharedSnapshot, SharedState
 from .tags import tag_hash
+from .topics import Topic, TopicRegistry
 
 MAX_QUEUES_PER_TOPIC = 1024
 _CHUNK_BYTES = 8 << 20
 MAX_READ_MESSAGES = 10_000
 _TAG_SCAN_CHUNK = 1024
+_PULL_POLL_S = 0.002
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class _Topic:
-    __slots__ = ("info", "name_bytes", "queues", "round_robin")
-
-    def __init__(self, info: TopicInfo, queues: list[ConsumeQueue]) -> None:
-        self.info = info
-        self.name_bytes = info.name.encode()
-        self.queues = queues
-        self.round_robin = 0
 
 
 # A message validated and encoded, waiting for its place in the log:
@@ -95,7 +89,9 @@ _Prepared = tuple
 class MessageStore:
     """An open store directory. Use ``MessageStore.open(path, config)``; close it when done.
 
-    Thread-safe: appends are serialized by one lock, readers never take it.
+    Thread-safe, and several processes may open the same directory: appends take the
+    store's write lock (a thread lock, then an OS file lock, per batch) and first catch
+    up with what other processes appended; readers never take it.
     """
 
     def __init__(self, path: Path, config: StoreConfig) -> None:
@@ -111,17 +107,20 @@ class MessageStore:
         self._dirty_queues: set[ConsumeQueue] = set()
         self._corruptions: deque[Corruption] = deque(maxlen=1000)
         self._corrupt_offsets: set[int] = set()
-        self._topics: dict[str, _Topic] = {}
-        self._lock_fd = -1
+        self._follow_lock = threading.RLock()
+        self._locks: StoreLocks | None = None
+        self._shared: SharedState | None = None
+        self._seen = SharedSnapshot(0, 0, 0, 0, 0)
+        self._forked = False
 
     # ----------------------------------------------------------------- opening
 
     @classmethod
     def open(cls, path: str | os.PathLike, config: StoreConfig | None = None) -> MessageStore:
-        """Open (creating if needed) the store at ``path`` and recover it if it crashed.
+        """Open (creating if needed) the store at ``path``.
 
-        Raises StoreLockedError when another process has it open, StoreFormatError when
-        its files are not in a format this engine reads.
+        The first process to open it recovers it if it crashed; later ones join. Raises
+        StoreFormatError when its files are not in a format this engine reads.
         """
         store = cls(Path(path), config or StoreConfig())
         try:
@@ -129,49 +128,36 @@ class MessageStore:
         except BaseException:
             store._release()
             raise
+        ForkGuard.watch(store)
         return store
 
     def _open(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreLockedError(
-                f"the store at {self.path} is open in another process; close it there first"
-            ) from None
-        self.identity = StoreIdentity.load_or_create(
-            self.path / "store.json", self.config.queue_file_entries, self.config.segment_bytes
-        )
-        self._id_prefix = self.identity.id_prefix
-        self._table = TopicTable(self.path / "topics.json")
-        self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
-        self.commitlog.open()
-        rebuild_from = self._open_queues()
-        self._checkpoint = Checkpoint(self.path / "checkpoint")
-        abort_marker = self.path / "abort"
-        clean = not abort_marker.exists()
-        start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
-        state = self._checkpoint.state
-        self.last_recovery = recover(
-            self.commitlog,
-            self._all_queues(),
-            self._resolve_queue,
-            start,
-            clean,
-            durable_end=state.commitlog_flushed if state else 0,
-            resync_window=max(RESYNC_WINDOW, 2 * self.config.max_message_bytes),
-        )
-        for queue in self._all_queues():
-            self._dirty_queues.add(queue)
-        for corruption in self.last_recovery.corruptions:
-            self._note_corruption(corruption)
-        fileio.write_atomic(
-            self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
-        )
-        self._offsets = OffsetStore(self.path / "offsets")
-        abort_marker.touch()
-        fileio.fsync_dir(self.path)
+        self._locks = StoreLocks(self.path)
+        with self._locks.opening() as alone:
+            self._locks.lock_writes()
+            try:
+                self._shared = SharedState(self.path / "state")
+                self.identity = StoreIdentity.load_or_create(
+                    self.path / "store.json",
+                    self.config.queue_file_entries,
+                    self.config.segment_bytes,
+                )
+                self._id_prefix = self.identity.id_prefix
+                self._table = TopicTable(self.path / "topics.json")
+                self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
+                self.commitlog.open()
+                self._registry = TopicRegistry(
+                    self.path / "consumequeue", self.identity.queue_file_entries
+                )
+                self._topics = self._registry.topics
+                self._checkpoint = Checkpoint(self.path / "checkpoint")
+                if alone:
+                    self._open_alone()
+                else:
+                    self._open_beside_others()
+            finally:
+                self._locks.unlock_writes()
         self._flusher = FlushService(
             self._sync_log,
             self._flush_everything,
@@ -181,36 +167,110 @@ class MessageStore:
         self._flush_everything()
         self._flusher.start(self.commitlog.flushed)
 
-    def _open_queues(self) -> int | None:
-        """Open every topic's consume queues; return where a rebuild must start, if any."""
-        root = self.path / "consumequeue"
-        root.mkdir(exist_ok=True)
-        for leftover in root.iterdir():
-            if leftover.name not in self._table.topics:
-                shutil.rmtree(leftover, ignore_errors=True)
-        rebuild_from = None
-        entries = self.identity.queue_file_entries
-        for info in self._table.topics.values():
-            queues = []
-            for queue_id in range(info.queues):
-                queue = ConsumeQueue(root / info.name / str(queue_id), entries)
-                queue.open()
-                if not queue.files:
-                    if rebuild_from is None or info.created_offset < rebuild_from:
-                        rebuild_from = info.created_offset
-                    queue.ensure_file()
-                queues.append(queue)
-            self._topics[info.name] = _Topic(info, queues)
-        return rebuild_from
+    def _open_alone(self) -> None:
+        """No other process has the store open: recover it, then publish the state."""
+        rebuild_from = self._registry.load(self._table, repair=True)
+        abort_marker = self.path / "abort"
+        clean = not abort_marker.exists()
+        start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
+        state = self._checkpoint.state
+        self.last_recovery = recover(
+            self.commitlog,
+            self._queue_identities(),
+            self._registry.resolve,
+            start,
+            clean,
+            durable_end=state.commitlog_flushed if state else 0,
+            resync_window=max(RESYNC_WINDOW, 2 * self.config.max_message_bytes),
+        )
+        self._dirty_queues.update(self._registry.all_queues())
+        for corruption in self.last_recovery.corruptions:
+            self._note_corruption(corruption)
+        fileio.write_atomic(
+            self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
+        )
+        self._offsets = OffsetStore(self.path / "offsets", repair=True)
+        abort_marker.touch()
+        fileio.fsync_dir(self.path)
+        previous = self._shared.read()
+        self._seen = self._shared.write(
+            tail=self.commitlog.tail,
+            min_offset=self.commitlog.min_offset,
+            topics_version=previous.topics_version + 1,
+            offsets_version=previous.offsets_version + 1,
+            index_version=previous.index_version + 1,
+        )
 
-    def _all_queues(self) -> list[ConsumeQueue]:
-        return [q for topic in self._topics.values() for q in topic.queues]
+    def _open_beside_others(self) -> None:
+        """Other processes have the store open: take their published state as it is."""
+        snapshot = self._shared.read()
+        self._registry.load(self._table, repair=False)
+        self.commitlog.tail = snapshot.tail
+        self.commitlog.refresh(snapshot.tail)
+        for queue, topic, queue_id in self._queue_identities():
+            trim_queue_end(self.commitlog, queue, topic, queue_id, snapshot.tail, erase=False)
+        self._offsets = OffsetStore(self.path / "offsets", repair=False)
+        self.last_recovery = self._read_last_recovery()
+        self._seen = snapshot
 
-    def _resolve_queue(self, topic: bytes, queue_id: int) -> tuple[ConsumeQueue, int] | None:
-        state = self._topics.get(topic.decode(errors="replace"))
-        if state is None or queue_id >= len(state.queues):
-            return None
-        return state.queues[queue_id], state.info.created_offset
+    def _read_last_recovery(self) -> RecoveryReport:
+        try:
+            data = json.loads((self.path / "recovery.json").read_bytes())
+            data["corruptions"] = [Corruption(**c) for c in data.get("corruptions", [])]
+            return RecoveryReport(**data)
+        except (OSError, ValueError, TypeError):
+            return RecoveryReport(clean_shutdown=True)
+
+    def _queue_identities(self) -> list[tuple[ConsumeQueue, bytes, int]]:
+        return [
+            (queue, topic.name_bytes, queue_id)
+            for topic in self._topics.values()
+            for queue_id, queue in enumerate(topic.queues)
+        ]
+
+    # ----------------------------------------------------- following the others
+
+    def _follow(self) -> None:
+        """Catch up with what other processes published (appends, topics, offsets)."""
+        snapshot = self._shared.read()
+        if snapshot != self._seen:
+            with self._follow_lock:
+                self._follow_to(snapshot)
+
+    def _follow_to(self, snapshot: SharedSnapshot) -> None:
+        seen = self._seen
+        if snapshot.topics_version != seen.topics_version:
+            self._table = TopicTable(self.path / "topics.json")
+            opened = {id(queue) for queue in self._registry.reload(self._table)}
+            self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
+            for queue, topic, queue_id in self._queue_identities():
+                if id(queue) in opened:
+                    trim_queue_end(self.commitlog, queue, topic, queue_id, snapshot.tail, False)
+        if snapshot.tail > self.commitlog.tail:
+            self.commitlog.refresh(snapshot.tail)
+            self._dirty_queues.update(
+                follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
+            )
+        if snapshot.offsets_version != seen.offsets_version:
+            self._offsets.catch_up()
+        self._seen = snapshot
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the store's write lock (thread, then OS file), caught up with the others."""
+        with self._write_lock:
+            self._check_writable()
+            self._locks.lock_writes()
+            try:
+                with self._follow_lock:
+                    self._follow_to(self._shared.read())
+                    yield
+            finally:
+                self._locks.unlock_writes()
+
+    def _publish(self, **changes: int) -> None:
+        """Make this process's writes visible to the others (caller holds the lock)."""
+        self._seen = self._shared.write(**changes)
 
     # ------------------------------------------------------------------ topics
 
@@ -218,28 +278,20 @@ class MessageStore:
         """Create a topic with ``queues`` queues; raise TopicExistsError if it exists."""
         check_name(name, "topic")
         self._check_queue_count(queues)
-        with self._write_lock:
-            self._check_writable()
+        with self._exclusive():
             if name in self._topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
             info = TopicInfo(name, queues, _now_ms(), self.commitlog.tail)
-            directory = self.path / "consumequeue" / name
-            shutil.rmtree(directory, ignore_errors=True)
-            queue_list = []
-            for queue_id in range(queues):
-                queue = ConsumeQueue(directory / str(queue_id), self.identity.queue_file_entries)
-                queue.open()
-                queue.ensure_file()
-                queue_list.append(queue)
-            fileio.fsync_dir(directory.parent)
+            self._registry.create(info)
             self._table.topics[name] = info
             self._table.save()
-            self._topics[name] = _Topic(info, queue_list)
+            self._publish(topics_version=self._seen.topics_version + 1)
             return self._topic_copy(info)
 
     def topics(self) -> list[TopicInfo]:
         """Every topic, sorted by name."""
         self._check_open()
+        self._follow()
         return [self._topic_copy(t.info) for _, t in sorted(self._topics.items())]
 
     def topic(self, name: str) -> TopicInfo:
@@ -253,17 +305,18 @@ class MessageStore:
         check_name(name, "topic")
         # The flush lock first (as flushes take it): a flush must not fsync a queue file
         # closed here.
-        with self._flush_lock, self._write_lock:
-            self._check_writable()
-            state = self._topic(name)
+        with self._flush_lock, self._exclusive():
+            self._topic(name)
             del self._table.topics[name]
             self._table.save()
-            del self._topics[name]
-            for queue in state.queues:
+            for queue in self._registry.close_topic(name):
                 self._dirty_queues.discard(queue)
-                queue.close()
             shutil.rmtree(self.path / "consumequeue" / name, ignore_errors=True)
             self._offsets.drop_topic(name)
+            self._publish(
+                topics_version=self._seen.topics_version + 1,
+                offsets_version=self._seen.offsets_version + 1,
+            )
 
     @staticmethod
     def _topic_copy(info: TopicInfo) -> TopicInfo:
@@ -278,9 +331,12 @@ class MessageStore:
         if not 1 <= queues <= MAX_QUEUES_PER_TOPIC:
             raise StoreError(f"a topic has 1 to {MAX_QUEUES_PER_TOPIC} queues, not {queues}")
 
-    def _topic(self, name: str) -> _Topic:
+    def _topic(self, name: str) -> Topic:
         self._check_open()
         state = self._topics.get(name)
+        if state is None:
+            self._follow()
+            state = self._topics.get(name)
         if state is None:
             check_name(name, "topic")
             raise TopicNotFoundError(f"topic {name!r} does not exist")
@@ -363,7 +419,7 @@ class MessageStore:
             return []
         return self._append_prepared(state, prepared)
 
-    def _plain_body_limit(self, state: _Topic) -> int:
+    def _plain_body_limit(self, state: Topic) -> int:
         """The largest body that fits, for a message with no key, tag or properties."""
         fits = self.commitlog.capacity() - RECORD_OVERHEAD - len(state.name_bytes)
         return min(self.config.max_message_bytes, fits)
@@ -417,7 +473,7 @@ class MessageStore:
             tag_hash(tag_bytes),
         )
 
-    def _append_prepared(self, state: _Topic, batch: list[_Prepared]) -> list[AppendResult]:
+    def _append_prepared(self, state: Topic, batch: list[_Prepared]) -> list[AppendResult]:
         """Encode the batch and write it with one pwrite per segment it lands in.
 
         Steps, under the write lock: 1. give each message its queue and queue offset;
@@ -442,8 +498,9 @@ class MessageStore:
         pack_trailer = TRAILER_PACK
         checksum = crc32c
         results: list[AppendResult] = []
-        with self._write_lock:
-            self._check_writable()
+        with self._exclusive():
+            if self._topics.get(topic_name) is not state:
+                raise TopicNotFoundError(f"topic {topic_name!r} was deleted meanwhile")
             now = _now_ms()
             next_offsets: dict[int, int] = {}
             entries: dict[int, list[bytes]] = {}
@@ -453,6 +510,7 @@ class MessageStore:
                 round_robin = state.round_robin
                 segment = log.writable_segment()
                 tail = log.tail
+                log.clear_after_tail(segment)
                 chunk_start = tail - segment.base
                 chunk_end = tail
                 segment_limit = segment.end - MARKER_SIZE
@@ -539,6 +597,7 @@ class MessageStore:
                     f"writing a consume queue failed ({error}); it refuses writes until reopened"
                 ) from error
             end = log.tail
+            self._publish(tail=end)
         if self._pull_waiters:
             with self._appended:
                 self._appended.notify_all()
@@ -573,6 +632,8 @@ class MessageStore:
         self, topic: str, queue: int, offset: int, max_messages: int = 32, tag: str | None = None
     ) -> ReadResult:
         """Like ``read``, also saying which offset to read from next."""
+        self._check_open()
+        self._follow()
         consume_queue = self._queue(topic, queue)
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {offset!r}")
@@ -625,6 +686,7 @@ class MessageStore:
         """
         store_id, commit_offset = parse_message_id(message_id)
         self._check_open()
+        self._follow()
         if store_id != self.identity.store_id:
             raise MessageNotFoundError(
                 f"message {message_id} belongs to store {store_id:08X}, "
@@ -659,6 +721,8 @@ class MessageStore:
 
     def queue_range(self, topic: str, queue: int) -> tuple[int, int]:
         """(min offset, max offset) of a queue: readable offsets are min ≤ o < max."""
+        self._check_open()
+        self._follow()
         consume_queue = self._queue(topic, queue)
         return consume_queue.min_offset, consume_queue.max_offset
 
@@ -690,17 +754,21 @@ class MessageStore:
                 f"offset {offset} is past the end of {topic}/{queue} "
                 f"(max offset {consume_queue.max_offset})"
             )
-        with self._write_lock:
-            self._check_writable()
+        with self._exclusive():
             try:
-                return self._offsets.commit(group, topic, queue, offset, who, reason)
+                change = self._offsets.commit(group, topic, queue, offset, who, reason)
             except OSError as error:
                 self._fail(error)
                 raise StoreFailedError(f"saving the offset failed ({error})") from error
+            if change is not None:
+                self._publish(offsets_version=self._seen.offsets_version + 1)
+            return change
 
     def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
         """The group's committed offset on a queue, or None if it never committed."""
         check_name(group, "group")
+        self._check_open()
+        self._follow()
         self._queue(topic, queue)
         return self._offsets.get(group, topic, queue)
 
@@ -710,6 +778,7 @@ class MessageStore:
         """The group's offset changes, newest first, optionally for one topic or queue."""
         check_name(group, "group")
         self._check_open()
+        self._follow()
         history = self._offsets.history.get(group, ())
         picked = [
             change
@@ -721,6 +790,7 @@ class MessageStore:
     def groups(self) -> list[str]:
         """Every group that has committed an offset, sorted."""
         self._check_open()
+        self._follow()
         return sorted({group for group, _, _ in self._offsets.offsets})
 
     def pull(
@@ -744,11 +814,13 @@ class MessageStore:
             remaining = deadline - time.monotonic()
             if messages or remaining <= 0:
                 return messages
+            # An append in this process wakes the wait at once; one in another process is
+            # seen by the next look at the shared state, every few milliseconds.
             with self._appended:
                 self._pull_waiters += 1
                 try:
                     if consume_queue.max_offset <= offset:
-                        self._appended.wait(min(remaining, 0.5))
+                        self._appended.wait(min(remaining, _PULL_POLL_S))
                 finally:
                     self._pull_waiters -= 1
 
@@ -783,6 +855,7 @@ class MessageStore:
     def _flush_everything(self) -> int:
         """fsync the log and the consume queues, then write the checkpoint; return the tail."""
         with self._flush_lock:
+            self._follow()
             with self._write_lock:
                 target = self.commitlog.tail
                 segments = self.commitlog.take_unsynced()
@@ -812,6 +885,11 @@ class MessageStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"the store at {self.path} is closed")
+        if self._forked:
+            raise StoreClosedError(
+                f"the store at {self.path} was opened before this process forked; "
+                "open it again in this process"
+            )
 
     def _check_writable(self) -> None:
         self._check_open()
@@ -832,6 +910,7 @@ class MessageStore:
     def stats(self) -> dict:
         """Segments, disk use, per-topic and per-queue offsets, flush state, last recovery."""
         self._check_open()
+        self._follow()
         log = self.commitlog
         segments = [
             {
@@ -895,11 +974,12 @@ class MessageStore:
     # ----------------------------------------------------------------- closing
 
     def close(self) -> None:
-        """Flush, write the checkpoint and mark the shutdown clean. Safe to call twice."""
+        """Flush, write the checkpoint, and leave; the last process to leave marks the
+        shutdown clean. Safe to call twice."""
         if self._closed:
             return
         self._flusher.stop()
-        clean = self._failure is None
+        clean = self._failure is None and not self._forked
         if clean:
             try:
                 self._flush_everything()
@@ -909,20 +989,23 @@ class MessageStore:
         self._closed = True
         with self._appended:
             self._appended.notify_all()
-        for queue in self._all_queues():
-            queue.close()
+        self._registry.close()
         self.commitlog.close()
         self._checkpoint.close()
         self._offsets.close()
-        if clean:
-            (self.path / "abort").unlink(missing_ok=True)
-            fileio.fsync_dir(self.path)
+        with self._locks.closing() as last:
+            if last and clean:
+                (self.path / "abort").unlink(missing_ok=True)
+                fileio.fsync_dir(self.path)
         self._release()
 
     def _release(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
+        if self._locks is not None:
+            self._locks.close()
+            self._locks = None
 
     def __enter__(self) -> MessageStore:
         return self

@@ -257,4 +257,4 @@ def test_failed_open_releases_the_lock(open_store, store_path):
             open_store()
     (store_path / "topics.json").write_text(json.dumps({"version": 1, "topics": []}))
 
-    assert open_store().topics() == []  # not StoreLockedError: the failed opens let go
+    assert open_store().topics() == []  # the failed opens let go of their locks

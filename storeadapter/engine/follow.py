@@ -1,0 +1,115 @@
+"""Following the commit log as other processes append to it.
+
+A process learns from the shared state that the published tail moved; it then walks
+the headers of the records in between (written whole by another process, their
+consume-queue entries already on disk) to learn each queue's new end. It also checks
+queue ends against the log, which is how it ignores entries a crashed writer left
+past what it published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .commitlog import CommitLog
+from .consumequeue import ConsumeQueue
+from .errors import StoreFormatError
+from .record import END_OF_SEGMENT_MAGIC, HEADER, HEADER_SIZE, MARKER, RECORD_MAGIC
+
+Resolver = Callable[[bytes, int], tuple[ConsumeQueue, int] | None]
+
+
+def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]:
+    """Advance ``log.tail`` to ``end``, raising queue ends for the records passed.
+
+    Returns the queues that grew (their new entries are not yet fsynced by this
+    process). Segments passed are marked for this process's next fsync too.
+    """
+    grown: set[ConsumeQueue] = set()
+    cache: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
+    pos = log.tail
+    while pos < end:
+        found = log.locate(pos)
+        if found is None:
+            log.refresh(end)
+            found = log.locate(pos)
+            if found is None:
+                raise StoreFormatError(
+                    f"the commit log has no segment for offset {pos}, which another process "
+                    "published; the store directory is damaged"
+                )
+        segment, at = found
+        log.mark_unsynced(segment)
+        length, magic = MARKER.unpack_from(segment.view, at)
+        if magic == END_OF_SEGMENT_MAGIC:
+            pos = segment.end
+            continue
+        if magic != RECORD_MAGIC or length <= 0:
+            raise StoreFormatError(
+                f"no record at commit-log offset {pos}, below the published tail {end}"
+            )
+        header = HEADER.unpack_from(segment.view, at)
+        start = at + HEADER_SIZE
+        key = (bytes(segment.view[start : start + header[9]]), header[6])
+        target = cache.get(key, _UNKNOWN)
+        if target is _UNKNOWN:
+            target = cache[key] = resolve(*key)
+        if target is not None and pos >= target[1]:
+            queue = target[0]
+            if header[3] >= queue.max_offset:
+                queue.mark_dirty(queue.max_offset, header[3] + 1)
+                queue.max_offset = header[3] + 1
+                grown.add(queue)
+        pos += length
+    log.tail = end
+    return grown
+
+
+def record_matches(log: CommitLog, offset: int, topic: bytes, queue_id: int, index: int) -> bool:
+    """Whether the record at commit-log ``offset`` is entry ``index`` of that queue."""
+    found = log.locate(offset)
+    if found is None:
+        return False
+    segment, at = found
+    if at + HEADER_SIZE + len(topic) > segment.size:
+        return False
+    header = HEADER.unpack_from(segment.view, at)
+    start = at + HEADER_SIZE
+    return (
+        header[1] == RECORD_MAGIC
+        and header[2] == offset
+        and header[3] == index
+        and header[6] == queue_id
+        and bytes(segment.view[start : start + header[9]]) == topic
+    )
+
+
+def trim_queue_end(
+    log: CommitLog, queue: ConsumeQueue, topic: bytes, queue_id: int, tail: int, erase: bool
+) -> int:
+    """Drop the queue's last entries that point at or past ``tail`` or at a record of
+    another queue (left by a writer that died before publishing); return how many.
+
+    With ``erase`` they are erased on disk (only when no other process is writing);
+    otherwise only this process's idea of the queue's end moves back.
+    """
+    keep = queue.max_offset
+    while keep > queue.min_offset:
+        entry = queue.entry(keep - 1)
+        if (
+            entry is not None
+            and entry[0] + entry[1] <= tail
+            and record_matches(log, entry[0], topic, queue_id, keep - 1)
+        ):
+            break
+        keep -= 1
+    dropped = queue.max_offset - keep
+    if dropped:
+        if erase:
+            queue.truncate(keep)
+        else:
+            queue.max_offset = keep
+    return dropped
+
+
+_UNKNOWN = object()

@@ -1,0 +1,675 @@
+"""The key index: from (topic, key) to the commit offsets of the records that carry the key.
+
+RocketMQ's IndexFile layout: each file has a header, a table of hash slots and an array of
+fixed 20-byte entries. A slot holds the number of the newest entry whose key hashes to it,
+and each entry holds the number of the previous entry of the same slot, so the entries of
+a slot form a chain from newest to oldest. docs/FORMAT.md ("Key index") describes every
+byte.
+
+Files live in ``index/`` and are named by the commit offset of their first entry (20
+digits). They are created at full size without writing the zeros (sparse), under a
+temporary name that is renamed once the header is durable, so a file under its final name
+is always complete. Writes go through ``pwrite`` (entries, then slots, then the header's
+count), reads through a read-only mapping. One writer at a time (the caller holds the
+store's lock); readers in other processes trust only the header's count and notice new
+and removed files through the header's flags.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from crc32c import crc32c
+
+from . import fileio
+from .segment import is_segment_name, segment_name
+
+MAGIC = b"TDMI"
+VERSION = 1
+# magic, version, reserved, slots, capacity, begin_ms, begin_offset,
+# end_ms, end_offset, count, flags
+HEADER = struct.Struct("<4sHHIIqQqQII")
+HEADER_SIZE = HEADER.size
+# begin_ms, begin_offset, end_ms, end_offset, count, flags
+_STATE = struct.Struct("<qQqQII")
+_STATE_AT = 16
+# end_ms, end_offset, count, flags: the part of the header a put rewrites
+_TAIL = struct.Struct("<qQII")
+_TAIL_AT = 32
+_FLAGS = struct.Struct("<I")
+_FLAGS_AT = 52
+SLOT = struct.Struct("<I")
+SLOT_SIZE = SLOT.size
+# key hash, commit offset, time diff (ms from begin_ms), previous entry number
+ENTRY = struct.Struct("<IQII")
+ENTRY_SIZE = ENTRY.size
+
+FLAG_SEALED = 1  # a newer file exists: readers and writers re-list the directory
+FLAG_REMOVED = 2  # the file is being deleted: ignore it
+MAX_U32 = 0xFFFFFFFF
+_MAX_U64 = (1 << 64) - 1
+_SLOT_RUN_GAP = 64  # changed slots this close together are written by one pwrite
+_ZERO_CHUNK = 1 << 20
+
+
+def key_hash(topic: str, key: str) -> int:
+    """The stored 32-bit hash of a key: CRC32C of ``topic NUL key`` in UTF-8, never 0."""
+    return crc32c(f"{topic}\x00{key}".encode()) or 1
+
+
+def file_size(slots: int, capacity: int) -> int:
+    return HEADER_SIZE + slots * SLOT_SIZE + capacity * ENTRY_SIZE
+
+
+@dataclass(frozen=True)
+class IndexProblem:
+    """A file that was skipped, repaired or removed, and why."""
+
+    path: Path
+    reason: str
+
+
+class IndexFile:
+    """One index file. ``fd`` is open read-write; ``sync()`` makes its writes durable."""
+
+    __slots__ = ("path", "name", "begin_offset", "slots", "capacity", "entries_at", "fd", "map")
+
+    def __init__(self, path: Path, fd: int, slots: int, capacity: int) -> None:
+        self.path = path
+        self.name = path.name
+        self.begin_offset = int(path.name)
+        self.slots = slots
+        self.capacity = capacity
+        self.entries_at = HEADER_SIZE + slots * SLOT_SIZE
+        self.fd = fd
+        self.map = mmap.mmap(fd, file_size(slots, capacity), access=mmap.ACCESS_READ)
+
+    @property
+    def inode(self) -> int:
+        return os.fstat(self.fd).st_ino
+
+    def state(self) -> tuple[int, int, int, int, int, int]:
+        """(begin_ms, begin_offset, end_ms, end_offset, count, flags) from the header."""
+        return _STATE.unpack_from(self.map, _STATE_AT)
+
+    def count(self) -> int:
+        return self.state()[4]
+
+    def flags(self) -> int:
+        return _FLAGS.unpack_from(self.map, _FLAGS_AT)[0]
+
+    def slot(self, slot: int) -> int:
+        return SLOT.unpack_from(self.map, HEADER_SIZE + slot * SLOT_SIZE)[0]
+
+    def entry(self, number: int) -> tuple[int, int, int, int]:
+        """(hash, commit offset, time diff, previous) of entry ``number`` (1-based)."""
+        return ENTRY.unpack_from(self.map, self.entries_at + (number - 1) * ENTRY_SIZE)
+
+    def write_tail(self, end_ms: int, end_offset: int, count: int, flags: int) -> None:
+        fileio.pwrite_all(self.fd, _TAIL.pack(end_ms, end_offset, count, flags), _TAIL_AT)
+
+    def write_flags(self, flags: int) -> None:
+        fileio.pwrite_all(self.fd, _FLAGS.pack(flags), _FLAGS_AT)
+
+    def write_slots(self, heads: dict[int, int]) -> None:
+        """Write changed slots, one pwrite per run of nearby slots."""
+        items = sorted(heads.items())
+        i = 0
+        while i < len(items):
+            j = i
+            while j + 1 < len(items) and items[j + 1][0] - items[j][0] <= _SLOT_RUN_GAP:
+                j += 1
+            low = items[i][0]
+            if i == j:
+                data = SLOT.pack(items[i][1])
+            else:
+                start = HEADER_SIZE + low * SLOT_SIZE
+                data = bytearray(self.map[start : start + (items[j][0] - low + 1) * SLOT_SIZE])
+                for slot, value in items[i : j + 1]:
+                    SLOT.pack_into(data, (slot - low) * SLOT_SIZE, value)
+            fileio.pwrite_all(self.fd, data, HEADER_SIZE + low * SLOT_SIZE)
+            i = j + 1
+
+    def rebuild_slots(self, count: int) -> None:
+        """Recompute every slot from entries 1..count (after damage to the chains)."""
+        table = [0] * self.slots
+        data = self.map[self.entries_at : self.entries_at + count * ENTRY_SIZE]
+        for number, (hashed, _offset, _diff, _prev) in enumerate(ENTRY.iter_unpack(data), 1):
+            if hashed:
+                table[hashed % self.slots] = number
+        fileio.pwrite_all(self.fd, struct.pack(f"<{self.slots}I", *table), HEADER_SIZE)
+
+    def zero_entries(self, first: int, last: int) -> None:
+        """Overwrite entries first..last (1-based, inclusive) with zeros."""
+        position = self.entries_at + (first - 1) * ENTRY_SIZE
+        remaining = (last - first + 1) * ENTRY_SIZE
+        while remaining > 0:
+            n = min(remaining, _ZERO_CHUNK)
+            fileio.pwrite_all(self.fd, bytes(n), position)
+            position += n
+            remaining -= n
+
+    def sync(self) -> None:
+        fileio.fdatasync(self.fd)
+
+    def close(self) -> None:
+        self.map.close()
+        os.close(self.fd)
+
+
+def _open_file(path: Path, repair: bool) -> tuple[IndexFile | None, str | None]:
+    """Open and check one file: (file or None, a problem to report or None).
+
+    With ``repair`` (the newest file, on open), a file cut short is extended to its size
+    and keeps the entries that survived; one with no usable header or entry is removed.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as error:
+        return None, f"cannot open: {error.strerror}"
+    try:
+        size = os.fstat(fd).st_size
+        raw = os.pread(fd, HEADER_SIZE, 0)
+        damaged = None
+        if len(raw) < HEADER_SIZE:
+            damaged = f"{size} bytes, shorter than the {HEADER_SIZE}-byte header"
+        else:
+            fields = HEADER.unpack(raw)
+            magic, version, _, slots, capacity, _, begin_offset, _, _, count, flags = fields
+            if magic != MAGIC:
+                damaged = f"bad magic {magic!r}"
+            elif version != VERSION:
+                os.close(fd)
+                return None, f"unknown version {version}"
+            elif slots < 1 or capacity < 1 or count > capacity:
+                damaged = f"bad header (slots {slots}, capacity {capacity}, count {count})"
+            elif begin_offset != int(path.name):
+                damaged = f"header begin offset {begin_offset} does not match the name"
+        if damaged is not None:
+            os.close(fd)
+            if repair:
+                path.unlink(missing_ok=True)
+                return None, f"{damaged}; removed"
+            return None, damaged
+        if flags & FLAG_REMOVED:
+            os.close(fd)
+            if repair:
+                path.unlink(missing_ok=True)
+            return None, None
+        expected = file_size(slots, capacity)
+        if size > expected:
+            os.close(fd)
+            return None, f"{size} bytes, expected {expected}"
+        if size == expected:
+            return IndexFile(path, fd, slots, capacity), None
+        if not repair:
+            os.close(fd)
+            return None, f"truncated: {size} of {expected} bytes"
+        return _repair_truncated(path, fd, slots, capacity, size, count)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _repair_truncated(
+    path: Path, fd: int, slots: int, capacity: int, size: int, count: int
+) -> tuple[IndexFile | None, str]:
+    expected = file_size(slots, capacity)
+    entries_at = HEADER_SIZE + slots * SLOT_SIZE
+    kept = min(count, max(0, size - entries_at) // ENTRY_SIZE) if size >= entries_at else 0
+    os.ftruncate(fd, expected)
+    index_file = IndexFile(path, fd, slots, capacity)
+    while kept and not index_file.entry(kept)[0]:
+        kept -= 1
+    problem = f"truncated: {size} of {expected} bytes"
+    if not kept:
+        index_file.close()
+        path.unlink(missing_ok=True)
+        return None, f"{problem}; no entry left, removed"
+    _, _, end_ms, _, _, flags = index_file.state()
+    index_file.rebuild_slots(kept)
+    index_file.write_tail(end_ms, index_file.entry(kept)[1], kept, flags)
+    fileio.fsync(fd)
+    return index_file, f"{problem}; repaired, {kept} of {count} entries kept"
+
+
+class _Batch:
+    """Entries being appended to one file; ``KeyIndex._finish`` writes them."""
+
+    __slots__ = ("file", "begin_ms", "end_ms", "end_offset", "start", "count", "data", "heads")
+
+    def __init__(self, index_file: IndexFile) -> None:
+        begin_ms, _, end_ms, end_offset, count, _ = index_file.state()
+        self.file = index_file
+        self.begin_ms = begin_ms
+        self.end_ms = end_ms
+        self.end_offset = end_offset
+        self.start = count
+        self.count = count
+        self.data = bytearray()
+        self.heads: dict[int, int] = {}
+
+    def fits(self, commit_offset: int, store_ms: int) -> bool:
+        if self.count >= self.file.capacity or not 0 <= store_ms - self.begin_ms <= MAX_U32:
+            return False
+        return self.count > 0 or commit_offset == self.file.begin_offset
+
+
+class KeyIndex:
+    """The index files of one store directory (``<store>/index``).
+
+    Thread-safe within a process; across processes, one writer at a time.
+    """
+
+    def __init__(self, directory: Path, slots: int, entries: int) -> None:
+        if not 1 <= slots <= MAX_U32 or not 1 <= entries <= MAX_U32:
+            raise ValueError("slots and entries must be between 1 and 2**32 - 1")
+        self.directory = Path(directory)
+        self.slots = slots
+        self.entries = entries
+        self.files: list[IndexFile] = []
+        self.problems: list[IndexProblem] = []
+        self._bad: dict[str, int] = {}  # skipped files: name -> inode
+        self._reported: set[tuple[str, int]] = set()
+        self._dirty: set[IndexFile] = set()
+        self._lock = threading.RLock()
+
+    # -- opening and listing -------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the existing files; repair or remove a damaged newest file."""
+        with self._lock:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            listing = self._list()
+            names = sorted(listing)
+            for position, name in enumerate(names):
+                self._load(name, listing[name], repair=position == len(names) - 1)
+            self.files.sort(key=lambda f: f.begin_offset)
+
+    def refresh(self) -> None:
+        """Pick up files created by other processes and drop those deleted since."""
+        with self._lock:
+            listing = self._list()
+            kept = []
+            for index_file in self.files:
+                if listing.get(index_file.name) == index_file.inode and not (
+                    index_file.flags() & FLAG_REMOVED
+                ):
+                    kept.append(index_file)
+                else:
+                    self._drop(index_file)
+            self.files = kept
+            self._bad = {n: i for n, i in self._bad.items() if listing.get(n) == i}
+            known = {f.name for f in kept}
+            for name in sorted(listing):
+                if name not in known and self._bad.get(name) != listing[name]:
+                    self._load(name, listing[name], repair=False)
+            self.files.sort(key=lambda f: f.begin_offset)
+
+    def _list(self) -> dict[str, int]:
+        listing = {}
+        try:
+            with os.scandir(self.directory) as entries:
+                for entry in entries:
+                    if is_segment_name(entry.name):
+                        try:
+                            listing[entry.name] = entry.stat(follow_symlinks=False).st_ino
+                        except FileNotFoundError:
+                            pass
+        except FileNotFoundError:
+            pass
+        return listing
+
+    def _load(self, name: str, inode: int, repair: bool) -> None:
+        path = self.directory / name
+        index_file, problem = _open_file(path, repair)
+        if problem is not None and (name, inode) not in self._reported:
+            self._reported.add((name, inode))
+            self.problems.append(IndexProblem(path, problem))
+        if index_file is not None:
+            self.files.append(index_file)
+        elif path.exists():
+            self._bad[name] = inode
+
+    def _drop(self, index_file: IndexFile) -> None:
+        self._dirty.discard(index_file)
+        index_file.close()
+
+    def _refresh_if_stale(self) -> None:
+        """Re-list when the newest known file is full, sealed or removed (or none is known)."""
+        if not self.files:
+            self.refresh()
+            return
+        newest = self.files[-1]
+        _, _, _, _, count, flags = newest.state()
+        if flags or count >= newest.capacity:
+            self.refresh()
+
+    # -- writing ---------------------------------------------------------------------
+
+    def put(self, topic: str, key: str, commit_offset: int, store_ms: int) -> None:
+        """Index one key of the record at ``commit_offset``."""
+        self.put_many(((topic, key, commit_offset, store_ms),))
+
+    def put_many(self, items: Iterable[tuple[str, str, int, int]]) -> None:
+        """Index ``(topic, key, commit_offset, store_ms)`` items, in commit-offset order.
+
+        Per file touched: one pwrite of the new entries, one per run of nearby changed
+        slots, and one of the header. Items before an invalid one are kept.
+        """
+        with self._lock:
+            batch: _Batch | None = None
+            last = self._last_offset()
+            try:
+                for topic, key, commit_offset, store_ms in items:
+                    if not 0 <= commit_offset <= _MAX_U64:
+                        raise ValueError(f"commit offset {commit_offset} is out of range")
+                    if last is not None and commit_offset < last:
+                        raise ValueError(
+                            f"commit offset {commit_offset} is below the last one indexed "
+                            f"({last}); keys must be indexed in commit-offset order"
+                        )
+                    if batch is None or not batch.fits(commit_offset, store_ms):
+                        if batch is not None:
+                            self._finish(batch)
+                        batch = self._batch_for(commit_offset, store_ms)
+                        if batch is None:
+                            continue  # a record with more keys than a file holds
+                    self._add(batch, key_hash(topic, key), commit_offset, store_ms)
+                    last = commit_offset
+            finally:
+                if batch is not None:
+                    self._finish(batch)
+
+    def _last_offset(self) -> int | None:
+        self._refresh_if_stale()
+        for index_file in reversed(self.files):
+            _, _, _, end_offset, count, _ = index_file.state()
+            if count:
+                return end_offset
+        return None
+
+    def _batch_for(self, commit_offset: int, store_ms: int) -> _Batch | None:
+        """A batch on the file the item goes to, rolling to a new file when needed."""
+        self.refresh()
+        newest = self.files[-1] if self.files else None
+        if newest is not None:
+            batch = _Batch(newest)
+            if batch.fits(commit_offset, store_ms):
+                return batch
+            if batch.count == 0:  # left empty by a crash: start again
+                self._remove(newest)
+                newest = self.files[-1] if self.files else None
+            elif newest.begin_offset >= commit_offset:
+                return None
+        created = self._create(commit_offset, store_ms)
+        if newest is not None:
+            newest.write_flags(newest.flags() | FLAG_SEALED)
+            self._dirty.add(newest)
+        return _Batch(created)
+
+    def _add(self, batch: _Batch, hashed: int, commit_offset: int, store_ms: int) -> None:
+        index_file = batch.file
+        slot = hashed % index_file.slots
+        head = batch.heads.get(slot)
+        if head is None:
+            head = self._head(index_file, slot, batch.start)
+        batch.count += 1
+        batch.data += ENTRY.pack(hashed, commit_offset, store_ms - batch.begin_ms, head)
+        batch.heads[slot] = batch.count
+        batch.end_offset = commit_offset
+        batch.end_ms = max(batch.end_ms, store_ms)
+
+    @staticmethod
+    def _head(index_file: IndexFile, slot: int, count: int) -> int:
+        """The newest entry of ``slot`` among entries 1..count.
+
+        A slot may point past the count after a crash between a put's slot write and its
+        header write; such an entry's ``previous`` leads back to the older chain.
+        """
+        number = index_file.slot(slot)
+        while number > count:
+            hashed, _, _, previous = (
+                index_file.entry(number) if number <= index_file.capacity else (0, 0, 0, 0)
+            )
+            if not hashed or previous >= number:
+                index_file.rebuild_slots(count)
+                return index_file.slot(slot)
+            number = previous
+        return number
+
+    def _finish(self, batch: _Batch) -> None:
+        """Write a batch: entries, then slots, then the header (readers trust its count)."""
+        if not batch.data:
+            return
+        index_file = batch.file
+        fileio.pwrite_all(
+            index_file.fd, batch.data, index_file.entries_at + batch.start * ENTRY_SIZE
+        )
+        index_file.write_slots(batch.heads)
+        index_file.write_tail(batch.end_ms, batch.end_offset, batch.count, 0)
+        self._dirty.add(index_file)
+        batch.data = bytearray()
+        batch.heads = {}
+        batch.start = batch.count
+
+    def _create(self, commit_offset: int, store_ms: int) -> IndexFile:
+        for leftover in self.directory.glob(".*.tmp"):
+            leftover.unlink(missing_ok=True)
+        name = segment_name(commit_offset)
+        path = self.directory / name
+        temp = self.directory / f".{name}.tmp"
+        header = HEADER.pack(
+            MAGIC, VERSION, 0, self.slots, self.entries,
+            store_ms, commit_offset, store_ms, commit_offset, 0, 0,
+        )  # fmt: skip
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.ftruncate(fd, file_size(self.slots, self.entries))
+            fileio.pwrite_all(fd, header, 0)
+            fileio.fsync(fd)
+            path.unlink(missing_ok=True)  # only ever a skipped (damaged or removed) file
+            os.rename(temp, path)
+            fileio.fsync_dir(self.directory)
+            index_file = IndexFile(path, fd, self.slots, self.entries)
+        except BaseException:
+            os.close(fd)
+            temp.unlink(missing_ok=True)
+            raise
+        self._bad.pop(name, None)
+        self.files.append(index_file)
+        self.files.sort(key=lambda f: f.begin_offset)
+        return index_file
+
+    def _remove(self, index_file: IndexFile) -> None:
+        """Delete a file; its header is flagged first so other processes stop using it."""
+        index_file.write_flags(index_file.flags() | FLAG_REMOVED)
+        index_file.path.unlink(missing_ok=True)
+        self.files.remove(index_file)
+        self._drop(index_file)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def query(
+        self, topic: str, key: str, begin_ms: int | None, end_ms: int | None, limit: int
+    ) -> list[int]:
+        """Commit offsets of entries whose 32-bit hash equals the key's, newest first.
+
+        Only entries stored within ``[begin_ms, end_ms]`` (inclusive; None = open) count.
+        Hash collisions are possible: the caller checks each record's keys.
+        """
+        if limit <= 0:
+            return []
+        hashed = key_hash(topic, key)
+        low = -(1 << 63) if begin_ms is None else begin_ms
+        high = (1 << 63) - 1 if end_ms is None else end_ms
+        found: list[int] = []
+        seen: set[int] = set()
+        with self._lock:
+            self._refresh_if_stale()
+            for index_file in reversed(self.files):
+                file_begin, _, file_end, _, count, flags = index_file.state()
+                if not count or flags & FLAG_REMOVED or file_end < low or file_begin > high:
+                    continue
+                number = index_file.slot(hashed % index_file.slots)
+                while number > count:  # written, but not yet (or no longer) counted
+                    if number > index_file.capacity:
+                        number = 0
+                        break
+                    previous = index_file.entry(number)[3]
+                    number = previous if previous < number else 0
+                while number:
+                    entry_hash, offset, diff, previous = index_file.entry(number)
+                    if not entry_hash:
+                        break
+                    if entry_hash == hashed and low <= file_begin + diff <= high:
+                        if offset not in seen:
+                            seen.add(offset)
+                            found.append(offset)
+                            if len(found) >= limit:
+                                return found
+                    if previous >= number:
+                        break
+                    number = previous
+        return found
+
+    @property
+    def end_offset(self) -> int | None:
+        """The highest commit offset indexed + 1, or None when nothing is indexed."""
+        with self._lock:
+            self._refresh_if_stale()
+            for index_file in reversed(self.files):
+                _, _, _, end_offset, count, _ = index_file.state()
+                if count:
+                    return end_offset + 1
+        return None
+
+    # -- upkeep ----------------------------------------------------------------------
+
+    def truncate_from(self, commit_offset: int) -> int:
+        """Remove every entry at or past ``commit_offset``; return how many were removed.
+
+        Entries are in commit-offset order, so this is a suffix: newer files go whole,
+        and at most one file is cut, its slots fixed so every chain stays valid.
+        """
+        with self._lock:
+            self.refresh()
+            removed = 0
+            changed_directory = False
+            for name in [n for n in self._bad if int(n) >= commit_offset]:
+                (self.directory / name).unlink(missing_ok=True)
+                del self._bad[name]
+                changed_directory = True
+            while self.files:
+                index_file = self.files[-1]
+                _, _, end_ms, _, count, _ = index_file.state()
+                if index_file.begin_offset >= commit_offset:
+                    removed += count
+                    self._remove(index_file)
+                    changed_directory = True
+                    continue
+                cut = self._cut(index_file, commit_offset, end_ms, count)
+                if cut is None:
+                    break
+                removed += cut
+                if index_file.count():
+                    break
+                self._remove(index_file)
+                changed_directory = True
+            if self.files and self.files[-1].flags() & FLAG_SEALED:
+                self.files[-1].write_flags(0)
+                self._dirty.add(self.files[-1])
+            if changed_directory:
+                fileio.fsync_dir(self.directory)
+            return removed
+
+    def _cut(self, index_file: IndexFile, commit_offset: int, end_ms: int, count: int):
+        """Cut one file's entries at or past ``commit_offset``: how many, or None if none."""
+        top = count  # also clear entries a crashed put left past the count
+        while top < index_file.capacity and index_file.entry(top + 1)[0]:
+            top += 1
+        kept = count
+        while kept:
+            hashed, offset, _, _ = index_file.entry(kept)
+            if hashed and offset < commit_offset:
+                break
+            kept -= 1
+        if kept == count and top == count:
+            return None
+        heads: dict[int, int] = {}
+        rebuild = False
+        for number in range(top, kept, -1):
+            hashed, _, _, previous = index_file.entry(number)
+            if not hashed:
+                rebuild = True
+                continue
+            slot = hashed % index_file.slots
+            head = heads.get(slot)
+            if head is None:
+                head = index_file.slot(slot)
+            if head == number:
+                heads[slot] = previous
+        # Count first (readers then ignore the cut entries), then slots, then the bytes.
+        end_offset = index_file.entry(kept)[1] if kept else index_file.begin_offset
+        index_file.write_tail(end_ms, end_offset, kept, 0)
+        if rebuild:
+            index_file.rebuild_slots(kept)
+        else:
+            index_file.write_slots(heads)
+        index_file.zero_entries(kept + 1, top)
+        self._dirty.add(index_file)
+        return count - kept
+
+    def delete_below(self, commit_offset: int) -> int:
+        """Delete the oldest files whose entries are all below ``commit_offset``.
+
+        Never the newest file. Returns how many files were deleted.
+        """
+        with self._lock:
+            self.refresh()
+            ordered: list[tuple[int, IndexFile | None, str]] = [
+                (f.begin_offset, f, f.name) for f in self.files
+            ] + [(int(n), None, n) for n in self._bad]
+            ordered.sort(key=lambda item: item[0])
+            newest = self.files[-1] if self.files else None
+            deleted = 0
+            for position in range(len(ordered) - 1):
+                _, index_file, name = ordered[position]
+                next_begin = ordered[position + 1][0]
+                if index_file is None:
+                    # Damaged: its entries are at most the next file's first offset.
+                    if next_begin >= commit_offset:
+                        break
+                    (self.directory / name).unlink(missing_ok=True)
+                    del self._bad[name]
+                else:
+                    if index_file is newest:
+                        break
+                    _, _, _, end_offset, count, _ = index_file.state()
+                    if count and end_offset >= commit_offset:
+                        break
+                    self._remove(index_file)
+                deleted += 1
+            if deleted:
+                fileio.fsync_dir(self.directory)
+            return deleted
+
+    def take_dirty(self) -> list[IndexFile]:
+        """Files written since the last call: fsync each (``sync()``, or its ``fd``)."""
+        with self._lock:
+            pending, self._dirty = list(self._dirty), set()
+            return pending
+
+    def close(self) -> None:
+        with self._lock:
+            for index_file in self.files:
+                index_file.close()
+            self.files.clear()
+            self._dirty.clear()
+            self._bad.clear()

@@ -1,0 +1,96 @@
+"""The OS file locks that let several processes share one store directory.
+
+* ``lock``: every process holds a shared lock on it while it has the store open. The
+  one that gets it exclusively at open is alone, and runs recovery.
+* ``open.lock``: held exclusively while a process opens or closes the store, so those
+  transitions (and the decision "am I alone?") never interleave.
+* ``write.lock``: held exclusively for each append batch or metadata change, so
+  writers in different processes take turns.
+
+``flock`` locks belong to an open file, not a thread: threads of one process must also
+hold the store's thread lock. A process that forks gets copies of these open files, so
+a store must not be used across ``fork`` (the store checks this; see ``ForkGuard``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+class StoreLocks:
+    def __init__(self, directory: Path) -> None:
+        self._session = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._opening = os.open(directory / "open.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._writing = os.open(directory / "write.lock", os.O_RDWR | os.O_CREAT, 0o644)
+
+    @contextmanager
+    def opening(self) -> Iterator[bool]:
+        """Hold the open lock; yield True when no other process has the store open.
+
+        On success the session is joined (a shared lock is held until ``closing``).
+        """
+        fcntl.flock(self._opening, fcntl.LOCK_EX)
+        try:
+            try:
+                fcntl.flock(self._session, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                alone = True
+            except BlockingIOError:
+                alone = False
+            yield alone
+            fcntl.flock(self._session, fcntl.LOCK_SH)
+        except BaseException:
+            fcntl.flock(self._session, fcntl.LOCK_UN)
+            raise
+        finally:
+            fcntl.flock(self._opening, fcntl.LOCK_UN)
+
+    @contextmanager
+    def closing(self) -> Iterator[bool]:
+        """Leave the session; yield True when this was the last process in it."""
+        fcntl.flock(self._opening, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._session, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(self._session, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                last = True
+            except BlockingIOError:
+                last = False
+            yield last
+        finally:
+            fcntl.flock(self._session, fcntl.LOCK_UN)
+            fcntl.flock(self._opening, fcntl.LOCK_UN)
+
+    def lock_writes(self) -> None:
+        fcntl.flock(self._writing, fcntl.LOCK_EX)
+
+    def unlock_writes(self) -> None:
+        fcntl.flock(self._writing, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fd in (self._writing, self._opening, self._session):
+            os.close(fd)
+
+
+class ForkGuard:
+    """Marks every open store unusable in a child process after ``os.fork``."""
+
+    _stores: weakref.WeakSet = weakref.WeakSet()
+    _installed = False
+
+    @classmethod
+    def watch(cls, store: object) -> None:
+        if not cls._installed:
+            os.register_at_fork(after_in_child=cls._after_fork)
+            cls._installed = True
+        cls._stores.add(store)
+
+    @classmethod
+    def _after_fork(cls) -> None:
+        for store in list(cls._stores):
+            store._forked = True  # type: ignore[attr-defined]
+        cls._stores = weakref.WeakSet()

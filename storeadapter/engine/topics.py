@@ -1,0 +1,123 @@
+"""The open topics of a store: their metadata and consume queues, kept in step with
+``topics.json`` as this or another process changes it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from . import fileio
+from .consumequeue import ConsumeQueue
+from .metadata import TopicInfo, TopicTable
+
+
+class Topic:
+    __slots__ = ("info", "name_bytes", "queues", "round_robin")
+
+    def __init__(self, info: TopicInfo, queues: list[ConsumeQueue]) -> None:
+        self.info = info
+        self.name_bytes = info.name.encode()
+        self.queues = queues
+        self.round_robin = 0
+
+
+class TopicRegistry:
+    """Topic name → open ``Topic``; resolves records to their queues."""
+
+    def __init__(self, root: Path, entries_per_file: int) -> None:
+        self.root = root
+        self.entries_per_file = entries_per_file
+        self.topics: dict[str, Topic] = {}
+        self._by_bytes: dict[bytes, Topic] = {}
+
+    def load(self, table: TopicTable, repair: bool) -> int | None:
+        """Open every topic in ``table``.
+
+        With ``repair`` (this process is alone), leftover directories of deleted topics
+        are removed and a queue with no files gets an empty first file; the return
+        value is then the commit-log offset a rebuild must start from, if any queue's
+        files were missing.
+        """
+        self.root.mkdir(exist_ok=True)
+        if repair:
+            for leftover in self.root.iterdir():
+                if leftover.name not in table.topics:
+                    shutil.rmtree(leftover, ignore_errors=True)
+        rebuild_from = None
+        for info in table.topics.values():
+            queues = []
+            for queue_id in range(info.queues):
+                queue = self._open_queue(info.name, queue_id)
+                if repair and not queue.files:
+                    if rebuild_from is None or info.created_offset < rebuild_from:
+                        rebuild_from = info.created_offset
+                    queue.ensure_file()
+                queues.append(queue)
+            self._add(Topic(info, queues))
+        return rebuild_from
+
+    def reload(self, table: TopicTable) -> list[ConsumeQueue]:
+        """Apply the changes another process made to ``topics.json``; return new queues."""
+        opened = []
+        for name in list(self.topics):
+            info = table.topics.get(name)
+            if info is None or info.created_offset != self.topics[name].info.created_offset:
+                self.close_topic(name)
+        for info in table.topics.values():
+            topic = self.topics.get(info.name)
+            if topic is None:
+                queues = [self._open_queue(info.name, q) for q in range(info.queues)]
+                self._add(Topic(info, queues))
+                opened.extend(queues)
+                continue
+            for queue_id in range(len(topic.queues), info.queues):
+                queue = self._open_queue(info.name, queue_id)
+                topic.queues.append(queue)
+                opened.append(queue)
+            topic.info = info
+        return opened
+
+    def create(self, info: TopicInfo) -> Topic:
+        """Make the directories and first files of a new topic's queues."""
+        directory = self.root / info.name
+        shutil.rmtree(directory, ignore_errors=True)
+        queues = []
+        for queue_id in range(info.queues):
+            queue = self._open_queue(info.name, queue_id)
+            queue.ensure_file()
+            queues.append(queue)
+        fileio.fsync_dir(self.root)
+        topic = Topic(info, queues)
+        self._add(topic)
+        return topic
+
+    def close_topic(self, name: str) -> list[ConsumeQueue]:
+        topic = self.topics.pop(name)
+        self._by_bytes.pop(topic.name_bytes, None)
+        for queue in topic.queues:
+            queue.close()
+        return topic.queues
+
+    def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = ConsumeQueue(self.root / topic / str(queue_id), self.entries_per_file)
+        queue.open()
+        return queue
+
+    def _add(self, topic: Topic) -> None:
+        self.topics[topic.info.name] = topic
+        self._by_bytes[topic.name_bytes] = topic
+
+    def resolve(self, topic: bytes, queue_id: int) -> tuple[ConsumeQueue, int] | None:
+        """The queue a record of ``topic``/``queue_id`` belongs to, and its topic's
+        creation offset (older records belong to a deleted topic of the same name)."""
+        state = self._by_bytes.get(topic)
+        if state is None or queue_id >= len(state.queues):
+            return None
+        return state.queues[queue_id], state.info.created_offset
+
+    def all_queues(self) -> list[ConsumeQueue]:
+        return [q for topic in self.topics.values() for q in topic.queues]
+
+    def close(self) -> None:
+        for name in list(self.topics):
+            self.close_topic(name)

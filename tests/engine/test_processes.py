@@ -1,0 +1,190 @@
+"""Several processes (and several store objects) on one store directory at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import MessageStore, StoreClosedError, TopicNotFoundError
+from tests.engine.storetools import read_all
+
+REPO = Path(__file__).resolve().parents[2]
+PRODUCER = Path(__file__).with_name("producer_process.py")
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _finish(child: subprocess.Popen) -> None:
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 0, stderr.decode()
+
+
+def _assert_dense_and_unique(store: MessageStore, topic: str) -> list[bytes]:
+    bodies = []
+    for queue in range(store.topic(topic).queues):
+        low, high = store.queue_range(topic, queue)
+        messages = read_all(store, topic, queue)
+        assert [m.queue_offset for m in messages] == list(range(low, high))
+        bodies.extend(m.body for m in messages)
+    assert len(bodies) == len(set(bodies))
+    return bodies
+
+
+def test_an_append_through_one_store_object_is_read_through_another(open_store):
+    writer = open_store()
+    reader = open_store()
+    writer.create_topic("t", queues=2)
+
+    result = writer.append("t", b"hello", queue=1)
+
+    assert reader.read("t", 1, 0)[0].body == b"hello"
+    assert reader.get(result.message_id).body == b"hello"
+    assert reader.queue_range("t", 1) == (0, 1)
+
+
+def test_two_writers_taking_turns_continue_each_others_queue_offsets(open_store):
+    first = open_store()
+    second = open_store()
+    first.create_topic("t", queues=1)
+
+    offsets = []
+    for i in range(30):
+        writer = first if i % 2 else second
+        offsets.append(writer.append("t", f"m{i}".encode()).queue_offset)
+
+    assert offsets == list(range(30))
+    assert [m.body for m in read_all(first, "t", 0)] == [f"m{i}".encode() for i in range(30)]
+
+
+def test_topics_created_and_deleted_elsewhere_are_seen(open_store):
+    first = open_store()
+    second = open_store()
+
+    first.create_topic("orders", queues=3)
+    assert [t.name for t in second.topics()] == ["orders"]
+    second.append("orders", b"x", queue=2)
+
+    first.delete_topic("orders")
+    with pytest.raises(TopicNotFoundError):
+        second.append("orders", b"y")
+
+
+def test_offsets_committed_elsewhere_are_seen(open_store):
+    first = open_store()
+    second = open_store()
+    first.create_topic("t", queues=1)
+    first.append_batch("t", [b"a", b"b", b"c"])
+
+    first.commit_offset("g", "t", 0, 2, who="alice")
+
+    assert second.committed_offset("g", "t", 0) == 2
+    assert second.offset_history("g")[0].who == "alice"
+    assert second.groups() == ["g"]
+
+
+def test_the_last_process_to_close_marks_the_shutdown_clean(open_store, store_path):
+    first = open_store()
+    second = open_store()
+
+    first.close()
+    assert (store_path / "abort").exists()
+    second.close()
+
+    assert not (store_path / "abort").exists()
+
+
+def test_a_store_joined_later_sees_everything_already_written(open_store):
+    first = open_store()
+    first.create_topic("t", queues=2)
+    first.append_batch("t", [f"m{i}".encode() for i in range(200)])
+
+    second = open_store()
+
+    assert second.stats()["topics"]["t"]["messages"] == 200
+    assert len(_assert_dense_and_unique(second, "t")) == 200
+
+
+def test_four_producer_processes_lose_nothing_and_assign_no_offset_twice(
+    open_store, store_path, tmp_path
+):
+    open_store().create_topic("t", queues=3)
+    count = 400
+    children = [
+        _start(str(PRODUCER), str(store_path), f"p{n}", str(count), str(tmp_path / f"acks{n}"))
+        for n in range(4)
+    ]
+    for child in children:
+        _finish(child)
+
+    store = open_store()
+    bodies = set(_assert_dense_and_unique(store, "t"))
+    assert bodies == {f"p{n}-{i}".encode() for n in range(4) for i in range(count)}
+    for n in range(4):
+        for message_id in (tmp_path / f"acks{n}").read_text().split():
+            assert store.get(message_id).body.startswith(f"p{n}-".encode())
+
+
+def test_a_producer_killed_mid_batch_leaves_the_others_consistent(open_store, store_path, tmp_path):
+    open_store().create_topic("t", queues=2)
+    steady = _start(str(PRODUCER), str(store_path), "steady", "600", str(tmp_path / "steady"))
+    doomed = _start(str(PRODUCER), str(store_path), "doomed", "100000", str(tmp_path / "doomed"))
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "doomed").exists() or not (tmp_path / "doomed").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait()
+    _finish(steady)
+
+    store = open_store()
+    bodies = _assert_dense_and_unique(store, "t")
+    assert {f"steady-{i}".encode() for i in range(600)} <= set(bodies)
+    for message_id in (tmp_path / "doomed").read_text().split():
+        assert store.get(message_id).body.startswith(b"doomed-")
+
+
+def test_pull_wakes_up_for_an_append_in_another_process(open_store, store_path, tmp_path):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    received: list = []
+    puller = threading.Thread(
+        target=lambda: received.extend(store.pull("g", "t", 0, timeout_s=30)), daemon=True
+    )
+    puller.start()
+    time.sleep(0.2)
+
+    _finish(_start(str(PRODUCER), str(store_path), "late", "1", str(tmp_path / "acks")))
+    puller.join(timeout=30)
+
+    assert [m.body for m in received] == [b"late-0"]
+
+
+def test_a_store_opened_before_fork_refuses_use_in_the_child(store):
+    pid = os.fork()
+    if pid == 0:  # child: report through the exit code, never return into pytest
+        try:
+            store.append("t", b"from the child")
+        except StoreClosedError:
+            os._exit(7)
+        except BaseException:
+            os._exit(8)
+        os._exit(9)
+    _, status = os.waitpid(pid, 0)
+
+    assert os.waitstatus_to_exitcode(status) == 7
+    assert store.append("t", b"from the parent").queue_offset == 0
