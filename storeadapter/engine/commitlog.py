@@ -71,8 +71,6 @@ class CommitLog:
         them. They never go past the first all-zero stretch of 64 KiB.
         """
         pos = self.tail - segment.base
-        if pos + 8 > segment.size or not any(segment.map[pos : pos + 8]):
-            return
         chunk = 64 << 10
         while pos < segment.size:
             end = min(segment.size, pos + chunk)

@@ -17,6 +17,7 @@ and removed files through the header's flags.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -78,7 +79,9 @@ class IndexProblem:
 class IndexFile:
     """One index file. ``fd`` is open read-write; ``sync()`` makes its writes durable."""
 
-    __slots__ = ("path", "name", "begin_offset", "slots", "capacity", "entries_at", "fd", "map")
+    __slots__ = (
+        "path", "name", "begin_offset", "slots", "capacity", "entries_at", "fd", "map", "inode",
+    )  # fmt: skip
 
     def __init__(self, path: Path, fd: int, slots: int, capacity: int) -> None:
         self.path = path
@@ -89,10 +92,7 @@ class IndexFile:
         self.entries_at = HEADER_SIZE + slots * SLOT_SIZE
         self.fd = fd
         self.map = mmap.mmap(fd, file_size(slots, capacity), access=mmap.ACCESS_READ)
-
-    @property
-    def inode(self) -> int:
-        return os.fstat(self.fd).st_ino
+        self.inode = os.fstat(fd).st_ino
 
     def state(self) -> tuple[int, int, int, int, int, int]:
         """(begin_ms, begin_offset, end_ms, end_offset, count, flags) from the header."""
@@ -156,7 +156,9 @@ class IndexFile:
             remaining -= n
 
     def sync(self) -> None:
-        fileio.fdatasync(self.fd)
+        """fdatasync the file (its size never changes after creation); no-op once closed."""
+        if not self.map.closed:
+            fileio.fdatasync(self.fd)
 
     def close(self) -> None:
         self.map.close()
@@ -211,10 +213,10 @@ def _open_file(path: Path, repair: bool) -> tuple[IndexFile | None, str | None]:
         if not repair:
             os.close(fd)
             return None, f"truncated: {size} of {expected} bytes"
-        return _repair_truncated(path, fd, slots, capacity, size, count)
     except BaseException:
         os.close(fd)
         raise
+    return _repair_truncated(path, fd, slots, capacity, size, count)
 
 
 def _repair_truncated(
@@ -223,19 +225,28 @@ def _repair_truncated(
     expected = file_size(slots, capacity)
     entries_at = HEADER_SIZE + slots * SLOT_SIZE
     kept = min(count, max(0, size - entries_at) // ENTRY_SIZE) if size >= entries_at else 0
-    os.ftruncate(fd, expected)
-    index_file = IndexFile(path, fd, slots, capacity)
-    while kept and not index_file.entry(kept)[0]:
-        kept -= 1
-    problem = f"truncated: {size} of {expected} bytes"
-    if not kept:
-        index_file.close()
-        path.unlink(missing_ok=True)
-        return None, f"{problem}; no entry left, removed"
-    _, _, end_ms, _, _, flags = index_file.state()
-    index_file.rebuild_slots(kept)
-    index_file.write_tail(end_ms, index_file.entry(kept)[1], kept, flags)
-    fileio.fsync(fd)
+    try:
+        os.ftruncate(fd, expected)
+        index_file = IndexFile(path, fd, slots, capacity)
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        while kept and not index_file.entry(kept)[0]:
+            kept -= 1
+        problem = f"truncated: {size} of {expected} bytes"
+        if not kept:
+            index_file.close()
+            path.unlink(missing_ok=True)
+            return None, f"{problem}; no entry left, removed"
+        _, _, end_ms, _, _, flags = index_file.state()
+        index_file.rebuild_slots(kept)
+        index_file.write_tail(end_ms, index_file.entry(kept)[1], kept, flags)
+        fileio.fsync(fd)
+    except BaseException:
+        if not index_file.map.closed:
+            index_file.close()
+        raise
     return index_file, f"{problem}; repaired, {kept} of {count} entries kept"
 
 
@@ -318,17 +329,18 @@ class KeyIndex:
             with os.scandir(self.directory) as entries:
                 for entry in entries:
                     if is_segment_name(entry.name):
-                        try:
+                        with contextlib.suppress(FileNotFoundError):
                             listing[entry.name] = entry.stat(follow_symlinks=False).st_ino
-                        except FileNotFoundError:
-                            pass
         except FileNotFoundError:
             pass
         return listing
 
     def _load(self, name: str, inode: int, repair: bool) -> None:
         path = self.directory / name
-        index_file, problem = _open_file(path, repair)
+        try:
+            index_file, problem = _open_file(path, repair)
+        except (OSError, ValueError) as error:
+            index_file, problem = None, f"cannot read: {error}"
         if problem is not None and (name, inode) not in self._reported:
             self._reported.add((name, inode))
             self.problems.append(IndexProblem(path, problem))
@@ -397,10 +409,15 @@ class KeyIndex:
 
     def _batch_for(self, commit_offset: int, store_ms: int) -> _Batch | None:
         """A batch on the file the item goes to, rolling to a new file when needed."""
-        self.refresh()
         newest = self.files[-1] if self.files else None
         if newest is not None:
-            batch = _Batch(newest)
+            batch = self._writer_batch(newest)
+            if batch.fits(commit_offset, store_ms):
+                return batch
+        self.refresh()  # another process may have rolled already
+        newest = self.files[-1] if self.files else None
+        if newest is not None:
+            batch = self._writer_batch(newest)
             if batch.fits(commit_offset, store_ms):
                 return batch
             if batch.count == 0:  # left empty by a crash: start again
@@ -413,6 +430,45 @@ class KeyIndex:
             newest.write_flags(newest.flags() | FLAG_SEALED)
             self._dirty.add(newest)
         return _Batch(created)
+
+    def _writer_batch(self, index_file: IndexFile) -> _Batch:
+        """A batch on ``index_file``, once entries a crashed put left past its count are gone.
+
+        Such an entry may be the head of its slot: it is unlinked before being overwritten.
+        """
+        batch = _Batch(index_file)
+        if batch.count < index_file.capacity and index_file.entry(batch.count + 1)[0]:
+            self._pop(index_file, batch.count, batch.count)
+            self._dirty.add(index_file)
+        return batch
+
+    def _pop(self, index_file: IndexFile, kept: int, count: int) -> None:
+        """Unlink entries past ``kept`` from their slots, then zero them.
+
+        Entries past ``count`` that are not zero (left by a crashed put) go too.
+        """
+        top = count
+        while top < index_file.capacity and index_file.entry(top + 1)[0]:
+            top += 1
+        heads: dict[int, int] = {}
+        rebuild = False
+        for number in range(top, kept, -1):
+            hashed, _, _, previous = index_file.entry(number)
+            if not hashed:
+                rebuild = True
+                continue
+            slot = hashed % index_file.slots
+            head = heads.get(slot)
+            if head is None:
+                head = index_file.slot(slot)
+            if head == number:
+                heads[slot] = previous
+        if rebuild:
+            index_file.rebuild_slots(kept)
+        else:
+            index_file.write_slots(heads)
+        if top > kept:
+            index_file.zero_entries(kept + 1, top)
 
     def _add(self, batch: _Batch, hashed: int, commit_offset: int, store_ms: int) -> None:
         index_file = batch.file
@@ -528,12 +584,15 @@ class KeyIndex:
                     entry_hash, offset, diff, previous = index_file.entry(number)
                     if not entry_hash:
                         break
-                    if entry_hash == hashed and low <= file_begin + diff <= high:
-                        if offset not in seen:
-                            seen.add(offset)
-                            found.append(offset)
-                            if len(found) >= limit:
-                                return found
+                    if (
+                        entry_hash == hashed
+                        and low <= file_begin + diff <= high
+                        and offset not in seen
+                    ):
+                        seen.add(offset)
+                        found.append(offset)
+                        if len(found) >= limit:
+                            return found
                     if previous >= number:
                         break
                     number = previous
@@ -563,9 +622,7 @@ class KeyIndex:
             removed = 0
             changed_directory = False
             for name in [n for n in self._bad if int(n) >= commit_offset]:
-                (self.directory / name).unlink(missing_ok=True)
-                del self._bad[name]
-                changed_directory = True
+                changed_directory |= self._unlink_bad(name)
             while self.files:
                 index_file = self.files[-1]
                 _, _, end_ms, _, count, _ = index_file.state()
@@ -591,38 +648,18 @@ class KeyIndex:
 
     def _cut(self, index_file: IndexFile, commit_offset: int, end_ms: int, count: int):
         """Cut one file's entries at or past ``commit_offset``: how many, or None if none."""
-        top = count  # also clear entries a crashed put left past the count
-        while top < index_file.capacity and index_file.entry(top + 1)[0]:
-            top += 1
         kept = count
         while kept:
             hashed, offset, _, _ = index_file.entry(kept)
             if hashed and offset < commit_offset:
                 break
             kept -= 1
-        if kept == count and top == count:
+        if kept == count:
             return None
-        heads: dict[int, int] = {}
-        rebuild = False
-        for number in range(top, kept, -1):
-            hashed, _, _, previous = index_file.entry(number)
-            if not hashed:
-                rebuild = True
-                continue
-            slot = hashed % index_file.slots
-            head = heads.get(slot)
-            if head is None:
-                head = index_file.slot(slot)
-            if head == number:
-                heads[slot] = previous
         # Count first (readers then ignore the cut entries), then slots, then the bytes.
         end_offset = index_file.entry(kept)[1] if kept else index_file.begin_offset
         index_file.write_tail(end_ms, end_offset, kept, 0)
-        if rebuild:
-            index_file.rebuild_slots(kept)
-        else:
-            index_file.write_slots(heads)
-        index_file.zero_entries(kept + 1, top)
+        self._pop(index_file, kept, count)
         self._dirty.add(index_file)
         return count - kept
 
@@ -644,10 +681,8 @@ class KeyIndex:
                 next_begin = ordered[position + 1][0]
                 if index_file is None:
                     # Damaged: its entries are at most the next file's first offset.
-                    if next_begin >= commit_offset:
+                    if next_begin >= commit_offset or not self._unlink_bad(name):
                         break
-                    (self.directory / name).unlink(missing_ok=True)
-                    del self._bad[name]
                 else:
                     if index_file is newest:
                         break
@@ -659,6 +694,15 @@ class KeyIndex:
             if deleted:
                 fileio.fsync_dir(self.directory)
             return deleted
+
+    def _unlink_bad(self, name: str) -> bool:
+        """Delete a skipped (damaged or half-removed) file; False if it cannot be."""
+        try:
+            (self.directory / name).unlink(missing_ok=True)
+        except OSError:
+            return False
+        del self._bad[name]
+        return True
 
     def take_dirty(self) -> list[IndexFile]:
         """Files written since the last call: fsync each (``sync()``, or its ``fd``)."""

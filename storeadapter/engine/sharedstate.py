@@ -21,7 +21,11 @@ from typing import NamedTuple
 
 _MAGIC = b"TDMS"
 _VERSION = 1
-_LAYOUT = struct.Struct("<4sIQ7Q")  # magic, version, sequence, 5 fields, 2 spare
+# magic, version, sequence, the 5 shared fields, the writing flag, 1 spare
+_LAYOUT = struct.Struct("<4sIQ7Q")
+_SEQUENCE = struct.Struct("<Q")
+_TAIL_AT = 16
+_WRITING_AT = 56
 _SIZE = 4096
 
 
@@ -57,12 +61,36 @@ class SharedState:
 
     def write(self, **fields: int) -> SharedSnapshot:
         """Change some fields (the caller holds the store's write lock)."""
-        current = self.read()._replace(**fields)
-        sequence = _LAYOUT.unpack_from(self.map, 0)[2]
-        struct.pack_into("<Q", self.map, 8, sequence | 1)
-        _LAYOUT.pack_into(self.map, 0, _MAGIC, _VERSION, sequence | 1, *current, 0, 0)
-        struct.pack_into("<Q", self.map, 8, (sequence | 1) + 1)
-        return current
+        return self.store(self.read()._replace(**fields))
+
+    def store(self, snapshot: SharedSnapshot) -> SharedSnapshot:
+        """Write every field (the caller holds the store's write lock)."""
+        data = self.map
+        sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
+        _SEQUENCE.pack_into(data, 8, sequence)
+        writing = _SEQUENCE.unpack_from(data, _WRITING_AT)[0]
+        _LAYOUT.pack_into(data, 0, _MAGIC, _VERSION, sequence, *snapshot, writing, 0)
+        _SEQUENCE.pack_into(data, 8, sequence + 1)
+        return snapshot
+
+    def publish_tail(self, tail: int) -> None:
+        """Publish a new tail and clear the writing flag (the caller holds the lock)."""
+        data = self.map
+        sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
+        _SEQUENCE.pack_into(data, 8, sequence)
+        _SEQUENCE.pack_into(data, _TAIL_AT, tail)
+        _SEQUENCE.pack_into(data, _WRITING_AT, 0)
+        _SEQUENCE.pack_into(data, 8, sequence + 1)
+
+    def mark_writing(self) -> bool:
+        """Note that a write past the tail begins; return whether the last writer's
+        write never finished (it died before publishing, leaving bytes to clear).
+
+        Only writers holding the lock read or change this flag.
+        """
+        unfinished = _SEQUENCE.unpack_from(self.map, _WRITING_AT)[0] != 0
+        _SEQUENCE.pack_into(self.map, _WRITING_AT, 1)
+        return unfinished
 
     def bump(self, field: str) -> int:
         """Add one to a version counter and return the new value."""

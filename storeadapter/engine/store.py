@@ -239,6 +239,8 @@ class MessageStore:
 
     def _follow_to(self, snapshot: SharedSnapshot) -> None:
         seen = self._seen
+        if snapshot == seen:
+            return
         if snapshot.topics_version != seen.topics_version:
             self._table = TopicTable(self.path / "topics.json")
             opened = {id(queue) for queue in self._registry.reload(self._table)}
@@ -498,106 +500,115 @@ class MessageStore:
         pack_trailer = TRAILER_PACK
         checksum = crc32c
         results: list[AppendResult] = []
-        with self._exclusive():
-            if self._topics.get(topic_name) is not state:
-                raise TopicNotFoundError(f"topic {topic_name!r} was deleted meanwhile")
-            now = _now_ms()
-            next_offsets: dict[int, int] = {}
-            entries: dict[int, list[bytes]] = {}
-            parts: list[bytes] = []
-            add = parts.append
+        with self._write_lock, self._follow_lock:
+            self._check_writable()
+            self._locks.lock_writes()
             try:
-                round_robin = state.round_robin
-                segment = log.writable_segment()
-                tail = log.tail
-                log.clear_after_tail(segment)
-                chunk_start = tail - segment.base
-                chunk_end = tail
-                segment_limit = segment.end - MARKER_SIZE
-                for queue_id, route_key, tag, keys, props, body, born, hashed in batch:
-                    if queue_id is None:
-                        if route_key is not None:
-                            queue_id = crc32(route_key) % queue_count
+                self._follow_to(self._shared.read())
+                if self._topics.get(topic_name) is not state:
+                    raise TopicNotFoundError(f"topic {topic_name!r} was deleted meanwhile")
+                now = _now_ms()
+                next_offsets: dict[int, int] = {}
+                entries: dict[int, list[bytes]] = {}
+                parts: list[bytes] = []
+                add = parts.append
+                try:
+                    round_robin = state.round_robin
+                    segment = log.writable_segment()
+                    tail = log.tail
+                    if self._shared.mark_writing():
+                        log.clear_after_tail(segment)
+                    chunk_start = tail - segment.base
+                    chunk_end = tail
+                    segment_limit = segment.end - MARKER_SIZE
+                    for queue_id, route_key, tag, keys, props, body, born, hashed in batch:
+                        if queue_id is None:
+                            if route_key is not None:
+                                queue_id = crc32(route_key) % queue_count
+                            else:
+                                queue_id = round_robin % queue_count
+                                round_robin += 1
+                        queue_offset = next_offsets.get(queue_id)
+                        if queue_offset is None:
+                            queue_offset = queues[queue_id].max_offset
+                            entries[queue_id] = []
+                        body_len = len(body)
+                        if tag or keys or props:
+                            length = fixed + len(tag) + len(keys) + len(props) + body_len
+                            meta = topic_bytes + tag + keys + props
                         else:
-                            queue_id = round_robin % queue_count
-                            round_robin += 1
-                    queue_offset = next_offsets.get(queue_id)
-                    if queue_offset is None:
-                        queue_offset = queues[queue_id].max_offset
-                        entries[queue_id] = []
-                    body_len = len(body)
-                    if tag or keys or props:
-                        length = fixed + len(tag) + len(keys) + len(props) + body_len
-                        meta = topic_bytes + tag + keys + props
-                    else:
-                        length = fixed + body_len
-                        meta = topic_bytes
-                    if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
-                        log.write(segment, chunk_start, b"".join(parts))
-                        parts.clear()
-                        chunk_start = tail - segment.base
-                        chunk_end = tail
-                        if tail + length > segment_limit:
-                            segment = log.close_segment(segment, chunk_start)
-                            tail = chunk_end = segment.base
-                            chunk_start = 0
-                            segment_limit = segment.end - MARKER_SIZE
-                    next_offsets[queue_id] = queue_offset + 1
-                    head = (
-                        pack_head(
-                            length,
-                            RECORD_MAGIC,
-                            tail,
-                            queue_offset,
-                            now if born is None else born,
-                            now,
-                            queue_id,
-                            body_len,
-                            0,
-                            topic_len,
-                            len(tag),
-                            len(keys),
-                            len(props),
-                        )
-                        + meta
-                    )
-                    add(head)
-                    add(body)
-                    add(pack_trailer(checksum(body, checksum(head)), length))
-                    entries[queue_id].append(pack_entry(tail, length, hashed))
-                    results.append(
-                        new_result(
-                            AppendResult,
-                            (
-                                f"{prefix}{tail:016X}",
-                                topic_name,
-                                queue_id,
-                                queue_offset,
+                            length = fixed + body_len
+                            meta = topic_bytes
+                        if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
+                            log.write(segment, chunk_start, b"".join(parts))
+                            parts.clear()
+                            chunk_start = tail - segment.base
+                            chunk_end = tail
+                            if tail + length > segment_limit:
+                                segment = log.close_segment(segment, chunk_start)
+                                tail = chunk_end = segment.base
+                                chunk_start = 0
+                                segment_limit = segment.end - MARKER_SIZE
+                        next_offsets[queue_id] = queue_offset + 1
+                        head = (
+                            pack_head(
+                                length,
+                                RECORD_MAGIC,
                                 tail,
+                                queue_offset,
+                                now if born is None else born,
                                 now,
-                                STATUS_OK,
-                            ),
+                                queue_id,
+                                body_len,
+                                0,
+                                topic_len,
+                                len(tag),
+                                len(keys),
+                                len(props),
+                            )
+                            + meta
                         )
-                    )
-                    tail += length
-                state.round_robin = round_robin
-                if parts:
-                    log.write(segment, chunk_start, b"".join(parts))
-                log.tail = tail
-            except OSError as error:
-                self._fail(error)
-                raise StoreFailedError(
-                    f"writing to the store failed ({error}); it refuses writes until reopened"
-                ) from error
-            try:
-                self._dispatch(queues, next_offsets, entries)
-            except OSError as error:
-                self._fail(error)
-                raise StoreFailedError(
-                    f"writing a consume queue failed ({error}); it refuses writes until reopened"
-                ) from error
-            end = log.tail
-            self._publish(tail=end)
+                        add(head)
+                        add(body)
+                        add(pack_trailer(checksum(body, checksum(head)), length))
+                        entries[queue_id].append(pack_entry(tail, length, hashed))
+                        results.append(
+                            new_result(
+                                AppendResult,
+                                (
+                                    f"{prefix}{tail:016X}",
+                                    topic_name,
+                                    queue_id,
+                                    queue_offset,
+                                    tail,
+                                    now,
+                                    STATUS_OK,
+                                ),
+                            )
+                        )
+                        tail += length
+                    state.round_robin = round_robin
+                    if parts:
+                        log.write(segment, chunk_start, b"".join(parts))
+                    log.tail = tail
+                except OSError as error:
+                    self._fail(error)
+                    raise StoreFailedError(
+                        f"writing to the store failed ({error}); it refuses writes until reopened"
+                    ) from error
+                try:
+                    self._dispatch(queues, next_offsets, entries)
+                except OSError as error:
+                    self._fail(error)
+                    raise StoreFailedError(
+                        f"writing a consume queue failed ({error}); "
+                        "it refuses writes until reopened"
+                    ) from error
+                end = log.tail
+                self._shared.publish_tail(end)
+                self._seen = self._seen._replace(tail=end)
+            finally:
+                self._locks.unlock_writes()
         if self._pull_waiters:
             with self._appended:
                 self._appended.notify_all()
