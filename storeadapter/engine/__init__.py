@@ -16,6 +16,7 @@ from .errors import (
     InvalidNameError,
     MessageNotFoundError,
     MessageTooLargeError,
+    OffsetConflictError,
     OffsetOutOfRangeError,
     QueueNotFoundError,
     StoreClosedError,
@@ -26,6 +27,7 @@ from .errors import (
     TopicNotFoundError,
 )
 from .metadata import TopicInfo
+from .names import dlq_topic, retry_topic
 from .offsets import OffsetChange
 from .results import (
     STATUS_FLUSH_TIMEOUT,
@@ -53,6 +55,7 @@ __all__ = [
     "MessageStore",
     "MessageTooLargeError",
     "OffsetChange",
+    "OffsetConflictError",
     "OffsetOutOfRangeError",
     "QueueNotFoundError",
     "ReadResult",
@@ -65,4 +68,6 @@ __all__ = [
     "TopicExistsError",
     "TopicInfo",
     "TopicNotFoundError",
+    "dlq_topic",
+    "retry_topic",
 ]

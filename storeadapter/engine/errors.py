@@ -63,6 +63,14 @@ class OffsetOutOfRangeError(StoreError):
     """A queue offset is negative or beyond the queue's end."""
 
 
+class OffsetConflictError(StoreError):
+    """A conditional offset commit found another value: ``current`` is what is there."""
+
+    def __init__(self, message: str, current: int | None) -> None:
+        super().__init__(message)
+        self.current = current
+
+
 class CorruptRecordError(StoreError):
     """A record failed its frame or CRC check.
 

@@ -2,6 +2,8 @@
 
 A name is letters, digits, ``.``, ``_`` and ``-``, 1 to 127 characters, and
 never ``.`` or ``..``: names become directory names, so nothing else may pass.
+A group's retry and dead-letter topics are the exception: ``%RETRY%<group>`` and
+``%DLQ%<group>`` (as in RocketMQ), where ``<group>`` follows the rule.
 """
 
 from __future__ import annotations
@@ -14,10 +16,29 @@ MAX_NAME_LENGTH = 127
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,127}")
 
 
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+
+
+def retry_topic(group: str) -> str:
+    """The topic a group's failed messages wait in before they are tried again."""
+    return RETRY_PREFIX + check_name(group, "group")
+
+
+def dlq_topic(group: str) -> str:
+    """The topic a group's messages go to after their last failed try."""
+    return DLQ_PREFIX + check_name(group, "group")
+
+
 def check_name(name: object, what: str = "topic") -> str:
     """Return ``name`` if it is a valid topic or group name, else raise InvalidNameError."""
     if not isinstance(name, str):
         raise InvalidNameError(f"{what} name must be a string, not {type(name).__name__}")
+    if what == "topic":
+        for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+            group = name[len(prefix) :]
+            if name.startswith(prefix) and _NAME.fullmatch(group) and group not in (".", ".."):
+                return name
     if not _NAME.fullmatch(name) or name in (".", ".."):
         shown = name if len(name) <= 40 else name[:40] + "…"
         raise InvalidNameError(

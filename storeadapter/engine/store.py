@@ -25,6 +25,7 @@ from .errors import (
     InvalidMessageError,
     MessageNotFoundError,
     MessageTooLargeError,
+    OffsetConflictError,
     OffsetOutOfRangeError,
     QueueNotFoundError,
     StoreClosedError,
@@ -74,6 +75,7 @@ _CHUNK_BYTES = 8 << 20
 MAX_READ_MESSAGES = 10_000
 _TAG_SCAN_CHUNK = 1024
 _PULL_POLL_S = 0.002
+_ANY = object()
 
 
 def _now_ms() -> int:
@@ -750,11 +752,15 @@ class MessageStore:
         offset: int,
         who: str = "consumer",
         reason: str = "commit",
+        expected: int | None | object = _ANY,
     ) -> OffsetChange | None:
         """Durably record ``offset`` (the next to consume) as the group's position.
 
         Every change is kept in the group's history with ``who`` and ``reason``.
-        Raises OffsetOutOfRangeError for an offset below 0 or above the queue's max.
+        With ``expected``, the commit happens only if the committed offset is still that
+        value (None: never committed), else OffsetConflictError: how a consumer notices
+        that an operator reset the offsets under it. Raises OffsetOutOfRangeError for
+        an offset below 0 or above the queue's max.
         """
         check_name(group, "group")
         consume_queue = self._queue(topic, queue)
@@ -766,6 +772,13 @@ class MessageStore:
                 f"(max offset {consume_queue.max_offset})"
             )
         with self._exclusive():
+            current = self._offsets.get(group, topic, queue)
+            if expected is not _ANY and current != expected:
+                raise OffsetConflictError(
+                    f"the offset of {group} on {topic}/{queue} is {current}, not {expected}: "
+                    "someone else changed it (an operator's reset?); continue from it",
+                    current,
+                )
             try:
                 change = self._offsets.commit(group, topic, queue, offset, who, reason)
             except OSError as error:
