@@ -8,6 +8,7 @@ with MessageStore.open("var/store", StoreConfig(flush_mode="sync")) as store:
 """
 
 from .config import StoreConfig
+from .consumer import Consumer, redrive_dlq
 from .errors import (
     ConfigError,
     CorruptRecordError,
@@ -26,10 +27,12 @@ from .errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
+from .membership import MemberInfo, group_members
 from .metadata import TopicInfo
 from .names import dlq_topic, retry_topic
 from .offsets import OffsetChange
 from .results import (
+    STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
     STATUS_OK,
     AppendResult,
@@ -41,6 +44,11 @@ from .results import (
 from .store import MessageStore
 
 __all__ = [
+    "Consumer",
+    "MemberInfo",
+    "group_members",
+    "redrive_dlq",
+    "STATUS_DUPLICATE",
     "STATUS_FLUSH_TIMEOUT",
     "STATUS_OK",
     "AppendResult",

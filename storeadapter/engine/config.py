@@ -31,6 +31,8 @@ class StoreConfig:
     disk_reject_ratio: float = 0.90
     dedup_window_s: int = 600
     queue_file_entries: int = 300_000
+    index_slots: int = 5_000_000
+    index_entries: int = 20_000_000
 
     def __post_init__(self) -> None:
         if self.flush_mode not in FLUSH_MODES:
@@ -48,6 +50,9 @@ class StoreConfig:
             raise ConfigError(f"max_message_bytes must be positive, not {self.max_message_bytes}")
         if self.queue_file_entries <= 0:
             raise ConfigError(f"queue_file_entries must be positive, not {self.queue_file_entries}")
+        for name in ("index_slots", "index_entries"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.retention_hours <= 0:
             raise ConfigError(f"retention_hours must be positive, not {self.retention_hours}")
         ratios = (self.disk_warn_ratio, self.disk_force_ratio, self.disk_reject_ratio)

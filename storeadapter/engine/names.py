@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import InvalidNameError
+from .errors import InvalidMessageError, InvalidNameError
 
 MAX_NAME_LENGTH = 127
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,127}")
@@ -46,3 +46,23 @@ def check_name(name: object, what: str = "topic") -> str:
             "digits, '.', '_' or '-' (and not '.' or '..')"
         )
     return name
+
+
+DEDUP_PROPERTY = "DEDUP_ID"
+# Dedup ids are indexed as keys under this prefix; user keys cannot contain \x01.
+DEDUP_KEY_PREFIX = "\x01dedup\x01"
+MAX_DEDUP_ID_LENGTH = 256
+
+
+def check_dedup_id(dedup_id: object) -> str:
+    """Return a producer's dedup id if usable, else raise InvalidMessageError."""
+    if (
+        not isinstance(dedup_id, str)
+        or not 0 < len(dedup_id) <= MAX_DEDUP_ID_LENGTH
+        or any(c in dedup_id for c in "\x01\x02\x1f")
+    ):
+        raise InvalidMessageError(
+            f"a dedup id is 1 to {MAX_DEDUP_ID_LENGTH} characters of text without "
+            "control separators"
+        )
+    return dedup_id

@@ -26,7 +26,14 @@ from .checkpoint import CheckpointState
 from .commitlog import CommitLog
 from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .follow import trim_queue_end
-from .record import HEADER_SIZE
+from .keyindex import KeyIndex
+from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
+from .record import (
+    HEADER_SIZE,
+    KEY_SEPARATOR,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+)
 from .results import Corruption
 from .scan import (
     CORRUPT,
@@ -55,6 +62,8 @@ class RecoveryReport:
     truncated_at: int | None = None
     truncated_bytes: int = 0
     dropped_queue_entries: int = 0
+    dropped_index_entries: int = 0
+    indexed_keys: int = 0
     corruptions: list[Corruption] = field(default_factory=list)
     duration_ms: float = 0.0
     finished_ms: int = 0
@@ -84,6 +93,7 @@ def recover(
     clean_shutdown: bool,
     durable_end: int = 0,
     resync_window: int = RESYNC_WINDOW,
+    index: KeyIndex | None = None,
 ) -> RecoveryReport:
     """Scan the log from ``start`` and repair the queues (see the module docstring).
 
@@ -93,11 +103,11 @@ def recover(
     began = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
     tail = start
-    index = 0
-    while index < len(log.segments) and log.segments[index].end <= start:
-        index += 1
-    dispatcher = _Dispatcher(resolve, report)
-    for position in range(index, len(log.segments)):
+    first = 0
+    while first < len(log.segments) and log.segments[first].end <= start:
+        first += 1
+    dispatcher = _Dispatcher(resolve, report, index)
+    for position in range(first, len(log.segments)):
         segment = log.segments[position]
         last = position == len(log.segments) - 1
         begin = max(start, segment.base) - segment.base
@@ -126,6 +136,8 @@ def recover(
                 tail = event.offset
         dispatcher.finish()
     log.tail = max(tail, log.min_offset)
+    if index is not None:
+        report.dropped_index_entries = index.truncate_from(log.tail)
     for queue, topic, queue_id in queues:
         report.dropped_queue_entries += trim_queue_end(
             log, queue, topic, queue_id, log.tail, erase=True
@@ -143,9 +155,14 @@ class _Dispatcher:
     so an intact queue costs one read and no write.
     """
 
-    def __init__(self, resolve: QueueResolver, report: RecoveryReport) -> None:
+    def __init__(
+        self, resolve: QueueResolver, report: RecoveryReport, index: KeyIndex | None
+    ) -> None:
         self._resolve = resolve
         self._report = report
+        self._index = index
+        self._index_from = (index.end_offset or 0) if index is not None else None
+        self._index_items: list[tuple[str, str, int, int]] = []
         self._queues: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
         self._pending: dict[ConsumeQueue, list[tuple[int, bytes]]] = {}
         self._count = 0
@@ -162,6 +179,12 @@ class _Dispatcher:
         if target is None or offset < target[1]:
             return
         queue = target[0]
+        if (
+            self._index_from is not None
+            and offset >= self._index_from
+            and (header[11] or header[12])
+        ):
+            self._index_items.extend(_index_items(view, pos, header, topic, offset))
         tag = bytes(view[start + topic_len : start + topic_len + tag_len]) if tag_len else b""
         pending = self._pending.get(queue)
         if pending is None:
@@ -172,6 +195,10 @@ class _Dispatcher:
             self.finish()
 
     def finish(self) -> None:
+        if self._index_items:
+            self._index.put_many(self._index_items)
+            self._report.indexed_keys += len(self._index_items)
+            self._index_items = []
         for queue, pending in self._pending.items():
             run_start = 0
             for i in range(1, len(pending) + 1):
@@ -201,6 +228,27 @@ class _Dispatcher:
 
 
 _UNKNOWN = object()
+
+
+def _index_items(view, pos: int, header: tuple, topic: bytes, offset: int) -> list[tuple]:
+    """The key-index items of a record: its keys and its dedup id."""
+    topic_len, tag_len, keys_len, props_len = header[9], header[10], header[11], header[12]
+    start = pos + HEADER_SIZE + topic_len + tag_len
+    name = topic.decode()
+    store_ms = header[5]
+    items = []
+    if keys_len:
+        for key in str(view[start : start + keys_len], "utf-8").split(KEY_SEPARATOR):
+            items.append((name, key, offset, store_ms))
+    if props_len:
+        start += keys_len
+        for item in str(view[start : start + props_len], "utf-8").split(PROPERTY_SEPARATOR):
+            property_name, _, value = item.partition(NAME_VALUE_SEPARATOR)
+            if property_name == DEDUP_PROPERTY:
+                items.append((name, DEDUP_KEY_PREFIX + value, offset, store_ms))
+    return items
+
+
 _FLUSH_EVERY = 65536
 
 

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 STATUS_OK = "OK"
 STATUS_FLUSH_TIMEOUT = "FLUSH_TIMEOUT"
+STATUS_DUPLICATE = "DUPLICATE"
 
 
 class Message(NamedTuple):
@@ -18,6 +19,7 @@ class Message(NamedTuple):
     queue: int | None = None
     properties: Mapping[str, str] | None = None
     born_time_ms: int | None = None
+    dedup_id: str | None = None
 
 
 class AppendResult(NamedTuple):
@@ -25,7 +27,9 @@ class AppendResult(NamedTuple):
 
     ``status`` is ``"OK"``, or ``"FLUSH_TIMEOUT"`` in sync mode when the fsync that
     covers the record did not finish within ``flush_timeout_ms``: the record is
-    written but not yet known to be durable.
+    written but not yet known to be durable; or ``"DUPLICATE"`` when a message with the
+    same ``dedup_id`` was stored within ``dedup_window_s``: nothing was written, and the
+    other fields describe the message stored then.
     """
 
     message_id: str

@@ -36,10 +36,11 @@ from .errors import (
 )
 from .flush import FlushService
 from .follow import follow_log, trim_queue_end
+from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .message_id import format_message_id, parse_message_id
 from .metadata import StoreIdentity, TopicInfo, TopicTable
-from .names import check_name
+from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id, check_name
 from .offsets import OffsetChange, OffsetStore
 from .record import (
     HEADER_PACK,
@@ -56,6 +57,7 @@ from .record import (
 )
 from .recovery import RecoveryReport, choose_start, recover
 from .results import (
+    STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
     STATUS_OK,
     AppendResult,
@@ -75,6 +77,8 @@ _CHUNK_BYTES = 8 << 20
 MAX_READ_MESSAGES = 10_000
 _TAG_SCAN_CHUNK = 1024
 _PULL_POLL_S = 0.002
+_DEDUP_CANDIDATES = 16
+_INDEX_MARKER = ".complete"
 _ANY = object()
 
 
@@ -84,7 +88,7 @@ def _now_ms() -> int:
 
 # A message validated and encoded, waiting for its place in the log:
 # (queue or None, routing key bytes or None, tag, keys, properties, body, born ms or None,
-#  tag hash)
+#  tag hash, keys to index, dedup id or None)
 _Prepared = tuple
 
 
@@ -154,6 +158,9 @@ class MessageStore:
                 )
                 self._topics = self._registry.topics
                 self._checkpoint = Checkpoint(self.path / "checkpoint")
+                self._index = KeyIndex(
+                    self.path / "index", self.config.index_slots, self.config.index_entries
+                )
                 if alone:
                     self._open_alone()
                 else:
@@ -172,6 +179,9 @@ class MessageStore:
     def _open_alone(self) -> None:
         """No other process has the store open: recover it, then publish the state."""
         rebuild_from = self._registry.load(self._table, repair=True)
+        index_from = self._open_index_for_recovery()
+        if index_from is not None and (rebuild_from is None or index_from < rebuild_from):
+            rebuild_from = index_from
         abort_marker = self.path / "abort"
         clean = not abort_marker.exists()
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
@@ -184,6 +194,7 @@ class MessageStore:
             clean,
             durable_end=state.commitlog_flushed if state else 0,
             resync_window=max(RESYNC_WINDOW, 2 * self.config.max_message_bytes),
+            index=self._index,
         )
         self._dirty_queues.update(self._registry.all_queues())
         for corruption in self.last_recovery.corruptions:
@@ -203,10 +214,27 @@ class MessageStore:
             index_version=previous.index_version + 1,
         )
 
+    def _open_index_for_recovery(self) -> int | None:
+        """Open the key index; if it is missing, empty it and return the log offset its
+        rebuild starts from (the whole log)."""
+        marker = self.path / "index" / _INDEX_MARKER
+        self._index.directory.mkdir(exist_ok=True)
+        if marker.exists():
+            self._index.open()
+            return None
+        for leftover in self._index.directory.iterdir():
+            if leftover.is_file():
+                leftover.unlink()
+        self._index.open()
+        marker.touch()
+        fileio.fsync_dir(self._index.directory)
+        return self.commitlog.min_offset if self.commitlog.segments else None
+
     def _open_beside_others(self) -> None:
         """Other processes have the store open: take their published state as it is."""
         snapshot = self._shared.read()
         self._registry.load(self._table, repair=False)
+        self._index.open()
         self.commitlog.tail = snapshot.tail
         self.commitlog.refresh(snapshot.tail)
         for queue, topic, queue_id in self._queue_identities():
@@ -367,10 +395,14 @@ class MessageStore:
         tag: str | None = None,
         queue: int | None = None,
         properties: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
     ) -> AppendResult:
         """Append one message and return where it landed.
 
         The queue is ``queue`` if given, else chosen by the key's hash, else round-robin.
+        With ``dedup_id``, a message with the same id stored in this topic within
+        ``dedup_window_s`` (by any process, before or after a restart) is not written
+        again: its result comes back with status DUPLICATE.
         In sync mode this returns after an fsync covers the record (status OK) or after
         ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
         InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
@@ -383,10 +415,11 @@ class MessageStore:
             and queue is None
             and not properties
             and len(body) <= self._plain_body_limit(state)
+            and dedup_id is None
         ):
-            prepared = (None, None, b"", b"", b"", body, None, 0)
+            prepared = (None, None, b"", b"", b"", body, None, 0, (), None)
         else:
-            prepared = self._prepare(state, body, key, tag, queue, properties, None)
+            prepared = self._prepare(state, body, key, tag, queue, properties, None, dedup_id)
         return self._append_prepared(state, [prepared])[0]
 
     def append_batch(
@@ -402,7 +435,7 @@ class MessageStore:
         limit = self._plain_body_limit(state)
         for item in messages:
             if type(item) is bytes and len(item) <= limit:
-                prepared.append((None, None, b"", b"", b"", item, None, 0))
+                prepared.append((None, None, b"", b"", b"", item, None, 0, (), None))
             elif isinstance(item, (bytes, bytearray, memoryview, str)):
                 prepared.append(self._prepare(state, item, None, None, None, None, None))
             elif isinstance(item, Message):
@@ -428,7 +461,9 @@ class MessageStore:
         fits = self.commitlog.capacity() - RECORD_OVERHEAD - len(state.name_bytes)
         return min(self.config.max_message_bytes, fits)
 
-    def _prepare(self, state, body, key, tag, queue, properties, born_ms) -> _Prepared:
+    def _prepare(
+        self, state, body, key, tag, queue, properties, born_ms, dedup_id=None
+    ) -> _Prepared:
         if isinstance(body, str):
             body = body.encode()
         elif isinstance(body, (bytearray, memoryview)):
@@ -452,6 +487,11 @@ class MessageStore:
         if born_ms is not None and (not isinstance(born_ms, int) or born_ms < 0):
             raise InvalidMessageError("born_time_ms must be a non-negative integer")
         keys_bytes = encode_keys(keys) if keys else b""
+        index_keys = tuple(keys)
+        if dedup_id is not None:
+            check_dedup_id(dedup_id)
+            properties = {**(properties or {}), DEDUP_PROPERTY: dedup_id}
+            index_keys += (DEDUP_KEY_PREFIX + dedup_id,)
         properties_bytes = encode_properties(properties)
         length = (
             RECORD_OVERHEAD
@@ -475,18 +515,72 @@ class MessageStore:
             body,
             born_ms,
             tag_hash(tag_bytes),
+            index_keys,
+            dedup_id,
         )
 
     def _append_prepared(self, state: Topic, batch: list[_Prepared]) -> list[AppendResult]:
-        """Encode the batch and write it with one pwrite per segment it lands in.
+        """Write a validated batch under the write lock, publish it, wait if sync.
 
-        Steps, under the write lock: 1. give each message its queue and queue offset;
-        2. encode its record (``record.encode_head`` + body + ``record.encode_trailer``,
-        inlined here because this loop is the hot path) at the commit-log tail, closing
-        the segment with an end-of-segment marker when the record does not fit;
-        3. write the encoded bytes; 4. publish the new tail; 5. write the consume-queue
-        entries. Readers find records through the consume queues, so they never see
-        a record before it is whole.
+        Steps: 1. take the thread lock, then the OS write lock, and catch up with what
+        other processes wrote; 2. find messages whose dedup id is already stored;
+        3. encode and write the others (``_write_records``); 4. write their consume-queue
+        and key-index entries; 5. publish the new tail; 6. in sync mode, wait for the
+        fsync that covers it.
+        """
+        with self._write_lock, self._follow_lock:
+            self._check_writable()
+            self._locks.lock_writes()
+            try:
+                self._follow_to(self._shared.read())
+                if self._topics.get(state.info.name) is not state:
+                    raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
+                now = _now_ms()
+                duplicates = self._find_duplicates(state, batch, now)
+                try:
+                    results, next_offsets, entries, index_items = self._write_records(
+                        state, batch, now, duplicates
+                    )
+                    self._dispatch(state.queues, next_offsets, entries)
+                    if index_items:
+                        self._index.put_many(index_items)
+                except OSError as error:
+                    self._fail(error)
+                    raise StoreFailedError(
+                        f"writing to the store failed ({error}); it refuses writes until reopened"
+                    ) from error
+                end = self.commitlog.tail
+                self._shared.publish_tail(end)
+                self._seen = self._seen._replace(tail=end)
+            finally:
+                self._locks.unlock_writes()
+        if self._pull_waiters:
+            with self._appended:
+                self._appended.notify_all()
+        if self._sync_mode:
+            if not self._flusher.wait_durable(end, self.config.flush_timeout_ms / 1000):
+                return [
+                    r if r.status == STATUS_DUPLICATE else r._replace(status=STATUS_FLUSH_TIMEOUT)
+                    for r in results
+                ]
+        elif end - self._flusher.flushed > self.config.flush_dirty_bytes:
+            self._flusher.kick()
+        return results
+
+    def _write_records(
+        self,
+        state: Topic,
+        batch: list[_Prepared],
+        now: int,
+        duplicates: dict[str, AppendResult],
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, list[bytes]], list[tuple]]:
+        """Encode the batch at the commit-log tail and write it, one pwrite per segment.
+
+        A record is ``record.encode_head`` + body + ``record.encode_trailer``, inlined
+        here because this loop is the hot path. A record that does not fit in what is
+        left of the segment closes it with an end-of-segment marker and goes to a new one.
+        Returns the results, each queue's next offset, the packed consume-queue entries
+        per queue and the key-index items.
         """
         topic_name = state.info.name
         topic_bytes = state.name_bytes
@@ -502,124 +596,145 @@ class MessageStore:
         pack_trailer = TRAILER_PACK
         checksum = crc32c
         results: list[AppendResult] = []
-        with self._write_lock, self._follow_lock:
-            self._check_writable()
-            self._locks.lock_writes()
-            try:
-                self._follow_to(self._shared.read())
-                if self._topics.get(topic_name) is not state:
-                    raise TopicNotFoundError(f"topic {topic_name!r} was deleted meanwhile")
-                now = _now_ms()
-                next_offsets: dict[int, int] = {}
-                entries: dict[int, list[bytes]] = {}
-                parts: list[bytes] = []
-                add = parts.append
-                try:
-                    round_robin = state.round_robin
-                    segment = log.writable_segment()
-                    tail = log.tail
-                    if self._shared.mark_writing():
-                        log.clear_after_tail(segment)
-                    chunk_start = tail - segment.base
-                    chunk_end = tail
+        next_offsets: dict[int, int] = {}
+        entries: dict[int, list[bytes]] = {}
+        index_items: list[tuple[str, str, int, int]] = []
+        parts: list[bytes] = []
+        add = parts.append
+        round_robin = state.round_robin
+        segment = log.writable_segment()
+        tail = log.tail
+        if self._shared.mark_writing():
+            log.clear_after_tail(segment)
+        chunk_start = tail - segment.base
+        chunk_end = tail
+        segment_limit = segment.end - MARKER_SIZE
+        for (
+            queue_id,
+            route_key,
+            tag,
+            keys,
+            props,
+            body,
+            born,
+            hashed,
+            index_keys,
+            dedup_id,
+        ) in batch:
+            if dedup_id is not None and dedup_id in duplicates:
+                results.append(duplicates[dedup_id])
+                continue
+            if queue_id is None:
+                if route_key is not None:
+                    queue_id = crc32(route_key) % queue_count
+                else:
+                    queue_id = round_robin % queue_count
+                    round_robin += 1
+            queue_offset = next_offsets.get(queue_id)
+            if queue_offset is None:
+                queue_offset = queues[queue_id].max_offset
+                entries[queue_id] = []
+            body_len = len(body)
+            if tag or keys or props:
+                length = fixed + len(tag) + len(keys) + len(props) + body_len
+                meta = topic_bytes + tag + keys + props
+            else:
+                length = fixed + body_len
+                meta = topic_bytes
+            if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
+                log.write(segment, chunk_start, b"".join(parts))
+                parts.clear()
+                chunk_start = tail - segment.base
+                chunk_end = tail
+                if tail + length > segment_limit:
+                    segment = log.close_segment(segment, chunk_start)
+                    tail = chunk_end = segment.base
+                    chunk_start = 0
                     segment_limit = segment.end - MARKER_SIZE
-                    for queue_id, route_key, tag, keys, props, body, born, hashed in batch:
-                        if queue_id is None:
-                            if route_key is not None:
-                                queue_id = crc32(route_key) % queue_count
-                            else:
-                                queue_id = round_robin % queue_count
-                                round_robin += 1
-                        queue_offset = next_offsets.get(queue_id)
-                        if queue_offset is None:
-                            queue_offset = queues[queue_id].max_offset
-                            entries[queue_id] = []
-                        body_len = len(body)
-                        if tag or keys or props:
-                            length = fixed + len(tag) + len(keys) + len(props) + body_len
-                            meta = topic_bytes + tag + keys + props
-                        else:
-                            length = fixed + body_len
-                            meta = topic_bytes
-                        if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
-                            log.write(segment, chunk_start, b"".join(parts))
-                            parts.clear()
-                            chunk_start = tail - segment.base
-                            chunk_end = tail
-                            if tail + length > segment_limit:
-                                segment = log.close_segment(segment, chunk_start)
-                                tail = chunk_end = segment.base
-                                chunk_start = 0
-                                segment_limit = segment.end - MARKER_SIZE
-                        next_offsets[queue_id] = queue_offset + 1
-                        head = (
-                            pack_head(
-                                length,
-                                RECORD_MAGIC,
-                                tail,
-                                queue_offset,
-                                now if born is None else born,
-                                now,
-                                queue_id,
-                                body_len,
-                                0,
-                                topic_len,
-                                len(tag),
-                                len(keys),
-                                len(props),
-                            )
-                            + meta
-                        )
-                        add(head)
-                        add(body)
-                        add(pack_trailer(checksum(body, checksum(head)), length))
-                        entries[queue_id].append(pack_entry(tail, length, hashed))
-                        results.append(
-                            new_result(
-                                AppendResult,
-                                (
-                                    f"{prefix}{tail:016X}",
-                                    topic_name,
-                                    queue_id,
-                                    queue_offset,
-                                    tail,
-                                    now,
-                                    STATUS_OK,
-                                ),
-                            )
-                        )
-                        tail += length
-                    state.round_robin = round_robin
-                    if parts:
-                        log.write(segment, chunk_start, b"".join(parts))
-                    log.tail = tail
-                except OSError as error:
-                    self._fail(error)
-                    raise StoreFailedError(
-                        f"writing to the store failed ({error}); it refuses writes until reopened"
-                    ) from error
-                try:
-                    self._dispatch(queues, next_offsets, entries)
-                except OSError as error:
-                    self._fail(error)
-                    raise StoreFailedError(
-                        f"writing a consume queue failed ({error}); "
-                        "it refuses writes until reopened"
-                    ) from error
-                end = log.tail
-                self._shared.publish_tail(end)
-                self._seen = self._seen._replace(tail=end)
-            finally:
-                self._locks.unlock_writes()
-        if self._pull_waiters:
-            with self._appended:
-                self._appended.notify_all()
-        if self._sync_mode:
-            if not self._flusher.wait_durable(end, self.config.flush_timeout_ms / 1000):
-                return [r._replace(status=STATUS_FLUSH_TIMEOUT) for r in results]
-        elif end - self._flusher.flushed > self.config.flush_dirty_bytes:
-            self._flusher.kick()
-        return results
+            next_offsets[queue_id] = queue_offset + 1
+            head = (
+                pack_head(
+                    length,
+                    RECORD_MAGIC,
+                    tail,
+                    queue_offset,
+                    now if born is None else born,
+                    now,
+                    queue_id,
+                    body_len,
+                    0,
+                    topic_len,
+                    len(tag),
+                    len(keys),
+                    len(props),
+                )
+                + meta
+            )
+            add(head)
+            add(body)
+            add(pack_trailer(checksum(body, checksum(head)), length))
+            entries[queue_id].append(pack_entry(tail, length, hashed))
+            result = new_result(
+                AppendResult,
+                (f"{prefix}{tail:016X}", topic_name, queue_id, queue_offset, tail, now, STATUS_OK),
+            )
+            results.append(result)
+            if index_keys:
+                for index_key in index_keys:
+                    index_items.append((topic_name, index_key, tail, now))
+                if dedup_id is not None:
+                    duplicates[dedup_id] = result._replace(status=STATUS_DUPLICATE)
+            tail += length
+        state.round_robin = round_robin
+        if parts:
+            log.write(segment, chunk_start, b"".join(parts))
+        log.tail = tail
+        return results, next_offsets, entries, index_items
+
+    def _find_duplicates(
+        self, state: Topic, batch: list[_Prepared], now: int
+    ) -> dict[str, AppendResult]:
+        """Results of messages already stored under the batch's dedup ids, by id."""
+        found: dict[str, AppendResult] = {}
+        since = now - self.config.dedup_window_s * 1000
+        for item in batch:
+            dedup_id = item[9]
+            if dedup_id is None or dedup_id in found:
+                continue
+            for offset in self._index.query(
+                state.info.name, DEDUP_KEY_PREFIX + dedup_id, since, None, _DEDUP_CANDIDATES
+            ):
+                message = self._record_at(offset)
+                if (
+                    message is not None
+                    and message.topic == state.info.name
+                    and offset >= state.info.created_offset
+                    and message.properties.get(DEDUP_PROPERTY) == dedup_id
+                ):
+                    found[dedup_id] = AppendResult(
+                        message.message_id,
+                        message.topic,
+                        message.queue,
+                        message.queue_offset,
+                        offset,
+                        message.store_time_ms,
+                        STATUS_DUPLICATE,
+                    )
+                    break
+        return found
+
+    def _record_at(self, commit_offset: int) -> StoredMessage | None:
+        """The intact record starting at ``commit_offset``, or None."""
+        if not self.commitlog.min_offset <= commit_offset < self.commitlog.tail:
+            return None
+        found = self.commitlog.locate(commit_offset)
+        if found is None:
+            return None
+        segment, pos = found
+        try:
+            return decode_record(segment.view, pos, segment.size, commit_offset, self._id_prefix)
+        except CorruptRecordError:
+            return None
 
     def _dispatch(self, queues, next_offsets, entries) -> None:
         for queue_id, packed in entries.items():
@@ -731,6 +846,44 @@ class MessageStore:
                 ) from None
             self._note_corruption(Corruption(commit_offset, 0, error.reason))
             raise
+
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        begin_ms: int | None = None,
+        end_ms: int | None = None,
+        limit: int = 64,
+    ) -> list[StoredMessage]:
+        """Messages of ``topic`` carrying ``key``, newest first, at most ``limit``.
+
+        ``begin_ms``/``end_ms`` bound the store time (inclusive). Found through the key
+        index; hash collisions are ruled out by checking each record's keys.
+        """
+        self._check_open()
+        self._follow()
+        state = self._topic(topic)
+        normalize_keys(key)
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_READ_MESSAGES:
+            raise StoreError(f"limit must be 1 to {MAX_READ_MESSAGES}, not {limit!r}")
+        for bound in (begin_ms, end_ms):
+            if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+                raise StoreError(f"a time bound is an integer of milliseconds, not {bound!r}")
+        wanted = limit
+        while True:
+            offsets = self._index.query(topic, key, begin_ms, end_ms, wanted)
+            found = []
+            for offset in offsets:
+                if offset < state.info.created_offset:
+                    continue
+                message = self._record_at(offset)
+                if message is not None and message.topic == topic and key in message.keys:
+                    found.append(message)
+                    if len(found) == limit:
+                        return found
+            if len(offsets) < wanted:
+                return found
+            wanted *= 4
 
     def queue_range(self, topic: str, queue: int) -> tuple[int, int]:
         """(min offset, max offset) of a queue: readable offsets are min ≤ o < max."""
@@ -885,10 +1038,15 @@ class MessageStore:
                 segments = self.commitlog.take_unsynced()
                 queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
                 self._dirty_queues.clear()
+                index_files = self._index.take_dirty()
+                if self._index.files and self._index.files[-1] not in index_files:
+                    index_files.append(self._index.files[-1])  # other processes write it too
             for segment in segments:
                 segment.sync()
             for queue_file in queue_files:
                 fileio.fdatasync(queue_file.fd)
+            for index_file in index_files:
+                index_file.sync()
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             return target
@@ -1014,6 +1172,7 @@ class MessageStore:
         with self._appended:
             self._appended.notify_all()
         self._registry.close()
+        self._index.close()
         self.commitlog.close()
         self._checkpoint.close()
         self._offsets.close()

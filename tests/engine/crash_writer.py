@@ -14,6 +14,7 @@ import random
 import sys
 
 from storeadapter.engine import STATUS_OK, Message, MessageStore, StoreConfig
+from tests.engine.storetools import INDEX_ENTRIES, INDEX_SLOTS
 
 SEGMENT_BYTES = 8192
 DIGEST = 16
@@ -21,6 +22,8 @@ DIGEST = 16
 
 def writer_config(mode: str) -> StoreConfig:
     return StoreConfig(
+        index_slots=INDEX_SLOTS,
+        index_entries=INDEX_ENTRIES,
         segment_bytes=SEGMENT_BYTES,
         max_message_bytes=1024,
         queue_file_entries=64,

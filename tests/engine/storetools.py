@@ -10,6 +10,9 @@ from storeadapter.engine import MessageStore, StoredMessage
 SEGMENT_BYTES = 4096
 MAX_MESSAGE_BYTES = 1024
 QUEUE_FILE_ENTRIES = 64
+# Small key-index files: the default ones are 420 MB (sparse), too big to copy in tests.
+INDEX_SLOTS = 64
+INDEX_ENTRIES = 512
 
 
 def segment_paths(store_path: Path) -> list[Path]:

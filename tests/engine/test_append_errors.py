@@ -15,6 +15,8 @@ from storeadapter.engine import (
     TopicNotFoundError,
 )
 from tests.engine.storetools import (
+    INDEX_ENTRIES,
+    INDEX_SLOTS,
     MAX_MESSAGE_BYTES,
     SEGMENT_BYTES,
     read_log_bytes,
@@ -94,7 +96,9 @@ def test_batch_with_one_invalid_message_writes_none(store, bad):
 
 
 def test_record_larger_than_a_segment_is_refused_and_nothing_written(tmp_path):
-    config = StoreConfig(segment_bytes=SEGMENT_BYTES)  # default max_message_bytes: 4 MiB
+    config = StoreConfig(
+        index_slots=INDEX_SLOTS, index_entries=INDEX_ENTRIES, segment_bytes=SEGMENT_BYTES
+    )  # default max_message_bytes: 4 MiB
     with MessageStore.open(tmp_path / "store", config) as store:
         store.create_topic("t", queues=1)
         store.append("t", b"before")
@@ -108,7 +112,9 @@ def test_record_larger_than_a_segment_is_refused_and_nothing_written(tmp_path):
 
 
 def test_batch_whose_last_record_is_larger_than_a_segment_writes_none(tmp_path):
-    config = StoreConfig(segment_bytes=SEGMENT_BYTES)  # default max_message_bytes: 4 MiB
+    config = StoreConfig(
+        index_slots=INDEX_SLOTS, index_entries=INDEX_ENTRIES, segment_bytes=SEGMENT_BYTES
+    )  # default max_message_bytes: 4 MiB
     with MessageStore.open(tmp_path / "store", config) as store:
         store.create_topic("t", queues=1)
         before = _snapshot(store)

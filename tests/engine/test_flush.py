@@ -18,6 +18,8 @@ from storeadapter.engine import (
 )
 from storeadapter.engine.checkpoint import read_checkpoint
 from tests.engine.storetools import (
+    INDEX_ENTRIES,
+    INDEX_SLOTS,
     MAX_MESSAGE_BYTES,
     QUEUE_FILE_ENTRIES,
     SEGMENT_BYTES,
@@ -35,7 +37,7 @@ def _config(mode: str, **overrides) -> StoreConfig:
         flush_mode=mode,
     )
     settings.update(overrides)
-    return StoreConfig(**settings)
+    return StoreConfig(index_slots=INDEX_SLOTS, index_entries=INDEX_ENTRIES, **settings)
 
 
 @pytest.fixture

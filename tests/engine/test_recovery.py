@@ -12,6 +12,8 @@ import pytest
 
 from storeadapter.engine import AppendResult, MessageNotFoundError, MessageStore, StoreConfig
 from tests.engine.storetools import (
+    INDEX_ENTRIES,
+    INDEX_SLOTS,
     MAX_MESSAGE_BYTES,
     QUEUE_FILE_ENTRIES,
     SEGMENT_BYTES,
@@ -27,6 +29,8 @@ from tests.engine.storetools import (
 )
 
 QUIET = StoreConfig(
+    index_slots=INDEX_SLOTS,
+    index_entries=INDEX_ENTRIES,
     segment_bytes=SEGMENT_BYTES,
     max_message_bytes=MAX_MESSAGE_BYTES,
     queue_file_entries=QUEUE_FILE_ENTRIES,
