@@ -8,7 +8,13 @@ from pathlib import Path
 
 from . import fileio
 from .errors import StoreFormatError
-from .record import END_OF_SEGMENT_MAGIC, MARKER, MARKER_SIZE
+from .record import (
+    END_OF_SEGMENT_MAGIC,
+    MARKER,
+    MARKER_SIZE,
+    RECORD_MAGIC_BYTES,
+    RECORD_OVERHEAD,
+)
 from .segment import Segment, is_segment_name, segment_name
 
 
@@ -27,6 +33,7 @@ class CommitLog:
         self._bases: list[int] = []
         self.tail = 0
         self.flushed = 0
+        self.last_store_ms = 0  # the newest record's store time, as far as this process saw
         self.unsynced: list[Segment] = []
 
     def open(self) -> None:
@@ -153,6 +160,28 @@ class CommitLog:
         if active is not None and active not in pending:
             pending.append(active)
         return pending
+
+    def store_time_before_tail(self) -> int:
+        """The store time of the record just before the tail (0 if none is found there).
+
+        Records end with their length, so the last one is found by reading backwards.
+        """
+        found = self.locate(self.tail - 1) if self.tail else None
+        if found is None:
+            return 0
+        segment, pos = found
+        end = pos + 1
+        if end < RECORD_OVERHEAD:
+            return 0
+        length = int.from_bytes(segment.map[end - 4 : end], "little")
+        start = end - length
+        if (
+            length < RECORD_OVERHEAD
+            or start < 0
+            or segment.map[start + 4 : start + 8] != (RECORD_MAGIC_BYTES)
+        ):
+            return 0
+        return int.from_bytes(segment.map[start + 32 : start + 40], "little", signed=True)
 
     def disk_bytes(self) -> int:
         return sum(os.fstat(s.fd).st_blocks * 512 for s in self.segments)

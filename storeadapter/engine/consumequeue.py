@@ -16,10 +16,12 @@ from pathlib import Path
 
 from . import fileio
 from .segment import is_segment_name, segment_name
+from .timeindex import TimeIndex
 
 ENTRY = struct.Struct("<QIQ")
 ENTRY_SIZE = ENTRY.size
 _HOLE_PROBE_ENTRIES = 256
+TIME_INDEX_INTERVAL = 128
 
 
 class QueueFile:
@@ -80,6 +82,7 @@ class ConsumeQueue:
         self.max_offset = 0
         self.dirty: set[QueueFile] = set()
         self.closed = False
+        self.time_index = TimeIndex(directory, TIME_INDEX_INTERVAL)
 
     def open(self) -> None:
         """Open existing files and find where the written entries end."""
@@ -191,6 +194,7 @@ class ConsumeQueue:
             return
         self.write(index, bytes((self.max_offset - index) * ENTRY_SIZE))
         self.max_offset = index
+        self.time_index.truncate_from(index)
         for queue_file in list(self.files):
             if queue_file.first_index > index or (
                 queue_file.first_index == index and index > self.min_offset
@@ -221,6 +225,7 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.closed = True
+        self.time_index.close()
         for queue_file in self.files:
             queue_file.close()
         self.files.clear()

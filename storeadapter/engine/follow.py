@@ -54,6 +54,8 @@ def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]
         target = cache.get(key, _UNKNOWN)
         if target is _UNKNOWN:
             target = cache[key] = resolve(*key)
+        if header[5] > log.last_store_ms:
+            log.last_store_ms = header[5]
         if target is not None and pos >= target[1]:
             queue = target[0]
             if header[3] >= queue.max_offset:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 from .checkpoint import CheckpointState
 from .commitlog import CommitLog
-from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
 from .follow import trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
@@ -136,6 +136,7 @@ def recover(
                 tail = event.offset
         dispatcher.finish()
     log.tail = max(tail, log.min_offset)
+    log.last_store_ms = max(log.last_store_ms, dispatcher.last_store_ms)
     if index is not None:
         report.dropped_index_entries = index.truncate_from(log.tail)
     for queue, topic, queue_id in queues:
@@ -163,6 +164,7 @@ class _Dispatcher:
         self._index = index
         self._index_from = (index.end_offset or 0) if index is not None else None
         self._index_items: list[tuple[str, str, int, int]] = []
+        self._last_store_ms = 0
         self._queues: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
         self._pending: dict[ConsumeQueue, list[tuple[int, bytes]]] = {}
         self._count = 0
@@ -185,6 +187,10 @@ class _Dispatcher:
             and (header[11] or header[12])
         ):
             self._index_items.extend(_index_items(view, pos, header, topic, offset))
+        if not queue_offset % TIME_INDEX_INTERVAL:
+            queue.time_index.write([(queue_offset, header[5])])
+        if header[5] > self._last_store_ms:
+            self._last_store_ms = header[5]
         tag = bytes(view[start + topic_len : start + topic_len + tag_len]) if tag_len else b""
         pending = self._pending.get(queue)
         if pending is None:
@@ -193,6 +199,10 @@ class _Dispatcher:
         self._count += 1
         if self._count >= _FLUSH_EVERY:
             self.finish()
+
+    @property
+    def last_store_ms(self) -> int:
+        return self._last_store_ms
 
     def finish(self) -> None:
         if self._index_items:

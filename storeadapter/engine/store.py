@@ -19,7 +19,7 @@ from . import fileio
 from .checkpoint import Checkpoint
 from .commitlog import CommitLog
 from .config import StoreConfig
-from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
 from .errors import (
     CorruptRecordError,
     InvalidMessageError,
@@ -47,6 +47,8 @@ from .record import (
     MARKER_SIZE,
     RECORD_MAGIC,
     RECORD_OVERHEAD,
+    STORE_TIME,
+    STORE_TIME_AT,
     TRAILER_PACK,
     decode_record,
     encode_keys,
@@ -167,6 +169,9 @@ class MessageStore:
                     self._open_beside_others()
             finally:
                 self._locks.unlock_writes()
+        self.commitlog.last_store_ms = max(
+            self.commitlog.last_store_ms, self.commitlog.store_time_before_tail()
+        )
         self._flusher = FlushService(
             self._sync_log,
             self._flush_everything,
@@ -599,9 +604,12 @@ class MessageStore:
         next_offsets: dict[int, int] = {}
         entries: dict[int, list[bytes]] = {}
         index_items: list[tuple[str, str, int, int]] = []
+        time_marks: list[tuple[int, int]] = []
         parts: list[bytes] = []
         add = parts.append
         round_robin = state.round_robin
+        if now < log.last_store_ms:
+            now = log.last_store_ms  # store times never go back, even if the clock does
         segment = log.writable_segment()
         tail = log.tail
         if self._shared.mark_writing():
@@ -674,6 +682,8 @@ class MessageStore:
             add(body)
             add(pack_trailer(checksum(body, checksum(head)), length))
             entries[queue_id].append(pack_entry(tail, length, hashed))
+            if not queue_offset % TIME_INDEX_INTERVAL:
+                time_marks.append((queue_id, queue_offset))
             result = new_result(
                 AppendResult,
                 (f"{prefix}{tail:016X}", topic_name, queue_id, queue_offset, tail, now, STATUS_OK),
@@ -689,6 +699,9 @@ class MessageStore:
         if parts:
             log.write(segment, chunk_start, b"".join(parts))
         log.tail = tail
+        log.last_store_ms = now
+        for queue_id, queue_offset in time_marks:
+            queues[queue_id].time_index.write([(queue_offset, now)])
         return results, next_offsets, entries, index_items
 
     def _find_duplicates(
@@ -846,6 +859,44 @@ class MessageStore:
                 ) from None
             self._note_corruption(Corruption(commit_offset, 0, error.reason))
             raise
+
+    def offset_for_time(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        """The first queue offset whose store time is ≥ ``timestamp_ms``.
+
+        Kafka's offsetsForTimes: before the first message, the queue's min offset; after
+        the last, its max offset (where the next message will go).
+        """
+        self._check_open()
+        self._follow()
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+            raise StoreError(f"a timestamp is an integer of milliseconds, not {timestamp_ms!r}")
+        low, high = consume_queue.min_offset, consume_queue.max_offset
+        for mark_offset, mark_ms in consume_queue.time_index.marks(low, high):
+            if mark_ms < timestamp_ms:
+                low = mark_offset + 1
+            else:
+                high = mark_offset
+                break
+        # The answer is in [low, high]: binary search on the records' store times.
+        while low < high:
+            middle = (low + high) // 2
+            store_ms = self._store_time(consume_queue, middle)
+            if store_ms is None or store_ms < timestamp_ms:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _store_time(self, consume_queue: ConsumeQueue, index: int) -> int | None:
+        entry = consume_queue.entry(index)
+        if entry is None:
+            return None
+        found = self.commitlog.locate(entry[0])
+        if found is None:
+            return None
+        segment, pos = found
+        return STORE_TIME.unpack_from(segment.map, pos + STORE_TIME_AT)[0]
 
     def query_by_key(
         self,
@@ -1037,6 +1088,7 @@ class MessageStore:
                 target = self.commitlog.tail
                 segments = self.commitlog.take_unsynced()
                 queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
+                time_indexes = [q.time_index for q in self._dirty_queues]
                 self._dirty_queues.clear()
                 index_files = self._index.take_dirty()
                 if self._index.files and self._index.files[-1] not in index_files:
@@ -1045,6 +1097,8 @@ class MessageStore:
                 segment.sync()
             for queue_file in queue_files:
                 fileio.fdatasync(queue_file.fd)
+            for time_index in time_indexes:
+                time_index.sync()
             for index_file in index_files:
                 index_file.sync()
             self._checkpoint.save(target, target, target)

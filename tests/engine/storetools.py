@@ -23,7 +23,8 @@ def segment_paths(store_path: Path) -> list[Path]:
 def queue_file_paths(store_path: Path, topic: str, queue: int) -> list[Path]:
     """The consume-queue files of one queue, in index order."""
     directory = store_path / "consumequeue" / topic / str(queue)
-    return sorted(directory.iterdir(), key=lambda p: p.name)
+    files = [p for p in directory.iterdir() if len(p.name) == 20 and p.name.isdigit()]
+    return sorted(files, key=lambda p: p.name)
 
 
 def _segment_for(store_path: Path, commit_offset: int) -> tuple[Path, int]:

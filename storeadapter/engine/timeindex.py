@@ -1,0 +1,76 @@
+"""A sparse time index per queue: the store time of every ``interval``-th queue offset.
+
+``consumequeue/<topic>/<queue>/timeindex`` holds 16-byte marks, mark ``n`` at byte
+``16 × n``: the queue offset ``n × interval`` plus one (0 = not written) and that
+message's store time in ms. ``offset_for_time`` binary-searches the marks to a range of
+at most ``interval`` offsets, then the consume queue and log inside it: a handful of
+record reads instead of a binary search through the whole queue's records. Marks are
+written where their offset puts them, so writing one again changes nothing; recovery
+rewrites those of the records it scans.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+from . import fileio
+
+MARK = struct.Struct("<Qq")
+MARK_SIZE = MARK.size
+FILE_NAME = "timeindex"
+
+
+class TimeIndex:
+    def __init__(self, directory: Path, interval: int) -> None:
+        self.path = directory / FILE_NAME
+        self.interval = interval
+        self.fd = -1
+        self.dirty = False
+
+    def _open(self) -> int:
+        if self.fd < 0:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self.fd
+
+    def write(self, marks: list[tuple[int, int]]) -> None:
+        """Write (queue offset, store ms) marks; offsets must be multiples of interval."""
+        fd = self._open()
+        for queue_offset, store_ms in marks:
+            position = queue_offset // self.interval * MARK_SIZE
+            fileio.pwrite_all(fd, MARK.pack(queue_offset + 1, store_ms), position)
+        self.dirty = True
+
+    def marks(self, first_offset: int, end_offset: int) -> list[tuple[int, int]]:
+        """The written marks for queue offsets in [first_offset, end_offset), in order."""
+        if end_offset <= first_offset:
+            return []
+        first = -(-first_offset // self.interval)
+        last = (end_offset - 1) // self.interval
+        if last < first:
+            return []
+        data = os.pread(self._open(), (last - first + 1) * MARK_SIZE, first * MARK_SIZE)
+        found = []
+        for stored, store_ms in MARK.iter_unpack(data[: len(data) // MARK_SIZE * MARK_SIZE]):
+            if stored and first_offset <= stored - 1 < end_offset:
+                found.append((stored - 1, store_ms))
+        return found
+
+    def truncate_from(self, queue_offset: int) -> None:
+        """Forget the marks of queue offsets at or past ``queue_offset``."""
+        fd = self._open()
+        first = -(-queue_offset // self.interval)
+        if os.fstat(fd).st_size > first * MARK_SIZE:
+            os.ftruncate(fd, first * MARK_SIZE)
+            self.dirty = True
+
+    def sync(self) -> None:
+        if self.dirty and self.fd >= 0:
+            self.dirty = False
+            fileio.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
