@@ -1,10 +1,17 @@
 """Store engine benchmark: append, read, get and recovery figures beside the SQLite table.
 
     .venv/bin/python bench/engine.py [--count N] [--sizes 50,1024,4096] [--dir PATH]
+                                     [--part one|two|all | --all] [--keys N] ...
 
-Prints one JSON line, then a table. Every Tidemark figure is shown with its ratio to
-the SQLite baseline (bench/baseline_sqlite.py) measured in the same run, and with the
-target from the engine issue where there is one. Timings only: no test asserts them.
+``--part one`` runs the append, read, get and recovery figures; ``--part two`` runs
+bench/engine_two.py (key and time lookups, several producer processes, append-to-pull
+latency; its options such as ``--keys`` are listed by ``--help``); ``--all`` (the
+default) runs both, the part-two figures under the JSON key "part_two". Prints one
+JSON line, then a table.
+
+Every part-one figure is shown with its ratio to the SQLite baseline (bench/baseline_sqlite.py)
+measured in the same run, and with the target from the engine issue where there is one.
+Timings only: no test asserts them.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import engine_two  # noqa: E402
 from baseline_sqlite import run_baseline  # noqa: E402
 
 from storeadapter.engine import MessageStore, StoreConfig  # noqa: E402
@@ -233,19 +241,42 @@ def main() -> None:
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
     parser.add_argument("--segment-bytes", type=int, default=1 << 30)
     parser.add_argument("--no-baseline", action="store_true", help="skip the SQLite table")
+    parser.add_argument(
+        "--part",
+        choices=("one", "two", "all"),
+        default="all",
+        help="one: append/read/get/recovery; two: bench/engine_two.py; all (default): both",
+    )
+    parser.add_argument(
+        "--all", dest="part", action="store_const", const="all", help="same as --part all"
+    )
+    engine_two.add_arguments(parser.add_argument_group("part two"))
     args = parser.parse_args()
     sizes = tuple(int(s) for s in args.sizes.split(","))
     with tempfile.TemporaryDirectory(dir=args.dir) as temp:
         workdir = Path(temp)
-        report: dict = {"machine": {"cpus": os.cpu_count()}, "count": args.count}
-        report["sqlite"] = (
-            {} if args.no_baseline else run_baseline(workdir, sizes, args.count)["sqlite"]
-        )
-        report["tidemark"] = {
-            str(size): run_size(workdir, size, args.count, args.segment_bytes) for size in sizes
-        }
+        report: dict = {"machine": {"cpus": os.cpu_count()}}
+        if args.part in ("one", "all"):
+            report["count"] = args.count
+            report["sqlite"] = (
+                {} if args.no_baseline else run_baseline(workdir, sizes, args.count)["sqlite"]
+            )
+            report["tidemark"] = {
+                str(size): run_size(workdir, size, args.count, args.segment_bytes) for size in sizes
+            }
+        if args.part in ("two", "all"):
+            report["part_two"] = engine_two.run_from_arguments(workdir, args)
     print(json.dumps(report))
-    print(format_table(report))
+    tables = []
+    if "tidemark" in report:
+        tables.append(format_table(report))
+    if "part_two" in report:
+        tables.append(engine_two.format_table(report["part_two"]))
+    print("\n\n".join(tables))
+    wrong = engine_two.failures(report.get("part_two", {}))
+    if wrong:
+        print(f"wrong answers in: {', '.join(wrong)}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

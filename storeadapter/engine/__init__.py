@@ -12,6 +12,7 @@ from .consumer import Consumer, redrive_dlq
 from .errors import (
     ConfigError,
     CorruptRecordError,
+    DiskFullError,
     InvalidMessageError,
     InvalidMessageIdError,
     InvalidNameError,
@@ -55,6 +56,7 @@ __all__ = [
     "ConfigError",
     "Corruption",
     "CorruptRecordError",
+    "DiskFullError",
     "InvalidMessageError",
     "InvalidMessageIdError",
     "InvalidNameError",

@@ -161,6 +161,24 @@ class CommitLog:
             pending.append(active)
         return pending
 
+    def first_store_time(self, segment: Segment) -> int | None:
+        """The store time of the first record in ``segment``, or None if it has none."""
+        if segment.base >= self.tail or segment.map[4:8] != RECORD_MAGIC_BYTES:
+            return None
+        return int.from_bytes(segment.map[32:40], "little", signed=True)
+
+    def drop_below(self, offset: int) -> list[Segment]:
+        """Retire the segments that end at or before ``offset`` (never the last one)."""
+        dropped = []
+        while len(self.segments) > 1 and self.segments[0].end <= offset:
+            segment = self.segments.pop(0)
+            self._bases.pop(0)
+            if segment in self.unsynced:
+                self.unsynced.remove(segment)
+            segment.retire()
+            dropped.append(segment)
+        return dropped
+
     def store_time_before_tail(self) -> int:
         """The store time of the record just before the tail (0 if none is found there).
 
@@ -184,7 +202,7 @@ class CommitLog:
         return int.from_bytes(segment.map[start + 32 : start + 40], "little", signed=True)
 
     def disk_bytes(self) -> int:
-        return sum(os.fstat(s.fd).st_blocks * 512 for s in self.segments)
+        return sum(os.fstat(s.fd).st_blocks * 512 for s in self.segments if s.fd >= 0)
 
     def close(self) -> None:
         for segment in self.segments:

@@ -93,7 +93,7 @@ class ConsumeQueue:
         ]
         if self.files:
             self.min_offset = self.files[0].first_index
-            self.max_offset = self._find_end(self.files[-1])
+            self.max_offset = max(self._find_end(self.files[-1]), self.min_offset)
 
     def _find_end(self, last: QueueFile) -> int:
         low, high = 0, last.entries
@@ -203,6 +203,28 @@ class ConsumeQueue:
                 self.dirty.discard(queue_file)
                 queue_file.close()
                 queue_file.path.unlink(missing_ok=True)
+
+    def advance_min(self, log_min: int) -> int:
+        """Move the minimum offset past entries whose records are below ``log_min``
+        (retention deleted them); delete files wholly below it. Return the new minimum."""
+        low, high = self.min_offset, self.max_offset
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.entry(middle)
+            if entry is None or entry[0] < log_min:
+                low = middle + 1
+            else:
+                high = middle
+        if low <= self.min_offset:
+            return self.min_offset
+        self.min_offset = low
+        for queue_file in list(self.files):
+            if queue_file.first_index + queue_file.entries <= low:
+                self.files.remove(queue_file)
+                self.dirty.discard(queue_file)
+                queue_file.close()
+                queue_file.path.unlink(missing_ok=True)
+        return low
 
     def mark_dirty(self, start: int, end: int) -> None:
         """Have the next flush fsync the files holding entries ``start`` to ``end - 1``

@@ -23,6 +23,10 @@ class StoreFailedError(StoreError):
     """A write or fsync failed; the store refuses writes until it is reopened."""
 
 
+class DiskFullError(StoreError):
+    """Disk use is past ``disk_reject_ratio``: appends are refused until space is freed."""
+
+
 class StoreFormatError(StoreError):
     """A file in the store directory is not in a format this version understands."""
 

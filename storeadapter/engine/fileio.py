@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from pathlib import Path
 
 
@@ -75,3 +76,9 @@ def pwrite_all(fd: int, data, offset: int) -> None:
         written = os.pwrite(fd, view, offset)
         view = view[written:]
         offset += written
+
+
+def disk_usage(path: Path) -> tuple[int, int]:
+    """(used bytes, total bytes) of the file system holding ``path``."""
+    usage = shutil.disk_usage(path)
+    return usage.total - usage.free, usage.total

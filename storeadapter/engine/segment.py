@@ -76,7 +76,16 @@ class Segment:
         self.map = mmap.mmap(self.fd, self.size)
         self.view = memoryview(self.map)
 
+    def retire(self) -> None:
+        """Delete the file (retention). The mapping stays valid for whoever still reads
+        it, and goes when the last reference does; only the descriptor is closed now."""
+        self.path.unlink(missing_ok=True)
+        os.close(self.fd)
+        self.fd = -1
+
     def close(self) -> None:
+        if self.fd < 0:
+            return
         self.view.release()
         self.map.close()
         os.close(self.fd)

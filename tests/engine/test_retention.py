@@ -1,0 +1,165 @@
+"""Retention with a fake clock and a fake disk: what goes, what stays, what is reported."""
+
+from __future__ import annotations
+
+import pytest
+
+import storeadapter.engine.store as store_module
+from storeadapter.engine import DiskFullError, MessageNotFoundError, fileio
+from tests.engine.storetools import read_all, segment_paths
+
+HOUR_MS = 3_600_000
+START_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = {"ms": START_MS}
+    monkeypatch.setattr(store_module, "_now_ms", lambda: now["ms"])
+    return now
+
+
+@pytest.fixture
+def disk(monkeypatch):
+    usage = {"ratio": 0.10}
+    monkeypatch.setattr(fileio, "disk_usage", lambda path: (int(usage["ratio"] * 1e9), 10**9))
+    return usage
+
+
+def _fill(store, clock, hours: list[float], per_hour: int = 60) -> list:
+    """Append ``per_hour`` 200-byte messages at each of the given hours after START."""
+    results = []
+    for hour in hours:
+        clock["ms"] = START_MS + int(hour * HOUR_MS)
+        for i in range(per_hour):
+            results.append(store.append("t", b"x" * 200, queue=i % 2))
+    return results
+
+
+def test_expired_segments_go_and_queue_minimums_move(store, clock, disk, store_path):
+    old = _fill(store, clock, [0])
+    new = _fill(store, clock, [80])
+    segments_before = len(segment_paths(store_path))
+
+    report = store.delete_expired(now_ms=START_MS + 90 * HOUR_MS)
+
+    assert report.deleted_segments and all(
+        d["reason"] == "expired" for d in report.deleted_segments
+    )
+    assert len(segment_paths(store_path)) == segments_before - len(report.deleted_segments)
+    assert store.queue_range("t", 0)[0] > 0
+    with pytest.raises(MessageNotFoundError):
+        store.get(old[0].message_id)
+    assert store.get(new[-1].message_id).body == b"x" * 200
+    assert all(m.store_time_ms >= START_MS for m in read_all(store, "t", 0))
+
+
+def test_nothing_within_retention_is_deleted(store, clock, disk, store_path):
+    _fill(store, clock, [0, 10])
+    before = segment_paths(store_path)
+
+    report = store.delete_expired(now_ms=START_MS + 20 * HOUR_MS)
+
+    assert report.deleted_segments == []
+    assert segment_paths(store_path) == before
+
+
+def test_the_active_segment_is_never_deleted(store, clock, disk, store_path):
+    _fill(store, clock, [0])
+
+    store.delete_expired(now_ms=START_MS + 1000 * HOUR_MS)
+
+    assert len(segment_paths(store_path)) >= 1
+    assert store.append("t", b"still writable").status == "OK"
+
+
+def test_the_report_counts_dropped_and_unconsumed_messages_per_group(store, clock, disk):
+    _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    store.commit_offset("caught-up", "t", 0, store.queue_range("t", 0)[1])
+    store.commit_offset("behind", "t", 0, 5)
+
+    report = store.delete_expired(now_ms=START_MS + 90 * HOUR_MS)
+
+    drop = next(q for q in report.queues if q.queue == 0)
+    assert drop.dropped == drop.new_min_offset - drop.old_min_offset > 5
+    assert drop.unconsumed_by_group["caught-up"] == 0
+    assert drop.unconsumed_by_group["behind"] == drop.new_min_offset - 5
+
+
+def test_past_the_force_ratio_unexpired_segments_go_until_under_warn(store, clock, disk):
+    _fill(store, clock, [0, 1, 2])
+    disk["ratio"] = 0.86
+
+    report = store.delete_expired(now_ms=START_MS + 3 * HOUR_MS)
+
+    assert report.deleted_segments
+    assert {d["reason"] for d in report.deleted_segments} == {"disk"}
+
+
+def test_past_the_reject_ratio_appends_are_refused_and_resume_after(store, disk):
+    disk["ratio"] = 0.95
+    store.flush()  # the disk is probed when the store flushes
+
+    with pytest.raises(DiskFullError, match="95% full"):
+        store.append("t", b"refused")
+    disk["ratio"] = 0.50
+    store.flush()
+
+    assert store.append("t", b"accepted").status == "OK"
+
+
+def test_consume_queue_and_index_files_below_the_minimum_go(store, clock, disk, store_path):
+    clock["ms"] = START_MS
+    for i in range(300):  # 64 entries per consume-queue file, 512 per index file
+        store.append("t", b"y" * 100, key=f"k{i}", queue=0)
+    _fill(store, clock, [80])
+    queue_dir = store_path / "consumequeue" / "t" / "0"
+    files_before = len([p for p in queue_dir.iterdir() if p.name.isdigit()])
+
+    report = store.delete_expired(now_ms=START_MS + 90 * HOUR_MS)
+
+    assert len([p for p in queue_dir.iterdir() if p.name.isdigit()]) < files_before
+    assert report.index_files_deleted >= 0
+    assert store.query_by_key("t", "k0") == []
+
+
+def test_minimums_survive_a_reopen(open_store, store_path, clock, disk):
+    store = open_store()
+    store.create_topic("t", queues=2)
+    _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    store.delete_expired(now_ms=START_MS + 90 * HOUR_MS)
+    expected = store.queue_range("t", 0)
+    store.close()
+
+    assert open_store().queue_range("t", 0) == expected
+
+
+def test_another_store_object_follows_the_deletion(open_store, clock, disk):
+    store = open_store()
+    store.create_topic("t", queues=2)
+    other = open_store()
+    _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    assert other.queue_range("t", 0)[0] == 0
+
+    store.delete_expired(now_ms=START_MS + 90 * HOUR_MS)
+
+    assert other.queue_range("t", 0) == store.queue_range("t", 0)
+    assert read_all(other, "t", 0)[0].queue_offset == store.queue_range("t", 0)[0]
+
+
+def test_expiry_forecast_names_groups_with_unconsumed_old_messages(store, clock, disk):
+    _fill(store, clock, [0])
+    _fill(store, clock, [5])
+    store.commit_offset("behind", "t", 0, 0)
+    store.commit_offset("caught-up", "t", 0, store.queue_range("t", 0)[1])
+
+    rows = store.expiry_forecast(now_ms=START_MS + 6 * HOUR_MS)
+
+    behind = [r for r in rows if r["group"] == "behind"]
+    assert behind and behind[0]["queue"] == 0 and behind[0]["messages"] > 0
+    assert behind[0]["expires_at_ms"] <= START_MS + (5 + 72) * HOUR_MS
+    assert behind[0]["overdue"] is False
+    assert not [r for r in rows if r["group"] == "caught-up"]
