@@ -47,6 +47,14 @@ class QueueNotFoundError(StoreError):
     """The topic has no queue with that id."""
 
 
+class QueueFrozenError(StoreError):
+    """The queue (or every queue of the topic) is frozen: it takes no new messages."""
+
+
+class QueueInUseError(StoreError):
+    """A queue cannot be removed yet: it is not frozen, or groups have not consumed it."""
+
+
 class InvalidMessageError(StoreError):
     """A message field (key, tag, property, body type) is not acceptable."""
 

@@ -83,6 +83,15 @@ class TopicInfo:
     created_ms: int
     created_offset: int
     frozen: list[int] = field(default_factory=list)
+    # Per queue, the commit-log offset from which records belong to it: a queue removed
+    # and added again must not pick up its predecessor's records in a rebuild.
+    queue_since: list[int] = field(default_factory=list)
+
+    def since(self, queue: int) -> int:
+        """The commit-log offset from which records of ``queue`` belong to it."""
+        if queue < len(self.queue_since):
+            return max(self.created_offset, self.queue_since[queue])
+        return self.created_offset
 
 
 class TopicTable:
@@ -105,6 +114,7 @@ class TopicTable:
                         int(item["created_ms"]),
                         int(item["created_offset"]),
                         [int(q) for q in item.get("frozen", [])],
+                        [int(o) for o in item.get("queue_since", [])],
                     )
                     check_name(info.name, "topic")
                     self.topics[info.name] = info

@@ -138,6 +138,9 @@ class OffsetStore:
         if entry.get("op") == "drop_topic":
             self._drop_topic(entry["topic"])
             return
+        if entry.get("op") == "drop_queue":
+            self._drop_queue(entry["topic"], int(entry["queue"]))
+            return
         change = OffsetChange(
             entry["group"],
             entry["topic"],
@@ -156,6 +159,17 @@ class OffsetStore:
         if history is None:
             history = self.history[change.group] = deque(maxlen=HISTORY_PER_GROUP)
         history.append(change)
+
+    def _drop_queue(self, topic: str, queue: int) -> None:
+        for key in [k for k in self.offsets if k[1] == topic and k[2] == queue]:
+            del self.offsets[key]
+
+    def drop_queue(self, topic: str, queue: int) -> None:
+        """Forget every group's offset on a removed queue."""
+        if any(k[1] == topic and k[2] == queue for k in self.offsets):
+            self._append({"op": "drop_queue", "topic": topic, "queue": queue})
+            self._drop_queue(topic, queue)
+            self._compact_if_large()
 
     def _drop_topic(self, topic: str) -> None:
         for key in [k for k in self.offsets if k[1] == topic]:

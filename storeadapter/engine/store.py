@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from zlib import crc32
 
@@ -28,6 +29,8 @@ from .errors import (
     MessageTooLargeError,
     OffsetConflictError,
     OffsetOutOfRangeError,
+    QueueFrozenError,
+    QueueInUseError,
     QueueNotFoundError,
     StoreClosedError,
     StoreError,
@@ -365,11 +368,108 @@ class MessageStore:
                 offsets_version=self._seen.offsets_version + 1,
             )
 
+    def add_queues(self, topic: str, count: int) -> TopicInfo:
+        """Add ``count`` queues at the end of ``topic`` (ids continue from the last)."""
+        self._check_queue_count(count)
+        with self._exclusive():
+            state = self._topic(topic)
+            if state.info.queues + count > MAX_QUEUES_PER_TOPIC:
+                raise StoreError(
+                    f"topic {topic!r} has {state.info.queues} queues; adding {count} would pass "
+                    f"the limit of {MAX_QUEUES_PER_TOPIC}"
+                )
+            self._registry.add_queues(state, count)
+            since = self._queue_since(state.info) + [self.commitlog.tail] * count
+            self._change_topic(state, queues=state.info.queues + count, queue_since=since)
+            return self._topic_copy(state.info)
+
+    def freeze_queue(self, topic: str, queue: int) -> TopicInfo:
+        """Stop new appends to a queue; reads and consumption go on."""
+        with self._exclusive():
+            state = self._topic(topic)
+            self._queue(topic, queue)
+            if queue not in state.info.frozen:
+                self._change_topic(state, frozen=sorted([*state.info.frozen, queue]))
+            return self._topic_copy(state.info)
+
+    def unfreeze_queue(self, topic: str, queue: int) -> TopicInfo:
+        """Let a frozen queue take new appends again."""
+        with self._exclusive():
+            state = self._topic(topic)
+            self._queue(topic, queue)
+            if queue in state.info.frozen:
+                self._change_topic(state, frozen=[q for q in state.info.frozen if q != queue])
+            return self._topic_copy(state.info)
+
+    def remove_queue(self, topic: str, queue: int) -> TopicInfo:
+        """Remove the topic's last queue, once frozen and consumed to the end by every group.
+
+        Otherwise QueueInUseError says why, naming each group that is behind and by how
+        many messages (EQueue's safe scale-down). Its records stay in the commit log
+        until retention deletes them; the groups' offsets on it are forgotten.
+        """
+        with self._flush_lock, self._exclusive():
+            state = self._topic(topic)
+            consume_queue = self._queue(topic, queue)
+            last = state.info.queues - 1
+            if queue != last:
+                raise QueueInUseError(
+                    f"only the last queue of {topic!r} (queue {last}) can be removed; "
+                    "freeze the others to stop writes to them"
+                )
+            if last == 0:
+                raise QueueInUseError(f"queue 0 is the only queue of {topic!r}; delete the topic")
+            if queue not in state.info.frozen:
+                raise QueueInUseError(
+                    f"queue {queue} of {topic!r} is not frozen: freeze it, let the groups "
+                    "consume it to the end, then remove it"
+                )
+            behind = self._groups_behind(topic, queue, consume_queue.max_offset)
+            if behind:
+                listed = ", ".join(f"{group} ({count} behind)" for group, count in behind)
+                raise QueueInUseError(
+                    f"queue {queue} of {topic!r} still has unconsumed messages for: {listed}"
+                )
+            self._dirty_queues.discard(consume_queue)
+            self._registry.remove_last_queue(state)
+            self._offsets.drop_queue(topic, queue)
+            self._change_topic(
+                state,
+                queues=last,
+                frozen=[q for q in state.info.frozen if q != queue],
+                queue_since=self._queue_since(state.info)[:last],
+                offsets_changed=True,
+            )
+            return self._topic_copy(state.info)
+
+    def _groups_behind(self, topic: str, queue: int, end: int) -> list[tuple[str, int]]:
+        """Groups consuming ``topic`` that have not reached ``end`` on ``queue``."""
+        groups = sorted({g for (g, t, _q) in self._offsets.offsets if t == topic})
+        behind = []
+        for group in groups:
+            committed = self._offsets.get(group, topic, queue) or 0
+            if committed < end:
+                behind.append((group, end - committed))
+        return behind
+
+    @staticmethod
+    def _queue_since(info: TopicInfo) -> list[int]:
+        return [info.since(q) for q in range(info.queues)]
+
+    def _change_topic(self, state: Topic, offsets_changed: bool = False, **changes) -> None:
+        """Save a topic's new metadata and tell the other processes (caller holds the lock)."""
+        info = replace(state.info, **changes)
+        self._table.topics[info.name] = info
+        self._table.save()
+        state.info = info
+        published = {"topics_version": self._seen.topics_version + 1}
+        if offsets_changed:
+            published["offsets_version"] = self._seen.offsets_version + 1
+        self._publish(**published)
+
     @staticmethod
     def _topic_copy(info: TopicInfo) -> TopicInfo:
-        return TopicInfo(
-            info.name, info.queues, info.created_ms, info.created_offset, list(info.frozen)
-        )
+        return replace(info, frozen=list(info.frozen), queue_since=list(info.queue_since))
 
     @staticmethod
     def _check_queue_count(queues: object) -> None:
@@ -497,6 +597,10 @@ class MessageStore:
                     f"topic {state.info.name!r} has queues 0 to {len(state.queues) - 1}; "
                     f"there is no queue {queue}"
                 )
+            if queue in state.info.frozen:
+                raise QueueFrozenError(
+                    f"queue {queue} of {state.info.name!r} is frozen: it takes no new messages"
+                )
         keys = normalize_keys(key) if key is not None else []
         tag_bytes = encode_tag(tag)
         if born_ms is not None and (not isinstance(born_ms, int) or born_ms < 0):
@@ -608,7 +712,8 @@ class MessageStore:
         topic_len = len(topic_bytes)
         fixed = RECORD_OVERHEAD + topic_len
         queues = state.queues
-        queue_count = len(queues)
+        writable = state.writable
+        writable_count = len(writable)
         log = self.commitlog
         prefix = self._id_prefix
         new_result = tuple.__new__
@@ -623,6 +728,10 @@ class MessageStore:
         time_marks: list[tuple[int, int]] = []
         parts: list[bytes] = []
         add = parts.append
+        if not writable_count and any(item[0] is None for item in batch):
+            raise QueueFrozenError(
+                f"every queue of {topic_name!r} is frozen: it takes no new messages"
+            )
         round_robin = state.round_robin
         if now < log.last_store_ms:
             now = log.last_store_ms  # store times never go back, even if the clock does
@@ -650,9 +759,9 @@ class MessageStore:
                 continue
             if queue_id is None:
                 if route_key is not None:
-                    queue_id = crc32(route_key) % queue_count
+                    queue_id = writable[crc32(route_key) % writable_count]
                 else:
-                    queue_id = round_robin % queue_count
+                    queue_id = writable[round_robin % writable_count]
                     round_robin += 1
             queue_offset = next_offsets.get(queue_id)
             if queue_offset is None:

@@ -12,13 +12,23 @@ from .metadata import TopicInfo, TopicTable
 
 
 class Topic:
-    __slots__ = ("info", "name_bytes", "queues", "round_robin")
+    __slots__ = ("_info", "name_bytes", "queues", "round_robin", "writable")
 
     def __init__(self, info: TopicInfo, queues: list[ConsumeQueue]) -> None:
-        self.info = info
         self.name_bytes = info.name.encode()
         self.queues = queues
         self.round_robin = 0
+        self.info = info
+
+    @property
+    def info(self) -> TopicInfo:
+        return self._info
+
+    @info.setter
+    def info(self, info: TopicInfo) -> None:
+        self._info = info
+        frozen = set(info.frozen)
+        self.writable = [q for q in range(info.queues) if q not in frozen]
 
 
 class TopicRegistry:
@@ -74,6 +84,8 @@ class TopicRegistry:
                 queue = self._open_queue(info.name, queue_id)
                 topic.queues.append(queue)
                 opened.append(queue)
+            while len(topic.queues) > info.queues:
+                topic.queues.pop().close()
             topic.info = info
         return opened
 
@@ -98,6 +110,25 @@ class TopicRegistry:
             queue.close()
         return topic.queues
 
+    def add_queues(self, topic: Topic, count: int) -> list[ConsumeQueue]:
+        """Open (creating) ``count`` new queues at the end of ``topic``."""
+        added = []
+        for queue_id in range(len(topic.queues), len(topic.queues) + count):
+            queue = self._open_queue(topic.info.name, queue_id)
+            queue.ensure_file()
+            topic.queues.append(queue)
+            added.append(queue)
+        fileio.fsync_dir(self.root / topic.info.name)
+        return added
+
+    def remove_last_queue(self, topic: Topic) -> ConsumeQueue:
+        """Close the last queue of ``topic`` and delete its files."""
+        queue = topic.queues.pop()
+        queue.close()
+        shutil.rmtree(queue.directory, ignore_errors=True)
+        fileio.fsync_dir(self.root / topic.info.name)
+        return queue
+
     def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = ConsumeQueue(self.root / topic / str(queue_id), self.entries_per_file)
         queue.open()
@@ -113,7 +144,7 @@ class TopicRegistry:
         state = self._by_bytes.get(topic)
         if state is None or queue_id >= len(state.queues):
             return None
-        return state.queues[queue_id], state.info.created_offset
+        return state.queues[queue_id], state.info.since(queue_id)
 
     def all_queues(self) -> list[ConsumeQueue]:
         return [q for topic in self.topics.values() for q in topic.queues]
