@@ -996,13 +996,9 @@ class MessageStore:
         consume_queue = self._queue(topic, queue)
         if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
             raise StoreError(f"a timestamp is an integer of milliseconds, not {timestamp_ms!r}")
-        low, high = consume_queue.min_offset, consume_queue.max_offset
-        for mark_offset, mark_ms in consume_queue.time_index.marks(low, high):
-            if mark_ms < timestamp_ms:
-                low = mark_offset + 1
-            else:
-                high = mark_offset
-                break
+        low, high = consume_queue.time_index.bracket(
+            timestamp_ms, consume_queue.min_offset, consume_queue.max_offset
+        )
         # The answer is in [low, high]: binary search on the records' store times.
         while low < high:
             middle = (low + high) // 2

@@ -3,7 +3,7 @@
 ``consumequeue/<topic>/<queue>/timeindex`` holds 16-byte marks, mark ``n`` at byte
 ``16 × n``: the queue offset ``n × interval`` plus one (0 = not written) and that
 message's store time in ms. ``offset_for_time`` binary-searches the marks to a range of
-at most ``interval`` offsets, then the consume queue and log inside it: a handful of
+about ``interval`` offsets, then the consume queue and log inside it: a handful of
 record reads instead of a binary search through the whole queue's records. Marks are
 written where their offset puts them, so writing one again changes nothing; recovery
 rewrites those of the records it scans.
@@ -42,20 +42,26 @@ class TimeIndex:
             fileio.pwrite_all(fd, MARK.pack(queue_offset + 1, store_ms), position)
         self.dirty = True
 
-    def marks(self, first_offset: int, end_offset: int) -> list[tuple[int, int]]:
-        """The written marks for queue offsets in [first_offset, end_offset), in order."""
-        if end_offset <= first_offset:
-            return []
-        first = -(-first_offset // self.interval)
-        last = (end_offset - 1) // self.interval
-        if last < first:
-            return []
-        data = os.pread(self._open(), (last - first + 1) * MARK_SIZE, first * MARK_SIZE)
-        found = []
-        for stored, store_ms in MARK.iter_unpack(data[: len(data) // MARK_SIZE * MARK_SIZE]):
-            if stored and first_offset <= stored - 1 < end_offset:
-                found.append((stored - 1, store_ms))
-        return found
+    def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:
+        """Narrow [low, high] so it still holds the first offset stored at or after
+        ``timestamp_ms``: a binary search over the marks, one read per probe."""
+        first = -(-low // self.interval)
+        last = (high - 1) // self.interval
+        fd = self._open()
+        while first <= last:
+            middle = (first + last) // 2
+            data = os.pread(fd, MARK_SIZE, middle * MARK_SIZE)
+            stored, store_ms = MARK.unpack(data) if len(data) == MARK_SIZE else (0, 0)
+            if not stored or not low <= stored - 1 < high:
+                # An unwritten mark says nothing: give up narrowing past it.
+                break
+            if store_ms < timestamp_ms:
+                low = stored  # the offset after the mark
+                first = middle + 1
+            else:
+                high = stored - 1
+                last = middle - 1
+        return low, high
 
     def truncate_from(self, queue_offset: int) -> None:
         """Forget the marks of queue offsets at or past ``queue_offset``."""
