@@ -36,10 +36,16 @@ class CommitLog:
         self.last_store_ms = 0  # the newest record's store time, as far as this process saw
         self.unsynced: list[Segment] = []
 
-    def open(self) -> None:
-        """Open every segment file in the directory; they must follow one another."""
+    def open(self, limit: int | None = None) -> None:
+        """Open the segment files in the directory; they must follow one another.
+
+        With ``limit`` (the tail other processes published), later segments are left
+        alone: they hold nothing published, or are being created right now.
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
+        if limit is not None:
+            names = [name for name in names if int(name) <= limit]
         for position, name in enumerate(names):
             path = self.directory / name
             if position == len(names) - 1 and path.stat().st_size == 0:
@@ -136,8 +142,7 @@ class CommitLog:
             try:
                 segment = Segment.create(self.directory, base, self.segment_bytes)
             except FileExistsError:  # a writer that died before publishing created it
-                segment = Segment.open(self.directory / segment_name(base))
-                segment.zero_from(0)
+                segment = Segment.reset(self.directory / segment_name(base), self.segment_bytes)
             self._add(segment)
         self.mark_unsynced(segment)
         return segment

@@ -31,6 +31,7 @@ class StoreConfig:
     disk_reject_ratio: float = 0.90
     dedup_window_s: int = 600
     queue_file_entries: int = 300_000
+    max_open_queue_files: int = 1024
     index_slots: int = 5_000_000
     index_entries: int = 20_000_000
 
@@ -50,7 +51,7 @@ class StoreConfig:
             raise ConfigError(f"max_message_bytes must be positive, not {self.max_message_bytes}")
         if self.queue_file_entries <= 0:
             raise ConfigError(f"queue_file_entries must be positive, not {self.queue_file_entries}")
-        for name in ("index_slots", "index_entries"):
+        for name in ("index_slots", "index_entries", "max_open_queue_files"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.retention_hours <= 0:

@@ -2,166 +2,264 @@
 
 Entry N lives at byte N×20 of the queue's files (each holds ``entries_per_file``
 entries and is named by its first index), so a read by queue offset is one lookup.
-Files are sparse: created at full length without writing zeros. Entries are
-written with ``pwrite`` (a full disk is an error, not a crash) and read through a
-read-only mapping. An entry whose size is zero has not been written.
+Files are sparse: created at full length without writing zeros. Entries are written
+with ``pwrite`` (a full disk is an error, not a crash) and read with ``pread``. An
+entry whose size is zero has not been written.
+
+A queue is loaded lazily, the first time it is used, and its files' descriptors come
+from a bounded ``HandleCache``: a store with 100,000 queues opens without touching
+them and keeps a bounded number of files open.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 from . import fileio
+from .handles import HandleCache
 from .segment import is_segment_name, segment_name
 from .timeindex import TimeIndex
 
 ENTRY = struct.Struct("<QIQ")
 ENTRY_SIZE = ENTRY.size
-_HOLE_PROBE_ENTRIES = 256
+_TAIL_READ_ENTRIES = 4096
 TIME_INDEX_INTERVAL = 128
 
 
 class QueueFile:
-    __slots__ = ("path", "first_index", "entries", "fd", "map")
+    """One file of a queue; its descriptor is opened on use through the handle cache."""
 
-    def __init__(self, path: Path, first_index: int, entries: int, fd: int) -> None:
+    __slots__ = ("path", "first_index", "entries", "handles")
+
+    def __init__(self, path: Path, first_index: int, entries: int, handles: HandleCache) -> None:
         self.path = path
         self.first_index = first_index
         self.entries = entries
-        self.fd = fd
-        self.map = mmap.mmap(fd, entries * ENTRY_SIZE, access=mmap.ACCESS_READ)
+        self.handles = handles
 
     @classmethod
-    def create(cls, directory: Path, first_index: int, entries: int) -> QueueFile:
+    def create(
+        cls,
+        directory: Path,
+        first_index: int,
+        entries: int,
+        handles: HandleCache,
+        durable: bool = True,
+    ) -> QueueFile:
+        """Create an empty (sparse) queue file; ``durable`` fsyncs it and its directory."""
+        directory.mkdir(parents=True, exist_ok=True)
         path = directory / segment_name(first_index)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.ftruncate(fd, entries * ENTRY_SIZE)
-            fileio.fsync(fd)
-            fileio.fsync_dir(directory)
-            return cls(path, first_index, entries, fd)
+            if durable:
+                fileio.fsync(fd)
+                fileio.fsync_dir(directory)
         except BaseException:
             os.close(fd)
             path.unlink(missing_ok=True)
             raise
+        os.close(fd)
+        return cls(path, first_index, entries, handles)
 
     @classmethod
-    def open(cls, path: Path, entries: int) -> QueueFile:
-        """Open a queue file; one left short by a crash is extended (sparsely) to size."""
-        fd = os.open(path, os.O_RDWR)
-        try:
-            size = os.fstat(fd).st_size
-            if size < entries * ENTRY_SIZE:
-                os.ftruncate(fd, entries * ENTRY_SIZE)
-            else:
-                entries = size // ENTRY_SIZE
-            return cls(path, int(path.name), entries, fd)
-        except BaseException:
-            os.close(fd)
-            raise
+    def existing(cls, path: Path, entries: int, handles: HandleCache) -> QueueFile:
+        """A queue file on disk; one left short by a crash is extended (sparsely) to size."""
+        size = path.stat().st_size
+        if size < entries * ENTRY_SIZE:
+            os.truncate(path, entries * ENTRY_SIZE)
+        else:
+            entries = size // ENTRY_SIZE
+        return cls(path, int(path.name), entries, handles)
+
+    def _open_fd(self) -> int:
+        return os.open(self.path, os.O_RDWR)
+
+    def pread(self, slot: int, count: int) -> bytes:
+        with self.handles.use(self, self._open_fd) as fd:
+            return os.pread(fd, count * ENTRY_SIZE, slot * ENTRY_SIZE)
+
+    def pwrite(self, slot: int, data) -> None:
+        with self.handles.use(self, self._open_fd) as fd:
+            fileio.pwrite_all(fd, data, slot * ENTRY_SIZE)
+
+    def written_bound(self) -> int:
+        """An entry count past every written entry, asked of the file system: a sparse
+        file has no data after its last written page."""
+        with self.handles.use(self, self._open_fd) as fd:
+            try:
+                end = os.lseek(fd, 0, os.SEEK_END)
+                last_data = end
+                hole = os.lseek(fd, 0, os.SEEK_HOLE)
+                if hole < end:
+                    try:
+                        os.lseek(fd, hole, os.SEEK_DATA)  # data after the first hole?
+                    except OSError:
+                        last_data = hole  # none: everything written is before it
+            except OSError:
+                return self.entries
+        return min(self.entries, -(-last_data // ENTRY_SIZE))
 
     def size_at(self, slot: int) -> int:
-        return ENTRY.unpack_from(self.map, slot * ENTRY_SIZE)[1]
+        data = self.pread(slot, 1)
+        return ENTRY.unpack(data)[1] if len(data) == ENTRY_SIZE else 0
+
+    def sync(self) -> None:
+        with self.handles.use(self, self._open_fd) as fd:
+            fileio.fdatasync(fd)
 
     def close(self) -> None:
-        self.map.close()
-        os.close(self.fd)
+        self.handles.forget(self)
 
 
 class ConsumeQueue:
-    """The entries of one queue of one topic; ``max_offset`` is the next index to write."""
+    """The entries of one queue of one topic; ``max_offset`` is the next index to write.
 
-    def __init__(self, directory: Path, entries_per_file: int) -> None:
+    ``on_load`` is called once the queue's files have been looked at, before any other
+    use: the store uses it to check the queue's end against the commit log.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        entries_per_file: int,
+        handles: HandleCache,
+        on_load: Callable[[ConsumeQueue], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.entries_per_file = entries_per_file
-        self.files: list[QueueFile] = []
-        self.min_offset = 0
-        self.max_offset = 0
+        self.handles = handles
+        self.on_load = on_load
         self.dirty: set[QueueFile] = set()
         self.closed = False
-        self.time_index = TimeIndex(directory, TIME_INDEX_INTERVAL)
+        self.time_index = TimeIndex(directory, TIME_INDEX_INTERVAL, handles)
+        self.owner: tuple[bytes, int] = (b"", 0)  # (topic, queue id), set by the registry
+        self._loaded = False
+        self._files: list[QueueFile] = []
+        self._min_offset = 0
+        self._max_offset = 0
 
-    def open(self) -> None:
-        """Open existing files and find where the written entries end."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
-        self.files = [
-            QueueFile.open(self.directory / name, self.entries_per_file) for name in names
+    # -- lazy loading ------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def _load(self) -> None:
+        self._loaded = True
+        try:
+            names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
+        except FileNotFoundError:
+            names = []
+        self._files = [
+            QueueFile.existing(self.directory / name, self.entries_per_file, self.handles)
+            for name in names
         ]
-        if self.files:
-            self.min_offset = self.files[0].first_index
-            self.max_offset = max(self._find_end(self.files[-1]), self.min_offset)
+        if self._files:
+            self._min_offset = self._files[0].first_index
+            self._max_offset = max(self._find_end(self._files[-1]), self._min_offset)
+        if self.on_load is not None:
+            self.on_load(self)
+
+    @property
+    def files(self) -> list[QueueFile]:
+        if not self._loaded:
+            self._load()
+        return self._files
+
+    @property
+    def min_offset(self) -> int:
+        if not self._loaded:
+            self._load()
+        return self._min_offset
+
+    @min_offset.setter
+    def min_offset(self, value: int) -> None:
+        if not self._loaded:
+            self._load()
+        self._min_offset = value
+
+    @property
+    def max_offset(self) -> int:
+        if not self._loaded:
+            self._load()
+        return self._max_offset
+
+    @max_offset.setter
+    def max_offset(self, value: int) -> None:
+        if not self._loaded:
+            self._load()
+        self._max_offset = value
 
     def _find_end(self, last: QueueFile) -> int:
-        low, high = 0, last.entries
+        """The queue offset after the last written entry of the queue's last file."""
+        bound = last.written_bound()
+        start = max(0, bound - _TAIL_READ_ENTRIES)
+        written = last.pread(start, bound - start).rstrip(b"\0")
+        if written or not start:
+            return last.first_index + start + -(-len(written) // ENTRY_SIZE)
+        low, high = 0, start  # entries written only early in a big file: search them
         while low < high:
             middle = (low + high) // 2
             if last.size_at(middle):
                 low = middle + 1
             else:
                 high = middle
-        end = low
-        while end < last.entries:
-            probe_end = min(last.entries, end + _HOLE_PROBE_ENTRIES)
-            written = [s for s in range(end, probe_end) if last.size_at(s)]
-            if not written:
-                break
-            end = written[-1] + 1
-        return last.first_index + end
+        return last.first_index + low
+
+    # -- entries -----------------------------------------------------------------------
 
     def _file_for(self, index: int, create: bool) -> QueueFile | None:
-        if self.files:
-            first = self.files[0].first_index
+        files = self.files
+        if files:
+            first = files[0].first_index
             if index >= first:
                 position = (index - first) // self.entries_per_file
-                if position < len(self.files):
-                    candidate = self.files[position]
-                    if candidate.first_index <= index < candidate.first_index + candidate.entries:
+                if position < len(files):
+                    candidate = files[position]
+                    if 0 <= index - candidate.first_index < candidate.entries:
                         return candidate
-                for queue_file in self.files:
-                    if (
-                        queue_file.first_index
-                        <= index
-                        < queue_file.first_index + queue_file.entries
-                    ):
+                for queue_file in files:
+                    if 0 <= index - queue_file.first_index < queue_file.entries:
                         return queue_file
         first_index = index - index % self.entries_per_file
         path = self.directory / segment_name(first_index)
         if path.exists():  # created by another process since this one looked
-            queue_file = QueueFile.open(path, self.entries_per_file)
+            queue_file = QueueFile.existing(path, self.entries_per_file, self.handles)
         elif create:
-            queue_file = QueueFile.create(self.directory, first_index, self.entries_per_file)
+            queue_file = QueueFile.create(
+                self.directory, first_index, self.entries_per_file, self.handles
+            )
         else:
             return None
-        self.files.append(queue_file)
-        self.files.sort(key=lambda f: f.first_index)
+        files.append(queue_file)
+        files.sort(key=lambda f: f.first_index)
         return queue_file
 
     def write(self, index: int, entries: bytes) -> None:
         """Write packed entries starting at queue offset ``index`` (may span files)."""
-        last = self.files[-1] if self.files else None
-        if last is not None and 0 <= index - last.first_index <= last.entries - (
-            len(entries) // ENTRY_SIZE
-        ):
-            fileio.pwrite_all(last.fd, entries, (index - last.first_index) * ENTRY_SIZE)
+        count = len(entries) // ENTRY_SIZE
+        files = self.files
+        last = files[-1] if files else None
+        if last is not None and 0 <= index - last.first_index <= last.entries - count:
+            last.pwrite(index - last.first_index, entries)
             self.dirty.add(last)
-            if index + len(entries) // ENTRY_SIZE > self.max_offset:
-                self.max_offset = index + len(entries) // ENTRY_SIZE
-            return
-        view = memoryview(entries)
-        while view:
-            queue_file = self._file_for(index, create=True)
-            slot = index - queue_file.first_index
-            count = min(len(view) // ENTRY_SIZE, queue_file.entries - slot)
-            fileio.pwrite_all(queue_file.fd, view[: count * ENTRY_SIZE], slot * ENTRY_SIZE)
-            self.dirty.add(queue_file)
-            view = view[count * ENTRY_SIZE :]
-            index += count
-        if index > self.max_offset:
-            self.max_offset = index
+        else:
+            view = memoryview(entries)
+            position = index
+            while view:
+                queue_file = self._file_for(position, create=True)
+                slot = position - queue_file.first_index
+                n = min(len(view) // ENTRY_SIZE, queue_file.entries - slot)
+                queue_file.pwrite(slot, view[: n * ENTRY_SIZE])
+                self.dirty.add(queue_file)
+                view = view[n * ENTRY_SIZE :]
+                position += n
+        if index + count > self._max_offset:
+            self._max_offset = index + count
 
     def read(self, index: int, count: int) -> bytes:
         """Packed entries from ``index``, at most ``count`` and never past ``max_offset``."""
@@ -173,7 +271,7 @@ class ConsumeQueue:
                 break
             slot = index - queue_file.first_index
             n = min(count, queue_file.entries - slot)
-            parts.append(queue_file.map[slot * ENTRY_SIZE : (slot + n) * ENTRY_SIZE])
+            parts.append(queue_file.pread(slot, n))
             index += n
             count -= n
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -185,29 +283,34 @@ class ConsumeQueue:
         queue_file = self._file_for(index, create=False)
         if queue_file is None:
             return None
-        value = ENTRY.unpack_from(queue_file.map, (index - queue_file.first_index) * ENTRY_SIZE)
+        data = queue_file.pread(index - queue_file.first_index, 1)
+        if len(data) != ENTRY_SIZE:
+            return None
+        value = ENTRY.unpack(data)
         return value if value[1] else None
+
+    # -- upkeep ------------------------------------------------------------------------
 
     def truncate(self, index: int) -> None:
         """Erase every entry from ``index`` on (they point past the commit log's tail)."""
         if index >= self.max_offset:
             return
         self.write(index, bytes((self.max_offset - index) * ENTRY_SIZE))
-        self.max_offset = index
+        self._max_offset = index
         self.time_index.truncate_from(index)
-        for queue_file in list(self.files):
+        for queue_file in list(self._files):
             if queue_file.first_index > index or (
-                queue_file.first_index == index and index > self.min_offset
+                queue_file.first_index == index and index > self._min_offset
             ):
-                self.files.remove(queue_file)
-                self.dirty.discard(queue_file)
-                queue_file.close()
-                queue_file.path.unlink(missing_ok=True)
+                self._remove_file(queue_file)
 
     def advance_min(self, log_min: int) -> int:
         """Move the minimum offset past entries whose records are below ``log_min``
         (retention deleted them); delete files wholly below it. Return the new minimum."""
         low, high = self.min_offset, self.max_offset
+        first = self.entry(low) if low < high else None
+        if first is None or first[0] >= log_min:
+            return self._min_offset
         while low < high:
             middle = (low + high) // 2
             entry = self.entry(middle)
@@ -215,16 +318,19 @@ class ConsumeQueue:
                 low = middle + 1
             else:
                 high = middle
-        if low <= self.min_offset:
-            return self.min_offset
-        self.min_offset = low
-        for queue_file in list(self.files):
+        if low <= self._min_offset:
+            return self._min_offset
+        self._min_offset = low
+        for queue_file in list(self._files):
             if queue_file.first_index + queue_file.entries <= low:
-                self.files.remove(queue_file)
-                self.dirty.discard(queue_file)
-                queue_file.close()
-                queue_file.path.unlink(missing_ok=True)
+                self._remove_file(queue_file)
         return low
+
+    def _remove_file(self, queue_file: QueueFile) -> None:
+        self._files.remove(queue_file)
+        self.dirty.discard(queue_file)
+        queue_file.close()
+        queue_file.path.unlink(missing_ok=True)
 
     def mark_dirty(self, start: int, end: int) -> None:
         """Have the next flush fsync the files holding entries ``start`` to ``end - 1``
@@ -240,15 +346,21 @@ class ConsumeQueue:
         pending, self.dirty = list(self.dirty), set()
         return pending
 
-    def ensure_file(self) -> None:
-        """Create the first file of an empty queue, so its absence later means loss."""
-        if not self.files:
-            self._file_for(self.max_offset, create=True)
+    def create_first_file(self) -> None:
+        """Give a new queue its first (empty) file, so that a queue directory without
+        files later means files were lost. Not fsynced: if a crash loses it, the queue
+        is rebuilt from the log, which is just as right."""
+        try:
+            first = QueueFile.create(self.directory, 0, self.entries_per_file, self.handles, False)
+        except FileExistsError:  # left by an earlier try: load what is there when used
+            return
+        self._files = [first]
+        self._loaded = True
 
     def close(self) -> None:
         self.closed = True
         self.time_index.close()
-        for queue_file in self.files:
+        for queue_file in self._files:
             queue_file.close()
-        self.files.clear()
+        self._files.clear()
         self.dirty.clear()

@@ -87,7 +87,7 @@ def choose_start(
 
 def recover(
     log: CommitLog,
-    queues: list[tuple[ConsumeQueue, bytes, int]],
+    loaded_queues: Callable[[], list[ConsumeQueue]],
     resolve: QueueResolver,
     start: int,
     clean_shutdown: bool,
@@ -139,7 +139,9 @@ def recover(
     log.last_store_ms = max(log.last_store_ms, dispatcher.last_store_ms)
     if index is not None:
         report.dropped_index_entries = index.truncate_from(log.tail)
-    for queue, topic, queue_id in queues:
+    # Queues not loaded yet are checked the same way when first used.
+    for queue in loaded_queues():
+        topic, queue_id = queue.owner
         report.dropped_queue_entries += trim_queue_end(
             log, queue, topic, queue_id, log.tail, erase=True
         )

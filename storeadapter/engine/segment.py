@@ -54,6 +54,20 @@ class Segment:
             raise
 
     @classmethod
+    def reset(cls, path: Path, size: int) -> Segment:
+        """Empty an existing segment file that holds nothing published (a writer died
+        while creating or filling it) and reserve ``size`` bytes for it again."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, 0)
+            fileio.preallocate(fd, size)
+            fileio.fsync(fd)
+            return cls(path, int(path.name), fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
     def open(cls, path: Path) -> Segment:
         fd = os.open(path, os.O_RDWR)
         try:

@@ -40,6 +40,7 @@ from .errors import (
 )
 from .flush import FlushService
 from .follow import follow_log, trim_queue_end
+from .handles import HandleCache
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .message_id import format_message_id, parse_message_id
@@ -161,9 +162,10 @@ class MessageStore:
                 self._id_prefix = self.identity.id_prefix
                 self._table = TopicTable(self.path / "topics.json")
                 self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
-                self.commitlog.open()
+                self.commitlog.open(None if alone else self._shared.read().tail)
+                self._handles = HandleCache(self.config.max_open_queue_files)
                 self._registry = TopicRegistry(
-                    self.path / "consumequeue", self.identity.queue_file_entries
+                    self.path / "consumequeue", self.identity.queue_file_entries, self._handles
                 )
                 self._topics = self._registry.topics
                 self._checkpoint = Checkpoint(self.path / "checkpoint")
@@ -179,7 +181,7 @@ class MessageStore:
         self.commitlog.last_store_ms = max(
             self.commitlog.last_store_ms, self.commitlog.store_time_before_tail()
         )
-        self._advance_queue_mins()
+        self._registry.on_load = self._on_queue_load
         self._disk_ratio = self._probe_disk()
         self._flusher = FlushService(
             self._sync_log,
@@ -199,10 +201,15 @@ class MessageStore:
         abort_marker = self.path / "abort"
         clean = not abort_marker.exists()
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
+        if not clean:
+            # After a crash every queue may hold entries past what survived: check them
+            # all now (after a clean close, each is checked when first used).
+            for queue in self._registry.all_queues():
+                queue.files  # noqa: B018 - loading is the point
         state = self._checkpoint.state
         self.last_recovery = recover(
             self.commitlog,
-            self._queue_identities(),
+            self._registry.loaded_queues,
             self._registry.resolve,
             start,
             clean,
@@ -210,7 +217,7 @@ class MessageStore:
             resync_window=max(RESYNC_WINDOW, 2 * self.config.max_message_bytes),
             index=self._index,
         )
-        self._dirty_queues.update(self._registry.all_queues())
+        self._dirty_queues.update(self._registry.loaded_queues())
         for corruption in self.last_recovery.corruptions:
             self._note_corruption(corruption)
         fileio.write_atomic(
@@ -251,8 +258,6 @@ class MessageStore:
         self._index.open()
         self.commitlog.tail = snapshot.tail
         self.commitlog.refresh(snapshot.tail)
-        for queue, topic, queue_id in self._queue_identities():
-            trim_queue_end(self.commitlog, queue, topic, queue_id, snapshot.tail, erase=False)
         self._offsets = OffsetStore(self.path / "offsets", repair=False)
         self.last_recovery = self._read_last_recovery()
         self._seen = snapshot
@@ -265,12 +270,12 @@ class MessageStore:
         except (OSError, ValueError, TypeError):
             return RecoveryReport(clean_shutdown=True)
 
-    def _queue_identities(self) -> list[tuple[ConsumeQueue, bytes, int]]:
-        return [
-            (queue, topic.name_bytes, queue_id)
-            for topic in self._topics.values()
-            for queue_id, queue in enumerate(topic.queues)
-        ]
+    def _on_queue_load(self, queue: ConsumeQueue) -> None:
+        """A queue's files were just looked at: check its ends against the log (entries
+        left by a writer that died before publishing, records deleted by retention)."""
+        topic, queue_id = queue.owner
+        trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
+        queue.advance_min(self.commitlog.min_offset)
 
     # ----------------------------------------------------- following the others
 
@@ -287,11 +292,8 @@ class MessageStore:
             return
         if snapshot.topics_version != seen.topics_version:
             self._table = TopicTable(self.path / "topics.json")
-            opened = {id(queue) for queue in self._registry.reload(self._table)}
+            self._registry.reload(self._table)
             self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
-            for queue, topic, queue_id in self._queue_identities():
-                if id(queue) in opened:
-                    trim_queue_end(self.commitlog, queue, topic, queue_id, snapshot.tail, False)
         if snapshot.min_offset > self.commitlog.min_offset:
             self.commitlog.drop_below(snapshot.min_offset)
             self._advance_queue_mins()
@@ -1217,7 +1219,7 @@ class MessageStore:
             for segment in segments:
                 segment.sync()
             for queue_file in queue_files:
-                fileio.fdatasync(queue_file.fd)
+                queue_file.sync()
             for time_index in time_indexes:
                 time_index.sync()
             for index_file in index_files:
@@ -1385,7 +1387,7 @@ class MessageStore:
 
     def _advance_queue_mins(self) -> None:
         log_min = self.commitlog.min_offset
-        for queue in self._registry.all_queues():
+        for queue in self._registry.loaded_queues():
             queue.advance_min(log_min)
 
     def _probe_disk(self) -> float:
@@ -1486,6 +1488,7 @@ class MessageStore:
         with self._appended:
             self._appended.notify_all()
         self._registry.close()
+        self._handles.close()
         self._index.close()
         self.commitlog.close()
         self._checkpoint.close()

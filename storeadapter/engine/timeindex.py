@@ -16,6 +16,7 @@ import struct
 from pathlib import Path
 
 from . import fileio
+from .handles import HandleCache
 
 MARK = struct.Struct("<Qq")
 MARK_SIZE = MARK.size
@@ -23,23 +24,22 @@ FILE_NAME = "timeindex"
 
 
 class TimeIndex:
-    def __init__(self, directory: Path, interval: int) -> None:
+    def __init__(self, directory: Path, interval: int, handles: HandleCache) -> None:
         self.path = directory / FILE_NAME
         self.interval = interval
-        self.fd = -1
+        self.handles = handles
         self.dirty = False
 
-    def _open(self) -> int:
-        if self.fd < 0:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self.fd
+    def _open_fd(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def write(self, marks: list[tuple[int, int]]) -> None:
         """Write (queue offset, store ms) marks; offsets must be multiples of interval."""
-        fd = self._open()
-        for queue_offset, store_ms in marks:
-            position = queue_offset // self.interval * MARK_SIZE
-            fileio.pwrite_all(fd, MARK.pack(queue_offset + 1, store_ms), position)
+        with self.handles.use(self, self._open_fd) as fd:
+            for queue_offset, store_ms in marks:
+                position = queue_offset // self.interval * MARK_SIZE
+                fileio.pwrite_all(fd, MARK.pack(queue_offset + 1, store_ms), position)
         self.dirty = True
 
     def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:
@@ -47,10 +47,12 @@ class TimeIndex:
         ``timestamp_ms``: a binary search over the marks, one read per probe."""
         first = -(-low // self.interval)
         last = (high - 1) // self.interval
-        fd = self._open()
+        if first > last or not self.path.exists():
+            return low, high
         while first <= last:
             middle = (first + last) // 2
-            data = os.pread(fd, MARK_SIZE, middle * MARK_SIZE)
+            with self.handles.use(self, self._open_fd) as fd:
+                data = os.pread(fd, MARK_SIZE, middle * MARK_SIZE)
             stored, store_ms = MARK.unpack(data) if len(data) == MARK_SIZE else (0, 0)
             if not stored or not low <= stored - 1 < high:
                 # An unwritten mark says nothing: give up narrowing past it.
@@ -65,18 +67,19 @@ class TimeIndex:
 
     def truncate_from(self, queue_offset: int) -> None:
         """Forget the marks of queue offsets at or past ``queue_offset``."""
-        fd = self._open()
         first = -(-queue_offset // self.interval)
-        if os.fstat(fd).st_size > first * MARK_SIZE:
-            os.ftruncate(fd, first * MARK_SIZE)
-            self.dirty = True
+        try:
+            if self.path.stat().st_size > first * MARK_SIZE:
+                os.truncate(self.path, first * MARK_SIZE)
+                self.dirty = True
+        except FileNotFoundError:
+            pass
 
     def sync(self) -> None:
-        if self.dirty and self.fd >= 0:
+        if self.dirty:
             self.dirty = False
-            fileio.fdatasync(self.fd)
+            with self.handles.use(self, self._open_fd) as fd:
+                fileio.fdatasync(fd)
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self.handles.forget(self)

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from . import fileio
 from .consumequeue import ConsumeQueue
+from .handles import HandleCache
 from .metadata import TopicInfo, TopicTable
+from .segment import is_segment_name
 
 
 class Topic:
@@ -34,17 +38,20 @@ class Topic:
 class TopicRegistry:
     """Topic name → open ``Topic``; resolves records to their queues."""
 
-    def __init__(self, root: Path, entries_per_file: int) -> None:
+    def __init__(self, root: Path, entries_per_file: int, handles: HandleCache) -> None:
         self.root = root
         self.entries_per_file = entries_per_file
+        self.handles = handles
         self.topics: dict[str, Topic] = {}
         self._by_bytes: dict[bytes, Topic] = {}
+        # Called with each queue when it is first loaded (see ConsumeQueue.on_load).
+        self.on_load: Callable[[ConsumeQueue], None] | None = None
 
     def load(self, table: TopicTable, repair: bool) -> int | None:
         """Open every topic in ``table``.
 
         With ``repair`` (this process is alone), leftover directories of deleted topics
-        are removed and a queue with no files gets an empty first file; the return
+        are removed and a queue whose directory is missing gets it back; the return
         value is then the commit-log offset a rebuild must start from, if any queue's
         files were missing.
         """
@@ -58,10 +65,11 @@ class TopicRegistry:
             queues = []
             for queue_id in range(info.queues):
                 queue = self._open_queue(info.name, queue_id)
-                if repair and not queue.files:
-                    if rebuild_from is None or info.created_offset < rebuild_from:
-                        rebuild_from = info.created_offset
-                    queue.ensure_file()
+                if repair and not any(is_segment_name(n) for n in _listdir(queue.directory)):
+                    since = info.since(queue_id)
+                    if rebuild_from is None or since < rebuild_from:
+                        rebuild_from = since
+                    queue.directory.mkdir(parents=True, exist_ok=True)
                 queues.append(queue)
             self._add(Topic(info, queues))
         return rebuild_from
@@ -93,11 +101,13 @@ class TopicRegistry:
         """Make the directories and first files of a new topic's queues."""
         directory = self.root / info.name
         shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
         queues = []
         for queue_id in range(info.queues):
             queue = self._open_queue(info.name, queue_id)
-            queue.ensure_file()
+            queue.create_first_file()
             queues.append(queue)
+        fileio.fsync_dir(directory)
         fileio.fsync_dir(self.root)
         topic = Topic(info, queues)
         self._add(topic)
@@ -115,7 +125,7 @@ class TopicRegistry:
         added = []
         for queue_id in range(len(topic.queues), len(topic.queues) + count):
             queue = self._open_queue(topic.info.name, queue_id)
-            queue.ensure_file()
+            queue.create_first_file()
             topic.queues.append(queue)
             added.append(queue)
         fileio.fsync_dir(self.root / topic.info.name)
@@ -130,9 +140,15 @@ class TopicRegistry:
         return queue
 
     def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        queue = ConsumeQueue(self.root / topic / str(queue_id), self.entries_per_file)
-        queue.open()
+        queue = ConsumeQueue(
+            self.root / topic / str(queue_id), self.entries_per_file, self.handles, self._loaded
+        )
+        queue.owner = (topic.encode(), queue_id)
         return queue
+
+    def _loaded(self, queue: ConsumeQueue) -> None:
+        if self.on_load is not None:
+            self.on_load(queue)
 
     def _add(self, topic: Topic) -> None:
         self.topics[topic.info.name] = topic
@@ -149,6 +165,17 @@ class TopicRegistry:
     def all_queues(self) -> list[ConsumeQueue]:
         return [q for topic in self.topics.values() for q in topic.queues]
 
+    def loaded_queues(self) -> list[ConsumeQueue]:
+        """The queues used so far (the others have nothing this process must look at)."""
+        return [q for topic in self.topics.values() for q in topic.queues if q.loaded]
+
     def close(self) -> None:
         for name in list(self.topics):
             self.close_topic(name)
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
