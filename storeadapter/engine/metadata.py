@@ -86,6 +86,8 @@ class TopicInfo:
     # Per queue, the commit-log offset from which records belong to it: a queue removed
     # and added again must not pick up its predecessor's records in a rebuild.
     queue_since: list[int] = field(default_factory=list)
+    # A small number naming the topic in the shared state's notes (see sharedstate.py).
+    id: int = 0
 
     def since(self, queue: int) -> int:
         """The commit-log offset from which records of ``queue`` belong to it."""
@@ -115,13 +117,21 @@ class TopicTable:
                         int(item["created_offset"]),
                         [int(q) for q in item.get("frozen", [])],
                         [int(o) for o in item.get("queue_since", [])],
+                        int(item.get("id", 0)),
                     )
                     check_name(info.name, "topic")
                     self.topics[info.name] = info
+                for info in sorted(self.topics.values(), key=lambda t: t.name):
+                    if not info.id:
+                        info.id = self.next_id()
             except InvalidNameError as error:
                 raise StoreFormatError(f"{path} names a topic that is not valid: {error}") from None
             except (KeyError, TypeError, ValueError):
                 raise StoreFormatError(f"{path} has a topic entry with missing fields") from None
+
+    def next_id(self) -> int:
+        """An id no topic in the table has."""
+        return max((t.id for t in self.topics.values()), default=0) + 1
 
     def save(self) -> None:
         data = {"version": FORMAT_VERSION, "topics": [asdict(t) for t in self.topics.values()]}

@@ -21,12 +21,17 @@ from typing import NamedTuple
 
 _MAGIC = b"TDMS"
 _VERSION = 1
-# magic, version, sequence, the 5 shared fields, the writing flag, 1 spare
+# magic, version, sequence, 5 shared fields, the writing flag, the ring sequence
 _LAYOUT = struct.Struct("<4sIQ7Q")
 _SEQUENCE = struct.Struct("<Q")
 _TAIL_AT = 16
 _WRITING_AT = 56
-_SIZE = 4096
+_RING_SEQ_AT = 64
+_HEADER_SIZE = 4096
+# The ring of queue-end notes: sequence, topic id, queue, new queue end, store time.
+RING_ENTRY = struct.Struct("<QIIQq")
+RING_ENTRIES = 8192
+_SIZE = _HEADER_SIZE + RING_ENTRIES * RING_ENTRY.size
 
 
 class SharedSnapshot(NamedTuple):
@@ -35,6 +40,7 @@ class SharedSnapshot(NamedTuple):
     topics_version: int
     offsets_version: int
     index_version: int
+    ring_seq: int = 0
 
 
 class SharedState:
@@ -56,8 +62,8 @@ class SharedState:
             second = unpack(data, 0)
             if first == second:
                 if first[0] != _MAGIC:
-                    return SharedSnapshot(0, 0, 0, 0, 0)
-                return SharedSnapshot(*first[3:8])
+                    return SharedSnapshot(0, 0, 0, 0, 0, 0)
+                return SharedSnapshot(*first[3:8], first[9])
 
     def write(self, **fields: int) -> SharedSnapshot:
         """Change some fields (the caller holds the store's write lock)."""
@@ -69,18 +75,48 @@ class SharedState:
         sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
         _SEQUENCE.pack_into(data, 8, sequence)
         writing = _SEQUENCE.unpack_from(data, _WRITING_AT)[0]
-        _LAYOUT.pack_into(data, 0, _MAGIC, _VERSION, sequence, *snapshot, writing, 0)
+        _LAYOUT.pack_into(data, 0, _MAGIC, _VERSION, sequence, *snapshot[:5], writing, snapshot[5])
         _SEQUENCE.pack_into(data, 8, sequence + 1)
         return snapshot
 
-    def publish_tail(self, tail: int) -> None:
-        """Publish a new tail and clear the writing flag (the caller holds the lock)."""
+    def publish_tail(self, tail: int, notes: list[tuple[int, int, int, int]]) -> int:
+        """Publish a new tail with notes of the queue ends it moved, and clear the
+        writing flag (the caller holds the lock). Return the new ring sequence.
+
+        A note is (topic id, queue, new queue end, store time). Other processes read
+        the notes instead of walking the records; the ring keeps the last
+        ``RING_ENTRIES`` of them, and a process further behind walks the records.
+        """
         data = self.map
+        ring_seq = _SEQUENCE.unpack_from(data, _RING_SEQ_AT)[0]
+        pack = RING_ENTRY.pack_into
+        for topic_id, queue, end, store_ms in notes:
+            ring_seq += 1
+            at = _HEADER_SIZE + (ring_seq % RING_ENTRIES) * RING_ENTRY.size
+            pack(data, at, ring_seq, topic_id, queue, end, store_ms)
         sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
         _SEQUENCE.pack_into(data, 8, sequence)
         _SEQUENCE.pack_into(data, _TAIL_AT, tail)
         _SEQUENCE.pack_into(data, _WRITING_AT, 0)
+        _SEQUENCE.pack_into(data, _RING_SEQ_AT, ring_seq)
         _SEQUENCE.pack_into(data, 8, sequence + 1)
+        return ring_seq
+
+    def notes(self, after: int, upto: int) -> list[tuple[int, int, int, int]] | None:
+        """The notes with ring sequence in (after, upto], or None if some were
+        overwritten meanwhile (the reader must then walk the records)."""
+        if upto - after > RING_ENTRIES:
+            return None
+        found = []
+        unpack = RING_ENTRY.unpack_from
+        for ring_seq in range(after + 1, upto + 1):
+            entry = unpack(self.map, _HEADER_SIZE + (ring_seq % RING_ENTRIES) * RING_ENTRY.size)
+            if entry[0] != ring_seq:
+                return None
+            found.append(entry[1:])
+        if _SEQUENCE.unpack_from(self.map, _RING_SEQ_AT)[0] - after > RING_ENTRIES:
+            return None  # the ring wrapped while it was being read
+        return found
 
     def mark_writing(self) -> bool:
         """Note that a write past the tail begins; return whether the last writer's

@@ -270,6 +270,26 @@ class MessageStore:
         except (OSError, ValueError, TypeError):
             return RecoveryReport(clean_shutdown=True)
 
+    def _apply_notes(self, notes: list[tuple[int, int, int, int]], tail: int) -> set:
+        """Take the queue ends other processes noted when they published up to ``tail``."""
+        grown = set()
+        log = self.commitlog
+        for topic_id, queue_id, end, store_ms in notes:
+            topic = self._registry.by_id.get(topic_id)
+            if topic is not None and queue_id < len(topic.queues):
+                queue = topic.queues[queue_id]
+                if end > queue.max_offset:
+                    queue.mark_dirty(queue.max_offset, end)
+                    queue.max_offset = end
+                    grown.add(queue)
+            if store_ms > log.last_store_ms:
+                log.last_store_ms = store_ms
+        for segment in log.segments:
+            if segment.end > log.tail and segment.base < tail:
+                log.mark_unsynced(segment)
+        log.tail = tail
+        return grown
+
     def _on_queue_load(self, queue: ConsumeQueue) -> None:
         """A queue's files were just looked at: check its ends against the log (entries
         left by a writer that died before publishing, records deleted by retention)."""
@@ -300,9 +320,12 @@ class MessageStore:
             self._index.refresh()
         if snapshot.tail > self.commitlog.tail:
             self.commitlog.refresh(snapshot.tail)
-            self._dirty_queues.update(
-                follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
-            )
+            notes = self._shared.notes(seen.ring_seq, snapshot.ring_seq)
+            if notes is None:
+                grown = follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
+            else:
+                grown = self._apply_notes(notes, snapshot.tail)
+            self._dirty_queues.update(grown)
         if snapshot.offsets_version != seen.offsets_version:
             self._offsets.catch_up()
         self._seen = snapshot
@@ -333,7 +356,7 @@ class MessageStore:
         with self._exclusive():
             if name in self._topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
-            info = TopicInfo(name, queues, _now_ms(), self.commitlog.tail)
+            info = TopicInfo(name, queues, _now_ms(), self.commitlog.tail, id=self._table.next_id())
             self._registry.create(info)
             self._table.topics[name] = info
             self._table.save()
@@ -677,8 +700,12 @@ class MessageStore:
                         f"writing to the store failed ({error}); it refuses writes until reopened"
                     ) from error
                 end = self.commitlog.tail
-                self._shared.publish_tail(end)
-                self._seen = self._seen._replace(tail=end)
+                topic_id = state.info.id
+                ring_seq = self._shared.publish_tail(
+                    end,
+                    [(topic_id, q, next_offsets[q], now) for q in entries if entries[q]],
+                )
+                self._seen = self._seen._replace(tail=end, ring_seq=ring_seq)
             finally:
                 self._locks.unlock_writes()
         if self._pull_waiters:

@@ -44,6 +44,7 @@ class TopicRegistry:
         self.handles = handles
         self.topics: dict[str, Topic] = {}
         self._by_bytes: dict[bytes, Topic] = {}
+        self.by_id: dict[int, Topic] = {}
         # Called with each queue when it is first loaded (see ConsumeQueue.on_load).
         self.on_load: Callable[[ConsumeQueue], None] | None = None
 
@@ -116,6 +117,8 @@ class TopicRegistry:
     def close_topic(self, name: str) -> list[ConsumeQueue]:
         topic = self.topics.pop(name)
         self._by_bytes.pop(topic.name_bytes, None)
+        if self.by_id.get(topic.info.id) is topic:
+            del self.by_id[topic.info.id]
         for queue in topic.queues:
             queue.close()
         return topic.queues
@@ -153,6 +156,7 @@ class TopicRegistry:
     def _add(self, topic: Topic) -> None:
         self.topics[topic.info.name] = topic
         self._by_bytes[topic.name_bytes] = topic
+        self.by_id[topic.info.id] = topic
 
     def resolve(self, topic: bytes, queue_id: int) -> tuple[ConsumeQueue, int] | None:
         """The queue a record of ``topic``/``queue_id`` belongs to, and its topic's

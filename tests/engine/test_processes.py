@@ -188,3 +188,18 @@ def test_a_store_opened_before_fork_refuses_use_in_the_child(store):
 
     assert os.waitstatus_to_exitcode(status) == 7
     assert store.append("t", b"from the parent").queue_offset == 0
+
+
+def test_a_store_far_behind_the_notes_ring_walks_the_records(open_store):
+    from storeadapter.engine.sharedstate import RING_ENTRIES
+
+    writer = open_store()
+    reader = open_store()
+    writer.create_topic("t", queues=2)
+    reader.topics()  # the reader has seen the topic, then falls behind
+    for i in range(RING_ENTRIES + 50):
+        writer.append("t", f"m{i}".encode(), queue=i % 2)
+
+    assert reader.queue_range("t", 0) == (0, (RING_ENTRIES + 51) // 2)
+    assert reader.queue_range("t", 1) == (0, (RING_ENTRIES + 50) // 2)
+    assert len(_assert_dense_and_unique(reader, "t")) == RING_ENTRIES + 50
