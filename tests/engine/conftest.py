@@ -9,23 +9,13 @@ import pytest
 
 from storeadapter.engine import MessageStore, StoreConfig
 from tests.engine.storetools import (
-    INDEX_ENTRIES,
-    INDEX_SLOTS,
-    MAX_MESSAGE_BYTES,
-    QUEUE_FILE_ENTRIES,
-    SEGMENT_BYTES,
+    small_config,
 )
 
 
 @pytest.fixture
 def config() -> StoreConfig:
-    return StoreConfig(
-        index_slots=INDEX_SLOTS,
-        index_entries=INDEX_ENTRIES,
-        segment_bytes=SEGMENT_BYTES,
-        max_message_bytes=MAX_MESSAGE_BYTES,
-        queue_file_entries=QUEUE_FILE_ENTRIES,
-    )
+    return small_config()
 
 
 @pytest.fixture

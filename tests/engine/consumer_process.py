@@ -16,14 +16,9 @@ import signal
 import threading
 import time
 
-from storeadapter.engine import StoreConfig
 from storeadapter.engine.consumer import Consumer
 from tests.engine.storetools import (
-    INDEX_ENTRIES,
-    INDEX_SLOTS,
-    MAX_MESSAGE_BYTES,
-    QUEUE_FILE_ENTRIES,
-    SEGMENT_BYTES,
+    small_config,
 )
 
 
@@ -40,13 +35,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
 
-    config = StoreConfig(
-        index_slots=INDEX_SLOTS,
-        index_entries=INDEX_ENTRIES,
-        segment_bytes=SEGMENT_BYTES,
-        max_message_bytes=MAX_MESSAGE_BYTES,
-        queue_file_entries=QUEUE_FILE_ENTRIES,
-    )
+    config = small_config()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     write_lock = threading.Lock()

@@ -12,25 +12,16 @@ from __future__ import annotations
 import random
 import sys
 
-from storeadapter.engine import MessageStore, StoreConfig
+from storeadapter.engine import MessageStore
 from tests.engine.storetools import (
-    INDEX_ENTRIES,
-    INDEX_SLOTS,
-    MAX_MESSAGE_BYTES,
-    QUEUE_FILE_ENTRIES,
-    SEGMENT_BYTES,
+    small_config,
 )
 
 
 def main() -> None:
     path, name, count, acks = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     mode = sys.argv[5] if len(sys.argv) > 5 else "async"
-    config = StoreConfig(
-        index_slots=INDEX_SLOTS,
-        index_entries=INDEX_ENTRIES,
-        segment_bytes=SEGMENT_BYTES,
-        max_message_bytes=MAX_MESSAGE_BYTES,
-        queue_file_entries=QUEUE_FILE_ENTRIES,
+    config = small_config(
         flush_mode=mode,
     )
     rng = random.Random(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from storeadapter.engine import MessageStore, StoredMessage
+from storeadapter.engine import MessageStore, StoreConfig, StoredMessage
 
 SEGMENT_BYTES = 4096
 MAX_MESSAGE_BYTES = 1024
@@ -13,6 +13,18 @@ QUEUE_FILE_ENTRIES = 64
 # Small key-index files: the default ones are 420 MB (sparse), too big to copy in tests.
 INDEX_SLOTS = 64
 INDEX_ENTRIES = 512
+
+
+def small_config(**overrides) -> StoreConfig:
+    """The tests' store settings: tiny segments, queue files and index files."""
+    settings = {
+        "index_slots": INDEX_SLOTS,
+        "index_entries": INDEX_ENTRIES,
+        "segment_bytes": SEGMENT_BYTES,
+        "max_message_bytes": MAX_MESSAGE_BYTES,
+        "queue_file_entries": QUEUE_FILE_ENTRIES,
+    }
+    return StoreConfig(**{**settings, **overrides})
 
 
 def segment_paths(store_path: Path) -> list[Path]:

@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import AppendResult, MessageNotFoundError, MessageStore, StoreConfig
+from storeadapter.engine import AppendResult, MessageNotFoundError, MessageStore
 from tests.engine.storetools import (
-    INDEX_ENTRIES,
-    INDEX_SLOTS,
-    MAX_MESSAGE_BYTES,
     QUEUE_FILE_ENTRIES,
     SEGMENT_BYTES,
     copy_store,
@@ -24,18 +21,13 @@ from tests.engine.storetools import (
     record_length,
     segment_paths,
     simulate_crash,
+    small_config,
     tail,
     write_log_bytes,
 )
 
-QUIET = StoreConfig(
-    index_slots=INDEX_SLOTS,
-    index_entries=INDEX_ENTRIES,
-    segment_bytes=SEGMENT_BYTES,
-    max_message_bytes=MAX_MESSAGE_BYTES,
-    queue_file_entries=QUEUE_FILE_ENTRIES,
-    flush_interval_ms=600_000,  # no background flush between the checkpoint and the crash
-)
+# No background flush between the checkpoint and the crash.
+QUIET = small_config(flush_interval_ms=600_000)
 
 
 @dataclass

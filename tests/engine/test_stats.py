@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from storeadapter.engine import StoreConfig
 from tests.engine.storetools import (
-    INDEX_ENTRIES,
-    INDEX_SLOTS,
-    MAX_MESSAGE_BYTES,
-    QUEUE_FILE_ENTRIES,
     SEGMENT_BYTES,
     segment_paths,
     simulate_crash,
+    small_config,
     tail,
 )
 
@@ -81,12 +77,7 @@ def test_stats_lists_every_topic(open_store):
 
 def test_stats_reports_the_flush_mode(open_store, tmp_path):
     for mode in ("async", "sync"):
-        config = StoreConfig(
-            index_slots=INDEX_SLOTS,
-            index_entries=INDEX_ENTRIES,
-            segment_bytes=SEGMENT_BYTES,
-            max_message_bytes=MAX_MESSAGE_BYTES,
-            queue_file_entries=QUEUE_FILE_ENTRIES,
+        config = small_config(
             flush_mode=mode,
         )
         assert open_store(tmp_path / mode, config).stats()["flush_mode"] == mode
