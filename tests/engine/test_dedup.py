@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import storeadapter.engine.store as store_module
-from storeadapter.engine import STATUS_DUPLICATE, STATUS_OK, InvalidMessageError, Message
+from storeadapter.engine import STATUS_DUPLICATE, STATUS_OK, InvalidMessageError, Message, clock
 from tests.engine.storetools import read_all
 
 
@@ -75,7 +74,7 @@ def test_the_same_dedup_id_in_another_topic_is_not_a_duplicate(store):
 def test_after_the_window_the_same_id_is_written_again(store, monkeypatch):
     first = store.append("t", b"x", dedup_id="late")
     later = first.store_time_ms + store.config.dedup_window_s * 1000 + 1
-    monkeypatch.setattr(store_module, "_now_ms", lambda: later)
+    monkeypatch.setattr(clock, "now_ms", lambda: later)
 
     again = store.append("t", b"x", dedup_id="late")
 

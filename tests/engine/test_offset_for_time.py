@@ -6,8 +6,7 @@ import random
 
 import pytest
 
-import storeadapter.engine.store as store_module
-from storeadapter.engine import Message, StoreError, TopicNotFoundError
+from storeadapter.engine import Message, MessageStore, StoreError, TopicNotFoundError, clock
 from storeadapter.engine.consumequeue import TIME_INDEX_INTERVAL
 
 
@@ -16,7 +15,7 @@ class Clock:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, start: int = 1_000_000) -> None:
         self.now = start
-        monkeypatch.setattr(store_module, "_now_ms", lambda: self.now)
+        monkeypatch.setattr(clock, "now_ms", lambda: self.now)
 
 
 def _append_at(store, clock: Clock, times: list[int], queue: int = 0) -> None:
@@ -65,7 +64,7 @@ def test_a_lost_time_index_still_gives_right_answers(store, store_path, monkeypa
     _append_at(store, clock, times)
     (store_path / "consumequeue" / "t" / "0" / "timeindex").unlink()
     store.close()
-    reopened = store_module.MessageStore.open(store_path, store.config)
+    reopened = MessageStore.open(store_path, store.config)
 
     try:
         for timestamp in (4999, 5000, 5005, times[200], times[-1] + 1):

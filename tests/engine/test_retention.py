@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import storeadapter.engine.store as store_module
 from storeadapter.engine import DiskFullError, MessageNotFoundError, fileio
+from storeadapter.engine import clock as store_clock
 from tests.engine.storetools import read_all, segment_paths
 
 HOUR_MS = 3_600_000
@@ -15,7 +15,7 @@ START_MS = 1_700_000_000_000
 @pytest.fixture
 def clock(monkeypatch):
     now = {"ms": START_MS}
-    monkeypatch.setattr(store_module, "_now_ms", lambda: now["ms"])
+    monkeypatch.setattr(store_clock, "now_ms", lambda: now["ms"])
     return now
 
 

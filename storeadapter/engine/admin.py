@@ -1,0 +1,207 @@
+"""Topics and queues: create, delete, add, freeze, unfreeze, remove.
+
+A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's state.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+from . import clock
+from .consumequeue import ConsumeQueue
+from .errors import (
+    InvalidMessageError,
+    QueueInUseError,
+    QueueNotFoundError,
+    StoreError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
+from .metadata import TopicInfo
+from .names import check_name
+from .topics import Topic
+
+MAX_QUEUES_PER_TOPIC = 1024
+
+
+class TopicAdmin:
+    """Topics and queues: create, delete, add, freeze, unfreeze, remove."""
+
+    def create_topic(self, name: str, queues: int = 4) -> TopicInfo:
+        """Create a topic with ``queues`` queues; raise TopicExistsError if it exists."""
+        check_name(name, "topic")
+        self._check_queue_count(queues)
+        with self._exclusive():
+            if name in self._topics:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            info = TopicInfo(
+                name, queues, clock.now_ms(), self.commitlog.tail, id=self._table.next_id()
+            )
+            self._registry.create(info)
+            self._table.topics[name] = info
+            self._table.save()
+            self._publish(topics_version=self._seen.topics_version + 1)
+            return self._topic_copy(info)
+
+    def topics(self) -> list[TopicInfo]:
+        """Every topic, sorted by name."""
+        self._check_open()
+        self._follow()
+        return [self._topic_copy(t.info) for _, t in sorted(self._topics.items())]
+
+    def topic(self, name: str) -> TopicInfo:
+        return self._topic_copy(self._topic(name).info)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic, its queues and the groups' offsets on it.
+
+        Its records stay in the commit log until retention deletes their segments.
+        """
+        check_name(name, "topic")
+        # The flush lock first (as flushes take it): a flush must not fsync a queue file
+        # closed here.
+        with self._flush_lock, self._exclusive():
+            self._topic(name)
+            del self._table.topics[name]
+            self._table.save()
+            for queue in self._registry.close_topic(name):
+                self._dirty_queues.discard(queue)
+            shutil.rmtree(self.path / "consumequeue" / name, ignore_errors=True)
+            self._offsets.drop_topic(name)
+            self._publish(
+                topics_version=self._seen.topics_version + 1,
+                offsets_version=self._seen.offsets_version + 1,
+            )
+
+    def add_queues(self, topic: str, count: int) -> TopicInfo:
+        """Add ``count`` queues at the end of ``topic`` (ids continue from the last)."""
+        self._check_queue_count(count)
+        with self._exclusive():
+            state = self._topic(topic)
+            if state.info.queues + count > MAX_QUEUES_PER_TOPIC:
+                raise StoreError(
+                    f"topic {topic!r} has {state.info.queues} queues; adding {count} would pass "
+                    f"the limit of {MAX_QUEUES_PER_TOPIC}"
+                )
+            self._registry.add_queues(state, count)
+            since = self._queue_since(state.info) + [self.commitlog.tail] * count
+            self._change_topic(state, queues=state.info.queues + count, queue_since=since)
+            return self._topic_copy(state.info)
+
+    def freeze_queue(self, topic: str, queue: int) -> TopicInfo:
+        """Stop new appends to a queue; reads and consumption go on."""
+        with self._exclusive():
+            state = self._topic(topic)
+            self._queue(topic, queue)
+            if queue not in state.info.frozen:
+                self._change_topic(state, frozen=sorted([*state.info.frozen, queue]))
+            return self._topic_copy(state.info)
+
+    def unfreeze_queue(self, topic: str, queue: int) -> TopicInfo:
+        """Let a frozen queue take new appends again."""
+        with self._exclusive():
+            state = self._topic(topic)
+            self._queue(topic, queue)
+            if queue in state.info.frozen:
+                self._change_topic(state, frozen=[q for q in state.info.frozen if q != queue])
+            return self._topic_copy(state.info)
+
+    def remove_queue(self, topic: str, queue: int) -> TopicInfo:
+        """Remove the topic's last queue, once frozen and consumed to the end by every group.
+
+        Otherwise QueueInUseError says why, naming each group that is behind and by how
+        many messages (EQueue's safe scale-down). Its records stay in the commit log
+        until retention deletes them; the groups' offsets on it are forgotten.
+        """
+        with self._flush_lock, self._exclusive():
+            state = self._topic(topic)
+            consume_queue = self._queue(topic, queue)
+            last = state.info.queues - 1
+            if queue != last:
+                raise QueueInUseError(
+                    f"only the last queue of {topic!r} (queue {last}) can be removed; "
+                    "freeze the others to stop writes to them"
+                )
+            if last == 0:
+                raise QueueInUseError(f"queue 0 is the only queue of {topic!r}; delete the topic")
+            if queue not in state.info.frozen:
+                raise QueueInUseError(
+                    f"queue {queue} of {topic!r} is not frozen: freeze it, let the groups "
+                    "consume it to the end, then remove it"
+                )
+            behind = self._groups_behind(topic, queue, consume_queue.max_offset)
+            if behind:
+                listed = ", ".join(f"{group} ({count} behind)" for group, count in behind)
+                raise QueueInUseError(
+                    f"queue {queue} of {topic!r} still has unconsumed messages for: {listed}"
+                )
+            self._dirty_queues.discard(consume_queue)
+            self._registry.remove_last_queue(state)
+            self._offsets.drop_queue(topic, queue)
+            self._change_topic(
+                state,
+                queues=last,
+                frozen=[q for q in state.info.frozen if q != queue],
+                queue_since=self._queue_since(state.info)[:last],
+                offsets_changed=True,
+            )
+            return self._topic_copy(state.info)
+
+    def _groups_behind(self, topic: str, queue: int, end: int) -> list[tuple[str, int]]:
+        """Groups consuming ``topic`` that have not reached ``end`` on ``queue``."""
+        groups = sorted({g for (g, t, _q) in self._offsets.offsets if t == topic})
+        behind = []
+        for group in groups:
+            committed = self._offsets.get(group, topic, queue) or 0
+            if committed < end:
+                behind.append((group, end - committed))
+        return behind
+
+    @staticmethod
+    def _queue_since(info: TopicInfo) -> list[int]:
+        return [info.since(q) for q in range(info.queues)]
+
+    def _change_topic(self, state: Topic, offsets_changed: bool = False, **changes) -> None:
+        """Save a topic's new metadata and tell the other processes (caller holds the lock)."""
+        info = replace(state.info, **changes)
+        self._table.topics[info.name] = info
+        self._table.save()
+        state.info = info
+        published = {"topics_version": self._seen.topics_version + 1}
+        if offsets_changed:
+            published["offsets_version"] = self._seen.offsets_version + 1
+        self._publish(**published)
+
+    @staticmethod
+    def _topic_copy(info: TopicInfo) -> TopicInfo:
+        return replace(info, frozen=list(info.frozen), queue_since=list(info.queue_since))
+
+    @staticmethod
+    def _check_queue_count(queues: object) -> None:
+        if not isinstance(queues, int) or isinstance(queues, bool):
+            raise InvalidMessageError("the number of queues must be an integer")
+        if not 1 <= queues <= MAX_QUEUES_PER_TOPIC:
+            raise StoreError(f"a topic has 1 to {MAX_QUEUES_PER_TOPIC} queues, not {queues}")
+
+    def _topic(self, name: str) -> Topic:
+        self._check_open()
+        state = self._topics.get(name)
+        if state is None:
+            self._follow()
+            state = self._topics.get(name)
+        if state is None:
+            check_name(name, "topic")
+            raise TopicNotFoundError(f"topic {name!r} does not exist")
+        return state
+
+    def _queue(self, topic: str, queue: int) -> ConsumeQueue:
+        state = self._topic(topic)
+        if not isinstance(queue, int) or isinstance(queue, bool):
+            raise QueueNotFoundError(f"a queue id is an integer, not {queue!r}")
+        if not 0 <= queue < len(state.queues):
+            raise QueueNotFoundError(
+                f"topic {topic!r} has queues 0 to {len(state.queues) - 1}; "
+                f"there is no queue {queue}"
+            )
+        return state.queues[queue]

@@ -1,0 +1,426 @@
+"""Appends: validating messages, encoding records, writing batches, dedup.
+
+A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from zlib import crc32
+
+from crc32c import crc32c
+
+from . import clock
+from .consumequeue import ENTRY, TIME_INDEX_INTERVAL
+from .errors import (
+    DiskFullError,
+    InvalidMessageError,
+    MessageTooLargeError,
+    QueueFrozenError,
+    QueueNotFoundError,
+    StoreFailedError,
+    TopicNotFoundError,
+)
+from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
+from .record import (
+    HEADER_PACK,
+    MARKER_SIZE,
+    RECORD_MAGIC,
+    RECORD_OVERHEAD,
+    TRAILER_PACK,
+    encode_keys,
+    encode_properties,
+    encode_tag,
+    normalize_keys,
+)
+from .results import (
+    STATUS_DUPLICATE,
+    STATUS_FLUSH_TIMEOUT,
+    STATUS_OK,
+    AppendResult,
+    Message,
+)
+from .tags import tag_hash
+from .topics import Topic
+
+_CHUNK_BYTES = 8 << 20
+_DEDUP_CANDIDATES = 16
+# A message validated and encoded, waiting for its place in the log:
+# (queue or None, routing key bytes or None, tag, keys, properties, body, born ms or None,
+#  tag hash, keys to index, dedup id or None)
+_Prepared = tuple
+
+
+class Appending:
+    """Appends: validating messages, encoding records, writing batches, dedup."""
+
+    def append(
+        self,
+        topic: str,
+        body: bytes | str,
+        key: str | list[str] | None = None,
+        tag: str | None = None,
+        queue: int | None = None,
+        properties: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
+    ) -> AppendResult:
+        """Append one message and return where it landed.
+
+        The queue is ``queue`` if given, else chosen by the key's hash, else round-robin.
+        With ``dedup_id``, a message with the same id stored in this topic within
+        ``dedup_window_s`` (by any process, before or after a restart) is not written
+        again: its result comes back with status DUPLICATE.
+        In sync mode this returns after an fsync covers the record (status OK) or after
+        ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
+        InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
+        """
+        state = self._topics.get(topic) or self._topic(topic)
+        if (
+            type(body) is bytes
+            and key is None
+            and tag is None
+            and queue is None
+            and not properties
+            and len(body) <= self._plain_body_limit(state)
+            and dedup_id is None
+        ):
+            prepared = (None, None, b"", b"", b"", body, None, 0, (), None)
+        else:
+            prepared = self._prepare(state, body, key, tag, queue, properties, None, dedup_id)
+        return self._append_prepared(state, [prepared])[0]
+
+    def append_batch(
+        self, topic: str, messages: Iterable[Message | Mapping | bytes | str]
+    ) -> list[AppendResult]:
+        """Append many messages to one topic in one locked write (the fast path).
+
+        Each item is a Message, a dict with Message's fields, or a body (bytes or str).
+        Every message is validated before any is written: one bad message writes none.
+        """
+        state = self._topic(topic)
+        prepared = []
+        limit = self._plain_body_limit(state)
+        for item in messages:
+            if type(item) is bytes and len(item) <= limit:
+                prepared.append((None, None, b"", b"", b"", item, None, 0, (), None))
+            elif isinstance(item, (bytes, bytearray, memoryview, str)):
+                prepared.append(self._prepare(state, item, None, None, None, None, None))
+            elif isinstance(item, Message):
+                prepared.append(self._prepare(state, *item))
+            elif isinstance(item, Mapping):
+                unknown = set(item) - set(Message._fields)
+                if unknown or "body" not in item:
+                    raise InvalidMessageError(
+                        "a message dict needs 'body' and may have "
+                        f"{', '.join(Message._fields[1:])}; got {sorted(item)}"
+                    )
+                prepared.append(self._prepare(state, *Message(**item)))
+            else:
+                raise InvalidMessageError(
+                    f"a message is bytes, str, a dict or a Message, not {type(item).__name__}"
+                )
+        if not prepared:
+            return []
+        return self._append_prepared(state, prepared)
+
+    def _plain_body_limit(self, state: Topic) -> int:
+        """The largest body that fits, for a message with no key, tag or properties."""
+        fits = self.commitlog.capacity() - RECORD_OVERHEAD - len(state.name_bytes)
+        return min(self.config.max_message_bytes, fits)
+
+    def _prepare(
+        self, state, body, key, tag, queue, properties, born_ms, dedup_id=None
+    ) -> _Prepared:
+        if isinstance(body, str):
+            body = body.encode()
+        elif isinstance(body, (bytearray, memoryview)):
+            body = bytes(body)
+        elif not isinstance(body, bytes):
+            raise InvalidMessageError(f"a body is bytes or str, not {type(body).__name__}")
+        if len(body) > self.config.max_message_bytes:
+            raise MessageTooLargeError(
+                f"the body is {len(body)} bytes; the limit is {self.config.max_message_bytes}"
+            )
+        if queue is not None:
+            if not isinstance(queue, int) or isinstance(queue, bool):
+                raise QueueNotFoundError(f"a queue id is an integer, not {queue!r}")
+            if not 0 <= queue < len(state.queues):
+                raise QueueNotFoundError(
+                    f"topic {state.info.name!r} has queues 0 to {len(state.queues) - 1}; "
+                    f"there is no queue {queue}"
+                )
+            if queue in state.info.frozen:
+                raise QueueFrozenError(
+                    f"queue {queue} of {state.info.name!r} is frozen: it takes no new messages"
+                )
+        keys = normalize_keys(key) if key is not None else []
+        tag_bytes = encode_tag(tag)
+        if born_ms is not None and (not isinstance(born_ms, int) or born_ms < 0):
+            raise InvalidMessageError("born_time_ms must be a non-negative integer")
+        keys_bytes = encode_keys(keys) if keys else b""
+        index_keys = tuple(keys)
+        if dedup_id is not None:
+            check_dedup_id(dedup_id)
+            properties = {**(properties or {}), DEDUP_PROPERTY: dedup_id}
+            index_keys += (DEDUP_KEY_PREFIX + dedup_id,)
+        properties_bytes = encode_properties(properties)
+        length = (
+            RECORD_OVERHEAD
+            + len(state.name_bytes)
+            + len(tag_bytes)
+            + len(keys_bytes)
+            + len(properties_bytes)
+            + len(body)
+        )
+        if length > self.commitlog.capacity():
+            raise MessageTooLargeError(
+                f"the message takes {length} bytes on disk, more than a commit-log segment "
+                f"holds ({self.commitlog.capacity()}); send less or raise segment_bytes"
+            )
+        return (
+            queue,
+            keys[0].encode() if keys else None,
+            tag_bytes,
+            keys_bytes,
+            properties_bytes,
+            body,
+            born_ms,
+            tag_hash(tag_bytes),
+            index_keys,
+            dedup_id,
+        )
+
+    def _append_prepared(self, state: Topic, batch: list[_Prepared]) -> list[AppendResult]:
+        """Write a validated batch under the write lock, publish it, wait if sync.
+
+        Steps: 1. take the thread lock, then the OS write lock, and catch up with what
+        other processes wrote; 2. find messages whose dedup id is already stored;
+        3. encode and write the others (``_write_records``); 4. write their consume-queue
+        and key-index entries; 5. publish the new tail; 6. in sync mode, wait for the
+        fsync that covers it.
+        """
+        if self._disk_ratio >= self.config.disk_reject_ratio:
+            raise DiskFullError(
+                f"the disk holding {self.path} is {self._disk_ratio:.0%} full, past "
+                f"disk_reject_ratio ({self.config.disk_reject_ratio:.0%}): appends are "
+                "refused until retention or an operator frees space"
+            )
+        with self._write_lock, self._follow_lock:
+            self._check_writable()
+            self._locks.lock_writes()
+            try:
+                self._follow_to(self._shared.read())
+                if self._topics.get(state.info.name) is not state:
+                    raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
+                now = clock.now_ms()
+                duplicates = self._find_duplicates(state, batch, now)
+                try:
+                    results, next_offsets, entries, index_items = self._write_records(
+                        state, batch, now, duplicates
+                    )
+                    self._dispatch(state.queues, next_offsets, entries)
+                    if index_items:
+                        self._index.put_many(index_items)
+                except OSError as error:
+                    self._fail(error)
+                    raise StoreFailedError(
+                        f"writing to the store failed ({error}); it refuses writes until reopened"
+                    ) from error
+                end = self.commitlog.tail
+                topic_id = state.info.id
+                ring_seq = self._shared.publish_tail(
+                    end,
+                    [(topic_id, q, next_offsets[q], now) for q in entries if entries[q]],
+                )
+                self._seen = self._seen._replace(tail=end, ring_seq=ring_seq)
+            finally:
+                self._locks.unlock_writes()
+        if self._pull_waiters:
+            with self._appended:
+                self._appended.notify_all()
+        if self._sync_mode:
+            if not self._flusher.wait_durable(end, self.config.flush_timeout_ms / 1000):
+                return [
+                    r if r.status == STATUS_DUPLICATE else r._replace(status=STATUS_FLUSH_TIMEOUT)
+                    for r in results
+                ]
+        elif end - self._flusher.flushed > self.config.flush_dirty_bytes:
+            self._flusher.kick()
+        return results
+
+    def _write_records(
+        self,
+        state: Topic,
+        batch: list[_Prepared],
+        now: int,
+        duplicates: dict[str, AppendResult],
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, list[bytes]], list[tuple]]:
+        """Encode the batch at the commit-log tail and write it, one pwrite per segment.
+
+        A record is ``record.encode_head`` + body + ``record.encode_trailer``, inlined
+        here because this loop is the hot path. A record that does not fit in what is
+        left of the segment closes it with an end-of-segment marker and goes to a new one.
+        Returns the results, each queue's next offset, the packed consume-queue entries
+        per queue and the key-index items.
+        """
+        topic_name = state.info.name
+        topic_bytes = state.name_bytes
+        topic_len = len(topic_bytes)
+        fixed = RECORD_OVERHEAD + topic_len
+        queues = state.queues
+        writable = state.writable
+        writable_count = len(writable)
+        log = self.commitlog
+        prefix = self._id_prefix
+        new_result = tuple.__new__
+        pack_entry = ENTRY.pack
+        pack_head = HEADER_PACK
+        pack_trailer = TRAILER_PACK
+        checksum = crc32c
+        results: list[AppendResult] = []
+        next_offsets: dict[int, int] = {}
+        entries: dict[int, list[bytes]] = {}
+        index_items: list[tuple[str, str, int, int]] = []
+        time_marks: list[tuple[int, int]] = []
+        parts: list[bytes] = []
+        add = parts.append
+        if not writable_count and any(item[0] is None for item in batch):
+            raise QueueFrozenError(
+                f"every queue of {topic_name!r} is frozen: it takes no new messages"
+            )
+        round_robin = state.round_robin
+        if now < log.last_store_ms:
+            now = log.last_store_ms  # store times never go back, even if the clock does
+        segment = log.writable_segment()
+        tail = log.tail
+        if self._shared.mark_writing():
+            log.clear_after_tail(segment)
+        chunk_start = tail - segment.base
+        chunk_end = tail
+        segment_limit = segment.end - MARKER_SIZE
+        for (
+            queue_id,
+            route_key,
+            tag,
+            keys,
+            props,
+            body,
+            born,
+            hashed,
+            index_keys,
+            dedup_id,
+        ) in batch:
+            if dedup_id is not None and dedup_id in duplicates:
+                results.append(duplicates[dedup_id])
+                continue
+            if queue_id is None:
+                if route_key is not None:
+                    queue_id = writable[crc32(route_key) % writable_count]
+                else:
+                    queue_id = writable[round_robin % writable_count]
+                    round_robin += 1
+            queue_offset = next_offsets.get(queue_id)
+            if queue_offset is None:
+                queue_offset = queues[queue_id].max_offset
+                entries[queue_id] = []
+            body_len = len(body)
+            if tag or keys or props:
+                length = fixed + len(tag) + len(keys) + len(props) + body_len
+                meta = topic_bytes + tag + keys + props
+            else:
+                length = fixed + body_len
+                meta = topic_bytes
+            if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
+                log.write(segment, chunk_start, b"".join(parts))
+                parts.clear()
+                chunk_start = tail - segment.base
+                chunk_end = tail
+                if tail + length > segment_limit:
+                    segment = log.close_segment(segment, chunk_start)
+                    tail = chunk_end = segment.base
+                    chunk_start = 0
+                    segment_limit = segment.end - MARKER_SIZE
+            next_offsets[queue_id] = queue_offset + 1
+            head = (
+                pack_head(
+                    length,
+                    RECORD_MAGIC,
+                    tail,
+                    queue_offset,
+                    now if born is None else born,
+                    now,
+                    queue_id,
+                    body_len,
+                    0,
+                    topic_len,
+                    len(tag),
+                    len(keys),
+                    len(props),
+                )
+                + meta
+            )
+            add(head)
+            add(body)
+            add(pack_trailer(checksum(body, checksum(head)), length))
+            entries[queue_id].append(pack_entry(tail, length, hashed))
+            if not queue_offset % TIME_INDEX_INTERVAL:
+                time_marks.append((queue_id, queue_offset))
+            result = new_result(
+                AppendResult,
+                (f"{prefix}{tail:016X}", topic_name, queue_id, queue_offset, tail, now, STATUS_OK),
+            )
+            results.append(result)
+            if index_keys:
+                for index_key in index_keys:
+                    index_items.append((topic_name, index_key, tail, now))
+                if dedup_id is not None:
+                    duplicates[dedup_id] = result._replace(status=STATUS_DUPLICATE)
+            tail += length
+        state.round_robin = round_robin
+        if parts:
+            log.write(segment, chunk_start, b"".join(parts))
+        log.tail = tail
+        log.last_store_ms = now
+        for queue_id, queue_offset in time_marks:
+            queues[queue_id].time_index.write([(queue_offset, now)])
+        return results, next_offsets, entries, index_items
+
+    def _find_duplicates(
+        self, state: Topic, batch: list[_Prepared], now: int
+    ) -> dict[str, AppendResult]:
+        """Results of messages already stored under the batch's dedup ids, by id."""
+        found: dict[str, AppendResult] = {}
+        since = now - self.config.dedup_window_s * 1000
+        for item in batch:
+            dedup_id = item[9]
+            if dedup_id is None or dedup_id in found:
+                continue
+            for offset in self._index.query(
+                state.info.name, DEDUP_KEY_PREFIX + dedup_id, since, None, _DEDUP_CANDIDATES
+            ):
+                message = self._record_at(offset)
+                if (
+                    message is not None
+                    and message.topic == state.info.name
+                    and offset >= state.info.created_offset
+                    and message.properties.get(DEDUP_PROPERTY) == dedup_id
+                ):
+                    found[dedup_id] = AppendResult(
+                        message.message_id,
+                        message.topic,
+                        message.queue,
+                        message.queue_offset,
+                        offset,
+                        message.store_time_ms,
+                        STATUS_DUPLICATE,
+                    )
+                    break
+        return found
+
+    def _dispatch(self, queues, next_offsets, entries) -> None:
+        for queue_id, packed in entries.items():
+            if not packed:
+                continue
+            queue = queues[queue_id]
+            queue.write(next_offsets[queue_id] - len(packed), b"".join(packed))
+            self._dirty_queues.add(queue)

@@ -1,0 +1,93 @@
+"""Consumer groups' committed offsets and their history.
+
+A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's state.
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    OffsetConflictError,
+    OffsetOutOfRangeError,
+    StoreFailedError,
+)
+from .names import check_name
+from .offsets import OffsetChange
+
+_ANY = object()
+
+
+class GroupOffsets:
+    """Consumer groups' committed offsets and their history."""
+
+    def commit_offset(
+        self,
+        group: str,
+        topic: str,
+        queue: int,
+        offset: int,
+        who: str = "consumer",
+        reason: str = "commit",
+        expected: int | None | object = _ANY,
+    ) -> OffsetChange | None:
+        """Durably record ``offset`` (the next to consume) as the group's position.
+
+        Every change is kept in the group's history with ``who`` and ``reason``.
+        With ``expected``, the commit happens only if the committed offset is still that
+        value (None: never committed), else OffsetConflictError: how a consumer notices
+        that an operator reset the offsets under it. Raises OffsetOutOfRangeError for
+        an offset below 0 or above the queue's max.
+        """
+        check_name(group, "group")
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise OffsetOutOfRangeError(f"an offset is an integer ≥ 0, not {offset!r}")
+        if offset > consume_queue.max_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is past the end of {topic}/{queue} "
+                f"(max offset {consume_queue.max_offset})"
+            )
+        with self._exclusive():
+            current = self._offsets.get(group, topic, queue)
+            if expected is not _ANY and current != expected:
+                raise OffsetConflictError(
+                    f"the offset of {group} on {topic}/{queue} is {current}, not {expected}: "
+                    "someone else changed it (an operator's reset?); continue from it",
+                    current,
+                )
+            try:
+                change = self._offsets.commit(group, topic, queue, offset, who, reason)
+            except OSError as error:
+                self._fail(error)
+                raise StoreFailedError(f"saving the offset failed ({error})") from error
+            if change is not None:
+                self._publish(offsets_version=self._seen.offsets_version + 1)
+            return change
+
+    def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
+        """The group's committed offset on a queue, or None if it never committed."""
+        check_name(group, "group")
+        self._check_open()
+        self._follow()
+        self._queue(topic, queue)
+        return self._offsets.get(group, topic, queue)
+
+    def offset_history(
+        self, group: str, topic: str | None = None, queue: int | None = None, limit: int = 100
+    ) -> list[OffsetChange]:
+        """The group's offset changes, newest first, optionally for one topic or queue."""
+        check_name(group, "group")
+        self._check_open()
+        self._follow()
+        history = self._offsets.history.get(group, ())
+        picked = [
+            change
+            for change in reversed(history)
+            if (topic is None or change.topic == topic) and (queue is None or change.queue == queue)
+        ]
+        return picked[:limit]
+
+    def groups(self) -> list[str]:
+        """Every group that has committed an offset, sorted."""
+        self._check_open()
+        self._follow()
+        return sorted({group for group, _, _ in self._offsets.offsets})

@@ -1,0 +1,267 @@
+"""Reads: by queue offset, by id, by time, by key, and long-polling pulls.
+
+A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's state.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .consumequeue import ENTRY, ConsumeQueue
+from .errors import (
+    CorruptRecordError,
+    MessageNotFoundError,
+    OffsetOutOfRangeError,
+    StoreError,
+)
+from .message_id import format_message_id, parse_message_id
+from .record import (
+    RECORD_MAGIC,
+    STORE_TIME,
+    STORE_TIME_AT,
+    decode_record,
+    encode_tag,
+    frame_intact,
+    normalize_keys,
+)
+from .results import (
+    Corruption,
+    ReadResult,
+    StoredMessage,
+)
+from .tags import tag_hash
+
+MAX_READ_MESSAGES = 10_000
+_TAG_SCAN_CHUNK = 1024
+_PULL_POLL_S = 0.002
+
+
+class Reading:
+    """Reads: by queue offset, by id, by time, by key, and long-polling pulls."""
+
+    def read(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, tag: str | None = None
+    ) -> list[StoredMessage]:
+        """Messages of one queue from queue ``offset`` on, at most ``max_messages``.
+
+        An offset below the queue's minimum starts at the minimum; one at the maximum
+        returns nothing. With ``tag``, only messages with that tag are returned.
+        """
+        return self.read_result(topic, queue, offset, max_messages, tag).messages
+
+    def read_result(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, tag: str | None = None
+    ) -> ReadResult:
+        """Like ``read``, also saying which offset to read from next."""
+        self._check_open()
+        self._follow()
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {offset!r}")
+        if not isinstance(max_messages, int) or not 1 <= max_messages <= MAX_READ_MESSAGES:
+            raise StoreError(f"max_messages must be 1 to {MAX_READ_MESSAGES}, not {max_messages!r}")
+        wanted_hash = tag_hash(encode_tag(tag)) if tag is not None else None
+        prefix = self._id_prefix
+        position = max(offset, consume_queue.min_offset)
+        messages: list[StoredMessage] = []
+        while len(messages) < max_messages and position < consume_queue.max_offset:
+            count = max_messages - len(messages) if wanted_hash is None else _TAG_SCAN_CHUNK
+            packed = consume_queue.read(position, count)
+            if not packed:
+                break
+            segment = None
+            for commit_offset, size, hashed in ENTRY.iter_unpack(packed):
+                position += 1
+                if not size or (wanted_hash is not None and hashed != wanted_hash):
+                    continue
+                if segment is None or not segment.base <= commit_offset < segment.end:
+                    found = self.commitlog.locate(commit_offset)
+                    if found is None:
+                        continue
+                    segment = found[0]
+                try:
+                    message = decode_record(
+                        segment.view,
+                        commit_offset - segment.base,
+                        segment.size,
+                        commit_offset,
+                        prefix,
+                        size,
+                    )
+                except CorruptRecordError as error:
+                    self._note_corruption(Corruption(commit_offset, size, error.reason))
+                    continue
+                if tag is not None and message.tag != tag:
+                    continue
+                messages.append(message)
+                if len(messages) == max_messages:
+                    break
+        return ReadResult(messages, position, consume_queue.min_offset, consume_queue.max_offset)
+
+    def _record_at(self, commit_offset: int) -> StoredMessage | None:
+        """The intact record starting at ``commit_offset``, or None."""
+        if not self.commitlog.min_offset <= commit_offset < self.commitlog.tail:
+            return None
+        found = self.commitlog.locate(commit_offset)
+        if found is None:
+            return None
+        segment, pos = found
+        try:
+            return decode_record(segment.view, pos, segment.size, commit_offset, self._id_prefix)
+        except CorruptRecordError:
+            return None
+
+    def get(self, message_id: str) -> StoredMessage:
+        """The message with this id, read in one lookup.
+
+        Raises InvalidMessageIdError for a malformed id, MessageNotFoundError when no
+        intact record starts where it points, CorruptRecordError when the record there
+        fails its CRC check.
+        """
+        store_id, commit_offset = parse_message_id(message_id)
+        self._check_open()
+        self._follow()
+        if store_id != self.identity.store_id:
+            raise MessageNotFoundError(
+                f"message {message_id} belongs to store {store_id:08X}, "
+                f"not to this store ({self._id_prefix})"
+            )
+        if not self.commitlog.min_offset <= commit_offset < self.commitlog.tail:
+            raise MessageNotFoundError(
+                f"message {message_id} is outside the commit log "
+                f"({self.commitlog.min_offset} to {self.commitlog.tail}): "
+                "deleted by retention, or never written"
+            )
+        found = self.commitlog.locate(commit_offset)
+        if found is None:
+            raise MessageNotFoundError(f"message {message_id} is in no segment")
+        segment, pos = found
+        if pos + 8 > segment.size or int.from_bytes(segment.map[pos + 4 : pos + 8], "little") != (
+            RECORD_MAGIC
+        ):
+            raise MessageNotFoundError(
+                f"no message starts at commit-log offset {commit_offset} (id {message_id})"
+            )
+        try:
+            return decode_record(segment.view, pos, segment.size, commit_offset, self._id_prefix)
+        except CorruptRecordError as error:
+            says_here = int.from_bytes(segment.map[pos + 8 : pos + 16], "little") == commit_offset
+            if not says_here and not frame_intact(segment.view, pos, segment.size):
+                raise MessageNotFoundError(
+                    f"no message starts at commit-log offset {commit_offset} (id {message_id})"
+                ) from None
+            self._note_corruption(Corruption(commit_offset, 0, error.reason))
+            raise
+
+    def offset_for_time(self, topic: str, queue: int, timestamp_ms: int) -> int:
+        """The first queue offset whose store time is ≥ ``timestamp_ms``.
+
+        Kafka's offsetsForTimes: before the first message, the queue's min offset; after
+        the last, its max offset (where the next message will go).
+        """
+        self._check_open()
+        self._follow()
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+            raise StoreError(f"a timestamp is an integer of milliseconds, not {timestamp_ms!r}")
+        low, high = consume_queue.time_index.bracket(
+            timestamp_ms, consume_queue.min_offset, consume_queue.max_offset
+        )
+        # The answer is in [low, high]: binary search on the records' store times.
+        while low < high:
+            middle = (low + high) // 2
+            store_ms = self._store_time(consume_queue, middle)
+            if store_ms is None or store_ms < timestamp_ms:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    def _store_time(self, consume_queue: ConsumeQueue, index: int) -> int | None:
+        entry = consume_queue.entry(index)
+        if entry is None:
+            return None
+        found = self.commitlog.locate(entry[0])
+        if found is None:
+            return None
+        segment, pos = found
+        return STORE_TIME.unpack_from(segment.map, pos + STORE_TIME_AT)[0]
+
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        begin_ms: int | None = None,
+        end_ms: int | None = None,
+        limit: int = 64,
+    ) -> list[StoredMessage]:
+        """Messages of ``topic`` carrying ``key``, newest first, at most ``limit``.
+
+        ``begin_ms``/``end_ms`` bound the store time (inclusive). Found through the key
+        index; hash collisions are ruled out by checking each record's keys.
+        """
+        self._check_open()
+        self._follow()
+        state = self._topic(topic)
+        normalize_keys(key)
+        if not isinstance(limit, int) or not 1 <= limit <= MAX_READ_MESSAGES:
+            raise StoreError(f"limit must be 1 to {MAX_READ_MESSAGES}, not {limit!r}")
+        for bound in (begin_ms, end_ms):
+            if bound is not None and (not isinstance(bound, int) or isinstance(bound, bool)):
+                raise StoreError(f"a time bound is an integer of milliseconds, not {bound!r}")
+        wanted = limit
+        while True:
+            offsets = self._index.query(topic, key, begin_ms, end_ms, wanted)
+            found = []
+            for offset in offsets:
+                if offset < state.info.created_offset:
+                    continue
+                message = self._record_at(offset)
+                if message is not None and message.topic == topic and key in message.keys:
+                    found.append(message)
+                    if len(found) == limit:
+                        return found
+            if len(offsets) < wanted:
+                return found
+            wanted *= 4
+
+    def queue_range(self, topic: str, queue: int) -> tuple[int, int]:
+        """(min offset, max offset) of a queue: readable offsets are min ≤ o < max."""
+        self._check_open()
+        self._follow()
+        consume_queue = self._queue(topic, queue)
+        return consume_queue.min_offset, consume_queue.max_offset
+
+    def message_id(self, commit_offset: int) -> str:
+        return format_message_id(self.identity.store_id, commit_offset)
+
+    def pull(
+        self,
+        group: str,
+        topic: str,
+        queue: int,
+        max_messages: int = 32,
+        timeout_s: float = 0.0,
+    ) -> list[StoredMessage]:
+        """Messages after the group's committed offset; waits up to ``timeout_s`` for some.
+
+        Pulling does not commit: the consumer commits what it has processed.
+        """
+        consume_queue = self._queue(topic, queue)
+        committed = self.committed_offset(group, topic, queue)
+        offset = consume_queue.min_offset if committed is None else committed
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            messages = self.read(topic, queue, offset, max_messages)
+            remaining = deadline - time.monotonic()
+            if messages or remaining <= 0:
+                return messages
+            # An append in this process wakes the wait at once; one in another process is
+            # seen by the next look at the shared state, every few milliseconds.
+            with self._appended:
+                self._pull_waiters += 1
+                try:
+                    if consume_queue.max_offset <= offset:
+                        self._appended.wait(min(remaining, _PULL_POLL_S))
+                finally:
+                    self._pull_waiters -= 1

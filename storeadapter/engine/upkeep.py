@@ -1,0 +1,145 @@
+"""Retention and the disk: delete_expired, expiry_forecast, disk-use probes.
+
+A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import clock, fileio
+from .consumequeue import ConsumeQueue
+from .retention import QueueDrop, RetentionReport, choose_segments, segment_newest_time
+from .segment import segment_name
+
+
+class Upkeep:
+    """Retention and the disk: delete_expired, expiry_forecast, disk-use probes."""
+
+    def delete_expired(self, now_ms: int | None = None) -> RetentionReport:
+        """Delete whole commit-log segments past retention (or past the disk limits).
+
+        Oldest first, never the active segment. Queue minimum offsets move past the
+        deleted records, and consume-queue and key-index files wholly below them go too.
+        The report says what was freed and, per queue and group, how many of the dropped
+        messages the group had not consumed.
+        """
+        now = clock.now_ms() if now_ms is None else now_ms
+        retention_ms = int(self.config.retention_hours * 3_600_000)
+        with self._flush_lock, self._exclusive():
+            used, total = fileio.disk_usage(self.path)
+            ratio = used / total if total else 0.0
+            report = RetentionReport(now, retention_ms, ratio)
+            plan = choose_segments(
+                self.commitlog,
+                now,
+                retention_ms,
+                ratio,
+                self.config.disk_force_ratio,
+                self.config.disk_warn_ratio,
+                1 / total if total else 0.0,
+            )
+            if plan:
+                before = {
+                    (name, queue_id): queue.min_offset
+                    for name, topic in self._topics.items()
+                    for queue_id, queue in enumerate(topic.queues)
+                }
+                new_min = plan[-1][0].end
+                for segment, reason in plan:
+                    report.deleted_segments.append(
+                        {"name": segment_name(segment.base), "base": segment.base, "reason": reason}
+                    )
+                    report.freed_bytes += os.fstat(segment.fd).st_blocks * 512
+                self.commitlog.drop_below(new_min)
+                self._advance_queue_mins()
+                report.index_files_deleted = self._index.delete_below(new_min)
+                report.queues = self._queue_drops(before)
+                self._publish(min_offset=self.commitlog.min_offset)
+            self._disk_ratio = report.disk_ratio_after = self._probe_disk()
+        self.last_retention = report
+        fileio.write_atomic(self.path / "retention.json", json.dumps(report.as_dict()).encode())
+        return report
+
+    def _queue_drops(self, before: dict[tuple[str, int], int]) -> list[QueueDrop]:
+        drops = []
+        for (name, queue_id), old_min in before.items():
+            topic = self._topics.get(name)
+            if topic is None:
+                continue
+            new_min = topic.queues[queue_id].min_offset
+            if new_min == old_min:
+                continue
+            drop = QueueDrop(name, queue_id, old_min, new_min)
+            for (group, group_topic, group_queue), committed in self._offsets.offsets.items():
+                if group_topic == name and group_queue == queue_id:
+                    drop.unconsumed_by_group[group] = max(0, new_min - max(committed, old_min))
+            drops.append(drop)
+        return drops
+
+    def expiry_forecast(self, now_ms: int | None = None) -> list[dict]:
+        """When retention will next delete messages each group has not consumed.
+
+        One row per group and queue with unconsumed messages in a sealed segment:
+        ``expires_at_ms`` (when that segment passes retention), ``messages`` (how many
+        unconsumed messages of that queue it holds) and ``overdue`` (already past it).
+        Messages still in the active segment are not at risk until it is sealed.
+        """
+        self._check_open()
+        self._follow()
+        now = clock.now_ms() if now_ms is None else now_ms
+        retention_ms = int(self.config.retention_hours * 3_600_000)
+        log = self.commitlog
+        rows = []
+        for (group, name, queue_id), committed in sorted(self._offsets.offsets.items()):
+            topic = self._topics.get(name)
+            if topic is None or queue_id >= len(topic.queues):
+                continue
+            queue = topic.queues[queue_id]
+            start = max(committed, queue.min_offset)
+            entry = queue.entry(start) if start < queue.max_offset else None
+            if entry is None:
+                continue
+            position = next(
+                (i for i, s in enumerate(log.segments) if s.base <= entry[0] < s.end), None
+            )
+            if position is None or position == len(log.segments) - 1:
+                continue
+            newest = segment_newest_time(log, position)
+            if newest is None:
+                continue
+            segment_end = log.segments[position].end
+            rows.append(
+                {
+                    "group": group,
+                    "topic": name,
+                    "queue": queue_id,
+                    "committed_offset": committed,
+                    "expires_at_ms": newest + retention_ms,
+                    "overdue": newest + retention_ms <= now,
+                    "messages": self._entries_below(queue, start, segment_end),
+                }
+            )
+        return rows
+
+    def _entries_below(self, queue: ConsumeQueue, start: int, offset: int) -> int:
+        """How many entries from ``start`` point below commit-log ``offset``."""
+        low, high = start, queue.max_offset
+        while low < high:
+            middle = (low + high) // 2
+            entry = queue.entry(middle)
+            if entry is not None and entry[0] >= offset:
+                high = middle
+            else:
+                low = middle + 1
+        return low - start
+
+    def _advance_queue_mins(self) -> None:
+        log_min = self.commitlog.min_offset
+        for queue in self._registry.loaded_queues():
+            queue.advance_min(log_min)
+
+    def _probe_disk(self) -> float:
+        used, total = fileio.disk_usage(self.path)
+        return used / total if total else 0.0
