@@ -159,6 +159,10 @@ class Appending:
             raise InvalidMessageError("born_time_ms must be a non-negative integer")
         keys_bytes = encode_keys(keys) if keys else b""
         index_keys = tuple(keys)
+        if properties and DEDUP_PROPERTY in properties:
+            raise InvalidMessageError(
+                f"the property {DEDUP_PROPERTY} is reserved: pass dedup_id= instead"
+            )
         if dedup_id is not None:
             check_dedup_id(dedup_id)
             properties = {**(properties or {}), DEDUP_PROPERTY: dedup_id}

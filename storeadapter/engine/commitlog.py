@@ -36,11 +36,12 @@ class CommitLog:
         self.last_store_ms = 0  # the newest record's store time, as far as this process saw
         self.unsynced: list[Segment] = []
 
-    def open(self, limit: int | None = None) -> None:
+    def open(self, limit: int | None = None, repair: bool = True) -> None:
         """Open the segment files in the directory; they must follow one another.
 
         With ``limit`` (the tail other processes published), later segments are left
-        alone: they hold nothing published, or are being created right now.
+        alone: they hold nothing published, or are being created right now. Without
+        ``repair`` nothing is written: an empty last segment is skipped, not mended.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
@@ -48,11 +49,13 @@ class CommitLog:
             names = [name for name in names if int(name) <= limit]
         for position, name in enumerate(names):
             path = self.directory / name
-            if position == len(names) - 1 and path.stat().st_size == 0:
+            if repair and position == len(names) - 1 and path.stat().st_size == 0:
                 # A crash between creating the last segment and reserving its space.
                 with open(path, "r+b") as handle:
                     fileio.preallocate(handle.fileno(), self.segment_bytes)
                     fileio.fsync(handle.fileno())
+            if path.stat().st_size == 0:  # only when not repairing: nothing to read
+                continue
             segment = Segment.open(path)
             if self.segments and self.segments[-1].end != segment.base:
                 previous = self.segments[-1]

@@ -321,7 +321,7 @@ class ConsumeQueue:
         if low <= self._min_offset:
             return self._min_offset
         self._min_offset = low
-        for queue_file in list(self._files):
+        for queue_file in list(self._files[:-1]):  # the last file stays: it marks the end
             if queue_file.first_index + queue_file.entries <= low:
                 self._remove_file(queue_file)
         return low

@@ -51,7 +51,7 @@ from .errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
-from .names import check_name, dlq_topic, retry_topic
+from .names import DEDUP_PROPERTY, check_name, dlq_topic, retry_topic
 from .results import AppendResult, StoredMessage
 from .store import MessageStore
 
@@ -606,6 +606,7 @@ class Consumer:
 
     def _failure_copy(self, message: StoredMessage, error: BaseException):
         properties = dict(message.properties)
+        properties.pop(DEDUP_PROPERTY, None)  # the copy is a new message, not a resend
         if message.topic != self.retry_topic or ORIGIN_TOPIC not in properties:
             properties.update(
                 {
@@ -715,7 +716,11 @@ def redrive_dlq(
         if origin is None:
             log.warning("%s in %s has no %s; skipped", message.message_id, topic, ORIGIN_TOPIC)
             continue
-        properties = {k: v for k, v in message.properties.items() if k not in RETRY_PROPERTIES}
+        properties = {
+            k: v
+            for k, v in message.properties.items()
+            if k not in RETRY_PROPERTIES and k != DEDUP_PROPERTY
+        }
         results.append(
             store.append(
                 origin,

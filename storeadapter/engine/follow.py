@@ -98,6 +98,8 @@ def trim_queue_end(
     keep = queue.max_offset
     while keep > queue.min_offset:
         entry = queue.entry(keep - 1)
+        if entry is not None and entry[0] < log.min_offset:
+            break  # its record went with retention: still a real entry of the queue
         if (
             entry is not None
             and entry[0] + entry[1] <= tail

@@ -106,8 +106,11 @@ class TopicTable:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.topics: dict[str, TopicInfo] = {}
+        self.last_id = 0
         if path.exists():
             data = _load_json(path)
+            last_id = data.get("last_id", 0)
+            self.last_id = last_id if isinstance(last_id, int) else 0
             try:
                 for item in data.get("topics", []):
                     info = TopicInfo(
@@ -130,9 +133,14 @@ class TopicTable:
                 raise StoreFormatError(f"{path} has a topic entry with missing fields") from None
 
     def next_id(self) -> int:
-        """An id no topic in the table has."""
-        return max((t.id for t in self.topics.values()), default=0) + 1
+        """An id no topic has ever had in this store (ids are never reused)."""
+        self.last_id = max(self.last_id, *(t.id for t in self.topics.values()), 0) + 1
+        return self.last_id
 
     def save(self) -> None:
-        data = {"version": FORMAT_VERSION, "topics": [asdict(t) for t in self.topics.values()]}
+        data = {
+            "version": FORMAT_VERSION,
+            "last_id": self.last_id,
+            "topics": [asdict(t) for t in self.topics.values()],
+        }
         fileio.write_atomic(self.path, json.dumps(data, indent=2).encode())

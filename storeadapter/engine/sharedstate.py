@@ -16,6 +16,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,6 +28,7 @@ _SEQUENCE = struct.Struct("<Q")
 _TAIL_AT = 16
 _WRITING_AT = 56
 _RING_SEQ_AT = 64
+_STUCK_AFTER_S = 0.05
 _HEADER_SIZE = 4096
 # The ring of queue-end notes: sequence, topic id, queue, new queue end, store time.
 RING_ENTRY = struct.Struct("<QIIQq")
@@ -52,12 +54,23 @@ class SharedState:
         self.map = mmap.mmap(self.fd, _SIZE)
 
     def read(self) -> SharedSnapshot:
-        """A consistent copy of the shared fields."""
+        """A consistent copy of the shared fields.
+
+        A writer takes microseconds; a sequence left odd for longer means it died in
+        the middle. Then the fields as they are come back with ``ring_seq`` -1: the
+        notes cannot be trusted, and readers walk the records instead. The next write
+        makes the sequence even again.
+        """
         unpack = _LAYOUT.unpack_from
         data = self.map
+        deadline = None
         while True:
             first = unpack(data, 0)
             if first[2] & 1:
+                if deadline is None:
+                    deadline = time.monotonic() + _STUCK_AFTER_S
+                elif time.monotonic() > deadline:
+                    return SharedSnapshot(*first[3:8], -1)
                 continue
             second = unpack(data, 0)
             if first == second:
@@ -75,9 +88,10 @@ class SharedState:
         sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
         _SEQUENCE.pack_into(data, 8, sequence)
         writing = _SEQUENCE.unpack_from(data, _WRITING_AT)[0]
-        _LAYOUT.pack_into(data, 0, _MAGIC, _VERSION, sequence, *snapshot[:5], writing, snapshot[5])
+        ring_seq = max(snapshot[5], _SEQUENCE.unpack_from(data, _RING_SEQ_AT)[0])
+        _LAYOUT.pack_into(data, 0, _MAGIC, _VERSION, sequence, *snapshot[:5], writing, ring_seq)
         _SEQUENCE.pack_into(data, 8, sequence + 1)
-        return snapshot
+        return snapshot._replace(ring_seq=ring_seq)
 
     def publish_tail(self, tail: int, notes: list[tuple[int, int, int, int]]) -> int:
         """Publish a new tail with notes of the queue ends it moved, and clear the
@@ -104,8 +118,8 @@ class SharedState:
 
     def notes(self, after: int, upto: int) -> list[tuple[int, int, int, int]] | None:
         """The notes with ring sequence in (after, upto], or None if some were
-        overwritten meanwhile (the reader must then walk the records)."""
-        if upto - after > RING_ENTRIES:
+        overwritten meanwhile or cannot be trusted (the reader must walk the records)."""
+        if after < 0 or upto < 0 or upto - after > RING_ENTRIES:
             return None
         found = []
         unpack = RING_ENTRY.unpack_from

@@ -70,6 +70,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._shared: SharedState | None = None
         self._seen = SharedSnapshot(0, 0, 0, 0, 0)
         self._forked = False
+        self._index_marker_pending = False
         self._disk_ratio = 0.0
         self.last_retention: RetentionReport | None = None
 
@@ -134,6 +135,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._fail,
         )
         self._flush_everything()
+        if self._index_marker_pending:
+            (self.path / "index" / _INDEX_MARKER).touch()
+            fileio.fsync_dir(self.path / "index")
         self._flusher.start(self.commitlog.flushed)
 
     def _open_alone(self) -> None:
@@ -162,6 +166,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             index=self._index,
         )
         self._dirty_queues.update(self._registry.loaded_queues())
+        self._advance_queue_mins()
         for corruption in self.last_recovery.corruptions:
             self._note_corruption(corruption)
         fileio.write_atomic(
@@ -191,8 +196,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             if leftover.is_file():
                 leftover.unlink()
         self._index.open()
-        marker.touch()
-        fileio.fsync_dir(self._index.directory)
+        self._index_marker_pending = True  # set once the rebuild is durable
         return self.commitlog.min_offset if self.commitlog.segments else None
 
     def _open_beside_others(self) -> None:

@@ -86,3 +86,8 @@ def test_after_the_window_the_same_id_is_written_again(store, monkeypatch):
 def test_a_bad_dedup_id_is_refused(store, dedup_id):
     with pytest.raises(InvalidMessageError):
         store.append("t", b"x", dedup_id=dedup_id)
+
+
+def test_the_dedup_property_cannot_be_set_by_hand(store):
+    with pytest.raises(InvalidMessageError, match="reserved"):
+        store.append("t", b"x", properties={"DEDUP_ID": "sneaky"})

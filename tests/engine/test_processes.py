@@ -203,3 +203,36 @@ def test_a_store_far_behind_the_notes_ring_walks_the_records(open_store):
     assert reader.queue_range("t", 0) == (0, (RING_ENTRIES + 51) // 2)
     assert reader.queue_range("t", 1) == (0, (RING_ENTRIES + 50) // 2)
     assert len(_assert_dense_and_unique(reader, "t")) == RING_ENTRIES + 50
+
+
+def test_a_new_topic_never_takes_a_deleted_topics_id(open_store):
+    writer = open_store()
+    reader = open_store()
+    writer.create_topic("a", queues=1)
+    writer.create_topic("b", queues=1)
+    reader.topics()
+    old_id = writer.topic("b").id
+    writer.delete_topic("b")
+    writer.create_topic("c", queues=1)
+    writer.append_batch("c", [b"x"] * 3)
+
+    assert writer.topic("c").id != old_id
+    assert reader.queue_range("c", 0) == (0, 3)
+
+
+def test_a_writer_that_died_inside_the_shared_state_update_does_not_hang_others(
+    open_store, store_path
+):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    store.append("t", b"before")
+    state = bytearray((store_path / "state").read_bytes())
+    state[8] |= 1  # the sequence left odd, as by a writer killed mid-update
+    with open(store_path / "state", "r+b") as handle:
+        handle.write(bytes(state[:16]))
+
+    other = open_store()
+
+    assert [m.body for m in other.read("t", 0, 0)] == [b"before"]
+    other.append("t", b"after")
+    assert [m.body for m in store.read("t", 0, 0)] == [b"before", b"after"]

@@ -163,3 +163,37 @@ def test_expiry_forecast_names_groups_with_unconsumed_old_messages(store, clock,
     assert behind[0]["expires_at_ms"] <= START_MS + (5 + 72) * HOUR_MS
     assert behind[0]["overdue"] is False
     assert not [r for r in rows if r["group"] == "caught-up"]
+
+
+def test_a_queue_emptied_at_a_file_boundary_keeps_its_offsets_after_reopen(
+    open_store, store_path, disk
+):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    store.create_topic("u", queues=1)
+    store.append_batch("t", [b"z" * 100 for _ in range(64)])  # exactly one queue file
+    store.append_batch("u", [b"y" * 300 for _ in range(40)])  # t's records now all sealed
+    disk["ratio"] = 0.86  # force: every sealed segment goes
+    store.delete_expired()
+    expected = store.queue_range("t", 0)
+    assert expected == (64, 64)  # every message of t gone, at a queue-file boundary
+    store.close()
+
+    reopened = open_store()
+
+    assert reopened.queue_range("t", 0) == expected
+    assert reopened.append("t", b"next").queue_offset == 64
+
+
+def test_queue_minimums_are_raised_after_a_crash_reopen(open_store, store_path, clock, disk):
+    store = open_store()
+    store.create_topic("t", queues=2)
+    _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    store.delete_expired(now_ms=START_MS + 90 * HOUR_MS)
+    expected = store.queue_range("t", 0)
+    store.close()
+    (store_path / "checkpoint").unlink()
+    (store_path / "abort").touch()
+
+    assert open_store().queue_range("t", 0) == expected
