@@ -40,6 +40,7 @@ from .results import (
     AppendResult,
     Message,
 )
+from .sharedstate import SharedSnapshot
 from .tags import tag_hash
 from .topics import Topic
 
@@ -236,7 +237,8 @@ class Appending:
                     end,
                     [(topic_id, q, next_offsets[q], now) for q in entries if entries[q]],
                 )
-                self._seen = self._seen._replace(tail=end, ring_seq=ring_seq)
+                seen = self._seen
+                self._seen = SharedSnapshot(end, seen[1], seen[2], seen[3], seen[4], ring_seq)
             finally:
                 self._locks.unlock_writes()
         if self._pull_waiters:

@@ -79,12 +79,18 @@ class QueueFile:
         return os.open(self.path, os.O_RDWR)
 
     def pread(self, slot: int, count: int) -> bytes:
-        with self.handles.use(self, self._open_fd) as fd:
+        fd = self.handles.acquire(self, self._open_fd)
+        try:
             return os.pread(fd, count * ENTRY_SIZE, slot * ENTRY_SIZE)
+        finally:
+            self.handles.release(self)
 
     def pwrite(self, slot: int, data) -> None:
-        with self.handles.use(self, self._open_fd) as fd:
+        fd = self.handles.acquire(self, self._open_fd)
+        try:
             fileio.pwrite_all(fd, data, slot * ENTRY_SIZE)
+        finally:
+            self.handles.release(self)
 
     def written_bound(self) -> int:
         """An entry count past every written entry, asked of the file system: a sparse

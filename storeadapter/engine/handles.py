@@ -24,9 +24,9 @@ class HandleCache:
         self._pins: dict[object, int] = {}
         self._doomed: dict[object, int] = {}  # forgotten while pinned: closed at unpin
 
-    @contextmanager
-    def use(self, owner: object, opener: Callable[[], int]) -> Iterator[int]:
-        """Yield ``owner``'s descriptor, opening it with ``opener`` if it is closed."""
+    def acquire(self, owner: object, opener: Callable[[], int]) -> int:
+        """``owner``'s descriptor, opened with ``opener`` if closed, pinned until
+        ``release(owner)``."""
         with self._lock:
             fd = self._open.get(owner)
             if fd is None:
@@ -36,18 +36,27 @@ class HandleCache:
             else:
                 self._open.move_to_end(owner)
             self._pins[owner] = self._pins.get(owner, 0) + 1
+            return fd
+
+    def release(self, owner: object) -> None:
+        with self._lock:
+            pins = self._pins[owner] - 1
+            if pins:
+                self._pins[owner] = pins
+            else:
+                del self._pins[owner]
+                doomed = self._doomed.pop(owner, None)
+                if doomed is not None:
+                    os.close(doomed)
+
+    @contextmanager
+    def use(self, owner: object, opener: Callable[[], int]) -> Iterator[int]:
+        """Hold ``owner``'s descriptor for the ``with`` block."""
+        fd = self.acquire(owner, opener)
         try:
             yield fd
         finally:
-            with self._lock:
-                pins = self._pins[owner] - 1
-                if pins:
-                    self._pins[owner] = pins
-                else:
-                    del self._pins[owner]
-                    doomed = self._doomed.pop(owner, None)
-                    if doomed is not None:
-                        os.close(doomed)
+            self.release(owner)
 
     def _evict(self) -> None:
         if len(self._open) <= self.limit:
