@@ -142,12 +142,6 @@ class SharedState:
         _SEQUENCE.pack_into(self.map, _WRITING_AT, 1)
         return unfinished
 
-    def bump(self, field: str) -> int:
-        """Add one to a version counter and return the new value."""
-        value = getattr(self.read(), field) + 1
-        self.write(**{field: value})
-        return value
-
     def close(self) -> None:
         self.map.close()
         os.close(self.fd)

@@ -303,3 +303,30 @@ def test_close_twice_is_harmless(open_store):
 
     with pytest.raises(StoreClosedError):
         store.topics()
+
+
+def test_the_append_path_writes_exactly_the_reference_encoding(store, store_path):
+    from storeadapter.engine.record import encode_head, encode_trailer, record_length
+
+    result = store.append("t", b"body", key=["k1", "k2"], tag="tg", properties={"a": "b"})
+    stored = store.get(result.message_id)
+    keys, properties = b"k1\x1fk2", b"a\x01b"
+    length = record_length(b"t", b"tg", keys, properties, b"body")
+    head = encode_head(
+        length,
+        result.commit_offset,
+        result.queue_offset,
+        stored.born_time_ms,
+        stored.store_time_ms,
+        result.queue,
+        4,
+        b"t",
+        b"tg",
+        keys,
+        properties,
+    )
+    expected = head + b"body" + encode_trailer(head, b"body", length)
+
+    segment = store_path / "commitlog" / f"{0:020d}"
+    raw = segment.read_bytes()[result.commit_offset : result.commit_offset + length]
+    assert raw == expected
