@@ -8,6 +8,7 @@ from __future__ import annotations
 from .errors import (
     OffsetConflictError,
     OffsetOutOfRangeError,
+    StoreError,
     StoreFailedError,
 )
 from .names import check_name
@@ -62,6 +63,51 @@ class GroupOffsets:
             if change is not None:
                 self._publish(offsets_version=self._seen.offsets_version + 1)
             return change
+
+    def commit_offsets(
+        self,
+        group: str,
+        topic: str,
+        offsets: dict[int, int],
+        expected: dict[int, int | None] | None = None,
+        who: str = "operator",
+        reason: str = "reset",
+    ) -> list[OffsetChange]:
+        """Commit several queues' offsets at once: all of them, or none.
+
+        With ``expected`` (queue → the committed offset seen, None for never), nothing
+        is written if any queue's offset differs (OffsetConflictError): how an operator's
+        reset is applied only from the state it was previewed on.
+        """
+        check_name(group, "group")
+        if not isinstance(offsets, dict) or not offsets:
+            raise StoreError("offsets must map queue ids to offsets")
+        for queue, offset in offsets.items():
+            consume_queue = self._queue(topic, queue)
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+                raise OffsetOutOfRangeError(f"an offset is an integer ≥ 0, not {offset!r}")
+            if offset > consume_queue.max_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is past the end of {topic}/{queue} "
+                    f"(max offset {consume_queue.max_offset})"
+                )
+        with self._exclusive():
+            for queue, seen in (expected or {}).items():
+                current = self._offsets.get(group, topic, queue)
+                if current != seen:
+                    raise OffsetConflictError(
+                        f"the offset of {group} on {topic}/{queue} is now {current}, not "
+                        f"{seen}: it moved since it was read; nothing was changed",
+                        current,
+                    )
+            try:
+                changes = self._offsets.commit_many(group, topic, offsets, who, reason)
+            except OSError as error:
+                self._fail(error)
+                raise StoreFailedError(f"saving the offsets failed ({error})") from error
+            if changes:
+                self._publish(offsets_version=self._seen.offsets_version + 1)
+            return changes
 
     def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
         """The group's committed offset on a queue, or None if it never committed."""

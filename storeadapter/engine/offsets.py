@@ -175,12 +175,17 @@ class OffsetStore:
         for key in [k for k in self.offsets if k[1] == topic]:
             del self.offsets[key]
 
-    def _append(self, entry: dict) -> None:
-        payload = json.dumps(entry, separators=(",", ":")).encode()
-        frame = _FRAME.pack(len(payload), crc32c(payload)) + payload
-        fileio.pwrite_all(self._fd, frame, self._size)
+    def _append(self, *entries: dict) -> None:
+        """Write entries to the journal and fsync once: together, or (after a crash
+        cut the write short) a prefix of them."""
+        frames = []
+        for entry in entries:
+            payload = json.dumps(entry, separators=(",", ":")).encode()
+            frames.append(_FRAME.pack(len(payload), crc32c(payload)) + payload)
+        data = b"".join(frames)
+        fileio.pwrite_all(self._fd, data, self._size)
         fileio.fdatasync(self._fd)
-        self._size += len(frame)
+        self._size += len(data)
 
     def get(self, group: str, topic: str, queue: int) -> int | None:
         return self.offsets.get((group, topic, queue))
@@ -200,6 +205,34 @@ class OffsetStore:
         self._remember(change)
         self._compact_if_large()
         return change
+
+    def commit_many(
+        self, group: str, topic: str, offsets: dict[int, int], who: str, reason: str
+    ) -> list[OffsetChange]:
+        """Record several queues' offsets with one journal write and one fsync."""
+        now = time.time_ns() // 1_000_000
+        changes = [
+            OffsetChange(
+                group,
+                topic,
+                queue,
+                self.offsets.get((group, topic, queue)),
+                offset,
+                now,
+                who,
+                reason,
+            )
+            for queue, offset in sorted(offsets.items())
+            if self.offsets.get((group, topic, queue)) != offset
+        ]
+        if not changes:
+            return []
+        self._append(*(change._asdict() for change in changes))
+        for change in changes:
+            self.offsets[(group, topic, change.queue)] = change.new
+            self._remember(change)
+        self._compact_if_large()
+        return changes
 
     def drop_topic(self, topic: str) -> None:
         """Forget every group's offsets on ``topic`` (the topic was deleted)."""

@@ -318,3 +318,21 @@ def test_the_topic_drop_that_triggers_compaction_survives_reopen(tmp_path):
 
     assert reopened.get("g", "gone", 0) is None
     reopened.close()
+
+
+def test_commit_offsets_is_all_or_nothing_on_a_conflict(store):
+    from storeadapter.engine import OffsetConflictError
+
+    store.append_batch("t", [{"body": b"x", "queue": q} for q in range(4)] * 3)
+    store.commit_offset("g", "t", 0, 1)
+
+    with pytest.raises(OffsetConflictError):
+        store.commit_offsets("g", "t", {0: 3, 1: 3}, expected={0: 2, 1: None})
+
+    assert store.committed_offset("g", "t", 0) == 1
+    assert store.committed_offset("g", "t", 1) is None
+    changes = store.commit_offsets("g", "t", {0: 3, 1: 3}, expected={0: 1, 1: None}, who="op")
+    assert [(c.queue, c.old, c.new, c.who) for c in changes] == [
+        (0, 1, 3, "op"),
+        (1, None, 3, "op"),
+    ]

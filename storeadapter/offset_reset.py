@@ -1,0 +1,218 @@
+"""Offset resets for operators: previewed, applied only as previewed, undoable.
+
+A reset moves a group's committed offsets on one topic to the earliest or latest
+offset, to given offsets, to a point in time, or by a shift of ±N. ``preview_reset``
+says per queue what would happen (current → target, how many messages would be
+consumed again or skipped, what was clamped to the valid range and why);
+``apply_reset`` commits exactly that plan, all queues or none, and refuses if any
+offset moved since the preview. Each applied reset is recorded in the group's offset
+history under a reason naming the reset, which is what ``preview_undo`` reads back.
+
+The console and the REST API both use this module; neither opens store files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+from storeadapter.engine import MessageStore, OffsetConflictError, StoreError
+
+MODES = ("earliest", "latest", "offset", "time", "shift", "undo")
+_REASON_PREFIX = "reset:"
+
+
+class ResetError(StoreError):
+    """A reset cannot be previewed or applied; the sentence says why."""
+
+
+class ResetConflictError(ResetError):
+    """The offsets moved since the preview: preview again."""
+
+
+@dataclass(frozen=True)
+class QueueReset:
+    queue: int
+    committed: int | None
+    current: int
+    target: int
+    min_offset: int
+    max_offset: int
+    clamped: str | None = None
+
+    @property
+    def consumed_again(self) -> int:
+        """Messages the group will consume a second time (a move backwards)."""
+        return max(0, self.current - self.target)
+
+    @property
+    def skipped(self) -> int:
+        """Messages the group will never consume (a move forwards)."""
+        return max(0, self.target - self.current)
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    group: str
+    topic: str
+    mode: str
+    value: int | dict[str, int] | None
+    queues: list[QueueReset] = field(default_factory=list)
+
+    @property
+    def token(self) -> str:
+        """Names this exact plan (modes, targets and the offsets it was made from)."""
+        data = json.dumps(self.as_dict(with_token=False), sort_keys=True).encode()
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    @property
+    def changes(self) -> list[QueueReset]:
+        return [q for q in self.queues if q.target != q.committed]
+
+    def as_dict(self, with_token: bool = True) -> dict:
+        data = asdict(self)
+        for item, queue in zip(data["queues"], self.queues, strict=True):
+            item["consumed_again"] = queue.consumed_again
+            item["skipped"] = queue.skipped
+        if with_token:
+            data["token"] = self.token
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ResetPlan:
+        """Rebuild a plan a client sent back; its token must still match its contents."""
+        try:
+            queues = [
+                QueueReset(
+                    int(q["queue"]),
+                    None if q["committed"] is None else int(q["committed"]),
+                    int(q["current"]),
+                    int(q["target"]),
+                    int(q["min_offset"]),
+                    int(q["max_offset"]),
+                    q.get("clamped"),
+                )
+                for q in data["queues"]
+            ]
+            plan = cls(str(data["group"]), str(data["topic"]), str(data["mode"]), data["value"])
+            plan = cls(plan.group, plan.topic, plan.mode, plan.value, queues)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ResetError(f"this is not a reset preview ({error})") from None
+        if data.get("token") != plan.token:
+            raise ResetError("the reset preview was altered; preview the reset again")
+        return plan
+
+
+def preview_reset(
+    store: MessageStore,
+    group: str,
+    topic: str,
+    mode: str,
+    value: int | dict[int, int] | None = None,
+) -> ResetPlan:
+    """Plan a reset of ``group`` on every queue of ``topic``.
+
+    ``mode``: ``earliest``, ``latest``, ``offset`` (``value``: queue → offset),
+    ``time`` (``value``: ms since the epoch: the first message stored then or later),
+    ``shift`` (``value``: ±N from the current position). Targets outside a queue's
+    range are clamped to it, and the plan says so.
+    """
+    if mode not in MODES[:-1]:
+        raise ResetError(f"a reset mode is one of {', '.join(MODES[:-1])}, not {mode!r}")
+    if mode in ("time", "shift") and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ResetError(f"a {mode} reset needs a whole number, not {value!r}")
+    if mode == "offset":
+        value = _queue_offsets(store, topic, value)
+    queues = []
+    for queue in range(store.topic(topic).queues):
+        low, high = store.queue_range(topic, queue)
+        committed = store.committed_offset(group, topic, queue)
+        current = low if committed is None else committed
+        if mode == "earliest":
+            wanted = low
+        elif mode == "latest":
+            wanted = high
+        elif mode == "time":
+            wanted = store.offset_for_time(topic, queue, value)
+        elif mode == "shift":
+            wanted = current + value
+        else:
+            wanted = value.get(queue, current)
+        queues.append(_clamped(queue, committed, current, wanted, low, high))
+    plan_value = {str(q): o for q, o in value.items()} if isinstance(value, dict) else value
+    return ResetPlan(group, topic, mode, plan_value, queues)
+
+
+def preview_undo(store: MessageStore, group: str, topic: str) -> ResetPlan:
+    """Plan the undo of the group's latest reset on ``topic``: back to what it replaced."""
+    history = store.offset_history(group, topic, limit=1000)
+    latest = next((c for c in history if c.reason.startswith(_REASON_PREFIX)), None)
+    if latest is None:
+        raise ResetError(f"group {group!r} has no reset on {topic!r} to undo")
+    replaced = {c.queue: c.old for c in history if c.reason == latest.reason}
+    queues = []
+    for queue in range(store.topic(topic).queues):
+        low, high = store.queue_range(topic, queue)
+        committed = store.committed_offset(group, topic, queue)
+        current = low if committed is None else committed
+        if queue not in replaced:
+            queues.append(QueueReset(queue, committed, current, current, low, high))
+            continue
+        before = replaced[queue]
+        queues.append(
+            _clamped(queue, committed, current, low if before is None else before, low, high)
+        )
+    return ResetPlan(group, topic, "undo", latest.reason[len(_REASON_PREFIX) :], queues)
+
+
+def apply_reset(store: MessageStore, plan: ResetPlan, who: str) -> list:
+    """Commit the plan's targets, all or none; ResetConflictError if any queue's offset
+    moved since the preview. Returns the offset changes written."""
+    changes = plan.changes
+    if not changes:
+        return []
+    try:
+        return store.commit_offsets(
+            plan.group,
+            plan.topic,
+            {q.queue: q.target for q in changes},
+            expected={q.queue: q.committed for q in changes},
+            who=who,
+            reason=f"{_REASON_PREFIX}{plan.token}:{plan.mode}",
+        )
+    except OffsetConflictError as error:
+        raise ResetConflictError(
+            f"the offsets of {plan.group} moved since this preview ({error}); "
+            "preview the reset again"
+        ) from None
+
+
+def _clamped(
+    queue: int, committed: int | None, current: int, wanted: int, low: int, high: int
+) -> QueueReset:
+    if wanted < low:
+        note = f"{wanted} is below the queue's first offset {low}: moved up to {low}"
+        return QueueReset(queue, committed, current, low, low, high, note)
+    if wanted > high:
+        note = f"{wanted} is past the queue's end {high}: moved down to {high}"
+        return QueueReset(queue, committed, current, high, low, high, note)
+    return QueueReset(queue, committed, current, wanted, low, high)
+
+
+def _queue_offsets(store: MessageStore, topic: str, value: object) -> dict[int, int]:
+    if not isinstance(value, dict) or not value:
+        raise ResetError("an offset reset needs an offset for at least one queue")
+    queues = store.topic(topic).queues
+    offsets = {}
+    for queue, offset in value.items():
+        try:
+            queue_id = int(queue)
+        except (TypeError, ValueError):
+            raise ResetError(f"{queue!r} is not a queue id") from None
+        if not 0 <= queue_id < queues:
+            raise ResetError(f"topic {topic!r} has queues 0 to {queues - 1}; not {queue_id}")
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise ResetError(f"the offset for queue {queue_id} must be a whole number")
+        offsets[queue_id] = offset
+    return offsets

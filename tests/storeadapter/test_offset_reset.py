@@ -1,0 +1,124 @@
+"""Offset resets: preview, apply only as previewed, undo."""
+
+from __future__ import annotations
+
+import pytest
+
+from storeadapter.engine import MessageStore, clock
+from storeadapter.offset_reset import (
+    ResetConflictError,
+    ResetError,
+    ResetPlan,
+    apply_reset,
+    preview_reset,
+    preview_undo,
+)
+from tests.engine.storetools import small_config
+
+
+@pytest.fixture
+def store(tmp_path):
+    with MessageStore.open(tmp_path / "store", small_config()) as opened:
+        opened.create_topic("t", queues=2)
+        opened.append_batch("t", [{"body": f"m{i}", "queue": i % 2} for i in range(20)])
+        opened.commit_offset("g", "t", 0, 4)
+        opened.commit_offset("g", "t", 1, 6)
+        yield opened
+
+
+def _targets(plan: ResetPlan) -> list[int]:
+    return [q.target for q in plan.queues]
+
+
+def test_earliest_and_latest(store):
+    assert _targets(preview_reset(store, "g", "t", "earliest")) == [0, 0]
+    assert _targets(preview_reset(store, "g", "t", "latest")) == [10, 10]
+
+
+def test_the_preview_counts_messages_consumed_again_or_skipped(store):
+    back = preview_reset(store, "g", "t", "earliest")
+    ahead = preview_reset(store, "g", "t", "latest")
+
+    assert [q.consumed_again for q in back.queues] == [4, 6]
+    assert [q.skipped for q in ahead.queues] == [6, 4]
+
+
+def test_a_shift_past_the_range_is_clamped_and_says_so(store):
+    plan = preview_reset(store, "g", "t", "shift", -5)
+
+    assert _targets(plan) == [0, 1]
+    assert "moved up to 0" in plan.queues[0].clamped
+    assert plan.queues[1].clamped is None
+
+
+def test_offsets_per_queue_leave_other_queues_alone(store):
+    plan = preview_reset(store, "g", "t", "offset", {1: 2})
+
+    assert _targets(plan) == [4, 2]
+    assert [q.queue for q in plan.changes] == [1]
+
+
+def test_a_time_reset_uses_the_first_message_stored_then(tmp_path, monkeypatch):
+    now = {"ms": 1_000}
+    monkeypatch.setattr(clock, "now_ms", lambda: now["ms"])
+    with MessageStore.open(tmp_path / "s", small_config()) as store:
+        store.create_topic("t", queues=1)
+        for at in (1_000, 2_000, 3_000):
+            now["ms"] = at
+            store.append("t", f"at {at}")
+
+        assert _targets(preview_reset(store, "g", "t", "time", 2_500)) == [2]
+
+
+def test_apply_commits_every_queue_and_records_the_reset(store):
+    plan = preview_reset(store, "g", "t", "earliest")
+
+    apply_reset(store, plan, who="alice")
+
+    assert [store.committed_offset("g", "t", q) for q in (0, 1)] == [0, 0]
+    latest = store.offset_history("g", "t")[0]
+    assert latest.who == "alice" and latest.reason.startswith("reset:")
+
+
+def test_apply_refuses_when_offsets_moved_since_the_preview_and_changes_nothing(store):
+    plan = preview_reset(store, "g", "t", "earliest")
+    store.commit_offset("g", "t", 1, 8)  # a consumer moved on meanwhile
+
+    with pytest.raises(ResetConflictError, match="preview the reset again"):
+        apply_reset(store, plan, who="alice")
+
+    assert [store.committed_offset("g", "t", q) for q in (0, 1)] == [4, 8]
+
+
+def test_undo_brings_back_what_the_reset_replaced(store):
+    apply_reset(store, preview_reset(store, "g", "t", "latest"), who="alice")
+
+    undo = preview_undo(store, "g", "t")
+    apply_reset(store, undo, who="alice")
+
+    assert _targets(undo) == [4, 6]
+    assert [store.committed_offset("g", "t", q) for q in (0, 1)] == [4, 6]
+
+
+def test_undo_without_a_reset_is_refused(store):
+    with pytest.raises(ResetError, match="no reset"):
+        preview_undo(store, "g", "t")
+
+
+def test_a_plan_survives_a_round_trip_and_detects_tampering(store):
+    plan = preview_reset(store, "g", "t", "offset", {0: 1})
+    data = plan.as_dict()
+
+    assert ResetPlan.from_dict(data).token == plan.token
+    data["queues"][0]["target"] = 9
+    with pytest.raises(ResetError, match="altered"):
+        ResetPlan.from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("mode", "value"),
+    [("sideways", None), ("shift", "3"), ("time", None), ("offset", {7: 1}), ("offset", {})],
+)
+def test_bad_requests_are_refused_with_a_sentence(store, mode, value):
+    with pytest.raises(ResetError):
+        preview_reset(store, "g", "t", mode, value)
