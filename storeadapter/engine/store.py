@@ -390,6 +390,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._corruptions.append(corruption)
 
     @property
+    def closed(self) -> bool:
+        """Whether this store object can no longer be used (closed, or from before a fork)."""
+        return self._closed or self._forked
+
+    @property
     def failed(self) -> bool:
         return self._failure is not None
 

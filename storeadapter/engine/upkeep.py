@@ -123,6 +123,14 @@ class Upkeep:
             )
         return rows
 
+    def segment_first_store_time(self, base: int) -> int | None:
+        """The store time of the first record of the segment starting at ``base``."""
+        self._check_open()
+        found = self.commitlog.locate(base)
+        if found is None or found[1] != 0:
+            return None
+        return self.commitlog.first_store_time(found[0])
+
     def _entries_below(self, queue: ConsumeQueue, start: int, offset: int) -> int:
         """How many entries from ``start`` point below commit-log ``offset``."""
         low, high = start, queue.max_offset
