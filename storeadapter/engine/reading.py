@@ -242,14 +242,21 @@ class Reading:
         queue: int,
         max_messages: int = 32,
         timeout_s: float = 0.0,
+        offset: int | None = None,
     ) -> list[StoredMessage]:
-        """Messages after the group's committed offset; waits up to ``timeout_s`` for some.
+        """Messages from ``offset`` (default: the group's committed offset, else the
+        queue's first); waits up to ``timeout_s`` for some when there are none yet.
 
         Pulling does not commit: the consumer commits what it has processed.
         """
         consume_queue = self._queue(topic, queue)
-        committed = self.committed_offset(group, topic, queue)
-        offset = consume_queue.min_offset if committed is None else committed
+        if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool):
+            raise StoreError(f"timeout_s is a number of seconds, not {timeout_s!r}")
+        if offset is None:
+            committed = self.committed_offset(group, topic, queue)
+            offset = consume_queue.min_offset if committed is None else committed
+        elif not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {offset!r}")
         deadline = time.monotonic() + max(0.0, timeout_s)
         while True:
             messages = self.read(topic, queue, offset, max_messages)

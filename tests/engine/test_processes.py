@@ -236,3 +236,25 @@ def test_a_writer_that_died_inside_the_shared_state_update_does_not_hang_others(
     assert [m.body for m in other.read("t", 0, 0)] == [b"before"]
     other.append("t", b"after")
     assert [m.body for m in store.read("t", 0, 0)] == [b"before", b"after"]
+
+
+def test_pull_from_an_offset_waits_for_the_next_message(store):
+    store.append_batch("t", [{"body": b"old", "queue": 0}])
+    received: list = []
+    puller = threading.Thread(
+        target=lambda: received.extend(store.pull("g", "t", 0, timeout_s=30, offset=1)),
+        daemon=True,
+    )
+    puller.start()
+    time.sleep(0.1)
+    store.append("t", b"new", queue=0)
+    puller.join(timeout=30)
+
+    assert [m.body for m in received] == [b"new"]
+
+
+def test_pull_rejects_a_negative_offset(store):
+    from storeadapter.engine import OffsetOutOfRangeError
+
+    with pytest.raises(OffsetOutOfRangeError):
+        store.pull("g", "t", 0, offset=-1)
