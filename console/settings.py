@@ -31,6 +31,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "console.core",
+    "console.accounts",
+    "console.audit",
 ]
 
 MIDDLEWARE = [
@@ -39,6 +41,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Login for every page except views marked login_not_required and paths under /api/
+    # (the API authenticates its own requests); see console/accounts/middleware.py.
+    "console.accounts.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -57,6 +62,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.accounts.context_processors.roles",
+                "console.accounts.context_processors.navigation",
             ],
         },
     },

@@ -5,6 +5,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
+    path("accounts/", include("console.accounts.urls")),
+    path("audit/", include("console.audit.urls")),
     path("", include("console.core.urls")),
 ]

@@ -1,4 +1,4 @@
-"""Create a demo superuser when the database has no user yet."""
+"""Create a demo superuser, in the admin role group, when the database has no user yet."""
 
 import secrets
 
@@ -6,11 +6,13 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from console.accounts.roles import ADMIN, ensure_role_groups
+
 
 class Command(BaseCommand):
     help = (
-        "Create the superuser 'admin' with a generated password if no user exists, "
-        "and print the login once. Does nothing when any user exists."
+        "Create the superuser 'admin' with a generated password, in the 'admin' role group, "
+        "if no user exists, and print the login once. Does nothing when any user exists."
     )
 
     def add_arguments(self, parser):
@@ -22,9 +24,10 @@ class Command(BaseCommand):
         with transaction.atomic():
             if user_model.objects.exists():
                 return
-            user_model.objects.create_superuser(
+            user = user_model.objects.create_superuser(
                 username=username, email=f"{username}@localhost", password=password
             )
+            user.groups.add(ensure_role_groups()[ADMIN])
         self.stdout.write(
             self.style.SUCCESS("Created demo superuser (the password is shown only this once):")
         )

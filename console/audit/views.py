@@ -1,0 +1,29 @@
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from console.accounts.roles import require_role
+from console.audit.forms import AuditFilterForm
+from console.audit.models import AuditEntry
+
+PAGE_SIZE = 50
+
+
+@require_role("viewer")
+@require_safe
+def audit_list(request: HttpRequest) -> HttpResponse:
+    """The audit log, newest first, 50 a page, filtered by the GET form."""
+    form = AuditFilterForm(request.GET or None)
+    entries = AuditEntry.objects.all()
+    if form.is_bound and not form.is_valid():
+        entries = entries.none()
+    elif form.is_bound:
+        entries = form.filter(entries)
+    page = Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page"))
+    actions = AuditEntry.objects.order_by("action").values_list("action", flat=True).distinct()
+    return render(
+        request,
+        "audit/list.html",
+        {"form": form, "page": page, "known_actions": actions},
+    )

@@ -1,0 +1,274 @@
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, Group
+from django.core.management import call_command
+
+from console.accounts.roles import has_role, role_of
+from console.audit.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+
+TEST_URLS = "tests.console.role_test_urls"
+
+
+def test_migration_creates_the_three_role_groups():
+    names = set(Group.objects.values_list("name", flat=True))
+
+    assert {"viewer", "operator", "admin"} <= names
+
+
+def test_role_of_viewer(viewer):
+    assert role_of(viewer) == "viewer"
+
+
+def test_role_of_operator(operator):
+    assert role_of(operator) == "operator"
+
+
+def test_role_of_admin(admin):
+    assert role_of(admin) == "admin"
+
+
+def test_role_of_user_in_no_group_is_none(nobody):
+    assert role_of(nobody) is None
+
+
+def test_role_of_anonymous_is_none():
+    assert role_of(AnonymousUser()) is None
+
+
+def test_role_of_superuser_is_admin_without_any_group(admin_user):
+    assert role_of(admin_user) == "admin"
+
+
+def test_role_of_user_in_several_groups_is_the_strongest(viewer):
+    viewer.groups.add(Group.objects.get(name="operator"))
+
+    assert role_of(viewer) == "operator"
+
+
+def test_role_of_inactive_user_is_none(admin):
+    admin.is_active = False
+
+    assert role_of(admin) is None
+
+
+def test_operator_has_viewer_role_but_not_admin(operator):
+    assert has_role(operator, "viewer")
+    assert has_role(operator, "operator")
+    assert not has_role(operator, "admin")
+
+
+def test_admin_has_every_role(admin):
+    assert all(has_role(admin, role) for role in ("viewer", "operator", "admin"))
+
+
+def test_user_in_no_group_has_no_role(nobody):
+    assert not has_role(nobody, "viewer")
+
+
+def test_has_role_rejects_unknown_role_name(admin):
+    with pytest.raises(ValueError, match="unknown role"):
+        has_role(admin, "root")
+
+
+# The change decorator, on a view that writes an audit row when it runs.
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_lets_viewer_get(as_viewer):
+    response = as_viewer.get("/t/operator-changes/")
+
+    assert response.status_code == 200
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_answers_viewer_post_with_403_and_changes_nothing(as_viewer):
+    response = as_viewer.post("/t/operator-changes/")
+
+    assert response.status_code == 403
+    assert not AuditEntry.objects.exists()
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_403_page_names_the_role_needed(as_viewer):
+    response = as_viewer.post("/t/operator-changes/")
+
+    assert "403.html" in [t.name for t in response.templates]
+    assert response.context["required_role"] == "operator"
+    assert b"operator" in response.content
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_lets_operator_post(as_operator):
+    response = as_operator.post("/t/operator-changes/")
+
+    assert response.status_code == 200
+    assert AuditEntry.objects.get().action == "test.touch"
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_lets_admin_post(as_admin):
+    assert as_admin.post("/t/operator-changes/").status_code == 200
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_refuses_other_unsafe_methods_to_viewer(as_viewer):
+    response = as_viewer.delete("/t/operator-changes/")
+
+    assert response.status_code == 403
+    assert not AuditEntry.objects.exists()
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_refuses_get_to_user_without_role(as_nobody):
+    assert as_nobody.get("/t/operator-changes/").status_code == 403
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_change_decorator_sends_anonymous_post_to_login(client):
+    response = client.post("/t/operator-changes/")
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{settings.LOGIN_URL}?next=/t/operator-changes/"
+    assert not AuditEntry.objects.exists()
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_require_role_refuses_even_get_without_the_role(as_operator):
+    assert as_operator.get("/t/admin-only/").status_code == 403
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_require_role_lets_the_role_in(as_admin):
+    assert as_admin.get("/t/admin-only/").status_code == 200
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_mixin_lets_viewer_get(as_viewer):
+    assert as_viewer.get("/t/admin-changes/").status_code == 200
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_mixin_answers_operator_post_with_403_and_changes_nothing(as_operator):
+    response = as_operator.post("/t/admin-changes/")
+
+    assert response.status_code == 403
+    assert not AuditEntry.objects.exists()
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_mixin_lets_admin_post(as_admin):
+    assert as_admin.post("/t/admin-changes/").status_code == 200
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_mixin_sends_anonymous_to_login_with_next(client):
+    response = client.get("/t/admin-changes/?page=2")
+
+    assert response.status_code == 302
+    assert response["Location"] == f"{settings.LOGIN_URL}?next=/t/admin-changes/%3Fpage%3D2"
+
+
+# Login for every page (the middleware).
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_undecorated_page_needs_login(client):
+    response = client.get("/t/flash/")
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(f"{settings.LOGIN_URL}?next=")
+
+
+def test_api_paths_are_left_to_the_api_auth(client):
+    # Nothing is served under /api/ yet: a 404, not a redirect to the HTML login form.
+    assert client.get("/api/v1/topics/").status_code == 404
+
+
+def test_logout_works_without_a_session(client):
+    response = client.post("/accounts/logout/")
+
+    assert response.status_code == 302
+    assert response["Location"] == settings.LOGOUT_REDIRECT_URL
+
+
+def test_user_without_role_can_log_out(as_nobody):
+    as_nobody.post("/accounts/logout/")
+
+    assert "_auth_user_id" not in as_nobody.session
+
+
+def test_healthz_is_public_with_the_login_middleware(client):
+    assert client.get("/healthz").status_code == 200
+
+
+# Template context and layout.
+
+
+def test_context_hides_actions_from_viewer(as_viewer):
+    context = as_viewer.get("/audit/").context
+
+    assert context["user_role"] == "viewer"
+    assert context["can_operate"] is False
+    assert context["can_admin"] is False
+
+
+def test_context_lets_operator_operate_but_not_administer(as_operator):
+    context = as_operator.get("/audit/").context
+
+    assert (context["can_operate"], context["can_admin"]) == (True, False)
+
+
+def test_context_lets_admin_do_everything(as_admin):
+    context = as_admin.get("/audit/").context
+
+    assert (context["can_operate"], context["can_admin"]) == (True, True)
+
+
+def test_layout_shows_nav_user_and_role(as_operator):
+    html = as_operator.get("/audit/").content.decode()
+
+    for url in ("/topics/", "/groups/", "/messages/", "/storage/", "/audit/", "/tasks/"):
+        assert f'href="{url}"' in html
+    assert '<a href="/audit/" aria-current="page">Audit</a>' in html
+    assert "otto" in html
+    assert '<span class="tm-role">operator</span>' in html
+
+
+def test_layout_has_skip_link_and_logout_post_form(as_viewer):
+    html = as_viewer.get("/audit/").content.decode()
+
+    assert '<a class="tm-skip" href="#main">' in html
+    assert 'id="main"' in html
+    assert 'method="post" action="/accounts/logout/"' in html
+
+
+def test_layout_loads_vendored_htmx_and_no_cdn(as_viewer):
+    html = as_viewer.get("/audit/").content.decode()
+
+    assert 'src="/static/js/htmx.min.js"' in html
+    assert "//unpkg" not in html and "cdn" not in html.lower()
+
+
+def test_vendored_htmx_file_exists():
+    htmx = settings.BASE_DIR / "static" / "js" / "htmx.min.js"
+
+    assert htmx.read_text(encoding="utf-8").startswith("var htmx=")
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_layout_renders_flash_messages(as_viewer):
+    html = as_viewer.get("/t/flash/").content.decode()
+
+    assert "tm-message-success" in html
+    assert "Topic orders created." in html
+
+
+def test_demo_admin_is_put_in_the_admin_group(django_user_model):
+    call_command("ensure_demo_admin", stdout=StringIO())
+
+    user = django_user_model.objects.get(username="admin")
+    assert user.groups.filter(name="admin").exists()
