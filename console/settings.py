@@ -94,6 +94,7 @@ STATIC_ROOT = VAR_DIR / "static"
 
 # Tidemark services.
 TIDEMARK_STORE_DIR = env_path("TIDEMARK_STORE_DIR", VAR_DIR / "store", BASE_DIR)
+TIDEMARK_FLUSH_MODE = env_str("TIDEMARK_FLUSH_MODE", "async")
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 

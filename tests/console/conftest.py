@@ -65,3 +65,16 @@ def as_admin(admin) -> Client:
 @pytest.fixture
 def as_nobody(nobody) -> Client:
     return logged_in(nobody)
+
+
+@pytest.fixture
+def store(settings, tmp_path):
+    """A fresh store for the console under test, closed afterwards."""
+    from storeadapter.access import close_all
+
+    settings.TIDEMARK_STORE_DIR = tmp_path / "store"
+    from console.core.store import get_store
+
+    opened = get_store()
+    yield opened
+    close_all()

@@ -1,0 +1,22 @@
+"""The console's door to the store: every view and task gets it here.
+
+Views never open store files: they call ``get_store()`` and the ``storeadapter``
+functions, which return plain results.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from storeadapter.access import store_at
+from storeadapter.engine import MessageStore, StoreConfig
+
+
+def store_config() -> StoreConfig:
+    """The engine settings the console opens the store with (see .env.example)."""
+    return StoreConfig(flush_mode=getattr(settings, "TIDEMARK_FLUSH_MODE", "async"))
+
+
+def get_store() -> MessageStore:
+    """This process's open store at ``settings.TIDEMARK_STORE_DIR``."""
+    return store_at(settings.TIDEMARK_STORE_DIR, store_config())
