@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "console.core",
     "console.accounts",
     "console.audit",
+    "console.topics",
 ]
 
 MIDDLEWARE = [

@@ -7,5 +7,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("console.accounts.urls")),
     path("audit/", include("console.audit.urls")),
+    path("topics/", include("console.topics.urls")),
     path("", include("console.core.urls")),
 ]

@@ -1,0 +1,114 @@
+"""The topic pages' forms. Engine errors are added to them by the views."""
+
+from __future__ import annotations
+
+from django import forms
+
+# The engine's limits (it checks them again and says so in its own words).
+MAX_QUEUES_PER_TOPIC = 1024
+MAX_NAME_LENGTH = 127
+#: The most properties a test message may carry (a guard against pasted junk).
+MAX_PROPERTIES = 64
+
+
+class TopicCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=MAX_NAME_LENGTH,
+        help_text="Letters, digits, '.', '_' or '-'.",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    queues = forms.IntegerField(
+        label="Queues",
+        min_value=1,
+        max_value=MAX_QUEUES_PER_TOPIC,
+        initial=4,
+        help_text=f"1 to {MAX_QUEUES_PER_TOPIC}.",
+    )
+
+
+class QueueForm(forms.Form):
+    """Which queue a freeze, unfreeze or remove button is for."""
+
+    queue = forms.IntegerField(min_value=0)
+
+
+class AddQueuesForm(forms.Form):
+    count = forms.IntegerField(
+        label="Queues to add",
+        min_value=1,
+        max_value=MAX_QUEUES_PER_TOPIC,
+        initial=1,
+    )
+
+
+class DeleteTopicForm(forms.Form):
+    confirm = forms.CharField(
+        label="Type the topic name to confirm",
+        max_length=300,
+        strip=False,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+
+    def __init__(self, *args, topic: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.topic = topic
+
+    def clean_confirm(self) -> str:
+        typed = self.cleaned_data["confirm"]
+        if typed != self.topic:
+            raise forms.ValidationError(
+                f"That is not the topic's name. Type {self.topic} exactly to delete it."
+            )
+        return typed
+
+
+class TestMessageForm(forms.Form):
+    body = forms.CharField(
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text="Sent as UTF-8 text.",
+    )
+    key = forms.CharField(
+        required=False,
+        max_length=1000,
+        help_text="Optional; messages with the same key go to the same queue.",
+    )
+    tag = forms.CharField(required=False, max_length=1000, help_text="Optional.")
+    properties = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        help_text="Optional; one name=value a line.",
+    )
+
+    def clean_key(self) -> str | None:
+        return self.cleaned_data["key"] or None
+
+    def clean_tag(self) -> str | None:
+        return self.cleaned_data["tag"] or None
+
+    def clean_properties(self) -> dict[str, str]:
+        return parse_properties(self.cleaned_data["properties"])
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``name=value`` lines as a dict; blank lines are skipped. Raises ValidationError."""
+    properties: dict[str, str] = {}
+    errors = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            shown = line if len(line) <= 40 else line[:40] + "…"
+            errors.append(f"Line {number} ({shown}) is not name=value.")
+        elif name in properties:
+            errors.append(f"Line {number} repeats the property {name}.")
+        else:
+            properties[name] = value.strip()
+    if errors:
+        raise forms.ValidationError(errors)
+    if len(properties) > MAX_PROPERTIES:
+        raise forms.ValidationError(f"At most {MAX_PROPERTIES} properties, please.")
+    return properties

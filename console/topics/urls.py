@@ -1,0 +1,10 @@
+from django.urls import path
+
+from console.topics import views
+
+app_name = "topics"
+
+urlpatterns = [
+    path("", views.topic_list, name="list"),
+    path("<str:topic>/", views.topic_detail, name="detail"),
+]

@@ -1,0 +1,378 @@
+"""/topics/ and /topics/<topic>/: the topic list, one topic's queues, groups and messages.
+
+Every change is a POST to the page it is shown on, with an ``action`` field on the detail
+page; each action needs its role (operator or admin), writes an audit row, and answers
+with a redirect (a flash says what happened) or the page again with the form's errors.
+Engine refusals (``StoreError``) are shown in the engine's own words, never as a 500.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, check_role
+from console.audit.log import record
+from console.core.store import get_store
+from console.topics.forms import (
+    AddQueuesForm,
+    DeleteTopicForm,
+    QueueForm,
+    TestMessageForm,
+    TopicCreateForm,
+)
+from console.topics.reads import latest_messages
+from storeadapter.engine import (
+    InvalidNameError,
+    MessageStore,
+    StoreError,
+    TopicExistsError,
+    TopicInfo,
+)
+from storeadapter.summaries import TopicSummary, group_summaries, queue_rows, topic_summaries
+
+PAGE_SIZE = 50
+LATEST_MESSAGES = 20
+
+#: GET ``sort`` values: label and sort key. Numbers and times sort biggest/newest first.
+SORTS: dict[str, tuple[str, Callable[[TopicSummary], tuple], bool]] = {
+    "name": ("Name, A to Z", lambda t: (t.name,), False),
+    "-name": ("Name, Z to A", lambda t: (t.name,), True),
+    "queues": ("Most queues", lambda t: (-t.queues, t.name), False),
+    "messages": ("Most messages", lambda t: (-t.messages, t.name), False),
+    "last_write": (
+        "Latest write",
+        lambda t: (t.last_write_ms is None, -(t.last_write_ms or 0), t.name),
+        False,
+    ),
+}
+DEFAULT_SORT = "name"
+
+
+def _detail_url(topic: str, fragment: str = "") -> str:
+    url = reverse("topics:detail", args=[topic])
+    return f"{url}#{fragment}" if fragment else url
+
+
+# ---------------------------------------------------------------------------- list
+
+
+@change_requires_role(ADMIN)
+@require_http_methods(["GET", "HEAD", "POST"])
+def topic_list(request: HttpRequest) -> HttpResponse:
+    """Every topic, searched, sorted and paged; admins also get the create form."""
+    store = get_store()
+    if request.method == "POST":
+        form = TopicCreateForm(request.POST)
+        created = _create_topic(request, store, form)
+        if created is not None:
+            return created
+    else:
+        form = TopicCreateForm()
+
+    query = request.GET.get("q", "").strip()
+    sort = request.GET.get("sort", DEFAULT_SORT)
+    if sort not in SORTS:
+        sort = DEFAULT_SORT
+    summaries = topic_summaries(store)
+    total = len(summaries)
+    if query:
+        needle = query.casefold()
+        summaries = [t for t in summaries if needle in t.name.casefold()]
+    _, key, reverse_order = SORTS[sort]
+    summaries.sort(key=key, reverse=reverse_order)
+    page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "topics/list.html",
+        {
+            "page": page,
+            "query": query,
+            "sort": sort,
+            "sorts": [(value, label) for value, (label, _, _) in SORTS.items()],
+            "total": total,
+            "form": form,
+        },
+    )
+
+
+def _create_topic(
+    request: HttpRequest, store: MessageStore, form: TopicCreateForm
+) -> HttpResponse | None:
+    """Create the topic and redirect to it, or None with the errors added to `form`."""
+    if not form.is_valid():
+        return None
+    name, queues = form.cleaned_data["name"], form.cleaned_data["queues"]
+    try:
+        info = store.create_topic(name, queues)
+    except (InvalidNameError, TopicExistsError) as error:
+        form.add_error("name", str(error))
+        return None
+    except StoreError as error:
+        form.add_error(None, str(error))
+        return None
+    record(
+        request.user,
+        "topic.create",
+        f"topic {info.name}",
+        after={"name": info.name, "queues": info.queues},
+        link=_detail_url(info.name),
+    )
+    messages.success(
+        request, f"Created topic {info.name} with {info.queues} queue{_s(info.queues)}."
+    )
+    return redirect(_detail_url(info.name))
+
+
+# -------------------------------------------------------------------------- detail
+
+
+@dataclass(frozen=True)
+class ConsumerLag:
+    """A group consuming this topic: its lag here and on how many queues it is behind."""
+
+    group: str
+    lag: int
+    queues_behind: int
+    queues: int
+
+
+Handler = Callable[[HttpRequest, MessageStore, TopicInfo], "HttpResponse | dict"]
+
+
+@change_requires_role(OPERATOR)
+@require_http_methods(["GET", "HEAD", "POST"])
+def topic_detail(request: HttpRequest, topic: str) -> HttpResponse:
+    """One topic: queues, consuming groups, latest messages; actions by role."""
+    store = get_store()
+    try:
+        info = store.topic(topic)
+    except StoreError:
+        return _not_found(request, topic)
+    bound_forms: dict = {}
+    if request.method == "POST":
+        action = ACTIONS.get(request.POST.get("action", ""))
+        if action is None:
+            messages.error(request, "That action is not known; nothing was changed.")
+            return redirect(_detail_url(topic))
+        role, handler = action
+        denied = check_role(request, role)
+        if denied is not None:
+            return denied
+        result = handler(request, store, info)
+        if isinstance(result, HttpResponse):
+            return result
+        bound_forms = result
+    return _render_detail(request, store, topic, bound_forms)
+
+
+def _not_found(request: HttpRequest, topic: str) -> HttpResponse:
+    return render(request, "topics/not_found.html", {"topic": topic}, status=404)
+
+
+def _render_detail(
+    request: HttpRequest, store: MessageStore, topic: str, bound_forms: dict
+) -> HttpResponse:
+    try:
+        info = store.topic(topic)
+        rows = queue_rows(store, topic)
+        latest = latest_messages(store, topic, rows, LATEST_MESSAGES)
+    except (StoreError, KeyError):  # deleted meanwhile
+        return _not_found(request, topic)
+    consumers = []
+    for summary in group_summaries(store):
+        if topic not in summary.topics:
+            continue
+        lags = [q for q in summary.queues if q.topic == topic]
+        consumers.append(
+            ConsumerLag(
+                summary.group, sum(q.lag for q in lags), sum(1 for q in lags if q.lag), len(lags)
+            )
+        )
+    consumers.sort(key=lambda c: (-c.lag, c.group))
+    last_writes = [row.last_write_ms for row in rows if row.last_write_ms is not None]
+    context = {
+        "topic": info,
+        "rows": rows,
+        "messages_total": sum(row.messages for row in rows),
+        "frozen_count": len(info.frozen),
+        "last_write_ms": max(last_writes) if last_writes else None,
+        "removable_queue": rows[-1].queue if len(rows) > 1 else None,
+        "consumers": consumers,
+        "latest": latest,
+        "latest_limit": LATEST_MESSAGES,
+        "send_form": TestMessageForm(),
+        "add_form": AddQueuesForm(),
+        "delete_form": DeleteTopicForm(topic=topic),
+        **bound_forms,
+    }
+    return render(request, "topics/detail.html", context)
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def _queue_from(request: HttpRequest) -> int | None:
+    """The POSTed queue id, or None after flashing why it is not usable."""
+    form = QueueForm(request.POST)
+    if form.is_valid():
+        return form.cleaned_data["queue"]
+    messages.error(request, "Choose a queue by its number (0 or more); nothing was changed.")
+    return None
+
+
+def _send_message(request: HttpRequest, store: MessageStore, info: TopicInfo):
+    form = TestMessageForm(request.POST)
+    if not form.is_valid():
+        return {"send_form": form}
+    data = form.cleaned_data
+    try:
+        result = store.append(
+            info.name,
+            data["body"],
+            key=data["key"],
+            tag=data["tag"],
+            properties=data["properties"] or None,
+        )
+    except StoreError as error:
+        form.add_error(None, str(error))
+        return {"send_form": form}
+    record(
+        request.user,
+        "message.send",
+        f"topic {info.name}",
+        after={
+            "message_id": result.message_id,
+            "queue": result.queue,
+            "offset": result.queue_offset,
+        },
+        detail=f"test message {result.message_id}",
+        link=f"/messages/{result.message_id}/",
+    )
+    messages.success(
+        request,
+        f"Sent message {result.message_id} to queue {result.queue} "
+        f"at offset {result.queue_offset}.",
+    )
+    return redirect(_detail_url(info.name, "latest"))
+
+
+def _set_frozen(frozen: bool) -> Handler:
+    verb = "freeze" if frozen else "unfreeze"
+
+    def handler(request: HttpRequest, store: MessageStore, info: TopicInfo):
+        queue = _queue_from(request)
+        if queue is None:
+            return redirect(_detail_url(info.name, "queues"))
+        if (queue in info.frozen) == frozen and queue < info.queues:
+            state = "frozen" if frozen else "writable"
+            messages.info(request, f"Queue {queue} is already {state}; nothing was changed.")
+            return redirect(_detail_url(info.name, "queues"))
+        try:
+            if frozen:
+                store.freeze_queue(info.name, queue)
+            else:
+                store.unfreeze_queue(info.name, queue)
+        except StoreError as error:
+            messages.error(request, str(error))
+            return redirect(_detail_url(info.name, "queues"))
+        record(
+            request.user,
+            f"queue.{verb}",
+            f"topic {info.name} queue {queue}",
+            before={"frozen": not frozen},
+            after={"frozen": frozen},
+            link=_detail_url(info.name),
+        )
+        if frozen:
+            text = f"Froze queue {queue}: it takes no new messages; reads go on."
+        else:
+            text = f"Unfroze queue {queue}: it takes new messages again."
+        messages.success(request, text)
+        return redirect(_detail_url(info.name, "queues"))
+
+    return handler
+
+
+def _add_queues(request: HttpRequest, store: MessageStore, info: TopicInfo):
+    form = AddQueuesForm(request.POST)
+    if not form.is_valid():
+        return {"add_form": form}
+    count = form.cleaned_data["count"]
+    try:
+        changed = store.add_queues(info.name, count)
+    except StoreError as error:
+        form.add_error("count", str(error))
+        return {"add_form": form}
+    record(
+        request.user,
+        "queue.add",
+        f"topic {info.name}",
+        before={"queues": info.queues},
+        after={"queues": changed.queues},
+        link=_detail_url(info.name),
+    )
+    messages.success(
+        request, f"Added {count} queue{_s(count)}; {info.name} now has {changed.queues}."
+    )
+    return redirect(_detail_url(info.name, "queues"))
+
+
+def _remove_queue(request: HttpRequest, store: MessageStore, info: TopicInfo):
+    queue = _queue_from(request)
+    if queue is None:
+        return redirect(_detail_url(info.name, "queues"))
+    try:
+        changed = store.remove_queue(info.name, queue)
+    except StoreError as error:
+        messages.error(request, str(error))
+        return redirect(_detail_url(info.name, "queues"))
+    record(
+        request.user,
+        "queue.remove",
+        f"topic {info.name} queue {queue}",
+        before={"queues": info.queues},
+        after={"queues": changed.queues},
+        link=_detail_url(info.name),
+    )
+    messages.success(request, f"Removed queue {queue}; {info.name} now has {changed.queues}.")
+    return redirect(_detail_url(info.name, "queues"))
+
+
+def _delete_topic(request: HttpRequest, store: MessageStore, info: TopicInfo):
+    form = DeleteTopicForm(request.POST, topic=info.name)
+    if not form.is_valid():
+        return {"delete_form": form}
+    try:
+        messages_before = sum(row.messages for row in queue_rows(store, info.name))
+        store.delete_topic(info.name)
+    except (StoreError, KeyError) as error:
+        form.add_error(None, str(error))
+        return {"delete_form": form}
+    record(
+        request.user,
+        "topic.delete",
+        f"topic {info.name}",
+        before={"name": info.name, "queues": info.queues, "messages": messages_before},
+    )
+    messages.success(request, f"Deleted topic {info.name}.")
+    return redirect("topics:list")
+
+
+#: POST ``action`` → (role needed, handler).
+ACTIONS: dict[str, tuple[str, Handler]] = {
+    "send": (OPERATOR, _send_message),
+    "freeze": (OPERATOR, _set_frozen(True)),
+    "unfreeze": (OPERATOR, _set_frozen(False)),
+    "add_queues": (ADMIN, _add_queues),
+    "remove_queue": (ADMIN, _remove_queue),
+    "delete": (ADMIN, _delete_topic),
+}
