@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "console.accounts",
     "console.audit",
     "console.topics",
+    "console.messages",
 ]
 
 MIDDLEWARE = [

@@ -8,5 +8,6 @@ urlpatterns = [
     path("accounts/", include("console.accounts.urls")),
     path("audit/", include("console.audit.urls")),
     path("topics/", include("console.topics.urls")),
+    path("messages/", include("console.messages.urls")),
     path("", include("console.core.urls")),
 ]

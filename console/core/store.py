@@ -13,8 +13,14 @@ from storeadapter.engine import MessageStore, StoreConfig
 
 
 def store_config() -> StoreConfig:
-    """The engine settings the console opens the store with (see .env.example)."""
-    return StoreConfig(flush_mode=getattr(settings, "TIDEMARK_FLUSH_MODE", "async"))
+    """The engine settings the console opens the store with (see .env.example).
+
+    ``settings.TIDEMARK_STORE_OPTIONS`` (a dict of StoreConfig fields) overrides any of
+    them: tests use it for small segments and index files.
+    """
+    options = {"flush_mode": getattr(settings, "TIDEMARK_FLUSH_MODE", "async")}
+    options.update(getattr(settings, "TIDEMARK_STORE_OPTIONS", {}))
+    return StoreConfig(**options)
 
 
 def get_store() -> MessageStore:

@@ -73,6 +73,15 @@ def store(settings, tmp_path):
     from storeadapter.access import close_all
 
     settings.TIDEMARK_STORE_DIR = tmp_path / "store"
+    # Small files: a default segment reserves 1 GiB of disk, the key index 420 MB.
+    settings.TIDEMARK_STORE_OPTIONS = {
+        "segment_bytes": 4 << 20,
+        "index_slots": 1024,
+        "index_entries": 8192,
+        "disk_warn_ratio": 1.0,
+        "disk_force_ratio": 1.0,
+        "disk_reject_ratio": 1.0,
+    }
     from console.core.store import get_store
 
     opened = get_store()

@@ -1,0 +1,260 @@
+"""The four searches behind /messages/, each bounded: no search scans without a limit.
+
+Each returns `Results`; engine errors (`StoreError`) are left to the caller, which shows
+their sentence on the form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+from urllib.parse import urlencode
+
+from django.core.paginator import Page, Paginator
+from django.urls import reverse
+
+from console.messages import bodies
+from console.messages.forms import MODE_ID, MODE_KEY, MODE_RANGE, MODE_TIME
+from storeadapter.engine import MessageStore, StoredMessage
+
+#: Messages a page of a queue range shows.
+RANGE_PAGE = 500
+#: Messages a page of a key search shows, and the most a key search reaches.
+KEY_PAGE = 100
+KEY_MAX = 10_000
+#: Messages read from each queue by a search by time, and the most shown in all.
+TIME_PER_QUEUE = 20
+TIME_SHOWN = 500
+#: Messages one export holds at most, and how many are read at a time.
+EXPORT_MAX = 10_000
+EXPORT_CHUNK = 500
+
+
+class Row(NamedTuple):
+    """A message as a results table shows it."""
+
+    message: StoredMessage
+    stored: datetime
+    stored_text: str
+    preview: str
+
+
+def row(message: StoredMessage) -> Row:
+    return Row(
+        message,
+        bodies.store_time(message.store_time_ms),
+        bodies.readable_time(message.store_time_ms),
+        bodies.preview(message.body),
+    )
+
+
+@dataclass
+class KeyPage:
+    """A page of a key search: newest first, without a total (the index is not counted)."""
+
+    number: int
+    has_next: bool
+
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    def has_other_pages(self) -> bool:
+        return self.has_previous() or self.has_next
+
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+
+@dataclass
+class QueueStart:
+    """Where a search by time starts in one queue."""
+
+    queue: int
+    offset: int
+    end: int
+    browse_url: str
+
+
+@dataclass
+class Results:
+    """What a search found, and what to say about it."""
+
+    mode: str
+    rows: list[Row] = field(default_factory=list)
+    summary: str = ""
+    #: Sentences about clamping and limits, shown above the table.
+    notes: list[str] = field(default_factory=list)
+    #: A Django `Page` (queue range) or a `KeyPage`; None when the results are one list.
+    page: Page | KeyPage | None = None
+    export_url: str = ""
+    export_label: str = ""
+    queue_starts: list[QueueStart] = field(default_factory=list)
+
+
+def page_number(value: Any) -> int:
+    """A page number from the query string: an integer ≥ 1 (1 when it is not one)."""
+    try:
+        return max(1, int(value))
+    except (TypeError, ValueError):
+        return 1
+
+
+def range_url(topic: str, queue: int, start: int | None = None, end: int | None = None) -> str:
+    """The search page listing a queue range."""
+    query: dict[str, Any] = {"mode": MODE_RANGE, "topic": topic, "queue": queue}
+    if start is not None:
+        query["from"] = start
+    if end is not None:
+        query["to"] = end
+    return f"{reverse('messages:search')}?{urlencode(query)}"
+
+
+def key_url(topic: str, key: str) -> str:
+    """The search page listing the messages of a topic with a key."""
+    query = urlencode({"mode": MODE_KEY, "topic": topic, "key": key})
+    return f"{reverse('messages:search')}?{query}"
+
+
+def by_id(store: MessageStore, message_id: str) -> Results:
+    message = store.get(message_id)
+    return Results(MODE_ID, [row(message)], summary=f"Message {message.message_id}.")
+
+
+def by_key(
+    store: MessageStore,
+    topic: str,
+    key: str,
+    begin_ms: int | None,
+    end_ms: int | None,
+    number: int,
+) -> Results:
+    """A page of the messages of `topic` with `key`, newest first (at most KEY_MAX in all)."""
+    number = min(number, KEY_MAX // KEY_PAGE)
+    wanted = min(number * KEY_PAGE + 1, KEY_MAX)
+    found = store.query_by_key(topic, key, begin_ms, end_ms, wanted)
+    last_page = max(1, -(-len(found) // KEY_PAGE))
+    number = min(number, last_page)
+    shown = found[(number - 1) * KEY_PAGE : number * KEY_PAGE]
+    has_next = len(found) > number * KEY_PAGE
+    results = Results(MODE_KEY, [row(m) for m in shown], page=KeyPage(number, has_next))
+    if shown:
+        first = (number - 1) * KEY_PAGE + 1
+        results.summary = (
+            f"Messages {first:,} to {first + len(shown) - 1:,} with key “{key}” "
+            f"in topic {topic}, newest first."
+        )
+    if len(found) >= KEY_MAX:
+        results.notes.append(
+            f"A key search reaches the newest {KEY_MAX:,} messages only; "
+            "narrow the time range to see older ones."
+        )
+    return results
+
+
+def by_range(
+    store: MessageStore,
+    topic: str,
+    queue: int,
+    start: int | None,
+    end: int | None,
+    number: int,
+) -> Results:
+    """A page of RANGE_PAGE offsets of one queue, from `start` up to `end` (not included).
+
+    Offsets outside the queue's readable range are clamped to it, and the results say so.
+    """
+    low, high = store.queue_range(topic, queue)
+    notes = []
+    first = low if start is None else start
+    if first < low:
+        notes.append(
+            f"Offset {first:,} is before the first readable offset of queue {queue}; "
+            f"starting at {low:,} (older messages were removed by retention)."
+        )
+        first = low
+    if first > high:
+        notes.append(
+            f"Offset {first:,} is past the end of queue {queue}; "
+            f"the next message will get offset {high:,}."
+        )
+        first = high
+    last = high if end is None else end
+    if last > high:
+        notes.append(
+            f"Queue {queue} ends before offset {last:,}; "
+            f"showing up to its end, {high:,} (not included)."
+        )
+        last = high
+    last = max(first, last)
+    page = Paginator(range(first, last), RANGE_PAGE).get_page(number)
+    offsets: range = page.object_list
+    messages: list[StoredMessage] = []
+    if offsets:
+        read = store.read_result(topic, queue, offsets.start, len(offsets))
+        messages = [m for m in read.messages if m.queue_offset < offsets.stop]
+    results = Results(MODE_RANGE, [row(m) for m in messages], notes=notes, page=page)
+    if offsets:
+        results.summary = (
+            f"Queue {queue} of topic {topic}, offsets {offsets.start:,} to {offsets.stop - 1:,}"
+        )
+        if page.paginator.num_pages > 1:
+            results.summary += f" (of {first:,} to {last - 1:,})"
+        results.summary += f". Readable offsets are {low:,} to {high - 1:,}."
+    elif low == high:
+        results.summary = f"Queue {queue} of topic {topic} holds no messages."
+    if last > first:
+        export_end = min(last, first + EXPORT_MAX)
+        query = urlencode({"topic": topic, "queue": queue, "from": first, "to": export_end})
+        results.export_url = f"{reverse('messages:export')}?{query}"
+        results.export_label = f"offsets {first:,} to {export_end - 1:,}" + (
+            f", the first {EXPORT_MAX:,} of this range" if export_end < last else ""
+        )
+    return results
+
+
+def by_time(store: MessageStore, topic: str, at_ms: int) -> Results:
+    """The first TIME_PER_QUEUE messages of each queue stored at or after `at_ms`, merged."""
+    info = store.topic(topic)
+    messages: list[StoredMessage] = []
+    starts = []
+    for queue in range(info.queues):
+        offset = store.offset_for_time(topic, queue, at_ms)
+        read = store.read_result(topic, queue, offset, TIME_PER_QUEUE)
+        messages.extend(read.messages)
+        starts.append(QueueStart(queue, offset, read.max_offset, range_url(topic, queue, offset)))
+    messages.sort(key=lambda m: (m.store_time_ms, m.commit_offset))
+    results = Results(MODE_TIME, queue_starts=starts)
+    results.rows = [row(m) for m in messages[:TIME_SHOWN]]
+    when = bodies.readable_time(at_ms)
+    if messages:
+        results.summary = (
+            f"Up to {TIME_PER_QUEUE} messages from each of the {info.queues} queues of "
+            f"topic {topic}, stored at or after {when} UTC, oldest first."
+        )
+    if len(messages) > TIME_SHOWN:
+        results.notes.append(
+            f"Showing the first {TIME_SHOWN} of {len(messages):,} messages found; "
+            "browse a queue from its starting offset (below) to see more."
+        )
+    return results
+
+
+def export_lines(
+    store: MessageStore, topic: str, queue: int, first: int, last: int
+) -> Iterator[bytes]:
+    """JSON Lines of the messages of one queue at offsets first ≤ o < last, read in chunks."""
+    position = first
+    while position < last:
+        read = store.read_result(topic, queue, position, min(EXPORT_CHUNK, last - position))
+        for message in read.messages:
+            if message.queue_offset >= last:
+                return
+            yield bodies.export_line(message)
+        if read.next_offset <= position:
+            return
+        position = read.next_offset
