@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "console.audit",
     "console.topics",
     "console.messages",
+    "console.storage",
 ]
 
 MIDDLEWARE = [

@@ -9,5 +9,6 @@ urlpatterns = [
     path("audit/", include("console.audit.urls")),
     path("topics/", include("console.topics.urls")),
     path("messages/", include("console.messages.urls")),
+    path("storage/", include("console.storage.urls")),
     path("", include("console.core.urls")),
 ]
