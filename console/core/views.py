@@ -1,10 +1,11 @@
-from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from console.accounts.roles import require_role
+from console.core.store import get_store
+from storeadapter.summaries import group_summaries
 
 
 @login_not_required
@@ -17,4 +18,19 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @require_role("viewer")
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html", {"store_dir": settings.TIDEMARK_STORE_DIR})
+    """The dashboard: the store at a glance and the groups furthest behind."""
+    store = get_store()
+    stats = store.stats()
+    groups = group_summaries(store)
+    context = {
+        "stats": stats,
+        "topics": len(stats["topics"]),
+        "queues": sum(len(t["queues"]) for t in stats["topics"].values()),
+        "message_count": sum(t["messages"] for t in stats["topics"].values()),
+        "group_count": len(groups),
+        "backlog": sum(g.lag for g in groups),
+        "behind": groups[:5],
+        "recovery": stats["last_recovery"],
+        "retention": stats["last_retention"],
+    }
+    return render(request, "home.html", context)
