@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "console.topics",
     "console.messages",
     "console.storage",
+    "console.groups",
 ]
 
 MIDDLEWARE = [

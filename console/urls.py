@@ -10,5 +10,6 @@ urlpatterns = [
     path("topics/", include("console.topics.urls")),
     path("messages/", include("console.messages.urls")),
     path("storage/", include("console.storage.urls")),
+    path("groups/", include("console.groups.urls")),
     path("", include("console.core.urls")),
 ]

@@ -1,0 +1,507 @@
+"""/groups/ and below: consumer groups, their lag, members, offset resets and dead letters.
+
+Reading pages need viewer. An offset reset is previewed first (POST to ``reset/preview/``,
+which changes nothing but needs operator), then applied only from that preview (POST to
+``reset/apply/`` with the plan the preview showed, refused if the offsets moved since); an
+undo is previewed and applied the same way. Redriving dead letters is a POST to the DLQ
+page. Every change writes an audit row and answers with a redirect and a flash; engine
+refusals are shown in the engine's words, never as a 500.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from console.accounts.roles import OPERATOR, change_requires_role, require_role
+from console.audit.log import record
+from console.core.store import get_store
+from console.groups.forms import MAX_REDRIVE_IDS, ResetForm
+from storeadapter.engine import (
+    STATUS_DUPLICATE,
+    MessageStore,
+    StoredMessage,
+    StoreError,
+    TopicNotFoundError,
+    dlq_topic,
+    group_members,
+    redrive_dlq,
+)
+from storeadapter.engine.consumer import (
+    LAST_ERROR,
+    ORIGIN_QUEUE,
+    ORIGIN_QUEUE_OFFSET,
+    ORIGIN_TOPIC,
+    RETRY_COUNT,
+)
+from storeadapter.offset_reset import (
+    MODES,
+    ResetConflictError,
+    ResetError,
+    ResetPlan,
+    apply_reset,
+    preview_reset,
+    preview_undo,
+)
+from storeadapter.summaries import group_summaries, group_summary
+
+PAGE_SIZE = 50
+HISTORY_SHOWN = 50
+#: How far back the history is read for last-commit times and the latest reset per topic.
+HISTORY_SCAN = 10_000
+#: A member whose heartbeat is older than this is dead (the engine's default timeout).
+MEMBER_TIMEOUT_S = 10
+MAX_MESSAGE_ID_LENGTH = 100
+BODY_PREVIEW_CHARS = 80
+
+
+def _detail_url(group: str, fragment: str = "") -> str:
+    url = reverse("groups:detail", args=[group])
+    return f"{url}#{fragment}" if fragment else url
+
+
+def _undo_url(group: str, topic: str) -> str:
+    return f"{reverse('groups:reset_undo', args=[group])}?{urlencode({'topic': topic})}"
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"
+
+
+def _members(store: MessageStore, group: str) -> list[dict]:
+    """The group's live members; none when their files cannot be read."""
+    try:
+        return group_members(store.path, group, MEMBER_TIMEOUT_S)
+    except (OSError, StoreError):
+        return []
+
+
+def _known_group(store: MessageStore, group: str) -> bool:
+    return group in store.groups()
+
+
+def _not_found(request: HttpRequest, group: str) -> HttpResponse:
+    return render(request, "groups/not_found.html", {"group": group}, status=404)
+
+
+# ---------------------------------------------------------------------------- list
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    group: str
+    lag: int
+    topics: int
+    queues_behind: int
+    members: int
+
+
+@require_role("viewer")
+@require_http_methods(["GET", "HEAD"])
+def group_list(request: HttpRequest) -> HttpResponse:
+    """Every group, most behind first, with its lag, topics and live members."""
+    store = get_store()
+    summaries = group_summaries(store)
+    page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [
+        GroupRow(
+            s.group,
+            s.lag,
+            len(s.topics),
+            sum(1 for q in s.queues if q.lag),
+            len(_members(store, s.group)),
+        )
+        for s in page
+    ]
+    return render(
+        request,
+        "groups/list.html",
+        {"page": page, "rows": rows, "total_lag": sum(s.lag for s in summaries)},
+    )
+
+
+# -------------------------------------------------------------------------- detail
+
+
+@dataclass(frozen=True)
+class LagRow:
+    topic: str
+    queue: int
+    committed: int | None
+    max_offset: int
+    lag: int
+    owner: str | None
+    last_commit_ms: int | None
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    time_ms: int
+    who: str
+    topic: str
+    queue: int
+    old: int | None
+    new: int
+    reason: str
+    label: str
+    undo_url: str | None
+
+
+def _reason_label(reason: str) -> str:
+    if not reason.startswith("reset:"):
+        return reason
+    mode = reason.rsplit(":", 1)[-1]
+    return "undo of a reset" if mode == "undo" else f"reset to {mode}"
+
+
+@require_role("viewer")
+@require_http_methods(["GET", "HEAD"])
+def group_detail(request: HttpRequest, group: str) -> HttpResponse:
+    """One group: lag per queue, members, offset history; the reset form for operators."""
+    store = get_store()
+    if not _known_group(store, group):
+        return _not_found(request, group)
+    return _render_detail(request, store, group)
+
+
+def _render_detail(
+    request: HttpRequest, store: MessageStore, group: str, reset_form: ResetForm | None = None
+) -> HttpResponse:
+    summary = group_summary(store, group)
+    members = _members(store, group)
+    owners = {
+        (topic, int(queue)): member["consumer_id"]
+        for member in members
+        for topic, queue in member["queues"]
+    }
+    history = store.offset_history(group, limit=HISTORY_SCAN)
+    last_commit: dict[tuple[str, int], int] = {}
+    latest_reset: dict[str, str] = {}
+    for change in history:
+        last_commit.setdefault((change.topic, change.queue), change.time_ms)
+        if change.reason.startswith("reset:"):
+            latest_reset.setdefault(change.topic, change.reason)
+    topics: dict[str, list[LagRow]] = {}
+    for q in summary.queues:
+        topics.setdefault(q.topic, []).append(
+            LagRow(
+                q.topic,
+                q.queue,
+                q.committed,
+                q.max_offset,
+                q.lag,
+                owners.get((q.topic, q.queue)),
+                last_commit.get((q.topic, q.queue)),
+            )
+        )
+    history_rows = [
+        HistoryRow(
+            c.time_ms,
+            c.who,
+            c.topic,
+            c.queue,
+            c.old,
+            c.new,
+            c.reason,
+            _reason_label(c.reason),
+            _undo_url(group, c.topic) if latest_reset.get(c.topic) == c.reason else None,
+        )
+        for c in history[:HISTORY_SHOWN]
+    ]
+    if reset_form is None:
+        reset_form = ResetForm(topics=summary.topics)
+    context = {
+        "group": group,
+        "summary": summary,
+        "topic_tables": [
+            {"topic": topic, "rows": rows, "lag": sum(r.lag for r in rows)}
+            for topic, rows in topics.items()
+        ],
+        "members": members,
+        "history": history_rows,
+        "history_shown": HISTORY_SHOWN,
+        "reset_form": reset_form,
+        "has_dlq": _dlq_exists(store, group),
+    }
+    return render(request, "groups/detail.html", context)
+
+
+# ---------------------------------------------------------------------- offset reset
+
+
+@require_role(OPERATOR)
+@require_http_methods(["POST"])
+def reset_preview(request: HttpRequest, group: str) -> HttpResponse:
+    """What a reset would do, per queue, with the form that applies exactly that."""
+    store = get_store()
+    if not _known_group(store, group):
+        return _not_found(request, group)
+    summary = group_summary(store, group)
+    form = ResetForm(request.POST, topics=summary.topics)
+    if not form.is_valid():
+        return _render_detail(request, store, group, form)
+    try:
+        plan = preview_reset(
+            store, group, form.cleaned_data["topic"], form.cleaned_data["mode"], form.reset_value()
+        )
+    except StoreError as error:
+        form.add_error(None, str(error))
+        return _render_detail(request, store, group, form)
+    return _render_preview(request, group, plan)
+
+
+@require_role(OPERATOR)
+@require_http_methods(["GET", "HEAD"])
+def reset_undo(request: HttpRequest, group: str) -> HttpResponse:
+    """The preview of undoing the group's latest reset on ``?topic=``."""
+    store = get_store()
+    if not _known_group(store, group):
+        return _not_found(request, group)
+    topic = request.GET.get("topic", "").strip()
+    if not topic:
+        messages.error(request, "Choose the topic whose latest reset to undo.")
+        return redirect(_detail_url(group, "history"))
+    try:
+        plan = preview_undo(store, group, topic)
+    except StoreError as error:
+        messages.error(request, f"Nothing to undo: {error}.")
+        return redirect(_detail_url(group, "history"))
+    return _render_preview(request, group, plan)
+
+
+def _render_preview(request: HttpRequest, group: str, plan: ResetPlan) -> HttpResponse:
+    changes = plan.changes
+    context = {
+        "group": group,
+        "plan": plan,
+        "is_undo": plan.mode == "undo",
+        "plan_json": json.dumps(plan.as_dict(), sort_keys=True),
+        "changes": len(changes),
+        "consumed_again": sum(q.consumed_again for q in plan.queues),
+        "skipped": sum(q.skipped for q in plan.queues),
+        "clamped": sum(1 for q in plan.queues if q.clamped),
+        "value_ms": plan.value if plan.mode == "time" else None,
+    }
+    return render(request, "groups/preview.html", context)
+
+
+@require_role(OPERATOR)
+@require_http_methods(["POST"])
+def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
+    """Apply the previewed plan as it was shown, or refuse and change nothing."""
+    store = get_store()
+    if not _known_group(store, group):
+        return _not_found(request, group)
+    try:
+        data = json.loads(request.POST.get("plan", ""))
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        plan = ResetPlan.from_dict(data)
+        if plan.group != group or plan.mode not in MODES:
+            raise ResetError("this preview is for another group or mode")
+    except (ValueError, ResetError) as error:
+        messages.error(
+            request,
+            f"That reset preview cannot be used ({error}); nothing was changed. "
+            "Preview the reset again.",
+        )
+        return redirect(_detail_url(group))
+    changes = plan.changes
+    if not changes:
+        messages.info(request, "The preview changes no offset; nothing was done.")
+        return redirect(_detail_url(group))
+    try:
+        apply_reset(store, plan, who=request.user.get_username())
+    except ResetConflictError:
+        messages.error(
+            request,
+            f"The offsets of {group} on {plan.topic} moved since the preview (its consumers "
+            "committed meanwhile), so nothing was changed. Preview the reset again.",
+        )
+        return redirect(_detail_url(group))
+    except StoreError as error:
+        messages.error(request, f"The reset was refused: {error}. Nothing was changed.")
+        return redirect(_detail_url(group))
+    undo = plan.mode == "undo"
+    record(
+        request.user,
+        "offset.undo" if undo else "offset.reset",
+        f"group {group} topic {plan.topic}",
+        before={str(q.queue): q.committed for q in changes},
+        after={str(q.queue): q.target for q in changes},
+        detail=f"mode {plan.mode}, value {plan.value!r}, plan {plan.token}",
+        link=_undo_url(group, plan.topic),
+    )
+    again = sum(q.consumed_again for q in changes)
+    skipped = sum(q.skipped for q in changes)
+    what = "Undid the latest reset" if undo else f"Reset to {plan.mode}"
+    messages.success(
+        request,
+        f"{what} of {group} on {plan.topic}: {len(changes)} queue{_s(len(changes))} moved; "
+        f"{again} message{_s(again)} will be consumed again, {skipped} skipped.",
+    )
+    return redirect(_detail_url(group))
+
+
+# ----------------------------------------------------------------------------- DLQ
+
+
+def _dlq_exists(store: MessageStore, group: str) -> bool:
+    try:
+        store.topic(dlq_topic(group))
+    except StoreError:
+        return False
+    return True
+
+
+class DlqMessages:
+    """The DLQ topic's messages as a sequence the paginator slices; reads only a page."""
+
+    def __init__(self, store: MessageStore, topic: str) -> None:
+        self.store = store
+        self.topic = topic
+        try:
+            queues = store.topic(topic).queues
+        except TopicNotFoundError:
+            queues = 0
+        self.ranges = [(q, *store.queue_range(topic, q)) for q in range(queues)]
+        self.total = sum(high - low for _, low, high in self.ranges)
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __getitem__(self, wanted: slice) -> list[StoredMessage]:
+        if not isinstance(wanted, slice):
+            raise TypeError("DLQ messages are read by page")
+        start, stop, _ = wanted.indices(self.total)
+        found: list[StoredMessage] = []
+        skip = start
+        for queue, low, high in self.ranges:
+            if len(found) >= stop - start:
+                break
+            if skip >= high - low:
+                skip -= high - low
+                continue
+            offset, skip = low + skip, 0
+            while offset < high and len(found) < stop - start:
+                result = self.store.read_result(
+                    self.topic, queue, offset, stop - start - len(found)
+                )
+                found.extend(result.messages)
+                if result.next_offset <= offset:
+                    break
+                offset = result.next_offset
+        return found
+
+
+def _dlq_row(message: StoredMessage) -> dict:
+    props = message.properties
+    body = message.body.decode("utf-8", errors="replace")
+    return {
+        "message_id": message.message_id,
+        "queue": message.queue,
+        "offset": message.queue_offset,
+        "store_time_ms": message.store_time_ms,
+        "origin_topic": props.get(ORIGIN_TOPIC),
+        "origin_queue": props.get(ORIGIN_QUEUE),
+        "origin_offset": props.get(ORIGIN_QUEUE_OFFSET),
+        "last_error": props.get(LAST_ERROR, ""),
+        "retry_count": props.get(RETRY_COUNT),
+        "keys": message.keys,
+        "body_preview": body[:BODY_PREVIEW_CHARS] + ("…" if len(body) > BODY_PREVIEW_CHARS else ""),
+    }
+
+
+@change_requires_role(OPERATOR)
+@require_http_methods(["GET", "HEAD", "POST"])
+def dlq_page(request: HttpRequest, group: str) -> HttpResponse:
+    """The group's dead letters, paged; operators redrive one, the selected, or all."""
+    store = get_store()
+    try:
+        topic = dlq_topic(group)
+    except StoreError:
+        return _not_found(request, group)
+    if not _known_group(store, group) and not _dlq_exists(store, group):
+        return _not_found(request, group)
+    if request.method == "POST":
+        return _redrive(request, store, group)
+    listing = DlqMessages(store, topic)
+    page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "groups/dlq.html",
+        {
+            "group": group,
+            "dlq_topic": topic,
+            "exists": bool(listing.ranges),
+            "page": page,
+            "rows": [_dlq_row(m) for m in page],
+            "max_selected": MAX_REDRIVE_IDS,
+        },
+    )
+
+
+def _redrive_ids(request: HttpRequest) -> list[str] | None | str:
+    """The ids to redrive, None for all, or a sentence saying what is wrong."""
+    action = request.POST.get("action", "")
+    if action == "all":
+        return None
+    if action == "one":
+        ids = [request.POST.get("message_id", "")]
+    elif action == "selected":
+        ids = request.POST.getlist("ids")
+    else:
+        return "That action is not known."
+    ids = list(dict.fromkeys(i.strip() for i in ids if i.strip()))
+    if not ids:
+        return "Select at least one message to redrive."
+    if len(ids) > MAX_REDRIVE_IDS:
+        return f"Select at most {MAX_REDRIVE_IDS} messages at once, or redrive all."
+    if any(len(i) > MAX_MESSAGE_ID_LENGTH for i in ids):
+        return "That is not a message id."
+    return ids
+
+
+def _redrive(request: HttpRequest, store: MessageStore, group: str) -> HttpResponse:
+    back = reverse("groups:dlq", args=[group])
+    ids = _redrive_ids(request)
+    if isinstance(ids, str):
+        messages.error(request, f"{ids} Nothing was changed.")
+        return redirect(back)
+    try:
+        results = redrive_dlq(store, group, ids)
+    except StoreError as error:
+        messages.error(request, f"Nothing was redriven: {error}.")
+        return redirect(back)
+    if not results:
+        messages.info(request, "There were no dead letters to redrive.")
+        return redirect(back)
+    sent = [r for r in results if r.status != STATUS_DUPLICATE]
+    record(
+        request.user,
+        "dlq.redrive",
+        f"group {group}",
+        before={"message_ids": ids if ids is not None else "all"},
+        after={
+            "sent": [
+                {"message_id": r.message_id, "topic": r.topic, "queue": r.queue}
+                for r in results[:1000]
+            ],
+            "duplicates": len(results) - len(sent),
+        },
+        detail=f"redrove {len(results)} dead letter{_s(len(results))}",
+        link=back,
+    )
+    text = f"Redrove {len(results)} message{_s(len(results))} to their original topics."
+    if len(sent) < len(results):
+        text += f" {len(results) - len(sent)} had been redriven before and were not sent again."
+    messages.success(request, text)
+    return redirect(back)

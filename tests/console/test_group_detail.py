@@ -1,0 +1,119 @@
+"""/groups/<group>/: lag per queue, owners, members, offset history with undo links."""
+
+import html
+
+import pytest
+
+from storeadapter.engine.membership import heartbeat
+from storeadapter.offset_reset import apply_reset, preview_reset
+
+pytestmark = [pytest.mark.django_db]
+
+URL = "/groups/billing/"
+
+
+@pytest.fixture
+def billing(store):
+    """Group `billing` on topic `orders` (2 queues of 5 messages): at 2 on queue 0, 5 on 1."""
+    store.create_topic("orders", 2)
+    for queue in (0, 1):
+        for n in range(5):
+            store.append("orders", f"m{n}".encode(), queue=queue)
+    store.commit_offset("billing", "orders", 0, 2, who="worker-1")
+    store.commit_offset("billing", "orders", 1, 5, who="worker-2")
+    return store
+
+
+def text(response) -> str:
+    return html.unescape(response.content.decode())
+
+
+def test_anonymous_is_sent_to_login_with_next(client, billing):
+    response = client.get(URL)
+
+    assert response.status_code == 302
+    assert response.url == "/accounts/login/?next=/groups/billing/"
+
+
+def test_user_without_role_gets_403(as_nobody, billing):
+    assert as_nobody.get(URL).status_code == 403
+
+
+def test_unknown_group_is_a_404_page(as_viewer, billing):
+    response = as_viewer.get("/groups/nobody-here/")
+
+    assert response.status_code == 404
+    assert "There is no consumer group named" in response.content.decode()
+
+
+def test_invalid_group_name_is_a_404_page(as_viewer, billing):
+    assert as_viewer.get("/groups/bad%20name/").status_code == 404
+
+
+def test_shows_committed_max_and_lag_per_queue(as_viewer, billing):
+    response = as_viewer.get(URL)
+
+    assert response.status_code == 200
+    (table,) = response.context["topic_tables"]
+    assert table["topic"] == "orders"
+    assert [(r.queue, r.committed, r.max_offset, r.lag) for r in table["rows"]] == [
+        (0, 2, 5, 3),
+        (1, 5, 5, 0),
+    ]
+    assert all(r.last_commit_ms is not None for r in table["rows"])
+
+
+def test_shows_members_and_the_queues_they_own(as_viewer, billing):
+    heartbeat(billing.path, "billing", "worker-1", ["orders"], queues=[("orders", 0)])
+
+    response = as_viewer.get(URL)
+
+    (table,) = response.context["topic_tables"]
+    assert [r.owner for r in table["rows"]] == ["worker-1", None]
+    assert [m["consumer_id"] for m in response.context["members"]] == ["worker-1"]
+    assert "orders/0" in text(response)
+
+
+def test_shows_the_offset_history_newest_first(as_viewer, billing):
+    billing.commit_offset("billing", "orders", 0, 4, who="worker-1")
+
+    response = as_viewer.get(URL)
+
+    history = response.context["history"]
+    assert [(h.who, h.topic, h.queue, h.old, h.new) for h in history] == [
+        ("worker-1", "orders", 0, 2, 4),
+        ("worker-2", "orders", 1, None, 5),
+        ("worker-1", "orders", 0, None, 2),
+    ]
+    assert all(h.undo_url is None for h in history)
+
+
+def test_a_reset_in_the_history_links_to_its_undo(as_operator, billing):
+    apply_reset(billing, preview_reset(billing, "billing", "orders", "earliest"), who="otto")
+
+    response = as_operator.get(URL)
+
+    resets = [h for h in response.context["history"] if h.who == "otto"]
+    assert len(resets) == 2
+    assert {h.undo_url for h in resets} == {"/groups/billing/reset/undo/?topic=orders"}
+    assert {h.label for h in resets} == {"reset to earliest"}
+    assert 'href="/groups/billing/reset/undo/?topic=orders"' in response.content.decode()
+
+
+def test_viewer_sees_no_action_forms(as_viewer, billing):
+    apply_reset(billing, preview_reset(billing, "billing", "orders", "earliest"), who="otto")
+
+    content = as_viewer.get(URL).content.decode()
+
+    assert "Reset offsets" not in content
+    assert "Skip backlog" not in content
+    assert "/reset/undo/" not in content
+    assert content.count("csrfmiddlewaretoken") == 1  # only the log-out form
+
+
+def test_operator_sees_the_reset_form_and_skip_backlog(as_operator, billing):
+    content = as_operator.get(URL).content.decode()
+
+    assert 'action="/groups/billing/reset/preview/"' in content
+    assert "Skip backlog" in content
+    assert 'name="mode"' in content

@@ -1,0 +1,79 @@
+"""/groups/: every consumer group with its lag, topics and live members, most behind first."""
+
+import pytest
+
+from storeadapter.engine.membership import heartbeat
+
+pytestmark = [pytest.mark.django_db]
+
+URL = "/groups/"
+
+
+@pytest.fixture
+def orders(store):
+    """A topic `orders` with 2 queues of 5 messages each."""
+    store.create_topic("orders", 2)
+    for queue in (0, 1):
+        for n in range(5):
+            store.append("orders", f"m{n}".encode(), queue=queue)
+    return store
+
+
+def test_anonymous_is_sent_to_login_with_next(client, store):
+    response = client.get(URL)
+
+    assert response.status_code == 302
+    assert response.url == "/accounts/login/?next=/groups/"
+
+
+def test_user_without_role_gets_403(as_nobody, store):
+    assert as_nobody.get(URL).status_code == 403
+
+
+def test_no_groups_shows_an_empty_state(as_viewer, store):
+    response = as_viewer.get(URL)
+
+    assert response.status_code == 200
+    assert "No consumer groups yet" in response.content.decode()
+
+
+def test_groups_are_listed_most_behind_first(as_viewer, orders):
+    orders.commit_offset("caught-up", "orders", 0, 5)
+    orders.commit_offset("caught-up", "orders", 1, 5)
+    orders.commit_offset("far-behind", "orders", 0, 0)
+    orders.commit_offset("a-little", "orders", 0, 5)
+    orders.commit_offset("a-little", "orders", 1, 3)
+
+    response = as_viewer.get(URL)
+
+    rows = response.context["rows"]
+    assert [(r.group, r.lag) for r in rows] == [
+        ("far-behind", 10),
+        ("a-little", 2),
+        ("caught-up", 0),
+    ]
+    assert response.context["total_lag"] == 12
+    assert '<a href="/groups/far-behind/">far-behind</a>' in response.content.decode()
+
+
+def test_topics_and_live_members_are_counted(as_viewer, orders):
+    orders.create_topic("payments", 1)
+    orders.commit_offset("billing", "orders", 0, 1)
+    orders.commit_offset("billing", "payments", 0, 0)
+    heartbeat(orders.path, "billing", "worker-1", ["orders"], queues=[("orders", 0)])
+    heartbeat(orders.path, "billing", "worker-2", ["orders"], queues=[("orders", 1)])
+
+    (row,) = as_viewer.get(URL).context["rows"]
+
+    assert (row.group, row.topics, row.members, row.queues_behind) == ("billing", 2, 2, 2)
+
+
+def test_the_list_is_paged_by_50(as_viewer, orders):
+    for n in range(51):
+        orders.commit_offset(f"g{n:02d}", "orders", 0, 5)
+
+    first = as_viewer.get(URL)
+    second = as_viewer.get(URL, {"page": 2})
+
+    assert len(first.context["rows"]) == 50
+    assert len(second.context["rows"]) == 1
