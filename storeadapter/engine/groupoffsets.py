@@ -5,6 +5,8 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 
 from __future__ import annotations
 
+import shutil
+
 from .errors import (
     OffsetConflictError,
     OffsetOutOfRangeError,
@@ -108,6 +110,24 @@ class GroupOffsets:
             if changes:
                 self._publish(offsets_version=self._seen.offsets_version + 1)
             return changes
+
+    def delete_group(self, group: str) -> bool:
+        """Forget a group: its committed offsets, their history and its member files.
+
+        Its consumers, if any still run, start over from the queues' first offsets.
+        Returns False when the store knew nothing of the group.
+        """
+        check_name(group, "group")
+        with self._exclusive():
+            try:
+                dropped = self._offsets.drop_group(group)
+            except OSError as error:
+                self._fail(error)
+                raise StoreFailedError(f"saving the offsets failed ({error})") from error
+            shutil.rmtree(self.path / "groups" / group, ignore_errors=True)
+            if dropped:
+                self._publish(offsets_version=self._seen.offsets_version + 1)
+            return dropped
 
     def committed_offset(self, group: str, topic: str, queue: int) -> int | None:
         """The group's committed offset on a queue, or None if it never committed."""

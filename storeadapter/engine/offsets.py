@@ -138,6 +138,9 @@ class OffsetStore:
         if entry.get("op") == "drop_topic":
             self._drop_topic(entry["topic"])
             return
+        if entry.get("op") == "drop_group":
+            self._drop_group(entry["group"])
+            return
         if entry.get("op") == "drop_queue":
             self._drop_queue(entry["topic"], int(entry["queue"]))
             return
@@ -159,6 +162,20 @@ class OffsetStore:
         if history is None:
             history = self.history[change.group] = deque(maxlen=HISTORY_PER_GROUP)
         history.append(change)
+
+    def _drop_group(self, group: str) -> None:
+        for key in [k for k in self.offsets if k[0] == group]:
+            del self.offsets[key]
+        self.history.pop(group, None)
+
+    def drop_group(self, group: str) -> bool:
+        """Forget a group's offsets and history; False if it had none."""
+        if not any(k[0] == group for k in self.offsets) and group not in self.history:
+            return False
+        self._append({"op": "drop_group", "group": group})
+        self._drop_group(group)
+        self._compact_if_large()
+        return True
 
     def _drop_queue(self, topic: str, queue: int) -> None:
         for key in [k for k in self.offsets if k[1] == topic and k[2] == queue]:
