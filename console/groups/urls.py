@@ -11,4 +11,6 @@ urlpatterns = [
     path("<str:group>/reset/apply/", views.reset_apply, name="reset_apply"),
     path("<str:group>/reset/undo/", views.reset_undo, name="reset_undo"),
     path("<str:group>/dlq/", views.dlq_page, name="dlq"),
+    path("<str:group>/copy/", views.copy_from, name="copy"),
+    path("<str:group>/delete/", views.delete_group, name="delete"),
 ]

@@ -21,7 +21,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from console.accounts.roles import OPERATOR, change_requires_role, require_role
+from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, require_role
 from console.audit.log import record
 from console.core.store import get_store
 from console.groups.forms import MAX_REDRIVE_IDS, ResetForm
@@ -42,6 +42,7 @@ from storeadapter.engine.consumer import (
     ORIGIN_TOPIC,
     RETRY_COUNT,
 )
+from storeadapter.group_admin import copy_offsets
 from storeadapter.offset_reset import (
     MODES,
     ResetConflictError,
@@ -505,3 +506,54 @@ def _redrive(request: HttpRequest, store: MessageStore, group: str) -> HttpRespo
         text += f" {len(results) - len(sent)} had been redriven before and were not sent again."
     messages.success(request, text)
     return redirect(back)
+
+
+# ------------------------------------------------------------- copy and delete
+
+
+@require_role(OPERATOR)
+@require_http_methods(["POST"])
+def copy_from(request: HttpRequest, group: str) -> HttpResponse:
+    """Give this group the committed offsets of another group."""
+    store = get_store()
+    source = request.POST.get("source", "").strip()
+    if source not in store.groups():
+        messages.error(request, f"there is no group named {source!r} to copy offsets from")
+        return redirect(_detail_url(group))
+    before = {c.queue: c.committed for c in group_summary(store, group).queues}
+    try:
+        changes = copy_offsets(store, source, group, who=request.user.get_username())
+    except StoreError as error:
+        messages.error(request, str(error))
+        return redirect(_detail_url(group))
+    record(
+        request.user,
+        "group.copy",
+        f"group {group}",
+        before={"offsets": {str(q): o for q, o in before.items()}},
+        after={"source": source, "changed": [[c.topic, c.queue, c.new] for c in changes]},
+    )
+    messages.success(request, f"Copied {len(changes)} offset(s) from {source} to {group}.")
+    return redirect(_detail_url(group))
+
+
+@require_role(ADMIN)
+@require_http_methods(["POST"])
+def delete_group(request: HttpRequest, group: str) -> HttpResponse:
+    """Forget a group; the admin types its name to confirm."""
+    store = get_store()
+    if not _known_group(store, group):
+        return _not_found(request, group)
+    if request.POST.get("confirm", "") != group:
+        messages.error(request, f"type the group's name, {group}, to delete it")
+        return redirect(_detail_url(group))
+    summary = group_summary(store, group)
+    store.delete_group(group)
+    record(
+        request.user,
+        "group.delete",
+        f"group {group}",
+        before={"topics": summary.topics, "lag": summary.lag},
+    )
+    messages.success(request, f"Deleted group {group}: its offsets and history are gone.")
+    return redirect(reverse("groups:list"))
