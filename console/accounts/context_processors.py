@@ -2,17 +2,17 @@
 
 from django.http import HttpRequest
 
-from console.accounts.roles import ADMIN, OPERATOR, request_role, role_includes
+from console.accounts.roles import ADMIN, OPERATOR, VIEWER, request_role, role_includes
 
-#: The console's sections, in nav order: (label, URL).
-NAV_ITEMS: tuple[tuple[str, str], ...] = (
-    ("Dashboard", "/"),
-    ("Topics", "/topics/"),
-    ("Groups", "/groups/"),
-    ("Messages", "/messages/"),
-    ("Storage", "/storage/"),
-    ("Audit", "/audit/"),
-    ("Tasks", "/tasks/"),
+#: The console's sections, in nav order: (label, URL, the role needed to see the item).
+NAV_ITEMS: tuple[tuple[str, str, str], ...] = (
+    ("Dashboard", "/", VIEWER),
+    ("Topics", "/topics/", VIEWER),
+    ("Groups", "/groups/", VIEWER),
+    ("Messages", "/messages/", VIEWER),
+    ("Storage", "/storage/", VIEWER),
+    ("Audit", "/audit/", VIEWER),
+    ("Users", "/accounts/users/", ADMIN),
 )
 
 
@@ -33,8 +33,11 @@ def roles(request: HttpRequest) -> dict:
 def navigation(request: HttpRequest) -> dict:
     """`nav_items`: dicts with label, url and current (the section the page belongs to)."""
     path = request.path
+    role = request_role(request)
     items = []
-    for label, url in NAV_ITEMS:
+    for label, url, needed in NAV_ITEMS:
+        if not role_includes(role, needed):
+            continue
         current = path == url if url == "/" else path.startswith(url)
         items.append({"label": label, "url": url, "current": current})
     return {"nav_items": items}

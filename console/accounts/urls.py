@@ -1,12 +1,16 @@
-"""Login, logout and password views under /accounts/."""
+"""Login, logout and password views under /accounts/; the user pages (admins only)."""
 
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
+from console.accounts import users
+
 urlpatterns = [
     # Logout stays reachable without a session (an expired session's logout button must not
     # bounce through the login page); Django's LogoutView is not marked that way itself.
     path("logout/", login_not_required(auth_views.LogoutView.as_view()), name="logout"),
+    path("users/", users.user_list, name="user_list"),
+    path("users/<int:user_id>/", users.user_action, name="user_action"),
     path("", include("django.contrib.auth.urls")),
 ]

@@ -231,8 +231,9 @@ def test_context_lets_admin_do_everything(as_admin):
 def test_layout_shows_nav_user_and_role(as_operator):
     html = as_operator.get("/audit/").content.decode()
 
-    for url in ("/topics/", "/groups/", "/messages/", "/storage/", "/audit/", "/tasks/"):
+    for url in ("/topics/", "/groups/", "/messages/", "/storage/", "/audit/"):
         assert f'href="{url}"' in html
+    assert 'href="/accounts/users/"' not in html  # for admins only
     assert '<a href="/audit/" aria-current="page">Audit</a>' in html
     assert "otto" in html
     assert '<span class="tm-role">operator</span>' in html
@@ -272,3 +273,7 @@ def test_demo_admin_is_put_in_the_admin_group(django_user_model):
 
     user = django_user_model.objects.get(username="admin")
     assert user.groups.filter(name="admin").exists()
+
+
+def test_admins_see_the_users_page_in_the_nav(as_admin):
+    assert 'href="/accounts/users/"' in as_admin.get("/audit/").content.decode()
