@@ -16,8 +16,7 @@ Figures:
 * ``offset_for_time``: 1,000,000 messages over 4 queues appended as fast as the engine
   goes; random timestamps between each queue's first and last store time; each answer
   checked against the definition (first offset whose store time is >= t) by reading
-  that offset and the one before it. Reported as "missing" when the engine has no
-  ``offset_for_time`` yet.
+  that offset and the one before it.
 * ``producers_N``: N producer processes (spawned; each opens the store itself), batches
   of 500 bodies of 1 KiB, async flush; total messages/s and MB/s from the first
   process's start to the last one's end, after checking that every queue's offsets are
@@ -168,10 +167,7 @@ def bench_offset_for_time(
             for start in range(0, count, BATCH):
                 store.append_batch("times", batch[: min(BATCH, count - start)])
             result["append_s"] = round(time.perf_counter() - began, 2)
-            lookup = getattr(store, "offset_for_time", None)
-            if lookup is None:
-                return {**result, "status": "missing", "error": "MessageStore has none yet"}
-
+            lookup = store.offset_for_time
             ranges = {}
             for q in range(QUEUES):
                 low, high = store.queue_range("times", q)
@@ -185,14 +181,9 @@ def bench_offset_for_time(
             for _ in range(lookups):
                 q = rng.randrange(QUEUES)
                 asks.append((q, rng.randint(ranges[q][2], ranges[q][3])))
-            answers = []
-            try:
-                began = time.perf_counter()
-                for q, t in asks:
-                    answers.append(lookup("times", q, t))
-                seconds = time.perf_counter() - began
-            except NotImplementedError:
-                return {**result, "status": "missing", "error": "raises NotImplementedError"}
+            began = time.perf_counter()
+            answers = [lookup("times", q, t) for q, t in asks]
+            seconds = time.perf_counter() - began
 
             # Edge cases, not timed: before the first store time -> min; after the last -> max.
             checks = list(zip(asks, answers, strict=True))
@@ -474,7 +465,7 @@ def run_part_two(
 
 
 def failures(report: dict) -> list[str]:
-    """Names of figures whose answers were wrong (a missing engine call is not one)."""
+    """Names of figures whose answers were wrong."""
     return [
         name
         for name, figure in report.items()
@@ -490,7 +481,7 @@ def format_table(report: dict) -> str:
     ]
 
     def problem(name: str, figure: dict) -> bool:
-        if figure.get("status") in ("missing", "wrong"):
+        if figure.get("status") == "wrong":
             detail = figure.get("error") or (
                 f"{figure.get('wrong')} wrong answers" if figure.get("wrong") else ""
             )

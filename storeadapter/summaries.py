@@ -83,7 +83,7 @@ def topic_summaries(store: MessageStore) -> list[TopicSummary]:
 def queue_rows(store: MessageStore, topic: str) -> list[QueueRow]:
     """The queues of ``topic``: range, message count, frozen or not, last write."""
     info = store.topic(topic)
-    queues = store.stats()["topics"][topic]["queues"]
+    queues = store.topic_stats(topic)["queues"]
     return [
         QueueRow(
             queue,
@@ -103,8 +103,8 @@ def group_summary(store: MessageStore, group: str) -> GroupSummary:
     A queue of such a topic where the group never committed counts from the queue's
     first offset: those messages are all still to be consumed.
     """
-    topics = sorted({change.topic for change in store.offset_history(group, limit=1000)})
-    topics = [t for t in topics if t in {info.name for info in store.topics()}]
+    existing = {info.name for info in store.topics()}
+    topics = sorted({c.topic for c in store.offset_history(group, limit=1000)} & existing)
     rows = []
     for topic in topics:
         for queue in range(store.topic(topic).queues):

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import membership
+from . import clock, membership
 from .config import StoreConfig
 from .errors import (
     MessageNotFoundError,
@@ -84,10 +84,6 @@ _MIN_IDLE_S = 0.002
 _MAX_IDLE_S = 0.05
 _FORWARD_BACKOFF_S = (0.05, 0.2, 1.0)
 _MAX_ERROR_CHARS = 500
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _QueueState:
@@ -285,7 +281,7 @@ class Consumer:
         )
         self._owned = {}
         self._reported = []
-        self._started_ms = _now_ms()
+        self._started_ms = clock.now_ms()
         self._stopped.clear()
 
     @staticmethod
@@ -476,7 +472,7 @@ class Consumer:
     def _fetch(self) -> bool:
         """Read from every held queue with room in its window; True if anything was read."""
         store = self._store
-        now = _now_ms()
+        now = clock.now_ms()
         busy = False
         with self._lock:
             owned = list(self._owned.values())
@@ -528,7 +524,7 @@ class Consumer:
             dues = [item[0] for s in self._owned.values() for item in s.delayed]
         if not dues:
             return 3600.0
-        return max(0.0, (min(dues) - _now_ms()) / 1000)
+        return max(0.0, (min(dues) - clock.now_ms()) / 1000)
 
     def _submit(self, state: _QueueState, epoch: int, message: StoredMessage) -> None:
         self._executor.submit(self._handle, state, epoch, message)
@@ -628,7 +624,7 @@ class Consumer:
             topic = self.dlq_topic
         else:
             delay = self.retry_delays_s[min(retries_done, len(self.retry_delays_s) - 1)]
-            properties[RETRY_AT_MS] = str(_now_ms() + int(delay * 1000))
+            properties[RETRY_AT_MS] = str(clock.now_ms() + int(delay * 1000))
             topic = self.retry_topic
         kwargs = {"properties": properties}
         if message.keys:

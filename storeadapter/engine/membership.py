@@ -19,12 +19,11 @@ import os
 import re
 import secrets
 import socket
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from . import fileio
+from . import clock, fileio
 from .names import MAX_NAME_LENGTH, check_name
 
 GROUPS_DIR = "groups"
@@ -41,10 +40,6 @@ class MemberInfo(NamedTuple):
     started_ms: int
     heartbeat_ms: int
     queues: list[tuple[str, int]]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def members_dir(store_path: str | os.PathLike, group: str) -> Path:
@@ -82,7 +77,7 @@ def heartbeat(
     """
     check_consumer_id(consumer_id)
     directory = members_dir(store_path, group)
-    now = _now_ms() if now_ms is None else int(now_ms)
+    now = clock.now_ms() if now_ms is None else int(now_ms)
     path = directory / f"{consumer_id}.json"
     if started_ms is None:
         previous = _read_member(path)
@@ -137,7 +132,7 @@ def live_members(
     Files of members that missed their heartbeats for longer are removed.
     """
     directory = members_dir(store_path, group)
-    now = _now_ms() if now_ms is None else int(now_ms)
+    now = clock.now_ms() if now_ms is None else int(now_ms)
     oldest = now - int(member_timeout_s * 1000)
     try:
         paths = [p for p in directory.iterdir() if p.suffix == ".json" and p.name[0] != "."]
@@ -195,7 +190,7 @@ def group_members(
     ``queues`` is what the member reported holding at its last heartbeat, as
     ``[topic, queue]`` pairs; ``heartbeat_age_ms`` is how long ago that was.
     """
-    now = _now_ms() if now_ms is None else int(now_ms)
+    now = clock.now_ms() if now_ms is None else int(now_ms)
     return [
         {
             "consumer_id": m.consumer_id,

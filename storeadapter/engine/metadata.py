@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 import secrets
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import fileio
+from . import clock, fileio
 from .errors import InvalidNameError, StoreFormatError
 from .names import check_name
 
 FORMAT_VERSION = 1
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _load_json(path: Path) -> dict:
@@ -66,7 +61,7 @@ class StoreIdentity:
                 )
             return identity
         identity = cls(
-            secrets.randbits(32), FORMAT_VERSION, _now_ms(), queue_file_entries, segment_bytes
+            secrets.randbits(32), FORMAT_VERSION, clock.now_ms(), queue_file_entries, segment_bytes
         )
         fileio.write_atomic(path, json.dumps(asdict(identity), indent=2).encode())
         return identity

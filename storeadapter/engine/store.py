@@ -38,7 +38,7 @@ from .retention import RetentionReport
 from .scan import RESYNC_WINDOW
 from .segment import segment_name
 from .sharedstate import SharedSnapshot, SharedState
-from .topics import TopicRegistry
+from .topics import Topic, TopicRegistry
 from .upkeep import Upkeep
 
 _INDEX_MARKER = ".complete"
@@ -417,21 +417,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             }
             for s in list(log.segments)
         ]
-        topics = {}
-        for name, state in sorted(self._topics.items()):
-            queue_stats = {}
-            for queue_id, queue in enumerate(state.queues):
-                queue_stats[queue_id] = {
-                    "min_offset": queue.min_offset,
-                    "max_offset": queue.max_offset,
-                    "messages": queue.max_offset - queue.min_offset,
-                    "last_store_time_ms": self._last_store_time(queue),
-                }
-            topics[name] = {
-                "queues": queue_stats,
-                "messages": sum(q["messages"] for q in queue_stats.values()),
-                "created_ms": state.info.created_ms,
-            }
+        topics = {name: self._topic_stats(state) for name, state in sorted(self._topics.items())}
         return {
             "path": str(self.path),
             "store_id": self._id_prefix,
@@ -454,6 +440,28 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             "retention_hours": self.config.retention_hours,
             "corruptions": [c._asdict() for c in self._corruptions],
             "failed": None if self._failure is None else str(self._failure),
+        }
+
+    def topic_stats(self, name: str) -> dict:
+        """One topic's part of ``stats()``: per queue min and max offsets, messages and
+        last store time, and the topic's message count."""
+        self._check_open()
+        self._follow()
+        return self._topic_stats(self._topic(name))
+
+    def _topic_stats(self, state: Topic) -> dict:
+        queue_stats = {}
+        for queue_id, queue in enumerate(state.queues):
+            queue_stats[queue_id] = {
+                "min_offset": queue.min_offset,
+                "max_offset": queue.max_offset,
+                "messages": queue.max_offset - queue.min_offset,
+                "last_store_time_ms": self._last_store_time(queue),
+            }
+        return {
+            "queues": queue_stats,
+            "messages": sum(q["messages"] for q in queue_stats.values()),
+            "created_ms": state.info.created_ms,
         }
 
     def _read_json(self, name: str) -> dict | None:
