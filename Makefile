@@ -3,7 +3,7 @@ VENV = .venv
 STAMP = $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint format run bench clean distclean
+.PHONY: help install browser test lint format run bench clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -23,8 +23,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Browser tests drive Debian's chromium through Playwright; install it when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the browser tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 # pytest exits non-zero on any failure, and with 5 when no test ran.
-test: $(STAMP)
+test: $(STAMP) browser
 	$(VENV)/bin/python -m pytest
 
 lint: $(STAMP)
