@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from storeadapter.engine import MessageStore, OffsetConflictError, StoreError
 
@@ -40,6 +40,8 @@ class QueueReset:
     min_offset: int
     max_offset: int
     clamped: str | None = None
+    span_from_ms: int | None = None
+    span_to_ms: int | None = None
 
     @property
     def consumed_again(self) -> int:
@@ -70,12 +72,26 @@ class ResetPlan:
     def changes(self) -> list[QueueReset]:
         return [q for q in self.queues if q.target != q.committed]
 
+    @property
+    def span_from_ms(self) -> int | None:
+        """Store time of the oldest message consumed again or skipped, over all queues."""
+        times = [q.span_from_ms for q in self.queues if q.span_from_ms is not None]
+        return min(times, default=None)
+
+    @property
+    def span_to_ms(self) -> int | None:
+        """Store time of the newest message consumed again or skipped, over all queues."""
+        times = [q.span_to_ms for q in self.queues if q.span_to_ms is not None]
+        return max(times, default=None)
+
     def as_dict(self, with_token: bool = True) -> dict:
         data = asdict(self)
         for item, queue in zip(data["queues"], self.queues, strict=True):
             item["consumed_again"] = queue.consumed_again
             item["skipped"] = queue.skipped
         if with_token:
+            data["span_from_ms"] = self.span_from_ms
+            data["span_to_ms"] = self.span_to_ms
             data["token"] = self.token
         return data
 
@@ -92,6 +108,8 @@ class ResetPlan:
                     int(q["min_offset"]),
                     int(q["max_offset"]),
                     q.get("clamped"),
+                    _optional_int(q.get("span_from_ms")),
+                    _optional_int(q.get("span_to_ms")),
                 )
                 for q in data["queues"]
             ]
@@ -139,7 +157,8 @@ def preview_reset(
             wanted = current + value
         else:
             wanted = value.get(queue, current)
-        queues.append(_clamped(queue, committed, current, wanted, low, high))
+        planned = _clamped(queue, committed, current, wanted, low, high)
+        queues.append(_with_span(store, topic, planned))
     plan_value = {str(q): o for q, o in value.items()} if isinstance(value, dict) else value
     return ResetPlan(group, topic, mode, plan_value, queues)
 
@@ -160,8 +179,9 @@ def preview_undo(store: MessageStore, group: str, topic: str) -> ResetPlan:
             queues.append(QueueReset(queue, committed, current, current, low, high))
             continue
         before = replaced[queue]
+        target = low if before is None else before
         queues.append(
-            _clamped(queue, committed, current, low if before is None else before, low, high)
+            _with_span(store, topic, _clamped(queue, committed, current, target, low, high))
         )
     return ResetPlan(group, topic, "undo", latest.reason[len(_REASON_PREFIX) :], queues)
 
@@ -198,6 +218,24 @@ def _clamped(
         note = f"{wanted} is past the queue's end {high}: moved down to {high}"
         return QueueReset(queue, committed, current, high, low, high, note)
     return QueueReset(queue, committed, current, wanted, low, high)
+
+
+def _with_span(store: MessageStore, topic: str, queue: QueueReset) -> QueueReset:
+    """The queue's plan with the store times of the first and last message it would
+    consume again or skip (none when it does not move or those messages are gone)."""
+    first = max(min(queue.current, queue.target), queue.min_offset)
+    end = min(max(queue.current, queue.target), queue.max_offset)
+    if first >= end:
+        return queue
+    return replace(
+        queue,
+        span_from_ms=store.store_time_at(topic, queue.queue, first),
+        span_to_ms=store.store_time_at(topic, queue.queue, end - 1),
+    )
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)
 
 
 def _queue_offsets(store: MessageStore, topic: str, value: object) -> dict[int, int]:

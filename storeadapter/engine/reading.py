@@ -177,6 +177,18 @@ class Reading:
                 high = middle
         return low
 
+    def store_time_at(self, topic: str, queue: int, offset: int) -> int | None:
+        """The store time (ms) of the message at a queue offset; None outside the queue's
+        readable range. Reads the record's header only, not its body."""
+        self._check_open()
+        self._follow()
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise StoreError(f"a queue offset is a whole number, not {offset!r}")
+        if not consume_queue.min_offset <= offset < consume_queue.max_offset:
+            return None
+        return self._store_time(consume_queue, offset)
+
     def _store_time(self, consume_queue: ConsumeQueue, index: int) -> int | None:
         entry = consume_queue.entry(index)
         if entry is None:

@@ -65,6 +65,19 @@ def test_preview_earliest_shows_the_messages_consumed_again(as_operator, billing
     assert committed(billing) == [3, 4]  # a preview changes nothing
 
 
+def test_preview_shows_the_time_span_of_the_affected_messages(as_operator, billing):
+    first = billing.read("orders", 0, 0, 1)[0].store_time_ms
+    last = billing.read("orders", 1, 3, 1)[0].store_time_ms
+
+    response = preview(as_operator, mode="earliest")
+
+    page = text(response)
+    assert "Time span affected" in page
+    for ms in (first, last):
+        stamp = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        assert stamp in page
+
+
 def test_preview_carries_the_plan_in_the_apply_form(as_operator, billing):
     response = preview(as_operator, mode="latest")
 

@@ -104,3 +104,18 @@ def test_bad_arguments_raise_typed_errors(store):
         store.offset_for_time("t", 0, "noon")
     with pytest.raises(TopicNotFoundError):
         store.offset_for_time("missing", 0, 0)
+
+
+def test_store_time_at_reads_one_message_store_time(store, monkeypatch):
+    clock = Clock(monkeypatch)
+    _append_at(store, clock, [1000, 2500])
+
+    assert store.store_time_at("t", 0, 1) == 2500
+
+
+def test_store_time_at_outside_the_queue_is_none(store, monkeypatch):
+    clock = Clock(monkeypatch)
+    _append_at(store, clock, [1000])
+
+    assert store.store_time_at("t", 0, -1) is None
+    assert store.store_time_at("t", 0, 1) is None

@@ -70,6 +70,33 @@ def test_a_time_reset_uses_the_first_message_stored_then(tmp_path, monkeypatch):
         assert _targets(preview_reset(store, "g", "t", "time", 2_500)) == [2]
 
 
+def test_the_preview_gives_the_time_span_of_the_messages_it_affects(tmp_path, monkeypatch):
+    now = {"ms": 0}
+    monkeypatch.setattr(clock, "now_ms", lambda: now["ms"])
+    with MessageStore.open(tmp_path / "s", small_config()) as store:
+        store.create_topic("t", queues=2)
+        for at in range(1, 7):
+            now["ms"] = at * 1_000
+            store.append("t", f"at {at}", queue=at % 2)
+        store.commit_offset("g", "t", 0, 3)
+        store.commit_offset("g", "t", 1, 1)
+
+        plan = preview_reset(store, "g", "t", "earliest")
+
+        assert [(q.span_from_ms, q.span_to_ms) for q in plan.queues] == [
+            (2_000, 6_000),
+            (1_000, 1_000),
+        ]
+        assert (plan.span_from_ms, plan.span_to_ms) == (1_000, 6_000)
+
+
+def test_a_queue_that_does_not_move_has_no_time_span(store):
+    plan = preview_reset(store, "g", "t", "offset", {1: 2})
+
+    assert (plan.queues[0].span_from_ms, plan.queues[0].span_to_ms) == (None, None)
+    assert plan.queues[1].span_from_ms is not None
+
+
 def test_apply_commits_every_queue_and_records_the_reset(store):
     plan = preview_reset(store, "g", "t", "earliest")
 
