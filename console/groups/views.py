@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -22,9 +21,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, require_role
-from console.audit.log import record
 from console.core.store import get_store
 from console.groups.forms import MAX_REDRIVE_IDS, ResetForm
+from console.operations import groups as operations
+from console.operations.groups import GroupNotFoundError, undo_url
 from storeadapter.engine import (
     STATUS_DUPLICATE,
     MessageStore,
@@ -33,7 +33,6 @@ from storeadapter.engine import (
     TopicNotFoundError,
     dlq_topic,
     group_members,
-    redrive_dlq,
 )
 from storeadapter.engine.consumer import (
     LAST_ERROR,
@@ -42,13 +41,11 @@ from storeadapter.engine.consumer import (
     ORIGIN_TOPIC,
     RETRY_COUNT,
 )
-from storeadapter.group_admin import copy_offsets
 from storeadapter.offset_reset import (
     MODES,
     ResetConflictError,
     ResetError,
     ResetPlan,
-    apply_reset,
     preview_reset,
     preview_undo,
 )
@@ -67,10 +64,6 @@ BODY_PREVIEW_CHARS = 80
 def _detail_url(group: str, fragment: str = "") -> str:
     url = reverse("groups:detail", args=[group])
     return f"{url}#{fragment}" if fragment else url
-
-
-def _undo_url(group: str, topic: str) -> str:
-    return f"{reverse('groups:reset_undo', args=[group])}?{urlencode({'topic': topic})}"
 
 
 def _s(count: int) -> str:
@@ -213,7 +206,7 @@ def _render_detail(
             c.new,
             c.reason,
             _reason_label(c.reason),
-            _undo_url(group, c.topic) if latest_reset.get(c.topic) == c.reason else None,
+            undo_url(group, c.topic) if latest_reset.get(c.topic) == c.reason else None,
         )
         for c in history[:HISTORY_SHOWN]
     ]
@@ -320,7 +313,7 @@ def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
         messages.info(request, "The preview changes no offset; nothing was done.")
         return redirect(_detail_url(group))
     try:
-        apply_reset(store, plan, who=request.user.get_username())
+        operations.apply_reset_plan(request.user, plan)
     except ResetConflictError:
         messages.error(
             request,
@@ -332,15 +325,6 @@ def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
         messages.error(request, f"The reset was refused: {error}. Nothing was changed.")
         return redirect(_detail_url(group))
     undo = plan.mode == "undo"
-    record(
-        request.user,
-        "offset.undo" if undo else "offset.reset",
-        f"group {group} topic {plan.topic}",
-        before={str(q.queue): q.committed for q in changes},
-        after={str(q.queue): q.target for q in changes},
-        detail=f"mode {plan.mode}, value {plan.value!r}, plan {plan.token}",
-        link=_undo_url(group, plan.topic),
-    )
     again = sum(q.consumed_again for q in changes)
     skipped = sum(q.skipped for q in changes)
     what = "Undid the latest reset" if undo else f"Reset to {plan.mode}"
@@ -478,7 +462,7 @@ def _redrive(request: HttpRequest, store: MessageStore, group: str) -> HttpRespo
         messages.error(request, f"{ids} Nothing was changed.")
         return redirect(back)
     try:
-        results = redrive_dlq(store, group, ids)
+        results = operations.redrive(request.user, group, ids)
     except StoreError as error:
         messages.error(request, f"Nothing was redriven: {error}.")
         return redirect(back)
@@ -486,21 +470,6 @@ def _redrive(request: HttpRequest, store: MessageStore, group: str) -> HttpRespo
         messages.info(request, "There were no dead letters to redrive.")
         return redirect(back)
     sent = [r for r in results if r.status != STATUS_DUPLICATE]
-    record(
-        request.user,
-        "dlq.redrive",
-        f"group {group}",
-        before={"message_ids": ids if ids is not None else "all"},
-        after={
-            "sent": [
-                {"message_id": r.message_id, "topic": r.topic, "queue": r.queue}
-                for r in results[:1000]
-            ],
-            "duplicates": len(results) - len(sent),
-        },
-        detail=f"redrove {len(results)} dead letter{_s(len(results))}",
-        link=back,
-    )
     text = f"Redrove {len(results)} message{_s(len(results))} to their original topics."
     if len(sent) < len(results):
         text += f" {len(results) - len(sent)} had been redriven before and were not sent again."
@@ -515,24 +484,15 @@ def _redrive(request: HttpRequest, store: MessageStore, group: str) -> HttpRespo
 @require_http_methods(["POST"])
 def copy_from(request: HttpRequest, group: str) -> HttpResponse:
     """Give this group the committed offsets of another group."""
-    store = get_store()
     source = request.POST.get("source", "").strip()
-    if source not in store.groups():
+    try:
+        changes = operations.copy_group_offsets(request.user, source, group)
+    except GroupNotFoundError:
         messages.error(request, f"there is no group named {source!r} to copy offsets from")
         return redirect(_detail_url(group))
-    before = {c.queue: c.committed for c in group_summary(store, group).queues}
-    try:
-        changes = copy_offsets(store, source, group, who=request.user.get_username())
     except StoreError as error:
         messages.error(request, str(error))
         return redirect(_detail_url(group))
-    record(
-        request.user,
-        "group.copy",
-        f"group {group}",
-        before={"offsets": {str(q): o for q, o in before.items()}},
-        after={"source": source, "changed": [[c.topic, c.queue, c.new] for c in changes]},
-    )
     messages.success(request, f"Copied {len(changes)} offset(s) from {source} to {group}.")
     return redirect(_detail_url(group))
 
@@ -547,13 +507,6 @@ def delete_group(request: HttpRequest, group: str) -> HttpResponse:
     if request.POST.get("confirm", "") != group:
         messages.error(request, f"type the group's name, {group}, to delete it")
         return redirect(_detail_url(group))
-    summary = group_summary(store, group)
-    store.delete_group(group)
-    record(
-        request.user,
-        "group.delete",
-        f"group {group}",
-        before={"topics": summary.topics, "lag": summary.lag},
-    )
+    operations.delete_group(request.user, group)
     messages.success(request, f"Deleted group {group}: its offsets and history are gone.")
     return redirect(reverse("groups:list"))

@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, check_role
-from console.audit.log import record
 from console.core.store import get_store
+from console.operations import topics as operations
 from console.topics.forms import (
     AddQueuesForm,
     DeleteTopicForm,
@@ -111,20 +111,13 @@ def _create_topic(
         return None
     name, queues = form.cleaned_data["name"], form.cleaned_data["queues"]
     try:
-        info = store.create_topic(name, queues)
+        info = operations.create_topic(request.user, name, queues)
     except (InvalidNameError, TopicExistsError) as error:
         form.add_error("name", str(error))
         return None
     except StoreError as error:
         form.add_error(None, str(error))
         return None
-    record(
-        request.user,
-        "topic.create",
-        f"topic {info.name}",
-        after={"name": info.name, "queues": info.queues},
-        link=_detail_url(info.name),
-    )
     messages.success(
         request, f"Created topic {info.name} with {info.queues} queue{_s(info.queues)}."
     )
@@ -235,28 +228,17 @@ def _send_message(request: HttpRequest, store: MessageStore, info: TopicInfo):
         return {"send_form": form}
     data = form.cleaned_data
     try:
-        result = store.append(
+        result = operations.send_test_message(
+            request.user,
             info.name,
             data["body"],
             key=data["key"],
             tag=data["tag"],
-            properties=data["properties"] or None,
+            properties=data["properties"],
         )
     except StoreError as error:
         form.add_error(None, str(error))
         return {"send_form": form}
-    record(
-        request.user,
-        "message.send",
-        f"topic {info.name}",
-        after={
-            "message_id": result.message_id,
-            "queue": result.queue,
-            "offset": result.queue_offset,
-        },
-        detail=f"test message {result.message_id}",
-        link=f"/messages/{result.message_id}/",
-    )
     messages.success(
         request,
         f"Sent message {result.message_id} to queue {result.queue} "
@@ -266,32 +248,19 @@ def _send_message(request: HttpRequest, store: MessageStore, info: TopicInfo):
 
 
 def _set_frozen(frozen: bool) -> Handler:
-    verb = "freeze" if frozen else "unfreeze"
-
     def handler(request: HttpRequest, store: MessageStore, info: TopicInfo):
         queue = _queue_from(request)
         if queue is None:
             return redirect(_detail_url(info.name, "queues"))
-        if (queue in info.frozen) == frozen and queue < info.queues:
-            state = "frozen" if frozen else "writable"
-            messages.info(request, f"Queue {queue} is already {state}; nothing was changed.")
-            return redirect(_detail_url(info.name, "queues"))
         try:
-            if frozen:
-                store.freeze_queue(info.name, queue)
-            else:
-                store.unfreeze_queue(info.name, queue)
+            changed = operations.set_frozen(request.user, info.name, queue, frozen)
         except StoreError as error:
             messages.error(request, str(error))
             return redirect(_detail_url(info.name, "queues"))
-        record(
-            request.user,
-            f"queue.{verb}",
-            f"topic {info.name} queue {queue}",
-            before={"frozen": not frozen},
-            after={"frozen": frozen},
-            link=_detail_url(info.name),
-        )
+        if not changed:
+            state = "frozen" if frozen else "writable"
+            messages.info(request, f"Queue {queue} is already {state}; nothing was changed.")
+            return redirect(_detail_url(info.name, "queues"))
         if frozen:
             text = f"Froze queue {queue}: it takes no new messages; reads go on."
         else:
@@ -308,18 +277,10 @@ def _add_queues(request: HttpRequest, store: MessageStore, info: TopicInfo):
         return {"add_form": form}
     count = form.cleaned_data["count"]
     try:
-        changed = store.add_queues(info.name, count)
+        changed = operations.add_queues(request.user, info.name, count)
     except StoreError as error:
         form.add_error("count", str(error))
         return {"add_form": form}
-    record(
-        request.user,
-        "queue.add",
-        f"topic {info.name}",
-        before={"queues": info.queues},
-        after={"queues": changed.queues},
-        link=_detail_url(info.name),
-    )
     messages.success(
         request, f"Added {count} queue{_s(count)}; {info.name} now has {changed.queues}."
     )
@@ -331,18 +292,10 @@ def _remove_queue(request: HttpRequest, store: MessageStore, info: TopicInfo):
     if queue is None:
         return redirect(_detail_url(info.name, "queues"))
     try:
-        changed = store.remove_queue(info.name, queue)
+        changed = operations.remove_queue(request.user, info.name, queue)
     except StoreError as error:
         messages.error(request, str(error))
         return redirect(_detail_url(info.name, "queues"))
-    record(
-        request.user,
-        "queue.remove",
-        f"topic {info.name} queue {queue}",
-        before={"queues": info.queues},
-        after={"queues": changed.queues},
-        link=_detail_url(info.name),
-    )
     messages.success(request, f"Removed queue {queue}; {info.name} now has {changed.queues}.")
     return redirect(_detail_url(info.name, "queues"))
 
@@ -352,17 +305,10 @@ def _delete_topic(request: HttpRequest, store: MessageStore, info: TopicInfo):
     if not form.is_valid():
         return {"delete_form": form}
     try:
-        messages_before = sum(row.messages for row in queue_rows(store, info.name))
-        store.delete_topic(info.name)
+        operations.delete_topic(request.user, info.name)
     except (StoreError, KeyError) as error:
         form.add_error(None, str(error))
         return {"delete_form": form}
-    record(
-        request.user,
-        "topic.delete",
-        f"topic {info.name}",
-        before={"name": info.name, "queues": info.queues, "messages": messages_before},
-    )
     messages.success(request, f"Deleted topic {info.name}.")
     return redirect("topics:list")
 

@@ -1,0 +1,119 @@
+"""Topic and queue changes, each written to the audit log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+
+from console.audit.log import record
+from console.core.store import get_store
+from storeadapter.engine import AppendResult, TopicInfo
+from storeadapter.summaries import queue_rows
+
+
+def topic_url(topic: str) -> str:
+    return reverse("topics:detail", args=[topic])
+
+
+def create_topic(user: Any, name: str, queues: int) -> TopicInfo:
+    info = get_store().create_topic(name, queues)
+    record(
+        user,
+        "topic.create",
+        f"topic {info.name}",
+        after={"name": info.name, "queues": info.queues},
+        link=topic_url(info.name),
+    )
+    return info
+
+
+def delete_topic(user: Any, name: str) -> int:
+    """Delete the topic; returns how many messages it held."""
+    store = get_store()
+    info = store.topic(name)
+    messages = sum(row.messages for row in queue_rows(store, name))
+    store.delete_topic(name)
+    record(
+        user,
+        "topic.delete",
+        f"topic {name}",
+        before={"name": name, "queues": info.queues, "messages": messages},
+    )
+    return messages
+
+
+def add_queues(user: Any, topic: str, count: int) -> TopicInfo:
+    store = get_store()
+    before = store.topic(topic).queues
+    changed = store.add_queues(topic, count)
+    record(
+        user,
+        "queue.add",
+        f"topic {topic}",
+        before={"queues": before},
+        after={"queues": changed.queues},
+        link=topic_url(topic),
+    )
+    return changed
+
+
+def remove_queue(user: Any, topic: str, queue: int) -> TopicInfo:
+    store = get_store()
+    before = store.topic(topic).queues
+    changed = store.remove_queue(topic, queue)
+    record(
+        user,
+        "queue.remove",
+        f"topic {topic} queue {queue}",
+        before={"queues": before},
+        after={"queues": changed.queues},
+        link=topic_url(topic),
+    )
+    return changed
+
+
+def set_frozen(user: Any, topic: str, queue: int, frozen: bool) -> bool:
+    """Freeze or unfreeze a queue; False (and no audit row) when it already was so."""
+    store = get_store()
+    info = store.topic(topic)
+    if (queue in info.frozen) == frozen and 0 <= queue < info.queues:
+        return False
+    if frozen:
+        store.freeze_queue(topic, queue)
+    else:
+        store.unfreeze_queue(topic, queue)
+    record(
+        user,
+        "queue.freeze" if frozen else "queue.unfreeze",
+        f"topic {topic} queue {queue}",
+        before={"frozen": not frozen},
+        after={"frozen": frozen},
+        link=topic_url(topic),
+    )
+    return True
+
+
+def send_test_message(
+    user: Any,
+    topic: str,
+    body: bytes | str,
+    key: str | None = None,
+    tag: str | None = None,
+    properties: dict[str, str] | None = None,
+) -> AppendResult:
+    """One message typed by a person in the console, audited as such."""
+    result = get_store().append(topic, body, key=key, tag=tag, properties=properties or None)
+    record(
+        user,
+        "message.send",
+        f"topic {topic}",
+        after={
+            "message_id": result.message_id,
+            "queue": result.queue,
+            "offset": result.queue_offset,
+        },
+        detail=f"test message {result.message_id}",
+        link=reverse("messages:detail", args=[result.message_id]),
+    )
+    return result
