@@ -1,0 +1,56 @@
+"""Resetting a group's offsets: preview, apply, then undo from the history."""
+
+import re
+
+from playwright.sync_api import Page, expect
+
+
+def committed_cells(page: Page) -> list[str]:
+    rows = page.locator("#lag tbody tr")
+    return [rows.nth(i).locator("td").nth(1).inner_text() for i in range(rows.count())]
+
+
+def test_reset_offsets_preview_apply_and_undo(page: Page, url, log_in, operator, billing):
+    log_in(operator)
+    page.goto(url("/groups/billing/"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Group billing")
+    assert committed_cells(page) == ["3", "4"]
+
+    reset = page.locator("#reset")
+    reset.get_by_label("Topic").select_option("orders")
+    reset.get_by_label("Reset to").select_option("earliest")
+    reset.get_by_role("button", name="Preview the reset").focus()
+    page.keyboard.press("Enter")
+
+    # The preview changes nothing yet and says what would happen.
+    expect(page.get_by_role("heading", level=1)).to_have_text("Reset offsets: preview")
+    preview = page.locator("table.tm-reset-preview tbody")
+    expect(preview.locator("tr").nth(0)).to_contain_text(re.compile(r"3\s*→\s*0"))
+    expect(preview.locator("tr").nth(1)).to_contain_text(re.compile(r"4\s*→\s*0"))
+    assert billing.committed_offset("billing", "orders", 0) == 3
+    page.get_by_role("button", name="Apply the reset").focus()
+    page.keyboard.press("Enter")
+
+    expect(page).to_have_url(url("/groups/billing/"))
+    expect(page.get_by_role("status")).to_contain_text(
+        "Reset to earliest of billing on orders: 2 queues moved; "
+        "7 messages will be consumed again, 0 skipped."
+    )
+    assert committed_cells(page) == ["0", "0"]
+
+    # Undo from the history.
+    history = page.locator("#history")
+    expect(history.locator("tbody tr").first).to_contain_text("reset to earliest")
+    history.get_by_role("link", name=re.compile("^Undo")).first.focus()
+    page.keyboard.press("Enter")
+
+    expect(page.get_by_role("heading", level=1)).to_have_text("Undo the latest reset: preview")
+    page.get_by_role("button", name="Apply the undo").focus()
+    page.keyboard.press("Enter")
+
+    expect(page).to_have_url(url("/groups/billing/"))
+    expect(page.get_by_role("status")).to_contain_text(
+        "Undid the latest reset of billing on orders: 2 queues moved"
+    )
+    assert committed_cells(page) == ["3", "4"]
+    assert [billing.committed_offset("billing", "orders", q) for q in (0, 1)] == [3, 4]

@@ -1,0 +1,39 @@
+"""Finding a message by key and opening it."""
+
+import re
+
+from playwright.sync_api import Page, expect
+
+
+def test_find_a_message_by_key_and_open_it(page: Page, url, log_in, viewer, store):
+    store.create_topic("orders", 2)
+    store.append("orders", b"other", key="order-41")
+    sent = store.append(
+        "orders", b'{"order": 42}', key="order-42", tag="created", properties={"source": "test"}
+    )
+    store.append("orders", b"another", key="order-43")
+    log_in(viewer)
+    page.goto(url("/messages/"))
+
+    page.get_by_role("link", name="By key").click()
+    search = page.get_by_role("search")
+    search.get_by_label("Topic").fill("orders")
+    search.get_by_label("Key").fill("order-42")
+    search.get_by_label("Key").press("Enter")
+
+    results = page.locator(".tm-msg-results")
+    expect(results.get_by_role("heading", name="Results")).to_be_visible()
+    rows = results.locator("tbody tr")
+    expect(rows).to_have_count(1)
+    link = rows.get_by_role("link", name=sent.message_id)
+    link.focus()
+    page.keyboard.press("Enter")
+
+    expect(page).to_have_url(url(f"/messages/{sent.message_id}/"))
+    expect(page.get_by_role("heading", level=1)).to_have_text(f"Message {sent.message_id}")
+    fields = page.locator(".tm-facts")
+    expect(fields).to_contain_text("orders")
+    expect(fields.get_by_role("link", name="order-42")).to_be_visible()
+    expect(fields).to_contain_text("created")
+    expect(page.locator(".tm-properties")).to_contain_text("source")
+    expect(page.locator("pre.tm-msg-body")).to_contain_text(re.compile(r'"order": 42'))

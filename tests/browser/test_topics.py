@@ -1,0 +1,56 @@
+"""Topics: an admin creates one; an operator sends a test message."""
+
+import re
+
+from playwright.sync_api import Page, expect
+
+
+def test_admin_creates_a_topic_and_sees_it_listed(page: Page, url, log_in, admin, store):
+    log_in(admin)
+    page.goto(url("/topics/"))
+    expect(page.get_by_text("No topics yet.")).to_be_visible()
+
+    # The create form sits in a <details>: open it from the keyboard.
+    page.locator("summary", has_text="Create a topic").focus()
+    page.keyboard.press("Enter")
+    form = page.get_by_role("form", name="Create a topic")
+    form.get_by_label("Name").fill("payments")
+    form.get_by_label("Queues").fill("3")
+    form.get_by_label("Name").press("Enter")
+
+    expect(page).to_have_url(url("/topics/payments/"))
+    expect(page.get_by_role("status")).to_have_text("Created topic payments with 3 queues.")
+    page.get_by_role("navigation", name="Sections").get_by_role("link", name="Topics").click()
+    row = page.get_by_role("row", name=re.compile(r"^payments\b"))
+    expect(row).to_be_visible()
+    expect(row.get_by_role("cell").nth(1)).to_have_text("3")
+    assert [t.name for t in store.topics()] == ["payments"]
+
+
+def test_operator_sends_a_test_message(page: Page, url, log_in, operator, store):
+    store.create_topic("orders", 2)
+    log_in(operator)
+    page.goto(url("/topics/orders/"))
+
+    send = page.locator("#send")
+    send.get_by_label("Body").fill('{"order": 42}')
+    send.get_by_label("Key").fill("order-42")
+    send.get_by_label("Tag").fill("created")
+    send.get_by_label("Properties").fill("source=browser\nattempt=1")
+    # Tab from the last field reaches the button; Enter presses it.
+    page.keyboard.press("Tab")
+    expect(send.get_by_role("button", name="Send message")).to_be_focused()
+    page.keyboard.press("Enter")
+
+    expect(page).to_have_url(re.compile(r"/topics/orders/#latest$"))
+    flash = page.get_by_role("status")
+    expect(flash).to_contain_text(
+        re.compile(r"Sent message [0-9A-Fa-f]{24} to queue \d at offset 0\.")
+    )
+    latest = page.locator("#latest")
+    row = latest.get_by_role("row", name=re.compile("order-42"))
+    expect(row).to_contain_text("created")
+    expect(row).to_contain_text('{"order": 42}')
+    [stored] = store.query_by_key("orders", "order-42")
+    assert stored.tag == "created"
+    assert stored.properties == {"source": "browser", "attempt": "1"}

@@ -1,0 +1,30 @@
+"""A viewer sees the pages but none of the forms that change something."""
+
+import pytest
+from playwright.sync_api import Page, expect
+
+ACTIONS = ("Create", "Delete", "Send", "Reset", "Preview", "Freeze", "Unfreeze", "Remove")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/topics/", "/topics/orders/", "/groups/billing/"],
+    ids=["topics", "topic", "group"],
+)
+def test_viewer_sees_no_action_buttons(page: Page, url, log_in, viewer, billing, path):
+    # A reset in the history, which an operator could undo from the group page.
+    from storeadapter.offset_reset import apply_reset, preview_reset
+
+    apply_reset(billing, preview_reset(billing, "billing", "orders", "earliest", None), who="otto")
+    log_in(viewer)
+    page.goto(url(path))
+
+    main = page.locator("main")
+    expect(page.get_by_role("heading", level=1)).to_be_visible()
+    expect(page.locator(".tm-role")).to_have_text("viewer")
+    # The only POST form on the page is the header's log-out button.
+    expect(main.locator("form[method=post]")).to_have_count(0)
+    expect(main.locator("details")).to_have_count(0)
+    for verb in ACTIONS:
+        expect(main.get_by_role("button", name=verb)).to_have_count(0)
+    expect(main.get_by_role("link", name="Undo")).to_have_count(0)
