@@ -30,6 +30,9 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "console.core",
     "console.accounts",
     "console.audit",
@@ -37,6 +40,7 @@ INSTALLED_APPS = [
     "console.messages",
     "console.storage",
     "console.groups",
+    "console.api",
 ]
 
 MIDDLEWARE = [
@@ -101,6 +105,34 @@ TIDEMARK_STORE_DIR = env_path("TIDEMARK_STORE_DIR", VAR_DIR / "store", BASE_DIR)
 TIDEMARK_FLUSH_MODE = env_str("TIDEMARK_FLUSH_MODE", "async")
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
+
+# REST API (console/api): the console's roles, one error shape, paginated lists.
+TIDEMARK_API_MAX_BODY_BYTES = env_int("TIDEMARK_API_MAX_BODY_BYTES", 8 << 20)
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "console.api.auth.ApiTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["console.api.permissions.RolePermission"],
+    "DEFAULT_PARSER_CLASSES": ["console.api.parsers.BoundedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "console.api.pagination.Pagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"user": env_str("TIDEMARK_API_RATE", "20000/min")},
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Tidemark API",
+    "DESCRIPTION": "Topics, queues, messages, consumer groups and storage of a Tidemark store.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
 
 # Mail: printed to the console unless an SMTP host is configured.
 EMAIL_HOST = env_str("EMAIL_HOST", "")

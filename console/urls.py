@@ -11,5 +11,6 @@ urlpatterns = [
     path("messages/", include("console.messages.urls")),
     path("storage/", include("console.storage.urls")),
     path("groups/", include("console.groups.urls")),
+    path("api/", include("console.api.urls")),
     path("", include("console.core.urls")),
 ]

@@ -28,6 +28,7 @@ from console.topics.forms import (
     TestMessageForm,
     TopicCreateForm,
 )
+from console.topics.listing import DEFAULT_SORT, SORTS, search_and_sort
 from console.topics.reads import latest_messages
 from storeadapter.engine import (
     InvalidNameError,
@@ -36,24 +37,11 @@ from storeadapter.engine import (
     TopicExistsError,
     TopicInfo,
 )
-from storeadapter.summaries import TopicSummary, group_summaries, queue_rows, topic_summaries
+from storeadapter.summaries import group_summaries, queue_rows, topic_summaries
 
 PAGE_SIZE = 50
 LATEST_MESSAGES = 20
 
-#: GET ``sort`` values: label and sort key. Numbers and times sort biggest/newest first.
-SORTS: dict[str, tuple[str, Callable[[TopicSummary], tuple], bool]] = {
-    "name": ("Name, A to Z", lambda t: (t.name,), False),
-    "-name": ("Name, Z to A", lambda t: (t.name,), True),
-    "queues": ("Most queues", lambda t: (-t.queues, t.name), False),
-    "messages": ("Most messages", lambda t: (-t.messages, t.name), False),
-    "last_write": (
-        "Latest write",
-        lambda t: (t.last_write_ms is None, -(t.last_write_ms or 0), t.name),
-        False,
-    ),
-}
-DEFAULT_SORT = "name"
 
 
 def _detail_url(topic: str, fragment: str = "") -> str:
@@ -83,11 +71,7 @@ def topic_list(request: HttpRequest) -> HttpResponse:
         sort = DEFAULT_SORT
     summaries = topic_summaries(store)
     total = len(summaries)
-    if query:
-        needle = query.casefold()
-        summaries = [t for t in summaries if needle in t.name.casefold()]
-    _, key, reverse_order = SORTS[sort]
-    summaries.sort(key=key, reverse=reverse_order)
+    summaries = search_and_sort(summaries, query, sort)
     page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,

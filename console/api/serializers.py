@@ -1,0 +1,97 @@
+"""Serializer building blocks shared by the API's resources."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from rest_framework import serializers
+
+from storeadapter.engine import StoredMessage
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses fields it does not know, instead of silently ignoring a typo."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(str(k) for k in set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: ["This field is not known."] for name in unknown}
+                )
+        return super().to_internal_value(data)
+
+class QuerySerializer(StrictSerializer):
+    """Validates ``request.query_params``; unknown parameters (but paging) are refused."""
+
+    PAGING = frozenset({"page", "page_size", "format"})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        data = kwargs.get("data")
+        if data is not None and hasattr(data, "lists"):
+            kwargs["data"] = {k: v[-1] for k, v in data.lists() if k not in self.PAGING}
+        super().__init__(*args, **kwargs)
+
+def validated(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict:
+    """``serializer_class(data=data).validated_data``, raising a 400 when not valid."""
+    serializer = serializer_class(data=data, **kwargs)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+class StoredMessageSerializer(serializers.Serializer):
+    """A stored message; ``body`` is UTF-8 text when it decodes, else base64."""
+
+    message_id = serializers.CharField()
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    commit_offset = serializers.IntegerField()
+    born_time_ms = serializers.IntegerField()
+    store_time_ms = serializers.IntegerField()
+    tag = serializers.CharField(allow_null=True)
+    keys = serializers.ListField(child=serializers.CharField())
+    properties = serializers.DictField(child=serializers.CharField())
+    body = serializers.CharField()
+    body_encoding = serializers.ChoiceField(choices=["text", "base64"])
+    body_bytes = serializers.IntegerField()
+
+
+def message_data(message: StoredMessage) -> dict[str, Any]:
+    """A StoredMessage as StoredMessageSerializer describes it."""
+    try:
+        body, encoding = message.body.decode("utf-8"), "text"
+    except UnicodeDecodeError:
+        body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
+    return {
+        "message_id": message.message_id,
+        "topic": message.topic,
+        "queue": message.queue,
+        "queue_offset": message.queue_offset,
+        "commit_offset": message.commit_offset,
+        "born_time_ms": message.born_time_ms,
+        "store_time_ms": message.store_time_ms,
+        "tag": message.tag,
+        "keys": list(message.keys),
+        "properties": dict(message.properties),
+        "body": body,
+        "body_encoding": encoding,
+        "body_bytes": len(message.body),
+    }
+
+
+class TopicNameField(serializers.CharField):
+    """A topic or group name as the engine accepts (checked again by the engine)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", 127)
+        super().__init__(**kwargs)

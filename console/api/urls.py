@@ -1,0 +1,22 @@
+"""/api/: v1 resources, the OpenAPI schema and its docs page; JSON 404 for the rest."""
+
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from console.api.errors import not_found
+from console.api.views import audit, groups, messages, storage, topics
+
+v1 = [
+    *topics.urlpatterns,
+    *messages.urlpatterns,
+    *groups.urlpatterns,
+    *storage.urlpatterns,
+    *audit.urlpatterns,
+]
+
+urlpatterns = [
+    path("v1/", include(v1)),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    re_path(r"^.*$", not_found),
+]

@@ -1,0 +1,3 @@
+"""API: audit (being written)."""
+
+urlpatterns: list = []

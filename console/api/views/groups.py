@@ -1,0 +1,3 @@
+"""API: groups (being written)."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""API: messages (being written)."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""API: storage (being written)."""
+
+urlpatterns: list = []

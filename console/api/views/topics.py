@@ -1,0 +1,196 @@
+"""API: topics and their queues.
+
+- ``/api/v1/topics/``: GET list (``q`` name contains, ``sort``), POST create (admin).
+- ``/api/v1/topics/<topic>/``: GET detail, DELETE (admin).
+- ``/api/v1/topics/<topic>/queues/``: GET list, POST add queues (admin).
+- ``/api/v1/topics/<topic>/queues/<queue>/``: GET one queue, DELETE remove it (admin).
+- ``/api/v1/topics/<topic>/queues/<queue>/freeze/`` and ``unfreeze/``: POST (operator).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.urls import path
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.accounts.roles import ADMIN, OPERATOR
+from console.api.pagination import Pagination
+from console.api.serializers import ErrorSerializer, QuerySerializer, StrictSerializer, validated
+from console.core.store import get_store
+from console.operations import topics as operations
+from console.topics.listing import DEFAULT_SORT, SORTS, search_and_sort
+from storeadapter.engine import QueueNotFoundError
+from storeadapter.engine.admin import MAX_QUEUES_PER_TOPIC
+from storeadapter.summaries import QueueRow, queue_rows, topic_summaries
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer),
+    401: OpenApiResponse(ErrorSerializer),
+    403: OpenApiResponse(ErrorSerializer),
+    404: OpenApiResponse(ErrorSerializer),
+    409: OpenApiResponse(ErrorSerializer),
+}
+
+
+class TopicSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    queues = serializers.IntegerField()
+    frozen_queues = serializers.IntegerField()
+    messages = serializers.IntegerField()
+    last_write_ms = serializers.IntegerField(allow_null=True)
+    created_ms = serializers.IntegerField()
+
+
+class QueueSerializer(serializers.Serializer):
+    queue = serializers.IntegerField()
+    min_offset = serializers.IntegerField()
+    max_offset = serializers.IntegerField()
+    messages = serializers.IntegerField()
+    frozen = serializers.BooleanField()
+    last_write_ms = serializers.IntegerField(allow_null=True)
+
+
+class TopicDetailSerializer(TopicSerializer):
+    queue_list = QueueSerializer(many=True)
+
+
+class TopicListQuery(QuerySerializer):
+    q = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    sort = serializers.ChoiceField(choices=list(SORTS), required=False, default=DEFAULT_SORT)
+
+
+class TopicCreate(StrictSerializer):
+    name = serializers.CharField(max_length=127)
+    queues = serializers.IntegerField(min_value=1, max_value=MAX_QUEUES_PER_TOPIC)
+
+
+class QueuesAdd(StrictSerializer):
+    count = serializers.IntegerField(min_value=1, max_value=MAX_QUEUES_PER_TOPIC)
+
+
+class QueueActionResult(QueueSerializer):
+    changed = serializers.BooleanField()
+
+
+def _topic_data(topic: str) -> dict:
+    store = get_store()
+    info = store.topic(topic)
+    rows = queue_rows(store, topic)
+    writes = [row.last_write_ms for row in rows if row.last_write_ms is not None]
+    return {
+        "name": info.name,
+        "queues": info.queues,
+        "frozen_queues": len(info.frozen),
+        "messages": sum(row.messages for row in rows),
+        "last_write_ms": max(writes) if writes else None,
+        "created_ms": info.created_ms,
+        "queue_list": [asdict(row) for row in rows],
+    }
+
+
+def _queue_row(topic: str, queue: int) -> QueueRow:
+    rows = queue_rows(get_store(), topic)
+    if not 0 <= queue < len(rows):
+        raise QueueNotFoundError(f"topic {topic!r} has no queue {queue}")
+    return rows[queue]
+
+
+class TopicList(APIView):
+    change_role = ADMIN
+
+    @extend_schema(parameters=[TopicListQuery], responses={200: TopicSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        query = validated(TopicListQuery, request.query_params)
+        topics = search_and_sort(topic_summaries(get_store()), query.get("q", ""), query["sort"])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(topics, request, view=self)
+        return paginator.get_paginated_response([asdict(t) for t in page])
+
+    @extend_schema(request=TopicCreate, responses={201: TopicDetailSerializer, **ERRORS})
+    def post(self, request: Request) -> Response:
+        data = validated(TopicCreate, request.data)
+        info = operations.create_topic(request.user, data["name"], data["queues"])
+        return Response(_topic_data(info.name), status=status.HTTP_201_CREATED)
+
+
+class TopicDetail(APIView):
+    change_role = ADMIN
+
+    @extend_schema(responses={200: TopicDetailSerializer, **ERRORS})
+    def get(self, request: Request, topic: str) -> Response:
+        return Response(_topic_data(topic))
+
+    @extend_schema(responses={204: None, **ERRORS})
+    def delete(self, request: Request, topic: str) -> Response:
+        operations.delete_topic(request.user, topic)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class QueueList(APIView):
+    change_role = ADMIN
+
+    @extend_schema(responses={200: QueueSerializer(many=True), **ERRORS})
+    def get(self, request: Request, topic: str) -> Response:
+        rows = queue_rows(get_store(), topic)
+        paginator = Pagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response([asdict(row) for row in page])
+
+    @extend_schema(request=QueuesAdd, responses={201: TopicDetailSerializer, **ERRORS})
+    def post(self, request: Request, topic: str) -> Response:
+        data = validated(QueuesAdd, request.data)
+        operations.add_queues(request.user, topic, data["count"])
+        return Response(_topic_data(topic), status=status.HTTP_201_CREATED)
+
+
+class QueueDetail(APIView):
+    change_role = ADMIN
+
+    @extend_schema(responses={200: QueueSerializer, **ERRORS})
+    def get(self, request: Request, topic: str, queue: int) -> Response:
+        return Response(asdict(_queue_row(topic, queue)))
+
+    @extend_schema(responses={204: None, **ERRORS})
+    def delete(self, request: Request, topic: str, queue: int) -> Response:
+        operations.remove_queue(request.user, topic, queue)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class QueueFreeze(APIView):
+    """POST freezes (or, for ``unfreeze/``, unfreezes) the queue; ``changed`` says whether
+    it was not so already."""
+
+    method_roles = {"POST": OPERATOR}
+    frozen = True
+
+    @extend_schema(request=None, responses={200: QueueActionResult, **ERRORS})
+    def post(self, request: Request, topic: str, queue: int) -> Response:
+        changed = operations.set_frozen(request.user, topic, queue, self.frozen)
+        return Response({**asdict(_queue_row(topic, queue)), "changed": changed})
+
+
+class QueueUnfreeze(QueueFreeze):
+    frozen = False
+
+
+urlpatterns = [
+    path("topics/", TopicList.as_view(), name="api-topics"),
+    path("topics/<str:topic>/", TopicDetail.as_view(), name="api-topic"),
+    path("topics/<str:topic>/queues/", QueueList.as_view(), name="api-queues"),
+    path("topics/<str:topic>/queues/<int:queue>/", QueueDetail.as_view(), name="api-queue"),
+    path(
+        "topics/<str:topic>/queues/<int:queue>/freeze/",
+        QueueFreeze.as_view(),
+        name="api-queue-freeze",
+    ),
+    path(
+        "topics/<str:topic>/queues/<int:queue>/unfreeze/",
+        QueueUnfreeze.as_view(),
+        name="api-queue-unfreeze",
+    ),
+]

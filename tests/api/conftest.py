@@ -1,0 +1,105 @@
+"""API clients for each role, authenticated with real personal tokens, and a small store.
+
+Clients: `anonymous`, `as_nobody` (a user in no role group), `as_viewer`, `as_operator`,
+`as_admin`; `clients` maps each of those names to its client for role tables.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group
+from rest_framework.test import APIClient
+
+from console.api.models import ApiToken
+
+
+def _client_for(django_user_model, username: str, role: str | None) -> APIClient:
+    user = django_user_model.objects.create_user(username=username, password="s3cret-pass-x")
+    if role is not None:
+        user.groups.add(Group.objects.get(name=role))
+    _, key = ApiToken.issue(user, "tests")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    client.user = user
+    return client
+
+
+@pytest.fixture
+def anonymous(db) -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def as_nobody(db, django_user_model) -> APIClient:
+    return _client_for(django_user_model, "nemo", None)
+
+
+@pytest.fixture
+def as_viewer(db, django_user_model) -> APIClient:
+    return _client_for(django_user_model, "vera", "viewer")
+
+
+@pytest.fixture
+def as_operator(db, django_user_model) -> APIClient:
+    return _client_for(django_user_model, "otto", "operator")
+
+
+@pytest.fixture
+def as_admin(db, django_user_model) -> APIClient:
+    return _client_for(django_user_model, "ada", "admin")
+
+
+@pytest.fixture
+def clients(anonymous, as_nobody, as_viewer, as_operator, as_admin) -> dict[str, APIClient]:
+    return {
+        "anonymous": anonymous,
+        "nobody": as_nobody,
+        "viewer": as_viewer,
+        "operator": as_operator,
+        "admin": as_admin,
+    }
+
+
+#: Which of `clients` may do a thing that needs each role: the rest get 401 or 403.
+ALLOWED = {
+    "viewer": ("viewer", "operator", "admin"),
+    "operator": ("operator", "admin"),
+    "admin": ("admin",),
+}
+
+
+def expected_status(client_name: str, role: str, allowed_status: int) -> int:
+    """The status a client should get for an action needing `role`."""
+    if client_name == "anonymous":
+        return 401
+    return allowed_status if client_name in ALLOWED[role] else 403
+
+
+def error_of(response) -> dict:
+    """The error object of an error response, checked to have the one API error shape."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"code", "message", "details"}, body
+    assert body["error"]["message"], body
+    return body["error"]
+
+
+@pytest.fixture
+def store(settings, tmp_path):
+    """A fresh small store for the API under test, closed afterwards."""
+    from console.core.store import get_store
+    from storeadapter.access import close_all
+
+    settings.TIDEMARK_STORE_DIR = tmp_path / "store"
+    # Small files: a default segment reserves 1 GiB of disk, the key index 420 MB.
+    settings.TIDEMARK_STORE_OPTIONS = {
+        "segment_bytes": 4 << 20,
+        "index_slots": 1024,
+        "index_entries": 8192,
+        "disk_warn_ratio": 1.0,
+        "disk_force_ratio": 1.0,
+        "disk_reject_ratio": 1.0,
+    }
+    opened = get_store()
+    yield opened
+    close_all()
