@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from console.accounts import users
+from console.accounts import tokens, users
 
 urlpatterns = [
     # Logout stays reachable without a session (an expired session's logout button must not
@@ -12,5 +12,7 @@ urlpatterns = [
     path("logout/", login_not_required(auth_views.LogoutView.as_view()), name="logout"),
     path("users/", users.user_list, name="user_list"),
     path("users/<int:user_id>/", users.user_action, name="user_action"),
+    path("tokens/", tokens.token_list, name="token_list"),
+    path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token_revoke"),
     path("", include("django.contrib.auth.urls")),
 ]

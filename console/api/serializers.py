@@ -10,8 +10,32 @@ from rest_framework import serializers
 from storeadapter.engine import StoredMessage
 
 
+def _json_type_error(field: serializers.Field, value: Any) -> str | None:
+    """Why a JSON value does not have the field's type (DRF itself would coerce 5 to "5",
+    "5" to 5 and "yes" to True), or None."""
+    if value is None:
+        return None
+    if isinstance(field, serializers.ChoiceField):
+        return None if isinstance(value, str) else "Must be a string."
+    if isinstance(field, serializers.CharField):
+        return None if isinstance(value, str) else "Must be a string."
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else "Must be true or false."
+    if isinstance(field, serializers.IntegerField):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else "Must be a whole number."
+    if isinstance(field, serializers.FloatField):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else "Must be a number."
+    return None
+
+
 class StrictSerializer(serializers.Serializer):
-    """Refuses fields it does not know, instead of silently ignoring a typo."""
+    """A JSON body's serializer: refuses fields it does not know (instead of silently
+    ignoring a typo) and values of the wrong JSON type (instead of coercing them)."""
+
+    #: Query-string serializers set this False: every value there is a string.
+    strict_types = True
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -20,12 +44,22 @@ class StrictSerializer(serializers.Serializer):
                 raise serializers.ValidationError(
                     {name: ["This field is not known."] for name in unknown}
                 )
+            if self.strict_types:
+                wrong = {
+                    name: [error]
+                    for name, field in self.fields.items()
+                    if name in data and (error := _json_type_error(field, data[name]))
+                }
+                if wrong:
+                    raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
+
 
 class QuerySerializer(StrictSerializer):
     """Validates ``request.query_params``; unknown parameters (but paging) are refused."""
 
     PAGING = frozenset({"page", "page_size", "format"})
+    strict_types = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         data = kwargs.get("data")
@@ -33,16 +67,19 @@ class QuerySerializer(StrictSerializer):
             kwargs["data"] = {k: v[-1] for k, v in data.lists() if k not in self.PAGING}
         super().__init__(*args, **kwargs)
 
+
 def validated(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict:
     """``serializer_class(data=data).validated_data``, raising a 400 when not valid."""
     serializer = serializer_class(data=data, **kwargs)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
 
+
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     details = serializers.DictField()
+
 
 class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()

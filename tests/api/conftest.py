@@ -1,7 +1,9 @@
 """API clients for each role, authenticated with real personal tokens, and a small store.
 
 Clients: `anonymous`, `as_nobody` (a user in no role group), `as_viewer`, `as_operator`,
-`as_admin`; `clients` maps each of those names to its client for role tables.
+`as_admin`; `clients` maps each of those names to its client for role tables. The helpers
+`error_of` and `expected_status` live in tests/api/apitools.py:
+``from tests.api.apitools import error_of, expected_status``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
 from console.api.models import ApiToken
+from tests.api.apitools import ALLOWED, error_of, expected_status  # noqa: F401  (for tests)
 
 
 def _client_for(django_user_model, username: str, role: str | None) -> APIClient:
-    user = django_user_model.objects.create_user(username=username, password="s3cret-pass-x")
+    # No password: tokens authenticate these users, and hashing one costs ~0.1 s per user.
+    user = django_user_model.objects.create_user(username=username, password=None)
     if role is not None:
         user.groups.add(Group.objects.get(name=role))
     _, key = ApiToken.issue(user, "tests")
@@ -58,30 +62,6 @@ def clients(anonymous, as_nobody, as_viewer, as_operator, as_admin) -> dict[str,
         "operator": as_operator,
         "admin": as_admin,
     }
-
-
-#: Which of `clients` may do a thing that needs each role: the rest get 401 or 403.
-ALLOWED = {
-    "viewer": ("viewer", "operator", "admin"),
-    "operator": ("operator", "admin"),
-    "admin": ("admin",),
-}
-
-
-def expected_status(client_name: str, role: str, allowed_status: int) -> int:
-    """The status a client should get for an action needing `role`."""
-    if client_name == "anonymous":
-        return 401
-    return allowed_status if client_name in ALLOWED[role] else 403
-
-
-def error_of(response) -> dict:
-    """The error object of an error response, checked to have the one API error shape."""
-    body = response.json()
-    assert set(body) == {"error"}, body
-    assert set(body["error"]) == {"code", "message", "details"}, body
-    assert body["error"]["message"], body
-    return body["error"]
 
 
 @pytest.fixture

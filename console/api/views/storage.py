@@ -1,3 +1,93 @@
-"""API: storage (being written)."""
+"""API: the store's storage — segments, disk use and thresholds, retention, last recovery."""
 
-urlpatterns: list = []
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.urls import path
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.api.serializers import ErrorSerializer
+from console.core.store import get_store
+from storeadapter.summaries import segment_rows
+
+
+class SegmentSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    base = serializers.IntegerField()
+    size = serializers.IntegerField()
+    disk_bytes = serializers.IntegerField()
+    used_bytes = serializers.IntegerField()
+    first_store_ms = serializers.IntegerField(allow_null=True)
+    last_store_ms = serializers.IntegerField(allow_null=True)
+    expires_at_ms = serializers.IntegerField(allow_null=True)
+
+
+class ThresholdsSerializer(serializers.Serializer):
+    warn_ratio = serializers.FloatField()
+    force_ratio = serializers.FloatField()
+    reject_ratio = serializers.FloatField()
+
+
+class StorageSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    store_id = serializers.CharField()
+    flush_mode = serializers.CharField()
+    segment_bytes = serializers.IntegerField()
+    segment_count = serializers.IntegerField()
+    disk_bytes = serializers.IntegerField()
+    disk_ratio = serializers.FloatField()
+    disk_thresholds = ThresholdsSerializer()
+    retention_hours = serializers.FloatField()
+    last_flush_ms = serializers.IntegerField(allow_null=True)
+    commit_log = serializers.DictField(child=serializers.IntegerField())
+    segments = SegmentSerializer(many=True)
+    last_recovery = serializers.DictField(allow_null=True)
+    last_retention = serializers.DictField(allow_null=True)
+    corruptions = serializers.ListField(child=serializers.DictField())
+    failed = serializers.CharField(allow_null=True)
+
+
+class Storage(APIView):
+    @extend_schema(
+        responses={
+            200: StorageSerializer,
+            401: OpenApiResponse(ErrorSerializer),
+            403: OpenApiResponse(ErrorSerializer),
+        }
+    )
+    def get(self, request: Request) -> Response:
+        store = get_store()
+        stats = store.stats()
+        config = store.config
+        keys = (
+            "path",
+            "store_id",
+            "flush_mode",
+            "segment_bytes",
+            "segment_count",
+            "disk_bytes",
+            "disk_ratio",
+            "retention_hours",
+            "last_flush_ms",
+            "commit_log",
+            "last_recovery",
+            "last_retention",
+            "corruptions",
+            "failed",
+        )
+        data = {key: stats[key] for key in keys}
+        data["disk_thresholds"] = {
+            "warn_ratio": config.disk_warn_ratio,
+            "force_ratio": config.disk_force_ratio,
+            "reject_ratio": config.disk_reject_ratio,
+        }
+        data["segments"] = [asdict(row) for row in segment_rows(store)]
+        return Response(data)
+
+
+urlpatterns = [path("storage/", Storage.as_view(), name="api-storage")]
