@@ -6,6 +6,7 @@ with their defaults.
 
 from pathlib import Path
 
+from console.api.names import PATH_NAME_PATTERN
 from console.env import (
     database_config,
     env_bool,
@@ -108,6 +109,7 @@ SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 
 # REST API (console/api): the console's roles, one error shape, paginated lists.
 TIDEMARK_API_MAX_BODY_BYTES = env_int("TIDEMARK_API_MAX_BODY_BYTES", 8 << 20)
+TIDEMARK_API_MAX_BATCH = env_int("TIDEMARK_API_MAX_BATCH", 1000)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "console.api.auth.ApiTokenAuthentication",
@@ -132,6 +134,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "console.api.schema.add_error_responses",
+    ],
+    "PATH_CONVERTER_OVERRIDES": {
+        "name": {"type": "string", "pattern": PATH_NAME_PATTERN},
+    },
 }
 
 # Mail: printed to the console unless an SMTP host is configured.

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -149,6 +150,7 @@ def exception_handler(error: Exception, context: dict) -> Response | None:
     )
 
 
+@csrf_exempt
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """Unknown paths under /api/: a JSON 404, not the console's HTML page."""
     return JsonResponse(

@@ -3,6 +3,7 @@
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import not_found
 from console.api.views import audit, groups, messages, storage, topics
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.api.errors import ApiError
-from console.api.pagination import Pagination
-from console.api.serializers import ErrorSerializer, QuerySerializer
+from console.api.pagination import Pagination, paginated
+from console.api.serializers import QuerySerializer
 from console.audit.forms import AuditFilterForm
 from console.audit.models import AuditEntry
 
@@ -34,12 +34,7 @@ class AuditQuery(QuerySerializer):
 class AuditList(APIView):
     @extend_schema(
         parameters=[AuditQuery],
-        responses={
-            200: AuditEntrySerializer(many=True),
-            400: OpenApiResponse(ErrorSerializer),
-            401: OpenApiResponse(ErrorSerializer),
-            403: OpenApiResponse(ErrorSerializer),
-        },
+        responses={200: paginated(AuditEntrySerializer)},
     )
     def get(self, request: Request) -> Response:
         query = AuditQuery(data=request.query_params)

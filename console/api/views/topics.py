@@ -12,29 +12,22 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from django.urls import path
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.accounts.roles import ADMIN, OPERATOR
-from console.api.pagination import Pagination
-from console.api.serializers import ErrorSerializer, QuerySerializer, StrictSerializer, validated
+from console.api.names import NAME_PATTERN
+from console.api.pagination import Pagination, paginated
+from console.api.serializers import QuerySerializer, StrictSerializer, validated
 from console.core.store import get_store
 from console.operations import topics as operations
 from console.topics.listing import DEFAULT_SORT, SORTS, search_and_sort
 from storeadapter.engine import QueueNotFoundError
 from storeadapter.engine.admin import MAX_QUEUES_PER_TOPIC
 from storeadapter.summaries import QueueRow, queue_rows, topic_summaries
-
-ERRORS = {
-    400: OpenApiResponse(ErrorSerializer),
-    401: OpenApiResponse(ErrorSerializer),
-    403: OpenApiResponse(ErrorSerializer),
-    404: OpenApiResponse(ErrorSerializer),
-    409: OpenApiResponse(ErrorSerializer),
-}
 
 
 class TopicSerializer(serializers.Serializer):
@@ -65,7 +58,7 @@ class TopicListQuery(QuerySerializer):
 
 
 class TopicCreate(StrictSerializer):
-    name = serializers.CharField(max_length=127)
+    name = serializers.RegexField(NAME_PATTERN, max_length=140)
     queues = serializers.IntegerField(min_value=1, max_value=MAX_QUEUES_PER_TOPIC)
 
 
@@ -103,7 +96,7 @@ def _queue_row(topic: str, queue: int) -> QueueRow:
 class TopicList(APIView):
     change_role = ADMIN
 
-    @extend_schema(parameters=[TopicListQuery], responses={200: TopicSerializer(many=True)})
+    @extend_schema(parameters=[TopicListQuery], responses={200: paginated(TopicSerializer)})
     def get(self, request: Request) -> Response:
         query = validated(TopicListQuery, request.query_params)
         topics = search_and_sort(topic_summaries(get_store()), query.get("q", ""), query["sort"])
@@ -111,7 +104,7 @@ class TopicList(APIView):
         page = paginator.paginate_queryset(topics, request, view=self)
         return paginator.get_paginated_response([asdict(t) for t in page])
 
-    @extend_schema(request=TopicCreate, responses={201: TopicDetailSerializer, **ERRORS})
+    @extend_schema(request=TopicCreate, responses={201: TopicDetailSerializer})
     def post(self, request: Request) -> Response:
         data = validated(TopicCreate, request.data)
         info = operations.create_topic(request.user, data["name"], data["queues"])
@@ -121,11 +114,11 @@ class TopicList(APIView):
 class TopicDetail(APIView):
     change_role = ADMIN
 
-    @extend_schema(responses={200: TopicDetailSerializer, **ERRORS})
+    @extend_schema(responses={200: TopicDetailSerializer})
     def get(self, request: Request, topic: str) -> Response:
         return Response(_topic_data(topic))
 
-    @extend_schema(responses={204: None, **ERRORS})
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, topic: str) -> Response:
         operations.delete_topic(request.user, topic)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -134,14 +127,14 @@ class TopicDetail(APIView):
 class QueueList(APIView):
     change_role = ADMIN
 
-    @extend_schema(responses={200: QueueSerializer(many=True), **ERRORS})
+    @extend_schema(responses={200: paginated(QueueSerializer)})
     def get(self, request: Request, topic: str) -> Response:
         rows = queue_rows(get_store(), topic)
         paginator = Pagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response([asdict(row) for row in page])
 
-    @extend_schema(request=QueuesAdd, responses={201: TopicDetailSerializer, **ERRORS})
+    @extend_schema(request=QueuesAdd, responses={201: TopicDetailSerializer})
     def post(self, request: Request, topic: str) -> Response:
         data = validated(QueuesAdd, request.data)
         operations.add_queues(request.user, topic, data["count"])
@@ -151,11 +144,11 @@ class QueueList(APIView):
 class QueueDetail(APIView):
     change_role = ADMIN
 
-    @extend_schema(responses={200: QueueSerializer, **ERRORS})
+    @extend_schema(responses={200: QueueSerializer})
     def get(self, request: Request, topic: str, queue: int) -> Response:
         return Response(asdict(_queue_row(topic, queue)))
 
-    @extend_schema(responses={204: None, **ERRORS})
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, topic: str, queue: int) -> Response:
         operations.remove_queue(request.user, topic, queue)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -168,7 +161,7 @@ class QueueFreeze(APIView):
     method_roles = {"POST": OPERATOR}
     frozen = True
 
-    @extend_schema(request=None, responses={200: QueueActionResult, **ERRORS})
+    @extend_schema(request=None, responses={200: QueueActionResult})
     def post(self, request: Request, topic: str, queue: int) -> Response:
         changed = operations.set_frozen(request.user, topic, queue, self.frozen)
         return Response({**asdict(_queue_row(topic, queue)), "changed": changed})
@@ -180,16 +173,16 @@ class QueueUnfreeze(QueueFreeze):
 
 urlpatterns = [
     path("topics/", TopicList.as_view(), name="api-topics"),
-    path("topics/<str:topic>/", TopicDetail.as_view(), name="api-topic"),
-    path("topics/<str:topic>/queues/", QueueList.as_view(), name="api-queues"),
-    path("topics/<str:topic>/queues/<int:queue>/", QueueDetail.as_view(), name="api-queue"),
+    path("topics/<name:topic>/", TopicDetail.as_view(), name="api-topic"),
+    path("topics/<name:topic>/queues/", QueueList.as_view(), name="api-queues"),
+    path("topics/<name:topic>/queues/<int:queue>/", QueueDetail.as_view(), name="api-queue"),
     path(
-        "topics/<str:topic>/queues/<int:queue>/freeze/",
+        "topics/<name:topic>/queues/<int:queue>/freeze/",
         QueueFreeze.as_view(),
         name="api-queue-freeze",
     ),
     path(
-        "topics/<str:topic>/queues/<int:queue>/unfreeze/",
+        "topics/<name:topic>/queues/<int:queue>/unfreeze/",
         QueueUnfreeze.as_view(),
         name="api-queue-unfreeze",
     ),
