@@ -1,1 +1,5 @@
-"""The Tidemark Django project: settings, URLs and the console apps."""
+"""The Tidemark console: Django project, with its Celery app loaded alongside."""
+
+from console.celery import app as celery_app
+
+__all__ = ["celery_app"]

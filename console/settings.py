@@ -42,6 +42,9 @@ INSTALLED_APPS = [
     "console.storage",
     "console.groups",
     "console.api",
+    "console.background",
+    "console.monitoring",
+    "console.alerts",
 ]
 
 MIDDLEWARE = [
@@ -140,6 +143,41 @@ SPECTACULAR_SETTINGS = {
     ],
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},
+    },
+}
+
+# Background work (console/celery.py): Celery with Redis; the beat schedule is below.
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TIMEZONE = "UTC"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+#: Seconds between metric samples; each sample is followed by an alert evaluation.
+TIDEMARK_SAMPLE_INTERVAL_S = env_int("TIDEMARK_SAMPLE_INTERVAL_S", 10)
+#: Seconds between the flush task's fsync-and-checkpoint runs (async flush mode).
+TIDEMARK_FLUSH_INTERVAL_S = env_int("TIDEMARK_FLUSH_INTERVAL_S", 5)
+#: Seconds between expiry checks; deletion runs at TIDEMARK_RETENTION_HOUR (UTC, like
+#: RocketMQ's deleteWhen "04"), or at once when disk use passes the warning ratio.
+TIDEMARK_EXPIRY_CHECK_S = env_int("TIDEMARK_EXPIRY_CHECK_S", 3600)
+TIDEMARK_RETENTION_HOUR = env_int("TIDEMARK_RETENTION_HOUR", 4)
+#: Seconds between downsampling runs of the metric history.
+TIDEMARK_DOWNSAMPLE_INTERVAL_S = env_int("TIDEMARK_DOWNSAMPLE_INTERVAL_S", 600)
+CELERY_BEAT_SCHEDULE = {
+    "flush-store": {
+        "task": "console.background.tasks.flush_store",
+        "schedule": TIDEMARK_FLUSH_INTERVAL_S,
+    },
+    "expire-segments": {
+        "task": "console.background.tasks.expire_segments",
+        "schedule": TIDEMARK_EXPIRY_CHECK_S,
+    },
+    "sample-metrics": {
+        "task": "console.monitoring.tasks.sample_metrics",
+        "schedule": TIDEMARK_SAMPLE_INTERVAL_S,
+    },
+    "downsample-metrics": {
+        "task": "console.monitoring.tasks.downsample_metrics",
+        "schedule": TIDEMARK_DOWNSAMPLE_INTERVAL_S,
     },
 }
 

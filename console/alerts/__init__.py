@@ -1,0 +1,1 @@
+"""Alerts: rules over the monitored metrics, firing and resolved events, silences, email."""

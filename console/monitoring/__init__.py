@@ -1,0 +1,1 @@
+"""Monitoring: sampled offsets and lag, their history, Burrow-style status, charts."""
