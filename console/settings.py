@@ -7,6 +7,7 @@ with their defaults.
 from pathlib import Path
 
 from console.api.names import PATH_NAME_PATTERN
+from console.assets import plotly_static_dir
 from console.env import (
     database_config,
     env_bool,
@@ -101,7 +102,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.min.js comes from the plotly package itself (no CDN): {% static 'plotly.min.js' %}.
+STATICFILES_DIRS = [BASE_DIR / "static", plotly_static_dir()]
 STATIC_ROOT = VAR_DIR / "static"
 
 # Tidemark services.
