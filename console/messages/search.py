@@ -1,11 +1,18 @@
-"""The four searches behind /messages/, each bounded: no search scans without a limit.
+"""The searches behind /messages/ and /api/v1/messages/, each bounded: none scans without
+a limit.
 
-Each returns `Results`; engine errors (`StoreError`) are left to the caller, which shows
-their sentence on the form.
+The search logic is here once, for the console page and the API alike: `key_page`,
+`range_span` + `read_span`, `time_page` and `export_span` + `export_lines` return plain
+messages and numbers. The console's `by_*` functions wrap them into `Results` for the
+page. Engine errors (`StoreError`) are left to the caller: the page shows their sentence
+on the form, the API answers them as 4xx.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +37,8 @@ TIME_SHOWN = 500
 #: Messages one export holds at most, and how many are read at a time.
 EXPORT_MAX = 10_000
 EXPORT_CHUNK = 500
+#: The most messages a search by time over all queues (the API's) reaches.
+TIME_MAX = 10_000
 
 
 class Row(NamedTuple):
@@ -120,54 +129,80 @@ def key_url(topic: str, key: str) -> str:
     return f"{reverse('messages:search')}?{query}"
 
 
-def by_id(store: MessageStore, message_id: str) -> Results:
-    message = store.get(message_id)
-    return Results(MODE_ID, [row(message)], summary=f"Message {message.message_id}.")
+class Found(NamedTuple):
+    """One page of a bounded search."""
+
+    messages: list[StoredMessage]
+    #: The page shown (a page past the last may have been moved back to the last).
+    number: int
+    has_next: bool
+    #: How many messages the search found in all, when that is known.
+    total: int | None
+    #: Whether the search stopped at its limit (more may match than it reaches).
+    capped: bool
 
 
-def by_key(
+def _page_of(found: list[StoredMessage], number: int, size: int, wanted: int, limit: int) -> Found:
+    """Page `number` of `size` of `found`: the first `wanted` matches of a search that
+    reaches `limit` at most (or all of them, when fewer came back)."""
+    return Found(
+        found[(number - 1) * size : number * size],
+        number,
+        len(found) > number * size,
+        len(found) if len(found) < wanted else None,
+        len(found) >= limit,
+    )
+
+
+def key_page(
     store: MessageStore,
     topic: str,
     key: str,
     begin_ms: int | None,
     end_ms: int | None,
     number: int,
-) -> Results:
-    """A page of the messages of `topic` with `key`, newest first (at most KEY_MAX in all)."""
-    number = min(number, KEY_MAX // KEY_PAGE)
-    wanted = min(number * KEY_PAGE + 1, KEY_MAX)
-    found = store.query_by_key(topic, key, begin_ms, end_ms, wanted)
-    last_page = max(1, -(-len(found) // KEY_PAGE))
-    number = min(number, last_page)
-    shown = found[(number - 1) * KEY_PAGE : number * KEY_PAGE]
-    has_next = len(found) > number * KEY_PAGE
-    results = Results(MODE_KEY, [row(m) for m in shown], page=KeyPage(number, has_next))
-    if shown:
-        first = (number - 1) * KEY_PAGE + 1
-        results.summary = (
-            f"Messages {first:,} to {first + len(shown) - 1:,} with key “{key}” "
-            f"in topic {topic}, newest first."
-        )
-    if len(found) >= KEY_MAX:
-        results.notes.append(
-            f"A key search reaches the newest {KEY_MAX:,} messages only; "
-            "narrow the time range to see older ones."
-        )
-    return results
+    size: int,
+    clamp: bool = False,
+) -> Found:
+    """Page `number` (of `size`) of the messages of `topic` with `key`, newest first.
 
-
-def by_range(
-    store: MessageStore,
-    topic: str,
-    queue: int,
-    start: int | None,
-    end: int | None,
-    number: int,
-) -> Results:
-    """A page of RANGE_PAGE offsets of one queue, from `start` up to `end` (not included).
-
-    Offsets outside the queue's readable range are clamped to it, and the results say so.
+    Reads through the key index up to the end of that page (one more, to know whether
+    there is a next), at most KEY_MAX in all. With `clamp`, a page past the last shows
+    the last.
     """
+    wanted = min(number * size + 1, KEY_MAX)
+    found = store.query_by_key(topic, key, begin_ms, end_ms, wanted)
+    if clamp:
+        number = min(number, max(1, -(-len(found) // size)))
+    return _page_of(found, number, size, wanted, KEY_MAX)
+
+
+class Span(NamedTuple):
+    """The offsets of a queue range a search reads, clamped to what the queue holds."""
+
+    low: int
+    high: int
+    #: Offsets first ≤ o < last.
+    first: int
+    last: int
+    #: Sentences about the clamping, for people.
+    notes: list[str]
+
+    @property
+    def count(self) -> int:
+        return self.last - self.first
+
+    @property
+    def export_last(self) -> int:
+        """Where an export of the span ends: it holds EXPORT_MAX messages at most."""
+        return min(self.last, self.first + EXPORT_MAX)
+
+
+def range_span(
+    store: MessageStore, topic: str, queue: int, start: int | None, end: int | None
+) -> Span:
+    """Offsets `start` up to `end` (not included) of a queue, clamped to its readable
+    range (`start` and `end` default to its first and end offsets)."""
     low, high = store.queue_range(topic, queue)
     notes = []
     first = low if start is None else start
@@ -190,14 +225,129 @@ def by_range(
             f"showing up to its end, {high:,} (not included)."
         )
         last = high
-    last = max(first, last)
+    return Span(low, high, first, max(first, last), notes)
+
+
+def read_span(store: MessageStore, topic: str, queue: int, offsets: range) -> list[StoredMessage]:
+    """The messages at `offsets` of a queue (at most len(offsets), one read)."""
+    if not offsets:
+        return []
+    read = store.read_result(topic, queue, offsets.start, len(offsets))
+    return [m for m in read.messages if m.queue_offset < offsets.stop]
+
+
+def _oldest_first(message: StoredMessage) -> tuple[int, int]:
+    return (message.store_time_ms, message.commit_offset)
+
+
+def _queue_since(
+    store: MessageStore, topic: str, queue: int, since_ms: int, until_ms: int | None, chunk: int
+) -> Iterator[StoredMessage]:
+    """The messages of one queue stored from `since_ms` to `until_ms` (both included),
+    oldest first, read lazily in chunks that double from `chunk` (up to EXPORT_CHUNK)."""
+    position = store.offset_for_time(topic, queue, since_ms)
+    while True:
+        read = store.read_result(topic, queue, position, chunk)
+        for message in read.messages:
+            if until_ms is not None and message.store_time_ms > until_ms:
+                return
+            yield message
+        if read.next_offset <= position or read.next_offset >= read.max_offset:
+            return
+        position = read.next_offset
+        chunk = min(chunk * 2, EXPORT_CHUNK)
+
+
+def time_page(
+    store: MessageStore,
+    topic: str,
+    since_ms: int | None,
+    until_ms: int | None,
+    number: int,
+    size: int,
+) -> Found:
+    """Page `number` (of `size`) of the messages of every queue of `topic` stored from
+    `since_ms` to `until_ms` (both included, either may be None), merged oldest first.
+
+    Each queue is read lazily from its first offset at `since_ms`, so no queue gives
+    more than the end of that page (one more, to know whether there is a next), and the
+    search reaches TIME_MAX messages at most.
+    """
+    queues = store.topic(topic).queues
+    wanted = min(number * size + 1, TIME_MAX)
+    chunk = max(1, min(EXPORT_CHUNK, -(-wanted // max(1, queues))))
+    streams = [
+        _queue_since(store, topic, queue, since_ms or 0, until_ms, chunk) for queue in range(queues)
+    ]
+    merged = heapq.merge(*streams, key=_oldest_first)
+    found = list(itertools.islice(merged, wanted))
+    return _page_of(found, number, size, wanted, TIME_MAX)
+
+
+def export_span(
+    store: MessageStore, topic: str, queue: int, start: int | None, end: int | None
+) -> tuple[int, int]:
+    """The offsets first ≤ o < last an export of this queue range holds: the range clamped
+    to the queue, and to its first EXPORT_MAX offsets."""
+    span = range_span(store, topic, queue, start, end)
+    return span.first, span.export_last
+
+
+def export_filename(topic: str, queue: int, first: int, last: int) -> str:
+    """The file name an export is downloaded as: safe characters only."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{topic}-queue{queue}-{first}-{last}.jsonl")
+
+
+def by_id(store: MessageStore, message_id: str) -> Results:
+    message = store.get(message_id)
+    return Results(MODE_ID, [row(message)], summary=f"Message {message.message_id}.")
+
+
+def by_key(
+    store: MessageStore,
+    topic: str,
+    key: str,
+    begin_ms: int | None,
+    end_ms: int | None,
+    number: int,
+) -> Results:
+    """A page of the messages of `topic` with `key`, newest first (at most KEY_MAX in all)."""
+    number = min(number, KEY_MAX // KEY_PAGE)
+    found = key_page(store, topic, key, begin_ms, end_ms, number, KEY_PAGE, clamp=True)
+    shown, number = found.messages, found.number
+    results = Results(MODE_KEY, [row(m) for m in shown], page=KeyPage(number, found.has_next))
+    if shown:
+        first = (number - 1) * KEY_PAGE + 1
+        results.summary = (
+            f"Messages {first:,} to {first + len(shown) - 1:,} with key “{key}” "
+            f"in topic {topic}, newest first."
+        )
+    if found.capped:
+        results.notes.append(
+            f"A key search reaches the newest {KEY_MAX:,} messages only; "
+            "narrow the time range to see older ones."
+        )
+    return results
+
+
+def by_range(
+    store: MessageStore,
+    topic: str,
+    queue: int,
+    start: int | None,
+    end: int | None,
+    number: int,
+) -> Results:
+    """A page of RANGE_PAGE offsets of one queue, from `start` up to `end` (not included).
+
+    Offsets outside the queue's readable range are clamped to it, and the results say so.
+    """
+    span = range_span(store, topic, queue, start, end)
+    low, high, first, last = span.low, span.high, span.first, span.last
     page = Paginator(range(first, last), RANGE_PAGE).get_page(number)
     offsets: range = page.object_list
-    messages: list[StoredMessage] = []
-    if offsets:
-        read = store.read_result(topic, queue, offsets.start, len(offsets))
-        messages = [m for m in read.messages if m.queue_offset < offsets.stop]
-    results = Results(MODE_RANGE, [row(m) for m in messages], notes=notes, page=page)
+    messages = read_span(store, topic, queue, offsets)
+    results = Results(MODE_RANGE, [row(m) for m in messages], notes=span.notes, page=page)
     if offsets:
         results.summary = (
             f"Queue {queue} of topic {topic}, offsets {offsets.start:,} to {offsets.stop - 1:,}"
@@ -208,7 +358,7 @@ def by_range(
     elif low == high:
         results.summary = f"Queue {queue} of topic {topic} holds no messages."
     if last > first:
-        export_end = min(last, first + EXPORT_MAX)
+        export_end = span.export_last
         query = urlencode({"topic": topic, "queue": queue, "from": first, "to": export_end})
         results.export_url = f"{reverse('messages:export')}?{query}"
         results.export_label = f"offsets {first:,} to {export_end - 1:,}" + (
@@ -227,7 +377,7 @@ def by_time(store: MessageStore, topic: str, at_ms: int) -> Results:
         read = store.read_result(topic, queue, offset, TIME_PER_QUEUE)
         messages.extend(read.messages)
         starts.append(QueueStart(queue, offset, read.max_offset, range_url(topic, queue, offset)))
-    messages.sort(key=lambda m: (m.store_time_ms, m.commit_offset))
+    messages.sort(key=_oldest_first)
     results = Results(MODE_TIME, queue_starts=starts)
     results.rows = [row(m) for m in messages[:TIME_SHOWN]]
     when = bodies.readable_time(at_ms)

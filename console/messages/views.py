@@ -6,8 +6,6 @@ All are reads: GET (and HEAD) only, for the viewer role and up. The store comes 
 
 from __future__ import annotations
 
-import re
-
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
@@ -135,15 +133,13 @@ def message_export(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _search_page(request, store, form, None, status=400)
     topic, queue = form.cleaned_data["topic"], form.cleaned_data["queue"]
+    start, end = form.cleaned_data.get("from"), form.cleaned_data.get("to")
     try:
-        low, high = store.queue_range(topic, queue)
+        first, last = search.export_span(store, topic, queue, start, end)
     except StoreError as error:
         form.add_error(_error_field(MODE_RANGE, error), str(error))
         return _search_page(request, store, form, None, status=400)
-    start, end = form.cleaned_data.get("from"), form.cleaned_data.get("to")
-    first = min(max(low if start is None else start, low), high)
-    last = max(first, min(high if end is None else end, high, first + search.EXPORT_MAX))
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{topic}-queue{queue}-{first}-{last}.jsonl")
+    name = search.export_filename(topic, queue, first, last)
     response = StreamingHttpResponse(
         search.export_lines(store, topic, queue, first, last),
         content_type="application/x-ndjson; charset=utf-8",

@@ -1,3 +1,676 @@
-"""API: messages (being written)."""
+"""API: messages: produce, consume (long polling), commit, read, search and export.
 
-urlpatterns: list = []
+- ``/api/v1/topics/<topic>/messages/``: POST one message or a batch (operator).
+- ``/api/v1/topics/<topic>/queues/<queue>/messages/``: GET pull, long polling (viewer).
+- ``/api/v1/topics/<topic>/queues/<queue>/commit/``: POST a group's offset (operator).
+- ``/api/v1/messages/``: GET a bounded, paged search: by key, queue range or time.
+- ``/api/v1/messages/export/``: GET a queue range as JSON Lines.
+- ``/api/v1/messages/<id>/``: GET one message.
+
+Producing, pulling and committing are data traffic, not console changes: they are not
+written to the audit log (the offsets journal keeps who committed and when). The search
+logic is `console.messages.search`, shared with the console's search page.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.core.validators import ProhibitNullCharactersValidator
+from django.http import StreamingHttpResponse
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    extend_schema_field,
+)
+from rest_framework import exceptions, serializers, status
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
+from rest_framework.views import APIView
+
+from console.accounts.roles import OPERATOR
+from console.api import converters  # noqa: F401  (registers <name:...>)
+from console.api.errors import ApiError, PayloadTooLarge
+from console.api.names import NAME_PATTERN
+from console.api.pagination import Pagination
+from console.api.serializers import (
+    ErrorSerializer,
+    QuerySerializer,
+    StoredMessageSerializer,
+    StrictSerializer,
+    message_data,
+    validated,
+)
+from console.core.store import get_store
+from console.messages import search
+from storeadapter.engine import (
+    STATUS_DUPLICATE,
+    STATUS_FLUSH_TIMEOUT,
+    STATUS_OK,
+    AppendResult,
+    CorruptRecordError,
+    Message,
+)
+
+#: The longest a pull waits for messages, in seconds.
+MAX_WAIT_S = 30.0
+#: The most messages one pull returns, and how many when not asked.
+MAX_PULL = 1000
+DEFAULT_PULL = 32
+#: Times as milliseconds since the epoch: 1970-01-01 to the end of the year 9999.
+MAX_TIME_MS = 253_402_300_799_999
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+#: Besides the error statuses every operation documents (console.api.schema), a produce
+#: may meet a failed store or a full disk.
+STORE_DOWN = {
+    503: OpenApiResponse(ErrorSerializer, description="The store failed or is closed."),
+    507: OpenApiResponse(ErrorSerializer, description="The disk is too full to write."),
+}
+
+
+# Fields
+
+
+class TextField(serializers.CharField):
+    """A JSON string, taken as it is: never a number turned into one, never trimmed.
+
+    NUL characters are allowed (they are data); lone surrogates, which are not UTF-8,
+    are refused by CharField.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+        self.validators = [
+            v for v in self.validators if not isinstance(v, ProhibitNullCharactersValidator)
+        ]
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "description": "Milliseconds since the epoch, or an ISO 8601 time "
+        "(UTC when it names no offset), e.g. 2024-05-01T12:00:00Z.",
+    }
+)
+class TimeParameter(serializers.CharField):
+    """A time in a query string: milliseconds since the epoch or ISO 8601; → int ms."""
+
+    default_error_messages = {
+        "time": "Enter milliseconds since the epoch or an ISO 8601 time "
+        "(such as 2024-05-01T12:00:00Z), from 1970 on."
+    }
+
+    def to_internal_value(self, data: Any) -> int:
+        text = super().to_internal_value(data).strip()
+        if len(text) > 64:
+            self.fail("time")
+        if text.isdecimal() and text.isascii():
+            ms = int(text)
+        else:
+            try:
+                when = datetime.fromisoformat(text)
+                if when.tzinfo is None:
+                    when = when.replace(tzinfo=UTC)
+                ms = (when - _EPOCH) // timedelta(milliseconds=1)
+            except (ValueError, OverflowError):
+                self.fail("time")
+        if not 0 <= ms <= MAX_TIME_MS:
+            self.fail("time")
+        return ms
+
+
+# Produce
+
+
+class ProduceMessage(StrictSerializer):
+    body = TextField(allow_blank=True, help_text="The body: text, or base64 with encoding.")
+    encoding = serializers.ChoiceField(
+        choices=[("text", "UTF-8 text"), ("base64", "base64 of any bytes")], default="text"
+    )
+    key = TextField(required=False, allow_null=True)
+    keys = serializers.ListField(child=TextField(), required=False, allow_null=True)
+    tag = TextField(required=False, allow_null=True)
+    properties = serializers.DictField(child=TextField(), required=False, allow_null=True)
+    dedup_id = TextField(required=False, allow_null=True)
+    queue = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+    def validate_properties(self, value: dict | None) -> dict | None:
+        for name in value or {}:
+            if not name:
+                raise serializers.ValidationError("A property name is not empty.")
+            try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:
+                raise serializers.ValidationError(
+                    "A property name is not valid UTF-8 text."
+                ) from None
+        return value
+
+    def validate(self, data: dict) -> dict:
+        if data.get("key") is not None and data.get("keys") is not None:
+            raise serializers.ValidationError("Give key or keys, not both.")
+        if data["encoding"] == "base64":
+            try:
+                data["body"] = base64.b64decode(data["body"], validate=True)
+            except (binascii.Error, ValueError):
+                raise serializers.ValidationError(
+                    {"body": ["The body is not valid base64 (standard alphabet, padded)."]}
+                ) from None
+        else:
+            data["body"] = data["body"].encode("utf-8")
+        return data
+
+
+class ProduceBatch(StrictSerializer):
+    messages = serializers.ListField(
+        child=ProduceMessage(),
+        min_length=1,
+        help_text="At most TIDEMARK_API_MAX_BATCH (1000) messages, written all or none.",
+    )
+
+
+ProduceRequest = PolymorphicProxySerializer(
+    component_name="ProduceRequest",
+    serializers=[ProduceMessage, ProduceBatch],
+    resource_type_field_name=None,
+)
+
+
+class AppendResultSerializer(serializers.Serializer):
+    message_id = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    commit_offset = serializers.IntegerField()
+    store_time_ms = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=[STATUS_OK, STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT])
+
+
+class ProduceResponse(serializers.Serializer):
+    results = AppendResultSerializer(many=True)
+
+
+def _message(data: dict) -> Message:
+    keys = data.get("keys")
+    return Message(
+        body=data["body"],
+        key=keys if keys is not None else data.get("key"),
+        tag=data.get("tag"),
+        queue=data.get("queue"),
+        properties=data.get("properties") or None,
+        dedup_id=data.get("dedup_id"),
+    )
+
+
+def _result_data(result: AppendResult) -> dict[str, Any]:
+    return {
+        "message_id": result.message_id,
+        "queue": result.queue,
+        "queue_offset": result.queue_offset,
+        "commit_offset": result.commit_offset,
+        "store_time_ms": result.store_time_ms,
+        "status": result.status,
+    }
+
+
+class TopicMessages(APIView):
+    """POST one message (``{"body": ...}``) or a batch (``{"messages": [...]}``)."""
+
+    method_roles = {"POST": OPERATOR}
+
+    @extend_schema(request=ProduceRequest, responses={201: ProduceResponse, **STORE_DOWN})
+    def post(self, request: Request, topic: str) -> Response:
+        try:
+            data = request.data
+        except RequestDataTooBig:
+            raise PayloadTooLarge(
+                f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
+                "(DATA_UPLOAD_MAX_MEMORY_SIZE); send a smaller batch."
+            ) from None
+        if not isinstance(data, dict):
+            raise ApiError(
+                400,
+                "invalid",
+                'The body is a JSON object: one message ({"body": ...}) '
+                'or a batch ({"messages": [...]}).',
+            )
+        store = get_store()
+        if "messages" in data:
+            limit = settings.TIDEMARK_API_MAX_BATCH
+            given = data["messages"]
+            if isinstance(given, list) and len(given) > limit:
+                raise ApiError(
+                    400,
+                    "batch_too_large",
+                    f"A batch holds at most {limit} messages, not {len(given)}; send it in parts.",
+                    {"max_batch": limit},
+                )
+            batch = validated(ProduceBatch, data)["messages"]
+            results = store.append_batch(topic, [_message(item) for item in batch])
+        else:
+            one = _message(validated(ProduceMessage, data))
+            results = [
+                store.append(
+                    topic,
+                    one.body,
+                    key=one.key,
+                    tag=one.tag,
+                    queue=one.queue,
+                    properties=one.properties,
+                    dedup_id=one.dedup_id,
+                )
+            ]
+        return Response(
+            {"results": [_result_data(r) for r in results]}, status=status.HTTP_201_CREATED
+        )
+
+
+# Consume and commit
+
+
+class PullQuery(QuerySerializer):
+    group = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=140,
+        required=False,
+        help_text="Start from this group's committed offset (without offset).",
+    )
+    offset = serializers.IntegerField(
+        required=False, min_value=0, help_text="Start here (default: the group's offset)."
+    )
+    max = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_PULL, default=DEFAULT_PULL
+    )
+    wait = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=MAX_WAIT_S,
+        default=0,
+        help_text="Seconds to wait for messages when there are none yet (long polling).",
+    )
+
+    def validate(self, data: dict) -> dict:
+        if data.get("offset") is None and not data.get("group"):
+            raise serializers.ValidationError(
+                "Give offset, or group to start from its committed offset."
+            )
+        return data
+
+
+class PullResponse(serializers.Serializer):
+    messages = StoredMessageSerializer(many=True)
+    next_offset = serializers.IntegerField(help_text="The offset to pull from next.")
+    max_offset = serializers.IntegerField(help_text="The queue's end offset.")
+
+
+class QueueMessages(APIView):
+    """GET pulls messages from one queue, waiting up to ``wait`` seconds for some.
+
+    Pulling never commits: POST the offset to ``commit/`` when they are processed.
+    """
+
+    @extend_schema(parameters=[PullQuery], responses={200: PullResponse})
+    def get(self, request: Request, topic: str, queue: int) -> Response:
+        query = validated(PullQuery, request.query_params)
+        store = get_store()
+        low, high = store.queue_range(topic, queue)
+        start = query.get("offset")
+        group = query.get("group") or ""
+        if start is None:
+            committed = store.committed_offset(group, topic, queue)
+            start = low if committed is None else committed
+        elif start > high:
+            raise ApiError(
+                400,
+                "offset_out_of_range",
+                f"Offset {start} is past the end of queue {queue} of {topic} "
+                f"(its end offset is {high}).",
+                {"min_offset": low, "max_offset": high},
+            )
+        messages = store.pull(
+            group, topic, queue, query["max"], timeout_s=query["wait"], offset=start
+        )
+        low, high = store.queue_range(topic, queue)
+        next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
+        return Response(
+            {
+                "messages": [message_data(m) for m in messages],
+                "next_offset": next_offset,
+                "max_offset": high,
+            }
+        )
+
+
+class CommitRequest(StrictSerializer):
+    group = serializers.RegexField(NAME_PATTERN, max_length=140)
+    offset = serializers.IntegerField(help_text="The next offset to consume: 0 to the queue's end.")
+    expected = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        help_text="Commit only if the group's offset is still this (null: never committed).",
+    )
+
+
+class CommitResponse(serializers.Serializer):
+    group = serializers.CharField()
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    previous = serializers.IntegerField(
+        allow_null=True, help_text="The offset before (null: the group's first commit)."
+    )
+
+
+class QueueCommit(APIView):
+    """POST a consumer group's offset on one queue (409 when ``expected`` is not met)."""
+
+    method_roles = {"POST": OPERATOR}
+
+    @extend_schema(
+        request=CommitRequest,
+        responses={200: CommitResponse},
+    )
+    def post(self, request: Request, topic: str, queue: int) -> Response:
+        data = validated(CommitRequest, request.data)
+        store = get_store()
+        low, high = store.queue_range(topic, queue)
+        group, offset = data["group"], data["offset"]
+        if not 0 <= offset <= high:
+            raise ApiError(
+                400,
+                "offset_out_of_range",
+                f"Offset {offset} is outside queue {queue} of {topic}: "
+                f"commit 0 to its end offset, {high}.",
+                {"min_offset": low, "max_offset": high},
+            )
+        options = {"expected": data["expected"]} if "expected" in data else {}
+        change = store.commit_offset(
+            group,
+            topic,
+            queue,
+            offset,
+            who=request.user.get_username(),
+            reason="api commit",
+            **options,
+        )
+        return Response(
+            {
+                "group": group,
+                "topic": topic,
+                "queue": queue,
+                "offset": offset,
+                "previous": offset if change is None else change.old,
+            }
+        )
+
+
+# Read, search and export
+
+
+class MessageDetail(APIView):
+    @extend_schema(responses={200: StoredMessageSerializer})
+    def get(self, request: Request, message_id: str) -> Response:
+        try:
+            message = get_store().get(message_id)
+        except CorruptRecordError as error:
+            raise ApiError(404, "message_corrupt", str(error)) from None
+        return Response(message_data(message))
+
+
+MODE_KEY, MODE_RANGE, MODE_TIME = "key", "range", "time"
+
+
+class MessageSearchQuery(QuerySerializer):
+    """Exactly one search: topic+key (since/until optional), topic+queue (from_offset/
+    to_offset optional), or topic+since/until."""
+
+    topic = serializers.RegexField(NAME_PATTERN, max_length=140, required=False)
+    key = TextField(required=False, max_length=1000, help_text="Messages with this key.")
+    queue = serializers.IntegerField(required=False, min_value=0)
+    from_offset = serializers.IntegerField(
+        required=False, min_value=0, help_text="With queue: the first offset (included)."
+    )
+    to_offset = serializers.IntegerField(
+        required=False, min_value=0, help_text="With queue: the last offset (not included)."
+    )
+    since = TimeParameter(required=False, help_text="Stored at or after this time.")
+    until = TimeParameter(required=False, help_text="Stored at or before this time.")
+
+    def validate(self, data: dict) -> dict:
+        if not data.get("topic"):
+            raise serializers.ValidationError(
+                "Name a topic, and search it by key, by queue (queue, from_offset, "
+                "to_offset) or by time (since, until)."
+            )
+        by_key = "key" in data
+        by_range = any(name in data for name in ("queue", "from_offset", "to_offset"))
+        by_time = any(name in data for name in ("since", "until"))
+        if by_key and by_range:
+            raise serializers.ValidationError(
+                "Search by key or by queue range, not both: leave out key, or queue, "
+                "from_offset and to_offset."
+            )
+        if by_range and by_time:
+            raise serializers.ValidationError(
+                "A queue range search takes offsets, not times: leave out since and until, "
+                "or search by time without queue, from_offset and to_offset."
+            )
+        if not (by_key or by_range or by_time):
+            raise serializers.ValidationError(
+                "Say what to search for: key, queue (with from_offset and to_offset), "
+                "or since and until."
+            )
+        if by_range and "queue" not in data:
+            raise serializers.ValidationError(
+                {"queue": ["from_offset and to_offset are offsets of a queue: name it."]}
+            )
+        if "since" in data and "until" in data and data["since"] > data["until"]:
+            raise serializers.ValidationError({"until": ["This time is before since."]})
+        start, end = data.get("from_offset"), data.get("to_offset")
+        if start is not None and end is not None and start > end:
+            raise serializers.ValidationError({"to_offset": ["This offset is before from_offset."]})
+        data["mode"] = MODE_KEY if by_key else MODE_RANGE if by_range else MODE_TIME
+        return data
+
+
+class MessagePageSerializer(serializers.Serializer):
+    count = serializers.IntegerField(
+        allow_null=True, help_text="Messages found in all; null when not known."
+    )
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = StoredMessageSerializer(many=True)
+
+
+PAGING = [
+    OpenApiParameter("page", int, description="A page number, from 1."),
+    OpenApiParameter("page_size", int, description="Messages per page (default 50, at most 500)."),
+]
+
+
+def _paging(request: Request) -> tuple[int, int]:
+    """(page number, page size) from the query string; the size as every list takes it."""
+    raw = request.query_params.get("page", "1")
+    try:
+        number = int(raw)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ApiError(
+            400,
+            "invalid",
+            f"page: a page number is a whole number from 1, not {raw[:40]!r}.",
+            {"fields": {"page": [{"message": "Not a page number.", "code": "invalid"}]}},
+        )
+    return number, Pagination().get_page_size(request)
+
+
+def _search(store: Any, query: dict, number: int, size: int) -> tuple[list, int | None, bool]:
+    """(messages of the page, total or None, whether there is a next page)."""
+    topic, mode = query["topic"], query["mode"]
+    reach = search.KEY_MAX if mode == MODE_KEY else search.TIME_MAX
+    if mode != MODE_RANGE and (number - 1) * size >= reach:
+        raise ApiError(
+            400,
+            "search_too_deep",
+            f"A search by {mode} reaches the first {reach:,} messages only; "
+            "narrow it with since and until.",
+            {"max_messages": reach},
+        )
+    if mode == MODE_KEY:
+        found = search.key_page(
+            store, topic, query["key"], query.get("since"), query.get("until"), number, size
+        )
+        return found.messages, found.total, found.has_next
+    if mode == MODE_TIME:
+        found = search.time_page(store, topic, query.get("since"), query.get("until"), number, size)
+        return found.messages, found.total, found.has_next
+    queue = query["queue"]
+    span = search.range_span(store, topic, queue, query.get("from_offset"), query.get("to_offset"))
+    first = span.first + (number - 1) * size
+    offsets = range(min(first, span.last), min(first + size, span.last))
+    return search.read_span(store, topic, queue, offsets), span.count, offsets.stop < span.last
+
+
+class MessageSearch(APIView):
+    """GET a page of a bounded search (exactly one of three):
+
+    - ``topic`` + ``key`` (``since``/``until`` optional): newest first, the newest 10,000;
+    - ``topic`` + ``queue`` (``from_offset``/``to_offset`` optional): by offset, clamped
+      to what the queue holds;
+    - ``topic`` + ``since`` and/or ``until``: every queue merged, oldest first, the first
+      10,000.
+
+    ``count`` is null when the search cannot know it without reading further.
+    """
+
+    @extend_schema(
+        operation_id="v1_messages_search",
+        parameters=[MessageSearchQuery, *PAGING],
+        responses={200: MessagePageSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(MessageSearchQuery, request.query_params)
+        number, size = _paging(request)
+        messages, total, has_next = _search(get_store(), query, number, size)
+        if number > 1 and not messages:
+            raise exceptions.NotFound(f"Page {number} is past the last page of these results.")
+        url = request.build_absolute_uri()
+        previous = None
+        if number > 1:
+            previous = (
+                remove_query_param(url, "page")
+                if number == 2
+                else replace_query_param(url, "page", number - 1)
+            )
+        return Response(
+            {
+                "count": total,
+                "next": replace_query_param(url, "page", number + 1) if has_next else None,
+                "previous": previous,
+                "results": [message_data(m) for m in messages],
+            }
+        )
+
+
+class ExportQuery(QuerySerializer):
+    topic = serializers.RegexField(NAME_PATTERN, max_length=140)
+    queue = serializers.IntegerField(min_value=0)
+    from_offset = serializers.IntegerField(
+        required=False, min_value=0, help_text="The first offset (default: the queue's first)."
+    )
+    to_offset = serializers.IntegerField(
+        required=False, min_value=0, help_text="The last offset, not included (default: the end)."
+    )
+
+    def validate(self, data: dict) -> dict:
+        start, end = data.get("from_offset"), data.get("to_offset")
+        if start is not None and end is not None and start > end:
+            raise serializers.ValidationError({"to_offset": ["This offset is before from_offset."]})
+        return data
+
+
+class JSONLinesRenderer(BaseRenderer):
+    """``application/x-ndjson``: lets a client ask for the export by its type (instead of
+    a 406). Only content negotiation sees it: errors are still JSON (see MessageExport)."""
+
+    media_type = "application/x-ndjson"
+    format = "jsonl"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context=None):
+        return JSONRenderer().render(data)
+
+
+class MessageExport(APIView):
+    """GET a queue range as JSON Lines (the console export's lines), at most 10,000
+    messages: the range is clamped to what the queue holds."""
+
+    renderer_classes = [JSONRenderer, JSONLinesRenderer]
+
+    def perform_content_negotiation(self, request: Request, force: bool = False):
+        """The export streams JSON Lines itself; an error answers in the one JSON shape,
+        even when the client asked for JSON Lines."""
+        renderer, media_type = super().perform_content_negotiation(request, force)
+        if isinstance(renderer, JSONLinesRenderer):
+            return JSONRenderer(), JSONRenderer.media_type
+        return renderer, media_type
+
+    @extend_schema(
+        parameters=[ExportQuery],
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR, description="One JSON object per line, per message."
+            ),
+        },
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        query = validated(ExportQuery, request.query_params)
+        store = get_store()
+        topic, queue = query["topic"], query["queue"]
+        first, last = search.export_span(
+            store, topic, queue, query.get("from_offset"), query.get("to_offset")
+        )
+        response = StreamingHttpResponse(
+            search.export_lines(store, topic, queue, first, last),
+            content_type="application/x-ndjson; charset=utf-8",
+        )
+        name = search.export_filename(topic, queue, first, last)
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+urlpatterns = [
+    path("topics/<name:topic>/messages/", TopicMessages.as_view(), name="api-topic-messages"),
+    path(
+        "topics/<name:topic>/queues/<int:queue>/messages/",
+        QueueMessages.as_view(),
+        name="api-queue-messages",
+    ),
+    path(
+        "topics/<name:topic>/queues/<int:queue>/commit/",
+        QueueCommit.as_view(),
+        name="api-queue-commit",
+    ),
+    path("messages/", MessageSearch.as_view(), name="api-messages"),
+    path("messages/export/", MessageExport.as_view(), name="api-messages-export"),
+    path("messages/<str:message_id>/", MessageDetail.as_view(), name="api-message"),
+]
