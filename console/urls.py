@@ -11,6 +11,7 @@ urlpatterns = [
     path("messages/", include("console.messages.urls")),
     path("storage/", include("console.storage.urls")),
     path("groups/", include("console.groups.urls")),
+    path("alerts/", include("console.alerts.urls")),
     path("api/", include("console.api.urls")),
     path("", include("console.core.urls")),
 ]

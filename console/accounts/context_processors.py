@@ -11,6 +11,7 @@ NAV_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("Groups", "/groups/", VIEWER),
     ("Messages", "/messages/", VIEWER),
     ("Storage", "/storage/", VIEWER),
+    ("Alerts", "/alerts/", VIEWER),
     ("Audit", "/audit/", VIEWER),
     ("API tokens", "/accounts/tokens/", VIEWER),
     ("Users", "/accounts/users/", ADMIN),

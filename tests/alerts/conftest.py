@@ -66,3 +66,9 @@ def as_admin(admin) -> Client:
 @pytest.fixture
 def as_nobody(nobody) -> Client:
     return logged_in(nobody)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """The role users' passwords need no strength here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
