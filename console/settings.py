@@ -114,6 +114,8 @@ SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 
 # REST API (console/api): the console's roles, one error shape, paginated lists.
 TIDEMARK_API_MAX_BODY_BYTES = env_int("TIDEMARK_API_MAX_BODY_BYTES", 8 << 20)
+# Django reads a JSON body whole before the API's parser sees it: the same limit for both.
+DATA_UPLOAD_MAX_MEMORY_SIZE = TIDEMARK_API_MAX_BODY_BYTES
 TIDEMARK_API_MAX_BATCH = env_int("TIDEMARK_API_MAX_BATCH", 1000)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
@@ -116,6 +118,9 @@ def _details_of(detail: Any) -> dict:
 
 def exception_handler(error: Exception, context: dict) -> Response | None:
     """DRF's EXCEPTION_HANDLER: every known error in the one shape."""
+    if isinstance(error, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        error = PayloadTooLarge(f"The body is larger than {limit} bytes.")
     if isinstance(error, Http404):
         error = exceptions.NotFound(str(error) or "Not found.")
     elif isinstance(error, DjangoPermissionDenied):

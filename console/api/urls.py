@@ -19,5 +19,5 @@ urlpatterns = [
     path("v1/", include(v1)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    re_path(r"^.*$", not_found),
+    re_path(r"^[\s\S]*$", not_found),  # [\s\S]: a path holding a newline is a JSON 404 too
 ]

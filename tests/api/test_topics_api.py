@@ -264,3 +264,18 @@ def test_a_post_without_the_trailing_slash_is_a_json_404_not_a_redirect(as_admin
 
     assert response.status_code == 404
     assert error_of(response)["code"] == "not_found"
+
+
+def test_a_path_holding_a_newline_is_a_json_404(as_viewer):
+    response = as_viewer.get("/api/v1/topics/a%0Ab/x/")
+
+    assert response.status_code == 404
+    assert error_of(response)["code"] == "not_found"
+
+
+def test_a_body_past_djangos_upload_limit_is_413_in_the_error_shape(as_admin, store, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 50
+    response = post(as_admin, "/api/v1/topics/", {"name": "x" * 100, "queues": 1})
+
+    assert response.status_code == 413
+    assert error_of(response)["code"] == "payload_too_large"

@@ -184,8 +184,11 @@ def test_undecorated_page_needs_login(client):
 
 
 def test_api_paths_are_left_to_the_api_auth(client):
-    # Nothing is served under /api/ yet: a 404, not a redirect to the HTML login form.
-    assert client.get("/api/v1/topics/").status_code == 404
+    # The API answers 401 in JSON itself, not a redirect to the HTML login form.
+    response = client.get("/api/v1/topics/")
+
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
 
 
 def test_logout_works_without_a_session(client):

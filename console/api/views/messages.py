@@ -20,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
 from django.core.validators import ProhibitNullCharactersValidator
 from django.http import StreamingHttpResponse
 from django.urls import path
@@ -41,7 +40,7 @@ from rest_framework.views import APIView
 
 from console.accounts.roles import OPERATOR
 from console.api import converters  # noqa: F401  (registers <name:...>)
-from console.api.errors import ApiError, PayloadTooLarge
+from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
 from console.api.serializers import (
@@ -237,13 +236,7 @@ class TopicMessages(APIView):
 
     @extend_schema(request=ProduceRequest, responses={201: ProduceResponse, **STORE_DOWN})
     def post(self, request: Request, topic: str) -> Response:
-        try:
-            data = request.data
-        except RequestDataTooBig:
-            raise PayloadTooLarge(
-                f"The body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes "
-                "(DATA_UPLOAD_MAX_MEMORY_SIZE); send a smaller batch."
-            ) from None
+        data = request.data  # a body past DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 (errors.py)
         if not isinstance(data, dict):
             raise ApiError(
                 400,
