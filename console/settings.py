@@ -158,6 +158,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 #: Seconds between metric samples; each sample is followed by an alert evaluation.
 TIDEMARK_SAMPLE_INTERVAL_S = env_int("TIDEMARK_SAMPLE_INTERVAL_S", 10)
+TIDEMARK_STATUS_WINDOW = env_int("TIDEMARK_STATUS_WINDOW", 10)  # commits per queue, Burrow status
 #: Seconds between the flush task's fsync-and-checkpoint runs (async flush mode).
 TIDEMARK_FLUSH_INTERVAL_S = env_int("TIDEMARK_FLUSH_INTERVAL_S", 5)
 #: Seconds between expiry checks; deletion runs at TIDEMARK_RETENTION_HOUR (UTC, like
@@ -193,6 +194,8 @@ EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tidemark@localhost")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
+#: The console's address as people reach it, for full links in alert emails.
+TIDEMARK_CONSOLE_URL = env_str("TIDEMARK_CONSOLE_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = (
     "django.core.mail.backends.smtp.EmailBackend"
     if EMAIL_HOST

@@ -565,7 +565,7 @@ def render_notice(notice: Notice) -> tuple[str, str]:
             f"A reminder follows every {format_seconds(rule.repeat_seconds)} while it fires."
         )
     lines.append("Silenced subjects are left out of this mail.")
-    base = getattr(settings, "TIDEMARK_CONSOLE_URL", "").rstrip("/")
+    base = settings.TIDEMARK_CONSOLE_URL.rstrip("/")
     lines.append(f"Events, rules and silences: {base}/alerts/")
     return f"[Tidemark] {headline}", "\n".join(lines) + "\n"
 
