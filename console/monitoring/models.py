@@ -1,0 +1,148 @@
+"""The sampled history of the store, in the Django database.
+
+Every sample (``sampler.take_sample``, every ``TIDEMARK_SAMPLE_INTERVAL_S``) writes:
+
+- one ``StoreSample``: disk use and store-wide totals;
+- one ``TopicSample`` per topic: its queues' max offsets as a JSON list;
+- one ``GroupSample`` per (group, topic the group has committed on): per queue of the topic
+  the committed offset, lag, last commit time, lag in seconds and status, as JSON lists.
+
+So a store with 1,000 topics of 10 queues and 200 groups makes about 2,000 rows per sample,
+not 20,000. Each row has its sample time (``ts_ms``, the same for every row of one sample)
+and a resolution in seconds: 10 when written, 60 or 3600 once ``downsample`` thinned it
+(RabbitMQ-style: 10 s points for 6 h, one point per minute for 7 days, one per hour for 90
+days). Counters (``appended``, ``consumed``) only ever grow, so the rate between any two
+kept points is the difference over the time between them, whatever was thinned in between.
+
+Two small state tables carry what each sample needs from the ones before it, so that a
+sample never reads history: ``OffsetTimeline`` (per topic, each queue's (max offset, time)
+points, thinned as they age: lag in seconds is interpolated on them) and ``CommitWindow``
+(per group and topic, each queue's last N commits as (offset, time, lag): the Burrow-style
+status is computed on them).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+#: Resolutions, in seconds: raw samples, then minute and hour points.
+RES_RAW = 10
+RES_MINUTE = 60
+RES_HOUR = 3600
+RESOLUTIONS = [(RES_RAW, "10 s"), (RES_MINUTE, "1 min"), (RES_HOUR, "1 h")]
+
+
+class StoreSample(models.Model):
+    """The whole store at one sample."""
+
+    ts_ms = models.BigIntegerField(unique=True)
+    resolution = models.PositiveIntegerField(choices=RESOLUTIONS, default=RES_RAW)
+    #: A random token per sample: readers cache what they derive from a sample under it.
+    token = models.CharField(max_length=32)
+    disk_bytes = models.BigIntegerField()
+    disk_ratio = models.FloatField()
+    topics = models.PositiveIntegerField()
+    queues = models.PositiveIntegerField()
+    groups = models.PositiveIntegerField()
+    #: Messages held (max − min offset, over every queue).
+    messages = models.BigIntegerField()
+    #: Messages not yet consumed, over every group and queue.
+    backlog = models.BigIntegerField()
+    #: Counters: messages appended and consumed (committed past) since sampling began.
+    appended = models.BigIntegerField()
+    consumed = models.BigIntegerField()
+    #: How long the sample took (ms).
+    duration_ms = models.FloatField(default=0)
+
+    def __str__(self) -> str:
+        return f"store sample at {self.ts_ms}"
+
+
+class TopicSample(models.Model):
+    """One topic at one sample."""
+
+    ts_ms = models.BigIntegerField()
+    resolution = models.PositiveIntegerField(choices=RESOLUTIONS, default=RES_RAW)
+    topic = models.CharField(max_length=255)
+    #: Each queue's max offset (the next offset to be written), by queue id.
+    max_offsets = models.JSONField()
+    #: Messages held (max − min offset over its queues).
+    messages = models.BigIntegerField()
+    #: Counter of messages appended to the topic since it was first sampled.
+    appended = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "ts_ms"], name="mon_topic_sample_once")
+        ]
+        indexes = [models.Index(fields=["ts_ms"], name="mon_topic_ts")]
+
+    def __str__(self) -> str:
+        return f"{self.topic} at {self.ts_ms}"
+
+
+class GroupSample(models.Model):
+    """One group on one topic at one sample; the lists are by queue id of the topic."""
+
+    ts_ms = models.BigIntegerField()
+    resolution = models.PositiveIntegerField(choices=RESOLUTIONS, default=RES_RAW)
+    group = models.CharField(max_length=255)
+    topic = models.CharField(max_length=255)
+    #: Committed offset per queue (None: never committed there).
+    committed = models.JSONField()
+    #: Lag in messages per queue (from the committed offset, or the queue's min offset).
+    lags = models.JSONField()
+    #: Time (ms) of each queue's last commit, None when unknown.
+    last_commits = models.JSONField()
+    #: Lag in seconds per queue (interpolated), None for no lag or no history.
+    lag_seconds = models.JSONField()
+    #: Burrow-style status per queue.
+    statuses = models.JSONField()
+    #: Sum of ``lags``, and the worst of ``statuses``.
+    lag = models.BigIntegerField()
+    status = models.CharField(max_length=8)
+    #: Counter of messages the group committed past on this topic since first sampled.
+    consumed = models.BigIntegerField()
+    #: Earliest time retention deletes messages of this topic the group has not consumed.
+    expires_at_ms = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "topic", "ts_ms"], name="mon_group_sample_once"
+            )
+        ]
+        indexes = [models.Index(fields=["ts_ms"], name="mon_group_ts")]
+
+    def __str__(self) -> str:
+        return f"{self.group} on {self.topic} at {self.ts_ms}"
+
+
+class OffsetTimeline(models.Model):
+    """Per topic, each queue's (max offset, time) points: see ``lag.add_point``."""
+
+    topic = models.CharField(max_length=255, unique=True)
+    #: By queue id: a list of [max offset, time ms], oldest first.
+    points = models.JSONField(default=list)
+    updated_ms = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"offset timeline of {self.topic}"
+
+
+class CommitWindow(models.Model):
+    """Per group and topic, each queue's last N commits: see ``status.queue_status``."""
+
+    group = models.CharField(max_length=255)
+    topic = models.CharField(max_length=255)
+    #: By queue id: a list of [committed offset, commit time ms, lag then], oldest first.
+    commits = models.JSONField(default=list)
+    updated_ms = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "topic"], name="mon_commit_window_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"commit window of {self.group} on {self.topic}"

@@ -1,0 +1,452 @@
+"""One sample of the store: read it once, write one row per topic, per (group, topic) and
+for the store (see models.py for the layout).
+
+``take_sample(now_ms)`` reads the store through its public API (topics and their queue
+ranges, groups and their committed offsets, a changed group's offset history for the time
+of its last commits, the expiry forecast once a minute, disk use), then, with the previous
+sample's rows and the two state tables, works out per queue the lag in seconds (lag.py)
+and the Burrow-style status (status.py), and writes it all in one transaction. It never
+reads history beyond the previous sample.
+
+Two samples at the same time cannot both be written (the store row's time is unique), and
+a sample not newer than the newest one is refused; the Celery task also holds a Redis lock,
+so a sample that takes longer than the interval makes the next ones skip, never overlap.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+
+from console.core.store import get_store
+from console.monitoring import lag as lagmath
+from console.monitoring.metrics import QUEUE_STATUSES
+from console.monitoring.models import (
+    CommitWindow,
+    GroupSample,
+    OffsetTimeline,
+    StoreSample,
+    TopicSample,
+)
+from console.monitoring.status import queue_status, record_commit, window_size
+from storeadapter.engine import InvalidNameError, MessageStore, TopicNotFoundError
+from storeadapter.engine import clock as engine_clock
+
+#: Offset changes read per group to find its queues' last commit times (the engine keeps
+#: up to 1,000 per group).
+HISTORY_LIMIT = 1000
+#: The expiry forecast reads a consume-queue entry per group and queue, and more where
+#: messages are in sealed segments: it is read once a minute and carried in between.
+FORECAST_EVERY_MS = 60_000
+#: Rows per INSERT statement.
+BATCH = 500
+
+
+@dataclass
+class SampleReport:
+    """What one ``take_sample`` did."""
+
+    ts_ms: int
+    written: bool = False
+    topics: int = 0
+    queues: int = 0
+    groups: int = 0
+    rows: int = 0
+    #: Offset timelines and commit windows created or changed.
+    state_rows: int = 0
+    duration_ms: float = 0.0
+    skipped: str = ""
+
+    def message(self) -> str:
+        if not self.written:
+            return f"no sample written: {self.skipped}"
+        text = (
+            f"sampled {self.topics} topic(s) ({self.queues} queues) and {self.groups} "
+            f"group(s) in {self.duration_ms:.0f} ms: {self.rows} rows, "
+            f"{self.state_rows} state rows"
+        )
+        interval_ms = settings.TIDEMARK_SAMPLE_INTERVAL_S * 1000
+        if self.duration_ms > interval_ms:
+            text += (
+                f"; this took longer than the {settings.TIDEMARK_SAMPLE_INTERVAL_S} s "
+                "interval, so the next scheduled samples are skipped until it is done"
+            )
+        return text
+
+
+@dataclass
+class _Reading:
+    """What the sample read from the store."""
+
+    disk_bytes: int
+    disk_ratio: float
+    #: Queue (min, max) offsets by topic, by queue id.
+    ranges: dict[str, list[tuple[int, int]]]
+    #: Committed offsets by group, then (topic, queue).
+    committed: dict[str, dict[tuple[str, int], int]]
+    #: Earliest expiry per (group, topic); None when not read this time.
+    expiry: dict[tuple[str, str], int] | None
+
+
+@dataclass
+class _Queues:
+    """A group row being made, with what the later steps need."""
+
+    row: GroupSample
+    positions: list[int]
+    #: Queues with a commit not seen before (their last commit time changed).
+    new_commits: list[int]
+
+
+def _read_store(store: MessageStore, now: int, forecast: bool) -> _Reading:
+    stats = store.stats(topics=False)
+    ranges = {}
+    for info in store.topics():
+        try:
+            ranges[info.name] = store.queue_ranges(info.name)
+        except TopicNotFoundError:  # deleted since topics() was read
+            continue
+    committed = {}
+    for group in store.groups():
+        try:
+            offsets = store.committed_offsets(group)
+        except InvalidNameError:
+            continue
+        if offsets:
+            committed[group] = offsets
+    expiry = lagmath.earliest_expiry(store.expiry_forecast(now)) if forecast else None
+    return _Reading(int(stats["disk_bytes"]), float(stats["disk_ratio"]), ranges, committed, expiry)
+
+
+def _last_commit_times(store: MessageStore, group: str) -> dict[tuple[str, int], int]:
+    """The time of each queue's latest offset change still in the group's history."""
+    times: dict[tuple[str, int], int] = {}
+    for change in store.offset_history(group, limit=HISTORY_LIMIT):  # newest first
+        times.setdefault((change.topic, change.queue), change.time_ms)
+    return times
+
+
+def _previous_point(prev: TopicSample | None, queue: int) -> list[int] | None:
+    if prev is None or queue >= len(prev.max_offsets):
+        return None
+    return [prev.max_offsets[queue], prev.ts_ms]
+
+
+def _fit(lists: list, size: int) -> list:
+    """Per-queue lists cut or padded (with empty lists) to ``size`` queues."""
+    return ([list(item) for item in lists] + [[] for _ in range(size)])[:size]
+
+
+class _Sample:
+    """The steps of one sample; ``take_sample`` runs them in order."""
+
+    def __init__(self, store: MessageStore, now: int, previous: StoreSample | None) -> None:
+        self.store = store
+        self.now = now
+        self.previous = previous
+        forecast = previous is None or (
+            now // FORECAST_EVERY_MS != previous.ts_ms // FORECAST_EVERY_MS
+        )
+        self.reading = _read_store(store, now, forecast)
+        self.prev_topics: dict[str, TopicSample] = {}
+        self.prev_groups: dict[tuple[str, str], GroupSample] = {}
+        if previous is not None:
+            at = previous.ts_ms
+            self.prev_topics = {r.topic: r for r in TopicSample.objects.filter(ts_ms=at)}
+            self.prev_groups = {(r.group, r.topic): r for r in GroupSample.objects.filter(ts_ms=at)}
+        self.history: dict[str, dict[tuple[str, int], int]] = {}
+        self.topic_rows: dict[str, TopicSample] = {}
+        self.groups: list[_Queues] = []
+        self.corners: dict[str, list[list[list[int]]]] = {}
+        self.timelines_new: list[OffsetTimeline] = []
+        self.timelines_changed: list[OffsetTimeline] = []
+        self.windows_new: list[CommitWindow] = []
+        self.windows_changed: list[CommitWindow] = []
+
+    # ------------------------------------------------------------------------ topics
+
+    def make_topic_rows(self) -> None:
+        for name, ranges in self.reading.ranges.items():
+            maxes = [high for _low, high in ranges]
+            prev = self.prev_topics.get(name)
+            appended = (
+                prev.appended + lagmath.counter_advance(prev.max_offsets, maxes)
+                if prev is not None
+                else sum(maxes)
+            )
+            self.topic_rows[name] = TopicSample(
+                ts_ms=self.now,
+                topic=name,
+                max_offsets=maxes,
+                messages=sum(high - low for low, high in ranges),
+                appended=appended,
+            )
+
+    # ------------------------------------------------------------------------ groups
+
+    def make_group_rows(self) -> None:
+        for group, offsets in sorted(self.reading.committed.items()):
+            for topic in sorted({name for name, _ in offsets}):
+                ranges = self.reading.ranges.get(topic)
+                if ranges is not None:
+                    self.groups.append(self._group_row(group, topic, offsets, ranges))
+
+    def _group_row(
+        self,
+        group: str,
+        topic: str,
+        offsets: dict[tuple[str, int], int],
+        ranges: list[tuple[int, int]],
+    ) -> _Queues:
+        committed = [offsets.get((topic, queue)) for queue in range(len(ranges))]
+        positions = [
+            low if offset is None or offset < low else offset
+            for offset, (low, _high) in zip(committed, ranges, strict=True)
+        ]
+        lags = [max(0, high - at) for at, (_low, high) in zip(positions, ranges, strict=True)]
+        prev = self.prev_groups.get((group, topic))
+        last_commits, new_commits = self._last_commits(group, topic, committed, prev)
+        row = GroupSample(
+            ts_ms=self.now,
+            group=group,
+            topic=topic,
+            committed=committed,
+            lags=lags,
+            last_commits=last_commits,
+            lag=sum(lags),
+            consumed=(
+                prev.consumed + lagmath.counter_advance(prev.committed, committed)
+                if prev is not None
+                else 0
+            ),
+            expires_at_ms=self._expiry(group, topic, prev, sum(lags)),
+        )
+        return _Queues(row, positions, new_commits)
+
+    def _last_commits(
+        self, group: str, topic: str, committed: list[int | None], prev: GroupSample | None
+    ) -> tuple[list[int | None], list[int]]:
+        """Each queue's last commit time, and the queues whose commit is new.
+
+        An offset unchanged since the previous sample keeps its time; a changed one (or
+        one not seen before) takes the time of its latest change in the group's history.
+        """
+        before = prev.committed if prev is not None else []
+        known_times = prev.last_commits if prev is not None else []
+        times: list[int | None] = []
+        new = []
+        for queue, offset in enumerate(committed):
+            then = before[queue] if queue < len(before) else None
+            known = known_times[queue] if queue < len(known_times) else None
+            if offset is None:
+                times.append(None)
+                continue
+            if prev is not None and offset == then and known is not None:
+                times.append(known)
+                continue
+            if group not in self.history:
+                self.history[group] = _last_commit_times(self.store, group)
+            when = self.history[group].get((topic, queue))
+            if when is None:  # gone from the kept history: it changed since the last sample
+                when = known if offset == then and known is not None else self.now
+            times.append(when)
+            if when != known:
+                new.append(queue)
+        return times, new
+
+    def _expiry(self, group: str, topic: str, prev: GroupSample | None, lag: int) -> int | None:
+        """From this sample's forecast, or carried from the previous row in between."""
+        if self.reading.expiry is not None:
+            return self.reading.expiry.get((group, topic))
+        if lag <= 0 or prev is None:
+            return None
+        return prev.expires_at_ms
+
+    # ------------------------------------------------------------- offset timelines
+
+    def update_timelines(self) -> None:
+        """Add the corners of topics that moved, and load those of topics with lag."""
+        lagging = {item.row.topic for item in self.groups if item.row.lag > 0}
+        timelines = {row.topic: row for row in OffsetTimeline.objects.all()}
+        for name, row in self.topic_rows.items():
+            prev = self.prev_topics.get(name)
+            timeline = timelines.get(name)
+            moved = prev is None or prev.max_offsets != row.max_offsets
+            if not (moved or name in lagging or timeline is None):
+                continue
+            queues = len(row.max_offsets)
+            corners = _fit(timeline.points if timeline is not None else [], queues)
+            changed = timeline is None or len(timeline.points) != queues
+            for queue, high in enumerate(row.max_offsets):
+                changed |= lagmath.add_corner(
+                    corners[queue], _previous_point(prev, queue), [high, self.now]
+                )
+            self.corners[name] = corners
+            if timeline is None:
+                self.timelines_new.append(
+                    OffsetTimeline(topic=name, points=corners, updated_ms=self.now)
+                )
+            elif changed:
+                timeline.points, timeline.updated_ms = corners, self.now
+                self.timelines_changed.append(timeline)
+
+    # ------------------------------------------------- lag seconds, windows, status
+
+    def judge_queues(self) -> None:
+        windows = {(row.group, row.topic): row for row in CommitWindow.objects.all()}
+        size = window_size()
+        for item in self.groups:
+            row = item.row
+            row.lag_seconds = self._lag_seconds(item)
+            window = windows.get((row.group, row.topic))
+            queues = len(row.committed)
+            commits = _fit(window.commits if window is not None else [], queues)
+            for queue in item.new_commits:
+                record_commit(
+                    commits[queue],
+                    row.committed[queue],
+                    row.last_commits[queue],
+                    row.lags[queue],
+                    size,
+                )
+            if window is None:
+                if item.new_commits:
+                    self.windows_new.append(
+                        CommitWindow(
+                            group=row.group, topic=row.topic, commits=commits, updated_ms=self.now
+                        )
+                    )
+            elif item.new_commits or len(window.commits) != queues:
+                window.commits, window.updated_ms = commits, self.now
+                self.windows_changed.append(window)
+            row.statuses = [
+                queue_status(commits[queue], row.lags[queue], self.now) for queue in range(queues)
+            ]
+            row.status = max(row.statuses, key=QUEUE_STATUSES.index, default=QUEUE_STATUSES[0])
+
+    def _lag_seconds(self, item: _Queues) -> list[float | None]:
+        row = item.row
+        topic = self.topic_rows[row.topic]
+        prev = self.prev_topics.get(row.topic)
+        corners = self.corners.get(row.topic)
+        seconds: list[float | None] = []
+        for queue, position in enumerate(item.positions):
+            if row.lags[queue] <= 0 or corners is None:
+                seconds.append(None)
+                continue
+            high = topic.max_offsets[queue]
+            before = _previous_point(prev, queue)
+            points = lagmath.timeline(corners[queue], before, [high, self.now])
+            estimate = lagmath.lag_seconds(points, position, high, self.now)
+            seconds.append(None if estimate is None else round(estimate, 1))
+        return seconds
+
+    # -------------------------------------------------------------------- the store
+
+    def store_row(self) -> StoreSample:
+        topic_rows = list(self.topic_rows.values())
+        group_rows = [item.row for item in self.groups]
+        previous = self.previous
+        if previous is None:
+            appended = sum(r.appended for r in topic_rows)
+            consumed = sum(r.consumed for r in group_rows)
+        else:
+            appended = previous.appended + sum(
+                r.appended - (p.appended if (p := self.prev_topics.get(r.topic)) else 0)
+                for r in topic_rows
+            )
+            consumed = previous.consumed + sum(
+                r.consumed - p.consumed
+                for r in group_rows
+                if (p := self.prev_groups.get((r.group, r.topic))) is not None
+            )
+            appended, consumed = max(appended, previous.appended), max(consumed, previous.consumed)
+        return StoreSample(
+            ts_ms=self.now,
+            token=secrets.token_hex(16),
+            disk_bytes=self.reading.disk_bytes,
+            disk_ratio=self.reading.disk_ratio,
+            topics=len(topic_rows),
+            queues=sum(len(r.max_offsets) for r in topic_rows),
+            groups=len(self.reading.committed),
+            messages=sum(r.messages for r in topic_rows),
+            backlog=sum(r.lag for r in group_rows),
+            appended=appended,
+            consumed=consumed,
+        )
+
+    def write(self, store_row: StoreSample, started: float) -> float:
+        """Write everything in one transaction; the sample's duration (ms)."""
+        with transaction.atomic():
+            store_row.save(force_insert=True)
+            TopicSample.objects.bulk_create(self.topic_rows.values(), batch_size=BATCH)
+            GroupSample.objects.bulk_create([g.row for g in self.groups], batch_size=BATCH)
+            OffsetTimeline.objects.bulk_create(self.timelines_new, batch_size=BATCH)
+            _update_json(OffsetTimeline, "points", self.timelines_changed)
+            CommitWindow.objects.bulk_create(self.windows_new, batch_size=BATCH)
+            _update_json(CommitWindow, "commits", self.windows_changed)
+            duration_ms = (time.monotonic() - started) * 1000
+            StoreSample.objects.filter(pk=store_row.pk).update(duration_ms=duration_ms)
+        return duration_ms
+
+
+def take_sample(now_ms: int | None = None) -> SampleReport:
+    """Read the store once and write one sample at ``now_ms`` (default: now)."""
+    started = time.monotonic()
+    now = engine_clock.now_ms() if now_ms is None else int(now_ms)
+    report = SampleReport(now)
+    previous = StoreSample.objects.order_by("-ts_ms").first()
+    if previous is not None and previous.ts_ms >= now:
+        report.skipped = f"the sample at {previous.ts_ms} ms is not older than this one"
+        return report
+    sample = _Sample(get_store(), now, previous)
+    sample.make_topic_rows()
+    sample.make_group_rows()
+    sample.update_timelines()
+    sample.judge_queues()
+    store_row = sample.store_row()
+    try:
+        report.duration_ms = sample.write(store_row, started)
+    except IntegrityError:
+        report.skipped = f"another sample at {now} ms was written meanwhile"
+        return report
+    report.written = True
+    report.topics = len(sample.topic_rows)
+    report.queues = store_row.queues
+    report.groups = len({item.row.group for item in sample.groups})
+    report.rows = 1 + len(sample.topic_rows) + len(sample.groups)
+    report.state_rows = sum(
+        map(
+            len,
+            (
+                sample.timelines_new,
+                sample.timelines_changed,
+                sample.windows_new,
+                sample.windows_changed,
+            ),
+        )
+    )
+    return report
+
+
+def _update_json(model, field_name: str, rows: list) -> None:
+    """Save ``field_name`` and ``updated_ms`` of many rows with one prepared statement
+    (``bulk_update`` builds a CASE per row: many times slower at a thousand rows)."""
+    if not rows:
+        return
+    field = model._meta.get_field(field_name)
+    quote = connection.ops.quote_name
+    sql = (
+        f"UPDATE {quote(model._meta.db_table)} SET {quote(field.column)} = %s, "
+        f"{quote('updated_ms')} = %s WHERE {quote('id')} = %s"
+    )
+    params = [
+        (field.get_db_prep_save(getattr(row, field_name), connection), row.updated_ms, row.pk)
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)

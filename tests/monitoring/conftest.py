@@ -1,0 +1,121 @@
+"""Fixtures for the monitoring: a small store (as in tests/console), a clock the test sets,
+a helper that takes samples at chosen times, and users for the chart endpoints.
+
+The ``clock`` fixture sets both the store's clock (store times, the expiry forecast, the
+sampler's default time, the charts' "now") and the time the offset journal stamps commits
+with, so that scripted histories read "commit at 5 s, sample at 10 s".
+"""
+
+from __future__ import annotations
+
+import time
+import types
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+
+PASSWORD = "s3cret-pass-for-tests"
+
+
+@pytest.fixture
+def store_options():
+    """StoreConfig overrides for the `store` fixture; tests override this fixture."""
+    return {}
+
+
+@pytest.fixture
+def store(settings, tmp_path, store_options):
+    """A fresh store for the console under test, closed afterwards."""
+    from storeadapter.access import close_all
+
+    settings.TIDEMARK_STORE_DIR = tmp_path / "store"
+    # Small files: a default segment reserves 1 GiB of disk, the key index 420 MB.
+    settings.TIDEMARK_STORE_OPTIONS = {
+        "segment_bytes": 4 << 20,
+        "index_slots": 1024,
+        "index_entries": 8192,
+        "disk_warn_ratio": 1.0,
+        "disk_force_ratio": 1.0,
+        "disk_reject_ratio": 1.0,
+        **store_options,
+    }
+    from console.core.store import get_store
+
+    opened = get_store()
+    yield opened
+    close_all()
+
+
+@pytest.fixture(autouse=True)
+def fresh_metrics_cache():
+    """current.py caches per sample token; tokens are random, but start every test clean."""
+    from console.monitoring import current
+
+    current._cache.update(token=None, groups=None)
+    yield
+
+
+#: Where test time starts (ms since the epoch).
+BASE_MS = 1_800_000_000_000
+
+
+class Clock:
+    """Test time: ``clock.at(seconds)`` sets it to BASE + seconds; ``clock.ms`` reads it."""
+
+    def __init__(self) -> None:
+        self.ms = BASE_MS
+
+    def at(self, seconds: float) -> int:
+        self.ms = BASE_MS + int(seconds * 1000)
+        return self.ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    from storeadapter.engine import clock as engine_clock
+    from storeadapter.engine import offsets
+
+    fake = Clock()
+    monkeypatch.setattr(engine_clock, "now_ms", fake.now_ms)
+    journal_time = types.SimpleNamespace(time_ns=lambda: fake.ms * 1_000_000, time=time.time)
+    monkeypatch.setattr(offsets, "time", journal_time)
+    return fake
+
+
+@pytest.fixture
+def sample_at(db, clock):
+    """``sample_at(seconds)``: set the clock to BASE + seconds and take a sample there."""
+    from console.monitoring.sampler import take_sample
+
+    def take(seconds: float):
+        clock.at(seconds)
+        report = take_sample()
+        assert report.written, report.skipped
+        return report
+
+    return take
+
+
+def _user(django_user_model, username: str, role: str | None):
+    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
+    if role is not None:
+        user.groups.add(Group.objects.get(name=role))
+    return user
+
+
+@pytest.fixture
+def as_viewer(db, django_user_model) -> Client:
+    client = Client()
+    client.force_login(_user(django_user_model, "vera", "viewer"))
+    return client
+
+
+@pytest.fixture
+def as_nobody(db, django_user_model) -> Client:
+    client = Client()
+    client.force_login(_user(django_user_model, "nemo", None))
+    return client
