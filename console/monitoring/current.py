@@ -1,0 +1,193 @@
+"""What the monitoring knows right now, as the contract's dataclasses (metrics.py).
+
+Everything comes from the sampled rows of the latest sample and the one before it (for the
+rates): nothing here opens the store. ``group_metrics()`` builds every group once per
+sample and keeps the result until a newer sample appears (per process), so alerts and pages
+may call it as often as they like; ``group_metrics_for(group)`` reads only that group's
+rows when the cache does not already hold it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from console.monitoring import lag as lagmath
+from console.monitoring.metrics import (
+    GROUP_STATUSES,
+    GroupMetrics,
+    QueueMetrics,
+    StoreMetrics,
+    group_status,
+)
+from console.monitoring.models import GroupSample, StoreSample, TopicSample
+
+_lock = threading.Lock()
+_cache: dict[str, object] = {"token": None, "groups": None}
+
+
+def _latest_two() -> tuple[StoreSample | None, StoreSample | None]:
+    rows = list(StoreSample.objects.order_by("-ts_ms")[:2])
+    return (rows[0] if rows else None), (rows[1] if len(rows) > 1 else None)
+
+
+def _topic_rows(ts_ms: int | None, topics: Iterable[str] | None = None) -> dict[str, TopicSample]:
+    if ts_ms is None:
+        return {}
+    rows = TopicSample.objects.filter(ts_ms=ts_ms)
+    if topics is not None:
+        rows = rows.filter(topic__in=sorted(set(topics)))
+    return {row.topic: row for row in rows}
+
+
+def _build(
+    group: str,
+    rows: list[GroupSample],
+    prev_rows: dict[str, GroupSample],
+    topics_now: dict[str, TopicSample],
+    topics_then: dict[str, TopicSample],
+    latest: StoreSample,
+    previous: StoreSample | None,
+) -> GroupMetrics:
+    """One group's metrics from its rows of the latest sample (one per topic)."""
+    queues: list[QueueMetrics] = []
+    consume_rate = produce_rate = 0.0
+    for row in sorted(rows, key=lambda r: r.topic):
+        topic = topics_now.get(row.topic)
+        maxes = topic.max_offsets if topic is not None else []
+        for queue, committed in enumerate(row.committed):
+            queues.append(
+                QueueMetrics(
+                    group=group,
+                    topic=row.topic,
+                    queue=queue,
+                    max_offset=maxes[queue] if queue < len(maxes) else 0,
+                    committed=committed,
+                    lag=row.lags[queue],
+                    lag_seconds=row.lag_seconds[queue],
+                    last_commit_ms=row.last_commits[queue],
+                    status=row.statuses[queue],
+                )
+            )
+        if previous is not None:
+            before = prev_rows.get(row.topic)
+            if before is not None:
+                consume_rate += lagmath.rate(
+                    before.consumed, previous.ts_ms, row.consumed, latest.ts_ms
+                )
+            then = topics_then.get(row.topic)
+            if topic is not None and then is not None:
+                produce_rate += lagmath.rate(then.appended, then.ts_ms, topic.appended, topic.ts_ms)
+    lag = sum(row.lag for row in rows)
+    seconds = [q.lag_seconds for q in queues if q.lag_seconds is not None]
+    expiries = [row.expires_at_ms for row in rows if row.expires_at_ms is not None]
+    return GroupMetrics(
+        group=group,
+        topics=sorted(row.topic for row in rows),
+        lag=lag,
+        lag_seconds=max(seconds) if seconds else None,
+        consume_rate=consume_rate,
+        produce_rate=produce_rate,
+        drain_seconds=lagmath.drain_seconds(lag, consume_rate, produce_rate),
+        expiry_risk_hours=lagmath.expiry_risk_hours(
+            min(expiries) if expiries else None, latest.ts_ms
+        ),
+        status=group_status([q.status for q in queues]),
+        sampled_ms=latest.ts_ms,
+        queues=queues,
+    )
+
+
+def _worst_first(metrics: GroupMetrics) -> tuple:
+    return (
+        -GROUP_STATUSES.index(metrics.status),
+        -metrics.lag,
+        -(metrics.lag_seconds or 0.0),
+        metrics.group,
+    )
+
+
+def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[GroupMetrics]:
+    by_group: dict[str, list[GroupSample]] = {}
+    for row in GroupSample.objects.filter(ts_ms=latest.ts_ms):
+        by_group.setdefault(row.group, []).append(row)
+    prev_by_group: dict[str, dict[str, GroupSample]] = {}
+    if previous is not None:
+        for row in GroupSample.objects.filter(ts_ms=previous.ts_ms):
+            prev_by_group.setdefault(row.group, {})[row.topic] = row
+    topics_now = _topic_rows(latest.ts_ms)
+    topics_then = _topic_rows(previous.ts_ms if previous else None)
+    built = [
+        _build(
+            group,
+            rows,
+            prev_by_group.get(group, {}),
+            topics_now,
+            topics_then,
+            latest,
+            previous,
+        )
+        for group, rows in by_group.items()
+    ]
+    return sorted(built, key=_worst_first)
+
+
+def group_metrics() -> list[GroupMetrics]:
+    """Every group sampled in the latest sample, worst first (status, then lag)."""
+    latest, previous = _latest_two()
+    if latest is None:
+        return []
+    with _lock:
+        if _cache["token"] == latest.token:
+            return list(_cache["groups"])  # type: ignore[arg-type]
+    groups = _all_groups(latest, previous)
+    with _lock:
+        _cache["token"], _cache["groups"] = latest.token, groups
+    return list(groups)
+
+
+def group_metrics_for(group: str) -> GroupMetrics | None:
+    """One group's metrics from the latest sample; None when that sample does not have it."""
+    latest, previous = _latest_two()
+    if latest is None:
+        return None
+    with _lock:
+        if _cache["token"] == latest.token:
+            return next((g for g in _cache["groups"] if g.group == group), None)  # type: ignore[union-attr]
+    rows = list(GroupSample.objects.filter(ts_ms=latest.ts_ms, group=group))
+    if not rows:
+        return None
+    topics = [row.topic for row in rows]
+    prev_rows = (
+        {r.topic: r for r in GroupSample.objects.filter(ts_ms=previous.ts_ms, group=group)}
+        if previous is not None
+        else {}
+    )
+    return _build(
+        group,
+        rows,
+        prev_rows,
+        _topic_rows(latest.ts_ms, topics),
+        _topic_rows(previous.ts_ms if previous else None, topics),
+        latest,
+        previous,
+    )
+
+
+def store_metrics() -> StoreMetrics | None:
+    """The store as of the latest sample; None before the first sample."""
+    latest, previous = _latest_two()
+    if latest is None:
+        return None
+    produce = consume = 0.0
+    if previous is not None:
+        produce = lagmath.rate(previous.appended, previous.ts_ms, latest.appended, latest.ts_ms)
+        consume = lagmath.rate(previous.consumed, previous.ts_ms, latest.consumed, latest.ts_ms)
+    return StoreMetrics(
+        disk_bytes=latest.disk_bytes,
+        disk_ratio=latest.disk_ratio,
+        sampled_ms=latest.ts_ms,
+        produce_rate=produce,
+        consume_rate=consume,
+        backlog=latest.backlog,
+    )

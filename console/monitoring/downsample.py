@@ -1,0 +1,161 @@
+"""Thin the sampled history as it ages, RabbitMQ-style.
+
+10 s points are kept 6 hours, then one point per minute for 7 days, then one point per
+hour for 90 days; older points are deleted. Every value sampled is a gauge or a counter
+(offsets, lags, totals, counters of appended and consumed messages), so a coarser point is
+simply the last point of its bucket: the row is kept, relabelled with the coarser
+resolution, and the other rows of the bucket are deleted. Each series is thinned on its
+own (the store; each topic; each group and topic).
+
+Idempotent and safe to run twice at once: the cut-off is aligned to whole buckets, and
+each chunk of buckets is relabelled and deleted in one transaction, so a second run sees
+either the chunk untouched (and makes the same choice) or already thinned (and finds
+nothing left to do). It also forgets the state rows (offset timelines, commit windows) of
+topics and groups that are no longer sampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import Min
+
+from console.monitoring.models import (
+    RES_HOUR,
+    RES_MINUTE,
+    RES_RAW,
+    CommitWindow,
+    GroupSample,
+    OffsetTimeline,
+    StoreSample,
+    TopicSample,
+)
+from storeadapter.engine import clock as engine_clock
+
+HOUR_MS = 3_600_000
+DAY_MS = 24 * HOUR_MS
+
+#: (resolution, kept at that resolution for, then thinned to)
+TIERS: list[tuple[int, int, int]] = [
+    (RES_RAW, 6 * HOUR_MS, RES_MINUTE),
+    (RES_MINUTE, 7 * DAY_MS, RES_HOUR),
+]
+#: Points older than this are deleted, whatever their resolution.
+RETENTION_MS = 90 * DAY_MS
+
+#: Each model with the fields that name one series of it.
+SERIES: list[tuple[type, tuple[str, ...]]] = [
+    (StoreSample, ()),
+    (TopicSample, ("topic",)),
+    (GroupSample, ("group", "topic")),
+]
+
+#: Fine points per series read at once (a chunk holds whole buckets).
+CHUNK_POINTS = 60
+#: Ids per UPDATE statement.
+ID_BATCH = 500
+
+
+@dataclass
+class DownsampleReport:
+    now_ms: int
+    #: Per "<model>@<resolution>": rows relabelled to the coarser resolution.
+    kept: dict[str, int] = field(default_factory=dict)
+    #: Rows deleted: thinned away, and past retention.
+    thinned: int = 0
+    expired: int = 0
+    state_forgotten: int = 0
+
+    def message(self) -> str:
+        kept = ", ".join(f"{name} {count}" for name, count in sorted(self.kept.items()) if count)
+        return (
+            f"kept {sum(self.kept.values())} coarser points ({kept or 'none'}), "
+            f"deleted {self.thinned} thinned and {self.expired} expired rows, "
+            f"forgot {self.state_forgotten} state rows"
+        )
+
+
+def cutoff_for(now_ms: int, keep_ms: int, coarser: int) -> int:
+    """Points before this are thinned: ``now − keep``, down to a whole coarser bucket."""
+    cutoff = now_ms - keep_ms
+    return cutoff - cutoff % (coarser * 1000)
+
+
+def thin_series(model: type, keys: tuple[str, ...], resolution: int, coarser: int, cutoff: int):
+    """Thin ``model``'s points of ``resolution`` older than ``cutoff`` to ``coarser``.
+
+    Returns (rows kept, rows deleted).
+    """
+    bucket_ms = coarser * 1000
+    per_bucket = max(1, coarser // resolution)
+    chunk_ms = bucket_ms * max(1, CHUNK_POINTS // per_bucket)
+    fine = model.objects.filter(resolution=resolution, ts_ms__lt=cutoff)
+    oldest = fine.aggregate(oldest=Min("ts_ms"))["oldest"]
+    kept = deleted = 0
+    if oldest is None:
+        return kept, deleted
+    start = oldest - oldest % bucket_ms
+    while start < cutoff:
+        end = min(cutoff, start + chunk_ms)
+        with transaction.atomic():
+            rows = fine.filter(ts_ms__gte=start, ts_ms__lt=end).values_list("id", *keys, "ts_ms")
+            last: dict[tuple, tuple[int, int]] = {}
+            for row_id, *series, ts in rows:
+                bucket = (*series, ts // bucket_ms)
+                if bucket not in last or ts > last[bucket][0]:
+                    last[bucket] = (ts, row_id)
+            ids = [row_id for _ts, row_id in last.values()]
+            for index in range(0, len(ids), ID_BATCH):
+                kept += model.objects.filter(
+                    id__in=ids[index : index + ID_BATCH], resolution=resolution
+                ).update(resolution=coarser)
+            deleted += fine.filter(ts_ms__gte=start, ts_ms__lt=end).delete()[0]
+        start = end
+    return kept, deleted
+
+
+def forget_state() -> int:
+    """Delete offset timelines and commit windows of topics and groups that the latest
+    sample no longer has (and that no sample since changed)."""
+    latest = StoreSample.objects.order_by("-ts_ms").values_list("ts_ms", flat=True).first()
+    if latest is None:
+        return 0
+    topics = set(TopicSample.objects.filter(ts_ms=latest).values_list("topic", flat=True))
+    pairs = set(GroupSample.objects.filter(ts_ms=latest).values_list("group", "topic"))
+    stale_timelines = [
+        pk
+        for pk, topic in OffsetTimeline.objects.filter(updated_ms__lte=latest).values_list(
+            "id", "topic"
+        )
+        if topic not in topics
+    ]
+    stale_windows = [
+        pk
+        for pk, group, topic in CommitWindow.objects.filter(updated_ms__lte=latest).values_list(
+            "id", "group", "topic"
+        )
+        if (group, topic) not in pairs
+    ]
+    forgotten = 0
+    for model, ids in ((OffsetTimeline, stale_timelines), (CommitWindow, stale_windows)):
+        for index in range(0, len(ids), ID_BATCH):
+            forgotten += model.objects.filter(id__in=ids[index : index + ID_BATCH]).delete()[0]
+    return forgotten
+
+
+def downsample(now_ms: int | None = None) -> DownsampleReport:
+    """Thin every tier, delete what is past retention, forget state of vanished series."""
+    now = engine_clock.now_ms() if now_ms is None else int(now_ms)
+    report = DownsampleReport(now)
+    for resolution, keep_ms, coarser in TIERS:
+        cutoff = cutoff_for(now, keep_ms, coarser)
+        for model, keys in SERIES:
+            kept, deleted = thin_series(model, keys, resolution, coarser, cutoff)
+            name = f"{model.__name__}@{coarser}s"
+            report.kept[name] = report.kept.get(name, 0) + kept
+            report.thinned += deleted
+    for model, _keys in SERIES:
+        report.expired += model.objects.filter(ts_ms__lt=now - RETENTION_MS).delete()[0]
+    report.state_forgotten = forget_state()
+    return report
