@@ -22,25 +22,13 @@ from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, require_role
 from console.core.store import get_store
+from console.groups.detail import group_detail as read_group_detail
+from console.groups.detail import group_rows, reason_label
+from console.groups.dlq import DlqMessages, dlq_exists, dlq_row
 from console.groups.forms import MAX_REDRIVE_IDS, ResetForm
 from console.operations import groups as operations
 from console.operations.groups import GroupNotFoundError, undo_url
-from storeadapter.engine import (
-    STATUS_DUPLICATE,
-    MessageStore,
-    StoredMessage,
-    StoreError,
-    TopicNotFoundError,
-    dlq_topic,
-    group_members,
-)
-from storeadapter.engine.consumer import (
-    LAST_ERROR,
-    ORIGIN_QUEUE,
-    ORIGIN_QUEUE_OFFSET,
-    ORIGIN_TOPIC,
-    RETRY_COUNT,
-)
+from storeadapter.engine import STATUS_DUPLICATE, MessageStore, StoreError, dlq_topic
 from storeadapter.offset_reset import (
     MODES,
     ResetConflictError,
@@ -53,12 +41,7 @@ from storeadapter.summaries import group_summaries, group_summary
 
 PAGE_SIZE = 50
 HISTORY_SHOWN = 50
-#: How far back the history is read for last-commit times and the latest reset per topic.
-HISTORY_SCAN = 10_000
-#: A member whose heartbeat is older than this is dead (the engine's default timeout).
-MEMBER_TIMEOUT_S = 10
 MAX_MESSAGE_ID_LENGTH = 100
-BODY_PREVIEW_CHARS = 80
 
 
 def _detail_url(group: str, fragment: str = "") -> str:
@@ -68,14 +51,6 @@ def _detail_url(group: str, fragment: str = "") -> str:
 
 def _s(count: int) -> str:
     return "" if count == 1 else "s"
-
-
-def _members(store: MessageStore, group: str) -> list[dict]:
-    """The group's live members; none when their files cannot be read."""
-    try:
-        return group_members(store.path, group, MEMBER_TIMEOUT_S)
-    except (OSError, StoreError):
-        return []
 
 
 def _known_group(store: MessageStore, group: str) -> bool:
@@ -89,15 +64,6 @@ def _not_found(request: HttpRequest, group: str) -> HttpResponse:
 # ---------------------------------------------------------------------------- list
 
 
-@dataclass(frozen=True)
-class GroupRow:
-    group: str
-    lag: int
-    topics: int
-    queues_behind: int
-    members: int
-
-
 @require_role("viewer")
 @require_http_methods(["GET", "HEAD"])
 def group_list(request: HttpRequest) -> HttpResponse:
@@ -105,16 +71,7 @@ def group_list(request: HttpRequest) -> HttpResponse:
     store = get_store()
     summaries = group_summaries(store)
     page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
-    rows = [
-        GroupRow(
-            s.group,
-            s.lag,
-            len(s.topics),
-            sum(1 for q in s.queues if q.lag),
-            len(_members(store, s.group)),
-        )
-        for s in page
-    ]
+    rows = group_rows(store, list(page))
     return render(
         request,
         "groups/list.html",
@@ -123,17 +80,6 @@ def group_list(request: HttpRequest) -> HttpResponse:
 
 
 # -------------------------------------------------------------------------- detail
-
-
-@dataclass(frozen=True)
-class LagRow:
-    topic: str
-    queue: int
-    committed: int | None
-    max_offset: int
-    lag: int
-    owner: str | None
-    last_commit_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -149,13 +95,6 @@ class HistoryRow:
     undo_url: str | None
 
 
-def _reason_label(reason: str) -> str:
-    if not reason.startswith("reset:"):
-        return reason
-    mode = reason.rsplit(":", 1)[-1]
-    return "undo of a reset" if mode == "undo" else f"reset to {mode}"
-
-
 @require_role("viewer")
 @require_http_methods(["GET", "HEAD"])
 def group_detail(request: HttpRequest, group: str) -> HttpResponse:
@@ -169,33 +108,8 @@ def group_detail(request: HttpRequest, group: str) -> HttpResponse:
 def _render_detail(
     request: HttpRequest, store: MessageStore, group: str, reset_form: ResetForm | None = None
 ) -> HttpResponse:
-    summary = group_summary(store, group)
-    members = _members(store, group)
-    owners = {
-        (topic, int(queue)): member["consumer_id"]
-        for member in members
-        for topic, queue in member["queues"]
-    }
-    history = store.offset_history(group, limit=HISTORY_SCAN)
-    last_commit: dict[tuple[str, int], int] = {}
-    latest_reset: dict[str, str] = {}
-    for change in history:
-        last_commit.setdefault((change.topic, change.queue), change.time_ms)
-        if change.reason.startswith("reset:"):
-            latest_reset.setdefault(change.topic, change.reason)
-    topics: dict[str, list[LagRow]] = {}
-    for q in summary.queues:
-        topics.setdefault(q.topic, []).append(
-            LagRow(
-                q.topic,
-                q.queue,
-                q.committed,
-                q.max_offset,
-                q.lag,
-                owners.get((q.topic, q.queue)),
-                last_commit.get((q.topic, q.queue)),
-            )
-        )
+    detail = read_group_detail(store, group)
+    latest_reset = detail.latest_resets
     history_rows = [
         HistoryRow(
             c.time_ms,
@@ -205,25 +119,22 @@ def _render_detail(
             c.old,
             c.new,
             c.reason,
-            _reason_label(c.reason),
+            reason_label(c.reason),
             undo_url(group, c.topic) if latest_reset.get(c.topic) == c.reason else None,
         )
-        for c in history[:HISTORY_SHOWN]
+        for c in detail.history[:HISTORY_SHOWN]
     ]
     if reset_form is None:
-        reset_form = ResetForm(topics=summary.topics)
+        reset_form = ResetForm(topics=detail.summary.topics)
     context = {
         "group": group,
-        "summary": summary,
-        "topic_tables": [
-            {"topic": topic, "rows": rows, "lag": sum(r.lag for r in rows)}
-            for topic, rows in topics.items()
-        ],
-        "members": members,
+        "summary": detail.summary,
+        "topic_tables": detail.topic_tables(),
+        "members": detail.members,
         "history": history_rows,
         "history_shown": HISTORY_SHOWN,
         "reset_form": reset_form,
-        "has_dlq": _dlq_exists(store, group),
+        "has_dlq": dlq_exists(store, group),
     }
     return render(request, "groups/detail.html", context)
 
@@ -339,72 +250,6 @@ def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
 # ----------------------------------------------------------------------------- DLQ
 
 
-def _dlq_exists(store: MessageStore, group: str) -> bool:
-    try:
-        store.topic(dlq_topic(group))
-    except StoreError:
-        return False
-    return True
-
-
-class DlqMessages:
-    """The DLQ topic's messages as a sequence the paginator slices; reads only a page."""
-
-    def __init__(self, store: MessageStore, topic: str) -> None:
-        self.store = store
-        self.topic = topic
-        try:
-            queues = store.topic(topic).queues
-        except TopicNotFoundError:
-            queues = 0
-        self.ranges = [(q, *store.queue_range(topic, q)) for q in range(queues)]
-        self.total = sum(high - low for _, low, high in self.ranges)
-
-    def __len__(self) -> int:
-        return self.total
-
-    def __getitem__(self, wanted: slice) -> list[StoredMessage]:
-        if not isinstance(wanted, slice):
-            raise TypeError("DLQ messages are read by page")
-        start, stop, _ = wanted.indices(self.total)
-        found: list[StoredMessage] = []
-        skip = start
-        for queue, low, high in self.ranges:
-            if len(found) >= stop - start:
-                break
-            if skip >= high - low:
-                skip -= high - low
-                continue
-            offset, skip = low + skip, 0
-            while offset < high and len(found) < stop - start:
-                result = self.store.read_result(
-                    self.topic, queue, offset, stop - start - len(found)
-                )
-                found.extend(result.messages)
-                if result.next_offset <= offset:
-                    break
-                offset = result.next_offset
-        return found
-
-
-def _dlq_row(message: StoredMessage) -> dict:
-    props = message.properties
-    body = message.body.decode("utf-8", errors="replace")
-    return {
-        "message_id": message.message_id,
-        "queue": message.queue,
-        "offset": message.queue_offset,
-        "store_time_ms": message.store_time_ms,
-        "origin_topic": props.get(ORIGIN_TOPIC),
-        "origin_queue": props.get(ORIGIN_QUEUE),
-        "origin_offset": props.get(ORIGIN_QUEUE_OFFSET),
-        "last_error": props.get(LAST_ERROR, ""),
-        "retry_count": props.get(RETRY_COUNT),
-        "keys": message.keys,
-        "body_preview": body[:BODY_PREVIEW_CHARS] + ("…" if len(body) > BODY_PREVIEW_CHARS else ""),
-    }
-
-
 @change_requires_role(OPERATOR)
 @require_http_methods(["GET", "HEAD", "POST"])
 def dlq_page(request: HttpRequest, group: str) -> HttpResponse:
@@ -414,7 +259,7 @@ def dlq_page(request: HttpRequest, group: str) -> HttpResponse:
         topic = dlq_topic(group)
     except StoreError:
         return _not_found(request, group)
-    if not _known_group(store, group) and not _dlq_exists(store, group):
+    if not _known_group(store, group) and not dlq_exists(store, group):
         return _not_found(request, group)
     if request.method == "POST":
         return _redrive(request, store, group)
@@ -428,7 +273,7 @@ def dlq_page(request: HttpRequest, group: str) -> HttpResponse:
             "dlq_topic": topic,
             "exists": bool(listing.ranges),
             "page": page,
-            "rows": [_dlq_row(m) for m in page],
+            "rows": [dlq_row(m) for m in page],
             "max_selected": MAX_REDRIVE_IDS,
         },
     )
