@@ -1,0 +1,294 @@
+"""Plotly figures of the sampled history, for /monitoring/charts/<kind>/.
+
+Each range is drawn at the resolution tier that covers it without drawing more than
+``MAX_POINTS`` points per series: 1 h at 10 s (360 points), 6 h and 24 h at 1 minute (360
+and 1,440), 7 d at 1 hour (168). Rows finer than that tier (the recent part of a long
+range) are thinned the way downsampling thins them: the last point of each bucket. Rates
+are the difference of a counter between consecutive points, over the time between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from console.core.store import store_config
+from console.monitoring import lag as lagmath
+from console.monitoring.metrics import GROUP_STATUSES, group_status
+from console.monitoring.models import (
+    RES_HOUR,
+    RES_MINUTE,
+    RES_RAW,
+    GroupSample,
+    StoreSample,
+    TopicSample,
+)
+from storeadapter.engine import clock as engine_clock
+
+HOUR_S = 3600
+#: The ranges offered, in seconds.
+RANGES: dict[str, int] = {"1h": HOUR_S, "6h": 6 * HOUR_S, "24h": 24 * HOUR_S, "7d": 7 * 24 * HOUR_S}
+MAX_POINTS = 1500
+KINDS = ("dashboard", "group", "topic", "storage")
+
+
+def resolution_for(range_s: int) -> int:
+    """The finest tier (10 s, 1 min, 1 h) that draws ``range_s`` in at most MAX_POINTS."""
+    for resolution in (RES_RAW, RES_MINUTE, RES_HOUR):
+        if range_s / resolution <= MAX_POINTS:
+            return resolution
+    return RES_HOUR
+
+
+def thin(rows: Iterable, step_s: int, series: Callable[[object], object] = lambda row: None):
+    """The last row of each ``step_s`` bucket of each series, in time order."""
+    step_ms = step_s * 1000
+    last: dict[tuple, object] = {}
+    for row in rows:
+        key = (series(row), row.ts_ms // step_ms)
+        held = last.get(key)
+        if held is None or row.ts_ms >= held.ts_ms:
+            last[key] = row
+    return sorted(last.values(), key=lambda row: row.ts_ms)
+
+
+def _when(ts_ms: int) -> datetime:
+    return datetime.fromtimestamp(ts_ms / 1000, UTC)
+
+
+def _since(range_s: int) -> int:
+    return engine_clock.now_ms() - range_s * 1000
+
+
+def _rates(rows: list, counter: str) -> tuple[list[datetime], list[float]]:
+    """Messages per second between consecutive rows of one series."""
+    xs, ys = [], []
+    for before, after in zip(rows, rows[1:], strict=False):
+        then, now = getattr(before, counter), getattr(after, counter)
+        xs.append(_when(after.ts_ms))
+        ys.append(lagmath.rate(then, before.ts_ms, now, after.ts_ms))
+    return xs, ys
+
+
+def _layout(fig: go.Figure, title: str, empty: bool) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0},
+        template="none",
+        margin={"l": 60, "r": 20, "t": 60, "b": 40},
+        legend={"orientation": "h", "y": -0.12},
+        hovermode="x unified",
+        uirevision=title,
+    )
+    fig.update_xaxes(showgrid=True, gridcolor="#e3e7ee", type="date")
+    fig.update_yaxes(showgrid=True, gridcolor="#e3e7ee", rangemode="tozero")
+    if empty:
+        fig.add_annotation(
+            text="No samples in this range yet.",
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+        )
+    return fig
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def dashboard_figure(range_name: str) -> go.Figure:
+    """Produce and consume rates, and the total backlog, of the whole store."""
+    range_s = RANGES[range_name]
+    step = resolution_for(range_s)
+    rows = thin(StoreSample.objects.filter(ts_ms__gte=_since(range_s)).order_by("ts_ms"), step)
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=("Messages per second", "Backlog (messages)"),
+    )
+    for name, counter in (("Produce rate", "appended"), ("Consume rate", "consumed")):
+        xs, ys = _rates(rows, counter)
+        fig.add_trace(go.Scatter(x=xs, y=ys, name=name, mode="lines"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[_when(r.ts_ms) for r in rows],
+            y=[r.backlog for r in rows],
+            name="Backlog",
+            mode="lines",
+            fill="tozeroy",
+        ),
+        row=2,
+        col=1,
+    )
+    return _layout(fig, "Store", not rows)
+
+
+def group_figure(group: str, range_name: str) -> go.Figure:
+    """Lag per queue (stacked), lag in seconds, drain time and status over time."""
+    range_s = RANGES[range_name]
+    step = resolution_for(range_s)
+    since = _since(range_s)
+    rows = thin(
+        GroupSample.objects.filter(group=group, ts_ms__gte=since).order_by("ts_ms"),
+        step,
+        lambda row: row.topic,
+    )
+    topics = sorted({row.topic for row in rows})
+    topic_rows = thin(
+        TopicSample.objects.filter(topic__in=topics, ts_ms__gte=since).order_by("ts_ms"),
+        step,
+        lambda row: row.topic,
+    )
+    fig = make_subplots(
+        rows=4,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.07,
+        row_heights=[0.4, 0.2, 0.2, 0.2],
+        subplot_titles=("Lag per queue (messages)", "Lag (seconds)", "Drain time", "Status"),
+    )
+    # Lag per queue, stacked.
+    by_queue: dict[tuple[str, int], tuple[list, list]] = {}
+    for row in rows:
+        for queue, lag in enumerate(row.lags):
+            xs, ys = by_queue.setdefault((row.topic, queue), ([], []))
+            xs.append(_when(row.ts_ms))
+            ys.append(lag)
+    for (topic, queue), (xs, ys) in sorted(by_queue.items()):
+        fig.add_trace(
+            go.Scatter(x=xs, y=ys, name=f"{topic}/{queue}", mode="lines", stackgroup="lag"),
+            row=1,
+            col=1,
+        )
+    # Per sample time: the group over all its topics.
+    times = sorted({row.ts_ms for row in rows})
+    at: dict[int, list[GroupSample]] = {}
+    for row in rows:
+        at.setdefault(row.ts_ms, []).append(row)
+    seconds = []
+    statuses = []
+    for ts in times:
+        values = [s for row in at[ts] for s in row.lag_seconds if s is not None]
+        lagging = sum(row.lag for row in at[ts])
+        seconds.append(max(values) if values else (0.0 if lagging == 0 else None))
+        statuses.append(GROUP_STATUSES.index(group_status([s for r in at[ts] for s in r.statuses])))
+    xs = [_when(ts) for ts in times]
+    fig.add_trace(go.Scatter(x=xs, y=seconds, name="Lag (s)", mode="lines"), row=2, col=1)
+    drain_x, drain_y = _drain(times, at, topic_rows)
+    fig.add_trace(
+        go.Scatter(x=drain_x, y=drain_y, name="Drain time (s)", mode="lines", connectgaps=False),
+        row=3,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(x=xs, y=statuses, name="Status", mode="lines", line={"shape": "hv"}),
+        row=4,
+        col=1,
+    )
+    fig.update_yaxes(
+        row=4,
+        col=1,
+        tickmode="array",
+        tickvals=list(range(len(GROUP_STATUSES))),
+        ticktext=list(GROUP_STATUSES),
+        range=[-0.2, len(GROUP_STATUSES) - 0.8],
+    )
+    return _layout(fig, f"Group {group}", not rows)
+
+
+def _drain(
+    times: list[int], at: dict[int, list[GroupSample]], topic_rows: list[TopicSample]
+) -> tuple[list[datetime], list[float | None]]:
+    """Drain time (s) at each sample time after the first; None (a gap) when never."""
+    appended: dict[int, dict[str, TopicSample]] = {}
+    for row in topic_rows:
+        appended.setdefault(row.ts_ms, {})[row.topic] = row
+    xs, ys = [], []
+    for before_ts, after_ts in zip(times, times[1:], strict=False):
+        before = {row.topic: row for row in at[before_ts]}
+        consume = produce = 0.0
+        for row in at[after_ts]:
+            then = before.get(row.topic)
+            if then is not None:
+                consume += lagmath.rate(then.consumed, before_ts, row.consumed, after_ts)
+            t_then = appended.get(before_ts, {}).get(row.topic)
+            t_now = appended.get(after_ts, {}).get(row.topic)
+            if t_then is not None and t_now is not None:
+                produce += lagmath.rate(t_then.appended, before_ts, t_now.appended, after_ts)
+        lag = sum(row.lag for row in at[after_ts])
+        xs.append(_when(after_ts))
+        ys.append(lagmath.drain_seconds(lag, consume, produce))
+    return xs, ys
+
+
+def topic_figure(topic: str, range_name: str) -> go.Figure:
+    """The topic's append rate and size (messages held)."""
+    range_s = RANGES[range_name]
+    rows = thin(
+        TopicSample.objects.filter(topic=topic, ts_ms__gte=_since(range_s)).order_by("ts_ms"),
+        resolution_for(range_s),
+    )
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=("Messages appended per second", "Size (messages)"),
+    )
+    xs, ys = _rates(rows, "appended")
+    fig.add_trace(go.Scatter(x=xs, y=ys, name="Append rate", mode="lines"), row=1, col=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[_when(r.ts_ms) for r in rows],
+            y=[r.messages for r in rows],
+            name="Size",
+            mode="lines",
+            fill="tozeroy",
+        ),
+        row=2,
+        col=1,
+    )
+    return _layout(fig, f"Topic {topic}", not rows)
+
+
+def storage_figure(range_name: str) -> go.Figure:
+    """Disk use (% of the disk) against the warn, force and reject thresholds."""
+    range_s = RANGES[range_name]
+    since = _since(range_s)
+    rows = thin(
+        StoreSample.objects.filter(ts_ms__gte=since).order_by("ts_ms"), resolution_for(range_s)
+    )
+    config = store_config()
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=[_when(r.ts_ms) for r in rows],
+            y=[round(r.disk_ratio * 100, 2) for r in rows],
+            name="Disk use",
+            mode="lines",
+            fill="tozeroy",
+        )
+    )
+    span = [_when(since), _when(since + range_s * 1000)]
+    for name, ratio, colour in (
+        ("Warn threshold", config.disk_warn_ratio, "#b7791f"),
+        ("Force threshold", config.disk_force_ratio, "#c05621"),
+        ("Reject threshold", config.disk_reject_ratio, "#c53030"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=span,
+                y=[round(ratio * 100, 2)] * 2,
+                name=name,
+                mode="lines",
+                line={"dash": "dash", "color": colour},
+                hoverinfo="name+y",
+            )
+        )
+    fig.update_yaxes(title_text="% of the disk", range=[0, 100])
+    return _layout(fig, "Disk use", not rows)

@@ -1,0 +1,55 @@
+"""/monitoring/charts/<kind>/: a Plotly figure of the sampled history, as JSON.
+
+Kinds: ``dashboard`` (produce and consume rates, total backlog), ``group`` (``?group=``:
+lag per queue stacked, lag in seconds, drain time, status), ``topic`` (``?topic=``: append
+rate, size) and ``storage`` (disk use against the thresholds). ``?range=`` is one of 1h,
+6h, 24h, 7d (default 1h). Viewer role; mistakes are answered with a JSON sentence (400 for
+a bad range or a missing name, 404 for an unknown kind or a name never sampled).
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
+
+from console.accounts.roles import VIEWER, require_role
+from console.monitoring import charts
+from console.monitoring.models import GroupSample, TopicSample
+
+
+def _error(status: int, sentence: str) -> JsonResponse:
+    return JsonResponse({"error": sentence}, status=status)
+
+
+@require_role(VIEWER)
+@require_http_methods(["GET", "HEAD"])
+@never_cache
+def chart(request: HttpRequest, kind: str) -> HttpResponse:
+    if kind not in charts.KINDS:
+        return _error(404, f"There is no {kind!r} chart; the charts are {', '.join(charts.KINDS)}.")
+    range_name = request.GET.get("range", "1h")
+    if range_name not in charts.RANGES:
+        return _error(
+            400,
+            f"The range {range_name!r} is not offered; choose one of {', '.join(charts.RANGES)}.",
+        )
+    if kind == "dashboard":
+        figure = charts.dashboard_figure(range_name)
+    elif kind == "storage":
+        figure = charts.storage_figure(range_name)
+    elif kind == "group":
+        group = request.GET.get("group", "")
+        if not group:
+            return _error(400, "Say which group to chart: ?group=<name>.")
+        if not GroupSample.objects.filter(group=group).exists():
+            return _error(404, f"The group {group!r} has not been sampled (yet).")
+        figure = charts.group_figure(group, range_name)
+    else:
+        topic = request.GET.get("topic", "")
+        if not topic:
+            return _error(400, "Say which topic to chart: ?topic=<name>.")
+        if not TopicSample.objects.filter(topic=topic).exists():
+            return _error(404, f"The topic {topic!r} has not been sampled (yet).")
+        figure = charts.topic_figure(topic, range_name)
+    return HttpResponse(figure.to_json(), content_type="application/json")
