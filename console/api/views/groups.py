@@ -319,11 +319,13 @@ RESET_BODY = {
             {
                 "offsets": {
                     "type": "object",
-                    "description": '{"<queue>": offset}',
-                    "patternProperties": {
-                        QUEUE_ID_PATTERN: {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET}
+                    "description": '{"<queue>": offset}: each key a queue id (digits)',
+                    # OpenAPI 3.0 has no patternProperties: the view checks the keys.
+                    "additionalProperties": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": MAX_OFFSET,
                     },
-                    "additionalProperties": False,
                     "minProperties": 1,
                     "maxProperties": MAX_OFFSET_LINES,
                 }

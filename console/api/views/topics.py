@@ -96,7 +96,11 @@ def _queue_row(topic: str, queue: int) -> QueueRow:
 class TopicList(APIView):
     change_role = ADMIN
 
-    @extend_schema(parameters=[TopicListQuery], responses={200: paginated(TopicSerializer)})
+    @extend_schema(
+        operation_id="topics_list",
+        parameters=[TopicListQuery],
+        responses={200: paginated(TopicSerializer)},
+    )
     def get(self, request: Request) -> Response:
         query = validated(TopicListQuery, request.query_params)
         topics = search_and_sort(topic_summaries(get_store()), query.get("q", ""), query["sort"])
@@ -127,7 +131,7 @@ class TopicDetail(APIView):
 class QueueList(APIView):
     change_role = ADMIN
 
-    @extend_schema(responses={200: paginated(QueueSerializer)})
+    @extend_schema(operation_id="queues_list", responses={200: paginated(QueueSerializer)})
     def get(self, request: Request, topic: str) -> Response:
         rows = queue_rows(get_store(), topic)
         paginator = Pagination()
