@@ -5,7 +5,7 @@ from django.views.decorators.http import require_safe
 
 from console.accounts.roles import require_role
 from console.core.store import get_store
-from storeadapter.summaries import group_summaries
+from storeadapter.summaries import group_summaries, store_totals
 
 
 @login_not_required
@@ -20,13 +20,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def home(request: HttpRequest) -> HttpResponse:
     """The dashboard: the store at a glance and the groups furthest behind."""
     store = get_store()
-    stats = store.stats()
-    groups = group_summaries(store)
+    stats = store.stats(topics=False)
+    totals = store_totals(store)
+    groups = group_summaries(store, with_queues=False)
     context = {
         "stats": stats,
-        "topics": len(stats["topics"]),
-        "queues": sum(len(t["queues"]) for t in stats["topics"].values()),
-        "message_count": sum(t["messages"] for t in stats["topics"].values()),
+        "topics": totals.topics,
+        "queues": totals.queues,
+        "message_count": totals.messages,
         "group_count": len(groups),
         "backlog": sum(g.lag for g in groups),
         "behind": groups[:5],

@@ -16,7 +16,7 @@ from storeadapter.summaries import segment_rows
 @require_safe
 def storage(request: HttpRequest) -> HttpResponse:
     store = get_store()
-    stats = store.stats()
+    stats = store.stats(topics=False)
     config = store.config
     thresholds = [
         ("Warning", config.disk_warn_ratio, "the oldest expired segments go first"),

@@ -37,11 +37,17 @@ from storeadapter.engine import (
     TopicExistsError,
     TopicInfo,
 )
-from storeadapter.summaries import group_summaries, queue_rows, topic_summaries
+from storeadapter.summaries import (
+    TopicSummaryList,
+    queue_rows,
+    topic_group_summaries,
+    topic_summaries,
+)
 
 PAGE_SIZE = 50
 LATEST_MESSAGES = 20
-
+#: Sorts whose keys read only a topic's name and queue count (see console/topics/listing.py).
+METADATA_SORTS = frozenset({"name", "-name", "queues"})
 
 
 def _detail_url(topic: str, fragment: str = "") -> str:
@@ -69,10 +75,18 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     sort = request.GET.get("sort", DEFAULT_SORT)
     if sort not in SORTS:
         sort = DEFAULT_SORT
-    summaries = topic_summaries(store)
-    total = len(summaries)
-    summaries = search_and_sort(summaries, query, sort)
-    page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
+    # Search, and sort by name or queue count, on the topics' metadata (those sort keys
+    # read nothing else); message counts and last writes are read only for the topics
+    # shown, or for those matching when the sort is by one of them.
+    infos = store.topics()
+    total = len(infos)
+    if sort in METADATA_SORTS:
+        names = [info.name for info in search_and_sort(infos, query, sort)]
+        listing = TopicSummaryList(store, names)
+    else:
+        names = [info.name for info in search_and_sort(infos, query)]
+        listing = search_and_sort(topic_summaries(store, names), "", sort)
+    page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "topics/list.html",
@@ -164,14 +178,9 @@ def _render_detail(
     except (StoreError, KeyError):  # deleted meanwhile
         return _not_found(request, topic)
     consumers = []
-    for summary in group_summaries(store):
-        if topic not in summary.topics:
-            continue
-        lags = [q for q in summary.queues if q.topic == topic]
+    for summary in topic_group_summaries(store, topic, with_queues=False):
         consumers.append(
-            ConsumerLag(
-                summary.group, sum(q.lag for q in lags), sum(1 for q in lags if q.lag), len(lags)
-            )
+            ConsumerLag(summary.group, summary.lag, summary.queues_behind, summary.queue_count)
         )
     consumers.sort(key=lambda c: (-c.lag, c.group))
     last_writes = [row.last_write_ms for row in rows if row.last_write_ms is not None]

@@ -30,15 +30,23 @@ TIME_INDEX_INTERVAL = 128
 
 
 class QueueFile:
-    """One file of a queue; its descriptor is opened on use through the handle cache."""
+    """One file of a queue; its descriptor is opened on use through the handle cache.
 
-    __slots__ = ("path", "first_index", "entries", "handles")
+    Its path is kept as a string (a ``Path`` is two objects for the garbage collector to
+    walk, times every queue file of a store with many queues).
+    """
+
+    __slots__ = ("_path", "first_index", "entries", "handles")
 
     def __init__(self, path: Path, first_index: int, entries: int, handles: HandleCache) -> None:
-        self.path = path
+        self._path = os.fspath(path)
         self.first_index = first_index
         self.entries = entries
         self.handles = handles
+
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
 
     @classmethod
     def create(
@@ -76,7 +84,7 @@ class QueueFile:
         return cls(path, int(path.name), entries, handles)
 
     def _open_fd(self) -> int:
-        return os.open(self.path, os.O_RDWR)
+        return os.open(self._path, os.O_RDWR)
 
     def pread(self, slot: int, count: int) -> bytes:
         fd = self.handles.acquire(self, self._open_fd)
@@ -126,7 +134,28 @@ class ConsumeQueue:
 
     ``on_load`` is called once the queue's files have been looked at, before any other
     use: the store uses it to check the queue's end against the commit log.
+
+    A store may hold 100,000 of these, all alive for as long as it is open: they have
+    slots and keep their directory as a string, so that the garbage collector has few
+    objects to walk per queue (each full collection walks them all).
     """
+
+    __slots__ = (
+        "_directory",
+        "entries_per_file",
+        "handles",
+        "on_load",
+        "dirty",
+        "closed",
+        "time_index",
+        "owner",
+        "changes",
+        "last_store_cache",
+        "_loaded",
+        "_files",
+        "_min_offset",
+        "_max_offset",
+    )
 
     def __init__(
         self,
@@ -135,7 +164,7 @@ class ConsumeQueue:
         handles: HandleCache,
         on_load: Callable[[ConsumeQueue], None] | None = None,
     ) -> None:
-        self.directory = directory
+        self._directory = os.fspath(directory)
         self.entries_per_file = entries_per_file
         self.handles = handles
         self.on_load = on_load
@@ -143,10 +172,19 @@ class ConsumeQueue:
         self.closed = False
         self.time_index = TimeIndex(directory, TIME_INDEX_INTERVAL, handles)
         self.owner: tuple[bytes, int] = (b"", 0)  # (topic, queue id), set by the registry
+        # Bumped by every write, truncation and setting of max_offset: with the min and
+        # max offsets, it tells whether a value derived from the queue's entries (the
+        # store's cached last store time) is still right.
+        self.changes = 0
+        self.last_store_cache: tuple[int, int, int, int | None] | None = None
         self._loaded = False
         self._files: list[QueueFile] = []
         self._min_offset = 0
         self._max_offset = 0
+
+    @property
+    def directory(self) -> Path:
+        return Path(self._directory)
 
     # -- lazy loading ------------------------------------------------------------------
 
@@ -199,6 +237,7 @@ class ConsumeQueue:
         if not self._loaded:
             self._load()
         self._max_offset = value
+        self.changes += 1
 
     def _find_end(self, last: QueueFile) -> int:
         """The queue offset after the last written entry of the queue's last file."""
@@ -266,6 +305,7 @@ class ConsumeQueue:
                 position += n
         if index + count > self._max_offset:
             self._max_offset = index + count
+        self.changes += 1
 
     def read(self, index: int, count: int) -> bytes:
         """Packed entries from ``index``, at most ``count`` and never past ``max_offset``."""
@@ -303,6 +343,7 @@ class ConsumeQueue:
             return
         self.write(index, bytes((self.max_offset - index) * ENTRY_SIZE))
         self._max_offset = index
+        self.changes += 1
         self.time_index.truncate_from(index)
         for queue_file in list(self._files):
             if queue_file.first_index > index or (

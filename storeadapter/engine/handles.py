@@ -59,13 +59,15 @@ class HandleCache:
             self.release(owner)
 
     def _evict(self) -> None:
-        if len(self._open) <= self.limit:
-            return
-        for owner in list(self._open):
-            if len(self._open) <= self.limit:
+        # Least recently used first; pinned descriptors are skipped (few are pinned at
+        # once, so this stops after a step or two instead of walking every open file).
+        while len(self._open) > self.limit:
+            for owner in self._open:
+                if owner not in self._pins:
+                    break
+            else:
                 return
-            if owner not in self._pins:
-                os.close(self._open.pop(owner))
+            os.close(self._open.pop(owner))
 
     def forget(self, owner: object) -> None:
         """Close ``owner``'s descriptor (its file is closed or deleted)."""

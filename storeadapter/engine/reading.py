@@ -244,6 +244,12 @@ class Reading:
         consume_queue = self._queue(topic, queue)
         return consume_queue.min_offset, consume_queue.max_offset
 
+    def queue_ranges(self, topic: str) -> list[tuple[int, int]]:
+        """``queue_range`` of every queue of ``topic``, by queue id, in one call."""
+        self._check_open()
+        self._follow()
+        return [(queue.min_offset, queue.max_offset) for queue in self._topic(topic).queues]
+
     def message_id(self, commit_offset: int) -> str:
         return format_message_id(self.identity.store_id, commit_offset)
 

@@ -402,8 +402,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     # ------------------------------------------------------------------- stats
 
-    def stats(self) -> dict:
-        """Segments, disk use, per-topic and per-queue offsets, flush state, last recovery."""
+    def stats(self, *, topics: bool = True) -> dict:
+        """Segments, disk use, per-topic and per-queue offsets, flush state, last recovery.
+
+        ``topics=False`` leaves out the ``"topics"`` key (every queue of every topic):
+        for callers that show only the store-wide figures, on stores with many queues.
+        """
         self._check_open()
         self._follow()
         log = self.commitlog
@@ -417,8 +421,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             }
             for s in list(log.segments)
         ]
-        topics = {name: self._topic_stats(state) for name, state in sorted(self._topics.items())}
-        return {
+        result = {
             "path": str(self.path),
             "store_id": self._id_prefix,
             "flush_mode": self.config.flush_mode,
@@ -432,15 +435,23 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "flushed": self._flusher.flushed,
             },
             "last_flush_ms": self._flusher.last_flush_ms,
-            "topics": topics,
-            "groups": self.groups(),
-            "last_recovery": self.last_recovery.as_dict(),
-            "last_retention": self._read_json("retention.json"),
-            "disk_ratio": round(self._disk_ratio, 4),
-            "retention_hours": self.config.retention_hours,
-            "corruptions": [c._asdict() for c in self._corruptions],
-            "failed": None if self._failure is None else str(self._failure),
         }
+        if topics:
+            result["topics"] = {
+                name: self._topic_stats(state) for name, state in sorted(self._topics.items())
+            }
+        result.update(
+            {
+                "groups": self.groups(),
+                "last_recovery": self.last_recovery.as_dict(),
+                "last_retention": self._read_json("retention.json"),
+                "disk_ratio": round(self._disk_ratio, 4),
+                "retention_hours": self.config.retention_hours,
+                "corruptions": [c._asdict() for c in self._corruptions],
+                "failed": None if self._failure is None else str(self._failure),
+            }
+        )
+        return result
 
     def topic_stats(self, name: str) -> dict:
         """One topic's part of ``stats()``: per queue min and max offsets, messages and
@@ -471,6 +482,25 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             return None
 
     def _last_store_time(self, queue: ConsumeQueue) -> int | None:
+        """The store time of the queue's last message, read once per change of the queue.
+
+        Reading it costs a consume-queue read (often a file open: the handle cache holds
+        far fewer files than a big store has queues) and a log read, too much to do for
+        every queue on every stats() call. It is kept on the queue with what it was read
+        from (min and max offsets, change count): a write, a truncation, retention or
+        another process's appends change those, and the next call reads it again. An
+        answer of None for a queue that has entries is not kept.
+        """
+        key = (queue.min_offset, queue.max_offset, queue.changes)
+        cached = queue.last_store_cache
+        if cached is not None and cached[:3] == key:
+            return cached[3]
+        value = self._read_last_store_time(queue)
+        if value is not None or key[0] >= key[1]:  # else unreadable for now: ask again
+            queue.last_store_cache = (*key, value)
+        return value
+
+    def _read_last_store_time(self, queue: ConsumeQueue) -> int | None:
         index = queue.max_offset - 1
         while index >= queue.min_offset:
             entry = queue.entry(index)

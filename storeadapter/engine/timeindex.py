@@ -24,15 +24,23 @@ FILE_NAME = "timeindex"
 
 
 class TimeIndex:
+    # One per queue, alive while the store is open: slots and a string path keep the
+    # objects the garbage collector walks few (see ConsumeQueue).
+    __slots__ = ("_path", "interval", "handles", "dirty")
+
     def __init__(self, directory: Path, interval: int, handles: HandleCache) -> None:
-        self.path = directory / FILE_NAME
+        self._path = os.path.join(directory, FILE_NAME)
         self.interval = interval
         self.handles = handles
         self.dirty = False
 
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
     def _open_fd(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.makedirs(os.path.dirname(self._path), exist_ok=True)
+        return os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def write(self, marks: list[tuple[int, int]]) -> None:
         """Write (queue offset, store ms) marks; offsets must be multiples of interval."""
@@ -47,7 +55,7 @@ class TimeIndex:
         ``timestamp_ms``: a binary search over the marks, one read per probe."""
         first = -(-low // self.interval)
         last = (high - 1) // self.interval
-        if first > last or not self.path.exists():
+        if first > last or not os.path.exists(self._path):
             return low, high
         while first <= last:
             middle = (first + last) // 2

@@ -47,6 +47,7 @@ class TopicRegistry:
         self.by_id: dict[int, Topic] = {}
         # Called with each queue when it is first loaded (see ConsumeQueue.on_load).
         self.on_load: Callable[[ConsumeQueue], None] | None = None
+        self._on_load = self._loaded  # one bound method shared by every queue
 
     def load(self, table: TopicTable, repair: bool) -> int | None:
         """Open every topic in ``table``.
@@ -144,7 +145,7 @@ class TopicRegistry:
 
     def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         queue = ConsumeQueue(
-            self.root / topic / str(queue_id), self.entries_per_file, self.handles, self._loaded
+            self.root / topic / str(queue_id), self.entries_per_file, self.handles, self._on_load
         )
         queue.owner = (topic.encode(), queue_id)
         return queue
