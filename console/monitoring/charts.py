@@ -73,7 +73,12 @@ def _rates(rows: list, counter: str) -> tuple[list[datetime], list[float]]:
     return xs, ys
 
 
-def _layout(fig: go.Figure, title: str, empty: bool) -> go.Figure:
+def _layout(fig: go.Figure, title: str, empty: bool, since: int) -> go.Figure:
+    """Common looks; the x axis spans the whole range asked for; a series of one or two
+    points gets markers (a line needs two points to show)."""
+    for trace in fig.data:
+        if trace.x is not None and len(trace.x) < 3:
+            trace.mode = "lines+markers"
     fig.update_layout(
         title={"text": title, "x": 0},
         template="none",
@@ -82,7 +87,12 @@ def _layout(fig: go.Figure, title: str, empty: bool) -> go.Figure:
         hovermode="x unified",
         uirevision=title,
     )
-    fig.update_xaxes(showgrid=True, gridcolor="#e3e7ee", type="date")
+    fig.update_xaxes(
+        showgrid=True,
+        gridcolor="#e3e7ee",
+        type="date",
+        range=[_when(since), _when(engine_clock.now_ms())],
+    )
     fig.update_yaxes(showgrid=True, gridcolor="#e3e7ee", rangemode="tozero")
     if empty:
         fig.add_annotation(
@@ -103,7 +113,8 @@ def dashboard_figure(range_name: str) -> go.Figure:
     """Produce and consume rates, and the total backlog, of the whole store."""
     range_s = RANGES[range_name]
     step = resolution_for(range_s)
-    rows = thin(StoreSample.objects.filter(ts_ms__gte=_since(range_s)).order_by("ts_ms"), step)
+    since = _since(range_s)
+    rows = thin(StoreSample.objects.filter(ts_ms__gte=since).order_by("ts_ms"), step)
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -125,7 +136,7 @@ def dashboard_figure(range_name: str) -> go.Figure:
         row=2,
         col=1,
     )
-    return _layout(fig, "Store", not rows)
+    return _layout(fig, "Store", not rows, since)
 
 
 def group_figure(group: str, range_name: str) -> go.Figure:
@@ -150,7 +161,12 @@ def group_figure(group: str, range_name: str) -> go.Figure:
         shared_xaxes=True,
         vertical_spacing=0.07,
         row_heights=[0.4, 0.2, 0.2, 0.2],
-        subplot_titles=("Lag per queue (messages)", "Lag (seconds)", "Drain time", "Status"),
+        subplot_titles=(
+            "Lag per queue (messages)",
+            "Lag (seconds)",
+            "Drain time (seconds; a gap: not draining)",
+            "Status",
+        ),
     )
     # Lag per queue, stacked.
     by_queue: dict[tuple[str, int], tuple[list, list]] = {}
@@ -198,7 +214,7 @@ def group_figure(group: str, range_name: str) -> go.Figure:
         ticktext=list(GROUP_STATUSES),
         range=[-0.2, len(GROUP_STATUSES) - 0.8],
     )
-    return _layout(fig, f"Group {group}", not rows)
+    return _layout(fig, f"Group {group}", not rows, since)
 
 
 def _drain(
@@ -229,8 +245,9 @@ def _drain(
 def topic_figure(topic: str, range_name: str) -> go.Figure:
     """The topic's append rate and size (messages held)."""
     range_s = RANGES[range_name]
+    since = _since(range_s)
     rows = thin(
-        TopicSample.objects.filter(topic=topic, ts_ms__gte=_since(range_s)).order_by("ts_ms"),
+        TopicSample.objects.filter(topic=topic, ts_ms__gte=since).order_by("ts_ms"),
         resolution_for(range_s),
     )
     fig = make_subplots(
@@ -253,7 +270,7 @@ def topic_figure(topic: str, range_name: str) -> go.Figure:
         row=2,
         col=1,
     )
-    return _layout(fig, f"Topic {topic}", not rows)
+    return _layout(fig, f"Topic {topic}", not rows, since)
 
 
 def storage_figure(range_name: str) -> go.Figure:
@@ -291,4 +308,4 @@ def storage_figure(range_name: str) -> go.Figure:
             )
         )
     fig.update_yaxes(title_text="% of the disk", range=[0, 100])
-    return _layout(fig, "Disk use", not rows)
+    return _layout(fig, "Disk use", not rows, since)
