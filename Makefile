@@ -3,7 +3,7 @@ VENV = .venv
 STAMP = $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser test lint format run bench clean distclean
+.PHONY: help install browser redis test lint format run bench clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -11,6 +11,7 @@ help:
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      run the store engine benchmark"
+	@echo "make bench-console  time the console's pages at 1,000 topics and 10,000 queues"
 	@echo "make clean      remove caches and build output (keeps .venv and var/)"
 	@echo "make distclean  clean, and also remove .venv and var/ (database and store)"
 
@@ -30,6 +31,14 @@ browser:
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# Celery's broker: `make run` uses the Redis at REDIS_URL, or starts a private redis-server
+# when none answers; install Debian's redis-server when the command is missing.
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "installing Debian's redis-server for the Celery broker"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
 # pytest exits non-zero on any failure, and with 5 when no test ran.
 test: $(STAMP) browser
 	$(VENV)/bin/python -m pytest
@@ -42,11 +51,15 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-run: $(STAMP)
+run: $(STAMP) redis
 	PY=$(VENV)/bin/python ./scripts/run.sh
 
 bench: $(STAMP)
 	$(VENV)/bin/python bench/engine.py
+
+# Console pages at 1,000 topics, 10,000 queues and 200 groups (p50/p95 per page).
+bench-console: $(STAMP)
+	$(VENV)/bin/python bench/console.py
 
 clean:
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static

@@ -61,7 +61,7 @@ def group_rows(store: MessageStore, summaries: list[GroupSummary]) -> list[Group
             s.group,
             s.lag,
             len(s.topics),
-            sum(1 for q in s.queues if q.lag),
+            s.queues_behind,
             len(live_members(store, s.group)),
             list(s.topics),
         )

@@ -618,7 +618,9 @@ class GroupList(APIView):
         query = validated(GroupListQuery, request.query_params)
         store = get_store()
         summaries = filter_groups(
-            group_summaries(store), query.get("q", "").strip(), query.get("topic", "").strip()
+            group_summaries(store, with_queues=False),
+            query.get("q", "").strip(),
+            query.get("topic", "").strip(),
         )
         paginator = Pagination()
         page = paginator.paginate_queryset(summaries, request, view=self)
