@@ -3,7 +3,7 @@ VENV = .venv
 STAMP = $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser redis test lint format run bench clean distclean
+.PHONY: help install browser redis test lint format run bench bench-console clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
