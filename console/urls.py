@@ -12,6 +12,7 @@ urlpatterns = [
     path("storage/", include("console.storage.urls")),
     path("groups/", include("console.groups.urls")),
     path("alerts/", include("console.alerts.urls")),
+    path("tasks/", include("console.background.urls")),
     path("monitoring/", include("console.monitoring.urls")),
     path("api/", include("console.api.urls")),
     path("", include("console.core.urls")),

@@ -12,6 +12,7 @@ NAV_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("Messages", "/messages/", VIEWER),
     ("Storage", "/storage/", VIEWER),
     ("Alerts", "/alerts/", VIEWER),
+    ("Tasks", "/tasks/", VIEWER),
     ("Audit", "/audit/", VIEWER),
     ("API tokens", "/accounts/tokens/", VIEWER),
     ("Users", "/accounts/users/", ADMIN),

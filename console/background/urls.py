@@ -1,0 +1,7 @@
+from django.urls import path
+
+from console.background import views
+
+app_name = "background"
+
+urlpatterns = [path("", views.tasks, name="tasks")]
