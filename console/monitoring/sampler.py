@@ -36,9 +36,6 @@ from console.monitoring.status import queue_status, record_commit, window_size
 from storeadapter.engine import InvalidNameError, MessageStore, TopicNotFoundError
 from storeadapter.engine import clock as engine_clock
 
-#: Offset changes read per group to find its queues' last commit times (the engine keeps
-#: up to 1,000 per group).
-HISTORY_LIMIT = 1000
 #: The expiry forecast reads a consume-queue entry per group and queue, and more where
 #: messages are in sealed segments: it is read once a minute and carried in between.
 FORECAST_EVERY_MS = 60_000
@@ -122,14 +119,6 @@ def _read_store(store: MessageStore, now: int, forecast: bool) -> _Reading:
     return _Reading(int(stats["disk_bytes"]), float(stats["disk_ratio"]), ranges, committed, expiry)
 
 
-def _last_commit_times(store: MessageStore, group: str) -> dict[tuple[str, int], int]:
-    """The time of each queue's latest offset change still in the group's history."""
-    times: dict[tuple[str, int], int] = {}
-    for change in store.offset_history(group, limit=HISTORY_LIMIT):  # newest first
-        times.setdefault((change.topic, change.queue), change.time_ms)
-    return times
-
-
 def _previous_point(prev: TopicSample | None, queue: int) -> list[int] | None:
     if prev is None or queue >= len(prev.max_offsets):
         return None
@@ -158,7 +147,7 @@ class _Sample:
             at = previous.ts_ms
             self.prev_topics = {r.topic: r for r in TopicSample.objects.filter(ts_ms=at)}
             self.prev_groups = {(r.group, r.topic): r for r in GroupSample.objects.filter(ts_ms=at)}
-        self.history: dict[str, dict[tuple[str, int], int]] = {}
+        self.commit_times: dict[str, dict[tuple[str, int], int]] = {}
         self.topic_rows: dict[str, TopicSample] = {}
         self.groups: list[_Queues] = []
         self.corners: dict[str, list[list[list[int]]]] = {}
@@ -230,29 +219,19 @@ class _Sample:
     def _last_commits(
         self, group: str, topic: str, committed: list[int | None], prev: GroupSample | None
     ) -> tuple[list[int | None], list[int]]:
-        """Each queue's last commit time, and the queues whose commit is new.
-
-        An offset unchanged since the previous sample keeps its time; a changed one (or
-        one not seen before) takes the time of its latest change in the group's history.
-        """
-        before = prev.committed if prev is not None else []
+        """Each queue's last commit time (the engine's: a commit that did not move the
+        offset counts too), and the queues committed since the previous sample."""
+        if group not in self.commit_times:
+            self.commit_times[group] = self.store.last_commit_times(group)
         known_times = prev.last_commits if prev is not None else []
         times: list[int | None] = []
         new = []
         for queue, offset in enumerate(committed):
-            then = before[queue] if queue < len(before) else None
-            known = known_times[queue] if queue < len(known_times) else None
             if offset is None:
                 times.append(None)
                 continue
-            if prev is not None and offset == then and known is not None:
-                times.append(known)
-                continue
-            if group not in self.history:
-                self.history[group] = _last_commit_times(self.store, group)
-            when = self.history[group].get((topic, queue))
-            if when is None:  # gone from the kept history: it changed since the last sample
-                when = known if offset == then and known is not None else self.now
+            known = known_times[queue] if queue < len(known_times) else None
+            when = self.commit_times[group].get((topic, queue), known)
             times.append(when)
             if when != known:
                 new.append(queue)

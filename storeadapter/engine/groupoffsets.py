@@ -59,10 +59,11 @@ class GroupOffsets:
                 )
             try:
                 change = self._offsets.commit(group, topic, queue, offset, who, reason)
+                touched = change is None and self._offsets.touch(group, topic, queue)
             except OSError as error:
                 self._fail(error)
                 raise StoreFailedError(f"saving the offset failed ({error})") from error
-            if change is not None:
+            if change is not None or touched:
                 self._publish(offsets_version=self._seen.offsets_version + 1)
             return change
 
@@ -151,6 +152,16 @@ class GroupOffsets:
         if topic is None:
             return mine
         return {key: offset for key, offset in mine.items() if key[0] == topic}
+
+    def last_commit_times(self, group: str) -> dict[tuple[str, int], int]:
+        """When the group last committed on each (topic, queue), in ms: its latest offset
+        change, or a later commit of the same offset (seen at most every few seconds).
+        A consumer that commits without moving is stalled; one that stopped committing
+        is stopped: Burrow's STALL and STOP."""
+        check_name(group, "group")
+        self._check_open()
+        self._follow()
+        return dict(self._offsets.last_commit.get(group, {}))
 
     def offset_history(
         self, group: str, topic: str | None = None, queue: int | None = None, limit: int = 100

@@ -6,6 +6,11 @@ grows past ``compact_bytes`` the current offsets and recent history are written 
 ``offsets/snapshot.json`` and a new journal generation begins. On open the snapshot
 is loaded and newer journals replayed; replay stops at the first entry that fails its
 length or CRC check (a torn write) and the journal is cut there.
+
+A commit of the offset already there changes nothing, but it is news to a monitor (a
+consumer that keeps committing one offset while lag grows is stalled, not stopped): at
+most every TOUCH_INTERVAL_MS per queue it is journaled as a "touch", which updates the
+queue's last-commit time and nothing else.
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +25,13 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from . import fileio
+from . import clock, fileio
 from .errors import StoreFormatError
 
 _FRAME = struct.Struct("<II")
 HISTORY_PER_GROUP = 1000
+#: An unchanged commit is journaled at most this often per queue.
+TOUCH_INTERVAL_MS = 5_000
 
 
 class OffsetChange(NamedTuple):
@@ -106,6 +112,8 @@ class OffsetStore:
         # walk over every group's. Changed only through _set and _unset, with offsets.
         self.by_group: dict[str, dict[tuple[str, int], int]] = {}
         self.history: dict[str, ChangeLog] = {}
+        #: group → (topic, queue) → time of its latest commit, changed or not (touches).
+        self.last_commit: dict[str, dict[tuple[str, int], int]] = {}
         self.generation = 0
         self._size = 0
         self._load(repair)
@@ -143,6 +151,8 @@ class OffsetStore:
                     self._set(group, topic, int(queue), int(offset))
                 for item in data["history"]:
                     self._remember(OffsetChange(*item))
+                for group, topic, queue, time_ms in data.get("last_commit", ()):
+                    self._committed_at(group, topic, int(queue), int(time_ms))
             except (ValueError, KeyError, TypeError) as error:
                 raise StoreFormatError(
                     f"{snapshot} cannot be read ({error}); restore it from a backup or "
@@ -190,6 +200,10 @@ class OffsetStore:
         if entry.get("op") == "drop_queue":
             self._drop_queue(entry["topic"], int(entry["queue"]))
             return
+        if entry.get("op") == "touch":
+            group, topic, queue = entry["group"], entry["topic"], int(entry["queue"])
+            self._committed_at(group, topic, queue, int(entry["time_ms"]))
+            return
         change = OffsetChange(
             entry["group"],
             entry["topic"],
@@ -201,7 +215,12 @@ class OffsetStore:
             entry["reason"],
         )
         self._set(change.group, change.topic, change.queue, change.new)
+        self._committed_at(change.group, change.topic, change.queue, change.time_ms)
         self._remember(change)
+
+    def _committed_at(self, group: str, topic: str, queue: int, time_ms: int) -> None:
+        if (group, topic, queue) in self.offsets:
+            self.last_commit.setdefault(group, {})[(topic, queue)] = time_ms
 
     def _set(self, group: str, topic: str, queue: int, offset: int) -> None:
         self.offsets[(group, topic, queue)] = offset
@@ -213,6 +232,11 @@ class OffsetStore:
     def _unset(self, key: tuple[str, str, int]) -> None:
         group, topic, queue = key
         del self.offsets[key]
+        times = self.last_commit.get(group)
+        if times is not None:
+            times.pop((topic, queue), None)
+            if not times:
+                del self.last_commit[group]
         mine = self.by_group.get(group)
         if mine is not None:
             mine.pop((topic, queue), None)
@@ -276,11 +300,10 @@ class OffsetStore:
         old = self.offsets.get((group, topic, queue))
         if old == offset:
             return None
-        change = OffsetChange(
-            group, topic, queue, old, offset, time.time_ns() // 1_000_000, who, reason
-        )
+        change = OffsetChange(group, topic, queue, old, offset, clock.now_ms(), who, reason)
         self._append(change._asdict())
         self._set(group, topic, queue, offset)
+        self._committed_at(group, topic, queue, change.time_ms)
         self._remember(change)
         self._compact_if_large()
         return change
@@ -289,7 +312,7 @@ class OffsetStore:
         self, group: str, topic: str, offsets: dict[int, int], who: str, reason: str
     ) -> list[OffsetChange]:
         """Record several queues' offsets with one journal write and one fsync."""
-        now = time.time_ns() // 1_000_000
+        now = clock.now_ms()
         changes = [
             OffsetChange(
                 group,
@@ -309,9 +332,25 @@ class OffsetStore:
         self._append(*(change._asdict() for change in changes))
         for change in changes:
             self._set(group, topic, change.queue, change.new)
+            self._committed_at(group, topic, change.queue, change.time_ms)
             self._remember(change)
         self._compact_if_large()
         return changes
+
+    def touch(self, group: str, topic: str, queue: int) -> bool:
+        """Note a commit of the offset already there; journaled (True) only when the
+        queue's last commit is TOUCH_INTERVAL_MS old or more."""
+        if (group, topic, queue) not in self.offsets:
+            return False
+        now = clock.now_ms()
+        if now - self.last_commit.get(group, {}).get((topic, queue), 0) < TOUCH_INTERVAL_MS:
+            return False
+        self._append(
+            {"op": "touch", "group": group, "topic": topic, "queue": queue, "time_ms": now}
+        )
+        self._committed_at(group, topic, queue, now)
+        self._compact_if_large()
+        return True
 
     def drop_topic(self, topic: str) -> None:
         """Forget every group's offsets on ``topic`` (the topic was deleted)."""
@@ -335,6 +374,11 @@ class OffsetStore:
             "generation": new_generation,
             "offsets": [[g, t, q, o] for (g, t, q), o in self.offsets.items()],
             "history": [list(c) for h in self.history.values() for c in h],
+            "last_commit": [
+                [g, t, q, ms]
+                for g, times in self.last_commit.items()
+                for (t, q), ms in times.items()
+            ],
         }
         fileio.write_atomic(self.directory / "snapshot.json", json.dumps(snapshot).encode())
         os.close(self._fd)

@@ -8,9 +8,6 @@ with, so that scripted histories read "commit at 5 s, sample at 10 s".
 
 from __future__ import annotations
 
-import time
-import types
-
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
@@ -77,12 +74,9 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     from storeadapter.engine import clock as engine_clock
-    from storeadapter.engine import offsets
 
     fake = Clock()
     monkeypatch.setattr(engine_clock, "now_ms", fake.now_ms)
-    journal_time = types.SimpleNamespace(time_ns=lambda: fake.ms * 1_000_000, time=time.time)
-    monkeypatch.setattr(offsets, "time", journal_time)
     return fake
 
 

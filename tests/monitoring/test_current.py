@@ -140,3 +140,20 @@ def test_a_new_sample_replaces_what_was_cached(two_groups, clock, sample_at):
 
     assert [m.lag for m in current.group_metrics() if m.group == "stuck"] == [0]
     assert current.group_metrics_for("stuck").status == OK
+
+
+def test_a_group_committing_the_same_offset_while_lag_grows_is_stalled(store, clock, sample_at):
+    from console.monitoring.metrics import STALL
+
+    store.create_topic("orders", queues=1)
+    fill(store, "orders", [20])
+    for step in range(12):
+        clock.at(step * 10)
+        store.commit_offset("stalled", "orders", 0, 5)  # keeps committing, never moves
+        fill(store, "orders", [3])
+        sample_at(step * 10 + 5)
+
+    stalled = current.group_metrics_for("stalled")
+
+    assert stalled.queues[0].status == STALL
+    assert stalled.status == ERR
