@@ -6,8 +6,9 @@ silences are made with tests/alerts/alerttools.py.
 """
 
 import pytest
-from django.contrib.auth.models import Group
 from django.test import Client
+
+from console.accounts.roles import ensure_role_groups
 
 PASSWORD = "s3cret-pass-for-tests"
 
@@ -18,7 +19,7 @@ PASSWORD = "s3cret-pass-for-tests"
 def make_user(django_user_model, username: str, role: str | None):
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role is not None:
-        user.groups.add(Group.objects.get(name=role))
+        user.groups.add(ensure_role_groups()[role])
     return user
 
 

@@ -9,9 +9,9 @@ Clients: `anonymous`, `as_nobody` (a user in no role group), `as_viewer`, `as_op
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
+from console.accounts.roles import ensure_role_groups
 from console.api.models import ApiToken
 from tests.api.apitools import ALLOWED, error_of, expected_status  # noqa: F401  (for tests)
 
@@ -20,7 +20,7 @@ def _client_for(django_user_model, username: str, role: str | None) -> APIClient
     # No password: tokens authenticate these users, and hashing one costs ~0.1 s per user.
     user = django_user_model.objects.create_user(username=username, password=None)
     if role is not None:
-        user.groups.add(Group.objects.get(name=role))
+        user.groups.add(ensure_role_groups()[role])
     _, key = ApiToken.issue(user, "tests")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
@@ -62,24 +62,3 @@ def clients(anonymous, as_nobody, as_viewer, as_operator, as_admin) -> dict[str,
         "operator": as_operator,
         "admin": as_admin,
     }
-
-
-@pytest.fixture
-def store(settings, tmp_path):
-    """A fresh small store for the API under test, closed afterwards."""
-    from console.core.store import get_store
-    from storeadapter.access import close_all
-
-    settings.TIDEMARK_STORE_DIR = tmp_path / "store"
-    # Small files: a default segment reserves 1 GiB of disk, the key index 420 MB.
-    settings.TIDEMARK_STORE_OPTIONS = {
-        "segment_bytes": 4 << 20,
-        "index_slots": 1024,
-        "index_entries": 8192,
-        "disk_warn_ratio": 1.0,
-        "disk_force_ratio": 1.0,
-        "disk_reject_ratio": 1.0,
-    }
-    opened = get_store()
-    yield opened
-    close_all()

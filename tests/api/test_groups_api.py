@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from console.accounts.roles import ensure_role_groups
 from console.audit.models import AuditEntry
 from storeadapter.engine.membership import heartbeat
 from storeadapter.offset_reset import apply_reset, preview_reset
@@ -173,10 +174,9 @@ def test_the_detail_lists_the_members_and_their_queues(as_viewer, billing):
 
 
 def test_the_detail_shows_the_same_rows_as_the_page(as_viewer, billing, client, django_user_model):
-    from django.contrib.auth.models import Group
 
     user = django_user_model.objects.create_user("pagey", password=None)
-    user.groups.add(Group.objects.get(name="viewer"))
+    user.groups.add(ensure_role_groups()["viewer"])
     client.force_login(user)
     (table,) = client.get("/groups/billing/").context["topic_tables"]
 

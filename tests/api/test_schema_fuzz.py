@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from console.api.models import ApiToken
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 #: Long polls are capped at this many seconds in the fuzz, to keep it quick.
 FUZZ_WAIT_S = 0.01

@@ -12,7 +12,7 @@ from console.background.models import TaskRun
 from console.background.tasks import EXPIRE_TASK, FLUSH_TASK, expire_segments, flush_store
 from storeadapter.engine import fileio
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 #: In the retention hour (settings.TIDEMARK_RETENTION_HOUR, set to 4 below).
 AT_RETENTION_HOUR = datetime(2030, 1, 10, 4, 15, tzinfo=UTC)

@@ -10,7 +10,7 @@ from django.utils import timezone
 from console.background.models import TaskRun
 from console.background.tasks import EXPIRE_TASK, FLUSH_TASK
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def row_html(page: str, entry: str) -> str:

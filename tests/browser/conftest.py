@@ -156,3 +156,9 @@ def billing(store):
     store.commit_offset("billing", "orders", 0, 3)
     store.commit_offset("billing", "orders", 1, 4)
     return store
+
+
+@pytest.fixture(autouse=True)
+def _restore_migrated_rows(django_db_serialized_rollback):
+    """live_server's transactional database is flushed after each test; this puts back
+    what the migrations made (the role groups), so tests after these still find them."""

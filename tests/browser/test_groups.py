@@ -2,7 +2,12 @@
 
 import re
 
+import pytest
 from playwright.sync_api import Page, expect
+
+# live_server flushes the database after each test; serialized_rollback puts back what
+# the migrations made first (and orders these tests after the non-transactional ones).
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def committed_cells(page: Page) -> list[str]:

@@ -1,6 +1,11 @@
 """Logging in through the form."""
 
+import pytest
 from playwright.sync_api import Page, expect
+
+# live_server flushes the database after each test; serialized_rollback puts back what
+# the migrations made first (and orders these tests after the non-transactional ones).
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def test_login_form_lands_on_the_page_asked_for(page: Page, url, viewer, password, store):

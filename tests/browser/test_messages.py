@@ -2,7 +2,12 @@
 
 import re
 
+import pytest
 from playwright.sync_api import Page, expect
+
+# live_server flushes the database after each test; serialized_rollback puts back what
+# the migrations made first (and orders these tests after the non-transactional ones).
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
 def test_find_a_message_by_key_and_open_it(page: Page, url, log_in, viewer, store):

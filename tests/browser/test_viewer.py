@@ -3,6 +3,10 @@
 import pytest
 from playwright.sync_api import Page, expect
 
+# live_server flushes the database after each test; serialized_rollback puts back what
+# the migrations made first (and orders these tests after the non-transactional ones).
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
 ACTIONS = ("Create", "Delete", "Send", "Reset", "Preview", "Freeze", "Unfreeze", "Remove")
 
 

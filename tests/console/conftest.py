@@ -6,8 +6,9 @@ group). Clients: `as_viewer`, `as_operator`, `as_admin`, `as_nobody`. pytest-dja
 """
 
 import pytest
-from django.contrib.auth.models import Group
 from django.test import Client
+
+from console.accounts.roles import ensure_role_groups
 
 PASSWORD = "s3cret-pass-for-tests"
 
@@ -15,7 +16,7 @@ PASSWORD = "s3cret-pass-for-tests"
 def make_user(django_user_model, username: str, role: str | None):
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role is not None:
-        user.groups.add(Group.objects.get(name=role))
+        user.groups.add(ensure_role_groups()[role])
     return user
 
 
@@ -65,25 +66,3 @@ def as_admin(admin) -> Client:
 @pytest.fixture
 def as_nobody(nobody) -> Client:
     return logged_in(nobody)
-
-
-@pytest.fixture
-def store(settings, tmp_path):
-    """A fresh store for the console under test, closed afterwards."""
-    from storeadapter.access import close_all
-
-    settings.TIDEMARK_STORE_DIR = tmp_path / "store"
-    # Small files: a default segment reserves 1 GiB of disk, the key index 420 MB.
-    settings.TIDEMARK_STORE_OPTIONS = {
-        "segment_bytes": 4 << 20,
-        "index_slots": 1024,
-        "index_entries": 8192,
-        "disk_warn_ratio": 1.0,
-        "disk_force_ratio": 1.0,
-        "disk_reject_ratio": 1.0,
-    }
-    from console.core.store import get_store
-
-    opened = get_store()
-    yield opened
-    close_all()

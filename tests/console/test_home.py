@@ -1,5 +1,7 @@
 from django.conf import settings
 
+from console.accounts.roles import ensure_role_groups
+
 
 def test_anonymous_visitor_is_redirected_to_login_with_next(client):
     response = client.get("/")
@@ -9,10 +11,9 @@ def test_anonymous_visitor_is_redirected_to_login_with_next(client):
 
 
 def test_a_viewer_sees_the_home_page(client, django_user_model, store):
-    from django.contrib.auth.models import Group
 
     user = django_user_model.objects.create_user(username="ada", password="s3cret-pass")
-    user.groups.add(Group.objects.get(name="viewer"))
+    user.groups.add(ensure_role_groups()["viewer"])
     client.force_login(user)
 
     response = client.get("/")

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, Group
 from django.core.management import call_command
 
-from console.accounts.roles import has_role, role_of
+from console.accounts.roles import ensure_role_groups, has_role, role_of
 from console.audit.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +44,7 @@ def test_role_of_superuser_is_admin_without_any_group(admin_user):
 
 
 def test_role_of_user_in_several_groups_is_the_strongest(viewer):
-    viewer.groups.add(Group.objects.get(name="operator"))
+    viewer.groups.add(ensure_role_groups()["operator"])
 
     assert role_of(viewer) == "operator"
 

@@ -4,10 +4,9 @@ import html
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.test import Client
 
-from console.accounts.roles import role_of
+from console.accounts.roles import ensure_role_groups, role_of
 from console.audit.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +39,7 @@ def shown_password(response) -> str:
 def pat(db, django_user_model):
     """An operator the admin manages."""
     user = django_user_model.objects.create_user(username="pat", password=PASSWORD)
-    user.groups.add(Group.objects.get(name="operator"))
+    user.groups.add(ensure_role_groups()["operator"])
     return user
 
 

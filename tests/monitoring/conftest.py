@@ -1,47 +1,19 @@
-"""Fixtures for the monitoring: a small store (as in tests/console), a clock the test sets,
-a helper that takes samples at chosen times, and users for the chart endpoints.
+"""Fixtures for the monitoring (the small store is tests/conftest.py's): a clock the test
+sets, a helper that takes samples at chosen times, and users for the chart endpoints.
 
-The ``clock`` fixture sets both the store's clock (store times, the expiry forecast, the
-sampler's default time, the charts' "now") and the time the offset journal stamps commits
-with, so that scripted histories read "commit at 5 s, sample at 10 s".
+The ``clock`` fixture sets the engine's clock: store times, commit times, the expiry
+forecast, the sampler's default time and the charts' "now", so that scripted histories read
+"commit at 5 s, sample at 10 s".
 """
 
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group
 from django.test import Client
 
+from console.accounts.roles import ensure_role_groups
+
 PASSWORD = "s3cret-pass-for-tests"
-
-
-@pytest.fixture
-def store_options():
-    """StoreConfig overrides for the `store` fixture; tests override this fixture."""
-    return {}
-
-
-@pytest.fixture
-def store(settings, tmp_path, store_options):
-    """A fresh store for the console under test, closed afterwards."""
-    from storeadapter.access import close_all
-
-    settings.TIDEMARK_STORE_DIR = tmp_path / "store"
-    # Small files: a default segment reserves 1 GiB of disk, the key index 420 MB.
-    settings.TIDEMARK_STORE_OPTIONS = {
-        "segment_bytes": 4 << 20,
-        "index_slots": 1024,
-        "index_entries": 8192,
-        "disk_warn_ratio": 1.0,
-        "disk_force_ratio": 1.0,
-        "disk_reject_ratio": 1.0,
-        **store_options,
-    }
-    from console.core.store import get_store
-
-    opened = get_store()
-    yield opened
-    close_all()
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +69,7 @@ def sample_at(db, clock):
 def _user(django_user_model, username: str, role: str | None):
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role is not None:
-        user.groups.add(Group.objects.get(name=role))
+        user.groups.add(ensure_role_groups()[role])
     return user
 
 
