@@ -145,6 +145,10 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "console.api.schema.add_error_responses",
     ],
+    "ENUM_NAME_OVERRIDES": {
+        "GroupStatusEnum": "console.monitoring.metrics.GROUP_STATUSES",
+        "QueueStatusEnum": "console.monitoring.metrics.QUEUE_STATUSES",
+    },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},
     },

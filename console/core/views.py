@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -5,6 +6,7 @@ from django.views.decorators.http import require_safe
 
 from console.accounts.roles import require_role
 from console.core.store import get_store
+from console.monitoring import current
 from storeadapter.summaries import group_summaries, store_totals
 
 
@@ -23,6 +25,7 @@ def home(request: HttpRequest) -> HttpResponse:
     stats = store.stats(topics=False)
     totals = store_totals(store)
     groups = group_summaries(store, with_queues=False)
+    statuses = {m.group: m.status for m in current.group_metrics()}
     context = {
         "stats": stats,
         "topics": totals.topics,
@@ -30,7 +33,9 @@ def home(request: HttpRequest) -> HttpResponse:
         "message_count": totals.messages,
         "group_count": len(groups),
         "backlog": sum(g.lag for g in groups),
-        "behind": groups[:5],
+        "behind": [(g, statuses.get(g.group)) for g in groups[:5]],
+        "rates": current.store_metrics(),
+        "sample_interval_s": settings.TIDEMARK_SAMPLE_INTERVAL_S,
         "recovery": stats["last_recovery"],
         "retention": stats["last_retention"],
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from console.monitoring import current
+from console.monitoring.metrics import GroupMetrics
 from storeadapter.engine import MessageStore, OffsetChange, StoreError, group_members
 from storeadapter.summaries import GroupSummary, group_summary
 
@@ -39,6 +41,9 @@ class GroupRow:
     queues_behind: int
     members: int
     topic_names: list[str] = field(default_factory=list)
+    #: Burrow-style status from the latest metrics sample (OK, WARN, ERR); None before the
+    #: first sample that saw the group.
+    status: str | None = None
 
 
 def filter_groups(
@@ -56,6 +61,7 @@ def filter_groups(
 
 def group_rows(store: MessageStore, summaries: list[GroupSummary]) -> list[GroupRow]:
     """One row per summary (give it a page: it reads each group's member files)."""
+    statuses = {m.group: m.status for m in current.group_metrics()}
     return [
         GroupRow(
             s.group,
@@ -64,6 +70,7 @@ def group_rows(store: MessageStore, summaries: list[GroupSummary]) -> list[Group
             s.queues_behind,
             len(live_members(store, s.group)),
             list(s.topics),
+            statuses.get(s.group),
         )
         for s in summaries
     ]
@@ -81,6 +88,9 @@ class LagRow:
     lag: int
     owner: str | None
     last_commit_ms: int | None
+    #: From the latest metrics sample; None before one saw this queue.
+    status: str | None = None
+    lag_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,8 @@ class GroupDetail:
     members: list[dict]
     #: The newest ``HISTORY_SCAN`` offset changes, newest first.
     history: list[OffsetChange]
+    #: Status, lag in seconds, drain time and expiry risk from the latest metrics sample.
+    metrics: GroupMetrics | None = None
 
     @property
     def lag(self) -> int:
@@ -122,22 +134,26 @@ def group_detail(store: MessageStore, group: str) -> GroupDetail:
         for topic, queue in member["queues"]
     }
     history = store.offset_history(group, limit=HISTORY_SCAN)
-    last_commit: dict[tuple[str, int], int] = {}
-    for change in history:
-        last_commit.setdefault((change.topic, change.queue), change.time_ms)
-    rows = [
-        LagRow(
-            q.topic,
-            q.queue,
-            q.committed,
-            q.max_offset,
-            q.lag,
-            owners.get((q.topic, q.queue)),
-            last_commit.get((q.topic, q.queue)),
+    last_commit = store.last_commit_times(group)
+    metrics = current.group_metrics_for(group)
+    sampled = {(q.topic, q.queue): q for q in metrics.queues} if metrics else {}
+    rows = []
+    for q in summary.queues:
+        seen = sampled.get((q.topic, q.queue))
+        rows.append(
+            LagRow(
+                q.topic,
+                q.queue,
+                q.committed,
+                q.max_offset,
+                q.lag,
+                owners.get((q.topic, q.queue)),
+                last_commit.get((q.topic, q.queue)),
+                seen.status if seen else None,
+                seen.lag_seconds if seen else None,
+            )
         )
-        for q in summary.queues
-    ]
-    return GroupDetail(group, summary, rows, members, history)
+    return GroupDetail(group, summary, rows, members, history, metrics)
 
 
 # ------------------------------------------------------------------------- history

@@ -22,8 +22,8 @@ from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, require_role
 from console.core.store import get_store
+from console.groups.detail import filter_groups, group_rows, reason_label
 from console.groups.detail import group_detail as read_group_detail
-from console.groups.detail import group_rows, reason_label
 from console.groups.dlq import DlqMessages, dlq_exists, dlq_row
 from console.groups.forms import MAX_REDRIVE_IDS, ResetForm
 from console.operations import groups as operations
@@ -69,14 +69,19 @@ def _not_found(request: HttpRequest, group: str) -> HttpResponse:
 def group_list(request: HttpRequest) -> HttpResponse:
     """Every group, most behind first, with its lag, topics and live members."""
     store = get_store()
-    summaries = group_summaries(store, with_queues=False)
+    query = request.GET.get("q", "").strip()[:200]
+    topic = request.GET.get("topic", "").strip()[:200]
+    summaries = filter_groups(group_summaries(store, with_queues=False), query, topic)
     page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = group_rows(store, list(page))
-    return render(
-        request,
-        "groups/list.html",
-        {"page": page, "rows": rows, "total_lag": sum(s.lag for s in summaries)},
-    )
+    context = {
+        "page": page,
+        "rows": rows,
+        "total_lag": sum(s.lag for s in summaries),
+        "query": query,
+        "topic": topic,
+    }
+    return render(request, "groups/list.html", context)
 
 
 # -------------------------------------------------------------------------- detail
@@ -135,6 +140,7 @@ def _render_detail(
         "history_shown": HISTORY_SHOWN,
         "reset_form": reset_form,
         "has_dlq": dlq_exists(store, group),
+        "metrics": detail.metrics,
     }
     return render(request, "groups/detail.html", context)
 

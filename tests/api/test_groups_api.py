@@ -88,8 +88,24 @@ def test_the_list_has_lag_topics_queues_behind_and_members(as_viewer, billing):
             "topics": ["orders", "payments"],
             "queues_behind": 2,
             "members": 1,
+            "status": None,  # no metrics sample yet
         }
     ]
+
+
+def test_the_list_and_detail_carry_the_sampled_status(as_viewer, billing):
+    from console.monitoring import current
+    from console.monitoring.sampler import take_sample
+
+    current._cache.update(token=None, groups=None)
+    take_sample()
+
+    listed = as_viewer.get("/api/v1/groups/").json()["results"][0]
+    detail = as_viewer.get("/api/v1/groups/billing/").json()
+
+    assert listed["status"] == detail["status"] == detail["metrics"]["status"]
+    assert detail["status"] in ("OK", "WARN", "ERR")
+    assert all(q["status"] is not None for q in detail["queues"])
 
 
 def test_the_list_is_most_behind_first(as_viewer, billing):

@@ -57,6 +57,7 @@ from console.groups.detail import (
 )
 from console.groups.dlq import DlqMessages, dead_letter_origin, dlq_exists
 from console.groups.forms import MAX_OFFSET_LINES
+from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
 from console.operations import groups as operations
 from console.operations.groups import GroupNotFoundError, require_group
 from storeadapter.engine import STATUS_DUPLICATE, OffsetChange, QueueNotFoundError, dlq_topic
@@ -93,6 +94,11 @@ class GroupSerializer(serializers.Serializer):
     topics = serializers.ListField(child=serializers.CharField())
     queues_behind = serializers.IntegerField(help_text="Queues with a lag above 0.")
     members = serializers.IntegerField(help_text="Live members (heartbeat within 10 s).")
+    status = serializers.ChoiceField(
+        choices=list(GROUP_STATUSES),
+        allow_null=True,
+        help_text="Burrow-style status from the latest metrics sample; null before one.",
+    )
 
 
 class GroupListQuery(QuerySerializer):
@@ -108,6 +114,22 @@ class GroupQueueSerializer(serializers.Serializer):
     lag = serializers.IntegerField()
     owner = serializers.CharField(allow_null=True, help_text="The live member holding it.")
     last_commit_ms = serializers.IntegerField(allow_null=True)
+    status = serializers.ChoiceField(
+        choices=list(QUEUE_STATUSES), allow_null=True, help_text="From the latest sample."
+    )
+    lag_seconds = serializers.FloatField(allow_null=True, help_text="From the latest sample.")
+
+
+class GroupMetricsSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=list(GROUP_STATUSES))
+    sampled_ms = serializers.IntegerField()
+    lag_seconds = serializers.FloatField(allow_null=True)
+    consume_rate = serializers.FloatField(help_text="Messages per second.")
+    produce_rate = serializers.FloatField(help_text="Messages per second.")
+    drain_seconds = serializers.FloatField(allow_null=True, help_text="null: never (not draining).")
+    expiry_risk_hours = serializers.FloatField(
+        allow_null=True, help_text="Hours until retention deletes unconsumed messages; null: none."
+    )
 
 
 class MemberQueueSerializer(serializers.Serializer):
@@ -133,6 +155,8 @@ class GroupDetailSerializer(serializers.Serializer):
     queues = GroupQueueSerializer(many=True)
     members = GroupMemberSerializer(many=True)
     has_dlq = serializers.BooleanField(help_text="Whether the group has a DLQ topic.")
+    status = serializers.ChoiceField(choices=list(GROUP_STATUSES), allow_null=True)
+    metrics = GroupMetricsSerializer(allow_null=True, help_text="null before the first sample.")
 
 
 class QueueOffsetsField(serializers.DictField):
@@ -608,6 +632,14 @@ def _require_group_or_dlq(group: str) -> None:
 # -------------------------------------------------------------------------- views
 
 
+def _metrics_data(metrics: GroupMetrics | None) -> dict | None:
+    if metrics is None:
+        return None
+    fields = ("status", "sampled_ms", "lag_seconds", "consume_rate", "produce_rate")
+    fields += ("drain_seconds", "expiry_risk_hours")
+    return {name: getattr(metrics, name) for name in fields}
+
+
 class GroupList(APIView):
     @extend_schema(
         operation_id="v1_groups_list",
@@ -632,6 +664,7 @@ class GroupList(APIView):
                     "topics": row.topic_names,
                     "queues_behind": row.queues_behind,
                     "members": row.members,
+                    "status": row.status,
                 }
                 for row in group_rows(store, page)
             ]
@@ -660,6 +693,8 @@ class GroupDetail(APIView):
                         "lag": r.lag,
                         "owner": r.owner,
                         "last_commit_ms": r.last_commit_ms,
+                        "status": r.status,
+                        "lag_seconds": r.lag_seconds,
                     }
                     for r in detail.rows
                 ],
@@ -671,6 +706,8 @@ class GroupDetail(APIView):
                     for member in detail.members
                 ],
                 "has_dlq": dlq_exists(store, group),
+                "status": detail.metrics.status if detail.metrics else None,
+                "metrics": _metrics_data(detail.metrics),
             }
         )
 

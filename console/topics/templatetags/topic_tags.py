@@ -24,3 +24,30 @@ def ms_time(value: int | None, empty: str = "—") -> str:
         when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         when.strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+
+
+@register.filter
+def duration(seconds: float | None, empty: str = "—") -> str:
+    """Seconds as people say them: "45 s", "3 min 5 s", "2 h 10 min", "3 d 4 h"."""
+    if seconds is None:
+        return empty
+    try:
+        total = max(0, round(float(seconds)))
+    except (TypeError, ValueError, OverflowError):
+        return empty
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    if minutes:
+        return f"{minutes} min {secs} s" if secs else f"{minutes} min"
+    return f"{secs} s"
+
+
+@register.inclusion_tag("monitoring/_status.html")
+def status_badge(status: str | None) -> dict:
+    """A group's or queue's Burrow status as a badge; "not sampled" before the first sample."""
+    return {"status": status}
