@@ -136,6 +136,10 @@ echo "Tidemark console: http://$HOST:$PORT/"
 start web "$PY" manage.py runserver "$HOST:$PORT" --noreload
 start worker "$CELERY" -A console worker --loglevel=info --concurrency=2
 start beat "$CELERY" -A console beat --loglevel=info --schedule var/celerybeat-schedule
+if [[ ${TIDEMARK_DEMO:-true} == true ]]; then
+    # Demo traffic: a healthy, a slow and a stalled consumer group (TIDEMARK_DEMO=false: none).
+    start demo "$PY" manage.py simulate
+fi
 
 # Wait until a signal arrives or any process exits; the EXIT trap stops the rest.
 status=0

@@ -114,3 +114,16 @@ def test_secret_key_required_when_debug_is_off():
 
 def test_secret_key_from_environment_is_used():
     assert secret_key(debug=False, environ={"SECRET_KEY": "k" * 50}) == "k" * 50
+
+
+def test_env_example_lists_every_variable_the_settings_read():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    settings_text = (root / "console" / "settings.py").read_text()
+    read = set(re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', settings_text))
+    listed = set(re.findall(r"^([A-Z0-9_]+)=", (root / ".env.example").read_text(), re.M))
+
+    assert read, "no env_* call found in settings.py"
+    assert read <= listed, f"missing from .env.example: {sorted(read - listed)}"
