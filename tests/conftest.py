@@ -1,5 +1,11 @@
 """Fixtures shared by the Django-side suites (console, api, background, monitoring, alerts):
-a small store, the machine's real Redis as Celery's broker, and a real worker.
+users for each role and clients logged in as them, a small store, the machine's real Redis
+as Celery's broker, and a real worker.
+
+Users: `viewer`, `operator`, `admin` (in the role group of that name) and `nobody` (in no
+group). Clients: `as_viewer`, `as_operator`, `as_admin`, `as_nobody` (tests/api overrides
+these with token-authenticated API clients). pytest-django's own `admin_user` /
+`admin_client` (a superuser) are left as they are.
 
 tests/engine keeps its own `store` fixture (a bare MessageStore); the one here is the
 console's store, reached through console.core.store.get_store().
@@ -11,6 +17,9 @@ import time
 from collections.abc import Callable
 
 import pytest
+from django.test import Client
+
+from console.accounts.roles import ensure_role_groups
 
 #: The machine's Redis, on a database no `make run` uses; flushed before and after.
 TEST_REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -145,3 +154,74 @@ def finished_run(wait_for):
         )
 
     return wait
+
+
+# ------------------------------------------------------------------ role users and clients
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(request):
+    """Tests make many users; their passwords need no strength (PBKDF2 costs ~0.1 s each)."""
+    if "django_user_model" not in request.fixturenames:
+        return
+    request.getfixturevalue("settings").PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher"
+    ]
+
+
+PASSWORD = "s3cret-pass-for-tests"
+
+
+def make_user(django_user_model, username: str, role: str | None):
+    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
+    if role is not None:
+        user.groups.add(ensure_role_groups()[role])
+    return user
+
+
+@pytest.fixture
+def viewer(db, django_user_model):
+    return make_user(django_user_model, "vera", "viewer")
+
+
+@pytest.fixture
+def operator(db, django_user_model):
+    return make_user(django_user_model, "otto", "operator")
+
+
+@pytest.fixture
+def admin(db, django_user_model):
+    return make_user(django_user_model, "ada", "admin")
+
+
+@pytest.fixture
+def nobody(db, django_user_model):
+    """Logged in but in no role group."""
+    return make_user(django_user_model, "nemo", None)
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def as_viewer(viewer) -> Client:
+    return logged_in(viewer)
+
+
+@pytest.fixture
+def as_operator(operator) -> Client:
+    return logged_in(operator)
+
+
+@pytest.fixture
+def as_admin(admin) -> Client:
+    """Logged in as a user in the admin group (not a superuser, not staff)."""
+    return logged_in(admin)
+
+
+@pytest.fixture
+def as_nobody(nobody) -> Client:
+    return logged_in(nobody)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from rest_framework import serializers
 
+from console.messages import bodies
 from storeadapter.engine import StoredMessage
 
 
@@ -104,26 +104,13 @@ class StoredMessageSerializer(serializers.Serializer):
 
 
 def message_data(message: StoredMessage) -> dict[str, Any]:
-    """A StoredMessage as StoredMessageSerializer describes it."""
-    try:
-        body, encoding = message.body.decode("utf-8"), "text"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
-    return {
-        "message_id": message.message_id,
-        "topic": message.topic,
-        "queue": message.queue,
-        "queue_offset": message.queue_offset,
-        "commit_offset": message.commit_offset,
-        "born_time_ms": message.born_time_ms,
-        "store_time_ms": message.store_time_ms,
-        "tag": message.tag,
-        "keys": list(message.keys),
-        "properties": dict(message.properties),
-        "body": body,
-        "body_encoding": encoding,
-        "body_bytes": len(message.body),
-    }
+    """A StoredMessage as StoredMessageSerializer describes it: the console's export record
+    (console/messages/bodies.py) with the body's size, without the ISO store time."""
+    record = bodies.export_record(message)
+    del record["store_time"]
+    record["body_encoding"] = "text" if record["body_encoding"] == "utf-8" else "base64"
+    record["body_bytes"] = len(message.body)
+    return record
 
 
 class TopicNameField(serializers.CharField):

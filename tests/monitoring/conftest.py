@@ -9,11 +9,6 @@ forecast, the sampler's default time and the charts' "now", so that scripted his
 from __future__ import annotations
 
 import pytest
-from django.test import Client
-
-from console.accounts.roles import ensure_role_groups
-
-PASSWORD = "s3cret-pass-for-tests"
 
 
 @pytest.fixture(autouse=True)
@@ -64,24 +59,3 @@ def sample_at(db, clock):
         return report
 
     return take
-
-
-def _user(django_user_model, username: str, role: str | None):
-    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
-    if role is not None:
-        user.groups.add(ensure_role_groups()[role])
-    return user
-
-
-@pytest.fixture
-def as_viewer(db, django_user_model) -> Client:
-    client = Client()
-    client.force_login(_user(django_user_model, "vera", "viewer"))
-    return client
-
-
-@pytest.fixture
-def as_nobody(db, django_user_model) -> Client:
-    client = Client()
-    client.force_login(_user(django_user_model, "nemo", None))
-    return client
