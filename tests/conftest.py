@@ -172,6 +172,12 @@ def fast_password_hashing(request):
 PASSWORD = "s3cret-pass-for-tests"
 
 
+@pytest.fixture
+def password() -> str:
+    """Every role user's password."""
+    return PASSWORD
+
+
 def make_user(django_user_model, username: str, role: str | None):
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role is not None:

@@ -19,7 +19,6 @@ os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SCREENSHOTS = Path(__file__).parent / "screenshots"
-PASSWORD = "s3cret-pass-for-tests"
 
 
 @pytest.fixture(scope="session")
@@ -60,41 +59,6 @@ def _screenshot_at_end(request, page):
 
 
 # ------------------------------------------------------------------------- users
-
-
-@pytest.fixture
-def role_groups(transactional_db):
-    """The role groups. The migration made them, but transactional_db flushes them."""
-    from console.accounts.roles import ensure_role_groups
-
-    return ensure_role_groups()
-
-
-def make_user(django_user_model, role_groups, username: str, role: str):
-    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
-    user.groups.add(role_groups[role])
-    return user
-
-
-@pytest.fixture
-def password():
-    """Every test user's password."""
-    return PASSWORD
-
-
-@pytest.fixture
-def viewer(django_user_model, role_groups):
-    return make_user(django_user_model, role_groups, "vera", "viewer")
-
-
-@pytest.fixture
-def operator(django_user_model, role_groups):
-    return make_user(django_user_model, role_groups, "otto", "operator")
-
-
-@pytest.fixture
-def admin(django_user_model, role_groups):
-    return make_user(django_user_model, role_groups, "ada", "admin")
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def test_reset_offsets_preview_apply_and_undo(page: Page, url, log_in, operator,
     page.keyboard.press("Enter")
 
     expect(page).to_have_url(url("/groups/billing/"))
-    expect(page.get_by_role("status")).to_contain_text(
+    expect(page.locator("li.tm-message")).to_contain_text(
         "Reset to earliest of billing on orders: 2 queues moved; "
         "7 messages will be consumed again, 0 skipped."
     )
@@ -54,7 +54,7 @@ def test_reset_offsets_preview_apply_and_undo(page: Page, url, log_in, operator,
     page.keyboard.press("Enter")
 
     expect(page).to_have_url(url("/groups/billing/"))
-    expect(page.get_by_role("status")).to_contain_text(
+    expect(page.locator("li.tm-message")).to_contain_text(
         "Undid the latest reset of billing on orders: 2 queues moved"
     )
     assert committed_cells(page) == ["3", "4"]

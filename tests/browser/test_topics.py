@@ -24,7 +24,7 @@ def test_admin_creates_a_topic_and_sees_it_listed(page: Page, url, log_in, admin
     form.get_by_label("Name").press("Enter")
 
     expect(page).to_have_url(url("/topics/payments/"))
-    expect(page.get_by_role("status")).to_have_text("Created topic payments with 3 queues.")
+    expect(page.locator("li.tm-message")).to_have_text("Created topic payments with 3 queues.")
     page.get_by_role("navigation", name="Sections").get_by_role("link", name="Topics").click()
     row = page.get_by_role("row", name=re.compile(r"^payments\b"))
     expect(row).to_be_visible()
@@ -48,7 +48,7 @@ def test_operator_sends_a_test_message(page: Page, url, log_in, operator, store)
     page.keyboard.press("Enter")
 
     expect(page).to_have_url(re.compile(r"/topics/orders/#latest$"))
-    flash = page.get_by_role("status")
+    flash = page.locator("li.tm-message")
     expect(flash).to_contain_text(
         re.compile(r"Sent message [0-9A-Fa-f]{24} to queue \d at offset 0\.")
     )

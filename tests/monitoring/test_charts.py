@@ -106,11 +106,14 @@ def test_a_group_chart_needs_a_group(as_viewer, db):
     assert "group" in response.json()["error"]
 
 
-def test_a_group_never_sampled_is_a_404(as_viewer, sampled):
+def test_a_group_never_sampled_gets_an_empty_chart_that_says_so(as_viewer, sampled):
     response = as_viewer.get("/monitoring/charts/group/?group=nobody")
 
-    assert response.status_code == 404
-    assert "nobody" in response.json()["error"]
+    assert response.status_code == 200
+    figure = response.json()
+    assert all(not trace.get("x") for trace in figure["data"])
+    notes = [note["text"] for note in figure["layout"]["annotations"]]
+    assert any("No samples" in note for note in notes), notes
 
 
 def test_an_unknown_chart_is_a_404(as_viewer, db):
