@@ -2,8 +2,9 @@
 
 Everyone with a role reads the page. Operators create silences (from a firing event, or
 from scratch) and expire them early; admins create, edit, enable, disable and delete rules
-and send a test email. Every change is a POST with CSRF and writes an audit row with the
-state before and after, in the same transaction as the change.
+and send a test email. Every change is a POST with CSRF and goes through
+console/alerts/operations.py (shared with /api/v1/alerts/), which writes an audit row with
+the state before and after, in the same transaction as the change.
 """
 
 from __future__ import annotations
@@ -14,38 +15,21 @@ from typing import Any
 from django.contrib import messages
 from django.core.mail import send_mail
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from console.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
+from console.alerts import operations
 from console.alerts.evaluate import active_silences
 from console.alerts.forms import RuleForm, SilenceForm, TestEmailForm
 from console.alerts.models import AlertEvent, AlertRule, Silence
-from console.audit.log import record
+from console.alerts.operations import index_url as _index_url
 
 PAST_PAGE_SIZE = 25
 #: Ended silences shown under the active ones.
 RECENT_SILENCES = 10
-
-
-def _index_url(anchor: str = "") -> str:
-    return reverse("alerts:index") + (f"#{anchor}" if anchor else "")
-
-
-def _rule_target(rule: AlertRule) -> str:
-    return f"alert rule {rule.name}"
-
-
-def _silence_target(silence: Silence) -> str:
-    return f"silence {silence.pk} ({silence.scope_text()})"
-
-
-def _silenced_by(event: AlertEvent, silences: list[Silence], now) -> Silence | None:
-    return next((s for s in silences if s.covers(event.rule_id, event.subject, now)), None)
 
 
 # ------------------------------------------------------------------------------------ page
@@ -57,7 +41,9 @@ def index(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     silences = active_silences(now)
     firing = list(AlertEvent.objects.filter(state=AlertEvent.FIRING).order_by("-started_at"))
-    firing_rows = [{"event": e, "silence": _silenced_by(e, silences, now)} for e in firing]
+    firing_rows = [
+        {"event": e, "silence": operations.silenced_by(e, silences, now)} for e in firing
+    ]
     pending = AlertEvent.objects.filter(state=AlertEvent.PENDING).order_by("since")
     past = AlertEvent.objects.filter(state=AlertEvent.RESOLVED).order_by("-resolved_at", "-id")
     page = Paginator(past, PAST_PAGE_SIZE).get_page(request.GET.get("page"))
@@ -89,15 +75,7 @@ def rule_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = RuleForm(request.POST)
         if form.is_valid():
-            with transaction.atomic():
-                rule = form.save()
-                record(
-                    request.user,
-                    "alert.rule.create",
-                    _rule_target(rule),
-                    after=rule.state(),
-                    link=_index_url("rules"),
-                )
+            rule = operations.create_rule(request.user, form)
             messages.success(request, f"Created the alert rule {rule.name}.")
             return redirect(_index_url("rules"))
     else:
@@ -110,24 +88,9 @@ def rule_create(request: HttpRequest) -> HttpResponse:
 def rule_edit(request: HttpRequest, rule_id: int) -> HttpResponse:
     rule = get_object_or_404(AlertRule, pk=rule_id)
     if request.method == "POST":
-        before = rule.state()
         form = RuleForm(request.POST, instance=rule)
         if form.is_valid():
-            with transaction.atomic():
-                rule = form.save(commit=False)
-                rule.updated_at = timezone.now()
-                rule.save()
-                after = rule.state()
-                if after != before:
-                    record(
-                        request.user,
-                        "alert.rule.update",
-                        _rule_target(rule),
-                        before,
-                        after,
-                        link=_index_url("rules"),
-                    )
-            if after == before:
+            if not operations.update_rule(request.user, form):
                 messages.info(request, f"{rule.name} was not changed.")
             else:
                 messages.success(request, f"Saved the alert rule {rule.name}.")
@@ -143,21 +106,7 @@ def _set_enabled(request: HttpRequest, rule: AlertRule, enabled: bool) -> HttpRe
     if rule.enabled == enabled:
         messages.info(request, f"{rule.name} is already {verb}d; nothing was changed.")
         return redirect(_index_url("rules"))
-    before = rule.state()
-    with transaction.atomic():
-        updated = AlertRule.objects.filter(pk=rule.pk, enabled=not enabled).update(
-            enabled=enabled, updated_at=timezone.now()
-        )
-        if updated:
-            rule.enabled = enabled
-            record(
-                request.user,
-                f"alert.rule.{verb}",
-                _rule_target(rule),
-                before,
-                rule.state(),
-                link=_index_url("rules"),
-            )
+    operations.set_enabled(request.user, rule, enabled)
     if enabled:
         messages.success(request, f"Enabled {rule.name}.")
     else:
@@ -169,16 +118,8 @@ def _set_enabled(request: HttpRequest, rule: AlertRule, enabled: bool) -> HttpRe
 
 def _delete(request: HttpRequest, rule: AlertRule) -> HttpResponse:
     name = rule.name
-    with transaction.atomic():
-        before = rule.state()
-        now = timezone.now()
-        # Its history stays (rule_name); open events end with it, without mail.
-        rule.events.filter(state=AlertEvent.PENDING).delete()
-        rule.events.filter(state=AlertEvent.FIRING).update(
-            state=AlertEvent.RESOLVED, resolved_at=now
-        )
-        rule.delete()
-        record(request.user, "alert.rule.delete", f"alert rule {name}", before=before)
+    # Its history stays (rule_name); open events end with it, without mail.
+    operations.delete_rule(request.user, rule)
     messages.success(request, f"Deleted the alert rule {name}; its past events are kept.")
     return redirect(_index_url("rules"))
 
@@ -217,19 +158,7 @@ def silence_create(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = SilenceForm(request.POST)
         if form.is_valid():
-            with transaction.atomic():
-                silence = form.save(commit=False)
-                silence.starts_at = form.now
-                silence.created_by = request.user
-                silence.created_by_name = request.user.get_username()
-                silence.save()
-                record(
-                    request.user,
-                    "alert.silence.create",
-                    _silence_target(silence),
-                    after=silence.state(),
-                    link=_index_url("silences"),
-                )
+            silence = operations.create_silence(request.user, form)
             messages.success(
                 request,
                 f"Silenced {silence.scope_text()} until "
@@ -252,18 +181,7 @@ def silence_expire(request: HttpRequest, silence_id: int) -> HttpResponse:
     if silence.ends_at <= now:
         messages.info(request, "That silence has already ended; nothing was changed.")
         return redirect(_index_url("silences"))
-    before = silence.state()
-    with transaction.atomic():
-        if Silence.objects.filter(pk=silence.pk, ends_at__gt=now).update(ends_at=now):
-            silence.ends_at = now
-            record(
-                request.user,
-                "alert.silence.expire",
-                _silence_target(silence),
-                before,
-                silence.state(),
-                link=_index_url("silences"),
-            )
+    operations.expire_silence(request.user, silence, now)
     messages.success(request, f"Ended the silence of {silence.scope_text()}; mail resumes.")
     return redirect(_index_url("silences"))
 
@@ -280,33 +198,10 @@ def test_email(request: HttpRequest) -> HttpResponse:
             messages.error(request, f"No test email was sent: {error}")
         return redirect(_index_url("test-email"))
     recipients = form.cleaned_data["recipients"]
-    try:
-        send_mail(
-            "[Tidemark] Test email",
-            "This is a test email from the Tidemark console: alert mail reaches you.\n"
-            f"Sent by {request.user.get_username()} at "
-            f"{timezone.localtime():%Y-%m-%d %H:%M:%S %Z}.\n",
-            None,
-            recipients,
-            fail_silently=False,
-        )
-    except Exception as error:  # the mail server's refusal, said on the page
-        detail = f"failed: {type(error).__name__}: {error}"[:1000]
-        record(
-            request.user,
-            "alert.test_email",
-            "alert mail",
-            after={"recipients": recipients},
-            detail=detail,
-        )
-        messages.error(request, f"The test email could not be sent ({detail}).")
+    # This module's send_mail, so that a test may stand in for the mail server here.
+    failure = operations.send_test_email(request.user, recipients, mailer=send_mail)
+    if failure is not None:
+        messages.error(request, f"The test email could not be sent ({failure}).")
         return redirect(_index_url("test-email"))
-    record(
-        request.user,
-        "alert.test_email",
-        "alert mail",
-        after={"recipients": recipients},
-        detail="sent",
-    )
     messages.success(request, f"Sent a test email to {', '.join(recipients)}.")
     return redirect(_index_url("test-email"))

@@ -5,7 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import not_found
-from console.api.views import audit, groups, messages, storage, topics
+from console.api.views import alerts, audit, groups, messages, storage, tasks, topics
 
 v1 = [
     *topics.urlpatterns,
@@ -13,6 +13,8 @@ v1 = [
     *groups.urlpatterns,
     *storage.urlpatterns,
     *audit.urlpatterns,
+    *alerts.urlpatterns,
+    *tasks.urlpatterns,
 ]
 
 urlpatterns = [
