@@ -146,3 +146,28 @@ class CommitWindow(models.Model):
 
     def __str__(self) -> str:
         return f"commit window of {self.group} on {self.topic}"
+
+
+class TopicMinuteStats(models.Model):
+    """One topic in one minute of store time, as the Spark statistics job counted it
+    (``manage.py topic_stats``; ``storeadapter.spark.jobs.stats``): history that outlives
+    the sampler's retention. A rerun over the same minutes replaces their rows."""
+
+    topic = models.CharField(max_length=255)
+    #: The minute's start (store time, ms since the epoch).
+    minute_ms = models.BigIntegerField()
+    messages = models.BigIntegerField()
+    #: Sum of the body lengths.
+    bytes = models.BigIntegerField()
+    distinct_keys = models.BigIntegerField()
+    #: Body-size bucket (``le_64`` … ``gt_16k``) to its count of messages.
+    size_histogram = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "minute_ms"], name="mon_topic_minute_once")
+        ]
+        indexes = [models.Index(fields=["minute_ms"], name="mon_topic_minute_ts")]
+
+    def __str__(self) -> str:
+        return f"{self.topic} in the minute at {self.minute_ms}"
