@@ -188,6 +188,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "console.monitoring.tasks.downsample_metrics",
         "schedule": TIDEMARK_DOWNSAMPLE_INTERVAL_S,
     },
+    "topic-statistics": {
+        "task": "console.monitoring.tasks.topic_statistics",
+        "schedule": 3600,
+    },
 }
 
 # Mail: printed to the console unless an SMTP host is configured.

@@ -5,6 +5,10 @@ Each range is drawn at the resolution tier that covers it without drawing more t
 and 1,440), 7 d at 1 hour (168). Rows finer than that tier (the recent part of a long
 range) are thinned the way downsampling thins them: the last point of each bucket. Rates
 are the difference of a counter between consecutive points, over the time between them.
+
+``topic-history`` draws the Spark statistics job's ``TopicMinuteStats`` rows instead (they
+outlive the sampler's retention; 30 d and 90 d are offered for it too): messages and bytes
+per minute, averaged over 1-minute, 1-hour or 1-day buckets (at most MAX_POINTS of them).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from console.monitoring.models import (
     RES_RAW,
     GroupSample,
     StoreSample,
+    TopicMinuteStats,
     TopicSample,
 )
 from storeadapter.engine import clock as engine_clock
@@ -32,7 +37,10 @@ HOUR_S = 3600
 #: The ranges offered, in seconds.
 RANGES: dict[str, int] = {"1h": HOUR_S, "6h": 6 * HOUR_S, "24h": 24 * HOUR_S, "7d": 7 * 24 * HOUR_S}
 MAX_POINTS = 1500
-KINDS = ("dashboard", "group", "topic", "storage")
+KINDS = ("dashboard", "group", "topic", "topic-history", "storage")
+DAY_S = 24 * HOUR_S
+#: The ranges of the topic-history chart: RANGES and two longer ones.
+HISTORY_RANGES: dict[str, int] = {**RANGES, "30d": 30 * DAY_S, "90d": 90 * DAY_S}
 
 
 def resolution_for(range_s: int) -> int:
@@ -73,7 +81,13 @@ def _rates(rows: list, counter: str) -> tuple[list[datetime], list[float]]:
     return xs, ys
 
 
-def _layout(fig: go.Figure, title: str, empty: bool, since: int) -> go.Figure:
+def _layout(
+    fig: go.Figure,
+    title: str,
+    empty: bool,
+    since: int,
+    empty_text: str = "No samples in this range yet.",
+) -> go.Figure:
     """Common looks; the x axis spans the whole range asked for; a series of one or two
     points gets markers (a line needs two points to show)."""
     for trace in fig.data:
@@ -96,7 +110,7 @@ def _layout(fig: go.Figure, title: str, empty: bool, since: int) -> go.Figure:
     fig.update_yaxes(showgrid=True, gridcolor="#e3e7ee", rangemode="tozero")
     if empty:
         fig.add_annotation(
-            text="No samples in this range yet.",
+            text=empty_text,
             xref="paper",
             yref="paper",
             x=0.5,
@@ -271,6 +285,60 @@ def topic_figure(topic: str, range_name: str) -> go.Figure:
         col=1,
     )
     return _layout(fig, f"Topic {topic}", not rows, since)
+
+
+def history_step(range_s: int) -> int:
+    """The bucket (1 min, 1 h, 1 d) that draws ``range_s`` of statistics in at most
+    MAX_POINTS points."""
+    for step in (60, HOUR_S, DAY_S):
+        if range_s / step <= MAX_POINTS:
+            return step
+    return DAY_S
+
+
+def topic_history_figure(topic: str, range_name: str) -> go.Figure:
+    """Messages and bytes per minute of the topic, from the Spark statistics job's rows."""
+    range_s = HISTORY_RANGES[range_name]
+    since = _since(range_s)
+    step_ms = history_step(range_s) * 1000
+    minutes = step_ms / 60_000
+    buckets: dict[int, list[int]] = {}
+    for minute_ms, messages, size in (
+        TopicMinuteStats.objects.filter(topic=topic, minute_ms__gte=since)
+        .order_by("minute_ms")
+        .values_list("minute_ms", "messages", "bytes")
+    ):
+        totals = buckets.setdefault(minute_ms // step_ms * step_ms, [0, 0])
+        totals[0] += messages
+        totals[1] += size
+    xs = [_when(start) for start in buckets]
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=("Messages per minute", "Bytes per minute"),
+    )
+    for row, (name, index) in enumerate(
+        (("Messages per minute", 0), ("Bytes per minute", 1)), start=1
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[round(totals[index] / minutes, 3) for totals in buckets.values()],
+                name=name,
+                mode="lines",
+            ),
+            row=row,
+            col=1,
+        )
+    return _layout(
+        fig,
+        f"Topic {topic}: statistics",
+        not buckets,
+        since,
+        "No statistics in this range yet (the topic statistics job writes them hourly).",
+    )
 
 
 def storage_figure(range_name: str) -> go.Figure:

@@ -1,11 +1,12 @@
 """/monitoring/charts/<kind>/: a Plotly figure of the sampled history, as JSON.
 
-Kinds: ``dashboard`` (produce and consume rates, total backlog), ``group`` (``?group=``:
-lag per queue stacked, lag in seconds, drain time, status), ``topic`` (``?topic=``: append
-rate, size) and ``storage`` (disk use against the thresholds). ``?range=`` is one of 1h,
-6h, 24h, 7d (default 1h). Viewer role; mistakes are answered with a JSON sentence (400 for
-a bad range or a missing name, 404 for an unknown kind; a group or topic not sampled yet
-gets an empty chart that says so).
+Kinds: ``dashboard`` (produce and consume rates, total backlog), ``group`` (``?group=``: lag
+per queue stacked, lag in seconds, drain time, status), ``topic`` (``?topic=``: append rate,
+size), ``topic-history`` (``?topic=``: messages and bytes per minute from the Spark
+statistics job) and ``storage`` (disk use against the thresholds). ``?range=`` is one of 1h,
+6h, 24h, 7d, and for topic-history also 30d and 90d (default 1h). Viewer role; mistakes are
+answered with a JSON sentence (400 for a bad range or a missing name, 404 for an unknown
+kind; a group or topic not sampled yet gets an empty chart that says so).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ def chart(request: HttpRequest, kind: str) -> HttpResponse:
     if kind not in charts.KINDS:
         return _error(404, f"There is no {kind!r} chart; the charts are {', '.join(charts.KINDS)}.")
     range_name = request.GET.get("range", "1h")
-    if range_name not in charts.RANGES:
+    ranges = charts.HISTORY_RANGES if kind == "topic-history" else charts.RANGES
+    if range_name not in ranges:
         return _error(
             400,
-            f"The range {range_name!r} is not offered; choose one of {', '.join(charts.RANGES)}.",
+            f"The range {range_name!r} is not offered; choose one of {', '.join(ranges)}.",
         )
     if kind == "dashboard":
         figure = charts.dashboard_figure(range_name)
@@ -47,5 +49,8 @@ def chart(request: HttpRequest, kind: str) -> HttpResponse:
         topic = request.GET.get("topic", "")
         if not topic:
             return _error(400, "Say which topic to chart: ?topic=<name>.")
-        figure = charts.topic_figure(topic, range_name)
+        if kind == "topic-history":
+            figure = charts.topic_history_figure(topic, range_name)
+        else:
+            figure = charts.topic_figure(topic, range_name)
     return HttpResponse(figure.to_json(), content_type="application/json")

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
-from console.monitoring.models import TopicMinuteStats
+from console.monitoring.topicstats import NoStore, run_topic_statistics
 from storeadapter.spark.planning import parse_time
-
-UPDATED_FIELDS = ["messages", "bytes", "distinct_keys", "size_histogram"]
 
 
 class Command(BaseCommand):
@@ -46,28 +40,12 @@ class Command(BaseCommand):
             raise CommandError("--since must be earlier than --until.")
         if topics is not None and not [t for t in topics if t.strip()]:
             raise CommandError("--topic needs a topic name.")
-        store_dir = Path(settings.TIDEMARK_STORE_DIR)
-        if not (store_dir / "commitlog").is_dir():
-            raise CommandError(f"There is no store at {store_dir} (TIDEMARK_STORE_DIR).")
-
-        from storeadapter.spark import spark_session
-        from storeadapter.spark.jobs.stats import topic_statistics
-
-        spark = spark_session(
-            "tidemark-topic-stats", config={"spark.ui.showConsoleProgress": "true"}
-        )
-        rows = topic_statistics(spark, str(store_dir), since_ms, until_ms, topics)
-        with transaction.atomic():
-            TopicMinuteStats.objects.bulk_create(
-                [TopicMinuteStats(**row) for row in rows],
-                batch_size=1000,
-                update_conflicts=True,
-                unique_fields=["topic", "minute_ms"],
-                update_fields=UPDATED_FIELDS,
-            )
+        try:
+            summary = run_topic_statistics(since_ms, until_ms, topics, console_progress=True)
+        except NoStore as error:
+            raise CommandError(str(error)) from None
         self.stdout.write(
-            f"topic_stats: {len(rows)} topic-minute rows written for "
-            f"{len({row['topic'] for row in rows})} topics "
-            f"({sum(row['messages'] for row in rows)} messages, "
-            f"{sum(row['bytes'] for row in rows)} bytes)."
+            f"topic_stats: {summary['rows']} topic-minute rows written for "
+            f"{summary['topics']} topics "
+            f"({summary['messages']} messages, {summary['bytes']} bytes)."
         )
