@@ -25,7 +25,7 @@ SCREENSHOTS = Path(__file__).parent / "screenshots"
 def browser_type_launch_args(browser_type_launch_args):
     """Debian's chromium, headless; never Playwright's downloaded browsers."""
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (make browser)")
+        pytest.fail(f"{CHROMIUM} is not installed: run `make browser` (make test does it)")
     return {
         **browser_type_launch_args,
         "executable_path": CHROMIUM,
