@@ -66,8 +66,8 @@ def env_list(name: str, default: list[str], environ: Mapping[str, str] | None = 
 
 
 def env_path(
-    name: str, default: Path, base_dir: Path, environ: Mapping[str, str] | None = None
-) -> Path:
+    name: str, default: Path | None, base_dir: Path, environ: Mapping[str, str] | None = None
+) -> Path | None:
     """A filesystem path; `~` is expanded and a relative path is taken from `base_dir`."""
     value = _raw(name, environ)
     if value is None:

@@ -169,6 +169,9 @@ TIDEMARK_FLUSH_INTERVAL_S = env_int("TIDEMARK_FLUSH_INTERVAL_S", 5)
 #: RocketMQ's deleteWhen "04"), or at once when disk use passes the warning ratio.
 TIDEMARK_EXPIRY_CHECK_S = env_int("TIDEMARK_EXPIRY_CHECK_S", 3600)
 TIDEMARK_RETENTION_HOUR = env_int("TIDEMARK_RETENTION_HOUR", 4)
+#: Archive each commit-log segment to Parquet (under this directory, through Spark) before
+#: retention deletes it; empty means no archive. A segment whose archive failed is kept.
+TIDEMARK_ARCHIVE_DIR = env_path("TIDEMARK_ARCHIVE_DIR", None, BASE_DIR)
 #: Seconds between downsampling runs of the metric history.
 TIDEMARK_DOWNSAMPLE_INTERVAL_S = env_int("TIDEMARK_DOWNSAMPLE_INTERVAL_S", 600)
 CELERY_BEAT_SCHEDULE = {
