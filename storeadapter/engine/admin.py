@@ -5,10 +5,9 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import replace
 
-from . import clock
+from . import clock, fileio
 from .consumequeue import ConsumeQueue
 from .errors import (
     InvalidMessageError,
@@ -67,7 +66,7 @@ class TopicAdmin:
             self._table.save()
             for queue in self._registry.close_topic(name):
                 self._dirty_queues.discard(queue)
-            shutil.rmtree(self.path / "consumequeue" / name, ignore_errors=True)
+            fileio.remove_tree(self.path / "consumequeue" / name)
             self._offsets.drop_topic(name)
             self._publish(
                 topics_version=self._seen.topics_version + 1,

@@ -39,7 +39,7 @@ class CheckpointState(NamedTuple):
 class Checkpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.fd = fileio.create_file(path)
         self.state = self._load()
 
     def _load(self) -> CheckpointState | None:

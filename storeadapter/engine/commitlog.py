@@ -43,7 +43,7 @@ class CommitLog:
         alone: they hold nothing published, or are being created right now. Without
         ``repair`` nothing is written: an empty last segment is skipped, not mended.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        fileio.make_dir(self.directory, parents=True, exist_ok=True)
         names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
         if limit is not None:
             names = [name for name in names if int(name) <= limit]

@@ -58,17 +58,17 @@ class QueueFile:
         durable: bool = True,
     ) -> QueueFile:
         """Create an empty (sparse) queue file; ``durable`` fsyncs it and its directory."""
-        directory.mkdir(parents=True, exist_ok=True)
+        fileio.make_dir(directory, parents=True, exist_ok=True)
         path = directory / segment_name(first_index)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = fileio.create_file(path, exclusive=True)
         try:
-            os.ftruncate(fd, entries * ENTRY_SIZE)
+            fileio.ftruncate(fd, entries * ENTRY_SIZE)
             if durable:
                 fileio.fsync(fd)
                 fileio.fsync_dir(directory)
         except BaseException:
             os.close(fd)
-            path.unlink(missing_ok=True)
+            fileio.unlink(path)
             raise
         os.close(fd)
         return cls(path, first_index, entries, handles)
@@ -78,7 +78,7 @@ class QueueFile:
         """A queue file on disk; one left short by a crash is extended (sparsely) to size."""
         size = path.stat().st_size
         if size < entries * ENTRY_SIZE:
-            os.truncate(path, entries * ENTRY_SIZE)
+            fileio.truncate(path, entries * ENTRY_SIZE)
         else:
             entries = size // ENTRY_SIZE
         return cls(path, int(path.name), entries, handles)
@@ -377,7 +377,7 @@ class ConsumeQueue:
         self._files.remove(queue_file)
         self.dirty.discard(queue_file)
         queue_file.close()
-        queue_file.path.unlink(missing_ok=True)
+        fileio.unlink(queue_file.path)
 
     def mark_dirty(self, start: int, end: int) -> None:
         """Have the next flush fsync the files holding entries ``start`` to ``end - 1``

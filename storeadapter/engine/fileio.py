@@ -1,7 +1,13 @@
 """The engine's file system calls that matter for durability, in one place.
 
-Every fsync, preallocation and atomic replace goes through these functions, so
-a fault-injection test can replace one of them to simulate a failing or slow disk.
+Every write, fsync, preallocation, truncation, file creation, rename, removal and
+directory creation on the store's files goes through these functions, so a
+fault-injection test (tests/faults/faultyfs.py) can replace them to see every change
+or to simulate a failing or slow disk. The engine calls them as ``fileio.name(...)``,
+never imported by name, so replacing the module attribute is enough.
+
+Left out on purpose: the lock files (empty, only flocked) and the shared ``state``
+file (mapped, never fsynced, rewritten by the first opener).
 """
 
 from __future__ import annotations
@@ -48,21 +54,66 @@ def write_atomic(path: Path, data: bytes) -> None:
     A crash leaves either the old or the new content, never a mix.
     """
     temp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = create_file(temp, truncate=True)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        pwrite_all(fd, data, 0)
         fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
-            temp.unlink()
+            unlink(temp, missing_ok=False)
         raise
     os.close(fd)
-    os.replace(temp, path)
+    rename(temp, path)
     fsync_dir(path.parent)
+
+
+def create_file(path: Path | str, *, exclusive: bool = False, truncate: bool = False) -> int:
+    """Open ``path`` read-write, creating it (mode 0644) if missing; return the descriptor.
+
+    ``exclusive``: fail with FileExistsError if it exists. ``truncate``: empty it.
+    """
+    flags = os.O_RDWR | os.O_CREAT
+    if exclusive:
+        flags |= os.O_EXCL
+    if truncate:
+        flags |= os.O_TRUNC
+    return os.open(path, flags, 0o644)
+
+
+def ftruncate(fd: int, size: int) -> None:
+    """Set the open file's size (growing it sparsely, or cutting it)."""
+    os.ftruncate(fd, size)
+
+
+def truncate(path: Path | str, size: int) -> None:
+    """Set the file's size (growing it sparsely, or cutting it)."""
+    os.truncate(path, size)
+
+
+def rename(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, replacing ``target`` if it exists."""
+    os.replace(source, target)
+
+
+def unlink(path: Path, missing_ok: bool = True) -> None:
+    """Remove a file; a missing one is fine unless ``missing_ok`` is False."""
+    Path(path).unlink(missing_ok=missing_ok)
+
+
+def touch(path: Path) -> None:
+    """Create an empty file if it does not exist (its content is left alone)."""
+    Path(path).touch()
+
+
+def make_dir(path: Path | str, parents: bool = False, exist_ok: bool = False) -> None:
+    """Create a directory, as ``Path.mkdir``."""
+    Path(path).mkdir(parents=parents, exist_ok=exist_ok)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a directory and everything under it; errors are ignored."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def pwrite_all(fd: int, data, offset: int) -> None:

@@ -5,8 +5,7 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 
 from __future__ import annotations
 
-import shutil
-
+from . import fileio
 from .errors import (
     OffsetConflictError,
     OffsetOutOfRangeError,
@@ -125,7 +124,7 @@ class GroupOffsets:
             except OSError as error:
                 self._fail(error)
                 raise StoreFailedError(f"saving the offsets failed ({error})") from error
-            shutil.rmtree(self.path / "groups" / group, ignore_errors=True)
+            fileio.remove_tree(self.path / "groups" / group)
             if dropped:
                 self._publish(offsets_version=self._seen.offsets_version + 1)
             return dropped

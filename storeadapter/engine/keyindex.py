@@ -196,13 +196,13 @@ def _open_file(path: Path, repair: bool) -> tuple[IndexFile | None, str | None]:
         if damaged is not None:
             os.close(fd)
             if repair:
-                path.unlink(missing_ok=True)
+                fileio.unlink(path)
                 return None, f"{damaged}; removed"
             return None, damaged
         if flags & FLAG_REMOVED:
             os.close(fd)
             if repair:
-                path.unlink(missing_ok=True)
+                fileio.unlink(path)
             return None, None
         expected = file_size(slots, capacity)
         if size > expected:
@@ -226,7 +226,7 @@ def _repair_truncated(
     entries_at = HEADER_SIZE + slots * SLOT_SIZE
     kept = min(count, max(0, size - entries_at) // ENTRY_SIZE) if size >= entries_at else 0
     try:
-        os.ftruncate(fd, expected)
+        fileio.ftruncate(fd, expected)
         index_file = IndexFile(path, fd, slots, capacity)
     except BaseException:
         os.close(fd)
@@ -237,7 +237,7 @@ def _repair_truncated(
         problem = f"truncated: {size} of {expected} bytes"
         if not kept:
             index_file.close()
-            path.unlink(missing_ok=True)
+            fileio.unlink(path)
             return None, f"{problem}; no entry left, removed"
         _, _, end_ms, _, _, flags = index_file.state()
         index_file.rebuild_slots(kept)
@@ -296,7 +296,7 @@ class KeyIndex:
     def open(self) -> None:
         """Open the existing files; repair or remove a damaged newest file."""
         with self._lock:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            fileio.make_dir(self.directory, parents=True, exist_ok=True)
             listing = self._list()
             names = sorted(listing)
             for position, name in enumerate(names):
@@ -517,7 +517,7 @@ class KeyIndex:
 
     def _create(self, commit_offset: int, store_ms: int) -> IndexFile:
         for leftover in self.directory.glob(".*.tmp"):
-            leftover.unlink(missing_ok=True)
+            fileio.unlink(leftover)
         name = segment_name(commit_offset)
         path = self.directory / name
         temp = self.directory / f".{name}.tmp"
@@ -525,18 +525,18 @@ class KeyIndex:
             MAGIC, VERSION, 0, self.slots, self.entries,
             store_ms, commit_offset, store_ms, commit_offset, 0, 0,
         )  # fmt: skip
-        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = fileio.create_file(temp, truncate=True)
         try:
-            os.ftruncate(fd, file_size(self.slots, self.entries))
+            fileio.ftruncate(fd, file_size(self.slots, self.entries))
             fileio.pwrite_all(fd, header, 0)
             fileio.fsync(fd)
-            path.unlink(missing_ok=True)  # only ever a skipped (damaged or removed) file
-            os.rename(temp, path)
+            fileio.unlink(path)  # only ever a skipped (damaged or removed) file
+            fileio.rename(temp, path)
             fileio.fsync_dir(self.directory)
             index_file = IndexFile(path, fd, self.slots, self.entries)
         except BaseException:
             os.close(fd)
-            temp.unlink(missing_ok=True)
+            fileio.unlink(temp)
             raise
         self._bad.pop(name, None)
         self.files.append(index_file)
@@ -546,7 +546,7 @@ class KeyIndex:
     def _remove(self, index_file: IndexFile) -> None:
         """Delete a file; its header is flagged first so other processes stop using it."""
         index_file.write_flags(index_file.flags() | FLAG_REMOVED)
-        index_file.path.unlink(missing_ok=True)
+        fileio.unlink(index_file.path)
         self.files.remove(index_file)
         self._drop(index_file)
 
@@ -698,7 +698,7 @@ class KeyIndex:
     def _unlink_bad(self, name: str) -> bool:
         """Delete a skipped (damaged or half-removed) file; False if it cannot be."""
         try:
-            (self.directory / name).unlink(missing_ok=True)
+            fileio.unlink(self.directory / name)
         except OSError:
             return False
         del self._bad[name]

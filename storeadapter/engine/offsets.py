@@ -101,7 +101,7 @@ class OffsetStore:
     def __init__(self, directory: Path, compact_bytes: int = 4 << 20, repair: bool = True) -> None:
         self.directory = directory
         self.compact_bytes = compact_bytes
-        directory.mkdir(parents=True, exist_ok=True)
+        fileio.make_dir(directory, parents=True, exist_ok=True)
         self.torn_bytes = 0
         self._fd = -1
         self._load_all(repair)
@@ -119,7 +119,7 @@ class OffsetStore:
         self._load(repair)
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd = os.open(self._journal_path(self.generation), os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = fileio.create_file(self._journal_path(self.generation))
 
     def catch_up(self) -> None:
         """Read what other processes appended (or reload after their compaction)."""
@@ -162,7 +162,7 @@ class OffsetStore:
             path = self._journal_path(generation)
             if generation < self.generation:
                 if repair:
-                    path.unlink(missing_ok=True)
+                    fileio.unlink(path)
                 continue
             self._size = self._replay(path, 0, repair)
             self.generation = generation
@@ -185,9 +185,12 @@ class OffsetStore:
             pos += _FRAME.size + length
         if pos < len(data) and repair:
             self.torn_bytes += len(data) - pos
-            with open(path, "r+b") as handle:
-                handle.truncate(start + pos)
-                fileio.fsync(handle.fileno())
+            fd = os.open(path, os.O_RDWR)
+            try:
+                fileio.ftruncate(fd, start + pos)
+                fileio.fsync(fd)
+            finally:
+                os.close(fd)
         return start + pos
 
     def _apply(self, entry: dict) -> None:
@@ -366,9 +369,7 @@ class OffsetStore:
     def compact(self) -> None:
         """Start a new journal generation from a snapshot of the current state."""
         new_generation = self.generation + 1
-        new_fd = os.open(
-            self._journal_path(new_generation), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644
-        )
+        new_fd = fileio.create_file(self._journal_path(new_generation), truncate=True)
         fileio.fsync_dir(self.directory)
         snapshot = {
             "generation": new_generation,
@@ -382,7 +383,7 @@ class OffsetStore:
         }
         fileio.write_atomic(self.directory / "snapshot.json", json.dumps(snapshot).encode())
         os.close(self._fd)
-        self._journal_path(self.generation).unlink(missing_ok=True)
+        fileio.unlink(self._journal_path(self.generation))
         self._fd, self._size, self.generation = new_fd, 0, new_generation
 
     def close(self) -> None:

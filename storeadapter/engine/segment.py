@@ -42,7 +42,7 @@ class Segment:
     def create(cls, directory: Path, base: int, size: int) -> Segment:
         """Create, preallocate and fsync a new empty segment (and its directory entry)."""
         path = directory / segment_name(base)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = fileio.create_file(path, exclusive=True)
         try:
             fileio.preallocate(fd, size)
             fileio.fsync(fd)
@@ -50,7 +50,7 @@ class Segment:
             return cls(path, base, fd, size)
         except BaseException:
             os.close(fd)
-            path.unlink(missing_ok=True)
+            fileio.unlink(path)
             raise
 
     @classmethod
@@ -59,7 +59,7 @@ class Segment:
         while creating or filling it) and reserve ``size`` bytes for it again."""
         fd = os.open(path, os.O_RDWR)
         try:
-            os.ftruncate(fd, 0)
+            fileio.ftruncate(fd, 0)
             fileio.preallocate(fd, size)
             fileio.fsync(fd)
             return cls(path, int(path.name), fd, size)
@@ -84,7 +84,7 @@ class Segment:
         """Discard every byte from ``pos`` to the end of the file (they read as zeros after)."""
         self.view.release()
         self.map.close()
-        os.ftruncate(self.fd, pos)
+        fileio.ftruncate(self.fd, pos)
         fileio.preallocate(self.fd, self.size)
         fileio.fsync(self.fd)
         self.map = mmap.mmap(self.fd, self.size)
@@ -93,7 +93,7 @@ class Segment:
     def retire(self) -> None:
         """Delete the file (retention). The mapping stays valid for whoever still reads
         it, and goes when the last reference does; only the descriptor is closed now."""
-        self.path.unlink(missing_ok=True)
+        fileio.unlink(self.path)
         os.close(self.fd)
         self.fd = -1
 

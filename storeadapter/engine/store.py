@@ -93,7 +93,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         return store
 
     def _open(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
+        fileio.make_dir(self.path, parents=True, exist_ok=True)
         self._locks = StoreLocks(self.path)
         with self._locks.opening() as alone:
             self._locks.lock_writes()
@@ -136,7 +136,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         )
         self._flush_everything()
         if self._index_marker_pending:
-            (self.path / "index" / _INDEX_MARKER).touch()
+            fileio.touch(self.path / "index" / _INDEX_MARKER)
             fileio.fsync_dir(self.path / "index")
         self._flusher.start(self.commitlog.flushed)
 
@@ -173,7 +173,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
         )
         self._offsets = OffsetStore(self.path / "offsets", repair=True)
-        abort_marker.touch()
+        fileio.touch(abort_marker)
         fileio.fsync_dir(self.path)
         previous = self._shared.read()
         self._seen = self._shared.write(
@@ -188,13 +188,13 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         """Open the key index; if it is missing, empty it and return the log offset its
         rebuild starts from (the whole log)."""
         marker = self.path / "index" / _INDEX_MARKER
-        self._index.directory.mkdir(exist_ok=True)
+        fileio.make_dir(self._index.directory, exist_ok=True)
         if marker.exists():
             self._index.open()
             return None
         for leftover in self._index.directory.iterdir():
             if leftover.is_file():
-                leftover.unlink()
+                fileio.unlink(leftover, missing_ok=False)
         self._index.open()
         self._index_marker_pending = True  # set once the rebuild is durable
         return self.commitlog.min_offset if self.commitlog.segments else None
@@ -539,7 +539,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._offsets.close()
         with self._locks.closing() as last:
             if last and clean:
-                (self.path / "abort").unlink(missing_ok=True)
+                fileio.unlink(self.path / "abort")
                 fileio.fsync_dir(self.path)
         self._release()
 

@@ -39,8 +39,8 @@ class TimeIndex:
         return Path(self._path)
 
     def _open_fd(self) -> int:
-        os.makedirs(os.path.dirname(self._path), exist_ok=True)
-        return os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        fileio.make_dir(os.path.dirname(self._path), parents=True, exist_ok=True)
+        return fileio.create_file(self._path)
 
     def write(self, marks: list[tuple[int, int]]) -> None:
         """Write (queue offset, store ms) marks; offsets must be multiples of interval."""
@@ -78,7 +78,7 @@ class TimeIndex:
         first = -(-queue_offset // self.interval)
         try:
             if self.path.stat().st_size > first * MARK_SIZE:
-                os.truncate(self.path, first * MARK_SIZE)
+                fileio.truncate(self.path, first * MARK_SIZE)
                 self.dirty = True
         except FileNotFoundError:
             pass

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,11 +56,11 @@ class TopicRegistry:
         value is then the commit-log offset a rebuild must start from, if any queue's
         files were missing.
         """
-        self.root.mkdir(exist_ok=True)
+        fileio.make_dir(self.root, exist_ok=True)
         if repair:
             for leftover in self.root.iterdir():
                 if leftover.name not in table.topics:
-                    shutil.rmtree(leftover, ignore_errors=True)
+                    fileio.remove_tree(leftover)
         rebuild_from = None
         for info in table.topics.values():
             queues = []
@@ -71,7 +70,7 @@ class TopicRegistry:
                     since = info.since(queue_id)
                     if rebuild_from is None or since < rebuild_from:
                         rebuild_from = since
-                    queue.directory.mkdir(parents=True, exist_ok=True)
+                    fileio.make_dir(queue.directory, parents=True, exist_ok=True)
                 queues.append(queue)
             self._add(Topic(info, queues))
         return rebuild_from
@@ -102,8 +101,8 @@ class TopicRegistry:
     def create(self, info: TopicInfo) -> Topic:
         """Make the directories and first files of a new topic's queues."""
         directory = self.root / info.name
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
+        fileio.remove_tree(directory)
+        fileio.make_dir(directory, parents=True)
         queues = []
         for queue_id in range(info.queues):
             queue = self._open_queue(info.name, queue_id)
@@ -139,7 +138,7 @@ class TopicRegistry:
         """Close the last queue of ``topic`` and delete its files."""
         queue = topic.queues.pop()
         queue.close()
-        shutil.rmtree(queue.directory, ignore_errors=True)
+        fileio.remove_tree(queue.directory)
         fileio.fsync_dir(self.root / topic.info.name)
         return queue
 
