@@ -6,12 +6,17 @@ its outcome, duration and message land in ``TaskRun`` for /tasks/.
 
 - ``flush_store``: fsync and checkpoint a store in ``async`` flush mode (in ``sync`` mode
   every append is already durable when it returns, so there is nothing to do).
+- ``archive_segments`` and ``replay_archive``: the Spark archive and replay jobs, sent on
+  demand (``manage.py archive_segments --background`` and ``replay_archive --background``).
 - ``expire_segments``: checks every ``TIDEMARK_EXPIRY_CHECK_S``; deletes expired segments
   once in the ``TIDEMARK_RETENTION_HOUR`` hour (UTC, like RocketMQ's deleteWhen "04"), or
   at once whenever disk use is at or past the store's ``disk_warn_ratio``. Whether it
   already deleted in today's window is read from the engine's own retention report
   (``stats()["last_retention"]``, kept in the store directory), so the answer is the same
   for every worker and survives restarts: a second check in the same window does nothing.
+  With ``TIDEMARK_ARCHIVE_DIR`` set it first archives the segments due (archiving.py), and
+  retention keeps a segment whose archive failed, with every later one; the run then fails
+  with a sentence naming the segment, so /tasks/ shows it.
 """
 
 from __future__ import annotations
@@ -22,12 +27,27 @@ from datetime import UTC, datetime, timedelta
 from celery import shared_task
 from django.conf import settings
 
-from console.background.tracking import tracked
+from console.background.archiving import (
+    ArchiveOutcome,
+    archive_due,
+    archived_segments,
+    run_archive,
+    run_replay,
+)
+from console.background.tracking import record_progress, tracked
 from console.core.store import get_store
 from storeadapter.engine import clock
 
 FLUSH_TASK = "console.background.tasks.flush_store"
 EXPIRE_TASK = "console.background.tasks.expire_segments"
+ARCHIVE_TASK = "console.background.tasks.archive_segments"
+REPLAY_TASK = "console.background.tasks.replay_archive"
+#: On-demand Spark jobs: no schedule; their lock outlives a run of up to this long.
+JOB_LOCK_S = 6 * 3600
+
+
+class ArchiveFailedError(Exception):
+    """Retention kept segments because their archive failed; the text says which."""
 
 
 def utc_now() -> datetime:
@@ -134,5 +154,68 @@ def expire_segments() -> str:
             f"checked: deletion runs at {hour:02d}:00 UTC or past the {warn:.0%} disk "
             f"warning (disk use {ratio:.0%}); nothing to do."
         )
-    report = store.delete_expired(now_ms=to_ms(now))
-    return summarize(report.as_dict(), why)
+    archive_dir = settings.TIDEMARK_ARCHIVE_DIR
+    if not archive_dir:
+        return summarize(store.delete_expired(now_ms=to_ms(now)).as_dict(), why)
+    outcome = archive_due(
+        store, to_ms(now), archive_dir, progress=lambda done: record_progress(EXPIRE_TASK, done)
+    )
+    listed = archived_segments(archive_dir)
+    report = store.delete_expired(
+        now_ms=to_ms(now), may_delete=lambda segment: segment["name"] in listed
+    ).as_dict()
+    text = f"{summarize(report, why)} {archived_text(outcome, report)}"
+    if outcome.failed_segment is not None:
+        raise ArchiveFailedError(text)
+    return text
+
+
+def archived_text(outcome: ArchiveOutcome, report: dict) -> str:
+    """What the archive did before retention, and which segments retention kept for it."""
+    text = f"Archive: {outcome.text()}."
+    held = report.get("held_segments") or []
+    if held:
+        first = held[0]["name"]
+        text += f" Kept {plural(len(held), 'segment')} from {first} on, not archived yet" + (
+            "." if outcome.failed_segment else "; the next run archives them."
+        )
+    return text
+
+
+@shared_task(name=ARCHIVE_TASK, ignore_result=True)
+@tracked(ARCHIVE_TASK, every_s=0, lock_timeout_s=JOB_LOCK_S)
+def archive_segments(
+    out: str | None = None, segment: int | None = None, include_open: bool = False
+) -> dict:
+    """Archive sealed segments not archived yet (or one ``segment`` again) to Parquet under
+    ``out`` (default ``TIDEMARK_ARCHIVE_DIR``)."""
+    out = out or settings.TIDEMARK_ARCHIVE_DIR
+    if not out:
+        raise ValueError("No archive directory: pass one, or set TIDEMARK_ARCHIVE_DIR.")
+    record_progress(ARCHIVE_TASK, 0.0)
+    summary = run_archive(
+        out, segment, include_open, progress=lambda done: record_progress(ARCHIVE_TASK, done)
+    )
+    return {
+        "segments": len(summary["segments"]),
+        "messages": summary["messages"],
+        "bytes": summary["bytes"],
+        "out": str(out),
+    }
+
+
+@shared_task(name=REPLAY_TASK, ignore_result=True)
+@tracked(REPLAY_TASK, every_s=0, lock_timeout_s=JOB_LOCK_S)
+def replay_archive(
+    topic: str,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    into: str | None = None,
+    archive: str | None = None,
+) -> dict:
+    """Append archived messages of ``topic`` in a store-time window back into the store."""
+    archive = archive or settings.TIDEMARK_ARCHIVE_DIR
+    if not archive:
+        raise ValueError("No archive directory: pass one, or set TIDEMARK_ARCHIVE_DIR.")
+    record_progress(REPLAY_TASK, 0.0)
+    return run_replay(archive, topic, since_ms, until_ms, into)

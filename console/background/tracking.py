@@ -52,14 +52,17 @@ def record_progress(name: str, fraction: float) -> None:
     TaskRun.objects.filter(name=name).update(progress=max(0.0, min(1.0, fraction)))
 
 
-def tracked(name: str, every_s: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator for a periodic task body; see the module docstring."""
+def tracked(
+    name: str, every_s: float, lock_timeout_s: float | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for a task body; see the module docstring. ``every_s`` 0 is a task run
+    on demand (never stale); ``lock_timeout_s`` overrides how long its lock may live."""
 
     def decorator(body: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(body)
         def run(*args: Any, **kwargs: Any) -> Any:
             row = _row(name, every_s)
-            timeout = max(MIN_LOCK_TIMEOUT_S, every_s * LOCK_TIMEOUT_FACTOR)
+            timeout = lock_timeout_s or max(MIN_LOCK_TIMEOUT_S, every_s * LOCK_TIMEOUT_FACTOR)
             lock = redis_client().lock(f"tidemark:task:{name}", timeout=timeout, blocking=False)
             if not lock.acquire():
                 TaskRun.objects.filter(pk=row.pk).update(

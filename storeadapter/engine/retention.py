@@ -34,6 +34,8 @@ class RetentionReport:
     disk_ratio_before: float
     disk_ratio_after: float = 0.0
     deleted_segments: list[dict] = field(default_factory=list)
+    #: Chosen for deletion but kept, because ``may_delete`` refused the first of them.
+    held_segments: list[dict] = field(default_factory=list)
     freed_bytes: int = 0
     queues: list[QueueDrop] = field(default_factory=list)
     index_files_deleted: int = 0

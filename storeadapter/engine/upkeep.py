@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 from . import clock, fileio
 from .consumequeue import ConsumeQueue
@@ -17,29 +18,66 @@ from .segment import segment_name
 class Upkeep:
     """Retention and the disk: delete_expired, expiry_forecast, disk-use probes."""
 
-    def delete_expired(self, now_ms: int | None = None) -> RetentionReport:
+    def retention_plan(self, now_ms: int | None = None) -> list[dict]:
+        """The segments ``delete_expired`` would delete now, oldest first.
+
+        Each ``{"name", "base", "end", "reason"}`` (reason ``expired`` or ``disk``), so a
+        caller can archive them first. Appends meanwhile may change the plan (a disk-forced
+        deletion can grow); ``delete_expired(may_delete=...)`` guards against that.
+        """
+        self._check_open()
+        self._follow()
+        now = clock.now_ms() if now_ms is None else now_ms
+        with self._flush_lock:
+            return [
+                {**_segment_info(segment), "reason": reason}
+                for segment, reason in self._choose(now)
+            ]
+
+    def _choose(self, now: int) -> list:
+        used, total = fileio.disk_usage(self.path)
+        retention_ms = int(self.config.retention_hours * 3_600_000)
+        return choose_segments(
+            self.commitlog,
+            now,
+            retention_ms,
+            used / total if total else 0.0,
+            self.config.disk_force_ratio,
+            self.config.disk_warn_ratio,
+            1 / total if total else 0.0,
+        )
+
+    def delete_expired(
+        self,
+        now_ms: int | None = None,
+        may_delete: Callable[[dict], bool] | None = None,
+    ) -> RetentionReport:
         """Delete whole commit-log segments past retention (or past the disk limits).
 
         Oldest first, never the active segment. Queue minimum offsets move past the
         deleted records, and consume-queue and key-index files wholly below them go too.
         The report says what was freed and, per queue and group, how many of the dropped
         messages the group had not consumed.
+
+        ``may_delete`` is asked about each chosen segment in order (``{"name", "base",
+        "end", "reason"}``, under the store's write lock, so it must be quick, e.g. a look
+        at an archive's manifest); at the first it refuses, that segment and every later
+        one are kept and listed in the report's ``held_segments``.
         """
         now = clock.now_ms() if now_ms is None else now_ms
         retention_ms = int(self.config.retention_hours * 3_600_000)
         with self._flush_lock, self._exclusive():
             used, total = fileio.disk_usage(self.path)
-            ratio = used / total if total else 0.0
-            report = RetentionReport(now, retention_ms, ratio)
-            plan = choose_segments(
-                self.commitlog,
-                now,
-                retention_ms,
-                ratio,
-                self.config.disk_force_ratio,
-                self.config.disk_warn_ratio,
-                1 / total if total else 0.0,
-            )
+            report = RetentionReport(now, retention_ms, used / total if total else 0.0)
+            plan = self._choose(now)
+            if may_delete is not None:
+                for position, (segment, reason) in enumerate(plan):
+                    if not may_delete({**_segment_info(segment), "reason": reason}):
+                        report.held_segments = [
+                            {**_segment_info(held), "reason": why} for held, why in plan[position:]
+                        ]
+                        plan = plan[:position]
+                        break
             if plan:
                 before = {
                     (name, queue_id): queue.min_offset
@@ -48,9 +86,7 @@ class Upkeep:
                 }
                 new_min = plan[-1][0].end
                 for segment, reason in plan:
-                    report.deleted_segments.append(
-                        {"name": segment_name(segment.base), "base": segment.base, "reason": reason}
-                    )
+                    report.deleted_segments.append({**_segment_info(segment), "reason": reason})
                     report.freed_bytes += os.fstat(segment.fd).st_blocks * 512
                 self.commitlog.drop_below(new_min)
                 self._advance_queue_mins()
@@ -151,3 +187,7 @@ class Upkeep:
     def _probe_disk(self) -> float:
         used, total = fileio.disk_usage(self.path)
         return used / total if total else 0.0
+
+
+def _segment_info(segment) -> dict:
+    return {"name": segment_name(segment.base), "base": segment.base, "end": segment.end}

@@ -197,3 +197,62 @@ def test_queue_minimums_are_raised_after_a_crash_reopen(open_store, store_path, 
     (store_path / "abort").touch()
 
     assert open_store().queue_range("t", 0) == expected
+
+
+def test_the_retention_plan_lists_what_delete_expired_then_deletes(store, clock, disk):
+    _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    now = START_MS + 90 * HOUR_MS
+
+    plan = store.retention_plan(now_ms=now)
+    report = store.delete_expired(now_ms=now)
+
+    assert plan and [p["reason"] for p in plan] == ["expired"] * len(plan)
+    assert [p["name"] for p in plan] == [d["name"] for d in report.deleted_segments]
+    assert all(p["end"] > p["base"] for p in plan)
+
+
+def test_the_retention_plan_deletes_nothing(store, clock, disk, store_path):
+    _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    before = segment_paths(store_path)
+
+    store.retention_plan(now_ms=START_MS + 90 * HOUR_MS)
+
+    assert segment_paths(store_path) == before
+
+
+def test_a_refused_segment_is_kept_with_every_later_one(store, clock, disk, store_path):
+    old = _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    now = START_MS + 90 * HOUR_MS
+    plan = store.retention_plan(now_ms=now)
+    assert len(plan) >= 2
+    refused = plan[1]["name"]
+    asked = []
+
+    def may_delete(segment: dict) -> bool:
+        asked.append(segment["name"])
+        return segment["name"] != refused
+
+    report = store.delete_expired(now_ms=now, may_delete=may_delete)
+
+    assert asked == [p["name"] for p in plan[:2]]
+    assert [d["name"] for d in report.deleted_segments] == [plan[0]["name"]]
+    assert [h["name"] for h in report.held_segments] == [p["name"] for p in plan[1:]]
+    kept = {path.name for path in segment_paths(store_path)}
+    assert {p["name"] for p in plan[1:]} <= kept
+    survivor = next(r for r in old if r.commit_offset >= plan[1]["base"])
+    assert store.get(survivor.message_id).body == b"x" * 200
+
+
+def test_refusing_the_oldest_segment_deletes_nothing(store, clock, disk, store_path):
+    _fill(store, clock, [0])
+    _fill(store, clock, [80])
+    before = segment_paths(store_path)
+
+    report = store.delete_expired(now_ms=START_MS + 90 * HOUR_MS, may_delete=lambda s: False)
+
+    assert report.deleted_segments == [] and report.held_segments
+    assert segment_paths(store_path) == before
+    assert store.queue_range("t", 0)[0] == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,10 +69,44 @@ def read_manifest(out_dir: str | os.PathLike) -> dict:
     return found
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _write_manifest(out_dir: Path, manifest: dict) -> None:
     tmp = out_dir / f"{MANIFEST}.tmp"
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    _fsync(tmp)
     os.replace(tmp, out_dir / MANIFEST)
+    _fsync(out_dir)
+
+
+def _make_durable(out_dir: Path, segment_name: str) -> None:
+    """fsync a segment's archive files and their directories: the manifest lists a segment
+    (and retention may then delete it) only once its archive would survive a power loss."""
+    directories = {out_dir}
+    for part in out_dir.glob(f"topic=*/date=*/segment-{segment_name}-*.parquet"):
+        _fsync(part)
+        directories.update((part.parent, part.parent.parent))
+    for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):
+        _fsync(directory)
+
+
+def record_archived(out_dir: str | os.PathLike, summary: dict) -> None:
+    """List an archived sealed segment (an ``archive_segment`` summary) in the manifest."""
+    out = Path(out_dir)
+    _make_durable(out, summary["segment"])
+    manifest = read_manifest(out)
+    manifest["segments"][summary["segment"]] = {
+        "messages": summary["messages"],
+        "bytes": summary["bytes"],
+        "files": summary["files"],
+    }
+    _write_manifest(out, manifest)
 
 
 def _find_segment(snap: logview.LogSnapshot, segment_base: int | str) -> logview.SegmentFile:
@@ -173,28 +208,29 @@ def archive_store(
     store_path: str | os.PathLike,
     out_dir: str | os.PathLike,
     sealed_only: bool = True,
+    progress: Callable[[float], None] | None = None,
 ) -> dict:
     """Archive every sealed segment the manifest does not list yet, and list it. With
     ``sealed_only`` false the open segment is archived too, but not listed: a later run
     archives it again, replacing its files. ``{"segments": [summaries], "messages",
-    "bytes"}``."""
+    "bytes"}``. ``progress`` is told the fraction done after each segment."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     snap = logview.snapshot(str(store_path))
     manifest = read_manifest(out)
     done: list[dict] = []
-    for listed in snap.segments:
-        if listed.name in manifest["segments"] or (sealed_only and not snap.is_sealed(listed)):
-            continue
+    due = [
+        listed
+        for listed in snap.segments
+        if listed.name not in manifest["segments"] and (snap.is_sealed(listed) or not sealed_only)
+    ]
+    for listed in due:
         summary = archive_segment(spark, store_path, listed.base, out)
         done.append(summary)
         if summary["sealed"]:
-            manifest["segments"][listed.name] = {
-                "messages": summary["messages"],
-                "bytes": summary["bytes"],
-                "files": summary["files"],
-            }
-            _write_manifest(out, manifest)
+            record_archived(out, summary)
+        if progress is not None:
+            progress(len(done) / len(due))
     return {
         "segments": done,
         "messages": sum(s["messages"] for s in done),
@@ -209,4 +245,5 @@ __all__ = [
     "archive_segment",
     "archive_store",
     "read_manifest",
+    "record_archived",
 ]

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from console.background.archiving import ArchiveError, run_replay
 from storeadapter.spark.planning import parse_time
 
 
@@ -14,7 +12,8 @@ class Command(BaseCommand):
     help = (
         "Append the archived messages of a topic with since <= store_time < until back into "
         "the store (into the same topic, or --into), with their message ids as dedup ids so "
-        "a replay run twice within the dedup window appends once."
+        "a replay run twice within the dedup window appends once; --background sends the "
+        "job to a Celery worker instead (it shows on /tasks/)."
     )
 
     def add_arguments(self, parser):
@@ -27,8 +26,11 @@ class Command(BaseCommand):
             "--until", help="store time replayed up to, excluded: ms since the epoch or ISO 8601"
         )
         parser.add_argument("--into", help="append to this topic (default: --topic)")
+        parser.add_argument("--background", action="store_true", help="run it on a Celery worker")
 
-    def handle(self, *args, archive, topic, since=None, until=None, into=None, **options):
+    def handle(
+        self, *args, archive, topic, since=None, until=None, into=None, background=False, **opts
+    ):
         if not topic.strip():
             raise CommandError("--topic needs a topic name.")
         if into is not None and not into.strip():
@@ -40,31 +42,20 @@ class Command(BaseCommand):
             raise CommandError(f"{error}.") from None
         if since_ms is not None and until_ms is not None and since_ms >= until_ms:
             raise CommandError("--since must be earlier than --until.")
-        archive_dir = Path(archive)
-        if not archive_dir.is_dir():
-            raise CommandError(f"There is no archive at {archive_dir}.")
-        store_dir = Path(settings.TIDEMARK_STORE_DIR)
-        if not (store_dir / "commitlog").is_dir():
-            raise CommandError(f"There is no store at {store_dir} (TIDEMARK_STORE_DIR).")
-        target = (into or topic).strip()
+        if background:
+            from console.background.tasks import REPLAY_TASK, replay_archive
 
-        from storeadapter.spark import logview
-
-        if target not in logview.load_topics(store_dir):
-            raise CommandError(
-                f"The store has no topic {target!r}: create it before replaying into it."
+            sent = replay_archive.delay(topic, since_ms, until_ms, into, str(archive))
+            self.stdout.write(
+                f"replay_archive: sent to a Celery worker as task {sent.id}; "
+                f"/tasks/ shows {REPLAY_TASK}."
             )
-
-        from storeadapter.spark import spark_session
-        from storeadapter.spark.jobs.replay import replay
-
-        sent = replay(
-            spark_session("tidemark-replay"),
-            archive_dir,
-            topic.strip(),
-            since_ms,
-            until_ms,
-            into_topic=target,
-            store_path=store_dir,
+            return
+        try:
+            result = run_replay(archive, topic, since_ms, until_ms, into, console_progress=True)
+        except ArchiveError as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(
+            f"replay_archive: {result['sent']} archived messages of {result['topic']} sent to "
+            f"{result['into']}."
         )
-        self.stdout.write(f"replay_archive: {sent} archived messages of {topic} sent to {target}.")
