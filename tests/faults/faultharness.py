@@ -1,0 +1,223 @@
+"""Shared pieces of the fault tests: store settings, self-checking bodies, the writer
+the tests kill, acknowledgement files, and the store invariants checked after a fault.
+
+A body carries its own checksum (``body_is_intact``), so any message read back can be
+checked without knowing who wrote it. A writer appends an acknowledgement line for a
+message only after the engine returned it as stored, in one ``write`` per append call
+on a file opened with O_APPEND: a kill leaves whole lines and at most one cut line,
+which ``read_acks`` ignores (that append's messages were never acknowledged).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storeadapter.engine import STATUS_OK, Message, MessageStore, StoreConfig, StoredMessage
+
+TOPIC = "t"
+QUEUES = 4
+SEGMENT_BYTES = 4096  # the smallest allowed: a roll every dozen records or so
+QUEUE_FILE_ENTRIES = 16  # a new consume-queue file every 16 messages of a queue
+DIGEST = 16
+WRITER = "tests.faults.faultharness:append_forever"
+
+
+def fault_config(mode: str = "sync", **overrides: object) -> StoreConfig:
+    """Tiny segments, queue files and key-index files; a fast async flusher."""
+    settings: dict = {
+        "segment_bytes": SEGMENT_BYTES,
+        "max_message_bytes": 1024,
+        "queue_file_entries": QUEUE_FILE_ENTRIES,
+        "index_slots": 64,
+        "index_entries": 512,
+        "flush_mode": mode,
+        "flush_interval_ms": 20,
+        "disk_warn_ratio": 1.0,
+        "disk_force_ratio": 1.0,
+        "disk_reject_ratio": 1.0,
+    }
+    return StoreConfig(**{**settings, **overrides})
+
+
+def create_store(path: Path, mode: str = "sync", queues: int = QUEUES) -> None:
+    with MessageStore.open(path, fault_config(mode)) as store:
+        store.create_topic(TOPIC, queues=queues)
+
+
+def make_body(rng: random.Random, label: str, number: int, max_extra: int = 300) -> bytes:
+    rest = f"{label}:{number}:".encode() + rng.randbytes(rng.randrange(0, max_extra))
+    return hashlib.sha256(rest).hexdigest()[:DIGEST].encode() + rest
+
+
+def body_is_intact(body: bytes) -> bool:
+    return body[:DIGEST] == hashlib.sha256(body[DIGEST:]).hexdigest()[:DIGEST].encode()
+
+
+def body_digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Ack:
+    """One acknowledged message, as the writer was told it was stored."""
+
+    message_id: str
+    queue: int
+    queue_offset: int
+    commit_offset: int
+    digest: str
+
+    def line(self) -> str:
+        return (
+            f"{self.message_id} {self.queue} {self.queue_offset} "
+            f"{self.commit_offset} {self.digest}\n"
+        )
+
+
+def read_acks(path: Path) -> list[Ack]:
+    """The whole acknowledgement lines of a file, in the order they were written."""
+    if not path.exists():
+        return []
+    lines = path.read_text().split("\n")[:-1]  # a last line without newline was cut
+    acks = []
+    for line in lines:
+        message_id, queue, queue_offset, commit_offset, digest = line.split()
+        acks.append(Ack(message_id, int(queue), int(queue_offset), int(commit_offset), digest))
+    return acks
+
+
+class AckWriter:
+    """Appends acknowledgement lines, one ``write`` per call (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, results: Iterable, bodies: Iterable[bytes]) -> None:
+        lines = [
+            Ack(r.message_id, r.queue, r.queue_offset, r.commit_offset, body_digest(b)).line()
+            for r, b in zip(results, bodies, strict=True)
+            if r.status == STATUS_OK
+        ]
+        if lines:
+            os.write(self.fd, "".join(lines).encode())
+
+
+def append_some(
+    store: MessageStore, rng: random.Random, label: str, number: int, acks: AckWriter
+) -> int:
+    """One append call (a single message, or a batch with keys); return how many."""
+    if rng.random() < 0.25:
+        bodies = [make_body(rng, label, number + i) for i in range(rng.randrange(2, 7))]
+        messages = [Message(b, key=f"k{rng.randrange(16)}") for b in bodies]
+        results = store.append_batch(TOPIC, messages)
+    else:
+        bodies = [make_body(rng, label, number)]
+        results = [store.append(TOPIC, bodies[0], tag=rng.choice([None, "a", "b"]))]
+    acks.write(results, bodies)
+    return len(bodies)
+
+
+def append_forever(path: str, mode: str, acks: str, seed: int, limit: int = 0) -> None:
+    """A writer for the fork server: appends until killed (or ``limit`` messages)."""
+    rng = random.Random(seed)
+    writer = AckWriter(acks)
+    store = MessageStore.open(path, fault_config(mode))
+    number = 0
+    while not limit or number < limit:
+        number += append_some(store, rng, f"w{seed}", number, writer)
+    store.close()
+
+
+# ------------------------------------------------------------------------ invariants
+
+
+@dataclass
+class StoreCheck:
+    """What ``check_store`` found: every readable message by id, acks present or lost."""
+
+    messages: dict[str, StoredMessage] = field(default_factory=dict)
+    present: list[Ack] = field(default_factory=list)
+    lost: list[Ack] = field(default_factory=list)
+    removed: list[Ack] = field(default_factory=list)
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    log_min: int = 0
+
+
+def read_queue(store: MessageStore, topic: str, queue: int) -> list[StoredMessage]:
+    low, high = store.queue_range(topic, queue)
+    messages: list[StoredMessage] = []
+    offset = low
+    while offset < high:
+        result = store.read_result(topic, queue, offset, 500)
+        messages.extend(result.messages)
+        assert result.next_offset > offset, f"read made no progress at {topic}/{queue}@{offset}"
+        offset = result.next_offset
+    return messages
+
+
+def check_store(
+    store: MessageStore, acked: Iterable[Ack], topic: str = TOPIC, context: str = ""
+) -> StoreCheck:
+    """Check the invariants every store must hold after any fault, and sort the acks.
+
+    Every queue holds exactly the offsets min..max-1, each readable, in that queue,
+    with an intact body, no message in two places; the store noted no corruption;
+    each queue's first message lies in the commit log's remaining segments. An ack is
+    *present* when its id reads back at its queue and offset with the same body,
+    *removed* when retention deleted its segment (its commit offset is below the log's
+    minimum), else *lost*.
+    """
+    found = StoreCheck()
+    stats = store.stats()
+    found.log_min = stats["commit_log"]["min_offset"]
+    assert stats["corruptions"] == [], f"{context}: corruptions {stats['corruptions']}"
+    for queue in range(store.topic(topic).queues):
+        low, high = store.queue_range(topic, queue)
+        found.ranges[queue] = (low, high)
+        messages = read_queue(store, topic, queue)
+        offsets = [m.queue_offset for m in messages]
+        assert offsets == list(range(low, high)), (
+            f"{context}: queue {queue} has offsets {_spans(offsets)}, not {low}..{high - 1}"
+        )
+        for message in messages:
+            assert message.queue == queue and message.topic == topic, context
+            assert body_is_intact(message.body), f"{context}: damaged {message.message_id}"
+            assert message.commit_offset >= found.log_min, (
+                f"{context}: {message.message_id} is below the log's min {found.log_min}"
+            )
+            assert message.message_id not in found.messages, (
+                f"{context}: {message.message_id} is in two places"
+            )
+            found.messages[message.message_id] = message
+    for ack in acked:
+        message = found.messages.get(ack.message_id)
+        if (
+            message is not None
+            and (message.queue, message.queue_offset) == (ack.queue, ack.queue_offset)
+            and body_digest(message.body) == ack.digest
+        ):
+            found.present.append(ack)
+        elif ack.commit_offset < found.log_min:
+            found.removed.append(ack)
+        else:
+            found.lost.append(ack)
+    return found
+
+
+def _spans(offsets: list[int]) -> str:
+    """Offsets as runs ("0-9, 11-20"), for assertion messages."""
+    if not offsets:
+        return "none"
+    runs, start, previous = [], offsets[0], offsets[0]
+    for offset in offsets[1:]:
+        if offset != previous + 1:
+            runs.append(f"{start}-{previous}")
+            start = offset
+        previous = offset
+    runs.append(f"{start}-{previous}")
+    return ", ".join(runs[:20])
