@@ -119,3 +119,23 @@ def test_store_time_at_outside_the_queue_is_none(store, monkeypatch):
 
     assert store.store_time_at("t", 0, -1) is None
     assert store.store_time_at("t", 0, 1) is None
+
+
+def test_store_times_never_go_back_when_the_clock_does(store, monkeypatch):
+    clock = Clock(monkeypatch)
+    _append_at(store, clock, [5000, 3000, 4000, 6000])
+
+    times = [m.store_time_ms for m in store.read("t", 0, 0, max_messages=10)]
+
+    assert times == [5000, 5000, 5000, 6000]
+
+
+def test_store_times_never_go_back_across_writers(open_store, store, monkeypatch):
+    clock = Clock(monkeypatch)
+    other = open_store()
+    _append_at(store, clock, [5000])
+    _append_at(other, clock, [3000])
+
+    times = [m.store_time_ms for m in store.read("t", 0, 0, max_messages=10)]
+
+    assert times == [5000, 5000]
