@@ -221,3 +221,130 @@ def _spans(offsets: list[int]) -> str:
         previous = offset
     runs.append(f"{start}-{previous}")
     return ", ".join(runs[:20])
+
+
+# ---------------------------------------------------------------------- kill points
+
+
+def arm_kill(
+    target: str,
+    when: str = "before",
+    nth: int = 1,
+    caller: str | None = None,
+    where: str | None = None,
+) -> None:
+    """In a child: SIGKILL this process at the ``nth`` matching call of ``target``.
+
+    ``target`` is "module:attribute" or "module:Class.method"; the call matches when
+    ``caller`` (a function's qualified name, e.g. "Segment.create") is on the stack just
+    above it (within 8 frames) and ``where`` (a Python expression over ``args``) holds.
+    ``when`` is "before" the call or "after" it returned. Only test processes use this:
+    the engine has no hooks, its functions are replaced at run time.
+    """
+    import importlib
+    import signal
+    import sys
+    import threading
+
+    module_name, attribute = target.split(":")
+    owner = importlib.import_module(module_name)
+    *parents, name = attribute.split(".")
+    for part in parents:
+        owner = getattr(owner, part)
+    original = getattr(owner, name)
+    lock = threading.Lock()
+    calls = [0]
+
+    def matches(args: tuple) -> bool:
+        if where is not None and not eval(where, {"args": args}):  # noqa: S307 - test-only
+            return False
+        if caller is None:
+            return True
+        frame = sys._getframe(2)
+        for _ in range(8):
+            if frame is None:
+                return False
+            if frame.f_code.co_qualname == caller:
+                return True
+            frame = frame.f_back
+        return False
+
+    def die() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def wrapper(*args: object, **kwargs: object) -> object:
+        if matches(args):
+            with lock:
+                calls[0] += 1
+                hit = calls[0] == nth
+            if hit and when == "before":
+                die()
+            if hit:
+                result = original(*args, **kwargs)
+                die()
+                return result
+        return original(*args, **kwargs)
+
+    setattr(owner, name, wrapper)
+
+
+def populate(path: Path, mode: str, count: int, seed: int, acks_path: Path) -> list[Ack]:
+    """Append ``count`` messages in this process (the store is closed after)."""
+    rng = random.Random(seed)
+    writer = AckWriter(acks_path)
+    with MessageStore.open(path, fault_config(mode)) as store:
+        number = 0
+        while number < count:
+            number += append_some(store, rng, f"p{seed}", number, writer)
+    os.close(writer.fd)
+    return read_acks(acks_path)
+
+
+def write_until_killed(path: str, mode: str, acks: str, seed: int, kill: dict, limit: int) -> None:
+    """A child: open the store, arm the kill point, append up to ``limit`` messages."""
+    rng = random.Random(seed)
+    writer = AckWriter(acks)
+    store = MessageStore.open(path, fault_config(mode))
+    arm_kill(**kill)
+    number = 0
+    while number < limit:
+        number += append_some(store, rng, f"k{seed}", number, writer)
+    store.close()
+
+
+def open_until_killed(path: str, mode: str, kill: dict) -> None:
+    """A child: arm the kill point, then open (recover) and close the store."""
+    arm_kill(**kill)
+    MessageStore.open(path, fault_config(mode)).close()
+
+
+def expire_until_killed(path: str, mode: str, kill: dict, now_ms: int) -> None:
+    """A child: open the store, arm the kill point, run retention as of ``now_ms``."""
+    store = MessageStore.open(path, fault_config(mode))
+    arm_kill(**kill)
+    store.delete_expired(now_ms=now_ms)
+    store.close()
+
+
+def commit_until_killed(
+    path: str, mode: str, progress: str, kill: dict, count: int, compact_bytes: int
+) -> None:
+    """A child: commit offsets (three groups, every queue) and log each one's progress.
+
+    Before each commit it writes ``intent GROUP QUEUE OFFSET``, after it ``done ...``.
+    The journal is compacted every ``compact_bytes``.
+    """
+    from storeadapter.engine import offsets
+
+    offsets.OffsetStore.__init__.__defaults__ = (compact_bytes, True)
+    store = MessageStore.open(path, fault_config(mode))
+    arm_kill(**kill)
+    fd = os.open(progress, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for number in range(count):
+        group, queue = f"g{number % 3}", number % QUEUES
+        low, high = store.queue_range(TOPIC, queue)
+        offset = low + (number * 7) % (high - low + 1)
+        os.write(fd, f"intent {group} {queue} {offset}\n".encode())
+        store.commit_offset(group, TOPIC, queue, offset)
+        os.write(fd, f"done {group} {queue} {offset}\n".encode())
+    store.close()
