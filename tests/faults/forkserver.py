@@ -8,6 +8,7 @@ The server reads JSON requests, one per line, on stdin and answers on stdout:
   (1 with a traceback if it raised); the answer is ``{"pid": PID}``.
 * ``{"op": "wait", "pid": PID}`` waits for that child; the answer is
   ``{"pid": PID, "status": STATUS}`` (the raw ``waitpid`` status).
+* ``{"op": "poll", "pid": PID}``: the same without waiting (status null if it runs).
 
 A test kills a child itself (``os.kill(pid, SIGKILL)``): the child stays a zombie, so
 its pid cannot be reused, until the test asks the server to wait for it.
@@ -69,10 +70,12 @@ def serve() -> None:
                 _run_child(request, server_in, server_out)
             live.add(pid)
             answer = {"pid": pid}
-        elif request["op"] == "wait":
-            _, status = os.waitpid(request["pid"], 0)
-            live.discard(request["pid"])
-            answer = {"pid": request["pid"], "status": status}
+        elif request["op"] in ("wait", "poll"):
+            flags = os.WNOHANG if request["op"] == "poll" else 0
+            pid, status = os.waitpid(request["pid"], flags)
+            if pid:
+                live.discard(pid)
+            answer = {"pid": request["pid"], "status": status if pid else None}
         else:
             answer = {"error": f"unknown op {request['op']!r}"}
         server_out.write(json.dumps(answer) + "\n")
@@ -120,10 +123,21 @@ class Child:
 
     def wait(self) -> Outcome:
         if self.outcome is None:
-            answer = self.server.ask({"op": "wait", "pid": self.pid})
-            stderr = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
-            self.outcome = Outcome(answer["status"], stderr)
+            self._ended(self.server.ask({"op": "wait", "pid": self.pid})["status"])
+        assert self.outcome is not None
         return self.outcome
+
+    def poll(self) -> Outcome | None:
+        """How the child ended, or None while it runs."""
+        if self.outcome is None:
+            status = self.server.ask({"op": "poll", "pid": self.pid})["status"]
+            if status is not None:
+                self._ended(status)
+        return self.outcome
+
+    def _ended(self, status: int) -> None:
+        stderr = self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
+        self.outcome = Outcome(status, stderr)
 
 
 class ForkServer:
