@@ -3,7 +3,7 @@ VENV = .venv
 STAMP = $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser redis test lint format run bench bench-console clean distclean
+.PHONY: help install browser redis test lint format run bench bench-console bench-spark clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -12,6 +12,7 @@ help:
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      run the store engine benchmark"
 	@echo "make bench-console  time the console's pages at 1,000 topics and 10,000 queues"
+	@echo "make bench-spark  Spark's scan (local[1], local[2]) beside the engine's own scan"
 	@echo "make clean      remove caches and build output (keeps .venv and var/)"
 	@echo "make distclean  clean, and also remove .venv and var/ (database and store)"
 
@@ -60,6 +61,10 @@ bench: $(STAMP)
 # Console pages at 1,000 topics, 10,000 queues and 200 groups (p50/p95 per page).
 bench-console: $(STAMP)
 	$(VENV)/bin/python bench/console.py
+
+# Spark's scan of the log beside the engine's own single-process scan of the same data.
+bench-spark: $(STAMP)
+	$(VENV)/bin/python bench/spark_scan.py
 
 clean:
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static
