@@ -119,7 +119,11 @@ class OffsetStore:
         self._load(repair)
         if self._fd >= 0:
             os.close(self._fd)
-        self._fd = fileio.create_file(self._journal_path(self.generation))
+        journal = self._journal_path(self.generation)
+        created = not journal.exists()
+        self._fd = fileio.create_file(journal)
+        if created:  # its name must survive a power loss as much as its frames
+            fileio.fsync_dir(self.directory)
 
     def catch_up(self) -> None:
         """Read what other processes appended (or reload after their compaction)."""

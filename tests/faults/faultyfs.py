@@ -1,0 +1,461 @@
+"""A fault-injection layer under the engine's file access (storeadapter/engine/fileio.py).
+
+``FaultyFS(root)`` replaces the functions of ``fileio`` while installed (``with fs:``).
+The real calls still happen (fsyncs are skipped unless ``real_sync``), and the layer
+keeps a model of what a power loss would leave of the files under ``root``:
+
+* per file (by inode): its bytes as of its last fsync/fdatasync, and the writes,
+  truncations and preallocations made since, in order;
+* per directory: its entries as of its last ``fsync_dir`` (creations, renames and
+  removals since are not durable). A directory never fsynced is empty after a power
+  loss, except ``root`` itself, which always exists.
+
+``capture()`` freezes that model into a ``PowerLossImage`` (cheap: it shares bytes);
+``PowerLossImage.materialize(dest, ...)`` writes the directory a machine would find
+after losing power at that moment: every file that is reachable through durable
+directory entries, holding its last fsynced bytes (a file never fsynced is empty).
+Options: ``torn`` keeps a random prefix of each file's unsynced writes, the last one
+cut at a random sector boundary (a write inside one 512-byte sector is all or nothing);
+``live_entries`` keeps the directory entries as they are now (as if every directory
+change had reached the disk), with the same file contents.
+
+The shared ``state`` file is mapped and never fsynced (the kernel may write back any
+of it): an image holds it empty, or, with ``live_state``, as it is now.
+
+Faults: ``fail(op, errno, ...)`` makes the next matching call raise ``OSError``, and
+``disk_usage`` reports ``fake_usage`` when set. ``on_op`` is called after every
+modelled call (under the layer's lock), so a test can capture images mid-operation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storeadapter.engine import fileio
+
+_LIVE_NAMES = frozenset({"state"})
+SECTOR = 512
+
+
+@dataclass
+class _File:
+    durable: bytes | None = None  # None: never fsynced (empty after a power loss)
+    # Changes since: ("w", at, data), ("t", size) truncate, ("g", size) preallocate.
+    pending: list[tuple] = field(default_factory=list)
+
+
+@dataclass
+class _Dir:
+    durable: dict[str, _File | _Dir] | None = None
+
+
+@dataclass(frozen=True)
+class _FileState:
+    durable: bytes | None
+    pending: tuple
+    live: bytes | None = None
+
+
+@dataclass
+class _Rule:
+    ops: frozenset[str]
+    errno: int
+    path_part: str | None
+    skip: int
+    times: int | None
+
+
+def _apply(content: bytearray, op: tuple, rng: random.Random | None, torn: bool) -> None:
+    kind = op[0]
+    if kind == "w":
+        _, at, data = op
+        if torn and rng is not None:
+            # Disks write whole sectors: a torn write keeps the sectors before a random one.
+            first, last = at // SECTOR + 1, (at + len(data) - 1) // SECTOR
+            data = data[: rng.randint(first, last) * SECTOR - at] if first <= last else b""
+        end = at + len(data)
+        if len(content) < end:
+            content.extend(bytes(end - len(content)))
+        content[at:end] = data
+    elif kind == "t":
+        size = op[1]
+        if size < len(content):
+            del content[size:]
+        else:
+            content.extend(bytes(size - len(content)))
+    elif kind == "g" and op[1] > len(content):
+        content.extend(bytes(op[1] - len(content)))
+
+
+@dataclass(frozen=True)
+class PowerLossImage:
+    """The durable state of a store directory at one moment (see the module docstring)."""
+
+    durable_tree: dict
+    live_tree: dict
+    label: str = ""
+    meta: object = None
+
+    def materialize(
+        self,
+        dest: Path,
+        *,
+        torn: random.Random | None = None,
+        live_entries: bool = False,
+        live_state: bool = False,
+    ) -> Path:
+        """Write the image under ``dest`` (created) and return it."""
+        dest.mkdir(parents=True)
+        self._write(self.live_tree if live_entries else self.durable_tree, dest, torn, live_state)
+        return dest
+
+    def _write(self, tree: dict, dest: Path, torn, live_state: bool) -> None:
+        for name, node in sorted(tree.items()):
+            if isinstance(node, dict):
+                (dest / name).mkdir()
+                self._write(node, dest / name, torn, live_state)
+                continue
+            if live_state and node.live is not None:
+                (dest / name).write_bytes(node.live)
+                continue
+            content = bytearray(node.durable or b"")
+            if torn is not None and node.pending:
+                keep = torn.randint(0, len(node.pending))
+                for op in node.pending[:keep]:
+                    _apply(content, op, None, False)
+                if keep < len(node.pending):
+                    _apply(content, node.pending[keep], torn, True)
+            (dest / name).write_bytes(content)
+
+
+class FaultyFS:
+    """Install with ``with FaultyFS(root) as fs:``; see the module docstring."""
+
+    def __init__(self, root: Path, *, real_sync: bool = False) -> None:
+        self.root = Path(root).resolve()
+        self.real_sync = real_sync
+        self.fake_usage: tuple[int, int] | None = None
+        self.on_op: Callable[[str], None] | None = None
+        self.calls: dict[str, int] = {}
+        self.failures: list[OSError] = []
+        self._lock = threading.RLock()
+        self._files: dict[int, _File] = {}
+        self._dirs: dict[int, _Dir] = {}
+        self._rules: list[_Rule] = []
+        self._saved: dict[str, Callable] = {}
+
+    # ----------------------------------------------------------------- install
+
+    def install(self) -> None:
+        for name in (
+            "pwrite_all",
+            "fdatasync",
+            "fsync",
+            "fsync_dir",
+            "preallocate",
+            "write_atomic",
+            "create_file",
+            "ftruncate",
+            "truncate",
+            "rename",
+            "unlink",
+            "touch",
+            "make_dir",
+            "remove_tree",
+            "disk_usage",
+        ):
+            self._saved[name] = getattr(fileio, name)
+            setattr(fileio, name, getattr(self, name))
+
+    def uninstall(self) -> None:
+        for name, original in self._saved.items():
+            setattr(fileio, name, original)
+        self._saved.clear()
+
+    def __enter__(self) -> FaultyFS:
+        self.install()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.uninstall()
+
+    # ------------------------------------------------------------------ faults
+
+    def fail(
+        self,
+        ops: str | tuple[str, ...],
+        errno: int,
+        *,
+        path_part: str | None = None,
+        after: int = 0,
+        times: int | None = 1,
+    ) -> None:
+        """Make matching calls raise OSError(errno): skip ``after`` matches first, then
+        fail ``times`` of them (None: every one from then on)."""
+        names = frozenset((ops,) if isinstance(ops, str) else ops)
+        with self._lock:
+            self._rules.append(_Rule(names, errno, path_part, after, times))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def _check(self, op: str, path: str) -> None:
+        self.calls[op] = self.calls.get(op, 0) + 1
+        for rule in self._rules:
+            if op not in rule.ops or (rule.path_part and rule.path_part not in path):
+                continue
+            if rule.skip:
+                rule.skip -= 1
+                continue
+            if rule.times == 0:
+                continue
+            if rule.times is not None:
+                rule.times -= 1
+            error = OSError(rule.errno, os.strerror(rule.errno), path)
+            self.failures.append(error)
+            raise error
+
+    def _done(self, op: str) -> None:
+        if self.on_op is not None:
+            self.on_op(op)
+
+    # ------------------------------------------------------------------- model
+
+    def _mine(self, path: str) -> bool:
+        return path == str(self.root) or path.startswith(str(self.root) + os.sep)
+
+    @staticmethod
+    def _fd_path(fd: int) -> str:
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return ""
+
+    def _file(self, inode: int) -> _File:
+        record = self._files.get(inode)
+        if record is None:
+            record = self._files[inode] = _File()
+        return record
+
+    def _dir(self, inode: int) -> _Dir:
+        record = self._dirs.get(inode)
+        if record is None:
+            record = self._dirs[inode] = _Dir()
+        return record
+
+    def _record_op(self, fd: int, op: tuple) -> None:
+        if self._mine(self._fd_path(fd)):
+            self._file(os.fstat(fd).st_ino).pending.append(op)
+
+    def _forget(self, path: Path) -> None:
+        """``path`` is about to go: a new file may get its inode number."""
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            for child in os.scandir(path):
+                self._forget(Path(child.path))
+            self._dirs.pop(info.st_ino, None)
+        else:
+            self._files.pop(info.st_ino, None)
+
+    def _sync_file(self, fd: int) -> None:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode) or not self._mine(self._fd_path(fd)):
+            return
+        record = self._file(info.st_ino)
+        record.durable = os.pread(fd, info.st_size, 0) if info.st_size else b""
+        record.pending = []
+
+    def _sync_dir(self, path: Path) -> None:
+        if not self._mine(str(Path(path).resolve())):
+            return
+        entries: dict[str, _File | _Dir] = {}
+        with os.scandir(path) as listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False):
+                    entries[entry.name] = self._dir(entry.inode())
+                else:
+                    entries[entry.name] = self._file(entry.inode())
+        self._dir(os.stat(path).st_ino).durable = entries
+
+    def capture(self, label: str = "", meta: object = None) -> PowerLossImage:
+        """What a power loss now would leave (see the module docstring)."""
+        with self._lock:
+            root = self._dirs.get(os.stat(self.root).st_ino) if self.root.exists() else None
+            return PowerLossImage(self._freeze(root, set()), self._live(self.root), label, meta)
+
+    def _freeze(self, directory: _Dir | None, seen: set[int]) -> dict:
+        if directory is None or directory.durable is None or id(directory) in seen:
+            return {}
+        seen = seen | {id(directory)}
+        tree = {}
+        for name, node in directory.durable.items():
+            if isinstance(node, _Dir):
+                tree[name] = self._freeze(node, seen)
+            else:
+                tree[name] = _FileState(node.durable, tuple(node.pending))
+        return tree
+
+    def _live(self, path: Path) -> dict:
+        tree: dict = {}
+        try:
+            listing = list(os.scandir(path))
+        except FileNotFoundError:
+            return tree
+        for entry in listing:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    tree[entry.name] = self._live(Path(entry.path))
+                    continue
+                node = self._files.get(entry.inode()) or _File()
+                live = None
+                if entry.name in _LIVE_NAMES and Path(path) == self.root:
+                    live = Path(entry.path).read_bytes()
+                tree[entry.name] = _FileState(node.durable, tuple(node.pending), live)
+            except FileNotFoundError:
+                continue
+        return tree
+
+    # ------------------------------------------------------- fileio replacements
+
+    def pwrite_all(self, fd: int, data, offset: int) -> None:
+        with self._lock:
+            self._check("pwrite_all", self._fd_path(fd))
+            self._saved["pwrite_all"](fd, data, offset)
+            self._record_op(fd, ("w", offset, bytes(data)))
+        self._done("pwrite_all")
+
+    def fdatasync(self, fd: int) -> None:
+        with self._lock:
+            self._check("fdatasync", self._fd_path(fd))
+            if self.real_sync:
+                os.fdatasync(fd)
+            self._sync_file(fd)
+        self._done("fdatasync")
+
+    def fsync(self, fd: int) -> None:
+        with self._lock:
+            self._check("fsync", self._fd_path(fd))
+            if self.real_sync:
+                os.fsync(fd)
+            self._sync_file(fd)
+        self._done("fsync")
+
+    def fsync_dir(self, path: Path) -> None:
+        with self._lock:
+            self._check("fsync_dir", str(path))
+            if self.real_sync:
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            self._sync_dir(Path(path))
+        self._done("fsync_dir")
+
+    def preallocate(self, fd: int, size: int) -> None:
+        with self._lock:
+            self._check("preallocate", self._fd_path(fd))
+            self._saved["preallocate"](fd, size)
+            self._record_op(fd, ("g", size))
+        self._done("preallocate")
+
+    def write_atomic(self, path: Path, data: bytes) -> None:
+        with self._lock:
+            self._check("write_atomic", str(path))
+            self._saved["write_atomic"](path, data)  # made of the replaced functions
+        self._done("write_atomic")
+
+    def create_file(self, path, *, exclusive: bool = False, truncate: bool = False) -> int:
+        with self._lock:
+            self._check("create_file", str(path))
+            existed = os.path.exists(path)
+            fd = self._saved["create_file"](path, exclusive=exclusive, truncate=truncate)
+            if self._mine(self._fd_path(fd)):
+                inode = os.fstat(fd).st_ino
+                if not existed:
+                    self._files[inode] = _File()
+                elif truncate:
+                    self._file(inode).pending.append(("t", 0))
+        self._done("create_file")
+        return fd
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        with self._lock:
+            self._check("ftruncate", self._fd_path(fd))
+            self._saved["ftruncate"](fd, size)
+            self._record_op(fd, ("t", size))
+        self._done("ftruncate")
+
+    def truncate(self, path, size: int) -> None:
+        with self._lock:
+            self._check("truncate", str(path))
+            self._saved["truncate"](path, size)
+            if self._mine(str(Path(path).resolve())):
+                self._file(os.stat(path).st_ino).pending.append(("t", size))
+        self._done("truncate")
+
+    def rename(self, source: Path, target: Path) -> None:
+        with self._lock:
+            self._check("rename", str(target))
+            self._forget(Path(target))
+            self._saved["rename"](source, target)
+        self._done("rename")
+
+    def unlink(self, path: Path, missing_ok: bool = True) -> None:
+        with self._lock:
+            self._check("unlink", str(path))
+            self._forget(Path(path))
+            self._saved["unlink"](path, missing_ok)
+        self._done("unlink")
+
+    def touch(self, path: Path) -> None:
+        with self._lock:
+            self._check("touch", str(path))
+            existed = os.path.exists(path)
+            self._saved["touch"](path)
+            if not existed:
+                self._files[os.stat(path).st_ino] = _File()
+        self._done("touch")
+
+    def make_dir(self, path, parents: bool = False, exist_ok: bool = False) -> None:
+        with self._lock:
+            self._check("make_dir", str(path))
+            existed = os.path.isdir(path)
+            self._saved["make_dir"](path, parents, exist_ok)
+            if not existed:
+                self._dirs[os.stat(path).st_ino] = _Dir()
+        self._done("make_dir")
+
+    def remove_tree(self, path: Path) -> None:
+        with self._lock:
+            self._check("remove_tree", str(path))
+            self._forget(Path(path))
+            self._saved["remove_tree"](path)
+        self._done("remove_tree")
+
+    def disk_usage(self, path: Path) -> tuple[int, int]:
+        if self.fake_usage is not None:
+            return self.fake_usage
+        return self._saved["disk_usage"](path)
+
+
+@contextlib.contextmanager
+def skip_syncs() -> Iterator[None]:
+    """Make fileio's fsyncs no-ops for a while (checking images needs no durability)."""
+    saved = (fileio.fdatasync, fileio.fsync, fileio.fsync_dir)
+    fileio.fdatasync = fileio.fsync = fileio.fsync_dir = lambda _target: None
+    try:
+        yield
+    finally:
+        fileio.fdatasync, fileio.fsync, fileio.fsync_dir = saved
