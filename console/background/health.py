@@ -73,7 +73,7 @@ def interval_seconds(value: Any) -> float | None:
 
 
 def every_text(seconds: float | None, fallback: str) -> str:
-    if seconds is None:
+    if not seconds:
         return fallback
     for unit, size in (("h", 3600), ("min", 60)):
         if seconds >= size and seconds % size == 0:
@@ -141,7 +141,7 @@ def task_health(now: datetime | None = None) -> list[TaskHealth]:
                 name=name,
                 task=name,
                 every_s=row.every_s,
-                schedule_text=every_text(row.every_s, "—"),
+                schedule_text=every_text(row.every_s, "on demand"),
                 row=row,
                 stale=stale,
                 stale_reason=why,

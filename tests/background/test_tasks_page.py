@@ -147,3 +147,15 @@ def test_the_page_renders_when_redis_does_not_answer(as_viewer, settings):
 
     assert response.status_code == 200
     assert "Redis does not answer at redis://127.0.0.1:1/0" in response.content.decode()
+
+
+def test_an_on_demand_job_is_listed_as_such_and_never_stale(as_viewer, redis_db):
+    from console.background.tasks import ARCHIVE_TASK
+
+    finished_run(ARCHIVE_TASK, 0, timedelta(days=30), last_message='{"segments": 3}')
+
+    page = as_viewer.get("/tasks/").content.decode()
+
+    row = row_html(page, "consolebackgroundtasksarchive_segments")
+    assert "on demand" in row
+    assert "STALE" not in row
