@@ -20,7 +20,7 @@ help:
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
-	$(VENV)/bin/pip install -e '.[dev]'
+	$(VENV)/bin/pip install -e '.[dev,bench]'
 	touch $@
 
 install: $(STAMP)
