@@ -25,6 +25,30 @@ DEBUG = env_bool("DEBUG", True)
 SECRET_KEY = secret_key(DEBUG)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
 
+# HTTPS hardening: on by default when DEBUG is off, each overridable. `make run` serves plain
+# HTTP with DEBUG on, where all of these default to off.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+# Load balancers probe over plain HTTP inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+if not SECURE_HSTS_PRELOAD:
+    # Preloading asks browser vendors to hard-code HTTPS for the whole domain: opt-in only.
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and strips it from clients).
+TIDEMARK_BEHIND_TLS_PROXY = env_bool("TIDEMARK_BEHIND_TLS_PROXY", False)
+if TIDEMARK_BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -36,6 +60,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "console.core",
+    "console.health",
     "console.accounts",
     "console.audit",
     "console.topics",
@@ -111,6 +136,10 @@ TIDEMARK_STORE_DIR = env_path("TIDEMARK_STORE_DIR", VAR_DIR / "store", BASE_DIR)
 TIDEMARK_FLUSH_MODE = env_str("TIDEMARK_FLUSH_MODE", "async")
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
+#: /readyz: seconds within which some background task must have finished (a worker is
+#: alive), and the timeout of its Redis ping.
+TIDEMARK_READY_WORKER_WINDOW_S = env_int("TIDEMARK_READY_WORKER_WINDOW_S", 120)
+TIDEMARK_READY_TIMEOUT_S = 2
 
 # REST API (console/api): the console's roles, one error shape, paginated lists.
 TIDEMARK_API_MAX_BODY_BYTES = env_int("TIDEMARK_API_MAX_BODY_BYTES", 8 << 20)

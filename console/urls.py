@@ -15,5 +15,6 @@ urlpatterns = [
     path("tasks/", include("console.background.urls")),
     path("monitoring/", include("console.monitoring.urls")),
     path("api/", include("console.api.urls")),
+    path("", include("console.health.urls")),
     path("", include("console.core.urls")),
 ]

@@ -1,6 +1,5 @@
 from django.conf import settings
-from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
@@ -8,13 +7,6 @@ from console.accounts.roles import require_role
 from console.core.store import get_store
 from console.monitoring import current
 from storeadapter.summaries import group_summaries, store_totals
-
-
-@login_not_required
-@require_safe
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness check for load balancers and scripts; needs no login."""
-    return JsonResponse({"status": "ok"})
 
 
 @require_role("viewer")

@@ -1,0 +1,253 @@
+"""The access table: every URL pattern of the console, a sample URL for it, and the
+weakest level allowed per HTTP method; and the helpers the security tests share.
+
+A new URL pattern must be added to ``ACCESS`` (tests/security/test_access.py fails until
+it is); keys are the pattern's name (``namespace:name``) or, for a pattern without a
+name, its route. The Django admin site is the exception: its patterns follow from the
+registered models and are all staff-only (``ADMIN_SITE_NAMESPACE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+ANONYMOUS = "anonymous"
+LOGGED_IN = "logged_in"  # any logged-in user, even one in no role group
+VIEWER = "viewer"
+OPERATOR = "operator"
+ADMIN = "admin"
+
+#: Weakest first; each client's rank says which of these it holds.
+LEVELS = (ANONYMOUS, LOGGED_IN, VIEWER, OPERATOR, ADMIN)
+#: The clients tried, each holding the level of the same name (nobody: LOGGED_IN).
+CLIENTS = {"anonymous": ANONYMOUS, "nobody": LOGGED_IN, "viewer": VIEWER}
+CLIENTS.update({"operator": OPERATOR, "admin": ADMIN})
+
+ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A sample kwarg taken from the `world` fixture (ids exist only once it is made)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Who may use a URL pattern: the minimal level per method, and a sample URL."""
+
+    kind: str  # "page" or "api"
+    methods: dict[str, str]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None  # for patterns without a name
+    query: str = ""
+    #: Statuses an allowed request may get besides the usual ones (e.g. /readyz: 503).
+    also_ok: tuple[int, ...] = ()
+
+
+def page(
+    *, read: str | None = None, post: str | None = None, other: dict | None = None, **options: Any
+) -> Rule:
+    """A page: GET and HEAD need `read`, POST needs `post` (a None: not accepted); `other`
+    names any further method and its level."""
+    methods = {}
+    if read is not None:
+        methods.update(GET=read, HEAD=read)
+    if post is not None:
+        methods["POST"] = post
+    methods.update(other or {})
+    return Rule("page", methods, **options)
+
+
+def api(**options: Any) -> Rule:
+    """An API endpoint; `read` covers GET and HEAD, the other keyword names are methods."""
+    read = options.pop("read", None)
+    changes = [m for m in ("post", "put", "patch", "delete") if m in options]
+    methods = {m.upper(): options.pop(m) for m in changes}
+    if read is not None:
+        methods = {"GET": read, "HEAD": read, **methods}
+    return Rule("api", methods, **options)
+
+
+TOPIC = {"topic": "orders"}
+QUEUE = {"topic": "orders", "queue": 0}
+GROUP = {"group": "billing"}
+
+#: Every URL pattern, by its name (``namespace:name``) or, when it has none, its route.
+ACCESS: dict[str, Rule] = {
+    # Public: login, logout, password reset, liveness and readiness. Django's form views
+    # answer PUT as POST; a reset link that is not valid shows its page for any method.
+    "login": page(read=ANONYMOUS, post=ANONYMOUS, other={"PUT": ANONYMOUS}),
+    "logout": page(post=ANONYMOUS),
+    "password_reset": page(read=ANONYMOUS, post=ANONYMOUS, other={"PUT": ANONYMOUS}),
+    "password_reset_done": page(read=ANONYMOUS),
+    "password_reset_confirm": page(
+        read=ANONYMOUS,
+        post=ANONYMOUS,
+        other={"PUT": ANONYMOUS, "PATCH": ANONYMOUS, "DELETE": ANONYMOUS},
+        kwargs={"uidb64": "MQ", "token": "not-a-token"},
+    ),
+    "password_reset_complete": page(read=ANONYMOUS),
+    "healthz": page(read=ANONYMOUS),
+    # 503 until a worker has finished a task: the test starts none.
+    "readyz": page(read=ANONYMOUS, also_ok=(503,)),
+    # Any logged-in user changes their own password.
+    "password_change": page(read=LOGGED_IN, post=LOGGED_IN, other={"PUT": LOGGED_IN}),
+    "password_change_done": page(read=LOGGED_IN),
+    # Console pages.
+    "home": page(read=VIEWER),
+    "user_list": page(read=ADMIN, post=ADMIN),
+    "user_action": page(post=ADMIN, kwargs={"user_id": Ref("user_id")}),
+    "token_list": page(read=VIEWER, post=VIEWER),
+    "token_revoke": page(post=VIEWER, kwargs={"token_id": Ref("token_id")}),
+    "audit:list": page(read=VIEWER),
+    "topics:list": page(read=VIEWER, post=ADMIN),
+    "topics:detail": page(read=VIEWER, post=OPERATOR, kwargs=TOPIC),
+    "messages:search": page(read=VIEWER),
+    "messages:export": page(read=VIEWER),
+    "messages:detail": page(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
+    "messages:body": page(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
+    "storage:page": page(read=VIEWER),
+    "groups:list": page(read=VIEWER),
+    "groups:detail": page(read=VIEWER, kwargs=GROUP),
+    "groups:reset_preview": page(post=OPERATOR, kwargs=GROUP),
+    "groups:reset_apply": page(post=OPERATOR, kwargs=GROUP),
+    "groups:reset_undo": page(read=OPERATOR, kwargs=GROUP),
+    "groups:dlq": page(read=VIEWER, post=OPERATOR, kwargs=GROUP),
+    "groups:copy": page(post=OPERATOR, kwargs=GROUP),
+    "groups:delete": page(post=ADMIN, kwargs=GROUP),
+    "alerts:index": page(read=VIEWER),
+    "alerts:rule_create": page(read=ADMIN, post=ADMIN),
+    "alerts:rule_edit": page(read=ADMIN, post=ADMIN, kwargs={"rule_id": Ref("rule_id")}),
+    "alerts:rule_action": page(post=ADMIN, kwargs={"rule_id": Ref("rule_id")}),
+    "alerts:silence_create": page(read=OPERATOR, post=OPERATOR),
+    "alerts:silence_expire": page(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
+    "alerts:test_email": page(post=ADMIN),
+    "background:tasks": page(read=VIEWER),
+    "monitoring:chart": page(read=VIEWER, kwargs={"kind": "dashboard"}),
+    # API v1.
+    "api-topics": api(read=VIEWER, post=ADMIN),
+    "api-topic": api(read=VIEWER, delete=ADMIN, kwargs=TOPIC),
+    "api-queues": api(read=VIEWER, post=ADMIN, kwargs=TOPIC),
+    "api-queue": api(read=VIEWER, delete=ADMIN, kwargs=QUEUE),
+    "api-queue-freeze": api(post=OPERATOR, kwargs=QUEUE),
+    "api-queue-unfreeze": api(post=OPERATOR, kwargs=QUEUE),
+    "api-topic-messages": api(post=OPERATOR, kwargs=TOPIC),
+    "api-queue-messages": api(read=VIEWER, kwargs=QUEUE),
+    "api-queue-commit": api(post=OPERATOR, kwargs=QUEUE),
+    "api-messages": api(read=VIEWER),
+    "api-messages-export": api(read=VIEWER),
+    "api-message": api(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
+    "api-groups": api(read=VIEWER),
+    "api-group": api(read=VIEWER, delete=ADMIN, kwargs=GROUP),
+    "api-group-reset": api(post=OPERATOR, kwargs=GROUP),
+    "api-group-undo": api(post=OPERATOR, kwargs=GROUP),
+    "api-group-history": api(read=VIEWER, kwargs=GROUP),
+    "api-group-dlq": api(read=VIEWER, kwargs=GROUP),
+    "api-group-dlq-redrive": api(post=OPERATOR, kwargs=GROUP),
+    "api-group-copy": api(post=OPERATOR, kwargs=GROUP),
+    "api-storage": api(read=VIEWER),
+    "api-audit": api(read=VIEWER),
+    "api-alert-rules": api(read=VIEWER, post=ADMIN),
+    "api-alert-rule": api(
+        read=VIEWER, put=ADMIN, patch=ADMIN, delete=ADMIN, kwargs={"rule_id": Ref("rule_id")}
+    ),
+    "api-alert-events": api(read=VIEWER),
+    "api-alert-silences": api(read=VIEWER, post=OPERATOR),
+    "api-alert-silence-expire": api(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
+    "api-alert-test-email": api(post=ADMIN),
+    "api-tasks": api(read=VIEWER),
+    # The OpenAPI document and its docs page describe the API and hold no data: public.
+    "api-schema": api(read=ANONYMOUS),
+    "api-docs": api(read=ANONYMOUS),
+    # Any other path under /api/: a JSON 404 for everyone, whatever the method.
+    r"api/^[\s\S]*$": api(
+        read=ANONYMOUS,
+        post=ANONYMOUS,
+        put=ANONYMOUS,
+        patch=ANONYMOUS,
+        delete=ANONYMOUS,
+        path="/api/v1/no-such-endpoint/",
+    ),
+}
+
+#: The Django admin site: staff only, whatever the console role. Its patterns come from the
+#: registered models; the site checks every one of them the same way (AdminSite.admin_view).
+ADMIN_SITE_NAMESPACE = "admin"
+ADMIN_SITE_SAMPLES = (
+    ("GET", "/admin/"),
+    ("GET", "/admin/auth/user/"),
+    ("POST", "/admin/auth/user/add/"),
+    ("GET", "/admin/audit/auditentry/"),
+    ("GET", "/admin/auth/"),
+    ("GET", "/admin/no-such-page/"),
+)
+
+
+def url_patterns(patterns=None, prefix: str = "", namespace: str | None = None):
+    """(key, route, namespace) of every pattern, resolvers walked recursively."""
+    for pattern in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(pattern, URLResolver):
+            inner = namespace
+            if pattern.namespace:
+                inner = f"{namespace}:{pattern.namespace}" if namespace else pattern.namespace
+            yield from url_patterns(pattern.url_patterns, prefix + str(pattern.pattern), inner)
+        elif isinstance(pattern, URLPattern):
+            route = prefix + str(pattern.pattern)
+            if pattern.name:
+                key = f"{namespace}:{pattern.name}" if namespace else pattern.name
+            else:
+                key = route
+            yield key, route, namespace
+
+
+def snapshot(store) -> dict[str, Any]:
+    """Everything a request could change, as plain values."""
+    from console.alerts.models import AlertRule, Silence
+    from console.api.models import ApiToken
+    from console.audit.models import AuditEntry
+    from storeadapter.summaries import group_summaries, topic_summaries
+
+    users = get_user_model().objects.order_by("pk")
+    return {
+        "audit": AuditEntry.objects.count(),
+        "users": [
+            (u.username, u.is_active, u.password, sorted(g.name for g in u.groups.all()))
+            for u in users
+        ],
+        "tokens": sorted(ApiToken.objects.values_list("pk", flat=True)),
+        "rules": list(AlertRule.objects.order_by("pk").values()),
+        "silences": list(Silence.objects.order_by("pk").values()),
+        "topics": [(t.name, t.queues, t.frozen_queues, t.messages) for t in topic_summaries(store)],
+        "groups": [
+            (g.group, [(q.topic, q.queue, q.committed) for q in g.queues])
+            for g in group_summaries(store, with_queues=True)
+        ],
+    }
+
+
+def sample_url(key: str, rule: Rule, world: dict[str, Any]) -> str:
+    if rule.path is not None:
+        return rule.path
+    kwargs = {k: world[v.name] if isinstance(v, Ref) else v for k, v in rule.kwargs.items()}
+    return reverse(key, kwargs=kwargs) + rule.query
+
+
+def send(client: Client, method: str, url: str):
+    call = getattr(client, method.lower())
+    if method in ("POST", "PUT", "PATCH"):
+        if url.startswith("/api/"):
+            return call(url, data="{}", content_type="application/json")
+        return call(url, data={})
+    return call(url)
+
+
+def is_login_redirect(response) -> bool:
+    """A 302 to the console's or the admin site's login page."""
+    return response.status_code == 302 and "/login/" in response.get("Location", "")
