@@ -36,6 +36,11 @@ class StoreLocks:
         """
         fcntl.flock(self._opening, fcntl.LOCK_EX)
         try:
+            # Members hold the session lock shared; only a process opening or closing,
+            # under the open lock, holds it exclusively. Held exclusively now, it belongs
+            # to one that died doing so: the kernel frees a dead process's locks one by
+            # one, in no set order. Wait for it to go rather than join a half-open store.
+            fcntl.flock(self._session, fcntl.LOCK_SH)
             try:
                 fcntl.flock(self._session, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 alone = True

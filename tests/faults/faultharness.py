@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,13 +233,15 @@ def arm_kill(
     nth: int = 1,
     caller: str | None = None,
     where: str | None = None,
+    pause_s: float = 0.0,
 ) -> None:
     """In a child: SIGKILL this process at the ``nth`` matching call of ``target``.
 
     ``target`` is "module:attribute" or "module:Class.method"; the call matches when
     ``caller`` (a function's qualified name, e.g. "Segment.create") is on the stack just
     above it (within 8 frames) and ``where`` (a Python expression over ``args``) holds.
-    ``when`` is "before" the call or "after" it returned. Only test processes use this:
+    ``when`` is "before" the call or "after" it returned; ``pause_s`` is a sleep just
+    before the kill (for another process to start waiting). Only test processes use this:
     the engine has no hooks, its functions are replaced at run time.
     """
     import importlib
@@ -270,6 +273,7 @@ def arm_kill(
         return False
 
     def die() -> None:
+        time.sleep(pause_s)
         os.kill(os.getpid(), signal.SIGKILL)
 
     def wrapper(*args: object, **kwargs: object) -> object:
@@ -347,4 +351,20 @@ def commit_until_killed(
         os.write(fd, f"intent {group} {queue} {offset}\n".encode())
         store.commit_offset(group, TOPIC, queue, offset)
         os.write(fd, f"done {group} {queue} {offset}\n".encode())
+    store.close()
+
+
+def open_and_report(path: str, mode: str, out: str) -> None:
+    """A child: open the store, then write (JSON) whether the abort marker exists and
+    when this process's recovery finished (0: it ran none, it joined others)."""
+    import json
+
+    began_ms = time.time_ns() // 1_000_000
+    store = MessageStore.open(path, fault_config(mode))
+    recovered = store.last_recovery.finished_ms
+    report = {
+        "abort_marker": (Path(path) / "abort").exists(),
+        "recovered_here": recovered >= began_ms,
+    }
+    Path(out).write_text(json.dumps(report))
     store.close()
