@@ -1,0 +1,560 @@
+"""Consume queues for a topic with very many queues: every queue's entries in blocks of a
+few shared files, instead of files of its own.
+
+One file per queue breaks down at a million queues (a million files to create, open and
+fsync, and random I/O over all of them). A *shared* topic keeps the entries of all its
+queues in ``consumequeue/<topic>/blocks/<20-digit first block number>`` files of
+``blocks_per_file`` blocks each. A block holds ``entries_per_block`` consecutive entries of
+one queue, the same 20-byte entries as a queue file (commit-log offset, size, tag hash),
+after a 16-byte header naming its owner:
+
+    queue u32 | seq u64 | crc32c(queue, seq) u32 | entries_per_block × 20-byte entries
+
+Block ``seq`` of a queue holds its offsets ``seq × E`` to ``seq × E + E - 1``. Blocks are
+handed out in order (under the store's write lock) and their headers are written together
+with their first entries, so the allocated blocks are the run of valid headers from block
+0: a process learns of blocks others allocated by reading headers past the last it knew.
+In memory, a dict maps (queue, seq) to the block number: about 100 bytes per block.
+
+A queue whose blocks are all below its minimum offset (retention) leaves them unused; a
+file goes when none of its blocks is in use. A removed queue's headers are erased, so a
+queue added again under the same number does not take them over.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from crc32c import crc32c
+
+from . import fileio
+from .consumequeue import ENTRY, ENTRY_SIZE
+from .handles import HandleCache
+from .segment import is_segment_name, segment_name
+
+BLOCK_HEADER = struct.Struct("<IQI")
+BLOCK_HEADER_SIZE = BLOCK_HEADER.size
+_OWNER = struct.Struct("<IQ")
+#: The owner written over a removed queue's block headers: allocated, but no one's.
+ERASED = 0xFFFFFFFF
+_SEQ_BITS = 40
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+
+
+def header_bytes(queue: int, seq: int) -> bytes:
+    owner = _OWNER.pack(queue, seq)
+    return owner + struct.pack("<I", crc32c(owner))
+
+
+def parse_header(data: bytes | memoryview) -> tuple[int, int] | None:
+    """(queue, seq) of a valid block header, or None (never allocated, erased or torn)."""
+    queue, seq, crc = BLOCK_HEADER.unpack_from(data)
+    if crc != crc32c(bytes(data[:12])):
+        return None
+    return queue, seq
+
+
+class BlockFile:
+    """One file of blocks; its descriptor comes from the store's handle cache."""
+
+    __slots__ = ("_path", "first_block", "blocks", "block_bytes", "handles")
+
+    def __init__(
+        self, path: Path, first_block: int, blocks: int, block_bytes: int, handles: HandleCache
+    ) -> None:
+        self._path = os.fspath(path)
+        self.first_block = first_block
+        self.blocks = blocks
+        self.block_bytes = block_bytes
+        self.handles = handles
+
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
+
+    @classmethod
+    def create(
+        cls, directory: Path, first_block: int, blocks: int, block_bytes: int, handles
+    ) -> BlockFile:
+        """A new, empty (sparse) file of blocks, made durable with its directory entry."""
+        path = directory / segment_name(first_block)
+        fd = fileio.create_file(path, exclusive=True)
+        try:
+            fileio.ftruncate(fd, blocks * block_bytes)
+            fileio.fsync(fd)
+            fileio.fsync_dir(directory)
+        except BaseException:
+            os.close(fd)
+            fileio.unlink(path)
+            raise
+        os.close(fd)
+        return cls(path, first_block, blocks, block_bytes, handles)
+
+    def _open_fd(self) -> int:
+        return os.open(self._path, os.O_RDWR)
+
+    def pread(self, block: int, offset: int, size: int) -> bytes:
+        fd = self.handles.acquire(self, self._open_fd)
+        try:
+            return os.pread(fd, size, (block - self.first_block) * self.block_bytes + offset)
+        finally:
+            self.handles.release(self)
+
+    def pwrite(self, block: int, offset: int, data) -> None:
+        fd = self.handles.acquire(self, self._open_fd)
+        try:
+            fileio.pwrite_all(fd, data, (block - self.first_block) * self.block_bytes + offset)
+        finally:
+            self.handles.release(self)
+
+    def read_all(self) -> bytes:
+        fd = self.handles.acquire(self, self._open_fd)
+        try:
+            return os.pread(fd, self.blocks * self.block_bytes, 0)
+        finally:
+            self.handles.release(self)
+
+    def sync(self) -> None:
+        with self.handles.use(self, self._open_fd) as fd:
+            fileio.fdatasync(fd)
+
+    def close(self) -> None:
+        self.handles.forget(self)
+
+
+class BlockStore:
+    """The blocks of one shared topic: where each queue's entries live, and their I/O."""
+
+    def __init__(
+        self,
+        directory: Path,
+        entries_per_block: int,
+        blocks_per_file: int,
+        handles: HandleCache,
+    ) -> None:
+        self.directory = Path(directory)
+        self.entries_per_block = entries_per_block
+        self.blocks_per_file = blocks_per_file
+        self.block_bytes = BLOCK_HEADER_SIZE + entries_per_block * ENTRY_SIZE
+        self.handles = handles
+        self.files: dict[int, BlockFile] = {}  # by first block number
+        self.dirty: set[BlockFile] = set()
+        self._blocks: dict[int, int] = {}  # queue << 40 | seq -> block number
+        self._first_seq: dict[int, int] = {}
+        self._last_seq: dict[int, int] = {}
+        self.end = 0  # blocks below this are allocated (or erased); the next goes here
+        self._load()
+
+    # -- finding blocks -----------------------------------------------------------------
+
+    def _load(self) -> None:
+        fileio.make_dir(self.directory, parents=True, exist_ok=True)
+        for name in sorted(os.listdir(self.directory)):
+            if is_segment_name(name):
+                first = int(name)
+                self.files[first] = BlockFile(
+                    self.directory / name,
+                    first,
+                    self.blocks_per_file,
+                    self.block_bytes,
+                    self.handles,
+                )
+        self.end = min(self.files, default=0)
+        size = self.block_bytes
+        for first, block_file in sorted(self.files.items()):
+            if first != self.end:
+                break  # a gap: nothing allocated past it
+            data = memoryview(block_file.read_all())
+            for slot in range(block_file.blocks):
+                owner = parse_header(data[slot * size : slot * size + BLOCK_HEADER_SIZE])
+                if owner is None:
+                    return
+                self._remember(owner[0], owner[1], first + slot)
+                self.end += 1
+
+    def refresh(self) -> None:
+        """Take in the blocks allocated (by any process) since this one last looked."""
+        while True:
+            block_file = self._file_of(self.end)
+            if block_file is None:
+                block_file = self._find_file(self.end)
+                if block_file is None:
+                    return
+            data = block_file.pread(self.end, 0, BLOCK_HEADER_SIZE)
+            owner = parse_header(data) if len(data) == BLOCK_HEADER_SIZE else None
+            if owner is None:
+                return
+            self._remember(owner[0], owner[1], self.end)
+            self.end += 1
+
+    def _find_file(self, block: int) -> BlockFile | None:
+        """The file holding ``block`` if another process created it since this one looked."""
+        first = block - block % self.blocks_per_file
+        path = self.directory / segment_name(first)
+        if not path.exists():
+            return None
+        block_file = BlockFile(path, first, self.blocks_per_file, self.block_bytes, self.handles)
+        self.files[first] = block_file
+        return block_file
+
+    def _remember(self, queue: int, seq: int, block: int) -> None:
+        if queue == ERASED:
+            return
+        self._blocks[queue << _SEQ_BITS | seq] = block
+        first = self._first_seq.get(queue)
+        if first is None or seq < first:
+            self._first_seq[queue] = seq
+        if seq > self._last_seq.get(queue, -1):
+            self._last_seq[queue] = seq
+
+    def _file_of(self, block: int) -> BlockFile | None:
+        return self.files.get(block - block % self.blocks_per_file)
+
+    def block_of(self, queue: int, seq: int) -> int | None:
+        block = self._blocks.get(queue << _SEQ_BITS | seq)
+        if block is None:
+            self.refresh()  # perhaps another process allocated it
+            block = self._blocks.get(queue << _SEQ_BITS | seq)
+        return block
+
+    def mark_dirty(self, queue: int, seq: int) -> None:
+        """Have the next flush fsync the file of the queue's block ``seq``."""
+        block = self.block_of(queue, seq)
+        block_file = None if block is None else self._file_of(block)
+        if block_file is not None:
+            self.dirty.add(block_file)
+
+    def seq_range(self, queue: int) -> tuple[int, int] | None:
+        """(first, last) block seq the queue has, or None."""
+        first = self._first_seq.get(queue)
+        return None if first is None else (first, self._last_seq[queue])
+
+    # -- entries ------------------------------------------------------------------------
+
+    def _allocate(self, queue: int, seq: int, entries_at: int, entries) -> None:
+        block = self.end
+        block_file = self._file_of(block)
+        if block_file is None:
+            block_file = BlockFile.create(
+                self.directory, block, self.blocks_per_file, self.block_bytes, self.handles
+            )
+            self.files[block] = block_file
+        data = bytearray(BLOCK_HEADER_SIZE + entries_at * ENTRY_SIZE)
+        data[:BLOCK_HEADER_SIZE] = header_bytes(queue, seq)
+        block_file.pwrite(block, 0, bytes(data) + bytes(entries))
+        self.dirty.add(block_file)
+        self.end = block + 1
+        self._remember(queue, seq, block)
+
+    def write(self, queue: int, index: int, entries) -> None:
+        """Write packed entries of ``queue`` from offset ``index`` (allocating blocks)."""
+        per = self.entries_per_block
+        view = memoryview(entries)
+        while view:
+            seq, slot = divmod(index, per)
+            n = min(len(view) // ENTRY_SIZE, per - slot)
+            chunk = view[: n * ENTRY_SIZE]
+            block = self.block_of(queue, seq)
+            if block is None:
+                self._allocate(queue, seq, slot, chunk)
+            else:
+                block_file = self._file_of(block)
+                block_file.pwrite(block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, chunk)
+                self.dirty.add(block_file)
+            view = view[n * ENTRY_SIZE :]
+            index += n
+
+    def read(self, queue: int, index: int, count: int) -> bytes:
+        """Up to ``count`` packed entries of ``queue`` from ``index`` (stops at a gap)."""
+        per = self.entries_per_block
+        parts = []
+        while count > 0:
+            seq, slot = divmod(index, per)
+            block = self.block_of(queue, seq)
+            if block is None:
+                break
+            n = min(count, per - slot)
+            block_file = self._file_of(block)
+            if block_file is None:
+                break
+            at = BLOCK_HEADER_SIZE + slot * ENTRY_SIZE
+            parts.append(block_file.pread(block, at, n * ENTRY_SIZE))
+            index += n
+            count -= n
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def entry(self, queue: int, index: int) -> tuple[int, int, int] | None:
+        data = self.read(queue, index, 1)
+        if len(data) != ENTRY_SIZE:
+            return None
+        value = ENTRY.unpack(data)
+        return value if value[1] else None
+
+    def written_end(self, queue: int) -> int:
+        """The offset after the queue's last written entry (0 when it has none)."""
+        seqs = self.seq_range(queue)
+        if seqs is None:
+            return 0
+        per = self.entries_per_block
+        for seq in range(seqs[1], seqs[0] - 1, -1):
+            data = self.read(queue, seq * per, per)
+            written = data.rstrip(b"\0")
+            if written:
+                # An entry's last bytes (the tag hash) may be zero: round up to an entry.
+                return seq * per + -(-len(written) // ENTRY_SIZE)
+        return seqs[0] * per
+
+    # -- upkeep -------------------------------------------------------------------------
+
+    def forget_queue(self, queue: int) -> None:
+        """Erase the headers of every block of ``queue`` (it is being removed)."""
+        seqs = self.seq_range(queue)
+        if seqs is None:
+            return
+        for seq in range(seqs[0], seqs[1] + 1):
+            block = self._blocks.pop(queue << _SEQ_BITS | seq, None)
+            if block is None:
+                continue
+            block_file = self._file_of(block)
+            if block_file is not None:
+                block_file.pwrite(block, 0, header_bytes(ERASED, 0))
+                self.dirty.add(block_file)
+        self._first_seq.pop(queue, None)
+        self._last_seq.pop(queue, None)
+
+    def erase_unallocated(self) -> int:
+        """Zero the headers past the allocated run (left there by a writer that crashed,
+        perhaps after a torn header), so no later scan takes them for allocated blocks.
+        Only while no other process is writing. Returns how many were erased."""
+        erased = 0
+        size = self.block_bytes
+        for first, block_file in sorted(self.files.items()):
+            if first + block_file.blocks <= self.end:
+                continue
+            data = block_file.read_all()
+            for slot in range(max(0, self.end - first), block_file.blocks):
+                if any(data[slot * size : slot * size + BLOCK_HEADER_SIZE]):
+                    block_file.pwrite(first + slot, 0, bytes(BLOCK_HEADER_SIZE))
+                    self.dirty.add(block_file)
+                    erased += 1
+        return erased
+
+    def drop_files(self, in_use: Callable[[int, int], bool]) -> int:
+        """Delete the files none of whose blocks is in use; ``in_use(queue, seq)`` says
+        whether a queue still needs its block. The file blocks are allocated in stays."""
+        per_file = self.blocks_per_file
+        needed: set[int] = set()
+        for key, block in self._blocks.items():
+            first = block - block % per_file
+            if first not in needed and in_use(key >> _SEQ_BITS, key & _SEQ_MASK):
+                needed.add(first)
+        doomed = [
+            first
+            for first in sorted(self.files)
+            if first not in needed and first + per_file <= self.end
+        ]
+        if not doomed:
+            return 0
+        gone = set(doomed)
+        self._blocks = {
+            key: block
+            for key, block in self._blocks.items()
+            if block - block % per_file not in gone
+        }
+        for first in doomed:
+            block_file = self.files.pop(first)
+            self.dirty.discard(block_file)
+            block_file.close()
+            fileio.unlink(block_file.path)
+        self._recount()
+        return len(doomed)
+
+    def _recount(self) -> None:
+        self._first_seq.clear()
+        self._last_seq.clear()
+        for key in self._blocks:
+            queue, seq = key >> _SEQ_BITS, key & _SEQ_MASK
+            if seq < self._first_seq.get(queue, seq + 1):
+                self._first_seq[queue] = seq
+            if seq > self._last_seq.get(queue, -1):
+                self._last_seq[queue] = seq
+
+    def take_dirty(self) -> list[BlockFile]:
+        pending, self.dirty = list(self.dirty), set()
+        return pending
+
+    def close(self) -> None:
+        for block_file in self.files.values():
+            block_file.close()
+        self.dirty.clear()
+
+
+class NoTimeIndex:
+    """A shared topic's queues keep no time marks: ``offset_for_time`` binary-searches
+    the records' store times over the whole queue (a few more reads per lookup)."""
+
+    __slots__ = ()
+
+    def write(self, marks: list[tuple[int, int]]) -> None:
+        pass
+
+    def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:
+        return low, high
+
+    def truncate_from(self, queue_offset: int) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+NO_TIME_INDEX = NoTimeIndex()
+
+
+class BlockQueue:
+    """One queue of a shared topic, with the interface of ``ConsumeQueue``.
+
+    Its entries live in the topic's ``BlockStore``; like a ``ConsumeQueue`` it is loaded
+    lazily (its ends are found on first use) and then checked by ``on_load``.
+    """
+
+    __slots__ = (
+        "blocks",
+        "queue_id",
+        "on_load",
+        "closed",
+        "owner",
+        "changes",
+        "last_store_cache",
+        "_loaded",
+        "_min_offset",
+        "_max_offset",
+    )
+
+    time_index = NO_TIME_INDEX
+
+    def __init__(
+        self,
+        blocks: BlockStore,
+        queue_id: int,
+        on_load: Callable[[BlockQueue], None] | None = None,
+    ) -> None:
+        self.blocks = blocks
+        self.queue_id = queue_id
+        self.on_load = on_load
+        self.closed = False
+        self.owner: tuple[bytes, int] = (b"", queue_id)
+        self.changes = 0
+        self.last_store_cache: tuple[int, int, int, int | None] | None = None
+        self._loaded = False
+        self._min_offset = 0
+        self._max_offset = 0
+
+    @property
+    def directory(self) -> Path:
+        return self.blocks.directory
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def _load(self) -> None:
+        self._loaded = True
+        seqs = self.blocks.seq_range(self.queue_id)
+        if seqs is not None:
+            self._min_offset = seqs[0] * self.blocks.entries_per_block
+            self._max_offset = max(self.blocks.written_end(self.queue_id), self._min_offset)
+        if self.on_load is not None:
+            self.on_load(self)
+
+    @property
+    def min_offset(self) -> int:
+        if not self._loaded:
+            self._load()
+        return self._min_offset
+
+    @min_offset.setter
+    def min_offset(self, value: int) -> None:
+        if not self._loaded:
+            self._load()
+        self._min_offset = value
+
+    @property
+    def max_offset(self) -> int:
+        if not self._loaded:
+            self._load()
+        return self._max_offset
+
+    @max_offset.setter
+    def max_offset(self, value: int) -> None:
+        if not self._loaded:
+            self._load()
+        self._max_offset = value
+        self.changes += 1
+
+    def write(self, index: int, entries: bytes) -> None:
+        if not self._loaded:
+            self._load()
+        self.blocks.write(self.queue_id, index, entries)
+        end = index + len(entries) // ENTRY_SIZE
+        if end > self._max_offset:
+            self._max_offset = end
+        self.changes += 1
+
+    def read(self, index: int, count: int) -> bytes:
+        count = min(count, self.max_offset - index)
+        if count <= 0:
+            return b""
+        return self.blocks.read(self.queue_id, index, count)
+
+    def entry(self, index: int) -> tuple[int, int, int] | None:
+        if not self.min_offset <= index < self.max_offset:
+            return None
+        return self.blocks.entry(self.queue_id, index)
+
+    def truncate(self, index: int) -> None:
+        """Erase every entry from ``index`` on (they point past the commit log's tail)."""
+        if index >= self.max_offset:
+            return
+        self.blocks.write(self.queue_id, index, bytes((self._max_offset - index) * ENTRY_SIZE))
+        self._max_offset = index
+        self.changes += 1
+
+    def advance_min(self, log_min: int) -> int:
+        """Move the minimum offset past entries whose records are below ``log_min``."""
+        low, high = self.min_offset, self.max_offset
+        first = self.entry(low) if low < high else None
+        if first is None or first[0] >= log_min:
+            return self._min_offset
+        while low < high:
+            middle = (low + high) // 2
+            entry = self.entry(middle)
+            if entry is None or entry[0] < log_min:
+                low = middle + 1
+            else:
+                high = middle
+        self._min_offset = max(self._min_offset, low)
+        return self._min_offset
+
+    def mark_dirty(self, start: int, end: int) -> None:
+        """Another process wrote entries ``start`` to ``end - 1``: have the next flush
+        fsync the files holding them."""
+        per = self.blocks.entries_per_block
+        for seq in range(start // per, (end - 1) // per + 1):
+            self.blocks.mark_dirty(self.queue_id, seq)
+
+    def take_dirty(self) -> list[BlockFile]:
+        return self.blocks.take_dirty()
+
+    def create_first_file(self) -> None:
+        """A shared topic's queues have no files of their own: nothing to create."""
+        self._loaded = True
+
+    def close(self) -> None:
+        self.closed = True
