@@ -1,4 +1,4 @@
-"""Hostile topic and group names, through every page and endpoint that takes one.
+"""Hostile topic, group and message names, through every page and endpoint taking one.
 
 Path traversal, absolute paths, NUL bytes, unicode tricks and 10 KB strings: each is
 refused with a clear 4xx or a form error (never a 500), creates no topic or group, and no
@@ -104,6 +104,8 @@ DOORS: dict[str, Any] = {
     "page: copy offsets from a group": lambda c, n: c["page"].post(
         "/groups/newgroup/copy/", {"source": n}
     ),
+    "page: message page": lambda c, n: c["page"].get(f"/messages/{in_path(n)}/"),
+    "page: message body": lambda c, n: c["page"].get(f"/messages/{in_path(n)}/body"),
     "page: message search": lambda c, n: c["page"].get(
         "/messages/?" + urlencode({"mode": "key", "topic": n, "key": "k1"})
     ),
@@ -124,6 +126,7 @@ DOORS: dict[str, Any] = {
     "api: produce to a topic": lambda c, n: c["api"].post(
         f"/api/v1/topics/{in_path(n)}/messages/", {"body": "x"}, format="json"
     ),
+    "api: message": lambda c, n: c["api"].get(f"/api/v1/messages/{in_path(n)}/"),
     "api: message search": lambda c, n: c["api"].get(
         "/api/v1/messages/?" + urlencode({"topic": n, "key": "k1"})
     ),
