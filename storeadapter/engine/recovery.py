@@ -135,6 +135,11 @@ def recover(
             elif event.kind == TAIL:
                 tail = event.offset
         dispatcher.finish()
+    log_end = log.segments[-1].end if log.segments else log.tail
+    if durable_end > log_end and log.segments:
+        # The checkpoint says bytes up to durable_end were fsynced: a segment was cut short.
+        reason = f"the log ends at {log_end}, below the checkpoint's flushed offset {durable_end}"
+        report.corruptions.append(Corruption(log_end, durable_end - log_end, reason))
     log.tail = max(tail, log.min_offset)
     log.last_store_ms = max(log.last_store_ms, dispatcher.last_store_ms)
     if index is not None:

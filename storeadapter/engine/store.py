@@ -191,6 +191,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         fileio.make_dir(self._index.directory, exist_ok=True)
         if marker.exists():
             self._index.open()
+            if self._index.problems:  # the newest file was cut or removed: index again
+                end = self._index.end_offset
+                return self.commitlog.min_offset if end is None else end - 1  # a record start
             return None
         for leftover in self._index.directory.iterdir():
             if leftover.is_file():
@@ -448,6 +451,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "disk_ratio": round(self._disk_ratio, 4),
                 "retention_hours": self.config.retention_hours,
                 "corruptions": [c._asdict() for c in self._corruptions],
+                "index_problems": [
+                    {"file": p.path.name, "reason": p.reason} for p in self._index.problems
+                ],
+                "offsets_dropped_bytes": self._offsets.torn_bytes,
                 "failed": None if self._failure is None else str(self._failure),
             }
         )

@@ -1,0 +1,538 @@
+"""Damage in every kind of store file, by every kind of fault (issue 8).
+
+A store with a few segments, two topics, keyed messages, committed offsets and a
+checkpoint is closed, one file is damaged, and the store is opened again. Per file kind
+the engine either repairs and goes on or refuses with a typed error naming the file:
+
+| file | decision |
+| --- | --- |
+| commit-log segment | repair: bad records reported and skipped, a garbage tail erased |
+| consume-queue file, time index | repair: damaged entries are rebuilt from the log |
+| key-index file | repair: a damaged file is skipped or removed, and reported |
+| checkpoint | repair: a bad slot is ignored (the other one, or a full scan) |
+| offsets journal | repair: cut at the first bad frame (offsets may go back, never forward) |
+| shared state, recovery.json | repair: rewritten by the first opener |
+| store.json, topics.json | refuse: StoreFormatError naming the file (no source to rebuild) |
+
+Faults: a bit flip, truncation, a zeroed 4 KiB page, a garbage tail, and a length (or
+count) field far too large. In every case the store opens (or refuses as above), what it
+found is reported, and every message whose record bytes were not touched is served by
+``read()`` and ``get()``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import random
+import shutil
+import struct
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import Message, MessageStore, StoreError, StoreFormatError
+from tests.engine.storetools import (
+    read_everything,
+    segment_paths,
+    small_config,
+)
+
+SEGMENT_BYTES = 16384
+PAGE = 4096
+FAULTS = ("bit-flip", "truncation", "zeroed-page", "garbage-tail", "huge-length")
+KINDS = (
+    "commitlog",
+    "consumequeue",
+    "timeindex",
+    "keyindex",
+    "checkpoint",
+    "offsets-journal",
+    "state",
+    "recovery-json",
+    "store-json",
+    "topics-json",
+)
+REFUSED = {"store-json", "topics-json"}
+
+
+def matrix_config():
+    return small_config(segment_bytes=SEGMENT_BYTES, queue_file_entries=64)
+
+
+@dataclass(frozen=True)
+class Sent:
+    message_id: str
+    topic: str
+    queue: int
+    queue_offset: int
+    commit_offset: int
+    length: int
+    body: bytes
+    key: str
+
+
+@dataclass(frozen=True)
+class Template:
+    path: Path
+    sent: tuple[Sent, ...]
+    offsets: dict
+    tail: int
+
+
+@functools.cache
+def template() -> Template:
+    """The undamaged store, made once and copied for every case."""
+    directory = Path(tempfile.mkdtemp(prefix="corruption-matrix-"))
+    atexit.register(shutil.rmtree, directory, True)
+    path = directory / "store"
+    rng = random.Random(8)
+    sent = []
+    offsets = {}
+    with MessageStore.open(path, matrix_config()) as store:
+        store.create_topic("t", queues=2)
+        store.create_topic("u", queues=1)
+        for round_number in range(60):
+            topic = "t" if round_number % 3 else "u"
+            messages = [
+                Message(rng.randbytes(rng.randint(40, 400)), key=f"k{rng.randrange(6)}")
+                for _ in range(rng.randint(1, 6))
+            ]
+            for result, message in zip(store.append_batch(topic, messages), messages, strict=True):
+                sent.append(
+                    Sent(
+                        result.message_id,
+                        topic,
+                        result.queue,
+                        result.queue_offset,
+                        result.commit_offset,
+                        0,
+                        message.body,
+                        message.key,
+                    )
+                )
+            for queue in range(2 if topic == "t" else 1):
+                high = store.queue_range(topic, queue)[1]
+                store.commit_offset("g", topic, queue, high)
+                offsets[("g", topic, queue)] = high
+        tail = store.stats()["commit_log"]["tail"]
+    ordered = sorted(sent, key=lambda s: s.commit_offset)
+    ends = [s.commit_offset for s in ordered[1:]] + [tail]
+    with_lengths = tuple(
+        replace(s, length=end - s.commit_offset) for s, end in zip(ordered, ends, strict=True)
+    )
+    assert len(segment_paths(path)) >= 3
+    return Template(path, with_lengths, offsets, tail)
+
+
+# ------------------------------------------------------------------------ damage
+
+
+def _flip(path: Path, at: int, bit: int = 2) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 1 << bit
+    path.write_bytes(data)
+
+
+def _overwrite(path: Path, at: int, data: bytes) -> None:
+    with open(path, "r+b") as handle:
+        handle.seek(at)
+        handle.write(data)
+
+
+def _zero_page(path: Path, at: int) -> tuple[int, int]:
+    start = at - at % PAGE
+    end = min(start + PAGE, path.stat().st_size)
+    _overwrite(path, start, bytes(end - start))
+    return start, end
+
+
+def _garbage(size: int) -> bytes:
+    return random.Random(size).randbytes(size)
+
+
+def _last_written(path: Path) -> int:
+    return len(path.read_bytes().rstrip(b"\0"))
+
+
+@dataclass
+class Damage:
+    """What was done: the file, and the commit-log range whose records it touched."""
+
+    file: Path
+    touched: tuple[int, int] | None = None
+
+
+def damage_commitlog(store: Path, fault: str, info: Template) -> Damage:
+    segments = segment_paths(store)
+    first = segments[0]
+    victim = next(s for s in info.sent if s.commit_offset > 2 * PAGE // 3)
+    if fault == "bit-flip":
+        _flip(first, victim.commit_offset + victim.length - 20)
+        return Damage(first, (victim.commit_offset, victim.commit_offset + 1))
+    if fault == "truncation":
+        last = segments[-1]
+        base = int(last.name)
+        cut = (info.tail - base) // 2
+        with open(last, "r+b") as handle:
+            handle.truncate(cut)
+        return Damage(last, (base + cut, info.tail))
+    if fault == "zeroed-page":
+        return Damage(first, _zero_page(first, PAGE))
+    if fault == "garbage-tail":
+        last = segments[-1]
+        _overwrite(last, info.tail - int(last.name), _garbage(300))
+        return Damage(last)
+    _overwrite(first, victim.commit_offset, struct.pack("<I", 0x7FFFFFF0))
+    return Damage(first, (victim.commit_offset, victim.commit_offset + 1))
+
+
+def _queue_file(store: Path) -> Path:
+    return store / "consumequeue" / "t" / "0" / "00000000000000000000"
+
+
+def damage_consumequeue(store: Path, fault: str, info: Template) -> Damage:
+    path = _queue_file(store)
+    if fault == "bit-flip":
+        _flip(path, 5 * 20 + 1)
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(10 * 20 + 7)
+    elif fault == "zeroed-page":
+        _zero_page(path, 0)
+    elif fault == "garbage-tail":
+        _overwrite(path, -(-_last_written(path) // 20) * 20, _garbage(200))
+    else:
+        _overwrite(path, 5 * 20 + 8, struct.pack("<I", 0x7FFFFFF0))
+    return Damage(path)
+
+
+def damage_timeindex(store: Path, fault: str, info: Template) -> Damage:
+    path = store / "consumequeue" / "t" / "0" / "timeindex"
+    if not path.exists():
+        path.write_bytes(b"")
+    if fault == "bit-flip":
+        _flip(path, 0)
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(3)
+    elif fault == "zeroed-page":
+        _zero_page(path, 0)
+    elif fault == "garbage-tail":
+        _overwrite(path, path.stat().st_size, _garbage(100))
+    else:
+        _overwrite(path, 0, struct.pack("<Q", 0x7FFFFFFFFFFFFFF0))
+    return Damage(path)
+
+
+def _index_file(store: Path) -> Path:
+    return sorted(p for p in (store / "index").iterdir() if p.name.isdigit())[-1]
+
+
+def damage_keyindex(store: Path, fault: str, info: Template) -> Damage:
+    path = _index_file(store)
+    if fault == "bit-flip":
+        _flip(path, 56 + 4 * 64 + 20 * 3 + 5)  # entry 4's commit offset
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(path.stat().st_size // 2)
+    elif fault == "zeroed-page":
+        _zero_page(path, 0)
+    elif fault == "garbage-tail":
+        _overwrite(path, path.stat().st_size, _garbage(200))
+    else:
+        _overwrite(path, 48, struct.pack("<I", 0x7FFFFFF0))  # count
+    return Damage(path)
+
+
+def damage_checkpoint(store: Path, fault: str, info: Template) -> Damage:
+    path = store / "checkpoint"
+    if fault == "bit-flip":
+        _flip(path, 20)
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(10)
+    elif fault == "zeroed-page":
+        _zero_page(path, 0)
+    elif fault == "garbage-tail":
+        _overwrite(path, path.stat().st_size, _garbage(100))
+    else:
+        _overwrite(path, 16, struct.pack("<QQ", 1 << 60, 1 << 60))  # both slots' offsets
+        _overwrite(path, 64 + 16, struct.pack("<QQ", 1 << 60, 1 << 60))
+    return Damage(path)
+
+
+def _journal(store: Path) -> Path:
+    return sorted((store / "offsets").glob("journal-*"))[-1]
+
+
+def damage_offsets_journal(store: Path, fault: str, info: Template) -> Damage:
+    path = _journal(store)
+    size = path.stat().st_size
+    if fault == "bit-flip":
+        _flip(path, size // 2)
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(size // 2)
+    elif fault == "zeroed-page":
+        _zero_page(path, size // 2)
+    elif fault == "garbage-tail":
+        _overwrite(path, size, _garbage(100))
+    else:
+        _overwrite(path, size // 2, struct.pack("<I", 0x7FFFFFF0))
+    return Damage(path)
+
+
+def _damage_small_file(path: Path, fault: str, huge: tuple[int, bytes]) -> Damage:
+    if fault == "bit-flip":
+        _flip(path, 0, bit=3)
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(path.stat().st_size // 2)
+    elif fault == "zeroed-page":
+        _zero_page(path, 0)
+    elif fault == "garbage-tail":
+        _overwrite(path, path.stat().st_size, _garbage(100))
+    else:
+        _overwrite(path, *huge)
+    return Damage(path)
+
+
+def damage_state(store: Path, fault: str, info: Template) -> Damage:
+    return _damage_small_file(store / "state", fault, (16, struct.pack("<Q", 1 << 60)))
+
+
+def damage_recovery_json(store: Path, fault: str, info: Template) -> Damage:
+    path = store / "recovery.json"
+    huge = json.dumps({"tail": 1 << 60, "corruptions": [{"length": 1 << 60}]}).encode()
+    return _damage_small_file(path, fault, (0, huge))
+
+
+def _json_field(path: Path, field: str, value: int) -> tuple[int, bytes]:
+    data = json.loads(path.read_bytes())
+    if "topics" in data:
+        data["topics"][0][field] = value
+    else:
+        data[field] = value
+    path.write_bytes(b"")
+    return 0, json.dumps(data).encode()
+
+
+def damage_store_json(store: Path, fault: str, info: Template) -> Damage:
+    path = store / "store.json"
+    huge = _json_field(path, "queue_file_entries", 1 << 60) if fault == "huge-length" else None
+    return _damage_small_file(path, fault, huge)
+
+
+def damage_topics_json(store: Path, fault: str, info: Template) -> Damage:
+    path = store / "topics.json"
+    huge = _json_field(path, "queues", 1 << 40) if fault == "huge-length" else None
+    return _damage_small_file(path, fault, huge)
+
+
+DAMAGE = {
+    "commitlog": damage_commitlog,
+    "consumequeue": damage_consumequeue,
+    "timeindex": damage_timeindex,
+    "keyindex": damage_keyindex,
+    "checkpoint": damage_checkpoint,
+    "offsets-journal": damage_offsets_journal,
+    "state": damage_state,
+    "recovery-json": damage_recovery_json,
+    "store-json": damage_store_json,
+    "topics-json": damage_topics_json,
+}
+
+
+# ---------------------------------------------------------------------- outcomes
+
+
+@dataclass
+class Outcome:
+    error: StoreError | None
+    damage: Damage
+    recovery: dict | None = None
+    corruptions: list | None = None
+    index_problems: list | None = None
+    offsets_dropped_bytes: int | None = None
+    not_read: list | None = None  # intact messages read() did not serve
+    not_got: list | None = None  # intact messages get() did not serve
+    not_found_by_key: list | None = None  # intact messages query_by_key() did not find
+    offsets: dict | None = None
+    appended: object = None
+
+
+def intact(info: Template, damage: Damage) -> list[Sent]:
+    if damage.touched is None:
+        return list(info.sent)
+    low, high = damage.touched
+    return [s for s in info.sent if s.commit_offset + s.length <= low or s.commit_offset >= high]
+
+
+@functools.cache
+def outcome(kind: str, fault: str) -> Outcome:
+    info = template()
+    path = Path(tempfile.mkdtemp(prefix=f"matrix-{kind}-{fault}-")) / "store"
+    atexit.register(shutil.rmtree, path.parent, True)
+    shutil.copytree(info.path, path)
+    damage = DAMAGE[kind](path, fault, info)
+    try:
+        store = MessageStore.open(path, matrix_config())
+    except StoreError as error:
+        return Outcome(error, damage)
+    with store:
+        everything = read_everything(store)
+        read_ids = {m.message_id: m.body for messages in everything.values() for m in messages}
+        not_read = [s for s in intact(info, damage) if read_ids.get(s.message_id) != s.body]
+        not_got = []
+        for sent in intact(info, damage):
+            try:
+                if store.get(sent.message_id).body != sent.body:
+                    not_got.append(sent)
+            except StoreError:
+                not_got.append(sent)
+        not_found_by_key = [
+            s
+            for s in intact(info, damage)
+            if s.message_id
+            not in {m.message_id for m in store.query_by_key(s.topic, s.key, limit=1000)}
+        ]
+        stats = store.stats()
+        offsets = {key: store.committed_offset(*key) for key in info.offsets}
+        appended = store.append("t", b"after the damage", queue=0)
+        return Outcome(
+            None,
+            damage,
+            stats["last_recovery"],
+            stats["corruptions"],
+            stats.get("index_problems"),
+            stats.get("offsets_dropped_bytes"),
+            not_read,
+            not_got,
+            not_found_by_key,
+            offsets,
+            appended,
+        )
+
+
+# ------------------------------------------------------------------------- tests
+
+# Gaps the matrix found and the engine does not close yet (see the report of issue 8):
+# (kind, fault) -> {aspect: why}.
+_REBUILD = "a damaged consume-queue entry is reported and skipped, never rebuilt from the log"
+_LOST_END = "entries lost at a queue's end go unnoticed (no CRC, trusted below the checkpoint)"
+GAPS = {
+    ("consumequeue", "bit-flip"): {"read": _REBUILD},
+    ("consumequeue", "huge-length"): {"read": _REBUILD},
+    ("consumequeue", "truncation"): {"read": _LOST_END, "reported": _LOST_END, "reuse": _LOST_END},
+    ("consumequeue", "zeroed-page"): {
+        "read": _LOST_END,
+        "reported": _LOST_END,
+        "reuse": _LOST_END,
+    },
+    ("store-json", "huge-length"): {"opens": "queue_file_entries is not range-checked"},
+}
+HANGS = {("topics-json", "huge-length"): "a topic's queue count is not range-checked on load"}
+CASES = [(kind, fault) for kind in KINDS for fault in FAULTS]
+
+
+def _cases(aspect: str, kinds=KINDS, leave_out=()) -> list:
+    params = []
+    for kind, fault in CASES:
+        if kind not in kinds or (kind, fault) in leave_out:
+            continue
+        marks = []
+        if (kind, fault) in HANGS:
+            marks.append(pytest.mark.xfail(reason=HANGS[(kind, fault)], run=False))
+        elif aspect in GAPS.get((kind, fault), {}):
+            marks.append(pytest.mark.xfail(reason=GAPS[(kind, fault)][aspect], strict=True))
+        params.append(pytest.param(kind, fault, marks=marks, id=f"{kind}-{fault}"))
+    return params
+
+
+OPENED_KINDS = tuple(k for k in KINDS if k not in REFUSED)
+
+
+@pytest.mark.parametrize(("kind", "fault"), _cases("opens"))
+def test_damaged_store_opens_or_refuses_with_a_typed_error_naming_the_file(kind, fault):
+    result = outcome(kind, fault)
+
+    if kind in REFUSED:
+        assert isinstance(result.error, StoreFormatError)
+        assert result.damage.file.name in str(result.error)
+    else:
+        assert result.error is None
+
+
+@pytest.mark.parametrize(("kind", "fault"), _cases("read", OPENED_KINDS))
+def test_every_intact_message_is_served_by_read_after_damage(kind, fault):
+    assert outcome(kind, fault).not_read == []
+
+
+@pytest.mark.parametrize(("kind", "fault"), _cases("get", OPENED_KINDS))
+def test_every_intact_message_is_served_by_get_after_damage(kind, fault):
+    assert outcome(kind, fault).not_got == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "fault"), _cases("key", OPENED_KINDS, leave_out={("keyindex", "bit-flip")})
+)
+def test_every_intact_message_is_found_by_key_after_damage(kind, fault):
+    """(A flipped bit inside a key-index entry is undetectable: it has no CRC, and at
+    worst loses that one candidate, so that case is left out.)"""
+    assert outcome(kind, fault).not_found_by_key == []
+
+
+def _log_report(result: Outcome) -> set[int]:
+    found = {c["commit_offset"] for c in result.recovery["corruptions"] + result.corruptions}
+    if result.recovery["truncated_at"] is not None:
+        found.add(result.recovery["truncated_at"])
+    return found
+
+
+def _reported(kind: str, fault: str, result: Outcome) -> bool:
+    """Whether the engine said what it found, where it can tell."""
+    if kind == "commitlog":
+        if fault == "garbage-tail":
+            return result.recovery["truncated_at"] == template().tail
+        low, high = result.damage.touched
+        return any(low <= offset < high or offset == low for offset in _log_report(result)) or (
+            fault == "zeroed-page" and any(low <= o <= high for o in _log_report(result))
+        )
+    if kind == "consumequeue":
+        return fault == "garbage-tail" or bool(result.corruptions)  # past the end: a leftover
+    if kind == "keyindex":
+        return fault == "bit-flip" or bool(result.index_problems)  # no CRC to check
+    if kind == "checkpoint":  # a bad checkpoint means a scan of the whole log
+        return result.recovery["started_at"] == (template().tail if fault == "garbage-tail" else 0)
+    if kind == "offsets-journal":
+        return result.offsets_dropped_bytes > 0
+    return True  # time index, state, recovery.json: rebuilt or rewritten, nothing lost
+
+
+@pytest.mark.parametrize(("kind", "fault"), _cases("reported", OPENED_KINDS))
+def test_damage_is_reported(kind, fault):
+    result = outcome(kind, fault)
+    assert _reported(kind, fault, result), result
+
+
+@pytest.mark.parametrize(("kind", "fault"), _cases("offsets", OPENED_KINDS))
+def test_committed_offsets_survive_damage_or_go_back_only_when_the_journal_is_hit(kind, fault):
+    result = outcome(kind, fault)
+    for key, committed in template().offsets.items():
+        if kind == "offsets-journal":
+            assert 0 <= result.offsets[key] <= committed
+        else:
+            assert result.offsets[key] == committed
+
+
+@pytest.mark.parametrize(("kind", "fault"), _cases("reuse", OPENED_KINDS))
+def test_appends_after_damage_never_reuse_a_queue_offset(kind, fault):
+    result = outcome(kind, fault)
+    served = [
+        s.queue_offset for s in intact(template(), result.damage) if (s.topic, s.queue) == ("t", 0)
+    ]
+    assert result.appended.queue_offset == max(served) + 1
