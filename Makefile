@@ -3,14 +3,16 @@ VENV = .venv
 STAMP = $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser redis test lint format run bench bench-console bench-spark clean distclean
+.PHONY: help install browser redis test lint format run bench bench-engine bench-console bench-spark clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
 	@echo "make test       install everything and run the whole test suite"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make format     apply ruff fixes and formatting"
-	@echo "make bench      run the store engine benchmark"
+	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
+	@echo "                and the machine's limits, one run (docs/PERFORMANCE.md; ~15 min)"
+	@echo "make bench-engine  the store engine benchmark alone (bench/engine.py)"
 	@echo "make bench-console  time the console's pages at 1,000 topics and 10,000 queues"
 	@echo "make bench-spark  Spark's scan (local[1], local[2]) beside the engine's own scan"
 	@echo "make clean      remove caches and build output (keeps .venv and var/)"
@@ -55,7 +57,12 @@ format: $(STAMP)
 run: $(STAMP) redis
 	PY=$(VENV)/bin/python ./scripts/run.sh
 
-bench: $(STAMP)
+# Tidemark, its peers and the machine's limits in one run; BENCH_ARGS=--quick for a smoke run.
+# Redis Streams runs on a private redis-server; JetStream on the NATS server at 127.0.0.1:4222.
+bench: $(STAMP) redis
+	$(VENV)/bin/python bench/compare.py $(BENCH_ARGS)
+
+bench-engine: $(STAMP)
 	$(VENV)/bin/python bench/engine.py
 
 # Console pages at 1,000 topics, 10,000 queues and 200 groups (p50/p95 per page).

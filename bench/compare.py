@@ -1,0 +1,769 @@
+"""Tidemark beside its peers and the machine's limits, in one run on one machine.
+
+    .venv/bin/python bench/compare.py [--quick] [--only tidemark,redis,...]
+                                      [--count N] [--sizes 50,1024,4096] [--dir PATH]
+
+Runs, in this order: the machine's limits (bench/limits.py); per body size, Tidemark's
+append/read/get/recovery figures (bench/engine.py's ``run_size``, plus one thread of
+single sync appends) and then every peer (bench/peers/) on the same bodies and counts;
+key and time lookups, 1/2/4 producer processes and append-to-pull latency
+(bench/engine_two.py); the console's pages at 1,000 topics, 10,000 queues and 200 groups
+(bench/console.py) and the alert evaluation on that store; Spark's scan
+(bench/spark_scan.py). ``os.sync()`` runs between figures, outside their timing, so one
+figure's write-back does not land in the next one's.
+
+Reads are done in batches of ``--read-batch`` (500) by every system, appends in batches
+of ``--batch`` (500) where the system has batches. Prints one JSON line, then the
+tables: each figure with its fraction of the machine limit that bounds it, its ratio to
+each like-for-like peer, and the target from issue 9 with a pass/miss mark. Timings
+only: no test asserts them. ``--only`` takes section names: limits (always measured),
+tidemark, peers or any peer name (sqlite, sqlite_full, redis = redis_everysec +
+redis_always, jetstream, persist_queue, queuelib), lookups, processes, latency, console,
+alerts, spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+import engine  # noqa: E402
+import engine_two  # noqa: E402
+import limits  # noqa: E402
+import spark_scan  # noqa: E402
+from peers import PEERS  # noqa: E402
+from peers.base import measure  # noqa: E402
+
+# The project's ``console`` package must win over bench/console.py, loaded by file below.
+sys.path[:] = [str(ROOT)] + [p for p in sys.path if p not in (str(ROOT), str(BENCH))] + [str(BENCH)]
+_spec = importlib.util.spec_from_file_location("console_bench", BENCH / "console.py")
+console_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(console_bench)
+
+SIZES = (50, 1024, 4096)
+BATCH = 500
+READ_BATCH = 500
+UNIQUE_BODIES = 50_000
+
+#: persist-queue rewrites its info file at every put (about 2,000 puts/s here): it gets
+#: at most this many messages per size, so that the run stays within its time budget.
+PEER_MAX_COUNT = {"persist_queue": 20_000}
+
+FULL = {
+    "count": 200_000,
+    "single_sync": 5_000,
+    "limit_mib": 512,
+    "limit_syncs": 2_000,
+    "keys": 1_000_000,
+    "time_count": 1_000_000,
+    "producer_count": 1_000_000,
+    "samples": 2_000,
+    "topics": 1_000,
+    "queues": 10_000,
+    "groups": 200,
+    "repeat": 30,
+    "alert_rounds": 5,
+    "spark_count": 200_000,
+    "spark_masters": "local[1],local[2]",
+}
+QUICK = {
+    "count": 5_000,
+    "single_sync": 500,
+    "limit_mib": 64,
+    "limit_syncs": 300,
+    "keys": 20_000,
+    "time_count": 20_000,
+    "producer_count": 20_000,
+    "samples": 100,
+    "topics": 100,
+    "queues": 1_000,
+    "groups": 20,
+    "repeat": 3,
+    "alert_rounds": 2,
+    "spark_count": 20_000,
+    "spark_masters": "local[2]",
+}
+
+SECTIONS = ("tidemark", "lookups", "processes", "latency", "console", "alerts", "spark")
+ALERT_TARGET_S = 2.0
+RECOVERY_TARGET_MB_S = 1000.0
+SYNC_THREADS_TARGET = 50_000
+
+# Which peers each Tidemark figure is compared with (like for like) and on what.
+ASYNC_PEERS = ("sqlite", "redis_everysec", "jetstream", "persist_queue", "queuelib")
+SYNC_PEERS = ("sqlite_full", "redis_always")
+COMPARED = {
+    "append_single_async": (("persist_queue", "queuelib"), "append_msgs_per_s"),
+    "append_batch_async": (ASYNC_PEERS, "append_msgs_per_s"),
+    "append_batch_sync": (SYNC_PEERS, "append_msgs_per_s"),
+    "read_by_offset": (ASYNC_PEERS + ("redis_always",), "read_msgs_per_s"),
+}
+COLUMNS = (
+    ("sqlite", ("sqlite", "sqlite_full")),
+    ("redis", ("redis_everysec", "redis_always")),
+    ("jetstream", ("jetstream",)),
+    ("persist-q", ("persist_queue",)),
+    ("queuelib", ("queuelib",)),
+)
+
+
+def bodies_for(size: int, count: int) -> list[bytes]:
+    """The bodies bench/engine.py's run_size appends for this size (same seed)."""
+    rng = random.Random(size)
+    unique = [rng.randbytes(size) for _ in range(min(count, UNIQUE_BODIES))]
+    return (unique * (count // len(unique) + 1))[:count]
+
+
+def _settle() -> None:
+    """Write back what the previous figure left dirty, outside any timing."""
+    os.sync()
+
+
+# ------------------------------------------------------------------------------ Tidemark
+
+
+def tidemark_size(workdir: Path, size: int, count: int, single_sync: int) -> dict:
+    """bench/engine.py's figures for one size, and one thread of single sync appends."""
+    segment_bytes = 1 << 30
+    figures = engine.run_size(workdir, size, count, segment_bytes)
+    _settle()
+    path = workdir / f"single-sync-{size}"
+    shutil.rmtree(path, ignore_errors=True)
+    store = engine._open(path, "sync", segment_bytes)
+    try:
+        seconds = engine._append_single(store, bodies_for(size, single_sync))
+    finally:
+        store.close()
+        shutil.rmtree(path, ignore_errors=True)
+    figures["append_single_sync"] = engine._rate(single_sync, seconds, size)
+    order = (
+        "append_single_async",
+        "append_batch_async",
+        "append_single_sync",
+        "append_batch_sync",
+        "append_single_sync_8_threads",
+    )
+    return {**{name: figures[name] for name in order}, **figures}
+
+
+def run_peers(workdir: Path, size: int, count: int, names: list[str]) -> dict:
+    results = {}
+    for name in names:
+        _settle()
+        peer_count = min(count, PEER_MAX_COUNT.get(name, count))
+        results[name] = measure(
+            PEERS[name](), workdir, bodies_for(size, peer_count), BATCH, READ_BATCH
+        )
+    return results
+
+
+def peer_info() -> dict:
+    info = {}
+    for name, factory in PEERS.items():
+        peer = factory()
+        info[name] = {"durability": peer.durability, "method": peer.method}
+    return info
+
+
+# ------------------------------------------------------------------- console and alerts
+
+ALERT_RULES = (
+    ("lag above 0 messages", "lag_messages", 0.0),
+    ("lag above 60 s", "lag_seconds", 60.0),
+    ("drain above 1 h", "drain_seconds", 3600.0),
+    ("status WARN or worse", "status_warn", None),
+    ("status ERR", "status_err", None),
+    ("expiry within 24 h", "expiry_hours", 24.0),
+    ("disk above 90%", "disk_ratio", 0.9),
+)
+
+
+def alert_evaluation(rounds: int) -> dict:
+    """Sample the console's store, then time the alert task's work after each new sample.
+
+    The task's work is ``current_metrics()`` (every group's metrics, rebuilt from the
+    newest sample: the per-process cache is empty after a new sample) and ``evaluate``
+    with the rules above, mail going to Django's in-memory backend. The first evaluation
+    opens the events; the next ones find them open (the steady state).
+    """
+    from django.conf import settings
+    from django.utils import timezone
+
+    from console.alerts.evaluate import evaluate
+    from console.alerts.models import AlertRule
+    from console.alerts.tasks import current_metrics
+    from console.monitoring.sampler import take_sample
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    for name, kind, threshold in ALERT_RULES:
+        AlertRule.objects.create(
+            name=name, kind=kind, threshold=threshold, recipients="ops@example.com"
+        )
+    samples_ms = []
+    evaluations = []
+    pairs = groups_seen = 0
+    for round_number in range(rounds + 2):
+        time.sleep(0.005)  # a sample must be newer than the last one, to the millisecond
+        report = take_sample()
+        if not report.written:
+            raise RuntimeError(f"no sample written: {report.skipped}")
+        samples_ms.append(report.duration_ms)
+        if round_number == 0:
+            continue  # rates need two samples
+        started = time.perf_counter()
+        groups, store = current_metrics()
+        metrics_s = time.perf_counter() - started
+        changes = evaluate(groups, store, timezone.now())
+        seconds = time.perf_counter() - started
+        if changes.rule_failures:
+            raise RuntimeError(f"{changes.rule_failures} alert rules failed to evaluate")
+        pairs = sum(len(group.queues) for group in groups)
+        groups_seen = len(groups)
+        evaluations.append(
+            {
+                "seconds": round(seconds, 3),
+                "metrics_s": round(metrics_s, 3),
+                "changes": len(changes),
+                "emails": changes.emails,
+            }
+        )
+    steady = [e["seconds"] for e in evaluations[1:]] or [evaluations[0]["seconds"]]
+    return {
+        "rules": len(ALERT_RULES),
+        "groups": groups_seen,
+        "group_queue_pairs": pairs,
+        "sample_ms_p50": round(statistics.median(samples_ms), 1),
+        "first_s": evaluations[0]["seconds"],
+        "first_changes": evaluations[0]["changes"],
+        "steady_p50_s": round(statistics.median(steady), 3),
+        "steady_max_s": round(max(steady), 3),
+        "worst_s": max(e["seconds"] for e in evaluations),
+        "evaluations": evaluations,
+        "target_s": ALERT_TARGET_S,
+        "met": max(e["seconds"] for e in evaluations) < ALERT_TARGET_S,
+    }
+
+
+def console_and_alerts(workdir: Path, settings: dict, pages: bool, alerts: bool) -> dict:
+    store_dir = workdir / "console-store"
+    scale = console_bench.build_store(
+        store_dir,
+        settings["topics"],
+        settings["queues"],
+        settings["groups"],
+        console_bench.DEFAULT_MESSAGES,
+        console_bench.DEFAULT_TOPICS_PER_GROUP,
+    )
+    client = console_bench.setup_django(workdir, store_dir)
+    from storeadapter.access import close_all
+
+    result: dict = {"scale": scale}
+    try:
+        if pages:
+            result["pages"] = console_bench.time_pages(
+                client, console_bench.pages(scale), settings["repeat"]
+            )
+        if alerts:
+            result["alerts"] = alert_evaluation(settings["alert_rounds"])
+    finally:
+        close_all()
+        shutil.rmtree(store_dir, ignore_errors=True)
+    return result
+
+
+# ------------------------------------------------------------------------------- Spark
+
+
+def spark(workdir: Path, count: int, masters: str) -> dict:
+    path = workdir / "spark-store"
+    shutil.rmtree(path, ignore_errors=True)
+    segment_bytes = 64 << 20
+    try:
+        spark_scan.build_store(path, count, 1024, segment_bytes)
+        _settle()
+        figures = {
+            "engine_read": spark_scan.engine_read(path, segment_bytes),
+            "engine_log_scan": spark_scan.engine_log_scan(path, segment_bytes),
+        }
+        for master in masters.split(","):
+            figures[f"spark {master}"] = spark_scan.spark_scan(path, master)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    return {"count": count, "size": 1024, "segment_mb": 64, "figures": figures}
+
+
+# ------------------------------------------------------------------- limits and targets
+
+
+def limit_share(name: str, figure: dict, size: int, machine: dict) -> tuple[str, float | None]:
+    """The limit that bounds a Tidemark figure, and the figure's share of it."""
+    if not machine:
+        return "", None
+    write_bw = machine["write_fsync_end"]["mb_per_s"]
+    read_bw = machine["read_page_cache"]["mb_per_s"]
+    fsyncs = machine["fdatasync_prealloc"]["per_s"]
+    if name in ("append_single_async", "append_batch_async") or name.startswith("producers_"):
+        return "write bw", figure["mb_per_s"] / write_bw
+    if name == "append_batch_sync":
+        # One fdatasync per batch plus the batch's bytes at the write bandwidth.
+        batch_s = 1 / fsyncs + BATCH * size / (write_bw * 1e6)
+        return "fsync+bw", figure["msgs_per_s"] / (BATCH / batch_s)
+    if name == "append_single_sync":
+        return "fsync/s", figure["msgs_per_s"] / fsyncs
+    if name == "append_single_sync_8_threads":
+        return "fsync/s", figure["msgs_per_s"] / fsyncs
+    if name in ("read_by_offset", "get_by_id", "recovery_scan") or name.startswith("spark"):
+        return "read bw", figure["mb_per_s"] / read_bw
+    if name.startswith("engine_"):
+        return "read bw", figure["mb_per_s"] / read_bw
+    return "", None
+
+
+def _check(rows: list, target: str, figure: str, value: float, needed: float, unit: str) -> None:
+    rows.append(
+        {
+            "target": target,
+            "figure": figure,
+            "value": round(value, 2),
+            "needed": needed,
+            "unit": unit,
+            "met": value >= needed if unit != "ms" and unit != "s" else value < needed,
+        }
+    )
+
+
+def targets(report: dict) -> list[dict]:
+    """Each of issue 9's targets that this run measured, with its mark."""
+    rows: list[dict] = []
+    peers = report.get("peers", {})
+    for size, figures in report.get("tidemark", {}).items():
+        mine = peers.get(size, {})
+
+        def ratio(figure: str, peer: str, key: str, mine=mine, figures=figures) -> float | None:
+            base = mine.get(peer, {}).get(key)
+            return figures[figure]["msgs_per_s"] / base if base else None
+
+        checks = [
+            ("async batched append >= 4x SQLite", "append_batch_async", "sqlite", "append", 4),
+            (
+                "async batched append >= 5x Redis (everysec)",
+                "append_batch_async",
+                "redis_everysec",
+                "append",
+                5,
+            ),
+            (
+                "sync batched append >= 3x Redis (always)",
+                "append_batch_sync",
+                "redis_always",
+                "append",
+                3,
+            ),
+            ("reads >= SQLite", "read_by_offset", "sqlite", "read", 1),
+            ("reads >= 2x Redis XREAD", "read_by_offset", "redis_everysec", "read", 2),
+        ]
+        if size == "1024":
+            checks.insert(
+                2,
+                (
+                    "async batched append ahead of JetStream (1 KiB)",
+                    "append_batch_async",
+                    "jetstream",
+                    "append",
+                    1,
+                ),
+            )
+        for target, figure, peer, kind, needed in checks:
+            value = ratio(figure, peer, f"{kind}_msgs_per_s")
+            if value is not None:
+                _check(rows, f"{target} [{size} B]", f"{figure} / {peer}", value, needed, "x")
+        _check(
+            rows,
+            f"sync, 8 threads of single appends >= 50,000 msgs/s [{size} B]",
+            "append_single_sync_8_threads",
+            figures["append_single_sync_8_threads"]["msgs_per_s"],
+            SYNC_THREADS_TARGET,
+            "msgs/s",
+        )
+        _check(
+            rows,
+            f"recovery scan >= 1 GB/s [{size} B]",
+            "recovery_scan",
+            figures["recovery_scan"]["mb_per_s"],
+            RECOVERY_TARGET_MB_S,
+            "MB/s",
+        )
+    for page, figure in report.get("console", {}).get("pages", {}).items():
+        _check(
+            rows,
+            f"console page p95 < 150 ms: {page}",
+            "p95 ms",
+            figure["p95_ms"],
+            console_bench.TARGET_P95_MS,
+            "ms",
+        )
+    alerts = report.get("console", {}).get("alerts")
+    if alerts:
+        _check(
+            rows,
+            f"alert evaluation < 2 s ({alerts['group_queue_pairs']:,} group queues)",
+            "worst evaluation",
+            alerts["worst_s"],
+            ALERT_TARGET_S,
+            "s",
+        )
+    return rows
+
+
+# ------------------------------------------------------------------------------ tables
+
+
+def _x(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}x" if value < 10 else f"{value:.1f}x"
+
+
+def _share(label: str, share: float | None) -> str:
+    if share is None:
+        return ""
+    if share >= 1.5:
+        return f"{share:.1f}x {label}"
+    return f"{share * 100:.1f}% {label}"
+
+
+def format_tidemark(report: dict) -> str:
+    machine = report.get("limits", {})
+    header = (
+        f"{'Tidemark figure':<30} {'size':>5} {'msgs/s':>11} {'MB/s':>8} {'of limit':>17}"
+        + "".join(f" {title:>9}" for title, _ in COLUMNS)
+    )
+    lines = [
+        "Tidemark beside its peers (ratio = Tidemark / peer, msgs/s; sync figures are "
+        "compared with sqlite_full and redis_always)",
+        header,
+        "-" * len(header),
+    ]
+    for size, figures in report.get("tidemark", {}).items():
+        mine = report.get("peers", {}).get(size, {})
+        for name, figure in figures.items():
+            label, share = limit_share(name, figure, int(size), machine)
+            rate = f"{figure['msgs_per_s']:,}" if "msgs_per_s" in figure else ""
+            row = f"{name:<30} {size:>5} {rate:>11} {figure['mb_per_s']:>8.1f} "
+            row += f"{_share(label, share):>17}"
+            peers, key = COMPARED.get(name, ((), ""))
+            for _, candidates in COLUMNS:
+                value = None
+                for peer in candidates:
+                    base = mine.get(peer, {}).get(key)
+                    if peer in peers and base:
+                        value = figure["msgs_per_s"] / base
+                        break
+                row += f" {_x(value):>9}"
+            lines.append(row)
+    return "\n".join(lines)
+
+
+def format_peers(report: dict) -> str:
+    header = (
+        f"{'peer':<16} {'size':>5} {'count':>8} {'append/s':>10} {'MB/s':>7} "
+        f"{'read/s':>10} {'MB/s':>7}  durability"
+    )
+    lines = ["Peers (same bodies; reads in batches of 500)", header, "-" * 100]
+    info = report.get("peer_info", {})
+    for size, peers in report.get("peers", {}).items():
+        for name, figure in peers.items():
+            lines.append(
+                f"{name:<16} {size:>5} {figure['count']:>8,} {figure['append_msgs_per_s']:>10,} "
+                f"{figure['append_mb_per_s']:>7.1f} {figure['read_msgs_per_s']:>10,} "
+                f"{figure['read_mb_per_s']:>7.1f}  {info.get(name, {}).get('durability', '')}"
+            )
+    return "\n".join(lines)
+
+
+def format_more(report: dict) -> str:
+    machine = report.get("limits", {})
+    lines = [
+        "More Tidemark figures",
+        f"{'figure':<40} {'count':>10} {'per second':>12} {'MB/s':>8} {'of limit':>16} "
+        f"{'p50':>9} {'p95/p99':>9}",
+        "-" * 110,
+    ]
+    two = report.get("engine_two", {})
+    if "query_by_key" in two:
+        f = two["query_by_key"]
+        lines.append(
+            f"{'key index build (append, 50 B)':<40} {f['keys']:>10,} {f['build_msgs_per_s']:>12,}"
+        )
+        lines.append(
+            f"{'query_by_key (limit=1) ' + f['status']:<40} {f['keys']:>10,} "
+            f"{f['queries_per_s']:>12,}"
+        )
+    if "offset_for_time" in two:
+        f = two["offset_for_time"]
+        lines.append(
+            f"{'offset_for_time ' + f['status']:<40} {f['count']:>10,} {f['lookups_per_s']:>12,}"
+        )
+    for name, f in two.items():
+        if name.startswith("producers_") and isinstance(f, dict) and "msgs_per_s" in f:
+            label, share = limit_share(name, f, 1024, machine)
+            lines.append(
+                f"{'append 1 KiB, ' + str(f['processes']) + ' process(es) ' + f['status']:<40} "
+                f"{f['count']:>10,} {f['msgs_per_s']:>12,} {f['mb_per_s']:>8.1f} "
+                f"{_share(label, share):>16}"
+            )
+    for name in ("pull_latency_in_process", "pull_latency_cross_process"):
+        f = two.get(name)
+        if f and f.get("status") == "ok":
+            lines.append(
+                f"{name + ' (ms)':<40} {f['samples']:>10,} {'':>12} {'':>8} {'':>16} "
+                f"{f['p50_ms']:>9.3f} {f['p99_ms']:>9.3f}"
+            )
+    spark_report = report.get("spark")
+    if spark_report:
+        for name, f in spark_report["figures"].items():
+            label, share = limit_share(name, f, 1024, machine)
+            lines.append(
+                f"{'scan 1 KiB: ' + name:<40} {f['messages']:>10,} {f['msgs_per_s']:>12,} "
+                f"{f['mb_per_s']:>8.1f} {_share(label, share):>16}"
+            )
+    console = report.get("console", {})
+    if "pages" in console:
+        scale = console["scale"]
+        lines.append(
+            f"console pages at {scale['topics']:,} topics, {scale['queues']:,} queues, "
+            f"{scale['groups']} groups (ms; p50 and p95 of the wall clock):"
+        )
+        for page, f in console["pages"].items():
+            lines.append(
+                f"{'  ' + page:<40} {f['samples']:>10,} {'':>12} {'':>8} {'':>16} "
+                f"{f['p50_ms']:>9.1f} {f['p95_ms']:>9.1f}"
+            )
+    alerts = console.get("alerts")
+    if alerts:
+        lines.append(
+            f"{'alert evaluation, first (s)':<40} {alerts['group_queue_pairs']:>10,} "
+            f"{'':>12} {'':>8} {'':>16} {alerts['first_s']:>9.3f}"
+        )
+        lines.append(
+            f"{'alert evaluation, steady (s)':<40} {alerts['group_queue_pairs']:>10,} "
+            f"{'':>12} {'':>8} {'':>16} {alerts['steady_p50_s']:>9.3f} "
+            f"{alerts['steady_max_s']:>9.3f}"
+        )
+        lines.append(
+            f"{'metrics sample (ms, the sampler task)':<40} {'':>10} {'':>12} {'':>8} {'':>16} "
+            f"{alerts['sample_ms_p50']:>9.1f}"
+        )
+    return "\n".join(lines)
+
+
+def format_targets(rows: list[dict]) -> str:
+    lines = [
+        "Targets (issue 9)",
+        f"{'target':<66} {'measured':>12} {'needed':>10}  mark",
+        "-" * 98,
+    ]
+    for row in rows:
+        needed = ("<" if row["unit"] in ("ms", "s") else ">=") + f" {row['needed']:,}"
+        lines.append(
+            f"{row['target']:<66} {row['value']:>12,} {needed:>10}"
+            f"  {'pass' if row['met'] else 'MISS'}"
+        )
+    met = sum(row["met"] for row in rows)
+    lines.append(f"{met} of {len(rows)} met")
+    return "\n".join(lines)
+
+
+def format_report(report: dict) -> str:
+    parts = []
+    if report.get("limits"):
+        parts.append(limits.format_table(report["limits"]))
+    if report.get("tidemark"):
+        parts.append(format_tidemark(report))
+    if report.get("peers"):
+        parts.append(format_peers(report))
+    more = format_more(report)
+    if more.count("\n") > 2:
+        parts.append(more)
+    if report.get("targets"):
+        parts.append(format_targets(report["targets"]))
+    machine = report["machine"]
+    parts.append(
+        f"{machine['cpus']} CPUs, load average {machine['load_start']} at start and "
+        f"{machine['load_end']} at end; {report['started']} to {report['ended']} "
+        f"({report['wall_s']['total']:.0f} s)"
+    )
+    return "\n\n".join(parts)
+
+
+# -------------------------------------------------------------------------------- main
+
+
+def _selection(only: str | None) -> tuple[set[str], list[str]]:
+    if not only:
+        return set(SECTIONS), list(PEERS)
+    sections: set[str] = set()
+    peers: list[str] = []
+    for word in (w.strip() for w in only.split(",") if w.strip()):
+        if word in SECTIONS:
+            sections.add(word)
+        elif word == "peers":
+            peers.extend(PEERS)
+        elif word == "redis":
+            peers.extend(["redis_everysec", "redis_always"])
+        elif word in PEERS:
+            peers.append(word)
+        elif word != "limits":
+            raise SystemExit(
+                f"--only: unknown section {word!r}; known: limits, "
+                f"{', '.join(SECTIONS)}, peers, redis, {', '.join(PEERS)}"
+            )
+    return sections, [p for p in PEERS if p in peers]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
+    parser.add_argument("--only", help="comma-separated sections (see the module's doc)")
+    parser.add_argument("--count", type=int, help="messages per figure and size")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="body sizes")
+    parser.add_argument("--dir", help="work directory (default: a temporary one)")
+    parser.add_argument("--output", help="also write the JSON line and the tables here")
+    args = parser.parse_args()
+    settings = dict(QUICK if args.quick else FULL)
+    if args.count:
+        settings["count"] = args.count
+    sizes = [int(s) for s in args.sizes.split(",")]
+    sections, peer_names = _selection(args.only)
+    engine.READ_BATCH = READ_BATCH  # every system reads in batches of 500 here
+
+    began = time.perf_counter()
+    report: dict = {
+        "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "kernel": platform.release(),
+            "load_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "settings": {**settings, "sizes": sizes, "batch": BATCH, "read_batch": READ_BATCH},
+        "peer_info": peer_info(),
+    }
+    wall: dict[str, float] = {}
+
+    def timed(name: str, function, *arguments):
+        started = time.perf_counter()
+        try:
+            return function(*arguments)
+        finally:
+            wall[name] = round(time.perf_counter() - started, 1)
+            print(f"[compare] {name}: {wall[name]} s", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="tidemark-compare-", dir=args.dir) as temp:
+        workdir = Path(temp)
+        report["limits"] = timed(
+            "limits", limits.measure, workdir, settings["limit_mib"], settings["limit_syncs"]
+        )
+        if "tidemark" in sections:
+            report["tidemark"] = {}
+        if peer_names:
+            report["peers"] = {}
+        for size in sizes:
+            if "tidemark" in sections:
+                _settle()
+                report["tidemark"][str(size)] = timed(
+                    f"tidemark {size}",
+                    tidemark_size,
+                    workdir,
+                    size,
+                    settings["count"],
+                    settings["single_sync"],
+                )
+            if peer_names:
+                report["peers"][str(size)] = timed(
+                    f"peers {size}", run_peers, workdir, size, settings["count"], peer_names
+                )
+        two: dict = {}
+        if "lookups" in sections:
+            _settle()
+            two["query_by_key"] = timed(
+                "query_by_key", engine_two.bench_query_by_key, workdir, settings["keys"]
+            )
+            _settle()
+            two["offset_for_time"] = timed(
+                "offset_for_time", engine_two.bench_offset_for_time, workdir, settings["time_count"]
+            )
+        if "processes" in sections:
+            for processes in (1, 2, 4):
+                _settle()
+                two[f"producers_{processes}"] = timed(
+                    f"producers_{processes}",
+                    engine_two.bench_producers,
+                    workdir,
+                    processes,
+                    settings["producer_count"],
+                )
+        if "latency" in sections:
+            two["pull_latency_in_process"] = timed(
+                "latency in process",
+                engine_two.bench_latency_in_process,
+                workdir,
+                settings["samples"],
+            )
+            two["pull_latency_cross_process"] = timed(
+                "latency cross process",
+                engine_two.bench_latency_cross_process,
+                workdir,
+                settings["samples"],
+            )
+        if two:
+            report["engine_two"] = two
+        if "spark" in sections:
+            _settle()
+            report["spark"] = timed(
+                "spark", spark, workdir, settings["spark_count"], settings["spark_masters"]
+            )
+        if "console" in sections or "alerts" in sections:
+            _settle()
+            report["console"] = timed(
+                "console and alerts",
+                console_and_alerts,
+                workdir,
+                settings,
+                "console" in sections,
+                "alerts" in sections,
+            )
+    report["targets"] = targets(report)
+    wall["total"] = round(time.perf_counter() - began, 1)
+    report["wall_s"] = wall
+    report["machine"]["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["ended"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    line = json.dumps(report)
+    table = format_report(report)
+    print(line)
+    print(table)
+    if args.output:
+        Path(args.output).write_text(line + "\n" + table + "\n")
+    wrong = engine_two.failures(report.get("engine_two", {}))
+    if wrong:
+        print(f"wrong answers in: {', '.join(wrong)}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
