@@ -20,6 +20,11 @@ v1 = [
 urlpatterns = [
     path("v1/", include(v1)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # GET only: its HTML renderer has no template for an OPTIONS answer (that was a 500).
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(url_name="api-schema", http_method_names=["get", "head"]),
+        name="api-docs",
+    ),
     re_path(r"^[\s\S]*$", not_found),  # [\s\S]: a path holding a newline is a JSON 404 too
 ]

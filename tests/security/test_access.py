@@ -141,3 +141,19 @@ def test_the_admin_site_sends_every_console_role_to_its_login(method, url, clien
 
 def test_the_admin_site_opens_for_a_staff_superuser(admin_client):
     assert admin_client.get("/admin/").status_code == 200
+
+
+# ------------------------------------------------------------------------ OPTIONS
+
+
+def test_options_is_never_a_500_and_opens_nothing_to_anonymous(clients, world):
+    problems = []
+    for key, rule in ACCESS.items():
+        url = sample_url(key, rule, world)
+        public = ANONYMOUS in rule.methods.values()
+        for client_name, client in clients.items():
+            status = client.options(url).status_code
+            if status >= 500 or (client_name == "anonymous" and status == 200 and not public):
+                problems.append(f"{url} as {client_name}: {status}")
+
+    assert not problems, "; ".join(problems)
