@@ -84,7 +84,9 @@ class CommitLog:
         """Zero what a writer that died before publishing left after the tail.
 
         Such bytes could otherwise pass for records once new ones are written before
-        them. They never go past the first all-zero stretch of 64 KiB.
+        them. They never go past the first all-zero stretch of 64 KiB. Segment files
+        after ``segment`` (the writer rolled, then died) go: once its end marker is
+        cleared, recovery would take their records for the log's continuation.
         """
         pos = self.tail - segment.base
         chunk = 64 << 10
@@ -95,6 +97,15 @@ class CommitLog:
             fileio.pwrite_all(segment.fd, bytes(end - pos), pos)
             pos = end
         self.mark_unsynced(segment)
+        stale = [
+            path
+            for path in self.directory.iterdir()
+            if is_segment_name(path.name) and int(path.name) >= segment.end
+        ]
+        for path in stale:
+            fileio.unlink(path)
+        if stale:
+            fileio.fsync_dir(self.directory)
 
     def mark_unsynced(self, segment: Segment) -> None:
         """Have this process's next flush fsync ``segment`` (another process wrote it)."""

@@ -368,3 +368,19 @@ def open_and_report(path: str, mode: str, out: str) -> None:
     }
     Path(out).write_text(json.dumps(report))
     store.close()
+
+
+def hold_open(path: str, mode: str, ready: str) -> None:
+    """A child: keep the store open (a member that does nothing) until killed."""
+    store = MessageStore.open(path, fault_config(mode))
+    Path(ready).write_text("open")
+    while not store.closed:
+        time.sleep(1)
+
+
+def append_small(path: str, mode: str, acks: str) -> None:
+    """A child: append one small message and close."""
+    writer = AckWriter(acks)
+    body = make_body(random.Random(0), "small", 0, max_extra=1)
+    with MessageStore.open(path, fault_config(mode)) as store:
+        writer.write([store.append(TOPIC, body)], [body])

@@ -1,0 +1,89 @@
+"""A writer killed after it rolled to a new segment but before it published, while
+another process keeps the store open and a third writes on.
+
+The next writer clears the dead one's bytes after the published tail, end marker
+included. The new segment file the dead one created must go too: else, at the next
+recovery, the old segment looks damaged (zeros where the marker was: a corruption
+report) and the dead writer's unacknowledged records in the new file come back, with
+queue offsets that leave gaps or collide with later messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from storeadapter.engine import MessageStore
+from tests.faults.faultharness import (
+    check_store,
+    create_store,
+    fault_config,
+    populate,
+    read_acks,
+)
+from tests.faults.forkserver import ForkServer
+
+ENGINE = "storeadapter.engine"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    with ForkServer() as running:
+        yield running
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes(
+    server, tmp_path, mode
+):
+    path = tmp_path / "store"
+    create_store(path, mode)
+    acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
+    ready = tmp_path / "ready"
+    holder = server.spawn(
+        "tests.faults.faultharness:hold_open",
+        tmp_path / "holder.stderr",
+        path=str(path),
+        mode=mode,
+        ready=str(ready),
+    )
+    while not ready.exists():
+        assert holder.poll() is None, holder.poll()
+        time.sleep(0.01)
+    # The first writer rolls: end marker, next segment, records there; dies unpublished.
+    outcome = server.run(
+        "tests.faults.faultharness:write_until_killed",
+        tmp_path / "a.stderr",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks-a.txt"),
+        seed=2,
+        kill={
+            "target": f"{ENGINE}.commitlog:CommitLog.write",
+            "when": "after",
+            "where": "args[2] == 0",
+        },
+        limit=1000,
+    )
+    assert outcome.killed, outcome
+    acked += read_acks(tmp_path / "acks-a.txt")
+    # The next writer clears what it left after the published tail, appends one small
+    # message there (in the old segment) and leaves; then the last member dies.
+    outcome = server.run(
+        "tests.faults.faultharness:append_small",
+        tmp_path / "b.stderr",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks-b.txt"),
+    )
+    assert outcome.exit_code == 0, outcome
+    acked += read_acks(tmp_path / "acks-b.txt")
+    holder.kill()
+    assert holder.wait().killed
+    with MessageStore.open(path, fault_config(mode)) as store:
+        assert store.last_recovery.clean_shutdown is False
+        found = check_store(store, acked, context=mode)
+        assert found.lost == [], found.lost
+        assert store.last_recovery.redispatched == 0
