@@ -5,6 +5,7 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable, Mapping
 from zlib import crc32
 
@@ -228,6 +229,11 @@ class Appending:
                         self._index.put_many(index_items)
                 except OSError as error:
                     self._fail(error)
+                    if error.errno == errno.ENOSPC:
+                        raise DiskFullError(
+                            f"the disk holding {self.path} is full ({error}); the store "
+                            "refuses writes until space is freed and it is reopened"
+                        ) from error
                     raise StoreFailedError(
                         f"writing to the store failed ({error}); it refuses writes until reopened"
                     ) from error

@@ -9,11 +9,12 @@ covers every appender waiting then, however many.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable
 
-from .errors import StoreFailedError
+from .errors import DiskFullError, StoreFailedError
 
 
 class FlushService:
@@ -78,7 +79,8 @@ class FlushService:
             try:
                 while self.flushed < end:
                     if self.failure is not None:
-                        raise StoreFailedError(
+                        full = getattr(self.failure, "errno", None) == errno.ENOSPC
+                        raise (DiskFullError if full else StoreFailedError)(
                             f"the store could not make writes durable ({self.failure}); "
                             "it refuses writes until it is reopened"
                         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import threading
@@ -18,6 +19,7 @@ from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue
 from .errors import (
+    DiskFullError,
     StoreClosedError,
     StoreFailedError,
 )
@@ -317,6 +319,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._flusher.advance(self._flush_everything())
         except OSError as error:
             self._fail(error)
+            if error.errno == errno.ENOSPC:
+                raise DiskFullError(self._failure_sentence()) from error
             raise StoreFailedError(self._failure_sentence()) from error
 
     def _sync_log(self) -> int:
