@@ -158,3 +158,26 @@ def test_hostile_names_are_refused_and_touch_nothing(
     assert snapshot(store) == before
     assert outside() == set()
     assert not Path("/tmp/tidemark-evil").exists()
+
+
+RAW_PATHS = [
+    "/topics/%ff/",
+    "/topics/%00/",
+    "/topics/%2e%2e/",
+    "/topics/..%2f..%2fetc/",
+    "/groups/%C0%AE%C0%AE/",
+    "/messages/%ff%fe/",
+    "/messages/%2e%2e%2f%2e%2e/body",
+    "/api/v1/topics/%ff/",
+    "/api/v1/topics/%00/",
+    "/api/v1/groups/%2e%2e/",
+    "/api/v1/messages/%ff/",
+    "/%ff",
+]
+
+
+@pytest.mark.parametrize("path", RAW_PATHS)
+def test_broken_encodings_in_the_path_are_a_4xx_or_login(path, world, as_admin, client):
+    statuses = {"anonymous": client.get(path).status_code, "admin": as_admin.get(path).status_code}
+
+    assert all(status in (302, 400, 401, 404) for status in statuses.values()), statuses
