@@ -12,6 +12,9 @@ from .errors import InvalidNameError, StoreFormatError
 from .names import check_name
 
 FORMAT_VERSION = 1
+_MAX_U32 = (1 << 32) - 1
+#: No topic has more queues than this (a sanity bound on a damaged topics.json).
+MAX_QUEUES_IN_TABLE = 1 << 21
 
 
 def _load_json(path: Path) -> dict:
@@ -54,6 +57,13 @@ class StoreIdentity:
                 )
             except (KeyError, TypeError, ValueError):
                 raise StoreFormatError(f"{path} is missing fields or has bad values") from None
+            if not 0 <= identity.store_id <= _MAX_U32 or not (
+                1 <= identity.queue_file_entries <= _MAX_U32
+            ):
+                raise StoreFormatError(
+                    f"{path} has a store_id or queue_file_entries out of range "
+                    f"({identity.store_id}, {identity.queue_file_entries})"
+                )
             if identity.format_version != FORMAT_VERSION:
                 raise StoreFormatError(
                     f"store format version {identity.format_version} is not supported "
@@ -118,6 +128,11 @@ class TopicTable:
                         int(item.get("id", 0)),
                     )
                     check_name(info.name, "topic")
+                    if not 1 <= info.queues <= MAX_QUEUES_IN_TABLE:
+                        raise StoreFormatError(
+                            f"{path} gives topic {info.name!r} {info.queues} queues, "
+                            f"outside 1 to {MAX_QUEUES_IN_TABLE}"
+                        )
                     self.topics[info.name] = info
                 for info in sorted(self.topics.values(), key=lambda t: t.name):
                     if not info.id:

@@ -433,9 +433,7 @@ GAPS = {
         "reported": _LOST_END,
         "reuse": _LOST_END,
     },
-    ("store-json", "huge-length"): {"opens": "queue_file_entries is not range-checked"},
 }
-HANGS = {("topics-json", "huge-length"): "a topic's queue count is not range-checked on load"}
 CASES = [(kind, fault) for kind in KINDS for fault in FAULTS]
 
 
@@ -445,9 +443,7 @@ def _cases(aspect: str, kinds=KINDS, leave_out=()) -> list:
         if kind not in kinds or (kind, fault) in leave_out:
             continue
         marks = []
-        if (kind, fault) in HANGS:
-            marks.append(pytest.mark.xfail(reason=HANGS[(kind, fault)], run=False))
-        elif aspect in GAPS.get((kind, fault), {}):
+        if aspect in GAPS.get((kind, fault), {}):
             marks.append(pytest.mark.xfail(reason=GAPS[(kind, fault)][aspect], strict=True))
         params.append(pytest.param(kind, fault, marks=marks, id=f"{kind}-{fault}"))
     return params
