@@ -305,8 +305,9 @@ class Appending:
             now = log.last_store_ms  # store times never go back, even if the clock does
         segment = log.writable_segment()
         tail = log.tail
-        if self._shared.mark_writing():
+        if self._shared.mark_writing():  # the last writer died before publishing
             log.clear_after_tail(segment)
+            self._index.truncate_from(tail)
         chunk_start = tail - segment.base
         chunk_end = tail
         segment_limit = segment.end - MARKER_SIZE

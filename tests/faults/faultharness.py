@@ -378,9 +378,14 @@ def hold_open(path: str, mode: str, ready: str) -> None:
         time.sleep(1)
 
 
-def append_small(path: str, mode: str, acks: str) -> None:
-    """A child: append one small message and close."""
+def append_small(path: str, mode: str, acks: str, keyed: bool = False) -> None:
+    """A child: append one small message (``keyed``: two, with a key) and close."""
     writer = AckWriter(acks)
-    body = make_body(random.Random(0), "small", 0, max_extra=1)
+    rng = random.Random(0)
+    bodies = [make_body(rng, "small", n, max_extra=1) for n in range(2 if keyed else 1)]
     with MessageStore.open(path, fault_config(mode)) as store:
-        writer.write([store.append(TOPIC, body)], [body])
+        if keyed:
+            results = store.append_batch(TOPIC, [Message(b, key="k1") for b in bodies])
+        else:
+            results = [store.append(TOPIC, bodies[0])]
+        writer.write(results, bodies)

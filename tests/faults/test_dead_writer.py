@@ -1,11 +1,16 @@
-"""A writer killed after it rolled to a new segment but before it published, while
-another process keeps the store open and a third writes on.
+"""A writer killed before it published, while another process keeps the store open
+and a third writes on: what the dead one left past the published tail must not
+trouble the next writer, nor come back at the next recovery.
 
+Rolled to a new segment:
 The next writer clears the dead one's bytes after the published tail, end marker
 included. The new segment file the dead one created must go too: else, at the next
 recovery, the old segment looks damaged (zeros where the marker was: a corruption
 report) and the dead writer's unacknowledged records in the new file come back, with
 queue offsets that leave gaps or collide with later messages.
+
+Indexed its keys: the next writer must cut those entries before it indexes its own
+(keys are indexed in commit-offset order).
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import pytest
 
 from storeadapter.engine import MessageStore
 from tests.faults.faultharness import (
+    TOPIC,
     check_store,
     create_store,
     fault_config,
     populate,
     read_acks,
 )
-from tests.faults.forkserver import ForkServer
+from tests.faults.forkserver import Child, ForkServer
 
 ENGINE = "storeadapter.engine"
 
@@ -34,13 +40,8 @@ def server() -> Iterator[ForkServer]:
         yield running
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes(
-    server, tmp_path, mode
-):
-    path = tmp_path / "store"
-    create_store(path, mode)
-    acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
+def _hold_open(server: ForkServer, tmp_path, path, mode: str) -> Child:
+    """A member that keeps the store open, so that writers join instead of recovering."""
     ready = tmp_path / "ready"
     holder = server.spawn(
         "tests.faults.faultharness:hold_open",
@@ -52,6 +53,17 @@ def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes
     while not ready.exists():
         assert holder.poll() is None, holder.poll()
         time.sleep(0.01)
+    return holder
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes(
+    server, tmp_path, mode
+):
+    path = tmp_path / "store"
+    create_store(path, mode)
+    acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
+    holder = _hold_open(server, tmp_path, path, mode)
     # The first writer rolls: end marker, next segment, records there; dies unpublished.
     outcome = server.run(
         "tests.faults.faultharness:write_until_killed",
@@ -87,3 +99,43 @@ def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes
         found = check_store(store, acked, context=mode)
         assert found.lost == [], found.lost
         assert store.last_recovery.redispatched == 0
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_next_writer_indexes_keys_after_a_writer_died_having_indexed_its_own(
+    server, tmp_path, mode
+):
+    path = tmp_path / "store"
+    create_store(path, mode)
+    acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
+    holder = _hold_open(server, tmp_path, path, mode)
+    outcome = server.run(
+        "tests.faults.faultharness:write_until_killed",
+        tmp_path / "a.stderr",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks-a.txt"),
+        seed=2,
+        kill={"target": f"{ENGINE}.keyindex:KeyIndex.put_many", "when": "after"},
+        limit=1000,
+    )
+    assert outcome.killed, outcome
+    acked += read_acks(tmp_path / "acks-a.txt")
+    outcome = server.run(
+        "tests.faults.faultharness:append_small",
+        tmp_path / "b.stderr",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks-b.txt"),
+        keyed=True,
+    )
+    assert outcome.exit_code == 0, outcome
+    keyed = read_acks(tmp_path / "acks-b.txt")
+    assert len(keyed) == 2
+    holder.kill()
+    assert holder.wait().killed
+    with MessageStore.open(path, fault_config(mode)) as store:
+        found = check_store(store, acked + keyed, context=mode)
+        assert found.lost == [], found.lost
+        by_key = {m.message_id for m in store.query_by_key(TOPIC, "k1", limit=1000)}
+        assert {a.message_id for a in keyed} <= by_key
