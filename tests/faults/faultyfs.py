@@ -288,6 +288,19 @@ class FaultyFS:
                     entries[entry.name] = self._file(entry.inode())
         self._dir(os.stat(path).st_ino).durable = entries
 
+    def adopt(self) -> None:
+        """Take everything under ``root`` now as durable (a store made before the layer
+        was installed, such as a power-loss image about to be recovered)."""
+        with self._lock:
+            for directory, _subdirectories, names in os.walk(self.root):
+                for name in names:
+                    fd = os.open(os.path.join(directory, name), os.O_RDONLY)
+                    try:
+                        self._sync_file(fd)
+                    finally:
+                        os.close(fd)
+                self._sync_dir(Path(directory))
+
     def capture(self, label: str = "", meta: object = None) -> PowerLossImage:
         """What a power loss now would leave (see the module docstring)."""
         with self._lock:

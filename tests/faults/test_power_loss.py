@@ -375,3 +375,60 @@ def test_power_loss_images_cover_mid_operation_cuts_segment_rolls_and_losses():
     assert max(tails) > 3 * 4096
     lost = [o for o in observed if sum(map(len, o.queues.values())) < o.acknowledged.messages]
     assert lost, "no image lost anything: the layer drops nothing"
+
+
+RECOVERY_IMAGES = 8  # images of each run whose recovery is itself cut by a power loss
+DURING_RECOVERY_EVERY = 5
+
+
+def _cut_recovery(image: PowerLossImage, path: Path) -> list[PowerLossImage]:
+    """Recover ``path`` (an image of ``image``) under FaultyFS, capturing images as it goes."""
+    captured: list[PowerLossImage] = []
+    calls = 0
+
+    def during_recovery(op: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls % DURING_RECOVERY_EVERY == 0:
+            captured.append(fs.capture(f"{image.label}, recovery call {calls}", image.meta))
+
+    with FaultyFS(path) as fs:
+        fs.adopt()
+        fs.on_op = during_recovery
+        MessageStore.open(path, store_config("async")).close()
+    return captured
+
+
+@functools.cache
+def observations_of_cut_recoveries(mode: str) -> list[Observation]:
+    """Power losses while a store recovers from a power loss, then a recovery again."""
+    run = run_workload(mode, SEEDS[0])
+    rng = random.Random(99)
+    step = max(1, len(run.images) // RECOVERY_IMAGES)
+    result = []
+    for number, image in enumerate(run.images[::step]):
+        first = image.materialize(run.directory / f"recovering-{number}", torn=rng)
+        for cut, second in enumerate(_cut_recovery(image, first)):
+            path = run.directory / f"recovered-{number}-{cut}"
+            second.materialize(path, torn=rng)
+            result.append(observe(second, path, run.sent, mode))
+    return result
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_power_loss_during_recovery_loses_nothing_acknowledged(mode):
+    """Recovery can be cut at any point (torn writes too) and run again from scratch."""
+    observed = observations_of_cut_recoveries(mode)
+    sent = run_workload(mode, SEEDS[0]).sent
+    problems = []
+    for observation in observed:
+        for item in required(observation, sent, mode):
+            got = observation.got[item.message_id]
+            if isinstance(got, Exception) or got.body != item.body:
+                problems.append(f"{observation.label}: {item.message_id}: {got!r}")
+        for key, offset in observation.acknowledged.offsets.items():
+            kept = observation.offsets[key]
+            if kept is None or kept < offset:
+                problems.append(f"{observation.label}: offset {key} is {kept}, was {offset}")
+    assert len(observed) >= 20
+    assert problems == []
