@@ -119,13 +119,17 @@ UNLISTED = {
 }
 
 
-@pytest.mark.parametrize("key", [key for key, methods in UNLISTED.items() if methods])
-def test_the_methods_the_table_does_not_list_are_405(key, as_admin, world):
-    url = sample_url(key, ACCESS[key], world)
+def test_the_methods_the_table_does_not_list_are_405(as_admin, world):
+    # 405 answers change nothing, so one world serves every pattern.
+    problems = []
+    for key, methods in UNLISTED.items():
+        url = sample_url(key, ACCESS[key], world)
+        statuses = {method: send(as_admin, method, url).status_code for method in methods}
+        wrong = {method: status for method, status in statuses.items() if status != 405}
+        if wrong:
+            problems.append(f"{url}: {wrong}")
 
-    statuses = {method: send(as_admin, method, url).status_code for method in UNLISTED[key]}
-
-    assert set(statuses.values()) == {405}, f"{url}: {statuses}"
+    assert not problems, "; ".join(problems)
 
 
 # ------------------------------------------------------------------ the admin site

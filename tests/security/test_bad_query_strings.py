@@ -51,13 +51,10 @@ BAD_VALUES = {
     "word": "abc",
     "huge number": "9" * 40,
     "float overflow": "1e309",
-    "not a number": "NaN",
     "NUL": "a\x00b",
-    "percent": "%",
     "markup": "<script>x</script>",
     "10 KB": "z" * 10_240,
     "bad date": "2024-13-45T25:61:61",
-    "far date": "9999-12-31T23:59:59",
 }
 
 READABLE = [key for key, rule in ACCESS.items() if "GET" in rule.methods]
