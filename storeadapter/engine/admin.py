@@ -17,26 +17,43 @@ from .errors import (
     TopicExistsError,
     TopicNotFoundError,
 )
-from .metadata import TopicInfo
+from .metadata import LAYOUT_FILES, LAYOUT_SHARED, LAYOUTS, TopicInfo
 from .names import check_name
 from .topics import Topic
 
+#: A topic whose queues have files of their own has at most this many queues.
 MAX_QUEUES_PER_TOPIC = 1024
+#: A shared topic (all queues' entries in shared block files) has at most this many.
+MAX_SHARED_QUEUES = 1 << 21
 
 
 class TopicAdmin:
     """Topics and queues: create, delete, add, freeze, unfreeze, remove."""
 
-    def create_topic(self, name: str, queues: int = 4) -> TopicInfo:
-        """Create a topic with ``queues`` queues; raise TopicExistsError if it exists."""
+    def create_topic(self, name: str, queues: int = 4, layout: str | None = None) -> TopicInfo:
+        """Create a topic with ``queues`` queues; raise TopicExistsError if it exists.
+
+        ``layout`` "files" gives every queue files of its own (at most 1024 queues);
+        "shared" keeps every queue's entries in blocks of a few shared files (up to
+        2,097,152 queues). By default a topic is shared above ``shared_layout_above``.
+        """
         check_name(name, "topic")
-        self._check_queue_count(queues)
+        if layout is None:
+            above = self.config.shared_layout_above
+            layout = LAYOUT_SHARED if isinstance(queues, int) and queues > above else LAYOUT_FILES
+        if layout not in LAYOUTS:
+            raise StoreError(f"a topic's layout is one of {', '.join(LAYOUTS)}, not {layout!r}")
+        self._check_queue_count(queues, layout)
         with self._exclusive():
             if name in self._topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
             info = TopicInfo(
                 name, queues, clock.now_ms(), self.commitlog.tail, id=self._table.next_id()
             )
+            if layout == LAYOUT_SHARED:
+                info.layout = LAYOUT_SHARED
+                info.block_entries = self.config.shared_block_entries
+                info.blocks_per_file = self.config.shared_blocks_per_file
             self._registry.create(info)
             self._table.topics[name] = info
             self._table.save()
@@ -75,13 +92,19 @@ class TopicAdmin:
 
     def add_queues(self, topic: str, count: int) -> TopicInfo:
         """Add ``count`` queues at the end of ``topic`` (ids continue from the last)."""
-        self._check_queue_count(count)
+        self._check_queue_count(count, LAYOUT_SHARED)
         with self._exclusive():
             state = self._topic(topic)
-            if state.info.queues + count > MAX_QUEUES_PER_TOPIC:
+            limit = queue_limit(state.info.layout)
+            if state.info.queues + count > limit:
+                hint = (
+                    "; a topic created with layout='shared' takes more"
+                    if state.info.layout == LAYOUT_FILES
+                    else ""
+                )
                 raise StoreError(
                     f"topic {topic!r} has {state.info.queues} queues; adding {count} would pass "
-                    f"the limit of {MAX_QUEUES_PER_TOPIC}"
+                    f"the limit of {limit}{hint}"
                 )
             self._registry.add_queues(state, count)
             since = self._queue_since(state.info) + [self.commitlog.tail] * count
@@ -184,11 +207,12 @@ class TopicAdmin:
         return copy
 
     @staticmethod
-    def _check_queue_count(queues: object) -> None:
+    def _check_queue_count(queues: object, layout: str = LAYOUT_FILES) -> None:
         if not isinstance(queues, int) or isinstance(queues, bool):
             raise InvalidMessageError("the number of queues must be an integer")
-        if not 1 <= queues <= MAX_QUEUES_PER_TOPIC:
-            raise StoreError(f"a topic has 1 to {MAX_QUEUES_PER_TOPIC} queues, not {queues}")
+        limit = queue_limit(layout)
+        if not 1 <= queues <= limit:
+            raise StoreError(f"a topic has 1 to {limit} queues, not {queues}")
 
     def _topic(self, name: str) -> Topic:
         self._check_open()
@@ -211,3 +235,8 @@ class TopicAdmin:
                 f"there is no queue {queue}"
             )
         return state.queues[queue]
+
+
+def queue_limit(layout: str) -> int:
+    """The most queues a topic of ``layout`` can have."""
+    return MAX_SHARED_QUEUES if layout == LAYOUT_SHARED else MAX_QUEUES_PER_TOPIC

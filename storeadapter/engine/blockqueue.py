@@ -175,6 +175,22 @@ class BlockStore:
                 self._remember(owner[0], owner[1], first + slot)
                 self.end += 1
 
+    def create_first_file(self) -> None:
+        """Give a new topic its first (empty) file of blocks, so that a topic without
+        block files later means they were lost."""
+        if not self.files:
+            self.files[0] = BlockFile.create(
+                self.directory, 0, self.blocks_per_file, self.block_bytes, self.handles
+            )
+
+    def lost(self) -> bool:
+        """Whether block files are missing: none at all, or a gap between them (files
+        go only from the front, with retention)."""
+        firsts = sorted(self.files)
+        if not firsts:
+            return True
+        return firsts != list(range(firsts[0], firsts[-1] + 1, self.blocks_per_file))
+
     def refresh(self) -> None:
         """Take in the blocks allocated (by any process) since this one last looked."""
         while True:

@@ -31,6 +31,12 @@ class StoreConfig:
     disk_reject_ratio: float = 0.90
     dedup_window_s: int = 600
     queue_file_entries: int = 300_000
+    #: Topics created with more queues than this keep them in shared block files (0:
+    #: every topic).
+    shared_layout_above: int = 1024
+    #: A new shared topic's entries per block and blocks per file.
+    shared_block_entries: int = 32
+    shared_blocks_per_file: int = 65536
     max_open_queue_files: int = 1024
     index_slots: int = 5_000_000
     index_entries: int = 20_000_000
@@ -51,9 +57,19 @@ class StoreConfig:
             raise ConfigError(f"max_message_bytes must be positive, not {self.max_message_bytes}")
         if self.queue_file_entries <= 0:
             raise ConfigError(f"queue_file_entries must be positive, not {self.queue_file_entries}")
-        for name in ("index_slots", "index_entries", "max_open_queue_files"):
+        for name in (
+            "index_slots",
+            "index_entries",
+            "max_open_queue_files",
+            "shared_block_entries",
+            "shared_blocks_per_file",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.shared_layout_above < 0:
+            raise ConfigError(
+                f"shared_layout_above must not be negative, not {self.shared_layout_above}"
+            )
         if self.retention_hours <= 0:
             raise ConfigError(f"retention_hours must be positive, not {self.retention_hours}")
         ratios = (self.disk_warn_ratio, self.disk_force_ratio, self.disk_reject_ratio)

@@ -81,6 +81,11 @@ class StoreIdentity:
         return f"{self.store_id:08X}"
 
 
+LAYOUT_FILES = "files"
+LAYOUT_SHARED = "shared"
+LAYOUTS = (LAYOUT_FILES, LAYOUT_SHARED)
+
+
 @dataclass
 class TopicInfo:
     name: str
@@ -93,6 +98,12 @@ class TopicInfo:
     queue_since: list[int] = field(default_factory=list)
     # A small number naming the topic in the shared state's notes (see sharedstate.py).
     id: int = 0
+    # "files": every queue has files of its own; "shared": all queues' entries in blocks
+    # of a few shared files (blockqueue.py), for topics with very many queues.
+    layout: str = "files"
+    # A shared topic's entries per block and blocks per file (fixed at creation).
+    block_entries: int = 0
+    blocks_per_file: int = 0
 
     def since(self, queue: int) -> int:
         """The commit-log offset from which records of ``queue`` belong to it."""
@@ -126,7 +137,15 @@ class TopicTable:
                         [int(q) for q in item.get("frozen", [])],
                         [int(o) for o in item.get("queue_since", [])],
                         int(item.get("id", 0)),
+                        str(item.get("layout", LAYOUT_FILES)),
+                        int(item.get("block_entries", 0)),
+                        int(item.get("blocks_per_file", 0)),
                     )
+                    if info.layout not in LAYOUTS or (
+                        info.layout == LAYOUT_SHARED
+                        and (info.block_entries <= 0 or info.blocks_per_file <= 0)
+                    ):
+                        raise ValueError(info.layout)
                     check_name(info.name, "topic")
                     if not 1 <= info.queues <= MAX_QUEUES_IN_TABLE:
                         raise StoreFormatError(

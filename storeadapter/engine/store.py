@@ -155,7 +155,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             # After a crash every queue may hold entries past what survived: check them
             # all now (after a clean close, each is checked when first used).
             for queue in self._registry.all_queues():
-                queue.files  # noqa: B018 - loading is the point
+                queue.min_offset  # noqa: B018 - loading is the point
         state = self._checkpoint.state
         self.last_recovery = recover(
             self.commitlog,

@@ -8,20 +8,75 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import fileio
+from .blockqueue import BlockQueue, BlockStore
 from .consumequeue import ConsumeQueue
 from .handles import HandleCache
-from .metadata import TopicInfo, TopicTable
+from .metadata import LAYOUT_SHARED, TopicInfo, TopicTable
 from .segment import is_segment_name
+
+BLOCKS_DIR = "blocks"
+
+
+class LazyQueues:
+    """A shared topic's queues as a sequence whose items are made on first use, so that
+    a topic of a million queues costs nothing per queue until a queue is used."""
+
+    __slots__ = ("_count", "_made", "_make")
+
+    def __init__(self, count: int, make: Callable[[int], BlockQueue]) -> None:
+        self._count = count
+        self._make = make
+        self._made: dict[int, BlockQueue] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, queue_id: int) -> BlockQueue:
+        queue = self._made.get(queue_id)
+        if queue is None:
+            if not 0 <= queue_id < self._count:
+                raise IndexError(queue_id)
+            queue = self._made[queue_id] = self._make(queue_id)
+        return queue
+
+    def __iter__(self):
+        for queue_id in range(self._count):
+            yield self[queue_id]
+
+    def made(self) -> list[BlockQueue]:
+        """The queues used so far."""
+        return list(self._made.values())
+
+    def append(self, queue: BlockQueue) -> None:
+        self._made[self._count] = queue
+        self._count += 1
+
+    def pop(self) -> BlockQueue:
+        queue = self[self._count - 1]
+        del self._made[self._count - 1]
+        self._count -= 1
+        return queue
 
 
 class Topic:
-    __slots__ = ("_info", "name_bytes", "queues", "round_robin", "writable")
+    __slots__ = ("_info", "name_bytes", "queues", "round_robin", "writable", "blocks")
 
-    def __init__(self, info: TopicInfo, queues: list[ConsumeQueue]) -> None:
+    def __init__(
+        self,
+        info: TopicInfo,
+        queues: list[ConsumeQueue] | LazyQueues,
+        blocks: BlockStore | None = None,
+    ) -> None:
         self.name_bytes = info.name.encode()
         self.queues = queues
         self.round_robin = 0
+        self.blocks = blocks  # a shared topic's block store
         self.info = info
+
+    def made_queues(self) -> list:
+        """The queue objects made so far (all of a topic with files per queue)."""
+        queues = self.queues
+        return queues.made() if isinstance(queues, LazyQueues) else list(queues)
 
     @property
     def info(self) -> TopicInfo:
@@ -63,6 +118,16 @@ class TopicRegistry:
                     fileio.remove_tree(leftover)
         rebuild_from = None
         for info in table.topics.values():
+            if info.layout == LAYOUT_SHARED:
+                topic = self._shared_topic(info)
+                if repair:
+                    if topic.blocks.lost():
+                        if rebuild_from is None or info.created_offset < rebuild_from:
+                            rebuild_from = info.created_offset
+                        topic.blocks.create_first_file()
+                    topic.blocks.erase_unallocated()
+                self._add(topic)
+                continue
             queues = []
             for queue_id in range(info.queues):
                 queue = self._open_queue(info.name, queue_id)
@@ -84,10 +149,20 @@ class TopicRegistry:
                 self.close_topic(name)
         for info in table.topics.values():
             topic = self.topics.get(info.name)
+            if topic is None and info.layout == LAYOUT_SHARED:
+                self._add(self._shared_topic(info))
+                continue
             if topic is None:
                 queues = [self._open_queue(info.name, q) for q in range(info.queues)]
                 self._add(Topic(info, queues))
                 opened.extend(queues)
+                continue
+            if topic.blocks is not None:
+                while len(topic.queues) < info.queues:
+                    topic.queues.append(self._block_queue(topic, len(topic.queues)))
+                while len(topic.queues) > info.queues:
+                    topic.queues.pop().close()
+                topic.info = info
                 continue
             for queue_id in range(len(topic.queues), info.queues):
                 queue = self._open_queue(info.name, queue_id)
@@ -103,6 +178,13 @@ class TopicRegistry:
         directory = self.root / info.name
         fileio.remove_tree(directory)
         fileio.make_dir(directory, parents=True)
+        if info.layout == LAYOUT_SHARED:
+            topic = self._shared_topic(info)
+            topic.blocks.create_first_file()
+            fileio.fsync_dir(directory)
+            fileio.fsync_dir(self.root)
+            self._add(topic)
+            return topic
         queues = []
         for queue_id in range(info.queues):
             queue = self._open_queue(info.name, queue_id)
@@ -119,12 +201,19 @@ class TopicRegistry:
         self._by_bytes.pop(topic.name_bytes, None)
         if self.by_id.get(topic.info.id) is topic:
             del self.by_id[topic.info.id]
-        for queue in topic.queues:
+        queues = topic.made_queues()
+        for queue in queues:
             queue.close()
-        return topic.queues
+        if topic.blocks is not None:
+            topic.blocks.close()
+        return queues
 
     def add_queues(self, topic: Topic, count: int) -> list[ConsumeQueue]:
         """Open (creating) ``count`` new queues at the end of ``topic``."""
+        if topic.blocks is not None:
+            for queue_id in range(len(topic.queues), len(topic.queues) + count):
+                topic.queues.append(self._block_queue(topic, queue_id))
+            return []
         added = []
         for queue_id in range(len(topic.queues), len(topic.queues) + count):
             queue = self._open_queue(topic.info.name, queue_id)
@@ -138,6 +227,9 @@ class TopicRegistry:
         """Close the last queue of ``topic`` and delete its files."""
         queue = topic.queues.pop()
         queue.close()
+        if topic.blocks is not None:
+            topic.blocks.forget_queue(len(topic.queues))
+            return queue
         fileio.remove_tree(queue.directory)
         fileio.fsync_dir(self.root / topic.info.name)
         return queue
@@ -147,6 +239,22 @@ class TopicRegistry:
             self.root / topic / str(queue_id), self.entries_per_file, self.handles, self._on_load
         )
         queue.owner = (topic.encode(), queue_id)
+        return queue
+
+    def _shared_topic(self, info: TopicInfo) -> Topic:
+        blocks = BlockStore(
+            self.root / info.name / BLOCKS_DIR,
+            info.block_entries,
+            info.blocks_per_file,
+            self.handles,
+        )
+        topic = Topic(info, [], blocks)
+        topic.queues = LazyQueues(info.queues, lambda queue_id: self._block_queue(topic, queue_id))
+        return topic
+
+    def _block_queue(self, topic: Topic, queue_id: int) -> BlockQueue:
+        queue = BlockQueue(topic.blocks, queue_id, self._on_load)
+        queue.owner = (topic.name_bytes, queue_id)
         return queue
 
     def _loaded(self, queue: ConsumeQueue) -> None:
@@ -171,7 +279,10 @@ class TopicRegistry:
 
     def loaded_queues(self) -> list[ConsumeQueue]:
         """The queues used so far (the others have nothing this process must look at)."""
-        return [q for topic in self.topics.values() for q in topic.queues if q.loaded]
+        return [q for topic in self.topics.values() for q in topic.made_queues() if q.loaded]
+
+    def shared_topics(self) -> list[Topic]:
+        return [topic for topic in self.topics.values() if topic.blocks is not None]
 
     def close(self) -> None:
         for name in list(self.topics):

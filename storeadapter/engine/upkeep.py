@@ -79,10 +79,12 @@ class Upkeep:
                         plan = plan[:position]
                         break
             if plan:
+                # Every queue of a topic with files per queue; the queues used so far of a
+                # shared one (a million queues are not all loaded to report on them).
                 before = {
-                    (name, queue_id): queue.min_offset
+                    (name, queue.owner[1]): queue.min_offset
                     for name, topic in self._topics.items()
-                    for queue_id, queue in enumerate(topic.queues)
+                    for queue in topic.made_queues()
                 }
                 new_min = plan[-1][0].end
                 for segment, reason in plan:
@@ -183,6 +185,8 @@ class Upkeep:
         log_min = self.commitlog.min_offset
         for queue in self._registry.loaded_queues():
             queue.advance_min(log_min)
+        for topic in self._registry.shared_topics():
+            drop_unused_blocks(topic, log_min)
 
     def _probe_disk(self) -> float:
         used, total = fileio.disk_usage(self.path)
@@ -191,3 +195,24 @@ class Upkeep:
 
 def _segment_info(segment) -> dict:
     return {"name": segment_name(segment.base), "base": segment.base, "end": segment.end}
+
+
+def drop_unused_blocks(topic, log_min: int) -> int:
+    """Delete a shared topic's block files whose blocks hold only entries below the
+    log's minimum (retention deleted their records). A queue's last block stays: it marks
+    where the queue ends."""
+    blocks = topic.blocks
+    per = blocks.entries_per_block
+    made = {queue.owner[1]: queue for queue in topic.made_queues() if queue.loaded}
+
+    def in_use(queue_id: int, seq: int) -> bool:
+        seqs = blocks.seq_range(queue_id)
+        if seqs is None or seq >= seqs[1]:
+            return True
+        queue = made.get(queue_id)
+        if queue is not None:
+            return (seq + 1) * per > queue.min_offset
+        last = blocks.entry(queue_id, seq * per + per - 1)
+        return last is None or last[0] >= log_min
+
+    return blocks.drop_files(in_use)

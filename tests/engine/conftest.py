@@ -44,3 +44,12 @@ def store(open_store: Callable[..., MessageStore]) -> MessageStore:
     opened = open_store()
     opened.create_topic("t", queues=4)
     return opened
+
+
+@pytest.fixture
+def files_store(open_store: Callable[..., MessageStore]) -> MessageStore:
+    """Like ``store``, but ``t`` keeps files per queue whatever layout the run tests (for
+    tests about those files)."""
+    opened = open_store()
+    opened.create_topic("t", queues=4, layout="files")
+    return opened

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -15,6 +16,11 @@ INDEX_SLOTS = 64
 INDEX_ENTRIES = 512
 
 
+#: ``TIDEMARK_TEST_LAYOUT=shared`` runs the engine tests with every topic shared (all
+#: queues' entries in blocks of shared files, tiny blocks and files).
+SHARED_LAYOUT = {"shared_layout_above": 0, "shared_block_entries": 4, "shared_blocks_per_file": 8}
+
+
 def small_config(**overrides) -> StoreConfig:
     """The tests' store settings: tiny segments, queue files and index files."""
     settings = {
@@ -24,6 +30,8 @@ def small_config(**overrides) -> StoreConfig:
         "max_message_bytes": MAX_MESSAGE_BYTES,
         "queue_file_entries": QUEUE_FILE_ENTRIES,
     }
+    if os.environ.get("TIDEMARK_TEST_LAYOUT") == "shared":
+        settings.update(SHARED_LAYOUT)
     return StoreConfig(**{**settings, **overrides})
 
 
@@ -111,3 +119,25 @@ def read_everything(store: MessageStore) -> dict[tuple[str, int], list[StoredMes
 
 def tail(store: MessageStore) -> int:
     return store.stats()["commit_log"]["tail"]
+
+
+def lose_queue_files(store_path: Path, topic: str, queues=None, how: str = "deleted") -> None:
+    """Lose consume-queue files of ``topic``, as a disk fault would: ``deleted`` or
+    ``zeroed``. With files per queue, those of ``queues`` (default all); in a shared topic
+    every block file (its blocks mix all queues)."""
+    root = store_path / "consumequeue" / topic
+    blocks = root / "blocks"
+    if blocks.is_dir():
+        directories = [blocks]
+    elif queues is None:
+        directories = [d for d in root.iterdir() if d.is_dir()]
+    else:
+        directories = [root / str(q) for q in queues]
+    for directory in directories:
+        for path in directory.iterdir():
+            if not path.is_file():
+                continue
+            if how == "deleted":
+                path.unlink()
+            else:
+                path.write_bytes(bytes(path.stat().st_size))

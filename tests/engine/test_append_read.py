@@ -243,7 +243,8 @@ def test_no_record_straddles_two_segments(store, store_path):
         assert result.commit_offset // SEGMENT_BYTES == (end - 1) // SEGMENT_BYTES
 
 
-def test_consume_queue_files_roll_and_reads_cross_them(store, store_path):
+def test_consume_queue_files_roll_and_reads_cross_them(files_store, store_path):
+    store = files_store
     count = QUEUE_FILE_ENTRIES * 2 + 5
     store.append_batch("t", [Message(f"m{i}", queue=0) for i in range(count)])
 

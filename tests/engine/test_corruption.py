@@ -15,6 +15,7 @@ from storeadapter.engine import (
 from tests.engine.storetools import (
     SEGMENT_BYTES,
     flip_bit,
+    lose_queue_files,
     read_all,
     read_everything,
     record_length,
@@ -189,9 +190,7 @@ def test_corrupt_record_is_skipped_when_consume_queues_are_rebuilt(open_store, s
     store.close()
     victim = _victim(results, store_path)
     _flip(store_path, victim, "body")
-    for queue in (0, 1):
-        for path in (store_path / "consumequeue" / "t" / str(queue)).iterdir():
-            path.unlink()
+    lose_queue_files(store_path, "t", queues=(0, 1))
     simulate_crash(store_path)
 
     reopened = open_store()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from storeadapter.engine import (
@@ -12,7 +10,7 @@ from storeadapter.engine import (
     QueueNotFoundError,
     StoreError,
 )
-from tests.engine.storetools import read_all
+from tests.engine.storetools import lose_queue_files, read_all
 
 
 def test_added_queues_take_messages_and_survive_a_reopen(open_store):
@@ -137,7 +135,7 @@ def test_a_queue_added_again_after_removal_does_not_get_old_records(open_store, 
     store.add_queues("t", 1)
     store.append("t", b"new", queue=1)
     store.close()
-    shutil.rmtree(store_path / "consumequeue" / "t" / "1")
+    lose_queue_files(store_path, "t", queues=(1,))
     (store_path / "checkpoint").unlink()
     (store_path / "abort").touch()
 
@@ -146,6 +144,17 @@ def test_a_queue_added_again_after_removal_does_not_get_old_records(open_store, 
     assert [m.body for m in read_all(reopened, "t", 1)] == [b"new"]
 
 
-def test_adding_past_the_limit_is_refused(store):
+def test_adding_past_the_limit_is_refused(files_store):
+    store = files_store
     with pytest.raises(StoreError, match="limit"):
         store.add_queues("t", 1021)
+
+
+def test_a_shared_topic_takes_queues_past_1024(open_store):
+    store = open_store()
+    store.create_topic("t", queues=1000, layout="shared")
+
+    info = store.add_queues("t", 1000)
+
+    assert info.queues == 2000
+    assert store.append("t", b"far", queue=1999).queue_offset == 0

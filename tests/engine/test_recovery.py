@@ -15,7 +15,7 @@ from tests.engine.storetools import (
     QUEUE_FILE_ENTRIES,
     SEGMENT_BYTES,
     copy_store,
-    queue_file_paths,
+    lose_queue_files,
     read_everything,
     read_log_bytes,
     record_length,
@@ -244,17 +244,10 @@ def _build(open_store, topics=(("t", 2),), count=150) -> tuple[MessageStore, dic
 
 
 def _remove_queue_files(store_path: Path, how: str) -> None:
-    root = store_path / "consumequeue"
     if how == "topic-dir-deleted":
-        shutil.rmtree(root / "t")
+        shutil.rmtree(store_path / "consumequeue" / "t")
         return
-    for queue_dir in (root / "t").iterdir():
-        for path in queue_dir.iterdir():
-            if how == "deleted":
-                path.unlink()
-            else:
-                size = path.stat().st_size
-                path.write_bytes(bytes(size))
+    lose_queue_files(store_path, "t", how=how)
 
 
 @pytest.mark.parametrize(
@@ -272,7 +265,7 @@ def test_lost_consume_queue_entries_are_rebuilt_from_the_log(
 ):
     store, before = _build(open_store)
     total = sum(len(m) for m in before.values())
-    assert total == 150 and len(queue_file_paths(store_path, "t", 0)) > 1
+    assert total == 150
     store.close()
     _remove_queue_files(store_path, how)
     simulate_crash(store_path, keep_checkpoint=checkpoint == "kept")
@@ -395,7 +388,7 @@ def test_zero_length_segment_left_by_a_crash_during_a_roll(open_store, store_pat
 
 def test_zero_length_consume_queue_file_left_by_a_crash_is_repaired(open_store, store_path):
     store = open_store()
-    store.create_topic("t", queues=1)
+    store.create_topic("t", queues=1, layout="files")
     for i in range(QUEUE_FILE_ENTRIES):
         store.append("t", f"m{i}")
     store.close()

@@ -109,7 +109,8 @@ def test_past_the_reject_ratio_appends_are_refused_and_resume_after(store, disk)
     assert store.append("t", b"accepted").status == "OK"
 
 
-def test_consume_queue_and_index_files_below_the_minimum_go(store, clock, disk, store_path):
+def test_consume_queue_and_index_files_below_the_minimum_go(files_store, clock, disk, store_path):
+    store = files_store
     clock["ms"] = START_MS
     for i in range(300):  # 64 entries per consume-queue file, 512 per index file
         store.append("t", b"y" * 100, key=f"k{i}", queue=0)

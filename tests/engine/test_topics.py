@@ -112,7 +112,7 @@ def test_bad_topic_name_raises_invalid_name_on_every_call(open_store, tmp_path, 
     assert _tree(tmp_path) == before
 
 
-@pytest.mark.parametrize("queues", [0, -1, 1025, "4", None, True, 2.0])
+@pytest.mark.parametrize("queues", [0, -1, (1 << 21) + 1, "4", None, True, 2.0])
 def test_bad_queue_count_is_refused_and_creates_nothing(open_store, queues):
     store = open_store()
 
@@ -120,6 +120,22 @@ def test_bad_queue_count_is_refused_and_creates_nothing(open_store, queues):
         store.create_topic("t", queues=queues)
 
     assert store.topics() == []
+
+
+def test_a_topic_with_files_per_queue_has_at_most_1024_queues(open_store):
+    store = open_store()
+
+    with pytest.raises(StoreError, match="1 to 1024 queues"):
+        store.create_topic("t", queues=1025, layout="files")
+
+    assert store.topics() == []
+
+
+def test_an_unknown_layout_is_refused(open_store):
+    store = open_store()
+
+    with pytest.raises(StoreError, match="layout is one of files, shared"):
+        store.create_topic("t", queues=4, layout="tiles")
 
 
 def test_delete_topic_removes_it_and_its_files(open_store, store_path):
@@ -198,11 +214,11 @@ def test_recreated_topic_starts_empty_after_a_full_recovery(open_store, store_pa
 
 def test_recreated_topic_starts_empty_after_its_queue_files_are_rebuilt(open_store, store_path):
     store = open_store()
-    store.create_topic("t", queues=1)
+    store.create_topic("t", queues=1, layout="files")
     for i in range(30):
         store.append("t", f"old {i}" * 20)
     store.delete_topic("t")
-    store.create_topic("t", queues=1)
+    store.create_topic("t", queues=1, layout="files")
     store.append("t", b"new")
     store.close()
     for path in (store_path / "consumequeue" / "t" / "0").iterdir():

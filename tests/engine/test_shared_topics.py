@@ -1,0 +1,99 @@
+"""Shared topics: every queue's entries in blocks of a few shared files (issue 10).
+
+The rest of the engine suite runs against shared topics too (``make test`` runs it again
+with ``TIDEMARK_TEST_LAYOUT=shared``); these tests are about what only they do.
+"""
+
+from __future__ import annotations
+
+import random
+
+from storeadapter.engine import MessageStore
+from tests.engine.storetools import SHARED_LAYOUT, read_all, small_config
+
+HOUR_MS = 3_600_000
+
+
+def shared_config(**overrides):
+    return small_config(**{**SHARED_LAYOUT, "shared_layout_above": 1024, **overrides})
+
+
+def test_a_topic_with_more_queues_than_the_threshold_is_shared(tmp_path):
+    with MessageStore.open(tmp_path / "s", shared_config(shared_layout_above=8)) as store:
+        small = store.create_topic("small", queues=8)
+        big = store.create_topic("big", queues=9)
+
+    assert (small.layout, big.layout) == ("files", "shared")
+    queue_dirs = [p.name for p in (tmp_path / "s" / "consumequeue" / "big").iterdir()]
+    assert queue_dirs == ["blocks"]
+
+
+def test_twenty_thousand_queues_cost_a_few_files(tmp_path):
+    path = tmp_path / "s"
+    rng = random.Random(7)
+    sent: dict[int, list[bytes]] = {}
+    with MessageStore.open(path, shared_config(shared_blocks_per_file=4096)) as store:
+        store.create_topic("m", queues=20_000)
+        for start in range(0, 40_000, 500):
+            batch = []
+            for i in range(start, start + 500):
+                queue = rng.randrange(20_000)
+                body = f"{queue}:{len(sent.setdefault(queue, []))}:{i}".encode()
+                sent[queue].append(body)
+                batch.append({"body": body, "queue": queue})
+            store.append_batch("m", batch)
+
+    with MessageStore.open(path, shared_config()) as reopened:
+        for queue in rng.sample(sorted(sent), 500):
+            assert [m.body for m in read_all(reopened, "m", queue)] == sent[queue]
+        assert reopened.queue_range("m", 19_999)[1] == len(sent.get(19_999, []))
+    files = list((path / "consumequeue" / "m" / "blocks").iterdir())
+    assert 1 <= len(files) <= 10
+
+
+def test_another_process_reads_what_was_appended_to_new_blocks(tmp_path):
+    path = tmp_path / "s"
+    writer = MessageStore.open(path, shared_config())
+    reader = MessageStore.open(path, shared_config())
+    try:
+        writer.create_topic("m", queues=2000)
+        writer.append("m", b"first", queue=1500)
+        assert [m.body for m in reader.read("m", 1500, 0)] == [b"first"]
+
+        writer.append_batch("m", [{"body": f"b{q}".encode(), "queue": q} for q in range(2000)])
+
+        assert [m.body for m in reader.read("m", 1999, 0)] == [b"b1999"]
+        assert [m.body for m in reader.read("m", 1500, 0, 5)] == [b"first", b"b1500"]
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_retention_deletes_block_files_of_expired_entries_and_keeps_queue_ends(
+    tmp_path, monkeypatch
+):
+    from storeadapter.engine import clock, fileio
+
+    now = {"ms": 1_800_000_000_000}
+    monkeypatch.setattr(clock, "now_ms", lambda: now["ms"])
+    monkeypatch.setattr(fileio, "disk_usage", lambda path: (1, 100))
+    path = tmp_path / "s"
+    config = shared_config(retention_hours=1)
+    with MessageStore.open(path, config) as store:
+        store.create_topic("m", queues=2000)
+        for round_ in range(6):
+            store.append_batch("m", [{"body": b"x" * 40, "queue": q} for q in range(2000)])
+        blocks = path / "consumequeue" / "m" / "blocks"
+        files_before = len(list(blocks.iterdir()))
+        now["ms"] += 3 * HOUR_MS
+        store.append_batch("m", [{"body": b"new", "queue": q} for q in (0, 1999)])
+
+        report = store.delete_expired()
+
+        assert report.deleted_segments
+        assert len(list(blocks.iterdir())) < files_before
+        assert store.queue_range("m", 0)[1] == 7
+        assert [m.body for m in read_all(store, "m", 1999)][-1] == b"new"
+    with MessageStore.open(path, config) as reopened:
+        assert reopened.queue_range("m", 5)[1] == 6
+        assert [m.body for m in read_all(reopened, "m", 0)] == [b"new"]
