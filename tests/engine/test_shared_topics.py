@@ -81,7 +81,7 @@ def test_retention_deletes_block_files_of_expired_entries_and_keeps_queue_ends(
     config = shared_config(retention_hours=1)
     with MessageStore.open(path, config) as store:
         store.create_topic("m", queues=2000)
-        for round_ in range(6):
+        for _ in range(6):
             store.append_batch("m", [{"body": b"x" * 40, "queue": q} for q in range(2000)])
         blocks = path / "consumequeue" / "m" / "blocks"
         files_before = len(list(blocks.iterdir()))
