@@ -234,6 +234,7 @@ def arm_kill(
     caller: str | None = None,
     where: str | None = None,
     pause_s: float = 0.0,
+    mark: str | None = None,
 ) -> None:
     """In a child: SIGKILL this process at the ``nth`` matching call of ``target``.
 
@@ -241,7 +242,8 @@ def arm_kill(
     ``caller`` (a function's qualified name, e.g. "Segment.create") is on the stack just
     above it (within 8 frames) and ``where`` (a Python expression over ``args``) holds.
     ``when`` is "before" the call or "after" it returned; ``pause_s`` is a sleep just
-    before the kill (for another process to start waiting). Only test processes use this:
+    before the kill (for another process to start waiting), and the file ``mark`` is
+    created when the kill point is reached. Only test processes use this:
     the engine has no hooks, its functions are replaced at run time.
     """
     import importlib
@@ -273,6 +275,8 @@ def arm_kill(
         return False
 
     def die() -> None:
+        if mark is not None:
+            Path(mark).touch()
         time.sleep(pause_s)
         os.kill(os.getpid(), signal.SIGKILL)
 

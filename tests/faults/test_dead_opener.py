@@ -58,11 +58,12 @@ def test_opening_waits_for_a_dead_openers_session_lock(tmp_path):
 
 
 def test_a_process_waiting_to_open_recovers_after_the_opener_died(server, tmp_path):
-    for attempt in range(25):
+    for attempt in range(5):
         path = tmp_path / f"try-{attempt}"
         path.mkdir()
         store = _crashed_store(path)
         (store / "abort").unlink()  # the last session closed cleanly, then a crash
+        reached = path / "reached"
         dying = server.spawn(
             "tests.faults.faultharness:open_until_killed",
             path / "dying.stderr",
@@ -72,9 +73,12 @@ def test_a_process_waiting_to_open_recovers_after_the_opener_died(server, tmp_pa
                 "target": f"{ENGINE}.fileio:touch",
                 "caller": "MessageStore._open_alone",
                 "pause_s": 0.05,
+                "mark": str(reached),
             },
         )
-        time.sleep(0.02)
+        while not reached.exists():  # it holds the open lock, recovering
+            assert dying.poll() is None, dying.poll()
+            time.sleep(0.002)
         out = path / "waiting.json"
         waiting = server.spawn(
             "tests.faults.faultharness:open_and_report",
