@@ -6,7 +6,9 @@ messages and keyed batches, 4 KiB segments so that it rolls every dozen records,
 while it opens, or recovers, the store), then opens the store itself (recovery), checks
 it and closes it. A quarter of the rounds fork two writers and kill one while the other
 goes on over what it left, then the other. Three rounds in ten check a copy instead,
-so that the next writer finds the store crashed and recovers it itself. Every 15 rounds or so
+so that the next writer finds the store crashed and recovers it itself. A last test
+kills writers while another process keeps the store open throughout (no recovery runs
+until it dies too). Every 15 rounds or so
 the check also runs retention, so the store stays small.
 
 Promises checked after every kill:
@@ -167,3 +169,43 @@ def _summary(result: dict) -> str:
         f"{result['acknowledged']} acknowledged, {result['checked']} message reads checked, "
         f"{len(result['lost'])} acknowledged lost"
     )
+
+
+MEMBER_ROUNDS = 50
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_sigkill_loop_beside_a_long_lived_member_loses_nothing(server, tmp_path, mode):
+    """Writers killed again and again while another process (a console, a consumer)
+    keeps the store open all along: no one recovers it; each writer, and the checks,
+    join it and must cope with what the dead left. At the end the member dies too and
+    a full recovery must agree."""
+    path = tmp_path / "store"
+    create_store(path, mode)
+    ready = tmp_path / "member-ready"
+    member = server.spawn(
+        "tests.faults.faultharness:hold_open",
+        tmp_path / "member.stderr",
+        path=str(path),
+        mode=mode,
+        ready=str(ready),
+    )
+    while not ready.exists():
+        assert member.poll() is None, member.poll()
+        time.sleep(0.01)
+    rng = random.Random(f"{SEED}-member-{mode}")
+    expected: list[Ack] = []
+    for round_number in range(MEMBER_ROUNDS):
+        context = f"{mode} round {round_number} beside a member (seed {SEED})"
+        acks, _ = _kill_round(server, tmp_path, mode, SEED + round_number, rng)
+        expected.extend(acks)
+        with MessageStore.open(path, fault_config(mode)) as store:
+            found = check_store(store, expected, context=context)
+            assert found.lost == [], f"{context}: lost {found.lost[:3]}"
+    member.kill()
+    assert member.wait().killed
+    with MessageStore.open(path, fault_config(mode)) as store:
+        assert store.last_recovery.clean_shutdown is False
+        found = check_store(store, expected, context=f"{mode}: recovered after the member")
+        assert found.lost == [], f"{mode}: lost {found.lost[:3]}"
+    assert len(expected) > 100
