@@ -355,16 +355,19 @@ class ConsumeQueue:
         """Move the minimum offset past entries whose records are below ``log_min``
         (retention deleted them); delete files wholly below it. Return the new minimum."""
         low, high = self.min_offset, self.max_offset
+        if log_min and low < high and self.entry(low) is None:
+            # Unwritten entries at the start: a power loss took their writes after
+            # retention took their records (records above the log's start get rebuilt).
+            low = self._first_written(low, high)
         first = self.entry(low) if low < high else None
-        if first is None or first[0] >= log_min:
-            return self._min_offset
-        while low < high:
-            middle = (low + high) // 2
-            entry = self.entry(middle)
-            if entry is None or entry[0] < log_min:
-                low = middle + 1
-            else:
-                high = middle
+        if first is not None and first[0] < log_min:
+            while low < high:
+                middle = (low + high) // 2
+                entry = self.entry(middle)
+                if entry is None or entry[0] < log_min:
+                    low = middle + 1
+                else:
+                    high = middle
         if low <= self._min_offset:
             return self._min_offset
         self._min_offset = low
@@ -372,6 +375,19 @@ class ConsumeQueue:
             if queue_file.first_index + queue_file.entries <= low:
                 self._remove_file(queue_file)
         return low
+
+    def _first_written(self, low: int, high: int) -> int:
+        """The first index in ``[low, high)`` whose entry is written, else ``high``."""
+        while low < high:
+            count = min(high - low, _TAIL_READ_ENTRIES)
+            data = self.read(low, count)
+            for i in range(len(data) // ENTRY_SIZE):
+                if ENTRY.unpack_from(data, i * ENTRY_SIZE)[1]:
+                    return low + i
+            if len(data) < count * ENTRY_SIZE:
+                return high
+            low += count
+        return high
 
     def _remove_file(self, queue_file: QueueFile) -> None:
         self._files.remove(queue_file)
