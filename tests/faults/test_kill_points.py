@@ -9,6 +9,7 @@ the engine has no test hooks. Each case first asserts that the kill point was re
 
 from __future__ import annotations
 
+import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,8 @@ from tests.faults.faultharness import (
     QUEUES,
     TOPIC,
     Ack,
+    AckWriter,
+    append_some,
     check_store,
     create_store,
     fault_config,
@@ -247,6 +250,43 @@ def test_kill_during_retention_leaves_a_consistent_store(server, tmp_path, point
         found = check_store(store, acked, context=f"retention {point}, then again")
         assert found.lost == [] and len(store.stats()["segments"]) == 1
         assert found.removed, "retention removed nothing"
+        _check_keys(store, found)
+
+
+@pytest.mark.parametrize("point", RETENTION, ids=_case_id)
+def test_kill_during_retention_beside_a_reader_leaves_it_consistent(server, tmp_path, point):
+    """This process has the store open (everything read once) while another one runs
+    retention and dies: this one, following, still reads a consistent store, writes on,
+    and leaves it recoverable."""
+    path = tmp_path / "store"
+    create_store(path)
+    acked = populate(path, "async", 500, 4, tmp_path / "acks.txt")
+    with MessageStore.open(path, fault_config("sync")) as reader:
+        check_store(reader, acked, context="before retention")
+        _killed(
+            server,
+            tmp_path,
+            "tests.faults.faultharness:expire_until_killed",
+            path=str(path),
+            mode="sync",
+            kill=point,
+            now_ms=FAR_FUTURE_MS,
+        )
+        found = check_store(reader, acked, context=f"retention {point}, read beside")
+        assert found.lost == [], f"{point}: lost {found.lost[:3]} (log min {found.log_min})"
+        _check_keys(reader, found)
+        more_acks = tmp_path / "acks-more.txt"
+        writer = AckWriter(more_acks)
+        rng = random.Random(5)
+        for number in range(30):
+            append_some(reader, rng, "more", number, writer)
+        acked += read_acks(more_acks)
+        found = check_store(reader, acked, context=f"retention {point}, written beside")
+        assert found.lost == []
+        reader.delete_expired(now_ms=FAR_FUTURE_MS)
+    with MessageStore.open(path, fault_config("sync")) as store:
+        found = check_store(store, acked, context=f"retention {point}, reopened")
+        assert found.lost == [] and found.removed
         _check_keys(store, found)
 
 
