@@ -47,7 +47,7 @@ def produce(path: str, mode: str, acks: str, seed: int, stop_at: float) -> None:
             number += append_some(store, rng, f"s{seed}", number, writer)
 
 
-def consume(path: str, consumer_id: str, out: str, stop_at: float) -> None:
+def consume(path: str, consumer_id: str, out: str, stop_at: float, threads: int = 1) -> None:
     """Consume topic ``t`` as a member of group ``g`` until the deadline, then stop
     (committing) and leave. Each handled message: ``id queue offset intact``."""
     fd = _open_log(out)
@@ -68,6 +68,7 @@ def consume(path: str, consumer_id: str, out: str, stop_at: float) -> None:
         handle,
         consumer_id,
         config=fault_config("async"),
+        threads=threads,
         member_timeout_s=2.0,
         heartbeat_interval_s=0.2,
         pull_timeout_s=0.02,
