@@ -32,7 +32,6 @@ from crc32c import crc32c
 
 from . import fileio
 from .consumequeue import ENTRY, ENTRY_SIZE
-from .handles import HandleCache
 from .segment import is_segment_name, segment_name
 
 BLOCK_HEADER = struct.Struct("<IQI")
@@ -58,71 +57,65 @@ def parse_header(data: bytes | memoryview) -> tuple[int, int] | None:
 
 
 class BlockFile:
-    """One file of blocks; its descriptor comes from the store's handle cache."""
+    """One file of blocks. A shared topic has few of them (each holds tens of MB), so each
+    keeps its descriptor open instead of going through the store's handle cache."""
 
-    __slots__ = ("_path", "first_block", "blocks", "block_bytes", "handles")
+    __slots__ = ("_path", "first_block", "blocks", "block_bytes", "_fd", "_base")
 
-    def __init__(
-        self, path: Path, first_block: int, blocks: int, block_bytes: int, handles: HandleCache
-    ) -> None:
+    def __init__(self, path: Path, first_block: int, blocks: int, block_bytes: int) -> None:
         self._path = os.fspath(path)
         self.first_block = first_block
         self.blocks = blocks
         self.block_bytes = block_bytes
-        self.handles = handles
+        self._fd = -1
+        self._base = first_block * block_bytes  # subtracted from a block's absolute position
 
     @property
     def path(self) -> Path:
         return Path(self._path)
 
     @classmethod
-    def create(
-        cls, directory: Path, first_block: int, blocks: int, block_bytes: int, handles
-    ) -> BlockFile:
-        """A new, empty (sparse) file of blocks, made durable with its directory entry."""
+    def create(cls, directory: Path, first_block: int, blocks: int, block_bytes: int) -> BlockFile:
+        """A new, empty file of blocks, its space reserved (writes to a sparse file's new
+        pages cost the file system an allocation each), made durable with its directory
+        entry."""
         path = directory / segment_name(first_block)
         fd = fileio.create_file(path, exclusive=True)
         try:
-            fileio.ftruncate(fd, blocks * block_bytes)
+            fileio.preallocate(fd, blocks * block_bytes)
             fileio.fsync(fd)
             fileio.fsync_dir(directory)
         except BaseException:
             os.close(fd)
             fileio.unlink(path)
             raise
-        os.close(fd)
-        return cls(path, first_block, blocks, block_bytes, handles)
+        block_file = cls(path, first_block, blocks, block_bytes)
+        block_file._fd = fd
+        return block_file
 
-    def _open_fd(self) -> int:
-        return os.open(self._path, os.O_RDWR)
+    @property
+    def fd(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self._path, os.O_RDWR)
+        return self._fd
 
     def pread(self, block: int, offset: int, size: int) -> bytes:
-        fd = self.handles.acquire(self, self._open_fd)
-        try:
-            return os.pread(fd, size, (block - self.first_block) * self.block_bytes + offset)
-        finally:
-            self.handles.release(self)
+        return os.pread(self.fd, size, block * self.block_bytes - self._base + offset)
 
     def pwrite(self, block: int, offset: int, data) -> None:
-        fd = self.handles.acquire(self, self._open_fd)
-        try:
-            fileio.pwrite_all(fd, data, (block - self.first_block) * self.block_bytes + offset)
-        finally:
-            self.handles.release(self)
+        fileio.pwrite_all(self.fd, data, block * self.block_bytes - self._base + offset)
 
     def read_all(self) -> bytes:
-        fd = self.handles.acquire(self, self._open_fd)
-        try:
-            return os.pread(fd, self.blocks * self.block_bytes, 0)
-        finally:
-            self.handles.release(self)
+        return os.pread(self.fd, self.blocks * self.block_bytes, 0)
 
     def sync(self) -> None:
-        with self.handles.use(self, self._open_fd) as fd:
-            fileio.fdatasync(fd)
+        if self._fd >= 0:
+            fileio.fdatasync(self._fd)
 
     def close(self) -> None:
-        self.handles.forget(self)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 class BlockStore:
@@ -133,13 +126,11 @@ class BlockStore:
         directory: Path,
         entries_per_block: int,
         blocks_per_file: int,
-        handles: HandleCache,
     ) -> None:
         self.directory = Path(directory)
         self.entries_per_block = entries_per_block
         self.blocks_per_file = blocks_per_file
         self.block_bytes = BLOCK_HEADER_SIZE + entries_per_block * ENTRY_SIZE
-        self.handles = handles
         self.files: dict[int, BlockFile] = {}  # by first block number
         self.dirty: set[BlockFile] = set()
         self._blocks: dict[int, int] = {}  # queue << 40 | seq -> block number
@@ -156,11 +147,7 @@ class BlockStore:
             if is_segment_name(name):
                 first = int(name)
                 self.files[first] = BlockFile(
-                    self.directory / name,
-                    first,
-                    self.blocks_per_file,
-                    self.block_bytes,
-                    self.handles,
+                    self.directory / name, first, self.blocks_per_file, self.block_bytes
                 )
         self.end = min(self.files, default=0)
         size = self.block_bytes
@@ -180,7 +167,7 @@ class BlockStore:
         block files later means they were lost."""
         if not self.files:
             self.files[0] = BlockFile.create(
-                self.directory, 0, self.blocks_per_file, self.block_bytes, self.handles
+                self.directory, 0, self.blocks_per_file, self.block_bytes
             )
 
     def lost(self) -> bool:
@@ -212,7 +199,7 @@ class BlockStore:
         path = self.directory / segment_name(first)
         if not path.exists():
             return None
-        block_file = BlockFile(path, first, self.blocks_per_file, self.block_bytes, self.handles)
+        block_file = BlockFile(path, first, self.blocks_per_file, self.block_bytes)
         self.files[first] = block_file
         return block_file
 
@@ -255,7 +242,7 @@ class BlockStore:
         block_file = self._file_of(block)
         if block_file is None:
             block_file = BlockFile.create(
-                self.directory, block, self.blocks_per_file, self.block_bytes, self.handles
+                self.directory, block, self.blocks_per_file, self.block_bytes
             )
             self.files[block] = block_file
         data = bytearray(BLOCK_HEADER_SIZE + entries_at * ENTRY_SIZE)
@@ -268,6 +255,14 @@ class BlockStore:
     def write(self, queue: int, index: int, entries) -> None:
         """Write packed entries of ``queue`` from offset ``index`` (allocating blocks)."""
         per = self.entries_per_block
+        seq, slot = divmod(index, per)
+        if slot + len(entries) // ENTRY_SIZE <= per:  # the common case: one known block
+            block = self._blocks.get(queue << _SEQ_BITS | seq)
+            if block is not None:
+                block_file = self.files[block - block % self.blocks_per_file]
+                block_file.pwrite(block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, entries)
+                self.dirty.add(block_file)
+                return
         view = memoryview(entries)
         while view:
             seq, slot = divmod(index, per)

@@ -243,10 +243,7 @@ class TopicRegistry:
 
     def _shared_topic(self, info: TopicInfo) -> Topic:
         blocks = BlockStore(
-            self.root / info.name / BLOCKS_DIR,
-            info.block_entries,
-            info.blocks_per_file,
-            self.handles,
+            self.root / info.name / BLOCKS_DIR, info.block_entries, info.blocks_per_file
         )
         topic = Topic(info, [], blocks)
         topic.queues = LazyQueues(info.queues, lambda queue_id: self._block_queue(topic, queue_id))

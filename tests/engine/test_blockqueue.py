@@ -12,7 +12,6 @@ from storeadapter.engine.blockqueue import (
     BlockStore,
 )
 from storeadapter.engine.consumequeue import ENTRY, ENTRY_SIZE
-from storeadapter.engine.handles import HandleCache
 
 PER_BLOCK = 4
 PER_FILE = 3
@@ -27,18 +26,17 @@ def entries(queue: int, start: int, count: int) -> bytes:
 
 
 @pytest.fixture
-def handles():
-    cache = HandleCache(8)
-    yield cache
-    cache.close()
+def open_blocks(tmp_path):
+    opened: list[BlockStore] = []
 
-
-@pytest.fixture
-def open_blocks(tmp_path, handles):
     def _open() -> BlockStore:
-        return BlockStore(tmp_path / "blocks", PER_BLOCK, PER_FILE, handles)
+        blocks = BlockStore(tmp_path / "blocks", PER_BLOCK, PER_FILE)
+        opened.append(blocks)
+        return blocks
 
-    return _open
+    yield _open
+    for blocks in opened:
+        blocks.close()
 
 
 def test_entries_round_trip_across_blocks_and_files(open_blocks):
