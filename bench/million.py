@@ -1,0 +1,318 @@
+"""A million queues on one machine: a scaled version of the design contest's benchmark.
+
+    .venv/bin/python bench/million.py [--queues Q] [--messages N] [--threads T]
+                                      [--readers P] [--dir PATH] [--keep]
+
+One shared topic of Q queues (all queues' consume-queue entries in shared block files).
+
+1. put: T threads append N messages of 40-60 bytes in random queue order, in batches of
+   500 (``append_batch`` with an explicit queue per message). Thread t owns the queues
+   q with q % T == t, so each queue has one producer and message k of queue q lands at
+   queue offset k; its body is derived from (q, k) and checked later. The writing
+   process is then killed (SIGKILL), and the store reopened: recovery time.
+2. reopen after a clean close: open time.
+3. index check: for every queue, 10 messages read at a random offset, each checked;
+   P reader processes split the queues.
+4. consume: 20% of the queues (chosen at random) read from start to end, checked; the
+   same P processes.
+
+Prints a table, then one JSON line with put_msgs_per_s, check_reads_per_s,
+consume_msgs_per_s, peak_rss_bytes (the largest of every process), open_files (the most
+any process had open), store_bytes, reopen_after_kill_s, reopen_clean_s and ok (every
+check passed). Timings only: no test asserts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import random
+import resource
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from storeadapter.engine import MessageStore, StoreConfig  # noqa: E402
+
+TOPIC = "m"
+BATCH = 500
+CHECK_READ = 10
+CONSUME_SHARE = 0.2
+READ_BATCH = 256
+TARGETS = {
+    "put_msgs_per_s": 500_000,
+    "check_reads_per_s": 200_000,
+    "consume_msgs_per_s": 1_000_000,
+    "peak_rss_bytes": 4 << 30,
+    "reopen_clean_s": 10,
+    "reopen_after_kill_s": 60,
+}
+
+
+def config() -> StoreConfig:
+    # Small key index: these messages have no keys.
+    return StoreConfig(flush_mode="async", index_slots=1 << 16, index_entries=1 << 18)
+
+
+def body_of(queue: int, offset: int) -> bytes:
+    """The body of message ``offset`` of ``queue``: 40 to 60 bytes derived from both."""
+    digest = hashlib.blake2b(f"{queue}:{offset}".encode(), digest_size=32).digest()
+    size = 40 + digest[0] % 21
+    return (digest + digest)[:size]
+
+
+def open_files() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def plan_queues(queues: int, messages: int, threads: int, seed: int) -> list[list[int]]:
+    """Per thread, the queue of each message it sends, in random order."""
+    rng = random.Random(seed)
+    per_thread: list[list[int]] = [[] for _ in range(threads)]
+    for _ in range(messages):
+        queue = rng.randrange(queues)
+        per_thread[queue % threads].append(queue)
+    return per_thread
+
+
+def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: int) -> None:
+    """Child process: create the topic, run the producers, report, then wait to be killed."""
+    store = MessageStore.open(path, config())
+    store.create_topic(TOPIC, queues=queues, layout="shared")
+    plans = plan_queues(queues, messages, threads, seed=1)
+    errors: list[BaseException] = []
+
+    def produce(plan: list[int]) -> None:
+        try:
+            next_offset: dict[int, int] = {}
+            for start in range(0, len(plan), BATCH):
+                batch = []
+                for queue in plan[start : start + BATCH]:
+                    offset = next_offset.get(queue, 0)
+                    next_offset[queue] = offset + 1
+                    batch.append({"body": body_of(queue, offset), "queue": queue})
+                store.append_batch(TOPIC, batch)
+        except BaseException as error:  # reported, not raised in a thread
+            errors.append(error)
+
+    started = time.perf_counter()
+    workers = [threading.Thread(target=produce, args=(plan,)) for plan in plans]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    seconds = time.perf_counter() - started
+    result = {
+        "put_s": seconds,
+        "errors": [repr(e) for e in errors],
+        "rss": peak_rss(),
+        "open_files": open_files(),
+    }
+    os.write(report_fd, json.dumps(result).encode())
+    os.close(report_fd)
+    signal.pause()  # killed here, without a close: the next open recovers
+
+
+def expected_counts(queues: int, messages: int, threads: int) -> list[int]:
+    counts = [0] * queues
+    for plan in plan_queues(queues, messages, threads, seed=1):
+        for queue in plan:
+            counts[queue] += 1
+    return counts
+
+
+def check_worker(path: str, queue_ids: list[int], counts: list[int], seed: int, out) -> None:
+    """Reader process: the index check, then the consume phase, over ``queue_ids``."""
+    store = MessageStore.open(Path(path), config())
+    rng = random.Random(seed)
+    bad = 0
+    started = time.perf_counter()
+    for queue in queue_ids:
+        count = counts[queue]
+        start = rng.randrange(0, max(1, count - CHECK_READ + 1))
+        found = store.read(TOPIC, queue, start, max_messages=CHECK_READ)
+        want = min(CHECK_READ, count - start)
+        if len(found) != want or any(
+            m.body != body_of(queue, m.queue_offset) or m.queue_offset != start + i
+            for i, m in enumerate(found)
+        ):
+            bad += 1
+    check_s = time.perf_counter() - started
+    consumed = 0
+    chosen = [q for q in queue_ids if rng.random() < CONSUME_SHARE]
+    started = time.perf_counter()
+    for queue in chosen:
+        offset = 0
+        while offset < counts[queue]:
+            found = store.read(TOPIC, queue, offset, max_messages=READ_BATCH)
+            if not found:
+                bad += 1
+                break
+            for message in found:
+                if message.queue_offset != offset or message.body != body_of(queue, offset):
+                    bad += 1
+                offset += 1
+            consumed += len(found)
+    consume_s = time.perf_counter() - started
+    files = open_files()
+    store.close()
+    out.send(
+        {
+            "reads": len(queue_ids),
+            "check_s": check_s,
+            "consumed": consumed,
+            "consume_s": consume_s,
+            "bad": bad,
+            "rss": peak_rss(),
+            "open_files": files,
+        }
+    )
+
+
+def timed_open(path: Path) -> tuple[float, MessageStore]:
+    started = time.perf_counter()
+    store = MessageStore.open(path, config())
+    return time.perf_counter() - started, store
+
+
+def directory_bytes(path: Path) -> int:
+    """Bytes the store's files occupy on disk (allocated blocks)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            total += os.stat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def run(args: argparse.Namespace) -> dict:
+    workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tidemark-million-"))
+    path = workdir / "store"
+    shutil.rmtree(path, ignore_errors=True)
+    context = multiprocessing.get_context("fork")
+    read_fd, write_fd = os.pipe()
+    producer = context.Process(
+        target=put_phase, args=(path, args.queues, args.messages, args.threads, write_fd)
+    )
+    producer.start()
+    os.close(write_fd)
+    with os.fdopen(read_fd) as pipe:
+        put = json.loads(pipe.read())
+    os.kill(producer.pid, signal.SIGKILL)
+    producer.join()
+
+    reopen_kill_s, store = timed_open(path)
+    recovery = store.stats(topics=False).get("last_recovery") or {}
+    store.close()
+    reopen_clean_s, store = timed_open(path)
+    store.close()
+
+    counts = expected_counts(args.queues, args.messages, args.threads)
+    order = list(range(args.queues))
+    random.Random(3).shuffle(order)
+    shares = [order[i :: args.readers] for i in range(args.readers)]
+    pipes, readers = [], []
+    for i, share in enumerate(shares):
+        receive, send = context.Pipe(duplex=False)
+        reader = context.Process(
+            target=check_worker, args=(str(path), share, counts, 100 + i, send)
+        )
+        reader.start()
+        pipes.append(receive)
+        readers.append(reader)
+    results = [pipe.recv() for pipe in pipes]
+    for reader in readers:
+        reader.join()
+
+    check_s = max(r["check_s"] for r in results)
+    consume_s = max(r["consume_s"] for r in results)
+    consumed = sum(r["consumed"] for r in results)
+    bad = sum(r["bad"] for r in results)
+    report = {
+        "bench": "million",
+        "queues": args.queues,
+        "messages": args.messages,
+        "threads": args.threads,
+        "readers": args.readers,
+        "put_msgs_per_s": round(args.messages / put["put_s"]),
+        "check_reads_per_s": round(args.queues / check_s),
+        "consume_msgs_per_s": round(consumed / consume_s) if consume_s else 0,
+        "consumed_messages": consumed,
+        "peak_rss_bytes": max([put["rss"], peak_rss()] + [r["rss"] for r in results]),
+        "open_files": max([put["open_files"]] + [r["open_files"] for r in results]),
+        "store_bytes": directory_bytes(path),
+        "reopen_after_kill_s": round(reopen_kill_s, 2),
+        "reopen_clean_s": round(reopen_clean_s, 2),
+        "recovery_records": recovery.get("records"),
+        "bad_checks": bad,
+        "producer_errors": put["errors"],
+        "ok": bad == 0 and not put["errors"],
+    }
+    if not args.keep:
+        shutil.rmtree(path, ignore_errors=True)
+        if not args.dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return report
+
+
+def format_table(report: dict) -> str:
+    lines = [f"{'figure':<22} {'value':>16} {'target':>16} {'':>5}", "-" * 62]
+    for name in (
+        "put_msgs_per_s",
+        "check_reads_per_s",
+        "consume_msgs_per_s",
+        "peak_rss_bytes",
+        "open_files",
+        "store_bytes",
+        "reopen_clean_s",
+        "reopen_after_kill_s",
+    ):
+        value = report[name]
+        target = TARGETS.get(name)
+        mark = ""
+        if target is not None:
+            higher_is_better = name.endswith("_per_s")
+            met = value >= target if higher_is_better else value <= target
+            mark = "ok" if met else "miss"
+        shown = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
+        lines.append(
+            f"{name:<22} {shown:>16} {('' if target is None else f'{target:,}'):>16} {mark:>5}"
+        )
+    lines.append(
+        f"{report['queues']:,} queues, {report['messages']:,} messages, {report['threads']} "
+        f"producer threads, {report['readers']} reader processes; every check "
+        f"{'passed' if report['ok'] else 'did NOT pass'}."
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queues", type=int, default=1_000_000)
+    parser.add_argument("--messages", type=int, default=20_000_000)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--readers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--dir", help="where to build the store (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
+    args = parser.parse_args()
+    report = run(args)
+    print(format_table(report))
+    print(json.dumps(report))
+    if not report["ok"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
