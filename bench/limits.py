@@ -12,7 +12,10 @@ the file system the benchmarks write to), with files deleted afterwards:
 * ``write_fsync_every_1mib`` and ``write_fsync_every_8mib``: an ``fdatasync`` after
   every 1 MiB or 8 MiB written: a group-committing writer of large batches;
 * ``fdatasync_prealloc``: 1 KiB ``pwrite`` at increasing offsets of a file filled
-  beforehand, each followed by ``fdatasync`` (no size change, data only);
+  with zeroes beforehand, each followed by ``fdatasync`` (no size change, data only);
+* ``fdatasync_fallocated``: the same in a file reserved with ``posix_fallocate`` (as
+  Tidemark's segments are): the first write to a reserved block also changes the
+  file system's extent map, which the ``fdatasync`` then has to commit;
 * ``fdatasync_append``: 1 KiB appended to a growing file, each followed by
   ``fdatasync`` (the file size changes, so the inode is written too);
 * ``read_page_cache``: a file just written (so it is in the page cache) read back
@@ -60,13 +63,15 @@ def _bandwidth(path: Path, total_mib: int, **sync) -> dict:
     return {"mb_per_s": round(total_mib * MIB / seconds / 1e6, 1), "mib": total_mib}
 
 
-def _fdatasync_rate(path: Path, syncs: int, preallocated: bool) -> dict:
+def _fdatasync_rate(path: Path, syncs: int, preallocated: str | None) -> dict:
     body = os.urandom(SMALL)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        if preallocated:
+        if preallocated == "zeroes":
             os.write(fd, bytes(syncs * SMALL))
-            os.fsync(fd)
+        elif preallocated == "fallocate":
+            os.posix_fallocate(fd, 0, syncs * SMALL)
+        os.fsync(fd)
         started = time.perf_counter()
         for i in range(syncs):
             if preallocated:
@@ -118,8 +123,9 @@ def measure(workdir: Path, total_mib: int = DEFAULT_MIB, syncs: int = DEFAULT_SY
         "write_fsync_end": _bandwidth(path, total_mib, sync_every_mib=None, sync_end=True),
         "write_fsync_every_1mib": _bandwidth(path, total_mib, sync_every_mib=1, sync_end=True),
         "write_fsync_every_8mib": _bandwidth(path, total_mib, sync_every_mib=8, sync_end=True),
-        "fdatasync_prealloc": _fdatasync_rate(path, syncs, preallocated=True),
-        "fdatasync_append": _fdatasync_rate(path, syncs, preallocated=False),
+        "fdatasync_prealloc": _fdatasync_rate(path, syncs, preallocated="zeroes"),
+        "fdatasync_fallocated": _fdatasync_rate(path, syncs, preallocated="fallocate"),
+        "fdatasync_append": _fdatasync_rate(path, syncs, preallocated=None),
         "read_page_cache": _read_page_cache(path, total_mib),
     }
 
