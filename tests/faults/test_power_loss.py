@@ -339,11 +339,14 @@ def test_acknowledged_part_of_every_queue_has_no_hole_after_power_loss(case):
     assert _failures(case, check) == []
 
 
-SYNC_WHOLE = [case for case in CASES if case[0] == "sync" and case[2] != "torn"]
+SYNC_WHOLE = [case for case in CASES if case[0] == "sync" and case[2] == "durable"]
 
 
 @pytest.mark.parametrize("case", SYNC_WHOLE, ids=[IDS[CASES.index(c)] for c in SYNC_WHOLE])
-def test_sync_queues_have_no_hole_at_all_when_no_write_was_torn(case):
+def test_sync_queues_have_no_hole_at_all_when_only_fsynced_bytes_survive(case):
+    """(With torn writes, a batch cut while it rolls to a new segment may keep records in
+    the new segment and lose earlier ones: never acknowledged, so allowed above.)"""
+
     def check(observation, sent, mode):
         for (topic, queue), messages in observation.queues.items():
             low, high = observation.ranges[(topic, queue)]
