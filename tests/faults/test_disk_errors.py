@@ -82,11 +82,13 @@ def _fill(store: MessageStore, acked: dict[str, bytes], count: int, start: int) 
         acked[result.message_id] = body
 
 
-def meet_fault(tmp_path: Path, scenario: Scenario, code: int) -> Failed:
+def meet_fault(tmp_path: Path, scenario: Scenario, code: int, opened: list) -> Failed:
     path = tmp_path / "store"
     fs = FaultyFS(path)
     fs.install()
+    opened.append(fs)
     store = MessageStore.open(path, config(scenario.mode))
+    opened.append(store)
     store.create_topic("t", queues=2)
     acked: dict[str, bytes] = {}
     _fill(store, acked, 20, 0)
@@ -111,58 +113,54 @@ def meet_fault(tmp_path: Path, scenario: Scenario, code: int) -> Failed:
     return Failed(store, fs, path, acked, error, durable, image)
 
 
+@pytest.fixture
+def meet(tmp_path):
+    """``meet(scenario, name)``: a store that met the fault; cleaned up afterwards."""
+    opened: list = []
+    yield lambda scenario, name: meet_fault(tmp_path, scenario, ERRNOS[name], opened)
+    for thing in reversed(opened):
+        if isinstance(thing, FaultyFS):
+            thing.uninstall()
+        else:
+            thing.close()
+
+
 def _expected_class(name: str) -> type[StoreError]:
     return DiskFullError if name == "ENOSPC" else StoreFailedError
 
 
 @pytest.mark.parametrize(("scenario", "name"), CASES)
-def test_the_call_that_meets_the_fault_raises_a_typed_error_with_a_sentence(
-    tmp_path, scenario, name
-):
-    result = meet_fault(tmp_path, scenario, ERRNOS[name])
-    try:
-        assert type(result.error) is _expected_class(name)
-        assert result.fs.failures, "the fault was never hit"
-        assert "refuses writes" in str(result.error)
-        assert str(result.fs.failures[0].strerror) in str(result.error)
-    finally:
-        result.fs.uninstall()
-        result.store.close()
+def test_the_call_that_meets_the_fault_raises_a_typed_error_with_a_sentence(meet, scenario, name):
+    result = meet(scenario, name)
+    assert type(result.error) is _expected_class(name)
+    assert result.fs.failures, "the fault was never hit"
+    assert "refuses writes" in str(result.error)
+    assert str(result.fs.failures[0].strerror) in str(result.error)
 
 
 @pytest.mark.parametrize(("scenario", "name"), CASES)
-def test_no_write_is_accepted_after_the_fault_even_once_the_disk_recovers(tmp_path, scenario, name):
-    result = meet_fault(tmp_path, scenario, ERRNOS[name])
-    try:
-        result.fs.clear_faults()
-        with pytest.raises(StoreFailedError):
-            result.store.append("t", b"later")
-        with pytest.raises(StoreFailedError):
-            result.store.append_batch("t", [b"later", b"still later"])
-        assert result.store.failed
-    finally:
-        result.fs.uninstall()
-        result.store.close()
+def test_no_write_is_accepted_after_the_fault_even_once_the_disk_recovers(meet, scenario, name):
+    result = meet(scenario, name)
+    result.fs.clear_faults()
+    with pytest.raises(StoreFailedError):
+        result.store.append("t", b"later")
+    with pytest.raises(StoreFailedError):
+        result.store.append_batch("t", [b"later", b"still later"])
+    assert result.store.failed
 
 
 @pytest.mark.parametrize(("scenario", "name"), CASES)
-def test_the_failed_store_still_serves_what_it_acknowledged(tmp_path, scenario, name):
-    result = meet_fault(tmp_path, scenario, ERRNOS[name])
-    try:
-        for message_id, body in result.acked.items():
-            assert result.store.get(message_id).body == body
-        served = {m.message_id for ms in read_everything(result.store).values() for m in ms}
-        assert set(result.acked) <= served
-    finally:
-        result.fs.uninstall()
-        result.store.close()
+def test_the_failed_store_still_serves_what_it_acknowledged(meet, scenario, name):
+    result = meet(scenario, name)
+    for message_id, body in result.acked.items():
+        assert result.store.get(message_id).body == body
+    served = {m.message_id for ms in read_everything(result.store).values() for m in ms}
+    assert set(result.acked) <= served
 
 
 @pytest.mark.parametrize(("scenario", "name"), CASES)
-def test_reopened_after_the_fault_the_store_has_every_acknowledged_message(
-    tmp_path, scenario, name
-):
-    result = meet_fault(tmp_path, scenario, ERRNOS[name])
+def test_reopened_after_the_fault_the_store_has_every_acknowledged_message(meet, scenario, name):
+    result = meet(scenario, name)
     result.fs.uninstall()
     result.store.close()
     with skip_syncs(), MessageStore.open(result.path, config(scenario.mode)) as reopened:
@@ -177,10 +175,10 @@ def test_reopened_after_the_fault_the_store_has_every_acknowledged_message(
 
 @pytest.mark.parametrize(("scenario", "name"), CASES)
 def test_power_loss_right_after_the_fault_keeps_every_durable_acknowledgement(
-    tmp_path, scenario, name
+    meet, tmp_path, scenario, name
 ):
     """sync: every acknowledged append; async: every one before the last flush()."""
-    result = meet_fault(tmp_path, scenario, ERRNOS[name])
+    result = meet(scenario, name)
     result.fs.uninstall()
     result.store.close()
     image = result.image.materialize(tmp_path / "image")
