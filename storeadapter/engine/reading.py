@@ -244,11 +244,19 @@ class Reading:
         consume_queue = self._queue(topic, queue)
         return consume_queue.min_offset, consume_queue.max_offset
 
-    def queue_ranges(self, topic: str) -> list[tuple[int, int]]:
-        """``queue_range`` of every queue of ``topic``, by queue id, in one call."""
+    def queue_ranges(
+        self, topic: str, first: int = 0, count: int | None = None
+    ) -> list[tuple[int, int]]:
+        """``queue_range`` of the queues ``first`` to ``first + count - 1`` of ``topic``
+        (default: every queue), by queue id, in one call."""
         self._check_open()
         self._follow()
-        return [(queue.min_offset, queue.max_offset) for queue in self._topic(topic).queues]
+        queues = self._topic(topic).queues
+        stop = len(queues) if count is None else min(len(queues), first + max(0, count))
+        return [
+            (queue.min_offset, queue.max_offset)
+            for queue in (queues[i] for i in range(max(0, first), stop))
+        ]
 
     def message_id(self, commit_offset: int) -> str:
         return format_message_id(self.identity.store_id, commit_offset)

@@ -464,16 +464,20 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         )
         return result
 
-    def topic_stats(self, name: str) -> dict:
+    def topic_stats(self, name: str, first: int = 0, count: int | None = None) -> dict:
         """One topic's part of ``stats()``: per queue min and max offsets, messages and
-        last store time, and the topic's message count."""
+        last store time, and the topic's message count; of the queues ``first`` to
+        ``first + count - 1`` (default: every queue; a page of a topic with very many)."""
         self._check_open()
         self._follow()
-        return self._topic_stats(self._topic(name))
+        return self._topic_stats(self._topic(name), first, count)
 
-    def _topic_stats(self, state: Topic) -> dict:
+    def _topic_stats(self, state: Topic, first: int = 0, count: int | None = None) -> dict:
         queue_stats = {}
-        for queue_id, queue in enumerate(state.queues):
+        queues = state.queues
+        stop = len(queues) if count is None else min(len(queues), first + max(0, count))
+        for queue_id in range(max(0, first), stop):
+            queue = queues[queue_id]
             queue_stats[queue_id] = {
                 "min_offset": queue.min_offset,
                 "max_offset": queue.max_offset,

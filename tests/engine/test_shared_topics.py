@@ -97,3 +97,17 @@ def test_retention_deletes_block_files_of_expired_entries_and_keeps_queue_ends(
     with MessageStore.open(path, config) as reopened:
         assert reopened.queue_range("m", 5)[1] == 6
         assert [m.body for m in read_all(reopened, "m", 0)] == [b"new"]
+
+
+def test_queue_ranges_and_topic_stats_take_a_page_of_queues(tmp_path):
+    with MessageStore.open(tmp_path / "s", shared_config()) as store:
+        store.create_topic("m", queues=5000)
+        store.append_batch("m", [{"body": b"x", "queue": q} for q in (10, 11, 11, 4999)])
+
+        assert store.queue_ranges("m", 10, 3) == [(0, 1), (0, 2), (0, 0)]
+        assert store.queue_ranges("m", 4998, 10) == [(0, 0), (0, 1)]
+        assert store.queue_ranges("m", 6000, 10) == []
+        stats = store.topic_stats("m", 10, 2)
+        assert sorted(stats["queues"]) == [10, 11]
+        assert stats["messages"] == 3
+        assert len(store.queue_ranges("m")) == 5000
