@@ -132,6 +132,42 @@ def test_kill_while_appending_keeps_every_acknowledged_message(server, tmp_path,
     _reopen_and_write_more(path, mode, acked, tmp_path)
 
 
+CLOSE = [
+    # the last flush: segments synced, checkpoint not saved; then saved
+    kill("checkpoint:Checkpoint.save", caller="MessageStore.close"),
+    kill("checkpoint:Checkpoint.save", "after", caller="MessageStore.close"),
+    # the clean-shutdown mark: the abort marker about to go, gone, its directory synced
+    kill("fileio:unlink", caller="MessageStore.close"),
+    kill("fileio:unlink", "after", caller="MessageStore.close"),
+    kill("fileio:fsync_dir", "after", caller="MessageStore.close"),
+]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("point", CLOSE, ids=_case_id)
+def test_kill_while_closing_keeps_every_acknowledged_message(server, tmp_path, mode, point):
+    path = tmp_path / "store"
+    create_store(path, mode)
+    _killed(
+        server,
+        tmp_path,
+        "tests.faults.faultharness:write_until_killed",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks.txt"),
+        seed=6,
+        kill=point,
+        limit=30,
+    )
+    acked = read_acks(tmp_path / "acks.txt")
+    assert len(acked) >= 30
+    with MessageStore.open(path, fault_config(mode)) as store:
+        found = check_store(store, acked, context=f"{mode} {point}")
+        assert found.lost == [], f"{mode} {point}: lost {found.lost[:3]}"
+        _check_keys(store, found)
+    _reopen_and_write_more(path, mode, acked, tmp_path)
+
+
 # ---------------------------------------------------------------- (c) offset commits
 
 COMMIT = [
