@@ -488,6 +488,19 @@ def _share(label: str, share: float | None) -> str:
     return f"{share * 100:.1f}% {label}"
 
 
+def _marks(rows: list[dict], name: str, size: str) -> str:
+    """The marks of the targets on one figure at one size (details in the targets table)."""
+    mine = [
+        row
+        for row in rows
+        if row["figure"].split(" / ")[0] == name and row["target"].endswith(f"[{size} B]")
+    ]
+    if not mine:
+        return ""
+    met = sum(row["met"] for row in mine)
+    return "pass" if met == len(mine) else f"MISS ({len(mine) - met} of {len(mine)})"
+
+
 def format_limits(report: dict) -> str:
     start = report.get("limits_start", report["limits"])
     end = report.get("limits_end", {})
@@ -509,6 +522,7 @@ def format_tidemark(report: dict) -> str:
     header = (
         f"{'Tidemark figure':<30} {'size':>5} {'msgs/s':>11} {'MB/s':>8} {'of limit':>20}"
         + "".join(f" {title:>9}" for title, _ in COLUMNS)
+        + "  targets"
     )
     lines = [
         "Tidemark beside its peers (ratio = Tidemark / peer, msgs/s; sync figures are "
@@ -532,7 +546,7 @@ def format_tidemark(report: dict) -> str:
                         value = figure["msgs_per_s"] / base
                         break
                 row += f" {_x(value):>9}"
-            lines.append(row)
+            lines.append((row + f"  {_marks(report.get('targets', []), name, size)}").rstrip())
     return "\n".join(lines)
 
 
