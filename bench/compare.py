@@ -7,19 +7,20 @@ Runs, in this order: the machine's limits (bench/limits.py); per body size, Tide
 append/read/get/recovery figures (bench/engine.py's ``run_size``, plus one thread of
 single sync appends) and then every peer (bench/peers/) on the same bodies and counts;
 key and time lookups, 1/2/4 producer processes and append-to-pull latency
-(bench/engine_two.py); the console's pages at 1,000 topics, 10,000 queues and 200 groups
-(bench/console.py) and the alert evaluation on that store; Spark's scan
-(bench/spark_scan.py). ``os.sync()`` runs between figures, outside their timing, so one
-figure's write-back does not land in the next one's.
+(bench/engine_two.py); Spark's scan (bench/spark_scan.py); the console's pages at 1,000
+topics, 10,000 queues and 200 groups (bench/console.py) and the alert evaluation on that
+store; the limits again (each limit is the better of the two). ``os.sync()`` runs
+between sections, outside their timing, so one section's write-back does not land in
+the next one's.
 
-Reads are done in batches of ``--read-batch`` (500) by every system, appends in batches
-of ``--batch`` (500) where the system has batches. Prints one JSON line, then the
-tables: each figure with its fraction of the machine limit that bounds it, its ratio to
-each like-for-like peer, and the target from issue 9 with a pass/miss mark. Timings
-only: no test asserts them. ``--only`` takes section names: limits (always measured),
-tidemark, peers or any peer name (sqlite, sqlite_full, redis = redis_everysec +
-redis_always, jetstream, persist_queue, queuelib), lookups, processes, latency, console,
-alerts, spark.
+Every system reads in batches of 500 and appends in batches of 500 where it has
+batches. Prints one JSON line, then the tables: each figure with its fraction of the
+machine limit that bounds it, its ratio to each like-for-like peer, and the target from
+issue 9 with a pass/miss mark. Timings only: no test asserts them. ``--only`` takes
+section names: limits (always measured), tidemark, peers or any peer name (sqlite,
+sqlite_full, redis = redis_everysec + redis_always, jetstream, persist_queue, queuelib),
+lookups, processes, latency, console, alerts, spark. docs/PERFORMANCE.md says how each
+figure and each peer is measured.
 """
 
 from __future__ import annotations
