@@ -16,6 +16,8 @@ from .errors import (
 )
 from .message_id import format_message_id, parse_message_id
 from .record import (
+    END_OF_SEGMENT_MAGIC,
+    MARKER,
     RECORD_MAGIC,
     STORE_TIME,
     STORE_TIME_AT,
@@ -34,6 +36,8 @@ from .tags import tag_hash
 MAX_READ_MESSAGES = 10_000
 _TAG_SCAN_CHUNK = 1024
 _PULL_POLL_S = 0.002
+# A damaged consume-queue entry's record is looked for among at most this many records.
+_FIND_RECORDS = 4096
 
 
 class Reading:
@@ -76,10 +80,10 @@ class Reading:
                     continue
                 if segment is None or not segment.base <= commit_offset < segment.end:
                     found = self.commitlog.locate(commit_offset)
-                    if found is None:
-                        continue
-                    segment = found[0]
+                    segment = found[0] if found is not None else None
                 try:
+                    if segment is None:
+                        raise CorruptRecordError(commit_offset, "outside the commit log")
                     message = decode_record(
                         segment.view,
                         commit_offset - segment.base,
@@ -88,15 +92,51 @@ class Reading:
                         prefix,
                         size,
                     )
+                    if (message.topic, message.queue, message.queue_offset) != (
+                        topic,
+                        queue,
+                        position - 1,
+                    ):
+                        raise CorruptRecordError(commit_offset, "the record of another entry")
                 except CorruptRecordError as error:
                     self._note_corruption(Corruption(commit_offset, size, error.reason))
-                    continue
+                    message = self._find_record(consume_queue, topic, queue, position - 1)
+                    if message is None:
+                        continue
                 if tag is not None and message.tag != tag:
                     continue
                 messages.append(message)
                 if len(messages) == max_messages:
                     break
         return ReadResult(messages, position, consume_queue.min_offset, consume_queue.max_offset)
+
+    def _find_record(
+        self, consume_queue: ConsumeQueue, topic: str, queue: int, queue_offset: int
+    ) -> StoredMessage | None:
+        """The intact record of a damaged consume-queue entry, looked for in the log
+        between the records of the entries before and after it (None if not found)."""
+        log = self.commitlog
+        before = consume_queue.entry(queue_offset - 1) if queue_offset else None
+        after = consume_queue.entry(queue_offset + 1)
+        position = max(log.min_offset, before[0] + before[1] if before else 0)
+        end = min(log.tail, after[0] if after else log.tail)
+        for _ in range(_FIND_RECORDS):
+            found = log.locate(position) if position < end else None
+            if found is None:
+                return None
+            segment, pos = found
+            length, magic = MARKER.unpack_from(segment.view, pos)
+            if magic == END_OF_SEGMENT_MAGIC:
+                position = segment.end
+                continue
+            try:
+                message = decode_record(segment.view, pos, segment.size, position, self._id_prefix)
+            except CorruptRecordError:
+                return None  # the walk cannot get past bad bytes
+            if (message.topic, message.queue, message.queue_offset) == (topic, queue, queue_offset):
+                return message
+            position += length
+        return None
 
     def _record_at(self, commit_offset: int) -> StoredMessage | None:
         """The intact record starting at ``commit_offset``, or None."""
