@@ -354,6 +354,7 @@ class ConsumeQueue:
     def advance_min(self, log_min: int) -> int:
         """Move the minimum offset past entries whose records are below ``log_min``
         (retention deleted them); delete files wholly below it. Return the new minimum."""
+        self._forget_deleted_files()
         low, high = self.min_offset, self.max_offset
         if log_min and low < high and self.entry(low) is None:
             # Unwritten entries at the start: a power loss took their writes after
@@ -388,6 +389,17 @@ class ConsumeQueue:
                 return high
             low += count
         return high
+
+    def _forget_deleted_files(self) -> None:
+        """Let go of the oldest files that are gone: another process's retention deleted
+        them, every entry they held being below its new minimum."""
+        files = self.files
+        while len(files) > 1 and not os.path.exists(files[0].path):
+            gone = files.pop(0)
+            self.dirty.discard(gone)
+            gone.close()
+        if files and files[0].first_index > self._min_offset:
+            self._min_offset = files[0].first_index
 
     def _remove_file(self, queue_file: QueueFile) -> None:
         self._files.remove(queue_file)

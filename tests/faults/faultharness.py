@@ -393,3 +393,9 @@ def append_small(path: str, mode: str, acks: str, keyed: bool = False) -> None:
         else:
             results = [store.append(TOPIC, bodies[0])]
         writer.write(results, bodies)
+
+
+def expire_once(path: str, mode: str, now_ms: int) -> None:
+    """A child: open the store, run retention as of ``now_ms``, close."""
+    with MessageStore.open(path, fault_config(mode)) as store:
+        store.delete_expired(now_ms=now_ms)
