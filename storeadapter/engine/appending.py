@@ -431,9 +431,10 @@ class Appending:
         return found
 
     def _dispatch(self, queues, next_offsets, entries) -> None:
+        dirty = self._dirty_queues
         for queue_id, packed in entries.items():
             if not packed:
                 continue
             queue = queues[queue_id]
             queue.write(next_offsets[queue_id] - len(packed), b"".join(packed))
-            self._dirty_queues.add(queue)
+            dirty.add(queue.flush_target)

@@ -118,8 +118,40 @@ class BlockFile:
             self._fd = -1
 
 
+class NoTimeIndex:
+    """A shared topic's queues keep no time marks: ``offset_for_time`` binary-searches
+    the records' store times over the whole queue (a few more reads per lookup)."""
+
+    __slots__ = ()
+
+    def write(self, marks: list[tuple[int, int]]) -> None:
+        pass
+
+    def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:
+        return low, high
+
+    def truncate_from(self, queue_offset: int) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+NO_TIME_INDEX = NoTimeIndex()
+
+
 class BlockStore:
-    """The blocks of one shared topic: where each queue's entries live, and their I/O."""
+    """The blocks of one shared topic: where each queue's entries live, and their I/O.
+
+    It stands in the store's set of things to fsync at the next flush for all its queues
+    (one object, where a million queues would be a million): ``take_dirty``,
+    ``time_index`` and ``closed`` are what the flush asks of it.
+    """
+
+    time_index = NO_TIME_INDEX
 
     def __init__(
         self,
@@ -133,6 +165,7 @@ class BlockStore:
         self.block_bytes = BLOCK_HEADER_SIZE + entries_per_block * ENTRY_SIZE
         self.files: dict[int, BlockFile] = {}  # by first block number
         self.dirty: set[BlockFile] = set()
+        self.closed = False
         self._blocks: dict[int, int] = {}  # queue << 40 | seq -> block number
         self._first_seq: dict[int, int] = {}
         self._last_seq: dict[int, int] = {}
@@ -398,34 +431,10 @@ class BlockStore:
         return pending
 
     def close(self) -> None:
+        self.closed = True
         for block_file in self.files.values():
             block_file.close()
         self.dirty.clear()
-
-
-class NoTimeIndex:
-    """A shared topic's queues keep no time marks: ``offset_for_time`` binary-searches
-    the records' store times over the whole queue (a few more reads per lookup)."""
-
-    __slots__ = ()
-
-    def write(self, marks: list[tuple[int, int]]) -> None:
-        pass
-
-    def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:
-        return low, high
-
-    def truncate_from(self, queue_offset: int) -> None:
-        pass
-
-    def sync(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-NO_TIME_INDEX = NoTimeIndex()
 
 
 class BlockQueue:
@@ -449,6 +458,11 @@ class BlockQueue:
     )
 
     time_index = NO_TIME_INDEX
+
+    @property
+    def flush_target(self) -> BlockStore:
+        """What the flush must fsync for this queue: its topic's block store."""
+        return self.blocks
 
     def __init__(
         self,

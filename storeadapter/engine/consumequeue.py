@@ -186,6 +186,11 @@ class ConsumeQueue:
     def directory(self) -> Path:
         return Path(self._directory)
 
+    @property
+    def flush_target(self) -> ConsumeQueue:
+        """What the flush must fsync for this queue: the queue itself (its dirty files)."""
+        return self
+
     # -- lazy loading ------------------------------------------------------------------
 
     @property

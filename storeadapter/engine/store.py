@@ -167,7 +167,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             resync_window=max(RESYNC_WINDOW, 2 * self.config.max_message_bytes),
             index=self._index,
         )
-        self._dirty_queues.update(self._registry.loaded_queues())
+        self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
         self._advance_queue_mins()
         for corruption in self.last_recovery.corruptions:
             self._note_corruption(corruption)
@@ -278,7 +278,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 grown = follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
             else:
                 grown = self._apply_notes(notes, snapshot.tail)
-            self._dirty_queues.update(grown)
+            self._dirty_queues.update(q.flush_target for q in grown)
         if snapshot.offsets_version != seen.offsets_version:
             self._offsets.catch_up()
         self._seen = snapshot
