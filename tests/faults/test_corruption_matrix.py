@@ -61,7 +61,11 @@ REFUSED = {"store-json", "topics-json"}
 
 
 def matrix_config():
-    return small_config(segment_bytes=SEGMENT_BYTES, queue_file_entries=64)
+    return small_config(
+        segment_bytes=SEGMENT_BYTES,
+        queue_file_entries=64,
+        flush_interval_ms=600_000,  # no background flush: the checkpoint slots are known
+    )
 
 
 @dataclass(frozen=True)
@@ -251,8 +255,10 @@ def damage_keyindex(store: Path, fault: str, info: Template) -> Damage:
 
 def damage_checkpoint(store: Path, fault: str, info: Template) -> Damage:
     path = store / "checkpoint"
-    if fault == "bit-flip":
-        _flip(path, 20)
+    if fault == "bit-flip":  # in the newer slot: the older one is still there
+        slots = path.read_bytes()
+        newer = max((0, 64), key=lambda at: int.from_bytes(slots[at + 8 : at + 16], "little"))
+        _flip(path, newer + 20)
     elif fault == "truncation":
         with open(path, "r+b") as handle:
             handle.truncate(10)
@@ -502,8 +508,11 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
         return fault == "garbage-tail" or bool(result.corruptions)  # past the end: a leftover
     if kind == "keyindex":
         return fault == "bit-flip" or bool(result.index_problems)  # no CRC to check
-    if kind == "checkpoint":  # a bad checkpoint means a scan of the whole log
-        return result.recovery["started_at"] == (template().tail if fault == "garbage-tail" else 0)
+    if kind == "checkpoint":  # recovery starts from the older slot, or scans the whole log
+        started = result.recovery["started_at"]
+        if fault == "bit-flip":
+            return started < template().tail
+        return started == (template().tail if fault == "garbage-tail" else 0)
     if kind == "offsets-journal":
         return result.offsets_dropped_bytes > 0
     return True  # time index, state, recovery.json: rebuilt or rewritten, nothing lost
