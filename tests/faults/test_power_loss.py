@@ -1,7 +1,8 @@
 """Power loss at any moment: what an fsync covered survives it (issue 8).
 
 A seeded workload (topic creation, single appends and batches over several queues and
-segment rolls, offset commits, flushes) runs on a store under FaultyFS. Power-loss
+segment rolls, offset commits, flushes, retention forced by a full fake disk) runs on a
+store under FaultyFS. Power-loss
 images are captured after every operation and at every few file-system calls in the
 middle of operations (the flusher thread's included). Each image is opened by a fresh
 store (recovery), and what it holds is compared with what had been acknowledged when
@@ -9,9 +10,13 @@ the image was taken:
 
 * ``sync``: every append that had returned OK is there, intact, at its queue offset;
 * ``async``: every append that returned before the last completed ``flush()`` is;
-* both: queues are contiguous and hold only messages that were written, topics whose
-  creation returned exist, committed offsets that were acknowledged are kept, and the
-  store takes new appends.
+* both: queues have no hole up to their last acknowledged message and hold only
+  messages that were written (under ``sync`` with only fsynced bytes kept, no hole at
+  all), topics whose creation returned exist, committed offsets that were acknowledged
+  are kept, keys are found, and the store takes new appends at the queues' ends;
+* messages in segments that retention deleted (or was deleting) may be gone;
+* a power loss during the recovery of such an image, then recovery again, loses nothing
+  acknowledged either.
 
 Variants: ``durable`` (only fsynced bytes and fsynced directory entries survive),
 ``torn`` (plus a random prefix of each file's unsynced writes, the last one cut short),
