@@ -87,7 +87,11 @@ class QueueFile:
         return os.open(self._path, os.O_RDWR)
 
     def pread(self, slot: int, count: int) -> bytes:
-        fd = self.handles.acquire(self, self._open_fd)
+        """Entries from ``slot``; none when another process's retention deleted the file."""
+        try:
+            fd = self.handles.acquire(self, self._open_fd)
+        except FileNotFoundError:
+            return b""
         try:
             return os.pread(fd, count * ENTRY_SIZE, slot * ENTRY_SIZE)
         finally:
@@ -322,7 +326,10 @@ class ConsumeQueue:
                 break
             slot = index - queue_file.first_index
             n = min(count, queue_file.entries - slot)
-            parts.append(queue_file.pread(slot, n))
+            data = queue_file.pread(slot, n)
+            parts.append(data)
+            if len(data) < n * ENTRY_SIZE:  # the file was deleted meanwhile
+                break
             index += n
             count -= n
         return parts[0] if len(parts) == 1 else b"".join(parts)

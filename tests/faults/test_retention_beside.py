@@ -72,3 +72,21 @@ def test_a_read_follows_retention_done_by_another_process(store_after_retention_
         assert [m.queue_offset for m in messages] == list(range(low, min(high, low + 5)))
     found = check_store(store, acked, context="read")
     assert found.lost == [] and found.removed
+
+
+def test_a_read_racing_retention_in_another_process_does_not_fail(
+    store_after_retention_elsewhere,
+):
+    """The other process deletes queue files just after this one caught up with it and
+    before it reads them (simulated: this read does not catch up)."""
+    store, acked = store_after_retention_elsewhere
+    store._follow = lambda: None
+    try:
+        for queue in range(QUEUES):
+            for offset in range(0, 100, 8):  # offsets in files this process never opened
+                for message in store.read(TOPIC, queue, offset, max_messages=5):
+                    assert message.queue == queue
+    finally:
+        del store._follow
+    found = check_store(store, acked, context="read after the race")
+    assert found.lost == [] and found.removed
