@@ -262,11 +262,20 @@ RETENTION = [
 ]
 
 
-@pytest.mark.parametrize("point", RETENTION, ids=_case_id)
-def test_kill_during_retention_leaves_a_consistent_store(server, tmp_path, point):
-    path = tmp_path / "store"
+@pytest.fixture(scope="module")
+def full_store(tmp_path_factory) -> tuple[Path, list[Ack]]:
+    """A store of 500 messages over some 90 segments, for retention to delete."""
+    root = tmp_path_factory.mktemp("full")
+    path = root / "store"
     create_store(path)
-    acked = populate(path, "async", 500, 4, tmp_path / "acks.txt")
+    return path, populate(path, "async", 500, 4, root / "acks.txt")
+
+
+@pytest.mark.parametrize("point", RETENTION, ids=_case_id)
+def test_kill_during_retention_leaves_a_consistent_store(server, tmp_path, full_store, point):
+    path = tmp_path / "store"
+    shutil.copytree(full_store[0], path)
+    acked = list(full_store[1])
     _killed(
         server,
         tmp_path,
@@ -290,13 +299,15 @@ def test_kill_during_retention_leaves_a_consistent_store(server, tmp_path, point
 
 
 @pytest.mark.parametrize("point", RETENTION, ids=_case_id)
-def test_kill_during_retention_beside_a_reader_leaves_it_consistent(server, tmp_path, point):
+def test_kill_during_retention_beside_a_reader_leaves_it_consistent(
+    server, tmp_path, full_store, point
+):
     """This process has the store open (everything read once) while another one runs
     retention and dies: this one, following, still reads a consistent store, writes on,
     and leaves it recoverable."""
     path = tmp_path / "store"
-    create_store(path)
-    acked = populate(path, "async", 500, 4, tmp_path / "acks.txt")
+    shutil.copytree(full_store[0], path)
+    acked = list(full_store[1])
     with MessageStore.open(path, fault_config("sync")) as reader:
         check_store(reader, acked, context="before retention")
         _killed(
