@@ -50,6 +50,8 @@ def header_bytes(queue: int, seq: int) -> bytes:
 
 def parse_header(data: bytes | memoryview) -> tuple[int, int] | None:
     """(queue, seq) of a valid block header, or None (never allocated, erased or torn)."""
+    if len(data) < BLOCK_HEADER_SIZE:
+        return None  # past the end of a file cut short
     queue, seq, crc = BLOCK_HEADER.unpack_from(data)
     if crc != crc32c(bytes(data[:12])):
         return None

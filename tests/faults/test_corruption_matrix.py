@@ -8,6 +8,7 @@ the engine either repairs and goes on or refuses with a typed error naming the f
 | --- | --- |
 | commit-log segment | repair: bad records reported and skipped, a garbage tail erased |
 | consume-queue file | repair: a damaged entry is reported, its record found in the log |
+| shared topic's block file | as a consume-queue file |
 | time index | repair: damaged marks only slow ``offset_for_time`` down |
 | key-index file | repair: a damaged file is skipped or removed, and reported |
 | checkpoint | repair: a bad slot is ignored (the other one, or a full scan) |
@@ -48,6 +49,7 @@ FAULTS = ("bit-flip", "truncation", "zeroed-page", "garbage-tail", "huge-length"
 KINDS = (
     "commitlog",
     "consumequeue",
+    "blockqueue",
     "timeindex",
     "keyindex",
     "checkpoint",
@@ -65,6 +67,8 @@ def matrix_config():
         segment_bytes=SEGMENT_BYTES,
         queue_file_entries=64,
         flush_interval_ms=600_000,  # no background flush: the checkpoint slots are known
+        shared_block_entries=8,  # small block files for the shared topic
+        shared_blocks_per_file=16,
     )
 
 
@@ -100,8 +104,9 @@ def template() -> Template:
     with MessageStore.open(path, matrix_config()) as store:
         store.create_topic("t", queues=2)
         store.create_topic("u", queues=1)
-        for round_number in range(60):
-            topic = "t" if round_number % 3 else "u"
+        store.create_topic("s", queues=3, layout="shared")
+        for round_number in range(72):
+            topic = ("u", "t", "t", "s")[round_number % 4]
             messages = [
                 Message(rng.randbytes(rng.randint(40, 400)), key=f"k{rng.randrange(6)}")
                 for _ in range(rng.randint(1, 6))
@@ -119,7 +124,7 @@ def template() -> Template:
                         message.key,
                     )
                 )
-            for queue in range(2 if topic == "t" else 1):
+            for queue in range({"t": 2, "u": 1, "s": 3}[topic]):
                 high = store.queue_range(topic, queue)[1]
                 store.commit_offset("g", topic, queue, high)
                 offsets[("g", topic, queue)] = high
@@ -212,6 +217,27 @@ def damage_consumequeue(store: Path, fault: str, info: Template) -> Damage:
         _overwrite(path, -(-_last_written(path) // 20) * 20, _garbage(200))
     else:
         _overwrite(path, 5 * 20 + 8, struct.pack("<I", 0x7FFFFFF0))
+    return Damage(path)
+
+
+def _block_file(store: Path) -> Path:
+    return sorted((store / "consumequeue" / "s" / "blocks").iterdir())[0]
+
+
+def damage_blockqueue(store: Path, fault: str, info: Template) -> Damage:
+    path = _block_file(store)
+    block = 16 + 8 * 20  # header, then 8 entries
+    if fault == "bit-flip":
+        _flip(path, block + 16 + 2 * 20 + 1)  # block 1, entry 2's commit offset
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(block * 3 + 50)
+    elif fault == "zeroed-page":
+        _zero_page(path, 0)
+    elif fault == "garbage-tail":
+        _overwrite(path, path.stat().st_size, _garbage(200))
+    else:
+        _overwrite(path, block + 16 + 2 * 20 + 8, struct.pack("<I", 0x7FFFFFF0))
     return Damage(path)
 
 
@@ -343,6 +369,7 @@ def damage_topics_json(store: Path, fault: str, info: Template) -> Damage:
 DAMAGE = {
     "commitlog": damage_commitlog,
     "consumequeue": damage_consumequeue,
+    "blockqueue": damage_blockqueue,
     "timeindex": damage_timeindex,
     "keyindex": damage_keyindex,
     "checkpoint": damage_checkpoint,
@@ -410,7 +437,10 @@ def outcome(kind: str, fault: str) -> Outcome:
         ]
         stats = store.stats()
         offsets = {key: store.committed_offset(*key) for key in info.offsets}
-        appended = store.append("t", b"after the damage", queue=0)
+        appended = {
+            (topic, 0): store.append(topic, b"after the damage", queue=0).queue_offset
+            for topic in ("t", "s")
+        }
         return Outcome(
             None,
             damage,
@@ -439,6 +469,8 @@ GAPS = {
         "reported": _LOST_END,
         "reuse": _LOST_END,
     },
+    ("blockqueue", "truncation"): {"read": _LOST_END, "reported": _LOST_END, "reuse": _LOST_END},
+    ("blockqueue", "zeroed-page"): {"read": _LOST_END, "reported": _LOST_END, "reuse": _LOST_END},
 }
 CASES = [(kind, fault) for kind in KINDS for fault in FAULTS]
 
@@ -504,7 +536,7 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
         return any(low <= offset < high or offset == low for offset in _log_report(result)) or (
             fault == "zeroed-page" and any(low <= o <= high for o in _log_report(result))
         )
-    if kind == "consumequeue":
+    if kind in ("consumequeue", "blockqueue"):
         return fault == "garbage-tail" or bool(result.corruptions)  # past the end: a leftover
     if kind == "keyindex":
         return fault == "bit-flip" or bool(result.index_problems)  # no CRC to check
@@ -537,10 +569,9 @@ def test_committed_offsets_survive_damage_or_go_back_only_when_the_journal_is_hi
 @pytest.mark.parametrize(("kind", "fault"), _cases("reuse", OPENED_KINDS))
 def test_appends_after_damage_never_reuse_a_queue_offset(kind, fault):
     result = outcome(kind, fault)
-    served = [
-        s.queue_offset for s in intact(template(), result.damage) if (s.topic, s.queue) == ("t", 0)
-    ]
-    assert result.appended.queue_offset == max(served) + 1
+    for key, queue_offset in result.appended.items():
+        kept = intact(template(), result.damage)
+        assert queue_offset == max(s.queue_offset for s in kept if (s.topic, s.queue) == key) + 1
 
 
 @pytest.mark.parametrize(("kind", "fault"), _cases("placed", OPENED_KINDS))
