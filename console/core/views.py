@@ -5,18 +5,20 @@ from django.views.decorators.http import require_safe
 
 from console.accounts.roles import require_role
 from console.core.store import get_store
-from console.monitoring import current
+from console.monitoring import current, scale
 from storeadapter.summaries import group_summaries, store_totals
 
 
 @require_role("viewer")
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
-    """The dashboard: the store at a glance and the groups furthest behind."""
+    """The dashboard: the store at a glance and the groups furthest behind (a big topic's
+    messages and lag as last sampled: see console/monitoring/scale.py)."""
     store = get_store()
     stats = store.stats(topics=False)
-    totals = store_totals(store)
-    groups = group_summaries(store, with_queues=False)
+    figures = scale.SampledFigures()
+    totals = store_totals(store, figures)
+    groups = group_summaries(store, with_queues=False, figures=figures)
     statuses = {m.group: m.status for m in current.group_metrics()}
     context = {
         "stats": stats,

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from console.monitoring import current
+from django.core.paginator import Page, Paginator
+
+from console.monitoring import current, scale
 from console.monitoring.metrics import GroupMetrics
 from storeadapter.engine import MessageStore, OffsetChange, StoreError, group_members
-from storeadapter.summaries import GroupSummary, group_summary
+from storeadapter.summaries import (
+    GroupQueueLag,
+    GroupSummary,
+    SampledLag,
+    group_queue_lags,
+    group_summary,
+)
+
+#: Per-queue rows per page of a big topic's table (its other queues are not read).
+BIG_TOPIC_PAGE_SIZE = 200
 
 #: A member whose heartbeat is older than this is dead (the engine's default timeout).
 MEMBER_TIMEOUT_S = 10
@@ -44,6 +55,9 @@ class GroupRow:
     #: Burrow-style status from the latest metrics sample (OK, WARN, ERR); None before the
     #: first sample that saw the group.
     status: str | None = None
+    #: When the lag includes big topics' sampled lag: the oldest such sample's time (0: a
+    #: big topic not sampled yet); None when every figure was read live.
+    sampled_ms: int | None = None
 
 
 def filter_groups(
@@ -71,6 +85,7 @@ def group_rows(store: MessageStore, summaries: list[GroupSummary]) -> list[Group
             len(live_members(store, s.group)),
             list(s.topics),
             statuses.get(s.group),
+            min((ms or 0 for ms in s.sampled.values()), default=None),
         )
         for s in summaries
     ]
@@ -93,6 +108,29 @@ class LagRow:
     lag_seconds: float | None = None
 
 
+class GroupLagList:
+    """A group's lag per queue of a big topic, read only for the slice taken (a page)."""
+
+    def __init__(self, store: MessageStore, group: str, topic: str, queues: int) -> None:
+        self.store, self.group, self.topic, self.queues = store, group, topic, queues
+
+    def __len__(self) -> int:
+        return self.queues
+
+    def __getitem__(self, wanted: slice) -> list[GroupQueueLag]:
+        start, stop, _ = wanted.indices(self.queues)
+        return group_queue_lags(self.store, self.group, self.topic, start, max(0, stop - start))
+
+
+@dataclass(frozen=True)
+class BigTopic:
+    """A big topic the group consumes: its lag from the sampler, a page of its queues."""
+
+    topic: str
+    sampled: SampledLag | None
+    page: Page
+
+
 @dataclass(frozen=True)
 class GroupDetail:
     group: str
@@ -104,6 +142,8 @@ class GroupDetail:
     history: list[OffsetChange]
     #: Status, lag in seconds, drain time and expiry risk from the latest metrics sample.
     metrics: GroupMetrics | None = None
+    #: Big topics (their rows in ``rows`` are the page shown), by name.
+    big_topics: dict[str, BigTopic] = field(default_factory=dict)
 
     @property
     def lag(self) -> int:
@@ -115,18 +155,38 @@ class GroupDetail:
 
     def topic_tables(self) -> list[dict]:
         """The rows by topic: ``{"topic", "rows", "lag"}`` each."""
-        tables: dict[str, list[LagRow]] = {}
+        tables: dict[str, list[LagRow]] = {topic: [] for topic in self.summary.topics}
         for row in self.rows:
             tables.setdefault(row.topic, []).append(row)
-        return [
-            {"topic": topic, "rows": rows, "lag": sum(r.lag for r in rows)}
-            for topic, rows in tables.items()
-        ]
+        result = []
+        for topic, rows in tables.items():
+            big = self.big_topics.get(topic)
+            table = {"topic": topic, "rows": rows, "lag": sum(r.lag for r in rows), "big": big}
+            if big is not None:
+                table["lag"] = big.sampled.lag if big.sampled else None
+            result.append(table)
+        return result
 
 
-def group_detail(store: MessageStore, group: str) -> GroupDetail:
-    """Lag per queue with its owner member and last commit time, members, recent history."""
-    summary = group_summary(store, group)
+def group_detail(
+    store: MessageStore, group: str, pages: dict[str, int | str] | None = None
+) -> GroupDetail:
+    """Lag per queue with its owner member and last commit time, members, recent history.
+
+    A big topic's lag is the sampler's, and its rows are one page of its queues: page
+    ``pages[topic]`` (default the first) of ``BIG_TOPIC_PAGE_SIZE``.
+    """
+    figures = scale.SampledFigures()
+    summary = group_summary(store, group, figures=figures)
+    big_topics = {}
+    for topic in summary.sampled:
+        info = store.topic(topic)
+        paginator = Paginator(GroupLagList(store, group, topic, info.queues), BIG_TOPIC_PAGE_SIZE)
+        page = paginator.get_page((pages or {}).get(topic))
+        big_topics[topic] = BigTopic(topic, figures.group_lag(group, topic), page)
+    queues = list(summary.queues)
+    for big in big_topics.values():
+        queues.extend(big.page.object_list)
     members = live_members(store, group)
     owners = {
         (topic, int(queue)): member["consumer_id"]
@@ -138,7 +198,7 @@ def group_detail(store: MessageStore, group: str) -> GroupDetail:
     metrics = current.group_metrics_for(group)
     sampled = {(q.topic, q.queue): q for q in metrics.queues} if metrics else {}
     rows = []
-    for q in summary.queues:
+    for q in queues:
         seen = sampled.get((q.topic, q.queue))
         rows.append(
             LagRow(
@@ -153,7 +213,7 @@ def group_detail(store: MessageStore, group: str) -> GroupDetail:
                 seen.lag_seconds if seen else None,
             )
         )
-    return GroupDetail(group, summary, rows, members, history, metrics)
+    return GroupDetail(group, summary, rows, members, history, metrics, big_topics)
 
 
 # ------------------------------------------------------------------------- history

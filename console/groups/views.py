@@ -26,6 +26,7 @@ from console.groups.detail import filter_groups, group_rows, reason_label
 from console.groups.detail import group_detail as read_group_detail
 from console.groups.dlq import DlqMessages, dlq_exists, dlq_row
 from console.groups.forms import MAX_REDRIVE_IDS, ResetForm
+from console.monitoring import scale
 from console.operations import groups as operations
 from console.operations.groups import GroupNotFoundError, undo_url
 from storeadapter.engine import STATUS_DUPLICATE, MessageStore, StoreError, dlq_topic
@@ -71,7 +72,9 @@ def group_list(request: HttpRequest) -> HttpResponse:
     store = get_store()
     query = request.GET.get("q", "").strip()[:200]
     topic = request.GET.get("topic", "").strip()[:200]
-    summaries = filter_groups(group_summaries(store, with_queues=False), query, topic)
+    summaries = filter_groups(
+        group_summaries(store, with_queues=False, figures=scale.SampledFigures()), query, topic
+    )
     page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = group_rows(store, list(page))
     context = {
@@ -113,7 +116,8 @@ def group_detail(request: HttpRequest, group: str) -> HttpResponse:
 def _render_detail(
     request: HttpRequest, store: MessageStore, group: str, reset_form: ResetForm | None = None
 ) -> HttpResponse:
-    detail = read_group_detail(store, group)
+    paged = request.GET.get("topic", "")
+    detail = read_group_detail(store, group, {paged: request.GET.get("page", "")})
     latest_reset = detail.latest_resets
     history_rows = [
         HistoryRow(

@@ -186,12 +186,19 @@ def group_figure(group: str, range_name: str) -> go.Figure:
     by_queue: dict[tuple[str, int], tuple[list, list]] = {}
     for row in rows:
         for queue, lag in enumerate(row.lags):
-            xs, ys = by_queue.setdefault((row.topic, queue), ([], []))
+            # a big topic's row is the whole topic (queue -1: named without a queue)
+            xs, ys = by_queue.setdefault((row.topic, -1 if row.aggregated else queue), ([], []))
             xs.append(_when(row.ts_ms))
             ys.append(lag)
     for (topic, queue), (xs, ys) in sorted(by_queue.items()):
         fig.add_trace(
-            go.Scatter(x=xs, y=ys, name=f"{topic}/{queue}", mode="lines", stackgroup="lag"),
+            go.Scatter(
+                x=xs,
+                y=ys,
+                name=topic if queue < 0 else f"{topic}/{queue}",
+                mode="lines",
+                stackgroup="lag",
+            ),
             row=1,
             col=1,
         )

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from console.monitoring import lag as lagmath
 from console.monitoring.metrics import (
     GROUP_STATUSES,
+    WHOLE_TOPIC,
     GroupMetrics,
     QueueMetrics,
     StoreMetrics,
@@ -60,7 +61,7 @@ def _build(
                 QueueMetrics(
                     group=group,
                     topic=row.topic,
-                    queue=queue,
+                    queue=WHOLE_TOPIC if row.aggregated else queue,
                     max_offset=maxes[queue] if queue < len(maxes) else 0,
                     committed=committed,
                     lag=row.lags[queue],

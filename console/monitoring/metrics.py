@@ -28,8 +28,15 @@ def group_status(queue_statuses: list[str]) -> str:
     return ERR if worst in (STALL, STOP, REWIND) else worst
 
 
+#: The queue id of a big topic's one row: the topic as a whole (see sampler.py).
+WHOLE_TOPIC = -1
+
+
 @dataclass(frozen=True)
 class QueueMetrics:
+    """One queue of a group's topic; a big topic has one, ``queue == WHOLE_TOPIC``, whose
+    offsets are sums over its queues and whose lag is the topic's."""
+
     group: str
     topic: str
     queue: int

@@ -70,6 +70,18 @@ class TopicSample(models.Model):
     messages = models.BigIntegerField()
     #: Counter of messages appended to the topic since it was first sampled.
     appended = models.BigIntegerField()
+    #: A big topic (more than ``TIDEMARK_BIG_TOPIC_QUEUES`` queues) is sampled as one
+    #: virtual queue: ``max_offsets`` holds one number, the sum of its queues' max offsets,
+    #: and its totals are summed from ``QueueChunk`` rows (see sampler.py).
+    aggregated = models.BooleanField(default=False)
+    #: The topic's queues, and how many of them this sample read (fewer when rotating).
+    queue_count = models.PositiveIntegerField(default=0)
+    sampled_queues = models.PositiveIntegerField(default=0)
+    #: The oldest reading the totals include (a big topic's stalest chunk); else ts_ms.
+    oldest_ms = models.BigIntegerField(null=True, blank=True)
+    #: A big topic's last write as the sampler saw it: the sample at which its max offsets
+    #: last grew (None: not seen to grow yet).
+    last_write_ms = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -105,6 +117,10 @@ class GroupSample(models.Model):
     consumed = models.BigIntegerField()
     #: Earliest time retention deletes messages of this topic the group has not consumed.
     expires_at_ms = models.BigIntegerField(null=True, blank=True)
+    #: On a big topic's virtual queue (``TopicSample.aggregated``): the lists have one item
+    #: for the whole topic, ``lag`` and ``queues_behind`` are summed from ``QueueChunk``.
+    aggregated = models.BooleanField(default=False)
+    queues_behind = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -146,6 +162,32 @@ class CommitWindow(models.Model):
 
     def __str__(self) -> str:
         return f"commit window of {self.group} on {self.topic}"
+
+
+class QueueChunk(models.Model):
+    """A big topic's queues ``first_queue`` to ``first_queue + queues - 1`` as the sampler
+    last read them: totals only, no per-queue values, so that a topic of a million queues
+    is read a rotating share at a time and its totals are the sum of its chunks."""
+
+    topic = models.CharField(max_length=255)
+    first_queue = models.PositiveIntegerField()
+    queues = models.PositiveIntegerField()
+    #: Messages held, and the sum of the queues' max offsets.
+    messages = models.BigIntegerField()
+    max_sum = models.BigIntegerField()
+    #: Queues holding messages.
+    nonempty = models.PositiveIntegerField(default=0)
+    #: Group → [lag, queues behind, sum of consumed positions] over these queues.
+    groups = models.JSONField(default=dict)
+    sampled_ms = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "first_queue"], name="mon_queue_chunk_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} queues from {self.first_queue}"
 
 
 class TopicMinuteStats(models.Model):

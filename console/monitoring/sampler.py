@@ -11,6 +11,15 @@ reads history beyond the previous sample.
 Two samples at the same time cannot both be written (the store row's time is unique), and
 a sample not newer than the newest one is refused; the Celery task also holds a Redis lock,
 so a sample that takes longer than the interval makes the next ones skip, never overlap.
+
+A big topic (scale.py: more than ``TIDEMARK_BIG_TOPIC_QUEUES`` queues) is not read whole:
+its queues are read in chunks (``QueueChunk`` rows: totals only), at most
+``TIDEMARK_SAMPLE_QUEUE_BUDGET`` queues of big topics per sample, stalest chunk first, so
+every queue is read again within ``queues / budget`` samples. Its totals (messages, each
+group's lag and queues behind) are the sum of its chunks' latest readings, and the rest of
+the sample sees it as one virtual queue whose max offset is the sum of its queues' max
+offsets and whose committed offset per group is that sum less the group's lag: lag in
+seconds, the commit window and the Burrow status are then those of the topic as a whole.
 """
 
 from __future__ import annotations
@@ -24,11 +33,13 @@ from django.db import IntegrityError, connection, transaction
 
 from console.core.store import get_store
 from console.monitoring import lag as lagmath
+from console.monitoring import scale
 from console.monitoring.metrics import QUEUE_STATUSES
 from console.monitoring.models import (
     CommitWindow,
     GroupSample,
     OffsetTimeline,
+    QueueChunk,
     StoreSample,
     TopicSample,
 )
@@ -57,6 +68,18 @@ class SampleReport:
     state_rows: int = 0
     duration_ms: float = 0.0
     skipped: str = ""
+    #: Queues read this time (fewer than ``queues`` when big topics were read in part).
+    sampled_queues: int = 0
+    #: Big topics and their queues, and the oldest chunk reading their totals include.
+    big_topics: int = 0
+    big_queues: int = 0
+    big_sampled: int = 0
+    oldest_chunk_ms: int | None = None
+
+    @property
+    def degraded(self) -> bool:
+        """Whether big topics were read in part (a rotating subset of their queues)."""
+        return self.big_sampled < self.big_queues
 
     def message(self) -> str:
         if not self.written:
@@ -66,6 +89,18 @@ class SampleReport:
             f"group(s) in {self.duration_ms:.0f} ms: {self.rows} rows, "
             f"{self.state_rows} state rows"
         )
+        if self.degraded:
+            age = (
+                "some chunks not read yet"
+                if self.oldest_chunk_ms is None
+                else f"the oldest read {max(0, self.ts_ms - self.oldest_chunk_ms) / 1000:.0f} s ago"
+            )
+            text += (
+                f"; sampled {self.big_sampled:,} of {self.big_queues:,} queues of "
+                f"{self.big_topics} big topic(s) this round (a rotating subset, at most "
+                f"{scale.queue_budget():,} a sample): their totals add up each chunk's "
+                f"latest reading ({age})"
+            )
         interval_ms = settings.TIDEMARK_SAMPLE_INTERVAL_S * 1000
         if self.duration_ms > interval_ms:
             text += (
@@ -99,10 +134,14 @@ class _Queues:
     new_commits: list[int]
 
 
-def _read_store(store: MessageStore, now: int, forecast: bool) -> _Reading:
+def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading, _BigTopics]:
     stats = store.stats(topics=False)
     ranges = {}
+    big: dict[str, int] = {}
     for info in store.topics():
+        if scale.is_big(info):
+            big[info.name] = info.queues
+            continue
         try:
             ranges[info.name] = store.queue_ranges(info.name)
         except TopicNotFoundError:  # deleted since topics() was read
@@ -116,7 +155,147 @@ def _read_store(store: MessageStore, now: int, forecast: bool) -> _Reading:
         if offsets:
             committed[group] = offsets
     expiry = lagmath.earliest_expiry(store.expiry_forecast(now)) if forecast else None
-    return _Reading(int(stats["disk_bytes"]), float(stats["disk_ratio"]), ranges, committed, expiry)
+    reading = _Reading(
+        int(stats["disk_bytes"]), float(stats["disk_ratio"]), ranges, committed, expiry
+    )
+    big_topics = _BigTopics(store, now, big, committed)
+    big_topics.read()
+    big_topics.as_virtual_queues(reading)
+    return reading, big_topics
+
+
+class _BigTopics:
+    """Big topics read in chunks: the chunks this sample reads, and each topic's totals
+    over all its chunks (see the module's docstring)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        now: int,
+        queues: dict[str, int],
+        committed: dict[str, dict[tuple[str, int], int]],
+    ) -> None:
+        self.store = store
+        self.now = now
+        self.queues = queues
+        #: topic → group → queue → committed offset, for the big topics only.
+        self.committed: dict[str, dict[str, dict[int, int]]] = {name: {} for name in queues}
+        for group, offsets in committed.items():
+            for (topic, queue), offset in offsets.items():
+                if topic in self.committed:
+                    self.committed[topic].setdefault(group, {})[queue] = offset
+        self.chunks: dict[str, dict[int, QueueChunk]] = {name: {} for name in queues}
+        self.new: list[QueueChunk] = []
+        self.changed: list[QueueChunk] = []
+        self.gone: list[int] = []
+        self.sampled: dict[str, int] = dict.fromkeys(queues, 0)
+        #: topic → group → (lag, queues behind) over every chunk.
+        self.lags: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def read(self) -> None:
+        """Read the stalest chunks, up to the budget (at least one chunk)."""
+        if not self.queues:
+            QueueChunk.objects.all().delete()
+            return
+        size = scale.chunk_queues()
+        wanted: list[tuple[int, str, int, int]] = []
+        for row in QueueChunk.objects.filter(topic__in=list(self.queues)):
+            total = self.queues[row.topic]
+            if row.first_queue % size or row.first_queue >= total:
+                self.gone.append(row.pk)
+            else:
+                self.chunks[row.topic][row.first_queue] = row
+        for topic, total in self.queues.items():
+            for first in range(0, total, size):
+                count = min(size, total - first)
+                row = self.chunks[topic].get(first)
+                stale = row.sampled_ms if row is not None and row.queues == count else -1
+                wanted.append((stale, topic, first, count))
+        wanted.sort()
+        budget = scale.queue_budget()
+        for _stale, topic, first, count in wanted:
+            if budget <= 0:
+                break
+            try:
+                self._read_chunk(topic, first, count)
+            except TopicNotFoundError:  # deleted meanwhile
+                continue
+            budget -= count
+            self.sampled[topic] += count
+
+    def _read_chunk(self, topic: str, first: int, count: int) -> None:
+        ranges = self.store.queue_ranges(topic, first, count)
+        groups = {}
+        for group, offsets in self.committed[topic].items():
+            lag = behind = consumed = 0
+            for queue, (low, high) in enumerate(ranges, start=first):
+                offset = offsets.get(queue)
+                position = low if offset is None or offset < low else offset
+                if high > position:
+                    lag += high - position
+                    behind += 1
+                consumed += position
+            groups[group] = [lag, behind, consumed]
+        values = {
+            "queues": len(ranges),
+            "messages": sum(high - low for low, high in ranges),
+            "max_sum": sum(high for _low, high in ranges),
+            "nonempty": sum(1 for low, high in ranges if high > low),
+            "groups": groups,
+            "sampled_ms": self.now,
+        }
+        row = self.chunks[topic].get(first)
+        if row is None:
+            row = QueueChunk(topic=topic, first_queue=first, **values)
+            self.new.append(row)
+        else:
+            for name, value in values.items():
+                setattr(row, name, value)
+            self.changed.append(row)
+        self.chunks[topic][first] = row
+
+    def as_virtual_queues(self, reading: _Reading) -> None:
+        """Each big topic as one queue in ``reading``: its range is (sum of min offsets,
+        sum of max offsets) and each group's committed offset the max sum less its lag."""
+        for topic, chunks in self.chunks.items():
+            messages = sum(c.messages for c in chunks.values())
+            max_sum = sum(c.max_sum for c in chunks.values())
+            reading.ranges[topic] = [(max_sum - messages, max_sum)]
+            self.lags[topic] = {}
+            for group in self.committed[topic]:
+                lag = behind = 0
+                for chunk in chunks.values():
+                    figures = chunk.groups.get(group)
+                    lag += figures[0] if figures else chunk.messages
+                    behind += figures[1] if figures else chunk.nonempty
+                self.lags[topic][group] = (lag, behind)
+                offsets = {k: v for k, v in reading.committed[group].items() if k[0] != topic}
+                offsets[(topic, 0)] = max_sum - lag
+                reading.committed[group] = offsets
+
+    def covered(self, topic: str) -> tuple[int, int | None]:
+        """Queues of the topic whose chunk was ever read, and the oldest such reading
+        (None while some chunk was never read)."""
+        chunks = self.chunks.get(topic, {})
+        covered = sum(c.queues for c in chunks.values())
+        if covered < self.queues.get(topic, 0):
+            return covered, None
+        return covered, min((c.sampled_ms for c in chunks.values()), default=None)
+
+    def last_commit(self, times: dict[tuple[str, int], int], topic: str) -> int | None:
+        """The group's last commit on any queue of the topic."""
+        return max((when for (name, _q), when in times.items() if name == topic), default=None)
+
+    def write(self) -> int:
+        QueueChunk.objects.filter(pk__in=self.gone).delete()
+        QueueChunk.objects.exclude(topic__in=list(self.queues)).delete()
+        QueueChunk.objects.bulk_create(self.new, batch_size=BATCH)
+        QueueChunk.objects.bulk_update(
+            self.changed,
+            ["queues", "messages", "max_sum", "nonempty", "groups", "sampled_ms"],
+            batch_size=BATCH,
+        )
+        return len(self.new) + len(self.changed)
 
 
 def _previous_point(prev: TopicSample | None, queue: int) -> list[int] | None:
@@ -140,7 +319,7 @@ class _Sample:
         forecast = previous is None or (
             now // FORECAST_EVERY_MS != previous.ts_ms // FORECAST_EVERY_MS
         )
-        self.reading = _read_store(store, now, forecast)
+        self.reading, self.big = _read_store(store, now, forecast)
         self.prev_topics: dict[str, TopicSample] = {}
         self.prev_groups: dict[tuple[str, str], GroupSample] = {}
         if previous is not None:
@@ -167,13 +346,24 @@ class _Sample:
                 if prev is not None
                 else sum(maxes)
             )
-            self.topic_rows[name] = TopicSample(
+            row = TopicSample(
                 ts_ms=self.now,
                 topic=name,
                 max_offsets=maxes,
                 messages=sum(high - low for low, high in ranges),
                 appended=appended,
+                queue_count=len(ranges),
+                sampled_queues=len(ranges),
+                oldest_ms=self.now,
             )
+            if name in self.big.queues:
+                row.aggregated = True
+                row.queue_count = self.big.queues[name]
+                row.sampled_queues = self.big.sampled[name]
+                row.oldest_ms = self.big.covered(name)[1]
+                grew = prev is not None and prev.aggregated and maxes[0] > prev.max_offsets[0]
+                row.last_write_ms = self.now if grew else (prev.last_write_ms if prev else None)
+            self.topic_rows[name] = row
 
     # ------------------------------------------------------------------------ groups
 
@@ -213,7 +403,11 @@ class _Sample:
                 else 0
             ),
             expires_at_ms=self._expiry(group, topic, prev, sum(lags)),
+            queues_behind=sum(1 for lag in lags if lag > 0),
         )
+        if topic in self.big.queues:
+            row.aggregated = True
+            row.queues_behind = self.big.lags[topic][group][1]
         return _Queues(row, positions, new_commits)
 
     def _last_commits(
@@ -223,6 +417,9 @@ class _Sample:
         offset counts too), and the queues committed since the previous sample."""
         if group not in self.commit_times:
             self.commit_times[group] = self.store.last_commit_times(group)
+        engine_times = self.commit_times[group]
+        if topic in self.big.queues:  # its one virtual queue: the latest commit on any
+            engine_times = {(topic, 0): self.big.last_commit(engine_times, topic)}
         known_times = prev.last_commits if prev is not None else []
         times: list[int | None] = []
         new = []
@@ -231,7 +428,7 @@ class _Sample:
                 times.append(None)
                 continue
             known = known_times[queue] if queue < len(known_times) else None
-            when = self.commit_times[group].get((topic, queue), known)
+            when = engine_times.get((topic, queue)) or known
             times.append(when)
             if when != known:
                 new.append(queue)
@@ -350,7 +547,7 @@ class _Sample:
             disk_bytes=self.reading.disk_bytes,
             disk_ratio=self.reading.disk_ratio,
             topics=len(topic_rows),
-            queues=sum(len(r.max_offsets) for r in topic_rows),
+            queues=sum(r.queue_count for r in topic_rows),
             groups=len(self.reading.committed),
             messages=sum(r.messages for r in topic_rows),
             backlog=sum(r.lag for r in group_rows),
@@ -368,6 +565,7 @@ class _Sample:
             _update_json(OffsetTimeline, "points", self.timelines_changed)
             CommitWindow.objects.bulk_create(self.windows_new, batch_size=BATCH)
             _update_json(CommitWindow, "commits", self.windows_changed)
+            self.chunk_rows = self.big.write()
             duration_ms = (time.monotonic() - started) * 1000
             StoreSample.objects.filter(pk=store_row.pk).update(duration_ms=duration_ms)
         return duration_ms
@@ -398,16 +596,26 @@ def take_sample(now_ms: int | None = None) -> SampleReport:
     report.queues = store_row.queues
     report.groups = len({item.row.group for item in sample.groups})
     report.rows = 1 + len(sample.topic_rows) + len(sample.groups)
-    report.state_rows = sum(
-        map(
-            len,
-            (
-                sample.timelines_new,
-                sample.timelines_changed,
-                sample.windows_new,
-                sample.windows_changed,
-            ),
+    report.sampled_queues = sum(r.sampled_queues for r in sample.topic_rows.values())
+    big = sample.big
+    report.big_topics = len(big.queues)
+    report.big_queues = sum(big.queues.values())
+    report.big_sampled = sum(big.sampled.values())
+    oldest = [big.covered(name)[1] for name in big.queues]
+    report.oldest_chunk_ms = None if None in oldest else min(oldest, default=None)
+    report.state_rows = (
+        sum(
+            map(
+                len,
+                (
+                    sample.timelines_new,
+                    sample.timelines_changed,
+                    sample.windows_new,
+                    sample.windows_changed,
+                ),
+            )
         )
+        + sample.chunk_rows
     )
     return report
 

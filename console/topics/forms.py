@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from django import forms
 
-# The engine's limits (it checks them again and says so in its own words).
-MAX_QUEUES_PER_TOPIC = 1024
+from storeadapter.engine.admin import MAX_QUEUES_PER_TOPIC as MAX_FILE_QUEUES
+from storeadapter.engine.admin import MAX_SHARED_QUEUES
+
+# The engine's limits (it checks them again and says so in its own words): a topic of
+# more than MAX_FILE_QUEUES queues is made shared (queues in blocks of shared files).
+MAX_QUEUES_PER_TOPIC = MAX_SHARED_QUEUES
 MAX_NAME_LENGTH = 127
 #: The most properties a test message may carry (a guard against pasted junk).
 MAX_PROPERTIES = 64
@@ -22,7 +26,10 @@ class TopicCreateForm(forms.Form):
         min_value=1,
         max_value=MAX_QUEUES_PER_TOPIC,
         initial=4,
-        help_text=f"1 to {MAX_QUEUES_PER_TOPIC}.",
+        help_text=(
+            f"1 to {MAX_QUEUES_PER_TOPIC:,}; above {MAX_FILE_QUEUES:,} the topic keeps its "
+            "queues in shared block files."
+        ),
     )
 
 

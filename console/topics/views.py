@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, check_role
 from console.core.store import get_store
+from console.monitoring import scale
 from console.operations import topics as operations
 from console.topics.forms import (
     AddQueuesForm,
@@ -37,7 +38,9 @@ from storeadapter.engine import (
     TopicExistsError,
     TopicInfo,
 )
+from storeadapter.engine import clock as engine_clock
 from storeadapter.summaries import (
+    QueueRowList,
     TopicSummaryList,
     queue_rows,
     topic_group_summaries,
@@ -45,6 +48,8 @@ from storeadapter.summaries import (
 )
 
 PAGE_SIZE = 50
+#: Queue rows per page of a topic's page.
+QUEUE_PAGE_SIZE = 100
 LATEST_MESSAGES = 20
 #: Sorts whose keys read only a topic's name and queue count (see console/topics/listing.py).
 METADATA_SORTS = frozenset({"name", "-name", "queues"})
@@ -80,12 +85,13 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     # shown, or for those matching when the sort is by one of them.
     infos = store.topics()
     total = len(infos)
+    figures = scale.SampledFigures()
     if sort in METADATA_SORTS:
         names = [info.name for info in search_and_sort(infos, query, sort)]
-        listing = TopicSummaryList(store, names)
+        listing = TopicSummaryList(store, names, figures)
     else:
         names = [info.name for info in search_and_sort(infos, query)]
-        listing = search_and_sort(topic_summaries(store, names), "", sort)
+        listing = search_and_sort(topic_summaries(store, names, figures), "", sort)
     page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
@@ -171,26 +177,48 @@ def _not_found(request: HttpRequest, topic: str) -> HttpResponse:
 def _render_detail(
     request: HttpRequest, store: MessageStore, topic: str, bound_forms: dict
 ) -> HttpResponse:
+    """The page; a big topic (``scale.is_big``) reads only the queues of the page shown
+    and takes its totals from the latest sample."""
     try:
         info = store.topic(topic)
-        rows = queue_rows(store, topic)
-        latest = latest_messages(store, topic, rows, LATEST_MESSAGES)
+        paginator = Paginator(QueueRowList(store, info), QUEUE_PAGE_SIZE)
+        wanted_queue = _wanted_queue(request, info)
+        if request.GET.get("page") or wanted_queue is None:
+            page = paginator.get_page(request.GET.get("page"))
+        else:
+            page = paginator.get_page(wanted_queue // QUEUE_PAGE_SIZE + 1)
+        rows = list(page.object_list)
+        big = scale.is_big(info)
+        figures = scale.SampledFigures()
+        if big:
+            totals = _sampled_totals(topic)
+            latest = latest_messages(store, topic, rows, LATEST_MESSAGES)
+        else:
+            every_row = queue_rows(store, topic)
+            writes = [row.last_write_ms for row in every_row if row.last_write_ms is not None]
+            totals = {
+                "messages_total": sum(row.messages for row in every_row),
+                "last_write_ms": max(writes) if writes else None,
+            }
+            latest = latest_messages(store, topic, every_row, LATEST_MESSAGES)
+        summaries = topic_group_summaries(store, topic, with_queues=False, figures=figures)
     except (StoreError, KeyError):  # deleted meanwhile
         return _not_found(request, topic)
-    consumers = []
-    for summary in topic_group_summaries(store, topic, with_queues=False):
-        consumers.append(
-            ConsumerLag(summary.group, summary.lag, summary.queues_behind, summary.queue_count)
-        )
+    consumers = [
+        ConsumerLag(summary.group, summary.lag, summary.queues_behind, summary.queue_count)
+        for summary in summaries
+    ]
     consumers.sort(key=lambda c: (-c.lag, c.group))
-    last_writes = [row.last_write_ms for row in rows if row.last_write_ms is not None]
     context = {
         "topic": info,
+        "big": big,
+        "page": page,
         "rows": rows,
-        "messages_total": sum(row.messages for row in rows),
+        "wanted_queue": wanted_queue,
+        "queue_page_size": QUEUE_PAGE_SIZE,
+        **totals,
         "frozen_count": len(info.frozen),
-        "last_write_ms": max(last_writes) if last_writes else None,
-        "removable_queue": rows[-1].queue if len(rows) > 1 else None,
+        "removable_queue": info.queues - 1 if info.queues > 1 else None,
         "consumers": consumers,
         "latest": latest,
         "latest_limit": LATEST_MESSAGES,
@@ -200,6 +228,38 @@ def _render_detail(
         **bound_forms,
     }
     return render(request, "topics/detail.html", context)
+
+
+def _wanted_queue(request: HttpRequest, info: TopicInfo) -> int | None:
+    """``?queue=``: a queue to jump to (its page is shown and the row marked), or None."""
+    raw = request.GET.get("queue", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) >= info.queues:
+        messages.error(
+            request, f"Topic {info.name} has queues 0 to {info.queues - 1}; {raw[:20]} is not one."
+        )
+        return None
+    return int(raw)
+
+
+def _sampled_totals(topic: str) -> dict:
+    """A big topic's totals from its newest sample, with what the page says about it."""
+    row = scale.topic_sample(topic)
+    if row is None:
+        return {"messages_total": None, "last_write_ms": None, "sample": None}
+    return {
+        "messages_total": row.messages,
+        "last_write_ms": row.last_write_ms,
+        "sample": {
+            "ts_ms": row.ts_ms,
+            "age_s": max(0, engine_clock.now_ms() - row.ts_ms) // 1000,
+            "sampled_queues": row.sampled_queues,
+            "queues": row.queue_count,
+            "rotating": row.sampled_queues < row.queue_count,
+            "oldest_ms": row.oldest_ms,
+        },
+    }
 
 
 def _s(count: int) -> str:

@@ -3,6 +3,7 @@
 import pytest
 
 from console.audit.models import AuditEntry
+from storeadapter.engine.admin import MAX_SHARED_QUEUES
 
 pytestmark = pytest.mark.django_db
 
@@ -212,7 +213,7 @@ def test_create_an_existing_topic_is_a_form_error(as_admin, store):
     assert not AuditEntry.objects.exists()
 
 
-@pytest.mark.parametrize("queues", ["0", "1025", "many", ""])
+@pytest.mark.parametrize("queues", ["0", str(MAX_SHARED_QUEUES + 1), "many", ""])
 def test_create_with_a_bad_queue_count_is_a_form_error(as_admin, store, queues):
     response = as_admin.post(URL, {"name": "orders", "queues": queues})
 
@@ -220,6 +221,14 @@ def test_create_with_a_bad_queue_count_is_a_form_error(as_admin, store, queues):
     assert response.context["form"].errors["queues"]
     assert store.topics() == []
     assert not AuditEntry.objects.exists()
+
+
+def test_create_more_than_1024_queues_makes_a_shared_topic(as_admin, store):
+    response = as_admin.post(URL, {"name": "wide", "queues": "50000"})
+
+    assert response.status_code == 302
+    info = store.topic("wide")
+    assert (info.queues, info.layout) == (50_000, "shared")
 
 
 def test_viewer_create_gets_403_and_creates_nothing(as_viewer, store):

@@ -57,6 +57,7 @@ from console.groups.detail import (
 )
 from console.groups.dlq import DlqMessages, dead_letter_origin, dlq_exists
 from console.groups.forms import MAX_OFFSET_LINES
+from console.monitoring import scale
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
 from console.operations import groups as operations
 from console.operations.groups import GroupNotFoundError, require_group
@@ -148,11 +149,39 @@ class GroupMemberSerializer(serializers.Serializer):
     heartbeat_age_ms = serializers.IntegerField()
 
 
+class BigTopicLagSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    lag = serializers.IntegerField(allow_null=True, help_text="From the sampler; null: not yet.")
+    queues_behind = serializers.IntegerField(allow_null=True)
+    sampled_ms = serializers.IntegerField(allow_null=True, help_text="The sample's time.")
+    queues = serializers.IntegerField(help_text="The topic's queues.")
+    queue_page = serializers.IntegerField(help_text="The page of its queues in ``queues``.")
+    queue_pages = serializers.IntegerField()
+
+
+class GroupDetailQuery(QuerySerializer):
+    topic = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="A big topic whose page ``queue_page`` of queues to list.",
+    )
+    queue_page = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
+
+
 class GroupDetailSerializer(serializers.Serializer):
     group = serializers.CharField()
     lag = serializers.IntegerField()
     topics = serializers.ListField(child=serializers.CharField())
-    queues = GroupQueueSerializer(many=True)
+    queues = GroupQueueSerializer(
+        many=True,
+        help_text="Every queue of its topics; of a big topic (see big_topics), one page.",
+    )
+    big_topics = BigTopicLagSerializer(
+        many=True,
+        help_text="Topics with too many queues to read per request: their lag is the "
+        "sampler's and ``queues`` holds one page of theirs (``?topic=&queue_page=``).",
+    )
     members = GroupMemberSerializer(many=True)
     has_dlq = serializers.BooleanField(help_text="Whether the group has a DLQ topic.")
     status = serializers.ChoiceField(choices=list(GROUP_STATUSES), allow_null=True)
@@ -650,7 +679,7 @@ class GroupList(APIView):
         query = validated(GroupListQuery, request.query_params)
         store = get_store()
         summaries = filter_groups(
-            group_summaries(store, with_queues=False),
+            group_summaries(store, with_queues=False, figures=scale.SampledFigures()),
             query.get("q", "").strip(),
             query.get("topic", "").strip(),
         )
@@ -674,16 +703,29 @@ class GroupList(APIView):
 class GroupDetail(APIView):
     change_role = ADMIN
 
-    @extend_schema(responses={200: GroupDetailSerializer})
+    @extend_schema(parameters=[GroupDetailQuery], responses={200: GroupDetailSerializer})
     def get(self, request: Request, group: str) -> Response:
+        query = validated(GroupDetailQuery, request.query_params)
         require_group(group)
         store = get_store()
-        detail = group_detail(store, group)
+        detail = group_detail(store, group, {query.get("topic", ""): query.get("queue_page")})
         return Response(
             {
                 "group": group,
                 "lag": detail.lag,
                 "topics": list(detail.summary.topics),
+                "big_topics": [
+                    {
+                        "topic": big.topic,
+                        "lag": big.sampled.lag if big.sampled else None,
+                        "queues_behind": big.sampled.queues_behind if big.sampled else None,
+                        "sampled_ms": big.sampled.sampled_ms if big.sampled else None,
+                        "queues": big.page.paginator.count,
+                        "queue_page": big.page.number,
+                        "queue_pages": big.page.paginator.num_pages,
+                    }
+                    for big in detail.big_topics.values()
+                ],
                 "queues": [
                     {
                         "topic": r.topic,

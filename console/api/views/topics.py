@@ -1,8 +1,15 @@
 """API: topics and their queues.
 
 - ``/api/v1/topics/``: GET list (``q`` name contains, ``sort``), POST create (admin).
-- ``/api/v1/topics/<topic>/``: GET detail, DELETE (admin).
-- ``/api/v1/topics/<topic>/queues/``: GET list, POST add queues (admin).
+- ``/api/v1/topics/<topic>/``: GET detail (with the first ``DETAIL_QUEUES`` queues),
+  DELETE (admin).
+- ``/api/v1/topics/<topic>/queues/``: GET list (paged: only the page's queues are read),
+  POST add queues (admin).
+
+A big topic (``console.monitoring.scale``: more queues than ``TIDEMARK_BIG_TOPIC_QUEUES``)
+has its totals (messages, last write) from the latest sample, with ``sampled_ms`` (its
+time) and ``sampled_queues`` (how many queues that sample read); a small topic's are read
+live and those fields are null.
 - ``/api/v1/topics/<topic>/queues/<queue>/``: GET one queue, DELETE remove it (admin).
 - ``/api/v1/topics/<topic>/queues/<queue>/freeze/`` and ``unfreeze/``: POST (operator).
 """
@@ -23,11 +30,15 @@ from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination, paginated
 from console.api.serializers import QuerySerializer, StrictSerializer, validated
 from console.core.store import get_store
+from console.monitoring import scale
 from console.operations import topics as operations
 from console.topics.listing import DEFAULT_SORT, SORTS, search_and_sort
 from storeadapter.engine import QueueNotFoundError
-from storeadapter.engine.admin import MAX_QUEUES_PER_TOPIC
-from storeadapter.summaries import QueueRow, queue_rows, topic_summaries
+from storeadapter.engine.admin import MAX_SHARED_QUEUES
+from storeadapter.summaries import QueueRow, QueueRowList, queue_rows, topic_summaries
+
+#: Queues listed in a topic's detail; ``queues/`` pages through all of them.
+DETAIL_QUEUES = 1024
 
 
 class TopicSerializer(serializers.Serializer):
@@ -37,6 +48,11 @@ class TopicSerializer(serializers.Serializer):
     messages = serializers.IntegerField()
     last_write_ms = serializers.IntegerField(allow_null=True)
     created_ms = serializers.IntegerField()
+    sampled_ms = serializers.IntegerField(
+        allow_null=True,
+        help_text="A big topic's totals come from the sample at this time (0: not sampled "
+        "yet); null when they were read live.",
+    )
 
 
 class QueueSerializer(serializers.Serializer):
@@ -49,7 +65,13 @@ class QueueSerializer(serializers.Serializer):
 
 
 class TopicDetailSerializer(TopicSerializer):
-    queue_list = QueueSerializer(many=True)
+    layout = serializers.ChoiceField(choices=["files", "shared"])
+    sampled_queues = serializers.IntegerField(
+        allow_null=True, help_text="Queues the sample read (fewer when it rotates)."
+    )
+    queue_list = QueueSerializer(
+        many=True, help_text=f"The first {DETAIL_QUEUES} queues; queues/ pages through all."
+    )
 
 
 class TopicListQuery(QuerySerializer):
@@ -59,11 +81,11 @@ class TopicListQuery(QuerySerializer):
 
 class TopicCreate(StrictSerializer):
     name = serializers.RegexField(NAME_PATTERN, max_length=140)
-    queues = serializers.IntegerField(min_value=1, max_value=MAX_QUEUES_PER_TOPIC)
+    queues = serializers.IntegerField(min_value=1, max_value=MAX_SHARED_QUEUES)
 
 
 class QueuesAdd(StrictSerializer):
-    count = serializers.IntegerField(min_value=1, max_value=MAX_QUEUES_PER_TOPIC)
+    count = serializers.IntegerField(min_value=1, max_value=MAX_SHARED_QUEUES)
 
 
 class QueueActionResult(QueueSerializer):
@@ -73,24 +95,22 @@ class QueueActionResult(QueueSerializer):
 def _topic_data(topic: str) -> dict:
     store = get_store()
     info = store.topic(topic)
-    rows = queue_rows(store, topic)
-    writes = [row.last_write_ms for row in rows if row.last_write_ms is not None]
+    figures = scale.SampledFigures()
+    summary = topic_summaries(store, [topic], figures)[0]
+    sampled = figures.topic(topic) if figures.is_big(info) else None
     return {
-        "name": info.name,
-        "queues": info.queues,
-        "frozen_queues": len(info.frozen),
-        "messages": sum(row.messages for row in rows),
-        "last_write_ms": max(writes) if writes else None,
-        "created_ms": info.created_ms,
-        "queue_list": [asdict(row) for row in rows],
+        **asdict(summary),
+        "layout": info.layout,
+        "sampled_queues": sampled.sampled_queues if sampled else None,
+        "queue_list": [asdict(row) for row in queue_rows(store, topic, 0, DETAIL_QUEUES)],
     }
 
 
 def _queue_row(topic: str, queue: int) -> QueueRow:
-    rows = queue_rows(get_store(), topic)
-    if not 0 <= queue < len(rows):
+    rows = queue_rows(get_store(), topic, queue, 1)
+    if not rows:
         raise QueueNotFoundError(f"topic {topic!r} has no queue {queue}")
-    return rows[queue]
+    return rows[0]
 
 
 class TopicList(APIView):
@@ -103,7 +123,11 @@ class TopicList(APIView):
     )
     def get(self, request: Request) -> Response:
         query = validated(TopicListQuery, request.query_params)
-        topics = search_and_sort(topic_summaries(get_store()), query.get("q", ""), query["sort"])
+        topics = search_and_sort(
+            topic_summaries(get_store(), figures=scale.SampledFigures()),
+            query.get("q", ""),
+            query["sort"],
+        )
         paginator = Pagination()
         page = paginator.paginate_queryset(topics, request, view=self)
         return paginator.get_paginated_response([asdict(t) for t in page])
@@ -133,7 +157,8 @@ class QueueList(APIView):
 
     @extend_schema(operation_id="queues_list", responses={200: paginated(QueueSerializer)})
     def get(self, request: Request, topic: str) -> Response:
-        rows = queue_rows(get_store(), topic)
+        store = get_store()
+        rows = QueueRowList(store, store.topic(topic))
         paginator = Pagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response([asdict(row) for row in page])
