@@ -58,7 +58,7 @@ def test_opening_waits_for_a_dead_openers_session_lock(tmp_path):
 
 
 def test_a_process_waiting_to_open_recovers_after_the_opener_died(server, tmp_path):
-    for attempt in range(5):
+    for attempt in range(3):
         path = tmp_path / f"try-{attempt}"
         path.mkdir()
         store = _crashed_store(path)

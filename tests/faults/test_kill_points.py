@@ -67,7 +67,7 @@ def _check_keys(store: MessageStore, found) -> None:
 
 def _reopen_and_write_more(path: Path, mode: str, acked: list[Ack], tmp_path: Path) -> None:
     """The store goes on after the crash: more appends, a clean reopen, still all there."""
-    more = populate(path, mode, 20, 99, tmp_path / "acks-after.txt")
+    more = populate(path, "async", 20, 99, tmp_path / "acks-after.txt")
     with MessageStore.open(path, fault_config(mode)) as store:
         found = check_store(store, acked + more, context="after writing more")
         assert found.lost == []
@@ -112,7 +112,7 @@ QUEUE_FILE = [
 def test_kill_while_appending_keeps_every_acknowledged_message(server, tmp_path, mode, point):
     path = tmp_path / "store"
     create_store(path, mode)
-    acked = populate(path, mode, 30, 1, tmp_path / "acks-before.txt")
+    acked = populate(path, "async", 30, 1, tmp_path / "acks-before.txt")
     _killed(
         server,
         tmp_path,
