@@ -83,20 +83,7 @@ class SampledFigures:
 
 def _sampled_topic(name: str) -> SampledTopic | None:
     """The topic's totals from the newest sample that has it."""
-    row = (
-        TopicSample.objects.filter(topic=name)
-        .order_by("-ts_ms")
-        .only(
-            "ts_ms",
-            "messages",
-            "last_write_ms",
-            "sampled_queues",
-            "queue_count",
-            "aggregated",
-            "oldest_ms",
-        )
-        .first()
-    )
+    row = topic_sample(name)
     if row is None:
         return None
     queues = row.queue_count

@@ -60,6 +60,11 @@ def _detail_url(topic: str, fragment: str = "") -> str:
     return f"{url}#{fragment}" if fragment else url
 
 
+def _queue_url(topic: str, queue: int) -> str:
+    """The page of the topic's queues holding ``queue``, at its row."""
+    return f"{reverse('topics:detail', args=[topic])}?queue={queue}#queue-{queue}"
+
+
 # ---------------------------------------------------------------------------- list
 
 
@@ -310,16 +315,17 @@ def _set_frozen(frozen: bool) -> Handler:
         except StoreError as error:
             messages.error(request, str(error))
             return redirect(_detail_url(info.name, "queues"))
+        back = _queue_url(info.name, queue)
         if not changed:
             state = "frozen" if frozen else "writable"
             messages.info(request, f"Queue {queue} is already {state}; nothing was changed.")
-            return redirect(_detail_url(info.name, "queues"))
+            return redirect(back)
         if frozen:
             text = f"Froze queue {queue}: it takes no new messages; reads go on."
         else:
             text = f"Unfroze queue {queue}: it takes new messages again."
         messages.success(request, text)
-        return redirect(_detail_url(info.name, "queues"))
+        return redirect(back)
 
     return handler
 

@@ -158,3 +158,13 @@ def test_the_group_page_pages_a_big_topics_queues(as_viewer, wide):
     assert table["lag"] is None  # not sampled yet
     assert "lag not sampled yet" in response.content.decode()
     assert "?topic=wide&amp;page=4#lag" in response.content.decode()
+
+
+def test_freezing_a_queue_returns_to_the_page_holding_it(as_operator, wide):
+    response = as_operator.post(URL, {"action": "freeze", "queue": 5_001})
+
+    assert response.status_code == 302
+    assert response.url == "/topics/wide/?queue=5001#queue-5001"
+    assert 5_001 in wide.topic("wide").frozen
+    [row] = [r for r in as_operator.get(response.url).context["rows"] if r.queue == 5_001]
+    assert row.frozen
