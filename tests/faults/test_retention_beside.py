@@ -88,5 +88,6 @@ def test_a_read_racing_retention_in_another_process_does_not_fail(
                     assert message.queue == queue
     finally:
         del store._follow
-    found = check_store(store, acked, context="read after the race")
+    with MessageStore.open(store.path, fault_config("sync")) as fresh:
+        found = check_store(fresh, acked, context="read after the race")
     assert found.lost == [] and found.removed
