@@ -2,14 +2,14 @@
 
 Each round the fork server forks a writer that opens the store and appends (single
 messages and keyed batches, 4 KiB segments so that it rolls every dozen records,
-16-entry consume-queue files); the test kills it after a random delay (some kills land
-while it opens, or recovers, the store), then opens the store itself (recovery), checks
-it and closes it. A quarter of the rounds fork two writers and kill one while the other
-goes on over what it left, then the other. Three rounds in ten check a copy instead,
-so that the next writer finds the store crashed and recovers it itself. A last test
-kills writers while another process keeps the store open throughout (no recovery runs
-until it dies too). Every 15 rounds or so
-the check also runs retention, so the store stays small.
+16-entry consume-queue files); the test kills it at a random moment, most often once it
+acknowledged something, three times in ten early (while it may be opening, or
+recovering, the store), then opens the store itself (recovery), checks it and closes
+it. A quarter of the rounds fork two writers and kill one while the other goes on over
+what it left, then the other. Two rounds in ten check a copy instead, so that the
+next writer finds the store crashed and recovers it itself. Every 8 rounds or so the
+check also runs retention, so the store stays small. A last test kills writers while
+another process keeps the store open throughout (no recovery runs until it dies too).
 
 Promises checked after every kill:
 
@@ -42,9 +42,10 @@ from tests.faults.faultharness import (
 from tests.faults.forkserver import Child, ForkServer
 
 ROUNDS = 170
-RETENTION_EVERY = 15
+RETENTION_EVERY = 8
 PAIRS = 0.25  # share of rounds with two writers, one killed while the other goes on
-IN_COPY = 0.3  # share of rounds checked on a copy, leaving the writer to recover
+IN_COPY = 0.2  # share of rounds checked on a copy, leaving the writer to recover
+EARLY = 0.3  # share of kills at any moment from the start, opening included
 SEED = 20261122
 FAR_FUTURE_MS = 1 << 50
 
@@ -73,22 +74,36 @@ def _killed_acks(child: Child, tmp_path: Path, seed: int) -> list[Ack]:
     return read_acks(tmp_path / f"acks-{seed}.txt")
 
 
+def _wait_before_kill(child: Child, tmp_path: Path, seed: int, rng: random.Random) -> None:
+    """Sleep until a random moment: in three rounds in ten early (the writer may still
+    be opening or recovering the store), else once it acknowledged something."""
+    if rng.random() < EARLY:
+        time.sleep(rng.uniform(0.0, 0.03))
+        return
+    acks = tmp_path / f"acks-{seed}.txt"
+    deadline = time.monotonic() + 10
+    while not (acks.exists() and acks.stat().st_size) and time.monotonic() < deadline:
+        assert child.poll() is None, f"seed {SEED}: writer {seed} ended: {child.poll()}"
+        time.sleep(0.002)
+    time.sleep(rng.uniform(0.0, 0.04))
+
+
 def _kill_round(
     server: ForkServer, tmp_path: Path, mode: str, seed: int, rng: random.Random
 ) -> tuple[list[Ack], int]:
-    """Fork a writer and SIGKILL it after a random delay; or fork two, kill one and, a
+    """Fork a writer and SIGKILL it at a random moment; or fork two, kill one and, a
     little later, the other (which went on over what the first left). Return the
     messages acknowledged, in log order, and the number of kills."""
     if rng.random() < PAIRS:
         first = _spawn_writer(server, tmp_path, mode, seed)
         second = _spawn_writer(server, tmp_path, mode, seed + ROUNDS)
-        time.sleep(rng.uniform(0.0, 0.06))
+        _wait_before_kill(first, tmp_path, seed, rng)
         acks = _killed_acks(first, tmp_path, seed)
         time.sleep(rng.uniform(0.0, 0.04))
         acks += _killed_acks(second, tmp_path, seed + ROUNDS)
         return sorted(acks, key=lambda ack: ack.commit_offset), 2
     child = _spawn_writer(server, tmp_path, mode, seed)
-    time.sleep(rng.uniform(0.0, 0.06))
+    _wait_before_kill(child, tmp_path, seed, rng)
     return _killed_acks(child, tmp_path, seed), 1
 
 
