@@ -536,9 +536,18 @@ class BlockQueue:
 
     def read(self, index: int, count: int) -> bytes:
         count = min(count, self.max_offset - index)
-        if count <= 0:
-            return b""
-        return self.blocks.read(self.queue_id, index, count)
+        per = self.blocks.entries_per_block
+        parts = []
+        while count > 0:
+            data = self.blocks.read(self.queue_id, index, count)
+            n = len(data) // ENTRY_SIZE
+            if not n:  # a block never allocated, lost or cut short: entries read as unwritten
+                n = min(count, per - index % per)
+                data = bytes(n * ENTRY_SIZE)
+            parts.append(data[: n * ENTRY_SIZE])
+            index += n
+            count -= n
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def entry(self, index: int) -> tuple[int, int, int] | None:
         if not self.min_offset <= index < self.max_offset:

@@ -1,8 +1,8 @@
 """Power loss at any moment: what an fsync covered survives it (issue 8).
 
 A seeded workload (topic creation, single appends and batches over several queues and
-segment rolls, offset commits, flushes, retention forced by a full fake disk) runs on a
-store under FaultyFS. Power-loss
+segment rolls, one topic of the shared layout, offset commits, flushes, retention forced
+by a full fake disk) runs on a store under FaultyFS. Power-loss
 images are captured after every operation and at every few file-system calls in the
 middle of operations (the flusher thread's included). Each image is opened by a fresh
 store (recovery), and what it holds is compared with what had been acknowledged when
@@ -57,6 +57,8 @@ def store_config(mode: str) -> StoreConfig:
         disk_warn_ratio=0.79,
         disk_force_ratio=0.8,
         disk_reject_ratio=0.95,
+        shared_block_entries=8,  # topic t1 is shared: small block files
+        shared_blocks_per_file=16,
     )
 
 
@@ -110,7 +112,7 @@ class Workload:
         if not self.topics or (len(self.topics) < 3 and rng.random() < 0.06):
             name = f"t{len(self.topics)}"
             queues = rng.randint(1, 3)
-            store.create_topic(name, queues=queues)
+            store.create_topic(name, queues=queues, layout="shared" if name == "t1" else "files")
             self.topics[name] = queues
             return
         choice = rng.random()
