@@ -18,7 +18,7 @@ from storeadapter.engine import TopicInfo
 from storeadapter.summaries import SampledLag, SampledTopic
 
 DEFAULT_BIG_TOPIC_QUEUES = 10_000
-DEFAULT_QUEUE_BUDGET = 100_000
+DEFAULT_QUEUE_BUDGET = 250_000
 DEFAULT_CHUNK_QUEUES = 10_000
 
 
