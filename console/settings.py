@@ -192,6 +192,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 #: Seconds between metric samples; each sample is followed by an alert evaluation.
 TIDEMARK_SAMPLE_INTERVAL_S = env_int("TIDEMARK_SAMPLE_INTERVAL_S", 10)
 TIDEMARK_STATUS_WINDOW = env_int("TIDEMARK_STATUS_WINDOW", 10)  # commits per queue, Burrow status
+#: Topics with more queues than this are "big": pages page their queues and show their
+#: totals from the latest sample; the sampler reads them in chunks of
+#: TIDEMARK_SAMPLE_CHUNK_QUEUES queues, at most TIDEMARK_SAMPLE_QUEUE_BUDGET per sample.
+TIDEMARK_BIG_TOPIC_QUEUES = env_int("TIDEMARK_BIG_TOPIC_QUEUES", 10_000)
+TIDEMARK_SAMPLE_QUEUE_BUDGET = env_int("TIDEMARK_SAMPLE_QUEUE_BUDGET", 250_000)
+TIDEMARK_SAMPLE_CHUNK_QUEUES = env_int("TIDEMARK_SAMPLE_CHUNK_QUEUES", 10_000)
 #: Seconds between the flush task's fsync-and-checkpoint runs (async flush mode).
 TIDEMARK_FLUSH_INTERVAL_S = env_int("TIDEMARK_FLUSH_INTERVAL_S", 5)
 #: Seconds between expiry checks; deletion runs at TIDEMARK_RETENTION_HOUR (UTC, like

@@ -5,14 +5,14 @@ pages page its queues and take its totals (messages, last write, each group's la
 the latest sample, labelled with the sample's age; the sampler reads it in chunks of
 ``TIDEMARK_SAMPLE_CHUNK_QUEUES`` queues, at most ``TIDEMARK_SAMPLE_QUEUE_BUDGET`` queues
 of big topics per sample, stalest chunk first (see sampler.py and docs/OPERATIONS.md).
-Each setting may also be given as an environment variable of the same name.
+Each is a setting in console/settings.py, overridable by the environment variable of the
+same name.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 
-from console.env import env_int
 from console.monitoring.models import GroupSample, StoreSample, TopicSample
 from storeadapter.engine import TopicInfo
 from storeadapter.summaries import SampledLag, SampledTopic
@@ -23,8 +23,7 @@ DEFAULT_CHUNK_QUEUES = 10_000
 
 
 def _setting(name: str, default: int) -> int:
-    value = getattr(settings, name, None)
-    return max(1, int(value) if value is not None else env_int(name, default))
+    return max(1, int(getattr(settings, name, default)))
 
 
 def big_topic_queues() -> int:

@@ -1,83 +1,63 @@
 """bench/million.py at a small scale (20,000 queues): every phase checks out, and a put
-phase killed in the middle recovers with every acknowledged message in place."""
+phase killed in the middle recovers with every acknowledged message in place.
+
+Both run in fresh processes: the bench forks its producer and readers, which must not
+happen in a test process that may hold other threads (Spark's, say).
+"""
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from storeadapter.engine import MessageStore
+from tests.engine.million_producer import MESSAGES, SEED, load_bench
 
 QUEUES = 20_000
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "million.py"
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("million_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+REPO = Path(__file__).resolve().parents[2]
+PRODUCER = Path(__file__).with_name("million_producer.py")
 
 
 def test_every_phase_at_twenty_thousand_queues_checks_out(tmp_path):
-    million = load_bench()
-    args = argparse.Namespace(
-        queues=QUEUES, messages=120_000, threads=4, readers=2, dir=str(tmp_path), keep=False
-    )
+    command = [sys.executable, "bench/million.py", "--queues", str(QUEUES)]
+    command += ["--messages", "120000", "--threads", "4", "--readers", "2"]
+    command += ["--dir", str(tmp_path)]
 
-    report = million.run(args)
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=240)
 
-    assert report["ok"], report
-    assert report["bad_checks"] == 0 and report["producer_errors"] == []
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["ok"] and report["bad_checks"] == 0 and report["producer_errors"] == []
     assert report["consumed_messages"] > 0
     assert report["recovery_records"] is not None
-
-
-def _produce_until_killed(path: Path, acks: Path) -> None:
-    """Child: append batches in random queue order; after each, record every queue's
-    acknowledged count (one JSON line per batch)."""
-    million = load_bench()
-    store = MessageStore.open(path, million.config())
-    store.create_topic(million.TOPIC, queues=QUEUES, layout="shared")
-    plan = million.plan_queues(QUEUES, 2_000_000, 1, seed=5)[0]
-    sent: dict[int, int] = {}
-    with open(acks, "w") as out:
-        for start in range(0, len(plan), 500):
-            batch = []
-            for queue in plan[start : start + 500]:
-                offset = sent.get(queue, 0)
-                sent[queue] = offset + 1
-                batch.append({"body": million.body_of(queue, offset), "queue": queue})
-            store.append_batch(million.TOPIC, batch)
-            out.write(json.dumps({"batches": start // 500 + 1}) + "\n")
-            out.flush()
-    os._exit(0)
 
 
 def test_a_put_phase_killed_in_the_middle_recovers_every_acknowledged_message(tmp_path):
     million = load_bench()
     path, acks = tmp_path / "store", tmp_path / "acks"
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            _produce_until_killed(path, acks)
-        finally:
-            os._exit(1)
-    deadline = time.monotonic() + 60
-    while not acks.exists() or acks.read_text().count("\n") < 40:
-        assert time.monotonic() < deadline, "the producer acknowledged too little in 60 s"
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    child = subprocess.Popen(
+        [sys.executable, str(PRODUCER), str(path), str(acks), str(QUEUES)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not acks.exists() or acks.read_text().count("\n") < 40:
+            assert child.poll() is None, child.stderr.read().decode()
+            assert time.monotonic() < deadline, "the producer acknowledged too little in 60 s"
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
     batches = json.loads(acks.read_text().splitlines()[-1])["batches"]
-    plan = million.plan_queues(QUEUES, 2_000_000, 1, seed=5)[0]
+    plan = million.plan_queues(QUEUES, MESSAGES, 1, seed=SEED)[0]
     acknowledged: dict[int, int] = {}
     for queue in plan[: batches * 500]:
         acknowledged[queue] = acknowledged.get(queue, 0) + 1

@@ -50,6 +50,9 @@ def strong_key() -> str:
 def run(args: list[str], **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in CLEARED}
     environ.pop("DJANGO_SETTINGS_MODULE", None)
+    # Set by the browser tests (tests/browser/conftest.py), which may run first in the
+    # same pytest process; never in a deployment, and `check --deploy` says so.
+    environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     return subprocess.run(
         args,
         env={**environ, **env},
