@@ -41,6 +41,8 @@ _OWNER = struct.Struct("<IQ")
 ERASED = 0xFFFFFFFF
 _SEQ_BITS = 40
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
+#: Blocks read at a time when a store is opened.
+_LOAD_BLOCKS = 256
 
 
 def header_bytes(queue: int, seq: int) -> bytes:
@@ -172,6 +174,10 @@ class BlockStore:
         self._first_seq: dict[int, int] = {}
         self._last_seq: dict[int, int] = {}
         self.end = 0  # blocks below this are allocated (or erased); the next goes here
+        # Whether another process may have allocated blocks since this one last looked
+        # (the store says so when it follows others' appends): until then a writer that
+        # misses a block allocates it without reading the header at ``end`` first.
+        self.stale = False
         self._load()
 
     # -- finding blocks -----------------------------------------------------------------
@@ -189,13 +195,20 @@ class BlockStore:
         for first, block_file in sorted(self.files.items()):
             if first != self.end:
                 break  # a gap: nothing allocated past it
-            data = memoryview(block_file.read_all())
-            for slot in range(block_file.blocks):
-                owner = parse_header(data[slot * size : slot * size + BLOCK_HEADER_SIZE])
-                if owner is None:
-                    return
-                self._remember(owner[0], owner[1], first + slot)
-                self.end += 1
+            # Read a few blocks at a time, and stop at the end of the allocated run:
+            # reading the file's never-written pages would put them in the page cache as
+            # clean pages, and a later small write into such a page costs ext4 several
+            # times a write into an untouched one.
+            for start in range(0, block_file.blocks, _LOAD_BLOCKS):
+                count = min(_LOAD_BLOCKS, block_file.blocks - start)
+                data = memoryview(block_file.pread(first + start, 0, count * size))
+                for slot in range(count):
+                    header = data[slot * size : slot * size + BLOCK_HEADER_SIZE]
+                    owner = parse_header(header) if len(header) == BLOCK_HEADER_SIZE else None
+                    if owner is None:
+                        return
+                    self._remember(owner[0], owner[1], first + start + slot)
+                    self.end += 1
 
     def create_first_file(self) -> None:
         """Give a new topic its first (empty) file of blocks, so that a topic without
@@ -251,6 +264,14 @@ class BlockStore:
     def _file_of(self, block: int) -> BlockFile | None:
         return self.files.get(block - block % self.blocks_per_file)
 
+    def _block_for_write(self, queue: int, seq: int) -> int | None:
+        block = self._blocks.get(queue << _SEQ_BITS | seq)
+        if block is None and self.stale:
+            self.refresh()
+            self.stale = False
+            block = self._blocks.get(queue << _SEQ_BITS | seq)
+        return block
+
     def block_of(self, queue: int, seq: int) -> int | None:
         block = self._blocks.get(queue << _SEQ_BITS | seq)
         if block is None:
@@ -303,7 +324,7 @@ class BlockStore:
             seq, slot = divmod(index, per)
             n = min(len(view) // ENTRY_SIZE, per - slot)
             chunk = view[: n * ENTRY_SIZE]
-            block = self.block_of(queue, seq)
+            block = self._block_for_write(queue, seq)
             if block is None:
                 self._allocate(queue, seq, slot, chunk)
             else:

@@ -272,6 +272,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._advance_queue_mins()
             self._index.refresh()
         if snapshot.tail > self.commitlog.tail:
+            for topic in self._registry.shared_topics():
+                topic.blocks.stale = True  # they may have allocated blocks
             self.commitlog.refresh(snapshot.tail)
             notes = self._shared.notes(seen.ring_seq, snapshot.ring_seq)
             if notes is None:
