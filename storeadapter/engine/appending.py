@@ -227,6 +227,8 @@ class Appending:
                     self._dispatch(state.queues, next_offsets, entries)
                     if index_items:
                         self._index.put_many(index_items)
+                    if state.blocks is not None:
+                        state.blocks.publish_end(self.commitlog.tail)
                 except OSError as error:
                     self._fail(error)
                     if error.errno == errno.ENOSPC:
@@ -308,6 +310,8 @@ class Appending:
         if self._shared.mark_writing():  # the last writer died before publishing
             log.clear_after_tail(segment)
             self._index.truncate_from(tail)
+            for shared in self._registry.shared_topics():
+                shared.blocks.discard_unpublished(tail)
         chunk_start = tail - segment.base
         chunk_end = tail
         segment_limit = segment.end - MARKER_SIZE

@@ -43,6 +43,9 @@ _SEQ_BITS = 40
 _SEQ_MASK = (1 << _SEQ_BITS) - 1
 #: Blocks read at a time when a store is opened.
 _LOAD_BLOCKS = 256
+#: ``blocks/allocated``: two slots (seq, allocation end, commit-log tail, CRC32C).
+ALLOCATED_FILE = "allocated"
+_END_SLOT = struct.Struct("<QQQI")
 
 
 def header_bytes(queue: int, seq: int) -> bytes:
@@ -178,18 +181,28 @@ class BlockStore:
         # (the store says so when it follows others' appends): until then a writer that
         # misses a block allocates it without reading the header at ``end`` first.
         self.stale = False
+        # The commit-log tail this process has followed to (set by the store): blocks
+        # are taken in only up to the allocation end published with a tail at or below
+        # it, never a dead writer's unpublished ones.
+        self.tail_source: Callable[[], int] | None = None
+        self._ends_fd = -1
+        self._published = -1  # the allocation end this process last published
         self._load()
 
     # -- finding blocks -----------------------------------------------------------------
 
-    def _load(self) -> None:
+    def _load(self, limit: int | None = None) -> None:
+        """Read the headers of the allocated run (up to ``limit`` blocks if given)."""
         fileio.make_dir(self.directory, parents=True, exist_ok=True)
         for name in sorted(os.listdir(self.directory)):
-            if is_segment_name(name):
+            if is_segment_name(name) and int(name) not in self.files:
                 first = int(name)
                 self.files[first] = BlockFile(
                     self.directory / name, first, self.blocks_per_file, self.block_bytes
                 )
+        self._blocks.clear()
+        self._first_seq.clear()
+        self._last_seq.clear()
         self.end = min(self.files, default=0)
         size = self.block_bytes
         for first, block_file in sorted(self.files.items()):
@@ -205,7 +218,7 @@ class BlockStore:
                 for slot in range(count):
                     header = data[slot * size : slot * size + BLOCK_HEADER_SIZE]
                     owner = parse_header(header) if len(header) == BLOCK_HEADER_SIZE else None
-                    if owner is None:
+                    if owner is None or (limit is not None and self.end >= limit):
                         return
                     self._remember(owner[0], owner[1], first + start + slot)
                     self.end += 1
@@ -226,9 +239,80 @@ class BlockStore:
             return True
         return firsts != list(range(firsts[0], firsts[-1] + 1, self.blocks_per_file))
 
-    def refresh(self) -> None:
-        """Take in the blocks allocated (by any process) since this one last looked."""
+    # -- the published allocation end --------------------------------------------------
+
+    def _ends(self) -> int:
+        if self._ends_fd < 0:
+            self._ends_fd = fileio.create_file(self.directory / ALLOCATED_FILE)
+        return self._ends_fd
+
+    def _read_slots(self) -> list[tuple[int, int, int]]:
+        """The valid (seq, end, tail) slots of ``blocks/allocated``."""
+        data = os.pread(self._ends(), 2 * _END_SLOT.size, 0)
+        slots = []
+        for at in (0, _END_SLOT.size):
+            if len(data) < at + _END_SLOT.size:
+                break
+            seq, end, tail, crc = _END_SLOT.unpack_from(data, at)
+            if seq and crc == crc32c(data[at : at + _END_SLOT.size - 4]):
+                slots.append((seq, end, tail))
+        return slots
+
+    def published_end(self, tail: int) -> int | None:
+        """The allocation end published with a commit-log tail at or below ``tail`` (the
+        newest such), or None when there is none to go by."""
+        fitting = [slot for slot in self._read_slots() if slot[2] <= tail]
+        return max(fitting)[1] if fitting else None
+
+    def publish_end(self, tail: int) -> None:
+        """Say, before the store publishes ``tail``, how far blocks are allocated (under
+        the store's write lock; not fsynced: recovery finds the allocated run anew)."""
+        if self.end == self._published:
+            return
+        seq = max((slot[0] for slot in self._read_slots()), default=0) + 1
+        body = _END_SLOT.pack(seq, self.end, tail, 0)[:-4]
+        at = (seq % 2) * _END_SLOT.size
+        fileio.pwrite_all(self._ends(), body + struct.pack("<I", crc32c(body)), at)
+        self._published = self.end
+
+    def republish_end(self, tail: int) -> None:
+        """After recovery: the allocated run as found is the published end at ``tail``."""
+        self._published = -1
+        self.publish_end(tail)
+
+    def discard_unpublished(self, tail: int) -> int:
+        """Erase the headers a writer that died before publishing left past the published
+        allocation end (under the store's write lock); return how many."""
+        limit = self.published_end(tail)
+        if limit is None or limit < self.end:
+            return 0
+        self.refresh(limit)
+        erased = 0
+        block = self.end
         while True:
+            block_file = self._file_of(block) or self._find_file(block)
+            if block_file is None:
+                break
+            data = block_file.pread(block, 0, BLOCK_HEADER_SIZE)
+            if len(data) < BLOCK_HEADER_SIZE or parse_header(data) is None:
+                break
+            block_file.pwrite(block, 0, bytes(BLOCK_HEADER_SIZE))
+            self.dirty.add(block_file)
+            erased += 1
+            block += 1
+        self.republish_end(tail)
+        return erased
+
+    def refresh(self, limit: int | None = None) -> None:
+        """Take in the blocks allocated (by any process) since this one last looked, up to
+        ``limit`` (default: the published allocation end, else the run's end)."""
+        if limit is None and self.tail_source is not None:
+            limit = self.published_end(self.tail_source())
+        if limit is not None and limit < self.end:
+            # This process took in blocks a writer left unpublished when it died; they
+            # were erased since, and their places may hold other blocks now.
+            self._load(limit)
+        while limit is None or self.end < limit:
             block_file = self._file_of(self.end)
             if block_file is None:
                 block_file = self._find_file(self.end)
@@ -457,6 +541,9 @@ class BlockStore:
         self.closed = True
         for block_file in self.files.values():
             block_file.close()
+        if self._ends_fd >= 0:
+            os.close(self._ends_fd)
+            self._ends_fd = -1
         self.dirty.clear()
 
 

@@ -114,6 +114,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._registry = TopicRegistry(
                     self.path / "consumequeue", self.identity.queue_file_entries, self._handles
                 )
+                self._registry.tail_source = self._followed_tail
                 self._topics = self._registry.topics
                 self._checkpoint = Checkpoint(self.path / "checkpoint")
                 self._index = KeyIndex(
@@ -168,6 +169,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             index=self._index,
         )
         self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
+        for topic in self._registry.shared_topics():
+            topic.blocks.republish_end(self.commitlog.tail)
         self._advance_queue_mins()
         for corruption in self.last_recovery.corruptions:
             self._note_corruption(corruption)
@@ -242,6 +245,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 log.mark_unsynced(segment)
         log.tail = tail
         return grown
+
+    def _followed_tail(self) -> int:
+        return self.commitlog.tail
 
     def _on_queue_load(self, queue: ConsumeQueue) -> None:
         """A queue's files were just looked at: check its ends against the log (entries

@@ -99,6 +99,8 @@ class TopicRegistry:
         self.topics: dict[str, Topic] = {}
         self._by_bytes: dict[bytes, Topic] = {}
         self.by_id: dict[int, Topic] = {}
+        # The commit-log tail this process has followed to (set by the store).
+        self.tail_source: Callable[[], int] | None = None
         # Called with each queue when it is first loaded (see ConsumeQueue.on_load).
         self.on_load: Callable[[ConsumeQueue], None] | None = None
         self._on_load = self._loaded  # one bound method shared by every queue
@@ -245,6 +247,7 @@ class TopicRegistry:
         blocks = BlockStore(
             self.root / info.name / BLOCKS_DIR, info.block_entries, info.blocks_per_file
         )
+        blocks.tail_source = self.tail_source
         topic = Topic(info, [], blocks)
         topic.queues = LazyQueues(info.queues, lambda queue_id: self._block_queue(topic, queue_id))
         return topic
