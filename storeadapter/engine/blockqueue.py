@@ -31,7 +31,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import fileio
-from .consumequeue import ENTRY, ENTRY_SIZE
+from .queuebase import ENTRY, ENTRY_SIZE, QueueBase
 from .segment import is_segment_name, segment_name
 
 BLOCK_HEADER = struct.Struct("<IQI")
@@ -547,25 +547,14 @@ class BlockStore:
         self.dirty.clear()
 
 
-class BlockQueue:
+class BlockQueue(QueueBase):
     """One queue of a shared topic, with the interface of ``ConsumeQueue``.
 
     Its entries live in the topic's ``BlockStore``; like a ``ConsumeQueue`` it is loaded
     lazily (its ends are found on first use) and then checked by ``on_load``.
     """
 
-    __slots__ = (
-        "blocks",
-        "queue_id",
-        "on_load",
-        "closed",
-        "owner",
-        "changes",
-        "last_store_cache",
-        "_loaded",
-        "_min_offset",
-        "_max_offset",
-    )
+    __slots__ = ("blocks", "queue_id")
 
     time_index = NO_TIME_INDEX
 
@@ -580,24 +569,14 @@ class BlockQueue:
         queue_id: int,
         on_load: Callable[[BlockQueue], None] | None = None,
     ) -> None:
+        super().__init__(on_load)
         self.blocks = blocks
         self.queue_id = queue_id
-        self.on_load = on_load
-        self.closed = False
-        self.owner: tuple[bytes, int] = (b"", queue_id)
-        self.changes = 0
-        self.last_store_cache: tuple[int, int, int, int | None] | None = None
-        self._loaded = False
-        self._min_offset = 0
-        self._max_offset = 0
+        self.owner = (b"", queue_id)
 
     @property
     def directory(self) -> Path:
         return self.blocks.directory
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
 
     def _load(self) -> None:
         self._loaded = True
@@ -607,31 +586,6 @@ class BlockQueue:
             self._max_offset = max(self.blocks.written_end(self.queue_id), self._min_offset)
         if self.on_load is not None:
             self.on_load(self)
-
-    @property
-    def min_offset(self) -> int:
-        if not self._loaded:
-            self._load()
-        return self._min_offset
-
-    @min_offset.setter
-    def min_offset(self, value: int) -> None:
-        if not self._loaded:
-            self._load()
-        self._min_offset = value
-
-    @property
-    def max_offset(self) -> int:
-        if not self._loaded:
-            self._load()
-        return self._max_offset
-
-    @max_offset.setter
-    def max_offset(self, value: int) -> None:
-        if not self._loaded:
-            self._load()
-        self._max_offset = value
-        self.changes += 1
 
     def write(self, index: int, entries: bytes) -> None:
         if not self._loaded:
@@ -669,22 +623,6 @@ class BlockQueue:
         self.blocks.write(self.queue_id, index, bytes((self._max_offset - index) * ENTRY_SIZE))
         self._max_offset = index
         self.changes += 1
-
-    def advance_min(self, log_min: int) -> int:
-        """Move the minimum offset past entries whose records are below ``log_min``."""
-        low, high = self.min_offset, self.max_offset
-        first = self.entry(low) if low < high else None
-        if first is None or first[0] >= log_min:
-            return self._min_offset
-        while low < high:
-            middle = (low + high) // 2
-            entry = self.entry(middle)
-            if entry is None or entry[0] < log_min:
-                low = middle + 1
-            else:
-                high = middle
-        self._min_offset = max(self._min_offset, low)
-        return self._min_offset
 
     def mark_dirty(self, start: int, end: int) -> None:
         """Another process wrote entries ``start`` to ``end - 1``: have the next flush

@@ -14,17 +14,15 @@ them and keeps a bounded number of files open.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable
 from pathlib import Path
 
 from . import fileio
 from .handles import HandleCache
+from .queuebase import ENTRY, ENTRY_SIZE, QueueBase
 from .segment import is_segment_name, segment_name
 from .timeindex import TimeIndex
 
-ENTRY = struct.Struct("<QIQ")
-ENTRY_SIZE = ENTRY.size
 _TAIL_READ_ENTRIES = 4096
 TIME_INDEX_INTERVAL = 128
 
@@ -133,7 +131,7 @@ class QueueFile:
         self.handles.forget(self)
 
 
-class ConsumeQueue:
+class ConsumeQueue(QueueBase):
     """The entries of one queue of one topic; ``max_offset`` is the next index to write.
 
     ``on_load`` is called once the queue's files have been looked at, before any other
@@ -144,22 +142,7 @@ class ConsumeQueue:
     objects to walk per queue (each full collection walks them all).
     """
 
-    __slots__ = (
-        "_directory",
-        "entries_per_file",
-        "handles",
-        "on_load",
-        "dirty",
-        "closed",
-        "time_index",
-        "owner",
-        "changes",
-        "last_store_cache",
-        "_loaded",
-        "_files",
-        "_min_offset",
-        "_max_offset",
-    )
+    __slots__ = ("_directory", "entries_per_file", "handles", "dirty", "time_index", "_files")
 
     def __init__(
         self,
@@ -168,23 +151,13 @@ class ConsumeQueue:
         handles: HandleCache,
         on_load: Callable[[ConsumeQueue], None] | None = None,
     ) -> None:
+        super().__init__(on_load)
         self._directory = os.fspath(directory)
         self.entries_per_file = entries_per_file
         self.handles = handles
-        self.on_load = on_load
         self.dirty: set[QueueFile] = set()
-        self.closed = False
         self.time_index = TimeIndex(directory, TIME_INDEX_INTERVAL, handles)
-        self.owner: tuple[bytes, int] = (b"", 0)  # (topic, queue id), set by the registry
-        # Bumped by every write, truncation and setting of max_offset: with the min and
-        # max offsets, it tells whether a value derived from the queue's entries (the
-        # store's cached last store time) is still right.
-        self.changes = 0
-        self.last_store_cache: tuple[int, int, int, int | None] | None = None
-        self._loaded = False
         self._files: list[QueueFile] = []
-        self._min_offset = 0
-        self._max_offset = 0
 
     @property
     def directory(self) -> Path:
@@ -196,10 +169,6 @@ class ConsumeQueue:
         return self
 
     # -- lazy loading ------------------------------------------------------------------
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded
 
     def _load(self) -> None:
         self._loaded = True
@@ -222,31 +191,6 @@ class ConsumeQueue:
         if not self._loaded:
             self._load()
         return self._files
-
-    @property
-    def min_offset(self) -> int:
-        if not self._loaded:
-            self._load()
-        return self._min_offset
-
-    @min_offset.setter
-    def min_offset(self, value: int) -> None:
-        if not self._loaded:
-            self._load()
-        self._min_offset = value
-
-    @property
-    def max_offset(self) -> int:
-        if not self._loaded:
-            self._load()
-        return self._max_offset
-
-    @max_offset.setter
-    def max_offset(self, value: int) -> None:
-        if not self._loaded:
-            self._load()
-        self._max_offset = value
-        self.changes += 1
 
     def _find_end(self, last: QueueFile) -> int:
         """The queue offset after the last written entry of the queue's last file."""
@@ -363,44 +307,13 @@ class ConsumeQueue:
             ):
                 self._remove_file(queue_file)
 
-    def advance_min(self, log_min: int) -> int:
-        """Move the minimum offset past entries whose records are below ``log_min``
-        (retention deleted them); delete files wholly below it. Return the new minimum."""
+    def _before_advance(self) -> None:
         self._forget_deleted_files()
-        low, high = self.min_offset, self.max_offset
-        if log_min and low < high and self.entry(low) is None:
-            # Unwritten entries at the start: a power loss took their writes after
-            # retention took their records (records above the log's start get rebuilt).
-            low = self._first_written(low, high)
-        first = self.entry(low) if low < high else None
-        if first is not None and first[0] < log_min:
-            while low < high:
-                middle = (low + high) // 2
-                entry = self.entry(middle)
-                if entry is None or entry[0] < log_min:
-                    low = middle + 1
-                else:
-                    high = middle
-        if low <= self._min_offset:
-            return self._min_offset
-        self._min_offset = low
-        for queue_file in list(self._files[:-1]):  # the last file stays: it marks the end
-            if queue_file.first_index + queue_file.entries <= low:
-                self._remove_file(queue_file)
-        return low
 
-    def _first_written(self, low: int, high: int) -> int:
-        """The first index in ``[low, high)`` whose entry is written, else ``high``."""
-        while low < high:
-            count = min(high - low, _TAIL_READ_ENTRIES)
-            data = self.read(low, count)
-            for i in range(len(data) // ENTRY_SIZE):
-                if ENTRY.unpack_from(data, i * ENTRY_SIZE)[1]:
-                    return low + i
-            if len(data) < count * ENTRY_SIZE:
-                return high
-            low += count
-        return high
+    def _dropped_below(self, index: int) -> None:
+        for queue_file in list(self._files[:-1]):  # the last file stays: it marks the end
+            if queue_file.first_index + queue_file.entries <= index:
+                self._remove_file(queue_file)
 
     def _forget_deleted_files(self) -> None:
         """Let go of the oldest files that are gone: another process's retention deleted

@@ -1,0 +1,126 @@
+"""What a queue's entries look like to the rest of the store, whatever holds them.
+
+``QueueBase`` is the part ``ConsumeQueue`` (files of its own) and ``BlockQueue`` (blocks of
+a shared topic) have in common: lazy loading of the queue's ends, and moving its minimum
+past what retention deleted. A subclass supplies ``_load``, ``read`` and ``entry``, and may
+act before (``_before_advance``) and after (``_dropped_below``) a move of the minimum.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+#: A consume-queue entry: commit-log offset, record size (0 = not written), tag hash.
+ENTRY = struct.Struct("<QIQ")
+ENTRY_SIZE = ENTRY.size
+
+#: Entries read at a time when looking for the first written one.
+SCAN_ENTRIES = 4096
+
+
+class QueueBase:
+    __slots__ = (
+        "on_load",
+        "closed",
+        "owner",
+        "changes",
+        "last_store_cache",
+        "_loaded",
+        "_min_offset",
+        "_max_offset",
+    )
+
+    def __init__(self, on_load: Callable | None = None) -> None:
+        self.on_load = on_load
+        self.closed = False
+        self.owner: tuple[bytes, int] = (b"", 0)  # (topic, queue id), set by the registry
+        # Bumped by every write, truncation and setting of max_offset: with the min and
+        # max offsets, it tells whether a value derived from the queue's entries (the
+        # store's cached last store time) is still right.
+        self.changes = 0
+        self.last_store_cache: tuple[int, int, int, int | None] | None = None
+        self._loaded = False
+        self._min_offset = 0
+        self._max_offset = 0
+
+    def _load(self) -> None:  # pragma: no cover - every subclass has one
+        raise NotImplementedError
+
+    def read(self, index: int, count: int) -> bytes:  # pragma: no cover
+        raise NotImplementedError
+
+    def entry(self, index: int) -> tuple[int, int, int] | None:  # pragma: no cover
+        raise NotImplementedError
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def min_offset(self) -> int:
+        if not self._loaded:
+            self._load()
+        return self._min_offset
+
+    @min_offset.setter
+    def min_offset(self, value: int) -> None:
+        if not self._loaded:
+            self._load()
+        self._min_offset = value
+
+    @property
+    def max_offset(self) -> int:
+        if not self._loaded:
+            self._load()
+        return self._max_offset
+
+    @max_offset.setter
+    def max_offset(self, value: int) -> None:
+        if not self._loaded:
+            self._load()
+        self._max_offset = value
+        self.changes += 1
+
+    def advance_min(self, log_min: int) -> int:
+        """Move the minimum offset past entries whose records are below ``log_min``
+        (retention deleted them). Return the new minimum."""
+        self._before_advance()
+        low, high = self.min_offset, self.max_offset
+        if log_min and low < high and self.entry(low) is None:
+            # Unwritten entries at the start: a power loss took their writes after
+            # retention took their records (records above the log's start get rebuilt).
+            low = self._first_written(low, high)
+        first = self.entry(low) if low < high else None
+        if first is not None and first[0] < log_min:
+            while low < high:
+                middle = (low + high) // 2
+                entry = self.entry(middle)
+                if entry is None or entry[0] < log_min:
+                    low = middle + 1
+                else:
+                    high = middle
+        if low <= self._min_offset:
+            return self._min_offset
+        self._min_offset = low
+        self._dropped_below(low)
+        return low
+
+    def _before_advance(self) -> None:
+        """Called before the minimum is moved."""
+
+    def _dropped_below(self, index: int) -> None:
+        """Called once the minimum has moved up to ``index``."""
+
+    def _first_written(self, low: int, high: int) -> int:
+        """The first index in ``[low, high)`` whose entry is written, else ``high``."""
+        while low < high:
+            count = min(high - low, SCAN_ENTRIES)
+            data = self.read(low, count)
+            for i in range(len(data) // ENTRY_SIZE):
+                if ENTRY.unpack_from(data, i * ENTRY_SIZE)[1]:
+                    return low + i
+            if len(data) < count * ENTRY_SIZE:
+                return high
+            low += count
+        return high
