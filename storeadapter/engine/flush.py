@@ -24,8 +24,12 @@ class FlushService:
         flush_all: Callable[[], int],
         interval_s: float,
         on_failure: Callable[[BaseException], None],
+        unsynced: Callable[[], bool] | None = None,
     ) -> None:
         self._sync_log = sync_log
+        # Whether there is anything to sync: an appender just woken still counts as a
+        # waiter until it runs, and must not cause another, empty, fdatasync.
+        self._unsynced = unsynced or (lambda: True)
         self._flush_all = flush_all
         self._interval_s = interval_s
         self._on_failure = on_failure
@@ -99,7 +103,7 @@ class FlushService:
                 while (
                     not self._stopping
                     and not self._kicked
-                    and (self._waiters == 0 or self.failure is not None)
+                    and (self._waiters == 0 or self.failure is not None or not self._unsynced())
                 ):
                     remaining = next_full - time.monotonic()
                     if remaining <= 0:

@@ -136,6 +136,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._flush_everything,
             self.config.flush_interval_ms / 1000,
             self._fail,
+            self._log_unsynced,
         )
         self._flush_everything()
         if self._index_marker_pending:
@@ -331,6 +332,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 raise DiskFullError(self._failure_sentence()) from error
             raise StoreFailedError(self._failure_sentence()) from error
 
+    def _log_unsynced(self) -> bool:
+        """Whether the log holds writes no fsync has covered yet (this process's appends
+        past what it synced, or segments others wrote that it must sync)."""
+        log = self.commitlog
+        return log.tail > log.flushed or bool(log.unsynced)
+
     def _sync_log(self) -> int:
         """fsync the commit log up to the current tail; return that tail.
 
@@ -340,6 +347,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         with self._flush_lock:
             with self._write_lock:
                 target = self.commitlog.tail
+                if not self._log_unsynced():
+                    return target  # an fdatasync would cover nothing new
                 pending = self.commitlog.take_unsynced()
             for segment in pending:
                 segment.sync()

@@ -25,6 +25,7 @@ from tests.engine.storetools import (
     SEGMENT_BYTES,
     read_all,
     read_everything,
+    small_config,
     tail,
 )
 
@@ -291,3 +292,20 @@ def test_async_store_survives_reopen_without_explicit_flush(open_store, store_pa
         ]
     finally:
         reopened.close()
+
+
+def test_a_lone_sync_producer_costs_one_log_fdatasync_per_append(open_store, monkeypatch):
+    from storeadapter.engine import fileio
+
+    store = open_store(cfg=small_config(flush_mode="sync", flush_interval_ms=600_000))
+    store.create_topic("t", queues=1)
+    store.append("t", b"warm up")
+    syncs = []
+    real = fileio.fdatasync
+    monkeypatch.setattr(fileio, "fdatasync", lambda fd: (syncs.append(fd), real(fd)))
+
+    for i in range(50):
+        store.append("t", f"m{i}".encode())
+
+    assert len(syncs) <= 52  # one per append (a woken appender still counted as waiting
+    # made the flusher fsync again with nothing new: about two per append)
