@@ -15,6 +15,7 @@ import asyncio
 import os
 import secrets
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -41,14 +42,32 @@ class JetStreamPeer(Peer):
     def __init__(self, server: str = SERVER) -> None:
         self.server = server
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self.nc: nats.NATS | None = None
         self.js = None
         self.stream = ""
         self.count = 0
 
     def _run(self, coroutine):
+        # The client's loop runs in a thread of its own: the caller's thread may already
+        # run a loop (a test process that drove a browser through Playwright does).
         assert self.loop is not None
-        return self.loop.run_until_complete(coroutine)
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def _start_loop(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="jetstream-client", daemon=True
+        )
+        self._thread.start()
+
+    def _stop_loop(self) -> None:
+        if self.loop is None:
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+        self.loop = None
 
     def setup(self, workdir: Path, size: int) -> None:
         # nats-py retries a refused first connection for ever: ask the port first.
@@ -59,7 +78,7 @@ class JetStreamPeer(Peer):
             raise RuntimeError(
                 f"NATS does not answer at {self.server} ({error}); {START_HINT}"
             ) from error
-        self.loop = asyncio.new_event_loop()
+        self._start_loop()
         try:
             self.nc = self._run(
                 asyncio.wait_for(
@@ -73,8 +92,7 @@ class JetStreamPeer(Peer):
                 )
             )
         except Exception as error:
-            self.loop.close()
-            self.loop = None
+            self._stop_loop()
             raise RuntimeError(
                 f"NATS does not answer at {self.server} ({error!r}); {START_HINT}"
             ) from error
@@ -131,9 +149,10 @@ class JetStreamPeer(Peer):
             if self.nc is not None and self.stream:
                 self._run(self.js.delete_stream(self.stream))
         finally:
-            if self.nc is not None:
-                self._run(self.nc.close())
-            self.loop.close()
-            self.loop = None
+            try:
+                if self.nc is not None:
+                    self._run(self.nc.close())
+            finally:
+                self._stop_loop()
             self.nc = None
             self.count = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -114,4 +115,8 @@ def test_jetstream_stream_is_deleted(tmp_path: Path) -> None:
             await nc.close()
         return False
 
-    assert asyncio.run(gone()), f"stream {stream} was left on the server"
+    # In a thread of its own: a browser test before this one leaves Playwright's loop
+    # running in this thread, where asyncio.run refuses to start another.
+    with ThreadPoolExecutor(1) as thread:
+        left_gone = thread.submit(asyncio.run, gone()).result()
+    assert left_gone, f"stream {stream} was left on the server"
