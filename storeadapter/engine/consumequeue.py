@@ -176,10 +176,15 @@ class ConsumeQueue(QueueBase):
             names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
         except FileNotFoundError:
             names = []
-        self._files = [
-            QueueFile.existing(self.directory / name, self.entries_per_file, self.handles)
-            for name in names
-        ]
+        self._files = []
+        for name in names:
+            try:
+                queue_file = QueueFile.existing(
+                    self.directory / name, self.entries_per_file, self.handles
+                )
+            except FileNotFoundError:  # another process's retention deleted it just now
+                continue
+            self._files.append(queue_file)
         if self._files:
             self._min_offset = self._files[0].first_index
             self._max_offset = max(self._find_end(self._files[-1]), self._min_offset)

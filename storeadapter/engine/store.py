@@ -435,16 +435,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._check_open()
         self._follow()
         log = self.commitlog
-        segments = [
-            {
-                "name": segment_name(s.base),
-                "base": s.base,
-                "size": s.size,
-                "disk_bytes": os.fstat(s.fd).st_blocks * 512,
-                "used_bytes": max(0, min(log.tail, s.end) - s.base),
-            }
-            for s in list(log.segments)
-        ]
+        # Under the follow lock: the flush thread may follow another process's retention
+        # meanwhile, closing the segments it deletes.
+        with self._follow_lock:
+            segments = [
+                {
+                    "name": segment_name(s.base),
+                    "base": s.base,
+                    "size": s.size,
+                    "disk_bytes": os.fstat(s.fd).st_blocks * 512,
+                    "used_bytes": max(0, min(log.tail, s.end) - s.base),
+                }
+                for s in list(log.segments)
+            ]
         result = {
             "path": str(self.path),
             "store_id": self._id_prefix,

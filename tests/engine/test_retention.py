@@ -257,3 +257,26 @@ def test_refusing_the_oldest_segment_deletes_nothing(store, clock, disk, store_p
     assert report.deleted_segments == [] and report.held_segments
     assert segment_paths(store_path) == before
     assert store.queue_range("t", 0)[0] == 0
+
+
+def test_a_queue_file_deleted_while_the_queue_loads_is_passed_over(
+    open_store, store_path, monkeypatch
+):
+    from storeadapter.engine import consumequeue
+    from tests.engine.storetools import QUEUE_FILE_ENTRIES
+
+    store = open_store()
+    store.create_topic("t", queues=1, layout="files")
+    store.append_batch("t", [b"m"] * (QUEUE_FILE_ENTRIES * 2 + 1))
+    store.close()
+    existing = consumequeue.QueueFile.existing.__func__
+
+    def vanishing(cls, path, entries, handles):
+        if int(path.name) == 0:  # another process's retention deleted it just now
+            raise FileNotFoundError(path)
+        return existing(cls, path, entries, handles)
+
+    monkeypatch.setattr(consumequeue.QueueFile, "existing", classmethod(vanishing))
+    reopened = open_store()
+
+    assert reopened.queue_range("t", 0) == (QUEUE_FILE_ENTRIES, QUEUE_FILE_ENTRIES * 2 + 1)
