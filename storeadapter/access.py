@@ -33,6 +33,11 @@ def store_at(path: str | os.PathLike, config: StoreConfig | None = None) -> Mess
         return store
 
 
+def store_exists(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds a store (for jobs that read its files without opening it)."""
+    return (Path(path) / "commitlog").is_dir()
+
+
 def close_all() -> None:
     """Close every store this process opened (at shutdown, or between tests)."""
     with _lock:

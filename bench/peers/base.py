@@ -12,11 +12,12 @@ every message came back.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 
 
-class Peer:
+class Peer(ABC):
     """A system that stores messages; subclasses fill in the methods below."""
 
     name = "peer"
@@ -25,20 +26,23 @@ class Peer:
     #: How append and read are done, for the table and the docs.
     method = ""
 
+    @abstractmethod
     def setup(self, workdir: Path, size: int) -> None:
-        raise NotImplementedError
+        """Supplied by each peer."""
 
-    def prepare(self, bodies: list[bytes]) -> None:
+    def prepare(self, bodies: list[bytes]) -> None:  # noqa: B027 - optional hook
         """Work that is not timed, done before ``append``."""
 
+    @abstractmethod
     def append(self, bodies: list[bytes], batch: int) -> None:
-        raise NotImplementedError
+        """Supplied by each peer."""
 
-    def finish_append(self) -> None:
+    def finish_append(self) -> None:  # noqa: B027 - optional hook
         """Close the writing side (not timed), before the reads start."""
 
+    @abstractmethod
     def batches(self, batch: int) -> Iterator[list[bytes]]:
-        raise NotImplementedError
+        """Supplied by each peer."""
 
     def order(self, bodies: list[bytes], batch: int) -> list[bytes]:
         """The order ``batches(batch)`` gives ``bodies`` back in (arrival order here)."""
@@ -52,8 +56,9 @@ class Peer:
             size += sum(map(len, bodies))
         return count, size
 
+    @abstractmethod
     def teardown(self) -> None:
-        raise NotImplementedError
+        """Supplied by each peer."""
 
     def __enter__(self) -> Peer:
         return self

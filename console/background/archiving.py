@@ -16,6 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from storeadapter.access import store_exists
 from storeadapter.engine import MessageStore
 
 Progress = Callable[[float], None]
@@ -44,7 +45,7 @@ class ArchiveOutcome:
 
 def store_dir() -> Path:
     path = Path(settings.TIDEMARK_STORE_DIR)
-    if not (path / "commitlog").is_dir():
+    if not store_exists(path):
         raise ArchiveError(f"There is no store at {path} (TIDEMARK_STORE_DIR).")
     return path
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 
 from console.monitoring.models import TopicMinuteStats
+from storeadapter.access import store_exists
 
 UPDATED_FIELDS = ["messages", "bytes", "distinct_keys", "size_histogram"]
 
@@ -37,7 +38,7 @@ def run_topic_statistics(
     for a bad time.
     """
     store_dir = Path(settings.TIDEMARK_STORE_DIR)
-    if not (store_dir / "commitlog").is_dir():
+    if not store_exists(store_dir):
         raise NoStore(f"There is no store at {store_dir} (TIDEMARK_STORE_DIR).")
 
     from storeadapter.spark import spark_session

@@ -9,6 +9,7 @@ act before (``_before_advance``) and after (``_dropped_below``) a move of the mi
 from __future__ import annotations
 
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 #: A consume-queue entry: commit-log offset, record size (0 = not written), tag hash.
@@ -19,7 +20,7 @@ ENTRY_SIZE = ENTRY.size
 SCAN_ENTRIES = 4096
 
 
-class QueueBase:
+class QueueBase(ABC):
     __slots__ = (
         "on_load",
         "closed",
@@ -44,14 +45,17 @@ class QueueBase:
         self._min_offset = 0
         self._max_offset = 0
 
-    def _load(self) -> None:  # pragma: no cover - every subclass has one
-        raise NotImplementedError
+    @abstractmethod
+    def _load(self) -> None:
+        """Find the queue's ends (then call ``on_load``)."""
 
-    def read(self, index: int, count: int) -> bytes:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def read(self, index: int, count: int) -> bytes:
+        """Packed entries from ``index``, at most ``count``."""
 
-    def entry(self, index: int) -> tuple[int, int, int] | None:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def entry(self, index: int) -> tuple[int, int, int] | None:
+        """(commit offset, size, tag hash) of entry ``index``, or None if unwritten."""
 
     @property
     def loaded(self) -> bool:
@@ -106,10 +110,10 @@ class QueueBase:
         self._dropped_below(low)
         return low
 
-    def _before_advance(self) -> None:
+    def _before_advance(self) -> None:  # noqa: B027 - optional hook
         """Called before the minimum is moved."""
 
-    def _dropped_below(self, index: int) -> None:
+    def _dropped_below(self, index: int) -> None:  # noqa: B027 - optional hook
         """Called once the minimum has moved up to ``index``."""
 
     def _first_written(self, low: int, high: int) -> int:
