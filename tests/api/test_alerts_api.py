@@ -493,6 +493,15 @@ def test_events_are_filtered(as_viewer, history, query, expected):
     assert body["count"] == len(body["results"])
 
 
+def test_an_event_subject_longer_than_a_subject_is_refused_even_if_blank(as_viewer):
+    from console.api.views.alerts import SUBJECT_LENGTH
+
+    response = as_viewer.get(f"{EVENTS}?subject={'+' * (SUBJECT_LENGTH + 1)}")
+
+    assert response.status_code == 400
+    assert "subject" in error_of(response)["details"]["fields"]
+
+
 def test_events_are_paged(as_viewer, history):
     first = as_viewer.get(f"{EVENTS}?page_size=3").json()
     second = as_viewer.get(f"{EVENTS}?page_size=3&page=2").json()

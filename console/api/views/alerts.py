@@ -198,6 +198,7 @@ class AlertEventQuery(QuerySerializer):
     subject = serializers.CharField(
         required=False,
         allow_blank=True,
+        trim_whitespace=False,  # an exact match: a long run of spaces is too long, not ""
         max_length=SUBJECT_LENGTH,
         help_text='The whole group name, or "store".',
     )
