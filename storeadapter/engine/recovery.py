@@ -18,13 +18,17 @@
 
 from __future__ import annotations
 
+import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from itertools import chain, compress, repeat
+from operator import add, is_, itemgetter, sub
 
 from .checkpoint import CheckpointState
 from .commitlog import CommitLog
-from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
+from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
 from .follow import trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
@@ -41,9 +45,13 @@ from .scan import (
     GARBAGE_TAIL,
     RECORD,
     RESYNC_WINDOW,
+    RUN,
     TAIL,
+    UNIFORM_RUN,
+    UniformRun,
     scan_segment,
 )
+from .segment import Segment
 from .tags import tag_hash
 
 # Resolves (topic bytes, queue id) to the record's queue and the commit-log offset at
@@ -111,12 +119,22 @@ def recover(
         segment = log.segments[position]
         last = position == len(log.segments) - 1
         begin = max(start, segment.base) - segment.base
-        view = segment.view
-        for event in scan_segment(segment, begin, not last, durable_end, resync_window):
-            if event.kind == RECORD:
+        events = scan_segment(segment, begin, not last, durable_end, resync_window, runs=True)
+        for event in events:
+            if event.kind == UNIFORM_RUN:
+                report.records += event.header.count
+                report.scanned_bytes += event.length
+                dispatcher.add_uniform(segment, event.header)
+                tail = event.offset + event.length
+            elif event.kind == RUN:
+                report.records += len(event.header)
+                report.scanned_bytes += event.length
+                dispatcher.add_run(segment, event.header)
+                tail = event.offset + event.length
+            elif event.kind == RECORD:
                 report.records += 1
                 report.scanned_bytes += event.length
-                dispatcher.add(view, event.offset - segment.base, event.offset, event.header)
+                dispatcher.add_run(segment, [event.header])
                 tail = event.offset + event.length
             elif event.kind == CORRUPT:
                 report.corruptions.append(Corruption(event.offset, event.length, event.reason))
@@ -156,11 +174,25 @@ def recover(
     return report
 
 
+class _Target:
+    """A queue records resolve to, and the entries gathered for it since the last flush."""
+
+    __slots__ = ("queue", "created", "pieces")
+
+    def __init__(self, queue: ConsumeQueue, created: int) -> None:
+        self.queue = queue
+        self.created = created
+        # (first queue offset, the queue offsets when they do not follow on, entries)
+        self.pieces: list[tuple[int, list[int] | None, bytes]] = []
+
+
 class _Dispatcher:
     """Collects the consume-queue entries of scanned records and writes those that differ.
 
-    Entries are gathered per queue and compared with what is on disk a run at a time,
-    so an intact queue costs one read and no write.
+    Records come in runs (see ``scan.intact_run``); a run's records are grouped by queue
+    and their entries packed with one call per group. Entries are compared with what is
+    on disk a run of queue offsets at a time, so an intact queue costs one read and no
+    write.
     """
 
     def __init__(
@@ -172,87 +204,259 @@ class _Dispatcher:
         self._index_from = (index.end_offset or 0) if index is not None else None
         self._index_items: list[tuple[str, str, int, int]] = []
         self._last_store_ms = 0
-        self._queues: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
-        self._pending: dict[ConsumeQueue, list[tuple[int, bytes]]] = {}
+        self._targets: dict[tuple[bytes, int], _Target | None] = {}
+        self._pending: dict[ConsumeQueue, _Target] = {}
         self._count = 0
-
-    def add(self, view, pos: int, offset: int, header: tuple) -> None:
-        length, queue_offset, queue_id = header[0], header[3], header[6]
-        topic_len, tag_len = header[9], header[10]
-        start = pos + HEADER_SIZE
-        topic = bytes(view[start : start + topic_len])
-        key = (topic, queue_id)
-        target = self._queues.get(key, _UNKNOWN)
-        if target is _UNKNOWN:
-            target = self._queues[key] = self._resolve(topic, queue_id)
-        if target is None or offset < target[1]:
-            return
-        queue = target[0]
-        if (
-            self._index_from is not None
-            and offset >= self._index_from
-            and (header[11] or header[12])
-        ):
-            self._index_items.extend(_index_items(view, pos, header, topic, offset))
-        if not queue_offset % TIME_INDEX_INTERVAL:
-            queue.time_index.write([(queue_offset, header[5])])
-        if header[5] > self._last_store_ms:
-            self._last_store_ms = header[5]
-        tag = bytes(view[start + topic_len : start + topic_len + tag_len]) if tag_len else b""
-        pending = self._pending.get(queue)
-        if pending is None:
-            pending = self._pending[queue] = []
-        pending.append((queue_offset, ENTRY.pack(offset, length, tag_hash(tag))))
-        self._count += 1
-        if self._count >= _FLUSH_EVERY:
-            self.finish()
 
     @property
     def last_store_ms(self) -> int:
         return self._last_store_ms
 
+    def _target(self, topic: bytes, queue_id: int) -> _Target | None:
+        key = (topic, queue_id)
+        if key not in self._targets:
+            target = self._resolve(topic, queue_id)
+            self._targets[key] = None if target is None else _Target(*target)
+        return self._targets[key]
+
+    def add_run(self, segment: Segment, headers: list[tuple]) -> None:
+        """Dispatch a run of intact records of ``segment`` (their header tuples)."""
+        data = segment.map
+        starts = list(map(sub, map(_COMMIT_OFFSET, headers), repeat(segment.base - HEADER_SIZE)))
+        topics = map(
+            data.__getitem__, map(slice, starts, map(add, starts, map(_TOPIC_LEN, headers)))
+        )
+        keys = list(zip(topics, map(_QUEUE_ID, headers), strict=True))
+        found = list(map(self._targets.get, keys))
+        if None in found:
+            found = [self._target(*key) for key in keys]
+        for target, group in _split(headers, found):
+            if target is not None:
+                self._add_headers(segment, target, group)
+        if self._count >= _FLUSH_EVERY:
+            self.finish()
+
+    def add_uniform(self, segment: Segment, run: UniformRun) -> None:
+        """Dispatch a run of records that share their lengths, topic and tag."""
+        header = run.header
+        length, topic_len, tag_len = header[0], header[9], header[10]
+        start = header[2] - segment.base + HEADER_SIZE
+        topic = segment.map[start : start + topic_len]
+        tag = tag_hash(segment.map[start + topic_len : start + topic_len + tag_len])
+        fields = run.fields
+        queue_ids = list(map(_FIELD_QUEUE_ID, fields))
+        for queue_id in set(queue_ids):
+            self._target(topic, queue_id)
+        found = list(map(self._targets.get, zip(repeat(topic), queue_ids)))
+        for target, group in _split(fields, found):
+            if target is None:
+                continue
+            if group[0][0] < target.created:  # older records belong to a deleted namesake
+                group = [item for item in group if item[0] >= target.created]
+                if not group:
+                    continue
+            if header[11] or header[12]:
+                self._index_records(segment, header, topic, ((item[0], item[2]) for item in group))
+            count = len(group)
+            packed = _entries(count).pack(
+                *chain.from_iterable(zip(map(_FIELD_OFFSET, group), repeat(length), repeat(tag)))
+            )
+            self._keep(target, list(map(_FIELD_QUEUE_OFFSET, group)), group, 2, packed)
+        if self._count >= _FLUSH_EVERY:
+            self.finish()
+
+    def _add_headers(self, segment: Segment, target: _Target, headers: list[tuple]) -> None:
+        """Pack the entries of records of one queue, in log order."""
+        if headers[0][2] < target.created:  # older records belong to a deleted namesake
+            headers = [h for h in headers if h[2] >= target.created]
+            if not headers:
+                return
+        if any(map(_KEYS_LEN, headers)) or any(map(_PROPS_LEN, headers)):
+            pos = headers[0][2] - segment.base + HEADER_SIZE
+            topic = segment.map[pos : pos + headers[0][9]]
+            for h in headers:
+                if h[11] or h[12]:
+                    self._index_records(segment, h, topic, ((h[2], h[5]),))
+        if any(map(_TAG_LEN, headers)):
+            data = segment.map
+            base = segment.base - HEADER_SIZE
+            tags = []
+            for h in headers:
+                if h[10]:
+                    pos = h[2] - base + h[9]
+                    tags.append(tag_hash(data[pos : pos + h[10]]))
+                else:
+                    tags.append(0)
+        else:
+            tags = repeat(0, len(headers))
+        packed = _entries(len(headers)).pack(
+            *chain.from_iterable(
+                zip(map(_COMMIT_OFFSET, headers), map(_LENGTH, headers), tags, strict=True)
+            )
+        )
+        self._keep(target, list(map(_QUEUE_OFFSET, headers)), headers, 5, packed)
+
+    def _index_records(
+        self, segment: Segment, header: tuple, topic: bytes, records: Iterable[tuple[int, int]]
+    ) -> None:
+        """Gather the key-index items of records laid out as ``header`` says.
+
+        ``records`` gives each one's commit-log offset and store time.
+        """
+        if self._index_from is None:
+            return
+        name = topic.decode()
+        for offset, store_ms in records:
+            if offset >= self._index_from:
+                self._index_items.extend(
+                    _index_items(
+                        segment.view, offset - segment.base, header, name, offset, store_ms
+                    )
+                )
+
+    def _keep(
+        self,
+        target: _Target,
+        offsets: list[int],
+        records: list[tuple],
+        store_at: int,
+        packed: bytes,
+    ) -> None:
+        """Hold a queue's packed entries for the next flush; write its time marks now.
+
+        ``offsets`` are the records' queue offsets; item ``store_at`` of each of
+        ``records`` is its store time.
+        """
+        count = len(offsets)
+        first = offsets[0]
+        follows = offsets == list(range(first, first + count))
+        if follows:
+            interval = TIME_INDEX_INTERVAL
+            marks = [
+                (qo, records[qo - first][store_at])
+                for qo in range(-(-first // interval) * interval, first + count, interval)
+            ]
+        else:
+            marks = [
+                (qo, record[store_at])
+                for qo, record in zip(offsets, records, strict=True)
+                if not qo % TIME_INDEX_INTERVAL
+            ]
+        if marks:
+            target.queue.time_index.write(marks)
+        store_ms = max(map(itemgetter(store_at), records))
+        if store_ms > self._last_store_ms:
+            self._last_store_ms = store_ms
+        if not target.pieces:
+            self._pending[target.queue] = target
+        target.pieces.append((first, None if follows else offsets, packed))
+        self._count += count
+
     def finish(self) -> None:
         if self._index_items:
+            self._index_items.sort(key=_COMMIT_OFFSET)  # gathered queue by queue
             self._index.put_many(self._index_items)
             self._report.indexed_keys += len(self._index_items)
             self._index_items = []
-        for queue, pending in self._pending.items():
-            run_start = 0
-            for i in range(1, len(pending) + 1):
-                if i == len(pending) or pending[i][0] != pending[i - 1][0] + 1:
-                    self._write_run(queue, pending[run_start:i])
-                    run_start = i
+        for target in self._pending.values():
+            run_first = run_end = -1
+            run: list[bytes] = []
+            for first, offsets, packed in target.pieces:
+                if offsets is None:
+                    if first != run_end:
+                        self._write_run(target.queue, run_first, run)
+                        run_first, run = first, []
+                    run.append(packed)
+                    run_end = first + len(packed) // ENTRY_SIZE
+                    continue
+                for i, queue_offset in enumerate(offsets):
+                    if queue_offset != run_end:
+                        self._write_run(target.queue, run_first, run)
+                        run_first, run = queue_offset, []
+                    run.append(packed[i * ENTRY_SIZE : (i + 1) * ENTRY_SIZE])
+                    run_end = queue_offset + 1
+            self._write_run(target.queue, run_first, run)
+            target.pieces = []
         self._pending.clear()
         self._count = 0
 
-    def _write_run(self, queue: ConsumeQueue, run: list[tuple[int, bytes]]) -> None:
-        first = run[0][0]
+    def _write_run(self, queue: ConsumeQueue, first: int, pieces: list[bytes]) -> None:
+        """Write entries for queue offsets from ``first`` on where they differ on disk."""
+        if not pieces:
+            return
+        wanted = b"".join(pieces)
         if first < queue.min_offset:
-            run = [item for item in run if item[0] >= queue.min_offset]
-            if not run:
+            wanted = wanted[(queue.min_offset - first) * ENTRY_SIZE :]
+            first = queue.min_offset
+            if not wanted:
                 return
-            first = run[0][0]
-        wanted = b"".join(entry for _, entry in run)
-        existing = queue.read(first, len(run)) if first < queue.max_offset else b""
+        count = len(wanted) // ENTRY_SIZE
+        existing = queue.read(first, count) if first < queue.max_offset else b""
         if existing == wanted:
             return
         queue.write(first, wanted)
-        self._report.redispatched += sum(
-            1
-            for i in range(len(run))
-            if existing[i * ENTRY_SIZE : (i + 1) * ENTRY_SIZE] != run[i][1]
-        )
+        self._report.redispatched += _differing_entries(existing, wanted)
 
 
-_UNKNOWN = object()
+def _split(items: list, found: list) -> list[tuple]:
+    """Group ``items`` by the target found for each (in log order within a group)."""
+    distinct = set(found)
+    if len(distinct) == 1:
+        return [(found[0], items)]
+    if len(distinct) <= 16:
+        return [
+            (target, list(compress(items, map(is_, found, repeat(target))))) for target in distinct
+        ]
+    groups: dict = {}
+    for target, item in zip(found, items, strict=True):
+        groups.setdefault(target, []).append(item)
+    return list(groups.items())
 
 
-def _index_items(view, pos: int, header: tuple, topic: bytes, offset: int) -> list[tuple]:
-    """The key-index items of a record: its keys and its dedup id."""
+def _differing_entries(existing: bytes, wanted: bytes) -> int:
+    """How many entries of ``wanted`` ``existing`` lacks or holds otherwise."""
+    common = min(len(existing), len(wanted)) // ENTRY_SIZE * ENTRY_SIZE
+    differing = (len(wanted) - common) // ENTRY_SIZE
+    block = 64 * ENTRY_SIZE
+    for start in range(0, common, block):
+        stop = min(start + block, common)
+        if existing[start:stop] != wanted[start:stop]:
+            differing += sum(
+                1
+                for i in range(start, stop, ENTRY_SIZE)
+                if existing[i : i + ENTRY_SIZE] != wanted[i : i + ENTRY_SIZE]
+            )
+    return differing
+
+
+@lru_cache(maxsize=64)
+def _entries(count: int) -> struct.Struct:
+    return struct.Struct("<" + "QIQ" * count)
+
+
+_LENGTH = itemgetter(0)
+_COMMIT_OFFSET = itemgetter(2)
+_QUEUE_OFFSET = itemgetter(3)
+_STORE_MS = itemgetter(5)
+_QUEUE_ID = itemgetter(6)
+_TOPIC_LEN = itemgetter(9)
+_TAG_LEN = itemgetter(10)
+_FIELD_OFFSET = itemgetter(0)
+_FIELD_QUEUE_OFFSET = itemgetter(1)
+_FIELD_QUEUE_ID = itemgetter(3)
+_KEYS_LEN = itemgetter(11)
+_PROPS_LEN = itemgetter(12)
+
+
+def _index_items(
+    view, pos: int, header: tuple, name: str, offset: int, store_ms: int
+) -> list[tuple]:
+    """The key-index items of the record at ``pos``: its keys and its dedup id.
+
+    Only ``header``'s field lengths are used (they may be another record's that shares them).
+    """
     topic_len, tag_len, keys_len, props_len = header[9], header[10], header[11], header[12]
     start = pos + HEADER_SIZE + topic_len + tag_len
-    name = topic.decode()
-    store_ms = header[5]
     items = []
     if keys_len:
         for key in str(view[start : start + keys_len], "utf-8").split(KEY_SEPARATOR):

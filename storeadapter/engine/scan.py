@@ -9,24 +9,37 @@ caller's choice: recovery truncates a garbage tail, readers and ``verify`` skip.
 
 from __future__ import annotations
 
+import re
+import struct
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import NamedTuple
+
+from crc32c import crc32c
 
 from .errors import CorruptRecordError
 from .record import (
     END_OF_SEGMENT_MAGIC,
     END_OF_SEGMENT_MAGIC_BYTES,
+    HEADER_SIZE,
+    HEADER_UNPACK,
     MARKER,
     MARKER_SIZE,
     RECORD_MAGIC,
     RECORD_MAGIC_BYTES,
+    RECORD_OVERHEAD,
+    TRAILER_UNPACK,
     check_record,
 )
 from .segment import Segment
 
 RESYNC_WINDOW = 16 << 20
+# At most this many bytes of records start in one RUN event (bounds the header list).
+RUN_BYTES = 4 << 20
 
 RECORD = "record"
+RUN = "run"
+UNIFORM_RUN = "uniform_run"
 CORRUPT = "corrupt"
 END_OF_SEGMENT = "end_of_segment"
 TAIL = "tail"
@@ -34,13 +47,29 @@ GARBAGE_TAIL = "garbage_tail"
 
 
 class ScanEvent(NamedTuple):
-    """``kind`` is one of record, corrupt, end_of_segment, tail, garbage_tail."""
+    """``kind`` is one of record, run, uniform_run, corrupt, end_of_segment, tail,
+    garbage_tail.
+
+    A RECORD's ``header`` is its header tuple; a RUN's is the list of the header tuples
+    of consecutive intact records (each names its own commit-log offset); a
+    UNIFORM_RUN's is a ``UniformRun``.
+    """
 
     kind: str
     offset: int
     length: int
     reason: str = ""
-    header: tuple | None = None
+    header: tuple | list | UniformRun | None = None
+
+
+class UniformRun(NamedTuple):
+    """Consecutive intact records of one length that share every header field but their
+    offsets, times and queue id, and the same topic and tag (a batch's records)."""
+
+    header: tuple  # the first record's header
+    count: int
+    # per record: commit-log offset, queue offset, store ms, queue id
+    fields: list[tuple[int, int, int, int]]
 
 
 def scan_segment(
@@ -49,6 +78,7 @@ def scan_segment(
     sealed: bool,
     durable_end: int = 0,
     resync_window: int = RESYNC_WINDOW,
+    runs: bool = False,
 ) -> Iterator[ScanEvent]:
     """Yield the records and bad stretches of ``segment`` from in-segment ``start``.
 
@@ -58,12 +88,27 @@ def scan_segment(
     where they are corruption. After bad bytes in the last segment, the next intact
     record is looked for within ``resync_window`` bytes (or up to ``durable_end``).
     A scan ends with END_OF_SEGMENT, TAIL or GARBAGE_TAIL (nothing intact from there on).
+
+    With ``runs``, consecutive intact records come as RUN events instead of one RECORD
+    event each.
     """
     view = segment.view
     size = segment.size
     base = segment.base
     pos = start
     while pos + MARKER_SIZE <= size:
+        if runs:
+            uniform = uniform_run(segment, pos, pos + RUN_BYTES)
+            if uniform is not None:
+                length = uniform.count * uniform.header[0]
+                yield ScanEvent(UNIFORM_RUN, base + pos, length, "", uniform)
+                pos += length
+                continue
+            headers, end = intact_run(view, pos, size, base + pos, pos + _GENERIC_RUN_BYTES)
+            if headers:
+                yield ScanEvent(RUN, base + pos, end - pos, "", headers)
+                pos = end
+                continue
         length, magic = MARKER.unpack_from(view, pos)
         if magic == RECORD_MAGIC:
             try:
@@ -100,6 +145,132 @@ def scan_segment(
         yield ScanEvent(CORRUPT, base + pos, resume - pos, reason)
         pos = resume
     yield ScanEvent(TAIL, base + pos, 0)
+
+
+def intact_run(
+    view: memoryview, pos: int, size: int, offset: int, stop: int
+) -> tuple[list[tuple], int]:
+    """The headers of the intact records from ``pos`` on, and where they end.
+
+    ``offset`` is the commit-log offset of ``pos``. The walk stops at the first record
+    ``check_record`` would refuse (or at the first position that is no record), at
+    ``size``, or at the first record starting at or past ``stop``. This is recovery's hot
+    loop: it makes ``check_record``'s checks inline.
+    """
+    headers: list[tuple] = []
+    append = headers.append
+    stop = min(stop, size - HEADER_SIZE + 1)
+    while pos < stop:
+        header = HEADER_UNPACK(view, pos)
+        length, magic, at, _, _, _, _, body, _, topic, tag, keys, props = header
+        end = pos + length
+        if (
+            magic != RECORD_MAGIC
+            or at != offset
+            or end > size
+            or length != RECORD_OVERHEAD + body + topic + tag + keys + props
+        ):
+            break
+        crc, trailing = TRAILER_UNPACK(view, end - 8)
+        if trailing != length or crc32c(view[pos : end - 8]) != crc:
+            break
+        append(header)
+        offset += length
+        pos = end
+    return headers, pos
+
+
+def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
+    """The run of intact records like the one at ``pos`` (see ``UniformRun``), when
+    there are at least ``_MIN_UNIFORM`` of them and none starts at or past ``stop``.
+
+    Every record's CRC and offset are checked as ``check_record`` does, with one C-level
+    pass over the run per check instead of Python code per record: a regular expression
+    matches the bytes the records share (length, magic, field lengths, topic, tag,
+    trailing length), a CRC over each record's bytes and its stored CRC must give the
+    CRC32C residue, and the offsets are compared with the expected sequence.
+    """
+    view = segment.view
+    size = segment.size
+    if pos + HEADER_SIZE > size:
+        return None
+    first = HEADER_UNPACK(view, pos)
+    length, magic = first[0], first[1]
+    fixed = first[9] + first[10]
+    if (
+        magic != RECORD_MAGIC
+        or length != RECORD_OVERHEAD + first[7] + fixed + first[11] + first[12]
+        or pos + length * _MIN_UNIFORM > size
+    ):
+        return None
+    most = (min(stop, size) - pos) // length
+    if most < _MIN_UNIFORM:
+        return None
+    data = segment.map
+    pattern = _uniform_pattern(
+        data[pos : pos + 8], data[pos + 44 : pos + 48], data[pos + 50 : pos + 56 + fixed], length
+    )
+    count = (pattern.match(data, pos, pos + most * length).end() - pos) // length
+    if count < _MIN_UNIFORM:
+        return None
+    end = pos + count * length
+    crcs = list(
+        map(
+            crc32c,
+            map(
+                view.__getitem__,
+                map(slice, range(pos, end, length), range(pos + length - 4, end, length)),
+            ),
+        )
+    )
+    if crcs.count(_RESIDUE) != count:
+        count = next(i for i, crc in enumerate(crcs) if crc != _RESIDUE)
+        end = pos + count * length
+    fields = list(struct.iter_unpack(_fields_format(length), view[pos:end]))
+    offset = segment.base + pos
+    if list(map(_FIRST, fields)) != list(range(offset, offset + count * length, length)):
+        count = next(i for i, item in enumerate(fields) if item[0] != offset + i * length)
+        del fields[count:]
+    if count < _MIN_UNIFORM:
+        return None
+    return UniformRun(first, count, fields)
+
+
+_MIN_UNIFORM = 16
+_GENERIC_RUN_BYTES = 64 << 10
+_RESIDUE = crc32c(b"\0" + crc32c(b"\0").to_bytes(4, "little"))
+_FIRST = itemgetter(0)
+
+
+def _uniform_pattern(marker: bytes, body_length: bytes, shared: bytes, length: int) -> re.Pattern:
+    """Matches records that start with ``marker`` and share the other bytes given."""
+    key = (marker, body_length, shared)
+    pattern = _PATTERNS.get(key)
+    if pattern is None:
+        if len(_PATTERNS) >= 256:
+            _PATTERNS.clear()
+        after = length - 56 - (len(shared) - 6) - 8
+        record = b"".join(
+            (
+                re.escape(marker),
+                b".{36}",
+                re.escape(body_length),
+                b"..",
+                re.escape(shared),
+                b".{%d}" % after,
+                b"....",
+                re.escape(marker[:4]),
+            )
+        )
+        pattern = _PATTERNS[key] = re.compile(b"(?:" + record + b")*", re.DOTALL)
+    return pattern
+
+
+_PATTERNS: dict[tuple[bytes, bytes, bytes], re.Pattern] = {}
+
+
+def _fields_format(length: int) -> str:
+    return f"<8xQQ8xqI{length - 44}x"
 
 
 def find_next_record(segment: Segment, start: int, limit: int) -> int | None:
