@@ -6,6 +6,9 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+
+from crc32c import crc32c
 
 from .consumequeue import ENTRY, ConsumeQueue
 from .errors import (
@@ -24,13 +27,17 @@ from .record import (
     decode_record,
     encode_tag,
     frame_intact,
+    message_with_extras,
     normalize_keys,
+    record_shape,
+    topic_name,
 )
 from .results import (
     Corruption,
     ReadResult,
     StoredMessage,
 )
+from .segment import Segment
 from .tags import tag_hash
 
 MAX_READ_MESSAGES = 10_000
@@ -66,49 +73,156 @@ class Reading:
             raise StoreError(f"max_messages must be 1 to {MAX_READ_MESSAGES}, not {max_messages!r}")
         wanted_hash = tag_hash(encode_tag(tag)) if tag is not None else None
         prefix = self._id_prefix
+        id_format = f"{prefix}%016X"
+        topic_data = topic.encode()
+        topic_len = len(topic_data)
+        topic = topic_name(topic_data)
+        shapes: dict[int, Callable[[memoryview, int], tuple] | None] = {}
+        locate = self.commitlog.locate
+        new = tuple.__new__
         position = max(offset, consume_queue.min_offset)
         messages: list[StoredMessage] = []
+        append = messages.append
         while len(messages) < max_messages and position < consume_queue.max_offset:
             count = max_messages - len(messages) if wanted_hash is None else _TAG_SCAN_CHUNK
             packed = consume_queue.read(position, count)
             if not packed:
                 break
             segment = None
+            segment_base = segment_end = -1
             for commit_offset, size, hashed in ENTRY.iter_unpack(packed):
                 position += 1
                 if not size or (wanted_hash is not None and hashed != wanted_hash):
                     continue
-                if segment is None or not segment.base <= commit_offset < segment.end:
-                    found = self.commitlog.locate(commit_offset)
+                if not segment_base <= commit_offset < segment_end:
+                    found = locate(commit_offset)
                     segment = found[0] if found is not None else None
-                try:
                     if segment is None:
-                        raise CorruptRecordError(commit_offset, "outside the commit log")
-                    message = decode_record(
-                        segment.view,
-                        commit_offset - segment.base,
-                        segment.size,
-                        commit_offset,
-                        prefix,
-                        size,
-                    )
-                    if (message.topic, message.queue, message.queue_offset) != (
-                        topic,
-                        queue,
-                        position - 1,
+                        segment_base = segment_end = -1
+                    else:
+                        segment_base = segment.base
+                        segment_end = segment.end
+                # The common case, checked and decoded inline; anything it does not
+                # accept goes to _read_entry, which says what is wrong.
+                unpack = shapes.get(size, False)
+                if unpack is False:
+                    unpack = shapes[size] = record_shape(size, topic_len)
+                if unpack is not None and commit_offset + size <= segment_end:
+                    view = segment.view
+                    pos = commit_offset - segment_base
+                    (
+                        length,
+                        magic,
+                        record_offset,
+                        queue_offset,
+                        born_ms,
+                        store_ms,
+                        queue_id,
+                        body_len,
+                        _flags,
+                        record_topic_len,
+                        tag_len,
+                        keys_len,
+                        props_len,
+                        record_topic,
+                        rest,
+                        crc,
+                        tail_length,
+                    ) = unpack(view, pos)
+                    if (
+                        length == size
+                        and tail_length == size
+                        and magic == RECORD_MAGIC
+                        and record_offset == commit_offset
+                        and queue_offset == position - 1
+                        and queue_id == queue
+                        and record_topic_len == topic_len
+                        and record_topic == topic_data
+                        and body_len + tag_len + keys_len + props_len == len(rest)
+                        and crc32c(view[pos : pos + size - 8]) == crc
                     ):
-                        raise CorruptRecordError(commit_offset, "the record of another entry")
-                except CorruptRecordError as error:
-                    self._note_corruption(Corruption(commit_offset, size, error.reason))
-                    message = self._find_record(consume_queue, topic, queue, position - 1)
-                    if message is None:
+                        if tag_len or keys_len or props_len:
+                            message = message_with_extras(
+                                id_format % commit_offset,
+                                topic,
+                                queue_id,
+                                queue_offset,
+                                commit_offset,
+                                born_ms,
+                                store_ms,
+                                tag_len,
+                                keys_len,
+                                props_len,
+                                rest,
+                            )
+                            if tag is not None and message.tag != tag:
+                                continue
+                        elif tag is not None:
+                            continue
+                        else:
+                            message = new(
+                                StoredMessage,
+                                (
+                                    id_format % commit_offset,
+                                    topic,
+                                    queue_id,
+                                    queue_offset,
+                                    commit_offset,
+                                    born_ms,
+                                    store_ms,
+                                    None,
+                                    [],
+                                    {},
+                                    rest,
+                                ),
+                            )
+                        append(message)
+                        if len(messages) == max_messages:
+                            break
                         continue
-                if tag is not None and message.tag != tag:
+                message = self._read_entry(
+                    consume_queue, segment, commit_offset, size, topic, queue, position - 1
+                )
+                if message is None or (tag is not None and message.tag != tag):
                     continue
-                messages.append(message)
+                append(message)
                 if len(messages) == max_messages:
                     break
         return ReadResult(messages, position, consume_queue.min_offset, consume_queue.max_offset)
+
+    def _read_entry(
+        self,
+        consume_queue: ConsumeQueue,
+        segment: Segment | None,
+        commit_offset: int,
+        size: int,
+        topic: str,
+        queue: int,
+        queue_offset: int,
+    ) -> StoredMessage | None:
+        """The message of a consume-queue entry, fully checked; a damaged one is noted
+        and its record looked for in the log (None if not found)."""
+        try:
+            if segment is None:
+                raise CorruptRecordError(commit_offset, "outside the commit log")
+            message = decode_record(
+                segment.view,
+                commit_offset - segment.base,
+                segment.size,
+                commit_offset,
+                self._id_prefix,
+                size,
+            )
+            if (message.topic, message.queue, message.queue_offset) != (
+                topic,
+                queue,
+                queue_offset,
+            ):
+                raise CorruptRecordError(commit_offset, "the record of another entry")
+        except CorruptRecordError as error:
+            self._note_corruption(Corruption(commit_offset, size, error.reason))
+            return self._find_record(consume_queue, topic, queue, queue_offset)
+        return message
 
     def _find_record(
         self, consume_queue: ConsumeQueue, topic: str, queue: int, queue_offset: int

@@ -12,7 +12,7 @@ a frame can be checked (and a log scanned backwards) without reading the body.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from crc32c import crc32c
 
@@ -207,6 +207,91 @@ def frame_intact(view: memoryview, pos: int, limit: int) -> bool:
     return TRAILER_UNPACK(view, pos + length - TRAILER.size)[1] == length
 
 
+# A record of a given length and topic length read in one unpack: the header's fields,
+# the topic, the rest up to the trailer (tag, keys, properties, body), the CRC and the
+# trailing length. The read path checks and decodes a record with one such call.
+_SHAPES: dict[int, Callable[[memoryview, int], tuple]] = {}
+_MAX_SHAPES = 4096
+# Only records up to this length are read whole before their header is checked, so a
+# damaged queue entry's size cannot make a read copy more than this.
+MAX_SHAPED_LENGTH = 1 << 16
+_TOPIC_NAMES: dict[bytes, str] = {}
+_MAX_TOPIC_NAMES = 4096
+_LEAD_UNPACK = struct.Struct("<II42xB").unpack_from  # length, magic, topic length
+
+
+def record_shape(length: int, topic_len: int) -> Callable[[memoryview, int], tuple] | None:
+    """``unpack_from`` for a whole record of ``length`` bytes with a ``topic_len`` topic.
+
+    It gives the 13 header fields, the topic bytes, the bytes from the tag to the end of
+    the body, the CRC and the trailing length. None when no such record can exist, or
+    when it is longer than ``MAX_SHAPED_LENGTH``.
+    """
+    key = length << 8 | topic_len
+    unpack = _SHAPES.get(key)
+    if unpack is None:
+        rest = length - RECORD_OVERHEAD - topic_len
+        if rest < 0 or length > MAX_SHAPED_LENGTH or not 0 <= topic_len <= 0xFF:
+            return None
+        if len(_SHAPES) >= _MAX_SHAPES:
+            _SHAPES.clear()
+        unpack = _SHAPES[key] = struct.Struct(f"{HEADER.format}{topic_len}s{rest}sII").unpack_from
+    return unpack
+
+
+def topic_name(data: bytes) -> str:
+    """The topic name in a record (``data`` from an intact one), decoded once per name."""
+    name = _TOPIC_NAMES.get(data)
+    if name is None:
+        name = str(data, "utf-8")
+        if len(_TOPIC_NAMES) >= _MAX_TOPIC_NAMES:
+            _TOPIC_NAMES.clear()
+        _TOPIC_NAMES[data] = name
+    return name
+
+
+def message_with_extras(
+    message_id: str,
+    topic: str,
+    queue_id: int,
+    queue_offset: int,
+    commit_offset: int,
+    born_ms: int,
+    store_ms: int,
+    tag_len: int,
+    keys_len: int,
+    props_len: int,
+    rest: bytes,
+) -> StoredMessage:
+    """A StoredMessage from ``rest``: an intact record's tag, keys, properties and body."""
+    tag = str(rest[:tag_len], "utf-8") if tag_len else None
+    p = tag_len + keys_len
+    keys = str(rest[tag_len:p], "utf-8").split(KEY_SEPARATOR) if keys_len else []
+    if props_len:
+        properties = dict(
+            item.split(NAME_VALUE_SEPARATOR, 1)
+            for item in str(rest[p : p + props_len], "utf-8").split(PROPERTY_SEPARATOR)
+        )
+    else:
+        properties = {}
+    return tuple.__new__(
+        StoredMessage,
+        (
+            message_id,
+            topic,
+            queue_id,
+            queue_offset,
+            commit_offset,
+            born_ms,
+            store_ms,
+            tag,
+            keys,
+            properties,
+            rest[p + props_len :],
+        ),
+    )
+
+
 def decode_record(
     view: memoryview,
     pos: int,
@@ -220,15 +305,19 @@ def decode_record(
     With ``expected_length`` (a consume-queue entry's size), a record of another length
     is corrupt too.
 
-    This is the read path's hot loop; ``check_record`` is the reference for its checks.
+    ``check_record`` is the reference for its checks: whatever this does not accept at
+    once goes through it, for the precise reason.
     """
     try:
-        header = HEADER_UNPACK(view, pos)
+        length, magic, topic_len = _LEAD_UNPACK(view, pos)
     except struct.error:
         raise CorruptRecordError(commit_offset, "header runs past the end of the data") from None
+    unpack = record_shape(length, topic_len) if magic == RECORD_MAGIC else None
+    if unpack is None or pos + length > limit:
+        return _decode_checked(view, pos, limit, commit_offset, id_prefix, expected_length)
     (
-        length,
-        magic,
+        _length,
+        _magic,
         offset,
         queue_offset,
         born_ms,
@@ -236,62 +325,87 @@ def decode_record(
         queue_id,
         body_len,
         _flags,
-        topic_len,
+        _topic_len,
         tag_len,
         keys_len,
         props_len,
-    ) = header
-    end = pos + length
+        topic,
+        rest,
+        crc,
+        tail_length,
+    ) = unpack(view, pos)
     if (
-        magic != RECORD_MAGIC
-        or offset != commit_offset
-        or end > limit
-        or length != RECORD_OVERHEAD + body_len + topic_len + tag_len + keys_len + props_len
+        offset != commit_offset
+        or tail_length != length
+        or body_len + tag_len + keys_len + props_len != len(rest)
+        or crc32c(view[pos : pos + length - 8]) != crc
     ):
         check_record(view, pos, limit, commit_offset)  # raises with the precise reason
-    crc, tail_length = TRAILER_UNPACK(view, end - 8)
-    if tail_length != length or crc32c(view[pos : end - 8]) != crc:
-        check_record(view, pos, limit, commit_offset)
     if expected_length and length != expected_length:
         raise CorruptRecordError(
             commit_offset, f"record is {length} bytes, its queue entry says {expected_length}"
         )
-    p = pos + HEADER_SIZE
-    topic = str(view[p : p + topic_len], "utf-8")
-    p += topic_len
     if tag_len or keys_len or props_len:
-        tag = str(view[p : p + tag_len], "utf-8") if tag_len else None
-        p += tag_len
-        keys = str(view[p : p + keys_len], "utf-8").split(KEY_SEPARATOR) if keys_len else []
-        p += keys_len
-        properties = (
-            dict(
-                item.split(NAME_VALUE_SEPARATOR, 1)
-                for item in str(view[p : p + props_len], "utf-8").split(PROPERTY_SEPARATOR)
-            )
-            if props_len
-            else {}
-        )
-        p += props_len
-    else:
-        tag = None
-        keys = []
-        properties = {}
-    return tuple.__new__(
-        StoredMessage,
-        (
+        return message_with_extras(
             f"{id_prefix}{commit_offset:016X}",
-            topic,
+            topic_name(topic),
             queue_id,
             queue_offset,
             commit_offset,
             born_ms,
             store_ms,
-            tag,
-            keys,
-            properties,
-            bytes(view[p : p + body_len]),
+            tag_len,
+            keys_len,
+            props_len,
+            rest,
+        )
+    return tuple.__new__(
+        StoredMessage,
+        (
+            f"{id_prefix}{commit_offset:016X}",
+            topic_name(topic),
+            queue_id,
+            queue_offset,
+            commit_offset,
+            born_ms,
+            store_ms,
+            None,
+            [],
+            {},
+            rest,
         ),
+    )
+
+
+def _decode_checked(
+    view: memoryview,
+    pos: int,
+    limit: int,
+    commit_offset: int,
+    id_prefix: str,
+    expected_length: int,
+) -> StoredMessage:
+    """``decode_record`` for what it cannot read in one unpack (and for damage)."""
+    header = check_record(view, pos, limit, commit_offset)
+    length = header[0]
+    if expected_length and length != expected_length:
+        raise CorruptRecordError(
+            commit_offset, f"record is {length} bytes, its queue entry says {expected_length}"
+        )
+    p = pos + HEADER_SIZE
+    topic_len = header[9]
+    return message_with_extras(
+        f"{id_prefix}{commit_offset:016X}",
+        str(view[p : p + topic_len], "utf-8"),
+        header[6],
+        header[3],
+        commit_offset,
+        header[4],
+        header[5],
+        header[10],
+        header[11],
+        header[12],
+        bytes(view[p + topic_len : pos + length - TRAILER.size]),
     )
 
 
