@@ -159,6 +159,7 @@ def intact_run(
     """
     headers: list[tuple] = []
     append = headers.append
+    previous = same = 0
     stop = min(stop, size - HEADER_SIZE + 1)
     while pos < stop:
         header = HEADER_UNPACK(view, pos)
@@ -174,6 +175,15 @@ def intact_run(
         crc, trailing = TRAILER_UNPACK(view, end - 8)
         if trailing != length or crc32c(view[pos : end - 8]) != crc:
             break
+        if length == previous:
+            same += 1
+            if same == _MIN_UNIFORM // 2 and len(headers) > same:
+                # a batch of alike records may start here: leave it to uniform_run
+                del headers[-same:]
+                return headers, pos - same * length
+        else:
+            previous = length
+            same = 0
         append(header)
         offset += length
         pos = end
