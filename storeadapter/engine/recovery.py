@@ -19,11 +19,12 @@
 from __future__ import annotations
 
 import struct
+import sys
 import time
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from itertools import chain, compress, repeat
+from itertools import compress, repeat
 from operator import add, is_, itemgetter, sub
 
 from .checkpoint import CheckpointState
@@ -205,6 +206,7 @@ class _Dispatcher:
         self._index_items: list[tuple[str, str, int, int]] = []
         self._last_store_ms = 0
         self._targets: dict[tuple[bytes, int], _Target | None] = {}
+        self._by_topic: dict[bytes, dict[int, _Target | None]] = {}
         self._pending: dict[ConsumeQueue, _Target] = {}
         self._count = 0
 
@@ -245,10 +247,13 @@ class _Dispatcher:
         tag = tag_hash(segment.map[start + topic_len : start + topic_len + tag_len])
         fields = run.fields
         queue_ids = list(map(_FIELD_QUEUE_ID, fields))
-        for queue_id in set(queue_ids):
-            self._target(topic, queue_id)
-        found = list(map(self._targets.get, zip(repeat(topic), queue_ids)))
-        for target, group in _split(fields, found):
+        by_queue = self._by_topic.get(topic)
+        if by_queue is None:
+            by_queue = self._by_topic[topic] = {}
+        for queue_id in set(queue_ids).difference(by_queue):
+            by_queue[queue_id] = self._target(topic, queue_id)
+        template = struct.pack("<QIQ", 0, length, tag)
+        for target, group in _split(fields, list(map(by_queue.get, queue_ids))):
             if target is None:
                 continue
             if group[0][0] < target.created:  # older records belong to a deleted namesake
@@ -257,10 +262,8 @@ class _Dispatcher:
                     continue
             if header[11] or header[12]:
                 self._index_records(segment, header, topic, ((item[0], item[2]) for item in group))
-            count = len(group)
-            packed = _entries(count).pack(
-                *chain.from_iterable(zip(map(_FIELD_OFFSET, group), repeat(length), repeat(tag)))
-            )
+            packed = bytearray(template * len(group))
+            _interleave(packed, 0, 8, array("Q", map(_FIELD_OFFSET, group)))
             self._keep(target, list(map(_FIELD_QUEUE_OFFSET, group)), group, 2, packed)
         if self._count >= _FLUSH_EVERY:
             self.finish()
@@ -288,12 +291,11 @@ class _Dispatcher:
                 else:
                     tags.append(0)
         else:
-            tags = repeat(0, len(headers))
-        packed = _entries(len(headers)).pack(
-            *chain.from_iterable(
-                zip(map(_COMMIT_OFFSET, headers), map(_LENGTH, headers), tags, strict=True)
-            )
-        )
+            tags = bytes(8 * len(headers))
+        packed = bytearray(len(headers) * ENTRY_SIZE)
+        _interleave(packed, 0, 8, array("Q", map(_COMMIT_OFFSET, headers)))
+        _interleave(packed, 8, 4, array("I", map(_LENGTH, headers)))
+        _interleave(packed, 12, 8, array("Q", tags))
         self._keep(target, list(map(_QUEUE_OFFSET, headers)), headers, 5, packed)
 
     def _index_records(
@@ -429,9 +431,17 @@ def _differing_entries(existing: bytes, wanted: bytes) -> int:
     return differing
 
 
-@lru_cache(maxsize=64)
-def _entries(count: int) -> struct.Struct:
-    return struct.Struct("<" + "QIQ" * count)
+def _interleave(packed: bytearray, at: int, size: int, values: array) -> None:
+    """Store ``values`` little-endian at ``at`` in each ENTRY_SIZE-byte entry of ``packed``."""
+    assert values.itemsize == size
+    if _BIG_ENDIAN:
+        values.byteswap()
+    raw = values.tobytes()
+    for i in range(size):
+        packed[at + i :: ENTRY_SIZE] = raw[i::size]
+
+
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 _LENGTH = itemgetter(0)

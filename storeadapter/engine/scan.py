@@ -9,9 +9,9 @@ caller's choice: recovery truncates a garbage tail, readers and ``verify`` skip.
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterator
+from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -194,11 +194,11 @@ def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
     """The run of intact records like the one at ``pos`` (see ``UniformRun``), when
     there are at least ``_MIN_UNIFORM`` of them and none starts at or past ``stop``.
 
-    Every record's CRC and offset are checked as ``check_record`` does, with one C-level
-    pass over the run per check instead of Python code per record: a regular expression
-    matches the bytes the records share (length, magic, field lengths, topic, tag,
-    trailing length), a CRC over each record's bytes and its stored CRC must give the
-    CRC32C residue, and the offsets are compared with the expected sequence.
+    Every record is checked as ``check_record`` does, with C-level passes over the run
+    instead of Python code per record: each byte the records share (length, magic, field
+    lengths, topic, tag, trailing length) is compared across the run in one strided
+    slice, a CRC over each record's bytes and its stored CRC must give the CRC32C
+    residue, and the offsets are compared with the expected sequence.
     """
     view = segment.view
     size = segment.size
@@ -217,22 +217,17 @@ def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
     if most < _MIN_UNIFORM:
         return None
     data = segment.map
-    pattern = _uniform_pattern(
-        data[pos : pos + 8], data[pos + 44 : pos + 48], data[pos + 50 : pos + 56 + fixed], length
-    )
-    count = (pattern.match(data, pos, pos + most * length).end() - pos) // length
-    if count < _MIN_UNIFORM:
-        return None
+    count = most
     end = pos + count * length
-    crcs = list(
-        map(
-            crc32c,
-            map(
-                view.__getitem__,
-                map(slice, range(pos, end, length), range(pos + length - 4, end, length)),
-            ),
-        )
-    )
+    for at in _shared_bytes(length, fixed):
+        column = data[pos + at : end : length]
+        byte = data[pos + at]
+        if column.count(byte) != count:
+            count -= len(column.lstrip(bytes((byte,))))
+            if count < _MIN_UNIFORM:
+                return None
+            end = pos + count * length
+    crcs = list(map(crc32c, map(_FIRST, struct.iter_unpack(f"<{length - 4}s4x", view[pos:end]))))
     if crcs.count(_RESIDUE) != count:
         count = next(i for i, crc in enumerate(crcs) if crc != _RESIDUE)
         end = pos + count * length
@@ -252,31 +247,11 @@ _RESIDUE = crc32c(b"\0" + crc32c(b"\0").to_bytes(4, "little"))
 _FIRST = itemgetter(0)
 
 
-def _uniform_pattern(marker: bytes, body_length: bytes, shared: bytes, length: int) -> re.Pattern:
-    """Matches records that start with ``marker`` and share the other bytes given."""
-    key = (marker, body_length, shared)
-    pattern = _PATTERNS.get(key)
-    if pattern is None:
-        if len(_PATTERNS) >= 256:
-            _PATTERNS.clear()
-        after = length - 56 - (len(shared) - 6) - 8
-        record = b"".join(
-            (
-                re.escape(marker),
-                b".{36}",
-                re.escape(body_length),
-                b"..",
-                re.escape(shared),
-                b".{%d}" % after,
-                b"....",
-                re.escape(marker[:4]),
-            )
-        )
-        pattern = _PATTERNS[key] = re.compile(b"(?:" + record + b")*", re.DOTALL)
-    return pattern
-
-
-_PATTERNS: dict[tuple[bytes, bytes, bytes], re.Pattern] = {}
+@lru_cache(maxsize=256)
+def _shared_bytes(length: int, fixed: int) -> tuple[int, ...]:
+    """Where alike records hold the same bytes: length, magic, field lengths, topic, tag,
+    trailing length (everything but offsets, times, queue id, flags, CRC and contents)."""
+    return (*range(8), *range(44, 48), *range(50, 56 + fixed), *range(length - 4, length))
 
 
 def _fields_format(length: int) -> str:
