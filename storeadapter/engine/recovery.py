@@ -253,7 +253,8 @@ class _Dispatcher:
         for queue_id in set(queue_ids).difference(by_queue):
             by_queue[queue_id] = self._target(topic, queue_id)
         template = struct.pack("<QIQ", 0, length, tag)
-        for target, group in _split(fields, list(map(by_queue.get, queue_ids))):
+        for queue_id, group in _split(fields, queue_ids):
+            target = by_queue[queue_id]
             if target is None:
                 continue
             if group[0][0] < target.created:  # older records belong to a deleted namesake
@@ -401,11 +402,14 @@ class _Dispatcher:
 
 
 def _split(items: list, found: list) -> list[tuple]:
-    """Group ``items`` by the target found for each (in log order within a group)."""
+    """Group ``items`` by the key found for each (in log order within a group)."""
     distinct = set(found)
-    if len(distinct) == 1:
+    cycle = len(distinct)
+    if cycle == 1:
         return [(found[0], items)]
-    if len(distinct) <= 16:
+    if found[cycle:] == found[:-cycle]:  # keys taken in turn, as a batch spreads over queues
+        return [(found[i], items[i::cycle]) for i in range(cycle)]
+    if cycle <= 16:
         return [
             (target, list(compress(items, map(is_, found, repeat(target))))) for target in distinct
         ]

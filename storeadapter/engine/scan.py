@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from functools import lru_cache
-from operator import itemgetter
+from operator import eq, itemgetter
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -217,23 +217,28 @@ def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
     if most < _MIN_UNIFORM:
         return None
     data = segment.map
-    count = most
-    end = pos + count * length
-    for at in _shared_bytes(length, fixed):
-        column = data[pos + at : end : length]
-        byte = data[pos + at]
-        if column.count(byte) != count:
-            count -= len(column.lstrip(bytes((byte,))))
-            if count < _MIN_UNIFORM:
-                return None
-            end = pos + count * length
+    shared = _shared_bytes(length, fixed)
+    # A few records first: where alike runs are short, a long look would be wasted.
+    for window in (min(most, 2 * _MIN_UNIFORM), most):
+        count = window
+        end = pos + count * length
+        for at in shared:
+            column = data[pos + at : end : length]
+            byte = data[pos + at]
+            if column.count(byte) != count:
+                count -= len(column.lstrip(bytes((byte,))))
+                if count < _MIN_UNIFORM:
+                    return None
+                end = pos + count * length
+        if count < window:
+            break
     crcs = list(map(crc32c, map(_FIRST, struct.iter_unpack(f"<{length - 4}s4x", view[pos:end]))))
     if crcs.count(_RESIDUE) != count:
         count = next(i for i, crc in enumerate(crcs) if crc != _RESIDUE)
         end = pos + count * length
     fields = list(struct.iter_unpack(_fields_format(length), view[pos:end]))
     offset = segment.base + pos
-    if list(map(_FIRST, fields)) != list(range(offset, offset + count * length, length)):
+    if not all(map(eq, map(_FIRST, fields), range(offset, offset + count * length, length))):
         count = next(i for i, item in enumerate(fields) if item[0] != offset + i * length)
         del fields[count:]
     if count < _MIN_UNIFORM:

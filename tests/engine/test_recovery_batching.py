@@ -28,13 +28,16 @@ CONFIG = small_config(segment_bytes=256 << 10, flush_interval_ms=600_000)
 
 
 def _fill(path: Path, seed: int = 0) -> MessageStore:
-    """Batches of alike records (uniform runs), singles of varying size, two topics,
-    tags, keys and properties."""
+    """Batches of alike records (uniform runs), records alike but for their topic, singles
+    of varying size, tags, keys and properties."""
     rng = random.Random(seed)
     store = MessageStore.open(path, CONFIG)
     store.create_topic("a", queues=3)
     store.create_topic("bb", queues=2)
+    store.create_topic("c", queues=1)
     for round_ in range(6):
+        for i in range(40):  # alike records, but of two topics in turn
+            store.append("a" if i % 2 else "c", b"z" * 30)
         store.append_batch("a", [bytes([round_]) * 40] * 60)
         store.append_batch("bb", [{"body": b"y" * 40, "tag": "t"}] * 30)
         for i in range(20):
@@ -137,6 +140,7 @@ def test_recovery_rebuilds_lost_queues_identically(tmp_path: Path) -> None:
     (path / "checkpoint").unlink(missing_ok=True)
     lose_queue_files(path, "a")
     lose_queue_files(path, "bb")
+    lose_queue_files(path, "c")
     store = MessageStore.open(path, CONFIG)
     try:
         report = store.last_recovery
