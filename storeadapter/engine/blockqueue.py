@@ -187,6 +187,12 @@ class BlockStore:
         self.tail_source: Callable[[], int] | None = None
         self._ends_fd = -1
         self._published = -1  # the allocation end this process last published
+        # Blocks below the published allocation end whose headers are unreadable (their
+        # file cut short or overwritten): their entries are lost until rebuilt.
+        self.damaged: list[int] = []
+        # Set while recovery rebuilds the topic's entries: a queue's first block may be
+        # one still to be rebuilt, so its start is not known from the blocks found.
+        self.rebuilding = False
         self._load()
 
     # -- finding blocks -----------------------------------------------------------------
@@ -203,7 +209,9 @@ class BlockStore:
         self._blocks.clear()
         self._first_seq.clear()
         self._last_seq.clear()
+        self.damaged = []
         self.end = min(self.files, default=0)
+        allocated = self._newest_published_end() if limit is None else 0
         size = self.block_bytes
         for first, block_file in sorted(self.files.items()):
             if first != self.end:
@@ -218,10 +226,35 @@ class BlockStore:
                 for slot in range(count):
                     header = data[slot * size : slot * size + BLOCK_HEADER_SIZE]
                     owner = parse_header(header) if len(header) == BLOCK_HEADER_SIZE else None
-                    if owner is None or (limit is not None and self.end >= limit):
+                    if limit is not None and self.end >= limit:
                         return
-                    self._remember(owner[0], owner[1], first + start + slot)
+                    if owner is not None:
+                        self._remember(owner[0], owner[1], first + start + slot)
+                    elif self.end < allocated:
+                        self.damaged.append(self.end)
+                    else:
+                        return
                     self.end += 1
+
+    def _newest_published_end(self) -> int:
+        """The allocation end last published (0 when none can be read)."""
+        if self._ends_fd < 0 and not (self.directory / ALLOCATED_FILE).exists():
+            return 0
+        slots = self._read_slots()
+        return max(slots)[1] if slots else 0
+
+    def erase_damaged(self) -> int:
+        """Mark the damaged blocks as no one's (recovery rebuilds their entries into new
+        blocks), so later opens do not count them again. Only while no other process is
+        writing. Returns how many there were."""
+        for block in self.damaged:
+            block_file = self._file_of(block)
+            if block_file is not None:
+                block_file.pwrite(block, 0, header_bytes(ERASED, 0))
+                self.dirty.add(block_file)
+        count, self.damaged = len(self.damaged), []
+        self.rebuilding = self.rebuilding or bool(count)
+        return count
 
     def create_first_file(self) -> None:
         """Give a new topic its first (empty) file of blocks, so that a topic without
@@ -582,7 +615,9 @@ class BlockQueue(QueueBase):
         self._loaded = True
         seqs = self.blocks.seq_range(self.queue_id)
         if seqs is not None:
-            self._min_offset = seqs[0] * self.blocks.entries_per_block
+            self._min_offset = (
+                0 if self.blocks.rebuilding else seqs[0] * self.blocks.entries_per_block
+            )
             self._max_offset = max(self.blocks.written_end(self.queue_id), self._min_offset)
         if self.on_load is not None:
             self.on_load(self)

@@ -33,6 +33,7 @@ from .metadata import StoreIdentity, TopicTable
 from .offsets import OffsetStore
 from .reading import Reading
 from .recovery import RecoveryReport, choose_start, recover
+from .restore import restore_queue_end
 from .results import (
     Corruption,
 )
@@ -171,10 +172,27 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         )
         self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
+            topic.blocks.rebuilding = False
             topic.blocks.republish_end(self.commitlog.tail)
         self._advance_queue_mins()
+        for info, blocks in self._registry.damage:
+            self.last_recovery.corruptions.append(
+                Corruption(
+                    max(info.created_offset, self.commitlog.min_offset),
+                    0,
+                    f"shared topic {info.name} had {blocks} unreadable blocks below its "
+                    "published allocation end; its entries were rebuilt from the commit log",
+                )
+            )
+        self._registry.damage.clear()
         for corruption in self.last_recovery.corruptions:
             self._note_corruption(corruption)
+        if self.last_recovery.corruptions or self.last_recovery.truncated_at is not None:
+            for topic in self._registry.topics.values():
+                if topic.ends is not None:
+                    topic.ends.forget_past(self.commitlog.tail, len(topic.queues))
+        for queue in self._registry.loaded_queues():  # the others are checked when loaded
+            self._restore_lost_end(queue)
         fileio.write_atomic(
             self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
         )
@@ -256,6 +274,37 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         topic, queue_id = queue.owner
         trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
         queue.advance_min(self.commitlog.min_offset)
+        self._restore_lost_end(queue)
+
+    def _restore_lost_end(self, queue: ConsumeQueue) -> None:
+        """Put back entries lost at the queue's end below the checkpoint (the queue is
+        shorter than its witness says), from the commit log, and report them."""
+        name, queue_id = queue.owner
+        topic = self._registry.topic_of(name)
+        if topic is None or topic.ends is None:
+            return
+        witnessed = topic.ends.get(queue_id, self.commitlog.tail)
+        if witnessed <= queue.max_offset:
+            return
+        short = queue.max_offset
+        restored = restore_queue_end(
+            self.commitlog, queue, topic.info.since(queue_id), short, self.commitlog.tail
+        )
+        for queue_file in queue.take_dirty():
+            queue_file.sync()
+        queue.time_index.sync()
+        if restored.count:
+            self._note_corruption(
+                Corruption(
+                    restored.first_commit_offset,
+                    0,
+                    f"consume queue {topic.info.name}/{queue_id} had lost its entries "
+                    f"{short} to {witnessed - 1} (its files were cut or zeroed); "
+                    f"{restored.count} were restored from the commit log",
+                )
+            )
+        if queue.max_offset < witnessed:  # their records are gone too: stop looking
+            topic.ends.lower_to(queue_id, queue.max_offset, len(topic.queues))
 
     # ----------------------------------------------------- following the others
 
@@ -363,6 +412,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 target = self.commitlog.tail
                 segments = self.commitlog.take_unsynced()
                 queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
+                witnessed = self._queue_ends(self._dirty_queues)
                 time_indexes = [q.time_index for q in self._dirty_queues]
                 self._dirty_queues.clear()
                 index_files = self._index.take_dirty()
@@ -376,10 +426,30 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 time_index.sync()
             for index_file in index_files:
                 index_file.sync()
+            self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk_ratio = self._probe_disk()
             return target
+
+    @staticmethod
+    def _queue_ends(queues) -> dict[bytes, dict[int, int]]:
+        """Topic name → queue id → end, of the queues with files of their own."""
+        ends: dict[bytes, dict[int, int]] = {}
+        for queue in queues:
+            if isinstance(queue, ConsumeQueue) and queue.loaded:
+                name, queue_id = queue.owner
+                ends.setdefault(name, {})[queue_id] = queue.max_offset
+        return ends
+
+    def _witness_queue_ends(self, witnessed: dict[bytes, dict[int, int]], tail: int) -> None:
+        """Record the ends just made durable (see ``queueends``). A failed write only
+        weakens the witness, so it does not fail the flush."""
+        for name, ends in witnessed.items():
+            topic = self._registry.topic_of(name)
+            if topic is not None and topic.ends is not None:
+                with contextlib.suppress(OSError):
+                    topic.ends.raise_to(ends, len(topic.queues), tail)
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:

@@ -12,6 +12,7 @@ from .blockqueue import BlockQueue, BlockStore
 from .consumequeue import ConsumeQueue
 from .handles import HandleCache
 from .metadata import LAYOUT_SHARED, TopicInfo, TopicTable
+from .queueends import QueueEnds
 from .segment import is_segment_name
 
 BLOCKS_DIR = "blocks"
@@ -59,18 +60,20 @@ class LazyQueues:
 
 
 class Topic:
-    __slots__ = ("_info", "name_bytes", "queues", "round_robin", "writable", "blocks")
+    __slots__ = ("_info", "name_bytes", "queues", "round_robin", "writable", "blocks", "ends")
 
     def __init__(
         self,
         info: TopicInfo,
         queues: list[ConsumeQueue] | LazyQueues,
         blocks: BlockStore | None = None,
+        ends: QueueEnds | None = None,
     ) -> None:
         self.name_bytes = info.name.encode()
         self.queues = queues
         self.round_robin = 0
         self.blocks = blocks  # a shared topic's block store
+        self.ends = ends  # the witness of a topic with files per queue
         self.info = info
 
     def made_queues(self) -> list:
@@ -104,6 +107,8 @@ class TopicRegistry:
         # Called with each queue when it is first loaded (see ConsumeQueue.on_load).
         self.on_load: Callable[[ConsumeQueue], None] | None = None
         self._on_load = self._loaded  # one bound method shared by every queue
+        # (shared topic, blocks) whose entries a repairing load found lost and erased.
+        self.damage: list[tuple[TopicInfo, int]] = []
 
     def load(self, table: TopicTable, repair: bool) -> int | None:
         """Open every topic in ``table``.
@@ -123,10 +128,17 @@ class TopicRegistry:
             if info.layout == LAYOUT_SHARED:
                 topic = self._shared_topic(info)
                 if repair:
-                    if topic.blocks.lost():
-                        if rebuild_from is None or info.created_offset < rebuild_from:
-                            rebuild_from = info.created_offset
+                    lost_files = topic.blocks.lost()
+                    # Whose entries were lost is not known: rebuild the whole topic.
+                    if (lost_files or topic.blocks.damaged) and (
+                        rebuild_from is None or info.created_offset < rebuild_from
+                    ):
+                        rebuild_from = info.created_offset
+                    if lost_files:
                         topic.blocks.create_first_file()
+                    damaged = topic.blocks.erase_damaged()
+                    if damaged:
+                        self.damage.append((info, damaged))
                     topic.blocks.erase_unallocated()
                 self._add(topic)
                 continue
@@ -139,7 +151,7 @@ class TopicRegistry:
                         rebuild_from = since
                     fileio.make_dir(queue.directory, parents=True, exist_ok=True)
                 queues.append(queue)
-            self._add(Topic(info, queues))
+            self._add(self._files_topic(info, queues))
         return rebuild_from
 
     def reload(self, table: TopicTable) -> list[ConsumeQueue]:
@@ -156,7 +168,7 @@ class TopicRegistry:
                 continue
             if topic is None:
                 queues = [self._open_queue(info.name, q) for q in range(info.queues)]
-                self._add(Topic(info, queues))
+                self._add(self._files_topic(info, queues))
                 opened.extend(queues)
                 continue
             if topic.blocks is not None:
@@ -194,7 +206,7 @@ class TopicRegistry:
             queues.append(queue)
         fileio.fsync_dir(directory)
         fileio.fsync_dir(self.root)
-        topic = Topic(info, queues)
+        topic = self._files_topic(info, queues)
         self._add(topic)
         return topic
 
@@ -234,6 +246,8 @@ class TopicRegistry:
             return queue
         fileio.remove_tree(queue.directory)
         fileio.fsync_dir(self.root / topic.info.name)
+        if topic.ends is not None:  # a queue added later under this id starts unwitnessed
+            topic.ends.lower_to(len(topic.queues), 0, len(topic.queues))
         return queue
 
     def _open_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -242,6 +256,9 @@ class TopicRegistry:
         )
         queue.owner = (topic.encode(), queue_id)
         return queue
+
+    def _files_topic(self, info: TopicInfo, queues: list[ConsumeQueue]) -> Topic:
+        return Topic(info, queues, ends=QueueEnds(self.root / info.name, info.created_offset))
 
     def _shared_topic(self, info: TopicInfo) -> Topic:
         blocks = BlockStore(
@@ -273,6 +290,9 @@ class TopicRegistry:
         if state is None or queue_id >= len(state.queues):
             return None
         return state.queues[queue_id], state.info.since(queue_id)
+
+    def topic_of(self, name: bytes) -> Topic | None:
+        return self._by_bytes.get(name)
 
     def all_queues(self) -> list[ConsumeQueue]:
         return [q for topic in self.topics.values() for q in topic.queues]

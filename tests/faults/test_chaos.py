@@ -120,7 +120,8 @@ def test_the_console_reader_and_the_last_incarnations_end_cleanly(chaos):
         assert outcome.exit_code == 0, f"seed {SEED}: {name}: {outcome}"
         assert "Traceback" not in outcome.stderr, f"seed {SEED}: {name}: {outcome.stderr}"
     for stderr in chaos["root"].glob("*.stderr"):  # killed incarnations too
-        assert "Traceback" not in stderr.read_text(), f"seed {SEED}: {stderr.name}"
+        text = stderr.read_text()
+        assert "Traceback" not in text, f"seed {SEED}: {stderr.name}:\n{text[-3000:]}"
     assert int((chaos["root"] / "console.log").read_text()) > 10
     assert chaos["kills"] >= 6
 

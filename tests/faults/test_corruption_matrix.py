@@ -459,38 +459,22 @@ def outcome(kind: str, fault: str) -> Outcome:
 
 # ------------------------------------------------------------------------- tests
 
-# Gaps the matrix found and the engine does not close yet (see the report of issue 8):
-# (kind, fault) -> {aspect: why}.
-_LOST_END = "entries lost at a queue's end go unnoticed (no CRC, trusted below the checkpoint)"
-GAPS = {
-    ("consumequeue", "truncation"): {"read": _LOST_END, "reported": _LOST_END, "reuse": _LOST_END},
-    ("consumequeue", "zeroed-page"): {
-        "read": _LOST_END,
-        "reported": _LOST_END,
-        "reuse": _LOST_END,
-    },
-    ("blockqueue", "truncation"): {"read": _LOST_END, "reported": _LOST_END, "reuse": _LOST_END},
-    ("blockqueue", "zeroed-page"): {"read": _LOST_END, "reported": _LOST_END, "reuse": _LOST_END},
-}
 CASES = [(kind, fault) for kind in KINDS for fault in FAULTS]
 
 
-def _cases(aspect: str, kinds=KINDS, leave_out=()) -> list:
+def _cases(kinds=KINDS, leave_out=()) -> list:
     params = []
     for kind, fault in CASES:
         if kind not in kinds or (kind, fault) in leave_out:
             continue
-        marks = []
-        if aspect in GAPS.get((kind, fault), {}):
-            marks.append(pytest.mark.xfail(reason=GAPS[(kind, fault)][aspect], strict=True))
-        params.append(pytest.param(kind, fault, marks=marks, id=f"{kind}-{fault}"))
+        params.append(pytest.param(kind, fault, id=f"{kind}-{fault}"))
     return params
 
 
 OPENED_KINDS = tuple(k for k in KINDS if k not in REFUSED)
 
 
-@pytest.mark.parametrize(("kind", "fault"), _cases("opens"))
+@pytest.mark.parametrize(("kind", "fault"), _cases())
 def test_damaged_store_opens_or_refuses_with_a_typed_error_naming_the_file(kind, fault):
     result = outcome(kind, fault)
 
@@ -501,18 +485,18 @@ def test_damaged_store_opens_or_refuses_with_a_typed_error_naming_the_file(kind,
         assert result.error is None
 
 
-@pytest.mark.parametrize(("kind", "fault"), _cases("read", OPENED_KINDS))
+@pytest.mark.parametrize(("kind", "fault"), _cases(OPENED_KINDS))
 def test_every_intact_message_is_served_by_read_after_damage(kind, fault):
     assert outcome(kind, fault).not_read == []
 
 
-@pytest.mark.parametrize(("kind", "fault"), _cases("get", OPENED_KINDS))
+@pytest.mark.parametrize(("kind", "fault"), _cases(OPENED_KINDS))
 def test_every_intact_message_is_served_by_get_after_damage(kind, fault):
     assert outcome(kind, fault).not_got == []
 
 
 @pytest.mark.parametrize(
-    ("kind", "fault"), _cases("key", OPENED_KINDS, leave_out={("keyindex", "bit-flip")})
+    ("kind", "fault"), _cases(OPENED_KINDS, leave_out={("keyindex", "bit-flip")})
 )
 def test_every_intact_message_is_found_by_key_after_damage(kind, fault):
     """(A flipped bit inside a key-index entry is undetectable: it has no CRC, and at
@@ -550,13 +534,13 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
     return True  # time index, state, recovery.json: rebuilt or rewritten, nothing lost
 
 
-@pytest.mark.parametrize(("kind", "fault"), _cases("reported", OPENED_KINDS))
+@pytest.mark.parametrize(("kind", "fault"), _cases(OPENED_KINDS))
 def test_damage_is_reported(kind, fault):
     result = outcome(kind, fault)
     assert _reported(kind, fault, result), result
 
 
-@pytest.mark.parametrize(("kind", "fault"), _cases("offsets", OPENED_KINDS))
+@pytest.mark.parametrize(("kind", "fault"), _cases(OPENED_KINDS))
 def test_committed_offsets_survive_damage_or_go_back_only_when_the_journal_is_hit(kind, fault):
     result = outcome(kind, fault)
     for key, committed in template().offsets.items():
@@ -566,7 +550,7 @@ def test_committed_offsets_survive_damage_or_go_back_only_when_the_journal_is_hi
             assert result.offsets[key] == committed
 
 
-@pytest.mark.parametrize(("kind", "fault"), _cases("reuse", OPENED_KINDS))
+@pytest.mark.parametrize(("kind", "fault"), _cases(OPENED_KINDS))
 def test_appends_after_damage_never_reuse_a_queue_offset(kind, fault):
     result = outcome(kind, fault)
     for key, queue_offset in result.appended.items():
@@ -574,7 +558,7 @@ def test_appends_after_damage_never_reuse_a_queue_offset(kind, fault):
         assert queue_offset == max(s.queue_offset for s in kept if (s.topic, s.queue) == key) + 1
 
 
-@pytest.mark.parametrize(("kind", "fault"), _cases("placed", OPENED_KINDS))
+@pytest.mark.parametrize(("kind", "fault"), _cases(OPENED_KINDS))
 def test_read_never_serves_a_message_under_another_entry_after_damage(kind, fault):
     for (topic, queue), messages in outcome(kind, fault).placed.items():
         assert {(m.topic, m.queue) for m in messages} <= {(topic, queue)}
