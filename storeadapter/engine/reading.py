@@ -17,13 +17,14 @@ from .errors import (
     OffsetOutOfRangeError,
     StoreError,
 )
-from .message_id import format_message_id, parse_message_id
+from .message_id import MESSAGE_ID_LENGTH, format_message_id, parse_message_id
 from .record import (
     END_OF_SEGMENT_MAGIC,
     MARKER,
     RECORD_MAGIC,
     STORE_TIME,
     STORE_TIME_AT,
+    decode_intact,
     decode_record,
     encode_tag,
     frame_intact,
@@ -45,6 +46,7 @@ _TAG_SCAN_CHUNK = 1024
 _PULL_POLL_S = 0.002
 # A damaged consume-queue entry's record is looked for among at most this many records.
 _FIND_RECORDS = 4096
+_UPPER_HEX = "0123456789ABCDEF"
 
 
 class Reading:
@@ -272,14 +274,28 @@ class Reading:
         intact record starts where it points, CorruptRecordError when the record there
         fails its CRC check.
         """
-        store_id, commit_offset = parse_message_id(message_id)
-        self._check_open()
-        self._follow()
-        if store_id != self.identity.store_id:
-            raise MessageNotFoundError(
-                f"message {message_id} belongs to store {store_id:08X}, "
-                f"not to this store ({self._id_prefix})"
-            )
+        prefix = self._id_prefix
+        if (
+            type(message_id) is str
+            and len(message_id) == MESSAGE_ID_LENGTH
+            and message_id.startswith(prefix)
+            and not message_id.strip(_UPPER_HEX)
+        ):
+            # This store's id as message_id() writes it: parse_message_id would agree.
+            commit_offset = int(message_id[8:], 16)
+            canonical_id = message_id
+            self._check_open()
+            self._follow()
+        else:
+            store_id, commit_offset = parse_message_id(message_id)
+            self._check_open()
+            self._follow()
+            if store_id != self.identity.store_id:
+                raise MessageNotFoundError(
+                    f"message {message_id} belongs to store {store_id:08X}, "
+                    f"not to this store ({prefix})"
+                )
+            canonical_id = f"{prefix}{commit_offset:016X}"
         if not self.commitlog.min_offset <= commit_offset < self.commitlog.tail:
             raise MessageNotFoundError(
                 f"message {message_id} is outside the commit log "
@@ -290,6 +306,9 @@ class Reading:
         if found is None:
             raise MessageNotFoundError(f"message {message_id} is in no segment")
         segment, pos = found
+        message = decode_intact(segment.view, pos, segment.size, commit_offset, canonical_id)
+        if message is not None:
+            return message
         if pos + 8 > segment.size or int.from_bytes(segment.map[pos + 4 : pos + 8], "little") != (
             RECORD_MAGIC
         ):

@@ -304,17 +304,36 @@ def decode_record(
 
     With ``expected_length`` (a consume-queue entry's size), a record of another length
     is corrupt too.
-
-    ``check_record`` is the reference for its checks: whatever this does not accept at
-    once goes through it, for the precise reason.
     """
-    try:
-        length, magic, topic_len = _LEAD_UNPACK(view, pos)
-    except struct.error:
-        raise CorruptRecordError(commit_offset, "header runs past the end of the data") from None
-    unpack = record_shape(length, topic_len) if magic == RECORD_MAGIC else None
-    if unpack is None or pos + length > limit:
-        return _decode_checked(view, pos, limit, commit_offset, id_prefix, expected_length)
+    message_id = f"{id_prefix}{commit_offset:016X}"
+    message = decode_intact(view, pos, limit, commit_offset, message_id, expected_length)
+    if message is None:
+        return _decode_checked(view, pos, limit, commit_offset, message_id, expected_length)
+    return message
+
+
+def decode_intact(
+    view: memoryview,
+    pos: int,
+    limit: int,
+    commit_offset: int,
+    message_id: str,
+    expected_length: int = 0,
+) -> StoredMessage | None:
+    """The record at ``pos`` as ``decode_record`` gives it, or None for anything it does
+    not accept at once: then ``decode_record`` says what is wrong, if anything is."""
+    if pos < 0 or pos + HEADER_SIZE > limit:
+        return None
+    length, magic, topic_len = _LEAD_UNPACK(view, pos)
+    if (
+        magic != RECORD_MAGIC
+        or pos + length > limit
+        or (expected_length and length != expected_length)
+    ):
+        return None
+    unpack = record_shape(length, topic_len)
+    if unpack is None:
+        return None
     (
         _length,
         _magic,
@@ -340,14 +359,10 @@ def decode_record(
         or body_len + tag_len + keys_len + props_len != len(rest)
         or crc32c(view[pos : pos + length - 8]) != crc
     ):
-        check_record(view, pos, limit, commit_offset)  # raises with the precise reason
-    if expected_length and length != expected_length:
-        raise CorruptRecordError(
-            commit_offset, f"record is {length} bytes, its queue entry says {expected_length}"
-        )
+        return None
     if tag_len or keys_len or props_len:
         return message_with_extras(
-            f"{id_prefix}{commit_offset:016X}",
+            message_id,
             topic_name(topic),
             queue_id,
             queue_offset,
@@ -362,7 +377,7 @@ def decode_record(
     return tuple.__new__(
         StoredMessage,
         (
-            f"{id_prefix}{commit_offset:016X}",
+            message_id,
             topic_name(topic),
             queue_id,
             queue_offset,
@@ -382,10 +397,11 @@ def _decode_checked(
     pos: int,
     limit: int,
     commit_offset: int,
-    id_prefix: str,
+    message_id: str,
     expected_length: int,
 ) -> StoredMessage:
-    """``decode_record`` for what it cannot read in one unpack (and for damage)."""
+    """``decode_record`` for what ``decode_intact`` does not accept: damage, or records
+    too long to read whole before their header is checked."""
     header = check_record(view, pos, limit, commit_offset)
     length = header[0]
     if expected_length and length != expected_length:
@@ -395,7 +411,7 @@ def _decode_checked(
     p = pos + HEADER_SIZE
     topic_len = header[9]
     return message_with_extras(
-        f"{id_prefix}{commit_offset:016X}",
+        message_id,
         str(view[p : p + topic_len], "utf-8"),
         header[6],
         header[3],
