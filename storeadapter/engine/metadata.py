@@ -7,6 +7,8 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from crc32c import crc32c
+
 from . import clock, fileio
 from .errors import InvalidNameError, StoreFormatError
 from .names import check_name
@@ -17,14 +19,42 @@ _MAX_U32 = (1 << 32) - 1
 MAX_QUEUES_IN_TABLE = 1 << 21
 
 
-def _load_json(path: Path) -> dict:
+#: The field holding the CRC32C of the rest of a metadata file (canonical JSON), so that
+#: damage that leaves valid JSON (a flipped bit in a name or a number) is caught. Files
+#: written before it existed have none and are taken as they are.
+CHECKSUM_FIELD = "crc32c"
+
+
+def _load_json(path: Path, fields: set[str]) -> dict:
+    """The file's JSON object, refused if it is not one, has a field not in ``fields``
+    (a damaged name) or fails its checksum."""
     try:
         data = json.loads(path.read_bytes())
     except (OSError, ValueError) as error:
         raise StoreFormatError(f"{path.name} cannot be read as JSON ({error})") from None
     if not isinstance(data, dict):
         raise StoreFormatError(f"{path.name} does not hold a JSON object")
+    unknown = sorted(set(data) - fields - {CHECKSUM_FIELD})
+    if unknown:
+        raise StoreFormatError(f"{path} has fields this engine does not know: {unknown}")
     return data
+
+
+def _verify_checksum(path: Path, data: dict) -> None:
+    if CHECKSUM_FIELD in data and data[CHECKSUM_FIELD] != _checksum(data):
+        raise StoreFormatError(
+            f"{path} fails its CRC32C check: it was damaged (or edited by hand; remove "
+            f"its {CHECKSUM_FIELD!r} field to take it as it is)"
+        )
+
+
+def _checksum(data: dict) -> int:
+    rest = {key: value for key, value in data.items() if key != CHECKSUM_FIELD}
+    return crc32c(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _dump_checked(data: dict) -> bytes:
+    return json.dumps({**data, CHECKSUM_FIELD: _checksum(data)}, indent=2).encode()
 
 
 @dataclass(frozen=True)
@@ -46,7 +76,7 @@ class StoreIdentity:
         cls, path: Path, queue_file_entries: int, segment_bytes: int
     ) -> StoreIdentity:
         if path.exists():
-            data = _load_json(path)
+            data = _load_json(path, _IDENTITY_FIELDS)
             try:
                 identity = cls(
                     int(data["store_id"]),
@@ -69,17 +99,27 @@ class StoreIdentity:
                     f"store format version {identity.format_version} is not supported "
                     f"(this engine reads version {FORMAT_VERSION})"
                 )
+            _verify_checksum(path, data)
             return identity
         identity = cls(
             secrets.randbits(32), FORMAT_VERSION, clock.now_ms(), queue_file_entries, segment_bytes
         )
-        fileio.write_atomic(path, json.dumps(asdict(identity), indent=2).encode())
+        fileio.write_atomic(path, _dump_checked(asdict(identity)))
         return identity
 
     @property
     def id_prefix(self) -> str:
         return f"{self.store_id:08X}"
 
+
+_IDENTITY_FIELDS = {
+    "store_id",
+    "format_version",
+    "created_ms",
+    "queue_file_entries",
+    "segment_bytes",
+}
+_TABLE_FIELDS = {"version", "last_id", "topics"}
 
 LAYOUT_FILES = "files"
 LAYOUT_SHARED = "shared"
@@ -124,7 +164,8 @@ class TopicTable:
         self.topics: dict[str, TopicInfo] = {}
         self.last_id = 0
         if path.exists():
-            data = _load_json(path)
+            data = _load_json(path, _TABLE_FIELDS)
+            _verify_checksum(path, data)
             last_id = data.get("last_id", 0)
             self.last_id = last_id if isinstance(last_id, int) else 0
             try:
@@ -172,4 +213,4 @@ class TopicTable:
             "last_id": self.last_id,
             "topics": [asdict(t) for t in self.topics.values()],
         }
-        fileio.write_atomic(self.path, json.dumps(data, indent=2).encode())
+        fileio.write_atomic(self.path, _dump_checked(data))

@@ -257,3 +257,49 @@ def test_failed_open_releases_the_lock(open_store, store_path):
     (store_path / "topics.json").write_text(json.dumps({"version": 1, "topics": []}))
 
     assert open_store().topics() == []  # the failed opens let go of their locks
+
+
+def _flip_inside(path, text: str) -> None:
+    """Flip the low bit of the last character of ``text`` where the file holds it, so
+    that the JSON stays valid ('t' -> 'u', a digit -> another digit)."""
+    data = bytearray(path.read_bytes())
+    data[data.index(text.encode()) + len(text) - 1] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_topic_name_damaged_into_another_valid_name_is_refused(open_store, store_path):
+    store = open_store()
+    store.create_topic("tt", queues=1)
+    store.close()
+    _flip_inside(store_path / "topics.json", '"tt')
+
+    with pytest.raises(StoreFormatError, match="topics.json fails its CRC32C check"):
+        open_store()
+
+
+def test_a_number_damaged_in_store_json_is_refused(open_store, store_path):
+    open_store().close()
+    identity = json.loads((store_path / "store.json").read_text())
+    _flip_inside(store_path / "store.json", str(identity["created_ms"]))
+
+    with pytest.raises(StoreFormatError, match="store.json fails its CRC32C check"):
+        open_store()
+
+
+def test_a_damaged_field_name_in_topics_json_is_refused(open_store, store_path):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    store.close()
+    _flip_inside(store_path / "topics.json", '"last_id')
+
+    with pytest.raises(StoreFormatError, match="fields this engine does not know"):
+        open_store()
+
+
+def test_metadata_written_without_a_checksum_is_taken_as_it_is(open_store, store_path):
+    open_store().close()
+    identity = json.loads((store_path / "store.json").read_text())
+    del identity["crc32c"]
+    (store_path / "store.json").write_text(json.dumps(identity))
+
+    assert open_store().topics() == []
