@@ -232,7 +232,12 @@ def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
                 end = pos + count * length
         if count < window:
             break
-    crcs = list(map(crc32c, map(_FIRST, struct.iter_unpack(f"<{length - 4}s4x", view[pos:end]))))
+    if length <= _COPY_UP_TO:  # copies of small records cost less than views of them
+        pieces = map(_FIRST, struct.iter_unpack(f"<{length - 4}s4x", view[pos:end]))
+    else:
+        starts = range(pos, end, length)
+        pieces = map(view.__getitem__, map(slice, starts, range(pos + length - 4, end, length)))
+    crcs = list(map(crc32c, pieces))
     if crcs.count(_RESIDUE) != count:
         count = next(i for i, crc in enumerate(crcs) if crc != _RESIDUE)
         end = pos + count * length
@@ -247,6 +252,7 @@ def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
 
 
 _MIN_UNIFORM = 16
+_COPY_UP_TO = 256
 _GENERIC_RUN_BYTES = 64 << 10
 _RESIDUE = crc32c(b"\0" + crc32c(b"\0").to_bytes(4, "little"))
 _FIRST = itemgetter(0)

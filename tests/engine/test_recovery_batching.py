@@ -48,6 +48,7 @@ def _fill(path: Path, seed: int = 0) -> MessageStore:
                 tag="x" if i % 4 == 0 else None,
                 properties={"p": str(i)} if i % 5 == 0 else None,
             )
+        store.append_batch("a", [bytes([round_]) * 400] * 20)  # CRCs over views, not copies
     return store
 
 
