@@ -229,8 +229,8 @@ class _Dispatcher:
             data.__getitem__, map(slice, starts, map(add, starts, map(_TOPIC_LEN, headers)))
         )
         keys = list(zip(topics, map(_QUEUE_ID, headers), strict=True))
-        found = list(map(self._targets.get, keys))
-        if None in found:
+        found = list(map(self._targets.get, keys, repeat(_UNKNOWN)))
+        if _UNKNOWN in found:
             found = [self._target(*key) for key in keys]
         for target, group in _split(headers, found):
             if target is not None:
@@ -446,6 +446,7 @@ def _interleave(packed: bytearray, at: int, size: int, values: array) -> None:
 
 
 _BIG_ENDIAN = sys.byteorder == "big"
+_UNKNOWN = object()
 
 
 _LENGTH = itemgetter(0)
