@@ -41,6 +41,13 @@ class Checkpoint:
         self.path = path
         self.fd = fileio.create_file(path)
         self.state = self._load()
+        # What was wrong with the file when the store was opened alone (a slot that fails
+        # its check is passed over: recovery starts from the other one, or scans the log).
+        self.problems: list[str] = []
+
+    def check(self) -> None:
+        """Note what is wrong with the file (only while no other process writes it)."""
+        self.problems = checkpoint_problems(os.pread(self.fd, 4 * SLOT_SIZE, 0))
 
     def _load(self) -> CheckpointState | None:
         return parse_checkpoint(os.pread(self.fd, 2 * SLOT_SIZE, 0))
@@ -109,6 +116,36 @@ def parse_checkpoint(data: bytes) -> CheckpointState | None:
         if best is None or state.sequence > best.sequence:
             best = state
     return best
+
+
+def checkpoint_problems(data: bytes) -> list[str]:
+    """Sentences about damage in a checkpoint file's bytes (a never-written slot, all
+    zeros, is not damage)."""
+    problems = []
+    if 0 < len(data) < 2 * SLOT_SIZE and any(data):
+        problems.append(f"the file is {len(data)} bytes, shorter than its two slots")
+    for slot in range(2):
+        raw = data[slot * SLOT_SIZE : (slot + 1) * SLOT_SIZE]
+        if len(raw) == SLOT_SIZE and any(raw) and parse_checkpoint(_alone(raw, slot)) is None:
+            problems.append(f"slot {slot} fails its check (magic, version or CRC32C)")
+    if len(data) >= 2 * SLOT_SIZE and not any(data[: 2 * SLOT_SIZE]):
+        problems.append("both slots are zeros (a written file never has two empty slots)")
+    if any(data[2 * SLOT_SIZE :]):
+        problems.append(f"bytes past the two slots (from byte {2 * SLOT_SIZE})")
+    if problems:
+        valid = parse_checkpoint(data[: 2 * SLOT_SIZE])
+        problems.append(
+            "no slot is valid: recovery scanned the whole log"
+            if valid is None
+            else f"recovery started from the valid slot of sequence {valid.sequence}"
+        )
+    return problems
+
+
+def _alone(raw: bytes, slot: int) -> bytes:
+    """A checkpoint file's bytes holding only ``raw`` in ``slot``."""
+    empty = bytes(SLOT_SIZE)
+    return raw + empty if slot == 0 else empty + raw
 
 
 def read_checkpoint(path: Path) -> CheckpointState | None:

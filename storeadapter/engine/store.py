@@ -154,6 +154,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         abort_marker = self.path / "abort"
         clean = not abort_marker.exists()
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
+        self._checkpoint.check()
         if not clean:
             # After a crash every queue may hold entries past what survived: check them
             # all now (after a clean close, each is checked when first used).
@@ -549,6 +550,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     {"file": p.path.name, "reason": p.reason} for p in self._index.problems
                 ],
                 "offsets_dropped_bytes": self._offsets.torn_bytes,
+                "checkpoint_problems": list(self._checkpoint.problems),
                 "failed": None if self._failure is None else str(self._failure),
             }
         )

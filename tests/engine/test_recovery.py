@@ -425,3 +425,28 @@ def test_crash_is_reported_as_an_unclean_shutdown(open_store, store_path):
     simulate_crash(store_path, keep_checkpoint=True)
 
     assert open_store().stats()["last_recovery"]["clean_shutdown"] is False
+
+
+def test_an_intact_checkpoint_reports_no_problem(tmp_path):
+    path = tmp_path / "s"
+    for _ in range(3):  # new, then reopened twice (both slots written by then)
+        with MessageStore.open(path, QUIET) as store:
+            store.create_topic(f"t{len(store.topics())}", queues=1)
+            assert store.stats()["checkpoint_problems"] == []
+
+
+def test_a_damaged_checkpoint_slot_is_reported_and_the_other_one_used(tmp_path):
+    path = tmp_path / "s"
+    with MessageStore.open(path, QUIET) as store:
+        store.create_topic("t", queues=1)
+        for body in (b"a", b"b"):
+            store.append("t", body)
+            store.flush()  # a checkpoint in each slot
+    data = bytearray((path / "checkpoint").read_bytes())
+    data[70] ^= 0xFF  # inside slot 1
+    (path / "checkpoint").write_bytes(bytes(data))
+
+    with MessageStore.open(path, QUIET) as store:
+        problems = store.stats()["checkpoint_problems"]
+    assert problems[0] == "slot 1 fails its check (magic, version or CRC32C)"
+    assert problems[-1].startswith("recovery started from the valid slot")

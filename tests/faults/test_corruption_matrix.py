@@ -392,6 +392,7 @@ class Outcome:
     corruptions: list | None = None
     index_problems: list | None = None
     offsets_dropped_bytes: int | None = None
+    checkpoint_problems: list | None = None
     not_read: list | None = None  # intact messages read() did not serve
     not_got: list | None = None  # intact messages get() did not serve
     not_found_by_key: list | None = None  # intact messages query_by_key() did not find
@@ -448,6 +449,7 @@ def outcome(kind: str, fault: str) -> Outcome:
             stats["corruptions"],
             stats.get("index_problems"),
             stats.get("offsets_dropped_bytes"),
+            stats.get("checkpoint_problems"),
             not_read,
             not_got,
             not_found_by_key,
@@ -527,8 +529,10 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
     if kind == "checkpoint":  # recovery starts from the older slot, or scans the whole log
         started = result.recovery["started_at"]
         if fault == "bit-flip":
-            return started < template().tail
-        return started == (template().tail if fault == "garbage-tail" else 0)
+            began = started < template().tail
+        else:
+            began = started == (template().tail if fault == "garbage-tail" else 0)
+        return began and bool(result.checkpoint_problems)
     if kind == "offsets-journal":
         return result.offsets_dropped_bytes > 0
     return True  # time index, state, recovery.json: rebuilt or rewritten, nothing lost
