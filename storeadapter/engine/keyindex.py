@@ -695,6 +695,12 @@ class KeyIndex:
                 fileio.fsync_dir(self.directory)
             return deleted
 
+    def skipped_from(self) -> int | None:
+        """The first commit offset of the oldest file skipped as damaged, if any: keys
+        from there on must be indexed again for lookups to find them all."""
+        with self._lock:
+            return min((int(name) for name in self._bad), default=None)
+
     def _unlink_bad(self, name: str) -> bool:
         """Delete a skipped (damaged or half-removed) file; False if it cannot be."""
         try:

@@ -216,6 +216,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         fileio.make_dir(self._index.directory, exist_ok=True)
         if marker.exists():
             self._index.open()
+            skipped = self._index.skipped_from()
+            if skipped is not None:  # an older file was damaged: index again from it
+                self._index.truncate_from(skipped)
+                return max(skipped, self.commitlog.min_offset)
             if self._index.problems:  # the newest file was cut or removed: index again
                 end = self._index.end_offset
                 return self.commitlog.min_offset if end is None else end - 1  # a record start

@@ -74,6 +74,40 @@ def test_a_deleted_index_is_rebuilt_from_the_log_on_open(open_store, store_path)
     assert reopened.stats()["last_recovery"]["indexed_keys"] == 100
 
 
+def _damage_oldest_index_file(open_store, store_path) -> list:
+    store = open_store()
+    store.create_topic("t", queues=2)
+    results = store.append_batch("t", [{"body": f"m{i}", "key": f"k{i % 5}"} for i in range(1200)])
+    store.close()
+    files = sorted((store_path / "index").glob("0*"))
+    assert len(files) >= 3  # the test index holds 512 entries a file
+    with open(files[0], "r+b") as handle:
+        handle.write(b"XXXX")  # its magic: the file is skipped
+    return results
+
+
+def test_keys_of_a_damaged_older_index_file_are_indexed_again(open_store, store_path):
+    results = _damage_oldest_index_file(open_store, store_path)
+
+    reopened = open_store()
+
+    found = reopened.query_by_key("t", "k2", limit=1000)
+    assert sorted(m.message_id for m in found) == sorted(
+        r.message_id for i, r in enumerate(results) if i % 5 == 2
+    )
+    assert reopened.stats()["index_problems"][0]["reason"] == "bad magic b'XXXX'"
+
+
+def test_an_index_indexed_again_is_not_reported_at_the_next_open(open_store, store_path):
+    _damage_oldest_index_file(open_store, store_path)
+    open_store().close()
+
+    reopened = open_store()
+
+    assert reopened.stats()["index_problems"] == []
+    assert len(reopened.query_by_key("t", "k0", limit=1000)) == 240
+
+
 def test_index_entries_past_a_torn_tail_are_dropped(open_store, store_path):
     store = open_store()
     store.create_topic("t", queues=1)
