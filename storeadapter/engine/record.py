@@ -227,11 +227,13 @@ def record_shape(length: int, topic_len: int) -> Callable[[memoryview, int], tup
     the body, the CRC and the trailing length. None when no such record can exist, or
     when it is longer than ``MAX_SHAPED_LENGTH``.
     """
+    if not 0 <= topic_len <= 0xFF:
+        return None
     key = length << 8 | topic_len
     unpack = _SHAPES.get(key)
     if unpack is None:
         rest = length - RECORD_OVERHEAD - topic_len
-        if rest < 0 or length > MAX_SHAPED_LENGTH or not 0 <= topic_len <= 0xFF:
+        if rest < 0 or length > MAX_SHAPED_LENGTH:
             return None
         if len(_SHAPES) >= _MAX_SHAPES:
             _SHAPES.clear()
