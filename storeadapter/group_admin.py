@@ -13,16 +13,11 @@ def copy_offsets(store: MessageStore, source: str, target: str, who: str) -> lis
     """
     if source == target:
         raise StoreError("a group's offsets cannot be copied onto the same group")
-    known = {info.name: info.queues for info in store.topics()}
+    known = {info.name for info in store.topics()}
     offsets: dict[str, dict[int, int]] = {}
-    for change in store.offset_history(source, limit=1000):
-        if change.topic in known and change.topic not in offsets:
-            offsets[change.topic] = {}
-    for topic in offsets:
-        for queue in range(known[topic]):
-            committed = store.committed_offset(source, topic, queue)
-            if committed is not None:
-                offsets[topic][queue] = committed
+    for (topic, queue), committed in store.committed_offsets(source).items():
+        if topic in known:
+            offsets.setdefault(topic, {})[queue] = committed
     if not any(offsets.values()):
         raise StoreError(f"group {source!r} has no committed offsets to copy")
     changes = []

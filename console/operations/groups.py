@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from console.audit.log import record
 from console.core.store import get_store
+from console.monitoring.scale import SampledFigures
 from storeadapter.engine import STATUS_DUPLICATE, OffsetChange, StoreError, redrive_dlq
 from storeadapter.group_admin import copy_offsets
 from storeadapter.offset_reset import ResetPlan, apply_reset
@@ -79,7 +80,8 @@ def copy_group_offsets(user: Any, source: str, target: str) -> list[OffsetChange
     """Give ``target`` the committed offsets of ``source``."""
     store = get_store()
     require_group(source)
-    before = {f"{c.topic}/{c.queue}": c.committed for c in group_summary(store, target).queues}
+    committed = sorted(store.committed_offsets(target).items())
+    before = {f"{topic}/{queue}": offset for (topic, queue), offset in committed}
     changes = copy_offsets(store, source, target, who=user.get_username())
     record(
         user,
@@ -95,7 +97,8 @@ def delete_group(user: Any, group: str) -> None:
     """Forget a group's offsets and history."""
     store = get_store()
     require_group(group)
-    summary = group_summary(store, group)
+    # Totals only, a big topic's lag from the latest sample: not a read of every queue.
+    summary = group_summary(store, group, with_queues=False, figures=SampledFigures())
     store.delete_group(group)
     record(
         user,

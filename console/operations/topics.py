@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from console.audit.log import record
 from console.core.store import get_store
+from console.monitoring.scale import SampledFigures, is_big
 from storeadapter.engine import AppendResult, TopicInfo
 from storeadapter.summaries import queue_rows
 
@@ -28,18 +29,22 @@ def create_topic(user: Any, name: str, queues: int) -> TopicInfo:
     return info
 
 
-def delete_topic(user: Any, name: str) -> int:
-    """Delete the topic; returns how many messages it held."""
+def delete_topic(user: Any, name: str) -> int | None:
+    """Delete the topic; returns how many messages it held (of a big topic: as last
+    sampled, None if never; counting them would read every queue)."""
     store = get_store()
     info = store.topic(name)
-    messages = sum(row.messages for row in queue_rows(store, name))
+    before: dict[str, Any] = {"name": name, "queues": info.queues}
+    if is_big(info):
+        sampled = SampledFigures().topic(name)
+        messages = sampled.messages if sampled is not None else None
+        before["messages"] = messages
+        before["messages_sampled_ms"] = sampled.sampled_ms if sampled is not None else None
+    else:
+        messages = sum(row.messages for row in queue_rows(store, name))
+        before["messages"] = messages
     store.delete_topic(name)
-    record(
-        user,
-        "topic.delete",
-        f"topic {name}",
-        before={"name": name, "queues": info.queues, "messages": messages},
-    )
+    record(user, "topic.delete", f"topic {name}", before=before)
     return messages
 
 

@@ -27,6 +27,20 @@ def test_copy_gives_the_target_the_sources_offsets(store):
     assert {c.reason for c in changes} == {"copy:source"}
 
 
+def test_copy_takes_offsets_committed_long_before_the_latest_changes(store):
+    store.create_topic("old", queues=1)
+    store.append("old", b"x")
+    store.commit_offset("source", "old", 0, 1)
+    store.create_topic("wide", queues=1001)
+    store.append_batch("wide", [{"body": b"x", "queue": q} for q in range(1001)])
+    # more changes since than the history gives at once
+    store.commit_offsets("source", "wide", dict.fromkeys(range(1001), 1))
+
+    copy_offsets(store, "source", "target", who="alice")
+
+    assert store.committed_offset("target", "old", 0) == 1
+
+
 def test_copy_from_a_group_without_offsets_is_refused(store):
     with pytest.raises(StoreError, match="no committed offsets"):
         copy_offsets(store, "nobody", "target", who="alice")
