@@ -154,7 +154,12 @@ def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading
             continue
         if offsets:
             committed[group] = offsets
-    expiry = lagmath.earliest_expiry(store.expiry_forecast(now)) if forecast else None
+    # Big topics are left out: the forecast reads an entry per committed queue.
+    expiry = (
+        lagmath.earliest_expiry(store.expiry_forecast(now, topics=ranges.keys()))
+        if forecast
+        else None
+    )
     reading = _Reading(
         int(stats["disk_bytes"]), float(stats["disk_ratio"]), ranges, committed, expiry
     )

@@ -5,9 +5,10 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from . import clock, fileio
 from .consumequeue import ConsumeQueue
@@ -116,21 +117,31 @@ class Upkeep:
             drops.append(drop)
         return drops
 
-    def expiry_forecast(self, now_ms: int | None = None) -> list[dict]:
+    def expiry_forecast(
+        self, now_ms: int | None = None, topics: Collection[str] | None = None
+    ) -> list[dict]:
         """When retention will next delete messages each group has not consumed.
 
         One row per group and queue with unconsumed messages in a sealed segment:
         ``expires_at_ms`` (when that segment passes retention), ``messages`` (how many
         unconsumed messages of that queue it holds) and ``overdue`` (already past it).
-        Messages still in the active segment are not at risk until it is sealed.
+        Messages still in the active segment are not at risk until it is sealed. With
+        ``topics``, only the queues of those topics are looked at (each committed queue
+        costs a read of its entries).
         """
         self._check_open()
         self._follow()
         now = clock.now_ms() if now_ms is None else now_ms
         retention_ms = int(self.config.retention_hours * 3_600_000)
         log = self.commitlog
+        segments = list(log.segments)
+        bases = [segment.base for segment in segments]
+        newest_times: dict[int, int | None] = {}
+        wanted = None if topics is None else set(topics)
         rows = []
         for (group, name, queue_id), committed in sorted(self._offsets.offsets.items()):
+            if wanted is not None and name not in wanted:
+                continue
             topic = self._topics.get(name)
             if topic is None or queue_id >= len(topic.queues):
                 continue
@@ -139,15 +150,14 @@ class Upkeep:
             entry = queue.entry(start) if start < queue.max_offset else None
             if entry is None:
                 continue
-            position = next(
-                (i for i, s in enumerate(log.segments) if s.base <= entry[0] < s.end), None
-            )
-            if position is None or position == len(log.segments) - 1:
+            position = bisect.bisect_right(bases, entry[0]) - 1
+            if position < 0 or position >= len(segments) - 1 or entry[0] >= segments[position].end:
                 continue
-            newest = segment_newest_time(log, position)
+            if position not in newest_times:
+                newest_times[position] = segment_newest_time(log, position)
+            newest = newest_times[position]
             if newest is None:
                 continue
-            segment_end = log.segments[position].end
             rows.append(
                 {
                     "group": group,
@@ -156,7 +166,7 @@ class Upkeep:
                     "committed_offset": committed,
                     "expires_at_ms": newest + retention_ms,
                     "overdue": newest + retention_ms <= now,
-                    "messages": self._entries_below(queue, start, segment_end),
+                    "messages": self._entries_below(queue, start, segments[position].end),
                 }
             )
         return rows

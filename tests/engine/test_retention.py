@@ -166,6 +166,21 @@ def test_expiry_forecast_names_groups_with_unconsumed_old_messages(store, clock,
     assert not [r for r in rows if r["group"] == "caught-up"]
 
 
+def test_expiry_forecast_looks_only_at_the_topics_asked_for(store, clock, disk):
+    store.create_topic("u", queues=1)
+    _fill(store, clock, [0])
+    store.append("u", b"old")
+    _fill(store, clock, [5])
+    store.commit_offset("behind", "t", 0, 0)
+    store.commit_offset("behind", "u", 0, 0)
+    now = START_MS + 6 * HOUR_MS
+
+    every = {r["topic"] for r in store.expiry_forecast(now_ms=now)}
+    asked = {r["topic"] for r in store.expiry_forecast(now_ms=now, topics=["u"])}
+
+    assert (every, asked) == ({"t", "u"}, {"u"})
+
+
 def test_a_queue_emptied_at_a_file_boundary_keeps_its_offsets_after_reopen(
     open_store, store_path, disk
 ):
