@@ -78,6 +78,11 @@ class SharedState:
                     return SharedSnapshot(0, 0, 0, 0, 0, 0)
                 return SharedSnapshot(*first[3:8], first[9])
 
+    def sequence(self) -> int:
+        """The fields' sequence number: it changes with every write (odd while one is
+        under way), so an unchanged even value means nothing changed since it was read."""
+        return _SEQUENCE.unpack_from(self.map, 8)[0]
+
     def write(self, **fields: int) -> SharedSnapshot:
         """Change some fields (the caller holds the store's write lock)."""
         return self.store(self.read()._replace(**fields))

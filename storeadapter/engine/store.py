@@ -72,6 +72,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._locks: StoreLocks | None = None
         self._shared: SharedState | None = None
         self._seen = SharedSnapshot(0, 0, 0, 0, 0)
+        self._followed_sequence = -1  # the shared state's sequence when last caught up
         self._forked = False
         self._index_marker_pending = False
         self._disk_ratio = 0.0
@@ -315,10 +316,15 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _follow(self) -> None:
         """Catch up with what other processes published (appends, topics, offsets)."""
+        sequence = self._shared.sequence()
+        if sequence == self._followed_sequence:
+            return  # nothing was published since this process last caught up
         snapshot = self._shared.read()
         if snapshot != self._seen:
             with self._follow_lock:
                 self._follow_to(snapshot)
+        if not sequence & 1 and self._seen == snapshot:
+            self._followed_sequence = sequence
 
     def _follow_to(self, snapshot: SharedSnapshot) -> None:
         seen = self._seen
