@@ -411,19 +411,79 @@ class BlockStore:
     # -- entries ------------------------------------------------------------------------
 
     def _allocate(self, queue: int, seq: int, entries_at: int, entries) -> None:
-        block = self.end
+        block, data = self._new_block(queue, seq, entries_at, entries)
         block_file = self._file_of(block)
-        if block_file is None:
-            block_file = BlockFile.create(
+        block_file.pwrite(block, 0, data)
+        self.dirty.add(block_file)
+
+    def _new_block(self, queue: int, seq: int, entries_at: int, entries) -> tuple[int, bytes]:
+        """Take the next block for the queue's block ``seq`` (creating its file if need
+        be); return it and the whole block's bytes to write: header, ``entries`` from
+        slot ``entries_at``, zeros elsewhere (a dead writer's entries may be there)."""
+        block = self.end
+        if self._file_of(block) is None:
+            self.files[block] = BlockFile.create(
                 self.directory, block, self.blocks_per_file, self.block_bytes
             )
-            self.files[block] = block_file
-        data = bytearray(BLOCK_HEADER_SIZE + entries_at * ENTRY_SIZE)
+        before = BLOCK_HEADER_SIZE + entries_at * ENTRY_SIZE
+        data = bytearray(self.block_bytes)
         data[:BLOCK_HEADER_SIZE] = header_bytes(queue, seq)
-        block_file.pwrite(block, 0, bytes(data) + bytes(entries))
-        self.dirty.add(block_file)
+        data[before : before + len(entries)] = entries
         self.end = block + 1
         self._remember(queue, seq, block)
+        return block, bytes(data)
+
+    def write_many(self, writes: list[tuple[int, int, bytes]]) -> None:
+        """``write`` for many (queue, index, packed entries), in file order, adjacent
+        writes (blocks allocated one after another) joined into one pwrite."""
+        per = self.entries_per_block
+        size = self.block_bytes
+        per_file = self.blocks_per_file
+        known = self._blocks
+        pieces: list[tuple[int, int, bytes]] = []  # (block, position in the block, data)
+        add = pieces.append
+        for queue, index, entries in writes:
+            seq, slot = divmod(index, per)
+            if slot + len(entries) // ENTRY_SIZE <= per:
+                block = known.get(queue << _SEQ_BITS | seq)
+                if block is not None:
+                    add((block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, entries))
+                    continue
+            view = memoryview(entries)
+            while view:
+                seq, slot = divmod(index, per)
+                n = min(len(view) // ENTRY_SIZE, per - slot)
+                chunk = view[: n * ENTRY_SIZE]
+                block = self._block_for_write(queue, seq)
+                if block is None:
+                    block, data = self._new_block(queue, seq, slot, chunk)
+                    add((block, 0, data))
+                else:
+                    add((block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, bytes(chunk)))
+                view = view[n * ENTRY_SIZE :]
+                index += n
+        pieces.sort()
+        files = self.files
+        dirty = self.dirty
+        run_file = None
+        run_at = run_end = 0
+        run: list[bytes] = []
+        for block, at, data in pieces:
+            block_file = files[block - block % per_file]
+            position = block * size + at
+            if block_file is run_file and position == run_end:
+                run.append(data)
+                run_end += len(data)
+                continue
+            if run:
+                run_file.pwrite(run_file.first_block, run_at, b"".join(run))
+            run_file = block_file
+            run_at = position - block_file.first_block * size
+            run_end = position + len(data)
+            run = [data]
+            dirty.add(block_file)
+        if run:
+            run_file.pwrite(run_file.first_block, run_at, b"".join(run))
 
     def write(self, queue: int, index: int, entries) -> None:
         """Write packed entries of ``queue`` from offset ``index`` (allocating blocks)."""
@@ -621,6 +681,19 @@ class BlockQueue(QueueBase):
             self._max_offset = max(self.blocks.written_end(self.queue_id), self._min_offset)
         if self.on_load is not None:
             self.on_load(self)
+
+    @staticmethod
+    def write_many(blocks: BlockStore, writes: list[tuple[BlockQueue, int, bytes]]) -> None:
+        """``write`` for many queues of one block store at once: (queue, index, entries)."""
+        for queue, _index, _entries in writes:
+            if not queue._loaded:
+                queue._load()
+        blocks.write_many([(queue.queue_id, index, entries) for queue, index, entries in writes])
+        for queue, index, entries in writes:
+            end = index + len(entries) // ENTRY_SIZE
+            if end > queue._max_offset:
+                queue._max_offset = end
+            queue.changes += 1
 
     def write(self, index: int, entries: bytes) -> None:
         if not self._loaded:

@@ -157,6 +157,20 @@ def encode_trailer(head: bytes, body: bytes, length: int) -> bytes:
     return TRAILER_PACK(crc32c(body, crc32c(head)), length)
 
 
+_HEAD_PACKERS: dict[int, Callable[..., bytes]] = {}
+
+
+def head_packer(meta_len: int) -> Callable[..., bytes]:
+    """``pack`` for a record's head (``encode_head``'s bytes) whose topic, tag, keys and
+    properties take ``meta_len`` bytes: the 13 header fields, then those bytes as one."""
+    pack = _HEAD_PACKERS.get(meta_len)
+    if pack is None:
+        if len(_HEAD_PACKERS) >= _MAX_SHAPES:
+            _HEAD_PACKERS.clear()
+        pack = _HEAD_PACKERS[meta_len] = struct.Struct(f"{HEADER.format}{meta_len}s").pack
+    return pack
+
+
 def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> tuple:
     """Check the record at ``pos`` (frame, magic, CRC, own offset); return its header.
 
