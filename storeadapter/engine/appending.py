@@ -284,10 +284,10 @@ class Appending:
                 now = clock.now_ms()
                 duplicates = {} if plain else self._find_duplicates(state, batch, now)
                 try:
-                    results, next_offsets, entries, index_items = self._write_records(
+                    results, next_offsets, entries, index_items, targets = self._write_records(
                         state, batch, now, duplicates, plain
                     )
-                    self._dispatch(state, next_offsets, entries)
+                    self._dispatch(state, targets, next_offsets, entries)
                     if index_items:
                         self._index.put_many(index_items)
                     if state.blocks is not None:
@@ -332,14 +332,14 @@ class Appending:
         now: int,
         duplicates: dict[str, AppendResult],
         plain: bool = False,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple]]:
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
         """Encode the batch at the commit-log tail and write it, one pwrite per segment.
 
         A record is ``record.encode_head`` + body + ``record.encode_trailer``, inlined
         here because this loop is the hot path. A record that does not fit in what is
         left of the segment closes it with an end-of-segment marker and goes to a new one.
         Returns the results, each queue's next offset, the packed consume-queue entries
-        per queue and the key-index items.
+        per queue, the key-index items and the queues written to, by id.
         """
         topic_name = state.info.name
         writable = state.writable
@@ -373,7 +373,7 @@ class Appending:
         segment,
         lengths: list[int],
         ends: list[int],
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple]]:
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
         """``_write_records`` for bodies alone, all fitting in the segment: every step is
         done a column at a time by C iterators, none by a Python loop per message."""
         count = len(bodies)
@@ -383,7 +383,8 @@ class Appending:
         writable = state.writable
         rr = state.round_robin
         turn = [writable[(rr + i) % len(writable)] for i in range(min(count, len(writable)))]
-        bases = [queues[queue_id].max_offset for queue_id in turn]
+        targets = {queue_id: queues[queue_id] for queue_id in turn}
+        bases = [queue.max_offset for queue in targets.values()]
         width = len(turn)
         rounds = -(-count // width)
         queue_ids = list(islice(cycle(turn), count))
@@ -430,11 +431,11 @@ class Appending:
             end = next_offsets[queue_id] = base + len(mine)
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
             if mark < end:
-                time_index = queues[queue_id].time_index
+                time_index = targets[queue_id].time_index
                 for queue_offset in range(mark, end, TIME_INDEX_INTERVAL):
                     time_index.write([(queue_offset, now)])
         results = _results(self._id_prefix, state.info.name, queue_ids, offsets, starts, now)
-        return results, next_offsets, entries, []
+        return results, next_offsets, entries, [], targets
 
     def _write_general(
         self,
@@ -443,7 +444,7 @@ class Appending:
         now: int,
         duplicates: dict[str, AppendResult | int],
         segment,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple]]:
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
         """``_write_records`` for any prepared batch, a message at a time."""
         topic_name = state.info.name
         topic_bytes = state.name_bytes
@@ -466,6 +467,7 @@ class Appending:
         skipped: list[tuple[int, AppendResult | int]] = []
         next_offsets: dict[int, int] = {}
         entries: dict[int, list[bytes]] = {}
+        targets = {}
         index_items: list[tuple[str, str, int, int]] = []
         time_marks: list[tuple[int, int]] = []
         parts: list[bytes] = []
@@ -498,7 +500,8 @@ class Appending:
                     round_robin += 1
             queue_offset = next_offsets.get(queue_id)
             if queue_offset is None:
-                queue_offset = queues[queue_id].max_offset
+                queue = targets[queue_id] = queues[queue_id]
+                queue_offset = queue.max_offset
                 entries[queue_id] = []
             body_len = len(body)
             if tag or keys or props:
@@ -557,7 +560,7 @@ class Appending:
         log.tail = tail
         log.last_store_ms = now
         for queue_id, queue_offset in time_marks:
-            queues[queue_id].time_index.write([(queue_offset, now)])
+            targets[queue_id].time_index.write([(queue_offset, now)])
         written = _results(self._id_prefix, topic_name, queue_ids, offsets, starts, now)
         results = written
         if skipped:
@@ -571,6 +574,7 @@ class Appending:
             next_offsets,
             {queue_id: b"".join(packed) for queue_id, packed in entries.items()},
             index_items,
+            targets,
         )
 
     def _find_duplicates(
@@ -605,12 +609,13 @@ class Appending:
                     break
         return found
 
-    def _dispatch(self, state: Topic, next_offsets, entries: dict[int, bytes]) -> None:
-        queues = state.queues
+    def _dispatch(
+        self, state: Topic, targets: dict, next_offsets: dict[int, int], entries: dict[int, bytes]
+    ) -> None:
         dirty = self._dirty_queues
         if state.blocks is not None:
             writes = [
-                (queues[queue_id], next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
+                (targets[queue_id], next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
                 for queue_id, packed in entries.items()
                 if packed
             ]
@@ -621,6 +626,6 @@ class Appending:
         for queue_id, packed in entries.items():
             if not packed:
                 continue
-            queue = queues[queue_id]
+            queue = targets[queue_id]
             queue.write(next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
             dirty.add(queue.flush_target)

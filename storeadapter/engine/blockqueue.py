@@ -464,26 +464,31 @@ class BlockStore:
                 index += n
         pieces.sort()
         files = self.files
-        dirty = self.dirty
+        pwrite = fileio.pwrite_all
         run_file = None
-        run_at = run_end = 0
+        run_fd = -1
+        run_base = run_at = 0
+        run_end = -1
         run: list[bytes] = []
         for block, at, data in pieces:
-            block_file = files[block - block % per_file]
             position = block * size + at
-            if block_file is run_file and position == run_end:
+            if position == run_end and run_file is files.get(block - block % per_file):
                 run.append(data)
                 run_end += len(data)
                 continue
             if run:
-                run_file.pwrite(run_file.first_block, run_at, b"".join(run))
-            run_file = block_file
-            run_at = position - block_file.first_block * size
+                pwrite(run_fd, run[0] if len(run) == 1 else b"".join(run), run_at - run_base)
+            block_file = files[block - block % per_file]
+            if block_file is not run_file:
+                run_file = block_file
+                run_fd = block_file.fd
+                run_base = block_file.first_block * size
+                self.dirty.add(block_file)
+            run_at = position
             run_end = position + len(data)
             run = [data]
-            dirty.add(block_file)
         if run:
-            run_file.pwrite(run_file.first_block, run_at, b"".join(run))
+            pwrite(run_fd, run[0] if len(run) == 1 else b"".join(run), run_at - run_base)
 
     def write(self, queue: int, index: int, entries) -> None:
         """Write packed entries of ``queue`` from offset ``index`` (allocating blocks)."""
