@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "console.accounts.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "console.core.middleware.FreezeStartupObjectsMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -198,6 +199,9 @@ TIDEMARK_STATUS_WINDOW = env_int("TIDEMARK_STATUS_WINDOW", 10)  # commits per qu
 TIDEMARK_BIG_TOPIC_QUEUES = env_int("TIDEMARK_BIG_TOPIC_QUEUES", 10_000)
 TIDEMARK_SAMPLE_QUEUE_BUDGET = env_int("TIDEMARK_SAMPLE_QUEUE_BUDGET", 250_000)
 TIDEMARK_SAMPLE_CHUNK_QUEUES = env_int("TIDEMARK_SAMPLE_CHUNK_QUEUES", 10_000)
+#: Freeze the objects alive after a web process's first response out of the garbage
+#: collector's full collections (console/core/middleware.py).
+TIDEMARK_GC_FREEZE = env_bool("TIDEMARK_GC_FREEZE", True)
 #: Seconds between the flush task's fsync-and-checkpoint runs (async flush mode).
 TIDEMARK_FLUSH_INTERVAL_S = env_int("TIDEMARK_FLUSH_INTERVAL_S", 5)
 #: Seconds between expiry checks; deletion runs at TIDEMARK_RETENTION_HOUR (UTC, like
