@@ -7,24 +7,16 @@ from __future__ import annotations
 import pytest
 
 from console.audit.models import AuditEntry
-from console.monitoring import current
 from console.monitoring.sampler import take_sample
 from console.operations import topics as topic_operations
+from tests.console.bigtopic import QUEUES, make_wide
 
 pytestmark = pytest.mark.django_db
-
-QUEUES = 20_000
 
 
 @pytest.fixture
 def wide(settings, store, monkeypatch):
-    settings.TIDEMARK_BIG_TOPIC_QUEUES = 1_000
-    settings.TIDEMARK_SAMPLE_CHUNK_QUEUES = 5_000
-    settings.TIDEMARK_SAMPLE_QUEUE_BUDGET = QUEUES
-    current._cache.update(token=None, groups=None)
-    store.create_topic("wide", queues=QUEUES, layout="shared")
-    store.append_batch("wide", [{"body": f"m{q}", "queue": q} for q in range(0, QUEUES, 50)])
-    store.commit_offsets("billing", "wide", {q: 1 for q in range(0, 1_000, 50)})
+    make_wide(settings, store)
 
     def read_every_queue(*args, **kwargs):
         raise AssertionError("a big topic's queues were all read")
