@@ -410,12 +410,6 @@ class BlockStore:
 
     # -- entries ------------------------------------------------------------------------
 
-    def _allocate(self, queue: int, seq: int, entries_at: int, entries) -> None:
-        block, data = self._new_block(queue, seq, entries_at, entries)
-        block_file = self._file_of(block)
-        block_file.pwrite(block, 0, data)
-        self.dirty.add(block_file)
-
     def _new_block(self, queue: int, seq: int, entries_at: int, entries) -> tuple[int, bytes]:
         """Take the next block for the queue's block ``seq`` (creating its file if need
         be); return it and the whole block's bytes to write: header, ``entries`` from
@@ -501,20 +495,7 @@ class BlockStore:
                 block_file.pwrite(block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, entries)
                 self.dirty.add(block_file)
                 return
-        view = memoryview(entries)
-        while view:
-            seq, slot = divmod(index, per)
-            n = min(len(view) // ENTRY_SIZE, per - slot)
-            chunk = view[: n * ENTRY_SIZE]
-            block = self._block_for_write(queue, seq)
-            if block is None:
-                self._allocate(queue, seq, slot, chunk)
-            else:
-                block_file = self._file_of(block)
-                block_file.pwrite(block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, chunk)
-                self.dirty.add(block_file)
-            view = view[n * ENTRY_SIZE :]
-            index += n
+        self.write_many([(queue, index, entries)])  # spans blocks, or allocates
 
     def read(self, queue: int, index: int, count: int) -> bytes:
         """Up to ``count`` packed entries of ``queue`` from ``index`` (stops at a gap)."""

@@ -45,6 +45,7 @@ class QueueEnds:
         self.path = Path(directory) / FILE_NAME
         self.created_offset = created_offset
         self._read: tuple[int, list[int]] | None = None  # (tail, ends) as read (lower bounds)
+        self._read_at = -1  # the caller's tail when the file was last read
 
     def _open(self, create: bool) -> int | None:
         """A descriptor on the file (opened per use: a store may have many topics), or
@@ -82,7 +83,10 @@ class QueueEnds:
     def get(self, queue_id: int, tail: int) -> int:
         """The queue's witnessed end, for a process that has followed the log to
         ``tail`` (0 when none is known, or the witness is from further on)."""
-        if self._read is None or self._read[0] > tail:
+        # Read again only when the caller has followed further since: the witness it
+        # could not judge by is then perhaps one it can.
+        if self._read is None or (self._read[0] > tail and tail > self._read_at):
+            self._read_at = tail
             fd = self._open(create=False)
             if fd is None:
                 self._read = (0, [])

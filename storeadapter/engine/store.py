@@ -189,12 +189,15 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._registry.damage.clear()
         for corruption in self.last_recovery.corruptions:
             self._note_corruption(corruption)
-        if self.last_recovery.corruptions or self.last_recovery.truncated_at is not None:
-            for topic in self._registry.topics.values():
-                if topic.ends is not None:
-                    topic.ends.forget_past(self.commitlog.tail, len(topic.queues))
-        for queue in self._registry.loaded_queues():  # the others are checked when loaded
-            self._restore_lost_end(queue)
+        log_damaged = self.last_recovery.corruptions or self.last_recovery.truncated_at is not None
+        for topic in self._registry.topics.values():
+            if topic.ends is None:
+                continue  # a shared topic: no witness (a million queues to pass over)
+            if log_damaged:
+                topic.ends.forget_past(self.commitlog.tail, len(topic.queues))
+            for queue in topic.queues:  # the others are checked when loaded
+                if queue.loaded:
+                    self._restore_lost_end(queue)
         fileio.write_atomic(
             self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
         )
