@@ -85,18 +85,11 @@ class CommitLog:
 
         Such bytes could otherwise pass for records once new ones are written before
         them. They never go past the first all-zero stretch of 64 KiB. Segment files
-        after ``segment`` (the writer rolled, then died) go: once its end marker is
-        cleared, recovery would take their records for the log's continuation.
+        after ``segment`` (the writer rolled, then died) go first, durably: once its end
+        marker is cleared, recovery would take their records for the log's continuation,
+        and a process killed between the two steps must not leave the marker zeroed
+        with the next segment still there (recovery would report the zeros as damage).
         """
-        pos = self.tail - segment.base
-        chunk = 64 << 10
-        while pos < segment.size:
-            end = min(segment.size, pos + chunk)
-            if not any(segment.map[pos:end]):
-                break
-            fileio.pwrite_all(segment.fd, bytes(end - pos), pos)
-            pos = end
-        self.mark_unsynced(segment)
         stale = [
             path
             for path in self.directory.iterdir()
@@ -106,6 +99,15 @@ class CommitLog:
             fileio.unlink(path)
         if stale:
             fileio.fsync_dir(self.directory)
+        pos = self.tail - segment.base
+        chunk = 64 << 10
+        while pos < segment.size:
+            end = min(segment.size, pos + chunk)
+            if not any(segment.map[pos:end]):
+                break
+            fileio.pwrite_all(segment.fd, bytes(end - pos), pos)
+            pos = end
+        self.mark_unsynced(segment)
 
     def mark_unsynced(self, segment: Segment) -> None:
         """Have this process's next flush fsync ``segment`` (another process wrote it)."""

@@ -102,6 +102,56 @@ def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
+def test_next_writer_killed_while_clearing_a_dead_writers_roll_leaves_no_damage(
+    server, tmp_path, mode
+):
+    """The next writer dies too, just after zeroing the dead one's end marker: the dead
+    one's new segment must already be gone, else recovery finds zeros where the marker
+    was, with a segment after them (a corruption report)."""
+    path = tmp_path / "store"
+    create_store(path, mode)
+    acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
+    holder = _hold_open(server, tmp_path, path, mode)
+    outcome = server.run(
+        "tests.faults.faultharness:write_until_killed",
+        tmp_path / "a.stderr",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks-a.txt"),
+        seed=2,
+        kill={
+            "target": f"{ENGINE}.commitlog:CommitLog.write",
+            "when": "after",
+            "where": "args[2] == 0",
+        },
+        limit=1000,
+    )
+    assert outcome.killed, outcome
+    acked += read_acks(tmp_path / "acks-a.txt")
+    outcome = server.run(
+        "tests.faults.faultharness:write_until_killed",
+        tmp_path / "b.stderr",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks-b.txt"),
+        seed=3,
+        kill={
+            "target": f"{ENGINE}.fileio:pwrite_all",
+            "caller": "CommitLog.clear_after_tail",
+            "when": "after",
+        },
+        limit=1000,
+    )
+    assert outcome.killed, f"the writer never cleared after the tail: {outcome}"
+    assert read_acks(tmp_path / "acks-b.txt") == []
+    holder.kill()
+    assert holder.wait().killed
+    with MessageStore.open(path, fault_config(mode)) as store:
+        found = check_store(store, acked, context=mode)
+        assert found.lost == [], found.lost
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_next_writer_indexes_keys_after_a_writer_died_having_indexed_its_own(
     server, tmp_path, mode
 ):
