@@ -259,55 +259,68 @@ class Appending:
     def _append_prepared(
         self, state: Topic, batch: list, plain: bool = False
     ) -> list[AppendResult]:
-        """Write a validated batch under the write lock, publish it, wait if sync.
+        """Write a validated batch, publish it, wait if sync; with ``plain``, ``batch`` is
+        a list of bodies (bytes that fit) to go to the writable queues in turn.
 
-        Steps: 1. take the thread lock, then the OS write lock, and catch up with what
-        other processes wrote; 2. find messages whose dedup id is already stored;
-        3. encode and write the others (``_write_records``); 4. write their consume-queue
-        and key-index entries; 5. publish the new tail; 6. in sync mode, wait for the
-        fsync that covers it. With ``plain``, ``batch`` is a list of bodies (bytes that fit)
-        to go to the writable queues in turn.
+        Async mode: written here (``_write_group``, a group of one); a flush is asked
+        for when the unflushed bytes pass ``flush_dirty_bytes``. Sync mode: threads
+        appending at once are written in groups (combining.py), this batch by this
+        thread or by the one leading its group, and a group waits for one fsync; a batch
+        no fsync covers within ``flush_timeout_ms`` gets status FLUSH_TIMEOUT.
         """
         if self._disk_ratio >= self.config.disk_reject_ratio:
             raise DiskFullError(
                 f"the disk holding {self.path} is {self._disk_ratio:.0%} full, past "
-                f"disk_reject_ratio ({self.config.disk_reject_ratio:.0%}): appends are "
+                "disk_reject_ratio "
+                f"({self.config.disk_reject_ratio:.0%}): appends are "
                 "refused until retention or an operator frees space"
             )
+        if self._sync_mode:
+            return self._combiner.submit((state, batch, plain))
+        outcomes, end = self._write_group([(state, batch, plain)])
+        if end - self._flusher.flushed > self.config.flush_dirty_bytes:
+            self._flusher.kick()
+        if isinstance(outcomes[0], BaseException):
+            raise outcomes[0]
+        return outcomes[0]
+
+    def _write_group(self, group: list[tuple[Topic, list, bool]]) -> tuple[list, int]:
+        """Write the batches of a group under one hold of the write lock; return each
+        batch's results (or the error it alone met) and the commit-log tail after them.
+
+        Steps: 1. take the thread lock, then the OS write lock, and catch up with what
+        other processes wrote; then per batch: 2. find messages whose dedup id is already
+        stored; 3. encode and write the others (``_write_records``); 4. write their
+        consume-queue and key-index entries; then 5. publish the new tail once. A batch
+        refused before it is written (its topic deleted, every queue frozen) fails alone;
+        a failed write fails it and every later batch, and the store refuses writes.
+        """
+        outcomes: list = []
+        published: list[tuple[int, int, int, int]] = []
         with self._write_lock, self._follow_lock:
             self._check_writable()
             self._locks.lock_writes()
             try:
                 self._follow_to(self._shared.read())
-                if self._topics.get(state.info.name) is not state:
-                    raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
                 now = clock.now_ms()
-                duplicates = {} if plain else self._find_duplicates(state, batch, now)
-                try:
-                    results, next_offsets, entries, index_items, targets = self._write_records(
-                        state, batch, now, duplicates, plain
-                    )
-                    self._dispatch(state, targets, next_offsets, entries)
-                    if index_items:
-                        self._index.put_many(index_items)
-                    if state.blocks is not None:
-                        state.blocks.publish_end(self.commitlog.tail)
-                except OSError as error:
-                    self._fail(error)
-                    if error.errno == errno.ENOSPC:
-                        raise DiskFullError(
-                            f"the disk holding {self.path} is full ({error}); the store "
-                            "refuses writes until space is freed and it is reopened"
-                        ) from error
-                    raise StoreFailedError(
-                        f"writing to the store failed ({error}); it refuses writes until reopened"
-                    ) from error
+                self._begin_write()
                 end = self.commitlog.tail
-                topic_id = state.info.id
-                ring_seq = self._shared.publish_tail(
-                    end,
-                    [(topic_id, q, next_offsets[q], now) for q in entries if entries[q]],
-                )
+                for state, batch, plain in group:
+                    if self._failure is not None:
+                        outcomes.append(StoreFailedError(self._failure_sentence()))
+                        continue
+                    try:
+                        results = self._write_batch(state, batch, plain, now, published)
+                    except (TopicNotFoundError, QueueFrozenError) as error:
+                        outcomes.append(error)
+                        continue
+                    except OSError as error:
+                        self._fail(error)
+                        outcomes.append(self._write_failure(error))
+                        continue
+                    outcomes.append(results)
+                    end = self.commitlog.tail
+                ring_seq = self._shared.publish_tail(end, published)
                 seen = self._seen
                 self._seen = SharedSnapshot(end, seen[1], seen[2], seen[3], seen[4], ring_seq)
             finally:
@@ -315,15 +328,58 @@ class Appending:
         if self._pull_waiters:
             with self._appended:
                 self._appended.notify_all()
-        if self._sync_mode:
-            if not self._flusher.wait_durable(end, self.config.flush_timeout_ms / 1000):
-                return [
-                    r if r.status == STATUS_DUPLICATE else r._replace(status=STATUS_FLUSH_TIMEOUT)
-                    for r in results
-                ]
-        elif end - self._flusher.flushed > self.config.flush_dirty_bytes:
-            self._flusher.kick()
+        return outcomes, end
+
+    def _begin_write(self) -> None:
+        """Note in the shared state that a write past the tail begins; first clear what
+        the last writer left there if it died before publishing."""
+        if self._shared.mark_writing():
+            log = self.commitlog
+            tail = log.tail
+            log.clear_after_tail(log.writable_segment())
+            self._index.truncate_from(tail)
+            for shared in self._registry.shared_topics():
+                shared.blocks.discard_unpublished(tail)
+
+    def _write_failure(self, error: OSError) -> DiskFullError | StoreFailedError:
+        if error.errno == errno.ENOSPC:
+            failure = DiskFullError(
+                f"the disk holding {self.path} is full ({error}); the store "
+                "refuses writes until space is freed and it is reopened"
+            )
+        else:
+            failure = StoreFailedError(
+                f"writing to the store failed ({error}); it refuses writes until reopened"
+            )
+        failure.__cause__ = error
+        return failure
+
+    def _write_batch(
+        self, state: Topic, batch: list, plain: bool, now: int, published: list
+    ) -> list[AppendResult]:
+        """Steps 2 to 4 of ``_write_group`` for one batch; adds the queues it wrote to
+        ``published`` as (topic id, queue, next offset, time)."""
+        if self._topics.get(state.info.name) is not state:
+            raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
+        duplicates = {} if plain else self._find_duplicates(state, batch, now)
+        results, next_offsets, entries, index_items, targets = self._write_records(
+            state, batch, now, duplicates, plain
+        )
+        self._dispatch(state, targets, next_offsets, entries)
+        if index_items:
+            self._index.put_many(index_items)
+        if state.blocks is not None:
+            state.blocks.publish_end(self.commitlog.tail)
+        topic_id = state.info.id
+        published.extend((topic_id, q, next_offsets[q], now) for q in entries if entries[q])
         return results
+
+    def _flush_timed_out(self, results: list[AppendResult]) -> list[AppendResult]:
+        """Sync mode: the results of a batch no fsync covered within ``flush_timeout_ms``."""
+        return [
+            r if r.status == STATUS_DUPLICATE else r._replace(status=STATUS_FLUSH_TIMEOUT)
+            for r in results
+        ]
 
     def _write_records(
         self,
@@ -352,11 +408,6 @@ class Appending:
             now = log.last_store_ms  # store times never go back, even if the clock does
         segment = log.writable_segment()
         tail = log.tail
-        if self._shared.mark_writing():  # the last writer died before publishing
-            log.clear_after_tail(segment)
-            self._index.truncate_from(tail)
-            for shared in self._registry.shared_topics():
-                shared.blocks.discard_unpublished(tail)
         if plain:
             lengths = list(map((RECORD_OVERHEAD + len(state.name_bytes)).__add__, map(len, batch)))
             ends = list(accumulate(lengths, initial=tail))

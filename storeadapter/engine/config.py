@@ -24,6 +24,9 @@ class StoreConfig:
     flush_interval_ms: int = 500
     flush_timeout_ms: int = 5000
     flush_dirty_bytes: int = 64 << 20
+    #: Sync mode: how long an appender starting a write group may wait for as many
+    #: appenders as the last group had, so that one fsync covers them all (0: never).
+    group_commit_wait_us: int = 200
     max_message_bytes: int = 4 << 20
     retention_hours: float = 72
     disk_warn_ratio: float = 0.75
@@ -53,6 +56,11 @@ class StoreConfig:
         for name in ("flush_interval_ms", "flush_timeout_ms", "flush_dirty_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if not 0 <= self.group_commit_wait_us <= 100_000:
+            raise ConfigError(
+                "group_commit_wait_us must be between 0 and 100000, "
+                f"not {self.group_commit_wait_us}"
+            )
         if self.max_message_bytes <= 0:
             raise ConfigError(f"max_message_bytes must be positive, not {self.max_message_bytes}")
         if self.queue_file_entries <= 0:

@@ -2,9 +2,9 @@
 
 ``async`` mode: every ``flush_interval_ms`` (sooner when an appender kicks it past
 the dirty-bytes threshold) it fsyncs the commit log and consume queues and writes
-the checkpoint. ``sync`` mode adds group commit: appenders wait in ``wait_durable``;
-the thread fsyncs the commit log up to the tail as it is at that moment, which
-covers every appender waiting then, however many.
+the checkpoint. ``sync`` mode adds group commit: writers ask to be called back
+(``on_durable``); the thread fsyncs the commit log up to the tail as it is at that
+moment, which covers every writer waiting then, however many, and calls them back.
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ class FlushService:
         self._flush_all = flush_all
         self._interval_s = interval_s
         self._on_failure = on_failure
-        lock = threading.Lock()
-        self._cond = threading.Condition(lock)  # the flush thread waits on it for work
-        self._durable = threading.Condition(lock)  # appenders wait on it
-        self._waiters = 0
+        self._cond = threading.Condition()  # the flush thread waits on it for work
+        # (commit-log end, callback) of writers waiting for their records to be durable
+        self._waiting: list[tuple[int, Callable[[BaseException | None], None]]] = []
         self._kicked = False
         self._stopping = False
         self.flushed = 0
@@ -55,46 +54,45 @@ class FlushService:
             self._cond.notify_all()
 
     def advance(self, flushed: int) -> None:
-        """Record that everything below ``flushed`` is durable; wake the waiters it covers."""
+        """Record that everything below ``flushed`` is durable; call back the waiters it
+        covers."""
         with self._cond:
             if flushed > self.flushed:
                 self.flushed = flushed
             self.last_flush_ms = time.time_ns() // 1_000_000
-            self._durable.notify_all()
+            covered = [w for w in self._waiting if w[0] <= self.flushed]
+            if covered:
+                self._waiting = [w for w in self._waiting if w[0] > self.flushed]
+        for _end, callback in covered:
+            callback(None)
 
     def fail(self, error: BaseException) -> None:
         with self._cond:
             if self.failure is None:
                 self.failure = error
+            waiting, self._waiting = self._waiting, []
             self._cond.notify_all()
-            self._durable.notify_all()
+        for _end, callback in waiting:
+            callback(self._refusal())
 
-    def wait_durable(self, end: int, timeout_s: float) -> bool:
-        """Block until the log is durable up to ``end``; False if ``timeout_s`` passed first.
+    def _refusal(self) -> StoreFailedError:
+        full = getattr(self.failure, "errno", None) == errno.ENOSPC
+        return (DiskFullError if full else StoreFailedError)(
+            f"the store could not make writes durable ({self.failure}); "
+            "it refuses writes until it is reopened"
+        )
 
-        Raises StoreFailedError if an fsync failed meanwhile.
-        """
-        deadline = time.monotonic() + timeout_s
+    def on_durable(self, end: int, callback: Callable[[BaseException | None], None]) -> None:
+        """Call ``callback(None)`` once the log is durable up to ``end`` (on the flush
+        thread, or now if it already is), or ``callback(error)`` if an fsync fails
+        first (the store then refuses writes)."""
         with self._cond:
-            if self.flushed >= end:
-                return True
-            self._waiters += 1
-            self._cond.notify()
-            try:
-                while self.flushed < end:
-                    if self.failure is not None:
-                        full = getattr(self.failure, "errno", None) == errno.ENOSPC
-                        raise (DiskFullError if full else StoreFailedError)(
-                            f"the store could not make writes durable ({self.failure}); "
-                            "it refuses writes until it is reopened"
-                        )
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return False
-                    self._durable.wait(remaining)
-                return True
-            finally:
-                self._waiters -= 1
+            if self.failure is None and self.flushed < end:
+                self._waiting.append((end, callback))
+                self._cond.notify()
+                return
+            failed = self.failure is not None
+        callback(self._refusal() if failed else None)
 
     def _run(self) -> None:
         next_full = time.monotonic() + self._interval_s
@@ -103,7 +101,7 @@ class FlushService:
                 while (
                     not self._stopping
                     and not self._kicked
-                    and (self._waiters == 0 or self.failure is not None or not self._unsynced())
+                    and (not self._waiting or self.failure is not None or not self._unsynced())
                 ):
                     remaining = next_full - time.monotonic()
                     if remaining <= 0:
@@ -130,6 +128,5 @@ class FlushService:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-            self._durable.notify_all()
         if self._thread.is_alive():
             self._thread.join()

@@ -15,6 +15,7 @@ from . import fileio
 from .admin import TopicAdmin
 from .appending import Appending
 from .checkpoint import Checkpoint
+from .combining import WriteCombiner
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue
@@ -59,10 +60,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self.path = path
         self.config = config
         self._write_lock = threading.Lock()
+        self._sync_mode = config.flush_mode == "sync"
+        self._combiner = WriteCombiner(
+            self._write_group,
+            lambda: self._flusher,
+            timeout_s=config.flush_timeout_ms / 1000,
+            fill_wait_s=config.group_commit_wait_us / 1e6,
+            on_timeout=self._flush_timed_out,
+        )
         self._flush_lock = threading.Lock()
         self._appended = threading.Condition()
         self._pull_waiters = 0
-        self._sync_mode = config.flush_mode == "sync"
         self._closed = False
         self._failure: BaseException | None = None
         self._dirty_queues: set[ConsumeQueue] = set()
