@@ -20,7 +20,13 @@ the file system the benchmarks write to), with files deleted afterwards:
   ``fdatasync`` (the file size changes, so the inode is written too);
 * ``read_page_cache``: a file just written (so it is in the page cache) read back
   with 1 MiB ``readinto`` into one reused buffer: the most any reader in Python can
-  get out of the page cache.
+  get out of the page cache;
+* ``python_group_commit_8_threads``: 8 threads, each writing 1 KiB at a time into a
+  zero-filled file (a lock hands out the offsets, the ``pwrite`` is outside it) and
+  waiting until a flush thread's ``fdatasync`` covers its write before the next one;
+  no other work: a minimal group commit in one CPython process, the yardstick for
+  Tidemark's 8 threads of single sync appends. Besides the fsyncs, each append
+  costs a thread wake-up, and the interpreter runs one thread at a time.
 
 MB means 1e6 bytes. Prints one JSON line, then a table.
 """
@@ -31,6 +37,7 @@ import argparse
 import json
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -90,6 +97,71 @@ def _fdatasync_rate(path: Path, syncs: int, preallocated: str | None) -> dict:
     }
 
 
+def _group_commit(path: Path, threads: int, per_thread: int) -> dict:
+    """Appends/s of ``threads`` threads of single 1 KiB writes, each waiting for a
+    shared flush thread's fdatasync to cover it (the least work a group commit does)."""
+    body = os.urandom(SMALL)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, bytes(threads * per_thread * SMALL))
+    os.fsync(fd)
+    cond = threading.Condition()
+    state = {"tail": 0, "written": 0, "synced": 0, "waiting": 0, "stop": False}
+    syncs = [0]
+
+    def flush() -> None:
+        while True:
+            with cond:
+                while not state["stop"] and (
+                    not state["waiting"] or state["synced"] >= state["written"]
+                ):
+                    cond.wait()
+                if state["stop"]:
+                    return
+                covered = state["written"]
+            os.fdatasync(fd)
+            syncs[0] += 1
+            with cond:
+                state["synced"] = covered
+                cond.notify_all()
+
+    def append() -> None:
+        for _ in range(per_thread):
+            with cond:
+                at = state["tail"]
+                state["tail"] += SMALL
+            os.pwrite(fd, body, at)
+            with cond:
+                state["written"] = max(state["written"], at + SMALL)
+                state["waiting"] += 1
+                cond.notify_all()
+                while state["synced"] < at + SMALL:
+                    cond.wait()
+                state["waiting"] -= 1
+
+    flusher = threading.Thread(target=flush)
+    flusher.start()
+    workers = [threading.Thread(target=append) for _ in range(threads)]
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    seconds = time.perf_counter() - started
+    with cond:
+        state["stop"] = True
+        cond.notify_all()
+    flusher.join()
+    os.close(fd)
+    path.unlink()
+    appends = threads * per_thread
+    return {
+        "per_s": round(appends / seconds),
+        "unit": "appends/s",
+        "appends_per_sync": round(appends / max(1, syncs[0]), 2),
+        "threads": threads,
+    }
+
+
 def _read_page_cache(path: Path, total_mib: int) -> dict:
     _write(path, total_mib, None, False)
     buffer = bytearray(MIB)
@@ -127,17 +199,20 @@ def measure(workdir: Path, total_mib: int = DEFAULT_MIB, syncs: int = DEFAULT_SY
         "fdatasync_fallocated": _fdatasync_rate(path, syncs, preallocated="fallocate"),
         "fdatasync_append": _fdatasync_rate(path, syncs, preallocated=None),
         "read_page_cache": _read_page_cache(path, total_mib),
+        "python_group_commit_8_threads": _group_commit(path, 8, max(100, syncs // 2)),
     }
 
 
 def format_table(limits: dict) -> str:
-    lines = [f"{'machine limit':<26} {'value':>12}  unit", "-" * 50]
+    lines = [f"{'machine limit':<30} {'value':>12}  unit", "-" * 56]
     for name, figure in limits.items():
         if "mb_per_s" in figure:
-            lines.append(f"{name:<26} {figure['mb_per_s']:>12,.1f}  MB/s")
+            lines.append(f"{name:<30} {figure['mb_per_s']:>12,.1f}  MB/s")
+        elif "unit" in figure:
+            lines.append(f"{name:<30} {figure['per_s']:>12,}  {figure['unit']}")
         else:
             lines.append(
-                f"{name:<26} {figure['per_s']:>12,}  fdatasync/s ({figure['mean_ms']} ms each)"
+                f"{name:<30} {figure['per_s']:>12,}  fdatasync/s ({figure['mean_ms']} ms each)"
             )
     return "\n".join(lines)
 
