@@ -271,8 +271,7 @@ class Appending:
         if self._disk_ratio >= self.config.disk_reject_ratio:
             raise DiskFullError(
                 f"the disk holding {self.path} is {self._disk_ratio:.0%} full, past "
-                "disk_reject_ratio "
-                f"({self.config.disk_reject_ratio:.0%}): appends are "
+                f"disk_reject_ratio ({self.config.disk_reject_ratio:.0%}): appends are "
                 "refused until retention or an operator frees space"
             )
         if self._sync_mode:

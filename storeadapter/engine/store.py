@@ -652,7 +652,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         clean = self._failure is None and not self._forked
         if clean:
             try:
-                self._flush_everything()
+                self._flusher.advance(self._flush_everything())  # wakes sync appenders
             except OSError as error:
                 self._fail(error)
                 clean = False

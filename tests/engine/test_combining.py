@@ -370,3 +370,18 @@ def test_a_group_no_fsync_covers_in_time_returns_flush_timeout(open_store, monke
 def test_group_commit_wait_is_checked():
     with pytest.raises(ConfigError, match="group_commit_wait_us"):
         StoreConfig(group_commit_wait_us=-1)
+
+
+def test_closing_the_store_answers_a_sync_appender_still_waiting(open_store):
+    store = open_store(cfg=_sync_config(flush_interval_ms=60_000, flush_timeout_ms=60_000))
+    store.create_topic("t", queues=1)
+    store._flusher._unsynced = lambda: False  # the flush thread leaves the waiter be
+    results = []
+    appender = threading.Thread(target=lambda: results.append(store.append("t", b"last")))
+    appender.start()
+    _wait_until(lambda: store._flusher._waiting)
+
+    store.close()
+    appender.join(10)
+
+    assert [r.status for r in results] == [STATUS_OK]
