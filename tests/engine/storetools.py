@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
-from storeadapter.engine import MessageStore, StoreConfig, StoredMessage
+from storeadapter.engine import MessageStore, StoreConfig, StoredMessage, fileio
 
 SEGMENT_BYTES = 4096
 MAX_MESSAGE_BYTES = 1024
@@ -141,3 +142,16 @@ def lose_queue_files(store_path: Path, topic: str, queues=None, how: str = "dele
                 path.unlink()
             else:
                 path.write_bytes(bytes(path.stat().st_size))
+
+
+def stall_fdatasync(monkeypatch) -> threading.Event:
+    """Make every fdatasync wait (at most 30 s) until the returned event is set."""
+    release = threading.Event()
+    real = fileio.fdatasync
+
+    def stalled(fd: int) -> None:
+        release.wait(timeout=30)
+        real(fd)
+
+    monkeypatch.setattr(fileio, "fdatasync", stalled)
+    return release

@@ -19,7 +19,7 @@ from storeadapter.engine import (
     fileio,
 )
 from storeadapter.engine.combining import WriteCombiner
-from tests.engine.storetools import read_all, small_config
+from tests.engine.storetools import read_all, small_config, stall_fdatasync
 
 THREADS = 8
 
@@ -114,15 +114,20 @@ def test_a_lone_appender_writes_its_work_alone():
     assert writer.groups == [["a"], ["b"]]
 
 
-def test_work_queued_behind_a_writer_is_written_in_one_group_by_the_next_leader():
+def _queued_behind_a_writer(works: list[str]) -> tuple[_Writer, dict, dict]:
+    """Work "a" being written (held back), ``works`` queued behind it, then released."""
     writer = _Writer(hold_first=True)
     combiner = _combiner(writer)
     first = _submit_in_threads(combiner, ["a"])
     assert writer.entered.wait(5)
-    rest = _submit_in_threads(combiner, ["b", "c", "d"])
-    _wait_until(lambda: len(combiner._queue) == 3)
-
+    rest = _submit_in_threads(combiner, works)
+    _wait_until(lambda: len(combiner._queue) == len(works))
     writer.release.set()
+    return writer, first, rest
+
+
+def test_work_queued_behind_a_writer_is_written_in_one_group_by_the_next_leader():
+    writer, first, rest = _queued_behind_a_writer(["b", "c", "d"])
 
     assert _join(first) == {"a": "done a"}
     assert _join(rest) == {"b": "done b", "c": "done c", "d": "done d"}
@@ -132,14 +137,7 @@ def test_work_queued_behind_a_writer_is_written_in_one_group_by_the_next_leader(
 
 
 def test_an_error_meant_for_one_work_is_raised_only_by_its_appender():
-    writer = _Writer(hold_first=True)
-    combiner = _combiner(writer)
-    first = _submit_in_threads(combiner, ["a"])
-    assert writer.entered.wait(5)
-    rest = _submit_in_threads(combiner, ["b", "bad c", "d"])
-    _wait_until(lambda: len(combiner._queue) == 3)
-
-    writer.release.set()
+    _writer, first, rest = _queued_behind_a_writer(["b", "bad c", "d"])
 
     outcomes = {**_join(first), **_join(rest)}
     assert isinstance(outcomes.pop("bad c"), ValueError)
@@ -348,14 +346,7 @@ def test_every_sync_appender_of_a_group_gets_the_fsync_failure(open_store, monke
 def test_a_group_no_fsync_covers_in_time_returns_flush_timeout(open_store, monkeypatch):
     store = open_store(cfg=_sync_config(flush_timeout_ms=50))
     store.create_topic("t", queues=4)
-    release = threading.Event()
-    real = fileio.fdatasync
-
-    def stalled(fd: int) -> None:
-        release.wait(timeout=30)
-        real(fd)
-
-    monkeypatch.setattr(fileio, "fdatasync", stalled)
+    release = stall_fdatasync(monkeypatch)
     try:
         results = _append_in_threads(store, "t", 2)
     finally:

@@ -26,6 +26,7 @@ from tests.engine.storetools import (
     read_all,
     read_everything,
     small_config,
+    stall_fdatasync,
     tail,
 )
 
@@ -78,14 +79,7 @@ def test_sync_append_batch_returns_ok_for_every_message(sync_store):
 def test_slow_fsync_returns_flush_timeout_not_ok(open_store, monkeypatch):
     store = open_store(cfg=_config("sync", flush_timeout_ms=50))
     store.create_topic("t", queues=1)
-    release = threading.Event()
-    real = fileio.fdatasync
-
-    def stalled(fd: int) -> None:
-        release.wait(timeout=30)
-        real(fd)
-
-    monkeypatch.setattr(fileio, "fdatasync", stalled)
+    release = stall_fdatasync(monkeypatch)
 
     result = store.append("t", b"slow")
 
@@ -97,14 +91,7 @@ def test_slow_fsync_returns_flush_timeout_not_ok(open_store, monkeypatch):
 def test_appends_return_ok_again_once_fsync_is_fast_again(open_store, monkeypatch):
     store = open_store(cfg=_config("sync", flush_timeout_ms=50))
     store.create_topic("t", queues=1)
-    release = threading.Event()
-    real = fileio.fdatasync
-
-    def stalled(fd: int) -> None:
-        release.wait(timeout=30)
-        real(fd)
-
-    monkeypatch.setattr(fileio, "fdatasync", stalled)
+    release = stall_fdatasync(monkeypatch)
     assert store.append("t", b"slow").status == STATUS_FLUSH_TIMEOUT
     monkeypatch.undo()
     release.set()

@@ -56,15 +56,13 @@ def _hold_open(server: ForkServer, tmp_path, path, mode: str) -> Child:
     return holder
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
-def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes(
-    server, tmp_path, mode
-):
-    path = tmp_path / "store"
+def _writer_died_after_rolling(server: ForkServer, tmp_path, path, mode: str) -> tuple:
+    """A store with a few messages and a member holding it open, whose last writer
+    rolled (end marker, next segment, records there) and died unpublished; returns the
+    member and the acknowledged messages."""
     create_store(path, mode)
     acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
     holder = _hold_open(server, tmp_path, path, mode)
-    # The first writer rolls: end marker, next segment, records there; dies unpublished.
     outcome = server.run(
         "tests.faults.faultharness:write_until_killed",
         tmp_path / "a.stderr",
@@ -80,7 +78,15 @@ def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes
         limit=1000,
     )
     assert outcome.killed, outcome
-    acked += read_acks(tmp_path / "acks-a.txt")
+    return holder, acked + read_acks(tmp_path / "acks-a.txt")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_unpublished_segment_of_a_dead_writer_is_not_recovered_over_later_writes(
+    server, tmp_path, mode
+):
+    path = tmp_path / "store"
+    holder, acked = _writer_died_after_rolling(server, tmp_path, path, mode)
     # The next writer clears what it left after the published tail, appends one small
     # message there (in the old segment) and leaves; then the last member dies.
     outcome = server.run(
@@ -109,25 +115,7 @@ def test_next_writer_killed_while_clearing_a_dead_writers_roll_leaves_no_damage(
     one's new segment must already be gone, else recovery finds zeros where the marker
     was, with a segment after them (a corruption report)."""
     path = tmp_path / "store"
-    create_store(path, mode)
-    acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
-    holder = _hold_open(server, tmp_path, path, mode)
-    outcome = server.run(
-        "tests.faults.faultharness:write_until_killed",
-        tmp_path / "a.stderr",
-        path=str(path),
-        mode=mode,
-        acks=str(tmp_path / "acks-a.txt"),
-        seed=2,
-        kill={
-            "target": f"{ENGINE}.commitlog:CommitLog.write",
-            "when": "after",
-            "where": "args[2] == 0",
-        },
-        limit=1000,
-    )
-    assert outcome.killed, outcome
-    acked += read_acks(tmp_path / "acks-a.txt")
+    holder, acked = _writer_died_after_rolling(server, tmp_path, path, mode)
     outcome = server.run(
         "tests.faults.faultharness:write_until_killed",
         tmp_path / "b.stderr",
