@@ -18,8 +18,12 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 
 from storeadapter.engine import MessageStore, OffsetConflictError, StoreError
+from storeadapter.engine.offsets import HISTORY_PER_GROUP
 
 MODES = ("earliest", "latest", "offset", "time", "shift", "undo")
+#: An undo reads a reset back from the group's offset history, which keeps this many
+#: changes: a reset of as many queues or more cannot be undone.
+HISTORY_KEPT = HISTORY_PER_GROUP
 _REASON_PREFIX = "reset:"
 
 
@@ -29,6 +33,10 @@ class ResetError(StoreError):
 
 class ResetConflictError(ResetError):
     """The offsets moved since the preview: preview again."""
+
+
+class ResetNotUndoableError(ResetError):
+    """The latest reset is no longer wholly in the offset history: it cannot be undone."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,13 @@ class ResetPlan:
         return [q for q in self.queues if q.target != q.committed]
 
     @property
+    def undoable(self) -> bool:
+        """Whether the group's offset history, which keeps its latest
+        ``HISTORY_KEPT`` changes, can hold every change this plan makes (an undo
+        reads them back from there)."""
+        return len(self.changes) < HISTORY_KEPT
+
+    @property
     def span_from_ms(self) -> int | None:
         """Store time of the oldest message consumed again or skipped, over all queues."""
         times = [q.span_from_ms for q in self.queues if q.span_from_ms is not None]
@@ -90,6 +105,7 @@ class ResetPlan:
             item["consumed_again"] = queue.consumed_again
             item["skipped"] = queue.skipped
         if with_token:
+            data["undoable"] = self.undoable
             data["span_from_ms"] = self.span_from_ms
             data["span_to_ms"] = self.span_to_ms
             data["token"] = self.token
@@ -165,10 +181,19 @@ def preview_reset(
 
 def preview_undo(store: MessageStore, group: str, topic: str) -> ResetPlan:
     """Plan the undo of the group's latest reset on ``topic``: back to what it replaced."""
-    history = store.offset_history(group, topic, limit=1000)
+    every = store.offset_history(group, limit=HISTORY_KEPT)  # what is kept
+    history = [c for c in every if c.topic == topic]
     latest = next((c for c in history if c.reason.startswith(_REASON_PREFIX)), None)
     if latest is None:
         raise ResetError(f"group {group!r} has no reset on {topic!r} to undo")
+    if len(every) >= HISTORY_KEPT and every[-1].reason == latest.reason:
+        # The kept history starts inside that reset: its older changes may be gone,
+        # and an undo of the rest would leave those queues where the reset put them.
+        raise ResetNotUndoableError(
+            f"the latest reset of {group!r} on {topic!r} is not wholly in the offset "
+            f"history, which keeps the group's last {HISTORY_KEPT} changes: it "
+            "cannot be undone from there; reset those queues to the offsets you want"
+        )
     replaced = {c.queue: c.old for c in history if c.reason == latest.reason}
     queues = []
     for queue in range(store.topic(topic).queues):

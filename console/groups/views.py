@@ -31,6 +31,7 @@ from console.operations import groups as operations
 from console.operations.groups import GroupNotFoundError, undo_url
 from storeadapter.engine import STATUS_DUPLICATE, MessageStore, StoreError, dlq_topic
 from storeadapter.offset_reset import (
+    HISTORY_KEPT,
     MODES,
     ResetConflictError,
     ResetError,
@@ -204,6 +205,7 @@ def _render_preview(request: HttpRequest, group: str, plan: ResetPlan) -> HttpRe
         "skipped": sum(q.skipped for q in plan.queues),
         "clamped": sum(1 for q in plan.queues if q.clamped),
         "value_ms": plan.value if plan.mode == "time" else None,
+        "history_kept": HISTORY_KEPT,
     }
     return render(request, "groups/preview.html", context)
 

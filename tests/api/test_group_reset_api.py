@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from console.api.models import PREVIEW_LIFETIME, ResetPreview
 from console.audit.models import AuditEntry
-from storeadapter.offset_reset import ResetPlan
+from storeadapter.offset_reset import HISTORY_KEPT, ResetPlan
 from tests.api.apitools import error_of, expected_status
 
 pytestmark = pytest.mark.django_db
@@ -421,3 +421,28 @@ def test_undo_without_a_plan_says_to_preview_first(as_operator, billing):
 
     assert response.status_code == 400
     assert "Preview the undo first" in error_of(response)["message"]
+
+
+def test_a_preview_says_whether_the_reset_can_be_undone(as_operator, billing):
+    queues = HISTORY_KEPT + 1
+    billing.create_topic("wide", queues)
+    billing.append_batch("wide", [{"body": b"m", "queue": q} for q in range(queues)])
+    billing.commit_offsets("billing", "wide", dict.fromkeys(range(queues), 1))
+
+    assert preview(as_operator)["undoable"] is True
+    assert preview(as_operator, topic="wide", mode="earliest")["undoable"] is False
+
+
+def test_an_undo_the_history_cannot_hold_whole_is_refused_with_409(as_operator, billing):
+    queues = HISTORY_KEPT + 1
+    billing.create_topic("wide", queues)
+    billing.append_batch("wide", [{"body": b"m", "queue": q} for q in range(queues)])
+    billing.commit_offsets("billing", "wide", dict.fromkeys(range(queues), 1))
+    apply(as_operator, preview(as_operator, topic="wide", mode="earliest")["token"])
+
+    response = post(as_operator, UNDO, {"topic": "wide"})
+
+    assert response.status_code == 409
+    assert error_of(response)["code"] == "not_undoable"
+    assert "cannot be undone" in error_of(response)["message"]
+    assert set(billing.committed_offsets("billing", "wide").values()) == {0}

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from console.audit.models import AuditEntry
+from storeadapter.offset_reset import HISTORY_KEPT
 
 pytestmark = [pytest.mark.django_db]
 
@@ -287,3 +288,25 @@ def test_preview_and_apply_refuse_get(as_operator, billing):
 def test_reset_pages_of_an_unknown_group_are_404(as_operator, billing):
     assert as_operator.post("/groups/nope/reset/preview/", {"mode": "latest"}).status_code == 404
     assert as_operator.post("/groups/nope/reset/apply/", {"plan": "{}"}).status_code == 404
+
+
+def test_a_reset_of_more_queues_than_the_history_keeps_warns_it_cannot_be_undone(
+    as_operator, store
+):
+    queues = HISTORY_KEPT + 1
+    store.create_topic("wide", queues)
+    store.append_batch("wide", [{"body": b"m", "queue": q} for q in range(queues)])
+    store.commit_offsets("billing", "wide", dict.fromkeys(range(queues), 1))
+
+    response = as_operator.post(PREVIEW, {"topic": "wide", "mode": "earliest"})
+
+    assert response.status_code == 200
+    assert "cannot be undone afterwards" in text(response)
+    assert "cannot be undone" not in text(preview_small(as_operator, store))
+
+
+def preview_small(client, store):
+    store.create_topic("orders", 2)
+    store.append("orders", b"m", queue=0)
+    store.commit_offset("billing", "orders", 0, 1)
+    return preview(client, mode="earliest")

@@ -6,6 +6,7 @@ import pytest
 
 from storeadapter.engine import MessageStore, clock
 from storeadapter.offset_reset import (
+    HISTORY_KEPT,
     ResetConflictError,
     ResetError,
     ResetPlan,
@@ -149,3 +150,35 @@ def test_a_plan_survives_a_round_trip_and_detects_tampering(store):
 def test_bad_requests_are_refused_with_a_sentence(store, mode, value):
     with pytest.raises(ResetError):
         preview_reset(store, "g", "t", mode, value)
+
+
+@pytest.fixture
+def wide(tmp_path):
+    """Group g on topic "wide", one queue more than the offset history keeps, each
+    committed at 1 of 2 messages."""
+    with MessageStore.open(tmp_path / "wide", small_config(max_message_bytes=64)) as opened:
+        queues = HISTORY_KEPT + 1
+        opened.create_topic("wide", queues=queues)
+        opened.append_batch("wide", [{"body": b"m", "queue": q} for q in range(queues)] * 2)
+        opened.commit_offsets("g", "wide", dict.fromkeys(range(queues), 1))
+        yield opened
+
+
+def test_a_reset_of_fewer_queues_than_the_history_keeps_is_undoable(store):
+    assert preview_reset(store, "g", "t", "earliest").undoable
+
+
+def test_a_reset_of_more_queues_than_the_history_keeps_says_it_cannot_be_undone(wide):
+    plan = preview_reset(wide, "g", "wide", "earliest")
+
+    assert len(plan.changes) == HISTORY_KEPT + 1
+    assert not plan.undoable
+    assert plan.as_dict()["undoable"] is False
+
+
+def test_undo_refuses_a_reset_the_history_does_not_hold_whole(wide):
+    apply_reset(wide, preview_reset(wide, "g", "wide", "earliest"), who="alice")
+
+    with pytest.raises(ResetError, match="cannot be undone"):
+        preview_undo(wide, "g", "wide")
+    assert set(wide.committed_offsets("g", "wide").values()) == {0}

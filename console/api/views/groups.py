@@ -62,7 +62,14 @@ from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetr
 from console.operations import groups as operations
 from console.operations.groups import GroupNotFoundError, require_group
 from storeadapter.engine import STATUS_DUPLICATE, OffsetChange, QueueNotFoundError, dlq_topic
-from storeadapter.offset_reset import MODES, ResetError, ResetPlan, preview_reset, preview_undo
+from storeadapter.offset_reset import (
+    MODES,
+    ResetError,
+    ResetNotUndoableError,
+    ResetPlan,
+    preview_reset,
+    preview_undo,
+)
 from storeadapter.summaries import group_summaries, group_summary
 
 #: A group name in a body (the engine's rule, as in paths: no %RETRY%/%DLQ% prefix).
@@ -471,6 +478,10 @@ class ResetPlanSerializer(serializers.Serializer):
     changes = serializers.IntegerField(help_text="Queues whose offset would move.")
     consumed_again = serializers.IntegerField()
     skipped = serializers.IntegerField()
+    undoable = serializers.BooleanField(
+        help_text="Whether undo/ can take it back: false when it moves more queues than "
+        "the group's offset history keeps."
+    )
     expires_ms = serializers.IntegerField(help_text="Until when the preview can be applied.")
 
 
@@ -817,6 +828,9 @@ class GroupUndo(APIView):
         store.topic(data["topic"])  # TopicNotFoundError: 404
         try:
             plan = preview_undo(store, group, data["topic"])
+        except ResetNotUndoableError as error:
+            sentence = str(error)
+            raise ApiError(409, "not_undoable", f"{sentence[:1].upper()}{sentence[1:]}.") from None
         except ResetError as error:
             raise ApiError(404, "nothing_to_undo", f"Nothing to undo: {error}.") from None
         return _save_preview(plan)
