@@ -14,6 +14,9 @@ from django.utils import timezone
 TOKEN_PREFIX_LENGTH = 8
 #: A reset preview can be applied for this long.
 PREVIEW_LIFETIME = timedelta(minutes=30)
+#: Previews this much older than their lifetime are deleted when a new one is kept
+#: (until then, applying one says it expired rather than that it is unknown).
+PREVIEW_KEPT = timedelta(days=1)
 
 
 def hash_key(key: str) -> str:

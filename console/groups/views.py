@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, require_role
+from console.api.previews import keep_preview, kept_plan, kept_preview
 from console.core.store import get_store
 from console.groups.detail import filter_groups, group_rows, reason_label
 from console.groups.detail import group_detail as read_group_detail
@@ -194,19 +195,24 @@ def reset_undo(request: HttpRequest, group: str) -> HttpResponse:
 
 
 def _render_preview(request: HttpRequest, group: str, plan: ResetPlan) -> HttpResponse:
-    changes = plan.changes
+    """The preview page; its form sends the plan back, or, for a big topic's plan (too big
+    for a page), the token it is kept under."""
     context = {
         "group": group,
         "plan": plan,
         "is_undo": plan.mode == "undo",
-        "plan_json": json.dumps(plan.as_dict(), sort_keys=True),
-        "changes": len(changes),
-        "consumed_again": sum(q.consumed_again for q in plan.queues),
-        "skipped": sum(q.skipped for q in plan.queues),
-        "clamped": sum(1 for q in plan.queues if q.clamped),
+        "plan_json": json.dumps(plan.as_dict(), sort_keys=True) if plan.listed_all else "",
+        "kept_token": "" if plan.listed_all else plan.token,
+        "changes": plan.moved,
+        "listed": len(plan.queues),
+        "consumed_again": plan.consumed_again,
+        "skipped": plan.skipped,
+        "clamped": plan.clamped,
         "value_ms": plan.value if plan.mode == "time" else None,
         "history_kept": HISTORY_KEPT,
     }
+    if not plan.listed_all:
+        keep_preview(plan)
     return render(request, "groups/preview.html", context)
 
 
@@ -217,11 +223,20 @@ def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
     store = get_store()
     if not _known_group(store, group):
         return _not_found(request, group)
+    kept = None
     try:
-        data = json.loads(request.POST.get("plan", ""))
-        if not isinstance(data, dict):
-            raise ValueError("not an object")
-        plan = ResetPlan.from_dict(data)
+        if request.POST.get("token"):
+            kept = kept_preview(request.POST["token"], group)
+            if kept is None:
+                raise ResetError("it is not kept here, or was applied already")
+            if kept.expired:
+                raise ResetError("it is more than 30 minutes old")
+            plan = kept_plan(kept)
+        else:
+            data = json.loads(request.POST.get("plan", ""))
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+            plan = ResetPlan.from_dict(data)
         if plan.group != group or plan.mode not in MODES:
             raise ResetError("this preview is for another group or mode")
     except (ValueError, ResetError) as error:
@@ -231,8 +246,7 @@ def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
             "Preview the reset again.",
         )
         return redirect(_detail_url(group))
-    changes = plan.changes
-    if not changes:
+    if not plan.moved:
         messages.info(request, "The preview changes no offset; nothing was done.")
         return redirect(_detail_url(group))
     try:
@@ -247,13 +261,14 @@ def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
     except StoreError as error:
         messages.error(request, f"The reset was refused: {error}. Nothing was changed.")
         return redirect(_detail_url(group))
+    if kept is not None:
+        kept.delete()
     undo = plan.mode == "undo"
-    again = sum(q.consumed_again for q in changes)
-    skipped = sum(q.skipped for q in changes)
+    moved, again, skipped = plan.moved, plan.consumed_again, plan.skipped
     what = "Undid the latest reset" if undo else f"Reset to {plan.mode}"
     messages.success(
         request,
-        f"{what} of {group} on {plan.topic}: {len(changes)} queue{_s(len(changes))} moved; "
+        f"{what} of {group} on {plan.topic}: {moved} queue{_s(moved)} moved; "
         f"{again} message{_s(again)} will be consumed again, {skipped} skipped.",
     )
     return redirect(_detail_url(group))

@@ -18,6 +18,8 @@ from storeadapter.summaries import group_summary
 
 #: At most this many redriven messages are listed in the audit row.
 AUDITED_REDRIVES = 1000
+#: At most this many queues of a reset are listed in the audit row (all are counted).
+AUDITED_QUEUES = 1000
 
 
 class GroupNotFoundError(StoreError):
@@ -35,18 +37,23 @@ def require_group(group: str) -> None:
 
 def apply_reset_plan(user: Any, plan: ResetPlan) -> list[OffsetChange]:
     """Commit a previewed reset or undo exactly as previewed (ResetConflictError if the
-    offsets moved since); nothing is written or audited when the plan changes nothing."""
-    changes = plan.changes
-    if not changes:
+    offsets moved since); nothing is written or audited when the plan changes nothing.
+    The audit row lists the first ``AUDITED_QUEUES`` queues moved and counts them all."""
+    moving = plan.moving()
+    if not moving:
         return []
     written = apply_reset(get_store(), plan, who=user.get_username())
+    listed = moving[:AUDITED_QUEUES]
+    counts = f"{len(moving)} queues moved"
+    if len(moving) > len(listed):
+        counts += f" (the first {len(listed)} listed)"
     record(
         user,
         "offset.undo" if plan.mode == "undo" else "offset.reset",
         f"group {plan.group} topic {plan.topic}",
-        before={str(q.queue): q.committed for q in changes},
-        after={str(q.queue): q.target for q in changes},
-        detail=f"mode {plan.mode}, value {plan.value!r}, plan {plan.token}",
+        before={str(queue): committed for queue, committed, _target in listed},
+        after={str(queue): target for queue, _committed, target in listed},
+        detail=f"mode {plan.mode}, value {plan.value!r}, plan {plan.token}; {counts}",
         link=undo_url(plan.group, plan.topic),
     )
     return written

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from console.api.models import PREVIEW_LIFETIME, ResetPreview
 from console.audit.models import AuditEntry
-from storeadapter.offset_reset import HISTORY_KEPT, ResetPlan
+from storeadapter.offset_reset import HISTORY_KEPT, LISTED_QUEUES, ResetPlan
 from tests.api.apitools import error_of, expected_status
 
 pytestmark = pytest.mark.django_db
@@ -446,3 +446,27 @@ def test_an_undo_the_history_cannot_hold_whole_is_refused_with_409(as_operator, 
     assert error_of(response)["code"] == "not_undoable"
     assert "cannot be undone" in error_of(response)["message"]
     assert set(billing.committed_offsets("billing", "wide").values()) == {0}
+
+
+def test_a_big_topics_preview_lists_the_first_queues_and_counts_them_all(as_operator, billing):
+    queues = LISTED_QUEUES + 100
+    billing.create_topic("wide", queues)
+    billing.append_batch("wide", [{"body": b"m", "queue": q} for q in range(queues)] * 2)
+    billing.commit_offsets("billing", "wide", dict.fromkeys(range(queues), 2))
+
+    data = preview(as_operator, topic="wide", mode="earliest")
+
+    assert len(data["queues"]) == LISTED_QUEUES
+    assert (data["queue_count"], data["listed_all"]) == (queues, False)
+    assert (data["changes"], data["consumed_again"], data["clamped"]) == (queues, 2 * queues, 0)
+    assert "moves" not in data
+    applied = apply(as_operator, data["token"]).json()
+    assert applied["changed"] == queues
+    assert len(applied["changes"]) == LISTED_QUEUES
+    assert set(billing.committed_offsets("billing", "wide").values()) == {0}
+
+
+def test_a_small_topics_preview_lists_every_queue(as_operator, billing):
+    data = preview(as_operator)
+
+    assert (data["queue_count"], data["listed_all"], len(data["queues"])) == (2, True, 2)

@@ -2,12 +2,14 @@
 
 import html
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
+from console.api.models import PREVIEW_LIFETIME, ResetPreview
 from console.audit.models import AuditEntry
-from storeadapter.offset_reset import HISTORY_KEPT
+from storeadapter.offset_reset import HISTORY_KEPT, LISTED_QUEUES
 
 pytestmark = [pytest.mark.django_db]
 
@@ -310,3 +312,56 @@ def preview_small(client, store):
     store.append("orders", b"m", queue=0)
     store.commit_offset("billing", "orders", 0, 1)
     return preview(client, mode="earliest")
+
+
+# A big topic: its plan is kept here and applied by its token
+
+BIG = LISTED_QUEUES + 100
+
+
+@pytest.fixture
+def wide(store):
+    """Group `billing` on `wide` (more queues than a plan lists), at 2 of 3 on each."""
+    store.create_topic("wide", BIG)
+    store.append_batch("wide", [{"body": b"m", "queue": q} for q in range(BIG)] * 3)
+    store.commit_offsets("billing", "wide", dict.fromkeys(range(BIG), 2))
+    return store
+
+
+def test_a_big_topics_preview_lists_the_first_queues_and_counts_them_all(as_operator, wide):
+    response = as_operator.post(PREVIEW, {"topic": "wide", "mode": "earliest"})
+
+    page = text(response)
+    assert response.status_code == 200
+    assert f"{BIG} of {BIG}" in page
+    assert f"listed below are the first {LISTED_QUEUES} that move" in page
+    assert page.count('class="tm-reset-moves"') == LISTED_QUEUES
+    assert response.context["consumed_again"] == 2 * BIG
+    assert response.context["plan_json"] == ""  # the page carries the token instead
+    assert f'name="token" value="{response.context["plan"].token}"' in page
+
+
+def test_a_big_topics_plan_is_applied_by_its_token_to_every_queue(as_operator, wide):
+    token = as_operator.post(PREVIEW, {"topic": "wide", "mode": "earliest"}).context["plan"].token
+
+    response = as_operator.post(APPLY, {"token": token}, follow=True)
+
+    assert set(wide.committed_offsets("billing", "wide").values()) == {0}
+    assert any(f"{BIG} queues moved" in f for f in flashes(response))
+    entry = AuditEntry.objects.get(action="offset.reset")
+    assert len(entry.before) == LISTED_QUEUES
+    assert f"{BIG} queues moved (the first {LISTED_QUEUES} listed)" in entry.detail
+    again = as_operator.post(APPLY, {"token": token}, follow=True)
+    assert any("applied already" in f for f in flashes(again))
+
+
+def test_an_expired_big_plan_is_refused_and_changes_nothing(as_operator, wide):
+    token = as_operator.post(PREVIEW, {"topic": "wide", "mode": "earliest"}).context["plan"].token
+    ResetPreview.objects.filter(token=token).update(
+        created_at=timezone.now() - PREVIEW_LIFETIME - timedelta(seconds=1)
+    )
+
+    response = as_operator.post(APPLY, {"token": token}, follow=True)
+
+    assert any("more than 30 minutes old" in f for f in flashes(response))
+    assert set(wide.committed_offsets("billing", "wide").values()) == {2}

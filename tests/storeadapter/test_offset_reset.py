@@ -7,6 +7,7 @@ import pytest
 from storeadapter.engine import MessageStore, clock
 from storeadapter.offset_reset import (
     HISTORY_KEPT,
+    LISTED_QUEUES,
     ResetConflictError,
     ResetError,
     ResetPlan,
@@ -171,7 +172,7 @@ def test_a_reset_of_fewer_queues_than_the_history_keeps_is_undoable(store):
 def test_a_reset_of_more_queues_than_the_history_keeps_says_it_cannot_be_undone(wide):
     plan = preview_reset(wide, "g", "wide", "earliest")
 
-    assert len(plan.changes) == HISTORY_KEPT + 1
+    assert plan.moved == HISTORY_KEPT + 1
     assert not plan.undoable
     assert plan.as_dict()["undoable"] is False
 
@@ -182,3 +183,90 @@ def test_undo_refuses_a_reset_the_history_does_not_hold_whole(wide):
     with pytest.raises(ResetError, match="cannot be undone"):
         preview_undo(wide, "g", "wide")
     assert set(wide.committed_offsets("g", "wide").values()) == {0}
+
+
+BIG = LISTED_QUEUES + 200
+
+
+@pytest.fixture
+def big(tmp_path):
+    """Group g on topic "big" (more queues than a plan lists): 3 messages in each
+    queue, committed at 2 on every queue but the last."""
+    with MessageStore.open(tmp_path / "big", small_config(max_message_bytes=64)) as opened:
+        opened.create_topic("big", queues=BIG)
+        opened.append_batch("big", [{"body": b"m", "queue": q} for q in range(BIG)] * 3)
+        opened.commit_offsets("g", "big", dict.fromkeys(range(BIG - 1), 2))
+        yield opened
+
+
+def test_a_big_topics_plan_lists_the_first_queues_that_move_and_counts_them_all(big):
+    plan = preview_reset(big, "g", "big", "earliest")
+
+    assert not plan.listed_all
+    assert plan.queue_count == BIG
+    assert [q.queue for q in plan.queues] == list(range(LISTED_QUEUES))
+    assert plan.moved == BIG - 1  # the last queue, never committed, is read from 0 already
+    assert plan.consumed_again == 2 * (BIG - 1)
+    assert plan.skipped == 0
+
+
+def test_a_big_topics_plan_lists_only_queues_that_move(big):
+    plan = preview_reset(big, "g", "big", "offset", {5: 1, 900: 3})
+
+    assert [(q.queue, q.committed, q.target) for q in plan.queues] == [(5, 2, 1), (900, 2, 3)]
+    assert (plan.moved, plan.consumed_again, plan.skipped) == (2, 1, 1)
+
+
+def test_a_big_topics_plan_counts_the_clamped_queues_that_move(big):
+    plan = preview_reset(big, "g", "big", "shift", 5)
+
+    assert plan.clamped == BIG and plan.moved == BIG  # 2 + 5 (0 + 5) is past every end
+    assert all(q.target == 3 and q.clamped for q in plan.queues)
+
+
+def test_applying_a_big_topics_plan_moves_every_queue_not_only_those_listed(big):
+    plan = preview_reset(big, "g", "big", "earliest")
+
+    written = apply_reset(big, plan, who="alice")
+
+    assert len(written) == BIG - 1
+    assert set(big.committed_offsets("g", "big").values()) == {0}
+    assert len(big.committed_offsets("g", "big")) == BIG - 1
+
+
+def test_a_big_topics_plan_comes_back_only_from_where_it_was_kept(big):
+    plan = preview_reset(big, "g", "big", "earliest")
+    data = plan.as_dict()
+
+    assert ResetPlan.from_dict(data, with_moves=True).token == plan.token
+    with pytest.raises(ResetError, match="applied by its token"):
+        ResetPlan.from_dict(data)
+    data["total_queues"] = BIG + 1
+    with pytest.raises(ResetError, match="altered"):
+        ResetPlan.from_dict(data, with_moves=True)
+
+
+def test_an_undo_on_a_big_topic_moves_back_only_what_the_reset_moved(big):
+    apply_reset(big, preview_reset(big, "g", "big", "offset", {3: 0, 1100: 1}), who="alice")
+
+    undo = preview_undo(big, "g", "big")
+    apply_reset(big, undo, who="alice")
+
+    assert [(q.queue, q.target) for q in undo.queues] == [(3, 2), (1100, 2)]
+    assert undo.moved == 2
+    assert set(big.committed_offsets("g", "big").values()) == {2}
+
+
+def test_a_queue_never_committed_on_moves_only_to_another_offset_than_its_first(tmp_path):
+    with MessageStore.open(tmp_path / "s", small_config()) as store:
+        store.create_topic("t", queues=2)
+        store.append_batch("t", [{"body": b"m", "queue": q} for q in (0, 1, 1)])
+        store.commit_offset("g", "t", 0, 1)
+
+        earliest = preview_reset(store, "g", "t", "earliest")
+        latest = preview_reset(store, "g", "t", "latest")
+        named = preview_reset(store, "g", "t", "offset", {0: 0})
+
+        assert [q.queue for q in earliest.changes] == [0]
+        assert [(q.queue, q.target) for q in latest.changes] == [(1, 2)]
+        assert [q.queue for q in named.changes] == [0]

@@ -23,11 +23,9 @@ through console.operations.groups, which writes the audit row.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 from typing import Any
 
 from django.urls import path
-from django.utils import timezone
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers, status
@@ -37,9 +35,10 @@ from rest_framework.views import APIView
 
 from console.accounts.roles import ADMIN, OPERATOR
 from console.api.errors import ApiError
-from console.api.models import PREVIEW_LIFETIME, ResetPreview
+from console.api.models import PREVIEW_LIFETIME
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
+from console.api.previews import keep_preview, kept_plan, kept_preview
 from console.api.serializers import (
     QuerySerializer,
     StoredMessageSerializer,
@@ -63,6 +62,7 @@ from console.operations import groups as operations
 from console.operations.groups import GroupNotFoundError, require_group
 from storeadapter.engine import STATUS_DUPLICATE, OffsetChange, QueueNotFoundError, dlq_topic
 from storeadapter.offset_reset import (
+    LISTED_QUEUES,
     MODES,
     ResetError,
     ResetNotUndoableError,
@@ -83,9 +83,6 @@ MAX_TIME_MS = 253_402_300_799_999
 MAX_OFFSET = 2**63 - 1
 #: The most message ids one redrive takes; more at once is a redrive of ``all``.
 MAX_REDRIVE_IDS = 100
-#: Previews this much older than their lifetime are deleted when a new one is saved
-#: (until then, applying one says it expired rather than that it is unknown).
-PREVIEW_KEPT = timedelta(days=1)
 QUEUE_ID_PATTERN = r"^[0-9]{1,4}$"
 _QUEUE_ID = re.compile(r"[0-9]{1,4}")
 #: A preview's token (ResetPlan.token).
@@ -471,13 +468,23 @@ class ResetPlanSerializer(serializers.Serializer):
         allow_null=True,
         help_text="time: ms; shift: N; offset: the offsets asked for; undo: the reset undone.",
     )
-    queues = QueueResetSerializer(many=True)
-    span_from_ms = serializers.IntegerField(allow_null=True)
-    span_to_ms = serializers.IntegerField(allow_null=True)
+    queues = QueueResetSerializer(
+        many=True,
+        help_text="Every queue of the topic; of a topic with more than 1,000 queues, the "
+        "first 1,000 that move (listed_all false; the counts cover every queue).",
+    )
+    queue_count = serializers.IntegerField(help_text="Queues of the topic.")
+    listed_all = serializers.BooleanField(help_text="Whether queues lists every queue.")
+    span_from_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
+    span_to_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
     token = serializers.CharField(help_text="Apply with dry_run false and this as plan.")
     changes = serializers.IntegerField(help_text="Queues whose offset would move.")
     consumed_again = serializers.IntegerField()
     skipped = serializers.IntegerField()
+    clamped = serializers.IntegerField(
+        help_text="Queues whose target was moved into their range (of a big topic: of "
+        "those that move)."
+    )
     undoable = serializers.BooleanField(
         help_text="Whether undo/ can take it back: false when it moves more queues than "
         "the group's offset history keeps."
@@ -500,7 +507,8 @@ class ResetAppliedSerializer(serializers.Serializer):
     topic = serializers.CharField()
     mode = serializers.CharField(help_text="earliest, latest, offset, time, shift or undo.")
     token = serializers.CharField()
-    changes = OffsetChangeSerializer(many=True)
+    changed = serializers.IntegerField(help_text="Queues whose offset moved.")
+    changes = OffsetChangeSerializer(many=True, help_text="The first 1,000 of them.")
     consumed_again = serializers.IntegerField()
     skipped = serializers.IntegerField()
 
@@ -586,31 +594,31 @@ def _change_data(change: OffsetChange) -> dict:
 
 def _plan_data(plan: ResetPlan, saved_at) -> dict:
     expires = saved_at + PREVIEW_LIFETIME
+    data = plan.as_dict()
+    for internal in ("moves", "total_queues", "clamped_total"):
+        data.pop(internal, None)
     return {
-        **plan.as_dict(),
-        "changes": len(plan.changes),
-        "consumed_again": sum(q.consumed_again for q in plan.queues),
-        "skipped": sum(q.skipped for q in plan.queues),
+        **data,
+        "queue_count": plan.queue_count,
+        "listed_all": plan.listed_all,
+        "changes": plan.moved,
+        "consumed_again": plan.consumed_again,
+        "skipped": plan.skipped,
+        "clamped": plan.clamped,
         "expires_ms": int(expires.timestamp() * 1000),
     }
 
 
 def _save_preview(plan: ResetPlan) -> Response:
     """Keep the plan under its token for a later apply; answer with it."""
-    now = timezone.now()
-    ResetPreview.objects.filter(created_at__lt=now - PREVIEW_LIFETIME - PREVIEW_KEPT).delete()
-    ResetPreview.objects.update_or_create(
-        token=plan.token,
-        defaults={"group": plan.group, "plan": plan.as_dict(), "created_at": now},
-    )
-    return Response(_plan_data(plan, now))
+    return Response(_plan_data(plan, keep_preview(plan)))
 
 
 def _apply_preview(request: Request, group: str, token: str, undo: bool) -> Response:
     """Apply the saved preview ``token`` of ``group`` exactly as previewed."""
     require_group(group)
     here = "undo" if undo else "reset"
-    saved = ResetPreview.objects.filter(token=token, group=group).first()
+    saved = kept_preview(token, group)
     if saved is None:
         raise ApiError(
             404,
@@ -626,7 +634,7 @@ def _apply_preview(request: Request, group: str, token: str, undo: bool) -> Resp
             f"The {here} preview {token!r} is more than {minutes} minutes old: preview the "
             f"{here} again with dry_run true and apply the new token.",
         )
-    plan = ResetPlan.from_dict(saved.plan)
+    plan = kept_plan(saved)
     if (plan.mode == "undo") != undo:
         other = "reset" if undo else "undo"
         raise ApiError(
@@ -637,16 +645,16 @@ def _apply_preview(request: Request, group: str, token: str, undo: bool) -> Resp
         )
     written = operations.apply_reset_plan(request.user, plan)
     saved.delete()
-    changes = plan.changes
     return Response(
         {
             "group": plan.group,
             "topic": plan.topic,
             "mode": plan.mode,
             "token": plan.token,
-            "changes": [_change_data(c) for c in written],
-            "consumed_again": sum(q.consumed_again for q in changes),
-            "skipped": sum(q.skipped for q in changes),
+            "changed": len(written),
+            "changes": [_change_data(c) for c in written[:LISTED_QUEUES]],
+            "consumed_again": plan.consumed_again,
+            "skipped": plan.skipped,
         }
     )
 
