@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, require_role
+from console.api.models import PREVIEW_LIFETIME
 from console.api.previews import keep_preview, kept_plan, kept_preview
 from console.core.store import get_store
 from console.groups.detail import filter_groups, group_rows, reason_label
@@ -230,7 +231,8 @@ def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
             if kept is None:
                 raise ResetError("it is not kept here, or was applied already")
             if kept.expired:
-                raise ResetError("it is more than 30 minutes old")
+                minutes = int(PREVIEW_LIFETIME.total_seconds() // 60)
+                raise ResetError(f"it is more than {minutes} minutes old")
             plan = kept_plan(kept)
         else:
             data = json.loads(request.POST.get("plan", ""))

@@ -140,7 +140,8 @@ class WriteCombiner:
 
     def _lead(self, leader: _Turn) -> None:
         with self._lock:
-            first = [] if leader in self._queue else [leader]
+            # A leader handed the lead is still first in the queue; a new one is not in it.
+            first = [] if self._queue and self._queue[0] is leader else [leader]
             target = self._last_group
             if len(first) + len(self._queue) < target and self._fill_wait_s > 0:
                 self._want = target - len(first)
