@@ -13,6 +13,7 @@ console's store, reached through console.core.store.get_store().
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -22,7 +23,8 @@ from django.test import Client
 from console.accounts.roles import ensure_role_groups
 
 #: The machine's Redis, on a database no `make run` uses; flushed before and after.
-TEST_REDIS_URL = "redis://127.0.0.1:6379/15"
+#: TIDEMARK_TEST_REDIS_URL picks another (two suites running at once must not share one).
+TEST_REDIS_URL = os.environ.get("TIDEMARK_TEST_REDIS_URL") or "redis://127.0.0.1:6379/15"
 
 
 @pytest.fixture
