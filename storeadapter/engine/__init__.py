@@ -27,6 +27,7 @@ from .errors import (
     StoreError,
     StoreFailedError,
     StoreFormatError,
+    StoreIOError,
     TopicExistsError,
     TopicNotFoundError,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "StoreFailedError",
+    "StoreIOError",
     "StoreFormatError",
     "StoredMessage",
     "TopicExistsError",

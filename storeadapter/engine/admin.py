@@ -5,6 +5,7 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
 from . import clock, fileio
@@ -54,11 +55,26 @@ class TopicAdmin:
                 info.layout = LAYOUT_SHARED
                 info.block_entries = self.config.shared_block_entries
                 info.blocks_per_file = self.config.shared_blocks_per_file
-            self._registry.create(info)
-            self._table.topics[name] = info
-            self._table.save()
-            self._publish(topics_version=self._seen.topics_version + 1)
+            # Offsets left by a deleted namesake (its deletion was cut short) are not this
+            # topic's: its groups start from scratch.
+            self._offsets.drop_topic(name)
+            try:
+                self._registry.create(info)
+                self._table.save_changed(put=info)
+            except BaseException:
+                self._undo_create(name)
+                raise
+            self._publish(
+                topics_version=self._seen.topics_version + 1,
+                offsets_version=self._seen.offsets_version + 1,
+            )
             return self._topic_copy(info)
+
+    def _undo_create(self, name: str) -> None:
+        """Take back a topic's queues whose creation could not be finished."""
+        if name in self._registry.topics:
+            self._registry.close_topic(name)
+        fileio.remove_tree(self.path / "consumequeue" / name)
 
     def topics(self) -> list[TopicInfo]:
         """Every topic, sorted by name."""
@@ -79,12 +95,15 @@ class TopicAdmin:
         # closed here.
         with self._flush_lock, self._exclusive():
             self._topic(name)
-            del self._table.topics[name]
-            self._table.save()
+            self._table.save_changed(remove=name)  # from here on the topic is gone
             for queue in self._registry.close_topic(name):
                 self._dirty_queues.discard(queue)
             fileio.remove_tree(self.path / "consumequeue" / name)
-            self._offsets.drop_topic(name)
+            with contextlib.suppress(OSError):
+                fileio.fsync_dir(self.path / "consumequeue")
+                # Offsets left behind are dropped when a topic of this name is created
+                # again, and by the next recovery.
+                self._offsets.drop_topic(name)
             self._publish(
                 topics_version=self._seen.topics_version + 1,
                 offsets_version=self._seen.offsets_version + 1,
@@ -106,9 +125,18 @@ class TopicAdmin:
                     f"topic {topic!r} has {state.info.queues} queues; adding {count} would pass "
                     f"the limit of {limit}{hint}"
                 )
-            self._registry.add_queues(state, count)
+            first = state.info.queues
+            for queue_id in range(first, first + count):  # a removal cut short left them
+                self._offsets.drop_queue(topic, queue_id)
             since = self._queue_since(state.info) + [self.commitlog.tail] * count
-            self._change_topic(state, queues=state.info.queues + count, queue_since=since)
+            try:
+                self._registry.add_queues(state, count)
+                self._change_topic(
+                    state, queues=first + count, queue_since=since, offsets_changed=True
+                )
+            except BaseException:
+                self._registry.remove_added_queues(state, first)
+                raise
             return self._topic_copy(state.info)
 
     def freeze_queue(self, topic: str, queue: int) -> TopicInfo:
@@ -158,16 +186,17 @@ class TopicAdmin:
                 raise QueueInUseError(
                     f"queue {queue} of {topic!r} still has unconsumed messages for: {listed}"
                 )
-            self._dirty_queues.discard(consume_queue)
-            self._registry.remove_last_queue(state)
-            self._offsets.drop_queue(topic, queue)
-            self._change_topic(
+            self._change_topic(  # from here on the queue is gone
                 state,
                 queues=last,
                 frozen=[q for q in state.info.frozen if q != queue],
                 queue_since=self._queue_since(state.info)[:last],
                 offsets_changed=True,
             )
+            self._dirty_queues.discard(consume_queue)
+            self._registry.remove_last_queue(state)
+            with contextlib.suppress(OSError):  # else dropped when the queue comes back
+                self._offsets.drop_queue(topic, queue)
             return self._topic_copy(state.info)
 
     def _groups_behind(self, topic: str, queue: int, end: int) -> list[tuple[str, int]]:
@@ -187,8 +216,7 @@ class TopicAdmin:
     def _change_topic(self, state: Topic, offsets_changed: bool = False, **changes) -> None:
         """Save a topic's new metadata and tell the other processes (caller holds the lock)."""
         info = replace(state.info, **changes)
-        self._table.topics[info.name] = info
-        self._table.save()
+        self._table.save_changed(put=info)
         state.info = info
         published = {"topics_version": self._seen.topics_version + 1}
         if offsets_changed:

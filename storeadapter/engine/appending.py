@@ -302,8 +302,13 @@ class Appending:
             try:
                 self._follow_to(self._shared.read())
                 now = clock.now_ms()
-                self._begin_write()
                 end = self.commitlog.tail
+                try:
+                    self._begin_write()
+                except OSError as error:  # the clearing failed: the next writer clears
+                    self._fail(error)
+                    return [self._write_failure(error)] * len(group), end
+                whole = True
                 for state, batch, plain in group:
                     if self._failure is not None:
                         outcomes.append(StoreFailedError(self._failure_sentence()))
@@ -314,12 +319,16 @@ class Appending:
                         outcomes.append(error)
                         continue
                     except OSError as error:
+                        # What this batch wrote stays marked as the writer's extent, for
+                        # the next writer to clear; the batches before it are published.
                         self._fail(error)
+                        self.commitlog.abandon_past(end)
                         outcomes.append(self._write_failure(error))
+                        whole = False
                         continue
                     outcomes.append(results)
                     end = self.commitlog.tail
-                ring_seq = self._shared.publish_tail(end, published)
+                ring_seq = self._shared.publish_tail(end, published, finished=whole)
                 seen = self._seen
                 self._seen = SharedSnapshot(end, seen[1], seen[2], seen[3], seen[4], ring_seq)
             finally:
@@ -331,14 +340,10 @@ class Appending:
 
     def _begin_write(self) -> None:
         """Note in the shared state that a write past the tail begins; first clear what
-        the last writer left there if it died before publishing."""
-        if self._shared.mark_writing():
-            log = self.commitlog
-            tail = log.tail
-            log.clear_after_tail(log.writable_segment())
-            self._index.truncate_from(tail)
-            for shared in self._registry.shared_topics():
-                shared.blocks.discard_unpublished(tail)
+        the last writer left there if it died (or failed) before publishing."""
+        left = self._shared.begin_write(self.commitlog.tail)
+        if left is not None:
+            self._clear_dead_writer(left)
 
     def _write_failure(self, error: OSError) -> DiskFullError | StoreFailedError:
         if error.errno == errno.ENOSPC:
@@ -364,9 +369,16 @@ class Appending:
         results, next_offsets, entries, index_items, targets = self._write_records(
             state, batch, now, duplicates, plain
         )
-        self._dispatch(state, targets, next_offsets, entries)
-        if index_items:
-            self._index.put_many(index_items)
+        try:
+            self._dispatch(state, targets, next_offsets, entries)
+            if index_items:
+                self._index.put_many(index_items)
+        except OSError:
+            for queue_id, packed in entries.items():  # in memory: back to the published end
+                first = next_offsets[queue_id] - len(packed) // ENTRY_SIZE
+                if packed and targets[queue_id].max_offset > first:
+                    targets[queue_id].max_offset = first
+            raise
         if state.blocks is not None:
             state.blocks.publish_end(self.commitlog.tail)
         topic_id = state.info.id

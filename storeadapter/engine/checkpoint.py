@@ -26,8 +26,10 @@ _VERSION = 1
 
 
 class CheckpointState(NamedTuple):
-    """``commitlog_flushed``: the log is durable below it. ``dispatched``: every record
-    below it has its consume-queue (and index) entries durable."""
+    """``commitlog_flushed``: the log is durable below it (the durable watermark: raised by
+    every full flush, and in sync mode by the fsync that acknowledges appends).
+    ``dispatched``: every record below it has its consume-queue (and index) entries
+    durable."""
 
     sequence: int
     commitlog_flushed: int
@@ -49,6 +51,12 @@ class Checkpoint:
         """Note what is wrong with the file (only while no other process writes it)."""
         self.problems = checkpoint_problems(os.pread(self.fd, 4 * SLOT_SIZE, 0))
 
+    def index_dispatched(self) -> int:
+        """How far the key index is known durable, as the file says now (any process
+        may have moved it)."""
+        current = self._load()
+        return current.index_dispatched if current is not None else 0
+
     def _load(self) -> CheckpointState | None:
         return parse_checkpoint(os.pread(self.fd, 2 * SLOT_SIZE, 0))
 
@@ -67,6 +75,21 @@ class Checkpoint:
                 self.state = current
                 return
             self.state = current
+            self._write(commitlog_flushed, dispatched, index_dispatched)
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def save_flushed(self, commitlog_flushed: int) -> None:
+        """Raise the durable watermark alone (``commitlog_flushed``), as the fsync that
+        acknowledges sync appends does; the other fields stay as they are."""
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            current = self._load()
+            self.state = current
+            if current is not None and current.commitlog_flushed >= commitlog_flushed:
+                return
+            dispatched = current.dispatched if current else 0
+            index_dispatched = current.index_dispatched if current else 0
             self._write(commitlog_flushed, dispatched, index_dispatched)
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from . import fileio
@@ -35,6 +36,8 @@ class CommitLog:
         self.flushed = 0
         self.last_store_ms = 0  # the newest record's store time, as far as this process saw
         self.unsynced: list[Segment] = []
+        # Called with the end of every write before it is made (the writer's extent).
+        self.before_write: Callable[[int], None] = _nothing
 
     def open(self, limit: int | None = None, repair: bool = True) -> None:
         """Open the segment files in the directory; they must follow one another.
@@ -80,15 +83,16 @@ class CommitLog:
                 return
             self._add(Segment.open(path))
 
-    def clear_after_tail(self, segment: Segment) -> None:
-        """Zero what a writer that died before publishing left after the tail.
+    def clear_after_tail(self, segment: Segment, extent_end: int) -> None:
+        """Clear what a writer that died or failed before publishing left after the tail.
 
-        Such bytes could otherwise pass for records once new ones are written before
-        them. They never go past the first all-zero stretch of 64 KiB. Segment files
-        after ``segment`` (the writer rolled, then died) go first, durably: once its end
-        marker is cleared, recovery would take their records for the log's continuation,
-        and a process killed between the two steps must not leave the marker zeroed
-        with the next segment still there (recovery would report the zeros as damage).
+        ``extent_end`` is the end of the extent it marked before writing: every byte
+        from the tail up to there is zeroed, however many zeros are already among them
+        (a body of zeros must not stop the clearing short of the records after it).
+        Segment files after ``segment`` (the writer rolled) go first, durably: once its
+        end marker is cleared, recovery would take their records for the log's
+        continuation, and a process killed between the two steps must not leave the
+        marker zeroed with the next segment still there.
         """
         stale = [
             path
@@ -100,14 +104,24 @@ class CommitLog:
         if stale:
             fileio.fsync_dir(self.directory)
         pos = self.tail - segment.base
-        chunk = 64 << 10
-        while pos < segment.size:
-            end = min(segment.size, pos + chunk)
-            if not any(segment.map[pos:end]):
-                break
-            fileio.pwrite_all(segment.fd, bytes(end - pos), pos)
-            pos = end
+        end = min(segment.size, extent_end - segment.base)
+        chunk = 1 << 20
+        while pos < end:
+            step = min(chunk, end - pos)
+            fileio.pwrite_all(segment.fd, bytes(step), pos)
+            pos += step
         self.mark_unsynced(segment)
+
+    def abandon_past(self, tail: int) -> None:
+        """Forget what a failed write did past the published ``tail`` in this process
+        (its bytes and files stay for the next writer to clear)."""
+        self.tail = tail
+        while len(self.segments) > 1 and self.segments[-1].base > tail:
+            segment = self.segments.pop()
+            self._bases.pop()
+            if segment in self.unsynced:
+                self.unsynced.remove(segment)
+            segment.close()
 
     def mark_unsynced(self, segment: Segment) -> None:
         """Have this process's next flush fsync ``segment`` (another process wrote it)."""
@@ -140,6 +154,7 @@ class CommitLog:
     def close_segment(self, segment: Segment, pos: int) -> Segment:
         """Write the end-of-segment marker at in-segment ``pos`` and roll to a new segment."""
         marker = MARKER.pack(segment.size - pos, END_OF_SEGMENT_MAGIC)
+        self.before_write(segment.end)
         fileio.pwrite_all(segment.fd, marker, pos)
         self.tail = segment.end
         if segment not in self.unsynced:
@@ -148,6 +163,7 @@ class CommitLog:
 
     def write(self, segment: Segment, pos: int, data) -> None:
         """Write bytes at in-segment ``pos`` (the caller then advances ``tail``)."""
+        self.before_write(segment.base + pos + len(data))
         fileio.pwrite_all(segment.fd, data, pos)
 
     def _roll(self, base: int) -> Segment:
@@ -230,6 +246,10 @@ class CommitLog:
             segment.close()
         self.segments.clear()
         self._bases.clear()
+
+
+def _nothing(_end: int) -> None:
+    return None
 
 
 __all__ = ["CommitLog", "segment_name"]

@@ -24,7 +24,13 @@ class StoreFailedError(StoreError):
 
 
 class DiskFullError(StoreError):
-    """Disk use is past ``disk_reject_ratio``: appends are refused until space is freed."""
+    """The disk is full (ENOSPC), or its use is past ``disk_reject_ratio``: the write was
+    refused; the sentence says whether the store still takes writes."""
+
+
+class StoreIOError(StoreError):
+    """A file of the store could not be written (EIO and the like); the sentence says what
+    was left as it was."""
 
 
 class StoreFormatError(StoreError):

@@ -13,6 +13,7 @@ file (mapped, never fsynced, rewritten by the first opener).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -37,14 +38,21 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+#: What posix_fallocate answers where the file system cannot reserve space at all.
+_NOT_SUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
+
+
 def preallocate(fd: int, size: int) -> None:
     """Reserve ``size`` bytes of disk for the file, so later writes cannot hit ENOSPC.
 
-    Falls back to a sparse file where the file system cannot preallocate.
+    Only where the file system cannot preallocate does the file become sparse instead; a
+    full disk (ENOSPC) or a failing one (EIO) raises OSError, before anything is written.
     """
     try:
         os.posix_fallocate(fd, 0, size)
-    except OSError:
+    except OSError as error:
+        if error.errno not in _NOT_SUPPORTED:
+            raise
         os.ftruncate(fd, size)
 
 

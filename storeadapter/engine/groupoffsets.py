@@ -57,14 +57,18 @@ class GroupOffsets:
                     current,
                 )
             try:
-                change = self._offsets.commit(group, topic, queue, offset, who, reason)
-                touched = change is None and self._offsets.touch(group, topic, queue)
+                change = self._offsets.commit(
+                    group, topic, queue, offset, who, reason, durable=False
+                )
+                touched = change is None and self._offsets.touch(group, topic, queue, durable=False)
             except OSError as error:
                 self._fail(error)
                 raise StoreFailedError(f"saving the offset failed ({error})") from error
             if change is not None or touched:
                 self._publish(offsets_version=self._seen.offsets_version + 1)
-            return change
+        if change is not None or touched:
+            self._sync_offsets()
+        return change
 
     def commit_offsets(
         self,
@@ -103,13 +107,26 @@ class GroupOffsets:
                         current,
                     )
             try:
-                changes = self._offsets.commit_many(group, topic, offsets, who, reason)
+                changes = self._offsets.commit_many(
+                    group, topic, offsets, who, reason, durable=False
+                )
             except OSError as error:
                 self._fail(error)
                 raise StoreFailedError(f"saving the offsets failed ({error})") from error
             if changes:
                 self._publish(offsets_version=self._seen.offsets_version + 1)
-            return changes
+        if changes:
+            self._sync_offsets()
+        return changes
+
+    def _sync_offsets(self) -> None:
+        """fsync the offsets journal, after letting go of the write lock: appends need
+        not wait for a commit's fsync (the commit returns once it is durable)."""
+        try:
+            self._offsets.sync()
+        except OSError as error:
+            self._fail(error)
+            raise StoreFailedError(f"saving the offset failed ({error})") from error
 
     def delete_group(self, group: str) -> bool:
         """Forget a group: its committed offsets, their history and its member files.

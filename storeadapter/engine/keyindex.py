@@ -710,6 +710,22 @@ class KeyIndex:
         del self._bad[name]
         return True
 
+    def files_to_sync(self, since: int) -> list[IndexFile]:
+        """The files a flush fsyncs before its checkpoint claims the index durable: those
+        this process wrote since the last call, and every file with entries at or past
+        ``since`` (the last checkpoint's), which other processes may have written and
+        rolled without this one seeing them."""
+        with self._lock:
+            self.refresh()
+            pending, self._dirty = set(self._dirty), set()
+            for index_file in self.files:
+                _, _, _, end_offset, count, _ = index_file.state()
+                if index_file.begin_offset >= since or (count and end_offset >= since):
+                    pending.add(index_file)
+            if self.files:
+                pending.add(self.files[-1])
+            return sorted(pending, key=lambda f: f.begin_offset)
+
     def take_dirty(self) -> list[IndexFile]:
         """Files written since the last call: fsync each (``sync()``, or its ``fd``)."""
         with self._lock:

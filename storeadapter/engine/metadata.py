@@ -101,6 +101,14 @@ class StoreIdentity:
                 )
             _verify_checksum(path, data)
             return identity
+        found = [name for name in _STORE_FILES if (path.parent / name).exists()]
+        if found:
+            raise StoreFormatError(
+                f"{path} is missing, but {path.parent} holds a store's files ({', '.join(found)}): "
+                "a new identity would make every message id of this store stop resolving. "
+                "Restore store.json from a backup (or, to give the store a new identity on "
+                "purpose, write one with a new store_id)"
+            )
         identity = cls(
             secrets.randbits(32), FORMAT_VERSION, clock.now_ms(), queue_file_entries, segment_bytes
         )
@@ -112,6 +120,9 @@ class StoreIdentity:
         return f"{self.store_id:08X}"
 
 
+#: Files only a store that has a store.json writes: any of them without it means
+#: store.json was lost, not that the directory is new.
+_STORE_FILES = ("topics.json", "checkpoint", "commitlog", "offsets")
 _IDENTITY_FIELDS = {
     "store_id",
     "format_version",
@@ -208,9 +219,21 @@ class TopicTable:
         return self.last_id
 
     def save(self) -> None:
+        self.save_changed()
+
+    def save_changed(self, put: TopicInfo | None = None, remove: str | None = None) -> None:
+        """Write the table with ``put`` added or replaced and ``remove`` gone, then make
+        the same change here: a write that fails leaves the table as it was."""
+        topics = dict(self.topics)
+        if put is not None:
+            topics[put.name] = put
+        if remove is not None:
+            del topics[remove]
         data = {
             "version": FORMAT_VERSION,
             "last_id": self.last_id,
-            "topics": [asdict(t) for t in self.topics.values()],
+            "topics": [asdict(t) for t in topics.values()],
         }
         fileio.write_atomic(self.path, _dump_checked(data))
+        self.topics.clear()
+        self.topics.update(topics)

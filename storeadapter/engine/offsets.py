@@ -1,11 +1,17 @@
 """Consumer offsets: durable, with the history of every change.
 
 Each change is appended to a journal (``offsets/journal-<generation>``) as a framed
-entry (length, CRC32C, JSON) and fsynced before ``commit`` returns. When the journal
-grows past ``compact_bytes`` the current offsets and recent history are written to
-``offsets/snapshot.json`` and a new journal generation begins. On open the snapshot
-is loaded and newer journals replayed; replay stops at the first entry that fails its
-length or CRC check (a torn write) and the journal is cut there.
+entry (length, CRC32C, JSON) and fsynced before the store's commit returns (the fsync
+runs after the store's write lock is let go: ``sync``). When the journal grows past
+``compact_bytes`` the current offsets and recent history are written to
+``offsets/snapshot.json`` and a new journal generation begins. On open the snapshot is
+loaded and newer journals replayed. A frame that fails its length or CRC check is
+damage when a later frame validates: replay skips it and goes on (one bad frame loses
+one change, not every later one). Bad bytes with no valid frame after them are a torn
+write: replay stops there. Either way, the process alone with the store (``repair``)
+copies the bad bytes into ``offsets/damaged-<journal>-<position>`` (never destroyed,
+listed in ``damage``), cuts a torn tail, and after skipped damage starts a new
+generation from a snapshot, so the damage is not met again.
 
 A commit of the offset already there changes nothing, but it is news to a monitor (a
 consumer that keeps committing one offset while lag grows is stalled, not stopped): at
@@ -18,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +39,19 @@ _FRAME = struct.Struct("<II")
 HISTORY_PER_GROUP = 1000
 #: An unchanged commit is journaled at most this often per queue.
 TOUCH_INTERVAL_MS = 5_000
+
+
+class JournalDamage(NamedTuple):
+    """Bad bytes met in a journal: where, how many, and the file they were copied to."""
+
+    journal: str
+    at: int
+    length: int
+    kept_in: str | None
+    torn: bool
+
+    def as_dict(self) -> dict:
+        return self._asdict()
 
 
 class OffsetChange(NamedTuple):
@@ -102,9 +122,15 @@ class OffsetStore:
         self.directory = directory
         self.compact_bytes = compact_bytes
         fileio.make_dir(directory, parents=True, exist_ok=True)
-        self.torn_bytes = 0
+        self.dropped_bytes = 0  # bad bytes replay could not apply (skipped or cut)
+        self.damage: list[JournalDamage] = []
         self._fd = -1
+        # Held while the journal's descriptor is synced or swapped (by a compaction).
+        self._fd_lock = threading.Lock()
+        self._skipped_damage = False
         self._load_all(repair)
+        if repair and self._skipped_damage:
+            self.compact()
 
     def _load_all(self, repair: bool) -> None:
         self.offsets: dict[tuple[str, str, int], int] = {}
@@ -181,14 +207,19 @@ class OffsetStore:
             return start
         pos = 0
         while pos + _FRAME.size <= len(data):
-            length, crc = _FRAME.unpack_from(data, pos)
-            payload = data[pos + _FRAME.size : pos + _FRAME.size + length]
-            if length == 0 or len(payload) < length or crc32c(payload) != crc:
-                break
-            self._apply(json.loads(payload))
-            pos += _FRAME.size + length
+            entry = _frame_at(data, pos)
+            if entry is None:
+                resume = _next_frame(data, pos + 1)
+                if resume is None:
+                    break
+                self._note_damage(path, start + pos, data[pos:resume], repair, torn=False)
+                self._skipped_damage = True
+                pos = resume
+                continue
+            self._apply(entry[0])
+            pos = entry[1]
         if pos < len(data) and repair:
-            self.torn_bytes += len(data) - pos
+            self._note_damage(path, start + pos, data[pos:], repair, torn=True)
             fd = os.open(path, os.O_RDWR)
             try:
                 fileio.ftruncate(fd, start + pos)
@@ -196,6 +227,18 @@ class OffsetStore:
             finally:
                 os.close(fd)
         return start + pos
+
+    def _note_damage(self, path: Path, at: int, data: bytes, repair: bool, torn: bool) -> None:
+        """Report bad journal bytes; a repairing opener copies them aside first."""
+        kept_in = None
+        if repair or not torn:
+            self.dropped_bytes += len(data)
+        if repair and any(data):
+            kept = self.directory / f"damaged-{path.name}-{at:012d}"
+            fileio.write_atomic(kept, data)
+            kept_in = kept.name
+        if repair or not torn:
+            self.damage.append(JournalDamage(path.name, at, len(data), kept_in, torn))
 
     def _apply(self, entry: dict) -> None:
         if entry.get("op") == "drop_topic":
@@ -285,30 +328,46 @@ class OffsetStore:
         for key in [k for k in self.offsets if k[1] == topic]:
             self._unset(key)
 
-    def _append(self, *entries: dict) -> None:
-        """Write entries to the journal and fsync once: together, or (after a crash
-        cut the write short) a prefix of them."""
+    def _append(self, *entries: dict, durable: bool = True) -> None:
+        """Write entries to the journal: together, or (after a crash cut the write short)
+        a prefix of them. ``durable``: fsync now; else the caller calls ``sync`` (after
+        letting go of the store's write lock)."""
         frames = []
         for entry in entries:
             payload = json.dumps(entry, separators=(",", ":")).encode()
             frames.append(_FRAME.pack(len(payload), crc32c(payload)) + payload)
         data = b"".join(frames)
         fileio.pwrite_all(self._fd, data, self._size)
-        fileio.fdatasync(self._fd)
+        if durable:
+            fileio.fdatasync(self._fd)
         self._size += len(data)
+
+    def sync(self) -> None:
+        """Make every entry written so far durable. A compaction since then made them
+        durable in its snapshot already; the journal it started is synced then."""
+        with self._fd_lock:
+            fileio.fdatasync(self._fd)
 
     def get(self, group: str, topic: str, queue: int) -> int | None:
         return self.offsets.get((group, topic, queue))
 
     def commit(
-        self, group: str, topic: str, queue: int, offset: int, who: str, reason: str
+        self,
+        group: str,
+        topic: str,
+        queue: int,
+        offset: int,
+        who: str,
+        reason: str,
+        durable: bool = True,
     ) -> OffsetChange | None:
-        """Record a new committed offset durably; None when it equals the current one."""
+        """Record a new committed offset (durably, or with ``sync`` to follow); None when
+        it equals the current one."""
         old = self.offsets.get((group, topic, queue))
         if old == offset:
             return None
         change = OffsetChange(group, topic, queue, old, offset, clock.now_ms(), who, reason)
-        self._append(change._asdict())
+        self._append(change._asdict(), durable=durable)
         self._set(group, topic, queue, offset)
         self._committed_at(group, topic, queue, change.time_ms)
         self._remember(change)
@@ -316,9 +375,16 @@ class OffsetStore:
         return change
 
     def commit_many(
-        self, group: str, topic: str, offsets: dict[int, int], who: str, reason: str
+        self,
+        group: str,
+        topic: str,
+        offsets: dict[int, int],
+        who: str,
+        reason: str,
+        durable: bool = True,
     ) -> list[OffsetChange]:
-        """Record several queues' offsets with one journal write and one fsync."""
+        """Record several queues' offsets with one journal write and one fsync (now, or
+        with ``sync`` to follow)."""
         now = clock.now_ms()
         changes = [
             OffsetChange(
@@ -336,7 +402,7 @@ class OffsetStore:
         ]
         if not changes:
             return []
-        self._append(*(change._asdict() for change in changes))
+        self._append(*(change._asdict() for change in changes), durable=durable)
         for change in changes:
             self._set(group, topic, change.queue, change.new)
             self._committed_at(group, topic, change.queue, change.time_ms)
@@ -344,7 +410,7 @@ class OffsetStore:
         self._compact_if_large()
         return changes
 
-    def touch(self, group: str, topic: str, queue: int) -> bool:
+    def touch(self, group: str, topic: str, queue: int, durable: bool = True) -> bool:
         """Note a commit of the offset already there; journaled (True) only when the
         queue's last commit is TOUCH_INTERVAL_MS old or more."""
         if (group, topic, queue) not in self.offsets:
@@ -353,7 +419,8 @@ class OffsetStore:
         if now - self.last_commit.get(group, {}).get((topic, queue), 0) < TOUCH_INTERVAL_MS:
             return False
         self._append(
-            {"op": "touch", "group": group, "topic": topic, "queue": queue, "time_ms": now}
+            {"op": "touch", "group": group, "topic": topic, "queue": queue, "time_ms": now},
+            durable=durable,
         )
         self._committed_at(group, topic, queue, now)
         self._compact_if_large()
@@ -386,9 +453,45 @@ class OffsetStore:
             ],
         }
         fileio.write_atomic(self.directory / "snapshot.json", json.dumps(snapshot).encode())
-        os.close(self._fd)
+        with self._fd_lock:
+            os.close(self._fd)
+            self._fd = new_fd
         fileio.unlink(self._journal_path(self.generation))
-        self._fd, self._size, self.generation = new_fd, 0, new_generation
+        fileio.fsync_dir(self.directory)
+        self._size, self.generation = 0, new_generation
 
     def close(self) -> None:
-        os.close(self._fd)
+        with self._fd_lock:
+            os.close(self._fd)
+
+
+def _frame_at(data: bytes, pos: int) -> tuple[dict, int] | None:
+    """The entry of the frame at ``pos`` and where the frame ends, or None if it fails
+    its length, CRC or JSON check."""
+    if pos + _FRAME.size > len(data):
+        return None
+    length, crc = _FRAME.unpack_from(data, pos)
+    end = pos + _FRAME.size + length
+    if length == 0 or end > len(data):
+        return None
+    payload = data[pos + _FRAME.size : end]
+    if crc32c(payload) != crc:
+        return None
+    try:
+        entry = json.loads(payload)
+    except ValueError:
+        return None
+    return (entry, end) if isinstance(entry, dict) else None
+
+
+def _next_frame(data: bytes, start: int) -> int | None:
+    """Where the first frame that validates after ``start`` begins (entries are JSON
+    objects: a frame's payload starts with ``{"``), or None."""
+    search = start + _FRAME.size
+    while True:
+        hit = data.find(b'{"', search)
+        if hit < 0:
+            return None
+        if _frame_at(data, hit - _FRAME.size) is not None:
+            return hit - _FRAME.size
+        search = hit + 1

@@ -97,11 +97,15 @@ class QueueBase(ABC):
             low = self._first_written(low, high)
         first = self.entry(low) if low < high else None
         if first is not None and first[0] < log_min:
+            # The first index whose next written entry is at or past log_min. Unwritten
+            # entries (a power loss kept later entries and lost earlier ones) are judged
+            # by the written one after them: a hole is not "below the log" for lack of
+            # an entry, nor does it hide the entries after it.
             while low < high:
                 middle = (low + high) // 2
-                entry = self.entry(middle)
-                if entry is None or entry[0] < log_min:
-                    low = middle + 1
+                probe = self._first_written(middle, high)
+                if probe < high and self.entry(probe)[0] < log_min:
+                    low = probe + 1
                 else:
                     high = middle
         if low <= self._min_offset:

@@ -6,14 +6,19 @@
 2. Walk the log from there, checking each record's frame and CRC32C. Write the
    consume-queue entry of every intact record (writing an entry that is already there
    changes nothing, so recovery can be run again, or be interrupted and restarted).
-3. Bad bytes followed by an intact record in the same segment (in the last segment:
-   within a bounded window) are reported and skipped. Bad bytes at the end of a full
-   segment are reported and the scan goes on in the next one. Bad bytes with nothing
-   intact after them in the last segment are a torn or garbage tail: they are erased,
-   and the tail is set where they began; zeros there are simply the tail, unless the
-   checkpoint says they were once durable, in which case they are reported.
-4. Consume-queue entries at a queue's end that point at or past the tail, or at a
-   record that is not theirs (a writer died before publishing them), are erased.
+3. Bad bytes in a sealed segment are reported, and the scan goes on at the next intact
+   record (or in the next segment). In the last segment the checkpoint's durable
+   watermark (``commitlog_flushed``: what acknowledging fsyncs covered) divides damage
+   from the torn end: bad bytes or zeros below it are reported and skipped up to the
+   next intact record below it, or up to it; at or past it the first bad bytes end the
+   log: the tail is set where they begin. Records past such a gap are never resynced
+   onto (a power loss may keep later pages and lose earlier ones).
+4. Nothing past the recovered tail is trusted afterwards: the rest of the last segment
+   is cleared before anything new is written (RocketMQ's dirty-file truncation).
+5. Consume-queue entries at a queue's end that point at or past the tail, or at a
+   record that is not theirs (a writer died before publishing them), are erased; entries
+   whose records lie below the durable watermark stay (damage there is reported, and
+   its queue offset is never handed out again).
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ from .scan import (
     END_OF_SEGMENT,
     GARBAGE_TAIL,
     RECORD,
-    RESYNC_WINDOW,
     RUN,
     TAIL,
     UNIFORM_RUN,
@@ -76,6 +80,11 @@ class RecoveryReport:
     corruptions: list[Corruption] = field(default_factory=list)
     duration_ms: float = 0.0
     finished_ms: int = 0
+    # Committed offsets found past their queue's end (a power loss kept the commit, not
+    # the messages) and set back to it: {group, topic, queue, committed, end}.
+    offsets_clamped: list[dict] = field(default_factory=list)
+    # Bad bytes met in the offsets journal (offsets.JournalDamage as dicts).
+    offsets_damage: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -101,13 +110,12 @@ def recover(
     start: int,
     clean_shutdown: bool,
     durable_end: int = 0,
-    resync_window: int = RESYNC_WINDOW,
     index: KeyIndex | None = None,
 ) -> RecoveryReport:
     """Scan the log from ``start`` and repair the queues (see the module docstring).
 
-    ``durable_end`` is the checkpoint's flushed offset: zeros below it are damage,
-    not the tail.
+    ``durable_end`` is the checkpoint's flushed offset, the durable watermark: bad bytes
+    below it are damage, not the tail.
     """
     began = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
@@ -120,7 +128,7 @@ def recover(
         segment = log.segments[position]
         last = position == len(log.segments) - 1
         begin = max(start, segment.base) - segment.base
-        events = scan_segment(segment, begin, not last, durable_end, resync_window, runs=True)
+        events = scan_segment(segment, begin, not last, durable_end, runs=True)
         for event in events:
             if event.kind == UNIFORM_RUN:
                 report.records += event.header.count
@@ -161,18 +169,28 @@ def recover(
         report.corruptions.append(Corruption(log_end, durable_end - log_end, reason))
     log.tail = max(tail, log.min_offset)
     log.last_store_ms = max(log.last_store_ms, dispatcher.last_store_ms)
+    _clear_past_tail(log)
     if index is not None:
         report.dropped_index_entries = index.truncate_from(log.tail)
     # Queues not loaded yet are checked the same way when first used.
     for queue in loaded_queues():
         topic, queue_id = queue.owner
         report.dropped_queue_entries += trim_queue_end(
-            log, queue, topic, queue_id, log.tail, erase=True
+            log, queue, topic, queue_id, log.tail, erase=True, durable_end=durable_end
         )
     report.tail = log.tail
     report.duration_ms = round((time.perf_counter() - began) * 1000, 3)
     report.finished_ms = time.time_ns() // 1_000_000
     return report
+
+
+def _clear_past_tail(log: CommitLog) -> None:
+    """Zero the last segment from the tail to its end: whatever is there (a dead
+    writer's remains, records a power loss kept after a lost page) must never be taken
+    for records once new ones are written before it."""
+    last = log.active
+    if last is not None and last.base <= log.tail < last.end:
+        last.zero_from(log.tail - last.base)
 
 
 class _Target:

@@ -33,7 +33,6 @@ from .record import (
 )
 from .segment import Segment
 
-RESYNC_WINDOW = 16 << 20
 # At most this many bytes of records start in one RUN event (bounds the header list).
 RUN_BYTES = 4 << 20
 
@@ -77,17 +76,20 @@ def scan_segment(
     start: int,
     sealed: bool,
     durable_end: int = 0,
-    resync_window: int = RESYNC_WINDOW,
     runs: bool = False,
 ) -> Iterator[ScanEvent]:
     """Yield the records and bad stretches of ``segment`` from in-segment ``start``.
 
     A sealed segment (one followed by another) must end in an end-of-segment marker:
-    zeros inside it are corruption. In the last segment, zeros are the tail, unless
-    they lie below ``durable_end`` (a commit-log offset known to have been fsynced),
-    where they are corruption. After bad bytes in the last segment, the next intact
-    record is looked for within ``resync_window`` bytes (or up to ``durable_end``).
-    A scan ends with END_OF_SEGMENT, TAIL or GARBAGE_TAIL (nothing intact from there on).
+    bad bytes inside it are corruption, and the next intact record is looked for up to
+    its end. In the last segment ``durable_end`` (the commit-log offset up to which
+    fsyncs are known to have made the log durable) divides damage from the torn end:
+    below it, bad bytes or zeros are corruption, reported, and the next intact record is
+    looked for only up to ``durable_end`` (from which the scan goes on); at or past it,
+    the first bad bytes end the log: zeros are the TAIL, anything else a GARBAGE_TAIL.
+    Nothing past the durable end is resynced onto: records there are trusted only when
+    they follow on from it without a gap. A scan ends with END_OF_SEGMENT, TAIL or
+    GARBAGE_TAIL (nothing intact from there on).
 
     With ``runs``, consecutive intact records come as RUN events instead of one RECORD
     event each.
@@ -95,6 +97,7 @@ def scan_segment(
     view = segment.view
     size = segment.size
     base = segment.base
+    durable = max(0, min(size, durable_end - base))
     pos = start
     while pos + MARKER_SIZE <= size:
         if runs:
@@ -124,24 +127,22 @@ def scan_segment(
             yield ScanEvent(END_OF_SEGMENT, base + pos, length)
             return
         elif length == 0 and magic == 0:
-            if not sealed and base + pos >= durable_end:
+            if not sealed and pos >= durable:
                 yield ScanEvent(TAIL, base + pos, 0)
                 return
             reason = "zeroed bytes where a record should start"
         else:
             reason = f"no record starts here (magic 0x{magic:08x})"
-        limit = size if sealed else min(size, max(durable_end - base, pos) + resync_window)
+        if not sealed and pos >= durable:
+            yield ScanEvent(GARBAGE_TAIL, base + pos, size - pos, reason)
+            return
+        limit = size if sealed else durable
         resume = find_next_record(segment, pos + 1, limit)
         if resume is None:
-            if length == 0 and magic == 0 and not sealed:
-                lost_end = min(size, durable_end - base)
-                if lost_end > pos:  # durable bytes were zeroed: damage, reported
-                    yield ScanEvent(CORRUPT, base + pos, lost_end - pos, reason)
-                    pos = lost_end
-                yield ScanEvent(TAIL, base + pos, 0)
-            else:
+            if sealed:
                 yield ScanEvent(GARBAGE_TAIL, base + pos, size - pos, reason)
-            return
+                return
+            resume = durable  # damage up to the durable end; the scan goes on from there
         yield ScanEvent(CORRUPT, base + pos, resume - pos, reason)
         pos = resume
     yield ScanEvent(TAIL, base + pos, 0)

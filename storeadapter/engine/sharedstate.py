@@ -22,12 +22,14 @@ from typing import NamedTuple
 
 _MAGIC = b"TDMS"
 _VERSION = 1
-# magic, version, sequence, 5 shared fields, the writing flag, the ring sequence
+# magic, version, sequence, 5 shared fields, the writing flag, the ring sequence (the
+# writer's extent, at 72, is read and written on its own)
 _LAYOUT = struct.Struct("<4sIQ7Q")
 _SEQUENCE = struct.Struct("<Q")
 _TAIL_AT = 16
 _WRITING_AT = 56
 _RING_SEQ_AT = 64
+_EXTENT_AT = 72
 _STUCK_AFTER_S = 0.05
 _HEADER_SIZE = 4096
 # The ring of queue-end notes: sequence, topic id, queue, new queue end, store time.
@@ -98,9 +100,13 @@ class SharedState:
         _SEQUENCE.pack_into(data, 8, sequence + 1)
         return snapshot._replace(ring_seq=ring_seq)
 
-    def publish_tail(self, tail: int, notes: list[tuple[int, int, int, int]]) -> int:
-        """Publish a new tail with notes of the queue ends it moved, and clear the
-        writing flag (the caller holds the lock). Return the new ring sequence.
+    def publish_tail(
+        self, tail: int, notes: list[tuple[int, int, int, int]], finished: bool = True
+    ) -> int:
+        """Publish a new tail with notes of the queue ends it moved, and (``finished``)
+        clear the writing flag and extent (the caller holds the lock). Return the new ring
+        sequence. A write that failed part-way publishes what was whole before it with
+        ``finished`` False: its extent stays marked for the next writer to clear.
 
         A note is (topic id, queue, new queue end, store time). Other processes read
         the notes instead of walking the records; the ring keeps the last
@@ -116,7 +122,9 @@ class SharedState:
         sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
         _SEQUENCE.pack_into(data, 8, sequence)
         _SEQUENCE.pack_into(data, _TAIL_AT, tail)
-        _SEQUENCE.pack_into(data, _WRITING_AT, 0)
+        if finished:
+            _SEQUENCE.pack_into(data, _WRITING_AT, 0)
+            _SEQUENCE.pack_into(data, _EXTENT_AT, 0)
         _SEQUENCE.pack_into(data, _RING_SEQ_AT, ring_seq)
         _SEQUENCE.pack_into(data, 8, sequence + 1)
         return ring_seq
@@ -137,15 +145,31 @@ class SharedState:
             return None  # the ring wrapped while it was being read
         return found
 
-    def mark_writing(self) -> bool:
-        """Note that a write past the tail begins; return whether the last writer's
-        write never finished (it died before publishing, leaving bytes to clear).
+    def begin_write(self, tail: int) -> int | None:
+        """Note that a writer (an append, a topic or offset change) begins at ``tail``.
 
-        Only writers holding the lock read or change this flag.
+        Returns None when the last writer finished; else the end of the extent it had
+        marked (``raise_extent``): it died, or failed, before publishing, and whatever it
+        wrote from the published tail up to there must be cleared. Only writers holding
+        the lock read or change these fields.
         """
-        unfinished = _SEQUENCE.unpack_from(self.map, _WRITING_AT)[0] != 0
-        _SEQUENCE.pack_into(self.map, _WRITING_AT, 1)
-        return unfinished
+        data = self.map
+        unfinished = _SEQUENCE.unpack_from(data, _WRITING_AT)[0] != 0
+        left = _SEQUENCE.unpack_from(data, _EXTENT_AT)[0]
+        _SEQUENCE.pack_into(data, _EXTENT_AT, tail)
+        _SEQUENCE.pack_into(data, _WRITING_AT, 1)
+        return left if unfinished else None
+
+    def raise_extent(self, end: int) -> None:
+        """Mark the commit log written up to ``end`` by the writer under way, before it
+        writes there."""
+        if end > _SEQUENCE.unpack_from(self.map, _EXTENT_AT)[0]:
+            _SEQUENCE.pack_into(self.map, _EXTENT_AT, end)
+
+    def finish_write(self) -> None:
+        """The writer under way ends without publishing a tail (it changed no log bytes)."""
+        _SEQUENCE.pack_into(self.map, _WRITING_AT, 0)
+        _SEQUENCE.pack_into(self.map, _EXTENT_AT, 0)
 
     def close(self) -> None:
         self.map.close()

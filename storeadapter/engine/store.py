@@ -23,6 +23,7 @@ from .errors import (
     DiskFullError,
     StoreClosedError,
     StoreFailedError,
+    StoreIOError,
 )
 from .flush import FlushService
 from .follow import follow_log, trim_queue_end
@@ -39,7 +40,6 @@ from .results import (
     Corruption,
 )
 from .retention import RetentionReport
-from .scan import RESYNC_WINDOW
 from .segment import segment_name
 from .sharedstate import SharedSnapshot, SharedState
 from .topics import Topic, TopicRegistry
@@ -120,6 +120,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._table = TopicTable(self.path / "topics.json")
                 self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
                 self.commitlog.open(None if alone else self._shared.read().tail)
+                self.commitlog.before_write = self._shared.raise_extent
                 self._handles = HandleCache(self.config.max_open_queue_files)
                 self._registry = TopicRegistry(
                     self.path / "consumequeue", self.identity.queue_file_entries, self._handles
@@ -177,7 +178,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             start,
             clean,
             durable_end=state.commitlog_flushed if state else 0,
-            resync_window=max(RESYNC_WINDOW, 2 * self.config.max_message_bytes),
             index=self._index,
         )
         self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
@@ -206,12 +206,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             for queue in topic.queues:  # the others are checked when loaded
                 if queue.loaded:
                     self._restore_lost_end(queue)
+        self._offsets = OffsetStore(self.path / "offsets", repair=True)
+        self.last_recovery.offsets_damage = [d.as_dict() for d in self._offsets.damage]
+        self._drop_leftover_offsets()
+        if not clean or log_damaged:
+            self.last_recovery.offsets_clamped = self._clamp_offsets_past_ends()
         fileio.write_atomic(
             self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
         )
-        self._offsets = OffsetStore(self.path / "offsets", repair=True)
         fileio.touch(abort_marker)
         fileio.fsync_dir(self.path)
+        self._shared.finish_write()  # a writer of the last session that died is dealt with
         previous = self._shared.read()
         self._seen = self._shared.write(
             tail=self.commitlog.tail,
@@ -281,6 +286,46 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 log.mark_unsynced(segment)
         log.tail = tail
         return grown
+
+    def _drop_leftover_offsets(self) -> None:
+        """Forget committed offsets on topics and queues that no longer exist (a
+        deletion killed between saving the topics and dropping their offsets)."""
+        leftovers = {
+            (topic, queue)
+            for (_group, topic, queue) in self._offsets.offsets
+            if topic not in self._topics or queue >= len(self._topics[topic].queues)
+        }
+        for topic in {topic for topic, _queue in leftovers if topic not in self._topics}:
+            self._offsets.drop_topic(topic)
+        for topic, queue in leftovers:
+            if topic in self._topics:
+                self._offsets.drop_queue(topic, queue)
+
+    def _clamp_offsets_past_ends(self) -> list[dict]:
+        """Set committed offsets past their queue's end back to it, and list them.
+
+        Readers see records before the fsync that makes them durable, and commits are
+        fsynced at once: after a power loss a group may have committed past what was
+        kept. Left so, the next message would take an offset the group already passed.
+        """
+        past: dict[tuple[str, str], dict[int, int]] = {}
+        clamped = []
+        for (group, topic, queue), committed in sorted(self._offsets.offsets.items()):
+            state = self._topics.get(topic)
+            if state is None or queue >= len(state.queues):
+                continue
+            end = state.queues[queue].max_offset
+            if committed > end:
+                past.setdefault((group, topic), {})[queue] = end
+                clamped.append(
+                    {"group": group, "topic": topic, "queue": queue, "committed": committed,
+                     "end": end}
+                )  # fmt: skip
+        for (group, topic), offsets in past.items():
+            self._offsets.commit_many(
+                group, topic, offsets, "recovery", "past the queue's end after recovery"
+            )
+        return clamped
 
     def _followed_tail(self) -> int:
         return self.commitlog.tail
@@ -365,16 +410,69 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
-        """Hold the store's write lock (thread, then OS file), caught up with the others."""
+        """Hold the store's write lock (thread, then OS file), caught up with the others,
+        as a writer of changes other than appends (topics, offsets, retention).
+
+        The change is marked under way in the shared state while it runs: if this
+        process dies in the middle, the next writer takes in what it wrote without
+        publishing (``_clear_dead_writer``).
+        """
         with self._write_lock:
             self._check_writable()
             self._locks.lock_writes()
             try:
                 with self._follow_lock:
                     self._follow_to(self._shared.read())
-                    yield
+                    left = self._shared.begin_write(self.commitlog.tail)
+                    if left is not None:
+                        try:
+                            self._clear_dead_writer(left)
+                        except OSError as error:  # still marked: the next writer clears
+                            self._fail(error)
+                            raise self._write_failure(error) from error
+                    try:
+                        yield
+                    except OSError as error:
+                        raise self._io_failure(error) from error
+                    finally:
+                        self._shared.finish_write()
             finally:
                 self._locks.unlock_writes()
+
+    def _clear_dead_writer(self, extent: int) -> None:
+        """The last writer died (or failed) before publishing: clear what it wrote past
+        the tail (up to ``extent``, the end it had marked), and take in the topic and
+        offset changes it saved without publishing them."""
+        log = self.commitlog
+        tail = log.tail
+        if extent > tail:
+            log.clear_after_tail(log.writable_segment(), extent)
+        self._index.truncate_from(tail)
+        for shared in self._registry.shared_topics():
+            shared.blocks.discard_unpublished(tail)
+        self._table = TopicTable(self.path / "topics.json")
+        self._registry.reload(self._table)
+        self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
+        self._offsets.catch_up()
+        self._publish(
+            topics_version=self._seen.topics_version + 1,
+            offsets_version=self._seen.offsets_version + 1,
+        )
+
+    def _io_failure(self, error: OSError) -> DiskFullError | StoreIOError:
+        """The typed error of a topic, offset or retention change whose file could not be
+        written. A full disk refuses the change whole (a file is replaced only once its
+        new content is written); any other error may have cut it short, so the store
+        then refuses writes until it is reopened (and reads the truth from its files)."""
+        if error.errno == errno.ENOSPC:
+            return DiskFullError(
+                f"the disk holding {self.path} is full ({error.strerror}); the change was not made"
+            )
+        self._fail(error)
+        return StoreIOError(
+            f"a file of the store at {self.path} could not be written ({error}); the change "
+            "may be only partly made: the store refuses writes until it is reopened"
+        )
 
     def _publish(self, **changes: int) -> None:
         """Make this process's writes visible to the others (caller holds the lock)."""
@@ -423,6 +521,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 pending = self.commitlog.take_unsynced()
             for segment in pending:
                 segment.sync()
+            if self._sync_mode:
+                # The durable watermark follows the fsync that acknowledges: damage found
+                # below it after a crash is reported, never cut off as a torn tail.
+                self._checkpoint.save_flushed(target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             return target
 
@@ -437,9 +539,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 witnessed = self._queue_ends(self._dirty_queues)
                 time_indexes = [q.time_index for q in self._dirty_queues]
                 self._dirty_queues.clear()
-                index_files = self._index.take_dirty()
-                if self._index.files and self._index.files[-1] not in index_files:
-                    index_files.append(self._index.files[-1])  # other processes write it too
+                # Every key-index file with entries past the last checkpoint: other
+                # processes write and roll them too, unseen by this one's dirty list.
+                index_files = self._index.files_to_sync(self._checkpoint.index_dispatched())
             for segment in segments:
                 segment.sync()
             for queue_file in queue_files:
@@ -570,7 +672,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "index_problems": [
                     {"file": p.path.name, "reason": p.reason} for p in self._index.problems
                 ],
-                "offsets_dropped_bytes": self._offsets.torn_bytes,
+                "offsets_dropped_bytes": self._offsets.dropped_bytes,
                 "checkpoint_problems": list(self._checkpoint.problems),
                 "failed": None if self._failure is None else str(self._failure),
             }

@@ -231,11 +231,21 @@ class TopicRegistry:
         added = []
         for queue_id in range(len(topic.queues), len(topic.queues) + count):
             queue = self._open_queue(topic.info.name, queue_id)
-            queue.create_first_file()
+            fileio.remove_tree(queue.directory)  # a removal cut short may have left it
             topic.queues.append(queue)
             added.append(queue)
+            queue.create_first_file()
         fileio.fsync_dir(self.root / topic.info.name)
         return added
+
+    def remove_added_queues(self, topic: Topic, keep: int) -> None:
+        """Take back the queues past the first ``keep`` that ``add_queues`` made (their
+        addition could not be saved)."""
+        while len(topic.queues) > keep:
+            queue = topic.queues.pop()
+            queue.close()
+            if topic.blocks is None:
+                fileio.remove_tree(queue.directory)
 
     def remove_last_queue(self, topic: Topic) -> ConsumeQueue:
         """Close the last queue of ``topic`` and delete its files."""

@@ -90,6 +90,20 @@ def simulate_crash(store_path: Path, keep_checkpoint: bool = False) -> None:
         (store_path / "checkpoint").unlink(missing_ok=True)
 
 
+def rescan_from_start(store_path: Path) -> None:
+    """Make recovery scan a closed store's whole log again while its checkpoint still
+    says how far the log is durable (as sync-mode fsyncs leave it: the durable watermark
+    ahead of what was dispatched)."""
+    from storeadapter.engine.checkpoint import Checkpoint, read_checkpoint
+
+    state = read_checkpoint(store_path / "checkpoint")
+    assert state is not None, "the store has no checkpoint"
+    (store_path / "checkpoint").unlink()
+    checkpoint = Checkpoint(store_path / "checkpoint")
+    checkpoint.save(state.commitlog_flushed, 0, 0)
+    checkpoint.close()
+
+
 def copy_store(source: Path, target: Path) -> Path:
     shutil.copytree(source, target)
     (target / "lock").unlink(missing_ok=True)

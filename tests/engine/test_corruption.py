@@ -19,6 +19,7 @@ from tests.engine.storetools import (
     read_all,
     read_everything,
     record_length,
+    rescan_from_start,
     segment_paths,
     simulate_crash,
     tail,
@@ -172,7 +173,8 @@ def test_corrupt_record_in_the_last_segment_does_not_truncate_what_follows(open_
     assert len(in_last) >= 3
     victim = in_last[0]
     _flip(store_path, victim, "body")
-    simulate_crash(store_path)
+    simulate_crash(store_path, keep_checkpoint=True)
+    rescan_from_start(store_path)  # the checkpoint still says the whole log was durable
 
     reopened = open_store()
 
@@ -181,6 +183,27 @@ def test_corrupt_record_in_the_last_segment_does_not_truncate_what_follows(open_
     assert report["truncated_at"] is None
     assert tail(reopened) == end
     assert read_everything(reopened) == _without(before, victim)
+
+
+def test_without_a_checkpoint_a_bad_record_in_the_last_segment_ends_the_log(open_store, store_path):
+    """No durable watermark is known: the bad record may be a torn write, and records
+    after a gap are never resynced onto (a power loss may have kept them past a hole)."""
+    store = open_store()
+    results = _populate(store)
+    store.close()
+    last_base = int(segment_paths(store_path)[-1].name)
+    victim = [r for r in results if r.commit_offset >= last_base][0]
+    _flip(store_path, victim, "body")
+    simulate_crash(store_path)
+
+    reopened = open_store()
+
+    report = reopened.stats()["last_recovery"]
+    assert report["truncated_at"] == victim.commit_offset
+    assert tail(reopened) == victim.commit_offset
+    assert [r for r in results if r.commit_offset >= victim.commit_offset] != []
+    after = reopened.append("t", b"after the cut", queue=victim.queue)
+    assert after.commit_offset == victim.commit_offset
 
 
 def test_corrupt_record_is_skipped_when_consume_queues_are_rebuilt(open_store, store_path):

@@ -55,6 +55,12 @@ def make_body(rng: random.Random, label: str, number: int, max_extra: int = 300)
     return hashlib.sha256(rest).hexdigest()[:DIGEST].encode() + rest
 
 
+def sized_body(label: str, number: int, size: int) -> bytes:
+    """A self-checking body of about ``size`` bytes (``make_body`` without chance)."""
+    rest = f"{label}:{number}:".encode() + b"s" * size
+    return hashlib.sha256(rest).hexdigest()[:DIGEST].encode() + rest
+
+
 def body_is_intact(body: bytes) -> bool:
     return body[:DIGEST] == hashlib.sha256(body[DIGEST:]).hexdigest()[:DIGEST].encode()
 
@@ -399,3 +405,51 @@ def expire_once(path: str, mode: str, now_ms: int) -> None:
     """A child: open the store, run retention as of ``now_ms``, close."""
     with MessageStore.open(path, fault_config(mode)) as store:
         store.delete_expired(now_ms=now_ms)
+
+
+def append_then_die(path: str, mode: str, acks: str, count: int, group: str) -> None:
+    """A child: append ``count`` messages, commit ``group`` to every queue's end, then die
+    by SIGKILL (a crash with nothing closed or flushed on the way out)."""
+    import signal
+
+    rng = random.Random(7)
+    writer = AckWriter(acks)
+    store = MessageStore.open(path, fault_config(mode))
+    number = 0
+    while number < count:
+        bodies = [make_body(rng, "d", number)]
+        writer.write([store.append(TOPIC, bodies[0])], bodies)
+        number += 1
+    for queue in range(store.topic(TOPIC).queues):
+        low, high = store.queue_range(TOPIC, queue)
+        if high > low:
+            store.commit_offset(group, TOPIC, queue, high)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def batch_until_killed(
+    path: str, mode: str, kill: dict, bodies: list[str], overrides: dict | None = None
+) -> None:
+    """A child: open the store, arm the kill point, append one batch of ``bodies`` (hex).
+
+    The batch is never acknowledged: the kill point is meant to be inside it."""
+    store = MessageStore.open(path, fault_config(mode, **(overrides or {})))
+    arm_kill(**kill)
+    store.append_batch(TOPIC, [bytes.fromhex(body) for body in bodies])
+    store.close()
+
+
+def delete_topic_until_killed(path: str, mode: str, kill: dict, topic: str) -> None:
+    """A child: open the store, arm the kill point, delete ``topic``."""
+    store = MessageStore.open(path, fault_config(mode))
+    arm_kill(**kill)
+    store.delete_topic(topic)
+    store.close()
+
+
+def hold_open_with(path: str, mode: str, ready: str, overrides: dict) -> None:
+    """``hold_open`` for a store made with other settings than ``fault_config``'s."""
+    store = MessageStore.open(path, fault_config(mode, **overrides))
+    Path(ready).write_text("open")
+    while not store.closed:
+        time.sleep(1)

@@ -16,6 +16,10 @@ after losing power at that moment: every file that is reachable through durable
 directory entries, holding its last fsynced bytes (a file never fsynced is empty).
 Options: ``torn`` keeps a random prefix of each file's unsynced writes, the last one
 cut at a random sector boundary (a write inside one 512-byte sector is all or nothing);
+``pages`` keeps any subset of the unsynced pages (disks and the page cache write pages
+back in no set order, ALICE's and CrashMonkey's model): each 4 KiB page that unsynced
+writes changed holds its new bytes unless ``pages(path, page_number)`` says it was lost
+(``path`` relative to the store), a ``random.Random`` loses each with probability 1/2;
 ``live_entries`` keeps the directory entries as they are now (as if every directory
 change had reached the disk), with the same file contents.
 
@@ -42,6 +46,8 @@ from storeadapter.engine import fileio
 
 _LIVE_NAMES = frozenset({"state"})
 SECTOR = 512
+PAGE = 4096
+LostPages = Callable[[str, int], bool]
 
 
 @dataclass
@@ -94,6 +100,19 @@ def _apply(content: bytearray, op: tuple, rng: random.Random | None, torn: bool)
         content.extend(bytes(op[1] - len(content)))
 
 
+def _some_pages(durable: bytearray, pending: tuple, lost: Callable[[int], bool]) -> bytearray:
+    """The file after its unsynced writes, but for the changed pages ``lost`` names."""
+    live = bytearray(durable)
+    for op in pending:
+        _apply(live, op, None, False)
+    old = durable + bytes(max(0, len(live) - len(durable)))
+    for page in range(-(-len(live) // PAGE)):
+        at = page * PAGE
+        if live[at : at + PAGE] != old[at : at + PAGE] and lost(page):
+            live[at : at + PAGE] = old[at : at + PAGE][: len(live) - at]
+    return live
+
+
 @dataclass(frozen=True)
 class PowerLossImage:
     """The durable state of a store directory at one moment (see the module docstring)."""
@@ -108,25 +127,35 @@ class PowerLossImage:
         dest: Path,
         *,
         torn: random.Random | None = None,
+        pages: random.Random | LostPages | None = None,
         live_entries: bool = False,
         live_state: bool = False,
     ) -> Path:
         """Write the image under ``dest`` (created) and return it."""
         dest.mkdir(parents=True)
-        self._write(self.live_tree if live_entries else self.durable_tree, dest, torn, live_state)
+        if isinstance(pages, random.Random):
+            rng = pages
+            pages = lambda _path, _page: rng.random() < 0.5  # noqa: E731
+        tree = self.live_tree if live_entries else self.durable_tree
+        self._write(tree, dest, "", torn, pages, live_state)
         return dest
 
-    def _write(self, tree: dict, dest: Path, torn, live_state: bool) -> None:
+    def _write(
+        self, tree: dict, dest: Path, prefix: str, torn, pages: LostPages | None, live_state: bool
+    ) -> None:
         for name, node in sorted(tree.items()):
             if isinstance(node, dict):
                 (dest / name).mkdir()
-                self._write(node, dest / name, torn, live_state)
+                self._write(node, dest / name, f"{prefix}{name}/", torn, pages, live_state)
                 continue
             if live_state and node.live is not None:
                 (dest / name).write_bytes(node.live)
                 continue
             content = bytearray(node.durable or b"")
-            if torn is not None and node.pending:
+            if pages is not None and node.pending:
+                path = prefix + name
+                content = _some_pages(content, node.pending, lambda page, at=path: pages(at, page))
+            elif torn is not None and node.pending:
                 keep = torn.randint(0, len(node.pending))
                 for op in node.pending[:keep]:
                     _apply(content, op, None, False)

@@ -183,8 +183,8 @@ def test_kill_while_closing_keeps_every_acknowledged_message(server, tmp_path, m
 COMMIT = [
     kill("fileio:pwrite_all", nth=5, caller="OffsetStore._append"),
     kill("fileio:pwrite_all", "after", nth=6, caller="OffsetStore._append"),
-    kill("fileio:fdatasync", nth=7, caller="OffsetStore._append"),
-    kill("fileio:fdatasync", "after", nth=8, caller="OffsetStore._append"),
+    kill("fileio:fdatasync", nth=7, caller="OffsetStore.sync"),
+    kill("fileio:fdatasync", "after", nth=8, caller="OffsetStore.sync"),
     # compaction: the new journal created, the snapshot not yet written
     kill("fileio:fsync_dir", "after", nth=1, caller="OffsetStore.compact"),
     # snapshot written to its temp file, before / after the rename

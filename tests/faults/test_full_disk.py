@@ -1,0 +1,210 @@
+"""A real full disk (a 4 MiB tmpfs filled with a ballast file), with a fault-filesystem
+twin for each case where mounting is not allowed (issue 17, cases 1, 6 and 8).
+
+* A batch that meets ENOSPC after part of it reached the log fails with DiskFullError and
+  leaves its extent marked: the next writer (another process, once space is back) clears
+  all of it before writing, so no message of the failed batch ever shows up and no
+  acknowledged message is replaced, after a clean restart either.
+* A segment roll on a full disk fails with DiskFullError before anything is acknowledged
+  into the new segment: no sparse segment that fails later, mid-record.
+* Topic changes whose ``topics.json`` cannot be saved raise a typed StoreError and leave
+  the store as it was, in memory and after a reopen.
+"""
+
+from __future__ import annotations
+
+import errno
+import random
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import (
+    DiskFullError,
+    MessageStore,
+    StoreConfig,
+    StoreError,
+    TopicNotFoundError,
+)
+from tests.faults.faultharness import (
+    TOPIC,
+    Ack,
+    body_digest,
+    check_store,
+    make_body,
+    sized_body,
+)
+from tests.faults.faultyfs import FaultyFS
+from tests.faults.smalldisk import small_disk
+
+SEGMENT = 64 << 10
+MODES = ("sync", "async")
+
+
+def disk_config(mode: str) -> StoreConfig:
+    return StoreConfig(
+        segment_bytes=SEGMENT,
+        max_message_bytes=16 << 10,
+        queue_file_entries=64,
+        index_slots=64,
+        index_entries=512,
+        flush_mode=mode,
+        flush_interval_ms=600_000,
+        flush_timeout_ms=600_000,
+        disk_warn_ratio=1.0,
+        disk_force_ratio=1.0,
+        disk_reject_ratio=1.0,
+    )
+
+
+def _acks(results, bodies) -> list[Ack]:
+    return [
+        Ack(r.message_id, r.queue, r.queue_offset, r.commit_offset, body_digest(b))
+        for r, b in zip(results, bodies, strict=True)
+    ]
+
+
+def _spill_batch(store: MessageStore, rng: random.Random) -> list[bytes]:
+    """Bodies that fill what is left of the active segment and go on into the next."""
+    left = SEGMENT - store.stats()["commit_log"]["tail"] % SEGMENT
+    size = min(12_000, max(200, left // 3))
+    return [sized_body("fails", n, size) for n in range(6)]
+
+
+def _start(path: Path, mode: str, rng: random.Random) -> tuple[MessageStore, list[Ack]]:
+    store = MessageStore.open(path, disk_config(mode))
+    store.create_topic(TOPIC, queues=4)
+    bodies = [make_body(rng, "before", n) for n in range(20)]
+    acked = _acks(store.append_batch(TOPIC, bodies), bodies)
+    store.flush()
+    return store, acked
+
+
+def _after_space_is_back(path: Path, mode: str, rng: random.Random) -> list[Ack]:
+    """Another process (a second store object) appends and is acknowledged."""
+    acked = []
+    with MessageStore.open(path, disk_config(mode)) as other:
+        for number in range(12):
+            body = make_body(rng, "after", number, 40)
+            acked += _acks([other.append(TOPIC, body)], [body])
+    return acked
+
+
+def _check_clean_restart(path: Path, mode: str, acked: list[Ack]) -> None:
+    with MessageStore.open(path, disk_config(mode)) as store:
+        found = check_store(store, acked, context="after a restart")
+        assert found.lost == [], f"acknowledged messages lost or replaced: {found.lost}"
+        failed = [m for m in found.messages.values() if m.body[16:].startswith(b"fails:")]
+        assert failed == [], "messages of the batch that failed are in the queues"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_batch_failing_half_way_on_a_full_disk_never_replaces_a_later_message(tmp_path, mode):
+    rng = random.Random(1)
+    with small_disk(tmp_path) as disk:
+        path = disk.path / "store"
+        store, acked = _start(path, mode, rng)
+        disk.fill()
+        with pytest.raises(DiskFullError):
+            store.append_batch(TOPIC, _spill_batch(store, rng))
+        disk.free()
+        acked += _after_space_is_back(path, mode, rng)
+        store.close()
+        _check_clean_restart(path, mode, acked)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_batch_failing_half_way_with_enospc_from_the_fault_filesystem(tmp_path, mode):
+    rng = random.Random(2)
+    path = tmp_path / "store"
+    with FaultyFS(path, real_sync=False) as fs:
+        store, acked = _start(path, mode, rng)
+        next_segment = f"{(store.stats()['commit_log']['tail'] // SEGMENT + 1) * SEGMENT:020d}"
+        fs.fail("pwrite_all", errno.ENOSPC, path_part=next_segment, times=None)
+        with pytest.raises(DiskFullError):
+            store.append_batch(TOPIC, _spill_batch(store, rng))
+        fs.clear_faults()
+        acked += _after_space_is_back(path, mode, rng)
+        store.close()
+    _check_clean_restart(path, mode, acked)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_segment_roll_on_a_full_disk_fails_before_anything_is_acknowledged_into_it(
+    tmp_path, mode
+):
+    rng = random.Random(3)
+    with small_disk(tmp_path) as disk:
+        path = disk.path / "store"
+        store, acked = _start(path, mode, rng)
+        disk.fill(leave=8192)  # room for a page or two of a sparse segment, not for a segment
+        segments = len(store.stats()["segments"])
+        with pytest.raises(DiskFullError):
+            for number in range(400):  # until a roll is needed
+                body = sized_body("roll", number, 300)
+                acked += _acks([store.append(TOPIC, body)], [body])
+        assert len(store.stats()["segments"]) == segments, "a segment was added"
+        assert not any(ack.commit_offset >= segments * SEGMENT for ack in acked)
+        commitlog = sorted(p.name for p in (path / "commitlog").iterdir())
+        assert len(commitlog) == segments, f"a new segment file was left: {commitlog}"
+        store.close()
+        disk.free()
+        _check_clean_restart(path, mode, acked)
+
+
+def _topic_changes(store: MessageStore) -> dict:
+    return {
+        "create": lambda: store.create_topic("more", queues=2),
+        "add-queues": lambda: store.add_queues(TOPIC, 2),
+        "freeze": lambda: store.freeze_queue(TOPIC, 1),
+        "delete": lambda: store.delete_topic(TOPIC),
+    }
+
+
+def _topics_view(store: MessageStore) -> list[tuple]:
+    return [(t.name, t.queues, tuple(t.frozen)) for t in store.topics()]
+
+
+@pytest.mark.parametrize("change", ["create", "add-queues", "freeze", "delete"])
+def test_a_topic_change_that_cannot_be_saved_on_a_full_disk_changes_nothing(tmp_path, change):
+    rng = random.Random(4)
+    with small_disk(tmp_path) as disk:
+        path = disk.path / "store"
+        store, acked = _start(path, "sync", rng)
+        before = _topics_view(store)
+        disk.fill()
+        with pytest.raises(StoreError) as raised:
+            _topic_changes(store)[change]()
+        assert type(raised.value) is DiskFullError, raised.value
+        assert _topics_view(store) == before
+        with pytest.raises(TopicNotFoundError):
+            store.append("more", b"x")
+        disk.free()
+        body = make_body(rng, "later", 0)
+        acked += _acks([store.append(TOPIC, body)], [body])
+        store.close()
+        with MessageStore.open(path, disk_config("sync")) as reopened:
+            assert _topics_view(reopened) == before
+            assert check_store(reopened, acked).lost == []
+
+
+@pytest.mark.parametrize("change", ["create", "add-queues", "freeze", "delete"])
+def test_a_topic_change_that_cannot_be_saved_with_enospc_from_the_fault_filesystem(
+    tmp_path, change
+):
+    rng = random.Random(5)
+    path = tmp_path / "store"
+    with FaultyFS(path) as fs:
+        store, acked = _start(path, "sync", rng)
+        before = _topics_view(store)
+        fs.fail(("write_atomic", "pwrite_all"), errno.ENOSPC, path_part="topics.json")
+        with pytest.raises(DiskFullError):
+            _topic_changes(store)[change]()
+        fs.clear_faults()
+        assert _topics_view(store) == before
+        body = make_body(rng, "later", 0)
+        acked += _acks([store.append(TOPIC, body)], [body])
+        store.close()
+    with MessageStore.open(path, disk_config("sync")) as reopened:
+        assert _topics_view(reopened) == before
+        assert check_store(reopened, acked).lost == []
