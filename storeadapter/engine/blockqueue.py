@@ -103,17 +103,17 @@ class BlockFile:
     @property
     def fd(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(self._path, os.O_RDWR)
+            self._fd = fileio.open_file(self._path)
         return self._fd
 
     def pread(self, block: int, offset: int, size: int) -> bytes:
-        return os.pread(self.fd, size, block * self.block_bytes - self._base + offset)
+        return fileio.pread(self.fd, size, block * self.block_bytes - self._base + offset)
 
     def pwrite(self, block: int, offset: int, data) -> None:
         fileio.pwrite_all(self.fd, data, block * self.block_bytes - self._base + offset)
 
     def read_all(self) -> bytes:
-        return os.pread(self.fd, self.blocks * self.block_bytes, 0)
+        return fileio.pread(self.fd, self.blocks * self.block_bytes, 0)
 
     def sync(self) -> None:
         if self._fd >= 0:
@@ -281,7 +281,7 @@ class BlockStore:
 
     def _read_slots(self) -> list[tuple[int, int, int]]:
         """The valid (seq, end, tail) slots of ``blocks/allocated``."""
-        data = os.pread(self._ends(), 2 * _END_SLOT.size, 0)
+        data = fileio.pread(self._ends(), 2 * _END_SLOT.size, 0)
         slots = []
         for at in (0, _END_SLOT.size):
             if len(data) < at + _END_SLOT.size:

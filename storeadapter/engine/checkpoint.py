@@ -49,7 +49,7 @@ class Checkpoint:
 
     def check(self) -> None:
         """Note what is wrong with the file (only while no other process writes it)."""
-        self.problems = checkpoint_problems(os.pread(self.fd, 4 * SLOT_SIZE, 0))
+        self.problems = checkpoint_problems(fileio.pread(self.fd, 4 * SLOT_SIZE, 0))
 
     def index_dispatched(self) -> int:
         """How far the key index is known durable, as the file says now (any process
@@ -58,7 +58,7 @@ class Checkpoint:
         return current.index_dispatched if current is not None else 0
 
     def _load(self) -> CheckpointState | None:
-        return parse_checkpoint(os.pread(self.fd, 2 * SLOT_SIZE, 0))
+        return parse_checkpoint(fileio.pread(self.fd, 2 * SLOT_SIZE, 0))
 
     def save(self, commitlog_flushed: int, dispatched: int, index_dispatched: int) -> None:
         """Write and fsync a new checkpoint into the older slot.

@@ -82,7 +82,7 @@ class QueueFile:
         return cls(path, int(path.name), entries, handles)
 
     def _open_fd(self) -> int:
-        return os.open(self._path, os.O_RDWR)
+        return fileio.open_file(self._path)
 
     def pread(self, slot: int, count: int) -> bytes:
         """Entries from ``slot``; none when another process's retention deleted the file."""
@@ -91,7 +91,7 @@ class QueueFile:
         except FileNotFoundError:
             return b""
         try:
-            return os.pread(fd, count * ENTRY_SIZE, slot * ENTRY_SIZE)
+            return fileio.pread(fd, count * ENTRY_SIZE, slot * ENTRY_SIZE)
         finally:
             self.handles.release(self)
 

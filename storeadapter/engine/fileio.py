@@ -1,13 +1,16 @@
 """The engine's file system calls that matter for durability, in one place.
 
-Every write, fsync, preallocation, truncation, file creation, rename, removal and
-directory creation on the store's files goes through these functions, so a
-fault-injection test (tests/faults/faultyfs.py) can replace them to see every change
-or to simulate a failing or slow disk. The engine calls them as ``fileio.name(...)``,
-never imported by name, so replacing the module attribute is enough.
+Every open, read, write, fsync, preallocation, truncation, file creation, rename,
+removal and directory creation on the store's files goes through these functions, so
+a fault-injection test (tests/faults/faultyfs.py) can replace them to see every change
+or to simulate a failing, slow or stopped disk. The engine calls them as
+``fileio.name(...)``, never imported by name, so replacing the module attribute is
+enough.
 
-Left out on purpose: the lock files (empty, only flocked) and the shared ``state``
-file (mapped, never fsynced, rewritten by the first opener).
+Left out on purpose: the lock files (empty, only flocked), the shared ``state`` file
+(mapped, never fsynced, rewritten by the first opener), and reads through a mapping
+(commit-log segments, key-index files: memory loads, not calls; their files are opened
+and their mappings made only through here).
 """
 
 from __future__ import annotations
@@ -87,6 +90,16 @@ def create_file(path: Path | str, *, exclusive: bool = False, truncate: bool = F
     if truncate:
         flags |= os.O_TRUNC
     return os.open(path, flags, 0o644)
+
+
+def open_file(path: Path | str) -> int:
+    """Open an existing file of the store read-write; return the descriptor."""
+    return os.open(path, os.O_RDWR)
+
+
+def pread(fd: int, size: int, offset: int) -> bytes:
+    """Read at most ``size`` bytes at ``offset`` (fewer at the end of the file)."""
+    return os.pread(fd, size, offset)
 
 
 def ftruncate(fd: int, size: int) -> None:

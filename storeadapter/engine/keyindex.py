@@ -172,12 +172,12 @@ def _open_file(path: Path, repair: bool) -> tuple[IndexFile | None, str | None]:
     and keeps the entries that survived; one with no usable header or entry is removed.
     """
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = fileio.open_file(path)
     except OSError as error:
         return None, f"cannot open: {error.strerror}"
     try:
         size = os.fstat(fd).st_size
-        raw = os.pread(fd, HEADER_SIZE, 0)
+        raw = fileio.pread(fd, HEADER_SIZE, 0)
         damaged = None
         if len(raw) < HEADER_SIZE:
             damaged = f"{size} bytes, shorter than the {HEADER_SIZE}-byte header"

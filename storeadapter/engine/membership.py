@@ -91,7 +91,7 @@ def heartbeat(
         now,
         sorted((str(t), int(q)) for t, q in queues),
     )
-    directory.mkdir(parents=True, exist_ok=True)
+    fileio.make_dir(directory, parents=True, exist_ok=True)
     data = info._asdict()
     data["queues"] = [list(q) for q in info.queues]
     fileio.write_atomic(path, json.dumps(data, separators=(",", ":")).encode())
@@ -102,7 +102,7 @@ def leave(store_path: str | os.PathLike, group: str, consumer_id: str) -> None:
     """Remove the member's file, so the others take its queues at their next heartbeat."""
     check_consumer_id(consumer_id)
     with contextlib.suppress(FileNotFoundError):
-        (members_dir(store_path, group) / f"{consumer_id}.json").unlink()
+        fileio.unlink(members_dir(store_path, group) / f"{consumer_id}.json", missing_ok=False)
 
 
 def _read_member(path: Path) -> MemberInfo | None:
@@ -148,7 +148,7 @@ def live_members(
             again = _read_member(path)
             if again is None or again.heartbeat_ms < oldest:
                 with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+                    fileio.unlink(path, missing_ok=False)
                 continue
             info = again
         members.append(info)

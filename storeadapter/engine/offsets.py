@@ -220,7 +220,7 @@ class OffsetStore:
             pos = entry[1]
         if pos < len(data) and repair:
             self._note_damage(path, start + pos, data[pos:], repair, torn=True)
-            fd = os.open(path, os.O_RDWR)
+            fd = fileio.open_file(path)
             try:
                 fileio.ftruncate(fd, start + pos)
                 fileio.fsync(fd)

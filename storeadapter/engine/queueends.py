@@ -53,13 +53,13 @@ class QueueEnds:
         try:
             if create:
                 return fileio.create_file(self.path)
-            return os.open(self.path, os.O_RDWR)
+            return fileio.open_file(self.path)
         except FileNotFoundError:
             return None
 
     def _newest(self, fd: int) -> tuple[int, int, list[int]]:
         """(sequence, tail, ends) of the newest valid slot of this topic; (0, 0, []) if none."""
-        data = os.pread(fd, 2 * _STRIDE, 0)
+        data = fileio.pread(fd, 2 * _STRIDE, 0)
         best = (0, 0, [])
         for at in (0, _STRIDE):
             if len(data) < at + _HEAD.size:

@@ -57,7 +57,7 @@ class Segment:
     def reset(cls, path: Path, size: int) -> Segment:
         """Empty an existing segment file that holds nothing published (a writer died
         while creating or filling it) and reserve ``size`` bytes for it again."""
-        fd = os.open(path, os.O_RDWR)
+        fd = fileio.open_file(path)
         try:
             fileio.ftruncate(fd, 0)
             fileio.preallocate(fd, size)
@@ -69,7 +69,7 @@ class Segment:
 
     @classmethod
     def open(cls, path: Path) -> Segment:
-        fd = os.open(path, os.O_RDWR)
+        fd = fileio.open_file(path)
         try:
             size = os.fstat(fd).st_size
             return cls(path, int(path.name), fd, size)

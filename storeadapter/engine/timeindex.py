@@ -60,7 +60,7 @@ class TimeIndex:
         while first <= last:
             middle = (first + last) // 2
             with self.handles.use(self, self._open_fd) as fd:
-                data = os.pread(fd, MARK_SIZE, middle * MARK_SIZE)
+                data = fileio.pread(fd, MARK_SIZE, middle * MARK_SIZE)
             stored, store_ms = MARK.unpack(data) if len(data) == MARK_SIZE else (0, 0)
             if not stored or not low <= stored - 1 < high:
                 # An unwritten mark says nothing: give up narrowing past it.

@@ -26,8 +26,9 @@ change had reached the disk), with the same file contents.
 The shared ``state`` file is mapped and never fsynced (the kernel may write back any
 of it): an image holds it empty, or, with ``live_state``, as it is now.
 
-Faults: ``fail(op, errno, ...)`` makes the next matching call raise ``OSError``, and
-``disk_usage`` reports ``fake_usage`` when set. ``on_op`` is called after every
+Faults: ``fail(op, errno, ...)`` makes the next matching call raise ``OSError`` (opens
+and reads of existing files too: ``open_file``, ``pread``), and ``disk_usage`` reports
+``fake_usage`` when set. ``on_op`` is called after every
 modelled call (under the layer's lock), so a test can capture images mid-operation.
 """
 
@@ -199,6 +200,8 @@ class FaultyFS:
             "make_dir",
             "remove_tree",
             "disk_usage",
+            "open_file",
+            "pread",
         ):
             self._saved[name] = getattr(fileio, name)
             setattr(fileio, name, getattr(self, name))
@@ -485,6 +488,17 @@ class FaultyFS:
             self._forget(Path(path))
             self._saved["remove_tree"](path)
         self._done("remove_tree")
+
+    def open_file(self, path) -> int:
+        with self._lock:
+            self._check("open_file", str(path))
+        return self._saved["open_file"](path)
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        if self._rules:  # reads change nothing: only checked when a fault may match
+            with self._lock:
+                self._check("pread", self._fd_path(fd))
+        return self._saved["pread"](fd, size, offset)
 
     def disk_usage(self, path: Path) -> tuple[int, int]:
         if self.fake_usage is not None:
