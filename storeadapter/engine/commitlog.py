@@ -214,6 +214,8 @@ class CommitLog:
                 self.unsynced.remove(segment)
             segment.retire()
             dropped.append(segment)
+        if dropped:
+            fileio.fsync_dir(self.directory)
         return dropped
 
     def store_time_before_tail(self) -> int:

@@ -336,6 +336,13 @@ class ConsumeQueue(QueueBase):
         self.dirty.discard(queue_file)
         queue_file.close()
         fileio.unlink(queue_file.path)
+        self.files_removed = True
+
+    def sync_directory(self) -> None:
+        """Make the deletion of its files durable (an fsync of its directory)."""
+        if self.files_removed:
+            fileio.fsync_dir(self.directory)
+            self.files_removed = False
 
     def mark_dirty(self, start: int, end: int) -> None:
         """Have the next flush fsync the files holding entries ``start`` to ``end - 1``

@@ -30,6 +30,7 @@ class QueueBase(ABC):
         "_loaded",
         "_min_offset",
         "_max_offset",
+        "files_removed",
     )
 
     def __init__(self, on_load: Callable | None = None) -> None:
@@ -44,6 +45,8 @@ class QueueBase(ABC):
         self._loaded = False
         self._min_offset = 0
         self._max_offset = 0
+        # Set when a file of the queue was deleted: its directory needs an fsync.
+        self.files_removed = False
 
     @abstractmethod
     def _load(self) -> None:

@@ -192,11 +192,16 @@ class Upkeep:
         return low - start
 
     def _advance_queue_mins(self) -> None:
+        """Move every loaded queue's minimum up to the log's first offset; the files
+        wholly below it go, and their directories are fsynced."""
         log_min = self.commitlog.min_offset
         for queue in self._registry.loaded_queues():
             queue.advance_min(log_min)
+            if queue.files_removed:
+                queue.sync_directory()
         for topic in self._registry.shared_topics():
-            drop_unused_blocks(topic, log_min)
+            if drop_unused_blocks(topic, log_min):
+                fileio.fsync_dir(topic.blocks.directory)
 
     def _probe_disk(self) -> float:
         used, total = fileio.disk_usage(self.path)
