@@ -1,7 +1,8 @@
 """The store's command line: ``python -m storeadapter.engine --help``.
 
-Exit codes: 0 done; 1 ``verify`` found corruption; 2 bad usage; 3 the store
-refused (the sentence says why); 130 interrupted.
+Exit codes: 0 done (``verify``: the store is healthy); 1 ``verify`` found damage;
+2 bad usage; 3 the store refused, is not a Tidemark store or cannot be read (the
+sentence says why); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .checkpoint import read_checkpoint
 from .config import StoreConfig
 from .errors import StoreError
 from .results import Message, StoredMessage
 from .store import MessageStore
-from .verify import verify_commitlog
+from .verify import LABELS as VERIFY_LABELS
+from .verify import verify_store
 
 EXIT_OK, EXIT_CORRUPT, EXIT_USAGE, EXIT_STORE_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -84,8 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     stat = commands.add_parser("stat", help="segments, disk use, topics and queues")
     stat.add_argument("--json", action="store_true")
 
-    verify = commands.add_parser("verify", help="check every record; exit 1 on corruption")
-    verify.add_argument("--json", action="store_true")
+    verify = commands.add_parser(
+        "verify",
+        help="check every file of the store, read-only; exit 1 on damage",
+        description=(
+            "Check every file of the store without changing a byte of it: the commit log,\n"
+            "the checkpoint, store.json and topics.json, the consume queues, the key index\n"
+            "and the consumer offsets. Prints one line per problem, then a summary line per\n"
+            'kind of file (docs/OPERATIONS.md, "Verifying a store").'
+        ),
+        epilog=VERIFY_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verify.add_argument("--json", action="store_true", help="one JSON object on stdout")
     verify.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
 
@@ -234,44 +246,34 @@ def _stat(store: MessageStore, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+VERIFY_EXIT_CODES = """exit codes:
+  0    the store is healthy (notes about a crash's leftovers may be printed)
+  1    damage found: one "corrupt: <file>: <what>" line each
+  2    bad usage
+  3    not a Tidemark store, or a file cannot be read
+  130  interrupted"""
+
+
 def _verify(args: argparse.Namespace) -> int:
-    directory = Path(args.dir) / "commitlog"
-    if not directory.is_dir():
-        raise StoreError(f"{args.dir} holds no commit log (no {directory} directory)")
     show_progress = not args.quiet and sys.stderr.isatty()
 
-    def progress(done: int, total: int) -> None:
-        if show_progress and total:
-            print(f"\rverifying {done / total:6.1%}", end="", file=sys.stderr, flush=True)
+    def progress(kind: str, done: int, total: int) -> None:
+        if total:
+            label = VERIFY_LABELS[kind]
+            print(
+                f"\rverifying {label:<15}{done / total:6.1%}", end="", file=sys.stderr, flush=True
+            )
 
-    checkpoint = read_checkpoint(Path(args.dir) / "checkpoint")
-    durable_end = checkpoint.commitlog_flushed if checkpoint else 0
-    report = verify_commitlog(directory, _segment_bytes(args), durable_end, progress)
+    report = verify_store(Path(args.dir), progress if show_progress else None)
     if show_progress:
         print(file=sys.stderr)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "ok": report.ok,
-                    "segments": report.segments,
-                    "records": report.records,
-                    "record_bytes": report.record_bytes,
-                    "tail": report.tail,
-                    "corruptions": [c._asdict() for c in report.corruptions],
-                }
-            )
-        )
+        print(json.dumps(report.as_dict()))
     else:
-        for corruption in report.corruptions:
-            print(
-                f"corrupt: offset {corruption.commit_offset}, {corruption.length} bytes: "
-                f"{corruption.reason}"
-            )
-        print(
-            f"{report.records:,} records in {report.segments} segments checked, "
-            f"{len(report.corruptions)} corrupt stretches"
-        )
+        for problem in report.problems:
+            print(problem.line())
+        for line in report.summary():
+            print(line)
     return EXIT_OK if report.ok else EXIT_CORRUPT
 
 
