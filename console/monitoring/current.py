@@ -1,7 +1,9 @@
 """What the monitoring knows right now, as the contract's dataclasses (metrics.py).
 
-Everything comes from the sampled rows of the latest sample and the one before it (for the
-rates): nothing here opens the store. ``group_metrics()`` builds every group once per
+Everything comes from the sampled rows of the latest sample, and for the rates (and so the
+drain time) from the oldest sample within the rate window before it
+(``TIDEMARK_RATE_WINDOW_S``, 5 minutes by default; the previous sample when none is that
+old yet): nothing here opens the store. ``group_metrics()`` builds every group once per
 sample and keeps the result until a newer sample appears (per process), so alerts and pages
 may call it as often as they like; ``group_metrics_for(group)`` reads only that group's
 rows when the cache does not already hold it.
@@ -12,9 +14,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from django.conf import settings
+
 from console.monitoring import lag as lagmath
 from console.monitoring.metrics import (
     GROUP_STATUSES,
+    QUEUE_STATUSES,
     WHOLE_TOPIC,
     GroupMetrics,
     QueueMetrics,
@@ -27,9 +32,23 @@ _lock = threading.Lock()
 _cache: dict[str, object] = {"token": None, "groups": None}
 
 
+DEFAULT_RATE_WINDOW_S = 300
+
+
+def rate_window_ms() -> int:
+    """How far back rates are measured (``TIDEMARK_RATE_WINDOW_S``)."""
+    return 1000 * max(1, int(getattr(settings, "TIDEMARK_RATE_WINDOW_S", DEFAULT_RATE_WINDOW_S)))
+
+
 def _latest_two() -> tuple[StoreSample | None, StoreSample | None]:
-    rows = list(StoreSample.objects.order_by("-ts_ms")[:2])
-    return (rows[0] if rows else None), (rows[1] if len(rows) > 1 else None)
+    """The latest sample and the one the rates are measured from: the oldest within the
+    rate window before it, else the one just before it."""
+    latest = StoreSample.objects.order_by("-ts_ms").first()
+    if latest is None:
+        return None, None
+    earlier = StoreSample.objects.filter(ts_ms__lt=latest.ts_ms)
+    start = earlier.filter(ts_ms__gte=latest.ts_ms - rate_window_ms()).order_by("ts_ms").first()
+    return latest, start or earlier.order_by("-ts_ms").first()
 
 
 def _topic_rows(ts_ms: int | None, topics: Iterable[str] | None = None) -> dict[str, TopicSample]:
@@ -68,6 +87,7 @@ def _build(
                     lag_seconds=row.lag_seconds[queue],
                     last_commit_ms=row.last_commits[queue],
                     status=row.statuses[queue],
+                    lost=_item(row.lost_per_queue, queue),
                 )
             )
         if previous is not None:
@@ -82,21 +102,38 @@ def _build(
     lag = sum(row.lag for row in rows)
     seconds = [q.lag_seconds for q in queues if q.lag_seconds is not None]
     expiries = [row.expires_at_ms for row in rows if row.expires_at_ms is not None]
+    drain = lagmath.drain(lag, consume_rate, produce_rate, settings.TIDEMARK_SAMPLE_INTERVAL_S)
+    status = group_status([q.status for q in queues])
     return GroupMetrics(
         group=group,
         topics=sorted(row.topic for row in rows),
         lag=lag,
-        lag_seconds=max(seconds) if seconds else None,
+        lag_seconds=max(seconds) if seconds else (0.0 if lag == 0 else None),
         consume_rate=consume_rate,
         produce_rate=produce_rate,
-        drain_seconds=lagmath.drain_seconds(lag, consume_rate, produce_rate),
+        drain_seconds=drain.seconds,
         expiry_risk_hours=lagmath.expiry_risk_hours(
             min(expiries) if expiries else None, latest.ts_ms
         ),
-        status=group_status([q.status for q in queues]),
+        status=status,
         sampled_ms=latest.ts_ms,
         queues=queues,
+        lost=sum(row.lost for row in rows),
+        drain_state=drain.state,
+        status_reason=_reason(rows, status),
     )
+
+
+def _reason(rows: list[GroupSample], status: str) -> str:
+    """The reason of the topic whose status is the group's worst."""
+    worst = max(rows, key=lambda r: QUEUE_STATUSES.index(r.status), default=None)
+    if worst is None:
+        return ""
+    return f"{status}: {worst.status_reason}" if worst.status_reason else status
+
+
+def _item(values: list, index: int) -> int:
+    return values[index] if index < len(values) and values[index] is not None else 0
 
 
 def _worst_first(metrics: GroupMetrics) -> tuple:
