@@ -122,6 +122,11 @@ def _first(*values):
     return next(value for value in values if value is not None)
 
 
+def _group_level(status: str) -> str:
+    """OK, WARN or ERR, from a queue's or a group's status."""
+    return status if status in GROUP_STATUSES else group_status([status or None])
+
+
 def _worse(a: str, b: str) -> str:
     rank = QUEUE_STATUSES + GROUP_STATUSES
     return max((a, b), key=lambda s: rank.index(s) if s in rank else -1)
@@ -295,7 +300,7 @@ def group_figure(group: str, range_name: str) -> go.Figure:
         values = [s for row in at[ts] for s in row.lag_seconds if s is not None]
         lagging = sum(row.lag for row in at[ts])
         seconds.append(max(values) if values else (0.0 if lagging == 0 else None))
-        statuses.append(GROUP_STATUSES.index(group_status([row.worst for row in at[ts]])))
+        statuses.append(max(GROUP_STATUSES.index(_group_level(row.worst)) for row in at[ts]))
     xs = [_when(ts) for ts in times]
     if step > RES_RAW:
         peaks = [sum(row.peak for row in at[ts]) for ts in times]

@@ -18,8 +18,10 @@ from django.conf import settings
 
 from console.monitoring import lag as lagmath
 from console.monitoring.metrics import (
+    CAUGHT_UP,
     GROUP_STATUSES,
     QUEUE_STATUSES,
+    UNMEASURED,
     WHOLE_TOPIC,
     GroupMetrics,
     QueueMetrics,
@@ -72,6 +74,7 @@ def _build(
     """One group's metrics from its rows of the latest sample (one per topic)."""
     queues: list[QueueMetrics] = []
     consume_rate = produce_rate = 0.0
+    measured = False
     for row in sorted(rows, key=lambda r: r.topic):
         topic = topics_now.get(row.topic)
         maxes = topic.max_offsets if topic is not None else []
@@ -93,8 +96,9 @@ def _build(
         if previous is not None:
             before = prev_rows.get(row.topic)
             if before is not None:
+                measured = True
                 consume_rate += lagmath.rate(
-                    before.consumed, previous.ts_ms, row.consumed, latest.ts_ms
+                    before.consumed, before.ts_ms, row.consumed, latest.ts_ms
                 )
             then = topics_then.get(row.topic)
             if topic is not None and then is not None:
@@ -103,6 +107,8 @@ def _build(
     seconds = [q.lag_seconds for q in queues if q.lag_seconds is not None]
     expiries = [row.expires_at_ms for row in rows if row.expires_at_ms is not None]
     drain = lagmath.drain(lag, consume_rate, produce_rate, settings.TIDEMARK_SAMPLE_INTERVAL_S)
+    if not measured and drain.state != CAUGHT_UP:
+        drain = lagmath.Drain(UNMEASURED, None)  # the group's first sample: no rate yet
     status = group_status([q.status for q in queues])
     return GroupMetrics(
         group=group,
@@ -155,6 +161,8 @@ def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[Group
             prev_by_group.setdefault(row.group, {})[row.topic] = row
     topics_now = _topic_rows(latest.ts_ms)
     topics_then = _topic_rows(previous.ts_ms if previous else None)
+    if previous is not None:
+        _fill_window_starts(latest, previous, by_group, prev_by_group, topics_now, topics_then)
     built = [
         _build(
             group,
@@ -201,15 +209,44 @@ def group_metrics_for(group: str) -> GroupMetrics | None:
         if previous is not None
         else {}
     )
-    return _build(
-        group,
-        rows,
-        prev_rows,
-        _topic_rows(latest.ts_ms, topics),
-        _topic_rows(previous.ts_ms if previous else None, topics),
-        latest,
-        previous,
-    )
+    topics_now = _topic_rows(latest.ts_ms, topics)
+    topics_then = _topic_rows(previous.ts_ms if previous else None, topics)
+    if previous is not None:
+        prev_by_group = {group: prev_rows}
+        _fill_window_starts(latest, previous, {group: rows}, prev_by_group, topics_now, topics_then)
+    return _build(group, rows, prev_rows, topics_now, topics_then, latest, previous)
+
+
+def _fill_window_starts(
+    latest: StoreSample,
+    previous: StoreSample,
+    by_group: dict[str, list[GroupSample]],
+    prev_by_group: dict[str, dict[str, GroupSample]],
+    topics_now: dict[str, TopicSample],
+    topics_then: dict[str, TopicSample],
+) -> None:
+    """A group or topic that the window's first sample did not have yet (it appeared
+    within the window) is measured from its own first row in the window."""
+    missing = [
+        (group, row.topic)
+        for group, rows in by_group.items()
+        for row in rows
+        if row.topic not in prev_by_group.get(group, {})
+    ]
+    window = {"ts_ms__gt": previous.ts_ms, "ts_ms__lt": latest.ts_ms}
+    if missing:
+        wanted = set(missing)
+        earliest = GroupSample.objects.filter(group__in={g for g, _ in missing}, **window).order_by(
+            "ts_ms"
+        )
+        for row in earliest:
+            if (row.group, row.topic) in wanted:
+                prev_by_group.setdefault(row.group, {})[row.topic] = row
+                wanted.discard((row.group, row.topic))
+    new_topics = set(topics_now) - set(topics_then)
+    if new_topics:
+        for row in TopicSample.objects.filter(topic__in=new_topics, **window).order_by("ts_ms"):
+            topics_then.setdefault(row.topic, row)
 
 
 def store_metrics() -> StoreMetrics | None:

@@ -82,7 +82,8 @@ class GroupMetrics:
     queues: list[QueueMetrics] = field(default_factory=list)
     #: Unconsumed messages retention deleted, over its queues.
     lost: int = 0
-    #: CAUGHT_UP, NOT_DRAINING or DRAINING (then ``drain_seconds`` is the ETA); "" when the
+    #: CAUGHT_UP, NOT_DRAINING, DRAINING (then ``drain_seconds`` is the ETA) or UNMEASURED
+    #: (no rate yet: ``drain_seconds`` None, and no alert holds on it); "" when the
     #: metrics were made by hand: derived from ``lag`` and ``drain_seconds``.
     drain_state: str = ""
     #: Why the group has its status, in words (the worst queue and the rule it met).
@@ -90,7 +91,7 @@ class GroupMetrics:
 
     @property
     def drain(self) -> str:
-        """CAUGHT_UP, NOT_DRAINING or DRAINING."""
+        """CAUGHT_UP, NOT_DRAINING, DRAINING or UNMEASURED."""
         if self.drain_state:
             return self.drain_state
         if self.lag <= 0:
@@ -98,10 +99,12 @@ class GroupMetrics:
         return NOT_DRAINING if self.drain_seconds is None else DRAINING
 
 
-#: The three answers of a drain time.
+#: The three answers of a drain time, and what it is before a rate could be measured (a
+#: group's first sample).
 CAUGHT_UP = "caught up"
 NOT_DRAINING = "not draining"
 DRAINING = "draining"
+UNMEASURED = "not measured yet"
 
 
 @dataclass(frozen=True)
