@@ -200,9 +200,7 @@ def test_a_forty_minute_err_episode_survives_thinning_to_hours_as_the_buckets_ma
     assert (first_hour.lag_min, first_hour.lag_max, first_hour.worst_status) == (0, 4800, "ERR")
 
 
-def test_the_week_chart_draws_the_episode_in_its_max_envelope_and_status(
-    as_viewer, monkeypatch
-):
+def test_the_week_chart_draws_the_episode_in_its_max_envelope_and_status(as_viewer, monkeypatch):
     from storeadapter.engine import clock as engine_clock
 
     monkeypatch.setattr(engine_clock, "now_ms", lambda: NOW)

@@ -40,9 +40,7 @@ def test_a_caught_up_consumer_on_a_bursty_topic_sampled_a_second_before_it_commi
     assert statuses == [OK, OK, OK]
 
 
-def test_a_queue_the_group_never_committed_on_is_left_out_of_its_status(
-    store, clock, sample_at
-):
+def test_a_queue_the_group_never_committed_on_is_left_out_of_its_status(store, clock, sample_at):
     store.create_topic("orders", queues=2)
     clock.at(0)
     append(store, "orders", 10, queue=0)
