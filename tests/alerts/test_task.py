@@ -11,7 +11,7 @@ import types
 import pytest
 
 from console import celery_app
-from console.alerts.models import AlertEvent, AlertRule
+from console.alerts.models import AlertEvent, AlertRule, Notification
 from console.alerts.tasks import TASK_NAME, evaluate_alerts
 from console.background.models import TaskRun
 from tests.alerts.alerttools import RECIPIENT, group, make_rule, store
@@ -71,7 +71,7 @@ def test_the_task_records_its_changes(redis_db, metrics_now, mailoutbox):
     run = TaskRun.objects.get(name=TASK_NAME)
     assert run.last_outcome == TaskRun.OK
     assert '"none->firing": 1' in run.last_message
-    assert '"emails": 1' in run.last_message
+    assert '"notifications": 1' in run.last_message
 
 
 @pytest.mark.django_db
@@ -82,4 +82,7 @@ def test_the_task_resolves_when_the_metrics_clear(redis_db, metrics_now, mailout
     metrics_now["groups"] = [group("billing", lag=0)]
     evaluate_alerts.apply()
     assert AlertEvent.objects.get().state == AlertEvent.RESOLVED
-    assert len(mailoutbox) == 2
+    assert [n.headline.split(":")[0] for n in Notification.objects.order_by("id")] == [
+        "[Tidemark] FIRING",
+        "[Tidemark] RESOLVED",
+    ]

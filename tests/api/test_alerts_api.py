@@ -13,10 +13,9 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from console.alerts.evaluate import evaluate
 from console.alerts.models import AlertEvent, AlertRule, Silence
 from console.audit.models import AuditEntry
-from tests.alerts.alerttools import group, make_rule, make_silence
+from tests.alerts.alerttools import evaluate, group, make_rule, make_silence
 from tests.api.apitools import error_of, expected_status
 
 pytestmark = pytest.mark.django_db
