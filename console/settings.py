@@ -178,6 +178,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "GroupStatusEnum": "console.monitoring.metrics.GROUP_STATUSES",
         "QueueStatusEnum": "console.monitoring.metrics.QUEUE_STATUSES",
+        "NotificationStateEnum": "console.alerts.models.Notification.STATES",
+        "AlertEventStateEnum": "console.alerts.models.AlertEvent.STATES",
     },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},
