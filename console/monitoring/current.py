@@ -266,3 +266,21 @@ def store_metrics() -> StoreMetrics | None:
         consume_rate=consume,
         backlog=latest.backlog,
     )
+
+
+def status_since(group: str, status: str, scan: int = 2000) -> int | None:
+    """When (sample time, ms) the group's status became ``status``, as far back as the
+    latest ``scan`` rows of it tell; None before any sample."""
+    rows = GroupSample.objects.filter(group=group).order_by("-ts_ms")[:scan]
+    worst: dict[int, str] = {}
+    for ts_ms, queue_status in rows.values_list("ts_ms", "status"):
+        level = group_status([queue_status])
+        held = worst.get(ts_ms)
+        if held is None or GROUP_STATUSES.index(level) > GROUP_STATUSES.index(held):
+            worst[ts_ms] = level
+    since = None
+    for ts_ms in sorted(worst, reverse=True):
+        if worst[ts_ms] != status:
+            break
+        since = ts_ms
+    return since
