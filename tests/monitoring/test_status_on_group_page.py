@@ -36,8 +36,8 @@ def test_the_group_page_labels_live_and_sampled_figures(as_viewer, stuck):
     page = as_viewer.get("/groups/stuck/").content.decode()
 
     assert "read from the store now" in page
-    assert "Status <span class=\"tm-muted\">(sampled)</span>" in page
-    assert "Drain time <span class=\"tm-muted\">(sampled)</span>" in page
+    assert 'Status <span class="tm-muted">(sampled)</span>' in page
+    assert 'Drain time <span class="tm-muted">(sampled)</span>' in page
 
 
 @pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 1}])
