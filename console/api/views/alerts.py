@@ -83,6 +83,7 @@ class AlertRuleSerializer(serializers.ModelSerializer):
     damping = serializers.CharField(
         source="damping_text", help_text="The keep-firing time and group interval, in words."
     )
+    webhook_url = serializers.CharField(help_text="Empty: no webhook.")
 
     class Meta:
         model = AlertRule
