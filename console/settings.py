@@ -178,6 +178,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "GroupStatusEnum": "console.monitoring.metrics.GROUP_STATUSES",
         "QueueStatusEnum": "console.monitoring.metrics.QUEUE_STATUSES",
+        "NotificationStateEnum": "console.alerts.models.Notification.STATES",
+        "AlertEventStateEnum": "console.alerts.models.AlertEvent.STATES",
     },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},
@@ -193,6 +195,15 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 #: Seconds between metric samples; each sample is followed by an alert evaluation.
 TIDEMARK_SAMPLE_INTERVAL_S = env_int("TIDEMARK_SAMPLE_INTERVAL_S", 10)
 TIDEMARK_STATUS_WINDOW = env_int("TIDEMARK_STATUS_WINDOW", 10)  # commits per queue, Burrow status
+#: Rates (and so drain time) are measured over this many seconds of samples.
+TIDEMARK_RATE_WINDOW_S = env_int("TIDEMARK_RATE_WINDOW_S", 300)
+#: Seconds between alert evaluations (their own schedule, whether or not a sample came).
+TIDEMARK_ALERT_INTERVAL_S = env_int("TIDEMARK_ALERT_INTERVAL_S", TIDEMARK_SAMPLE_INTERVAL_S)
+#: Delivery of a notification: attempts, the first retry's delay (doubling, at most 10
+#: minutes), and a webhook's timeout.
+TIDEMARK_ALERT_MAX_ATTEMPTS = env_int("TIDEMARK_ALERT_MAX_ATTEMPTS", 8)
+TIDEMARK_ALERT_RETRY_BASE_S = env_int("TIDEMARK_ALERT_RETRY_BASE_S", 10)
+TIDEMARK_WEBHOOK_TIMEOUT_S = env_int("TIDEMARK_WEBHOOK_TIMEOUT_S", 10)
 #: Topics with more queues than this are "big": pages page their queues and show their
 #: totals from the latest sample; the sampler reads them in chunks of
 #: TIDEMARK_SAMPLE_CHUNK_QUEUES queues, at most TIDEMARK_SAMPLE_QUEUE_BUDGET per sample.
@@ -226,6 +237,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "console.monitoring.tasks.sample_metrics",
         "schedule": TIDEMARK_SAMPLE_INTERVAL_S,
     },
+    "evaluate-alerts": {
+        "task": "console.alerts.tasks.evaluate_alerts",
+        "schedule": TIDEMARK_ALERT_INTERVAL_S,
+    },
     "downsample-metrics": {
         "task": "console.monitoring.tasks.downsample_metrics",
         "schedule": TIDEMARK_DOWNSAMPLE_INTERVAL_S,
@@ -242,6 +257,8 @@ EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+#: Seconds an SMTP connection may block before an alert mail's attempt fails (and is retried).
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "tidemark@localhost")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 #: The console's address as people reach it, for full links in alert emails.

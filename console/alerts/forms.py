@@ -10,7 +10,15 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.utils import timezone
 
-from console.alerts.models import MAX_PATTERN_LENGTH, AlertRule, Silence, compile_pattern
+from console.alerts import kinds
+from console.alerts.models import (
+    DEFAULT_GROUP_INTERVAL_SECONDS,
+    DEFAULT_KEEP_FIRING_SECONDS,
+    MAX_PATTERN_LENGTH,
+    AlertRule,
+    Silence,
+    compile_pattern,
+)
 
 #: The most addresses a rule (or a test email) may mail.
 MAX_RECIPIENTS = 50
@@ -19,10 +27,15 @@ MAX_FOR_SECONDS = 7 * 86400
 MAX_REPEAT_SECONDS = 30 * 86400
 #: The shortest repeat interval (0 turns reminders off).
 MIN_REPEAT_SECONDS = 60
-#: The longest silence.
+#: The longest keep-firing duration and group interval: a day.
+MAX_DAMPING_SECONDS = 86400
+#: The longest silence, and how far ahead one may start.
 MAX_SILENCE = timedelta(days=90)
+MAX_SILENCE_START = timedelta(days=90)
 #: The largest threshold accepted for counts and durations.
-MAX_THRESHOLD = 1e15
+MAX_THRESHOLD = kinds.MAX_THRESHOLD
+#: The longest webhook URL.
+MAX_URL_LENGTH = 500
 
 
 def parse_recipients(text: str) -> list[str]:
@@ -84,11 +97,34 @@ class RuleForm(forms.ModelForm):
             f"A reminder while it keeps firing; 0 for none, else at least {MIN_REPEAT_SECONDS}."
         ),
     )
+    keep_firing_seconds = forms.IntegerField(
+        required=False,
+        label="Keep firing (seconds)",
+        min_value=0,
+        max_value=MAX_DAMPING_SECONDS,
+        initial=DEFAULT_KEEP_FIRING_SECONDS,
+        help_text="Flap damping: it resolves only once the condition has been clear this long.",
+    )
+    group_interval_seconds = forms.IntegerField(
+        required=False,
+        label="Group interval (seconds)",
+        min_value=0,
+        max_value=MAX_DAMPING_SECONDS,
+        initial=DEFAULT_GROUP_INTERVAL_SECONDS,
+        help_text="At most one firing or resolved notification per subject this often.",
+    )
     recipients = forms.CharField(
         required=False,
         max_length=10_000,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
         help_text="Email addresses, one a line; empty records events without mail.",
+    )
+    webhook_url = forms.URLField(
+        required=False,
+        max_length=MAX_URL_LENGTH,
+        assume_scheme="https",
+        label="Webhook URL",
+        help_text="Receives an Alertmanager-style JSON POST per notification; empty: none.",
     )
 
     class Meta:
@@ -103,7 +139,10 @@ class RuleForm(forms.ModelForm):
             "topic_pattern",
             "for_seconds",
             "repeat_seconds",
+            "keep_firing_seconds",
+            "group_interval_seconds",
             "recipients",
+            "webhook_url",
         ]
         labels = {
             "kind": "Condition",
@@ -111,7 +150,8 @@ class RuleForm(forms.ModelForm):
             "topic_pattern": "Topic regex",
         }
         help_texts = {
-            "group_pattern": "Matched against the whole group name; empty: any group.",
+            "group_pattern": "An RE2 regular expression matched against the whole group name "
+            "(linear time: no back-references); empty: any group.",
             "topic_pattern": "The group must consume a matching topic; lag and status are "
             "then taken over those topics' queues. Empty: any topic.",
         }
@@ -120,6 +160,25 @@ class RuleForm(forms.ModelForm):
             "group_pattern": forms.TextInput(attrs={"spellcheck": "false"}),
             "topic_pattern": forms.TextInput(attrs={"spellcheck": "false"}),
         }
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        built_in = self.instance.pk is not None and self.instance.is_built_in
+        self.fields["kind"].choices = kinds.choices(include_built_in=built_in)
+
+    def clean_keep_firing_seconds(self) -> int:
+        value = self.cleaned_data.get("keep_firing_seconds")
+        return DEFAULT_KEEP_FIRING_SECONDS if value is None else value
+
+    def clean_group_interval_seconds(self) -> int:
+        value = self.cleaned_data.get("group_interval_seconds")
+        return DEFAULT_GROUP_INTERVAL_SECONDS if value is None else value
+
+    def clean_webhook_url(self) -> str:
+        url = (self.cleaned_data.get("webhook_url") or "").strip()
+        if url and not url.lower().startswith(("http://", "https://")):
+            raise ValidationError("An http:// or https:// URL, please.")
+        return url
 
     def clean_name(self) -> str:
         name = (self.cleaned_data.get("name") or "").strip()
@@ -152,7 +211,7 @@ class RuleForm(forms.ModelForm):
             if scope == AlertRule.SCOPE_MATCH or patterns:
                 self.add_error(
                     "scope",
-                    "Disk use is store-wide: choose all groups and leave the regexes empty.",
+                    "This condition is store-wide: choose all groups and leave the regexes empty.",
                 )
         elif scope == AlertRule.SCOPE_ALL:
             for name in patterns:
@@ -163,19 +222,11 @@ class RuleForm(forms.ModelForm):
             and not any(self.has_error(name) for name in ("group_pattern", "topic_pattern"))
         ):
             self.add_error("group_pattern", "Give a group regex, a topic regex or both.")
-        if kind in AlertRule.STATUS_KINDS:
-            data["threshold"] = None
-        elif kind and not self.has_error("threshold"):
-            if threshold is None:
-                self.add_error("threshold", "This condition needs a threshold.")
-            elif kind == AlertRule.DISK_RATIO:
-                if not 0 < threshold < 1:
-                    self.add_error("threshold", "A disk use ratio between 0 and 1, such as 0.8.")
-            elif kind == AlertRule.EXPIRY_HOURS:
-                if not 0 < threshold <= MAX_THRESHOLD:
-                    self.add_error("threshold", "A number of hours above 0.")
-            elif not 0 <= threshold <= MAX_THRESHOLD:
-                self.add_error("threshold", "A number of 0 or more.")
+        if kind in kinds.KINDS and not self.has_error("threshold"):
+            try:
+                data["threshold"] = kinds.KINDS[kind].clean_threshold(threshold)
+            except ValidationError as error:
+                self.add_error("threshold", error)
         return data
 
 
@@ -193,9 +244,22 @@ class SilenceForm(forms.ModelForm):
     subject_pattern = forms.CharField(
         required=False,
         max_length=MAX_PATTERN_LENGTH,
-        label="Subject regex",
+        label="Group regex",
         widget=forms.TextInput(attrs={"spellcheck": "false"}),
-        help_text='Matched against the whole group name (or "store" for disk); empty: all.',
+        help_text='An RE2 regex for the whole group name (or "store", "monitoring"); empty: all.',
+    )
+    topic_pattern = forms.CharField(
+        required=False,
+        max_length=MAX_PATTERN_LENGTH,
+        label="Topic regex",
+        widget=forms.TextInput(attrs={"spellcheck": "false"}),
+        help_text="An RE2 regex: only groups consuming a matching topic; empty: any.",
+    )
+    starts_at = forms.DateTimeField(
+        label="Starts at",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Empty: now. A later start silences a planned maintenance ahead of time.",
     )
     ends_at = forms.DateTimeField(
         label="Ends at",
@@ -210,7 +274,7 @@ class SilenceForm(forms.ModelForm):
 
     class Meta:
         model = Silence
-        fields = ["rule", "subject_pattern", "ends_at", "reason"]
+        fields = ["rule", "subject_pattern", "topic_pattern", "starts_at", "ends_at", "reason"]
 
     def __init__(self, *args, now=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -221,19 +285,35 @@ class SilenceForm(forms.ModelForm):
     def clean_subject_pattern(self) -> str:
         return clean_pattern(self.cleaned_data.get("subject_pattern", ""))
 
+    def clean_topic_pattern(self) -> str:
+        return clean_pattern(self.cleaned_data.get("topic_pattern", ""))
+
+    def clean_starts_at(self):
+        starts_at = self.cleaned_data.get("starts_at") or self.now
+        if starts_at < self.now:
+            starts_at = self.now  # a start in the past means now
+        if starts_at - self.now > MAX_SILENCE_START:
+            raise ValidationError("A silence starts at most 90 days ahead.")
+        return starts_at
+
     def clean_reason(self) -> str:
         reason = (self.cleaned_data.get("reason") or "").strip()
         if not reason:
             raise ValidationError("Say why it is silenced.")
         return reason
 
-    def clean_ends_at(self):
-        ends_at = self.cleaned_data["ends_at"]
+    def clean(self) -> dict:
+        data = super().clean()
+        ends_at, starts_at = data.get("ends_at"), data.get("starts_at")
+        if ends_at is None or starts_at is None:
+            return data
         if ends_at <= self.now:
-            raise ValidationError("The end must be in the future.")
-        if ends_at - self.now > MAX_SILENCE:
-            raise ValidationError("A silence lasts at most 90 days.")
-        return ends_at
+            self.add_error("ends_at", "The end must be in the future.")
+        elif ends_at <= starts_at:
+            self.add_error("ends_at", "The end must come after the start.")
+        elif ends_at - starts_at > MAX_SILENCE:
+            self.add_error("ends_at", "A silence lasts at most 90 days.")
+        return data
 
 
 class TestEmailForm(forms.Form):

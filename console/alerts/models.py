@@ -1,18 +1,23 @@
-"""Alert rules over the monitoring metrics, their events and the silences that mute them.
+"""Alert rules over the monitoring metrics, their events, the silences that mute them, and
+the notifications that tell people.
 
-A rule watches a condition on each consumer group it covers (or on the store, for disk use).
-While the condition holds, the rule and subject have one open event: ``pending`` until the
-condition has held for the rule's for-duration, then ``firing``; when the condition clears
-the event is ``resolved`` (a pending one that clears is deleted: it never fired). A partial
-unique constraint keeps at most one open event per rule and subject, and every transition is
-a conditional UPDATE, so two evaluations running at once never fire or resolve twice
-(console/alerts/evaluate.py).
+A rule watches a condition (a kind: console/alerts/kinds.py) on each consumer group it
+covers (or on the store, or on the monitoring itself). While the condition holds, the rule
+and subject have one open event: ``pending`` until the condition has held for the rule's
+for-duration, then ``firing``; once the condition has been clear for the rule's
+keep-firing duration the event is ``resolved`` (a pending one that clears is deleted: it
+never fired). A partial unique constraint keeps at most one open event per rule and
+subject, and every transition is a conditional UPDATE, so two evaluations running at once
+never fire or resolve twice (console/alerts/evaluate.py).
+
+Deciding is apart from delivering (Healthchecks' flips and notifiers, Alertmanager's
+pipeline): the evaluator writes a ``Notification`` row per rule, channel and evaluation
+that has news; a Celery task delivers it with retries (console/alerts/notify.py), and only
+a delivery that succeeded marks its events notified.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Any
 
 from django.conf import settings
@@ -21,66 +26,35 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-#: The subject of store-wide rules (disk use).
-STORE_SUBJECT = "store"
+from console.alerts import kinds
+from console.alerts.kinds import STORE_SUBJECT, format_seconds  # noqa: F401 - re-exported
+from console.alerts.patterns import MAX_PATTERN_LENGTH, compile_pattern, pattern_matches
 
-#: Longest regex accepted for a scope or a silence.
-MAX_PATTERN_LENGTH = 200
+__all__ = ["MAX_PATTERN_LENGTH", "compile_pattern", "pattern_matches", "format_seconds"]
 
-
-def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """The compiled regex, or ValueError with a sentence a person can act on."""
-    if len(pattern) > MAX_PATTERN_LENGTH:
-        raise ValueError(f"At most {MAX_PATTERN_LENGTH} characters, please.")
-    try:
-        return re.compile(pattern)
-    except (re.error, RecursionError, OverflowError, ValueError) as error:
-        raise ValueError(f"Not a valid regular expression: {error}.") from None
-
-
-def pattern_matches(pattern: str, text: str) -> bool:
-    """Whether the whole of `text` matches `pattern` (an empty pattern matches anything)."""
-    if not pattern:
-        return True
-    try:
-        return compile_pattern(pattern).fullmatch(text) is not None
-    except ValueError:
-        return False
-
-
-def format_seconds(seconds: float) -> str:
-    seconds = float(seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
+#: Flap damping defaults: a firing rule resolves only after its condition was clear this
+#: long (Prometheus' keep_firing_for), and a subject gets at most one state-change
+#: notification per group interval (Alertmanager's group_interval, 5 minutes).
+DEFAULT_KEEP_FIRING_SECONDS = 120
+DEFAULT_GROUP_INTERVAL_SECONDS = 300
 
 
 class AlertRule(models.Model):
-    # Condition kinds.
+    # Condition kinds (console/alerts/kinds.py has one class per kind).
     LAG_MESSAGES = "lag_messages"
     LAG_SECONDS = "lag_seconds"
     DRAIN_SECONDS = "drain_seconds"
     STATUS_WARN = "status_warn"
     STATUS_ERR = "status_err"
     EXPIRY_HOURS = "expiry_hours"
+    LOST_MESSAGES = "lost_messages"
     DISK_RATIO = "disk_ratio"
-    KINDS = [
-        (LAG_MESSAGES, "Lag in messages is above N"),
-        (LAG_SECONDS, "Lag in seconds is above N"),
-        (DRAIN_SECONDS, "Drain time is above N seconds (never draining counts as infinite)"),
-        (STATUS_WARN, "Status is WARN or worse"),
-        (STATUS_ERR, "Status is ERR"),
-        (EXPIRY_HOURS, "Unconsumed messages expire within N hours"),
-        (DISK_RATIO, "Disk use is above a ratio (0..1)"),
-    ]
-    #: Kinds whose threshold is not used (the status names the level).
-    STATUS_KINDS = (STATUS_WARN, STATUS_ERR)
-    #: Kinds evaluated on the store rather than on each group.
-    STORE_KINDS = (DISK_RATIO,)
+    MONITORING_STALE = "monitoring_stale"
+    KINDS = kinds.choices()
+    #: Kinds whose threshold is not used (the kind names the level).
+    STATUS_KINDS = tuple(k.key for k in kinds.KINDS.values() if not k.needs_threshold)
+    #: Kinds evaluated on the store (or the monitoring) rather than on each group.
+    STORE_KINDS = tuple(k.key for k in kinds.KINDS.values() if k.store_wide)
 
     SCOPE_ALL = "all"
     SCOPE_MATCH = "match"
@@ -92,7 +66,8 @@ class AlertRule(models.Model):
     name = models.CharField(max_length=100, unique=True)
     enabled = models.BooleanField(default=True)
     scope = models.CharField(max_length=10, choices=SCOPES, default=SCOPE_ALL)
-    #: Regexes matched against the whole group name and the whole topic name; empty: any.
+    #: RE2 patterns matched against the whole group name and the whole topic name; empty:
+    #: any (console/alerts/patterns.py).
     group_pattern = models.CharField(max_length=MAX_PATTERN_LENGTH, blank=True)
     topic_pattern = models.CharField(max_length=MAX_PATTERN_LENGTH, blank=True)
     kind = models.CharField(max_length=20, choices=KINDS)
@@ -104,6 +79,12 @@ class AlertRule(models.Model):
     recipients = models.TextField(blank=True)
     #: Seconds between reminders while still firing (0: no reminders).
     repeat_seconds = models.PositiveIntegerField(default=3600)
+    #: How long the condition must be clear before a firing event resolves (0: at once).
+    keep_firing_seconds = models.PositiveIntegerField(default=DEFAULT_KEEP_FIRING_SECONDS)
+    #: A subject gets at most one state-change notification per this many seconds.
+    group_interval_seconds = models.PositiveIntegerField(default=DEFAULT_GROUP_INTERVAL_SECONDS)
+    #: Where to POST an Alertmanager-style JSON payload per notification (empty: none).
+    webhook_url = models.URLField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -114,13 +95,23 @@ class AlertRule(models.Model):
         return self.name
 
     @property
+    def kind_class(self) -> kinds.AlertKind:
+        return kinds.kind_of(self.kind)
+
+    @property
     def is_store_rule(self) -> bool:
         return self.kind in self.STORE_KINDS
+
+    @property
+    def is_built_in(self) -> bool:
+        return self.kind in kinds.KINDS and kinds.KINDS[self.kind].built_in
 
     def recipient_list(self) -> list[str]:
         return [line.strip() for line in self.recipients.splitlines() if line.strip()]
 
     def scope_text(self) -> str:
+        if self.kind == self.MONITORING_STALE:
+            return "the monitoring"
         if self.is_store_rule:
             return "the store"
         if self.scope == self.SCOPE_ALL or not (self.group_pattern or self.topic_pattern):
@@ -133,22 +124,18 @@ class AlertRule(models.Model):
         return ", ".join(parts)
 
     def condition_text(self) -> str:
-        kind, n = self.kind, self.threshold
-        if kind == self.LAG_MESSAGES:
-            return f"lag > {n:g} messages"
-        if kind == self.LAG_SECONDS:
-            return f"lag > {format_seconds(n or 0)}"
-        if kind == self.DRAIN_SECONDS:
-            return f"drain time > {format_seconds(n or 0)}"
-        if kind == self.STATUS_WARN:
-            return "status ≥ WARN"
-        if kind == self.STATUS_ERR:
-            return "status = ERR"
-        if kind == self.EXPIRY_HOURS:
-            return f"expiry within {n:g} h"
-        if kind == self.DISK_RATIO:
-            return f"disk use > {n:.0%}" if n is not None else "disk use"
-        return kind
+        try:
+            return self.kind_class.condition_text(self.threshold)
+        except ValueError:
+            return self.kind
+
+    def damping_text(self) -> str:
+        """The flap damping, as the rule's page shows it."""
+        return (
+            f"keeps firing {format_seconds(self.keep_firing_seconds)} after clearing; "
+            f"at most one state change per subject every "
+            f"{format_seconds(self.group_interval_seconds)}"
+        )
 
     def state(self) -> dict[str, Any]:
         """What audit rows keep of a rule."""
@@ -163,29 +150,18 @@ class AlertRule(models.Model):
             "for_seconds": self.for_seconds,
             "recipients": self.recipient_list(),
             "repeat_seconds": self.repeat_seconds,
+            "keep_firing_seconds": self.keep_firing_seconds,
+            "group_interval_seconds": self.group_interval_seconds,
+            "webhook_url": self.webhook_url,
         }
 
 
 def format_value(kind: str, value: float | None) -> str:
-    """An event's value as a person reads it."""
-    if kind == AlertRule.DRAIN_SECONDS and value is None:
-        return "never"
-    if value is None:
-        return "—"
-    if kind == AlertRule.LAG_MESSAGES:
-        return f"{value:.0f} messages"
-    if kind in (AlertRule.LAG_SECONDS, AlertRule.DRAIN_SECONDS):
-        return format_seconds(value)
-    if kind in AlertRule.STATUS_KINDS:
-        from console.monitoring.metrics import GROUP_STATUSES
-
-        index = int(value)
-        return GROUP_STATUSES[index] if 0 <= index < len(GROUP_STATUSES) else str(value)
-    if kind == AlertRule.EXPIRY_HOURS:
-        return f"{value:.1f} h"
-    if kind == AlertRule.DISK_RATIO:
-        return f"{value:.1%}"
-    return f"{value:g}" if math.isfinite(value) else str(value)
+    """An event's value as a person reads it (its kind says how)."""
+    try:
+        return kinds.kind_of(kind).format_value(value)
+    except ValueError:
+        return "—" if value is None else f"{value:g}"
 
 
 class AlertEvent(models.Model):
@@ -216,8 +192,21 @@ class AlertEvent(models.Model):
     current_value = models.FloatField(null=True, blank=True)
     #: The latest details: status, lag, the offending queues…
     details = models.JSONField(default=dict, blank=True, encoder=DjangoJSONEncoder)
-    #: When a mail last covered this event (None: never, e.g. silenced throughout).
+    #: When a notification listing this event was last delivered (None: never, e.g.
+    #: silenced throughout, or every delivery failed so far).
     last_notified_at = models.DateTimeField(null=True, blank=True)
+    #: Keep-firing: when the condition was first seen clear while firing (None: holding).
+    clear_since = models.DateTimeField(null=True, blank=True)
+    #: When a notification of its firing, and of its resolution, was queued (the subject's
+    #: group interval counts from these); a resolution superseded by a new firing of the
+    #: same subject is marked queued without one.
+    announced_at = models.DateTimeField(null=True, blank=True)
+    resolve_announced_at = models.DateTimeField(null=True, blank=True)
+    #: When a notification listing it as firing was last queued (reminders count from it).
+    last_queued_at = models.DateTimeField(null=True, blank=True)
+    #: Silenced at an evaluation since it was last notified: notified again as soon as no
+    #: silence covers it.
+    muted = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-since", "-id"]
@@ -243,16 +232,24 @@ class AlertEvent(models.Model):
     def current_value_text(self) -> str:
         return format_value(self.kind, self.current_value)
 
+    def latest_notification(self) -> Notification | None:
+        return self.notifications.order_by("-id").first()
+
 
 class Silence(models.Model):
-    """Mutes the mail of one rule (or all) for subjects matching a regex, until `ends_at`."""
+    """Mutes the notifications of one rule (or all) for subjects matching RE2 patterns,
+    from ``starts_at`` (now, or later) until ``ends_at``."""
 
     #: None: every rule.
     rule = models.ForeignKey(
         AlertRule, null=True, blank=True, on_delete=models.CASCADE, related_name="silences"
     )
-    #: A regex matched against the whole subject (the group's name, or "store"); empty: any.
+    #: Matched against the whole subject (the group's name, "store" or "monitoring");
+    #: empty: any.
     subject_pattern = models.CharField(max_length=MAX_PATTERN_LENGTH, blank=True)
+    #: Matched against the topics of the event (the group must consume a matching one);
+    #: empty: any.
+    topic_pattern = models.CharField(max_length=MAX_PATTERN_LENGTH, blank=True)
     starts_at = models.DateTimeField(default=timezone.now)
     ends_at = models.DateTimeField()
     created_by = models.ForeignKey(
@@ -276,23 +273,94 @@ class Silence(models.Model):
         now = now or timezone.now()
         return self.starts_at <= now < self.ends_at
 
-    def covers(self, rule_id: int | None, subject: str, now) -> bool:
+    def is_future(self, now=None) -> bool:
+        return (now or timezone.now()) < self.starts_at
+
+    def covers(self, rule_id: int | None, subject: str, now, topics=()) -> bool:
         if not self.is_active(now):
             return False
         if self.rule_id is not None and self.rule_id != rule_id:
             return False
-        return pattern_matches(self.subject_pattern, subject)
+        if not pattern_matches(self.subject_pattern, subject):
+            return False
+        if self.topic_pattern:
+            return any(pattern_matches(self.topic_pattern, topic) for topic in topics)
+        return True
 
     def scope_text(self) -> str:
         rule = self.rule.name if self.rule_id else "every rule"
         subjects = f"/{self.subject_pattern}/" if self.subject_pattern else "every subject"
-        return f"{rule}, {subjects}"
+        topics = f", topics /{self.topic_pattern}/" if self.topic_pattern else ""
+        return f"{rule}, {subjects}{topics}"
 
     def state(self) -> dict[str, Any]:
         return {
             "rule": self.rule.name if self.rule_id else None,
             "subject_pattern": self.subject_pattern,
+            "topic_pattern": self.topic_pattern,
             "starts_at": self.starts_at,
             "ends_at": self.ends_at,
             "reason": self.reason,
         }
+
+
+class Notification(models.Model):
+    """One message to one channel of a rule: what an evaluation decided to say, and how
+    its delivery went (attempts, the last error). Written by the evaluator, delivered by
+    the ``send_notification`` task (console/alerts/notify.py)."""
+
+    EMAIL = "email"
+    WEBHOOK = "webhook"
+    CHANNELS = [(EMAIL, "email"), (WEBHOOK, "webhook")]
+
+    PENDING = "pending"
+    SENDING = "sending"
+    SENT = "sent"
+    FAILED = "failed"
+    STATES = [
+        (PENDING, "pending"),
+        (SENDING, "sending"),
+        (SENT, "sent"),
+        (FAILED, "failed (gave up)"),
+    ]
+
+    rule = models.ForeignKey(
+        AlertRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="notifications"
+    )
+    rule_name = models.CharField(max_length=100)
+    channel = models.CharField(max_length=10, choices=CHANNELS)
+    #: The addresses (one a line) or the webhook's URL.
+    target = models.TextField()
+    #: The mail's subject line, which also heads the page's row.
+    headline = models.CharField(max_length=300)
+    #: Email: {"subject", "body", "to"}; webhook: the JSON body to POST.
+    payload = models.JSONField(encoder=DjangoJSONEncoder)
+    #: Event ids by what the notification says of them: "fired", "resolved", "still".
+    sections = models.JSONField(default=dict)
+    events = models.ManyToManyField(AlertEvent, related_name="notifications", blank=True)
+    state = models.CharField(max_length=10, choices=STATES, default=PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"], name="alerts_notif_state_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.channel} notification {self.pk} ({self.state})"
+
+
+class Heartbeat(models.Model):
+    """When a periodic piece of the monitoring last succeeded (the alert evaluation):
+    what the "monitoring is stale" alert and the dashboard read."""
+
+    name = models.CharField(max_length=100, unique=True)
+    first_at = models.DateTimeField(default=timezone.now)
+    ok_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.name} ok at {self.ok_at}"

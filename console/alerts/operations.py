@@ -45,7 +45,8 @@ def rule_form_data(rule: AlertRule) -> dict[str, Any]:
 
 def silenced_by(event: AlertEvent, silences: list[Silence], now: datetime) -> Silence | None:
     """The first of ``silences`` (the active ones) that mutes ``event``'s mail, or None."""
-    return next((s for s in silences if s.covers(event.rule_id, event.subject, now)), None)
+    topics = (event.details or {}).get("topics") or ()
+    return next((s for s in silences if s.covers(event.rule_id, event.subject, now, topics)), None)
 
 
 # ----------------------------------------------------------------------------------- rules
@@ -120,7 +121,7 @@ def delete_rule(user: Any, rule: AlertRule) -> None:
         now = timezone.now()
         rule.events.filter(state=AlertEvent.PENDING).delete()
         rule.events.filter(state=AlertEvent.FIRING).update(
-            state=AlertEvent.RESOLVED, resolved_at=now
+            state=AlertEvent.RESOLVED, resolved_at=now, resolve_announced_at=now
         )
         rule.delete()
         record(user, "alert.rule.delete", f"alert rule {name}", before=before)
@@ -130,10 +131,10 @@ def delete_rule(user: Any, rule: AlertRule) -> None:
 
 
 def create_silence(user: Any, form: SilenceForm) -> Silence:
-    """Save a valid ``SilenceForm``: a silence from the form's ``now`` until its end."""
+    """Save a valid ``SilenceForm``: a silence from its start (now, or later) to its end."""
     with transaction.atomic():
         silence = form.save(commit=False)
-        silence.starts_at = form.now
+        silence.starts_at = form.cleaned_data["starts_at"]
         silence.created_by = user
         silence.created_by_name = user.get_username()
         silence.save()

@@ -1,9 +1,16 @@
-"""The alert evaluation task, sent by name after each metrics sample.
+"""The alert tasks: evaluation on its own schedule, and delivery with retries.
 
-``console.alerts.tasks.evaluate_alerts`` reads the current metrics
-(``console.monitoring.current``) and evaluates every rule on them
-(console/alerts/evaluate.py). It is tracked (``/tasks/`` shows its last run) and holds a
-Redis lock, so two runs never overlap; the evaluation is safe without it too.
+``console.alerts.tasks.evaluate_alerts`` runs every ``TIDEMARK_ALERT_INTERVAL_S`` (beat
+entry ``evaluate-alerts``), whether or not a sample was written: it reads the current
+metrics (``console.monitoring.current``) and the monitoring's freshness, evaluates every
+rule (console/alerts/evaluate.py), notes its success (the staleness alert reads it), and
+sends a ``send_notification`` task for each notification queued, and for any whose delivery
+was lost. It is tracked (``/tasks/`` shows its last run) and holds a Redis lock, so two
+runs never overlap; the evaluation is safe without it too.
+
+``console.alerts.tasks.send_notification`` makes one delivery attempt
+(console/alerts/notify.py); a failure is retried by Celery with exponential backoff until
+the notification's attempts run out.
 """
 
 from __future__ import annotations
@@ -12,14 +19,16 @@ import importlib
 from collections import Counter
 
 from celery import shared_task
-from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
+from console.alerts import freshness, notify
 from console.alerts.evaluate import evaluate
 from console.background.tracking import tracked
 from console.monitoring.metrics import GroupMetrics, StoreMetrics
 
 TASK_NAME = "console.alerts.tasks.evaluate_alerts"
+SEND_TASK = "console.alerts.tasks.send_notification"
 
 
 def current_metrics() -> tuple[list[GroupMetrics], StoreMetrics | None]:
@@ -28,14 +37,26 @@ def current_metrics() -> tuple[list[GroupMetrics], StoreMetrics | None]:
     return current.group_metrics(), current.store_metrics()
 
 
-@tracked(TASK_NAME, every_s=settings.TIDEMARK_SAMPLE_INTERVAL_S)
+def dispatch(notification_ids: list[int]) -> None:
+    """Send a delivery task for each notification, once the transaction is committed."""
+    for notification_id in notification_ids:
+        transaction.on_commit(lambda pk=notification_id: send_notification.delay(pk), robust=True)
+
+
+@tracked(TASK_NAME, every_s=freshness.evaluation_interval_s())
 def run_evaluation() -> dict:
+    now = timezone.now()
+    previous = freshness.last_evaluation()
     groups, store = current_metrics()
-    changes = evaluate(groups, store, timezone.now())
+    monitoring = freshness.monitoring_health(now, previous)
+    changes = evaluate(groups, store, now, monitoring)
+    freshness.record_evaluation(now)
+    queued = changes.notifications + notify.lost(now)
+    dispatch(queued)
     moves = Counter(f"{c.before or 'none'}->{c.after or 'none'}" for c in changes)
-    summary: dict = {"changes": dict(sorted(moves.items())), "emails": changes.emails}
-    if changes.email_failures:
-        summary["email_failures"] = changes.email_failures
+    summary: dict = {"changes": dict(sorted(moves.items())), "notifications": len(queued)}
+    if monitoring.stale:
+        summary["monitoring"] = monitoring.reason
     if changes.rule_failures:
         summary["rule_failures"] = changes.rule_failures
     return summary
@@ -44,3 +65,16 @@ def run_evaluation() -> dict:
 @shared_task(name=TASK_NAME)
 def evaluate_alerts() -> dict | None:
     return run_evaluation()
+
+
+@shared_task(bind=True, name=SEND_TASK, ignore_result=True, max_retries=None)
+def send_notification(self, notification_id: int) -> str:
+    """Deliver one notification; retried with backoff while attempts remain."""
+    try:
+        row = notify.attempt(notification_id)
+    except notify.DeliveryFailed as failure:
+        if failure.final:
+            return f"gave up: {failure}"
+        attempts = self.request.retries + 1
+        raise self.retry(countdown=notify.backoff_s(attempts)) from failure
+    return "not pending" if row is None else "sent"

@@ -24,12 +24,13 @@ from console.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from console.alerts import operations
 from console.alerts.evaluate import active_silences
 from console.alerts.forms import RuleForm, SilenceForm, TestEmailForm
-from console.alerts.models import AlertEvent, AlertRule, Silence
+from console.alerts.models import AlertEvent, AlertRule, Notification, Silence
 from console.alerts.operations import index_url as _index_url
 
 PAST_PAGE_SIZE = 25
-#: Ended silences shown under the active ones.
+#: Ended silences shown under the active ones, and the latest notifications shown.
 RECENT_SILENCES = 10
+RECENT_NOTIFICATIONS = 20
 
 
 # ------------------------------------------------------------------------------------ page
@@ -42,7 +43,12 @@ def index(request: HttpRequest) -> HttpResponse:
     silences = active_silences(now)
     firing = list(AlertEvent.objects.filter(state=AlertEvent.FIRING).order_by("-started_at"))
     firing_rows = [
-        {"event": e, "silence": operations.silenced_by(e, silences, now)} for e in firing
+        {
+            "event": e,
+            "silence": operations.silenced_by(e, silences, now),
+            "delivery": e.latest_notification(),
+        }
+        for e in firing
     ]
     pending = AlertEvent.objects.filter(state=AlertEvent.PENDING).order_by("since")
     past = AlertEvent.objects.filter(state=AlertEvent.RESOLVED).order_by("-resolved_at", "-id")
@@ -60,6 +66,7 @@ def index(request: HttpRequest) -> HttpResponse:
             .select_related("rule")
             .order_by("ends_at"),
             "ended_silences": ended,
+            "notifications": Notification.objects.all()[:RECENT_NOTIFICATIONS],
             "test_form": TestEmailForm(),
             "now": now,
         },

@@ -2,9 +2,14 @@
 
 Each range is drawn at the resolution tier that covers it without drawing more than
 ``MAX_POINTS`` points per series: 1 h at 10 s (360 points), 6 h and 24 h at 1 minute (360
-and 1,440), 7 d at 1 hour (168). Rows finer than that tier (the recent part of a long
-range) are thinned the way downsampling thins them: the last point of each bucket. Rates
-are the difference of a counter between consecutive points, over the time between them.
+and 1,440), 7 d and 30 d at 1 hour (168 and 720), 90 d (as far back as history is kept) at
+2 hours (1,080). Rows finer than that (the recent part of a long range) are thinned the way
+downsampling thins them: the last point of each bucket, with the bucket's least and most
+lag (backlog) and its worst status, so a peak between two points is never lost: the lag
+and backlog charts draw that "most in the span" envelope above the last values, and the
+status chart the worst status of each span. Rates are the difference of a counter between
+consecutive points, over the time between them; drain time uses the rates over the rate
+window (console/monitoring/current.py), as the group page does.
 
 ``topic-history`` draws the Spark statistics job's ``TopicMinuteStats`` rows instead (they
 outlive the sampler's retention; 30 d and 90 d are offered for it too): messages and bytes
@@ -17,11 +22,13 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 import plotly.graph_objects as go
+from django.conf import settings
 from plotly.subplots import make_subplots
 
 from console.core.store import store_config
 from console.monitoring import lag as lagmath
-from console.monitoring.metrics import GROUP_STATUSES, group_status
+from console.monitoring.current import rate_window_ms
+from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, group_status
 from console.monitoring.models import (
     RES_HOUR,
     RES_MINUTE,
@@ -35,12 +42,20 @@ from storeadapter.engine import clock as engine_clock
 
 HOUR_S = 3600
 #: The ranges offered, in seconds.
-RANGES: dict[str, int] = {"1h": HOUR_S, "6h": 6 * HOUR_S, "24h": 24 * HOUR_S, "7d": 7 * 24 * HOUR_S}
+DAY_S = 24 * HOUR_S
+#: The ranges offered, in seconds: up to the 90 days the sampled history is kept.
+RANGES: dict[str, int] = {
+    "1h": HOUR_S,
+    "6h": 6 * HOUR_S,
+    "24h": DAY_S,
+    "7d": 7 * DAY_S,
+    "30d": 30 * DAY_S,
+    "90d": 90 * DAY_S,
+}
 MAX_POINTS = 1500
 KINDS = ("dashboard", "group", "topic", "topic-history", "storage")
-DAY_S = 24 * HOUR_S
-#: The ranges of the topic-history chart: RANGES and two longer ones.
-HISTORY_RANGES: dict[str, int] = {**RANGES, "30d": 30 * DAY_S, "90d": 90 * DAY_S}
+#: The ranges of the topic-history chart (the Spark statistics' rows): the same.
+HISTORY_RANGES: dict[str, int] = dict(RANGES)
 
 
 def resolution_for(range_s: int) -> int:
@@ -51,16 +66,70 @@ def resolution_for(range_s: int) -> int:
     return RES_HOUR
 
 
-def thin(rows: Iterable, step_s: int, series: Callable[[object], object] = lambda row: None):
-    """The last row of each ``step_s`` bucket of each series, in time order."""
+def step_for(range_s: int) -> int:
+    """The bucket (s) a range is drawn with: its tier, or whole hours past the hour tier."""
+    resolution = resolution_for(range_s)
+    if range_s / resolution <= MAX_POINTS:
+        return resolution
+    return -(-range_s // (MAX_POINTS * RES_HOUR)) * RES_HOUR
+
+
+#: (value, least, most) field names a thinned row's envelope is taken over.
+Envelope = tuple[str, str, str]
+GROUP_ENVELOPE: Envelope = ("lag", "lag_min", "lag_max")
+STORE_ENVELOPE: Envelope = ("backlog", "backlog_min", "backlog_max")
+
+
+def thin(
+    rows: Iterable,
+    step_s: int,
+    series: Callable[[object], object] = lambda row: None,
+    envelope: Envelope | None = None,
+):
+    """The last row of each ``step_s`` bucket of each series, in time order.
+
+    With ``envelope`` (value, least, most), each kept row also gets ``trough`` and
+    ``peak``: the least and most value over its bucket (a row thinned before brings its
+    own least and most), and, when rows have a ``worst_status``, ``worst``: the worst
+    status over the bucket.
+    """
     step_ms = step_s * 1000
     last: dict[tuple, object] = {}
+    spans: dict[tuple, list] = {}
     for row in rows:
         key = (series(row), row.ts_ms // step_ms)
         held = last.get(key)
         if held is None or row.ts_ms >= held.ts_ms:
             last[key] = row
+        if envelope is not None:
+            value, least, most = envelope
+            low = _first(getattr(row, least, None), getattr(row, value))
+            high = _first(getattr(row, most, None), getattr(row, value))
+            worst = getattr(row, "worst_status", "") or getattr(row, "status", "")
+            span = spans.get(key)
+            if span is None:
+                spans[key] = [low, high, worst]
+            else:
+                span[0], span[1] = min(span[0], low), max(span[1], high)
+                span[2] = _worse(span[2], worst)
+    for key, (low, high, worst) in spans.items():
+        row = last[key]
+        row.trough, row.peak, row.worst = low, high, worst
     return sorted(last.values(), key=lambda row: row.ts_ms)
+
+
+def _first(*values):
+    return next(value for value in values if value is not None)
+
+
+def _group_level(status: str) -> str:
+    """OK, WARN or ERR, from a queue's or a group's status."""
+    return status if status in GROUP_STATUSES else group_status([status or None])
+
+
+def _worse(a: str, b: str) -> str:
+    rank = QUEUE_STATUSES + GROUP_STATUSES
+    return max((a, b), key=lambda s: rank.index(s) if s in rank else -1)
 
 
 def _when(ts_ms: int) -> datetime:
@@ -126,9 +195,13 @@ def _layout(
 def dashboard_figure(range_name: str) -> go.Figure:
     """Produce and consume rates, and the total backlog, of the whole store."""
     range_s = RANGES[range_name]
-    step = resolution_for(range_s)
+    step = step_for(range_s)
     since = _since(range_s)
-    rows = thin(StoreSample.objects.filter(ts_ms__gte=since).order_by("ts_ms"), step)
+    rows = thin(
+        StoreSample.objects.filter(ts_ms__gte=since).order_by("ts_ms"),
+        step,
+        envelope=STORE_ENVELOPE,
+    )
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -150,18 +223,32 @@ def dashboard_figure(range_name: str) -> go.Figure:
         row=2,
         col=1,
     )
+    if step > RES_RAW:
+        fig.add_trace(_peak_trace([r.ts_ms for r in rows], [r.peak for r in rows]), row=2, col=1)
     return _layout(fig, "Store", not rows, since)
+
+
+def _peak_trace(times: list[int], peaks: list) -> go.Scatter:
+    """The most of each point's span: a peak between two drawn points stays visible."""
+    return go.Scatter(
+        x=[_when(ts) for ts in times],
+        y=peaks,
+        name="Most in each point's span",
+        mode="lines",
+        line={"dash": "dot", "shape": "hv"},
+    )
 
 
 def group_figure(group: str, range_name: str) -> go.Figure:
     """Lag per queue (stacked), lag in seconds, drain time and status over time."""
     range_s = RANGES[range_name]
-    step = resolution_for(range_s)
+    step = step_for(range_s)
     since = _since(range_s)
     rows = thin(
         GroupSample.objects.filter(group=group, ts_ms__gte=since).order_by("ts_ms"),
         step,
         lambda row: row.topic,
+        envelope=GROUP_ENVELOPE,
     )
     topics = sorted({row.topic for row in rows})
     topic_rows = thin(
@@ -213,8 +300,11 @@ def group_figure(group: str, range_name: str) -> go.Figure:
         values = [s for row in at[ts] for s in row.lag_seconds if s is not None]
         lagging = sum(row.lag for row in at[ts])
         seconds.append(max(values) if values else (0.0 if lagging == 0 else None))
-        statuses.append(GROUP_STATUSES.index(group_status([s for r in at[ts] for s in r.statuses])))
+        statuses.append(max(GROUP_STATUSES.index(_group_level(row.worst)) for row in at[ts]))
     xs = [_when(ts) for ts in times]
+    if step > RES_RAW:
+        peaks = [sum(row.peak for row in at[ts]) for ts in times]
+        fig.add_trace(_peak_trace(times, peaks), row=1, col=1)
     fig.add_trace(go.Scatter(x=xs, y=seconds, name="Lag (s)", mode="lines"), row=2, col=1)
     drain_x, drain_y = _drain(times, at, topic_rows)
     fig.add_trace(
@@ -241,12 +331,21 @@ def group_figure(group: str, range_name: str) -> go.Figure:
 def _drain(
     times: list[int], at: dict[int, list[GroupSample]], topic_rows: list[TopicSample]
 ) -> tuple[list[datetime], list[float | None]]:
-    """Drain time (s) at each sample time after the first; None (a gap) when never."""
+    """Drain time (s) at each sample time after the first, at the rates over the rate
+    window before it (or the previous point, when points are further apart): 0 caught up,
+    None (a gap) not draining."""
     appended: dict[int, dict[str, TopicSample]] = {}
     for row in topic_rows:
         appended.setdefault(row.ts_ms, {})[row.topic] = row
+    window = rate_window_ms()
+    interval = settings.TIDEMARK_SAMPLE_INTERVAL_S
     xs, ys = [], []
-    for before_ts, after_ts in zip(times, times[1:], strict=False):
+    start = 0
+    for index in range(1, len(times)):
+        after_ts = times[index]
+        while start < index - 1 and times[start] < after_ts - window:
+            start += 1
+        before_ts = times[start]
         before = {row.topic: row for row in at[before_ts]}
         consume = produce = 0.0
         for row in at[after_ts]:
@@ -259,7 +358,7 @@ def _drain(
                 produce += lagmath.rate(t_then.appended, before_ts, t_now.appended, after_ts)
         lag = sum(row.lag for row in at[after_ts])
         xs.append(_when(after_ts))
-        ys.append(lagmath.drain_seconds(lag, consume, produce))
+        ys.append(lagmath.drain(lag, consume, produce, interval).seconds)
     return xs, ys
 
 
@@ -269,7 +368,7 @@ def topic_figure(topic: str, range_name: str) -> go.Figure:
     since = _since(range_s)
     rows = thin(
         TopicSample.objects.filter(topic=topic, ts_ms__gte=since).order_by("ts_ms"),
-        resolution_for(range_s),
+        step_for(range_s),
     )
     fig = make_subplots(
         rows=2,
@@ -352,9 +451,7 @@ def storage_figure(range_name: str) -> go.Figure:
     """Disk use (% of the disk) against the warn, force and reject thresholds."""
     range_s = RANGES[range_name]
     since = _since(range_s)
-    rows = thin(
-        StoreSample.objects.filter(ts_ms__gte=since).order_by("ts_ms"), resolution_for(range_s)
-    )
+    rows = thin(StoreSample.objects.filter(ts_ms__gte=since).order_by("ts_ms"), step_for(range_s))
     config = store_config()
     fig = go.Figure()
     fig.add_trace(

@@ -1,7 +1,9 @@
 """What the monitoring knows right now, as the contract's dataclasses (metrics.py).
 
-Everything comes from the sampled rows of the latest sample and the one before it (for the
-rates): nothing here opens the store. ``group_metrics()`` builds every group once per
+Everything comes from the sampled rows of the latest sample, and for the rates (and so the
+drain time) from the oldest sample within the rate window before it
+(``TIDEMARK_RATE_WINDOW_S``, 5 minutes by default; the previous sample when none is that
+old yet): nothing here opens the store. ``group_metrics()`` builds every group once per
 sample and keeps the result until a newer sample appears (per process), so alerts and pages
 may call it as often as they like; ``group_metrics_for(group)`` reads only that group's
 rows when the cache does not already hold it.
@@ -12,9 +14,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from django.conf import settings
+
 from console.monitoring import lag as lagmath
 from console.monitoring.metrics import (
+    CAUGHT_UP,
     GROUP_STATUSES,
+    QUEUE_STATUSES,
+    UNMEASURED,
     WHOLE_TOPIC,
     GroupMetrics,
     QueueMetrics,
@@ -27,9 +34,23 @@ _lock = threading.Lock()
 _cache: dict[str, object] = {"token": None, "groups": None}
 
 
+DEFAULT_RATE_WINDOW_S = 300
+
+
+def rate_window_ms() -> int:
+    """How far back rates are measured (``TIDEMARK_RATE_WINDOW_S``)."""
+    return 1000 * max(1, int(getattr(settings, "TIDEMARK_RATE_WINDOW_S", DEFAULT_RATE_WINDOW_S)))
+
+
 def _latest_two() -> tuple[StoreSample | None, StoreSample | None]:
-    rows = list(StoreSample.objects.order_by("-ts_ms")[:2])
-    return (rows[0] if rows else None), (rows[1] if len(rows) > 1 else None)
+    """The latest sample and the one the rates are measured from: the oldest within the
+    rate window before it, else the one just before it."""
+    latest = StoreSample.objects.order_by("-ts_ms").first()
+    if latest is None:
+        return None, None
+    earlier = StoreSample.objects.filter(ts_ms__lt=latest.ts_ms)
+    start = earlier.filter(ts_ms__gte=latest.ts_ms - rate_window_ms()).order_by("ts_ms").first()
+    return latest, start or earlier.order_by("-ts_ms").first()
 
 
 def _topic_rows(ts_ms: int | None, topics: Iterable[str] | None = None) -> dict[str, TopicSample]:
@@ -53,6 +74,7 @@ def _build(
     """One group's metrics from its rows of the latest sample (one per topic)."""
     queues: list[QueueMetrics] = []
     consume_rate = produce_rate = 0.0
+    measured = False
     for row in sorted(rows, key=lambda r: r.topic):
         topic = topics_now.get(row.topic)
         maxes = topic.max_offsets if topic is not None else []
@@ -68,13 +90,15 @@ def _build(
                     lag_seconds=row.lag_seconds[queue],
                     last_commit_ms=row.last_commits[queue],
                     status=row.statuses[queue],
+                    lost=_item(row.lost_per_queue, queue),
                 )
             )
         if previous is not None:
             before = prev_rows.get(row.topic)
             if before is not None:
+                measured = True
                 consume_rate += lagmath.rate(
-                    before.consumed, previous.ts_ms, row.consumed, latest.ts_ms
+                    before.consumed, before.ts_ms, row.consumed, latest.ts_ms
                 )
             then = topics_then.get(row.topic)
             if topic is not None and then is not None:
@@ -82,21 +106,40 @@ def _build(
     lag = sum(row.lag for row in rows)
     seconds = [q.lag_seconds for q in queues if q.lag_seconds is not None]
     expiries = [row.expires_at_ms for row in rows if row.expires_at_ms is not None]
+    drain = lagmath.drain(lag, consume_rate, produce_rate, settings.TIDEMARK_SAMPLE_INTERVAL_S)
+    if not measured and drain.state != CAUGHT_UP:
+        drain = lagmath.Drain(UNMEASURED, None)  # the group's first sample: no rate yet
+    status = group_status([q.status for q in queues])
     return GroupMetrics(
         group=group,
         topics=sorted(row.topic for row in rows),
         lag=lag,
-        lag_seconds=max(seconds) if seconds else None,
+        lag_seconds=max(seconds) if seconds else (0.0 if lag == 0 else None),
         consume_rate=consume_rate,
         produce_rate=produce_rate,
-        drain_seconds=lagmath.drain_seconds(lag, consume_rate, produce_rate),
+        drain_seconds=drain.seconds,
         expiry_risk_hours=lagmath.expiry_risk_hours(
             min(expiries) if expiries else None, latest.ts_ms
         ),
-        status=group_status([q.status for q in queues]),
+        status=status,
         sampled_ms=latest.ts_ms,
         queues=queues,
+        lost=sum(row.lost for row in rows),
+        drain_state=drain.state,
+        status_reason=_reason(rows, status),
     )
+
+
+def _reason(rows: list[GroupSample], status: str) -> str:
+    """The reason of the topic whose status is the group's worst."""
+    worst = max(rows, key=lambda r: QUEUE_STATUSES.index(r.status), default=None)
+    if worst is None:
+        return ""
+    return f"{status}: {worst.status_reason}" if worst.status_reason else status
+
+
+def _item(values: list, index: int) -> int:
+    return values[index] if index < len(values) and values[index] is not None else 0
 
 
 def _worst_first(metrics: GroupMetrics) -> tuple:
@@ -118,6 +161,8 @@ def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[Group
             prev_by_group.setdefault(row.group, {})[row.topic] = row
     topics_now = _topic_rows(latest.ts_ms)
     topics_then = _topic_rows(previous.ts_ms if previous else None)
+    if previous is not None:
+        _fill_window_starts(latest, previous, by_group, prev_by_group, topics_now, topics_then)
     built = [
         _build(
             group,
@@ -164,15 +209,44 @@ def group_metrics_for(group: str) -> GroupMetrics | None:
         if previous is not None
         else {}
     )
-    return _build(
-        group,
-        rows,
-        prev_rows,
-        _topic_rows(latest.ts_ms, topics),
-        _topic_rows(previous.ts_ms if previous else None, topics),
-        latest,
-        previous,
-    )
+    topics_now = _topic_rows(latest.ts_ms, topics)
+    topics_then = _topic_rows(previous.ts_ms if previous else None, topics)
+    if previous is not None:
+        prev_by_group = {group: prev_rows}
+        _fill_window_starts(latest, previous, {group: rows}, prev_by_group, topics_now, topics_then)
+    return _build(group, rows, prev_rows, topics_now, topics_then, latest, previous)
+
+
+def _fill_window_starts(
+    latest: StoreSample,
+    previous: StoreSample,
+    by_group: dict[str, list[GroupSample]],
+    prev_by_group: dict[str, dict[str, GroupSample]],
+    topics_now: dict[str, TopicSample],
+    topics_then: dict[str, TopicSample],
+) -> None:
+    """A group or topic that the window's first sample did not have yet (it appeared
+    within the window) is measured from its own first row in the window."""
+    missing = [
+        (group, row.topic)
+        for group, rows in by_group.items()
+        for row in rows
+        if row.topic not in prev_by_group.get(group, {})
+    ]
+    window = {"ts_ms__gt": previous.ts_ms, "ts_ms__lt": latest.ts_ms}
+    if missing:
+        wanted = set(missing)
+        earliest = GroupSample.objects.filter(group__in={g for g, _ in missing}, **window).order_by(
+            "ts_ms"
+        )
+        for row in earliest:
+            if (row.group, row.topic) in wanted:
+                prev_by_group.setdefault(row.group, {})[row.topic] = row
+                wanted.discard((row.group, row.topic))
+    new_topics = set(topics_now) - set(topics_then)
+    if new_topics:
+        for row in TopicSample.objects.filter(topic__in=new_topics, **window).order_by("ts_ms"):
+            topics_then.setdefault(row.topic, row)
 
 
 def store_metrics() -> StoreMetrics | None:
@@ -192,3 +266,21 @@ def store_metrics() -> StoreMetrics | None:
         consume_rate=consume,
         backlog=latest.backlog,
     )
+
+
+def status_since(group: str, status: str, scan: int = 2000) -> int | None:
+    """When (sample time, ms) the group's status became ``status``, as far back as the
+    latest ``scan`` rows of it tell; None before any sample."""
+    rows = GroupSample.objects.filter(group=group).order_by("-ts_ms")[:scan]
+    worst: dict[int, str] = {}
+    for ts_ms, queue_status in rows.values_list("ts_ms", "status"):
+        level = group_status([queue_status])
+        held = worst.get(ts_ms)
+        if held is None or GROUP_STATUSES.index(level) > GROUP_STATUSES.index(held):
+            worst[ts_ms] = level
+    since = None
+    for ts_ms in sorted(worst, reverse=True):
+        if worst[ts_ms] != status:
+            break
+        since = ts_ms
+    return since

@@ -3,9 +3,13 @@
 10 s points are kept 6 hours, then one point per minute for 7 days, then one point per
 hour for 90 days; older points are deleted. Every value sampled is a gauge or a counter
 (offsets, lags, totals, counters of appended and consumed messages), so a coarser point is
-simply the last point of its bucket: the row is kept, relabelled with the coarser
-resolution, and the other rows of the bucket are deleted. Each series is thinned on its
-own (the store; each topic; each group and topic).
+the last point of its bucket: the row is kept, relabelled with the coarser resolution, and
+the other rows of the bucket are deleted. The last point alone would lose what happened in
+between (a 40-minute ERR episode with lag 4,800 between two hourly points), so the kept row
+also keeps the bucket's least and most lag (a group's ``lag_min``/``lag_max``, the store's
+``backlog_min``/``backlog_max``) and its worst status (``worst_status``): the charts draw
+that envelope. Each series is thinned on its own (the store; each topic; each group and
+topic).
 
 Idempotent and safe to run twice at once: the cut-off is aligned to whole buckets, and
 each chunk of buckets is relabelled and deleted in one transaction, so a second run sees
@@ -18,9 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Min
 
+from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES
 from console.monitoring.models import (
     RES_HOUR,
     RES_MINUTE,
@@ -50,6 +55,12 @@ SERIES: list[tuple[type, tuple[str, ...]]] = [
     (TopicSample, ("topic",)),
     (GroupSample, ("group", "topic")),
 ]
+#: Per model, its (value, least, most) fields and whether it has a worst status.
+ENVELOPES: dict[type, tuple[str, str, str, bool]] = {
+    StoreSample: ("backlog", "backlog_min", "backlog_max", False),
+    GroupSample: ("lag", "lag_min", "lag_max", True),
+}
+_RANK = {status: rank for rank, status in enumerate(QUEUE_STATUSES + GROUP_STATUSES)}
 
 #: Fine points per series read at once (a chunk holds whole buckets).
 CHUNK_POINTS = 60
@@ -95,24 +106,64 @@ def thin_series(model: type, keys: tuple[str, ...], resolution: int, coarser: in
     kept = deleted = 0
     if oldest is None:
         return kept, deleted
+    envelope = ENVELOPES.get(model)
+    extra: tuple[str, ...] = ()
+    if envelope is not None:
+        value, least, most, has_status = envelope
+        extra = (value, least, most, *(("status", "worst_status") if has_status else ()))
     start = oldest - oldest % bucket_ms
     while start < cutoff:
         end = min(cutoff, start + chunk_ms)
         with transaction.atomic():
-            rows = fine.filter(ts_ms__gte=start, ts_ms__lt=end).values_list("id", *keys, "ts_ms")
+            rows = fine.filter(ts_ms__gte=start, ts_ms__lt=end).values_list(
+                "id", *keys, "ts_ms", *extra
+            )
             last: dict[tuple, tuple[int, int]] = {}
-            for row_id, *series, ts in rows:
+            spans: dict[tuple, list] = {}
+            width = len(keys)
+            for row_id, *rest in rows:
+                series, ts, figures = rest[:width], rest[width], rest[width + 1 :]
                 bucket = (*series, ts // bucket_ms)
                 if bucket not in last or ts > last[bucket][0]:
                     last[bucket] = (ts, row_id)
+                if envelope is not None:
+                    _widen(spans, bucket, figures)
             ids = [row_id for _ts, row_id in last.values()]
             for index in range(0, len(ids), ID_BATCH):
                 kept += model.objects.filter(
                     id__in=ids[index : index + ID_BATCH], resolution=resolution
                 ).update(resolution=coarser)
+            if envelope is not None:
+                _save_envelopes(model, envelope, [(last[b][1], span) for b, span in spans.items()])
             deleted += fine.filter(ts_ms__gte=start, ts_ms__lt=end).delete()[0]
         start = end
     return kept, deleted
+
+
+def _widen(spans: dict[tuple, list], bucket: tuple, figures: list) -> None:
+    """Fold one row's (value, least, most[, status, worst]) into its bucket's span."""
+    value, least, most, *statuses = figures
+    low = value if least is None else least
+    high = value if most is None else most
+    worst = max(statuses, key=lambda s: _RANK.get(s or "", -1), default="") or ""
+    span = spans.get(bucket)
+    if span is None:
+        spans[bucket] = [low, high, worst]
+        return
+    span[0], span[1] = min(span[0], low), max(span[1], high)
+    span[2] = max((span[2], worst), key=lambda s: _RANK.get(s, -1))
+
+
+def _save_envelopes(model: type, envelope: tuple, rows: list[tuple[int, list]]) -> None:
+    """Write each kept row's span with one prepared statement."""
+    _value, least, most, has_status = envelope
+    quote = connection.ops.quote_name
+    columns = [least, most, *(("worst_status",) if has_status else ())]
+    sets = ", ".join(f"{quote(name)} = %s" for name in columns)
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE {quote('id')} = %s"
+    params = [(*span[: len(columns)], row_id) for row_id, span in rows]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 def forget_state() -> int:

@@ -1,6 +1,9 @@
-"""Lag in seconds, rates, drain time and expiry risk: pure functions over sampled values.
+"""Rates, drain time, expiry risk, and a big topic's lag in seconds: pure functions over
+sampled values.
 
-Lag in seconds follows kafka-lag-exporter: each queue has a table of (max offset, time)
+A queue's lag in seconds is the age of its oldest unconsumed message, read from the message's
+store time (sampler.py). Only a big topic, sampled as one virtual queue, has it estimated
+here, as kafka-lag-exporter does: each virtual queue has a table of (max offset, time)
 points from the samples; the time at which the queue's max offset was the group's
 committed offset is interpolated linearly between the two points around it, and the lag is
 the time since then. Below the table's oldest point the table's overall rate is
@@ -28,6 +31,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from console.monitoring.metrics import CAUGHT_UP, DRAINING, NOT_DRAINING
 
 #: Corners per queue in an offset timeline.
 TIMELINE_POINTS = 32
@@ -156,15 +162,31 @@ def rate(counter_then: int, ts_then_ms: int, counter_now: int, ts_now_ms: int) -
     return max(0, counter_now - counter_then) * 1000 / (ts_now_ms - ts_then_ms)
 
 
-def drain_seconds(lag: int, consume_rate: float, produce_rate: float) -> float | None:
-    """lag ÷ (consume rate − produce rate): 0 with no lag; None (never) when the group is
-    not consuming faster than the producers write."""
-    if lag <= 0:
-        return 0.0
+@dataclass(frozen=True)
+class Drain:
+    """How long until a group's lag is consumed: one of three answers."""
+
+    state: str  # CAUGHT_UP, NOT_DRAINING or DRAINING
+    #: 0 caught up, None not draining, else the ETA in seconds.
+    seconds: float | None
+
+
+def drain(lag: int, consume_rate: float, produce_rate: float, interval_s: float) -> Drain:
+    """The drain time of ``lag`` at rates measured over a window (minutes, not the last
+    two samples, which a bursty consumer makes swing from 0 to infinity):
+
+    - caught up: no lag, or no more than the group consumes in one sample interval at its
+      rate (messages in flight: a steady consumer keeping pace is here, whatever the noise
+      of ``consume − produce``, which is about zero for it);
+    - not draining: the group does not consume faster than producers write;
+    - else the ETA, lag ÷ (consume rate − produce rate).
+    """
+    if lag <= 0 or (consume_rate > 0 and lag <= consume_rate * interval_s):
+        return Drain(CAUGHT_UP, 0.0)
     net = consume_rate - produce_rate
     if net <= 0:
-        return None
-    return lag / net
+        return Drain(NOT_DRAINING, None)
+    return Drain(DRAINING, lag / net)
 
 
 def earliest_expiry(forecast: Iterable[dict]) -> dict[tuple[str, str], int]:

@@ -48,6 +48,10 @@ class StoreSample(models.Model):
     messages = models.BigIntegerField()
     #: Messages not yet consumed, over every group and queue.
     backlog = models.BigIntegerField()
+    #: The least and most ``backlog`` of the points this one stands for once thinned (as
+    #: written: ``backlog`` itself), so that a coarser chart still shows a peak.
+    backlog_min = models.BigIntegerField(null=True, blank=True)
+    backlog_max = models.BigIntegerField(null=True, blank=True)
     #: Counters: messages appended and consumed (committed past) since sampling began.
     appended = models.BigIntegerField()
     consumed = models.BigIntegerField()
@@ -102,17 +106,30 @@ class GroupSample(models.Model):
     topic = models.CharField(max_length=255)
     #: Committed offset per queue (None: never committed there).
     committed = models.JSONField()
-    #: Lag in messages per queue (from the committed offset, or the queue's min offset).
+    #: Lag in messages per queue, from the committed offset (or, never committed, from the
+    #: queue's first offset): what retention deleted unconsumed still counts.
     lags = models.JSONField()
     #: Time (ms) of each queue's last commit, None when unknown.
     last_commits = models.JSONField()
-    #: Lag in seconds per queue (interpolated), None for no lag or no history.
+    #: Lag in seconds per queue: the age of the oldest unconsumed message from its store
+    #: time (a big topic's virtual queue: interpolated); 0 at lag 0, None when unknown.
     lag_seconds = models.JSONField()
-    #: Burrow-style status per queue.
+    #: Burrow's status per queue; None for a queue never committed on (left out).
     statuses = models.JSONField()
     #: Sum of ``lags``, and the worst of ``statuses``.
     lag = models.BigIntegerField()
     status = models.CharField(max_length=8)
+    #: Why ``status``, in words: the worst queue and the rule it met.
+    status_reason = models.CharField(max_length=500, blank=True, default="")
+    #: Over the points this one stands for once thinned (as written: its own values): the
+    #: least and most ``lag`` and the worst ``status``, so that a coarser chart keeps peaks.
+    lag_min = models.BigIntegerField(null=True, blank=True)
+    lag_max = models.BigIntegerField(null=True, blank=True)
+    worst_status = models.CharField(max_length=8, blank=True, default="")
+    #: Unconsumed messages retention deleted (the queue's first offset less the committed
+    #: offset), in total and per queue.
+    lost = models.BigIntegerField(default=0)
+    lost_per_queue = models.JSONField(default=list)
     #: Counter of messages the group committed past on this topic since first sampled.
     consumed = models.BigIntegerField()
     #: Earliest time retention deletes messages of this topic the group has not consumed.

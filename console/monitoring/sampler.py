@@ -34,7 +34,7 @@ from django.db import IntegrityError, connection, transaction
 from console.core.store import get_store
 from console.monitoring import lag as lagmath
 from console.monitoring import scale
-from console.monitoring.metrics import QUEUE_STATUSES
+from console.monitoring.metrics import worst_queue_status
 from console.monitoring.models import (
     CommitWindow,
     GroupSample,
@@ -43,8 +43,13 @@ from console.monitoring.models import (
     StoreSample,
     TopicSample,
 )
-from console.monitoring.status import queue_status, record_commit, window_size
-from storeadapter.engine import InvalidNameError, MessageStore, TopicNotFoundError
+from console.monitoring.status import judge, record_commit, status_reason, window_size
+from storeadapter.engine import (
+    InvalidNameError,
+    MessageStore,
+    QueueNotFoundError,
+    TopicNotFoundError,
+)
 from storeadapter.engine import clock as engine_clock
 
 #: The expiry forecast reads a consume-queue entry per group and queue, and more where
@@ -387,11 +392,15 @@ class _Sample:
         ranges: list[tuple[int, int]],
     ) -> _Queues:
         committed = [offsets.get((topic, queue)) for queue in range(len(ranges))]
+        # Lag counts from the committed offset (Kafka, Burrow): messages retention deleted
+        # before the group consumed them are still behind, and counted as lost. A queue
+        # never committed counts from its first offset (where a consumer starts).
         positions = [
-            low if offset is None or offset < low else offset
+            low if offset is None else offset
             for offset, (low, _high) in zip(committed, ranges, strict=True)
         ]
         lags = [max(0, high - at) for at, (_low, high) in zip(positions, ranges, strict=True)]
+        lost = [max(0, low - at) for at, (low, _high) in zip(positions, ranges, strict=True)]
         prev = self.prev_groups.get((group, topic))
         last_commits, new_commits = self._last_commits(group, topic, committed, prev)
         row = GroupSample(
@@ -402,6 +411,10 @@ class _Sample:
             lags=lags,
             last_commits=last_commits,
             lag=sum(lags),
+            lag_min=sum(lags),
+            lag_max=sum(lags),
+            lost=sum(lost),
+            lost_per_queue=lost,
             consumed=(
                 prev.consumed + lagmath.counter_advance(prev.committed, committed)
                 if prev is not None
@@ -454,6 +467,8 @@ class _Sample:
         lagging = {item.row.topic for item in self.groups if item.row.lag > 0}
         timelines = {row.topic: row for row in OffsetTimeline.objects.all()}
         for name, row in self.topic_rows.items():
+            if not row.aggregated:
+                continue  # lag in seconds comes from store times
             prev = self.prev_topics.get(name)
             timeline = timelines.get(name)
             moved = prev is None or prev.max_offsets != row.max_offsets
@@ -504,19 +519,50 @@ class _Sample:
             elif item.new_commits or len(window.commits) != queues:
                 window.commits, window.updated_ms = commits, self.now
                 self.windows_changed.append(window)
-            row.statuses = [
-                queue_status(commits[queue], row.lags[queue], self.now) for queue in range(queues)
+            verdicts = [
+                None
+                if row.committed[queue] is None  # never committed: left out, as Burrow does
+                else judge(commits[queue], row.lags[queue], self.now, row.lag_seconds[queue])
+                for queue in range(queues)
             ]
-            row.status = max(row.statuses, key=QUEUE_STATUSES.index, default=QUEUE_STATUSES[0])
+            row.statuses = [None if v is None else v.status for v in verdicts]
+            row.status = worst_queue_status(row.statuses)
+            row.worst_status = row.status
+            row.status_reason = status_reason(row, verdicts)
 
     def _lag_seconds(self, item: _Queues) -> list[float | None]:
+        """Per queue the age of the oldest unconsumed message, from its store time; 0 at
+        lag 0. A big topic's virtual queue is interpolated on its sampled offsets."""
+        row = item.row
+        if row.aggregated:
+            return self._interpolated_lag_seconds(item)
+        ranges = self.reading.ranges[row.topic]
+        seconds: list[float | None] = []
+        for queue, position in enumerate(item.positions):
+            if row.lags[queue] <= 0:
+                seconds.append(0.0)
+                continue
+            oldest = max(position, ranges[queue][0])
+            try:
+                stored_ms = self.store.store_time_at(row.topic, queue, oldest)
+            except (TopicNotFoundError, QueueNotFoundError):
+                stored_ms = None
+            seconds.append(
+                None if stored_ms is None else round(max(0, self.now - stored_ms) / 1000, 1)
+            )
+        return seconds
+
+    def _interpolated_lag_seconds(self, item: _Queues) -> list[float | None]:
         row = item.row
         topic = self.topic_rows[row.topic]
         prev = self.prev_topics.get(row.topic)
         corners = self.corners.get(row.topic)
         seconds: list[float | None] = []
         for queue, position in enumerate(item.positions):
-            if row.lags[queue] <= 0 or corners is None:
+            if row.lags[queue] <= 0:
+                seconds.append(0.0)
+                continue
+            if corners is None:
                 seconds.append(None)
                 continue
             high = topic.max_offsets[queue]
@@ -556,6 +602,8 @@ class _Sample:
             groups=len(self.reading.committed),
             messages=sum(r.messages for r in topic_rows),
             backlog=sum(r.lag for r in group_rows),
+            backlog_min=sum(r.lag for r in group_rows),
+            backlog_max=sum(r.lag for r in group_rows),
             appended=appended,
             consumed=consumed,
         )

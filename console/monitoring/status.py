@@ -1,17 +1,29 @@
-"""Burrow-style status of a queue, exactly as ../shared/DESIGN.md defines it.
+"""Burrow's status of a queue, by Burrow's evaluation rules, and why, in words.
 
 The window is the queue's last N commits (N = ``settings.TIDEMARK_STATUS_WINDOW``), each
 ``(offset, commit time ms, lag at that time)``, oldest first, as seen by consecutive
-samples: a new commit is a change of the queue's last-commit time. The rules, in order:
+samples: a new commit is a change of the queue's last-commit time (a consumer that commits
+the same offset again counts, which is how STALL shows). Burrow's rules (its evaluator,
+``calculatePartitionStatus``), in its order:
 
-1. OK when the queue's lag now is at most the allowed lag;
-2. STOP when the last commit is older than the window's span (now − last commit time >
-   last commit time − first commit time); a queue with lag and no commit at all is STOP;
-3. REWIND when the offset went backwards between two commits of the window;
-4. with lag above zero at every commit of the window: STALL when the offset never moved
-   although commits went on (two commits or more, one offset), WARN when the lag never
-   decreased from one commit to the next;
-5. else OK.
+1. OK unless the lag now is above zero (above the allowed lag) and the lag was above zero at
+   every commit of the window: lag zero anywhere in the window means OK;
+2. REWIND when the offset went backwards between two commits of the window;
+3. STOP when the last commit is older than the window's span (now − last commit time >
+   last commit time − first commit time);
+4. STALL when the offset never moved over the window although commits went on;
+5. WARN when the lag never decreased from one commit to the next;
+6. else OK.
+
+A queue the group never committed on has no status (None): Burrow leaves such partitions
+out, and so does the group's status. A queue with a committed offset but no commit seen yet
+is OK (Burrow: an incomplete window with no offsets).
+
+Where Tidemark differs: a consumer that died right after catching up leaves a window of
+zero-lag commits, which Burrow reads as OK for ever. Tidemark reads STOP when, besides, no
+commit came for longer than the window's span (at least ``min_span_ms``) while the oldest
+unconsumed message has waited longer than that too. A caught-up consumer on a bursty topic
+that is sampled a second before it commits is still OK: its oldest message is a second old.
 
 A group takes its worst queue (``metrics.group_status``: STALL, STOP and REWIND read ERR).
 """
@@ -19,6 +31,7 @@ A group takes its worst queue (``metrics.group_status``: STALL, STOP and REWIND 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 
 from django.conf import settings
@@ -36,23 +49,90 @@ def window_size() -> int:
     return max(1, int(getattr(settings, "TIDEMARK_STATUS_WINDOW", DEFAULT_WINDOW)))
 
 
-def queue_status(commits: Sequence[Commit], lag: int, now_ms: int, allowed_lag: int = 0) -> str:
-    """The status of one queue from its commit window and its lag now (see the module)."""
+def min_stop_span_ms() -> int:
+    """The shortest span Tidemark's STOP-after-catching-up waits for: a full window of
+    samples."""
+    return window_size() * int(settings.TIDEMARK_SAMPLE_INTERVAL_S) * 1000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A queue's status and the rule that gave it, as a sentence."""
+
+    status: str
+    rule: str
+
+
+def _seconds(ms: float) -> str:
+    seconds = ms / 1000
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def judge(
+    commits: Sequence[Commit],
+    lag: int,
+    now_ms: int,
+    lag_seconds: float | None = None,
+    allowed_lag: int = 0,
+    min_span_ms: int | None = None,
+) -> Verdict:
+    """The status of one queue from its commit window, its lag now and the age of its
+    oldest unconsumed message (see the module for the rules)."""
     if lag <= allowed_lag:
-        return OK
+        return Verdict(OK, "no lag")
     if not commits:
-        return STOP
+        return Verdict(OK, "no commit seen yet: not judged")
     first_ms, last_ms = commits[0][1], commits[-1][1]
-    if now_ms - last_ms > last_ms - first_ms:
-        return STOP
+    span = last_ms - first_ms
+    silent = now_ms - last_ms
+    if any(commit[2] <= allowed_lag for commit in commits):
+        floor = min_stop_span_ms() if min_span_ms is None else min_span_ms
+        wait = max(span, floor)
+        waited_ms = None if lag_seconds is None else lag_seconds * 1000
+        if silent > wait and waited_ms is not None and waited_ms > wait:
+            return Verdict(
+                STOP,
+                f"caught up at a commit of the window, but no commit for {_seconds(silent)} "
+                f"while the oldest unconsumed message waits {_seconds(waited_ms)}: the "
+                "consumer seems to have stopped after catching up (Tidemark's rule; "
+                "Burrow reads OK)",
+            )
+        return Verdict(OK, "lag was zero at a commit of the window")
     if any(later[0] < earlier[0] for earlier, later in pairwise(commits)):
-        return REWIND
-    if all(commit[2] > 0 for commit in commits):
-        if len(commits) > 1 and all(commit[0] == commits[0][0] for commit in commits):
-            return STALL
-        if all(later[2] >= earlier[2] for earlier, later in pairwise(commits)):
-            return WARN
-    return OK
+        return Verdict(REWIND, "the committed offset went backwards within the window")
+    if silent > span:
+        return Verdict(
+            STOP,
+            f"no commit for {_seconds(silent)}, longer than the window's span "
+            f"({_seconds(span)}), with lag throughout",
+        )
+    if all(commit[0] == commits[0][0] for commit in commits):
+        return Verdict(
+            STALL,
+            f"commits go on but the offset stays at {commits[0][0]} over the last "
+            f"{len(commits)} commit{'s' if len(commits) != 1 else ''}, with lag throughout",
+        )
+    if all(later[2] >= earlier[2] for earlier, later in pairwise(commits)):
+        return Verdict(
+            WARN,
+            f"the offset moves but the lag never decreased over the last {len(commits)} commits",
+        )
+    return Verdict(OK, "the offset moves and the lag decreased within the window")
+
+
+def queue_status(
+    commits: Sequence[Commit],
+    lag: int,
+    now_ms: int,
+    allowed_lag: int = 0,
+    lag_seconds: float | None = None,
+) -> str:
+    """The status alone (see ``judge``)."""
+    return judge(commits, lag, now_ms, lag_seconds, allowed_lag).status
 
 
 def record_commit(
@@ -63,3 +143,26 @@ def record_commit(
     keep = window_size() if size is None else size
     del commits[: max(0, len(commits) - keep)]
     return commits
+
+
+def status_reason(row, verdicts: Sequence[Verdict | None]) -> str:
+    """Why a group has its status on one topic (a ``GroupSample`` being written): the
+    worst queue, the rule it met, and how many other queues share that status."""
+    from console.monitoring.metrics import QUEUE_STATUSES
+
+    judged = [(queue, v) for queue, v in enumerate(verdicts) if v is not None]
+    left_out = len(verdicts) - len(judged)
+    note = (
+        f" ({left_out} queue{'s' if left_out != 1 else ''} never committed on, left out)"
+        if left_out
+        else ""
+    )
+    if not judged:
+        return f"no queue of {row.topic} was ever committed on: nothing to judge{note}"
+    queue, worst = max(judged, key=lambda item: QUEUE_STATUSES.index(item[1].status))
+    name = row.topic if row.aggregated else f"{row.topic}/{queue}"
+    if worst.status == OK:
+        return f"every queue of {row.topic} is OK{note}"
+    others = sum(1 for _q, v in judged if v.status == worst.status) - 1
+    more = f"; {others} more queue{'s' if others != 1 else ''} {worst.status}" if others else ""
+    return f"{name} is {worst.status}: {worst.rule}{more}{note}"

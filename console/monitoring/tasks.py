@@ -1,6 +1,7 @@
 """The monitoring's periodic tasks (beat schedule in console/settings.py).
 
-``sample_metrics`` takes one sample (sampler.py) and then asks for an alert evaluation;
+``sample_metrics`` takes one sample (sampler.py; alerts are evaluated on their own
+schedule, console/alerts/tasks.py, so that a sampler that stopped is noticed);
 ``downsample_metrics`` thins the history (downsample.py); ``topic_statistics`` runs the
 Spark statistics job over the last two hours of store time every hour (topicstats.py; a
 rerun replaces the rows of the minutes it counts again). All are tracked
@@ -10,7 +11,7 @@ with its duration and a message saying what it did.
 
 from __future__ import annotations
 
-from celery import current_app, shared_task
+from celery import shared_task
 from django.conf import settings
 
 from console.background.tracking import record_progress, tracked
@@ -25,16 +26,11 @@ TOPIC_STATS_TASK = "console.monitoring.tasks.topic_statistics"
 TOPIC_STATS_EVERY_S = 3600
 #: The task's default window: this much store time before now.
 TOPIC_STATS_WINDOW_MS = 2 * 3600 * 1000
-#: Sent by name after every sample written: the alerts app defines it.
-EVALUATE_ALERTS = "console.alerts.tasks.evaluate_alerts"
 
 
 @tracked(SAMPLE_TASK, every_s=settings.TIDEMARK_SAMPLE_INTERVAL_S)
 def _sample() -> str:
-    report = take_sample()
-    if report.written:
-        current_app.send_task(EVALUATE_ALERTS)
-    return report.message()
+    return take_sample().message()
 
 
 @tracked(DOWNSAMPLE_TASK, every_s=settings.TIDEMARK_DOWNSAMPLE_INTERVAL_S)
@@ -54,7 +50,7 @@ def _topic_statistics(since=None, until=None, topics=None) -> dict:
 
 @shared_task(name=SAMPLE_TASK, ignore_result=True)
 def sample_metrics() -> str | None:
-    """Sample the store's offsets, lag and disk use, then ask for an alert evaluation."""
+    """Sample the store's offsets, lag and disk use."""
     return _sample()
 
 

@@ -4,7 +4,7 @@ Kinds: ``dashboard`` (produce and consume rates, total backlog), ``group`` (``?g
 per queue stacked, lag in seconds, drain time, status), ``topic`` (``?topic=``: append rate,
 size), ``topic-history`` (``?topic=``: messages and bytes per minute from the Spark
 statistics job) and ``storage`` (disk use against the thresholds). ``?range=`` is one of 1h,
-6h, 24h, 7d, and for topic-history also 30d and 90d (default 1h). Viewer role; mistakes are
+6h, 24h, 7d, 30d and 90d (default 1h). Viewer role; mistakes are
 answered with a JSON sentence (400 for a bad range or a missing name, 404 for an unknown
 kind; a group or topic not sampled yet gets an empty chart that says so).
 """

@@ -131,7 +131,9 @@ class Consumer:
     runs at most ``max_window`` offsets ahead of its lowest unfinished offset (RocketMQ's
     consumeConcurrentlyMaxSpan): a handler stuck on one message stops the reading of
     its queue there. Offsets are committed every ``commit_interval_s`` (default: every
-    heartbeat), when a queue is given up, and on stop.
+    heartbeat), whether or not they moved (as Kafka clients commit on an interval: a
+    consumer stuck on a message keeps committing the same offset, which monitors read as
+    stalled, not stopped), when a queue is given up, and on stop.
 
     Idle queues are polled, reading at most ``pull_batch`` messages per queue a round:
     at once while messages come, backing off to a look every ``pull_timeout_s`` (at
@@ -421,32 +423,28 @@ class Consumer:
             offset = state.lowest_unfinished()
             expected = state.committed
             epoch = state.epoch
+        if releasing and offset == expected:
+            return
         try:
-            if offset == expected:
-                if releasing:
-                    return
-                current = store.committed_offset(self.group, state.topic, state.queue)
-                if current == expected:
-                    return
-                conflict = current
+            # An offset that did not move is committed too (the store notes the commit's
+            # time without a history row): a stuck consumer reads STALL, not STOP.
+            try:
+                store.commit_offset(
+                    self.group,
+                    state.topic,
+                    state.queue,
+                    offset,
+                    who=self.consumer_id,
+                    reason="consume",
+                    expected=expected,
+                )
+            except OffsetConflictError as error:
+                conflict = error.current
             else:
-                try:
-                    store.commit_offset(
-                        self.group,
-                        state.topic,
-                        state.queue,
-                        offset,
-                        who=self.consumer_id,
-                        reason="consume",
-                        expected=expected,
-                    )
-                except OffsetConflictError as error:
-                    conflict = error.current
-                else:
-                    with self._lock:
-                        if state.epoch == epoch:
-                            state.committed = offset
-                    return
+                with self._lock:
+                    if state.epoch == epoch:
+                        state.committed = offset
+                return
         except (TopicNotFoundError, QueueNotFoundError):
             with self._lock:
                 if self._owned.get((state.topic, state.queue)) is state:

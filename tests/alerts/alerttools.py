@@ -1,9 +1,15 @@
-"""Hand-made metrics (console/monitoring/metrics.py), rules and silences for the alert tests."""
+"""Hand-made metrics (console/monitoring/metrics.py), rules and silences for the alert tests,
+and ``evaluate``: the evaluation followed by one delivery attempt of each notification it
+queued (what the worker's ``send_notification`` task does first), at the same time."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 
+from console.alerts import notify
+from console.alerts.evaluate import Changes
+from console.alerts.evaluate import evaluate as decide
 from console.alerts.models import AlertRule, Silence
 from console.monitoring.metrics import OK, GroupMetrics, QueueMetrics, StoreMetrics
 
@@ -80,15 +86,31 @@ def store(disk_ratio: float = 0.1) -> StoreMetrics:
     )
 
 
+def evaluate(groups, store=None, now=None, monitoring=None) -> Changes:
+    """Evaluate, then deliver what it queued once (a failed attempt stays pending)."""
+    changes = decide(groups, store, now, monitoring)
+    deliver(changes.notifications, now)
+    return changes
+
+
+def deliver(notification_ids: list[int], now=None) -> None:
+    for notification_id in notification_ids:
+        with contextlib.suppress(notify.DeliveryFailed):
+            notify.attempt(notification_id, now)
+
+
 def make_rule(
     kind: str = AlertRule.LAG_MESSAGES,
     threshold: float | None = 100,
     name: str | None = None,
     **fields,
 ) -> AlertRule:
+    """A rule; without flap damping unless asked (the damping tests ask for it)."""
     fields.setdefault("recipients", RECIPIENT)
     fields.setdefault("for_seconds", 0)
     fields.setdefault("repeat_seconds", 3600)
+    fields.setdefault("keep_firing_seconds", 0)
+    fields.setdefault("group_interval_seconds", 0)
     return AlertRule.objects.create(
         name=name or f"{kind} rule", kind=kind, threshold=threshold, **fields
     )

@@ -4,9 +4,18 @@ from datetime import timedelta
 
 import pytest
 
-from console.alerts.evaluate import evaluate
-from console.alerts.models import AlertEvent, AlertRule
-from tests.alerts.alerttools import RECIPIENT, T0, at, group, make_rule, make_silence, queue
+from console.alerts import notify
+from console.alerts.models import AlertEvent, AlertRule, Notification
+from tests.alerts.alerttools import (
+    RECIPIENT,
+    T0,
+    at,
+    evaluate,
+    group,
+    make_rule,
+    make_silence,
+    queue,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -78,13 +87,52 @@ def test_silenced_sends_nothing(rule, mailoutbox):
     assert AlertEvent.objects.get().state == AlertEvent.RESOLVED  # still recorded
 
 
-def test_mail_resumes_with_the_next_repeat_after_the_silence(rule, mailoutbox):
+def test_a_firing_silenced_from_its_start_is_mailed_at_the_first_evaluation_after(rule, mailoutbox):
     make_silence(rule, ends_at=T0 + timedelta(seconds=300))
     evaluate(LAGGING, None, at(0))
-    evaluate(LAGGING, None, at(400))  # silence over, reminder not yet due
+    evaluate(LAGGING, None, at(290))
     assert mailoutbox == []
-    evaluate(LAGGING, None, at(600))
-    assert [m.subject for m in mailoutbox] == ["[Tidemark] STILL FIRING: billing lag (1 subject)"]
+    evaluate(LAGGING, None, at(310))  # the silence is over; the repeat is 600 s away
+    assert [m.subject for m in mailoutbox] == ["[Tidemark] FIRING: billing lag (1 subject)"]
+
+
+def test_when_a_silence_ends_a_firing_already_mailed_is_mailed_at_the_next_evaluation(
+    rule, mailoutbox
+):
+    evaluate(LAGGING, None, at(0))
+    make_silence(rule, starts_at=at(10), ends_at=at(100))
+    evaluate(LAGGING, None, at(50))
+    evaluate(LAGGING, None, at(110))
+    assert [m.subject for m in mailoutbox] == [
+        "[Tidemark] FIRING: billing lag (1 subject)",
+        "[Tidemark] STILL FIRING: billing lag (1 subject)",
+    ]
+    assert "A silence ended for 1 subject still firing." in mailoutbox[1].body
+
+
+def test_when_a_silence_ends_it_is_mailed_even_without_reminders(rule, mailoutbox):
+    AlertRule.objects.filter(pk=rule.pk).update(repeat_seconds=0)
+    evaluate(LAGGING, None, at(0))
+    make_silence(rule, starts_at=at(10), ends_at=at(100))
+    evaluate(LAGGING, None, at(50))
+    evaluate(LAGGING, None, at(110))
+    assert len(mailoutbox) == 2
+
+
+def test_a_silence_starting_later_mutes_nothing_until_it_starts(rule, mailoutbox):
+    make_silence(rule, starts_at=at(100), ends_at=at(1000))
+    evaluate(LAGGING, None, at(0))
+    assert len(mailoutbox) == 1
+    evaluate(CAUGHT_UP, None, at(200))  # resolved while silenced: not mailed
+    assert len(mailoutbox) == 1
+
+
+def test_a_silence_matches_on_the_topics_of_the_group(rule, mailoutbox):
+    make_silence(rule, topic_pattern="pay.*")
+    queues = [queue("billing", "payments", 0, lag=500)]
+    evaluate([group("billing", lag=500, queues=queues), group("shipping", lag=500)], None, at(0))
+    (mail,) = mailoutbox
+    assert "group shipping" in mail.body and "group billing" not in mail.body
 
 
 def test_resolution_of_a_firing_never_mailed_is_not_mailed(rule, mailoutbox):
@@ -178,10 +226,15 @@ def test_every_recipient_is_mailed(mailoutbox):
 
 
 def test_a_failing_mail_server_does_not_stop_the_evaluation(rule, mailoutbox, monkeypatch):
-    def refuse(notice):
+    def refuse(notification):
         raise OSError("connection refused")
 
-    monkeypatch.setattr("console.alerts.evaluate.send_notice", refuse)
+    monkeypatch.setitem(notify.CHANNELS, Notification.EMAIL, refuse)
     changes = evaluate(LAGGING, None, at(0))
-    assert changes.email_failures == 1
-    assert AlertEvent.objects.get().state == AlertEvent.FIRING
+    assert len(changes.notifications) == 1
+    event = AlertEvent.objects.get()
+    assert event.state == AlertEvent.FIRING
+    assert event.last_notified_at is None  # never marked notified by a failed send
+    row = Notification.objects.get()
+    assert (row.state, row.attempts) == (Notification.PENDING, 1)
+    assert row.last_error == "OSError: connection refused"

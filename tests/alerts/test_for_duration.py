@@ -2,9 +2,8 @@
 
 import pytest
 
-from console.alerts.evaluate import evaluate
 from console.alerts.models import AlertEvent, AlertRule
-from tests.alerts.alerttools import at, group, make_rule
+from tests.alerts.alerttools import at, evaluate, group, make_rule
 
 pytestmark = pytest.mark.django_db
 

@@ -4,9 +4,8 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from console.alerts import evaluate as evaluate_module
-from console.alerts.evaluate import evaluate
 from console.alerts.models import AlertEvent, AlertRule
-from tests.alerts.alerttools import at, group, make_rule
+from tests.alerts.alerttools import at, evaluate, group, make_rule
 
 pytestmark = pytest.mark.django_db
 

@@ -6,10 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from console.alerts.evaluate import evaluate
 from console.alerts.models import AlertEvent, AlertRule, Silence
 from console.audit.models import AuditEntry
-from tests.alerts.alerttools import group, make_rule, make_silence
+from tests.alerts.alerttools import evaluate, group, make_rule, make_silence
 
 pytestmark = pytest.mark.django_db
 

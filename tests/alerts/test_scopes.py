@@ -2,10 +2,9 @@
 
 import pytest
 
-from console.alerts.evaluate import evaluate
 from console.alerts.models import AlertEvent, AlertRule
 from console.monitoring.metrics import ERR, OK, STALL
-from tests.alerts.alerttools import at, group, make_rule, queue
+from tests.alerts.alerttools import at, evaluate, group, make_rule, queue
 
 pytestmark = pytest.mark.django_db
 

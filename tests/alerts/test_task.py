@@ -11,7 +11,7 @@ import types
 import pytest
 
 from console import celery_app
-from console.alerts.models import AlertEvent, AlertRule
+from console.alerts.models import AlertEvent, AlertRule, Notification
 from console.alerts.tasks import TASK_NAME, evaluate_alerts
 from console.background.models import TaskRun
 from tests.alerts.alerttools import RECIPIENT, group, make_rule, store
@@ -71,7 +71,7 @@ def test_the_task_records_its_changes(redis_db, metrics_now, mailoutbox):
     run = TaskRun.objects.get(name=TASK_NAME)
     assert run.last_outcome == TaskRun.OK
     assert '"none->firing": 1' in run.last_message
-    assert '"emails": 1' in run.last_message
+    assert '"notifications": 1' in run.last_message
 
 
 @pytest.mark.django_db
@@ -82,4 +82,40 @@ def test_the_task_resolves_when_the_metrics_clear(redis_db, metrics_now, mailout
     metrics_now["groups"] = [group("billing", lag=0)]
     evaluate_alerts.apply()
     assert AlertEvent.objects.get().state == AlertEvent.RESOLVED
-    assert len(mailoutbox) == 2
+    assert [n.headline.split(":")[0] for n in Notification.objects.order_by("id")] == [
+        "[Tidemark] FIRING",
+        "[Tidemark] RESOLVED",
+    ]
+
+
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
+def test_the_worker_retries_a_refused_mail_until_the_server_takes_it(
+    worker, finished_run, metrics_now, settings, wait_for
+):
+    from aiosmtpd.controller import Controller
+
+    from tests.alerts.test_delivery import RefusingThenAccepting, free_port
+
+    handler = RefusingThenAccepting(refusals=2)
+    port = free_port()
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 5
+        settings.TIDEMARK_ALERT_RETRY_BASE_S = 0.1
+        make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag")
+        metrics_now["groups"] = [group("billing", lag=500)]
+
+        celery_app.send_task(TASK_NAME)
+
+        sent = wait_for(
+            lambda: Notification.objects.filter(state=Notification.SENT).first(),
+            what="the notification to be sent",
+        )
+        assert sent.attempts == 3
+        assert "451" in sent.last_error  # the error of the last refused attempt stays
+        assert len(handler.received) == 1
+        assert AlertEvent.objects.get().last_notified_at is not None
+    finally:
+        controller.stop()

@@ -13,10 +13,9 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from console.alerts.evaluate import evaluate
 from console.alerts.models import AlertEvent, AlertRule, Silence
 from console.audit.models import AuditEntry
-from tests.alerts.alerttools import group, make_rule, make_silence
+from tests.alerts.alerttools import evaluate, group, make_rule, make_silence
 from tests.api.apitools import error_of, expected_status
 
 pytestmark = pytest.mark.django_db
@@ -740,3 +739,19 @@ def test_the_schema_documents_the_alert_resources(client):
         "rule",
         "subject",
     }
+
+
+def test_the_api_refuses_a_back_reference_with_a_400(as_admin):
+    response = as_admin.post(
+        "/api/v1/alerts/rules/",
+        {
+            "name": "x",
+            "kind": "lag_messages",
+            "threshold": 1,
+            "scope": "match",
+            "group_pattern": r"(a)\1",
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    assert "RE2 syntax" in response.json()["error"]["message"]

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from console.monitoring import current
-from console.monitoring.metrics import ERR, OK, STOP, GroupMetrics, QueueMetrics
+from console.monitoring.metrics import (
+    CAUGHT_UP,
+    DRAINING,
+    ERR,
+    NOT_DRAINING,
+    OK,
+    STOP,
+    GroupMetrics,
+    QueueMetrics,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -51,25 +60,43 @@ def test_group_metrics_has_each_queue_as_sampled(two_groups, clock):
         QueueMetrics(
             "stuck", "orders", 0, 100, 10, 90, stuck.queues[0].lag_seconds, clock.at(0), STOP
         ),
-        QueueMetrics("stuck", "orders", 1, 100, None, 100, stuck.queues[1].lag_seconds, None, STOP),
+        # Never committed on: it lags from its first offset, but has no status (left out).
+        QueueMetrics("stuck", "orders", 1, 100, None, 100, stuck.queues[1].lag_seconds, None, None),
     ]
     assert stuck.lag_seconds == max(q.lag_seconds for q in stuck.queues)
 
 
-def test_rates_come_from_the_last_two_samples(two_groups):
+def test_rates_come_from_the_last_two_samples_while_the_history_is_short(two_groups):
     fast = current.group_metrics_for("fast")
 
     assert fast.produce_rate == pytest.approx(10.0)
     assert fast.consume_rate == pytest.approx(9.0)
 
 
-def test_drain_time_is_never_when_producers_outpace_the_group(two_groups):
-    assert current.group_metrics_for("fast").drain_seconds is None
+def test_drain_time_reads_caught_up_for_a_group_keeping_pace(two_groups):
+    fast = current.group_metrics_for("fast")
+
+    assert (fast.drain, fast.drain_seconds) == (CAUGHT_UP, 0.0)
+
+
+def test_drain_time_is_not_draining_when_producers_outpace_the_group(store, clock, sample_at):
+    store.create_topic("orders", queues=1)
+    fill(store, "orders", [100])
+    store.commit_offset("slow", "orders", 0, 0)
+    sample_at(0)
+    fill(store, "orders", [200])  # 20/s
+    clock.at(5)
+    store.commit_offset("slow", "orders", 0, 50)  # 5/s
+    sample_at(10)
+
+    slow = current.group_metrics_for("slow")
+
+    assert (slow.drain, slow.drain_seconds) == (NOT_DRAINING, None)
 
 
 def test_drain_time_when_the_group_catches_up(store, clock, sample_at):
     store.create_topic("orders", queues=1)
-    fill(store, "orders", [100])
+    fill(store, "orders", [200])
     store.commit_offset("billing", "orders", 0, 0)
     sample_at(0)
     clock.at(5)
@@ -78,8 +105,8 @@ def test_drain_time_when_the_group_catches_up(store, clock, sample_at):
 
     metrics = current.group_metrics_for("billing")
 
-    assert metrics.lag == 50
-    assert metrics.drain_seconds == pytest.approx(10.0)
+    assert metrics.lag == 150
+    assert (metrics.drain, metrics.drain_seconds) == (DRAINING, pytest.approx(30.0))
 
 
 @pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 10}])

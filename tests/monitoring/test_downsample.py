@@ -175,3 +175,41 @@ def test_state_of_topics_and_groups_no_longer_sampled_is_forgotten():
 
     assert list(OffsetTimeline.objects.values_list("topic", flat=True)) == ["orders"]
     assert list(CommitWindow.objects.values_list("group", flat=True)) == ["billing"]
+
+
+def episode_rows(start: int) -> None:
+    """Two hours of raw points from ``start``: lag 4,800 and ERR from minute 10 to 50."""
+    for ts in raw_series(start, start + 2 * HOUR):
+        inside = start + 10 * MIN <= ts < start + 50 * MIN
+        row = group_row(ts)
+        lag, status = (4800, "ERR") if inside else (0, "OK")
+        GroupSample.objects.filter(pk=row.pk).update(
+            lags=[lag], lag=lag, lag_min=lag, lag_max=lag, status=status, worst_status=status
+        )
+
+
+def test_a_forty_minute_err_episode_survives_thinning_to_hours_as_the_buckets_max():
+    start = NOW - 8 * DAY
+    episode_rows(start)
+
+    downsample(NOW)
+
+    first_hour = GroupSample.objects.get(ts_ms__lt=start + HOUR)
+    assert first_hour.resolution == 3600
+    assert (first_hour.lag, first_hour.status) == (0, "OK")  # the last point of the hour
+    assert (first_hour.lag_min, first_hour.lag_max, first_hour.worst_status) == (0, 4800, "ERR")
+
+
+def test_the_week_chart_draws_the_episode_in_its_max_envelope_and_status(as_viewer, monkeypatch):
+    from storeadapter.engine import clock as engine_clock
+
+    monkeypatch.setattr(engine_clock, "now_ms", lambda: NOW)
+    episode_rows(NOW - 3 * DAY)
+    downsample(NOW)
+
+    figure = as_viewer.get("/monitoring/charts/group/?group=billing&range=7d").json()
+
+    traces = {trace["name"]: trace["y"] for trace in figure["data"]}
+    assert max(traces["orders/0"]) == 0  # the last values miss it
+    assert max(traces["Most in each point's span"]) == 4800
+    assert max(traces["Status"]) == 2  # ERR

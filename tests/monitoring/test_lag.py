@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from console.monitoring import lag
+from console.monitoring.metrics import CAUGHT_UP, DRAINING, NOT_DRAINING
 
 S = 1000  # ms
 
@@ -126,16 +127,28 @@ def test_counter_advance_counts_queues_forward_only():
 
 
 def test_drain_time_is_lag_over_the_net_consume_rate():
-    assert lag.drain_seconds(lag=1000, consume_rate=30.0, produce_rate=20.0) == 100.0
+    assert lag.drain(1000, consume_rate=30.0, produce_rate=20.0, interval_s=10) == lag.Drain(
+        DRAINING, 100.0
+    )
 
 
-def test_drain_time_is_never_when_not_draining():
-    assert lag.drain_seconds(lag=1000, consume_rate=20.0, produce_rate=20.0) is None
-    assert lag.drain_seconds(lag=1000, consume_rate=5.0, produce_rate=20.0) is None
+def test_drain_time_is_not_draining_when_producers_keep_ahead():
+    assert lag.drain(1000, 20.0, 20.0, 10) == lag.Drain(NOT_DRAINING, None)
+    assert lag.drain(1000, 5.0, 20.0, 10) == lag.Drain(NOT_DRAINING, None)
 
 
-def test_drain_time_without_lag_is_zero():
-    assert lag.drain_seconds(lag=0, consume_rate=0.0, produce_rate=20.0) == 0.0
+def test_drain_time_without_lag_is_caught_up():
+    assert lag.drain(0, 0.0, 20.0, 10) == lag.Drain(CAUGHT_UP, 0.0)
+
+
+def test_lag_consumed_within_one_sample_interval_is_caught_up_whatever_the_net_rate():
+    """A steady consumer keeping pace: consume − produce is noise around zero."""
+    assert lag.drain(40, consume_rate=99.9, produce_rate=100.0, interval_s=10).state == CAUGHT_UP
+    assert lag.drain(40, consume_rate=100.1, produce_rate=100.0, interval_s=10).state == CAUGHT_UP
+
+
+def test_a_group_that_consumes_nothing_is_not_draining_even_with_little_lag():
+    assert lag.drain(1, consume_rate=0.0, produce_rate=0.0, interval_s=10).state == NOT_DRAINING
 
 
 def test_expiry_risk_is_hours_until_the_earliest_expiry_of_a_group_and_topic():

@@ -112,7 +112,7 @@ def test_a_sample_not_newer_than_the_last_one_is_refused(store, clock, sample_at
     assert TopicSample.objects.count() == 1
 
 
-def test_lag_seconds_are_interpolated_on_earlier_samples(store, clock, sample_at):
+def test_lag_seconds_is_the_age_of_the_oldest_unconsumed_message(store, clock, sample_at):
     store.create_topic("orders", queues=1)
     fill(store, "orders", [10])
     store.commit_offset("billing", "orders", 0, 10)
@@ -128,14 +128,14 @@ def test_lag_seconds_are_interpolated_on_earlier_samples(store, clock, sample_at
     assert row.lag_seconds == [20.0]
 
 
-def test_lag_seconds_of_a_queue_without_lag_is_none(store, sample_at):
+def test_lag_seconds_of_a_queue_without_lag_is_zero(store, sample_at):
     store.create_topic("orders", queues=1)
     fill(store, "orders", [10])
     store.commit_offset("billing", "orders", 0, 10)
 
     sample_at(0)
 
-    assert GroupSample.objects.get().lag_seconds == [None]
+    assert GroupSample.objects.get().lag_seconds == [0.0]
 
 
 @pytest.mark.parametrize("store_options", [{"segment_bytes": 8192}])

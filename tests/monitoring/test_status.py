@@ -1,4 +1,5 @@
-"""The Burrow-style status of a queue on scripted commit windows, one rule per test.
+"""Burrow's status of a queue on scripted commit windows, one rule per test, in Burrow's
+order (its evaluator's ``calculatePartitionStatus``), and where Tidemark differs.
 
 A window is the queue's last commits, oldest first, each (offset, commit time ms, lag).
 """
@@ -6,7 +7,7 @@ A window is the queue's last commits, oldest first, each (offset, commit time ms
 from __future__ import annotations
 
 from console.monitoring.metrics import ERR, OK, REWIND, STALL, STOP, WARN, group_status
-from console.monitoring.status import queue_status, record_commit
+from console.monitoring.status import judge, queue_status, record_commit
 
 S = 1000  # ms
 
@@ -23,7 +24,7 @@ def test_a_queue_without_lag_is_ok_whatever_its_window():
 
 
 def test_lag_up_to_the_allowed_lag_is_ok():
-    stopped_long_ago = commits((10, 0, 5), (12, 10, 5))
+    stopped_long_ago = commits((10, 0, 60), (12, 10, 60))
 
     assert queue_status(stopped_long_ago, lag=50, now_ms=10_000 * S, allowed_lag=50) == OK
     assert queue_status(stopped_long_ago, lag=51, now_ms=10_000 * S, allowed_lag=50) == STOP
@@ -41,8 +42,8 @@ def test_a_last_commit_within_the_window_span_is_not_stop():
     assert queue_status(window, lag=7, now_ms=40 * S) == OK
 
 
-def test_lag_with_no_commit_at_all_is_stop():
-    assert queue_status([], lag=3, now_ms=100 * S) == STOP
+def test_a_committed_queue_with_no_commit_seen_yet_is_not_judged():
+    assert queue_status([], lag=3, now_ms=100 * S) == OK
 
 
 def test_an_offset_that_went_backwards_is_rewind():
@@ -81,10 +82,43 @@ def test_growing_lag_that_touched_zero_in_the_window_is_ok():
     assert queue_status(window, lag=8, now_ms=25 * S) == OK
 
 
-def test_stop_is_judged_before_rewind():
+def test_rewind_is_judged_before_stop_as_burrow_does():
     window = commits((30, 0, 5), (10, 10, 25))
 
-    assert queue_status(window, lag=25, now_ms=100 * S) == STOP
+    assert queue_status(window, lag=25, now_ms=100 * S) == REWIND
+
+
+def test_stop_is_judged_before_stall_as_burrow_does():
+    window = commits((10, 0, 5), (10, 10, 8))
+
+    assert queue_status(window, lag=8, now_ms=100 * S) == STOP
+
+
+def test_lag_zero_at_a_commit_of_the_window_is_ok_even_long_after_as_burrow_says():
+    caught_up = commits((10, 0, 0), (20, 10, 0), (30, 20, 0))  # span 20 s
+
+    verdict = judge(caught_up, lag=5, now_ms=60 * S, lag_seconds=2.0, min_span_ms=20 * S)
+
+    assert verdict.status == OK
+
+
+def test_tidemark_differs_a_consumer_that_died_after_catching_up_is_stop():
+    caught_up = commits((10, 0, 0), (20, 10, 0), (30, 20, 0))  # span 20 s
+
+    verdict = judge(caught_up, lag=5, now_ms=60 * S, lag_seconds=35.0, min_span_ms=20 * S)
+
+    assert verdict.status == STOP
+    assert "Burrow reads OK" in verdict.rule
+
+
+def test_each_status_says_which_rule_gave_it():
+    stalled = commits((10, 0, 5), (10, 10, 8), (10, 20, 12))
+
+    verdict = judge(stalled, lag=12, now_ms=25 * S)
+
+    assert verdict.rule == (
+        "commits go on but the offset stays at 10 over the last 3 commits, with lag throughout"
+    )
 
 
 def test_the_window_keeps_the_last_n_commits():
@@ -101,3 +135,7 @@ def test_the_group_takes_its_worst_queue():
     assert group_status([STOP]) == ERR
     assert group_status([REWIND, OK]) == ERR
     assert group_status([]) == OK
+
+
+def test_the_group_leaves_out_queues_never_committed_on():
+    assert group_status([None, OK, None]) == OK

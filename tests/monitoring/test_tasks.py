@@ -11,7 +11,6 @@ from console.background.models import TaskRun
 from console.monitoring.models import GroupSample, StoreSample, TopicSample
 from console.monitoring.tasks import (
     DOWNSAMPLE_TASK,
-    EVALUATE_ALERTS,
     SAMPLE_TASK,
     downsample_metrics,
     sample_metrics,
@@ -20,10 +19,12 @@ from console.monitoring.tasks import (
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 
 
+EVALUATE_ALERTS = "console.alerts.tasks.evaluate_alerts"
+
+
 @pytest.fixture
 def sent(redis_db, monkeypatch) -> list[str]:
-    """Names of the tasks sent; the alert evaluation is recorded but not sent (it is the
-    alerts app's to test)."""
+    """Names of the tasks sent by name."""
     from console.celery import app as celery_app
 
     names: list[str] = []
@@ -31,8 +32,6 @@ def sent(redis_db, monkeypatch) -> list[str]:
 
     def send_task(name, *args, **kwargs):
         names.append(name)
-        if name == EVALUATE_ALERTS:
-            return None
         return original(name, *args, **kwargs)
 
     monkeypatch.setattr(celery_app, "send_task", send_task)
@@ -45,8 +44,8 @@ def worker(sent, worker):
     return worker
 
 
-def test_sample_metrics_writes_a_sample_and_asks_for_an_alert_evaluation(
-    store, worker, sent, finished_run
+def test_sample_metrics_writes_a_sample_and_leaves_alerts_to_their_own_schedule(
+    store, worker, sent, finished_run, settings
 ):
     store.create_topic("orders", queues=2)
     store.append("orders", b"hello", queue=0)
@@ -59,7 +58,8 @@ def test_sample_metrics_writes_a_sample_and_asks_for_an_alert_evaluation(
     assert "sampled 1 topic(s)" in run.last_message
     assert TopicSample.objects.get().max_offsets == [1, 0]
     assert GroupSample.objects.get().lags == [1, 0]
-    assert sent.count(EVALUATE_ALERTS) == 1
+    assert EVALUATE_ALERTS not in sent
+    assert settings.CELERY_BEAT_SCHEDULE["evaluate-alerts"]["task"] == EVALUATE_ALERTS
 
 
 def test_downsample_metrics_thins_old_samples(store, worker, finished_run):

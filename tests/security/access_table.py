@@ -159,6 +159,7 @@ ACCESS: dict[str, Rule] = {
         read=VIEWER, put=ADMIN, patch=ADMIN, delete=ADMIN, kwargs={"rule_id": Ref("rule_id")}
     ),
     "api-alert-events": api(read=VIEWER),
+    "api-alert-notifications": api(read=VIEWER),
     "api-alert-silences": api(read=VIEWER, post=OPERATOR),
     "api-alert-silence-expire": api(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
     "api-alert-test-email": api(post=ADMIN),

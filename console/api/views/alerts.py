@@ -3,7 +3,10 @@
 - ``/api/v1/alerts/rules/``: GET list; POST create (admin).
 - ``/api/v1/alerts/rules/<id>/``: GET; PUT replace, PATCH change some fields, DELETE (admin).
   A PATCH of ``enabled`` alone is the page's Enable / Disable button.
-- ``/api/v1/alerts/events/``: GET, newest first (``state``, ``rule``, ``subject``).
+- ``/api/v1/alerts/events/``: GET, newest first (``state``, ``rule``, ``subject``); each
+  with its latest notification's delivery (state, attempts, last error).
+- ``/api/v1/alerts/notifications/``: GET, newest first (``state``): what was decided to be
+  told, to which channel, and how its delivery went.
 - ``/api/v1/alerts/silences/``: GET list (``active``); POST create (operator).
 - ``/api/v1/alerts/silences/<id>/expire/``: POST ends it now (operator).
 - ``/api/v1/alerts/test-email/``: POST mails a test message (admin).
@@ -34,13 +37,23 @@ from console.accounts.roles import ADMIN, OPERATOR
 from console.alerts import operations
 from console.alerts.evaluate import active_silences
 from console.alerts.forms import (
+    MAX_DAMPING_SECONDS,
     MAX_FOR_SECONDS,
     MAX_REPEAT_SECONDS,
+    MAX_URL_LENGTH,
     RuleForm,
     SilenceForm,
     TestEmailForm,
 )
-from console.alerts.models import MAX_PATTERN_LENGTH, AlertEvent, AlertRule, Silence
+from console.alerts.models import (
+    DEFAULT_GROUP_INTERVAL_SECONDS,
+    DEFAULT_KEEP_FIRING_SECONDS,
+    MAX_PATTERN_LENGTH,
+    AlertEvent,
+    AlertRule,
+    Notification,
+    Silence,
+)
 from console.api.errors import ApiError, error_body
 from console.api.pagination import Pagination, paginated
 from console.api.serializers import ErrorSerializer, QuerySerializer, StrictSerializer, validated
@@ -67,6 +80,10 @@ class AlertRuleSerializer(serializers.ModelSerializer):
     applies_to = serializers.CharField(
         source="scope_text", help_text='"all groups", "the store", or the regexes.'
     )
+    damping = serializers.CharField(
+        source="damping_text", help_text="The keep-firing time and group interval, in words."
+    )
+    webhook_url = serializers.CharField(help_text="Empty: no webhook.")
 
     class Meta:
         model = AlertRule
@@ -81,9 +98,13 @@ class AlertRuleSerializer(serializers.ModelSerializer):
             "topic_pattern",
             "for_seconds",
             "repeat_seconds",
+            "keep_firing_seconds",
+            "group_interval_seconds",
             "recipients",
+            "webhook_url",
             "condition",
             "applies_to",
+            "damping",
             "created_at",
             "updated_at",
         ]
@@ -146,7 +167,60 @@ class AlertRuleWrite(StrictSerializer):
         default=3600,
         help_text="A reminder while it keeps firing; 0 for none, else at least 60.",
     )
+    keep_firing_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_DAMPING_SECONDS,
+        default=DEFAULT_KEEP_FIRING_SECONDS,
+        help_text="Flap damping: it resolves once the condition was clear this long.",
+    )
+    group_interval_seconds = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_DAMPING_SECONDS,
+        default=DEFAULT_GROUP_INTERVAL_SECONDS,
+        help_text="At most one state-change notification per subject this often.",
+    )
     recipients = AddressList(default=list, help_text="Email addresses; empty: no mail.")
+    webhook_url = _text(
+        allow_blank=True,
+        default="",
+        max_length=MAX_URL_LENGTH,
+        help_text="An http(s) URL that gets an Alertmanager-style JSON POST; empty: none.",
+    )
+
+
+class DeliverySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Notification
+        fields = ["id", "channel", "state", "attempts", "last_error", "sent_at", "next_attempt_at"]
+        read_only_fields = fields
+
+
+class NotificationSerializer(serializers.ModelSerializer):
+    rule = serializers.IntegerField(source="rule_id", allow_null=True)
+
+    class Meta:
+        model = Notification
+        fields = [
+            "id",
+            "rule",
+            "rule_name",
+            "channel",
+            "target",
+            "headline",
+            "sections",
+            "state",
+            "attempts",
+            "last_error",
+            "created_at",
+            "last_attempt_at",
+            "next_attempt_at",
+            "sent_at",
+        ]
+        read_only_fields = fields
+
+
+class NotificationQuery(QuerySerializer):
+    state = serializers.ChoiceField(choices=Notification.STATES, required=False)
 
 
 class AlertEventSerializer(serializers.ModelSerializer):
@@ -158,6 +232,9 @@ class AlertEventSerializer(serializers.ModelSerializer):
     details = serializers.DictField()
     silenced_by = serializers.SerializerMethodField(
         help_text="The active silence muting its mail, if any (open events only)."
+    )
+    delivery = serializers.SerializerMethodField(
+        help_text="Its latest notification's delivery: state, attempts, last error; null: none."
     )
 
     class Meta:
@@ -179,8 +256,14 @@ class AlertEventSerializer(serializers.ModelSerializer):
             "details",
             "last_notified_at",
             "silenced_by",
+            "delivery",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(DeliverySerializer(allow_null=True))
+    def get_delivery(self, event: AlertEvent) -> dict | None:
+        latest = event.latest_notification()
+        return None if latest is None else DeliverySerializer(latest).data
 
     @extend_schema_field(serializers.IntegerField(allow_null=True))
     def get_silenced_by(self, event: AlertEvent) -> int | None:
@@ -220,6 +303,7 @@ class SilenceSerializer(serializers.ModelSerializer):
             "rule",
             "rule_name",
             "subject_pattern",
+            "topic_pattern",
             "starts_at",
             "ends_at",
             "reason",
@@ -246,7 +330,8 @@ class SilenceListQuery(QuerySerializer):
 
 
 class SilenceCreate(StrictSerializer):
-    """A silence as the console's silence form takes it: from now until ``ends_at``."""
+    """A silence as the console's silence form takes it: from ``starts_at`` (default now)
+    until ``ends_at``."""
 
     rule = serializers.IntegerField(
         allow_null=True,
@@ -259,9 +344,19 @@ class SilenceCreate(StrictSerializer):
         allow_blank=True,
         default="",
         max_length=MAX_PATTERN_LENGTH,
-        help_text='A regex for the whole subject (group name, or "store"); empty: all.',
+        help_text='An RE2 regex for the whole subject (group name, "store" or "monitoring"); '
+        "empty: all.",
     )
-    ends_at = serializers.DateTimeField(help_text="In the future, at most 90 days ahead.")
+    topic_pattern = _text(
+        allow_blank=True,
+        default="",
+        max_length=MAX_PATTERN_LENGTH,
+        help_text="An RE2 regex: only groups consuming a matching topic; empty: any.",
+    )
+    starts_at = serializers.DateTimeField(
+        allow_null=True, default=None, help_text="Now when null; at most 90 days ahead."
+    )
+    ends_at = serializers.DateTimeField(help_text="After the start, at most 90 days later.")
     reason = _text(max_length=REASON_LENGTH, help_text="Why it is silenced.")
 
 
@@ -439,6 +534,22 @@ class AlertEventList(APIView):
         return paginator.get_paginated_response(data)
 
 
+class NotificationList(APIView):
+    @extend_schema(
+        operation_id="alerts_notifications_list",
+        parameters=[NotificationQuery],
+        responses={200: paginated(NotificationSerializer)},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(NotificationQuery, request.query_params)
+        rows = Notification.objects.all()
+        if "state" in query:
+            rows = rows.filter(state=query["state"])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(NotificationSerializer(page, many=True).data)
+
+
 # -------------------------------------------------------------------------------- silences
 
 
@@ -465,7 +576,9 @@ class SilenceList(APIView):
     @extend_schema(request=SilenceCreate, responses={201: SilenceSerializer})
     def post(self, request: Request) -> Response:
         data = validated(SilenceCreate, request.data)
-        form = SilenceForm({**data, "rule": data["rule"] or ""})
+        form = SilenceForm(
+            {**data, "rule": data["rule"] or "", "starts_at": data["starts_at"] or ""}
+        )
         if not form.is_valid():
             refuse(form)
         silence = operations.create_silence(request.user, form)
@@ -527,6 +640,7 @@ urlpatterns = [
     path("alerts/rules/", AlertRuleList.as_view(), name="api-alert-rules"),
     path("alerts/rules/<int:rule_id>/", AlertRuleDetail.as_view(), name="api-alert-rule"),
     path("alerts/events/", AlertEventList.as_view(), name="api-alert-events"),
+    path("alerts/notifications/", NotificationList.as_view(), name="api-alert-notifications"),
     path("alerts/silences/", SilenceList.as_view(), name="api-alert-silences"),
     path(
         "alerts/silences/<int:silence_id>/expire/",

@@ -1,0 +1,131 @@
+"""Deliver: send a queued notification to its channel (email or webhook), once per
+attempt, and record how it went. The ``send_notification`` task (tasks.py) calls
+``attempt`` and retries a failure with backoff (``backoff_s``); after
+``TIDEMARK_ALERT_MAX_ATTEMPTS`` attempts the notification is ``failed``.
+
+A notification's events are marked notified (``AlertEvent.last_notified_at``) only after a
+delivery succeeded: a mail server that refuses never makes the page say "notified". Each
+attempt is claimed with a conditional UPDATE (``pending`` → ``sending``), so two workers
+never send one notification at once; a worker that died mid-send leaves it ``sending``,
+and ``lost`` hands such rows (and pending ones whose retry never came) back.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db.models import F, Q
+from django.utils import timezone
+
+from console.alerts.models import AlertEvent, Notification
+
+DEFAULT_MAX_ATTEMPTS = 8
+DEFAULT_RETRY_BASE_S = 10.0
+MAX_BACKOFF_S = 600.0
+#: A notification left sending or overdue this long is taken as lost and sent again.
+LOST_AFTER = timedelta(minutes=15)
+MAX_ERROR_CHARS = 1000
+
+
+class DeliveryFailed(Exception):
+    """An attempt failed: the notification stays pending for a retry, or, ``final``, it
+    had its last attempt and is ``failed``."""
+
+    def __init__(self, message: str, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
+
+
+def max_attempts() -> int:
+    return max(1, int(getattr(settings, "TIDEMARK_ALERT_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)))
+
+
+def backoff_s(failures: int) -> float:
+    """Seconds before the next attempt after ``failures`` failed ones: doubling from
+    ``TIDEMARK_ALERT_RETRY_BASE_S``, at most 10 minutes."""
+    base = float(getattr(settings, "TIDEMARK_ALERT_RETRY_BASE_S", DEFAULT_RETRY_BASE_S))
+    return min(MAX_BACKOFF_S, base * 2 ** max(0, failures - 1))
+
+
+def send_email(row: Notification) -> None:
+    payload = row.payload
+    message = EmailMessage(payload["subject"], payload["body"], to=list(payload["to"]))
+    message.send(fail_silently=False)  # the backend's timeout is EMAIL_TIMEOUT
+
+
+def send_webhook(row: Notification) -> None:
+    body = json.dumps(row.payload).encode()
+    request = urllib.request.Request(
+        row.target,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "Tidemark-alerts"},
+    )
+    timeout = float(getattr(settings, "TIDEMARK_WEBHOOK_TIMEOUT_S", 10))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            response.read(4096)
+    except urllib.error.HTTPError as error:
+        raise DeliveryFailed(f"the webhook answered HTTP {error.code} {error.reason}") from None
+
+
+CHANNELS = {Notification.EMAIL: send_email, Notification.WEBHOOK: send_webhook}
+
+
+def _error_text(error: BaseException) -> str:
+    if isinstance(error, DeliveryFailed):
+        return str(error)[:MAX_ERROR_CHARS]
+    return f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
+
+
+def attempt(notification_id: int, now: datetime | None = None) -> Notification | None:
+    """Try to deliver the notification once. Returns it (sent, or None when it was not
+    pending: sent or being sent elsewhere); raises DeliveryFailed when the attempt failed
+    (it is then pending again, with the error and the time of the next attempt)."""
+    now = now or timezone.now()
+    claimed = Notification.objects.filter(pk=notification_id, state=Notification.PENDING).update(
+        state=Notification.SENDING, attempts=F("attempts") + 1, last_attempt_at=now
+    )
+    if not claimed:
+        return None
+    row = Notification.objects.get(pk=notification_id)
+    try:
+        CHANNELS[row.channel](row)
+    except Exception as error:
+        text = _error_text(error)
+        final = row.attempts >= max_attempts()
+        Notification.objects.filter(pk=row.pk, state=Notification.SENDING).update(
+            state=Notification.FAILED if final else Notification.PENDING,
+            last_error=text,
+            next_attempt_at=None if final else now + timedelta(seconds=backoff_s(row.attempts)),
+        )
+        raise DeliveryFailed(text, final) from error
+    Notification.objects.filter(pk=row.pk).update(
+        state=Notification.SENT, sent_at=now, next_attempt_at=None
+    )
+    ids = [pk for section in row.sections.values() for pk in section]
+    AlertEvent.objects.filter(pk__in=ids).filter(
+        Q(last_notified_at__isnull=True) | Q(last_notified_at__lt=now)
+    ).update(last_notified_at=now)
+    row.refresh_from_db()
+    return row
+
+
+def lost(now: datetime | None = None) -> list[int]:
+    """Notifications whose delivery was lost (a worker died while sending, or a retry
+    never came): pending again from now; their ids, to be sent again."""
+    now = now or timezone.now()
+    limit = now - LOST_AFTER
+    Notification.objects.filter(state=Notification.SENDING, last_attempt_at__lt=limit).update(
+        state=Notification.PENDING, last_error="the worker sending it stopped", next_attempt_at=now
+    )
+    overdue = Notification.objects.filter(state=Notification.PENDING, next_attempt_at__lt=limit)
+    ids = list(overdue.values_list("pk", flat=True))
+    if ids:
+        Notification.objects.filter(pk__in=ids).update(next_attempt_at=now)
+    return ids

@@ -1,0 +1,188 @@
+"""Delivery against real servers on loopback: an SMTP server (aiosmtpd) that refuses and
+then accepts, and a webhook receiver (http.server) that fails and then takes the JSON.
+Each is started and stopped by the test."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from console.alerts import notify
+from console.alerts.models import AlertEvent, AlertRule, Notification
+from tests.alerts.alerttools import at, evaluate, group, make_rule
+
+pytestmark = pytest.mark.django_db
+
+LAGGING, CAUGHT_UP = [group(lag=500)], [group(lag=0)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RefusingThenAccepting:
+    """An SMTP handler: answers 451 to the first ``refusals`` messages, then takes them."""
+
+    def __init__(self, refusals: int) -> None:
+        self.refusals = refusals
+        self.received: list[str] = []
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
+        if self.refusals > 0:
+            self.refusals -= 1
+            return "451 4.3.0 Mail server busy, try again later"
+        self.received.append(envelope.content.decode("utf-8", "replace"))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp(settings):
+    handler = RefusingThenAccepting(refusals=1)
+    port = free_port()
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", port, 5
+    yield handler
+    controller.stop()
+
+
+def test_a_refused_firing_mail_is_retried_and_marked_notified_only_once_sent(smtp):
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag")
+
+    changes = evaluate(LAGGING, None, at(0))  # the server refuses
+
+    (row,) = Notification.objects.all()
+    assert (row.state, row.attempts) == (Notification.PENDING, 1)
+    assert "451" in row.last_error and "busy" in row.last_error
+    assert AlertEvent.objects.get().last_notified_at is None
+    assert smtp.received == []
+
+    notify.attempt(changes.notifications[0], at(60))  # the retry, a minute later
+
+    row.refresh_from_db()
+    assert (row.state, row.attempts, row.sent_at) == (Notification.SENT, 2, at(60))
+    assert AlertEvent.objects.get().last_notified_at == at(60)
+    (mail,) = smtp.received
+    assert "Subject: [Tidemark] FIRING: billing lag (1 subject)" in mail
+
+
+def test_a_refused_resolved_mail_is_not_lost(smtp):
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag")
+    smtp.refusals = 0
+    evaluate(LAGGING, None, at(0))
+    smtp.refusals = 1
+
+    changes = evaluate(CAUGHT_UP, None, at(10))  # refused
+    notify.attempt(changes.notifications[0], at(30))
+
+    assert [("RESOLVED" in m) for m in smtp.received] == [False, True]
+
+
+def test_a_server_that_is_down_leaves_the_notification_pending_with_its_error(settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", free_port(), 5
+    make_rule(AlertRule.LAG_MESSAGES, 100)
+
+    evaluate(LAGGING, None, at(0))
+
+    row = Notification.objects.get()
+    assert row.state == Notification.PENDING
+    assert row.last_error.startswith("ConnectionRefusedError")
+    assert row.next_attempt_at == at(0 + notify.backoff_s(1))
+
+
+def test_the_last_attempt_gives_up(settings, smtp):
+    settings.TIDEMARK_ALERT_MAX_ATTEMPTS = 2
+    smtp.refusals = 5
+    make_rule(AlertRule.LAG_MESSAGES, 100)
+    changes = evaluate(LAGGING, None, at(0))
+
+    with pytest.raises(notify.DeliveryFailed) as failure:
+        notify.attempt(changes.notifications[0], at(20))
+
+    assert failure.value.final
+    assert Notification.objects.get().state == Notification.FAILED
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """Answers 503 while ``failures`` last, then 200; keeps every body it took."""
+
+    failures = 1
+    bodies: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        status = 503 if Receiver.failures > 0 else 200
+        if Receiver.failures > 0:
+            Receiver.failures -= 1
+        else:
+            Receiver.bodies.append(json.loads(body))
+        self.send_response(status)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def webhook():
+    Receiver.failures, Receiver.bodies = 1, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_a_webhook_gets_an_alertmanager_payload_after_a_retry(webhook, mailoutbox):
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag", recipients="", webhook_url=webhook)
+
+    changes = evaluate(LAGGING, None, at(0))  # 503
+    row = Notification.objects.get()
+    assert (row.channel, row.state, row.last_error) == (
+        Notification.WEBHOOK,
+        Notification.PENDING,
+        "the webhook answered HTTP 503 Service Unavailable",
+    )
+    notify.attempt(changes.notifications[0], at(20))
+
+    (payload,) = Receiver.bodies
+    assert (payload["version"], payload["status"], payload["receiver"]) == (
+        "4",
+        "firing",
+        "billing lag",
+    )
+    (alert,) = payload["alerts"]
+    assert alert["status"] == "firing"
+    assert alert["labels"] == {
+        "alertname": "billing lag",
+        "kind": "lag_messages",
+        "subject": "billing",
+        "group": "billing",
+    }
+    assert alert["annotations"]["value"] == "500 messages"
+    assert alert["startsAt"] == "2026-03-01T12:00:00Z"
+    assert alert["endsAt"] == "0001-01-01T00:00:00Z"
+    assert alert["generatorURL"].endswith("/groups/billing/")
+    assert mailoutbox == []
+
+
+def test_a_resolution_reaches_the_webhook_with_its_end(webhook):
+    Receiver.failures = 0
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag", recipients="", webhook_url=webhook)
+    evaluate(LAGGING, None, at(0))
+    evaluate(CAUGHT_UP, None, at(30))
+
+    resolved = Receiver.bodies[1]
+    assert resolved["status"] == "resolved"
+    assert resolved["alerts"][0]["endsAt"] == "2026-03-01T12:00:30Z"

@@ -1,0 +1,98 @@
+"""Lag that means what it says: scripted histories through the engine's clock and the
+sampler (retention, old backlogs, steady traffic)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from console.monitoring import current
+from console.monitoring.metrics import NOT_DRAINING
+from console.monitoring.models import GroupSample
+
+pytestmark = pytest.mark.django_db
+
+HOUR_S = 3600
+
+
+def append(store, topic: str, count: int, queue: int = 0, size: int = 1) -> None:
+    store.append_batch(topic, [{"body": b"x" * size, "queue": queue} for _ in range(count)])
+
+
+@pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 1}])
+def test_retention_deleting_unconsumed_messages_keeps_the_lag_and_counts_them_lost(
+    store, clock, sample_at
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 100, size=200)  # several 8 KiB segments
+    store.commit_offset("billing", "orders", 0, 10)
+    clock.at(2 * HOUR_S)
+    append(store, "orders", 5, size=200)
+    store.delete_expired(clock.ms)
+    low, high = store.queue_range("orders", 0)
+    assert low > 10  # retention deleted messages billing had not consumed
+
+    sample_at(2 * HOUR_S + 10)
+
+    row = GroupSample.objects.get()
+    assert row.lag == high - 10 == 95
+    assert (row.lost, row.lost_per_queue) == (low - 10, [low - 10])
+    assert current.group_metrics_for("billing").lost == low - 10
+
+
+def test_lag_in_seconds_of_a_backlog_7190_s_old_is_7190_s_on_a_topic_no_longer_written(
+    store, clock, sample_at
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 50)
+    clock.at(10)
+    append(store, "orders", 50)
+    store.commit_offset("billing", "orders", 0, 50)  # the oldest unconsumed was stored at 10 s
+
+    sample_at(7200)  # the first sample, two hours later, nothing written since
+
+    assert GroupSample.objects.get().lag_seconds == [7190.0]
+    assert current.group_metrics_for("billing").lag_seconds == 7190.0
+
+
+def test_lag_in_seconds_counts_from_the_first_message_kept_when_retention_took_the_rest(
+    store, clock, sample_at
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 10)
+    store.commit_offset("billing", "orders", 0, 10)
+    clock.at(100)
+    append(store, "orders", 10)
+
+    sample_at(160)
+
+    assert GroupSample.objects.get().lag_seconds == [60.0]
+
+
+def test_an_hour_of_steady_traffic_never_reads_not_draining(store, clock, sample_at):
+    """100 messages a second; the consumer commits every second, one to three seconds
+    behind. Between two 10-second samples consume − produce is noise around zero."""
+    store.create_topic("orders", queues=1)
+    rng = random.Random(18)
+    appended = 0
+    at_second: list[int] = []
+    answers = []
+    for second in range(HOUR_S + 1):
+        clock.at(second)
+        append(store, "orders", 100)
+        appended += 100
+        at_second.append(appended)
+        behind = rng.randint(1, 3)
+        if second >= behind:
+            store.commit_offset("steady", "orders", 0, at_second[second - behind])
+        if second % 10 == 0:
+            sample_at(second)
+            if second:
+                answers.append(current.group_metrics_for("steady").drain)
+
+    assert NOT_DRAINING not in answers
+    assert len(answers) == 360
