@@ -34,6 +34,7 @@ from storeadapter.engine import (
     StoreClosedError,
     StoreError,
     StoreFailedError,
+    StoreIOError,
     TopicExistsError,
     TopicNotFoundError,
 )
@@ -74,6 +75,7 @@ STORE_ERRORS: tuple[tuple[type[StoreError], int, str], ...] = (
     (ResetError, 400, "invalid_reset"),
     (DiskFullError, 507, "disk_full"),
     (StoreFailedError, 503, "store_failed"),
+    (StoreIOError, 503, "store_io_error"),
     (StoreClosedError, 503, "store_closed"),
     (StoreError, 400, "refused"),
 )
