@@ -17,6 +17,7 @@ from console.env import (
     env_str,
     secret_key,
 )
+from storeadapter.reset_modes import MODE_NAMES, UNDO
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -178,6 +179,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "GroupStatusEnum": "console.monitoring.metrics.GROUP_STATUSES",
         "QueueStatusEnum": "console.monitoring.metrics.QUEUE_STATUSES",
+        "ResetModeEnum": [*MODE_NAMES, UNDO],
+        **{f"{name.capitalize()}ResetModeEnum": [name] for name in MODE_NAMES},
     },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},

@@ -1,4 +1,4 @@
-"""Resetting a group's offsets: preview, apply, then undo from the history."""
+"""Resetting a group's offsets: preview, apply, then undo from the Resets list."""
 
 import re
 
@@ -36,26 +36,32 @@ def test_reset_offsets_preview_apply_and_undo(page: Page, url, log_in, operator,
     page.get_by_role("button", name="Apply the reset").focus()
     page.keyboard.press("Enter")
 
-    expect(page).to_have_url(url("/groups/billing/"))
+    expect(page).to_have_url(url("/groups/billing/#resets"))
     expect(page.locator("li.tm-message")).to_contain_text(
-        "Reset to earliest of billing on orders: 2 queues moved; "
-        "7 messages will be consumed again, 0 skipped."
+        re.compile(
+            r"Reset to earliest of billing on orders applied \(reset #\d+\): 2 queues moved; "
+            "7 messages will be consumed again, 0 skipped."
+        )
     )
     assert committed_cells(page) == ["0", "0"]
 
-    # Undo from the history.
-    history = page.locator("#history")
-    expect(history.locator("tbody tr").first).to_contain_text("reset to earliest")
-    history.get_by_role("link", name=re.compile("^Undo")).first.focus()
+    # Undo from the Resets list.
+    resets = page.locator("#resets")
+    expect(resets.locator("tbody tr").first).to_contain_text("to earliest")
+    resets.get_by_role("link", name=re.compile("^Undo")).first.focus()
     page.keyboard.press("Enter")
 
-    expect(page.get_by_role("heading", level=1)).to_have_text("Undo the latest reset: preview")
+    expect(page.get_by_role("heading", level=1)).to_have_text(
+        re.compile(r"Undo reset #\d+: preview")
+    )
     page.get_by_role("button", name="Apply the undo").focus()
     page.keyboard.press("Enter")
 
-    expect(page).to_have_url(url("/groups/billing/"))
+    expect(page).to_have_url(url("/groups/billing/#resets"))
     expect(page.locator("li.tm-message")).to_contain_text(
-        "Undid the latest reset of billing on orders: 2 queues moved"
+        re.compile(
+            r"Undo of reset #\d+ of billing on orders applied \(reset #\d+\): 2 queues moved"
+        )
     )
     assert committed_cells(page) == ["3", "4"]
     assert [billing.committed_offset("billing", "orders", q) for q in (0, 1)] == [3, 4]

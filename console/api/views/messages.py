@@ -48,11 +48,11 @@ from console.api.serializers import (
     QuerySerializer,
     StoredMessageSerializer,
     StrictSerializer,
-    message_data,
     validated,
 )
 from console.core.store import get_store
 from console.messages import search
+from console.messages.records import message_record
 from storeadapter.engine import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -344,7 +344,7 @@ class QueueMessages(APIView):
         next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
         return Response(
             {
-                "messages": [message_data(m) for m in messages],
+                "messages": [message_record(m) for m in messages],
                 "next_offset": next_offset,
                 "max_offset": high,
             }
@@ -425,7 +425,7 @@ class MessageDetail(APIView):
             message = get_store().get(message_id)
         except CorruptRecordError as error:
             raise ApiError(404, "message_corrupt", str(error)) from None
-        return Response(message_data(message))
+        return Response(message_record(message))
 
 
 MODE_KEY, MODE_RANGE, MODE_TIME = "key", "range", "time"
@@ -579,7 +579,7 @@ class MessageSearch(APIView):
                 "count": total,
                 "next": replace_query_param(url, "page", number + 1) if has_next else None,
                 "previous": previous,
-                "results": [message_data(m) for m in messages],
+                "results": [message_record(m) for m in messages],
             }
         )
 

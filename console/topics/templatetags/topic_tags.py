@@ -27,6 +27,15 @@ def ms_time(value: int | None, empty: str = "—") -> str:
 
 
 @register.filter
+def num(value: object) -> str:
+    """A whole number with thousands separators (12,345), the console's one number format;
+    anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "" if value is None else str(value)
+    return f"{value:,}"
+
+
+@register.filter
 def duration(seconds: float | None, empty: str = "—") -> str:
     """Seconds as people say them: "45 s", "3 min 5 s", "2 h 10 min", "3 d 4 h"."""
     if seconds is None:
