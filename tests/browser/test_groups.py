@@ -5,6 +5,8 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
+from storeadapter.engine import clock
+
 # live_server flushes the database after each test; serialized_rollback puts back what
 # the migrations made first (and orders these tests after the non-transactional ones).
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
@@ -65,3 +67,40 @@ def test_reset_offsets_preview_apply_and_undo(page: Page, url, log_in, operator,
     )
     assert committed_cells(page) == ["3", "4"]
     assert [billing.committed_offset("billing", "orders", q) for q in (0, 1)] == [3, 4]
+
+
+def test_a_reset_and_its_undo_on_a_group_whose_consumer_is_running(
+    page: Page, url, log_in, operator, store
+):
+    from console.core.store import store_config
+    from tests.livegroup import LiveGroup, wait_until
+
+    store.create_topic("orders", 2)
+    store.append_batch("orders", [{"body": f"old {n}", "queue": n % 2} for n in range(40)])
+    with LiveGroup(store, store_config(), "billing", "orders", queues=2) as live:
+        log_in(operator)
+        page.goto(url("/groups/billing/"))
+        reset = page.locator("#reset")
+        reset.get_by_label("Topic").select_option("orders")
+        reset.get_by_label("Reset to").select_option("earliest")
+        reset.get_by_role("button", name="Preview the reset").click()
+        expect(page.locator(".tm-reset-members")).to_contain_text("1 live member")
+        page.wait_for_timeout(3000)  # the operator reads the preview; the consumer commits
+        page.get_by_role("button", name="Apply the reset").click()
+
+        message = page.locator("li.tm-message")
+        expect(message).to_contain_text(
+            re.compile(r"Reset to earliest of billing on orders applied")
+        )
+        applied_ms = clock.now_ms()
+        wait_until(lambda: live.commits_after(applied_ms) >= 100, what="100 commits")
+
+        message.get_by_role("link", name=re.compile(r"^Undo reset #\d+")).click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(
+            re.compile(r"Undo reset #\d+: preview")
+        )
+        page.get_by_role("button", name="Apply the undo").click()
+
+        expect(page.locator("li.tm-message")).to_contain_text(
+            re.compile(r"Undo of reset #\d+ of billing on orders applied")
+        )
