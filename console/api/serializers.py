@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 from console.messages.records import BODY_ENCODINGS
@@ -88,6 +89,12 @@ class ErrorDetailSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
+
+
+def refusals(*answers: tuple[int, str]) -> dict[int, OpenApiResponse]:
+    """``extend_schema(responses=...)`` entries for the errors an operation can give beyond
+    those its shape implies (console.api.schema): ``refusals((409, "The topic exists."))``."""
+    return {status: OpenApiResponse(ErrorSerializer, description=text) for status, text in answers}
 
 
 class StoredMessageSerializer(serializers.Serializer):

@@ -261,8 +261,6 @@ def test_admin_site_lists_entries_read_only(admin_client):
 
 
 def test_times_are_shown_in_utc_with_the_zone_named(as_viewer, admin):
-    from console.audit.log import record
-
     entry = record(admin, "topic.create", "topic orders")
 
     body = as_viewer.get("/audit/").content.decode()

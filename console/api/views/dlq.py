@@ -22,7 +22,12 @@ from rest_framework.views import APIView
 
 from console.accounts.roles import OPERATOR
 from console.api.pagination import Pagination, paginated
-from console.api.serializers import StoredMessageSerializer, StrictSerializer, validated
+from console.api.serializers import (
+    StoredMessageSerializer,
+    StrictSerializer,
+    refusals,
+    validated,
+)
 from console.api.views.resets import BodySchema
 from console.core.store import get_store
 from console.groups.dlq import MAX_REDRIVE_IDS, DlqMessages, dead_letter_origin, dlq_exists
@@ -134,7 +139,13 @@ class GroupRedrive(APIView):
     method_roles = {"POST": OPERATOR}
     schema = BodySchema()
 
-    @extend_schema(request=REDRIVE_REQUEST, responses={200: RedriveResultSerializer})
+    @extend_schema(
+        request=REDRIVE_REQUEST,
+        responses={
+            200: RedriveResultSerializer,
+            **refusals((507, "The disk is too full to write the letters back.")),
+        },
+    )
     def post(self, request: Request, group: str) -> Response:
         data = _redrive_request(request.data)
         _require_group_or_dlq(group)

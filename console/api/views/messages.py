@@ -44,10 +44,10 @@ from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
 from console.api.serializers import (
-    ErrorSerializer,
     QuerySerializer,
     StoredMessageSerializer,
     StrictSerializer,
+    refusals,
     validated,
 )
 from console.core.store import get_store
@@ -73,10 +73,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 #: Besides the error statuses every operation documents (console.api.schema), a produce
 #: may meet a failed store or a full disk.
-STORE_DOWN = {
-    503: OpenApiResponse(ErrorSerializer, description="The store failed or is closed."),
-    507: OpenApiResponse(ErrorSerializer, description="The disk is too full to write."),
-}
+STORE_DOWN = refusals(
+    (503, "The store failed or is closed."), (507, "The disk is too full to write.")
+)
 
 
 # Fields
@@ -234,7 +233,10 @@ class TopicMessages(APIView):
 
     method_roles = {"POST": OPERATOR}
 
-    @extend_schema(request=ProduceRequest, responses={201: ProduceResponse, **STORE_DOWN})
+    @extend_schema(
+        request=ProduceRequest,
+        responses={201: ProduceResponse, **STORE_DOWN, **refusals((409, "The queue is frozen."))},
+    )
     def post(self, request: Request, topic: str) -> Response:
         data = request.data  # a body past DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 (errors.py)
         if not isinstance(data, dict):
@@ -379,7 +381,10 @@ class QueueCommit(APIView):
 
     @extend_schema(
         request=CommitRequest,
-        responses={200: CommitResponse},
+        responses={
+            200: CommitResponse,
+            **refusals((409, "The committed offset is not the expected one.")),
+        },
     )
     def post(self, request: Request, topic: str, queue: int) -> Response:
         data = validated(CommitRequest, request.data)
@@ -419,7 +424,9 @@ class QueueCommit(APIView):
 
 
 class MessageDetail(APIView):
-    @extend_schema(responses={200: StoredMessageSerializer})
+    @extend_schema(
+        responses={200: StoredMessageSerializer, **refusals((400, "That is not a message id."))}
+    )
     def get(self, request: Request, message_id: str) -> Response:
         try:
             message = get_store().get(message_id)
@@ -558,7 +565,7 @@ class MessageSearch(APIView):
     @extend_schema(
         operation_id="v1_messages_search",
         parameters=[MessageSearchQuery, *PAGING],
-        responses={200: MessagePageSerializer},
+        responses={200: MessagePageSerializer, **refusals((404, "No such topic."))},
     )
     def get(self, request: Request) -> Response:
         query = validated(MessageSearchQuery, request.query_params)
@@ -633,6 +640,7 @@ class MessageExport(APIView):
             (200, "application/x-ndjson"): OpenApiResponse(
                 OpenApiTypes.STR, description="One JSON object per line, per message."
             ),
+            **refusals((404, "No such topic or queue.")),
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:

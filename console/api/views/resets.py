@@ -33,7 +33,7 @@ from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
-from console.api.serializers import StrictSerializer, validated
+from console.api.serializers import StrictSerializer, refusals, validated
 from console.api.views.groups import OffsetChangeSerializer, change_data
 from console.core.store import get_store
 from console.groups.detail import live_members
@@ -336,6 +336,16 @@ PREVIEW_OR_APPLIED = OpenApiResponse(
 )
 
 
+#: Applying a preview refused as outdated (its details say how to preview again).
+OUTDATED = refusals(
+    (
+        409,
+        "The preview no longer means what it said (preview_outdated), or the consumers "
+        "committed between every read and commit of a shift (offsets_moved).",
+    )
+)
+
+
 def _plan_data(plan: ResetPlan, kept: ResetPreview) -> dict:
     data = plan.as_dict()
     for internal in ("moves", "total_queues", "clamped_total"):
@@ -429,7 +439,7 @@ class GroupReset(APIView):
     method_roles = {"POST": OPERATOR}
     schema = BodySchema()
 
-    @extend_schema(request=RESET_REQUEST, responses={200: PREVIEW_OR_APPLIED})
+    @extend_schema(request=RESET_REQUEST, responses={200: PREVIEW_OR_APPLIED, **OUTDATED})
     def post(self, request: Request, group: str) -> Response:
         data = _reset_request(request.data)
         if not data["dry_run"]:
@@ -493,7 +503,7 @@ class GroupResetUndo(APIView):
     method_roles = {"POST": OPERATOR}
     schema = BodySchema()
 
-    @extend_schema(request=UNDO_REQUEST, responses={200: PREVIEW_OR_APPLIED})
+    @extend_schema(request=UNDO_REQUEST, responses={200: PREVIEW_OR_APPLIED, **OUTDATED})
     def post(self, request: Request, group: str, reset: int) -> Response:
         data = _undo_request(request.data)
         if not data["dry_run"]:
