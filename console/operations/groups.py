@@ -79,16 +79,23 @@ def apply_kept_preview(
     _check_kind(plan, undoing)
     store = get_store()
     who = user.get_username()
-    with transaction.atomic():
-        reset = AppliedReset.objects.create(
-            group=group,
-            topic=plan.topic,
-            mode=plan.mode,
-            value=None if plan.mode == UNDO else plan.value,
-            undoes=applied_reset(group, int(plan.value)) if plan.mode == UNDO else None,
-            who=who,
-        )
+    # The reset's row first, for the id its offset changes name; not in a transaction that
+    # would hold the database's write lock while the engine commits (a million queues:
+    # seconds).
+    reset = AppliedReset.objects.create(
+        group=group,
+        topic=plan.topic,
+        mode=plan.mode,
+        value=None if plan.mode == UNDO else plan.value,
+        undoes=applied_reset(group, int(plan.value)) if plan.mode == UNDO else None,
+        who=who,
+    )
+    try:
         changes = apply_reset(store, plan, who=who, reason=reset_reason(reset.pk, plan.mode))
+    except BaseException:
+        reset.delete()
+        raise
+    with transaction.atomic():
         kept.delete()
         if not changes:
             reset.delete()
