@@ -125,6 +125,7 @@ def build_store(path: Path, topics: int, queues: int, groups: int, messages: int
 
 def setup_django(workdir: Path, store_dir: Path):
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    os.environ.setdefault("DEBUG", "true")  # a workstation's settings, as `make run`'s
     os.environ["DATABASE_URL"] = f"sqlite:///{workdir / 'console.sqlite3'}"
     os.environ["TIDEMARK_STORE_DIR"] = str(store_dir)
     import django

@@ -17,16 +17,19 @@ from console.env import (
     env_str,
     secret_key,
 )
+from storeadapter.reset_modes import MODE_NAMES, UNDO
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
-DEBUG = env_bool("DEBUG", True)
+# Off unless DEBUG is set on (`make run` sets it for development): Django's debug pages,
+# which list every URL pattern and show tracebacks, are never shown by default.
+DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = secret_key(DEBUG)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver"])
 
 # HTTPS hardening: on by default when DEBUG is off, each overridable. `make run` serves plain
-# HTTP with DEBUG on, where all of these default to off.
+# HTTP with DEBUG on (set explicitly), where all of these default to off.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 # Load balancers probe over plain HTTP inside the network.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
@@ -180,6 +183,8 @@ SPECTACULAR_SETTINGS = {
         "QueueStatusEnum": "console.monitoring.metrics.QUEUE_STATUSES",
         "NotificationStateEnum": "console.alerts.models.Notification.STATES",
         "AlertEventStateEnum": "console.alerts.models.AlertEvent.STATES",
+        "ResetModeEnum": [*MODE_NAMES, UNDO],
+        **{f"{name.capitalize()}ResetModeEnum": [name] for name in MODE_NAMES},
     },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},

@@ -20,6 +20,8 @@ fi
 
 PY=${PY:-.venv/bin/python}
 CELERY=${CELERY:-$(dirname "$PY")/celery}
+# A workstation: Django's debug mode on, explicitly (the settings' default is off).
+export DEBUG=${DEBUG:-true}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 HOST=${TIDEMARK_HOST:-127.0.0.1}
 PORT=${TIDEMARK_PORT:-8000}

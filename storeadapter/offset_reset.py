@@ -1,47 +1,55 @@
-"""Offset resets for operators: previewed, applied only as previewed, undoable.
+"""Offset resets for operators: previewed, then applied to a group that may be running.
 
-A reset moves a group's committed offsets on one topic to the earliest or latest
-offset, to given offsets, to a point in time, or by a shift of ±N. ``preview_reset``
-says per queue what would happen (current → target, how many messages would be
-consumed again or skipped, what was clamped to the valid range and why);
-``apply_reset`` commits exactly that plan, all queues or none, and refuses if any
-offset moved since the preview. Each applied reset is recorded in the group's offset
-history under a reason naming the reset, which is what ``preview_undo`` reads back.
+A reset moves a group's committed offsets on one topic in one of the modes of
+``storeadapter.reset_modes``. ``preview_reset`` says per queue what would happen
+(current → target, how many messages would be consumed again or skipped, what was
+clamped to the valid range and why). ``apply_reset`` commits the plan, all queues or
+none, while the group's consumers go on committing:
+
+- an absolute mode (every mode but shift, and an undo) commits the previewed targets,
+  whatever the consumers committed since the preview;
+- a shift is taken from the offsets at the moment of applying;
+- either is refused (``ResetOutdatedError``: preview again) only when the preview no
+  longer means what it said: the topic gained or lost queues, or a target fell below a
+  queue's first offset (retention deleted those messages) or past its end.
+
+It returns the offset changes written, whose ``old`` is each queue's real offset before.
+``preview_undo`` plans putting back what an applied reset replaced; the console keeps
+the replaced offsets of every applied reset (``Moves``) for that.
 
 The console and the REST API both use this module; neither opens store files.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
-from storeadapter.engine import MessageStore, OffsetConflictError, StoreError
-from storeadapter.engine.offsets import HISTORY_PER_GROUP
+from storeadapter.engine import MessageStore, OffsetChange, OffsetConflictError, StoreError
+from storeadapter.reset_modes import MODE_NAMES, UNDO, is_relative
 from storeadapter.reset_moves import Moves
 
-MODES = ("earliest", "latest", "offset", "time", "shift", "undo")
-#: An undo reads a reset back from the group's offset history, which keeps this many
-#: changes: a reset of as many queues or more cannot be undone.
-HISTORY_KEPT = HISTORY_PER_GROUP
 #: A plan lists every queue of a topic with at most this many queues; of a bigger topic
 #: only the first this many that move (it counts them all, and applies them all).
 LISTED_QUEUES = 1000
-_REASON_PREFIX = "reset:"
+#: How often a shift is read again and retried when a consumer commits between the
+#: read and the commit (each try takes milliseconds; consumers commit every second).
+APPLY_ATTEMPTS = 20
+REASON_PREFIX = "reset:"
 
 
 class ResetError(StoreError):
     """A reset cannot be previewed or applied; the sentence says why."""
 
 
+class ResetOutdatedError(ResetError):
+    """The preview no longer means what it said (queues added or removed, a target
+    outside a queue's range now): preview again."""
+
+
 class ResetConflictError(ResetError):
-    """The offsets moved since the preview: preview again."""
-
-
-class ResetNotUndoableError(ResetError):
-    """The latest reset is no longer wholly in the offset history: it cannot be undone."""
+    """The group's consumers committed between every read and commit of a shift."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ class QueueReset:
     clamped: str | None = None
     span_from_ms: int | None = None
     span_to_ms: int | None = None
+    #: Whether the reset sets this queue (False: an offset reset leaves it as it is).
+    planned: bool = True
 
     @property
     def moves(self) -> bool:
@@ -78,23 +88,20 @@ class QueueReset:
 class ResetPlan:
     """A reset's plan. ``queues`` lists every queue of a topic with at most
     ``LISTED_QUEUES`` queues; of a bigger topic only the first ``LISTED_QUEUES`` queues
-    that move, and ``moves`` then holds every queue that moves (``total_queues`` is the
-    topic's count, ``clamped_total`` how many moving queues were clamped)."""
+    that move, and ``moves`` then holds every queue the reset sets. ``total_queues`` is
+    the topic's count of queues when previewed, ``clamped_total`` how many moving queues
+    were clamped, ``past_newest`` how many queues a time is after the newest message of.
+    An undo's ``value`` is the id of the reset it undoes."""
 
     group: str
     topic: str
     mode: str
-    value: int | dict[str, int] | None
+    value: int | str | dict[str, int] | None
     queues: list[QueueReset] = field(default_factory=list)
-    total_queues: int | None = None
+    total_queues: int = 0
     moves: Moves | None = None
     clamped_total: int = 0
-
-    @cached_property
-    def token(self) -> str:
-        """Names this exact plan (modes, targets and the offsets it was made from)."""
-        data = json.dumps(self.as_dict(with_token=False), sort_keys=True).encode()
-        return hashlib.sha256(data).hexdigest()[:16]
+    past_newest: int = 0
 
     @property
     def listed_all(self) -> bool:
@@ -103,23 +110,28 @@ class ResetPlan:
 
     @property
     def queue_count(self) -> int:
-        return len(self.queues) if self.moves is None else self.total_queues or 0
+        return self.total_queues
+
+    @property
+    def relative(self) -> bool:
+        """Whether its targets are taken from the offsets when it is applied (a shift)."""
+        return is_relative(self.mode)
 
     @property
     def changes(self) -> list[QueueReset]:
         """The listed queues that move."""
         return [q for q in self.queues if q.moves]
 
-    def moving(self) -> list[tuple[int, int | None, int]]:
-        """(queue, committed offset or None, target) of every queue that moves."""
+    def targets(self) -> Iterable[tuple[int, int]]:
+        """(queue, target) of every queue the reset sets, moving or not."""
         if self.moves is not None:
-            return list(self.moves.changes())
-        return [(q.queue, q.committed, q.target) for q in self.changes]
+            return zip(self.moves.queue, self.moves.target, strict=True)
+        return ((q.queue, q.target) for q in self.queues if q.planned)
 
-    @property
+    @cached_property
     def moved(self) -> int:
         """How many queues move."""
-        return len(self.changes) if self.moves is None else len(self.moves)
+        return len(self.changes) if self.moves is None else self.moves.moved()
 
     @property
     def consumed_again(self) -> int:
@@ -144,13 +156,6 @@ class ResetPlan:
         return sum(1 for q in self.queues if q.clamped)
 
     @property
-    def undoable(self) -> bool:
-        """Whether the group's offset history, which keeps its latest
-        ``HISTORY_KEPT`` changes, can hold every change this plan makes (an undo
-        reads them back from there)."""
-        return self.moved < HISTORY_KEPT
-
-    @property
     def span_from_ms(self) -> int | None:
         """Store time of the oldest message consumed again or skipped, over the listed
         queues."""
@@ -164,11 +169,8 @@ class ResetPlan:
         times = [q.span_to_ms for q in self.queues if q.span_to_ms is not None]
         return max(times, default=None)
 
-    @cached_property
-    def _moves_text(self) -> dict[str, str] | None:
-        return None if self.moves is None else self.moves.encode()
-
-    def as_dict(self, with_token: bool = True) -> dict:
+    def as_dict(self) -> dict:
+        """The plan as JSON (``from_dict`` reads it back); a big topic's moves as text."""
         data = {
             "group": self.group,
             "topic": self.topic,
@@ -178,25 +180,20 @@ class ResetPlan:
                 {**asdict(q), "consumed_again": q.consumed_again, "skipped": q.skipped}
                 for q in self.queues
             ],
+            "total_queues": self.total_queues,
+            "clamped_total": self.clamped_total,
+            "past_newest": self.past_newest,
+            "span_from_ms": self.span_from_ms,
+            "span_to_ms": self.span_to_ms,
         }
         if self.moves is not None:
-            data["total_queues"] = self.total_queues
-            data["clamped_total"] = self.clamped_total
-            data["moves"] = self._moves_text
-        if with_token:
-            data["undoable"] = self.undoable
-            data["span_from_ms"] = self.span_from_ms
-            data["span_to_ms"] = self.span_to_ms
-            data["token"] = self.token
+            data["moves"] = self.moves.encode()
         return data
 
     @classmethod
-    def from_dict(cls, data: dict, with_moves: bool = False) -> ResetPlan:
-        """Rebuild a plan a client sent back; its token must still match its contents.
-
-        A plan of a big topic (``moves``) is taken only ``with_moves``: from where the
-        console or the API kept it, never from a client.
-        """
+    def from_dict(cls, data: dict) -> ResetPlan:
+        """The plan ``as_dict`` wrote (where the console keeps previews); ResetError if
+        ``data`` is not one."""
         try:
             queues = [
                 QueueReset(
@@ -209,29 +206,24 @@ class ResetPlan:
                     q.get("clamped"),
                     _optional_int(q.get("span_from_ms")),
                     _optional_int(q.get("span_to_ms")),
+                    bool(q.get("planned", True)),
                 )
                 for q in data["queues"]
             ]
-            moves = None
-            if "moves" in data:
-                if not with_moves:
-                    raise ValueError("a big topic's plan is applied by its token")
-                moves = Moves.decode(data["moves"])
-            plan = cls(
+            moves = Moves.decode(data["moves"]) if "moves" in data else None
+            return cls(
                 str(data["group"]),
                 str(data["topic"]),
                 str(data["mode"]),
                 data["value"],
                 queues,
-                None if moves is None else int(data["total_queues"]),
+                int(data["total_queues"]),
                 moves,
-                0 if moves is None else int(data["clamped_total"]),
+                int(data["clamped_total"]),
+                int(data.get("past_newest", 0)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ResetError(f"this is not a reset preview ({error})") from None
-        if data.get("token") != plan.token:
-            raise ResetError("the reset preview was altered; preview the reset again")
-        return plan
 
 
 def preview_reset(
@@ -239,23 +231,27 @@ def preview_reset(
     group: str,
     topic: str,
     mode: str,
-    value: int | dict[int, int] | None = None,
+    value: int | str | dict[int, int] | None = None,
 ) -> ResetPlan:
     """Plan a reset of ``group`` on every queue of ``topic``.
 
-    ``mode``: ``earliest``, ``latest``, ``offset`` (``value``: queue → offset),
-    ``time`` (``value``: ms since the epoch: the first message stored then or later),
-    ``shift`` (``value``: ±N from the current position). Targets outside a queue's
-    range are clamped to it, and the plan says so. Every queue's range and committed
-    offset are read in one call each; of a topic with more than ``LISTED_QUEUES``
-    queues, only the listed queues' time spans are read.
+    ``mode`` is one of ``storeadapter.reset_modes.MODE_NAMES``: ``earliest``,
+    ``latest``, ``offset`` (``value``: queue → offset), ``time`` (``value``: ms since the
+    epoch: the first message stored then or later), ``shift`` (``value``: ±N from the
+    current position), ``group`` (``value``: another group, whose committed offsets to
+    take). Targets outside a queue's range are clamped to it, and the plan says so.
+    Every queue's range and committed offset are read in one call each; of a topic with
+    more than ``LISTED_QUEUES`` queues, only the listed queues' time spans are read.
     """
-    if mode not in MODES[:-1]:
-        raise ResetError(f"a reset mode is one of {', '.join(MODES[:-1])}, not {mode!r}")
+    if mode not in MODE_NAMES:
+        raise ResetError(f"a reset mode is one of {', '.join(MODE_NAMES)}, not {mode!r}")
     if mode in ("time", "shift") and (not isinstance(value, int) or isinstance(value, bool)):
         raise ResetError(f"a {mode} reset needs a whole number, not {value!r}")
+    named: dict[int, int] = {}
     if mode == "offset":
-        value = _queue_offsets(store, topic, value)
+        named = _queue_offsets(store, topic, value)
+    elif mode == "group":
+        named = _group_offsets(store, group, topic, value)
     ranges = store.queue_ranges(topic)
     committed_offsets = store.committed_offsets(group, topic)
     planner = _Planner(store, topic, len(ranges))
@@ -268,52 +264,143 @@ def preview_reset(
             wanted = high
         elif mode == "time":
             wanted = store.offset_for_time(topic, queue, value)
+            planner.past_newest += wanted >= high
         elif mode == "shift":
             wanted = current + value
-        elif queue in value:
-            wanted = value[queue]
+        elif queue in named:
+            wanted = named[queue]
         else:  # not named: left as it is, committed or not
             planner.keep(queue, committed, current, low, high)
             continue
         planner.add(queue, committed, current, wanted, low, high)
-    plan_value = {str(q): o for q, o in value.items()} if isinstance(value, dict) else value
-    return planner.plan(group, mode, plan_value)
+    if mode == "offset":
+        value = {str(q): o for q, o in named.items()}
+    return planner.plan(group, mode, value)
 
 
-def preview_undo(store: MessageStore, group: str, topic: str) -> ResetPlan:
-    """Plan the undo of the group's latest reset on ``topic``: back to what it replaced."""
-    every = store.offset_history(group, limit=HISTORY_KEPT)  # what is kept
-    history = [c for c in every if c.topic == topic]
-    latest = next((c for c in history if c.reason.startswith(_REASON_PREFIX)), None)
-    if latest is None:
-        raise ResetError(f"group {group!r} has no reset on {topic!r} to undo")
-    if len(every) >= HISTORY_KEPT and every[-1].reason == latest.reason:
-        # The kept history starts inside that reset: its older changes may be gone,
-        # and an undo of the rest would leave those queues where the reset put them.
-        raise ResetNotUndoableError(
-            f"the latest reset of {group!r} on {topic!r} is not wholly in the offset "
-            f"history, which keeps the group's last {HISTORY_KEPT} changes: it "
-            "cannot be undone from there; reset those queues to the offsets you want"
-        )
-    replaced = {c.queue: c.old for c in history if c.reason == latest.reason}
+def preview_undo(
+    store: MessageStore,
+    group: str,
+    topic: str,
+    replaced: Iterable[tuple[int, int | None]],
+    reset_id: int,
+) -> ResetPlan:
+    """Plan putting back what an applied reset (``reset_id``) replaced on ``topic``:
+    ``replaced`` gives each queue it moved and its offset before (None: never committed,
+    put back to the queue's first offset). Clamped into each queue's range like any
+    reset."""
+    before = dict(replaced)
     ranges = store.queue_ranges(topic)
     committed_offsets = store.committed_offsets(group, topic)
     planner = _Planner(store, topic, len(ranges))
     for queue, (low, high) in enumerate(ranges):
         committed = committed_offsets.get((topic, queue))
         current = low if committed is None else committed
-        if queue in replaced:
-            before = replaced[queue]
-            target = low if before is None else before
-            planner.add(queue, committed, current, target, low, high)
+        if queue in before:
+            old = before[queue]
+            planner.add(queue, committed, current, low if old is None else old, low, high)
         else:
             planner.keep(queue, committed, current, low, high)
-    return planner.plan(group, "undo", latest.reason[len(_REASON_PREFIX) :])
+    return planner.plan(group, UNDO, reset_id)
+
+
+def apply_reset(store: MessageStore, plan: ResetPlan, who: str, reason: str) -> list[OffsetChange]:
+    """Commit the plan, all queues or none, on a group whose consumers may be running.
+
+    An absolute plan commits its targets as previewed; a shift is taken from the offsets
+    read just before committing (read again and retried if a consumer commits in
+    between). ResetOutdatedError when the preview no longer means what it said,
+    ResetConflictError when the consumers committed between every read and commit.
+    Returns the offset changes written: ``old`` is each queue's offset just before.
+    """
+    for _attempt in range(APPLY_ATTEMPTS):
+        ranges = store.queue_ranges(plan.topic)
+        if len(ranges) != plan.total_queues:
+            raise ResetOutdatedError(
+                f"topic {plan.topic} has {len(ranges)} queues now, {plan.total_queues} when "
+                "this was previewed; preview the reset again"
+            )
+        committed = store.committed_offsets(plan.group, plan.topic)
+        if plan.relative:
+            targets, expected = _shifted(plan, ranges, committed)
+        else:
+            targets, expected = _as_previewed(plan, ranges, committed), None
+        if not targets:
+            return []
+        try:
+            return store.commit_offsets(
+                plan.group, plan.topic, targets, expected=expected, who=who, reason=reason
+            )
+        except OffsetConflictError:
+            continue
+    raise ResetConflictError(
+        f"the consumers of {plan.group} committed on {plan.topic} between each of "
+        f"{APPLY_ATTEMPTS} reads and commits of this shift; nothing was changed, apply it again"
+    )
+
+
+def _as_previewed(
+    plan: ResetPlan, ranges: list[tuple[int, int]], committed: dict[tuple[str, int], int]
+) -> dict[int, int]:
+    """The plan's targets that move now; ResetOutdatedError for one outside its queue."""
+    targets = {}
+    outside = []
+    for queue, target in plan.targets():
+        low, high = ranges[queue]
+        if not low <= target <= high:
+            outside.append(f"{queue} ({target} is outside {low}–{high})")
+            continue
+        offset = committed.get((plan.topic, queue))
+        if _moves(offset, low if offset is None else offset, target):
+            targets[queue] = target
+    if outside:
+        shown = ", ".join(outside[:5]) + (
+            f" and {len(outside) - 5} more" if len(outside) > 5 else ""
+        )
+        raise ResetOutdatedError(
+            f"the targets of queue{'s' if len(outside) > 1 else ''} {shown} are no longer "
+            "stored offsets (retention deleted messages since the preview); preview the "
+            "reset again"
+        )
+    return targets
+
+
+def _shifted(
+    plan: ResetPlan, ranges: list[tuple[int, int]], committed: dict[tuple[str, int], int]
+) -> tuple[dict[int, int], dict[int, int | None]]:
+    """A shift's targets from the offsets now, and those offsets (the commit's
+    ``expected``)."""
+    shift = int(plan.value)
+    targets: dict[int, int] = {}
+    expected: dict[int, int | None] = {}
+    for queue, (low, high) in enumerate(ranges):
+        offset = committed.get((plan.topic, queue))
+        current = low if offset is None else offset
+        target = min(max(current + shift, low), high)
+        if _moves(offset, current, target):
+            targets[queue] = target
+            expected[queue] = offset
+    return targets, expected
+
+
+def reset_reason(reset_id: int, mode: str) -> str:
+    """The offset history's reason for the changes of applied reset ``reset_id``."""
+    return f"{REASON_PREFIX}{reset_id}:{mode}"
+
+
+def describe_reason(reason: str) -> tuple[str, int | None]:
+    """A history reason for people (``reset to earliest``, ``undo of a reset``, or the
+    reason as is) and the id of the applied reset it names, if any."""
+    if not reason.startswith(REASON_PREFIX):
+        return reason, None
+    name, _, mode = reason[len(REASON_PREFIX) :].rpartition(":")
+    label = "undo of a reset" if mode == UNDO else f"reset to {mode}"
+    return label, int(name) if name.isdigit() else None
 
 
 class _Planner:
     """Collects a plan's queues: every one of a small topic; of a big one the first
-    ``LISTED_QUEUES`` that move as rows and every one that moves as ``Moves``."""
+    ``LISTED_QUEUES`` that move as rows and every one it sets as ``Moves``."""
 
     def __init__(self, store: MessageStore, topic: str, count: int) -> None:
         self.store = store
@@ -322,6 +409,7 @@ class _Planner:
         self.rows: list[QueueReset] = []
         self.moves = None if count <= LISTED_QUEUES else Moves()
         self.clamped = 0
+        self.past_newest = 0
 
     def add(
         self, queue: int, committed: int | None, current: int, wanted: int, low: int, high: int
@@ -329,9 +417,9 @@ class _Planner:
         moves = self.moves
         if moves is not None:
             target = low if wanted < low else high if wanted > high else wanted
+            moves.add(queue, committed, current, target)
             if not _moves(committed, current, target):
                 return
-            moves.add(queue, committed, current, target)
             self.clamped += target != wanted
             if len(self.rows) >= LISTED_QUEUES:
                 return
@@ -341,36 +429,22 @@ class _Planner:
     def keep(self, queue: int, committed: int | None, current: int, low: int, high: int) -> None:
         """A queue the plan leaves where it is (listed only when every queue is)."""
         if self.moves is None:
-            self.rows.append(QueueReset(queue, committed, current, current, low, high))
+            self.rows.append(
+                QueueReset(queue, committed, current, current, low, high, planned=False)
+            )
 
     def plan(self, group: str, mode: str, value: object) -> ResetPlan:
-        if self.moves is None:
-            return ResetPlan(group, self.topic, mode, value, self.rows)
         return ResetPlan(
-            group, self.topic, mode, value, self.rows, self.count, self.moves, self.clamped
+            group,
+            self.topic,
+            mode,
+            value,
+            self.rows,
+            self.count,
+            self.moves,
+            self.clamped if self.moves is not None else 0,
+            self.past_newest,
         )
-
-
-def apply_reset(store: MessageStore, plan: ResetPlan, who: str) -> list:
-    """Commit the plan's targets, all or none; ResetConflictError if any queue's offset
-    moved since the preview. Returns the offset changes written."""
-    moving = plan.moving()
-    if not moving:
-        return []
-    try:
-        return store.commit_offsets(
-            plan.group,
-            plan.topic,
-            {queue: target for queue, _committed, target in moving},
-            expected={queue: committed for queue, committed, _target in moving},
-            who=who,
-            reason=f"{_REASON_PREFIX}{plan.token}:{plan.mode}",
-        )
-    except OffsetConflictError as error:
-        raise ResetConflictError(
-            f"the offsets of {plan.group} moved since this preview ({error}); "
-            "preview the reset again"
-        ) from None
 
 
 def _moves(committed: int | None, current: int, target: int) -> bool:
@@ -422,4 +496,19 @@ def _queue_offsets(store: MessageStore, topic: str, value: object) -> dict[int, 
         if not isinstance(offset, int) or isinstance(offset, bool):
             raise ResetError(f"the offset for queue {queue_id} must be a whole number")
         offsets[queue_id] = offset
+    return offsets
+
+
+def _group_offsets(store: MessageStore, group: str, topic: str, source: object) -> dict[int, int]:
+    """The offsets group ``source`` committed on ``topic``, by queue."""
+    if not isinstance(source, str) or not source:
+        raise ResetError("a reset to another group's offsets needs that group's name")
+    if source == group:
+        raise ResetError("a group's offsets cannot be copied onto the same group")
+    store.topic(topic)  # TopicNotFoundError before the group's offsets are read
+    offsets = {
+        queue: offset for (_t, queue), offset in store.committed_offsets(source, topic).items()
+    }
+    if not offsets:
+        raise ResetError(f"group {source!r} has no committed offsets on {topic!r} to copy")
     return offsets

@@ -1,11 +1,13 @@
-"""The queues a reset of a big topic moves, kept as compact columns.
+"""The queues a reset of a big topic sets, or an applied reset moved, as compact columns.
 
-A reset of a topic with a million queues may move every one of them. Its plan cannot
+A reset of a topic with a million queues may set every one of them. Its plan cannot
 list each queue as an object (hundreds of MB) nor carry them as JSON rows (tens of MB
-to send, store and hash). ``Moves`` holds them as four integer columns (queue,
-committed offset or -1 for never, current position, target), and encodes them for a
-plan's JSON as zlib-compressed little-endian 64-bit columns, the queue ids as
-differences from the previous one (consecutive ids compress to almost nothing).
+to store). ``Moves`` holds them as four integer columns (queue, committed offset or -1
+for never, current position, target), and encodes them for JSON as zlib-compressed
+little-endian 64-bit columns, the queue ids as differences from the previous one
+(consecutive ids compress to almost nothing). An applied reset keeps what it replaced
+the same way (committed: the offset before, target: the offset after), which is what
+its undo reads back.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def _column() -> array:
 
 @dataclass(eq=False)
 class Moves:
-    """Every queue a reset moves: parallel columns, in queue order."""
+    """Every queue a reset sets: parallel columns, in queue order."""
 
     queue: array = field(default_factory=_column)
     committed: array = field(default_factory=_column)
@@ -49,9 +51,13 @@ class Moves:
         return len(self.queue)
 
     def changes(self) -> Iterator[tuple[int, int | None, int]]:
-        """(queue, committed offset or None, target) of every queue moved."""
+        """(queue, committed offset or None, target) of every queue set."""
         for queue, committed, target in zip(self.queue, self.committed, self.target, strict=True):
             yield queue, None if committed == NEVER else committed, target
+
+    def moved(self) -> int:
+        """How many queues get another offset than the one they consume from now."""
+        return sum(1 for c, t in zip(self.current, self.target, strict=True) if c != t)
 
     def consumed_again(self) -> int:
         """Messages consumed a second time (moves backwards), over every queue."""

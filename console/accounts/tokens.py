@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods
 
+from console.accounts.models import ApiToken
 from console.accounts.roles import ADMIN, VIEWER, has_role, require_role
-from console.api.models import ApiToken
 from console.audit.log import record
 
 #: Most tokens one user may hold at once.

@@ -8,7 +8,7 @@ from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
-from console.api.models import ApiToken, hash_key
+from console.accounts.models import ApiToken, hash_key
 
 #: ``last_used_at`` is written at most this often per token.
 LAST_USED_RESOLUTION = timedelta(minutes=1)

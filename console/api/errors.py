@@ -18,6 +18,12 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from console.groups.resets import (
+    PreviewExpiredError,
+    PreviewNotFoundError,
+    ResetNotFoundError,
+    WrongPreviewError,
+)
 from console.operations.groups import GroupNotFoundError
 from storeadapter.engine import (
     DiskFullError,
@@ -38,7 +44,7 @@ from storeadapter.engine import (
     TopicExistsError,
     TopicNotFoundError,
 )
-from storeadapter.offset_reset import ResetConflictError, ResetError
+from storeadapter.offset_reset import ResetConflictError, ResetError, ResetOutdatedError
 
 
 class ApiError(exceptions.APIException):
@@ -67,6 +73,11 @@ STORE_ERRORS: tuple[tuple[type[StoreError], int, str], ...] = (
     (QueueFrozenError, 409, "queue_frozen"),
     (OffsetConflictError, 409, "offset_conflict"),
     (ResetConflictError, 409, "offsets_moved"),
+    (ResetOutdatedError, 409, "preview_outdated"),
+    (PreviewNotFoundError, 404, "preview_not_found"),
+    (ResetNotFoundError, 404, "reset_not_found"),
+    (PreviewExpiredError, 400, "preview_expired"),
+    (WrongPreviewError, 400, "wrong_preview"),
     (MessageTooLargeError, 413, "message_too_large"),
     (InvalidNameError, 400, "invalid_name"),
     (InvalidMessageIdError, 400, "invalid_message_id"),

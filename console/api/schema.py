@@ -1,21 +1,31 @@
-"""OpenAPI schema additions: the one error shape on every operation."""
+"""OpenAPI schema additions: the one error shape, and the errors each operation can give.
+
+Which statuses an operation lists follows from what it takes (console.api.errors maps
+every refusal to one): any operation 401 (no credentials), 403 (role), 429 (rate); one
+taking a body or parameters 400 (a path's name the engine refuses, too); one taking a
+body 413 and 415; one with a path parameter 404; one reading the store 503 (failed or
+closed). What an operation can meet beyond these (a 409 conflict, a 404 for a name in its
+body, 507 for a full disk, 502 for a mail server) its view declares with
+``extend_schema(responses=refusals(...))`` (console.api.serializers).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-#: The statuses any operation may answer with an error body.
+#: What each error status means, for the operations that list it.
 ERROR_STATUSES = {
     "400": "The request is not valid; nothing was changed.",
     "401": "No valid token or session.",
     "403": "Your role does not allow this.",
     "404": "No such topic, queue, group, message or page.",
-    "405": "The method is not allowed here.",
-    "409": "The change conflicts with the store's state; nothing was changed.",
     "413": "The body or a message is too large.",
     "415": "The body is not JSON.",
     "429": "Too many requests; retry later.",
+    "503": "The store failed or is closed; nothing was changed.",
 }
+#: Paths whose operations read or change the store (503 when it failed or is closed).
+STORE_PATHS = ("/api/v1/topics/", "/api/v1/messages/", "/api/v1/groups/", "/api/v1/storage/")
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -44,9 +54,26 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
         if name.endswith("Request") and schema.get("type") == "object":
             schema["additionalProperties"] = False
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}}
-    for operations in result.get("paths", {}).values():
+    for path, operations in result.get("paths", {}).items():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            for status, description in ERROR_STATUSES.items():
+            for status in error_statuses(path, operation):
+                description = ERROR_STATUSES[status]
                 responses.setdefault(status, {"description": description, "content": error})
     return result
+
+
+def error_statuses(path: str, operation: dict[str, Any]) -> list[str]:
+    """The error statuses an operation gives by what it takes (the module's rules)."""
+    statuses = ["401", "403", "429"]
+    takes_body = "requestBody" in operation
+    parameters = operation.get("parameters", [])
+    if takes_body or parameters:
+        statuses.append("400")
+    if takes_body:
+        statuses += ["413", "415"]
+    if any(p.get("in") == "path" for p in parameters):
+        statuses.append("404")
+    if path.startswith(STORE_PATHS):
+        statuses.append("503")
+    return sorted(statuses)

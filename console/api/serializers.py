@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from console.messages import bodies
-from storeadapter.engine import StoredMessage
+from console.messages.records import BODY_ENCODINGS
 
 
 def _json_type_error(field: serializers.Field, value: Any) -> str | None:
@@ -36,13 +36,19 @@ class StrictSerializer(serializers.Serializer):
 
     #: Query-string serializers set this False: every value there is a string.
     strict_types = True
+    #: What to say of a field this serializer does not take, by name, when "This field is
+    #: not known." would not tell the client what to do.
+    unknown_messages: dict[str, str] = {}
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             unknown = sorted(str(k) for k in set(data) - set(self.fields))
             if unknown:
                 raise serializers.ValidationError(
-                    {name: ["This field is not known."] for name in unknown}
+                    {
+                        name: [self.unknown_messages.get(name, "This field is not known.")]
+                        for name in unknown
+                    }
                 )
             if self.strict_types:
                 wrong = {
@@ -85,6 +91,12 @@ class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer()
 
 
+def refusals(*answers: tuple[int, str]) -> dict[int, OpenApiResponse]:
+    """``extend_schema(responses=...)`` entries for the errors an operation can give beyond
+    those its shape implies (console.api.schema): ``refusals((409, "The topic exists."))``."""
+    return {status: OpenApiResponse(ErrorSerializer, description=text) for status, text in answers}
+
+
 class StoredMessageSerializer(serializers.Serializer):
     """A stored message; ``body`` is UTF-8 text when it decodes, else base64."""
 
@@ -95,22 +107,13 @@ class StoredMessageSerializer(serializers.Serializer):
     commit_offset = serializers.IntegerField()
     born_time_ms = serializers.IntegerField()
     store_time_ms = serializers.IntegerField()
+    store_time = serializers.CharField(help_text="The store time as ISO 8601, in UTC.")
     tag = serializers.CharField(allow_null=True)
     keys = serializers.ListField(child=serializers.CharField())
     properties = serializers.DictField(child=serializers.CharField())
     body = serializers.CharField()
-    body_encoding = serializers.ChoiceField(choices=["text", "base64"])
+    body_encoding = serializers.ChoiceField(choices=list(BODY_ENCODINGS))
     body_bytes = serializers.IntegerField()
-
-
-def message_data(message: StoredMessage) -> dict[str, Any]:
-    """A StoredMessage as StoredMessageSerializer describes it: the console's export record
-    (console/messages/bodies.py) with the body's size, without the ISO store time."""
-    record = bodies.export_record(message)
-    del record["store_time"]
-    record["body_encoding"] = "text" if record["body_encoding"] == "utf-8" else "base64"
-    record["body_bytes"] = len(message.body)
-    return record
 
 
 class TopicNameField(serializers.CharField):

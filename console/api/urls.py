@@ -5,12 +5,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import not_found
-from console.api.views import alerts, audit, groups, messages, storage, tasks, topics
+from console.api.views import alerts, audit, dlq, groups, messages, resets, storage, tasks, topics
 
 v1 = [
     *topics.urlpatterns,
     *messages.urlpatterns,
     *groups.urlpatterns,
+    *resets.urlpatterns,
+    *dlq.urlpatterns,
     *storage.urlpatterns,
     *audit.urlpatterns,
     *alerts.urlpatterns,

@@ -2,7 +2,8 @@
 
 Every task in ``CELERY_BEAT_SCHEDULE`` is listed, with what its ``TaskRun`` row says about
 its last run (console/background/tracking.py), plus any row no schedule names. A task is
-STALE when it has not finished within ``STALE_FACTOR`` × its interval, or never ran.
+STALE when it has not finished within ``STALE_FACTOR`` × its interval, or never ran although
+the schedule began longer ago than that (a task not yet due is *waiting*, not stale).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class TaskHealth:
     stale_reason: str
     running: bool
     scheduled: bool
+    #: Never ran, and not due yet: why (empty otherwise).
+    waiting: str = ""
 
     @property
     def progress(self) -> float | None:
@@ -81,9 +84,14 @@ def every_text(seconds: float | None, fallback: str) -> str:
     return f"every {seconds:g} s"
 
 
-def staleness(row: TaskRun | None, every_s: float | None, now: datetime) -> tuple[bool, str]:
-    """(stale, why): never ran, or nothing finished for STALE_FACTOR × the interval."""
+def staleness(
+    row: TaskRun | None, every_s: float | None, now: datetime, began: datetime | None
+) -> tuple[bool, str]:
+    """(stale, why): never ran although the schedule ``began`` STALE_FACTOR × the interval
+    ago, or nothing finished for STALE_FACTOR × the interval."""
     if row is None or row.last_started_at is None:
+        if waiting_for_first_run(every_s, now, began):
+            return False, ""
         return True, "never ran"
     if not every_s:
         return False, ""
@@ -93,6 +101,23 @@ def staleness(row: TaskRun | None, every_s: float | None, now: datetime) -> tupl
         minutes = late.total_seconds() / 60
         return True, f"nothing finished for {minutes:.0f} min (> {STALE_FACTOR}× its interval)"
     return False, ""
+
+
+def waiting_for_first_run(every_s: float | None, now: datetime, began: datetime | None) -> bool:
+    """Whether a task that never ran may still be waiting for its first run: no worker
+    ran anything yet, or the schedule began less than STALE_FACTOR × its interval ago."""
+    if began is None or not every_s:
+        return True
+    return now - began <= timedelta(seconds=STALE_FACTOR * every_s)
+
+
+def waiting_text(every_s: float | None, began: datetime | None) -> str:
+    if began is None:
+        return "not run yet: no worker has run any task here"
+    if not every_s:
+        return "not run yet: it runs on demand"
+    due = began + timedelta(seconds=every_s)
+    return f"not due yet: the first run is due by {due:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def is_running(row: TaskRun | None) -> bool:
@@ -105,6 +130,7 @@ def task_health(now: datetime | None = None) -> list[TaskHealth]:
     """Every scheduled task and every recorded one, scheduled first, in schedule order."""
     now = now or timezone.now()
     rows = {row.name: row for row in TaskRun.objects.all()}
+    began = min((row.created_at for row in rows.values()), default=None)
     used: set[str] = set()
     lines = []
     for key, entry in getattr(settings, "CELERY_BEAT_SCHEDULE", {}).items():
@@ -118,7 +144,8 @@ def task_health(now: datetime | None = None) -> list[TaskHealth]:
         every = interval_seconds(value)
         if every is None and row is not None:
             every = row.every_s
-        stale, why = staleness(row, every, now)
+        stale, why = staleness(row, every, now, began)
+        never = row is None or row.last_started_at is None
         lines.append(
             TaskHealth(
                 name=key,
@@ -130,12 +157,13 @@ def task_health(now: datetime | None = None) -> list[TaskHealth]:
                 stale_reason=why,
                 running=is_running(row),
                 scheduled=True,
+                waiting=waiting_text(every, began) if never and not stale else "",
             )
         )
     for name, row in rows.items():
         if name in used:
             continue
-        stale, why = staleness(row, row.every_s, now)
+        stale, why = staleness(row, row.every_s, now, began)
         lines.append(
             TaskHealth(
                 name=name,

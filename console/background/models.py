@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 
 class TaskRun(models.Model):
@@ -25,6 +26,9 @@ class TaskRun(models.Model):
     progress = models.FloatField(null=True, blank=True)
     runs = models.PositiveBigIntegerField(default=0)
     failures = models.PositiveBigIntegerField(default=0)
+    #: When a worker first ran the task here: the earliest of these is when the schedule
+    #: began, which tells a task not yet due from one that never ran.
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["name"]

@@ -36,6 +36,7 @@ from console.background.archiving import (
 )
 from console.background.tracking import record_progress, tracked
 from console.core.store import get_store
+from storeadapter.disk_use import disk_use
 from storeadapter.engine import clock
 
 FLUSH_TASK = "console.background.tasks.flush_store"
@@ -137,7 +138,7 @@ def expire_segments() -> str:
     now = utc_now()
     hour = settings.TIDEMARK_RETENTION_HOUR
     stats = store.stats(topics=False)
-    ratio = float(stats.get("disk_ratio") or 0.0)
+    ratio = disk_use(store).ratio
     warn = store.config.disk_warn_ratio
     window = retention_window(now, hour)
     if ratio >= warn:

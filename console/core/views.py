@@ -6,6 +6,7 @@ from django.views.decorators.http import require_safe
 from console.accounts.roles import require_role
 from console.core.store import get_store
 from console.monitoring import current, scale
+from storeadapter.disk_use import disk_use
 from storeadapter.summaries import group_summaries, store_totals
 
 
@@ -16,12 +17,15 @@ def home(request: HttpRequest) -> HttpResponse:
     messages and lag as last sampled: see console/monitoring/scale.py)."""
     store = get_store()
     stats = store.stats(topics=False)
+    disk = disk_use(store)
     figures = scale.SampledFigures()
     totals = store_totals(store, figures)
     groups = group_summaries(store, with_queues=False, figures=figures)
     statuses = {m.group: m.status for m in current.group_metrics()}
     context = {
         "stats": stats,
+        "disk": disk,
+        "warn_percent": round(disk.warn_ratio * 100),
         "topics": totals.topics,
         "queues": totals.queues,
         "message_count": totals.messages,

@@ -2,7 +2,7 @@
 
 The list's rows (lag, topics, queues behind, live members), one group's lag per queue with
 the member owning each queue and its last commit time, the live members, and the offset
-history with which reset is the latest (the undoable one) per topic. Everything is read
+history. Everything is read
 through the store's public API; nothing here renders or changes anything.
 """
 
@@ -28,9 +28,8 @@ BIG_TOPIC_PAGE_SIZE = 200
 
 #: A member whose heartbeat is older than this is dead (the engine's default timeout).
 MEMBER_TIMEOUT_S = 10
-#: How far back the history is read for last-commit times and the latest reset per topic.
+#: How far back the offset history is read.
 HISTORY_SCAN = 10_000
-_RESET_PREFIX = "reset:"
 
 
 def live_members(store: MessageStore, group: str) -> list[dict]:
@@ -149,10 +148,6 @@ class GroupDetail:
     def lag(self) -> int:
         return self.summary.lag
 
-    @property
-    def latest_resets(self) -> dict[str, str]:
-        return latest_resets(self.history)
-
     def topic_tables(self) -> list[dict]:
         """The rows by topic: ``{"topic", "rows", "lag"}`` each."""
         tables: dict[str, list[LagRow]] = {topic: [] for topic in self.summary.topics}
@@ -214,24 +209,3 @@ def group_detail(
             )
         )
     return GroupDetail(group, summary, rows, members, history, metrics, big_topics)
-
-
-# ------------------------------------------------------------------------- history
-
-
-def latest_resets(history: list[OffsetChange]) -> dict[str, str]:
-    """Topic → the reason of the latest reset (or undo) on it, from a newest-first history:
-    the changes with that reason are what an undo would take back."""
-    latest: dict[str, str] = {}
-    for change in history:
-        if change.reason.startswith(_RESET_PREFIX):
-            latest.setdefault(change.topic, change.reason)
-    return latest
-
-
-def reason_label(reason: str) -> str:
-    """A history reason for people: ``reset to earliest``, ``undo of a reset``, or as is."""
-    if not reason.startswith(_RESET_PREFIX):
-        return reason
-    mode = reason.rsplit(":", 1)[-1]
-    return "undo of a reset" if mode == "undo" else f"reset to {mode}"

@@ -19,6 +19,9 @@ from storeadapter.engine.consumer import (
 )
 
 BODY_PREVIEW_CHARS = 80
+#: The most message ids one redrive takes, on the DLQ page and through the API; more at
+#: once is a redrive of all.
+MAX_REDRIVE_IDS = 500
 
 
 def dlq_exists(store: MessageStore, group: str) -> bool:

@@ -1,4 +1,4 @@
-"""The group pages' forms: an offset reset and the dead-letter redrive."""
+"""The group page's offset reset form, built from the reset modes' table."""
 
 from __future__ import annotations
 
@@ -6,17 +6,18 @@ import re
 
 from django import forms
 
-MODE_CHOICES = (
-    ("earliest", "Earliest: consume everything still stored again"),
-    ("latest", "Latest: skip the backlog"),
-    ("offset", "An offset per queue"),
-    ("time", "A point in time (UTC)"),
-    ("shift", "Shift by ±N messages"),
-)
-#: The most queue=offset lines an offset reset takes (a topic has at most 1024 queues).
-MAX_OFFSET_LINES = 1024
-#: The most message ids one redrive of selected messages takes.
-MAX_REDRIVE_IDS = 500
+from storeadapter.engine.names import MAX_NAME_LENGTH
+from storeadapter.reset_modes import MAX_NAMED_QUEUES, MAX_SHIFT, MODES_BY_NAME, RESET_MODES
+
+MODE_CHOICES = tuple((mode.name, mode.label) for mode in RESET_MODES)
+#: The form's field that carries each kind of value a mode takes.
+VALUE_FIELDS = {"offsets": "offsets", "time": "when", "shift": "shift", "group": "source"}
+_MISSING = {
+    "offsets": "Give at least one queue=offset line.",
+    "when": "Choose the point in time to reset to.",
+    "shift": "Give the number of messages to shift by, like -100.",
+    "source": "Name the group whose offsets to take.",
+}
 _WHOLE = re.compile(r"[0-9]{1,19}")
 
 
@@ -39,9 +40,16 @@ class ResetForm(forms.Form):
     shift = forms.IntegerField(
         label="Shift",
         required=False,
-        min_value=-(10**12),
-        max_value=10**12,
-        help_text="For “shift”: negative to consume again, positive to skip.",
+        min_value=-MAX_SHIFT,
+        max_value=MAX_SHIFT,
+        help_text="For “shift”: negative to consume again, positive to skip; from where "
+        "the group is when you apply it.",
+    )
+    source = forms.CharField(
+        label="Source group",
+        required=False,
+        max_length=MAX_NAME_LENGTH,
+        help_text="For “the offsets of another group”: the group to take them from.",
     )
 
     def __init__(self, *args, topics: list[str], **kwargs) -> None:
@@ -53,26 +61,25 @@ class ResetForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
-        mode = data.get("mode")
-        if mode == "offset" and not data.get("offsets") and "offsets" not in self.errors:
-            self.add_error("offsets", "Give at least one queue=offset line.")
-        elif mode == "time" and data.get("when") is None and "when" not in self.errors:
-            self.add_error("when", "Choose the point in time to reset to.")
-        elif mode == "shift" and data.get("shift") is None and "shift" not in self.errors:
-            self.add_error("shift", "Give the number of messages to shift by, like -100.")
+        name = self.value_field()
+        if name is not None and data.get(name) in (None, "", {}) and name not in self.errors:
+            self.add_error(name, _MISSING[name])
         return data
 
-    def reset_value(self) -> int | dict[int, int] | None:
+    def value_field(self) -> str | None:
+        """The field holding the chosen mode's value (None: the mode takes none)."""
+        mode = MODES_BY_NAME.get(self.cleaned_data.get("mode", ""))
+        return None if mode is None else VALUE_FIELDS.get(mode.takes)
+
+    def reset_value(self) -> int | str | dict[int, int] | None:
         """The ``value`` for ``preview_reset`` in the chosen mode."""
-        data = self.cleaned_data
-        mode = data["mode"]
-        if mode == "offset":
-            return data["offsets"]
-        if mode == "time":
-            return int(data["when"].timestamp() * 1000)
-        if mode == "shift":
-            return data["shift"]
-        return None
+        name = self.value_field()
+        if name is None:
+            return None
+        value = self.cleaned_data[name]
+        if name == "when":
+            return int(value.timestamp() * 1000)
+        return value.strip() if name == "source" else value
 
 
 def parse_queue_offsets(text: str) -> dict[int, int]:
@@ -80,8 +87,8 @@ def parse_queue_offsets(text: str) -> dict[int, int]:
     offsets: dict[int, int] = {}
     errors = []
     lines = [(n, raw.strip()) for n, raw in enumerate(text.splitlines(), start=1) if raw.strip()]
-    if len(lines) > MAX_OFFSET_LINES:
-        raise forms.ValidationError(f"At most {MAX_OFFSET_LINES} lines, please.")
+    if len(lines) > MAX_NAMED_QUEUES:
+        raise forms.ValidationError(f"At most {MAX_NAMED_QUEUES} lines, please.")
     for number, line in lines:
         queue, sep, offset = (part.strip() for part in line.partition("="))
         shown = line if len(line) <= 40 else line[:40] + "…"

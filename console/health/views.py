@@ -10,7 +10,6 @@ failing checks. Failures are named by kind only: no URLs, paths or hosts.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -21,6 +20,8 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
+
+from storeadapter.disk_use import disk_use
 
 Check = Callable[[], str]
 
@@ -49,11 +50,10 @@ def check_store() -> str:
     if store.failed:
         raise NotReady("the store failed a write or fsync and refuses writes")
     try:
-        usage = shutil.disk_usage(store.path)
+        disk = disk_use(store)
     except OSError as error:
         raise NotReady(f"the store's disk could not be measured ({type(error).__name__})") from None
-    ratio = usage.used / usage.total if usage.total else 0.0
-    limit = store.config.disk_reject_ratio
+    ratio, limit = disk.ratio, disk.reject_ratio
     if ratio >= limit:
         raise NotReady(f"the store's disk is {ratio:.0%} full (writes refused from {limit:.0%})")
     return f"open and writable; disk {ratio:.0%} full"

@@ -7,14 +7,11 @@ characters (other than tab, newline, carriage return and form feed); otherwise i
 
 from __future__ import annotations
 
-import base64
 import codecs
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
-
-from storeadapter.engine import StoredMessage
+from typing import NamedTuple
 
 #: Bytes of a body shown on a page; the rest is behind a download link.
 DISPLAY_LIMIT = 64 * 1024
@@ -141,31 +138,3 @@ def readable_time(ms: int) -> str:
     """ "2024-05-01 12:34:56.789": a time in milliseconds, in UTC."""
     when = store_time(ms)
     return f"{when:%Y-%m-%d %H:%M:%S}.{ms % 1000:03d}"
-
-
-def export_record(message: StoredMessage) -> dict[str, Any]:
-    """One JSON Lines object: every field; the body as UTF-8 text when valid, else base64."""
-    try:
-        body, encoding = message.body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
-    return {
-        "message_id": message.message_id,
-        "topic": message.topic,
-        "queue": message.queue,
-        "queue_offset": message.queue_offset,
-        "commit_offset": message.commit_offset,
-        "born_time_ms": message.born_time_ms,
-        "store_time_ms": message.store_time_ms,
-        "store_time": store_time(message.store_time_ms).isoformat(timespec="milliseconds"),
-        "tag": message.tag,
-        "keys": list(message.keys),
-        "properties": dict(message.properties),
-        "body_encoding": encoding,
-        "body": body,
-    }
-
-
-def export_line(message: StoredMessage) -> bytes:
-    """`export_record` as one line of JSON Lines, newline included."""
-    return (json.dumps(export_record(message), ensure_ascii=False) + "\n").encode("utf-8")

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 from django.core.paginator import Page, Paginator
 from django.urls import reverse
 
-from console.messages import bodies
+from console.messages import bodies, records
 from console.messages.forms import MODE_ID, MODE_KEY, MODE_RANGE, MODE_TIME
 from storeadapter.engine import MessageStore, StoredMessage
 
@@ -404,7 +404,7 @@ def export_lines(
         for message in read.messages:
             if message.queue_offset >= last:
                 return
-            yield bodies.export_line(message)
+            yield records.export_line(message)
         if read.next_offset <= position:
             return
         position = read.next_offset

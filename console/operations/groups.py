@@ -1,19 +1,35 @@
-"""Consumer-group changes (offset resets and undos, DLQ redrives, copies, deletion),
-each written to the audit log."""
+"""Consumer-group changes (offset resets and their undos, DLQ redrives, deletion), each
+written to the audit log."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
+from django.db import transaction
 from django.urls import reverse
 
 from console.audit.log import record
 from console.core.store import get_store
+from console.groups.models import AppliedReset
+from console.groups.resets import (
+    WrongPreviewError,
+    applied_reset,
+    forget_old_resets,
+    kept_plan,
+    kept_preview,
+)
 from console.monitoring.scale import SampledFigures
-from storeadapter.engine import STATUS_DUPLICATE, OffsetChange, StoreError, redrive_dlq
-from storeadapter.group_admin import copy_offsets
-from storeadapter.offset_reset import ResetPlan, apply_reset
+from storeadapter.engine import (
+    STATUS_DUPLICATE,
+    AppendResult,
+    OffsetChange,
+    StoreError,
+    redrive_dlq,
+)
+from storeadapter.offset_reset import ResetPlan, apply_reset, reset_reason
+from storeadapter.reset_modes import UNDO
+from storeadapter.reset_moves import Moves
 from storeadapter.summaries import group_summary
 
 #: At most this many redriven messages are listed in the audit row.
@@ -26,8 +42,9 @@ class GroupNotFoundError(StoreError):
     """No consumer group of that name has committed an offset."""
 
 
-def undo_url(group: str, topic: str) -> str:
-    return f"{reverse('groups:reset_undo', args=[group])}?{urlencode({'topic': topic})}"
+def reset_undo_url(group: str, reset_id: int) -> str:
+    """The console page that previews the undo of applied reset ``reset_id``."""
+    return reverse("groups:reset_undo", args=[group, reset_id])
 
 
 def require_group(group: str) -> None:
@@ -35,36 +52,132 @@ def require_group(group: str) -> None:
         raise GroupNotFoundError(f"there is no consumer group named {group!r}")
 
 
-def apply_reset_plan(user: Any, plan: ResetPlan) -> list[OffsetChange]:
-    """Commit a previewed reset or undo exactly as previewed (ResetConflictError if the
-    offsets moved since); nothing is written or audited when the plan changes nothing.
-    The audit row lists the first ``AUDITED_QUEUES`` queues moved and counts them all."""
-    moving = plan.moving()
-    if not moving:
-        return []
-    written = apply_reset(get_store(), plan, who=user.get_username())
-    listed = moving[:AUDITED_QUEUES]
-    counts = f"{len(moving)} queues moved"
-    if len(moving) > len(listed):
+@dataclass(frozen=True)
+class AppliedResult:
+    """What applying a preview did: its entry in the Resets list (None when nothing
+    moved) and the offset changes written, each with the real offset before."""
+
+    plan: ResetPlan
+    reset: AppliedReset | None
+    changes: list[OffsetChange]
+
+
+def apply_kept_preview(
+    user: Any, group: str, token: str, undoing: int | None | bool = None
+) -> AppliedResult:
+    """Apply the preview kept under ``token`` to ``group``'s offsets, as its mode says
+    (console.groups.resets and storeadapter.offset_reset), record it in the group's
+    Resets list and the audit log, and forget the preview.
+
+    ``undoing``: None takes any preview; False only a reset's; a reset id only the
+    preview of that reset's undo (WrongPreviewError otherwise). Raises the errors of
+    ``kept_preview``, ``kept_plan`` and ``apply_reset``; then nothing was changed and
+    the preview is still kept (to be previewed again).
+    """
+    kept = kept_preview(token, group)
+    plan = kept_plan(kept)
+    _check_kind(plan, undoing)
+    store = get_store()
+    who = user.get_username()
+    # The reset's row first, for the id its offset changes name; not in a transaction that
+    # would hold the database's write lock while the engine commits (a million queues:
+    # seconds).
+    reset = AppliedReset.objects.create(
+        group=group,
+        topic=plan.topic,
+        mode=plan.mode,
+        value=None if plan.mode == UNDO else plan.value,
+        undoes=applied_reset(group, int(plan.value)) if plan.mode == UNDO else None,
+        who=who,
+    )
+    try:
+        changes = apply_reset(store, plan, who=who, reason=reset_reason(reset.pk, plan.mode))
+    except BaseException:
+        reset.delete()
+        raise
+    with transaction.atomic():
+        kept.delete()
+        if not changes:
+            reset.delete()
+            return AppliedResult(plan, None, [])
+        moves = _moves_of(store, plan.topic, changes)
+        reset.moved = len(moves)
+        reset.consumed_again = moves.consumed_again()
+        reset.skipped = moves.skipped()
+        reset.changes = moves.encode()
+        reset.save()
+        _audit(user, plan, reset, changes)
+    forget_old_resets(group)
+    return AppliedResult(plan, reset, changes)
+
+
+def _check_kind(plan: ResetPlan, undoing: int | None | bool) -> None:
+    if undoing is None:
+        return
+    if undoing is False and plan.mode == UNDO:
+        raise WrongPreviewError(
+            f"that preview undoes reset #{plan.value}: apply it at its resets/{plan.value}/undo/"
+        )
+    if undoing is not False and (plan.mode != UNDO or int(plan.value) != undoing):
+        raise WrongPreviewError(f"that preview is not the undo of reset #{undoing}")
+
+
+def _moves_of(store: Any, topic: str, changes: list[OffsetChange]) -> Moves:
+    """The changes as compact columns: before (never committed: -1, read from the
+    queue's first offset), after."""
+    firsts = store.queue_ranges(topic) if any(c.old is None for c in changes) else None
+    moves = Moves()
+    for change in sorted(changes, key=lambda c: c.queue):
+        position = firsts[change.queue][0] if change.old is None else change.old
+        moves.add(change.queue, change.old, position, change.new)
+    return moves
+
+
+def _audit(user: Any, plan: ResetPlan, reset: AppliedReset, changes: list[OffsetChange]) -> None:
+    listed = changes[:AUDITED_QUEUES]
+    counts = f"{len(changes)} queue{'' if len(changes) == 1 else 's'} moved"
+    if len(changes) > len(listed):
         counts += f" (the first {len(listed)} listed)"
+    if plan.mode == UNDO:
+        what = f"undo of reset #{plan.value}"
+    else:
+        what = f"mode {plan.mode}" + ("" if plan.value is None else f", value {plan.value!r}")
     record(
         user,
-        "offset.undo" if plan.mode == "undo" else "offset.reset",
+        "offset.undo" if plan.mode == UNDO else "offset.reset",
         f"group {plan.group} topic {plan.topic}",
-        before={str(queue): committed for queue, committed, _target in listed},
-        after={str(queue): target for queue, _committed, target in listed},
-        detail=f"mode {plan.mode}, value {plan.value!r}, plan {plan.token}; {counts}",
-        link=undo_url(plan.group, plan.topic),
+        before={str(c.queue): c.old for c in listed},
+        after={str(c.queue): c.new for c in listed},
+        detail=f"reset #{reset.pk}: {what}; {counts}",
+        link=reset_undo_url(plan.group, reset.pk),
     )
-    return written
 
 
-def redrive(user: Any, group: str, message_ids: list[str] | None) -> list:
+# ----------------------------------------------------------------------------- DLQ
+
+
+@dataclass(frozen=True)
+class Redriven:
+    """What a redrive did: every dead letter handled, and how many of them were sent now
+    (the others had been redriven within the store's dedup window: not sent again)."""
+
+    results: list[AppendResult]
+
+    @property
+    def sent(self) -> int:
+        return sum(1 for r in self.results if r.status != STATUS_DUPLICATE)
+
+    @property
+    def duplicates(self) -> int:
+        return len(self.results) - self.sent
+
+
+def redrive(user: Any, group: str, message_ids: list[str] | None) -> Redriven:
     """Send dead letters (the given ids, or all when None) back to their topics."""
-    results = redrive_dlq(get_store(), group, message_ids)
+    outcome = Redriven(redrive_dlq(get_store(), group, message_ids))
+    results = outcome.results
     if not results:
-        return results
-    duplicates = sum(1 for r in results if r.status == STATUS_DUPLICATE)
+        return outcome
     record(
         user,
         "dlq.redrive",
@@ -74,30 +187,30 @@ def redrive(user: Any, group: str, message_ids: list[str] | None) -> list:
             "sent": [
                 {"message_id": r.message_id, "topic": r.topic, "queue": r.queue}
                 for r in results[:AUDITED_REDRIVES]
+                if r.status != STATUS_DUPLICATE
             ],
-            "duplicates": duplicates,
+            "duplicates": outcome.duplicates,
         },
-        detail=f"redrove {len(results)} dead letter{'' if len(results) == 1 else 's'}",
+        detail=redrive_sentence(outcome),
         link=reverse("groups:dlq", args=[group]),
     )
-    return results
+    return outcome
 
 
-def copy_group_offsets(user: Any, source: str, target: str) -> list[OffsetChange]:
-    """Give ``target`` the committed offsets of ``source``."""
-    store = get_store()
-    require_group(source)
-    committed = sorted(store.committed_offsets(target).items())
-    before = {f"{topic}/{queue}": offset for (topic, queue), offset in committed}
-    changes = copy_offsets(store, source, target, who=user.get_username())
-    record(
-        user,
-        "group.copy",
-        f"group {target}",
-        before={"offsets": before},
-        after={"source": source, "changed": [[c.topic, c.queue, c.new] for c in changes]},
-    )
-    return changes
+def redrive_sentence(outcome: Redriven) -> str:
+    """What a redrive did, in the words the DLQ page and the audit row both use."""
+    sent, duplicates = outcome.sent, outcome.duplicates
+    if sent == 1:
+        text = "Sent 1 dead letter back to its topic."
+    else:
+        text = f"Sent {sent:,} dead letters back to their topics."
+    if duplicates:
+        verb = "was" if duplicates == 1 else "were"
+        text += f" {duplicates:,} had been redriven before and {verb} not sent again."
+    return text
+
+
+# -------------------------------------------------------------------------- delete
 
 
 def delete_group(user: Any, group: str) -> None:

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_safe
 
 from console.accounts.roles import require_role
 from console.core.store import get_store
+from storeadapter.disk_use import disk_use
 from storeadapter.summaries import segment_rows
 
 
@@ -17,19 +18,16 @@ from storeadapter.summaries import segment_rows
 def storage(request: HttpRequest) -> HttpResponse:
     store = get_store()
     stats = store.stats(topics=False)
-    config = store.config
-    thresholds = [
-        ("Warning", config.disk_warn_ratio, "the oldest expired segments go first"),
-        ("Force", config.disk_force_ratio, "segments go even before they expire"),
-        ("Reject", config.disk_reject_ratio, "appends are refused"),
-    ]
+    disk = disk_use(store)
     context = {
         "segments": segment_rows(store),
         "stats": stats,
-        "disk_percent": round(stats["disk_ratio"] * 100, 1),
-        "thresholds": [(name, round(ratio * 100), meaning) for name, ratio, meaning in thresholds],
-        "over": [name for name, ratio, _ in thresholds if stats["disk_ratio"] >= ratio],
-        "config": config,
+        "disk": disk,
+        "thresholds": [
+            (name, round(ratio * 100), meaning) for name, ratio, meaning in disk.thresholds()
+        ],
+        "over": disk.over(),
+        "config": store.config,
         "recovery": stats["last_recovery"],
         "retention": stats["last_retention"],
     }

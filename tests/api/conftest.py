@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
+from console.accounts.models import ApiToken
 from console.accounts.roles import ensure_role_groups
-from console.api.models import ApiToken
 from tests.api.apitools import ALLOWED, error_of, expected_status  # noqa: F401  (for tests)
 
 

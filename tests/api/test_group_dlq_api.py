@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from console.audit.models import AuditEntry
+from console.groups.dlq import MAX_REDRIVE_IDS
 from storeadapter.engine import dlq_topic
 from tests.api.apitools import error_of, expected_status
 
@@ -212,7 +213,7 @@ def test_redriving_for_an_unknown_group_is_404(as_operator, letters):
         {"message_ids": "0" * 24},
         {"message_ids": [1]},
         {"message_ids": ["not-an-id"]},
-        {"message_ids": ["A" * 24] * 101},
+        {"message_ids": ["A" * 24] * (MAX_REDRIVE_IDS + 1)},
         {"message_ids": ["A" * 24], "all": True},
         {"all": True, "topic": "orders"},
     ],

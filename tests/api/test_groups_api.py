@@ -1,4 +1,4 @@
-"""/api/v1/groups/: the list, one group's lag and members, delete, history and copy.
+"""/api/v1/groups/: the list, one group's lag and members, delete and history.
 
 Resets and undos are in test_group_reset_api.py, dead letters in test_group_dlq_api.py.
 """
@@ -10,7 +10,7 @@ import pytest
 from console.accounts.roles import ensure_role_groups
 from console.audit.models import AuditEntry
 from storeadapter.engine.membership import heartbeat
-from storeadapter.offset_reset import apply_reset, preview_reset
+from storeadapter.offset_reset import apply_reset, preview_reset, reset_reason
 from tests.api.apitools import error_of, expected_status
 
 pytestmark = pytest.mark.django_db
@@ -58,15 +58,6 @@ def test_deleting_a_group_needs_admin(clients, billing, who):
 
     assert response.status_code == expected_status(who, "admin", 204)
     assert ("billing" in billing.groups()) == (who != "admin")
-
-
-@pytest.mark.parametrize("who", CLIENTS)
-def test_copying_offsets_needs_operator(clients, billing, who):
-    response = post(clients[who], "/api/v1/groups/copy-of-billing/copy/", {"source": "billing"})
-
-    assert response.status_code == expected_status(who, "operator", 200)
-    copied = billing.committed_offset("copy-of-billing", "orders", 0)
-    assert copied == (2 if who in ("operator", "admin") else None)
 
 
 # List
@@ -249,19 +240,18 @@ def test_the_history_is_newest_first_with_who_and_reason(as_viewer, billing):
     assert first["topic"] == "orders"
     assert first["reason"] == first["label"] == "commit"
     assert isinstance(first["time_ms"], int)
-    assert first["undoable"] is False
+    assert first["reset_id"] is None
 
 
-def test_the_history_marks_the_latest_reset_undoable(as_viewer, billing):
-    apply_reset(billing, preview_reset(billing, "billing", "orders", "earliest"), who="otto")
+def test_the_history_names_the_reset_a_change_was_part_of(as_viewer, billing):
+    plan = preview_reset(billing, "billing", "orders", "earliest")
+    apply_reset(billing, plan, who="otto", reason=reset_reason(7, "earliest"))
 
     results = as_viewer.get(URL + "history/").json()["results"]
 
     resets = [h for h in results if h["who"] == "otto"]
-    assert len(resets) == 2
-    assert {h["label"] for h in resets} == {"reset to earliest"}
-    assert all(h["undoable"] for h in resets)
-    assert not any(h["undoable"] for h in results if h["who"] != "otto")
+    assert [(h["label"], h["reset_id"]) for h in resets] == [("reset to earliest", 7)] * 2
+    assert not any(h["reset_id"] for h in results if h["who"] != "otto")
 
 
 def test_the_history_filters_by_topic_and_queue(as_viewer, billing):
@@ -290,51 +280,3 @@ def test_a_bad_history_queue_is_400(as_viewer, billing):
 
     assert response.status_code == 400
     assert error_of(response)["code"] == "invalid"
-
-
-# Copy
-
-
-def test_copying_gives_the_target_the_source_offsets_and_is_audited(as_operator, billing):
-    billing.commit_offset("target", "orders", 0, 1)
-
-    response = post(as_operator, "/api/v1/groups/target/copy/", {"source": "billing"})
-
-    assert response.status_code == 200
-    body = response.json()
-    assert (body["source"], body["target"]) == ("billing", "target")
-    assert sorted((c["queue"], c["old"], c["new"]) for c in body["changes"]) == [
-        (0, 1, 2),
-        (1, None, 5),
-    ]
-    assert [billing.committed_offset("target", "orders", q) for q in (0, 1)] == [2, 5]
-    entry = AuditEntry.objects.get(action="group.copy")
-    assert (entry.username, entry.target) == ("otto", "group target")
-
-
-def test_copying_from_an_unknown_group_is_404_and_changes_nothing(as_operator, billing):
-    response = post(as_operator, "/api/v1/groups/target/copy/", {"source": "nobody-here"})
-
-    assert response.status_code == 404
-    assert error_of(response)["code"] == "group_not_found"
-    assert "target" not in billing.groups()
-    assert not AuditEntry.objects.exists()
-
-
-def test_copying_a_group_onto_itself_is_400(as_operator, billing):
-    response = post(as_operator, URL + "copy/", {"source": "billing"})
-
-    assert response.status_code == 400
-    assert "same group" in error_of(response)["message"]
-
-
-@pytest.mark.parametrize(
-    "data",
-    [{}, {"source": ""}, {"source": 5}, {"source": "bad name"}, {"source": "x", "force": True}],
-)
-def test_a_bad_copy_body_is_400(as_operator, billing, data):
-    response = post(as_operator, "/api/v1/groups/target/copy/", data)
-
-    assert response.status_code == 400
-    assert error_of(response)["code"] == "invalid"
-    assert not AuditEntry.objects.exists()

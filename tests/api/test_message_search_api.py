@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from console.messages import bodies, search
+from console.messages import records, search
 from storeadapter.engine import Message, clock
 from tests.api.apitools import error_of, expected_status
 
@@ -319,7 +319,7 @@ def test_export_is_json_lines_in_the_consoles_format(as_viewer, orders):
     assert response.status_code == 200
     assert response["Content-Type"] == "application/x-ndjson; charset=utf-8"
     assert 'filename="orders-queue0-2-6.jsonl"' in response["Content-Disposition"]
-    expected = b"".join(bodies.export_line(m) for m in orders.read("orders", 0, 2, 10))
+    expected = b"".join(records.export_line(m) for m in orders.read("orders", 0, 2, 10))
     assert b"".join(response.streaming_content) == expected
 
 

@@ -27,12 +27,55 @@ def test_every_operation_documents_the_error_shape(client):
 
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
-            for status in ("400", "401", "403", "404"):
+            errors = [s for s in operation["responses"] if s >= "400"]
+            assert {"401", "403", "429"} <= set(errors), (method, path)
+            for status in errors:
                 content = operation["responses"][status]["content"]["application/json"]
-                assert content["schema"] == {"$ref": "#/components/schemas/ApiError"}, (
-                    method,
-                    path,
-                )
+                assert content["schema"] in (
+                    {"$ref": "#/components/schemas/ApiError"},
+                    {"$ref": "#/components/schemas/Error"},
+                ), (method, path, status)
+
+
+def test_each_operation_lists_the_errors_it_can_give_and_no_others(client):
+    paths = client.get("/api/schema/?format=json").json()["paths"]
+
+    def errors(path, method):
+        return sorted(s for s in paths[path][method]["responses"] if s >= "400")
+
+    assert errors("/api/v1/tasks/", "get") == ["401", "403", "429"]
+    assert errors("/api/v1/storage/", "get") == ["401", "403", "429", "503"]
+    assert errors("/api/v1/groups/{group}/resets/", "get") == [
+        "400",
+        "401",
+        "403",
+        "404",
+        "429",
+        "503",
+    ]
+    assert errors("/api/v1/groups/{group}/resets/{reset}/undo/", "post") == [
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "415",
+        "429",
+        "503",
+    ]
+    assert errors("/api/v1/topics/{topic}/messages/", "post") == [
+        "400",
+        "401",
+        "403",
+        "404",
+        "409",
+        "413",
+        "415",
+        "429",
+        "503",
+        "507",
+    ]
 
 
 def test_the_schema_declares_token_auth(client):

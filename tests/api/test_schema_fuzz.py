@@ -18,7 +18,7 @@ from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from console.api.models import ApiToken
+from console.accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
 

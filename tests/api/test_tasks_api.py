@@ -98,6 +98,7 @@ def test_a_recent_run_is_shown_with_its_figures_and_not_stale(as_viewer, two_tas
         "progress": None,
         "stale": False,
         "stale_reason": "",
+        "waiting": "",
     }
 
 
@@ -113,11 +114,27 @@ def test_a_task_not_finished_within_three_intervals_is_stale(as_viewer, two_task
     assert tasks["expire-segments"]["schedule"] == "every 1 h"
 
 
-def test_a_task_that_never_ran_is_stale(as_viewer, two_tasks):
+def test_a_task_that_never_ran_although_due_is_stale(as_viewer, two_tasks):
+    finished_run(
+        EXPIRE_TASK,
+        3600,
+        ago=timedelta(minutes=5),
+        created_at=timezone.now() - timedelta(minutes=1),
+    )
+
     task = tasks_by_name(as_viewer)["flush-store"]
 
-    assert (task["stale"], task["stale_reason"]) == (True, "never ran")
+    assert (task["stale"], task["stale_reason"], task["waiting"]) == (True, "never ran", "")
     assert (task["runs"], task["outcome"], task["last_started_ms"]) == (0, None, None)
+
+
+def test_a_task_not_yet_due_is_waiting_not_stale(as_viewer, two_tasks):
+    finished_run(FLUSH_TASK, 5, ago=timedelta(seconds=1))
+
+    task = tasks_by_name(as_viewer)["expire-segments"]
+
+    assert task["stale"] is False
+    assert task["waiting"].startswith("not due yet: the first run is due by ")
 
 
 def test_a_running_task_shows_its_progress(as_viewer, two_tasks):

@@ -85,13 +85,52 @@ def test_a_task_not_finished_within_three_intervals_is_flagged_stale(as_viewer, 
     assert "1 task stale" in page
 
 
-def test_a_task_that_never_ran_is_flagged_stale(as_viewer, redis_db, settings):
+def test_a_task_that_never_ran_although_due_is_flagged_stale(as_viewer, redis_db, settings):
+    settings.CELERY_BEAT_SCHEDULE = {
+        "flush-store": {"task": FLUSH_TASK, "schedule": 5},
+        "expire-segments": {"task": EXPIRE_TASK, "schedule": 60},
+    }
+    finished_run(
+        FLUSH_TASK, 5, timedelta(seconds=1), created_at=timezone.now() - timedelta(hours=1)
+    )
+
+    row = row_html(as_viewer.get("/tasks/").content.decode(), "expire-segments")
+
+    assert "STALE" in row
+    assert "never ran" in row
+
+
+def test_a_task_not_yet_due_after_the_start_is_not_stale(as_viewer, redis_db, settings):
+    settings.CELERY_BEAT_SCHEDULE = {
+        "flush-store": {"task": FLUSH_TASK, "schedule": 5},
+        "expire-segments": {"task": EXPIRE_TASK, "schedule": 3600},
+    }
+    finished_run(
+        FLUSH_TASK, 5, timedelta(seconds=1), created_at=timezone.now() - timedelta(seconds=30)
+    )
+
+    page = as_viewer.get("/tasks/").content.decode()
+
+    row = row_html(page, "expire-segments")
+    assert "STALE" not in row
+    assert "not due yet: the first run is due by" in row
+    assert "task stale" not in page
+
+
+def test_before_any_worker_ran_a_task_nothing_is_stale(as_viewer, redis_db, settings):
     settings.CELERY_BEAT_SCHEDULE = {"flush-store": {"task": FLUSH_TASK, "schedule": 5}}
 
     row = row_html(as_viewer.get("/tasks/").content.decode(), "flush-store")
 
-    assert "STALE" in row
-    assert "never ran" in row
+    assert "STALE" not in row
+    assert "no worker has run any task here" in row
+
+
+def test_the_health_column_comes_right_after_the_task_name(as_viewer, redis_db):
+    page = as_viewer.get("/tasks/").content.decode()
+
+    headers = page[page.index("<thead>") : page.index("</thead>")]
+    assert headers.index(">Task<") < headers.index(">Health<") < headers.index(">Schedule<")
 
 
 def test_a_running_task_shows_its_progress(as_viewer, redis_db, settings):

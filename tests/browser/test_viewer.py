@@ -15,11 +15,14 @@ ACTIONS = ("Create", "Delete", "Send", "Reset", "Preview", "Freeze", "Unfreeze",
     ["/topics/", "/topics/orders/", "/groups/billing/"],
     ids=["topics", "topic", "group"],
 )
-def test_viewer_sees_no_action_buttons(page: Page, url, log_in, viewer, billing, path):
-    # A reset in the history, which an operator could undo from the group page.
-    from storeadapter.offset_reset import apply_reset, preview_reset
+def test_viewer_sees_no_action_buttons(page: Page, url, log_in, viewer, operator, billing, path):
+    # A reset in the Resets list, which an operator could undo from the group page.
+    from console.groups.resets import keep_preview
+    from console.operations.groups import apply_kept_preview
+    from storeadapter.offset_reset import preview_reset
 
-    apply_reset(billing, preview_reset(billing, "billing", "orders", "earliest", None), who="otto")
+    plan = preview_reset(billing, "billing", "orders", "earliest", None)
+    apply_kept_preview(operator, "billing", keep_preview(plan).token)
     log_in(viewer)
     page.goto(url(path))
 

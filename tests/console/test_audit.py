@@ -258,3 +258,11 @@ def test_admin_site_lists_entries_read_only(admin_client):
     assert change.status_code == 403
     entry.refresh_from_db()
     assert entry.action == "topic.create"
+
+
+def test_times_are_shown_in_utc_with_the_zone_named(as_viewer, admin):
+    entry = record(admin, "topic.create", "topic orders")
+
+    body = as_viewer.get("/audit/").content.decode()
+
+    assert entry.created_at.strftime("%Y-%m-%d %H:%M:%S UTC") in body

@@ -134,7 +134,7 @@ def test_redrive_one_sends_it_back_to_its_topic_and_audits(as_operator, billing,
     response = as_operator.post(URL, {"action": "one", "message_id": letters[1]}, follow=True)
 
     assert orders_bodies(billing) == [b"first", b"dead-1"]
-    assert any("Redrove 1 message" in f for f in flashes(response))
+    assert "Sent 1 dead letter back to its topic." in flashes(response)
     entry = AuditEntry.objects.get(action="dlq.redrive")
     assert entry.username == "otto"
     assert entry.before == {"message_ids": [letters[1]]}
@@ -154,6 +154,45 @@ def test_redrive_all_sends_every_dead_letter_back(as_operator, billing, letters)
     entry = AuditEntry.objects.get(action="dlq.redrive")
     assert entry.before == {"message_ids": "all"}
     assert len(entry.after["sent"]) == 3
+
+
+def test_redriving_a_letter_redriven_before_says_it_was_not_sent_again(
+    as_operator, billing, letters
+):
+    as_operator.post(URL, {"action": "one", "message_id": letters[0]})
+
+    response = as_operator.post(URL, {"action": "one", "message_id": letters[0]}, follow=True)
+
+    sentence = (
+        "Sent 0 dead letters back to their topics. "
+        "1 had been redriven before and was not sent again."
+    )
+    assert flashes(response)[-1] == sentence
+    assert orders_bodies(billing) == [b"first", b"dead-0"]
+    entry = AuditEntry.objects.filter(action="dlq.redrive").latest("id")
+    assert (entry.detail, entry.after) == (sentence, {"sent": [], "duplicates": 1})
+
+
+def test_redrive_all_counts_only_the_letters_it_sent(as_operator, billing, letters):
+    as_operator.post(URL, {"action": "one", "message_id": letters[1]})
+
+    response = as_operator.post(URL, {"action": "all"}, follow=True)
+
+    sentence = (
+        "Sent 2 dead letters back to their topics. "
+        "1 had been redriven before and was not sent again."
+    )
+    assert flashes(response)[-1] == sentence
+    entry = AuditEntry.objects.filter(action="dlq.redrive").latest("id")
+    assert entry.detail == sentence
+    assert [sent["topic"] for sent in entry.after["sent"]] == ["orders", "orders"]
+
+
+def test_redrive_all_asks_for_confirmation(as_operator, letters):
+    content = as_operator.get(URL).content.decode()
+
+    assert 'data-confirm="Send all 3 dead letters back to their topics?"' in content
+    assert "js/confirm.js" in content
 
 
 def test_redrive_of_an_unknown_id_changes_nothing(as_operator, billing, letters):

@@ -1,11 +1,11 @@
-"""/groups/<group>/: lag per queue, owners, members, offset history with undo links."""
+"""/groups/<group>/: lag per queue, owners, members, offset history, the latest resets."""
 
 import html
 
 import pytest
 
 from storeadapter.engine.membership import heartbeat
-from storeadapter.offset_reset import apply_reset, preview_reset
+from storeadapter.offset_reset import apply_reset, preview_reset, reset_reason
 
 pytestmark = [pytest.mark.django_db]
 
@@ -85,29 +85,40 @@ def test_shows_the_offset_history_newest_first(as_viewer, billing):
         ("worker-2", "orders", 1, None, 5),
         ("worker-1", "orders", 0, None, 2),
     ]
-    assert all(h.undo_url is None for h in history)
+    assert all(h.reset_id is None for h in history)
 
 
-def test_a_reset_in_the_history_links_to_its_undo(as_operator, billing):
-    apply_reset(billing, preview_reset(billing, "billing", "orders", "earliest"), who="otto")
+def test_a_reset_in_the_history_names_its_entry_in_the_resets_list(as_operator, billing):
+    plan = preview_reset(billing, "billing", "orders", "earliest")
+    apply_reset(billing, plan, who="otto", reason=reset_reason(7, "earliest"))
 
     response = as_operator.get(URL)
 
     resets = [h for h in response.context["history"] if h.who == "otto"]
-    assert len(resets) == 2
-    assert {h.undo_url for h in resets} == {"/groups/billing/reset/undo/?topic=orders"}
-    assert {h.label for h in resets} == {"reset to earliest"}
-    assert 'href="/groups/billing/reset/undo/?topic=orders"' in response.content.decode()
+    assert [(h.label, h.reset_id) for h in resets] == [("reset to earliest", 7)] * 2
+    assert 'href="/groups/billing/resets/#reset-7"' in response.content.decode()
 
 
-def test_viewer_sees_no_action_forms(as_viewer, billing):
-    apply_reset(billing, preview_reset(billing, "billing", "orders", "earliest"), who="otto")
+def test_the_group_page_lists_its_latest_resets_with_their_undo(as_operator, billing):
+    previewed = as_operator.post(URL + "reset/preview/", {"topic": "orders", "mode": "earliest"})
+    as_operator.post(URL + "reset/apply/", {"token": previewed.context["token"]})
+
+    response = as_operator.get(URL)
+
+    (reset,) = response.context["resets"]
+    assert (reset.mode, reset.moved, reset.who) == ("earliest", 2, "otto")
+    assert f'href="/groups/billing/resets/{reset.pk}/undo/"' in response.content.decode()
+
+
+def test_viewer_sees_no_action_forms(as_viewer, as_operator, billing):
+    previewed = as_operator.post(URL + "reset/preview/", {"topic": "orders", "mode": "earliest"})
+    as_operator.post(URL + "reset/apply/", {"token": previewed.context["token"]})
 
     content = as_viewer.get(URL).content.decode()
 
     assert "Reset offsets" not in content
     assert "Skip backlog" not in content
-    assert "/reset/undo/" not in content
+    assert "/undo/" not in content
     assert content.count("csrfmiddlewaretoken") == 1  # only the log-out form
 
 

@@ -77,3 +77,31 @@ def test_the_list_is_paged_by_50(as_viewer, orders):
 
     assert len(first.context["rows"]) == 50
     assert len(second.context["rows"]) == 1
+
+
+def test_statuses_carry_their_meaning_and_a_legend(as_viewer, store):
+    store.create_topic("orders", 1)
+    store.commit_offset("billing", "orders", 0, 0)
+
+    body = as_viewer.get("/groups/").content.decode()
+
+    assert '<dl class="tm-legend tm-status-legend"' in body
+    assert "falling behind: lag above 0 and not decreasing over the window" in body
+
+
+def test_a_status_badge_says_what_its_status_means_on_hover():
+    from django.template import Context, Template
+
+    badge = Template("{% load topic_tags %}{% status_badge 'STALL' %}").render(Context())
+
+    assert 'title="STALL: commits go on but the offset does not move, with lag above 0"' in badge
+
+
+def test_numbers_carry_thousands_separators(as_viewer, store):
+    store.create_topic("orders", 1)
+    store.append_batch("orders", [{"body": b"m"}] * 1234)
+    store.commit_offset("billing", "orders", 0, 0)
+
+    body = as_viewer.get("/groups/").content.decode()
+
+    assert "<strong>1,234</strong>" in body

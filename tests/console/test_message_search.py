@@ -358,7 +358,7 @@ def test_export_returns_json_lines_with_base64_for_binary_bodies(as_viewer, orde
     assert response["Content-Disposition"].startswith("attachment;")
     lines = read_lines(response)
     assert [line["queue_offset"] for line in lines] == list(range(2, 11))
-    assert (lines[0]["body"], lines[0]["body_encoding"]) == ("m2", "utf-8")
+    assert (lines[0]["body"], lines[0]["body_encoding"]) == ("m2", "text")
     assert lines[-1]["body_encoding"] == "base64"
     assert base64.b64decode(lines[-1]["body"]) == b"\x00\xff binary"
     assert (lines[-1]["keys"], lines[-1]["properties"]) == (["k"], {"a": "1"})

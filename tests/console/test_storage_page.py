@@ -41,13 +41,29 @@ def test_the_last_retention_report_is_shown(as_viewer, store):
     assert "Segments deleted" in body
 
 
-def test_disk_use_is_shown_as_measured(as_viewer, store, monkeypatch):
-    monkeypatch.setattr(fileio, "disk_usage", lambda path: (60, 100))
-    store.flush()  # the store probes the disk when it flushes
+def test_disk_use_is_shown_as_measured_now(as_viewer, store, monkeypatch):
+    store.flush()
+    monkeypatch.setattr(fileio, "disk_usage", lambda path: (60, 100))  # since the last flush
 
     body = as_viewer.get("/storage/").content.decode()
 
     assert "<strong>60.0%</strong> full" in body
+
+
+def test_every_page_and_check_gives_the_disk_use_retention_acts_on(
+    as_viewer, client, store, monkeypatch
+):
+    monkeypatch.setattr(fileio, "disk_usage", lambda path: (709, 1000))
+
+    storage = as_viewer.get("/storage/").content.decode()
+    dashboard = as_viewer.get("/").content.decode()
+    api = as_viewer.get("/api/v1/storage/").json()
+    ready = client.get("/readyz").json()
+
+    assert "<strong>70.9%</strong> full" in storage
+    assert "70.9% of the disk holding the store" in dashboard
+    assert api["disk_ratio"] == 0.709
+    assert "disk 71% full" in ready["checks"]["store"]["detail"]
 
 
 def test_the_page_changes_nothing_on_post(as_admin, store):

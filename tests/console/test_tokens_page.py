@@ -3,7 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from console.api.models import ApiToken, hash_key
+from console.accounts.models import ApiToken, hash_key
 from console.audit.models import AuditEntry
 
 pytestmark = pytest.mark.django_db

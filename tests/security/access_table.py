@@ -78,6 +78,7 @@ def api(**options: Any) -> Rule:
 TOPIC = {"topic": "orders"}
 QUEUE = {"topic": "orders", "queue": 0}
 GROUP = {"group": "billing"}
+RESET = {"group": "billing", "reset": Ref("reset_id")}
 
 #: Every URL pattern, by its name (``namespace:name``) or, when it has none, its route.
 ACCESS: dict[str, Rule] = {
@@ -118,9 +119,10 @@ ACCESS: dict[str, Rule] = {
     "groups:detail": page(read=VIEWER, kwargs=GROUP),
     "groups:reset_preview": page(post=OPERATOR, kwargs=GROUP),
     "groups:reset_apply": page(post=OPERATOR, kwargs=GROUP),
-    "groups:reset_undo": page(read=OPERATOR, kwargs=GROUP),
+    "groups:reset_again": page(post=OPERATOR, kwargs=GROUP),
+    "groups:resets": page(read=VIEWER, kwargs=GROUP),
+    "groups:reset_undo": page(read=OPERATOR, kwargs=RESET),
     "groups:dlq": page(read=VIEWER, post=OPERATOR, kwargs=GROUP),
-    "groups:copy": page(post=OPERATOR, kwargs=GROUP),
     "groups:delete": page(post=ADMIN, kwargs=GROUP),
     "alerts:index": page(read=VIEWER),
     "alerts:rule_create": page(read=ADMIN, post=ADMIN),
@@ -147,11 +149,12 @@ ACCESS: dict[str, Rule] = {
     "api-groups": api(read=VIEWER),
     "api-group": api(read=VIEWER, delete=ADMIN, kwargs=GROUP),
     "api-group-reset": api(post=OPERATOR, kwargs=GROUP),
-    "api-group-undo": api(post=OPERATOR, kwargs=GROUP),
+    "api-group-resets": api(read=VIEWER, kwargs=GROUP),
+    "api-group-reset-detail": api(read=VIEWER, kwargs=RESET),
+    "api-group-reset-undo": api(post=OPERATOR, kwargs=RESET),
     "api-group-history": api(read=VIEWER, kwargs=GROUP),
     "api-group-dlq": api(read=VIEWER, kwargs=GROUP),
     "api-group-dlq-redrive": api(post=OPERATOR, kwargs=GROUP),
-    "api-group-copy": api(post=OPERATOR, kwargs=GROUP),
     "api-storage": api(read=VIEWER),
     "api-audit": api(read=VIEWER),
     "api-alert-rules": api(read=VIEWER, post=ADMIN),
@@ -210,8 +213,8 @@ def url_patterns(patterns=None, prefix: str = "", namespace: str | None = None):
 
 def snapshot(store) -> dict[str, Any]:
     """Everything a request could change, as plain values."""
+    from console.accounts.models import ApiToken
     from console.alerts.models import AlertRule, Silence
-    from console.api.models import ApiToken
     from console.audit.models import AuditEntry
     from storeadapter.summaries import group_summaries, topic_summaries
 

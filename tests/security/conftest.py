@@ -15,8 +15,10 @@ from django.utils import timezone
 def world(store, admin, django_user_model) -> dict[str, Any]:
     """A topic with a message, a group with a committed offset, and one of each row that
     the pages act on (a user, an API token, an alert rule, a silence)."""
+    from console.accounts.models import ApiToken
     from console.alerts.models import AlertRule, Silence
-    from console.api.models import ApiToken
+    from console.groups.models import AppliedReset
+    from storeadapter.reset_moves import Moves
 
     store.create_topic("orders", 2)
     sent = store.append("orders", b'{"n": 1}', key="k1", queue=0)
@@ -28,7 +30,13 @@ def world(store, admin, django_user_model) -> dict[str, Any]:
     silence = Silence.objects.create(
         reason="maintenance", ends_at=timezone.now() + timedelta(hours=1)
     )
+    replaced = Moves()
+    replaced.add(0, 0, 0, 1)
+    reset = AppliedReset.objects.create(
+        group="billing", topic="orders", mode="latest", moved=1, changes=replaced.encode()
+    )
     return {
+        "reset_id": reset.pk,
         "message_id": sent.message_id,
         "user_id": target.pk,
         "token_id": token.pk,

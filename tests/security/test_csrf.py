@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from console.api.models import ApiToken
+from console.accounts.models import ApiToken
 from tests.security.access_table import ACCESS, ANONYMOUS, sample_url, send
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ import pytest
 from django.contrib.messages import get_messages
 from rest_framework.test import APIClient
 
-from console.api.models import ApiToken
+from console.accounts.models import ApiToken
 from tests.security.access_table import snapshot
 
 pytestmark = pytest.mark.django_db
@@ -79,7 +79,9 @@ def page_refused(response) -> bool:
     if 400 <= response.status_code < 500:
         return True
     context = response.context or {}
-    form = context.get("form") if hasattr(context, "get") else None
+    form = None
+    if hasattr(context, "get"):
+        form = context.get("form") or context.get("reset_form")
     if response.status_code == 200 and form is not None and form.errors:
         return True
     return response.status_code == 302 and any(
@@ -98,11 +100,11 @@ DOORS: dict[str, Any] = {
     "page: create a topic": lambda c, n: c["page"].post("/topics/", {"name": n, "queues": 1}),
     "page: topic page": lambda c, n: c["page"].get(f"/topics/{in_path(n)}/"),
     "page: group page": lambda c, n: c["page"].get(f"/groups/{in_path(n)}/"),
-    "page: copy offsets into a group": lambda c, n: c["page"].post(
-        f"/groups/{in_path(n)}/copy/", {"source": "billing"}
+    "page: reset a group's offsets": lambda c, n: c["page"].post(
+        f"/groups/{in_path(n)}/reset/preview/", {"topic": "orders", "mode": "latest"}
     ),
     "page: copy offsets from a group": lambda c, n: c["page"].post(
-        "/groups/newgroup/copy/", {"source": n}
+        "/groups/billing/reset/preview/", {"topic": "orders", "mode": "group", "source": n}
     ),
     "page: message page": lambda c, n: c["page"].get(f"/messages/{in_path(n)}/"),
     "page: message body": lambda c, n: c["page"].get(f"/messages/{in_path(n)}/body"),
@@ -121,7 +123,9 @@ DOORS: dict[str, Any] = {
         "/api/v1/topics/orders/queues/0/commit/", {"group": n, "offset": 0}, format="json"
     ),
     "api: copy offsets from a group": lambda c, n: c["api"].post(
-        "/api/v1/groups/newgroup/copy/", {"source": n}, format="json"
+        "/api/v1/groups/newgroup/reset/",
+        {"topic": "orders", "mode": "group", "source": n},
+        format="json",
     ),
     "api: produce to a topic": lambda c, n: c["api"].post(
         f"/api/v1/topics/{in_path(n)}/messages/", {"body": "x"}, format="json"

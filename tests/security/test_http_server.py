@@ -31,6 +31,7 @@ def server(tmp_path_factory) -> Iterator[int]:
     port = free_port()
     home = tmp_path_factory.mktemp("server")
     env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    env["DEBUG"] = "true"  # as scripts/run.sh sets it
     env["DATABASE_URL"] = f"sqlite:///{home / 'db.sqlite3'}"
     env["TIDEMARK_STORE_DIR"] = str(home / "store")
     process = subprocess.Popen(

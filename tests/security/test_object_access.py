@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from console.api.models import ApiToken
+from console.accounts.models import ApiToken
 from console.audit.log import record
 from console.audit.models import AuditEntry
 

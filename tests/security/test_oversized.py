@@ -12,7 +12,7 @@ import json
 import pytest
 from rest_framework.test import APIClient
 
-from console.api.models import ApiToken
+from console.accounts.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 

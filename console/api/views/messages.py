@@ -44,15 +44,15 @@ from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
 from console.api.serializers import (
-    ErrorSerializer,
     QuerySerializer,
     StoredMessageSerializer,
     StrictSerializer,
-    message_data,
+    refusals,
     validated,
 )
 from console.core.store import get_store
 from console.messages import search
+from console.messages.records import message_record
 from storeadapter.engine import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -73,10 +73,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 #: Besides the error statuses every operation documents (console.api.schema), a produce
 #: may meet a failed store or a full disk.
-STORE_DOWN = {
-    503: OpenApiResponse(ErrorSerializer, description="The store failed or is closed."),
-    507: OpenApiResponse(ErrorSerializer, description="The disk is too full to write."),
-}
+STORE_DOWN = refusals(
+    (503, "The store failed or is closed."), (507, "The disk is too full to write.")
+)
 
 
 # Fields
@@ -234,7 +233,10 @@ class TopicMessages(APIView):
 
     method_roles = {"POST": OPERATOR}
 
-    @extend_schema(request=ProduceRequest, responses={201: ProduceResponse, **STORE_DOWN})
+    @extend_schema(
+        request=ProduceRequest,
+        responses={201: ProduceResponse, **STORE_DOWN, **refusals((409, "The queue is frozen."))},
+    )
     def post(self, request: Request, topic: str) -> Response:
         data = request.data  # a body past DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 (errors.py)
         if not isinstance(data, dict):
@@ -344,7 +346,7 @@ class QueueMessages(APIView):
         next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
         return Response(
             {
-                "messages": [message_data(m) for m in messages],
+                "messages": [message_record(m) for m in messages],
                 "next_offset": next_offset,
                 "max_offset": high,
             }
@@ -379,7 +381,10 @@ class QueueCommit(APIView):
 
     @extend_schema(
         request=CommitRequest,
-        responses={200: CommitResponse},
+        responses={
+            200: CommitResponse,
+            **refusals((409, "The committed offset is not the expected one.")),
+        },
     )
     def post(self, request: Request, topic: str, queue: int) -> Response:
         data = validated(CommitRequest, request.data)
@@ -419,13 +424,15 @@ class QueueCommit(APIView):
 
 
 class MessageDetail(APIView):
-    @extend_schema(responses={200: StoredMessageSerializer})
+    @extend_schema(
+        responses={200: StoredMessageSerializer, **refusals((400, "That is not a message id."))}
+    )
     def get(self, request: Request, message_id: str) -> Response:
         try:
             message = get_store().get(message_id)
         except CorruptRecordError as error:
             raise ApiError(404, "message_corrupt", str(error)) from None
-        return Response(message_data(message))
+        return Response(message_record(message))
 
 
 MODE_KEY, MODE_RANGE, MODE_TIME = "key", "range", "time"
@@ -558,7 +565,7 @@ class MessageSearch(APIView):
     @extend_schema(
         operation_id="v1_messages_search",
         parameters=[MessageSearchQuery, *PAGING],
-        responses={200: MessagePageSerializer},
+        responses={200: MessagePageSerializer, **refusals((404, "No such topic."))},
     )
     def get(self, request: Request) -> Response:
         query = validated(MessageSearchQuery, request.query_params)
@@ -579,7 +586,7 @@ class MessageSearch(APIView):
                 "count": total,
                 "next": replace_query_param(url, "page", number + 1) if has_next else None,
                 "previous": previous,
-                "results": [message_data(m) for m in messages],
+                "results": [message_record(m) for m in messages],
             }
         )
 
@@ -633,6 +640,7 @@ class MessageExport(APIView):
             (200, "application/x-ndjson"): OpenApiResponse(
                 OpenApiTypes.STR, description="One JSON object per line, per message."
             ),
+            **refusals((404, "No such topic or queue.")),
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.core.store import get_store
+from storeadapter.disk_use import disk_use
 from storeadapter.summaries import segment_rows
 
 
@@ -55,8 +56,8 @@ class Storage(APIView):
     @extend_schema(responses={200: StorageSerializer})
     def get(self, request: Request) -> Response:
         store = get_store()
-        stats = store.stats()
-        config = store.config
+        stats = store.stats(topics=False)
+        disk = disk_use(store)
         keys = (
             "path",
             "store_id",
@@ -64,7 +65,6 @@ class Storage(APIView):
             "segment_bytes",
             "segment_count",
             "disk_bytes",
-            "disk_ratio",
             "retention_hours",
             "last_flush_ms",
             "commit_log",
@@ -74,10 +74,11 @@ class Storage(APIView):
             "failed",
         )
         data = {key: stats[key] for key in keys}
+        data["disk_ratio"] = round(disk.ratio, 4)
         data["disk_thresholds"] = {
-            "warn_ratio": config.disk_warn_ratio,
-            "force_ratio": config.disk_force_ratio,
-            "reject_ratio": config.disk_reject_ratio,
+            "warn_ratio": disk.warn_ratio,
+            "force_ratio": disk.force_ratio,
+            "reject_ratio": disk.reject_ratio,
         }
         data["segments"] = [asdict(row) for row in segment_rows(store)]
         return Response(data)

@@ -45,9 +45,13 @@ class TaskSerializer(serializers.Serializer):
         allow_null=True, help_text="How far the current run has come (0..1), when it says."
     )
     stale = serializers.BooleanField(
-        help_text=f"Never ran, or nothing finished within {STALE_FACTOR}× its interval."
+        help_text=f"Nothing finished within {STALE_FACTOR}× its interval, or never ran "
+        "although it was due."
     )
     stale_reason = serializers.CharField(allow_blank=True)
+    waiting = serializers.CharField(
+        allow_blank=True, help_text="Never ran and not due yet: why; empty otherwise."
+    )
 
 
 def task_data(line: TaskHealth) -> dict[str, Any]:
@@ -69,6 +73,7 @@ def task_data(line: TaskHealth) -> dict[str, Any]:
         "progress": line.progress,
         "stale": line.stale,
         "stale_reason": line.stale_reason,
+        "waiting": line.waiting,
     }
 
 

@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 from console.accounts.roles import ADMIN, OPERATOR
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination, paginated
-from console.api.serializers import QuerySerializer, StrictSerializer, validated
+from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
 from console.core.store import get_store
 from console.monitoring import scale
 from console.operations import topics as operations
@@ -132,7 +132,10 @@ class TopicList(APIView):
         page = paginator.paginate_queryset(topics, request, view=self)
         return paginator.get_paginated_response([asdict(t) for t in page])
 
-    @extend_schema(request=TopicCreate, responses={201: TopicDetailSerializer})
+    @extend_schema(
+        request=TopicCreate,
+        responses={201: TopicDetailSerializer, **refusals((409, "A topic of that name exists."))},
+    )
     def post(self, request: Request) -> Response:
         data = validated(TopicCreate, request.data)
         info = operations.create_topic(request.user, data["name"], data["queues"])
@@ -177,7 +180,12 @@ class QueueDetail(APIView):
     def get(self, request: Request, topic: str, queue: int) -> Response:
         return Response(asdict(_queue_row(topic, queue)))
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        responses={
+            204: None,
+            **refusals((409, "The queue is not frozen and fully consumed, or is the last.")),
+        }
+    )
     def delete(self, request: Request, topic: str, queue: int) -> Response:
         operations.remove_queue(request.user, topic, queue)
         return Response(status=status.HTTP_204_NO_CONTENT)

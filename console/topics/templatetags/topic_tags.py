@@ -19,11 +19,31 @@ def ms_time(value: int | None, empty: str = "—") -> str:
         when = datetime.fromtimestamp(value / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError, TypeError):
         return empty
+    return utc_time(when)
+
+
+@register.simple_tag
+def utc_time(when: datetime | None, empty: str = "—") -> str:
+    """A moment as ``<time>`` in the console's one time format, "2026-05-01 12:34:56 UTC"
+    (aware datetimes are converted to UTC), or `empty` when None."""
+    if when is None:
+        return empty
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
     return format_html(
         '<time datetime="{}">{}</time>',
         when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         when.strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
+
+
+@register.filter
+def num(value: object) -> str:
+    """A whole number with thousands separators (12,345), the console's one number format;
+    anything else as it is."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return "" if value is None else str(value)
+    return f"{value:,}"
 
 
 @register.filter
@@ -47,7 +67,27 @@ def duration(seconds: float | None, empty: str = "—") -> str:
     return f"{secs} s"
 
 
+#: What each Burrow-style status says, for the badges' tooltips and the legends (the rules
+#: over a window of a queue's last commits: DESIGN.md, console/monitoring/status.py).
+STATUS_MEANINGS = {
+    "OK": "keeping up: lag within what is allowed, or coming down",
+    "WARN": "falling behind: lag above 0 and not decreasing over the window",
+    "ERR": "a queue is stalled, stopped or rewound",
+    "STALL": "commits go on but the offset does not move, with lag above 0",
+    "STOP": "no commit for longer than the window's span",
+    "REWIND": "the committed offset went backwards",
+}
+
+
 @register.inclusion_tag("monitoring/_status.html")
 def status_badge(status: str | None) -> dict:
-    """A group's or queue's Burrow status as a badge; "not sampled" before the first sample."""
-    return {"status": status}
+    """A group's or queue's Burrow status as a badge with its meaning as a tooltip; "not
+    sampled" before the first sample."""
+    return {"status": status, "meaning": STATUS_MEANINGS.get(status or "", "")}
+
+
+@register.inclusion_tag("monitoring/_status_legend.html")
+def status_legend(*statuses: str) -> dict:
+    """A legend of the statuses given (every one when none is), badge beside meaning."""
+    names = statuses or tuple(STATUS_MEANINGS)
+    return {"rows": [(name, STATUS_MEANINGS[name]) for name in names]}

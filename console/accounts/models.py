@@ -1,22 +1,15 @@
-"""Personal API tokens (stored hashed, shown once) and reset previews awaiting apply."""
+"""Personal API tokens: stored hashed, shown once."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
-from django.utils import timezone
 
 #: Letters shown in lists to tell tokens apart; the rest of the key is never stored.
 TOKEN_PREFIX_LENGTH = 8
-#: A reset preview can be applied for this long.
-PREVIEW_LIFETIME = timedelta(minutes=30)
-#: Previews this much older than their lifetime are deleted when a new one is kept
-#: (until then, applying one says it expired rather than that it is unknown).
-PREVIEW_KEPT = timedelta(days=1)
 
 
 def hash_key(key: str) -> str:
@@ -49,19 +42,3 @@ class ApiToken(models.Model):
             user=user, name=name, prefix=key[:TOKEN_PREFIX_LENGTH], key_hash=hash_key(key)
         )
         return token, key
-
-
-class ResetPreview(models.Model):
-    """A reset or undo preview the API answered with, applied later by its token."""
-
-    token = models.CharField(max_length=16, unique=True)
-    group = models.CharField(max_length=255)
-    plan = models.JSONField()
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    @property
-    def expired(self) -> bool:
-        return timezone.now() - self.created_at > PREVIEW_LIFETIME

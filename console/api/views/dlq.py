@@ -1,0 +1,176 @@
+"""API: a consumer group's dead letters (its ``%DLQ%<group>`` topic).
+
+- ``/api/v1/groups/<group>/dlq/``: GET the dead letters, paged.
+- ``/api/v1/groups/<group>/dlq/redrive/``: POST (operator) sends some (``message_ids``)
+  or all (``all: true``) back to their topics; a letter redriven before is not sent
+  again, and the answer counts it apart.
+
+The listing is the DLQ page's own (console.groups.dlq); the redrive goes through
+console.operations.groups, which writes the audit row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import path
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.accounts.roles import OPERATOR
+from console.api.pagination import Pagination, paginated
+from console.api.serializers import (
+    StoredMessageSerializer,
+    StrictSerializer,
+    refusals,
+    validated,
+)
+from console.api.views.resets import BodySchema
+from console.core.store import get_store
+from console.groups.dlq import MAX_REDRIVE_IDS, DlqMessages, dead_letter_origin, dlq_exists
+from console.messages.records import message_record
+from console.operations import groups as operations
+from console.operations.groups import GroupNotFoundError
+from storeadapter.engine import STATUS_DUPLICATE, dlq_topic
+
+MESSAGE_ID_PATTERN = r"^[0-9A-Fa-f]{24}$"
+
+
+class StrictStringList(serializers.ListField):
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, list) and any(not isinstance(item, str) for item in data):
+            raise serializers.ValidationError("Message ids are strings.")
+        return super().to_internal_value(data)
+
+
+class RedriveSome(StrictSerializer):
+    """Redrive the dead letters with these ids."""
+
+    unknown_messages = {"all": "Send message_ids or all, not both."}
+
+    message_ids = StrictStringList(
+        child=serializers.RegexField(MESSAGE_ID_PATTERN),
+        min_length=1,
+        max_length=MAX_REDRIVE_IDS,
+        help_text=f"1 to {MAX_REDRIVE_IDS} dead-letter ids; more at once is a redrive of all.",
+    )
+
+
+class RedriveAll(StrictSerializer):
+    """Redrive every dead letter."""
+
+    unknown_messages = {"message_ids": "Send message_ids or all, not both."}
+
+    all = serializers.BooleanField(help_text="true")
+
+    def validate_all(self, value: bool) -> bool:
+        if not value:
+            raise serializers.ValidationError(
+                f"Send message_ids (1 to {MAX_REDRIVE_IDS} ids) or all: true to redrive "
+                "every dead letter."
+            )
+        return value
+
+
+def _redrive_request(data: Any) -> dict:
+    if isinstance(data, dict) and "all" in data:
+        return validated(RedriveAll, data)
+    return validated(RedriveSome, data)
+
+
+REDRIVE_REQUEST = PolymorphicProxySerializer(
+    component_name="RedriveRequest",
+    serializers=[RedriveSome, RedriveAll],
+    resource_type_field_name=None,
+)
+
+
+class DeadLetterSerializer(StoredMessageSerializer):
+    """A dead letter: the message as stored in the DLQ, where it came from, and why it died."""
+
+    origin_topic = serializers.CharField(allow_null=True)
+    origin_queue = serializers.IntegerField(allow_null=True)
+    origin_offset = serializers.IntegerField(allow_null=True)
+    origin_message_id = serializers.CharField(allow_null=True)
+    retry_count = serializers.IntegerField(allow_null=True)
+    last_error = serializers.CharField(allow_blank=True)
+
+
+class RedrivenSerializer(serializers.Serializer):
+    message_id = serializers.CharField()
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    duplicate = serializers.BooleanField(help_text="Redriven before, so not sent again.")
+
+
+class RedriveResultSerializer(serializers.Serializer):
+    redriven = serializers.IntegerField(help_text="Dead letters handled: sent + duplicates.")
+    sent = serializers.IntegerField(help_text="Appended to their topics now.")
+    duplicates = serializers.IntegerField(help_text="Redriven before, not sent again.")
+    messages = RedrivenSerializer(many=True)
+
+
+def _require_group_or_dlq(group: str) -> None:
+    """A group that committed offsets, or has dead letters left from one."""
+    store = get_store()
+    if group not in store.groups() and not dlq_exists(store, group):
+        raise GroupNotFoundError(f"there is no consumer group named {group!r}")
+
+
+class GroupDlq(APIView):
+    @extend_schema(responses={200: paginated(DeadLetterSerializer)})
+    def get(self, request: Request, group: str) -> Response:
+        _require_group_or_dlq(group)
+        listing = DlqMessages(get_store(), dlq_topic(group))
+        paginator = Pagination()
+        page = paginator.paginate_queryset(listing, request, view=self)
+        return paginator.get_paginated_response(
+            [{**message_record(m), **dead_letter_origin(m)} for m in page]
+        )
+
+
+class GroupRedrive(APIView):
+    """Send dead letters back to the topics they came from (each at most once)."""
+
+    method_roles = {"POST": OPERATOR}
+    schema = BodySchema()
+
+    @extend_schema(
+        request=REDRIVE_REQUEST,
+        responses={
+            200: RedriveResultSerializer,
+            **refusals((507, "The disk is too full to write the letters back.")),
+        },
+    )
+    def post(self, request: Request, group: str) -> Response:
+        data = _redrive_request(request.data)
+        _require_group_or_dlq(group)
+        ids = list(dict.fromkeys(data["message_ids"])) if "message_ids" in data else None
+        outcome = operations.redrive(request.user, group, ids)
+        return Response(
+            {
+                "redriven": len(outcome.results),
+                "sent": outcome.sent,
+                "duplicates": outcome.duplicates,
+                "messages": [
+                    {
+                        "message_id": r.message_id,
+                        "topic": r.topic,
+                        "queue": r.queue,
+                        "queue_offset": r.queue_offset,
+                        "duplicate": r.status == STATUS_DUPLICATE,
+                    }
+                    for r in outcome.results
+                ],
+            }
+        )
+
+
+urlpatterns = [
+    path("groups/<name:group>/dlq/", GroupDlq.as_view(), name="api-group-dlq"),
+    path("groups/<name:group>/dlq/redrive/", GroupRedrive.as_view(), name="api-group-dlq-redrive"),
+]

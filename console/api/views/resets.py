@@ -1,0 +1,529 @@
+"""API: offset resets of a group, their list, and their undo.
+
+- ``/api/v1/groups/<group>/reset/``: POST (operator), in two steps: ``dry_run`` true (the
+  default) previews a reset in one of the modes of ``storeadapter.reset_modes`` and
+  answers with the plan and its ``token``; ``dry_run`` false with ``plan: <token>``
+  applies that preview on the group as it is then (absolute modes set the previewed
+  targets, a shift is taken from the offsets at that moment) and answers with the real
+  before → after of every queue moved and the reset's id.
+- ``/api/v1/groups/<group>/resets/``: GET the group's applied resets, newest first;
+  ``resets/<id>/``: GET one, with what it replaced.
+- ``/api/v1/groups/<group>/resets/<id>/undo/``: POST (operator), the undo of reset
+  ``<id>``, previewed and applied in the same two steps.
+
+A preview is refused when applied only if it no longer means what it said (409
+``preview_outdated``, with the request that previews it again), expired (400
+``preview_expired``) or is unknown (404 ``preview_not_found``). Request bodies are
+validated by serializers built from the modes' table, which also give the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import path
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.accounts.roles import OPERATOR
+from console.api.errors import ApiError
+from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
+from console.api.pagination import Pagination, paginated
+from console.api.serializers import StrictSerializer, refusals, validated
+from console.api.views.groups import OffsetChangeSerializer, change_data
+from console.core.store import get_store
+from console.groups.detail import live_members
+from console.groups.models import AppliedReset, ResetPreview
+from console.groups.resets import (
+    PreviewExpiredError,
+    applied_reset,
+    applied_resets,
+    keep_preview,
+    moved_queues,
+    preview_undo_of,
+)
+from console.operations import groups as operations
+from console.operations.groups import AppliedResult, require_group
+from storeadapter.engine import QueueNotFoundError
+from storeadapter.offset_reset import (
+    LISTED_QUEUES,
+    ResetOutdatedError,
+    ResetPlan,
+    preview_reset,
+)
+from storeadapter.reset_modes import (
+    MAX_NAMED_QUEUES,
+    MAX_OFFSET,
+    MAX_SHIFT,
+    MAX_TIME_MS,
+    MODE_NAMES,
+    RESET_MODES,
+    UNDO,
+    ResetMode,
+)
+from storeadapter.summaries import group_summary
+
+#: A preview's token (console.groups.resets.keep_preview).
+TOKEN_PATTERN = r"^[0-9a-f]{16}$"
+_APPLY_ONLY = "Applying takes only the plan token: the preview fixed the rest."
+
+
+# ------------------------------------------------------------------- requests
+
+
+class QueueOffsetsField(serializers.DictField):
+    """``{"<queue>": offset}``: queue ids as keys, whole numbers ≥ 0 as values."""
+
+    child = serializers.IntegerField(min_value=0, max_value=MAX_OFFSET)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            if not data:
+                raise serializers.ValidationError("Give an offset for at least one queue.")
+            if len(data) > MAX_NAMED_QUEUES:
+                raise serializers.ValidationError(f"At most {MAX_NAMED_QUEUES} queues at once.")
+            for queue, offset in data.items():
+                if not isinstance(queue, str) or not queue.isascii() or not queue.isdigit():
+                    raise serializers.ValidationError(f"{queue!r} is not a queue id.")
+                if len(queue) > 9:
+                    raise serializers.ValidationError(f"{queue!r} is not a queue id.")
+                if not isinstance(offset, int) or isinstance(offset, bool):
+                    raise serializers.ValidationError(
+                        f"The offset for queue {queue} must be a whole number."
+                    )
+        return super().to_internal_value(data)
+
+
+def _value_field(mode: ResetMode) -> tuple[str, serializers.Field] | None:
+    """The request field that carries the mode's value, if it takes one."""
+    if mode.takes == "offsets":
+        return "offsets", QueueOffsetsField(help_text='{"<queue>": offset}; other queues stay.')
+    if mode.takes == "time":
+        return "value", serializers.IntegerField(
+            min_value=0, max_value=MAX_TIME_MS, help_text="Milliseconds since the epoch."
+        )
+    if mode.takes == "shift":
+        return "value", serializers.IntegerField(
+            min_value=-MAX_SHIFT,
+            max_value=MAX_SHIFT,
+            help_text="Negative: consume again; positive: skip.",
+        )
+    if mode.takes == "group":
+        return "source", serializers.RegexField(
+            PATH_NAME_PATTERN, max_length=127, help_text="The group whose offsets to take."
+        )
+    return None
+
+
+def _preview_request(mode: ResetMode) -> type[StrictSerializer]:
+    """The body that previews a reset in ``mode``: topic, mode, and its value's field."""
+    fields: dict[str, Any] = {
+        "__module__": __name__,
+        "__doc__": f"Preview a reset to {mode.name}: {mode.description}",
+        "unknown_messages": {
+            "plan": "A plan token is applied with dry_run false; drop it to preview."
+        },
+        "topic": serializers.RegexField(NAME_PATTERN, max_length=140),
+        "mode": serializers.ChoiceField(choices=[mode.name]),
+        "dry_run": serializers.BooleanField(
+            default=True, help_text="True (the default): only preview, and keep the preview."
+        ),
+    }
+    value = _value_field(mode)
+    if value is not None:
+        fields[value[0]] = value[1]
+    name = "".join(part.capitalize() for part in mode.name.split("_"))
+    return type(f"{name}ResetPreview", (StrictSerializer,), fields)
+
+
+#: The body previewing each mode, by mode name.
+PREVIEW_REQUESTS = {mode.name: _preview_request(mode) for mode in RESET_MODES}
+
+
+class ResetModeRequest(StrictSerializer):
+    """Only to say what is wrong with a body whose mode is missing or unknown."""
+
+    mode = serializers.ChoiceField(choices=list(MODE_NAMES))
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = {"mode": data["mode"]} if "mode" in data else {}
+        return super().to_internal_value(data)
+
+
+class ApplyPreview(StrictSerializer):
+    """Apply a kept preview, exactly as previewed."""
+
+    unknown_messages = dict.fromkeys(("topic", "mode", "value", "offsets", "source"), _APPLY_ONLY)
+
+    dry_run = serializers.BooleanField(help_text="False: apply the preview named by plan.")
+    plan = serializers.RegexField(
+        TOKEN_PATTERN,
+        help_text="The token of the preview to apply.",
+        error_messages={
+            "required": "Preview first (dry_run true), then apply with dry_run false and "
+            "plan set to the preview's token."
+        },
+    )
+
+    def validate_dry_run(self, value: bool) -> bool:
+        if value:
+            raise serializers.ValidationError("dry_run is false to apply a preview.")
+        return value
+
+
+class UndoPreview(StrictSerializer):
+    """Preview the undo of the reset (an empty body does too)."""
+
+    unknown_messages = {"plan": "A plan token is applied with dry_run false; drop it to preview."}
+
+    dry_run = serializers.BooleanField(
+        default=True, help_text="True (the default): only preview, and keep the preview."
+    )
+
+
+def _reset_request(data: Any) -> dict:
+    """The validated body of a reset POST: a preview in some mode, or an apply."""
+    if isinstance(data, dict) and data.get("dry_run") is False:
+        return validated(ApplyPreview, data)
+    mode = data.get("mode") if isinstance(data, dict) else None
+    request = PREVIEW_REQUESTS.get(mode) if isinstance(mode, str) else None
+    if request is None:
+        validated(ResetModeRequest, data)
+    return validated(request, data)
+
+
+def _undo_request(data: Any) -> dict:
+    if isinstance(data, dict) and data.get("dry_run") is False:
+        return validated(ApplyPreview, data)
+    return validated(UndoPreview, data)
+
+
+RESET_REQUEST = PolymorphicProxySerializer(
+    component_name="ResetRequest",
+    serializers=[*PREVIEW_REQUESTS.values(), ApplyPreview],
+    resource_type_field_name=None,
+)
+UNDO_REQUEST = PolymorphicProxySerializer(
+    component_name="UndoRequest",
+    serializers=[UndoPreview, ApplyPreview],
+    resource_type_field_name=None,
+)
+
+
+class BodySchema(AutoSchema):
+    """A "one of" request body is required: drf-spectacular marks only serializer bodies
+    with required fields so."""
+
+    def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        return schema, required or isinstance(serializer, PolymorphicProxySerializer)
+
+
+# ------------------------------------------------------------------- answers
+
+
+class QueueResetSerializer(serializers.Serializer):
+    queue = serializers.IntegerField()
+    committed = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
+    current = serializers.IntegerField(help_text="Where the group consumes from now.")
+    target = serializers.IntegerField()
+    min_offset = serializers.IntegerField()
+    max_offset = serializers.IntegerField()
+    clamped = serializers.CharField(
+        allow_null=True, help_text="Why the target was moved into the queue's range."
+    )
+    span_from_ms = serializers.IntegerField(allow_null=True)
+    span_to_ms = serializers.IntegerField(allow_null=True)
+    planned = serializers.BooleanField(help_text="False: the reset leaves this queue alone.")
+    consumed_again = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+
+
+class ResetPlanSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    topic = serializers.CharField()
+    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
+    value = serializers.JSONField(
+        allow_null=True,
+        help_text="time: ms; shift: N; offset: the offsets asked for; group: the source "
+        "group; undo: the id of the reset undone.",
+    )
+    queues = QueueResetSerializer(
+        many=True,
+        help_text="Every queue of the topic; of a topic with more than 1,000 queues, the "
+        "first 1,000 that move (listed_all false; the counts cover every queue).",
+    )
+    queue_count = serializers.IntegerField(help_text="Queues of the topic.")
+    listed_all = serializers.BooleanField(help_text="Whether queues lists every queue.")
+    span_from_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
+    span_to_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
+    token = serializers.CharField(help_text="Apply with dry_run false and this as plan.")
+    changes = serializers.IntegerField(help_text="Queues whose offset would move now.")
+    consumed_again = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    clamped = serializers.IntegerField(
+        help_text="Queues whose target was moved into their range (of a big topic: of "
+        "those that move)."
+    )
+    past_newest = serializers.IntegerField(
+        help_text="time: queues the time is after the newest message of (there the same as latest)."
+    )
+    relative = serializers.BooleanField(
+        help_text="True for a shift: applied from the offsets at the moment of applying."
+    )
+    live_members = serializers.IntegerField(
+        help_text="The group's live members: they continue from the new offsets."
+    )
+    expires_ms = serializers.IntegerField(help_text="Until when the preview can be applied.")
+
+
+class ResetAppliedSerializer(serializers.Serializer):
+    reset_id = serializers.IntegerField(
+        allow_null=True,
+        help_text="Its id in resets/ (undo: resets/<id>/undo/); null: no queue moved.",
+    )
+    group = serializers.CharField()
+    topic = serializers.CharField()
+    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
+    changed = serializers.IntegerField(help_text="Queues whose offset moved.")
+    changes = OffsetChangeSerializer(
+        many=True, help_text="The first 1,000 of them: old is each queue's real offset before."
+    )
+    consumed_again = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+
+
+class AppliedResetSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    group = serializers.CharField()
+    topic = serializers.CharField()
+    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
+    value = serializers.JSONField(allow_null=True, help_text="As in the preview.")
+    undoes = serializers.IntegerField(allow_null=True, help_text="An undo: the reset undone.")
+    undone_by = serializers.ListField(
+        child=serializers.IntegerField(), help_text="The undos applied of this reset."
+    )
+    who = serializers.CharField(allow_blank=True)
+    applied_ms = serializers.IntegerField()
+    moved = serializers.IntegerField(help_text="Queues whose offset moved.")
+    consumed_again = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+
+
+class MovedQueueSerializer(serializers.Serializer):
+    queue = serializers.IntegerField()
+    before = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
+    after = serializers.IntegerField()
+
+
+class AppliedResetDetailSerializer(AppliedResetSerializer):
+    queues = MovedQueueSerializer(many=True, help_text="The first 1,000 queues moved.")
+    listed_all = serializers.BooleanField(help_text="Whether queues lists every queue moved.")
+
+
+PREVIEW_OR_APPLIED = OpenApiResponse(
+    PolymorphicProxySerializer(
+        component_name="ResetPreviewOrApplied",
+        serializers=[ResetPlanSerializer, ResetAppliedSerializer],
+        resource_type_field_name=None,
+    ),
+    description="dry_run true: the preview, kept under its token; false: what was applied.",
+)
+
+
+#: Applying a preview refused as outdated (its details say how to preview again).
+OUTDATED = refusals(
+    (
+        409,
+        "The preview no longer means what it said (preview_outdated), or the consumers "
+        "committed between every read and commit of a shift (offsets_moved).",
+    )
+)
+
+
+def _plan_data(plan: ResetPlan, kept: ResetPreview) -> dict:
+    data = plan.as_dict()
+    for internal in ("moves", "total_queues", "clamped_total"):
+        data.pop(internal, None)
+    return {
+        **data,
+        "queue_count": plan.queue_count,
+        "listed_all": plan.listed_all,
+        "token": kept.token,
+        "changes": plan.moved,
+        "consumed_again": plan.consumed_again,
+        "skipped": plan.skipped,
+        "clamped": plan.clamped,
+        "relative": plan.relative,
+        "live_members": len(live_members(get_store(), plan.group)),
+        "expires_ms": int(kept.expires_at.timestamp() * 1000),
+    }
+
+
+def _applied_data(applied: AppliedResult) -> dict:
+    reset, plan = applied.reset, applied.plan
+    return {
+        "reset_id": None if reset is None else reset.pk,
+        "group": plan.group,
+        "topic": plan.topic,
+        "mode": plan.mode,
+        "changed": len(applied.changes),
+        "changes": [change_data(c) for c in applied.changes[:LISTED_QUEUES]],
+        "consumed_again": 0 if reset is None else reset.consumed_again,
+        "skipped": 0 if reset is None else reset.skipped,
+    }
+
+
+def _reset_data(reset: AppliedReset) -> dict:
+    return {
+        "id": reset.pk,
+        "group": reset.group,
+        "topic": reset.topic,
+        "mode": reset.mode,
+        "value": reset.value,
+        "undoes": reset.undoes_id,
+        "undone_by": sorted(undo.pk for undo in reset.undone_by.all()),
+        "who": reset.who,
+        "applied_ms": int(reset.applied_at.timestamp() * 1000),
+        "moved": reset.moved,
+        "consumed_again": reset.consumed_again,
+        "skipped": reset.skipped,
+    }
+
+
+def _preview_again(group: str, token: str) -> dict:
+    """The request that previews a refused preview again, as ``details.preview_again``."""
+    plan = ResetPlan.from_dict(ResetPreview.objects.get(token=token, group=group).plan)
+    if plan.mode == UNDO:
+        return {"path": f"/api/v1/groups/{group}/resets/{plan.value}/undo/", "body": {}}
+    body: dict[str, Any] = {"topic": plan.topic, "mode": plan.mode}
+    value = _value_field(next(m for m in RESET_MODES if m.name == plan.mode))
+    if value is not None:
+        body[value[0]] = plan.value
+    return {"path": f"/api/v1/groups/{group}/reset/", "body": body}
+
+
+def _apply(request: Request, group: str, token: str, undoing: int | bool) -> Response:
+    try:
+        applied = operations.apply_kept_preview(request.user, group, token, undoing)
+    except ResetOutdatedError as error:
+        raise ApiError(
+            409,
+            "preview_outdated",
+            f"The preview no longer means what it said: {error}. Nothing was changed; "
+            "preview again with the request in details.preview_again.",
+            {"preview_again": _preview_again(group, token)},
+        ) from None
+    except PreviewExpiredError as error:
+        raise ApiError(
+            400,
+            "preview_expired",
+            f"{str(error)[:1].upper()}{str(error)[1:]}: preview again with the request in "
+            "details.preview_again and apply the new token.",
+            {"preview_again": _preview_again(group, token)},
+        ) from None
+    return Response(_applied_data(applied))
+
+
+# ------------------------------------------------------------------------ views
+
+
+class GroupReset(APIView):
+    """Preview a reset of the group's offsets on one topic, or apply a kept preview."""
+
+    method_roles = {"POST": OPERATOR}
+    schema = BodySchema()
+
+    @extend_schema(request=RESET_REQUEST, responses={200: PREVIEW_OR_APPLIED, **OUTDATED})
+    def post(self, request: Request, group: str) -> Response:
+        data = _reset_request(request.data)
+        if not data["dry_run"]:
+            return _apply(request, group, data["plan"], undoing=False)
+        copying = data["mode"] == "group"
+        if not copying:  # a copy may create the group
+            require_group(group)
+        store = get_store()
+        topic = data["topic"]
+        info = store.topic(topic)  # TopicNotFoundError: 404
+        topics = group_summary(store, group).topics
+        if topic not in topics and not copying:
+            raise ApiError(
+                404,
+                "topic_not_consumed",
+                f"Group {group!r} has no offsets on topic {topic!r}, so there is nothing to "
+                f"reset there; its topics: {', '.join(topics) or 'none'}.",
+            )
+        value: Any = data.get("value", data.get("source"))
+        if data["mode"] == "offset":
+            value = {int(queue): offset for queue, offset in data["offsets"].items()}
+            missing = sorted(queue for queue in value if queue >= info.queues)
+            if missing:
+                raise QueueNotFoundError(
+                    f"topic {topic!r} has queues 0 to {info.queues - 1}, not {missing[0]}"
+                )
+        plan = preview_reset(store, group, topic, data["mode"], value)
+        return Response(_plan_data(plan, keep_preview(plan)))
+
+
+class GroupResets(APIView):
+    @extend_schema(
+        operation_id="v1_groups_resets_list", responses={200: paginated(AppliedResetSerializer)}
+    )
+    def get(self, request: Request, group: str) -> Response:
+        require_group(group)
+        paginator = Pagination()
+        resets = applied_resets(group).prefetch_related("undone_by")
+        page = paginator.paginate_queryset(resets, request, view=self)
+        return paginator.get_paginated_response([_reset_data(r) for r in page])
+
+
+class GroupResetDetail(APIView):
+    @extend_schema(responses={200: AppliedResetDetailSerializer})
+    def get(self, request: Request, group: str, reset: int) -> Response:
+        require_group(group)
+        applied = applied_reset(group, reset)
+        queues = []
+        for queue, before, after in moved_queues(applied):
+            if len(queues) == LISTED_QUEUES:
+                break
+            queues.append({"queue": queue, "before": before, "after": after})
+        return Response(
+            {**_reset_data(applied), "queues": queues, "listed_all": applied.moved <= len(queues)}
+        )
+
+
+class GroupResetUndo(APIView):
+    """Preview the undo of an applied reset, or apply a kept preview of it."""
+
+    method_roles = {"POST": OPERATOR}
+    schema = BodySchema()
+
+    @extend_schema(request=UNDO_REQUEST, responses={200: PREVIEW_OR_APPLIED, **OUTDATED})
+    def post(self, request: Request, group: str, reset: int) -> Response:
+        data = _undo_request(request.data)
+        if not data["dry_run"]:
+            return _apply(request, group, data["plan"], undoing=reset)
+        require_group(group)
+        plan = preview_undo_of(get_store(), applied_reset(group, reset))
+        return Response(_plan_data(plan, keep_preview(plan)))
+
+
+urlpatterns = [
+    path("groups/<name:group>/reset/", GroupReset.as_view(), name="api-group-reset"),
+    path("groups/<name:group>/resets/", GroupResets.as_view(), name="api-group-resets"),
+    path(
+        "groups/<name:group>/resets/<int:reset>/",
+        GroupResetDetail.as_view(),
+        name="api-group-reset-detail",
+    ),
+    path(
+        "groups/<name:group>/resets/<int:reset>/undo/",
+        GroupResetUndo.as_view(),
+        name="api-group-reset-undo",
+    ),
+]
