@@ -666,7 +666,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "groups": self.groups(),
                 "last_recovery": self.last_recovery.as_dict(),
                 "last_retention": self._read_json("retention.json"),
-                "disk_ratio": round(self._disk_ratio, 4),
+                "disk_ratio": round(self._refresh_disk_ratio(), 4),
                 "retention_hours": self.config.retention_hours,
                 "corruptions": [c._asdict() for c in self._corruptions],
                 "index_problems": [
@@ -704,6 +704,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             "messages": sum(q["messages"] for q in queue_stats.values()),
             "created_ms": state.info.created_ms,
         }
+
+    def _refresh_disk_ratio(self) -> float:
+        """The file system's use now (also what the next append is judged by)."""
+        self._disk_ratio = self._probe_disk()
+        return self._disk_ratio
 
     def _read_json(self, name: str) -> dict | None:
         try:

@@ -119,3 +119,13 @@ def test_stats_lists_groups_and_has_no_failure(store):
     assert stats["groups"] == ["readers"]
     assert stats["failed"] is None
     assert stats["corruptions"] == []
+
+
+def test_stats_reads_disk_use_when_asked(open_store, monkeypatch):
+    """A process that does not write still shows the disk's use now, not as of its
+    last flush."""
+    from storeadapter.engine import fileio
+
+    store = open_store()
+    monkeypatch.setattr(fileio, "disk_usage", lambda _path: (42, 100))
+    assert store.stats(topics=False)["disk_ratio"] == 0.42
