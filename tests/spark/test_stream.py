@@ -54,7 +54,7 @@ def test_available_now_picks_up_appends_made_between_triggers(
         return spark_rows(spark.read.parquet(str(sink)))
 
     assert trigger() == engine_rows(store)
-    assert _last_offset(checkpoint) == {"position": tail(store)}
+    assert _last_offset(checkpoint)["position"] == tail(store)
 
     segments = len(segment_paths(store_path))
     _append(store, 30, 40)  # rolls into new segments
@@ -62,7 +62,11 @@ def test_available_now_picks_up_appends_made_between_triggers(
     rows = trigger()
     assert rows == engine_rows(store)
     assert len(rows) == 70
-    assert _last_offset(checkpoint) == {"position": tail(store)}
+    # The checkpoint names, beside the position, the last queue offset read per queue.
+    assert _last_offset(checkpoint) == {
+        "position": tail(store),
+        "queues": {"s": {"0": 34, "1": 34}},
+    }
 
     assert trigger() == rows  # nothing new: nothing read again
 

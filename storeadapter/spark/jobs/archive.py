@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from storeadapter.spark import FORMAT_NAME, logview
-from storeadapter.spark.planning import _store_time_at
+from storeadapter.spark.planning import store_time_at as _store_time_at
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
