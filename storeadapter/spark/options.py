@@ -48,6 +48,13 @@ STORE_CONFIG_OPTIONS = tuple(f.name for f in dataclasses.fields(StoreConfig))
 WRITE_OPTIONS = ("path", "topic", "batchSize", *STORE_CONFIG_OPTIONS)
 
 
+_OTHER_USES = (
+    ("streams", STREAM_READ_OPTIONS),
+    ("batch reads", BATCH_READ_OPTIONS),
+    ("writes", WRITE_OPTIONS),
+)
+
+
 class UnknownOptionError(ValueError):
     """An option the format does not know (the message lists the ones it does)."""
 
@@ -62,9 +69,16 @@ def check_names(options: Mapping[str, object], known: tuple[str, ...], what: str
     folded = {_folded(name) for name in known}
     unknown = sorted(name for name in options if _folded(name) not in folded)
     if unknown:
+        elsewhere = [
+            f"{name} is an option of {kind}"
+            for kind, names in _OTHER_USES
+            for name in names
+            if name not in known and _folded(name) in {_folded(u) for u in unknown}
+        ]
+        hint = f" ({'; '.join(elsewhere)})" if elsewhere else ""
         raise UnknownOptionError(
-            f"the tidemark format has no option {', '.join(map(repr, unknown))} for {what}; "
-            f"its options are: {', '.join(known)}"
+            f"the tidemark format has no option {', '.join(map(repr, unknown))} for "
+            f"{what}{hint}; its options are: {', '.join(known)}"
         )
 
 
