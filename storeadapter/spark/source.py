@@ -577,27 +577,43 @@ class TidemarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 first = snap.min_offset
             end = max(first, target)
             if isinstance(limit, ReadMaxRows):
-                end = self._after_records(snap, index, first, end, limit.max_rows)
+                end = self._after_records(
+                    snap, index, first, end, limit.max_rows, start.get("from") or {}
+                )
             elif isinstance(limit, ReadMaxBytes):
                 end = min(end, first + limit.max_bytes)
             end = max(end, int(start["position"]))  # a stream's position never goes back
             return self._offset(snap, index, end, start.get("from") or {})
 
     def _after_records(
-        self, snap: logview.LogSnapshot, index: QueueIndex, first: int, end: int, count: int
+        self,
+        snap: logview.LogSnapshot,
+        index: QueueIndex,
+        first: int,
+        end: int,
+        count: int,
+        pending: dict,
     ) -> int:
-        """The furthest position up to ``end`` with at most ``count`` records of the
-        stream's queues starting in ``[first, position)``."""
+        """The furthest position up to ``end`` with at most ``count`` records the stream
+        keeps (of its queues, at or past their ``pending`` starting offsets) starting in
+        ``[first, position)``."""
         queues = self.settings.selection.resolve(snap.topics).member_queues(snap.topics)
         if not all(index.supported(t) for t, _ in queues):
             raise ValueError(
                 "maxOffsetsPerTrigger cannot count the records of topics whose queues share "
                 "block files; use maxBytesPerTrigger"
             )
-        below = {(t.name, q): index.offset_at(t, q, first) for t, q in queues}
+        floors = {
+            (t.name, q): max(
+                index.offset_at(t, q, first), int((pending.get(t.name) or {}).get(str(q), 0))
+            )
+            for t, q in queues
+        }
 
         def records_before(position: int) -> int:
-            return sum(index.offset_at(t, q, position) - below[t.name, q] for t, q in queues)
+            return sum(
+                max(0, index.offset_at(t, q, position) - floors[t.name, q]) for t, q in queues
+            )
 
         if records_before(end) <= count:
             return end
