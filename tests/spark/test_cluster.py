@@ -8,14 +8,11 @@ import zlib
 
 import pytest
 
-from storeadapter.engine import Message
 from storeadapter.spark import logview
 from storeadapter.spark.standalone import StandaloneCluster
 from tests.engine.storetools import small_config
 from tests.spark.clusterdriver import ClusterDriver
-from tests.spark.sparktools import engine_rows
-
-HOUR_MS = 3_600_000
+from tests.spark.sparktools import HOUR_MS, engine_rows, engine_totals, fill
 
 
 @pytest.fixture(scope="module")
@@ -29,27 +26,6 @@ def driver(cluster):
     found = ClusterDriver(cluster.master_url, cluster.driver_config())
     yield found
     found.close()
-
-
-def engine_totals(rows: list[dict]) -> dict:
-    return {
-        "count": len(rows),
-        "distinct": len({r["message_id"] for r in rows}),
-        "id_crc": sum(zlib.crc32(r["message_id"].encode()) for r in rows),
-        "body_crc": sum(zlib.crc32(r["body"]) for r in rows),
-    }
-
-
-def fill(store, start: int, count: int, topics=("orders", "audit")) -> None:
-    for i in range(start, start + count, 10):
-        store.append_batch(
-            topics[0],
-            [
-                Message(f"order {j} ".encode() * (1 + j % 9), key=f"k{j % 13}")
-                for j in range(i, min(i + 10, start + count))
-            ],
-        )
-        store.append(topics[1], f"audit {i}".encode())
 
 
 @pytest.fixture
