@@ -28,9 +28,10 @@ What is safe to read while a writer runs
 * **Segments** are listed from ``commitlog/``. Only those between the log's first offset
   and the end chosen above are read; later files hold nothing published (a writer may
   be creating one, or resetting one a dead writer left). Retention deletes old segments
-  with ``unlink``: a segment mapped before that stays readable; one deleted before the
-  executor opens it is counted (``missing_segments``) and skipped, as the engine's own
-  readers no longer see those messages either. Files are never truncated below the
+  with ``unlink``: a segment mapped before that stays readable; one the executor cannot
+  open fails its task (``scanning.py``: the plan saw the file, so a missing one is never
+  taken for one retention deleted), except in a stream with ``failOnDataLoss`` false,
+  which skips it when the store says retention deleted it. Files are never truncated below the
   published tail while the store is open: the only truncations (recovery erasing a
   garbage tail, a writer resetting an unpublished segment) touch bytes past it.
 * **No usable ``state``** (a store copied without it): the end is found as recovery

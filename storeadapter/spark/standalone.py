@@ -46,9 +46,7 @@ def can_blind() -> bool:
     """Whether this process may start a worker in its own mount namespace."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(
-        ["unshare", "-m", "true"], capture_output=True, timeout=10, check=False
-    )
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=10, check=False)
     return probe.returncode == 0
 
 
