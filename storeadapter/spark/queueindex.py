@@ -162,6 +162,8 @@ class QueueIndex:
     def _first_written(self, queue: _Queue) -> int:
         """The first written entry (unwritten ones at the start are passed over, as the
         engine does once retention has moved the log's start)."""
+        if self._entry(queue, queue.firsts[0]) is not None:
+            return queue.firsts[0]  # the usual case: one read
         for first in queue.firsts:
             for index in range(first, first + self.per_file, _LOOKAHEAD):
                 data = self._read(queue, index, _LOOKAHEAD)
