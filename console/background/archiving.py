@@ -78,6 +78,7 @@ def archive_due(
     """Archive, oldest first, the segments retention would delete at ``now_ms`` that the
     archive does not list yet; stop at the first that fails (a later one could not be
     deleted before it anyway)."""
+    from storeadapter.spark.errors import sentence_of
     from storeadapter.spark.jobs.archive import archive_segment
 
     outcome = ArchiveOutcome()
@@ -91,7 +92,7 @@ def archive_due(
             summary = archive_segment(spark, store.path, segment["base"], archive_dir)
         except Exception as error:  # Spark, Parquet or the disk: keep the segment
             outcome.failed_segment = segment["name"]
-            outcome.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+            outcome.error = sentence_of(error)
             return outcome
         outcome.archived.append(summary)
         if progress is not None:
@@ -109,6 +110,7 @@ def run_archive(
 ) -> dict:
     """Archive one segment again (``segment``), or every sealed segment the manifest does
     not list yet; ``{"segments": [summaries], "messages", "bytes"}``."""
+    from storeadapter.spark.errors import our_sentence
     from storeadapter.spark.jobs.archive import archive_segment, archive_store
 
     source = store_dir()
@@ -116,12 +118,19 @@ def run_archive(
     if "://" not in out and Path(out).exists() and not Path(out).is_dir():
         raise ArchiveError(f"The archive path {out} is a file, not a directory.")
     spark = _spark("tidemark-archive", console_progress)
-    if segment is None:
-        return archive_store(spark, source, out, sealed_only=not include_open, progress=progress)
     try:
+        if segment is None:
+            return archive_store(
+                spark, source, out, sealed_only=not include_open, progress=progress
+            )
         summaries = [archive_segment(spark, source, segment, out)]
     except ValueError as error:
         raise ArchiveError(f"{error}.") from None
+    except Exception as error:
+        sentence = our_sentence(error)  # a task that could not read or verify: its sentence
+        if sentence is None:
+            raise
+        raise ArchiveError(f"The archive stopped: {sentence}") from None
     return {
         "segments": summaries,
         "messages": summaries[0]["messages"],

@@ -281,3 +281,20 @@ def test_files_that_do_not_read_back_as_the_segment_are_not_recorded(
         archive_segment(spark, store_path, first.base, out)
     # The rerun took the segment's record away before it touched its files.
     assert first.name not in read_manifest(out)["segments"]
+
+
+@pytest.mark.django_db
+def test_the_command_says_why_an_archive_was_not_verified(
+    spark, archived_store, store_path, tmp_path, settings, monkeypatch
+):
+    settings.TIDEMARK_STORE_DIR = store_path
+    moved = archive_jobs._move_into_place
+
+    def lose_one(archive, tmp, name):
+        files = moved(archive, tmp, name)
+        Path(files[0].removeprefix("file:")).unlink()
+        return files[1:]
+
+    monkeypatch.setattr(archive_jobs, "_move_into_place", lose_one)
+    with pytest.raises(CommandError, match="The archive stopped: ArchiveVerificationError: "):
+        call_command("archive_segments", "--out", str(tmp_path / "archive"))
