@@ -208,3 +208,30 @@ def test_a_stream_from_per_queue_offsets_keeps_them_until_it_passes_them(open_st
     assert sorted(seen) == [(0, o) for o in range(15, ends[0])] + [
         (1, o) for o in range(2, ends[1])
     ]
+
+
+def test_a_query_behind_retention_fails_with_the_sentence(
+    spark, open_store, store_path, tmp_path, fake_clock
+):
+    store = open_store(config=small_config(retention_hours=1))
+    store.create_topic("s", queues=2)
+    _append(store, 0, 10)
+
+    def run():
+        return (
+            spark.readStream.format("tidemark")
+            .option("path", str(store_path))
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    assert run().awaitTermination(WAIT_S)
+    _append(store, 10, 40)  # never read: retention deletes most of them
+    fake_clock.advance(2 * 3_600_000)
+    _append(store, 50, 1)
+    lost = sum(q.dropped for q in store.delete_expired().queues) - 10
+    with pytest.raises(Exception, match=f"DataLossError: .* so {lost} messages of its topics"):
+        run().awaitTermination(WAIT_S)
