@@ -168,19 +168,13 @@ def _open(
     return segment
 
 
-_checked_stores: dict[str, str] = {}
-
-
 def _check_store(root: Path, id_prefix: str, where: str) -> None:
-    """The store at this path on this host is the one planned (once per process)."""
-    key = str(root)
-    found = _checked_stores.get(key)
-    if found is None:
-        try:
-            found = read_identity(root)[0]
-        except StoreFormatError:
-            return  # store.json unreadable here: the records' own offsets still check
-        _checked_stores[key] = found
+    """The store at this path on this host is the one planned (store.json, a small file
+    read once per range)."""
+    try:
+        found = read_identity(root)[0]
+    except StoreFormatError:
+        return  # store.json unreadable here: the records' own offsets still check
     if found != id_prefix:
         raise PlanMismatchError(
             f"cannot read {where}: the store there has id {found}, the read was planned "

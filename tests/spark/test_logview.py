@@ -3,13 +3,14 @@ needed: the reader's pieces are called in this process)."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from storeadapter.spark import logview, planning, scanning
-from storeadapter.spark.errors import SegmentNotVisibleError
+from storeadapter.spark.errors import PlanMismatchError, SegmentNotVisibleError
 from storeadapter.spark.queueindex import QueueIndex
 from storeadapter.spark.source import SCHEMA, TidemarkDataSource
 from tests.engine.storetools import copy_store, segment_paths, small_config, tail
@@ -128,3 +129,23 @@ def test_the_stream_reader_by_itself(open_store, store_path):
     second = store.read("t", 0, 1, 1)[0].commit_offset
     at = TidemarkDataSource({**options, "startingOffsets": str(second)}).streamReader(SCHEMA)
     assert at.initialOffset() == {"position": second, "queues": {"t": {"0": 0, "1": 0}}}
+
+
+def test_a_range_of_another_store_at_the_planned_path_fails_the_read(
+    open_store, store_path, tmp_path
+):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    _fill(store, 20)
+    snap = logview.snapshot(store_path)
+    wanted = planning.Selection().resolve(snap.topics)
+    ranges = planning.plan_ranges(snap, wanted)
+    store.close()
+    other = open_store(tmp_path / "other")  # the same traffic in a store of another id
+    other.create_topic("t", queues=1)
+    _fill(other, 20)
+    other.close()
+    shutil.rmtree(store_path)
+    copy_store(tmp_path / "other", store_path)  # put where the read was planned
+    with pytest.raises(PlanMismatchError, match=f"planned on store {snap.id_prefix}"):
+        list(scanning.read_range(ranges[0], wanted, snap.id_prefix))
