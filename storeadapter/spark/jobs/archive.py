@@ -16,16 +16,17 @@ and moves the new ones to ``out/topic=<topic>/date=<YYYY-MM-DD>/segment-<segment
 .parquet`` (the UTC date of the store time). Every topic is archived, retry and
 dead-letter topics too; corrupt stretches are not.
 
-**Verified, or not recorded.** The files are then read back by Spark (so by the
-executors, from where the driver listed them): for every topic and date, the row count,
-the body bytes and a checksum (the sum of a 64-bit hash of every column of every row)
-must equal those of the segment's read. Only then is the segment recorded as archived:
-``out/_verified/<segment>.json`` lists its messages, bytes, checksum and every file with
-its own rows, bytes and checksum (local files and directories fsynced first). Files the
-executors wrote where the driver cannot see them (a ``file://`` directory that is not
-shared), or that came back short, fail the segment with ``ArchiveVerificationError``
-and no record. Retention deletes only segments with a record (``verified_segments``).
-A rerun of a segment removes its record first, then replaces its files.
+**Verified, or not recorded.** While writing, the writer's tasks total what they write
+(row count, body bytes, and a checksum: the sum of a 64-bit hash of every column of
+every row). The files are then read back by Spark (so by the executors, from where the
+driver listed them) and totalled per file: the sums must equal the segment's. Only then
+is the segment recorded as archived: ``out/_verified/<segment>.json`` lists its
+messages, bytes, checksum and every file with its own rows, bytes and checksum (local
+files and directories fsynced first). Files the executors wrote where the driver cannot
+see them (a ``file://`` directory that is not shared), or that came back short, fail the
+segment with ``ArchiveVerificationError`` and no record. Retention deletes only segments
+with a record (``verified_segments``). A rerun of a segment removes its record first,
+then replaces its files.
 
 ``archive_store`` archives every sealed segment without a record; the open segment only
 when asked, and never records it (it is archived again later).
@@ -134,19 +135,19 @@ def _row_hash():
     return F.xxhash64(*columns).cast("decimal(38,0)")
 
 
-def _totals(df: DataFrame, *keys) -> dict[tuple, tuple[int, int, str]]:
-    """(rows, body bytes, checksum) per value of ``keys``."""
+def _total_columns():
+    """Rows, body bytes and checksum of a DataFrame of archived columns, as aggregates."""
     from pyspark.sql import functions as F
 
-    rows = df.groupBy(*keys).agg(
+    return [
         F.count(F.lit(1)).alias("rows"),
         F.coalesce(F.sum(F.octet_length("body")), F.lit(0)).alias("bytes"),
         F.coalesce(F.sum(_row_hash()), F.lit(0)).cast("string").alias("checksum"),
-    )
-    return {
-        tuple(row[k] for k in keys): (int(row["rows"]), int(row["bytes"]), str(row["checksum"]))
-        for row in rows.collect()
-    }
+    ]
+
+
+def _as_totals(row) -> dict:
+    return {"rows": int(row["rows"]), "bytes": int(row["bytes"]), "checksum": str(row["checksum"])}
 
 
 def archive_segment(
@@ -160,6 +161,8 @@ def archive_segment(
     ``{"segment", "messages", "bytes", "checksum", "files", "sealed", "verified"}``.
     ValueError when the store has no such segment; ``ArchiveVerificationError`` when the
     files read back differ from the segment."""
+    from pyspark.sql import Observation
+
     snap = logview.snapshot(str(store_path))
     listed = _find_segment(snap, segment_base)
     sealed = snap.is_sealed(listed)
@@ -168,27 +171,26 @@ def archive_segment(
     record_uri = archive.uri(VERIFIED_DIR, f"{listed.name}.json")
     archive.delete(record_uri)  # the files are about to change: no longer verified
     tmp = archive.uri(f"_tmp-{listed.name}-{uuid.uuid4().hex[:8]}")
-    summary = {"segment": listed.name, "sealed": sealed, "verified": False}
+    written = Observation(f"archive-{listed.name}")
     try:
-        source = _segment_messages(spark, snap, listed, store_path).cache()
-        try:
-            expected = _totals(source, "topic", "date")
-            if expected:
-                _write_parquet(spark, source, tmp)
-        finally:
-            source.unpersist()
+        # One pass over the segment: the writer's tasks total what they write.
+        source = _segment_messages(spark, snap, listed, store_path)
+        _write_parquet(spark, source.observe(written, *_total_columns()), tmp)
+        expected = _as_totals(written.get)
         files = _move_into_place(archive, tmp, listed.name)
     finally:
         archive.delete(tmp)
     found = _read_back(spark, archive, files)
     _verify(archive, listed.name, expected, found, files)
-    messages = sum(rows for rows, _, _ in expected.values())
-    summary.update(
-        messages=messages,
-        bytes=sum(size for _, size, _ in expected.values()),
-        checksum=str(sum(int(checksum) for _, _, checksum in expected.values())),
-        files=len(files),
-    )
+    summary = {
+        "segment": listed.name,
+        "sealed": sealed,
+        "verified": False,
+        "messages": expected["rows"],
+        "bytes": expected["bytes"],
+        "checksum": expected["checksum"],
+        "files": len(files),
+    }
     if sealed:
         archive.make_durable(files)
         record = {
@@ -258,8 +260,7 @@ def _move_into_place(archive: ArchiveFS, tmp: str, segment_name: str) -> list[st
 
 
 def _read_back(spark, archive: ArchiveFS, files: list[str]) -> dict[str, dict]:
-    """Per file: rows, body bytes and checksum, as Spark reads it back; and per file its
-    topic and date."""
+    """Per file, as Spark reads it back: rows, body bytes and checksum."""
     from pyspark.sql import functions as F
 
     if not files:
@@ -268,61 +269,46 @@ def _read_back(spark, archive: ArchiveFS, files: list[str]) -> dict[str, dict]:
         spark.read.schema(archive_schema())
         .option("basePath", archive.root)
         .parquet(*files)
-        .withColumn("file", F.input_file_name())
+        .groupBy(F.input_file_name().alias("file"))
+        .agg(*_total_columns())
     )
-    found = {}
-    for (path, topic, date), (rows, size, checksum) in _totals(df, "file", "topic", "date").items():
-        found[_same_uri(path, files)] = {
-            "rows": rows,
-            "bytes": size,
-            "checksum": checksum,
-            "topic": topic,
-            "date": date,
-        }
-    return found
+    return {_same_uri(row["file"], files): _as_totals(row) for row in df.collect()}
 
 
 def _same_uri(path: str, files: list[str]) -> str:
     """``input_file_name`` may spell a file's URI differently (``file:/x`` for
     ``file:///x``): the listed URI it names."""
-    for listed in files:
-        if path == listed or path.split(":", 1)[-1].lstrip("/") == listed.split(":", 1)[-1].lstrip(
-            "/"
-        ):
-            return listed
-    return path
+
+    def bare(uri: str) -> str:
+        return uri.split(":", 1)[-1].lstrip("/")
+
+    return next((listed for listed in files if bare(listed) == bare(path)), path)
 
 
 def _verify(
     archive: ArchiveFS,
     segment_name: str,
-    expected: dict[tuple, tuple[int, int, str]],
+    expected: dict,
     found: dict[str, dict],
     files: list[str],
 ) -> None:
-    got: dict[tuple, list[int]] = {}
-    for item in found.values():
-        totals = got.setdefault((item["topic"], item["date"]), [0, 0, 0])
-        totals[0] += item["rows"]
-        totals[1] += item["bytes"]
-        totals[2] += int(item["checksum"])
-    got_totals = {key: (rows, size, str(checksum)) for key, (rows, size, checksum) in got.items()}
-    if got_totals == expected and len(found) == len(files):
+    """The files read back hold the segment's rows: as many, the same body bytes, the same
+    checksum (which covers every column, the topic read from the file's directory too)."""
+    got = {
+        "rows": sum(f["rows"] for f in found.values()),
+        "bytes": sum(f["bytes"] for f in found.values()),
+        "checksum": str(sum(int(f["checksum"]) for f in found.values())),
+    }
+    if got == expected and set(found) == set(files):
         return
-    want = sum(rows for rows, _, _ in expected.values())
-    have = sum(rows for rows, _, _ in got_totals.values())
-    differing = sorted(
-        f"topic {topic} date {date}"
-        for topic, date in set(expected) | set(got_totals)
-        if expected.get((topic, date)) != got_totals.get((topic, date))
-    )
     raise ArchiveVerificationError(
         f"the archive of segment {segment_name} at {archive.root} does not hold what the "
-        f"segment holds: read back {have} of its {want} messages in {len(found)} of the "
-        f"{len(files)} files listed (differing: {', '.join(differing[:5]) or 'none'}); it is "
-        "not recorded as archived, so retention keeps the segment. The driver and every "
-        "executor must share the archive directory (a file:// path on one machine is not "
-        "shared)"
+        f"segment holds: read back {got['rows']} of its {expected['rows']} messages "
+        f"({got['bytes']} of {expected['bytes']} body bytes, checksum "
+        f"{'equal' if got['checksum'] == expected['checksum'] else 'different'}) from "
+        f"{len(found)} of the {len(files)} files listed; it is not recorded as archived, "
+        "so retention keeps the segment. The driver and every executor must share the "
+        "archive directory (a file:// path on one machine is not shared)"
     )
 
 
