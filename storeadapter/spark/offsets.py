@@ -11,6 +11,7 @@ import logging
 from .errors import DataLossError
 from .logview import LogSnapshot, TopicView
 from .options import EARLIEST, JSON_EARLIEST, JSON_LATEST, LATEST, OffsetSpec
+from .planning import RecordFilter
 from .queueindex import QueueIndex
 
 log = logging.getLogger(__name__)
@@ -154,15 +155,15 @@ def _lost(sentence: str, fail_on_data_loss: bool) -> None:
 
 
 def covered(
-    snap: LogSnapshot,
-    index: QueueIndex,
-    queues: list[tuple[TopicView, int]],
-    position: int,
+    snap: LogSnapshot, index: QueueIndex, wanted: RecordFilter, position: int
 ) -> dict[str, dict[str, int]] | None:
-    """Per topic and queue, the last queue offset whose record starts below ``position``
-    (-1: none); None when the read has too many queues to list, or queues that share
-    block files."""
-    if len(queues) > MAX_LISTED_QUEUES or not all(index.supported(t) for t, _ in queues):
+    """Per topic and queue of ``wanted``, the last queue offset whose record starts below
+    ``position`` (-1: none); None when the read has too many queues to list, or queues
+    that share block files."""
+    if wanted.member_count() > MAX_LISTED_QUEUES:
+        return None
+    queues = wanted.member_queues(snap.topics)
+    if not all(index.supported(t) for t, _ in queues):
         return None
     listed: dict[str, dict[str, int]] = {}
     for topic, queue in queues:

@@ -88,6 +88,15 @@ class RecordFilter:
             or self.queue_ends
         )
 
+    def member_count(self) -> int:
+        """How many (topic, queue) pairs ``member_queues`` lists, without listing them."""
+        if self.queues is None:
+            return sum(count for count, _since in self.topics.values())
+        return sum(
+            sum(1 for queue in self.queues if queue < count)
+            for count, _since in self.topics.values()
+        )
+
     def member_queues(self, topics: dict[str, TopicView]) -> list[tuple[TopicView, int]]:
         """The (topic, queue) pairs whose records are members."""
         return [
@@ -347,12 +356,12 @@ def count_ranges(
     snap: LogSnapshot, wanted: RecordFilter, ranges: list[LogRange], index: QueueIndex
 ) -> list[LogRange]:
     """``ranges`` with ``expected`` set from the consume queues, when affordable."""
-    queues = wanted.member_queues(snap.topics)
-    if not ranges or not all(index.supported(topic) for topic, _ in queues):
-        return ranges
     positions = sorted({r.first_offset for r in ranges} | {r.stop_offset for r in ranges})
-    if len(queues) * len(positions) > COUNT_BUDGET:
+    if not ranges or wanted.member_count() * len(positions) > COUNT_BUDGET:
         return ranges
+    if not all(index.supported(snap.topics[name.decode()]) for name in wanted.topics):
+        return ranges
+    queues = wanted.member_queues(snap.topics)
     below = dict.fromkeys(positions, 0)
     for topic, queue in queues:
         for position in positions:

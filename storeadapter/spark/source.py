@@ -137,7 +137,13 @@ from storeadapter.engine.results import Corruption, StoredMessage
 
 from . import logview
 from .errors import DataLossError
-from .offsets import covered, resolve_end, resolve_start, skipped_by_retention
+from .offsets import (
+    MAX_LISTED_QUEUES,
+    covered,
+    resolve_end,
+    resolve_start,
+    skipped_by_retention,
+)
 from .options import (
     BATCH_READ_OPTIONS,
     EARLIEST,
@@ -488,8 +494,10 @@ def _positions_of_queue_offsets(
     low_offset, high_offset = wanted.min_queue_offset, wanted.max_queue_offset
     if low_offset is None and high_offset is None:
         return None, None
+    if wanted.member_count() > MAX_LISTED_QUEUES:
+        return None, None
     queues = wanted.member_queues(snap.topics)
-    if len(queues) > 1024 or not all(index.supported(t) for t, _ in queues):
+    if not all(index.supported(t) for t, _ in queues):
         return None, None
     lows, highs = [], []
     for topic, queue in queues:
@@ -526,9 +534,8 @@ class TidemarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The offset JSON of ``position``: the per-queue offsets it covers, and the
         JSON ``startingOffsets`` it has not reached yet."""
         wanted = self.settings.selection.resolve(snap.topics)
-        queues = wanted.member_queues(snap.topics)
         offset: dict = {"position": position}
-        listed = covered(snap, index, queues, position)
+        listed = covered(snap, index, wanted, position)
         if listed is not None:
             offset["queues"] = listed
         ahead = {
