@@ -2,9 +2,9 @@
 and ``manage.py replay_archive``, by their Celery tasks, and by the expiry task.
 
 With ``TIDEMARK_ARCHIVE_DIR`` set, the expiry task archives every segment retention is
-about to delete (``archive_due``) and then lets retention delete only segments the archive's
-manifest lists: a segment whose archive failed is kept, with every later one, until a run
-archives it.
+about to delete (``archive_due``) and then lets retention delete only segments whose archive
+was read back and verified (``archived_segments``): a segment whose archive failed or could
+not be verified is kept, with every later one, until a run archives it.
 """
 
 from __future__ import annotations
@@ -51,10 +51,15 @@ def store_dir() -> Path:
 
 
 def archived_segments(archive_dir: str | os.PathLike) -> set[str]:
-    """The names of the segments the archive's manifest lists (archived and durable)."""
-    from storeadapter.spark.jobs.archive import read_manifest
+    """The names of the segments whose archive was read back, verified and made durable.
+    A local directory is read directly; another URI (``hdfs://``, ``s3a://``…) through
+    Spark's file system."""
+    from storeadapter.spark.jobs.archive import verified_segments
 
-    return set(read_manifest(archive_dir)["segments"])
+    text = str(archive_dir)
+    if "://" in text and not text.startswith("file://"):
+        return verified_segments(text, _spark("tidemark-archive", console_progress=False))
+    return verified_segments(text)
 
 
 def _spark(app_name: str, console_progress: bool):
@@ -73,7 +78,8 @@ def archive_due(
     """Archive, oldest first, the segments retention would delete at ``now_ms`` that the
     archive does not list yet; stop at the first that fails (a later one could not be
     deleted before it anyway)."""
-    from storeadapter.spark.jobs.archive import archive_segment, record_archived
+    from storeadapter.spark.errors import sentence_of
+    from storeadapter.spark.jobs.archive import archive_segment
 
     outcome = ArchiveOutcome()
     listed = archived_segments(archive_dir)
@@ -84,10 +90,9 @@ def archive_due(
     for done, segment in enumerate(due, start=1):
         try:
             summary = archive_segment(spark, store.path, segment["base"], archive_dir)
-            record_archived(archive_dir, summary)
         except Exception as error:  # Spark, Parquet or the disk: keep the segment
             outcome.failed_segment = segment["name"]
-            outcome.error = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+            outcome.error = sentence_of(error)
             return outcome
         outcome.archived.append(summary)
         if progress is not None:
@@ -105,19 +110,27 @@ def run_archive(
 ) -> dict:
     """Archive one segment again (``segment``), or every sealed segment the manifest does
     not list yet; ``{"segments": [summaries], "messages", "bytes"}``."""
+    from storeadapter.spark.errors import our_sentence
     from storeadapter.spark.jobs.archive import archive_segment, archive_store
 
     source = store_dir()
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
+    out = str(out_dir)
+    if "://" not in out and Path(out).exists() and not Path(out).is_dir():
         raise ArchiveError(f"The archive path {out} is a file, not a directory.")
     spark = _spark("tidemark-archive", console_progress)
-    if segment is None:
-        return archive_store(spark, source, out, sealed_only=not include_open, progress=progress)
     try:
+        if segment is None:
+            return archive_store(
+                spark, source, out, sealed_only=not include_open, progress=progress
+            )
         summaries = [archive_segment(spark, source, segment, out)]
     except ValueError as error:
         raise ArchiveError(f"{error}.") from None
+    except Exception as error:
+        sentence = our_sentence(error)  # a task that could not read or verify: its sentence
+        if sentence is None:
+            raise
+        raise ArchiveError(f"The archive stopped: {sentence}") from None
     return {
         "segments": summaries,
         "messages": summaries[0]["messages"],
@@ -145,8 +158,8 @@ def run_replay(
         raise ArchiveError("A replay needs the archived topic's name.")
     if since_ms is not None and until_ms is not None and since_ms >= until_ms:
         raise ArchiveError("The replay's start must be earlier than its end.")
-    archive = Path(archive_dir)
-    if not archive.is_dir():
+    archive = str(archive_dir)
+    if "://" not in archive and not Path(archive).is_dir():
         raise ArchiveError(f"There is no archive at {archive}.")
     source = store_dir()
     if target not in logview.load_topics(source):

@@ -15,8 +15,9 @@ its outcome, duration and message land in ``TaskRun`` for /tasks/.
   (``stats()["last_retention"]``, kept in the store directory), so the answer is the same
   for every worker and survives restarts: a second check in the same window does nothing.
   With ``TIDEMARK_ARCHIVE_DIR`` set it first archives the segments due (archiving.py), and
-  retention keeps a segment whose archive failed, with every later one; the run then fails
-  with a sentence naming the segment, so /tasks/ shows it.
+  retention keeps a segment whose archive failed or was not verified (read back equal to
+  the segment), with every later one; the run then fails with a sentence naming the
+  segment, so /tasks/ shows it.
 """
 
 from __future__ import annotations
@@ -177,9 +178,10 @@ def archived_text(outcome: ArchiveOutcome, report: dict) -> str:
     held = report.get("held_segments") or []
     if held:
         first = held[0]["name"]
-        text += f" Kept {plural(len(held), 'segment')} from {first} on, not archived yet" + (
-            "." if outcome.failed_segment else "; the next run archives them."
-        )
+        text += (
+            f" Kept {plural(len(held), 'segment')} from {first} on: "
+            "their archive is not verified yet"
+        ) + ("." if outcome.failed_segment else "; the next run archives them.")
     return text
 
 

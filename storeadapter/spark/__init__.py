@@ -7,9 +7,12 @@
     messages.where("corrupt IS NULL").groupBy("topic").count().show()
 
 ``register(spark)`` adds the format to a session you built yourself. What the source
-reads and writes, and its options: ``source.py``. What it may read while writers run:
-``logview.py``. How it splits and prunes: ``planning.py``; how it reads a range and
-reports damage: ``scanning.py``.
+reads and writes: ``source.py``; its options: ``options.py``, and what offsets mean in a
+store: ``offsets.py``. What it may read while writers run: ``logview.py``. How it cuts
+and prunes a read: ``planning.py``, counting records in the consume queues
+(``queueindex.py``); how a task reads a range exactly, or fails saying why
+(``errors.py``): ``scanning.py``. A standalone cluster on one machine, for tests and
+benchmarks: ``standalone.py``.
 """
 
 from __future__ import annotations

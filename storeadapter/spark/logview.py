@@ -28,9 +28,10 @@ What is safe to read while a writer runs
 * **Segments** are listed from ``commitlog/``. Only those between the log's first offset
   and the end chosen above are read; later files hold nothing published (a writer may
   be creating one, or resetting one a dead writer left). Retention deletes old segments
-  with ``unlink``: a segment mapped before that stays readable; one deleted before the
-  executor opens it is counted (``missing_segments``) and skipped, as the engine's own
-  readers no longer see those messages either. Files are never truncated below the
+  with ``unlink``: a segment mapped before that stays readable; one the executor cannot
+  open fails its task (``scanning.py``: the plan saw the file, so a missing one is never
+  taken for one retention deleted), except in a stream with ``failOnDataLoss`` false,
+  which skips it when the store says retention deleted it. Files are never truncated below the
   published tail while the store is open: the only truncations (recovery erasing a
   garbage tail, a writer resetting an unpublished segment) touch bytes past it.
 * **No usable ``state``** (a store copied without it): the end is found as recovery
@@ -50,7 +51,7 @@ from pathlib import Path
 
 from storeadapter.engine.checkpoint import read_checkpoint
 from storeadapter.engine.errors import StoreFormatError
-from storeadapter.engine.metadata import FORMAT_VERSION, TopicTable
+from storeadapter.engine.metadata import FORMAT_VERSION, LAYOUT_SHARED, TopicTable
 from storeadapter.engine.names import DLQ_PREFIX, RETRY_PREFIX
 from storeadapter.engine.scan import GARBAGE_TAIL, TAIL, scan_segment
 from storeadapter.engine.segment import is_segment_name, segment_name
@@ -133,6 +134,7 @@ class TopicView:
     name: str
     queues: int
     since: tuple[int, ...]  # per queue: records of the queue below it are not its own
+    shared: bool = False  # its queues' entries are in shared block files (no per-queue files)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class LogSnapshot:
     flushed: int
     segments: tuple[SegmentFile, ...]  # every segment overlapping [min_offset, end)
     topics: dict[str, TopicView]
+    queue_file_entries: int = 0  # entries per consume-queue file (store.json)
 
     def segment_path(self, segment: SegmentFile) -> Path:
         return Path(self.path) / "commitlog" / segment.name
@@ -164,10 +167,17 @@ def is_group_topic(name: str) -> bool:
 
 def read_store_id(path: Path) -> str:
     """The store's id as message ids begin with it (8 hex digits), from store.json."""
+    return read_identity(path)[0]
+
+
+def read_identity(path: Path) -> tuple[str, int]:
+    """The store's id (8 hex digits) and its entries per consume-queue file, from
+    store.json."""
     try:
         data = json.loads((path / "store.json").read_bytes())
         store_id = int(data["store_id"])
         version = int(data["format_version"])
+        queue_file_entries = int(data["queue_file_entries"])
     except FileNotFoundError:
         raise StoreFormatError(f"{path} is not a Tidemark store (it has no store.json)") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
@@ -177,7 +187,7 @@ def read_store_id(path: Path) -> str:
             f"store format version {version} is not supported (this reader reads "
             f"version {FORMAT_VERSION})"
         )
-    return f"{store_id:08X}"
+    return f"{store_id:08X}", queue_file_entries
 
 
 def read_shared_state(path: Path) -> SharedSnapshot | None:
@@ -232,7 +242,10 @@ def load_topics(path: Path) -> dict[str, TopicView]:
     table = TopicTable(path / "topics.json")
     return {
         info.name: TopicView(
-            info.name, info.queues, tuple(info.since(q) for q in range(info.queues))
+            info.name,
+            info.queues,
+            tuple(info.since(q) for q in range(info.queues)),
+            info.layout == LAYOUT_SHARED,
         )
         for info in table.topics.values()
     }
@@ -249,7 +262,7 @@ def snapshot(path: str | os.PathLike, upto: str = UPTO_PUBLISHED) -> LogSnapshot
     root = Path(path)
     if not root.is_dir():
         raise StoreFormatError(f"there is no store directory at {root}")
-    id_prefix = read_store_id(root)
+    id_prefix, queue_file_entries = read_identity(root)
     for _attempt in range(20):
         before = read_shared_state(root)
         topics = load_topics(root)
@@ -276,7 +289,15 @@ def snapshot(path: str | os.PathLike, upto: str = UPTO_PUBLISHED) -> LogSnapshot
                 f"(which ends at {previous.end}); the log has a gap"
             )
     return LogSnapshot(
-        str(root), id_prefix, min_offset, end, tail, flushed, tuple(segments), topics
+        str(root),
+        id_prefix,
+        min_offset,
+        end,
+        tail,
+        flushed,
+        tuple(segments),
+        topics,
+        queue_file_entries,
     )
 
 

@@ -1,55 +1,71 @@
 """Which records a read wants, and how the log is cut into ranges for Spark's tasks.
 
-A read is split by commit-log segment; a segment holding more than ``split_bytes``
-(64 MiB by default) is cut further, at record boundaries found by walking the record
-headers (each header holds its record's length, so the walk reads 8 bytes a record and
-never a body). Ranges are pruned before any task runs: a segment, or a piece of one,
-whose store times lie wholly outside the ``[since, until)`` window is not read at all.
-That relies on store times never going back along the log (the engine stamps each
-record with ``max(clock, last store time)``), so a range's first record bounds its
-times from below and the next range's first record bounds them from above. The times
-used for pruning are read only from records whose CRC checks out, so a damaged header
-cannot hide data.
+A read is cut into byte ranges: each segment between the read's start and end positions
+into pieces of about ``split_bytes`` (64 MiB by default), at byte positions, never by
+walking records, so planning costs the same for a segment of a thousand records as for
+one of a million. A range holds the records that *start* in it: its reader resyncs to
+the first record at or after its start (``scanning.py``) and reads the last one past its
+stop. Ranges are pruned before any task runs: a piece of the log whose store times lie
+wholly outside the ``[since, until)`` window is not read at all. That relies on store
+times never going back along the log (the engine stamps each record with ``max(clock,
+last store time)``), so the first record at or after a cut bounds a range's times from
+below and the next cut's first record bounds them from above. Those times are read only
+from records whose CRC checks out, so a damaged header cannot hide data.
 
-Inside a range the topic and time filters are applied to each record's header before
-its body is touched (``scanning.py``).
+Each range carries what the store's consume queues say it holds (``expected``): how many
+records of the read's topics and queues start in it, found by binary searches in the
+queues (``queueindex.py``; a few hundred ``pread`` calls per cut, not one per record). The
+reader checks it read exactly that many. When the read's queues times its cuts would
+cost more than ``COUNT_BUDGET`` searches, or a topic keeps its queues in shared block
+files, ``expected`` is None and the reader checks what it can without it (that the
+segment is there, as large as planned, and read from start to stop).
+
+Inside a range the topic, queue and time filters are applied to each record's header
+before its body is touched (``scanning.py``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from storeadapter.engine.errors import CorruptRecordError
-from storeadapter.engine.record import (
-    HEADER_SIZE,
-    MARKER,
-    RECORD_MAGIC,
-    RECORD_OVERHEAD,
-    TRAILER,
-    check_record,
-    frame_intact,
-)
+from storeadapter.engine.record import RECORD_OVERHEAD, TRAILER, check_record
 from storeadapter.engine.scan import find_next_record
 
 from .logview import LogSnapshot, ReadOnlySegment, SegmentFile, TopicView, is_group_topic
+from .queueindex import QueueIndex
 
 DEFAULT_SPLIT_BYTES = 64 << 20
+#: Consume-queue searches (queues × cut positions) a plan may make to count its ranges.
+COUNT_BUDGET = 50_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_OFFSET = struct.Struct("<Q")  # a record's commit offset, 8 bytes into its header
 
 
 @dataclass(frozen=True)
 class RecordFilter:
-    """The records a read wants: topics (name → queue count and per-queue start offsets,
-    so a deleted topic's records, or a deleted namesake's, never match) and a store-time
-    window ``since <= store_ms < until`` (either bound may be None)."""
+    """The records a read wants.
+
+    *Members* are the records counted against a range's ``expected``: those of
+    ``topics`` (name → queue count and per-queue start offsets, so a deleted topic's
+    records, or a deleted namesake's, never match), of a queue in ``queues`` when given.
+    Of the members, a read keeps those with ``since_ms <= store time < until_ms``, a queue
+    offset in ``[min_queue_offset, max_queue_offset)`` and, per queue, in
+    ``[queue_starts, queue_ends)`` (any bound may be None or absent).
+    ``messages_only`` drops the rows of damaged stretches (a pushed-down filter on a
+    column those rows leave null would drop them too).
+    """
 
     topics: dict[bytes, tuple[int, tuple[int, ...]]]
     since_ms: int | None = None
     until_ms: int | None = None
+    queues: frozenset[int] | None = None
+    min_queue_offset: int | None = None
+    max_queue_offset: int | None = None
+    queue_starts: dict[tuple[bytes, int], int] = field(default_factory=dict)
+    queue_ends: dict[tuple[bytes, int], int] = field(default_factory=dict)
+    messages_only: bool = False
 
     def matches_time(self, store_ms: int) -> bool:
         return (self.since_ms is None or store_ms >= self.since_ms) and (
@@ -63,8 +79,42 @@ class RecordFilter:
         return not (self.since_ms is not None and high is not None and high < self.since_ms)
 
     @property
+    def by_offset(self) -> bool:
+        """Whether records are also kept or dropped by their queue offsets."""
+        return bool(
+            self.min_queue_offset is not None
+            or self.max_queue_offset is not None
+            or self.queue_starts
+            or self.queue_ends
+        )
+
+    def member_count(self) -> int:
+        """How many (topic, queue) pairs ``member_queues`` lists, without listing them."""
+        if self.queues is None:
+            return sum(count for count, _since in self.topics.values())
+        return sum(
+            sum(1 for queue in self.queues if queue < count)
+            for count, _since in self.topics.values()
+        )
+
+    def member_queues(self, topics: dict[str, TopicView]) -> list[tuple[TopicView, int]]:
+        """The (topic, queue) pairs whose records are members."""
+        return [
+            (topics[name.decode()], queue)
+            for name, (count, _since) in sorted(self.topics.items())
+            for queue in range(count)
+            if self.queues is None or queue in self.queues
+        ]
+
+    @property
     def empty(self) -> bool:
-        if not self.topics:
+        if not self.topics or self.queues == frozenset():
+            return True
+        if (
+            self.min_queue_offset is not None
+            and self.max_queue_offset is not None
+            and self.min_queue_offset >= self.max_queue_offset
+        ):
             return True
         return (
             self.since_ms is not None
@@ -78,8 +128,9 @@ class LogRange:
     """Records of one segment starting in ``[start, stop)`` (in-segment positions).
 
     ``limit`` is where readable bytes end in the segment: its size when sealed, else
-    the read's end. Bad bytes are searched past up to ``limit``; what is found at or
-    past ``stop`` belongs to the next range.
+    the read's end. Bad bytes are searched past up to ``limit``. ``expected`` is how
+    many member records (see ``RecordFilter``) start in the range, from the consume
+    queues when the read was planned (None when not counted).
     """
 
     store: str
@@ -89,6 +140,7 @@ class LogRange:
     stop: int
     limit: int
     sealed: bool
+    expected: int | None = None
 
     @property
     def base(self) -> int:
@@ -98,15 +150,33 @@ class LogRange:
     def first_offset(self) -> int:
         return self.base + self.start
 
+    @property
+    def stop_offset(self) -> int:
+        return self.base + self.stop
+
 
 @dataclass
 class Selection:
-    """What the caller asked for, before it is resolved against a store's topics."""
+    """What the caller asked for, before it is resolved against a store's topics.
+
+    ``start`` and ``end`` bound the commit-log positions of the records read (records
+    starting in ``[start, end)``); ``queue_starts`` and ``queue_ends`` map topic names to
+    ``{queue: offset}``.
+    """
 
     topics: set[str] | None = None  # None: every topic that is not a retry/DLQ topic
     since_ms: int | None = None
     until_ms: int | None = None
-    notes: list[str] = field(default_factory=list)
+    queues: set[int] | None = None
+    queue_low: int | None = None  # queue ids in [queue_low, queue_high)
+    queue_high: int | None = None
+    min_queue_offset: int | None = None
+    max_queue_offset: int | None = None
+    start: int | None = None
+    end: int | None = None
+    queue_starts: dict[str, dict[int, int]] = field(default_factory=dict)
+    queue_ends: dict[str, dict[int, int]] = field(default_factory=dict)
+    messages_only: bool = False
 
     def narrow_topics(self, names: Iterable[str]) -> None:
         names = set(names)
@@ -120,17 +190,65 @@ class Selection:
         if self.until_ms is None or until_ms < self.until_ms:
             self.until_ms = until_ms
 
-    def resolve(self, topics: dict[str, TopicView]) -> RecordFilter:
-        """The filter over ``topics`` (the store's table): asked-for names that exist,
+    def narrow_queues(self, queues: Iterable[int]) -> None:
+        queues = set(queues)
+        self.queues = queues if self.queues is None else self.queues & queues
+
+    def narrow_queue_ids(self, low: int | None = None, high: int | None = None) -> None:
+        """Keep queue ids in ``[low, high)``."""
+        if low is not None and (self.queue_low is None or low > self.queue_low):
+            self.queue_low = low
+        if high is not None and (self.queue_high is None or high < self.queue_high):
+            self.queue_high = high
+
+    def narrow_queue_offsets(self, low: int | None = None, high: int | None = None) -> None:
+        """Keep queue offsets in ``[low, high)``."""
+        if low is not None and (self.min_queue_offset is None or low > self.min_queue_offset):
+            self.min_queue_offset = low
+        if high is not None and (self.max_queue_offset is None or high < self.max_queue_offset):
+            self.max_queue_offset = high
+
+    def narrow_positions(self, start: int | None = None, end: int | None = None) -> None:
+        """Keep records starting in ``[start, end)`` of the log."""
+        if start is not None and (self.start is None or start > self.start):
+            self.start = start
+        if end is not None and (self.end is None or end < self.end):
+            self.end = end
+
+    def chosen(self, topics: dict[str, TopicView]) -> dict[str, TopicView]:
+        """The topics read, of ``topics`` (the store's table): asked-for names that exist,
         or, when none were asked for, every topic but the retry and dead-letter ones."""
         if self.topics is None:
-            chosen = [t for name, t in topics.items() if not is_group_topic(name)]
-        else:
-            chosen = [topics[name] for name in sorted(self.topics) if name in topics]
+            return {name: t for name, t in topics.items() if not is_group_topic(name)}
+        return {name: topics[name] for name in sorted(self.topics) if name in topics}
+
+    def resolve(self, topics: dict[str, TopicView]) -> RecordFilter:
+        """The filter over ``topics`` (the store's table), see ``chosen``."""
+        chosen = list(self.chosen(topics).values())
+        queues = self.queues
+        if self.queue_low is not None or self.queue_high is not None:
+            top = max((t.queues for t in chosen), default=0)
+            high = top if self.queue_high is None else min(top, self.queue_high)
+            span = set(range(max(0, self.queue_low or 0), high))
+            queues = span if queues is None else queues & span
+
+        def per_queue(bounds: dict[str, dict[int, int]]) -> dict[tuple[bytes, int], int]:
+            return {
+                (name.encode(), queue): offset
+                for name, offsets in bounds.items()
+                for queue, offset in offsets.items()
+            }
+
         return RecordFilter(
             {t.name.encode(): (t.queues, t.since) for t in chosen},
             self.since_ms,
             self.until_ms,
+            None if queues is None else frozenset(queues),
+            self.min_queue_offset,
+            self.max_queue_offset,
+            per_queue(self.queue_starts),
+            per_queue(self.queue_ends),
+            self.messages_only,
         )
 
 
@@ -176,17 +294,26 @@ def plan_ranges(
     start: int | None = None,
     end: int | None = None,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
+    min_partitions: int = 1,
+    index: QueueIndex | None = None,
 ) -> list[LogRange]:
     """The ranges of the log between ``start`` and ``end`` (default: all of the
-    snapshot) worth reading for ``wanted``, pruned by store time, in log order.
+    snapshot) worth reading for ``wanted``, pruned by store time, in log order, at least
+    ``min_partitions`` of them when the log has that many bytes, each with its expected
+    member count when ``index`` is given and the count is affordable.
 
-    ``start`` must be a record boundary (a segment base, or an offset a stream reached).
+    ``start`` and ``end`` may be any byte positions: a range reads the records that
+    start in it.
     """
     if wanted.empty:
         return []
     low = snap.min_offset if start is None else max(start, snap.min_offset)
     high = snap.end if end is None else min(end, snap.end)
     segments = [s for s in snap.segments if s.end > low and s.base < high]
+    total = sum(min(high, s.end) - max(low, s.base) for s in segments)
+    if total <= 0:
+        return []
+    split = max(1, min(split_bytes, -(-total // max(1, min_partitions))))
     timed = wanted.since_ms is not None or wanted.until_ms is not None
     ranges: list[LogRange] = []
     opened = _Opened(snap)
@@ -198,24 +325,60 @@ def plan_ranges(
             stop = min(high, listed.end) - listed.base
             if begin >= stop:
                 continue
-            make = _range_maker(snap, listed, limit, sealed)
-            needs_split = stop - begin > split_bytes
-            if not timed and not needs_split:
-                ranges.append(make(begin, stop))
-                continue
-            segment = opened.get(listed)
-            cuts = _cuts(segment, begin, stop, limit, split_bytes) if needs_split else [begin, stop]
-            if not timed:
-                ranges.extend(make(a, b) for a, b in zip(cuts, cuts[1:], strict=False))
-                continue
-            upper = _segment_upper_time(snap, listed, segment, opened)
-            times = [_store_time_at(segment, cut) for cut in cuts[:-1]] + [upper]
-            for i in range(len(cuts) - 1):
-                if wanted.window_overlaps(times[i], times[i + 1]):
-                    ranges.append(make(cuts[i], cuts[i + 1]))
+            pieces = -(-(stop - begin) // split)
+            cuts = [begin + (stop - begin) * i // pieces for i in range(pieces)] + [stop]
+            bounds = list(zip(cuts, cuts[1:], strict=False))
+            if timed:
+                segment = opened.get(listed)
+                times = [_first_time_from(segment, cut, limit) for cut in cuts[:-1]]
+                times.append(
+                    _first_time_from(segment, stop, limit)
+                    if stop < limit
+                    else _segment_upper_time(snap, listed, segment, opened)
+                )
+                bounds = [
+                    (a, b)
+                    for i, (a, b) in enumerate(bounds)
+                    if wanted.window_overlaps(times[i], times[i + 1])
+                ]
+            ranges.extend(
+                LogRange(snap.path, listed.name, listed.size, a, b, limit, sealed)
+                for a, b in bounds
+            )
     finally:
         opened.close()
+    if index is not None:
+        ranges = count_ranges(snap, wanted, ranges, index)
     return ranges
+
+
+def count_ranges(
+    snap: LogSnapshot, wanted: RecordFilter, ranges: list[LogRange], index: QueueIndex
+) -> list[LogRange]:
+    """``ranges`` with ``expected`` set from the consume queues, when affordable."""
+    positions = sorted({r.first_offset for r in ranges} | {r.stop_offset for r in ranges})
+    if not ranges or wanted.member_count() * len(positions) > COUNT_BUDGET:
+        return ranges
+    if not all(index.supported(snap.topics[name.decode()]) for name in wanted.topics):
+        return ranges
+    queues = wanted.member_queues(snap.topics)
+    below = dict.fromkeys(positions, 0)
+    for topic, queue in queues:
+        for position in positions:
+            below[position] += index.offset_at(topic, queue, position)
+    return [
+        LogRange(
+            r.store,
+            r.segment,
+            r.size,
+            r.start,
+            r.stop,
+            r.limit,
+            r.sealed,
+            below[r.stop_offset] - below[r.first_offset],
+        )
+        for r in ranges
+    ]
 
 
 class _Opened:
@@ -242,20 +405,19 @@ class _Opened:
             segment.close()
 
 
-def _range_maker(snap: LogSnapshot, listed: SegmentFile, limit: int, sealed: bool):
-    def make(begin: int, stop: int) -> LogRange:
-        return LogRange(snap.path, listed.name, listed.size, begin, stop, limit, sealed)
-
-    return make
-
-
-def _store_time_at(segment: ReadOnlySegment, pos: int) -> int | None:
+def store_time_at(segment: ReadOnlySegment, pos: int) -> int | None:
     """The store time of the intact record at ``pos``, or None (no record there, or one
     that fails its check: its header cannot be trusted to prune with)."""
     try:
         return check_record(segment.view, pos, segment.size, segment.base + pos)[5]
     except CorruptRecordError:
         return None
+
+
+def _first_time_from(segment: ReadOnlySegment, pos: int, limit: int) -> int | None:
+    """The store time of the first intact record at or after ``pos`` (None if unknown)."""
+    found = pos if pos == 0 else find_next_record(segment, pos, limit)
+    return None if found is None else store_time_at(segment, found)
 
 
 def _segment_upper_time(
@@ -266,54 +428,25 @@ def _segment_upper_time(
     the snapshot's end (found backwards through its trailing length)."""
     following = opened.following(listed)
     if following is not None:
-        return _store_time_at(following, 0)
+        return store_time_at(following, 0)
     end = snap.end - segment.base
     if not RECORD_OVERHEAD <= end <= segment.size:
         return None
     length = TRAILER.unpack_from(segment.view, end - TRAILER.size)[1]
     if not RECORD_OVERHEAD <= length <= end:
         return None
-    return _store_time_at(segment, end - length)
-
-
-def _cuts(segment: ReadOnlySegment, begin: int, stop: int, limit: int, split: int) -> list[int]:
-    """Record boundaries ``begin = c0 < c1 < … < cn = stop``, about ``split`` bytes apart,
-    found by hopping from header to header (bad bytes are searched past with the engine's
-    ``find_next_record``; if nothing is found the rest stays in one piece)."""
-    cuts = [begin]
-    view = segment.view
-    size = segment.size
-    base = segment.base
-    target = begin + split
-    pos = begin
-    while pos < stop:
-        if pos >= target:
-            cuts.append(pos)
-            target = pos + split
-        if pos + HEADER_SIZE <= size:
-            length, magic = MARKER.unpack_from(view, pos)
-            if magic == RECORD_MAGIC and _frame_at(view, pos, size, base + pos):
-                pos += length
-                continue
-        found = find_next_record(segment, pos + 1, limit)
-        if found is None or found <= pos:
-            break
-        pos = found
-    cuts.append(stop)
-    return cuts
-
-
-def _frame_at(view, pos: int, size: int, offset: int) -> bool:
-    """Whether a record frame naming ``offset`` starts at ``pos`` (no CRC check)."""
-    return frame_intact(view, pos, size) and _OFFSET.unpack_from(view, pos + 8)[0] == offset
+    return store_time_at(segment, end - length)
 
 
 __all__ = [
+    "COUNT_BUDGET",
     "DEFAULT_SPLIT_BYTES",
     "LogRange",
     "RecordFilter",
     "Selection",
+    "count_ranges",
     "parse_time",
     "plan_ranges",
+    "store_time_at",
     "timestamp_bound_us",
 ]

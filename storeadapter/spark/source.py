@@ -3,7 +3,8 @@
 Reading (``spark.read.format("tidemark")`` or ``spark.readStream``)
 --------------------------------------------------------------------
 
-Options:
+Options (names as in Spark's Kafka source where the meaning is the same; an option the
+format does not know fails the read with the list of the ones it does, ``options.py``):
 
 ``path``
     The store directory (or ``.load(path)``). Executors open its segment files
@@ -12,29 +13,49 @@ Options:
     Comma-separated topic names. Default: every topic in ``topics.json`` except the
     retry (``%RETRY%…``) and dead-letter (``%DLQ%…``) topics, which are read only when
     named. Records of deleted topics (and of a deleted namesake of a topic created
-    again) never appear. A batch read naming a topic the store does not have fails.
+    again) never appear. A read or stream naming a topic the store does not have fails.
 ``since``, ``until``
     Store-time window ``since <= store_time < until``: ms since the epoch, or ISO 8601
     (no zone means UTC).
+``startingOffsets``, ``endingOffsets`` (``endingOffsets``: batch reads only)
+    ``earliest`` (the default start), ``latest`` (the default end; a stream starting
+    there reads what is appended after it starts), a commit-log position, or JSON per
+    topic and queue as Kafka's (``{"orders": {"0": 23, "1": -2}}``, -2 earliest, -1
+    latest; the start is the first offset read, the end the first not read). Batch
+    reads bounded this way need no time window to be incremental.
+``failOnDataLoss``
+    ``true`` (default): a stream whose next record retention deleted fails with a
+    sentence saying how many messages are gone, as does a read whose
+    ``startingOffsets`` asks for deleted records. ``false``: it goes on from the oldest
+    record left and logs how many it skipped.
+``maxOffsetsPerTrigger``, ``maxBytesPerTrigger`` (streams)
+    At most this many messages (of the stream's topics) or bytes of log per
+    micro-batch, the first one included. ``Trigger.AvailableNow`` honours them too.
 ``upto``
     ``published`` (default: the tail every engine reader sees) or ``flushed`` (only what
     the checkpoint says was fsynced; see ``logview`` for when that matters).
-``splitBytes``
-    Cut a segment into record-aligned ranges of about this many bytes (default 64 MiB);
-    each range is one Spark task.
-``startingPosition`` (streams)
-    ``earliest`` (default: the log's first offset), ``latest`` (the tail when the query
-    starts) or a commit-log offset where a record starts.
+``splitBytes``, ``minPartitions``
+    Cut the log into ranges of about ``splitBytes`` (default 64 MiB), or more, smaller
+    ones when that gives fewer than ``minPartitions``; each range is one Spark task.
 
-Filters on ``topic`` (``=``, ``IN``) and ``store_time`` (``<``, ``<=``, ``>``, ``>=``,
-``=``) in a batch query are pushed down too (``pushFilters``): they narrow the plan
-exactly as the options do, and are also handed back to Spark, which checks them again on
-the rows that come out (so a pushed ``topic = …`` drops the corruption rows, whose topic
-is null; use the ``topics`` option to keep them).
+Filters on ``topic`` (``=``, ``IN``), ``queue`` (``=``, ``IN``, ranges), ``queue_offset``,
+``commit_offset`` and ``store_time`` (ranges, ``=``) in a batch query are pushed down
+(``pushFilters``, listed as ``PushedFilters`` by ``explain("formatted")``): they narrow
+the plan and the reader applies them exactly, so Spark does not check them again. A
+pushed filter on a column that damage rows leave null (all but ``commit_offset``) drops
+those rows, as SQL would; use the options to keep them. Streams take the ``topics``
+option (Spark pushes no filters into a stream).
 
 Columns: ``message_id, topic, queue, queue_offset, commit_offset, born_time,
 store_time`` (timestamps, ms precision), ``tag, keys`` (array<string>), ``properties``
 (map<string,string>), ``body`` (binary) and ``corrupt``.
+
+**Exact or loud.** Each task reads a byte range of one segment that the driver planned
+from the store's metadata: the segment file, its size, and how many records of the
+read's topics start in the range (from the consume queues). The task fails with a
+sentence naming the file and the host when it cannot open the file, sees it shorter,
+or reads another number of records (``scanning.py``); it never passes a missing file
+off as one retention deleted.
 
 **Corrupt records** are never fatal. Each bad stretch the read meets (a record failing
 its frame or CRC check, bytes where no record starts) becomes one row whose ``corrupt``
@@ -45,14 +66,18 @@ the damage report. The read goes on with the next intact record, as the engine's
 recovery scan does. ``scanning.counters`` also counts what this process's scans decoded,
 skipped and found damaged.
 
-Streaming offsets are commit-log positions, ``{"position": n}``: a micro-batch reads the
-records starting in ``[start, end)``, where ``end`` is the tail when it was planned. It
-supports ``Trigger.AvailableNow`` (it reads up to the tail seen when the query starts)
-and ordinary micro-batches, and picks up appends made between triggers.
+Streaming offsets are commit-log positions: a micro-batch reads the records starting in
+``[start, end)``. The offset JSON in the checkpoint is ``{"position": n, "queues":
+{topic: {queue: last queue offset covered}}}`` (the per-queue part for streams of at
+most 1,024 queues), so an operator can relate it to the offsets the console shows;
+``"from"`` keeps JSON ``startingOffsets`` the stream has not reached yet. It supports
+``Trigger.AvailableNow`` (it reads up to the tail seen when the query starts) and
+ordinary micro-batches, and picks up appends made between triggers.
 
 Writing (``df.write.format("tidemark").mode("append")``)
 ---------------------------------------------------------
 
+Options: ``path``, ``topic``, ``batchSize``, and the engine's settings (below).
 Columns: ``body`` (binary or string, required), ``topic`` (the ``topic`` option, when
 given, overrides it for every row, as in Spark's Kafka sink),
 ``key`` (string or array of strings; ``keys`` is read too, so a read DataFrame can be
@@ -69,6 +94,7 @@ passed to the engine. A task Spark retries appends its rows again: give rows a
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -87,7 +113,12 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -101,11 +132,30 @@ from pyspark.sql.types import (
 )
 
 from storeadapter.engine import Message, MessageStore, StoreConfig
-from storeadapter.engine.errors import CorruptRecordError, StoreFormatError
-from storeadapter.engine.record import MARKER, RECORD_MAGIC, check_record
+from storeadapter.engine.errors import StoreFormatError
 from storeadapter.engine.results import Corruption, StoredMessage
 
 from . import logview
+from .errors import DataLossError
+from .offsets import (
+    MAX_LISTED_QUEUES,
+    covered,
+    resolve_end,
+    resolve_start,
+    skipped_by_retention,
+)
+from .options import (
+    BATCH_READ_OPTIONS,
+    EARLIEST,
+    LATEST,
+    STREAM_READ_OPTIONS,
+    WRITE_OPTIONS,
+    OffsetSpec,
+    boolean,
+    check_names,
+    parse_offsets,
+    positive_int,
+)
 from .planning import (
     DEFAULT_SPLIT_BYTES,
     LogRange,
@@ -115,9 +165,11 @@ from .planning import (
     plan_ranges,
     timestamp_bound_us,
 )
+from .queueindex import QueueIndex
 from .scanning import read_range
 
 FORMAT_NAME = "tidemark"
+log = logging.getLogger(__name__)
 
 SCHEMA = StructType(
     [
@@ -170,24 +222,50 @@ def _selection(options) -> Selection:
     return selection
 
 
-def _positive_int(options, name: str, default: int) -> int:
-    value = options.get(name)
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number, not {value!r}") from None
-    if number <= 0:
-        raise ValueError(f"{name} must be positive, not {number}")
-    return number
-
-
 def _upto(options) -> str:
     upto = str(options.get("upto", logview.UPTO_PUBLISHED)).lower()
     if upto not in logview.UPTO_CHOICES:
         raise ValueError(f"upto must be one of {', '.join(logview.UPTO_CHOICES)}, not {upto!r}")
     return upto
+
+
+@dataclasses.dataclass
+class ReadSettings:
+    """A read's options, checked."""
+
+    path: str
+    selection: Selection
+    upto: str
+    split_bytes: int
+    min_partitions: int
+    starting: OffsetSpec
+    fail_on_data_loss: bool
+    asked_topics: frozenset[str] = frozenset()  # named by the topics option
+
+    @classmethod
+    def from_options(cls, options, known: tuple[str, ...], what: str) -> ReadSettings:
+        check_names(options, known, what)
+        selection = _selection(options)
+        return cls(
+            _store_path(options),
+            selection,
+            _upto(options),
+            positive_int(options, "splitBytes", DEFAULT_SPLIT_BYTES) or DEFAULT_SPLIT_BYTES,
+            positive_int(options, "minPartitions", 1) or 1,
+            parse_offsets(options.get("startingOffsets", EARLIEST), "startingOffsets"),
+            boolean(options, "failOnDataLoss", True),
+            frozenset(selection.topics or ()),
+        )
+
+    def check_topics(self, snap: logview.LogSnapshot) -> None:
+        """Every topic the read names exists in the store."""
+        unknown = sorted(self.asked_topics - set(snap.topics))
+        if unknown:
+            known = ", ".join(sorted(snap.topics)) or "none"
+            raise ValueError(
+                f"the store at {self.path} has no topic {', '.join(map(repr, unknown))} "
+                f"(its topics: {known})"
+            )
 
 
 # ---------------------------------------------------------------------- partitions
@@ -196,28 +274,22 @@ def _upto(options) -> str:
 class TidemarkPartition(InputPartition):
     """One range of one segment, with what to keep from it (picklable)."""
 
-    def __init__(self, log_range: LogRange, wanted: RecordFilter, id_prefix: str) -> None:
+    def __init__(
+        self, log_range: LogRange, wanted: RecordFilter, id_prefix: str, skip_lost: bool = False
+    ) -> None:
         super().__init__(log_range.first_offset)
         self.log_range = log_range
         self.wanted = wanted
         self.id_prefix = id_prefix
-
-
-def _partitions(
-    snap: logview.LogSnapshot,
-    wanted: RecordFilter,
-    split_bytes: int,
-    start: int | None = None,
-    end: int | None = None,
-) -> list[TidemarkPartition]:
-    ranges = plan_ranges(snap, wanted, start, end, split_bytes)
-    return [TidemarkPartition(r, wanted, snap.id_prefix) for r in ranges]
+        self.skip_lost = skip_lost
 
 
 def _read(partition: InputPartition) -> Iterator:
     if not isinstance(partition, TidemarkPartition):
         return iter(())  # Spark's stand-in when a plan has no partitions
-    items = read_range(partition.log_range, partition.wanted, partition.id_prefix)
+    items = read_range(
+        partition.log_range, partition.wanted, partition.id_prefix, partition.skip_lost
+    )
     return arrow_batches(items)
 
 
@@ -282,41 +354,87 @@ def arrow_batches(
 # -------------------------------------------------------------------- batch reads
 
 
+def _int_value(item) -> int | None:
+    value = getattr(item, "value", None)
+    return value if type(value) is int else None
+
+
 class TidemarkReader(DataSourceReader):
-    """Batch reads: one partition per segment range (see ``planning``)."""
+    """Batch reads: ranges of the log between the read's offsets (see ``planning``)."""
 
     def __init__(self, options) -> None:
-        self.path = _store_path(options)
-        self.selection = _selection(options)
-        self.asked_topics = None if self.selection.topics is None else set(self.selection.topics)
-        self.upto = _upto(options)
-        self.split_bytes = _positive_int(options, "splitBytes", DEFAULT_SPLIT_BYTES)
+        self.settings = ReadSettings.from_options(options, BATCH_READ_OPTIONS, "a batch read")
+        if self.settings.starting.kind == LATEST:
+            raise ValueError(
+                'startingOffsets cannot be "latest" for a batch read (it would read nothing); '
+                "use a stream for what is appended from now on"
+            )
+        self.ending = parse_offsets(options.get("endingOffsets", LATEST), "endingOffsets")
+        self.selection = self.settings.selection
         self.pushed: list[str] = []
 
     def pushFilters(self, filters):  # noqa: N802 - the API's name
-        """Narrow the plan by the ``topic`` and ``store_time`` predicates it understands.
-
-        Every filter is handed back: Spark checks it again on the rows that come out,
-        which keeps SQL's exact semantics (null topics of corruption rows, microseconds
-        of timestamp literals) while the store skips what cannot match.
-        """
+        """Take the filters on ``topic``, ``queue``, ``queue_offset``, ``commit_offset``
+        and ``store_time`` the reader can apply exactly; hand the others back to Spark."""
         for item in filters:
-            if self._narrow(item):
+            if self._push(item):
                 self.pushed.append(repr(item))
-            yield item
+            else:
+                yield item
 
-    def _narrow(self, item) -> bool:
+    def _push(self, item) -> bool:
         attribute = getattr(item, "attribute", None)
         if attribute == ("topic",):
-            if isinstance(item, (EqualTo, EqualNullSafe)) and isinstance(item.value, str):
-                self.selection.narrow_topics([item.value])
-                return True
-            if isinstance(item, In) and all(isinstance(v, str) for v in item.value):
-                self.selection.narrow_topics(item.value)
-                return True
+            pushed = self._push_topic(item)
+        elif attribute == ("store_time",):
+            pushed = self._push_store_time(item)
+        elif attribute in (("queue",), ("queue_offset",), ("commit_offset",)):
+            pushed = self._push_number(attribute[0], item)
+        else:
+            pushed = False
+        if pushed and attribute != ("commit_offset",):
+            self.selection.messages_only = True  # damage rows have these columns null
+        return pushed
+
+    def _push_topic(self, item) -> bool:
+        if isinstance(item, (EqualTo, EqualNullSafe)) and isinstance(item.value, str):
+            self.selection.narrow_topics([item.value])
+            return True
+        if isinstance(item, In) and all(isinstance(v, str) for v in item.value):
+            self.selection.narrow_topics(item.value)
+            return True
+        return False
+
+    def _push_number(self, column: str, item) -> bool:
+        if column == "queue" and isinstance(item, In):
+            if not all(type(v) is int for v in item.value):
+                return False
+            self.selection.narrow_queues(item.value)
+            return True
+        value = _int_value(item)
+        if value is None:
             return False
-        if attribute != ("store_time",):
+        if isinstance(item, (EqualTo, EqualNullSafe)):
+            low, high = value, value + 1
+        elif isinstance(item, GreaterThan):
+            low, high = value + 1, None
+        elif isinstance(item, GreaterThanOrEqual):
+            low, high = value, None
+        elif isinstance(item, LessThan):
+            low, high = None, value
+        elif isinstance(item, LessThanOrEqual):
+            low, high = None, value + 1
+        else:
             return False
+        narrow = {
+            "queue": self.selection.narrow_queue_ids,
+            "queue_offset": self.selection.narrow_queue_offsets,
+            "commit_offset": self.selection.narrow_positions,
+        }[column]
+        narrow(None if low is None else max(low, 0), None if high is None else max(high, 0))
+        return True
+
+    def _push_store_time(self, item) -> bool:
         bound = timestamp_bound_us(getattr(item, "value", None))
         if bound is None:
             return False
@@ -338,105 +456,232 @@ class TidemarkReader(DataSourceReader):
         return True
 
     def partitions(self) -> list[TidemarkPartition]:
-        snap = logview.snapshot(self.path, self.upto)
-        if self.asked_topics:
-            unknown = sorted(self.asked_topics - set(snap.topics))
-            if unknown:
-                known = ", ".join(sorted(snap.topics)) or "none"
-                raise ValueError(
-                    f"the store at {self.path} has no topic {', '.join(map(repr, unknown))} "
-                    f"(its topics: {known})"
-                )
-        return _partitions(snap, self.selection.resolve(snap.topics), self.split_bytes)
+        settings = self.settings
+        snap = logview.snapshot(settings.path, settings.upto)
+        settings.check_topics(snap)
+        selection = dataclasses.replace(self.selection)
+        chosen = selection.chosen(snap.topics)
+        with QueueIndex(snap) as index:
+            start, starts = resolve_start(
+                settings.starting, snap, index, chosen, settings.fail_on_data_loss
+            )
+            end, ends = resolve_end(self.ending, snap, index, chosen)
+            selection.narrow_positions(start, end)
+            selection.queue_starts, selection.queue_ends = starts, ends
+            wanted = selection.resolve(snap.topics)
+            low, high = _positions_of_queue_offsets(snap, wanted, index)
+            selection.narrow_positions(low, high)
+            ranges = plan_ranges(
+                snap,
+                wanted,
+                selection.start,
+                selection.end,
+                settings.split_bytes,
+                settings.min_partitions,
+                index,
+            )
+        return [TidemarkPartition(r, wanted, snap.id_prefix) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(partition)
+
+
+def _positions_of_queue_offsets(
+    snap: logview.LogSnapshot, wanted: RecordFilter, index: QueueIndex
+) -> tuple[int | None, int | None]:
+    """Log positions around the records a ``queue_offset`` range keeps (None: no bound),
+    looked up in the consume queues when the read's queues allow it."""
+    low_offset, high_offset = wanted.min_queue_offset, wanted.max_queue_offset
+    if low_offset is None and high_offset is None:
+        return None, None
+    if wanted.member_count() > MAX_LISTED_QUEUES:
+        return None, None
+    queues = wanted.member_queues(snap.topics)
+    if not all(index.supported(t) for t, _ in queues):
+        return None, None
+    lows, highs = [], []
+    for topic, queue in queues:
+        first = index.offset_at(topic, queue, snap.min_offset)
+        last = index.range_of(topic, queue)[1]
+        if low_offset is not None:
+            found = index.position_of(topic, queue, max(low_offset, first))
+            lows.append(snap.end if found is None else found)
+        if high_offset is not None:
+            found = index.position_of(topic, queue, max(high_offset, first))
+            highs.append(snap.end if found is None or high_offset >= last else found)
+    return (min(lows, default=None), max(highs, default=None))
 
 
 # ---------------------------------------------------------------- streaming reads
 
 
 class TidemarkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batches over commit-log positions: ``{"position": n}``."""
+    """Micro-batches over commit-log positions (see the module docstring)."""
 
     def __init__(self, options) -> None:
-        self.path = _store_path(options)
-        self.selection = _selection(options)
-        self.upto = _upto(options)
-        self.split_bytes = _positive_int(options, "splitBytes", DEFAULT_SPLIT_BYTES)
-        self.starting = str(options.get("startingPosition", "earliest")).strip().lower()
+        self.settings = ReadSettings.from_options(options, STREAM_READ_OPTIONS, "a stream")
+        self.max_offsets = positive_int(options, "maxOffsetsPerTrigger", None)
+        self.max_bytes = positive_int(options, "maxBytesPerTrigger", None)
+        self.settings.check_topics(self._snapshot())
         self._target: int | None = None
 
-    def _end(self) -> int:
-        return logview.snapshot(self.path, self.upto).end
+    def _snapshot(self) -> logview.LogSnapshot:
+        return logview.snapshot(self.settings.path, self.settings.upto)
+
+    def _offset(
+        self, snap: logview.LogSnapshot, index: QueueIndex, position: int, pending: dict
+    ) -> dict:
+        """The offset JSON of ``position``: the per-queue offsets it covers, and the
+        JSON ``startingOffsets`` it has not reached yet."""
+        wanted = self.settings.selection.resolve(snap.topics)
+        offset: dict = {"position": position}
+        listed = covered(snap, index, wanted, position)
+        if listed is not None:
+            offset["queues"] = listed
+        ahead = {
+            name: {
+                str(queue): first
+                for queue, first in per_queue.items()
+                if name in snap.topics
+                and index.offset_at(snap.topics[name], int(queue), position) < first
+            }
+            for name, per_queue in pending.items()
+        }
+        ahead = {name: per_queue for name, per_queue in ahead.items() if per_queue}
+        if ahead:
+            offset["from"] = ahead
+        return offset
 
     def initialOffset(self) -> dict:  # noqa: N802 - the API's name
-        snap = logview.snapshot(self.path, self.upto)
-        if self.starting == "earliest":
-            return {"position": snap.min_offset}
-        if self.starting == "latest":
-            return {"position": snap.end}
-        try:
-            position = int(self.starting)
-        except ValueError:
-            raise ValueError(
-                "startingPosition is earliest, latest or a commit-log offset, "
-                f"not {self.starting!r}"
-            ) from None
-        _check_record_boundary(snap, position)
-        return {"position": position}
+        settings = self.settings
+        snap = self._snapshot()
+        with QueueIndex(snap) as index:
+            chosen = settings.selection.chosen(snap.topics)
+            position, starts = resolve_start(
+                settings.starting, snap, index, chosen, settings.fail_on_data_loss
+            )
+            return self._offset(snap, index, position, starts)
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802 - the API's name
-        self._target = self._end()
-
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:  # noqa: N802
-        end = self._end()
-        if self._target is not None:
-            end = min(end, self._target)
-        if start is not None:
-            end = max(end, int(start["position"]))  # a tail never goes back for a stream
-        return {"position": end}
+        self._target = self._snapshot().end
 
     def getDefaultReadLimit(self):  # noqa: N802 - the API's name
+        if self.max_offsets is not None:
+            return ReadMaxRows(self.max_offsets)
+        if self.max_bytes is not None:
+            return ReadMaxBytes(self.max_bytes)
         return ReadAllAvailable()
 
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:  # noqa: N802
+        snap = self._snapshot()
+        target = snap.end if self._target is None else min(snap.end, self._target)
+        with QueueIndex(snap) as index:
+            if start is None:
+                return self._offset(snap, index, target, {})
+            first = int(start["position"])
+            if first < snap.min_offset:
+                self._data_loss(snap, index, start)
+                first = snap.min_offset
+            end = max(first, target)
+            if isinstance(limit, ReadMaxRows):
+                end = self._after_records(
+                    snap, index, first, end, limit.max_rows, start.get("from") or {}
+                )
+            elif isinstance(limit, ReadMaxBytes):
+                end = min(end, first + limit.max_bytes)
+            end = max(end, int(start["position"]))  # a stream's position never goes back
+            return self._offset(snap, index, end, start.get("from") or {})
+
+    def _after_records(
+        self,
+        snap: logview.LogSnapshot,
+        index: QueueIndex,
+        first: int,
+        end: int,
+        count: int,
+        pending: dict,
+    ) -> int:
+        """The furthest position up to ``end`` with at most ``count`` records the stream
+        keeps (of its queues, at or past their ``pending`` starting offsets) starting in
+        ``[first, position)``."""
+        queues = self.settings.selection.resolve(snap.topics).member_queues(snap.topics)
+        if not all(index.supported(t) for t, _ in queues):
+            raise ValueError(
+                "maxOffsetsPerTrigger cannot count the records of topics whose queues share "
+                "block files; use maxBytesPerTrigger"
+            )
+        floors = {
+            (t.name, q): max(
+                index.offset_at(t, q, first), int((pending.get(t.name) or {}).get(str(q), 0))
+            )
+            for t, q in queues
+        }
+
+        def records_before(position: int) -> int:
+            return sum(
+                max(0, index.offset_at(t, q, position) - floors[t.name, q]) for t, q in queues
+            )
+
+        if records_before(end) <= count:
+            return end
+        low, high = first, end  # records_before(low) <= count < records_before(high)
+        while high - low > 1:
+            middle = (low + high) // 2
+            if records_before(middle) <= count:
+                low = middle
+            else:
+                high = middle
+        return low
+
+    def _data_loss(self, snap: logview.LogSnapshot, index: QueueIndex, start: dict) -> None:
+        skipped = skipped_by_retention(snap, index, start.get("queues"))
+        how_many = "an unknown number of" if skipped is None else str(skipped)
+        sentence = (
+            f"retention deleted the log of {self.settings.path} below {snap.min_offset} "
+            f"before the stream read it: its position {start['position']} is behind the "
+            f"log's first offset, so {how_many} messages of its topics are gone"
+        )
+        if self.settings.fail_on_data_loss:
+            raise DataLossError(
+                f'{sentence}; set .option("failOnDataLoss", "false") to go on from there'
+            )
+        log.warning("failOnDataLoss is false: %s; skipped them", sentence)
+
     def reportLatestOffset(self) -> dict:  # noqa: N802 - the API's name
-        return {"position": self._end()}
+        return {"position": self._snapshot().end}
 
     def partitions(self, start: dict, end: dict) -> list[TidemarkPartition]:
         first, last = int(start["position"]), int(end["position"])
-        if first >= last:
-            return []
-        snap = logview.snapshot(self.path, self.upto)
-        wanted = self.selection.resolve(snap.topics)
-        return _partitions(snap, wanted, self.split_bytes, first, last)
+        snap = self._snapshot()
+        selection = dataclasses.replace(self.settings.selection)
+        selection.queue_starts = {
+            name: {int(q): int(o) for q, o in per_queue.items()}
+            for name, per_queue in (start.get("from") or {}).items()
+        }
+        with QueueIndex(snap) as index:
+            if first < snap.min_offset:
+                self._data_loss(snap, index, start)
+                first = snap.min_offset
+            if first >= last:
+                return []
+            wanted = selection.resolve(snap.topics)
+            ranges = plan_ranges(
+                snap,
+                wanted,
+                first,
+                last,
+                self.settings.split_bytes,
+                self.settings.min_partitions,
+                index,
+            )
+        skip_lost = not self.settings.fail_on_data_loss
+        return [TidemarkPartition(r, wanted, snap.id_prefix, skip_lost) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator:
         return _read(partition)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the store keeps every record until retention."""
-
-
-def _check_record_boundary(snap: logview.LogSnapshot, position: int) -> None:
-    if position == snap.end or any(position == s.base for s in snap.segments):
-        return
-    for listed in snap.segments:
-        if listed.base <= position < listed.end:
-            with logview.ReadOnlySegment(snap.segment_path(listed), listed.size) as segment:
-                pos = position - listed.base
-                if pos + 8 <= segment.size and MARKER.unpack_from(segment.view, pos)[1] == (
-                    RECORD_MAGIC
-                ):
-                    try:
-                        check_record(segment.view, pos, segment.size, position)
-                    except CorruptRecordError:
-                        break
-                    return
-    raise ValueError(
-        f"startingPosition {position} is not where a record of the store at {snap.path} "
-        f"starts (its log runs from {snap.min_offset} to {snap.end})"
-    )
 
 
 # ------------------------------------------------------------------------- writes
@@ -461,6 +706,7 @@ class TidemarkWriter(DataSourceArrowWriter):
                 "the tidemark format only appends (a commit log cannot be overwritten): "
                 'use .mode("append")'
             )
+        check_names(options, WRITE_OPTIONS, "writing")
         self.path = _store_path(options)
         root = Path(self.path)
         if not (root / "store.json").exists():
@@ -475,7 +721,7 @@ class TidemarkWriter(DataSourceArrowWriter):
         if "topic" not in names and not self.topic:
             raise ValueError('give the topic: a topic column or .option("topic", ...)')
         self.columns = [name for name in _USED_COLUMNS if name in names]
-        self.batch_size = _positive_int(options, "batchSize", 1000)
+        self.batch_size = positive_int(options, "batchSize", 1000) or 1000
         self.config = _store_config(root, options)
 
     def write(self, iterator) -> TidemarkCommitMessage:

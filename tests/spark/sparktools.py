@@ -3,10 +3,13 @@ comparable shape."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 
-from storeadapter.engine import MessageStore, StoredMessage
+from storeadapter.engine import Message, MessageStore, StoredMessage
 from tests.engine.storetools import read_everything
+
+HOUR_MS = 3_600_000
 
 COLUMNS = (
     "message_id",
@@ -80,3 +83,27 @@ def tidemark(spark, path, **options):
     for name, value in options.items():
         reader = reader.option(name, value)
     return reader.load(str(path))
+
+
+def engine_totals(rows: list[dict]) -> dict:
+    """What ``clusterjobs.totals`` computes on the executors, from ``engine_rows``."""
+    return {
+        "count": len(rows),
+        "distinct": len({r["message_id"] for r in rows}),
+        "id_crc": sum(zlib.crc32(r["message_id"].encode()) for r in rows),
+        "body_crc": sum(zlib.crc32(r["body"]) for r in rows),
+    }
+
+
+def fill(store, start: int, count: int, topics=("orders", "audit")) -> None:
+    """Messages ``start`` to ``start + count`` of ``topics[0]`` (bodies of many sizes,
+    13 keys), in batches of 10, each batch followed by one message of ``topics[1]``."""
+    for i in range(start, start + count, 10):
+        store.append_batch(
+            topics[0],
+            [
+                Message(f"order {j} ".encode() * (1 + j % 9), key=f"k{j % 13}")
+                for j in range(i, min(i + 10, start + count))
+            ],
+        )
+        store.append(topics[1], f"audit {i}".encode())

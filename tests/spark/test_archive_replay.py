@@ -4,16 +4,24 @@ that replace rather than duplicate, replay's dedup and time filter; the commands
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from io import StringIO
+from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 
 from storeadapter.engine.names import DEDUP_PROPERTY
 from storeadapter.spark import logview
-from storeadapter.spark.jobs.archive import MANIFEST, archive_schema, archive_segment, archive_store
+from storeadapter.spark.errors import ArchiveVerificationError
+from storeadapter.spark.jobs import archive as archive_jobs
+from storeadapter.spark.jobs.archive import (
+    archive_schema,
+    archive_segment,
+    archive_store,
+    read_manifest,
+)
 from storeadapter.spark.jobs.replay import replay
 from tests.spark.sparktools import engine_rows
 
@@ -81,7 +89,7 @@ def test_archive_layout_rerun_and_round_trip(spark, archived_store, store_path, 
 
     summary = archive_store(spark, store_path, out)
     assert [s["segment"] for s in summary["segments"]] == [s.name for s in sealed]
-    manifest = json.loads((out / MANIFEST).read_text())
+    manifest = read_manifest(out)
     assert sorted(manifest["segments"]) == [s.name for s in sealed]
     in_sealed = [r for r in everything if r["commit_offset"] < sealed[-1].end]
     assert summary["messages"] == len(in_sealed)
@@ -119,7 +127,7 @@ def test_archive_layout_rerun_and_round_trip(spark, archived_store, store_path, 
     rest = archive_store(spark, store_path, out, sealed_only=False)
     assert [s["sealed"] for s in rest["segments"]] == [False]
     assert len(archived_rows(spark, out)) == len(everything)
-    assert sorted(json.loads((out / MANIFEST).read_text())["segments"]) == [s.name for s in sealed]
+    assert sorted(read_manifest(out)["segments"]) == [s.name for s in sealed]
 
     # Replay into another topic: the same messages, in order; twice appends once.
     originals = [r for r in everything if r["topic"] == "a"]
@@ -216,3 +224,77 @@ def test_replay_command_refuses_an_unknown_topic(archived_store, store_path, tmp
         call_command(
             "replay_archive", "--archive", str(tmp_path), "--topic", "a", "--into", "elsewhere"
         )
+
+
+def test_a_segment_is_recorded_only_with_what_its_files_read_back(
+    spark, archived_store, store_path, tmp_path
+):
+    out = tmp_path / "archive"
+    snap = logview.snapshot(store_path)
+    first = snap.segments[0]
+    in_first = [r for r in engine_rows(archived_store) if r["commit_offset"] < first.end]
+
+    summary = archive_segment(spark, store_path, first.base, out)
+
+    record = read_manifest(out)["segments"][first.name]
+    assert record["verified"] is True and summary["verified"] is True
+    assert record["messages"] == len(in_first)
+    assert record["bytes"] == sum(len(r["body"]) for r in in_first)
+    files = sorted(out.rglob(f"segment-{first.name}-*.parquet"))
+    assert [Path(f["path"].removeprefix("file:")).name for f in record["files"]] == [
+        f.name for f in files
+    ]
+    for listed, path in zip(record["files"], files, strict=True):
+        table = pq.read_table(path)
+        assert listed["rows"] == table.num_rows
+        assert listed["bytes"] == sum(len(b) for b in table.column("body").to_pylist())
+    assert sum(f["rows"] for f in record["files"]) == len(in_first)
+    assert sum(int(f["checksum"]) for f in record["files"]) == int(record["checksum"])
+
+
+def test_timestamps_are_written_as_int64_microseconds(spark, archived_store, store_path, tmp_path):
+    out = tmp_path / "archive"
+    archive_segment(spark, store_path, logview.snapshot(store_path).segments[0].base, out)
+    schema = pq.ParquetFile(next(out.rglob("*.parquet"))).schema
+    for name in ("born_time", "store_time"):
+        column = schema.column(schema.names.index(name))
+        assert column.physical_type == "INT64"
+        assert "timeUnit=microseconds" in str(column.logical_type)
+
+
+def test_files_that_do_not_read_back_as_the_segment_are_not_recorded(
+    spark, archived_store, store_path, tmp_path, monkeypatch
+):
+    out = tmp_path / "archive"
+    first = logview.snapshot(store_path).segments[0]
+    archive_segment(spark, store_path, first.base, out)
+    assert first.name in read_manifest(out)["segments"]
+    moved = archive_jobs._move_into_place
+
+    def lose_one(archive, tmp, name):  # as an executor writing where the driver cannot see
+        files = moved(archive, tmp, name)
+        Path(files[0].removeprefix("file:")).unlink()
+        return files[1:]
+
+    monkeypatch.setattr(archive_jobs, "_move_into_place", lose_one)
+    with pytest.raises(ArchiveVerificationError, match=f"archive of segment {first.name}"):
+        archive_segment(spark, store_path, first.base, out)
+    # The rerun took the segment's record away before it touched its files.
+    assert first.name not in read_manifest(out)["segments"]
+
+
+@pytest.mark.django_db
+def test_the_command_says_why_an_archive_was_not_verified(
+    spark, archived_store, store_path, tmp_path, settings, monkeypatch
+):
+    settings.TIDEMARK_STORE_DIR = store_path
+    moved = archive_jobs._move_into_place
+
+    def lose_one(archive, tmp, name):
+        files = moved(archive, tmp, name)
+        Path(files[0].removeprefix("file:")).unlink()
+        return files[1:]
+
+    monkeypatch.setattr(archive_jobs, "_move_into_place", lose_one)
+    with pytest.raises(CommandError, match="The archive stopped: ArchiveVerificationError: "):
+        call_command("archive_segments", "--out", str(tmp_path / "archive"))

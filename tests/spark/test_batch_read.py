@@ -6,6 +6,7 @@ import pytest
 
 from storeadapter.engine import Message, dlq_topic, retry_topic
 from storeadapter.spark import logview, planning
+from storeadapter.spark.queueindex import QueueIndex
 from tests.engine.storetools import segment_paths, small_config
 from tests.spark.sparktools import engine_rows, spark_rows, tidemark
 
@@ -44,17 +45,23 @@ def test_batch_read_returns_every_message_as_the_engine_reads_it(spark, open_sto
     assert spark_rows(df) == engine_rows(store)
 
 
-def test_a_large_segment_is_read_in_record_aligned_byte_ranges(spark, open_store, store_path):
+def test_a_large_segment_is_read_in_byte_ranges_each_with_its_expected_count(
+    spark, open_store, store_path
+):
     store = open_store(config=small_config(segment_bytes=32 << 10, max_message_bytes=4096))
     populate(store, count=300)
     snap = logview.snapshot(store_path)
     wanted = planning.Selection().resolve(snap.topics)
-    ranges = planning.plan_ranges(snap, wanted, split_bytes=2048)
+    with QueueIndex(snap) as index:
+        ranges = planning.plan_ranges(snap, wanted, split_bytes=2048, index=index)
     assert len(ranges) > 2 * len(snap.segments)
-    starts = {r.first_offset for r in ranges}
-    offsets = {row["commit_offset"] for row in engine_rows(store)}
-    # Every range starts where a record does (or at a segment's first byte).
-    assert starts <= offsets | {s.base for s in snap.segments}
+    # Cut at byte positions, not at records: each range holds the records starting in it,
+    # as many as the consume queues said when it was planned.
+    offsets = [row["commit_offset"] for row in engine_rows(store)]
+    assert {r.first_offset for r in ranges} - set(offsets) - {s.base for s in snap.segments}
+    for log_range in ranges:
+        inside = [o for o in offsets if log_range.first_offset <= o < log_range.stop_offset]
+        assert log_range.expected == len(inside)
 
     df = tidemark(spark, store_path, splitBytes=2048)
     assert df.rdd.getNumPartitions() == len(ranges)

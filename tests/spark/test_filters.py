@@ -10,7 +10,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, IsNotNull, L
 
 from storeadapter.spark import scanning
 from storeadapter.spark.source import SCHEMA, TidemarkDataSource
-from tests.engine.storetools import segment_paths
+from tests.engine.storetools import flip_bit, segment_paths
 from tests.spark.sparktools import engine_rows, spark_rows, tidemark
 
 STEP_MS = 1_000
@@ -118,21 +118,77 @@ def test_records_outside_the_filters_are_not_decoded(timed_store, store_path):
     assert scanning.counters.skipped == len(_where(everything, {"a"}))
 
 
-def test_push_filters_narrows_the_plan_and_hands_every_filter_back(timed_store, store_path):
+def test_push_filters_takes_what_the_reader_applies_exactly_and_hands_back_the_rest(
+    timed_store, store_path
+):
     everything = engine_rows(timed_store)
     times = sorted({r["store_time"] for r in everything})
     since = dt.datetime.fromtimestamp(times[-2] / 1000, dt.UTC)
-    filters = [
-        IsNotNull(("topic",)),
+    kept = [
         In(("topic",), ("b", "zzz")),
         EqualTo(("queue",), 0),
         GreaterThanOrEqual(("store_time",), since),
         LessThan(("store_time",), since + dt.timedelta(days=1)),
     ]
+    handed_back = [IsNotNull(("topic",)), EqualTo(("tag",), "x"), In(("queue",), ("0",))]
     reader = _reader(store_path)
-    assert list(reader.pushFilters(filters)) == filters
+    assert list(reader.pushFilters(kept + handed_back)) == handed_back
     assert reader.selection.topics == {"b", "zzz"}
     assert reader.selection.since_ms == _ms(since)
     scanning.counters.reset()
     assert _read_all(reader) == len(_where(everything, {"b"}, _ms(since)))
     assert scanning.counters.decoded == len(_where(everything, {"b"}, _ms(since)))
+
+
+def test_queue_and_offset_filters_are_pushed_down_and_shown_by_explain(
+    spark, timed_store, store_path, capsys
+):
+    everything = engine_rows(timed_store)
+    low, high = everything[40]["commit_offset"], everything[120]["commit_offset"]
+    df = tidemark(spark, store_path).where(
+        (F.col("queue") == 1)
+        & (F.col("queue_offset") >= 10)
+        & (F.col("queue_offset") < 50)
+        & (F.col("commit_offset") >= low)
+        & (F.col("commit_offset") <= high)
+    )
+    assert spark_rows(df) == [
+        r
+        for r in everything
+        if r["queue"] == 1 and 10 <= r["queue_offset"] < 50 and low <= r["commit_offset"] <= high
+    ]
+    # The commit_offset range became the plan's bounds: fewer tasks than segments.
+    assert df.rdd.getNumPartitions() < len(segment_paths(store_path))
+    df.explain("formatted")
+    plan = capsys.readouterr().out
+    pushed = next(line for line in plan.splitlines() if line.startswith("PushedFilters"))
+    for shown in (
+        "EqualTo(queue,1)",
+        "GreaterThanOrEqual(queue_offset,10)",
+        "LessThan(queue_offset,50)",
+        f"GreaterThanOrEqual(commit_offset,{low})",
+        f"LessThanOrEqual(commit_offset,{high})",
+    ):
+        assert shown in pushed
+
+
+def test_a_queue_offset_range_reads_only_the_log_around_it(timed_store, store_path):
+    everything = engine_rows(timed_store)
+    reader = _reader(store_path, topics="b")
+    list(reader.pushFilters([GreaterThanOrEqual(("queue_offset",), 50)]))
+    scanning.counters.reset()
+    assert _read_all(reader) == len([r for r in everything if r["topic"] == "b"]) - 50
+    assert scanning.counters.skipped < len(everything) / 3
+
+
+def test_pushed_filters_drop_damage_rows_as_sql_would_but_commit_offsets_keep_them(
+    spark, timed_store, store_path
+):
+    target = engine_rows(timed_store)[30]
+    flip_bit(store_path, target["commit_offset"] + 70)
+    damaged = tidemark(spark, store_path).where(F.col("corrupt").isNotNull())
+    assert [r["commit_offset"] for r in spark_rows(damaged)] == [target["commit_offset"]]
+    by_offset = tidemark(spark, store_path).where(F.col("commit_offset") == target["commit_offset"])
+    assert [r["corrupt"] is not None for r in spark_rows(by_offset)] == [True]
+    by_queue = tidemark(spark, store_path).where(F.col("queue") >= 0)
+    assert all(r["corrupt"] is None for r in spark_rows(by_queue))

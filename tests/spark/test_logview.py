@@ -3,9 +3,15 @@ needed: the reader's pieces are called in this process)."""
 
 from __future__ import annotations
 
+import shutil
+import socket
+
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from storeadapter.spark import logview, planning, scanning
+from storeadapter.spark.errors import PlanMismatchError, SegmentNotVisibleError
+from storeadapter.spark.queueindex import QueueIndex
 from storeadapter.spark.source import SCHEMA, TidemarkDataSource
 from tests.engine.storetools import copy_store, segment_paths, small_config, tail
 
@@ -54,7 +60,9 @@ def test_without_a_state_file_the_tail_is_found_by_scanning(open_store, store_pa
     assert len(_messages(snap)) == 70
 
 
-def test_a_segment_deleted_by_retention_before_it_is_read_is_counted(open_store, store_path):
+def test_a_segment_gone_before_it_is_read_fails_the_read_with_its_path_and_host(
+    open_store, store_path
+):
     store = open_store()
     store.create_topic("t", queues=1)
     _fill(store, 70)
@@ -63,11 +71,36 @@ def test_a_segment_deleted_by_retention_before_it_is_read_is_counted(open_store,
     ranges = planning.plan_ranges(snap, wanted)
     first = segment_paths(store_path)[0]
     in_first = [r for r in ranges if r.segment == first.name]
-    first.unlink()  # as retention would, between planning and reading
-    scanning.counters.reset()
+    first.unlink()  # as a host that cannot see it, or retention after planning, would
     for log_range in in_first:
-        assert list(scanning.read_range(log_range, wanted, snap.id_prefix)) == []
+        with pytest.raises(SegmentNotVisibleError) as failure:
+            list(scanning.read_range(log_range, wanted, snap.id_prefix))
+        assert str(first) in str(failure.value)
+        assert f"on host {socket.gethostname()}" in str(failure.value)
+        assert "retention" not in str(failure.value)
+
+
+def test_a_stream_that_may_lose_data_skips_only_what_retention_deleted(
+    open_store, store_path, fake_clock
+):
+    store = open_store(config=small_config(retention_hours=1))
+    store.create_topic("t", queues=1)
+    _fill(store, 70)
+    snap = logview.snapshot(store_path)
+    wanted = planning.Selection().resolve(snap.topics)
+    with QueueIndex(snap) as index:
+        ranges = planning.plan_ranges(snap, wanted, index=index)
+    first = segment_paths(store_path)[0]
+    fake_clock.advance(2 * 3_600_000)
+    _fill(store, 1)
+    assert first.name in {s["name"] for s in store.delete_expired().deleted_segments}
+
+    scanning.counters.reset()
+    in_first = [r for r in ranges if r.segment == first.name]
+    for log_range in in_first:
+        assert list(scanning.read_range(log_range, wanted, snap.id_prefix, skip_lost=True)) == []
     assert scanning.counters.missing_segments == len(in_first)
+    assert scanning.counters.lost_records == sum(r.expected for r in in_first) > 0
 
 
 def test_the_stream_reader_by_itself(open_store, store_path):
@@ -77,9 +110,9 @@ def test_the_stream_reader_by_itself(open_store, store_path):
     options = {"path": str(store_path)}
     reader = TidemarkDataSource(options).streamReader(SCHEMA)
     start = reader.initialOffset()
-    assert start == {"position": 0}
-    end = reader.latestOffset(start, None)
-    assert end == {"position": tail(store)}
+    assert start == {"position": 0, "queues": {"t": {"0": -1, "1": -1}}}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"position": tail(store), "queues": {"t": {"0": 14, "1": 14}}}
     rows = sum(batch.num_rows for p in reader.partitions(start, end) for batch in reader.read(p))
     assert rows == 30
     assert reader.partitions(end, end) == []
@@ -87,15 +120,32 @@ def test_the_stream_reader_by_itself(open_store, store_path):
     # availableNow: the end is where the log was when the query started.
     reader.prepareForTriggerAvailableNow()
     _fill(store, 5)
-    assert reader.latestOffset(end, None) == end
+    assert reader.latestOffset(end, ReadAllAvailable()) == end
     fresh = TidemarkDataSource(options).streamReader(SCHEMA)
-    assert fresh.latestOffset(end, None) == {"position": tail(store)}
+    assert fresh.latestOffset(end, ReadAllAvailable())["position"] == tail(store)
 
-    latest = TidemarkDataSource({**options, "startingPosition": "latest"}).streamReader(SCHEMA)
-    assert latest.initialOffset() == {"position": tail(store)}
+    latest = TidemarkDataSource({**options, "startingOffsets": "latest"}).streamReader(SCHEMA)
+    assert latest.initialOffset()["position"] == tail(store)
     second = store.read("t", 0, 1, 1)[0].commit_offset
-    at = TidemarkDataSource({**options, "startingPosition": str(second)}).streamReader(SCHEMA)
-    assert at.initialOffset() == {"position": second}
-    wrong = TidemarkDataSource({**options, "startingPosition": str(second + 1)})
-    with pytest.raises(ValueError, match="not where a record"):
-        wrong.streamReader(SCHEMA).initialOffset()
+    at = TidemarkDataSource({**options, "startingOffsets": str(second)}).streamReader(SCHEMA)
+    assert at.initialOffset() == {"position": second, "queues": {"t": {"0": 0, "1": 0}}}
+
+
+def test_a_range_of_another_store_at_the_planned_path_fails_the_read(
+    open_store, store_path, tmp_path
+):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    _fill(store, 20)
+    snap = logview.snapshot(store_path)
+    wanted = planning.Selection().resolve(snap.topics)
+    ranges = planning.plan_ranges(snap, wanted)
+    store.close()
+    other = open_store(tmp_path / "other")  # the same traffic in a store of another id
+    other.create_topic("t", queues=1)
+    _fill(other, 20)
+    other.close()
+    shutil.rmtree(store_path)
+    copy_store(tmp_path / "other", store_path)  # put where the read was planned
+    with pytest.raises(PlanMismatchError, match=f"planned on store {snap.id_prefix}"):
+        list(scanning.read_range(ranges[0], wanted, snap.id_prefix))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from console.background.tasks import (
     expire_segments,
     replay_archive,
 )
+from storeadapter.spark.jobs import archive as archive_jobs
 from storeadapter.spark.jobs.archive import read_manifest
 from tests.spark.sparktools import engine_rows
 from tests.spark.test_archive_replay import archived_rows
@@ -177,3 +179,29 @@ def test_the_replay_task_fails_with_a_sentence_for_an_unknown_topic(redis_db, ar
     run = TaskRun.objects.get(name=REPLAY_TASK)
     assert run.last_outcome == TaskRun.FAILED
     assert "The store has no topic 'nowhere'" in run.last_message
+
+
+def test_retention_keeps_a_segment_whose_archive_does_not_read_back(
+    spark, redis_db, archive_dir, old_log, store, monkeypatch
+):
+    plan = store.retention_plan()
+    moved = archive_jobs._move_into_place
+
+    def lose_one(archive, tmp, name):  # a file the executors wrote where the driver cannot see
+        files = moved(archive, tmp, name)
+        Path(files[-1].removeprefix("file:")).unlink()
+        return files[:-1]
+
+    monkeypatch.setattr(archive_jobs, "_move_into_place", lose_one)
+    result = expire_segments.apply()
+
+    assert result.failed()
+    assert read_manifest(archive_dir)["segments"] == {}
+    assert {s["name"] for s in plan} <= set(segment_names(store))
+    report = store.stats(topics=False)["last_retention"]
+    assert report["deleted_segments"] == []
+    assert [s["name"] for s in report["held_segments"]] == [s["name"] for s in plan]
+    run = TaskRun.objects.get(name=EXPIRE_TASK)
+    assert "ArchiveVerificationError" in run.last_message
+    assert f"Kept {len(plan)} segments from {plan[0]['name']} on" in run.last_message
+    assert "their archive is not verified yet" in run.last_message

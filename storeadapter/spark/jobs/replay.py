@@ -16,11 +16,11 @@ so replaying the same range twice within the store's dedup window appends it onc
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from storeadapter.spark import FORMAT_NAME
 from storeadapter.spark.jobs.archive import archive_schema
+from storeadapter.spark.jobs.archivefs import ArchiveFS
 from storeadapter.spark.planning import parse_time
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,15 +47,15 @@ def replay(
         raise ValueError("replay needs the archived topic")
     since_ms = None if since is None else parse_time(since, "since")
     until_ms = None if until is None else parse_time(until, "until")
-    root = Path(archive_dir)
-    if not root.is_dir():
-        raise ValueError(f"there is no archive at {root}")
-    if not any(root.glob("topic=*/date=*/*.parquet")):
+    archive = ArchiveFS(spark, archive_dir)
+    if not archive.exists(archive.root):
+        raise ValueError(f"there is no archive at {archive_dir}")
+    if not archive.glob(archive.uri("topic=*", "date=*", "*.parquet")):
         return 0
     rows = (
         spark.read.schema(archive_schema())
-        .option("basePath", str(root))
-        .parquet(str(root))
+        .option("basePath", archive.root)
+        .parquet(archive.root)
         .where(F.col("topic") == topic)
     )
     if since_ms is not None:
