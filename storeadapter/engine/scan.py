@@ -33,6 +33,9 @@ from .record import (
 )
 from .segment import Segment
 
+#: How far a reader that starts inside the log (Spark's byte-range cuts) looks back for
+#: the record it starts in: longer than any record a store takes.
+RESYNC_WINDOW = 16 << 20
 # At most this many bytes of records start in one RUN event (bounds the header list).
 RUN_BYTES = 4 << 20
 
