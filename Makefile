@@ -45,9 +45,13 @@ redis:
 
 # pytest exits non-zero on any failure, and with 5 when no test ran. The engine suite
 # runs a second time with every topic shared (all queues' entries in shared block files).
+# Two workers (pytest-xdist), each test file whole on one of them: most tests wait on a
+# disk flush, a worker process or a browser, and module fixtures start once.
+PYTEST_WORKERS ?= 2
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
 test: $(STAMP) browser
-	$(VENV)/bin/python -m pytest
-	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest tests/engine
+	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
+	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) tests/engine
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -22,9 +22,18 @@ from django.test import Client
 
 from console.accounts.roles import ensure_role_groups
 
-#: The machine's Redis, on a database no `make run` uses; flushed before and after.
-#: TIDEMARK_TEST_REDIS_URL picks another (two suites running at once must not share one).
-TEST_REDIS_URL = os.environ.get("TIDEMARK_TEST_REDIS_URL") or "redis://127.0.0.1:6379/15"
+def _test_redis_url() -> str:
+    """The machine's Redis, on a database no `make run` uses (flushed before and after):
+    15, or 15 − n for pytest-xdist's worker n, so that workers never flush each other's.
+    TIDEMARK_TEST_REDIS_URL picks another (two suites running at once must not share one)."""
+    chosen = os.environ.get("TIDEMARK_TEST_REDIS_URL")
+    if chosen:
+        return chosen
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return f"redis://127.0.0.1:6379/{15 - int(worker.removeprefix('gw') or 0)}"
+
+
+TEST_REDIS_URL = _test_redis_url()
 
 
 @pytest.fixture
