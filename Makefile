@@ -23,7 +23,7 @@ help:
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
-	$(VENV)/bin/pip install -e '.[dev,bench]'
+	$(VENV)/bin/pip install -e '.[dev,bench,spark,postgres]'
 	touch $@
 
 install: $(STAMP)
