@@ -96,8 +96,11 @@ ACCESS: dict[str, Rule] = {
     ),
     "password_reset_complete": page(read=ANONYMOUS),
     "healthz": page(read=ANONYMOUS),
+    "readyz": page(read=ANONYMOUS),
     # 503 until a worker has finished a task: the test starts none.
-    "readyz": page(read=ANONYMOUS, also_ok=(503,)),
+    "healthz-background": page(read=ANONYMOUS, also_ok=(503,)),
+    # Prometheus: a bearer token or an allowed address (the test client's is 127.0.0.1).
+    "metrics": page(read=ANONYMOUS),
     # Any logged-in user changes their own password.
     "password_change": page(read=LOGGED_IN, post=LOGGED_IN, other={"PUT": LOGGED_IN}),
     "password_change_done": page(read=LOGGED_IN),
