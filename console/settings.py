@@ -250,6 +250,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Topics, queues, messages, consumer groups and storage of a Tidemark store.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema needs a login (a viewer's session or token), as every page does.
+    "SERVE_PERMISSIONS": ["console.api.permissions.RolePermission"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -170,9 +170,9 @@ ACCESS: dict[str, Rule] = {
     "api-alert-silence-expire": api(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
     "api-alert-test-email": api(post=ADMIN),
     "api-tasks": api(read=VIEWER),
-    # The OpenAPI document and its docs page describe the API and hold no data: public.
-    "api-schema": api(read=ANONYMOUS),
-    "api-docs": api(read=ANONYMOUS),
+    # The OpenAPI document and its docs page need a login, as every page does (issue 21).
+    "api-schema": api(read=VIEWER),
+    "api-docs": page(read=VIEWER),
     # Any other path under /api/: a JSON 404 for everyone, whatever the method.
     r"api/^[\s\S]*$": api(
         read=ANONYMOUS,
