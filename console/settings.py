@@ -127,6 +127,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "console.accounts.context_processors.roles",
                 "console.accounts.context_processors.navigation",
+                "console.core.context_processors.spark",
             ],
         },
     },

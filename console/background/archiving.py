@@ -18,6 +18,7 @@ from django.conf import settings
 
 from storeadapter.access import store_exists
 from storeadapter.engine import MessageStore
+from storeadapter.spark_support import require_spark
 
 Progress = Callable[[float], None]
 
@@ -52,12 +53,14 @@ def store_dir() -> Path:
 
 def archived_segments(archive_dir: str | os.PathLike) -> set[str]:
     """The names of the segments the archive's manifest lists (archived and durable)."""
+    require_spark()
     from storeadapter.spark.jobs.archive import read_manifest
 
     return set(read_manifest(archive_dir)["segments"])
 
 
 def _spark(app_name: str, console_progress: bool):
+    require_spark()
     from storeadapter.spark import spark_session
 
     shown = "true" if console_progress else "false"
@@ -105,6 +108,7 @@ def run_archive(
 ) -> dict:
     """Archive one segment again (``segment``), or every sealed segment the manifest does
     not list yet; ``{"segments": [summaries], "messages", "bytes"}``."""
+    require_spark()
     from storeadapter.spark.jobs.archive import archive_segment, archive_store
 
     source = store_dir()
@@ -136,6 +140,7 @@ def run_replay(
 ) -> dict:
     """Append the archived messages of ``topic`` in the window to ``into`` (default the
     same topic); ``{"sent", "topic", "into"}``."""
+    require_spark()
     from storeadapter.spark import logview
     from storeadapter.spark.jobs.replay import replay
 
