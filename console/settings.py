@@ -4,6 +4,7 @@ Every value can be overridden by an environment variable; `.env.example` lists t
 with their defaults.
 """
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 
@@ -361,3 +362,7 @@ EMAIL_BACKEND = (
 # come from an address in TIDEMARK_METRICS_ALLOW (addresses or networks).
 TIDEMARK_METRICS_TOKEN = env_str("TIDEMARK_METRICS_TOKEN", "")
 TIDEMARK_METRICS_ALLOW = env_list("TIDEMARK_METRICS_ALLOW", ["127.0.0.1", "::1"])
+try:
+    [ipaddress.ip_network(entry, strict=False) for entry in TIDEMARK_METRICS_ALLOW]
+except ValueError as error:
+    raise ImproperlyConfigured(f"TIDEMARK_METRICS_ALLOW: {error}.") from None

@@ -37,7 +37,12 @@ class TokenCreateForm(forms.Form):
         max_length=100, help_text="What the token is for, such as “deploy script”."
     )
     expires_in = forms.TypedChoiceField(
-        label="Expires in", choices=EXPIRY_CHOICES, coerce=int, initial=30
+        label="Expires in",
+        choices=EXPIRY_CHOICES,
+        coerce=int,
+        initial=30,
+        required=False,
+        empty_value=30,
     )
     read_only = forms.BooleanField(
         label="Read only",

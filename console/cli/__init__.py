@@ -48,4 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return engine_cli.main(argv, prog=PROG)
     if "--dir" in argv or any(arg.startswith("--dir=") for arg in argv):
         os.environ["TIDEMARK_STORE_DIR"] = str(Path(args.dir).resolve())
-    return handlers[args.command](args)
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        return handlers[args.command](args)
+    except ImproperlyConfigured as error:
+        # A setting from the environment is missing or wrong: the sentence says which.
+        print(f"tidemark cannot start: {error}", file=sys.stderr)
+        return engine_cli.EXIT_USAGE

@@ -150,7 +150,7 @@ def test_plain_http_is_redirected_to_https(client, https_only, db):
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/healthz/background", "/metrics"])
-def test_health_checks_are_not_redirected_to_https(client, https_only, path, store):
+def test_health_checks_are_not_redirected_to_https(client, https_only, path, store, db):
     assert client.get(path).status_code != 301
 
 
