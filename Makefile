@@ -45,9 +45,20 @@ redis:
 
 # pytest exits non-zero on any failure, and with 5 when no test ran. The engine suite
 # runs a second time with every topic shared (all queues' entries in shared block files).
-test: $(STAMP) browser
+# The Celery tests use the Redis at TIDEMARK_TEST_REDIS_URL (127.0.0.1:6379/15), or a
+# private redis-server the session starts when none answers (tests/conftest.py).
+# The console, API and alerts suites run once more on PostgreSQL (TEST_DATABASE_URL;
+# Django's runner makes test_<name> and drops it), leaving out the tests that start their
+# own processes on their own SQLite files and the schema fuzz (no database question).
+TEST_DATABASE_URL ?= postgres://root@127.0.0.1:5432/tidemark
+PG_SUITES = tests/console tests/api tests/alerts
+PG_LEFT_OUT = --ignore=tests/api/test_schema_fuzz.py --ignore=tests/console/test_serving.py \
+	--ignore=tests/console/test_tidemark_command.py --ignore=tests/console/test_without_spark.py \
+	--ignore=tests/console/test_private_redis.py
+test: $(STAMP) browser redis
 	$(VENV)/bin/python -m pytest
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest tests/engine
+	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PG_SUITES) $(PG_LEFT_OUT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -171,3 +171,29 @@ def test_an_allowed_network_needs_no_token(client, settings, store):
     settings.TIDEMARK_METRICS_TOKEN = "s3cret-scrape-token"
 
     assert scrape(client)["tidemark_store_up"]
+
+
+def test_every_metric_the_docs_and_example_rules_name_is_exported(client, traffic, clock):
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    rules = yaml.safe_load((root / "docs" / "deploy" / "tidemark.rules.yml").read_text())
+    assert all(rule["expr"] for group in rules["groups"] for rule in group["rules"])
+    yaml.safe_load((root / "docs" / "deploy" / "prometheus.yml").read_text())
+    traffic.flush()
+    traffic.delete_expired(now_ms=clock.at(20))
+    ok_at = timezone.now()
+    TaskRun.objects.create(name="x", every_s=5, last_ok_at=ok_at, last_finished_at=ok_at)
+    exported = set(scrape(client))
+    exported |= {name.removesuffix("_total") for name in exported}
+
+    named = set()
+    for path in (root / "docs" / "deploy" / "tidemark.rules.yml", root / "docs" / "OPERATIONS.md"):
+        named |= set(re.findall(r"\btidemark_[a-z_]+[a-z]\b", path.read_text()))
+    named = {n for n in named if n not in ("tidemark_spark",)}
+
+    assert named, "no metric named in the docs"
+    assert sorted(named - exported) == []
