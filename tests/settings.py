@@ -8,7 +8,6 @@ tests/console/test_serving.py runs gunicorn with the production storage.
 """
 
 import os
-import warnings
 
 os.environ.setdefault("DEBUG", "true")
 os.environ.setdefault("TIDEMARK_ENV_FILE", os.devnull)
@@ -19,5 +18,6 @@ STORAGES = {
     **STORAGES,  # noqa: F405
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
-# Whitenoise serves STATIC_ROOT once collectstatic wrote it; the tests never run that here.
-warnings.filterwarnings("ignore", message="No directory at")
+# Whitenoise serves STATIC_ROOT once collectstatic wrote it; the tests never run that here,
+# so it looks files up when asked (and does not warn at start that STATIC_ROOT is missing).
+WHITENOISE_AUTOREFRESH = True
