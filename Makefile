@@ -54,7 +54,8 @@ TEST_DATABASE_URL ?= postgres://root@127.0.0.1:5432/tidemark
 PG_SUITES = tests/console tests/api tests/alerts
 PG_LEFT_OUT = --ignore=tests/api/test_schema_fuzz.py --ignore=tests/console/test_serving.py \
 	--ignore=tests/console/test_tidemark_command.py --ignore=tests/console/test_without_spark.py \
-	--ignore=tests/console/test_private_redis.py
+	--ignore=tests/console/test_private_redis.py --ignore=tests/console/test_packaging.py \
+	--ignore=tests/console/test_settings.py --ignore=tests/console/test_logging.py
 test: $(STAMP) browser redis
 	$(VENV)/bin/python -m pytest
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest tests/engine

@@ -26,6 +26,8 @@ def _django() -> None:
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    # A command's own output is what it prints; the store's reports only when they warn.
+    os.environ.setdefault("TIDEMARK_LOG_LEVEL", "WARNING")
     django.setup()
 
 
@@ -235,6 +237,8 @@ def _redrive(args: argparse.Namespace) -> int:
 
 def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        from storeadapter.access import close_all
+
         _django()
         try:
             return handler(args)
@@ -243,6 +247,8 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
             return EXIT_STORE_ERROR
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
+        finally:
+            close_all()  # a clean close: the next opening finds no crash to recover
 
     return run
 

@@ -128,7 +128,16 @@ def test_a_reset_to_a_bad_time_is_one_sentence(home):
     )
 
     assert result.returncode == 3
-    assert result.stderr.startswith("error: --to-datetime 'x' is not an ISO 8601 time")
+    assert result.stderr == "error: --to-datetime 'x' is not an ISO 8601 time\n"
+
+
+def test_the_verbs_close_the_store_cleanly(home):
+    """Each command closes the store: the next opening finds a clean shutdown, not a crash."""
+    assert tidemark(home, "lag", "--group", "billing").returncode == 0
+
+    stat = json.loads(tidemark(home, "stat", "--json").stdout)
+
+    assert stat["last_recovery"]["clean_shutdown"] is True
 
 
 def test_redrive_dlq_of_a_group_without_dead_letters_sends_nothing(home):
