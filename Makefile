@@ -23,7 +23,7 @@ help:
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
-	$(VENV)/bin/pip install -e '.[dev,bench]'
+	$(VENV)/bin/pip install -e '.[dev,bench,spark,postgres]'
 	touch $@
 
 install: $(STAMP)
@@ -45,13 +45,25 @@ redis:
 
 # pytest exits non-zero on any failure, and with 5 when no test ran. The engine suite
 # runs a second time with every topic shared (all queues' entries in shared block files).
+# The Celery tests use the Redis at TIDEMARK_TEST_REDIS_URL (127.0.0.1:6379/15), or a
+# private redis-server the session starts when none answers (tests/conftest.py).
 # Two workers (pytest-xdist), each test file whole on one of them: most tests wait on a
 # disk flush, a worker process or a browser, and module fixtures start once.
+# The console, API and alerts suites run once more on PostgreSQL (TEST_DATABASE_URL;
+# Django's runner makes test_<name> and drops it), leaving out the tests that start their
+# own processes on their own SQLite files and the schema fuzz (no database question).
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
-test: $(STAMP) browser
+TEST_DATABASE_URL ?= postgres://root@127.0.0.1:5432/tidemark
+PG_SUITES = tests/console tests/api tests/alerts
+PG_LEFT_OUT = --ignore=tests/api/test_schema_fuzz.py --ignore=tests/console/test_serving.py \
+	--ignore=tests/console/test_tidemark_command.py --ignore=tests/console/test_without_spark.py \
+	--ignore=tests/console/test_private_redis.py --ignore=tests/console/test_packaging.py \
+	--ignore=tests/console/test_settings.py --ignore=tests/console/test_logging.py
+test: $(STAMP) browser redis
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) tests/engine
+	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) $(PG_SUITES) $(PG_LEFT_OUT)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -13,6 +13,7 @@ from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
 
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
@@ -74,6 +75,26 @@ def env_path(
         return default
     path = Path(value).expanduser()
     return path if path.is_absolute() else base_dir / path
+
+
+def load_env_file(base_dir: Path) -> Path | None:
+    """Read ``.env`` (or the file ``TIDEMARK_ENV_FILE`` names) into the environment,
+    leaving variables that are already set alone; the file read, or None.
+
+    So ``manage.py``, Celery and gunicorn started by hand see what ``make run`` sees.
+    """
+    named = _raw("TIDEMARK_ENV_FILE", None)
+    path = Path(named).expanduser() if named else base_dir / ".env"
+    if not path.is_file():
+        return None
+    load_dotenv(path, override=False)
+    return path
+
+
+def project_dir(code_dir: Path) -> Path:
+    """Where relative paths and ``var/`` are taken from: the source checkout (it holds
+    manage.py), or for an installed package the current folder."""
+    return code_dir if (code_dir / "manage.py").is_file() else Path.cwd()
 
 
 def database_config(url: str | None, base_dir: Path) -> dict[str, Any]:

@@ -4,10 +4,14 @@ Every value can be overridden by an environment variable; `.env.example` lists t
 with their defaults.
 """
 
+import ipaddress
+from datetime import timedelta
 from pathlib import Path
 
+from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
+
 from console.api.names import PATH_NAME_PATTERN
-from console.assets import plotly_static_dir
 from console.env import (
     database_config,
     env_bool,
@@ -15,12 +19,23 @@ from console.env import (
     env_list,
     env_path,
     env_str,
+    load_env_file,
+    project_dir,
     secret_key,
 )
+from console.logs import logging_config
 from storeadapter.reset_modes import MODE_NAMES, UNDO
+from storeadapter.store_env import StoreSettingError, store_options
 
+#: Where the code is; PROJECT_DIR is where relative paths and var/ are taken from (the
+#: source checkout, or the current folder for an installed package).
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
+PROJECT_DIR = project_dir(BASE_DIR)
+# Before anything reads the environment: .env fills in what is not set.
+load_env_file(PROJECT_DIR)
+VAR_DIR = PROJECT_DIR / "var"
+#: The pages and assets, inside the package (links to the top-level folders in a checkout).
+SITE_DIR = Path(__file__).resolve().parent / "site"
 
 # Off unless DEBUG is set on (`make run` sets it for development): Django's debug pages,
 # which list every URL pattern and show tracebacks, are never shown by default.
@@ -32,7 +47,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "testserver
 # HTTP with DEBUG on (set explicitly), where all of these default to off.
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
 # Load balancers probe over plain HTTP inside the network.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^healthz/background$", r"^metrics$"]
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
@@ -62,6 +77,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "console.core",
     "console.health",
     "console.accounts",
@@ -78,6 +94,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Hashed, compressed static files with long cache headers (collectstatic writes them).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -88,6 +107,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "console.core.middleware.FreezeStartupObjectsMiddleware",
+    "console.api.middleware.NoStoreMiddleware",
+    # Last, as django-axes asks: it answers a locked-out login.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -97,7 +119,7 @@ ASGI_APPLICATION = "console.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [SITE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -106,12 +128,13 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "console.accounts.context_processors.roles",
                 "console.accounts.context_processors.navigation",
+                "console.core.context_processors.spark",
             ],
         },
     },
 ]
 
-DATABASES = {"default": database_config(env_str("DATABASE_URL", ""), BASE_DIR)}
+DATABASES = {"default": database_config(env_str("DATABASE_URL", ""), PROJECT_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -120,6 +143,43 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# Login throttling (django-axes): after TIDEMARK_LOGIN_FAILURE_LIMIT wrong passwords for one
+# user name, or from one client address, logins are refused (429) for
+# TIDEMARK_LOGIN_LOCKOUT_MINUTES.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("TIDEMARK_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("TIDEMARK_LOGIN_LOCKOUT_MINUTES", 15))
+# Either criterion locks: one user name tried from anywhere, or one address trying any.
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_CLIENT_IP_CALLABLE = "console.accounts.throttle.client_ip"
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+#: Password-reset mails per address (and per client address) per hour.
+TIDEMARK_PASSWORD_RESETS_PER_HOUR = env_int("TIDEMARK_PASSWORD_RESETS_PER_HOUR", 3)
+#: A login lasts this long (hours), whatever the activity.
+SESSION_COOKIE_AGE = env_int("TIDEMARK_SESSION_HOURS", 12) * 3600
+
+# Content-Security-Policy (django-csp): scripts only from the console itself. Styles may be
+# inline: Plotly and Swagger UI set them.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:", "blob:"],
+        "font-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
@@ -131,17 +191,39 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+STATICFILES_DIRS = [SITE_DIR / "static"]
 # plotly.min.js comes from the plotly package itself (no CDN): {% static 'plotly.min.js' %}.
-STATICFILES_DIRS = [BASE_DIR / "static", plotly_static_dir()]
-STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "console.assets.PlotlyFinder",
+]
+#: Where `manage.py collectstatic` writes (a deploy step); whitenoise serves it.
+STATIC_ROOT = env_path("TIDEMARK_STATIC_ROOT", VAR_DIR / "static", PROJECT_DIR)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed names (cached for a year) and gzip + brotli copies, made by collectstatic.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# Request errors, Celery task failures and the store's recovery and retention reports go to
+# stderr; TIDEMARK_LOG_FORMAT=json writes one JSON object a line.
+LOGGING = logging_config(
+    env_str("TIDEMARK_LOG_FORMAT", "plain"), env_str("TIDEMARK_LOG_LEVEL", "INFO")
+)
 
 # Tidemark services.
-TIDEMARK_STORE_DIR = env_path("TIDEMARK_STORE_DIR", VAR_DIR / "store", BASE_DIR)
-TIDEMARK_FLUSH_MODE = env_str("TIDEMARK_FLUSH_MODE", "async")
+TIDEMARK_STORE_DIR = env_path("TIDEMARK_STORE_DIR", VAR_DIR / "store", PROJECT_DIR)
+#: StoreConfig fields from the environment (storeadapter/store_env.py lists them).
+try:
+    TIDEMARK_STORE_OPTIONS = store_options()
+except StoreSettingError as error:
+    raise ImproperlyConfigured(str(error)) from None
+TIDEMARK_FLUSH_MODE = TIDEMARK_STORE_OPTIONS.get("flush_mode", "async")
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
-#: /readyz: seconds within which some background task must have finished (a worker is
-#: alive), and the timeout of its Redis ping.
+#: /healthz/background: seconds within which some background task must have finished (a
+#: worker is alive), and the timeout of its checks.
 TIDEMARK_READY_WORKER_WINDOW_S = env_int("TIDEMARK_READY_WORKER_WINDOW_S", 120)
 TIDEMARK_READY_TIMEOUT_S = 2
 
@@ -170,6 +252,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Topics, queues, messages, consumer groups and storage of a Tidemark store.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema needs a login (a viewer's session or token), as every page does.
+    "SERVE_PERMISSIONS": ["console.api.permissions.RolePermission"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -226,7 +310,7 @@ TIDEMARK_EXPIRY_CHECK_S = env_int("TIDEMARK_EXPIRY_CHECK_S", 3600)
 TIDEMARK_RETENTION_HOUR = env_int("TIDEMARK_RETENTION_HOUR", 4)
 #: Archive each commit-log segment to Parquet (under this directory, through Spark) before
 #: retention deletes it; empty means no archive. A segment whose archive failed is kept.
-TIDEMARK_ARCHIVE_DIR = env_path("TIDEMARK_ARCHIVE_DIR", None, BASE_DIR)
+TIDEMARK_ARCHIVE_DIR = env_path("TIDEMARK_ARCHIVE_DIR", None, PROJECT_DIR)
 #: Seconds between downsampling runs of the metric history.
 TIDEMARK_DOWNSAMPLE_INTERVAL_S = env_int("TIDEMARK_DOWNSAMPLE_INTERVAL_S", 600)
 CELERY_BEAT_SCHEDULE = {
@@ -273,3 +357,12 @@ EMAIL_BACKEND = (
     if EMAIL_HOST
     else "django.core.mail.backends.console.EmailBackend"
 )
+
+# /metrics (Prometheus): scrapers send `Authorization: Bearer <TIDEMARK_METRICS_TOKEN>`, or
+# come from an address in TIDEMARK_METRICS_ALLOW (addresses or networks).
+TIDEMARK_METRICS_TOKEN = env_str("TIDEMARK_METRICS_TOKEN", "")
+TIDEMARK_METRICS_ALLOW = env_list("TIDEMARK_METRICS_ALLOW", ["127.0.0.1", "::1"])
+try:
+    [ipaddress.ip_network(entry, strict=False) for entry in TIDEMARK_METRICS_ALLOW]
+except ValueError as error:
+    raise ImproperlyConfigured(f"TIDEMARK_METRICS_ALLOW: {error}.") from None

@@ -3,6 +3,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from console.monitoring.scrape import metrics
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("console.accounts.urls")),
@@ -15,6 +17,7 @@ urlpatterns = [
     path("tasks/", include("console.background.urls")),
     path("monitoring/", include("console.monitoring.urls")),
     path("api/", include("console.api.urls")),
+    path("metrics", metrics, name="metrics"),
     path("", include("console.health.urls")),
     path("", include("console.core.urls")),
 ]

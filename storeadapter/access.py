@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from storeadapter.engine import MessageStore, StoreConfig
+from storeadapter.reports import log_recovery
 
 _lock = threading.Lock()
 _stores: dict[Path, MessageStore] = {}
@@ -29,7 +31,9 @@ def store_at(path: str | os.PathLike, config: StoreConfig | None = None) -> Mess
             _owner_pid = os.getpid()
         store = _stores.get(key)
         if store is None or store.closed:
+            opening_ms = time.time_ns() // 1_000_000  # recovery stamps the wall clock
             store = _stores[key] = MessageStore.open(key, config)
+            log_recovery(store, opening_ms)
         return store
 
 

@@ -22,10 +22,12 @@ from django.test import Client
 
 from console.accounts.roles import ensure_role_groups
 
+
 def _test_redis_url() -> str:
     """The machine's Redis, on a database no `make run` uses (flushed before and after):
     15, or 15 − n for pytest-xdist's worker n, so that workers never flush each other's.
-    TIDEMARK_TEST_REDIS_URL picks another (two suites running at once must not share one)."""
+    TIDEMARK_TEST_REDIS_URL picks another (two suites running at once must not share one).
+    When nothing answers there, the session starts a private redis-server (private_redis)."""
     chosen = os.environ.get("TIDEMARK_TEST_REDIS_URL")
     if chosen:
         return chosen
@@ -34,6 +36,52 @@ def _test_redis_url() -> str:
 
 
 TEST_REDIS_URL = _test_redis_url()
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_redis(tmp_path_factory):
+    """A redis-server of the session's own on a free loopback port, when none answers at
+    TEST_REDIS_URL (a fresh machine), as `make run` does; stopped by its PID at the end."""
+    global TEST_REDIS_URL
+    if _redis_answers(TEST_REDIS_URL):
+        yield TEST_REDIS_URL
+        return
+    import shutil
+    import socket
+    import subprocess
+
+    if shutil.which("redis-server") is None:
+        pytest.fail(f"no Redis answers at {TEST_REDIS_URL} and redis-server is not installed")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    home = tmp_path_factory.mktemp("redis")
+    server = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--dir", str(home)]
+        + ["--save", "", "--appendonly", "no", "--daemonize", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/15"
+    try:
+        _wait_for(lambda: _redis_answers(url), timeout=30, what="the private redis-server")
+        TEST_REDIS_URL = url
+        os.environ["TIDEMARK_TEST_REDIS_URL"] = url
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 @pytest.fixture

@@ -1,9 +1,23 @@
 """The console's settings for the test suite: a workstation's (DEBUG on, as `make run` sets
 it; pytest-django turns DEBUG off again while tests run), before any other import reads them.
-Subprocesses the tests start inherit both variables."""
+Subprocesses the tests start inherit both variables. A developer's .env is not read: the
+tests set what they need themselves.
+
+Static files are served from their folders (no collectstatic, no manifest of hashed names);
+tests/console/test_serving.py runs gunicorn with the production storage.
+"""
 
 import os
 
 os.environ.setdefault("DEBUG", "true")
+os.environ.setdefault("TIDEMARK_ENV_FILE", os.devnull)
 
 from console.settings import *  # noqa: E402, F403
+
+STORAGES = {
+    **STORAGES,  # noqa: F405
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+# Whitenoise serves STATIC_ROOT once collectstatic wrote it; the tests never run that here,
+# so it looks files up when asked (and does not warn at start that STATIC_ROOT is missing).
+WHITENOISE_AUTOREFRESH = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models
@@ -14,6 +15,12 @@ TOKEN_PREFIX_LENGTH = 8
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def password_stamp(user) -> str:
+    """A digest of the user's stored password hash: it changes whenever the password is
+    changed or reset, and a token made before then stops working."""
+    return hashlib.sha256(f"tidemark-token:{user.password}".encode()).hexdigest()
 
 
 class ApiToken(models.Model):
@@ -27,6 +34,12 @@ class ApiToken(models.Model):
     key_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    #: None: never expires.
+    expires_at = models.DateTimeField(null=True, blank=True)
+    #: Reads only (GET, HEAD, OPTIONS), whatever its user's role allows.
+    read_only = models.BooleanField(default=False)
+    #: ``password_stamp`` of its user when it was made; empty for tokens made before stamps.
+    password_stamp = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -35,10 +48,37 @@ class ApiToken(models.Model):
         return f"{self.name} ({self.prefix}…)"
 
     @classmethod
-    def issue(cls, user, name: str) -> tuple[ApiToken, str]:
+    def issue(
+        cls, user, name: str, expires_at: datetime | None = None, read_only: bool = False
+    ) -> tuple[ApiToken, str]:
         """A new token for ``user`` and its key, which is not kept: show it once."""
         key = secrets.token_urlsafe(32)
         token = cls.objects.create(
-            user=user, name=name, prefix=key[:TOKEN_PREFIX_LENGTH], key_hash=hash_key(key)
+            user=user,
+            name=name,
+            prefix=key[:TOKEN_PREFIX_LENGTH],
+            key_hash=hash_key(key),
+            expires_at=expires_at,
+            read_only=read_only,
+            password_stamp=password_stamp(user),
         )
         return token, key
+
+    def refusal(self, now: datetime) -> str | None:
+        """Why this token cannot be used now (a sentence), or None."""
+        if not self.user.is_active:
+            return "The token's user is deactivated."
+        if self.expires_at is not None and self.expires_at <= now:
+            return f"The token expired at {self.expires_at:%Y-%m-%d %H:%M:%S} UTC."
+        if self.password_stamp != password_stamp(self.user):
+            return "The token's user changed their password since it was made; make a new one."
+        return None
+
+
+class PasswordResetRequest(models.Model):
+    """One password-reset mail asked for: what the per-hour limit counts."""
+
+    #: SHA-256 of the address asked for, lower-cased (the address itself is not kept).
+    address_hash = models.CharField(max_length=64, db_index=True)
+    client_ip = models.CharField(max_length=45, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)

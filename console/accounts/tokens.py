@@ -2,17 +2,21 @@
 
 Any user with a role creates tokens for themselves; a token acts with its user's role.
 The key is shown once, on the response to the POST that made it (never cached), and is
-stored only as a hash. Users revoke their own tokens; admins see and revoke everyone's.
-Creating and revoking write audit rows (never the key).
+stored only as a hash. A token may expire (30 days by default) and may be read-only; it
+stops working when its user's password is changed or reset. Users revoke their own tokens;
+admins see and revoke everyone's. Creating and revoking write audit rows (never the key).
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 from django import forms
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods
 
@@ -24,10 +28,31 @@ from console.audit.log import record
 MAX_TOKENS_PER_USER = 20
 
 
+#: How long a new token may live, in days (0: until revoked).
+EXPIRY_CHOICES = [(30, "30 days"), (90, "90 days"), (365, "a year"), (7, "7 days"), (0, "never")]
+
+
 class TokenCreateForm(forms.Form):
     name = forms.CharField(
         max_length=100, help_text="What the token is for, such as “deploy script”."
     )
+    expires_in = forms.TypedChoiceField(
+        label="Expires in",
+        choices=EXPIRY_CHOICES,
+        coerce=int,
+        initial=30,
+        required=False,
+        empty_value=30,
+    )
+    read_only = forms.BooleanField(
+        label="Read only",
+        required=False,
+        help_text="It may only read, whatever your role allows.",
+    )
+
+    def expires_at(self) -> datetime | None:
+        days = self.cleaned_data["expires_in"]
+        return timezone.now() + timedelta(days=days) if days else None
 
 
 def _list_url() -> str:
@@ -50,12 +75,22 @@ def token_list(request: HttpRequest) -> HttpResponse:
         if ApiToken.objects.filter(user=request.user).count() >= MAX_TOKENS_PER_USER:
             form.add_error(None, f"You hold {MAX_TOKENS_PER_USER} tokens; revoke one first.")
         else:
-            token, key = ApiToken.issue(request.user, form.cleaned_data["name"])
+            token, key = ApiToken.issue(
+                request.user,
+                form.cleaned_data["name"],
+                expires_at=form.expires_at(),
+                read_only=form.cleaned_data["read_only"],
+            )
             record(
                 request.user,
                 "token.create",
                 f"token {token.prefix}… of {request.user.get_username()}",
-                after={"name": token.name, "prefix": token.prefix},
+                after={
+                    "name": token.name,
+                    "prefix": token.prefix,
+                    "expires_at": token.expires_at,
+                    "read_only": token.read_only,
+                },
                 link=_list_url(),
             )
             response = render(request, "accounts/token_created.html", {"token": token, "key": key})

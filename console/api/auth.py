@@ -22,9 +22,10 @@ class ApiTokenAuthentication(TokenAuthentication):
             token = ApiToken.objects.select_related("user").get(key_hash=hash_key(key))
         except ApiToken.DoesNotExist:
             raise exceptions.AuthenticationFailed("That token is not valid.") from None
-        if not token.user.is_active:
-            raise exceptions.AuthenticationFailed("The token's user is deactivated.")
         now = timezone.now()
+        refusal = token.refusal(now)
+        if refusal is not None:
+            raise exceptions.AuthenticationFailed(refusal)
         if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         return token.user, token

@@ -11,7 +11,8 @@ class RolePermission(BasePermission):
     """Reads need viewer; changes need the view's ``change_role`` (admin by default).
 
     A view may name a role per method in ``method_roles`` ({"POST": "operator"}).
-    Anonymous requests get 401, users without the role 403.
+    Anonymous requests get 401, users without the role 403, and a read-only token anything
+    but a read 403.
     """
 
     message = "Your role does not allow this."
@@ -20,6 +21,9 @@ class RolePermission(BasePermission):
         if not request.user or not request.user.is_authenticated:
             return False
         method = request.method.upper()
+        if getattr(request.auth, "read_only", False) and method not in SAFE_METHODS:
+            self.message = "This token is read-only: it may only read."
+            return False
         roles = getattr(view, "method_roles", {})
         if method in roles:
             needed = roles[method]

@@ -5,6 +5,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from console.audit.models import AuditEntry
+from console.core.bounds import BoundedDateField
 
 
 class AuditFilterForm(forms.Form):
@@ -17,10 +18,10 @@ class AuditFilterForm(forms.Form):
     )
     user = forms.CharField(required=False, max_length=150, label="User")
     target = forms.CharField(required=False, max_length=200, label="Target contains")
-    date_from = forms.DateField(
+    date_from = BoundedDateField(
         required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
     )
-    date_to = forms.DateField(
+    date_to = BoundedDateField(
         required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
     )
 

@@ -18,6 +18,7 @@ from django.conf import settings
 
 from storeadapter.access import store_exists
 from storeadapter.engine import MessageStore
+from storeadapter.spark_support import require_spark
 
 Progress = Callable[[float], None]
 
@@ -54,6 +55,7 @@ def archived_segments(archive_dir: str | os.PathLike) -> set[str]:
     """The names of the segments whose archive was read back, verified and made durable.
     A local directory is read directly; another URI (``hdfs://``, ``s3a://``…) through
     Spark's file system."""
+    require_spark()
     from storeadapter.spark.jobs.archive import verified_segments
 
     text = str(archive_dir)
@@ -63,6 +65,7 @@ def archived_segments(archive_dir: str | os.PathLike) -> set[str]:
 
 
 def _spark(app_name: str, console_progress: bool):
+    require_spark()
     from storeadapter.spark import spark_session
 
     shown = "true" if console_progress else "false"
@@ -110,6 +113,7 @@ def run_archive(
 ) -> dict:
     """Archive one segment again (``segment``), or every sealed segment the manifest does
     not list yet; ``{"segments": [summaries], "messages", "bytes"}``."""
+    require_spark()
     from storeadapter.spark.errors import our_sentence
     from storeadapter.spark.jobs.archive import archive_segment, archive_store
 
@@ -149,6 +153,7 @@ def run_replay(
 ) -> dict:
     """Append the archived messages of ``topic`` in the window to ``into`` (default the
     same topic); ``{"sent", "topic", "into"}``."""
+    require_spark()
     from storeadapter.spark import logview
     from storeadapter.spark.jobs.replay import replay
 

@@ -19,6 +19,8 @@ class TaskRun(models.Model):
     every_s = models.FloatField()
     last_started_at = models.DateTimeField(null=True, blank=True)
     last_finished_at = models.DateTimeField(null=True, blank=True)
+    #: When a run last ended well: /metrics' age since the last success.
+    last_ok_at = models.DateTimeField(null=True, blank=True)
     last_duration_ms = models.FloatField(null=True, blank=True)
     last_outcome = models.CharField(max_length=10, choices=OUTCOMES, blank=True)
     last_message = models.TextField(blank=True)

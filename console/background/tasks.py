@@ -39,6 +39,7 @@ from console.background.tracking import record_progress, tracked
 from console.core.store import get_store
 from storeadapter.disk_use import disk_use
 from storeadapter.engine import clock
+from storeadapter.reports import log_retention
 
 FLUSH_TASK = "console.background.tasks.flush_store"
 EXPIRE_TASK = "console.background.tasks.expire_segments"
@@ -158,7 +159,10 @@ def expire_segments() -> str:
         )
     archive_dir = settings.TIDEMARK_ARCHIVE_DIR
     if not archive_dir:
-        return summarize(store.delete_expired(now_ms=to_ms(now)).as_dict(), why)
+        report = store.delete_expired(now_ms=to_ms(now)).as_dict()
+        text = summarize(report, why)
+        log_retention(report, text)
+        return text
     outcome = archive_due(
         store, to_ms(now), archive_dir, progress=lambda done: record_progress(EXPIRE_TASK, done)
     )
@@ -167,6 +171,7 @@ def expire_segments() -> str:
         now_ms=to_ms(now), may_delete=lambda segment: segment["name"] in listed
     ).as_dict()
     text = f"{summarize(report, why)} {archived_text(outcome, report)}"
+    log_retention(report, text)
     if outcome.failed_segment is not None:
         raise ArchiveFailedError(text)
     return text

@@ -89,8 +89,10 @@ def tracked(
                 # A lock that expired meanwhile cannot be released; the next run takes anew.
                 with contextlib.suppress(redis.exceptions.LockError):
                     lock.release()
+            finished = timezone.now()
             TaskRun.objects.filter(pk=row.pk).update(
-                last_finished_at=timezone.now(),
+                last_finished_at=finished,
+                last_ok_at=finished,
                 last_duration_ms=(time.monotonic() - started) * 1000,
                 last_outcome=TaskRun.OK,
                 last_message=_message(result),

@@ -6,6 +6,7 @@ import re
 
 from django import forms
 
+from console.core.bounds import BoundedDateTimeField
 from storeadapter.engine.names import MAX_NAME_LENGTH
 from storeadapter.reset_modes import MAX_NAMED_QUEUES, MAX_SHIFT, MODES_BY_NAME, RESET_MODES
 
@@ -30,7 +31,7 @@ class ResetForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
         help_text="For “an offset per queue”: one queue=offset a line; other queues stay.",
     )
-    when = forms.DateTimeField(
+    when = BoundedDateTimeField(
         label="Time (UTC)",
         required=False,
         input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"],

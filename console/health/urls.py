@@ -1,4 +1,5 @@
-"""/healthz (the process answers) and /readyz (its dependencies answer), for load balancers."""
+"""/healthz (the process answers) and /readyz (the store and database answer), for load
+balancers; /healthz/background (Redis and a worker answer), for monitors."""
 
 from django.urls import path
 
@@ -7,4 +8,5 @@ from console.health import views
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("healthz/background", views.background, name="healthz-background"),
 ]

@@ -1,11 +1,14 @@
 """Liveness and readiness checks; no login (load balancers call them), no sensitive data.
 
 ``/healthz`` answers as long as the process serves requests: it touches neither the
-database nor the store. ``/readyz`` checks what a request needs: the store open, not failed
-and below its disk reject ratio; Redis answering at ``REDIS_URL``; the database answering;
-a Celery worker seen lately (some tracked task finished within
-``TIDEMARK_READY_WORKER_WINDOW_S``). It answers 200 when all pass, else 503 naming the
-failing checks. Failures are named by kind only: no URLs, paths or hosts.
+database nor the store. ``/readyz`` checks what this replica needs to serve requests: the
+store open, not failed and below its disk reject ratio, and the database answering.
+``/healthz/background`` checks the background work, which every replica shares: Redis
+answering at ``REDIS_URL`` and a Celery worker seen lately (some tracked task finished
+within ``TIDEMARK_READY_WORKER_WINDOW_S``); a dead worker must not take every web replica
+out of rotation, so it is not part of readiness (``/tasks/`` shows it too). Each answers
+200 when all its checks pass, else 503 naming the failing ones. Failures are named by kind
+only: no URLs, paths or hosts.
 """
 
 from __future__ import annotations
@@ -99,12 +102,10 @@ def check_worker() -> str:
     return f"a task finished in the last {window} s"
 
 
-CHECKS: dict[str, Check] = {
-    "store": check_store,
-    "redis": check_redis,
-    "database": check_database,
-    "worker": check_worker,
-}
+#: What a web replica needs to serve requests: /readyz.
+READY_CHECKS: dict[str, Check] = {"store": check_store, "database": check_database}
+#: The shared background work: /healthz/background.
+BACKGROUND_CHECKS: dict[str, Check] = {"redis": check_redis, "worker": check_worker}
 
 
 def run_checks(checks: dict[str, Check]) -> dict[str, dict[str, object]]:
@@ -118,12 +119,24 @@ def run_checks(checks: dict[str, Check]) -> dict[str, dict[str, object]]:
     return results
 
 
+def _answer(checks: dict[str, Check], good: str, bad: str) -> JsonResponse:
+    results = run_checks(checks)
+    failing = [name for name, result in results.items() if not result["ok"]]
+    body = {"status": bad if failing else good, "failing": failing, "checks": results}
+    return JsonResponse(body, status=503 if failing else 200)
+
+
 @login_not_required
 @never_cache
 @require_safe
 def readyz(request: HttpRequest) -> JsonResponse:
-    """Readiness: 200 when every check passes, else 503 with the failing ones named."""
-    results = run_checks(CHECKS)
-    failing = [name for name, result in results.items() if not result["ok"]]
-    body = {"status": "not ready" if failing else "ready", "failing": failing, "checks": results}
-    return JsonResponse(body, status=503 if failing else 200)
+    """Readiness: 200 when the store and the database answer, else 503 naming the failing."""
+    return _answer(READY_CHECKS, "ready", "not ready")
+
+
+@login_not_required
+@never_cache
+@require_safe
+def background(request: HttpRequest) -> JsonResponse:
+    """The background work: 200 when Redis and a worker answer, else 503 naming them."""
+    return _answer(BACKGROUND_CHECKS, "ok", "failing")

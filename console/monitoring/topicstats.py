@@ -14,6 +14,7 @@ from django.db import transaction
 
 from console.monitoring.models import TopicMinuteStats
 from storeadapter.access import store_exists
+from storeadapter.spark_support import require_spark
 
 UPDATED_FIELDS = ["messages", "bytes", "distinct_keys", "size_histogram"]
 
@@ -40,6 +41,7 @@ def run_topic_statistics(
     store_dir = Path(settings.TIDEMARK_STORE_DIR)
     if not store_exists(store_dir):
         raise NoStore(f"There is no store at {store_dir} (TIDEMARK_STORE_DIR).")
+    require_spark()
 
     from storeadapter.spark import spark_session
     from storeadapter.spark.jobs.stats import topic_statistics

@@ -2,7 +2,8 @@
 
 Exit codes: 0 done (``verify``: the store is healthy); 1 ``verify`` found damage;
 2 bad usage; 3 the store refused, is not a Tidemark store or cannot be read (the
-sentence says why); 130 interrupted.
+sentence says why); 130 interrupted. Only ``create-topic`` creates a store where there is
+none; every other command refuses such a directory (exit 3) and leaves it as it was.
 """
 
 from __future__ import annotations
@@ -20,18 +21,20 @@ from .errors import StoreError
 from .results import Message, StoredMessage
 from .store import MessageStore
 from .verify import LABELS as VERIFY_LABELS
-from .verify import verify_store
+from .verify import is_store, verify_store
 
 EXIT_OK, EXIT_CORRUPT, EXIT_USAGE, EXIT_STORE_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: The only command that may create a store where there is none; the others refuse.
+CREATES_STORE = frozenset({"create-topic"})
 
 
 def _default_dir() -> str:
     return os.environ.get("TIDEMARK_STORE_DIR") or "var/store"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m storeadapter.engine") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m storeadapter.engine",
+        prog=prog,
         description="Create topics, produce, consume, inspect and verify a Tidemark store.",
     )
     parser.add_argument(
@@ -102,10 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser(prog) if prog else build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command not in CREATES_STORE and not is_store(Path(args.dir)):
+            raise StoreError(
+                f"{args.dir} is not a Tidemark store: it holds no commit log (no commitlog "
+                "directory) and no store.json; check --dir or TIDEMARK_STORE_DIR, or make "
+                "one with create-topic"
+            )
         if args.command == "verify":
             return _verify(args)
         config = StoreConfig(segment_bytes=_segment_bytes(args), flush_mode=args.flush_mode)

@@ -1,4 +1,5 @@
-"""/api/schema/ and /api/docs/: the OpenAPI document, and Swagger UI served locally."""
+"""/api/schema/ and /api/docs/: the OpenAPI document, and Swagger UI served locally; both
+need a viewer's login (a session, or a token for the schema)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,39 @@ import pytest
 pytestmark = pytest.mark.django_db
 
 
-def test_the_schema_is_openapi_3_with_every_resource(client):
-    schema = client.get("/api/schema/?format=json").json()
+@pytest.fixture
+def reader(viewer):
+    """A viewer's browser session (the docs page is a page: it knows sessions, not tokens)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(viewer)
+    return client
+
+
+def test_the_schema_and_docs_need_a_login(client):
+    assert client.get("/api/schema/?format=json").status_code == 401
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 302
+    assert docs["Location"].startswith("/accounts/login/?next=/api/docs/")
+
+
+def test_the_schema_takes_a_token_too(as_viewer):
+    assert as_viewer.get("/api/schema/?format=json").status_code == 200
+
+
+def test_the_docs_page_starts_swagger_ui_from_a_script_file(reader):
+    page = reader.get("/api/docs/").content.decode()
+    script = re.search(r'<script src="([^"]*\?script[^"]*)"', page)
+
+    assert script, page
+    answer = reader.get(script.group(1).replace("&amp;", "&"))
+    assert answer.status_code == 200
+    assert b"SwaggerUIBundle" in answer.content
+
+
+def test_the_schema_is_openapi_3_with_every_resource(reader):
+    schema = reader.get("/api/schema/?format=json").json()
 
     assert schema["openapi"].startswith("3.")
     for path in (
@@ -22,8 +54,8 @@ def test_the_schema_is_openapi_3_with_every_resource(client):
         assert path in schema["paths"], path
 
 
-def test_every_operation_documents_the_error_shape(client):
-    schema = client.get("/api/schema/?format=json").json()
+def test_every_operation_documents_the_error_shape(reader):
+    schema = reader.get("/api/schema/?format=json").json()
 
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
@@ -37,8 +69,8 @@ def test_every_operation_documents_the_error_shape(client):
                 ), (method, path, status)
 
 
-def test_each_operation_lists_the_errors_it_can_give_and_no_others(client):
-    paths = client.get("/api/schema/?format=json").json()["paths"]
+def test_each_operation_lists_the_errors_it_can_give_and_no_others(reader):
+    paths = reader.get("/api/schema/?format=json").json()["paths"]
 
     def errors(path, method):
         return sorted(s for s in paths[path][method]["responses"] if s >= "400")
@@ -78,15 +110,15 @@ def test_each_operation_lists_the_errors_it_can_give_and_no_others(client):
     ]
 
 
-def test_the_schema_declares_token_auth(client):
-    schema = client.get("/api/schema/?format=json").json()
+def test_the_schema_declares_token_auth(reader):
+    schema = reader.get("/api/schema/?format=json").json()
 
     schemes = schema["components"]["securitySchemes"]
     assert any(s.get("scheme") == "bearer" or s.get("in") == "header" for s in schemes.values())
 
 
-def test_the_docs_page_loads_its_assets_from_this_server(client):
-    page = client.get("/api/docs/").content.decode()
+def test_the_docs_page_loads_its_assets_from_this_server(reader):
+    page = reader.get("/api/docs/").content.decode()
 
     sources = re.findall(r'(?:src|href)="([^"]+)"', page)
     assert sources, page

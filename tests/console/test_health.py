@@ -1,4 +1,5 @@
-"""/healthz (the process answers) and /readyz (store, Redis, database, a worker), no login."""
+"""/healthz (the process answers), /readyz (the store and the database) and
+/healthz/background (Redis and a worker), no login."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def worker_seen(db) -> TaskRun:
 
 @pytest.fixture
 def ready(store, redis_db, worker_seen):
-    """Everything /readyz checks is up: a store, the test Redis, the database, a worker."""
+    """Everything the checks look at is up: a store, the test Redis, the database, a worker."""
     return store
 
 
@@ -67,8 +68,25 @@ def test_readyz_is_200_when_every_check_passes(client, ready):
     body = response.json()
     assert body["status"] == "ready"
     assert body["failing"] == []
-    assert set(body["checks"]) == {"store", "redis", "database", "worker"}
+    assert set(body["checks"]) == {"store", "database"}
     assert all(check["ok"] for check in body["checks"].values())
+
+
+def test_background_is_200_when_redis_and_a_worker_answer(client, ready):
+    response = client.get("/healthz/background")
+
+    assert response.status_code == 200, response.json()
+    assert set(response.json()["checks"]) == {"redis", "worker"}
+
+
+def test_a_dead_worker_or_redis_keeps_the_replica_ready(client, store, settings, db):
+    """No worker ever ran and Redis is gone: every replica stays in rotation (issue 21)."""
+    settings.REDIS_URL = CLOSED_REDIS_URL
+
+    assert client.get("/readyz").status_code == 200
+    response = client.get("/healthz/background")
+    assert response.status_code == 503
+    assert response.json()["failing"] == ["redis", "worker"]
 
 
 def test_readyz_needs_no_login(client, ready):
@@ -78,50 +96,51 @@ def test_readyz_needs_no_login(client, ready):
     assert response["Content-Type"] == "application/json"
 
 
-def test_readyz_names_redis_when_it_does_not_answer(client, ready, settings):
+def test_background_names_redis_when_it_does_not_answer(client, ready, settings):
     settings.REDIS_URL = CLOSED_REDIS_URL
 
-    response = client.get("/readyz")
+    response = client.get("/healthz/background")
 
     assert response.status_code == 503
     body = response.json()
-    assert body["status"] == "not ready"
+    assert body["status"] == "failing"
     assert body["failing"] == ["redis"]
     assert "redis did not answer" in body["checks"]["redis"]["detail"]
 
 
-def test_readyz_does_not_show_the_redis_url_or_store_path(client, ready, settings):
+@pytest.mark.parametrize("path", ["/readyz", "/healthz/background"])
+def test_checks_do_not_show_the_redis_url_or_store_path(client, ready, settings, path):
     settings.REDIS_URL = CLOSED_REDIS_URL
 
-    text = client.get("/readyz").content.decode()
+    text = client.get(path).content.decode()
 
     assert "127.0.0.1" not in text
     assert str(settings.TIDEMARK_STORE_DIR) not in text
 
 
-def test_readyz_names_the_worker_when_no_task_finished_lately(client, ready, worker_seen):
+def test_background_names_the_worker_when_no_task_finished_lately(client, ready, worker_seen):
     worker_seen.last_finished_at = timezone.now() - timedelta(hours=1)
     worker_seen.save()
 
-    response = client.get("/readyz")
+    response = client.get("/healthz/background")
 
     assert response.status_code == 503
     assert response.json()["failing"] == ["worker"]
 
 
-def test_readyz_names_the_worker_when_no_task_ever_ran(client, store, redis_db, db):
-    response = client.get("/readyz")
+def test_background_names_the_worker_when_no_task_ever_ran(client, store, redis_db, db):
+    response = client.get("/healthz/background")
 
     assert response.status_code == 503
     assert response.json()["failing"] == ["worker"]
 
 
-def test_readyz_worker_window_is_a_setting(client, ready, worker_seen, settings):
+def test_background_worker_window_is_a_setting(client, ready, worker_seen, settings):
     worker_seen.last_finished_at = timezone.now() - timedelta(seconds=30)
     worker_seen.save()
     settings.TIDEMARK_READY_WORKER_WINDOW_S = 10
 
-    assert client.get("/readyz").json()["failing"] == ["worker"]
+    assert client.get("/healthz/background").json()["failing"] == ["worker"]
 
 
 def test_readyz_names_the_store_when_it_failed(client, ready):

@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,107 @@ def test_env_example_lists_every_variable_the_settings_read():
 
     assert read, "no env_* call found in settings.py"
     assert read <= listed, f"missing from .env.example: {sorted(read - listed)}"
+
+
+def test_env_example_lists_every_store_setting_with_its_default():
+    from storeadapter.store_env import STORE_SETTINGS
+
+    text = (PROJECT_ROOT / ".env.example").read_text()
+    listed = dict(re.findall(r"^([A-Z0-9_]+)=(.*)$", text, re.M))
+
+    for setting in STORE_SETTINGS:
+        assert setting.env in listed, setting.env
+        assert setting.parse(listed[setting.env]) == setting.default, setting.env
+
+
+def test_the_operations_doc_lists_every_store_setting():
+    from storeadapter.store_env import STORE_SETTINGS
+
+    text = (PROJECT_ROOT / "docs" / "OPERATIONS.md").read_text()
+
+    assert [s.env for s in STORE_SETTINGS if f"`{s.env}`" not in text] == []
+
+
+def test_every_store_setting_reaches_the_store_config():
+    from storeadapter.store_env import store_options
+
+    environ = {
+        "TIDEMARK_RETENTION_HOURS": "12",
+        "TIDEMARK_DISK_WARN_RATIO": "0.5",
+        "TIDEMARK_DISK_FORCE_RATIO": "0.6",
+        "TIDEMARK_DISK_REJECT_RATIO": "0.7",
+        "TIDEMARK_MAX_MESSAGE_BYTES": "1024",
+        "TIDEMARK_DEDUP_WINDOW_S": "30",
+        "TIDEMARK_SEGMENT_BYTES": "65536",
+        "TIDEMARK_FLUSH_MODE": "sync",
+        "TIDEMARK_FLUSH_INTERVAL_MS": "250",
+    }
+
+    assert store_options(environ) == {
+        "retention_hours": 12.0,
+        "disk_warn_ratio": 0.5,
+        "disk_force_ratio": 0.6,
+        "disk_reject_ratio": 0.7,
+        "max_message_bytes": 1024,
+        "dedup_window_s": 30,
+        "segment_bytes": 65536,
+        "flush_mode": "sync",
+        "flush_interval_ms": 250,
+    }
+
+
+@pytest.mark.parametrize(
+    ("environ", "sentence"),
+    [
+        ({"TIDEMARK_RETENTION_HOURS": "a week"}, "TIDEMARK_RETENTION_HOURS='a week' is not a"),
+        ({"TIDEMARK_DISK_WARN_RATIO": "0.95"}, "disk_warn_ratio <= disk_force_ratio"),
+        ({"TIDEMARK_SEGMENT_BYTES": "12"}, "segment_bytes must be at least"),
+    ],
+)
+def test_a_bad_store_setting_is_refused_with_a_sentence(environ, sentence):
+    from storeadapter.store_env import StoreSettingError, store_options
+
+    with pytest.raises(StoreSettingError, match=re.escape(sentence)):
+        store_options(environ)
+
+
+def test_settings_read_the_env_file_and_the_environment_wins(tmp_path):
+    env_file = tmp_path / "tidemark.env"
+    env_file.write_text("TIDEMARK_RETENTION_HOURS=6\nTIDEMARK_DEDUP_WINDOW_S=5\n")
+
+    code = "from console.core.store import store_config; c = store_config(); "
+    code += "print(c.retention_hours, c.dedup_window_s)"
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); " + code],
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+            "TIDEMARK_ENV_FILE": str(env_file),
+            "TIDEMARK_DEDUP_WINDOW_S": "7",
+        },
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["6.0", "7"]
+
+
+def test_a_bad_store_setting_stops_manage_py_with_one_sentence():
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        env={
+            **{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+            "TIDEMARK_DISK_REJECT_RATIO": "2",
+        },
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode != 0
+    assert "disk ratios must satisfy" in result.stderr
+    assert "Traceback" not in result.stderr

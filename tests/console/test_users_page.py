@@ -4,6 +4,7 @@ import html
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.http import HttpRequest
 from django.test import Client
 
 from console.accounts.roles import ensure_role_groups, role_of
@@ -93,7 +94,7 @@ def test_create_shows_a_working_password_once(as_admin):
     assert len(password) == 16
     assert text(response).count(password) == 1
     assert "no-store" in response["Cache-Control"]
-    assert Client().login(username="newbie", password=password)
+    assert Client().login(request=HttpRequest(), username="newbie", password=password)
     assert password not in text(as_admin.get(URL))
     assert get_user_model().objects.get(username="newbie").password != password
 
@@ -154,7 +155,7 @@ def test_deactivated_user_cannot_log_in(as_admin, pat):
     as_admin.post(action_url(pat), {"action": "deactivate"})
 
     assert not fresh(pat).is_active
-    assert not Client().login(username="pat", password=PASSWORD)
+    assert not Client().login(request=HttpRequest(), username="pat", password=PASSWORD)
     entry = AuditEntry.objects.get(action="user.deactivate")
     assert (entry.before, entry.after) == (
         {"role": "operator", "active": True},
@@ -168,7 +169,7 @@ def test_activate_lets_the_user_log_in_again(as_admin, pat):
 
     as_admin.post(action_url(pat), {"action": "activate"})
 
-    assert Client().login(username="pat", password=PASSWORD)
+    assert Client().login(request=HttpRequest(), username="pat", password=PASSWORD)
     assert AuditEntry.objects.get(action="user.activate").after == {
         "role": "operator",
         "active": True,
@@ -192,8 +193,8 @@ def test_password_reset_shows_a_new_working_password(as_admin, pat):
     password = shown_password(response)
     assert response.status_code == 200
     assert password in text(response)
-    assert Client().login(username="pat", password=password)
-    assert not Client().login(username="pat", password=PASSWORD)
+    assert Client().login(request=HttpRequest(), username="pat", password=password)
+    assert not Client().login(request=HttpRequest(), username="pat", password=PASSWORD)
     entry = AuditEntry.objects.get(action="user.password")
     assert password not in str(entry.__dict__)
 

@@ -141,3 +141,22 @@ def test_verify_of_a_directory_without_a_store_exits_3(tmp_path: Path) -> None:
 
     assert result.returncode == 3
     assert b"holds no commit log" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["stat"], ["consume", "orders"], ["verify"], ["topics"], ["get", "x"], ["delete-topic", "o"]],
+)
+def test_a_command_on_a_directory_without_a_store_exits_3_and_creates_nothing(
+    tmp_path: Path, command: list[str]
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    result = run(empty, *command)
+
+    assert result.returncode == 3
+    assert b"is not a Tidemark store" in result.stderr
+    assert b"Traceback" not in result.stderr
+    assert list(empty.iterdir()) == []
+    assert not (tmp_path / "missing").exists()

@@ -96,8 +96,11 @@ ACCESS: dict[str, Rule] = {
     ),
     "password_reset_complete": page(read=ANONYMOUS),
     "healthz": page(read=ANONYMOUS),
+    "readyz": page(read=ANONYMOUS),
     # 503 until a worker has finished a task: the test starts none.
-    "readyz": page(read=ANONYMOUS, also_ok=(503,)),
+    "healthz-background": page(read=ANONYMOUS, also_ok=(503,)),
+    # Prometheus: a bearer token or an allowed address (the test client's is 127.0.0.1).
+    "metrics": page(read=ANONYMOUS),
     # Any logged-in user changes their own password.
     "password_change": page(read=LOGGED_IN, post=LOGGED_IN, other={"PUT": LOGGED_IN}),
     "password_change_done": page(read=LOGGED_IN),
@@ -167,9 +170,9 @@ ACCESS: dict[str, Rule] = {
     "api-alert-silence-expire": api(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
     "api-alert-test-email": api(post=ADMIN),
     "api-tasks": api(read=VIEWER),
-    # The OpenAPI document and its docs page describe the API and hold no data: public.
-    "api-schema": api(read=ANONYMOUS),
-    "api-docs": api(read=ANONYMOUS),
+    # The OpenAPI document and its docs page need a login, as every page does (issue 21).
+    "api-schema": api(read=VIEWER),
+    "api-docs": page(read=VIEWER),
     # Any other path under /api/: a JSON 404 for everyone, whatever the method.
     r"api/^[\s\S]*$": api(
         read=ANONYMOUS,

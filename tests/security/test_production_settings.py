@@ -149,8 +149,8 @@ def test_plain_http_is_redirected_to_https(client, https_only, db):
     assert response["Location"] == "https://testserver/topics/"
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
-def test_health_checks_are_not_redirected_to_https(client, https_only, path, store):
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/healthz/background", "/metrics"])
+def test_health_checks_are_not_redirected_to_https(client, https_only, path, store, db):
     assert client.get(path).status_code != 301
 
 

@@ -1,0 +1,274 @@
+"""/metrics: what the console knows, in Prometheus' text format (prometheus-client).
+
+Three parts, each read when scraped:
+
+- **the store, now**: up, disk use and its thresholds, segments, the commit log's
+  offsets, the last flush, the last retention run and the last recovery (the engine's
+  ``stats(topics=False)`` and ``storeadapter.disk_use``; nothing per queue);
+- **groups, as of the latest sample**: per group lag, lag in seconds and Burrow status;
+  per group, topic and queue lag, lag in seconds, committed offset and status (a big
+  topic is one row, ``queue="all"``, as the sampler keeps it). These are the figures the
+  pages and alerts use; ``tidemark_sample_timestamp_seconds`` says when they were read;
+- **background tasks**: per task its last success, age since then, interval, staleness
+  (the rule of /tasks/), runs and failures.
+
+Names follow Prometheus' conventions: base units (seconds, bytes, ratios 0–1),
+``_total`` for counters, ``_timestamp_seconds`` for times since the epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+)
+
+from console.background.health import task_health
+from console.monitoring.current import group_metrics, store_metrics
+from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, WHOLE_TOPIC
+
+PREFIX = "tidemark"
+QUEUE_LABELS = ["group", "topic", "queue"]
+#: tidemark_queue_status's values, in Burrow's order (worst last).
+QUEUE_STATUS_CODES = {status: code for code, status in enumerate(QUEUE_STATUSES)}
+
+
+def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=labels)
+
+
+def _seconds(ms: float | int | None) -> float | None:
+    return None if ms is None else ms / 1000
+
+
+def store_families() -> Iterator[Metric]:
+    from console.core.store import get_store
+    from storeadapter.disk_use import disk_use
+
+    up = _gauge("store_up", "1 when the store is open and accepts writes (not failed), else 0.")
+    try:
+        store = get_store()
+        stats = store.stats(topics=False)
+        disk = disk_use(store)
+    except Exception:  # noqa: BLE001 - a scrape must answer whatever the store does
+        up.add_metric([], 0)
+        yield up
+        return
+    up.add_metric([], 0 if stats["failed"] else 1)
+    yield up
+
+    gauges = [
+        ("store_disk_used_ratio", "Used over total of the store's file system.", disk.ratio),
+        ("store_disk_used_bytes", "Used bytes of the store's file system.", disk.used_bytes),
+        ("store_disk_total_bytes", "Size of the store's file system.", disk.total_bytes),
+        ("store_segments", "Commit-log segments on disk.", stats["segment_count"]),
+        ("store_log_bytes", "Disk space the commit-log segments take.", stats["disk_bytes"]),
+        ("store_segment_bytes", "Size of new commit-log segments.", stats["segment_bytes"]),
+        ("store_retention_seconds", "How long segments are kept.", stats["retention_hours"] * 3600),
+    ]
+    for name, doc, value in gauges:
+        family = _gauge(name, doc)
+        family.add_metric([], value)
+        yield family
+    thresholds = _gauge(
+        "store_disk_threshold_ratio",
+        "Disk use at which retention deletes expired segments at once (warn), deletes "
+        "before expiry (force), and appends are refused (reject).",
+        ["threshold"],
+    )
+    for name, ratio in (
+        ("warn", disk.warn_ratio),
+        ("force", disk.force_ratio),
+        ("reject", disk.reject_ratio),
+    ):
+        thresholds.add_metric([name], ratio)
+    yield thresholds
+    log = stats["commit_log"]
+    offsets = _gauge(
+        "store_commit_log_offset",
+        "Commit-log byte offsets: first kept (min), end (tail), fsynced up to (flushed).",
+        ["position"],
+    )
+    for position in ("min_offset", "tail", "flushed"):
+        offsets.add_metric([position.removesuffix("_offset")], log[position])
+    yield offsets
+    yield from _store_times(stats)
+
+
+def _store_times(stats: dict) -> Iterator[Metric]:
+    flushed = _seconds(stats.get("last_flush_ms"))
+    if flushed:
+        family = _gauge("store_last_flush_timestamp_seconds", "When the store last fsynced.")
+        family.add_metric([], flushed)
+        yield family
+    retention = stats.get("last_retention") or {}
+    if retention.get("now_ms") is not None:
+        for name, doc, value in (
+            (
+                "store_last_retention_timestamp_seconds",
+                "When retention last ran.",
+                retention["now_ms"] / 1000,
+            ),
+            (
+                "store_last_retention_deleted_segments",
+                "Segments the last retention run deleted.",
+                len(retention.get("deleted_segments") or []),
+            ),
+            (
+                "store_last_retention_freed_bytes",
+                "Bytes the last retention run freed.",
+                retention.get("freed_bytes", 0),
+            ),
+        ):
+            family = _gauge(name, doc)
+            family.add_metric([], value)
+            yield family
+    recovery = stats.get("last_recovery") or {}
+    if recovery.get("finished_ms"):
+        for name, doc, value in (
+            (
+                "store_last_recovery_timestamp_seconds",
+                "When the store was last opened by a first process (and recovered if it "
+                "had crashed).",
+                recovery["finished_ms"] / 1000,
+            ),
+            (
+                "store_last_recovery_clean",
+                "1 when the last opening found a clean shutdown, 0 after a crash.",
+                1 if recovery.get("clean_shutdown") else 0,
+            ),
+            (
+                "store_last_recovery_duration_seconds",
+                "How long the last recovery took.",
+                (recovery.get("duration_ms") or 0) / 1000,
+            ),
+            (
+                "store_last_recovery_truncated_bytes",
+                "Bytes of torn tail the last recovery cut.",
+                recovery.get("truncated_bytes", 0),
+            ),
+            (
+                "store_last_recovery_corruptions",
+                "Damaged stretches the last recovery reported.",
+                len(recovery.get("corruptions") or []),
+            ),
+        ):
+            family = _gauge(name, doc)
+            family.add_metric([], value)
+            yield family
+
+
+def group_families() -> Iterator[Metric]:
+    groups = group_metrics()
+    sample = store_metrics()
+    if sample is not None:
+        family = _gauge(
+            "sample_timestamp_seconds", "When the sample the group figures come from was taken."
+        )
+        family.add_metric([], sample.sampled_ms / 1000)
+        yield family
+    group_lag = _gauge("group_lag_messages", "Messages behind, over the group's queues.", ["group"])
+    group_seconds = _gauge(
+        "group_lag_seconds", "Age of the group's oldest unconsumed message.", ["group"]
+    )
+    group_status = StateSetMetricFamily(
+        f"{PREFIX}_group_status", "The group's Burrow status (OK, WARN, ERR).", labels=["group"]
+    )
+    lag = _gauge("queue_lag_messages", "Messages behind the queue's end.", QUEUE_LABELS)
+    seconds = _gauge(
+        "queue_lag_seconds", "Age of the oldest unconsumed message in the queue.", QUEUE_LABELS
+    )
+    committed = _gauge("queue_committed_offset", "The group's committed offset.", QUEUE_LABELS)
+    status = _gauge(
+        "queue_status",
+        "Burrow status of the group on the queue: "
+        + ", ".join(f"{code} {name}" for name, code in QUEUE_STATUS_CODES.items())
+        + " (left out before the group's first commit on it).",
+        QUEUE_LABELS,
+    )
+    for group in groups:
+        group_lag.add_metric([group.group], group.lag)
+        if group.lag_seconds is not None:
+            group_seconds.add_metric([group.group], group.lag_seconds)
+        group_status.add_metric(
+            [group.group], {name: name == group.status for name in GROUP_STATUSES}
+        )
+        for queue in group.queues:
+            labels = [
+                group.group,
+                queue.topic,
+                "all" if queue.queue == WHOLE_TOPIC else str(queue.queue),
+            ]
+            lag.add_metric(labels, queue.lag)
+            if queue.lag_seconds is not None:
+                seconds.add_metric(labels, queue.lag_seconds)
+            if queue.committed is not None:
+                committed.add_metric(labels, queue.committed)
+            if queue.status is not None:
+                status.add_metric(labels, QUEUE_STATUS_CODES[queue.status])
+    yield from (group_lag, group_seconds, group_status, lag, seconds, committed, status)
+
+
+def task_families() -> Iterator[Metric]:
+    now = timezone.now()
+    last_ok = _gauge(
+        "task_last_success_timestamp_seconds", "When the task last ended well.", ["task"]
+    )
+    age = _gauge(
+        "task_since_last_success_seconds",
+        "Seconds since the task last ended well (+Inf: a scheduled task never did).",
+        ["task"],
+    )
+    every = _gauge("task_interval_seconds", "How often the schedule runs the task.", ["task"])
+    stale = _gauge(
+        "task_stale",
+        "1 when the task has not finished within 3 intervals (the rule of /tasks/).",
+        ["task"],
+    )
+    runs = CounterMetricFamily(f"{PREFIX}_task_runs", "Runs of the task.", labels=["task"])
+    failures = CounterMetricFamily(
+        f"{PREFIX}_task_failures", "Runs of the task that failed.", labels=["task"]
+    )
+    for line in task_health(now):
+        labels = [line.name]
+        row = line.row
+        ok_at = row.last_ok_at if row is not None else None
+        if ok_at is not None:
+            last_ok.add_metric(labels, ok_at.timestamp())
+            age.add_metric(labels, max(0.0, (now - ok_at).total_seconds()))
+        elif line.scheduled:
+            age.add_metric(labels, math.inf)
+        if line.every_s:
+            every.add_metric(labels, line.every_s)
+        stale.add_metric(labels, 1 if line.stale else 0)
+        runs.add_metric(labels, row.runs if row is not None else 0)
+        failures.add_metric(labels, row.failures if row is not None else 0)
+    yield from (last_ok, age, every, stale, runs, failures)
+
+
+class TidemarkCollector:
+    """Every family above, read at each scrape."""
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.monotonic()
+        yield from store_families()
+        yield from group_families()
+        yield from task_families()
+        took = _gauge("scrape_duration_seconds", "How long this answer took to make.")
+        took.add_metric([], time.monotonic() - started)
+        yield took
+
+
+def render() -> bytes:
+    """The text exposition of every family."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TidemarkCollector())
+    return generate_latest(registry)

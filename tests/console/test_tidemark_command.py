@@ -1,0 +1,147 @@
+"""The installed ``tidemark`` command, run as an operator runs it: the engine's subcommands,
+the group verbs (a reset is previewed unless --execute, and an applied one is in the
+group's Resets list and the audit log), ``manage``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TIDEMARK = Path(sys.executable).parent / "tidemark"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> dict[str, str]:
+    """An environment with its own database (migrated) and store: topic orders, 2 queues,
+    5 messages on queue 0, group billing committed at 3 there."""
+    root = tmp_path_factory.mktemp("tidemark")
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update(
+        DEBUG="true",
+        TIDEMARK_ENV_FILE=os.devnull,
+        DATABASE_URL=f"sqlite:///{root / 'db.sqlite3'}",
+        TIDEMARK_STORE_DIR=str(root / "store"),
+        TIDEMARK_CLI_USER="ops-anna",
+    )
+    for args in (
+        ["manage", "migrate", "--noinput", "-v", "0"],
+        ["--segment-bytes", "65536", "create-topic", "orders", "--queues", "2"],
+        ["produce", "orders", "--count", "5", "--queue", "0"],
+        ["consume", "orders", "--queue", "0", "--group", "billing", "--max", "3", "--commit"],
+    ):
+        result = tidemark(env, *args)
+        assert result.returncode == 0, result.stderr
+    env["ROOT"] = str(root)
+    return env
+
+
+def tidemark(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(TIDEMARK), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_command_is_installed_with_every_verb():
+    help_text = subprocess.run(
+        [str(TIDEMARK), "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+
+    for verb in ("stat", "consume", "verify", "groups", "lag", "reset-offsets", "redrive-dlq"):
+        assert verb in help_text
+    assert "serve" in help_text and "manage" in help_text
+
+
+@pytest.mark.parametrize("verb", [["stat"], ["consume", "orders"], ["verify"], ["groups"]])
+def test_read_only_verbs_refuse_a_directory_that_is_not_a_store(home, tmp_path, verb):
+    result = tidemark(home, "--dir", str(tmp_path), *verb)
+
+    assert result.returncode == 3
+    assert "is not a Tidemark store" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lag_lists_each_queue_as_the_store_has_it(home):
+    result = tidemark(home, "lag", "--group", "billing", "--json")
+
+    assert result.returncode == 0, result.stderr
+    rows = {row["queue"]: row for row in json.loads(result.stdout)}
+    assert (rows[0]["committed"], rows[0]["end"], rows[0]["lag"]) == (3, 5, 2)
+    assert (rows[1]["committed"], rows[1]["lag"]) == (None, 0)
+
+
+def test_groups_lists_the_group_with_its_lag(home):
+    result = tidemark(home, "groups")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0].split() == ["GROUP", "TOPICS", "LAG", "MEMBERS"]
+    assert result.stdout.split("\n")[1].split()[:3] == ["billing", "orders", "2"]
+
+
+def test_a_reset_is_a_dry_run_unless_executed_then_undoable_and_audited(home):
+    preview = tidemark(
+        home, "reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest"
+    )
+    assert preview.returncode == 0, preview.stderr
+    assert "dry run" in preview.stderr
+    assert preview.stdout.split("\n")[1].split()[:5] == ["0", "3", "0", "3", "0"]
+    lag = json.loads(tidemark(home, "lag", "--group", "billing", "--json").stdout)
+    assert lag[0]["committed"] == 3  # nothing changed
+
+    applied = tidemark(
+        home,
+        "reset-offsets",
+        "--group",
+        "billing",
+        "--topic",
+        "orders",
+        "--to-earliest",
+        "--execute",
+        "--json",
+    )
+
+    assert applied.returncode == 0, applied.stderr
+    outcome = json.loads(applied.stdout)
+    assert outcome["changes"] == [[0, 3, 0]]
+    lag = json.loads(tidemark(home, "lag", "--group", "billing", "--json").stdout)
+    assert lag[0]["committed"] == 0
+    with sqlite3.connect(Path(home["ROOT"]) / "db.sqlite3") as db:
+        reset = db.execute(
+            "SELECT who FROM groups_appliedreset WHERE id = ?", (outcome["reset_id"],)
+        ).fetchone()
+        audit = db.execute(
+            "SELECT username FROM audit_auditentry WHERE action = 'offset.reset'"
+        ).fetchall()
+    assert reset == ("cli:ops-anna",)
+    assert audit == [("cli:ops-anna",)]
+
+
+def test_a_reset_to_a_bad_time_is_one_sentence(home):
+    result = tidemark(
+        home, "reset-offsets", "--group", "billing", "--topic", "orders", "--to-datetime", "x"
+    )
+
+    assert result.returncode == 3
+    assert result.stderr == "error: --to-datetime 'x' is not an ISO 8601 time\n"
+
+
+def test_the_verbs_close_the_store_cleanly(home):
+    """Each command closes the store: the next opening finds a clean shutdown, not a crash."""
+    assert tidemark(home, "lag", "--group", "billing").returncode == 0
+
+    stat = json.loads(tidemark(home, "stat", "--json").stdout)
+
+    assert stat["last_recovery"]["clean_shutdown"] is True
+
+
+def test_redrive_dlq_of_a_group_without_dead_letters_sends_nothing(home):
+    result = tidemark(home, "redrive-dlq", "--group", "billing", "--all")
+
+    assert result.returncode == 0, result.stderr
+    assert "Sent 0 dead letters" in result.stdout
