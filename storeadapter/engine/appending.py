@@ -319,12 +319,13 @@ class Appending:
                         outcomes.append(error)
                         continue
                     except OSError as error:
-                        # What this batch wrote stays marked as the writer's extent, for
-                        # the next writer to clear; the batches before it are published.
+                        # The batches before it are published; what this one wrote is
+                        # cleared now if the disk lets it, else left marked as the
+                        # writer's extent for the next writer (or the next open) to clear.
                         self._fail(error)
                         self.commitlog.abandon_past(end)
                         outcomes.append(self._write_failure(error))
-                        whole = False
+                        whole = self._clear_failed_write(end)
                         continue
                     outcomes.append(results)
                     end = self.commitlog.tail
@@ -344,6 +345,19 @@ class Appending:
         left = self._shared.begin_write(self.commitlog.tail)
         if left is not None:
             self._clear_dead_writer(left)
+
+    def _clear_failed_write(self, tail: int) -> bool:
+        """Zero what a batch that failed part-way wrote past ``tail`` (the space was
+        reserved: zeros fit even on a full disk); whether that worked."""
+        try:
+            log = self.commitlog
+            log.clear_after_tail(log.writable_segment(), self._shared.extent())
+            self._index.truncate_from(tail)
+            for shared in self._registry.shared_topics():
+                shared.blocks.discard_unpublished(tail)
+        except OSError:
+            return False
+        return True
 
     def _write_failure(self, error: OSError) -> DiskFullError | StoreFailedError:
         if error.errno == errno.ENOSPC:

@@ -93,24 +93,30 @@ def trim_queue_end(
     queue_id: int,
     tail: int,
     erase: bool,
-    durable_end: int = 0,
+    trusted_below: int = 0,
+    damaged: Callable[[int], bool] | None = None,
 ) -> int:
     """Drop the queue's last entries that point at or past ``tail`` or at a record of
     another queue (left by a writer that died before publishing); return how many.
 
-    An entry whose record lies below ``durable_end`` (the durable watermark) stays even
-    if its record is damaged: it was acknowledged, its damage is reported when read, and
-    its queue offset must not be handed out again. With ``erase`` the dropped entries
-    are erased on disk (only when no other process is writing); otherwise only this
-    process's idea of the queue's end moves back.
+    Kept as they are: entries whose records lie below ``trusted_below`` (a checkpoint
+    found them and their records consistent and durable: no dead writer's entry points
+    there), and entries whose records ``damaged`` says were found damaged below the
+    durable watermark (acknowledged: the damage is reported when read, and the queue
+    offset must not be handed out again). With ``erase`` the dropped entries are erased
+    on disk (only when no other process is writing); otherwise only this process's idea
+    of the queue's end moves back.
     """
     keep = queue.max_offset
     while keep > queue.min_offset:
         entry = queue.entry(keep - 1)
         if entry is not None and entry[0] < log.min_offset:
             break  # its record went with retention: still a real entry of the queue
-        if entry is not None and entry[1] and entry[0] + entry[1] <= min(durable_end, tail):
-            break
+        if entry is not None and entry[1]:
+            if entry[0] + entry[1] <= trusted_below:
+                break
+            if damaged is not None and damaged(entry[0]):
+                break
         if (
             entry is not None
             and entry[0] + entry[1] <= tail

@@ -17,12 +17,14 @@
    is cleared before anything new is written (RocketMQ's dirty-file truncation).
 5. Consume-queue entries at a queue's end that point at or past the tail, or at a
    record that is not theirs (a writer died before publishing them), are erased; entries
-   whose records lie below the durable watermark stay (damage there is reported, and
-   its queue offset is never handed out again).
+   below the checkpoint's dispatched offset, and entries whose records the scan found
+   damaged below the durable watermark, stay (the damage is reported, and the queue
+   offset is never handed out again).
 """
 
 from __future__ import annotations
 
+import bisect
 import struct
 import sys
 import time
@@ -111,11 +113,13 @@ def recover(
     clean_shutdown: bool,
     durable_end: int = 0,
     index: KeyIndex | None = None,
+    dispatched: int = 0,
 ) -> RecoveryReport:
     """Scan the log from ``start`` and repair the queues (see the module docstring).
 
     ``durable_end`` is the checkpoint's flushed offset, the durable watermark: bad bytes
-    below it are damage, not the tail.
+    below it are damage, not the tail. ``dispatched`` is the checkpoint's: queue entries
+    of records below it were durable and consistent then.
     """
     began = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
@@ -169,19 +173,38 @@ def recover(
         report.corruptions.append(Corruption(log_end, durable_end - log_end, reason))
     log.tail = max(tail, log.min_offset)
     log.last_store_ms = max(log.last_store_ms, dispatcher.last_store_ms)
-    _clear_past_tail(log)
+    if not clean_shutdown:  # a clean shutdown leaves nothing past the tail
+        _clear_past_tail(log)
     if index is not None:
         report.dropped_index_entries = index.truncate_from(log.tail)
     # Queues not loaded yet are checked the same way when first used.
+    damage = sorted(
+        (c.commit_offset, c.commit_offset + c.length)
+        for c in report.corruptions
+        if c.commit_offset < durable_end
+    )
     for queue in loaded_queues():
         topic, queue_id = queue.owner
         report.dropped_queue_entries += trim_queue_end(
-            log, queue, topic, queue_id, log.tail, erase=True, durable_end=durable_end
+            log,
+            queue,
+            topic,
+            queue_id,
+            log.tail,
+            erase=True,
+            trusted_below=dispatched,
+            damaged=lambda offset: _within(damage, offset),
         )
     report.tail = log.tail
     report.duration_ms = round((time.perf_counter() - began) * 1000, 3)
     report.finished_ms = time.time_ns() // 1_000_000
     return report
+
+
+def _within(stretches: list[tuple[int, int]], offset: int) -> bool:
+    """Whether ``offset`` lies in one of the sorted ``[start, end)`` stretches."""
+    at = bisect.bisect_right(stretches, (offset, float("inf"))) - 1
+    return at >= 0 and stretches[at][0] <= offset < stretches[at][1]
 
 
 def _clear_past_tail(log: CommitLog) -> None:

@@ -160,6 +160,14 @@ class SharedState:
         _SEQUENCE.pack_into(data, _WRITING_AT, 1)
         return left if unfinished else None
 
+    def extent(self) -> int:
+        """The end the writer under way has marked (see ``raise_extent``)."""
+        return _SEQUENCE.unpack_from(self.map, _EXTENT_AT)[0]
+
+    def write_pending(self) -> bool:
+        """Whether a writer began and never finished (died, or failed part-way)."""
+        return _SEQUENCE.unpack_from(self.map, _WRITING_AT)[0] != 0
+
     def raise_extent(self, end: int) -> None:
         """Mark the commit log written up to ``end`` by the writer under way, before it
         writes there."""

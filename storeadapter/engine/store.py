@@ -179,6 +179,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             clean,
             durable_end=state.commitlog_flushed if state else 0,
             index=self._index,
+            dispatched=state.dispatched if state else 0,
         )
         self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
@@ -773,7 +774,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._checkpoint.close()
         self._offsets.close()
         with self._locks.closing() as last:
-            if last and clean:
+            # A write left unfinished (its writer died or failed, and no one has written
+            # since to clear it) keeps the shutdown unclean: the next open clears it.
+            if last and clean and not self._shared.write_pending():
                 fileio.unlink(self.path / "abort")
                 fileio.fsync_dir(self.path)
         self._release()

@@ -32,7 +32,9 @@ def metrics_now(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_a_worker_runs_the_task_sent_by_name(worker, finished_run, metrics_now, mailoutbox):
+def test_a_worker_runs_the_task_sent_by_name(
+    worker, finished_run, metrics_now, mailoutbox, wait_for
+):
     make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag")
     metrics_now["groups"] = [group("billing", lag=500)]
 
@@ -42,6 +44,8 @@ def test_a_worker_runs_the_task_sent_by_name(worker, finished_run, metrics_now, 
     assert run.last_outcome == TaskRun.OK
     event = AlertEvent.objects.get()
     assert (event.subject, event.state) == ("billing", AlertEvent.FIRING)
+    # The mail goes out from its own task, which the evaluation queued.
+    wait_for(lambda: mailoutbox, what="the alert mail")
     assert [(m.subject, m.to) for m in mailoutbox] == [
         ("[Tidemark] FIRING: billing lag (1 subject)", [RECIPIENT])
     ]

@@ -407,14 +407,16 @@ def expire_once(path: str, mode: str, now_ms: int) -> None:
         store.delete_expired(now_ms=now_ms)
 
 
-def append_then_die(path: str, mode: str, acks: str, count: int, group: str) -> None:
+def append_then_die(
+    path: str, mode: str, acks: str, count: int, group: str, overrides: dict | None = None
+) -> None:
     """A child: append ``count`` messages, commit ``group`` to every queue's end, then die
     by SIGKILL (a crash with nothing closed or flushed on the way out)."""
     import signal
 
     rng = random.Random(7)
     writer = AckWriter(acks)
-    store = MessageStore.open(path, fault_config(mode))
+    store = MessageStore.open(path, fault_config(mode, **(overrides or {})))
     number = 0
     while number < count:
         bodies = [make_body(rng, "d", number)]

@@ -208,3 +208,26 @@ def test_a_topic_change_that_cannot_be_saved_with_enospc_from_the_fault_filesyst
     with MessageStore.open(path, disk_config("sync")) as reopened:
         assert _topics_view(reopened) == before
         assert check_store(reopened, acked).lost == []
+
+
+def test_a_failed_batch_is_cleared_by_its_own_writer_when_no_other_writes_after(tmp_path):
+    """The writer whose batch failed zeroes what it wrote (the space was reserved), so
+    a restart with no other writer in between shows none of it either."""
+    rng = random.Random(6)
+    path = tmp_path / "store"
+    with FaultyFS(path) as fs:
+        store, acked = _start(path, "sync", rng)
+        reader = MessageStore.open(path, disk_config("sync"))
+        next_segment = f"{(store.stats()['commit_log']['tail'] // SEGMENT + 1) * SEGMENT:020d}"
+        fs.fail("pwrite_all", errno.ENOSPC, path_part=next_segment, times=None)
+        with pytest.raises(DiskFullError):
+            store.append_batch(TOPIC, _spill_batch(store, rng))
+        fs.clear_faults()
+        store.close()
+        reader.close()  # the last to close, having written nothing
+    assert sorted(p.name for p in (path / "commitlog").iterdir()) == [f"{0:020d}"]
+    with MessageStore.open(path, disk_config("sync")) as reopened:
+        for number in range(30):
+            body = make_body(rng, "after", number, 40)
+            acked += _acks([reopened.append(TOPIC, body)], [body])
+    _check_clean_restart(path, "sync", acked)
