@@ -23,6 +23,7 @@ from .errors import (
     QueueFrozenError,
     QueueNotFoundError,
     StoreFailedError,
+    StreamTopicError,
     TopicNotFoundError,
 )
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
@@ -45,6 +46,8 @@ from .results import (
     Message,
 )
 from .sharedstate import SharedSnapshot
+from .streams import REFUSALS as STREAM_REFUSALS
+from .streams import StreamAppend
 from .tags import tag_hash
 from .topics import Topic
 
@@ -56,6 +59,8 @@ _DEDUP_CANDIDATES = 16
 _Prepared = tuple
 _BYTES_ONLY = {bytes}
 _BODY_AND_QUEUE = frozenset(("body", "queue"))
+# Errors that refuse one batch of a write group before anything of it is written.
+_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError, *STREAM_REFUSALS)
 
 
 def _results(
@@ -268,6 +273,11 @@ class Appending:
         thread or by the one leading its group, and a group waits for one fsync; a batch
         no fsync covers within ``flush_timeout_ms`` gets status FLUSH_TIMEOUT.
         """
+        if state.info.streams and type(batch) is not StreamAppend:
+            raise StreamTopicError(
+                f"topic {state.info.name!r} is a stream topic: append events to its streams "
+                "with append_event"
+            )
         if self._disk_ratio >= self.config.disk_reject_ratio:
             raise DiskFullError(
                 f"the disk holding {self.path} is {self._disk_ratio:.0%} full, past "
@@ -315,7 +325,7 @@ class Appending:
                         continue
                     try:
                         results = self._write_batch(state, batch, plain, now, published)
-                    except (TopicNotFoundError, QueueFrozenError) as error:
+                    except _REFUSED_ALONE as error:
                         outcomes.append(error)
                         continue
                     except OSError as error:
@@ -365,7 +375,14 @@ class Appending:
         ``published`` as (topic id, queue, next offset, time)."""
         if self._topics.get(state.info.name) is not state:
             raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
-        duplicates = {} if plain else self._find_duplicates(state, batch, now)
+        stream = None
+        if type(batch) is StreamAppend:
+            stream, admitted = batch, self._streams.admit(state, batch)
+            batch = admitted.prepared
+            self._fit_in_segment(admitted.length)
+            duplicates = {}
+        else:
+            duplicates = {} if plain else self._find_duplicates(state, batch, now)
         results, next_offsets, entries, index_items, targets = self._write_records(
             state, batch, now, duplicates, plain
         )
@@ -373,6 +390,8 @@ class Appending:
             self._dispatch(state, targets, next_offsets, entries)
             if index_items:
                 self._index.put_many(index_items)
+            if stream is not None:
+                results = self._streams.indexed(state, stream, admitted, results)
         except OSError:
             for queue_id, packed in entries.items():  # in memory: back to the published end
                 first = next_offsets[queue_id] - len(packed) // ENTRY_SIZE
@@ -384,6 +403,14 @@ class Appending:
         topic_id = state.info.id
         published.extend((topic_id, q, next_offsets[q], now) for q in entries if entries[q])
         return results
+
+    def _fit_in_segment(self, length: int) -> None:
+        """Roll to a new segment first unless ``length`` bytes of records fit in what is
+        left of the active one: an append's events never straddle two segments."""
+        log = self.commitlog
+        segment = log.writable_segment()
+        if log.tail + length > segment.end - MARKER_SIZE:
+            log.close_segment(segment, log.tail - segment.base)
 
     def _flush_timed_out(self, results: list[AppendResult]) -> list[AppendResult]:
         """Sync mode: the results of a batch no fsync covered within ``flush_timeout_ms``."""

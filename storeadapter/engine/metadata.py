@@ -155,6 +155,9 @@ class TopicInfo:
     # A shared topic's entries per block and blocks per file (fixed at creation).
     block_entries: int = 0
     blocks_per_file: int = 0
+    # A stream topic: its messages are the events of streams (streams.py), indexed in
+    # its event index.
+    streams: bool = False
 
     def since(self, queue: int) -> int:
         """The commit-log offset from which records of ``queue`` belong to it."""
@@ -192,6 +195,7 @@ class TopicTable:
                         str(item.get("layout", LAYOUT_FILES)),
                         int(item.get("block_entries", 0)),
                         int(item.get("blocks_per_file", 0)),
+                        item.get("streams", False) is True,
                     )
                     if info.layout not in LAYOUTS or (
                         info.layout == LAYOUT_SHARED

@@ -85,6 +85,11 @@ class RecoveryReport:
     offsets_clamped: list[dict] = field(default_factory=list)
     # Bad bytes met in the offsets journal (offsets.JournalDamage as dicts).
     offsets_damage: list[dict] = field(default_factory=list)
+    # An append of several events a crash kept only in part, dropped from the log's end.
+    partial_group_cut_at: int | None = None
+    partial_group_bytes: int = 0
+    # What was done to each stream topic's event index (streams.IndexRecovery as dicts).
+    event_indexes: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -111,11 +116,13 @@ def recover(
     clean_shutdown: bool,
     durable_end: int = 0,
     index: KeyIndex | None = None,
+    cut_tail: Callable[[CommitLog, int, int], int] | None = None,
 ) -> RecoveryReport:
     """Scan the log from ``start`` and repair the queues (see the module docstring).
 
     ``durable_end`` is the checkpoint's flushed offset, the durable watermark: bad bytes
-    below it are damage, not the tail.
+    below it are damage, not the tail. ``cut_tail(log, tail, durable_end)`` may move the
+    tail found back (to drop an append of several events a crash kept only in part).
     """
     began = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
@@ -162,6 +169,12 @@ def recover(
             elif event.kind == TAIL:
                 tail = event.offset
         dispatcher.finish()
+    if cut_tail is not None:
+        cut = cut_tail(log, tail, durable_end)
+        if cut < tail:
+            report.partial_group_cut_at = cut
+            report.partial_group_bytes = tail - cut
+            tail = cut
     log_end = log.segments[-1].end if log.segments else log.tail
     if durable_end > log_end and log.segments:
         # The checkpoint says bytes up to durable_end were fsynced: a segment was cut short.
