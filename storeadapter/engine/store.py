@@ -777,6 +777,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 ],
                 "offsets_dropped_bytes": self._offsets.dropped_bytes,
                 "checkpoint_problems": list(self._checkpoint.problems),
+                "streams": self._streams.stats(self._topics),
                 "failed": None if self._failure is None else str(self._failure),
             }
         )

@@ -245,6 +245,21 @@ class Streams:
             if state is None or state.info.created_offset != index.created_offset:
                 self.forget(name)
 
+    def stats(self, topics: dict[str, Topic]) -> dict:
+        """The cache's use, and each stream topic's indexed events."""
+        indexed = {}
+        for name, state in sorted(topics.items()):
+            if state.info.streams:
+                try:
+                    indexed[name] = self.index(state).read_counters()[0]
+                except (StoreFormatError, OSError):
+                    indexed[name] = None
+        return {
+            "cached_streams": len(self.cache),
+            "cache_capacity": self.cache.capacity,
+            "indexed_events": indexed,
+        }
+
     def close(self) -> None:
         with self._lock:
             for index in self._indexes.values():
