@@ -250,6 +250,21 @@ class EventIndex:
         raw = fileio.pread(self.fd, SLOT_SIZE, table_at + (hashed % self.slots) * SLOT_SIZE)
         return SLOT.unpack(raw)[0] if len(raw) == SLOT_SIZE else 0
 
+    def slot_table(self, commands: bool = False) -> array:
+        """A whole slot table (streams, or commands), read in chunks."""
+        table = array("I")
+        at = self._command_slots_at if commands else HEADER_SIZE
+        remaining = self.slots * SLOT_SIZE
+        while remaining:
+            take = min(remaining, _READ_CHUNK * SLOT_SIZE)
+            raw = fileio.pread(self.fd, take, at)
+            table.frombytes(raw + bytes(take - len(raw)))
+            at += take
+            remaining -= take
+        if sys.byteorder == "big":
+            table.byteswap()
+        return table
+
     def stream_candidates(self, hashed: int, below: int) -> Iterator[EventEntry]:
         """Linked entries of streams with this hash, newest first, whose records start
         below commit offset ``below``. Raises ChainBroken at a bad entry."""
