@@ -79,6 +79,20 @@ def lowest_bit(version: int) -> int:
     return version & -version
 
 
+def next_chain(chain: list[tuple[int, int]], version: int, number: int) -> list[tuple[int, int]]:
+    """The jump chain of ``version`` (entry ``number``) from the chain of the version
+    before it, which holds ``version - lowbit(version)`` and everything below it."""
+    target = version - lowest_bit(version)
+    if not target:
+        return [(version, number)]
+    for i, (held, _entry) in enumerate(chain):
+        if held == target:
+            return [(version, number), *chain[i:]]
+        if held < target:
+            break
+    return [(version, number)]  # the target was lost (a gap): no jump
+
+
 class EventEntry(NamedTuple):
     number: int
     commit_offset: int
@@ -480,5 +494,6 @@ __all__ = [
     "FILE_NAME",
     "NewEntry",
     "command_hash",
+    "next_chain",
     "stream_hash",
 ]

@@ -88,7 +88,7 @@ class RecoveryReport:
     # An append of several events a crash kept only in part, dropped from the log's end.
     partial_group_cut_at: int | None = None
     partial_group_bytes: int = 0
-    # What was done to each stream topic's event index (streams.IndexRecovery as dicts).
+    # What was done to each stream topic's event index (streamrecovery.IndexRecovery as dicts).
     event_indexes: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:

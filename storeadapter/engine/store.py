@@ -45,7 +45,8 @@ from .results import (
 from .retention import RetentionReport
 from .segment import segment_name
 from .sharedstate import SharedSnapshot, SharedState
-from .streams import Streams, cut_partial_group
+from .streamrecovery import cut_partial_group
+from .streams import Streams
 from .topics import Topic, TopicRegistry
 from .upkeep import Upkeep
 
@@ -194,14 +195,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             index=self._index,
             cut_tail=self._cut_partial_group,
         )
-        self.last_recovery.event_indexes = [
-            r.as_dict()
-            for r in self._streams.recover(
-                self._registry.topics.values(),
-                state.dispatched if state else None,
-                self.commitlog.tail,
-            )
-        ]
+        self.last_recovery.event_indexes = self._streams.recover(
+            self._registry.topics.values(),
+            state.dispatched if state else None,
+            self.commitlog.tail,
+        )
         self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
             topic.blocks.rebuilding = False

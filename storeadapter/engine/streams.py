@@ -12,9 +12,8 @@ what it is handed (the commit log, a record reader):
   by the store, then indexed here (``indexed``) before the store publishes the tail;
 * reads (``version``, ``read``) use the index as it is on disk, never the cache, and
   trust only entries below the tail the reader followed;
-* recovery (``recover``) cuts each index where the log's durable, checkpointed part
-  ends and indexes the records from there to the tail again; ``cut_partial_group``
-  drops a group a crash left incomplete at the log's end;
+* recovery (``recover``, streamrecovery.py) cuts each index where the log's durable,
+  checkpointed part ends and indexes the records from there to the tail again;
 * a writer that died before publishing left entries past the tail: the next one cuts
   them (``truncate_from``); a flush fsyncs every index before the checkpoint covers it
   (``to_sync``).
@@ -23,14 +22,14 @@ what it is handed (the commit log, a record reader):
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from zlib import crc32
 
+from . import streamreads
 from .commitlog import CommitLog
 from .errors import (
-    CorruptRecordError,
     DuplicateCommandError,
     InvalidMessageError,
     MessageTooLargeError,
@@ -44,28 +43,25 @@ from .eventindex import (
     FILE_NAME,
     MAX_VERSION,
     ChainBroken,
-    EventEntry,
     EventIndex,
     EventIndexDamage,
     NewEntry,
     command_hash,
-    lowest_bit,
+    next_chain,
     stream_hash,
 )
 from .eventrecords import (
-    COMMAND_PROPERTY,
     check_command_id,
     check_events,
     check_stream_id,
     check_version,
-    event_group,
-    event_of,
     event_properties,
 )
-from .record import RECORD_OVERHEAD, decode_record, encode_keys
+from .record import RECORD_OVERHEAD, encode_keys
 from .results import AppendResult, Corruption, EventAppendResult, EventSlice, StoredMessage
-from .scan import RECORD, scan_segment
 from .streamcache import StreamCache, StreamHead
+from .streamreads import damaged, retrying
+from .streamrecovery import recover_indexes
 from .tags import tag_hash
 from .topics import Topic
 
@@ -79,8 +75,6 @@ REFUSALS = (
     StoreFormatError,
 )
 MAX_READ_EVENTS = 10_000
-_WALK_TRIES = 3
-_REBUILD_CHUNK = 4096
 _PRELOAD_ENTRIES = 1 << 16  # newest index entries read to preload the cache
 
 
@@ -119,28 +113,6 @@ class Admitted:
     length: int  # bytes of all its records
 
 
-@dataclass
-class IndexRecovery:
-    """What recovery did to one stream topic's event index (in ``recovery.json``)."""
-
-    topic: str
-    cut_from: int = 0
-    entries_cut: int = 0
-    events_indexed: int = 0
-    rebuilt: str | None = None  # why the whole index was rebuilt, if it was
-    problems: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return {
-            "topic": self.topic,
-            "cut_from": self.cut_from,
-            "entries_cut": self.entries_cut,
-            "events_indexed": self.events_indexed,
-            "rebuilt": self.rebuilt,
-            "problems": self.problems,
-        }
-
-
 class Streams:
     """The event streams of one open store: its stream topics' indexes and the cache."""
 
@@ -154,8 +126,8 @@ class Streams:
         max_message_bytes: int,
     ) -> None:
         self._root = root
-        self._slots = slots
-        self._log = log
+        self.slots = slots
+        self.log = log
         self._record_at = record_at
         self._max_bytes = max_message_bytes
         self.cache = StreamCache(cache_streams)
@@ -172,10 +144,11 @@ class Streams:
         """The new stream topic's empty index (its directory exists; the caller holds
         the write lock)."""
         info = state.info
-        index = EventIndex.create(self.path(info.name), self._slots, info.created_offset, 0)
-        self._adopt(info.name, index)
+        index = EventIndex.create(self.path(info.name), self.slots, info.created_offset, 0)
+        self.adopt(info.name, index)
 
-    def _adopt(self, name: str, index: EventIndex) -> None:
+    def adopt(self, name: str, index: EventIndex) -> None:
+        """Use ``index`` for the topic from now on (made or checked by the caller)."""
         with self._lock:
             old = self._indexes.pop(name, None)
             if old is not None:
@@ -183,6 +156,14 @@ class Streams:
             self._indexes[name] = index
             self._seen[name] = index.count
         self.cache.drop_topic(name)
+
+    def opened(self, name: str) -> EventIndex:
+        """The index this process has open for the topic (after ``adopt`` or ``index``)."""
+        return self._indexes[name]
+
+    def mark_seen(self, name: str) -> None:
+        """This process has taken in every entry its topic's index now counts."""
+        self._seen[name] = self._indexes[name].count
 
     def index(self, state: Topic) -> EventIndex:
         """The open index of a stream topic (opened on first use)."""
@@ -291,10 +272,15 @@ class Streams:
         index = self.index(state)
         name = state.info.name
         self._catch_up(index, name)
-        tail = self._log.tail
+        tail = self.log.tail
         head = self._writer_head(index, name, append, tail)
         if append.command_id is not None:
-            produced = self._produced(index, append.stream_id, append.command_id, tail)
+            produced = retrying(
+                index,
+                lambda: streamreads.produced(
+                    index, append.stream_id, append.command_id, tail, self._record_at
+                ),
+            )
             if produced is not None:
                 first, last = produced
                 shown = f"version {last}" if first == last else f"versions {first} to {last}"
@@ -327,7 +313,7 @@ class Streams:
                 f"stream {append.stream_id!r} of {name!r} lives in queue {queue}, which is "
                 "frozen: it takes no new events"
             )
-        chain = self._chain_of(index, head)
+        chain = self.chain_of(index, head)
         head.queue = queue
         first = head.version + 1
         group = (first, first + count - 1) if count > 1 else None
@@ -342,10 +328,10 @@ class Streams:
                 (queue, None, kind, keys, properties, body, None, tag_hash(kind),
                  (append.stream_id,), None)
             )  # fmt: skip
-        if length > self._log.capacity():
+        if length > self.log.capacity():
             raise MessageTooLargeError(
                 f"the {count} events take {length} bytes on disk; an append's events are "
-                f"stored in one commit-log segment, which holds {self._log.capacity()}"
+                f"stored in one commit-log segment, which holds {self.log.capacity()}"
             )
         return Admitted(index, head, chain, prepared, length)
 
@@ -368,7 +354,7 @@ class Streams:
         last = len(results) - 1
         for i, result in enumerate(results):
             version += 1
-            chain = _next_chain(chain, version, number)
+            chain = next_chain(chain, version, number)
             jump = chain[1][1] if len(chain) > 1 else 0
             new.append(
                 NewEntry(result.commit_offset, append.hashed, command, version, previous, jump,
@@ -421,17 +407,19 @@ class Streams:
                     head.stream_id = append.stream_id
                     head.queue = message.queue if message is not None else -1
                     return head
-        head = self._find_head(index, append.stream_id, append.hashed, tail)
+        head = self.find_head(index, append.stream_id, append.hashed, tail)
         if head is None:
             head = StreamHead(append.stream_id, 0, 0, 0, -1, [])
         self.cache.put(name, append.hashed, head)
         return head
 
-    def _find_head(
+    def find_head(
         self, index: EventIndex, stream_id: str, hashed: int, tail: int
     ) -> StreamHead | None:
         """The stream's newest entry below ``tail``, as a head (None: no events)."""
-        found = self._newest_entry(index, stream_id, hashed, tail)
+        found = retrying(
+            index, lambda: streamreads.newest_entry(index, stream_id, tail, self._record_at)
+        )
         if found is None:
             return None
         entry, message = found
@@ -443,51 +431,7 @@ class Streams:
             message.queue if message is not None else -1,
         )
 
-    def _newest_entry(
-        self, index: EventIndex, stream_id: str, hashed: int, tail: int
-    ) -> tuple[EventEntry, StoredMessage | None] | None:
-        for _ in range(_WALK_TRIES):
-            try:
-                for entry in index.stream_candidates(hashed, tail):
-                    message = self._record_at(entry.commit_offset)
-                    # A record retention deleted cannot say whose it is: the 64-bit hash does.
-                    if message is None or message.keys[:1] == [stream_id]:
-                        return entry, message
-                return None
-            except ChainBroken as broken:
-                error = broken
-        raise self._damaged(index, error)
-
-    def _produced(
-        self, index: EventIndex, stream_id: str, command_id: str, tail: int
-    ) -> tuple[int, int] | None:
-        """(first, last) version the command produced in the stream, or None."""
-        hashed = command_hash(stream_id, command_id)
-        wanted = stream_hash(stream_id)
-        for _ in range(_WALK_TRIES):
-            try:
-                for entry in index.command_candidates(hashed, tail):
-                    if entry.stream_hash != wanted:
-                        continue
-                    message = self._record_at(entry.commit_offset)
-                    if message is not None and (
-                        message.keys[:1] != [stream_id]
-                        or message.properties.get(COMMAND_PROPERTY) != command_id
-                    ):
-                        continue
-                    first = entry
-                    while first.previous:
-                        before = index.entry(first.previous)
-                        if before is None or before.command_hash != hashed:
-                            break
-                        first = before
-                    return first.version, entry.version
-                return None
-            except ChainBroken as broken:
-                error = broken
-        raise self._damaged(index, error)
-
-    def _chain_of(self, index: EventIndex, head: StreamHead) -> list[tuple[int, int]]:
+    def chain_of(self, index: EventIndex, head: StreamHead) -> list[tuple[int, int]]:
         """The head's jump chain (read from the index unless cached)."""
         if head.chain is not None:
             return head.chain
@@ -495,11 +439,11 @@ class Streams:
             return []
         entry = index.entry(head.entry)
         if entry is None:
-            raise self._damaged(index, ChainBroken(head.entry))
+            raise damaged(index, ChainBroken(head.entry))
         try:
             return index.jump_chain(entry)
         except ChainBroken as error:
-            raise self._damaged(index, error) from None
+            raise damaged(index, error) from None
 
     @staticmethod
     def _queue_for(state: Topic, append: StreamAppend) -> int:
@@ -511,19 +455,15 @@ class Streams:
             )
         return writable[crc32(append.keys) % len(writable)]
 
-    def _damaged(self, index: EventIndex, error: ChainBroken) -> StoreFormatError:
-        return StoreFormatError(
-            f"the event index {index.path} is damaged (a chain breaks at {error}); close "
-            "every process using the store and delete the file: the first to open the "
-            "store again rebuilds it from the commit log"
-        )
-
     # ---------------------------------------------------------------- reading
 
     def version(self, state: Topic, stream_id: object, tail: int) -> int:
         """The stream's newest version (0: no events) as of ``tail``."""
         stream_id = check_stream_id(stream_id)
-        found = self._newest_entry(self.index(state), stream_id, stream_hash(stream_id), tail)
+        index = self.index(state)
+        found = retrying(
+            index, lambda: streamreads.newest_entry(index, stream_id, tail, self._record_at)
+        )
         return 0 if found is None else found[0].version
 
     def read(
@@ -549,88 +489,13 @@ class Streams:
         ):
             raise StoreError(f"max_count must be 1 to {MAX_READ_EVENTS}, not {max_count!r}")
         index = self.index(state)
-        hashed = stream_hash(stream_id)
-        for _ in range(_WALK_TRIES):
-            try:
-                return self._read(index, state, stream_id, hashed, start, max_count, tail,
-                                  min_offset, note)  # fmt: skip
-            except ChainBroken as broken:
-                error = broken
-        raise self._damaged(index, error)
-
-    def _read(self, index, state, stream_id, hashed, start, max_count, tail, min_offset, note):
-        found = self._newest_entry(index, stream_id, hashed, tail)
-        if found is None:
-            return EventSlice([], 0, 1, False)
-        newest = found[0]
-        first_kept = self._first_kept(index, newest, min_offset)
-        begin = max(start, first_kept)
-        if begin > newest.version:
-            return EventSlice([], newest.version, first_kept, start < first_kept)
-        end = min(newest.version, begin + max_count - 1)
-        entry = index.find_version(newest, end)
-        entries = []
-        while entry is not None and entry.version >= begin:
-            entries.append(entry)
-            if entry.version == begin or not entry.previous:
-                break
-            entry = index.entry(entry.previous)
-            if entry is None:
-                raise ChainBroken(entries[-1].previous)
-        events = []
-        for entry in reversed(entries):
-            message = self._record_at(entry.commit_offset)
-            event = event_of(message) if message is not None else None
-            if (
-                event is None
-                or event.stream_id != stream_id
-                or event.version != entry.version
-                or message.topic != state.info.name
-            ):
-                if entry.commit_offset >= min_offset:
-                    note(
-                        Corruption(
-                            entry.commit_offset,
-                            0,
-                            f"version {entry.version} of stream {stream_id!r} in "
-                            f"{state.info.name!r}: its record is damaged or not this event",
-                        )
-                    )
-                continue
-            events.append(event)
-        return EventSlice(events, newest.version, first_kept, start < first_kept)
-
-    def _first_kept(self, index: EventIndex, newest: EventEntry, min_offset: int) -> int:
-        """The stream's oldest version whose record retention has not deleted (past the
-        newest when all were): versions' records are in log order, so a binary search."""
-        oldest = self._oldest_entry(index, newest)
-        if oldest.commit_offset >= min_offset:
-            return oldest.version
-        if newest.commit_offset < min_offset:
-            return newest.version + 1
-        low, high = oldest.version, newest.version  # low is deleted, high is kept
-        while high - low > 1:
-            middle = (low + high) // 2
-            entry = index.find_version(newest, middle)
-            if entry is None or entry.commit_offset < min_offset:
-                low = middle
-            else:
-                high = middle
-        return high
-
-    @staticmethod
-    def _oldest_entry(index: EventIndex, newest: EventEntry) -> EventEntry:
-        """Version 1's entry, or the oldest the index has (it lost older ones)."""
-        entry = index.find_version(newest, 1)
-        if entry is not None:
-            return entry
-        entry = newest
-        while entry.previous:
-            before = index.entry(entry.previous)
-            if before is None:
-                raise ChainBroken(entry.previous)
-            entry = before
-        return entry
+        return retrying(
+            index,
+            lambda: streamreads.read_events(
+                index, state.info.name, stream_id, start, max_count, tail, min_offset,
+                self._record_at, note,
+            ),
+        )  # fmt: skip
 
     # ------------------------------------------------------- upkeep, recovery
 
@@ -664,138 +529,10 @@ class Streams:
             found.append(index)
         return found
 
-    def recover(
-        self, topics: Iterable[Topic], dispatched: int | None, tail: int
-    ) -> list[IndexRecovery]:
-        """Bring every stream topic's index in step with the recovered log (the store is
-        open by this process alone): entries from the checkpoint's ``dispatched`` offset
-        on (or from the index's own ``indexed_to``, when lower) are cut and indexed again
-        from the log; a missing or damaged index is made again from the topic's start."""
-        reports = []
-        streams = [state for state in topics if state.info.streams]
-        starts: dict[str, int] = {}
-        for state in streams:
-            info = state.info
-            report = IndexRecovery(info.name)
-            reports.append(report)
-            path = self.path(info.name)
-            index = None
-            try:
-                index = EventIndex.open(path)
-                if index.created_offset != info.created_offset:
-                    report.rebuilt = "it belonged to an older topic of the same name"
-            except FileNotFoundError:
-                report.rebuilt = "it was missing"
-            except EventIndexDamage as error:
-                report.rebuilt = f"it was damaged ({error})"
-            if report.rebuilt is not None:
-                if index is not None:
-                    index.close()
-                first = max(info.created_offset, self._log.min_offset)
-                index = EventIndex.create(path, self._slots, info.created_offset, first)
-                start = first
-            else:
-                # Below the checkpoint (fsynced before it was written) and below what the
-                # index says it covers, its entries are trusted; the rest is done again.
-                # Without a checkpoint nothing of it is known durable.
-                start = self._log.min_offset
-                if dispatched is not None:
-                    start = max(start, min(index.indexed_to, dispatched, tail))
-                start = max(start, info.created_offset)
-                report.entries_cut = index.truncate_from(start)
-            report.cut_from = start
-            self._adopt(info.name, index)
-            starts[info.name] = start
-        if streams:
-            counts = self.rebuild(streams, starts, tail)
-            for report in reports:
-                report.events_indexed = counts.get(report.topic, 0)
-                index = self._indexes[report.topic]
-                index.note_indexed_to(tail)
-        return reports
-
-    def rebuild(self, states: list[Topic], starts: dict[str, int], tail: int) -> dict[str, int]:
-        """Index the events of ``states`` whose records lie from their start offset up to
-        ``tail`` (each index already cut there); return how many per topic."""
-        by_bytes = {state.name_bytes: state for state in states}
-        begin = min(starts.values())
-        counts: dict[str, int] = {}
-        pending: dict[str, list[tuple[StoredMessage, int]]] = {}
-        waiting = 0
-        for offset, header, segment in _records(self._log, begin, tail):
-            topic_len = header[9]
-            pos = offset - segment.base
-            topic = bytes(segment.view[pos + 56 : pos + 56 + topic_len])
-            state = by_bytes.get(topic)
-            if state is None or offset < starts[state.info.name]:
-                continue
-            try:
-                message = decode_record(segment.view, pos, segment.size, offset, "")
-            except CorruptRecordError:
-                continue
-            pending.setdefault(state.info.name, []).append((message, offset))
-            waiting += 1
-            if waiting >= _REBUILD_CHUNK:
-                self._index_found(by_bytes, pending, counts, tail)
-                pending = {}
-                waiting = 0
-        self._index_found(by_bytes, pending, counts, tail)
-        return counts
-
-    def _index_found(self, by_bytes, pending, counts, tail) -> None:
-        for name, found in pending.items():
-            index = self._indexes[name]
-            counts[name] = counts.get(name, 0) + self._index_records(index, name, found, tail)
-            self._seen[name] = index.count
-
-    def _index_records(
-        self, index: EventIndex, name: str, found: list[tuple[StoredMessage, int]], tail: int
-    ) -> int:
-        """Append entries for events read back from the log, in log order."""
-        heads: dict[int, StreamHead] = {}
-        new: list[NewEntry] = []
-        number = index.count + 1
-        for message, offset in found:
-            event = event_of(message)
-            if event is None:
-                continue
-            hashed = stream_hash(event.stream_id)
-            head = heads.get(hashed)
-            if head is None or head.stream_id != event.stream_id:
-                head = self.cache.get(name, hashed)
-                if head is None or head.stream_id != event.stream_id:
-                    head = self._find_head(index, event.stream_id, hashed, offset)
-                if head is None:
-                    head = StreamHead(event.stream_id, 0, 0, 0, message.queue, [])
-                head = StreamHead(
-                    event.stream_id, head.version, head.entry, head.commit_offset, head.queue,
-                    self._chain_of(index, head) if head.version else [],
-                )  # fmt: skip
-                heads[hashed] = head
-            if event.version <= head.version:
-                continue  # a version the stream already has (never written twice)
-            chain = head.chain
-            if event.version != head.version + 1:
-                chain = []  # versions between were lost: the chain starts again here
-            chain = _next_chain(chain, event.version, number)
-            jump = chain[1][1] if len(chain) > 1 else 0
-            command = 0
-            if event.command_id is not None:
-                command = command_hash(event.stream_id, event.command_id)
-            previous = head.entry if event.version == head.version + 1 else 0
-            new.append(
-                NewEntry(offset, hashed, command, event.version, previous, jump, True, command != 0)
-            )
-            heads[hashed] = StreamHead(
-                event.stream_id, event.version, number, offset, message.queue, chain
-            )
-            number += 1
-        if new:
-            index.put(new, min(tail, new[-1].commit_offset + 1))
-        for hashed, head in heads.items():
-            if head.version:
-                self.cache.put(name, hashed, head)
-        return len(new)
+    def recover(self, topics: Iterable[Topic], dispatched: int | None, tail: int) -> list[dict]:
+        """Bring every stream topic's index in step with the log recovery just made
+        (``streamrecovery.recover_indexes``); return what was done, per topic."""
+        return [report.as_dict() for report in recover_indexes(self, topics, dispatched, tail)]
 
     def preload(self, topics: dict[str, Topic]) -> int:
         """Seed the cache with the most recently written streams of every stream topic
@@ -822,20 +559,6 @@ class Streams:
         return seeded
 
 
-def _next_chain(chain: list[tuple[int, int]], version: int, number: int) -> list[tuple[int, int]]:
-    """The jump chain of ``version`` (entry ``number``) from the chain of the version
-    before it, which holds ``version - lowbit(version)`` and everything below it."""
-    target = version - lowest_bit(version)
-    if not target:
-        return [(version, number)]
-    for i, (held, _entry) in enumerate(chain):
-        if held == target:
-            return [(version, number), *chain[i:]]
-        if held < target:
-            break
-    return [(version, number)]  # the target was lost (a gap): no jump
-
-
 def _record_end(state: Topic, admitted: Admitted, position: int) -> int:
     """The length of the ``position``th prepared record of ``admitted``."""
     item = admitted.prepared[position]
@@ -849,79 +572,8 @@ def _record_end(state: Topic, admitted: Admitted, position: int) -> int:
     )
 
 
-def _records(log: CommitLog, begin: int, end: int) -> Iterator[tuple[int, tuple, object]]:
-    """(commit offset, header, segment) of each intact record from ``begin`` to ``end``."""
-    for position, segment in enumerate(list(log.segments)):
-        if segment.end <= begin or segment.base >= end:
-            continue
-        sealed = position < len(log.segments) - 1
-        start = max(begin, segment.base) - segment.base
-        for event in scan_segment(segment, start, sealed):
-            if event.offset >= end:
-                return
-            if event.kind == RECORD:
-                yield event.offset, event.header, segment
-
-
-def cut_partial_group(
-    log: CommitLog, tail: int, durable_end: int, is_stream_topic: Callable[[bytes], bool]
-) -> int:
-    """Where the log must end so that no append of several events is kept in part: the
-    start of the group the last record before ``tail`` belongs to, when the group's last
-    event is missing (a crash tore the write), else ``tail``. Never below ``durable_end``.
-
-    A group is written whole into one segment, its records one after another, so its
-    start is found by walking back by the records' trailing lengths.
-    """
-    found = log.locate(tail - 1) if tail > 0 else None
-    if found is None:
-        return tail
-    segment, last_byte = found
-    end = last_byte + 1
-    message = _record_ending_at(segment, end, is_stream_topic)
-    event = event_of(message) if message is not None else None
-    group = event_group(message) if event is not None else None
-    if group is None or event.version >= group[1]:
-        return tail
-    start = end - message_length(segment, end)
-    version = event.version
-    while version > group[0]:
-        before = _record_ending_at(segment, start, is_stream_topic)
-        earlier = event_of(before) if before is not None else None
-        if (
-            earlier is None
-            or earlier.stream_id != event.stream_id
-            or earlier.version != version - 1
-        ):
-            return tail  # not the group as it was written: leave it (verify reports it)
-        start -= message_length(segment, start)
-        version -= 1
-    cut = segment.base + start
-    return cut if cut >= durable_end else tail
-
-
-def message_length(segment, end: int) -> int:
-    return int.from_bytes(segment.view[end - 4 : end], "little")
-
-
-def _record_ending_at(segment, end: int, is_stream_topic) -> StoredMessage | None:
-    if end < RECORD_OVERHEAD:
-        return None
-    length = message_length(segment, end)
-    start = end - length
-    if length < RECORD_OVERHEAD or start < 0:
-        return None
-    try:
-        message = decode_record(segment.view, start, segment.size, segment.base + start, "")
-    except CorruptRecordError:
-        return None
-    return message if is_stream_topic(message.topic.encode()) else None
-
-
 __all__ = [
     "Admitted",
-    "IndexRecovery",
     "StreamAppend",
     "Streams",
-    "cut_partial_group",
 ]
