@@ -93,6 +93,38 @@ def next_chain(chain: list[tuple[int, int]], version: int, number: int) -> list[
     return [(version, number)]  # the target was lost (a gap): no jump
 
 
+def run_jumps(
+    chain: list[tuple[int, int]], first_version: int, count: int, first_number: int
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """The jumps of ``count`` new versions from ``first_version`` (entries numbered from
+    ``first_number``) of a stream whose newest version's jump chain is ``chain``, and the
+    jump chain of the last of them. A version's jump target is below ``first_version``
+    only if it is in ``chain`` (clearing low bits of a later version reaches no other
+    version below it); one missing there was lost, and gets no jump."""
+    below = dict(chain)
+    jumps = []
+    for version in range(first_version, first_version + count):
+        target = version - (version & -version)
+        if target >= first_version:
+            jumps.append(first_number + target - first_version)
+        else:
+            jumps.append(below.get(target, 0))
+    last = first_version + count - 1
+    final = []
+    version = last
+    while version:
+        number = (
+            first_number + version - first_version
+            if version >= first_version
+            else below.get(version)
+        )
+        if number is None:
+            break
+        final.append((version, number))
+        version -= version & -version
+    return jumps, final
+
+
 class EventEntry(NamedTuple):
     number: int
     commit_offset: int
@@ -279,14 +311,21 @@ class EventIndex:
             table.byteswap()
         return table
 
-    def stream_candidates(self, hashed: int, below: int) -> Iterator[EventEntry]:
+    def stream_candidates(
+        self, hashed: int, below: int, head: int | None = None
+    ) -> Iterator[EventEntry]:
         """Linked entries of streams with this hash, newest first, whose records start
-        below commit offset ``below``. Raises ChainBroken at a bad entry."""
-        return self._walk(self.stream_slot(hashed), hashed, below, _STREAM)
+        below commit offset ``below``; ``head`` is the slot's value when just read.
+        Raises ChainBroken at a bad entry."""
+        start = self.stream_slot(hashed) if head is None else head
+        return self._walk(start, hashed, below, _STREAM)
 
-    def command_candidates(self, hashed: int, below: int) -> Iterator[EventEntry]:
+    def command_candidates(
+        self, hashed: int, below: int, head: int | None = None
+    ) -> Iterator[EventEntry]:
         """Linked entries of commands with this hash, newest first (see stream_candidates)."""
-        return self._walk(self.command_slot(hashed), hashed, below, _COMMAND)
+        start = self.command_slot(hashed) if head is None else head
+        return self._walk(start, hashed, below, _COMMAND)
 
     def _walk(self, number: int, hashed: int, below: int, chain: int) -> Iterator[EventEntry]:
         hash_field, next_field = _CHAIN_FIELDS[chain]
@@ -386,6 +425,60 @@ class EventIndex:
         indexed_to = max(indexed_to, self.indexed_to)
         fileio.pwrite_all(self.fd, _PROGRESS.pack(count, indexed_to), _PROGRESS_AT)
         self.count, self.indexed_to = count, indexed_to
+
+    def put_run(
+        self,
+        offsets: list[int],
+        stream_hashed: int,
+        command_hashed: int,
+        first_version: int,
+        previous: int,
+        jumps: list[int],
+        indexed_to: int,
+        stream_next: int | None = None,
+        command_next: int | None = None,
+    ) -> None:
+        """``put`` for the events of one append to one stream, at ``offsets``: versions
+        from ``first_version``, each after the one before (the first after entry
+        ``previous``); only the last is linked into its slots (and into the command's
+        when ``command_hashed``). ``stream_next``, ``command_next``: the slots' values,
+        when the caller (holding the write lock) just read them."""
+        first = self.count + 1
+        count = len(offsets)
+        if first + count - 1 > MAX_ENTRIES:
+            raise OSError(27, "the event index is full")  # EFBIG
+        last = first + count - 1
+        if stream_next is None:
+            stream_next = self.stream_slot(stream_hashed)
+        if command_next is None:
+            command_next = self.command_slot(command_hashed) if command_hashed else 0
+        pack = _ENTRY_BODY.pack
+        parts = []
+        add = parts.append
+        version = first_version
+        for number, offset, jump in zip(range(first, last + 1), offsets, jumps, strict=True):
+            if number == last:
+                body = pack(offset, stream_hashed, command_hashed, version, previous, jump,
+                            stream_next, command_next)  # fmt: skip
+            else:
+                body = pack(offset, stream_hashed, command_hashed, version, previous, jump, 0, 0)
+            add(body)
+            add(SLOT.pack(crc32c(body)))
+            previous = number
+            version += 1
+        fileio.pwrite_all(self.fd, b"".join(parts), self.entries_at + (first - 1) * ENTRY_SIZE)
+        fileio.pwrite_all(
+            self.fd, SLOT.pack(last), HEADER_SIZE + (stream_hashed % self.slots) * SLOT_SIZE
+        )
+        if command_hashed:
+            fileio.pwrite_all(
+                self.fd,
+                SLOT.pack(last),
+                self._command_slots_at + (command_hashed % self.slots) * SLOT_SIZE,
+            )
+        indexed_to = max(indexed_to, self.indexed_to)
+        fileio.pwrite_all(self.fd, _PROGRESS.pack(last, indexed_to), _PROGRESS_AT)
+        self.count, self.indexed_to = last, indexed_to
 
     def _write_slots(self, table_at: int, heads: dict[int, int]) -> None:
         for slot, number in heads.items():
@@ -495,5 +588,6 @@ __all__ = [
     "NewEntry",
     "command_hash",
     "next_chain",
+    "run_jumps",
     "stream_hash",
 ]

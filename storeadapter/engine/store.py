@@ -22,6 +22,7 @@ from .consumequeue import ENTRY_SIZE, ConsumeQueue
 from .errors import (
     DiskFullError,
     StoreClosedError,
+    StoreError,
     StoreFailedError,
     StoreIOError,
     StreamTopicError,
@@ -550,6 +551,28 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             )
         append = self._streams.request(stream_id, events, expected_version, command_id, event_type)
         return self._append_prepared(state, append)
+
+    def append_to_streams(
+        self, topic: str, appends: list
+    ) -> list[list[EventAppendResult] | StoreError]:
+        """Append to several streams of a stream topic at once, under one hold of the
+        write lock (the fast path). Each append is a dict with ``stream_id``, ``events``
+        and, optionally, ``expected_version``, ``command_id`` and ``event_type`` (or a
+        tuple of those in that order), checked as ``append_events`` checks one.
+
+        Returns, per append in order, its results, or the error that refused it alone
+        (WrongExpectedVersionError, DuplicateCommandError, QueueFrozenError, …): the
+        others are stored all the same. Bad arguments raise before anything is written.
+        """
+        state = self._topic(topic)
+        if not state.info.streams:
+            raise StreamTopicError(
+                f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
+            )
+        batch = self._streams.request_many(appends)
+        if not batch:
+            return []
+        return self._append_prepared(state, batch)
 
     def read_stream(
         self, topic: str, stream_id: str, from_version: int = 1, max_count: int = 100

@@ -3,9 +3,9 @@ a stream's newest event, what a command produced, a range of versions, and where
 retention cut a stream.
 
 Each answer trusts only entries whose records start below the tail the caller followed,
-and checks each candidate's record (its key is the stream id, its ``COMMAND_ID`` the
-command): a 64-bit hash collision is ruled out while the record is there; once retention
-deleted it, the hash alone decides. A chain that breaks under a walk (another process cut
+and checks each candidate's record (its ``STREAM_ID`` and ``COMMAND_ID`` properties): a
+64-bit hash collision is ruled out while the record is there; once retention deleted
+it, the hash alone decides. A chain that breaks under a walk (another process cut
 the index meanwhile) is walked again (``retrying``); one that stays broken is damage.
 """
 
@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from .errors import StoreFormatError
 from .eventindex import ChainBroken, EventEntry, EventIndex, command_hash, stream_hash
-from .eventrecords import COMMAND_PROPERTY, event_of
+from .eventrecords import COMMAND_PROPERTY, STREAM_PROPERTY, event_of
 from .results import Corruption, EventSlice, StoredEvent, StoredMessage
 
 RecordReader = Callable[[int], StoredMessage | None]
@@ -43,31 +43,37 @@ def damaged(index: EventIndex, error: ChainBroken) -> StoreFormatError:
 
 
 def newest_entry(
-    index: EventIndex, stream_id: str, tail: int, record_at: RecordReader
+    index: EventIndex, stream_id: str, tail: int, record_at: RecordReader, slot: int | None = None
 ) -> tuple[EventEntry, StoredMessage | None] | None:
     """The stream's newest entry below ``tail`` and its record (None once deleted), or
-    None when the stream has no events. Raises ChainBroken."""
-    for entry in index.stream_candidates(stream_hash(stream_id), tail):
+    None when the stream has no events (``slot``: its slot's value, just read). Raises
+    ChainBroken."""
+    for entry in index.stream_candidates(stream_hash(stream_id), tail, slot):
         message = record_at(entry.commit_offset)
-        if message is None or message.keys[:1] == [stream_id]:
+        if message is None or message.properties.get(STREAM_PROPERTY) == stream_id:
             return entry, message
     return None
 
 
 def produced(
-    index: EventIndex, stream_id: str, command_id: str, tail: int, record_at: RecordReader
+    index: EventIndex,
+    stream_id: str,
+    command_id: str,
+    tail: int,
+    record_at: RecordReader,
+    slot: int | None = None,
 ) -> tuple[int, int] | None:
     """(first, last) version the command produced in the stream, or None. Only the last
     event of an append is linked in its command's chain; the others are found before
     it by their version links. Raises ChainBroken."""
     hashed = command_hash(stream_id, command_id)
     wanted = stream_hash(stream_id)
-    for entry in index.command_candidates(hashed, tail):
+    for entry in index.command_candidates(hashed, tail, slot):
         if entry.stream_hash != wanted:
             continue
         message = record_at(entry.commit_offset)
         if message is not None and (
-            message.keys[:1] != [stream_id]
+            message.properties.get(STREAM_PROPERTY) != stream_id
             or message.properties.get(COMMAND_PROPERTY) != command_id
         ):
             continue

@@ -22,7 +22,7 @@ what it is handed (the commit log, a record reader):
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from zlib import crc32
@@ -45,24 +45,23 @@ from .eventindex import (
     ChainBroken,
     EventIndex,
     EventIndexDamage,
-    NewEntry,
     command_hash,
-    next_chain,
+    run_jumps,
     stream_hash,
 )
 from .eventrecords import (
+    STREAM_PROPERTY,
     check_command_id,
     check_events,
     check_stream_id,
     check_version,
     event_properties,
 )
-from .record import RECORD_OVERHEAD, encode_keys
-from .results import AppendResult, Corruption, EventAppendResult, EventSlice, StoredMessage
+from .record import RECORD_OVERHEAD
+from .results import STATUS_OK, Corruption, EventAppendResult, EventSlice, StoredMessage
 from .streamcache import StreamCache, StreamHead
 from .streamreads import damaged, retrying
 from .streamrecovery import recover_indexes
-from .tags import tag_hash
 from .topics import Topic
 
 RecordReader = Callable[[int], StoredMessage | None]
@@ -82,7 +81,7 @@ class StreamAppend:
     """An append to one stream, checked as far as it can be without the write lock."""
 
     __slots__ = (
-        "stream_id", "hashed", "bodies", "types", "expected_version", "command_id", "keys",
+        "stream_id", "hashed", "bodies", "types", "expected_version", "command_id", "id_bytes",
     )  # fmt: skip
 
     def __init__(
@@ -99,18 +98,30 @@ class StreamAppend:
         self.types = types
         self.expected_version = expected_version
         self.command_id = command_id
-        self.keys = encode_keys([stream_id])
+        self.id_bytes = stream_id.encode()  # a new stream's queue is chosen by its hash
+
+
+class StreamBatch(list):
+    """Appends to several streams of one topic, written under one hold of the write lock
+    (``append_to_streams``); each is checked, and refused, on its own."""
+
+
+_APPEND_FIELDS = ("stream_id", "events", "expected_version", "command_id", "event_type")
 
 
 @dataclass
 class Admitted:
-    """An append that passed its checks: the prepared records and what indexing needs."""
+    """An append that passed its checks, and what writing and indexing it need."""
 
     index: EventIndex
     head: StreamHead
     chain: list[tuple[int, int]]  # the head's jump chain
-    prepared: list[tuple]
+    queue: int
+    first_version: int
     length: int  # bytes of all its records
+    command: int  # its command id's hash (0: none)
+    stream_slot: int | None  # the slots' values as read by the checks (None: not read)
+    command_slot: int | None
 
 
 class Streams:
@@ -133,6 +144,8 @@ class Streams:
         self.cache = StreamCache(cache_streams)
         self._indexes: dict[str, EventIndex] = {}
         self._seen: dict[str, int] = {}  # entries this process has taken in, per topic
+        # Topics caught up with during this hold of the write lock (begin_hold).
+        self._fresh: set[str] = set()
         self._lock = threading.Lock()  # opening and closing indexes
 
     # ------------------------------------------------------------- the files
@@ -265,22 +278,58 @@ class Streams:
         bodies, types = check_events(events, event_type, self._max_bytes)
         return StreamAppend(stream_id, bodies, types, expected, command)
 
+    def begin_hold(self) -> None:
+        """A writer took the write lock: catch up again before the next check."""
+        self._fresh.clear()
+
+    def request_many(self, appends: object) -> StreamBatch:
+        """Check the arguments of several appends: each a dict with ``stream_id``,
+        ``events`` and, optionally, ``expected_version``, ``command_id`` and
+        ``event_type``, or a tuple of those in that order."""
+        if isinstance(appends, (str, bytes, Mapping)) or not isinstance(appends, Iterable):
+            raise InvalidMessageError("appends are a list of dicts (or tuples), one per stream")
+        batch = StreamBatch()
+        for item in appends:
+            if isinstance(item, Mapping):
+                unknown = set(item) - set(_APPEND_FIELDS)
+                if unknown or "stream_id" not in item or "events" not in item:
+                    raise InvalidMessageError(
+                        f"an append has 'stream_id' and 'events' and may have "
+                        f"'expected_version', 'command_id' and 'event_type'; got {sorted(item)}"
+                    )
+                fields = [item.get(name) for name in _APPEND_FIELDS]
+            elif isinstance(item, tuple) and 2 <= len(item) <= len(_APPEND_FIELDS):
+                fields = [*item, *[None] * (len(_APPEND_FIELDS) - len(item))]
+            else:
+                raise InvalidMessageError(
+                    "an append is a dict (stream_id, events, expected_version, command_id, "
+                    "event_type) or a tuple of them in that order"
+                )
+            batch.append(self.request(*fields))
+        return batch
+
     def admit(self, state: Topic, append: StreamAppend) -> Admitted:
-        """Check an append against the stream under the write lock and prepare its
-        records (the store's prepared-message tuples). Raises DuplicateCommandError,
-        WrongExpectedVersionError, QueueFrozenError, MessageTooLargeError."""
+        """Check an append against the stream under the write lock: the command first (a
+        retried command is a duplicate whatever version it expected), then the version.
+        Raises DuplicateCommandError, WrongExpectedVersionError, QueueFrozenError,
+        MessageTooLargeError; nothing is written."""
         index = self.index(state)
         name = state.info.name
-        self._catch_up(index, name)
+        if name not in self._fresh:
+            self._catch_up(index, name)
         tail = self.log.tail
-        head = self._writer_head(index, name, append, tail)
+        head, stream_slot = self._writer_head(index, name, append, tail)
+        command = command_slot = 0
         if append.command_id is not None:
+            command = command_hash(append.stream_id, append.command_id)
+            command_slot = index.command_slot(command)
             produced = retrying(
                 index,
                 lambda: streamreads.produced(
-                    index, append.stream_id, append.command_id, tail, self._record_at
+                    index, append.stream_id, append.command_id, tail, self._record_at,
+                    command_slot,
                 ),
-            )
+            )  # fmt: skip
             if produced is not None:
                 first, last = produced
                 shown = f"version {last}" if first == last else f"versions {first} to {last}"
@@ -316,75 +365,82 @@ class Streams:
         chain = self.chain_of(index, head)
         head.queue = queue
         first = head.version + 1
-        group = (first, first + count - 1) if count > 1 else None
-        keys = append.keys
-        fixed = RECORD_OVERHEAD + len(state.name_bytes) + len(keys)
-        prepared = []
-        length = 0
-        for i, (body, kind) in enumerate(zip(append.bodies, append.types, strict=True)):
-            properties = event_properties(first + i, append.command_id, group)
-            length += fixed + len(kind) + len(properties) + len(body)
-            prepared.append(
-                (queue, None, kind, keys, properties, body, None, tag_hash(kind),
-                 (append.stream_id,), None)
-            )  # fmt: skip
+        last = first + count - 1
+        group = (first, last) if count > 1 else None
+        fixed = RECORD_OVERHEAD + len(state.name_bytes)
+        fixed += len(event_properties(append.stream_id, 0, append.command_id, group)) - 1
+        length = fixed * count + sum(map(len, append.bodies)) + sum(map(len, append.types))
+        length += sum(len(str(version)) for version in range(first, last + 1))
         if length > self.log.capacity():
             raise MessageTooLargeError(
                 f"the {count} events take {length} bytes on disk; an append's events are "
                 f"stored in one commit-log segment, which holds {self.log.capacity()}"
             )
-        return Admitted(index, head, chain, prepared, length)
+        return Admitted(
+            index, head, chain, queue, first, length, command, stream_slot, command_slot
+        )
 
     def indexed(
-        self, state: Topic, append: StreamAppend, admitted: Admitted, results: list[AppendResult]
+        self,
+        state: Topic,
+        append: StreamAppend,
+        admitted: Admitted,
+        starts: list[int],
+        queue_offset: int,
+        store_ms: int,
+        id_prefix: str,
+        end: int,
     ) -> list[EventAppendResult]:
-        """Index the events just written (before the store publishes them) and remember
-        the stream's new head; return the events' results."""
+        """Index the events just written at commit offsets ``starts`` (before the store
+        publishes them; ``end`` is where the last one ends) and remember the stream's new
+        head; return the events' results."""
         index = admitted.index
         head = admitted.head
         name = state.info.name
-        chain = admitted.chain
-        command = 0
-        if append.command_id is not None:
-            command = command_hash(append.stream_id, append.command_id)
-        number = index.count + 1
-        previous = head.entry
-        version = head.version
-        new = []
-        last = len(results) - 1
-        for i, result in enumerate(results):
-            version += 1
-            chain = next_chain(chain, version, number)
-            jump = chain[1][1] if len(chain) > 1 else 0
-            new.append(
-                NewEntry(result.commit_offset, append.hashed, command, version, previous, jump,
-                         i == last, i == last and command != 0)
-            )  # fmt: skip
-            previous = number
-            number += 1
-        last_result = results[-1]
+        hashed = append.hashed
+        first_number = index.count + 1
+        jumps, chain = run_jumps(admitted.chain, head.version + 1, len(starts), first_number)
         try:
-            index.put(new, last_result.commit_offset + _record_end(state, admitted, last))
+            index.put_run(
+                starts, hashed, admitted.command, head.version + 1, head.entry, jumps, end,
+                admitted.stream_slot, admitted.command_slot,
+            )  # fmt: skip
         except BaseException:
-            self.cache.drop(name, append.hashed)
+            self.cache.drop(name, hashed)
             raise
         self._seen[name] = index.count
         self.cache.put(
             name,
-            append.hashed,
+            hashed,
             StreamHead(
-                append.stream_id, version, previous, last_result.commit_offset, head.queue, chain
+                append.stream_id, chain[0][0], index.count, starts[-1], admitted.queue, chain
             ),
         )
-        first = head.version + 1
+        queue = admitted.queue
+        first = admitted.first_version
+        stream_id = append.stream_id
         return [
-            EventAppendResult(*result, append.stream_id, first + i)
-            for i, result in enumerate(results)
+            tuple.__new__(
+                EventAppendResult,
+                (
+                    f"{id_prefix}{start:016X}",
+                    name,
+                    queue,
+                    queue_offset + i,
+                    start,
+                    store_ms,
+                    STATUS_OK,
+                    stream_id,
+                    first + i,
+                ),
+            )  # fmt: skip
+            for i, start in enumerate(starts)
         ]
 
     def _catch_up(self, index: EventIndex, name: str) -> None:
         """Forget what other processes changed since this one last looked: the streams
-        they appended to, or everything after a cut."""
+        they appended to, or everything after a cut. Once per hold of the write lock."""
+        self._fresh.add(name)
         if index.refresh():
             self.cache.drop_topic(name)
         elif index.count > self._seen.get(name, 0):
@@ -395,30 +451,33 @@ class Streams:
 
     def _writer_head(
         self, index: EventIndex, name: str, append: StreamAppend, tail: int
-    ) -> StreamHead:
-        """The stream's head from the cache, else from the index (then cached)."""
+    ) -> tuple[StreamHead, int | None]:
+        """The stream's head from the cache, else from the index (then cached); and its
+        slot's value, when it was read."""
         head = self.cache.get(name, append.hashed)
         if head is not None:
             if head.stream_id == append.stream_id:
-                return head
+                return head, None
             if head.stream_id is None:  # preloaded: its record says whose it is
                 message = self._record_at(head.commit_offset)
-                if message is None or message.keys[:1] == [append.stream_id]:
+                if message is None or message.properties.get(STREAM_PROPERTY) == append.stream_id:
                     head.stream_id = append.stream_id
                     head.queue = message.queue if message is not None else -1
-                    return head
-        head = self.find_head(index, append.stream_id, append.hashed, tail)
+                    return head, None
+        slot = index.stream_slot(append.hashed)
+        head = self.find_head(index, append.stream_id, append.hashed, tail, slot)
         if head is None:
             head = StreamHead(append.stream_id, 0, 0, 0, -1, [])
         self.cache.put(name, append.hashed, head)
-        return head
+        return head, slot
 
     def find_head(
-        self, index: EventIndex, stream_id: str, hashed: int, tail: int
+        self, index: EventIndex, stream_id: str, hashed: int, tail: int, slot: int | None = None
     ) -> StreamHead | None:
         """The stream's newest entry below ``tail``, as a head (None: no events)."""
         found = retrying(
-            index, lambda: streamreads.newest_entry(index, stream_id, tail, self._record_at)
+            index,
+            lambda: streamreads.newest_entry(index, stream_id, tail, self._record_at, slot),
         )
         if found is None:
             return None
@@ -453,7 +512,7 @@ class Streams:
             raise QueueFrozenError(
                 f"every queue of {state.info.name!r} is frozen: it takes no new streams"
             )
-        return writable[crc32(append.keys) % len(writable)]
+        return writable[crc32(append.id_bytes) % len(writable)]
 
     # ---------------------------------------------------------------- reading
 
@@ -557,19 +616,6 @@ class Streams:
                 elif len(self.cache) >= self.cache.capacity:
                     break
         return seeded
-
-
-def _record_end(state: Topic, admitted: Admitted, position: int) -> int:
-    """The length of the ``position``th prepared record of ``admitted``."""
-    item = admitted.prepared[position]
-    return (
-        RECORD_OVERHEAD
-        + len(state.name_bytes)
-        + len(item[2])
-        + len(item[3])
-        + len(item[4])
-        + len(item[5])
-    )
 
 
 __all__ = [

@@ -7,8 +7,8 @@ OUT, so that they all start together.
 
 Without COMMANDS: until the stream ``race`` of topic ``accounts`` reaches version
 TARGET, reads its version and appends one event expecting it; each win is written to
-OUT as ``<version> <command id>``. With COMMANDS (a count): appends one event per
-command id ``cmd-0`` .. ``cmd-<COMMANDS - 1>`` with no expected version, and writes
+OUT as ``<version> <command id>``, and the writer pauses a millisecond. With COMMANDS
+(a count): appends one event per command id ``cmd-0`` .. ``cmd-<COMMANDS - 1>`` with no expected version, and writes
 ``<version> <command id>`` for each it stored (the others are duplicates).
 """
 
@@ -57,6 +57,7 @@ def main() -> None:
                 continue
             wins.write(f"{result.version} {command}\n")
             wins.flush()
+            time.sleep(0.001)  # let the others in: they must compete for the versions
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ def _run_writers(store_path: Path, tmp_path: Path, mode: str, *args: str) -> lis
 def test_exactly_one_writer_wins_each_version(store_path, tmp_path, mode):
     with MessageStore.open(store_path, small_config()) as store:
         store.create_stream_topic(TOPIC, queues=2)
-    target = 40
+    target = 100
 
     wins = _run_writers(store_path, tmp_path, mode, str(target))
 

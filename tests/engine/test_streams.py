@@ -14,7 +14,7 @@ from storeadapter.engine import (
     TopicNotFoundError,
     WrongExpectedVersionError,
 )
-from tests.engine.storetools import read_all
+from tests.engine.storetools import read_all, small_config
 
 TOPIC = "accounts"
 
@@ -159,7 +159,7 @@ def test_a_streams_events_stay_in_one_queue_in_version_order(streams):
         in_queue = [
             m.properties["STREAM_VERSION"]
             for m in read_all(streams, TOPIC, events[0].queue)
-            if m.keys == [stream]
+            if m.properties["STREAM_ID"] == stream
         ]
         assert in_queue == [str(v) for v in range(1, 11)]
 
@@ -216,10 +216,9 @@ def test_events_are_ordinary_messages_of_their_topic(streams):
     result = streams.append_event(TOPIC, "a-1", b"x", command_id="c", event_type="Opened")
 
     message = streams.get(result.message_id)
-    assert (message.topic, message.tag, message.keys) == (TOPIC, "Opened", ["a-1"])
-    assert message.properties["STREAM_VERSION"] == "1"
+    assert (message.topic, message.tag, message.keys) == (TOPIC, "Opened", [])
+    assert message.properties == {"STREAM_ID": "a-1", "STREAM_VERSION": "1", "COMMAND_ID": "c"}
     assert streams.read(TOPIC, result.queue, result.queue_offset)[0].body == b"x"
-    assert [m.message_id for m in streams.query_by_key(TOPIC, "a-1")] == [result.message_id]
     streams.commit_offset("g", TOPIC, result.queue, result.queue_offset + 1)
     assert streams.committed_offset("g", TOPIC, result.queue) == result.queue_offset + 1
 
@@ -331,3 +330,47 @@ def test_the_topic_says_it_holds_streams(streams):
     assert streams.topic(TOPIC).streams is True
     streams.create_topic("plain")
     assert streams.topic("plain").streams is False
+
+
+def test_appends_to_several_streams_are_checked_and_refused_one_by_one(streams):
+    streams.append_event(TOPIC, "a-1", b"opened", command_id="open")
+
+    outcomes = streams.append_to_streams(
+        TOPIC,
+        [
+            {"stream_id": "a-2", "events": [b"x", b"y"], "expected_version": 0},
+            {"stream_id": "a-1", "events": [b"late"], "expected_version": 0},
+            ("a-1", [b"again"], None, "open"),
+            ("a-3", [b"z"], 0, "c3", "Opened"),
+            {"stream_id": "a-2", "events": [b"w"], "expected_version": 2},
+        ],
+    )
+
+    assert [r.version for r in outcomes[0]] == [1, 2]
+    assert isinstance(outcomes[1], WrongExpectedVersionError)
+    assert outcomes[1].current_version == 1
+    assert isinstance(outcomes[2], DuplicateCommandError)
+    assert outcomes[2].version == 1
+    assert outcomes[3][0].version == 1
+    assert outcomes[4][0].version == 3
+    assert [e.body for e in streams.read_stream(TOPIC, "a-2")] == [b"x", b"y", b"w"]
+    assert streams.read_stream(TOPIC, "a-3")[0].event_type == "Opened"
+
+
+def test_a_bad_append_among_several_stores_none_of_them(streams):
+    with pytest.raises(InvalidMessageError):
+        streams.append_to_streams(
+            TOPIC, [{"stream_id": "a-1", "events": [b"x"]}, {"stream_id": "", "events": [b"y"]}]
+        )
+
+    assert streams.stream_version(TOPIC, "a-1") == 0
+
+
+def test_appends_to_several_streams_in_sync_mode_are_acknowledged_after_the_fsync(open_store):
+    store = open_store(cfg=small_config(flush_mode="sync"))
+    store.create_stream_topic(TOPIC, queues=2)
+
+    outcomes = store.append_to_streams(TOPIC, [("s-1", [b"a"], 0), ("s-2", [b"b", b"c"], 0)])
+
+    assert [[r.status for r in o] for o in outcomes] == [["OK"], ["OK", "OK"]]
+    assert store.stream_version(TOPIC, "s-2") == 2
