@@ -12,7 +12,7 @@ found through the event index, not the key index.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, repeat, starmap
 
 from crc32c import crc32c
 
@@ -180,15 +180,22 @@ def encode_events(
     meta_lens = list(map(len, metas))
     lengths = [RECORD_OVERHEAD + m + b for m, b in zip(meta_lens, body_lens, strict=True)]
     starts = list(accumulate(lengths[:-1], initial=start))
-    columns = (
-        lengths, repeat(RECORD_MAGIC), starts, range(queue_offset, queue_offset + count),
-        repeat(store_ms), repeat(store_ms), repeat(queue_id), body_lens, repeat(0),
-        repeat(len(topic)), tag_lens, repeat(0), map(len, props), metas,
+    columns = list(
+        zip(
+            lengths, repeat(RECORD_MAGIC), starts, range(queue_offset, queue_offset + count),
+            repeat(store_ms), repeat(store_ms), repeat(queue_id), body_lens, repeat(0),
+            repeat(len(topic)), tag_lens, repeat(0), map(len, props), metas, strict=False,
+        )
     )  # fmt: skip
-    if meta_lens.count(meta_lens[0]) == count:
-        heads = list(map(head_packer(meta_lens[0]), *columns))
-    else:
-        heads = [head_packer(len(fields[-1]))(*fields) for fields in zip(*columns, strict=False)]
+    heads = []
+    first = 0
+    while first < count:  # runs of one meta length (versions of as many digits)
+        size = meta_lens[first]
+        end = first + 1
+        while end < count and meta_lens[end] == size:
+            end += 1
+        heads.extend(starmap(head_packer(size), columns[first:end]))
+        first = end
     trailers = map(TRAILER_PACK, map(crc32c, bodies, map(crc32c, heads)), lengths)
     return b"".join(chain.from_iterable(zip(heads, bodies, trailers, strict=True))), starts, lengths
 
