@@ -34,6 +34,7 @@ from storeadapter.engine import (
     StoreClosedError,
     StoreError,
     StoreFailedError,
+    StreamTopicError,
     TopicExistsError,
     TopicNotFoundError,
 )
@@ -65,6 +66,7 @@ STORE_ERRORS: tuple[tuple[type[StoreError], int, str], ...] = (
     (QueueInUseError, 409, "queue_in_use"),
     (QueueFrozenError, 409, "queue_frozen"),
     (OffsetConflictError, 409, "offset_conflict"),
+    (StreamTopicError, 409, "wrong_topic_kind"),
     (ResetConflictError, 409, "offsets_moved"),
     (MessageTooLargeError, 413, "message_too_large"),
     (InvalidNameError, 400, "invalid_name"),

@@ -5,11 +5,12 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import not_found
-from console.api.views import alerts, audit, groups, messages, storage, tasks, topics
+from console.api.views import alerts, audit, groups, messages, storage, streams, tasks, topics
 
 v1 = [
     *topics.urlpatterns,
     *messages.urlpatterns,
+    *streams.urlpatterns,
     *groups.urlpatterns,
     *storage.urlpatterns,
     *audit.urlpatterns,

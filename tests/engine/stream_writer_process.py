@@ -8,8 +8,9 @@ OUT, so that they all start together.
 Without COMMANDS: until the stream ``race`` of topic ``accounts`` reaches version
 TARGET, reads its version and appends one event expecting it; each win is written to
 OUT as ``<version> <command id>``, and the writer pauses a millisecond. With COMMANDS
-(a count): appends one event per command id ``cmd-0`` .. ``cmd-<COMMANDS - 1>`` with no expected version, and writes
-``<version> <command id>`` for each it stored (the others are duplicates).
+(a count): appends one event per command id ``cmd-0`` .. ``cmd-<COMMANDS - 1>`` with no
+expected version, and writes ``<version> <command id>`` for each it stored (the others
+are duplicates).
 """
 
 from __future__ import annotations

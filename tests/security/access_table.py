@@ -78,6 +78,7 @@ def api(**options: Any) -> Rule:
 TOPIC = {"topic": "orders"}
 QUEUE = {"topic": "orders", "queue": 0}
 GROUP = {"group": "billing"}
+STREAM = {"topic": "accounts", "stream_id": "account-1"}
 
 #: Every URL pattern, by its name (``namespace:name``) or, when it has none, its route.
 ACCESS: dict[str, Rule] = {
@@ -139,6 +140,7 @@ ACCESS: dict[str, Rule] = {
     "api-queue-freeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-queue-unfreeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-topic-messages": api(post=OPERATOR, kwargs=TOPIC),
+    "api-stream-events": api(read=VIEWER, post=OPERATOR, kwargs=STREAM),
     "api-queue-messages": api(read=VIEWER, kwargs=QUEUE),
     "api-queue-commit": api(post=OPERATOR, kwargs=QUEUE),
     "api-messages": api(read=VIEWER),
