@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "console.audit",
     "console.topics",
     "console.messages",
+    "console.streams",
     "console.storage",
     "console.groups",
     "console.api",

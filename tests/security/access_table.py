@@ -111,6 +111,7 @@ ACCESS: dict[str, Rule] = {
     "topics:list": page(read=VIEWER, post=ADMIN),
     "topics:detail": page(read=VIEWER, post=OPERATOR, kwargs=TOPIC),
     "messages:search": page(read=VIEWER),
+    "streams:stream": page(read=VIEWER),
     "messages:export": page(read=VIEWER),
     "messages:detail": page(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
     "messages:body": page(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
