@@ -179,6 +179,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "GroupStatusEnum": "console.monitoring.metrics.GROUP_STATUSES",
         "QueueStatusEnum": "console.monitoring.metrics.QUEUE_STATUSES",
+        "AppendStatusEnum": "console.api.views.messages.APPEND_STATUSES",
     },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},

@@ -26,12 +26,9 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.serializers import ErrorSerializer, QuerySerializer, StrictSerializer, validated
-from console.api.views.messages import STORE_DOWN, TextField
+from console.api.views.messages import APPEND_STATUSES, STORE_DOWN, TextField
 from console.core.store import get_store
 from storeadapter.engine import (
-    STATUS_DUPLICATE,
-    STATUS_FLUSH_TIMEOUT,
-    STATUS_OK,
     DuplicateCommandError,
     EventAppendResult,
     StoredEvent,
@@ -125,7 +122,7 @@ class AppendedEventSerializer(serializers.Serializer):
     queue = serializers.IntegerField()
     queue_offset = serializers.IntegerField()
     store_time_ms = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=[STATUS_OK, STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT])
+    status = serializers.ChoiceField(choices=APPEND_STATUSES)
 
 
 class AppendedSerializer(serializers.Serializer):
