@@ -15,8 +15,9 @@ process, which reports its figures and its memory (RssAnon, sampled every tenth 
 streams) and is then SIGKILLed: the parent times ``MessageStore.open`` of the crashed
 store (recovery, the event index cut and brought up to the tail, the cache preloaded),
 then ``read_stream`` of random streams (all their events), after ``gc.freeze()`` as a
-console process does; each read's wall-clock and CPU (thread) time are kept. ``--rebuild`` also deletes
-the event index and times the open that rebuilds it from the log.
+console process does; each read's wall-clock and CPU (thread) time are kept.
+``--rebuild`` also deletes the event index and times the open that rebuilds it from the
+log.
 
 SQLite (WAL, ``synchronous=NORMAL``, as bench/baseline_sqlite.py): a table of events
 with UNIQUE(stream, version) and UNIQUE(stream, command_id); each stream's append is
