@@ -24,7 +24,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -57,6 +57,7 @@ MAX_VERSION = 0xFFFFFFFF
 _STREAM, _COMMAND = 0, 1
 _CHAIN_FIELDS = ((2, 7), (3, 8))
 _READ_CHUNK = 65536  # entries read by one pread when many are read in a row
+_BLOCK = 32  # entries a block reader fetches at once
 _WALK_LIMIT = 1 << 20  # steps of one chain walk before it is taken for a loop
 
 
@@ -342,10 +343,43 @@ class EventIndex:
                 raise ChainBroken(number)
             number = following
 
-    def find_version(self, newest: EventEntry, version: int) -> EventEntry | None:
+    def block_reader(self) -> Callable[[int], EventEntry | None]:
+        """``entry`` for many lookups near one another (one read): entries are fetched
+        by blocks of ``_BLOCK`` ending at the one asked for, since a stream's events
+        appended together are neighbours, and a walk goes from newer to older."""
+        blocks: dict[int, bytes] = {}
+        entries_at = self.entries_at
+
+        def read(number: int) -> EventEntry | None:
+            if number < 1:
+                return None
+            first = blocks.get(number)
+            if first is None:
+                first = max(1, number - _BLOCK + 1)
+                raw = fileio.pread(
+                    self.fd,
+                    (number - first + 1) * ENTRY_SIZE,
+                    entries_at + (first - 1) * ENTRY_SIZE,
+                )
+                for held in range(first, number + 1):
+                    blocks[held] = first
+                blocks[-first] = raw
+            at = (number - first) * ENTRY_SIZE
+            return _decode(number, blocks[-first][at : at + ENTRY_SIZE])
+
+        return read
+
+    def find_version(
+        self,
+        newest: EventEntry,
+        version: int,
+        read: Callable[[int], EventEntry | None] | None = None,
+    ) -> EventEntry | None:
         """The entry of ``version`` of the stream whose newest entry is ``newest``: by
         the jumps while they stay at or above it, else by the previous one. None when
-        the chain ends above it (the index lost it, or never had it). Raises ChainBroken."""
+        the chain ends above it (the index lost it, or never had it). Raises ChainBroken.
+        ``read`` fetches an entry (default: ``entry``)."""
+        read = read or self.entry
         entry = newest
         steps = 0
         while entry.version > version:
@@ -353,7 +387,7 @@ class EventIndex:
             number = entry.jump if target >= version and entry.jump else entry.previous
             if not number:
                 return None
-            following = self.entry(number)
+            following = read(number)
             steps += 1
             if (
                 following is None

@@ -105,17 +105,19 @@ def read_events(
     if found is None:
         return EventSlice([], 0, 1, False)
     newest = found[0]
-    kept = first_kept(index, newest, min_offset)
+    read = index.block_reader()
+    # Retention deleted nothing of the topic while the log starts below it.
+    kept = 1 if min_offset <= index.created_offset else first_kept(index, newest, min_offset, read)
     begin = max(start, kept)
     if begin > newest.version:
         return EventSlice([], newest.version, kept, start < kept)
-    entry = index.find_version(newest, min(newest.version, begin + max_count - 1))
+    entry = index.find_version(newest, min(newest.version, begin + max_count - 1), read)
     entries = []
     while entry is not None and entry.version >= begin:
         entries.append(entry)
         if entry.version == begin or not entry.previous:
             break
-        entry = index.entry(entry.previous)
+        entry = read(entry.previous)
         if entry is None:
             raise ChainBroken(entries[-1].previous)
     events = []
@@ -150,10 +152,15 @@ def _event_at(
     return event
 
 
-def first_kept(index: EventIndex, newest: EventEntry, min_offset: int) -> int:
+def first_kept(
+    index: EventIndex,
+    newest: EventEntry,
+    min_offset: int,
+    read: Callable[[int], EventEntry | None],
+) -> int:
     """The stream's oldest version whose record retention has not deleted (past the
     newest when all were): versions' records are in log order, so a binary search."""
-    oldest = oldest_entry(index, newest)
+    oldest = oldest_entry(index, newest, read)
     if oldest.commit_offset >= min_offset:
         return oldest.version
     if newest.commit_offset < min_offset:
@@ -161,7 +168,7 @@ def first_kept(index: EventIndex, newest: EventEntry, min_offset: int) -> int:
     low, high = oldest.version, newest.version  # low is deleted, high is kept
     while high - low > 1:
         middle = (low + high) // 2
-        entry = index.find_version(newest, middle)
+        entry = index.find_version(newest, middle, read)
         if entry is None or entry.commit_offset < min_offset:
             low = middle
         else:
@@ -169,14 +176,16 @@ def first_kept(index: EventIndex, newest: EventEntry, min_offset: int) -> int:
     return high
 
 
-def oldest_entry(index: EventIndex, newest: EventEntry) -> EventEntry:
+def oldest_entry(
+    index: EventIndex, newest: EventEntry, read: Callable[[int], EventEntry | None]
+) -> EventEntry:
     """Version 1's entry, or the oldest the index has (it lost older ones)."""
-    entry = index.find_version(newest, 1)
+    entry = index.find_version(newest, 1, read)
     if entry is not None:
         return entry
     entry = newest
     while entry.previous:
-        before = index.entry(entry.previous)
+        before = read(entry.previous)
         if before is None:
             raise ChainBroken(entry.previous)
         entry = before
