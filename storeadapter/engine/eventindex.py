@@ -19,6 +19,7 @@ entry (a cut made meanwhile) starts again.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import sys
@@ -368,6 +369,24 @@ class EventIndex:
             return _decode(number, blocks[-first][at : at + ENTRY_SIZE])
 
         return read
+
+    def mapped_reader(self) -> tuple[Callable[[int], EventEntry | None], Callable[[], None]]:
+        """``entry`` through a read-only mapping of the file as it is now, for a reader
+        of very many entries in no order (``verify``); and the function that unmaps it."""
+        size = os.fstat(self.fd).st_size
+        if size <= self.entries_at:
+            return (lambda number: None), (lambda: None)
+        data = mmap.mmap(self.fd, size, access=mmap.ACCESS_READ)
+        entries_at = self.entries_at
+        last = (size - entries_at) // ENTRY_SIZE
+
+        def read(number: int) -> EventEntry | None:
+            if not 1 <= number <= last:
+                return None
+            at = entries_at + (number - 1) * ENTRY_SIZE
+            return _decode(number, data[at : at + ENTRY_SIZE])
+
+        return read, data.close
 
     def find_version(
         self,

@@ -25,7 +25,7 @@ What is checked (docs/FORMAT.md, "Event index"):
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..checkpoint import read_checkpoint
@@ -138,7 +138,18 @@ def _open(root: Path, info: TopicInfo) -> tuple[EventIndex | None, list[Problem]
 
 def _check_entries(root: Path, info: TopicInfo, index: EventIndex) -> list[Problem]:
     file = _relative(root, info)
-    problems = []
+    read, unmap = index.mapped_reader()
+    try:
+        return _check_each(index, read, file, info)
+    finally:
+        unmap()
+
+
+def _check_each(
+    index: EventIndex, read: Callable[[int], EventEntry | None], file: str, info: TopicInfo
+) -> list[Problem]:
+    """Each entry's own checks and its links' (``read`` fetches the entries linked to)."""
+    problems: list[Problem] = []
     slots = index.slots
     previous_offset = -1
     for number, entry in enumerate(index.entries(1, index.count), 1):
@@ -160,7 +171,7 @@ def _check_entries(root: Path, info: TopicInfo, index: EventIndex) -> list[Probl
             if getattr(entry, name) >= number:
                 report(f"its {name} link ({getattr(entry, name)}) is not an older entry")
         if 0 < entry.previous < number:
-            before = index.entry(entry.previous)
+            before = read(entry.previous)
             if before is None or before.stream_hash != entry.stream_hash:
                 report(f"its previous entry {entry.previous} is not of its stream")
             elif before.version != entry.version - 1:
@@ -169,18 +180,18 @@ def _check_entries(root: Path, info: TopicInfo, index: EventIndex) -> list[Probl
                     f"not {entry.version - 1}"
                 )
         if 0 < entry.jump < number:
-            target = index.entry(entry.jump)
+            target = read(entry.jump)
             wanted = entry.version - lowest_bit(entry.version)
             if target is None or target.stream_hash != entry.stream_hash:
                 report(f"its jump entry {entry.jump} is not of its stream")
             elif target.version != wanted:
                 report(f"its jump entry {entry.jump} is version {target.version}, not {wanted}")
         if 0 < entry.stream_next < number:
-            following = index.entry(entry.stream_next)
+            following = read(entry.stream_next)
             if following is None or following.stream_hash % slots != entry.stream_hash % slots:
                 report(f"the next entry of its stream slot ({entry.stream_next}) is in another")
         if 0 < entry.command_next < number:
-            following = index.entry(entry.command_next)
+            following = read(entry.command_next)
             if following is None or following.command_hash % slots != entry.command_hash % slots:
                 report(f"the next entry of its command slot ({entry.command_next}) is in another")
     return problems
