@@ -62,7 +62,9 @@ _Prepared = tuple
 _BYTES_ONLY = {bytes}
 _BODY_AND_QUEUE = frozenset(("body", "queue"))
 # Errors that refuse one batch of a write group before anything of it is written.
-_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError, *STREAM_REFUSALS)
+_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError)
+# What the checks of an append to a stream refuse it with (nothing of it written yet).
+_STREAM_REFUSED = (TopicNotFoundError, QueueFrozenError, *STREAM_REFUSALS)
 
 
 def _results(
@@ -335,6 +337,11 @@ class Appending:
                     except _REFUSED_ALONE as error:
                         outcomes.append(error)
                         continue
+                    except STREAM_REFUSALS as error:
+                        if type(batch) is not StreamAppend:
+                            raise
+                        outcomes.append(error)
+                        continue
                     except OSError as error:
                         # What this batch wrote stays marked as the writer's extent, for
                         # the next writer to clear; the batches before it are published.
@@ -389,7 +396,7 @@ class Appending:
             for append in batch:
                 try:
                     outcomes.append(self._write_events(state, append, now, published))
-                except _REFUSED_ALONE as error:
+                except _STREAM_REFUSED as error:
                     outcomes.append(error)
             return outcomes
         duplicates = {} if plain else self._find_duplicates(state, batch, now)
