@@ -47,7 +47,7 @@ class StoreConfig:
     #: 4 bytes each, sparse. Lookups walk about (appends / slots) entries.
     stream_index_slots: int = 1 << 22
     #: Streams whose version and index position each process keeps in memory (the
-    #: least recently appended to go first); about 300 bytes a stream.
+    #: least recently appended to go first); about 600 bytes a stream.
     stream_cache_streams: int = 100_000
 
     def __post_init__(self) -> None:
