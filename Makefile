@@ -3,7 +3,7 @@ VENV = .venv
 STAMP = $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser redis test lint format run bench bench-engine bench-console bench-spark bench-million clean distclean
+.PHONY: help install browser redis test lint format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench-console  time the console's pages at 1,000 topics and 10,000 queues"
 	@echo "make bench-spark  Spark's scan (local[1], local[2]) beside the engine's own scan"
 	@echo "make bench-million  a million queues, 20 million messages (bench/million.py)"
+	@echo "make bench-streams  a million event streams beside SQLite (bench/streams.py)"
 	@echo "make clean      remove caches and build output (keeps .venv and var/)"
 	@echo "make distclean  clean, and also remove .venv and var/ (database and store)"
 
@@ -95,6 +96,9 @@ bench-spark: $(STAMP)
 # The design contest scaled: 1,000,000 queues, 20,000,000 messages (MILLION_ARGS to change).
 bench-million: $(STAMP)
 	$(VENV)/bin/python bench/million.py $(MILLION_ARGS)
+
+bench-streams: $(STAMP)
+	$(VENV)/bin/python bench/streams.py $(STREAMS_ARGS)
 
 clean:
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static

@@ -84,6 +84,7 @@ INSTALLED_APPS = [
     "console.audit",
     "console.topics",
     "console.messages",
+    "console.streams",
     "console.storage",
     "console.groups",
     "console.api",
@@ -269,6 +270,7 @@ SPECTACULAR_SETTINGS = {
         "AlertEventStateEnum": "console.alerts.models.AlertEvent.STATES",
         "ResetModeEnum": [*MODE_NAMES, UNDO],
         **{f"{name.capitalize()}ResetModeEnum": [name] for name in MODE_NAMES},
+        "AppendStatusEnum": "console.api.views.messages.APPEND_STATUSES",
     },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},

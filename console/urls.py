@@ -11,6 +11,7 @@ urlpatterns = [
     path("audit/", include("console.audit.urls")),
     path("topics/", include("console.topics.urls")),
     path("messages/", include("console.messages.urls")),
+    path("streams/", include("console.streams.urls")),
     path("storage/", include("console.storage.urls")),
     path("groups/", include("console.groups.urls")),
     path("alerts/", include("console.alerts.urls")),

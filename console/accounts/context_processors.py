@@ -10,6 +10,7 @@ NAV_ITEMS: tuple[tuple[str, str, str], ...] = (
     ("Topics", "/topics/", VIEWER),
     ("Groups", "/groups/", VIEWER),
     ("Messages", "/messages/", VIEWER),
+    ("Streams", "/streams/", VIEWER),
     ("Storage", "/storage/", VIEWER),
     ("Alerts", "/alerts/", VIEWER),
     ("Tasks", "/tasks/", VIEWER),

@@ -41,6 +41,7 @@ from storeadapter.engine import (
     StoreError,
     StoreFailedError,
     StoreIOError,
+    StreamTopicError,
     TopicExistsError,
     TopicNotFoundError,
 )
@@ -72,6 +73,7 @@ STORE_ERRORS: tuple[tuple[type[StoreError], int, str], ...] = (
     (QueueInUseError, 409, "queue_in_use"),
     (QueueFrozenError, 409, "queue_frozen"),
     (OffsetConflictError, 409, "offset_conflict"),
+    (StreamTopicError, 409, "wrong_topic_kind"),
     (ResetConflictError, 409, "offsets_moved"),
     (ResetOutdatedError, 409, "preview_outdated"),
     (PreviewNotFoundError, 404, "preview_not_found"),

@@ -6,11 +6,23 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from console.accounts.roles import VIEWER, require_role
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import not_found
-from console.api.views import alerts, audit, dlq, groups, messages, resets, storage, tasks, topics
+from console.api.views import (
+    alerts,
+    audit,
+    dlq,
+    groups,
+    messages,
+    resets,
+    storage,
+    streams,
+    tasks,
+    topics,
+)
 
 v1 = [
     *topics.urlpatterns,
     *messages.urlpatterns,
+    *streams.urlpatterns,
     *groups.urlpatterns,
     *resets.urlpatterns,
     *dlq.urlpatterns,

@@ -13,6 +13,7 @@ from .errors import (
     ConfigError,
     CorruptRecordError,
     DiskFullError,
+    DuplicateCommandError,
     InvalidMessageError,
     InvalidMessageIdError,
     InvalidNameError,
@@ -28,8 +29,10 @@ from .errors import (
     StoreFailedError,
     StoreFormatError,
     StoreIOError,
+    StreamTopicError,
     TopicExistsError,
     TopicNotFoundError,
+    WrongExpectedVersionError,
 )
 from .membership import MemberInfo, group_members
 from .metadata import TopicInfo
@@ -41,8 +44,11 @@ from .results import (
     STATUS_OK,
     AppendResult,
     Corruption,
+    EventAppendResult,
+    EventSlice,
     Message,
     ReadResult,
+    StoredEvent,
     StoredMessage,
 )
 from .store import MessageStore
@@ -60,6 +66,9 @@ __all__ = [
     "Corruption",
     "CorruptRecordError",
     "DiskFullError",
+    "DuplicateCommandError",
+    "EventAppendResult",
+    "EventSlice",
     "InvalidMessageError",
     "InvalidMessageIdError",
     "InvalidNameError",
@@ -80,10 +89,13 @@ __all__ = [
     "StoreFailedError",
     "StoreIOError",
     "StoreFormatError",
+    "StoredEvent",
     "StoredMessage",
+    "StreamTopicError",
     "TopicExistsError",
     "TopicInfo",
     "TopicNotFoundError",
+    "WrongExpectedVersionError",
     "dlq_topic",
     "retry_topic",
 ]

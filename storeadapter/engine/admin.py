@@ -38,6 +38,18 @@ class TopicAdmin:
         "shared" keeps every queue's entries in blocks of a few shared files (up to
         2,097,152 queues). By default a topic is shared above ``shared_layout_above``.
         """
+        return self._create_topic(name, queues, layout, streams=False)
+
+    def create_stream_topic(self, name: str, queues: int = 8) -> TopicInfo:
+        """Create a topic whose messages are the events of streams (``append_event``),
+        with an event index; raise TopicExistsError if a topic of that name exists.
+
+        A stream's events all go to one queue, chosen by the hash of its id, so the
+        queue's order is the stream's order. Ordinary ``append`` refuses such a topic.
+        """
+        return self._create_topic(name, queues, None, streams=True)
+
+    def _create_topic(self, name: str, queues: int, layout: str | None, streams: bool) -> TopicInfo:
         check_name(name, "topic")
         if layout is None:
             above = self.config.shared_layout_above
@@ -49,7 +61,12 @@ class TopicAdmin:
             if name in self._topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
             info = TopicInfo(
-                name, queues, clock.now_ms(), self.commitlog.tail, id=self._table.next_id()
+                name,
+                queues,
+                clock.now_ms(),
+                self.commitlog.tail,
+                id=self._table.next_id(),
+                streams=streams,
             )
             if layout == LAYOUT_SHARED:
                 info.layout = LAYOUT_SHARED
@@ -59,7 +76,9 @@ class TopicAdmin:
             # topic's: its groups start from scratch.
             self._offsets.drop_topic(name)
             try:
-                self._registry.create(info)
+                state = self._registry.create(info)
+                if streams:
+                    self._streams.create_index(state)
                 self._table.save_changed(put=info)
             except BaseException:
                 self._undo_create(name)
@@ -72,6 +91,7 @@ class TopicAdmin:
 
     def _undo_create(self, name: str) -> None:
         """Take back a topic's queues whose creation could not be finished."""
+        self._streams.forget(name)
         if name in self._registry.topics:
             self._registry.close_topic(name)
         fileio.remove_tree(self.path / "consumequeue" / name)
@@ -98,6 +118,7 @@ class TopicAdmin:
             self._table.save_changed(remove=name)  # from here on the topic is gone
             for queue in self._registry.close_topic(name):
                 self._dirty_queues.discard(queue)
+            self._streams.forget(name)
             fileio.remove_tree(self.path / "consumequeue" / name)
             with contextlib.suppress(OSError):
                 fileio.fsync_dir(self.path / "consumequeue")

@@ -23,8 +23,10 @@ from .errors import (
     QueueFrozenError,
     QueueNotFoundError,
     StoreFailedError,
+    StreamTopicError,
     TopicNotFoundError,
 )
+from .eventrecords import encode_events
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
 from .record import (
     MARKER_SIZE,
@@ -42,9 +44,12 @@ from .results import (
     STATUS_FLUSH_TIMEOUT,
     STATUS_OK,
     AppendResult,
+    EventAppendResult,
     Message,
 )
 from .sharedstate import SharedSnapshot
+from .streams import REFUSALS as STREAM_REFUSALS
+from .streams import StreamAppend, StreamBatch
 from .tags import tag_hash
 from .topics import Topic
 
@@ -56,6 +61,10 @@ _DEDUP_CANDIDATES = 16
 _Prepared = tuple
 _BYTES_ONLY = {bytes}
 _BODY_AND_QUEUE = frozenset(("body", "queue"))
+# Errors that refuse one batch of a write group before anything of it is written.
+_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError)
+# What the checks of an append to a stream refuse it with (nothing of it written yet).
+_STREAM_REFUSED = (TopicNotFoundError, QueueFrozenError, *STREAM_REFUSALS)
 
 
 def _results(
@@ -268,6 +277,15 @@ class Appending:
         thread or by the one leading its group, and a group waits for one fsync; a batch
         no fsync covers within ``flush_timeout_ms`` gets status FLUSH_TIMEOUT.
         """
+        if (
+            state.info.streams
+            and type(batch) is not StreamAppend
+            and type(batch) is not StreamBatch
+        ):
+            raise StreamTopicError(
+                f"topic {state.info.name!r} is a stream topic: append events to its streams "
+                "with append_event"
+            )
         if self._disk_ratio >= self.config.disk_reject_ratio:
             raise DiskFullError(
                 f"the disk holding {self.path} is {self._disk_ratio:.0%} full, past "
@@ -301,6 +319,7 @@ class Appending:
             self._locks.lock_writes()
             try:
                 self._follow_to(self._shared.read())
+                self._streams.begin_hold()
                 now = clock.now_ms()
                 end = self.commitlog.tail
                 try:
@@ -315,7 +334,12 @@ class Appending:
                         continue
                     try:
                         results = self._write_batch(state, batch, plain, now, published)
-                    except (TopicNotFoundError, QueueFrozenError) as error:
+                    except _REFUSED_ALONE as error:
+                        outcomes.append(error)
+                        continue
+                    except STREAM_REFUSALS as error:
+                        if type(batch) is not StreamAppend:
+                            raise
                         outcomes.append(error)
                         continue
                     except OSError as error:
@@ -379,6 +403,16 @@ class Appending:
         ``published`` as (topic id, queue, next offset, time)."""
         if self._topics.get(state.info.name) is not state:
             raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
+        if type(batch) is StreamAppend:
+            return self._write_events(state, batch, now, published)
+        if type(batch) is StreamBatch:
+            outcomes = []
+            for append in batch:
+                try:
+                    outcomes.append(self._write_events(state, append, now, published))
+                except _STREAM_REFUSED as error:
+                    outcomes.append(error)
+            return outcomes
         duplicates = {} if plain else self._find_duplicates(state, batch, now)
         results, next_offsets, entries, index_items, targets = self._write_records(
             state, batch, now, duplicates, plain
@@ -399,10 +433,67 @@ class Appending:
         published.extend((topic_id, q, next_offsets[q], now) for q in entries if entries[q])
         return results
 
-    def _flush_timed_out(self, results: list[AppendResult]) -> list[AppendResult]:
-        """Sync mode: the results of a batch no fsync covered within ``flush_timeout_ms``."""
+    def _write_events(
+        self, state: Topic, append: StreamAppend, now: int, published: list
+    ) -> list[EventAppendResult]:
+        """``_write_batch`` for an append to a stream: its checks (``Streams.admit``),
+        its records one after another in one segment and one queue, their queue entries,
+        then their event-index entries (``Streams.indexed``)."""
+        admitted = self._streams.admit(state, append)
+        log = self.commitlog
+        self._fit_in_segment(admitted.length)
+        segment = log.writable_segment()
+        if now < log.last_store_ms:
+            now = log.last_store_ms  # store times never go back, even if the clock does
+        queue_id = admitted.queue
+        queue = state.queues[queue_id]
+        base = queue.max_offset
+        start = log.tail
+        data, starts, lengths = encode_events(
+            state.name_bytes, append.stream_id, admitted.first_version, append.command_id,
+            append.types, append.bodies, start, queue_id, base, now,
+        )  # fmt: skip
+        log.write(segment, start - segment.base, data)
+        log.tail = end = start + len(data)
+        log.last_store_ms = now
+        count = len(starts)
+        mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
+        for queue_offset in range(mark, base + count, TIME_INDEX_INTERVAL):
+            queue.time_index.write([(queue_offset, now)])
+        hashes = {kind: tag_hash(kind) for kind in set(append.types)}
+        hashes = map(hashes.__getitem__, append.types)
+        entries = b"".join(map(ENTRY.pack, starts, lengths, hashes))
+        try:
+            self._dispatch(state, {queue_id: queue}, {queue_id: base + count}, {queue_id: entries})
+            results = self._streams.indexed(
+                state, append, admitted, starts, base, now, self._id_prefix, end
+            )
+        except OSError:
+            if queue.max_offset > base:  # in memory: back to the published end
+                queue.max_offset = base
+            raise
+        if state.blocks is not None:
+            state.blocks.publish_end(end)
+        published.append((state.info.id, queue_id, base + count, now))
+        return results
+
+    def _fit_in_segment(self, length: int) -> None:
+        """Roll to a new segment first unless ``length`` bytes of records fit in what is
+        left of the active one: an append's events never straddle two segments."""
+        log = self.commitlog
+        segment = log.writable_segment()
+        if log.tail + length > segment.end - MARKER_SIZE:
+            log.close_segment(segment, log.tail - segment.base)
+
+    def _flush_timed_out(self, results: list) -> list:
+        """Sync mode: the results of a batch no fsync covered within ``flush_timeout_ms``
+        (of several streams' appends: a list of results, or an error, per append)."""
         return [
-            r if r.status == STATUS_DUPLICATE else r._replace(status=STATUS_FLUSH_TIMEOUT)
+            self._flush_timed_out(r)
+            if type(r) is list
+            else r
+            if isinstance(r, BaseException) or r.status == STATUS_DUPLICATE
+            else r._replace(status=STATUS_FLUSH_TIMEOUT)
             for r in results
         ]
 

@@ -45,7 +45,7 @@ _SEQ_MASK = (1 << _SEQ_BITS) - 1
 _LOAD_BLOCKS = 256
 #: ``blocks/allocated``: two slots (seq, allocation end, commit-log tail, CRC32C).
 ALLOCATED_FILE = "allocated"
-_END_SLOT = struct.Struct("<QQQI")
+END_SLOT = struct.Struct("<QQQI")
 
 
 def header_bytes(queue: int, seq: int) -> bytes:
@@ -281,13 +281,13 @@ class BlockStore:
 
     def _read_slots(self) -> list[tuple[int, int, int]]:
         """The valid (seq, end, tail) slots of ``blocks/allocated``."""
-        data = fileio.pread(self._ends(), 2 * _END_SLOT.size, 0)
+        data = fileio.pread(self._ends(), 2 * END_SLOT.size, 0)
         slots = []
-        for at in (0, _END_SLOT.size):
-            if len(data) < at + _END_SLOT.size:
+        for at in (0, END_SLOT.size):
+            if len(data) < at + END_SLOT.size:
                 break
-            seq, end, tail, crc = _END_SLOT.unpack_from(data, at)
-            if seq and crc == crc32c(data[at : at + _END_SLOT.size - 4]):
+            seq, end, tail, crc = END_SLOT.unpack_from(data, at)
+            if seq and crc == crc32c(data[at : at + END_SLOT.size - 4]):
                 slots.append((seq, end, tail))
         return slots
 
@@ -303,8 +303,8 @@ class BlockStore:
         if self.end == self._published:
             return
         seq = max((slot[0] for slot in self._read_slots()), default=0) + 1
-        body = _END_SLOT.pack(seq, self.end, tail, 0)[:-4]
-        at = (seq % 2) * _END_SLOT.size
+        body = END_SLOT.pack(seq, self.end, tail, 0)[:-4]
+        at = (seq % 2) * END_SLOT.size
         fileio.pwrite_all(self._ends(), body + struct.pack("<I", crc32c(body)), at)
         self._published = self.end
 

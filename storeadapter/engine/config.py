@@ -43,6 +43,12 @@ class StoreConfig:
     max_open_queue_files: int = 1024
     index_slots: int = 5_000_000
     index_entries: int = 20_000_000
+    #: Hash slots of a new stream topic's event index, per table (streams, commands):
+    #: 4 bytes each, sparse. Lookups walk about (appends / slots) entries.
+    stream_index_slots: int = 1 << 22
+    #: Streams whose version and index position each process keeps in memory (the
+    #: least recently appended to go first); about 600 bytes a stream.
+    stream_cache_streams: int = 100_000
 
     def __post_init__(self) -> None:
         if self.flush_mode not in FLUSH_MODES:
@@ -68,12 +74,18 @@ class StoreConfig:
         for name in (
             "index_slots",
             "index_entries",
+            "stream_index_slots",
+            "stream_cache_streams",
             "max_open_queue_files",
             "shared_block_entries",
             "shared_blocks_per_file",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.stream_index_slots > 1 << 30:
+            raise ConfigError(
+                f"stream_index_slots must be at most {1 << 30}, not {self.stream_index_slots}"
+            )
         if self.shared_layout_above < 0:
             raise ConfigError(
                 f"shared_layout_above must not be negative, not {self.shared_layout_above}"

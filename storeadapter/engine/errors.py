@@ -99,3 +99,41 @@ class CorruptRecordError(StoreError):
         super().__init__(f"corrupt record at commit-log offset {offset}: {reason}")
         self.offset = offset
         self.reason = reason
+
+
+class StreamTopicError(StoreError):
+    """The topic is of the other kind: events go to stream topics (``create_stream_topic``)
+    through ``append_event``, ordinary messages to the other topics."""
+
+
+class WrongExpectedVersionError(StoreError):
+    """The stream is not at the version the append expected; ``current_version`` is where
+    it is (0: no events). Read the stream again and retry, or give up."""
+
+    def __init__(
+        self, message: str, stream_id: str = "", expected_version: int = 0, current_version: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.stream_id = stream_id
+        self.expected_version = expected_version
+        self.current_version = current_version
+
+
+class DuplicateCommandError(StoreError):
+    """The command id was already used in the stream: nothing was appended.
+    ``version`` is the stream version the command produced (its last event's),
+    ``first_version`` its first event's."""
+
+    def __init__(
+        self,
+        message: str,
+        stream_id: str = "",
+        command_id: str = "",
+        version: int = 0,
+        first_version: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.stream_id = stream_id
+        self.command_id = command_id
+        self.version = version
+        self.first_version = first_version

@@ -41,20 +41,20 @@ def _load_json(path: Path, fields: set[str]) -> dict:
 
 
 def _verify_checksum(path: Path, data: dict) -> None:
-    if CHECKSUM_FIELD in data and data[CHECKSUM_FIELD] != _checksum(data):
+    if CHECKSUM_FIELD in data and data[CHECKSUM_FIELD] != content_checksum(data):
         raise StoreFormatError(
             f"{path} fails its CRC32C check: it was damaged (or edited by hand; remove "
             f"its {CHECKSUM_FIELD!r} field to take it as it is)"
         )
 
 
-def _checksum(data: dict) -> int:
+def content_checksum(data: dict) -> int:
     rest = {key: value for key, value in data.items() if key != CHECKSUM_FIELD}
     return crc32c(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _dump_checked(data: dict) -> bytes:
-    return json.dumps({**data, CHECKSUM_FIELD: _checksum(data)}, indent=2).encode()
+    return json.dumps({**data, CHECKSUM_FIELD: content_checksum(data)}, indent=2).encode()
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class StoreIdentity:
         cls, path: Path, queue_file_entries: int, segment_bytes: int
     ) -> StoreIdentity:
         if path.exists():
-            data = _load_json(path, _IDENTITY_FIELDS)
+            data = _load_json(path, IDENTITY_FIELDS)
             try:
                 identity = cls(
                     int(data["store_id"]),
@@ -123,14 +123,14 @@ class StoreIdentity:
 #: Files only a store that has a store.json writes: any of them without it means
 #: store.json was lost, not that the directory is new.
 _STORE_FILES = ("topics.json", "checkpoint", "commitlog", "offsets")
-_IDENTITY_FIELDS = {
+IDENTITY_FIELDS = {
     "store_id",
     "format_version",
     "created_ms",
     "queue_file_entries",
     "segment_bytes",
 }
-_TABLE_FIELDS = {"version", "last_id", "topics"}
+TABLE_FIELDS = {"version", "last_id", "topics"}
 
 LAYOUT_FILES = "files"
 LAYOUT_SHARED = "shared"
@@ -155,12 +155,39 @@ class TopicInfo:
     # A shared topic's entries per block and blocks per file (fixed at creation).
     block_entries: int = 0
     blocks_per_file: int = 0
+    # A stream topic: its messages are the events of streams (streams.py), indexed in
+    # its event index.
+    streams: bool = False
 
     def since(self, queue: int) -> int:
         """The commit-log offset from which records of ``queue`` belong to it."""
         if queue < len(self.queue_since):
             return max(self.created_offset, self.queue_since[queue])
         return self.created_offset
+
+
+def topic_from_json(item: dict) -> TopicInfo:
+    """A topic entry of ``topics.json``; KeyError, TypeError, ValueError or
+    InvalidNameError when it lacks a field, has a bad value or names no valid topic."""
+    info = TopicInfo(
+        str(item["name"]),
+        int(item["queues"]),
+        int(item["created_ms"]),
+        int(item["created_offset"]),
+        [int(q) for q in item.get("frozen", [])],
+        [int(o) for o in item.get("queue_since", [])],
+        int(item.get("id", 0)),
+        str(item.get("layout", LAYOUT_FILES)),
+        int(item.get("block_entries", 0)),
+        int(item.get("blocks_per_file", 0)),
+        item.get("streams", False) is True,
+    )
+    if info.layout not in LAYOUTS or (
+        info.layout == LAYOUT_SHARED and (info.block_entries <= 0 or info.blocks_per_file <= 0)
+    ):
+        raise ValueError(info.layout)
+    check_name(info.name, "topic")
+    return info
 
 
 class TopicTable:
@@ -175,30 +202,13 @@ class TopicTable:
         self.topics: dict[str, TopicInfo] = {}
         self.last_id = 0
         if path.exists():
-            data = _load_json(path, _TABLE_FIELDS)
+            data = _load_json(path, TABLE_FIELDS)
             _verify_checksum(path, data)
             last_id = data.get("last_id", 0)
             self.last_id = last_id if isinstance(last_id, int) else 0
             try:
                 for item in data.get("topics", []):
-                    info = TopicInfo(
-                        str(item["name"]),
-                        int(item["queues"]),
-                        int(item["created_ms"]),
-                        int(item["created_offset"]),
-                        [int(q) for q in item.get("frozen", [])],
-                        [int(o) for o in item.get("queue_since", [])],
-                        int(item.get("id", 0)),
-                        str(item.get("layout", LAYOUT_FILES)),
-                        int(item.get("block_entries", 0)),
-                        int(item.get("blocks_per_file", 0)),
-                    )
-                    if info.layout not in LAYOUTS or (
-                        info.layout == LAYOUT_SHARED
-                        and (info.block_entries <= 0 or info.blocks_per_file <= 0)
-                    ):
-                        raise ValueError(info.layout)
-                    check_name(info.name, "topic")
+                    info = topic_from_json(item)
                     if not 1 <= info.queues <= MAX_QUEUES_IN_TABLE:
                         raise StoreFormatError(
                             f"{path} gives topic {info.name!r} {info.queues} queues, "

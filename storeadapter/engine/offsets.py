@@ -209,7 +209,7 @@ class OffsetStore:
         while pos + _FRAME.size <= len(data):
             entry = _frame_at(data, pos)
             if entry is None:
-                resume = _next_frame(data, pos + 1)
+                resume = next_frame(data, pos + 1)
                 if resume is None:
                     break
                 self._note_damage(path, start + pos, data[pos:resume], repair, torn=False)
@@ -484,7 +484,7 @@ def _frame_at(data: bytes, pos: int) -> tuple[dict, int] | None:
     return (entry, end) if isinstance(entry, dict) else None
 
 
-def _next_frame(data: bytes, start: int) -> int | None:
+def next_frame(data: bytes, start: int) -> int | None:
     """Where the first frame that validates after ``start`` begins (entries are JSON
     objects: a frame's payload starts with ``{"``), or None."""
     search = start + _FRAME.size

@@ -57,7 +57,7 @@ class QueueEnds:
         except FileNotFoundError:
             return None
 
-    def _newest(self, fd: int) -> tuple[int, int, list[int]]:
+    def newest(self, fd: int) -> tuple[int, int, list[int]]:
         """(sequence, tail, ends) of the newest valid slot of this topic; (0, 0, []) if none."""
         data = fileio.pread(fd, 2 * _STRIDE, 0)
         best = (0, 0, [])
@@ -92,7 +92,7 @@ class QueueEnds:
                 self._read = (0, [])
             else:
                 try:
-                    self._read = self._newest(fd)[1:]
+                    self._read = self.newest(fd)[1:]
                 finally:
                     os.close(fd)
         witnessed_tail, ends = self._read
@@ -117,7 +117,7 @@ class QueueEnds:
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            seq, witnessed_tail, _ = self._newest(fd)
+            seq, witnessed_tail, _ = self.newest(fd)
             if witnessed_tail > tail:
                 self._write(fd, seq + 1, tail, [0] * min(queues, CAPACITY))
         finally:
@@ -136,7 +136,7 @@ class QueueEnds:
         count = min(queues, CAPACITY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            seq, old_tail, old = self._newest(fd)
+            seq, old_tail, old = self.newest(fd)
             ends = (old + [0] * count)[:count]
             changed = False
             for queue_id, end in changes.items():

@@ -87,6 +87,11 @@ class RecoveryReport:
     offsets_clamped: list[dict] = field(default_factory=list)
     # Bad bytes met in the offsets journal (offsets.JournalDamage as dicts).
     offsets_damage: list[dict] = field(default_factory=list)
+    # An append of several events a crash kept only in part, dropped from the log's end.
+    partial_group_cut_at: int | None = None
+    partial_group_bytes: int = 0
+    # What was done to each stream topic's event index (streamrecovery.IndexRecovery as dicts).
+    event_indexes: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -114,12 +119,15 @@ def recover(
     durable_end: int = 0,
     index: KeyIndex | None = None,
     dispatched: int = 0,
+    cut_tail: Callable[[CommitLog, int, int], int] | None = None,
 ) -> RecoveryReport:
     """Scan the log from ``start`` and repair the queues (see the module docstring).
 
     ``durable_end`` is the checkpoint's flushed offset, the durable watermark: bad bytes
     below it are damage, not the tail. ``dispatched`` is the checkpoint's: queue entries
-    of records below it were durable and consistent then.
+    of records below it were durable and consistent then. ``cut_tail(log, tail,
+    durable_end)`` may move the tail found back (to drop an append of several events a
+    crash kept only in part).
     """
     began = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
@@ -166,6 +174,12 @@ def recover(
             elif event.kind == TAIL:
                 tail = event.offset
         dispatcher.finish()
+    if cut_tail is not None:
+        cut = cut_tail(log, tail, durable_end)
+        if cut < tail:
+            report.partial_group_cut_at = cut
+            report.partial_group_bytes = tail - cut
+            tail = cut
     log_end = log.segments[-1].end if log.segments else log.tail
     if durable_end > log_end and log.segments:
         # The checkpoint says bytes up to durable_end were fsynced: a segment was cut short.
@@ -173,8 +187,8 @@ def recover(
         report.corruptions.append(Corruption(log_end, durable_end - log_end, reason))
     log.tail = max(tail, log.min_offset)
     log.last_store_ms = max(log.last_store_ms, dispatcher.last_store_ms)
-    if not clean_shutdown:  # a clean shutdown leaves nothing past the tail
-        _clear_past_tail(log)
+    if not clean_shutdown or report.partial_group_cut_at is not None:
+        _clear_past_tail(log)  # a clean shutdown leaves nothing past the tail
     if index is not None:
         report.dropped_index_entries = index.truncate_from(log.tail)
     # Queues not loaded yet are checked the same way when first used.

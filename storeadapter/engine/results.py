@@ -72,3 +72,58 @@ class Corruption(NamedTuple):
     commit_offset: int
     length: int
     reason: str
+
+
+class EventAppendResult(NamedTuple):
+    """Where an appended event landed: ``AppendResult``'s fields, then the stream and the
+    event's version in it (1, 2, 3, …)."""
+
+    message_id: str
+    topic: str
+    queue: int
+    queue_offset: int
+    commit_offset: int
+    store_time_ms: int
+    status: str
+    stream_id: str
+    version: int
+
+
+class StoredEvent(NamedTuple):
+    """An event of a stream as read back; it is also an ordinary message of its topic
+    (``message_id``, ``queue``, ``queue_offset``, ``commit_offset``)."""
+
+    stream_id: str
+    version: int
+    command_id: str | None
+    event_type: str | None
+    store_time_ms: int
+    message_id: str
+    body: bytes
+    topic: str
+    queue: int
+    queue_offset: int
+    commit_offset: int
+
+
+class EventSlice(list):
+    """The events ``read_stream`` found, in version order, and what it knows about the
+    rest of the stream.
+
+    ``stream_version`` is the stream's newest version. ``first_kept_version`` is the
+    oldest version retention has not deleted (1 when none was deleted; past
+    ``stream_version`` when every event was). ``deleted_by_retention`` is True when the
+    read was asked to start below ``first_kept_version``: it started there instead.
+    """
+
+    def __init__(
+        self,
+        events: list[StoredEvent],
+        stream_version: int,
+        first_kept_version: int,
+        deleted_by_retention: bool,
+    ) -> None:
+        super().__init__(events)
+        self.stream_version = stream_version
+        self.first_kept_version = first_kept_version
+        self.deleted_by_retention = deleted_by_retention

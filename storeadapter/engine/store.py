@@ -22,8 +22,10 @@ from .consumequeue import ENTRY_SIZE, ConsumeQueue
 from .errors import (
     DiskFullError,
     StoreClosedError,
+    StoreError,
     StoreFailedError,
     StoreIOError,
+    StreamTopicError,
 )
 from .flush import FlushService
 from .follow import follow_log, trim_queue_end
@@ -38,10 +40,14 @@ from .recovery import RecoveryReport, choose_start, recover
 from .restore import restore_queue_end
 from .results import (
     Corruption,
+    EventAppendResult,
+    EventSlice,
 )
 from .retention import RetentionReport
 from .segment import segment_name
 from .sharedstate import SharedSnapshot, SharedState
+from .streamrecovery import cut_partial_group
+from .streams import Streams
 from .topics import Topic, TopicRegistry
 from .upkeep import Upkeep
 
@@ -131,10 +137,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._index = KeyIndex(
                     self.path / "index", self.config.index_slots, self.config.index_entries
                 )
+                self._streams = Streams(
+                    self.path / "consumequeue",
+                    self.config.stream_index_slots,
+                    self.config.stream_cache_streams,
+                    self.commitlog,
+                    self._record_at,
+                    self.config.max_message_bytes,
+                )
                 if alone:
                     self._open_alone()
                 else:
                     self._open_beside_others()
+                self._streams.preload(self._topics)
             finally:
                 self._locks.unlock_writes()
         self.commitlog.last_store_ms = max(
@@ -180,6 +195,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             durable_end=state.commitlog_flushed if state else 0,
             index=self._index,
             dispatched=state.dispatched if state else 0,
+            cut_tail=self._cut_partial_group,
+        )
+        self.last_recovery.event_indexes = self._streams.recover(
+            self._registry.topics.values(),
+            state.dispatched if state else None,
+            self.commitlog.tail,
         )
         self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
@@ -226,6 +247,13 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             offsets_version=previous.offsets_version + 1,
             index_version=previous.index_version + 1,
         )
+
+    def _cut_partial_group(self, log: CommitLog, tail: int, durable_end: int) -> int:
+        def is_stream_topic(name: bytes) -> bool:
+            topic = self._registry.topic_of(name)
+            return topic is not None and topic.info.streams
+
+        return cut_partial_group(log, tail, durable_end, is_stream_topic)
 
     def _open_index_for_recovery(self) -> int | None:
         """Open the key index; if it is missing, empty it and return the log offset its
@@ -449,6 +477,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if extent > tail:
             log.clear_after_tail(log.writable_segment(), extent)
         self._index.truncate_from(tail)
+        self._streams.truncate_from(self._topics, tail)
         for shared in self._registry.shared_topics():
             shared.blocks.discard_unpublished(tail)
         self._table = TopicTable(self.path / "topics.json")
@@ -478,6 +507,98 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _publish(self, **changes: int) -> None:
         """Make this process's writes visible to the others (caller holds the lock)."""
         self._seen = self._shared.write(**changes)
+
+    # ----------------------------------------------------------- event streams
+
+    def append_event(
+        self,
+        topic: str,
+        stream_id: str,
+        body: bytes | str,
+        expected_version: int | None = None,
+        command_id: str | None = None,
+        event_type: str | None = None,
+    ) -> EventAppendResult:
+        """Append one event to a stream of a stream topic; its ``version`` is the
+        stream's new version.
+
+        ``expected_version``: the stream's version the caller saw (0: no events yet);
+        raises WrongExpectedVersionError, carrying the current version, when the stream
+        is elsewhere; None appends at the next version whatever it is. ``command_id``: a
+        command id already used in this stream raises DuplicateCommandError, carrying
+        the version that command produced, every time. ``event_type`` is the record's
+        tag. Raises StreamTopicError for a topic that is not a stream topic.
+        """
+        return self.append_events(
+            topic, stream_id, [body], expected_version, command_id, event_type
+        )[0]
+
+    def append_events(
+        self,
+        topic: str,
+        stream_id: str,
+        events: list,
+        expected_version: int | None = None,
+        command_id: str | None = None,
+        event_type: str | None = None,
+    ) -> list[EventAppendResult]:
+        """Append several events to a stream as one group, under one command: all are
+        stored, or none. Each item is a body or ``{"body", "event_type"}``; the checks
+        are ``append_event``'s."""
+        state = self._topic(topic)
+        if not state.info.streams:
+            raise StreamTopicError(
+                f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
+            )
+        append = self._streams.request(stream_id, events, expected_version, command_id, event_type)
+        return self._append_prepared(state, append)
+
+    def append_to_streams(
+        self, topic: str, appends: list
+    ) -> list[list[EventAppendResult] | StoreError]:
+        """Append to several streams of a stream topic at once, under one hold of the
+        write lock (the fast path). Each append is a dict with ``stream_id``, ``events``
+        and, optionally, ``expected_version``, ``command_id`` and ``event_type`` (or a
+        tuple of those in that order), checked as ``append_events`` checks one.
+
+        Returns, per append in order, its results, or the error that refused it alone
+        (WrongExpectedVersionError, DuplicateCommandError, QueueFrozenError, …): the
+        others are stored all the same. Bad arguments raise before anything is written.
+        """
+        state = self._topic(topic)
+        if not state.info.streams:
+            raise StreamTopicError(
+                f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
+            )
+        batch = self._streams.request_many(appends)
+        if not batch:
+            return []
+        return self._append_prepared(state, batch)
+
+    def read_stream(
+        self, topic: str, stream_id: str, from_version: int = 1, max_count: int = 100
+    ) -> EventSlice:
+        """The stream's events from ``from_version`` on, at most ``max_count``, in
+        version order (a list of StoredEvent).
+
+        Reads start at the oldest version retention kept: the answer's
+        ``first_kept_version`` says which, and ``deleted_by_retention`` whether the read
+        started later than asked. ``stream_version`` is the stream's newest version.
+        """
+        self._check_open()
+        self._follow()
+        state = self._topic(topic)
+        log = self.commitlog
+        return self._streams.read(
+            state, stream_id, from_version, max_count, log.tail, log.min_offset,
+            self._note_corruption,
+        )  # fmt: skip
+
+    def stream_version(self, topic: str, stream_id: str) -> int:
+        """The stream's newest version; 0 for a stream with no events."""
+        self._check_open()
+        self._follow()
+        return self._streams.version(self._topic(topic), stream_id, self.commitlog.tail)
 
     # ------------------------------------------------------------------ topics
 
@@ -543,6 +664,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # Every key-index file with entries past the last checkpoint: other
                 # processes write and roll them too, unseen by this one's dirty list.
                 index_files = self._index.files_to_sync(self._checkpoint.index_dispatched())
+                event_indexes = self._streams.to_sync(self._topics, target)
             for segment in segments:
                 segment.sync()
             for queue_file in queue_files:
@@ -551,6 +673,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 time_index.sync()
             for index_file in index_files:
                 index_file.sync()
+            for event_index in event_indexes:
+                event_index.sync()
             self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
@@ -675,6 +799,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 ],
                 "offsets_dropped_bytes": self._offsets.dropped_bytes,
                 "checkpoint_problems": list(self._checkpoint.problems),
+                "streams": self._streams.stats(self._topics),
                 "failed": None if self._failure is None else str(self._failure),
             }
         )
@@ -770,6 +895,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._registry.close()
         self._handles.close()
         self._index.close()
+        self._streams.close()
         self.commitlog.close()
         self._checkpoint.close()
         self._offsets.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .checks.checkpoint_file import check_checkpoint, read_state
 from .checks.commit_log import LogFacts, check_commit_log
+from .checks.event_index import check_event_index
 from .checks.key_index import check_key_index
 from .checks.metadata_files import Metadata, check_metadata, check_topics_against_store
 from .checks.offsets_journal import check_offsets
@@ -35,6 +36,7 @@ LABELS = {
     "consumequeue": "consume queues",
     "index": "key index",
     "offsets": "offsets",
+    "event_index": "event indexes",
 }
 
 
@@ -128,8 +130,20 @@ def verify_store(store: Path, progress: Progress | None = None) -> StoreReport:
             queues,
             index,
             offsets_findings,
+            _check_event_indexes(store, metadata),
         ]
     return report
+
+
+def _check_event_indexes(store: Path, metadata: Metadata) -> Findings:
+    """The stream topics' event indexes (``checks.event_index``), as findings."""
+    findings = Findings("event_index")
+    streams = [info for info in metadata.topics.values() if info.streams]
+    findings.counts["stream topics"] = len(streams)
+    if streams:
+        for problem in check_event_index(store):
+            findings.damage(problem["file"], problem["reason"], problem["commit_offset"])
+    return findings
 
 
 def _check_queues(

@@ -15,6 +15,8 @@ QUEUE_FILE_ENTRIES = 64
 # Small key-index files: the default ones are 420 MB (sparse), too big to copy in tests.
 INDEX_SLOTS = 64
 INDEX_ENTRIES = 512
+# A small event index: the default's slot tables are 32 MB (sparse).
+STREAM_INDEX_SLOTS = 64
 
 
 #: ``TIDEMARK_TEST_LAYOUT=shared`` runs the engine tests with every topic shared (all
@@ -27,6 +29,7 @@ def small_config(**overrides) -> StoreConfig:
     settings = {
         "index_slots": INDEX_SLOTS,
         "index_entries": INDEX_ENTRIES,
+        "stream_index_slots": STREAM_INDEX_SLOTS,
         "segment_bytes": SEGMENT_BYTES,
         "max_message_bytes": MAX_MESSAGE_BYTES,
         "queue_file_entries": QUEUE_FILE_ENTRIES,

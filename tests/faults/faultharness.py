@@ -36,6 +36,7 @@ def fault_config(mode: str = "sync", **overrides: object) -> StoreConfig:
         "queue_file_entries": QUEUE_FILE_ENTRIES,
         "index_slots": 64,
         "index_entries": 512,
+        "stream_index_slots": 16,
         "flush_mode": mode,
         "flush_interval_ms": 20,
         "disk_warn_ratio": 1.0,

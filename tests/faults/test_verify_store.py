@@ -308,3 +308,18 @@ def test_a_power_loss_leaves_notes_but_no_damage(tmp_path, mode, seed):
         store.close()
     report = verify_store(image.materialize(tmp_path / "image", pages=random.Random(seed)))
     assert report.ok, "\n".join(p.line() for p in report.problems)
+
+
+def test_a_damaged_event_index_is_found(tmp_path, capsys):
+    path = tmp_path / "store"
+    with MessageStore.open(path, fault_config("sync")) as store:
+        store.create_stream_topic("accounts", queues=2)
+        for version in range(1, 6):
+            store.append_event("accounts", "acc-1", b"{}", expected_version=version - 1)
+    events = path / "consumequeue" / "accounts" / "events"
+    data = bytearray(events.read_bytes())
+    data[-40] ^= 0xFF  # inside the newest entry
+    events.write_bytes(bytes(data))
+    code, out = _verify(path, capsys)
+    assert code == EXIT_CORRUPT, out
+    assert "consumequeue/accounts/events" in out

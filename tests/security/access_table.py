@@ -79,6 +79,7 @@ TOPIC = {"topic": "orders"}
 QUEUE = {"topic": "orders", "queue": 0}
 GROUP = {"group": "billing"}
 RESET = {"group": "billing", "reset": Ref("reset_id")}
+STREAM = {"topic": "accounts", "stream_id": "account-1"}
 
 #: Every URL pattern, by its name (``namespace:name``) or, when it has none, its route.
 ACCESS: dict[str, Rule] = {
@@ -114,6 +115,7 @@ ACCESS: dict[str, Rule] = {
     "topics:list": page(read=VIEWER, post=ADMIN),
     "topics:detail": page(read=VIEWER, post=OPERATOR, kwargs=TOPIC),
     "messages:search": page(read=VIEWER),
+    "streams:stream": page(read=VIEWER),
     "messages:export": page(read=VIEWER),
     "messages:detail": page(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
     "messages:body": page(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
@@ -144,6 +146,7 @@ ACCESS: dict[str, Rule] = {
     "api-queue-freeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-queue-unfreeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-topic-messages": api(post=OPERATOR, kwargs=TOPIC),
+    "api-stream-events": api(read=VIEWER, post=OPERATOR, kwargs=STREAM),
     "api-queue-messages": api(read=VIEWER, kwargs=QUEUE),
     "api-queue-commit": api(post=OPERATOR, kwargs=QUEUE),
     "api-messages": api(read=VIEWER),

@@ -24,6 +24,8 @@ def world(store, admin, django_user_model) -> dict[str, Any]:
     sent = store.append("orders", b'{"n": 1}', key="k1", queue=0)
     store.append("orders", b'{"n": 2}', key="k2", queue=0)
     store.commit_offset("billing", "orders", 0, 1)
+    store.create_stream_topic("accounts", 2)
+    store.append_event("accounts", "account-1", b'{"opened": true}', command_id="open")
     target = django_user_model.objects.create_user(username="target", password=None)
     token, _ = ApiToken.issue(admin, "admin's token")
     rule = AlertRule.objects.create(name="lagging", kind=AlertRule.LAG_MESSAGES, threshold=10)

@@ -192,13 +192,17 @@ ProduceRequest = PolymorphicProxySerializer(
 )
 
 
+#: What an append answers per message (the schema's AppendStatusEnum).
+APPEND_STATUSES = [STATUS_OK, STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT]
+
+
 class AppendResultSerializer(serializers.Serializer):
     message_id = serializers.CharField()
     queue = serializers.IntegerField()
     queue_offset = serializers.IntegerField()
     commit_offset = serializers.IntegerField()
     store_time_ms = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=[STATUS_OK, STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT])
+    status = serializers.ChoiceField(choices=APPEND_STATUSES)
 
 
 class ProduceResponse(serializers.Serializer):

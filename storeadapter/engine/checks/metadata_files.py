@@ -11,17 +11,16 @@ from pathlib import Path
 
 from ..errors import InvalidNameError
 from ..metadata import (
-    _IDENTITY_FIELDS,
-    _TABLE_FIELDS,
     CHECKSUM_FIELD,
     FORMAT_VERSION,
+    IDENTITY_FIELDS,
     LAYOUT_SHARED,
-    LAYOUTS,
     MAX_QUEUES_IN_TABLE,
+    TABLE_FIELDS,
     TopicInfo,
-    _checksum,
+    content_checksum,
+    topic_from_json,
 )
-from ..names import check_name
 from .commit_log import LogFacts, QueueRecords
 from .problems import Findings
 
@@ -44,7 +43,7 @@ def check_metadata(store: Path) -> tuple[Metadata, Findings]:
     """Parse and check ``store.json`` and ``topics.json`` as the engine reads them."""
     findings = Findings(KIND)
     metadata = Metadata()
-    identity = _load(store / STORE_JSON, _IDENTITY_FIELDS, findings)
+    identity = _load(store / STORE_JSON, IDENTITY_FIELDS, findings)
     if identity is None and not (store / STORE_JSON).exists():
         findings.damage(
             STORE_JSON,
@@ -53,7 +52,7 @@ def check_metadata(store: Path) -> tuple[Metadata, Findings]:
         )
     elif identity is not None:
         metadata.queue_file_entries = _check_identity(identity, findings)
-    table = _load(store / TOPICS_JSON, _TABLE_FIELDS, findings)
+    table = _load(store / TOPICS_JSON, TABLE_FIELDS, findings)
     if table is not None:
         metadata.topics = _parse_topics(table, findings)
         metadata.topics_readable = True
@@ -79,7 +78,7 @@ def _load(path: Path, fields: set[str], findings: Findings) -> dict | None:
     unknown = sorted(set(data) - fields - {CHECKSUM_FIELD})
     if unknown:
         findings.damage(path.name, f"has fields this engine does not know: {unknown}")
-    if CHECKSUM_FIELD in data and data[CHECKSUM_FIELD] != _checksum(data):
+    if CHECKSUM_FIELD in data and data[CHECKSUM_FIELD] != content_checksum(data):
         findings.damage(
             path.name,
             f"fails its CRC32C check: it was damaged, or edited by hand (remove its "
@@ -120,7 +119,7 @@ def _parse_topics(data: dict, findings: Findings) -> dict[str, TopicInfo]:
         return topics
     for position, item in enumerate(items):
         try:
-            info = _topic(item)
+            info = topic_from_json(item)
         except InvalidNameError as error:
             findings.damage(TOPICS_JSON, f"topic {position} has a name that is not valid: {error}")
             continue
@@ -138,27 +137,6 @@ def _parse_topics(data: dict, findings: Findings) -> dict[str, TopicInfo]:
             findings.damage(TOPICS_JSON, f"lists topic {info.name!r} twice")
         topics[info.name] = info
     return topics
-
-
-def _topic(item: dict) -> TopicInfo:
-    info = TopicInfo(
-        str(item["name"]),
-        int(item["queues"]),
-        int(item["created_ms"]),
-        int(item["created_offset"]),
-        [int(q) for q in item.get("frozen", [])],
-        [int(o) for o in item.get("queue_since", [])],
-        int(item.get("id", 0)),
-        str(item.get("layout", "files")),
-        int(item.get("block_entries", 0)),
-        int(item.get("blocks_per_file", 0)),
-    )
-    if info.layout not in LAYOUTS or (
-        info.layout == LAYOUT_SHARED and (info.block_entries <= 0 or info.blocks_per_file <= 0)
-    ):
-        raise ValueError(info.layout)
-    check_name(info.name, "topic")
-    return info
 
 
 def check_topics_against_store(

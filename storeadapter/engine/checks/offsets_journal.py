@@ -13,7 +13,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from ..metadata import TopicInfo
-from ..offsets import _next_frame as next_valid_frame
+from ..offsets import next_frame as next_valid_frame
 from .problems import Findings
 
 KIND = "offsets"

@@ -167,7 +167,7 @@ def _check_witness(
     except FileNotFoundError:
         return
     try:
-        sequence, tail, witnessed = QueueEnds(directory, info.created_offset)._newest(fd)
+        sequence, tail, witnessed = QueueEnds(directory, info.created_offset).newest(fd)
     finally:
         os.close(fd)
     if not sequence or tail > log.end:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from ..blockqueue import _END_SLOT, ALLOCATED_FILE, BLOCK_HEADER_SIZE, ERASED, parse_header
+from ..blockqueue import ALLOCATED_FILE, BLOCK_HEADER_SIZE, END_SLOT, ERASED, parse_header
 from ..metadata import TopicInfo
 from ..queuebase import ENTRY_SIZE
 from .commit_log import LogFacts
@@ -111,10 +111,10 @@ def _published_end(path: Path) -> int:
     except FileNotFoundError:
         return 0
     slots = []
-    for at in (0, _END_SLOT.size):
-        if len(data) >= at + _END_SLOT.size:
-            seq, end, _tail, crc = _END_SLOT.unpack_from(data, at)
-            if seq and crc == crc32c(data[at : at + _END_SLOT.size - 4]):
+    for at in (0, END_SLOT.size):
+        if len(data) >= at + END_SLOT.size:
+            seq, end, _tail, crc = END_SLOT.unpack_from(data, at)
+            if seq and crc == crc32c(data[at : at + END_SLOT.size - 4]):
                 slots.append((seq, end))
     return max(slots)[1] if slots else 0
 

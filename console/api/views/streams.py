@@ -1,0 +1,249 @@
+"""API: event streams of stream topics.
+
+- ``/api/v1/streams/<topic>/<stream_id>/events/`` (also without the last slash):
+  GET a stream's events from ``from_version`` on, at most ``limit`` (viewer); POST
+  events to it, all or none, with ``expected_version`` and ``command_id`` (operator, as
+  for sending messages). A version conflict is 409 ``wrong_expected_version`` with the
+  stream's ``current_version``; a command id already used in the stream is 409
+  ``duplicate_command`` with the ``version`` it produced.
+
+Appending events is data traffic, like producing messages: not written to the audit log.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from django.urls import re_path
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.accounts.roles import OPERATOR
+from console.api.errors import ApiError
+from console.api.serializers import ErrorSerializer, QuerySerializer, StrictSerializer, validated
+from console.api.views.messages import APPEND_STATUSES, STORE_DOWN, TextField
+from console.core.store import get_store
+from storeadapter.engine import (
+    DuplicateCommandError,
+    EventAppendResult,
+    StoredEvent,
+    WrongExpectedVersionError,
+)
+
+#: The most events one GET returns, and how many when not asked.
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 100
+#: The most events one POST appends.
+MAX_EVENTS = 1000
+
+
+class EventsQuery(QuerySerializer):
+    from_version = serializers.IntegerField(
+        required=False, min_value=1, max_value=0xFFFFFFFF, default=1,
+        help_text="The first version to return (default 1; the oldest kept if retention "
+        "deleted it).",
+    )  # fmt: skip
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_LIMIT, default=DEFAULT_LIMIT
+    )
+
+
+class NewEvent(StrictSerializer):
+    body = TextField(allow_blank=True, help_text="The body: text, or base64 with encoding.")
+    encoding = serializers.ChoiceField(
+        choices=[("text", "UTF-8 text"), ("base64", "base64 of any bytes")], default="text"
+    )
+    event_type = TextField(required=False, allow_null=True, help_text="The event's type (tag).")
+
+    def validate(self, data: dict) -> dict:
+        if data["encoding"] == "base64":
+            try:
+                data["body"] = base64.b64decode(data["body"], validate=True)
+            except (binascii.Error, ValueError):
+                raise serializers.ValidationError(
+                    {"body": ["The body is not valid base64 (standard alphabet, padded)."]}
+                ) from None
+        else:
+            data["body"] = data["body"].encode("utf-8")
+        return data
+
+
+class AppendEvents(StrictSerializer):
+    events = serializers.ListField(
+        child=NewEvent(), min_length=1, max_length=MAX_EVENTS,
+        help_text="Stored all or none, at the stream's next versions, in this order.",
+    )  # fmt: skip
+    expected_version = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=0xFFFFFFFF, default=None,
+        help_text="The stream's version the events follow (0: a new stream); null: any.",
+    )  # fmt: skip
+    command_id = TextField(
+        required=False, allow_null=True, default=None,
+        help_text="Refused (409 duplicate_command) if already used in this stream.",
+    )  # fmt: skip
+
+
+class StoredEventSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    event_type = serializers.CharField(allow_null=True)
+    command_id = serializers.CharField(allow_null=True)
+    store_time_ms = serializers.IntegerField()
+    message_id = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    body = serializers.CharField()
+    body_encoding = serializers.ChoiceField(choices=["text", "base64"])
+
+
+class StreamEventsSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    stream_id = serializers.CharField()
+    stream_version = serializers.IntegerField(help_text="The stream's newest version.")
+    first_kept_version = serializers.IntegerField(
+        help_text="The oldest version retention has not deleted."
+    )
+    deleted_by_retention = serializers.BooleanField(
+        help_text="True when the read started at first_kept_version, later than asked."
+    )
+    events = StoredEventSerializer(many=True)
+    next_from_version = serializers.IntegerField(
+        allow_null=True, help_text="from_version of the next page; null at the newest."
+    )
+
+
+class AppendedEventSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    message_id = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    store_time_ms = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=APPEND_STATUSES)
+
+
+class AppendedSerializer(serializers.Serializer):
+    stream_version = serializers.IntegerField()
+    results = AppendedEventSerializer(many=True)
+
+
+def event_data(event: StoredEvent) -> dict[str, Any]:
+    try:
+        body, encoding = event.body.decode("utf-8"), "text"
+    except UnicodeDecodeError:
+        body, encoding = base64.b64encode(event.body).decode("ascii"), "base64"
+    return {
+        "version": event.version,
+        "event_type": event.event_type,
+        "command_id": event.command_id,
+        "store_time_ms": event.store_time_ms,
+        "message_id": event.message_id,
+        "queue": event.queue,
+        "queue_offset": event.queue_offset,
+        "body": body,
+        "body_encoding": encoding,
+    }
+
+
+def _appended(result: EventAppendResult) -> dict[str, Any]:
+    return {
+        "version": result.version,
+        "message_id": result.message_id,
+        "queue": result.queue,
+        "queue_offset": result.queue_offset,
+        "store_time_ms": result.store_time_ms,
+        "status": result.status,
+    }
+
+
+CONFLICT = {
+    409: OpenApiResponse(
+        ErrorSerializer,
+        description="wrong_expected_version (details.current_version: where the stream "
+        "is) or duplicate_command (details.version: what the command produced).",
+    )
+}
+
+
+class StreamEvents(APIView):
+    """GET a stream's events in version order; POST events to it."""
+
+    method_roles = {"POST": OPERATOR}
+
+    @extend_schema(parameters=[EventsQuery], responses={200: StreamEventsSerializer})
+    def get(self, request: Request, topic: str, stream_id: str) -> Response:
+        query = validated(EventsQuery, request.query_params)
+        events = get_store().read_stream(topic, stream_id, query["from_version"], query["limit"])
+        following = events[-1].version + 1 if events else None
+        if following is not None and following > events.stream_version:
+            following = None
+        return Response(
+            {
+                "topic": topic,
+                "stream_id": stream_id,
+                "stream_version": events.stream_version,
+                "first_kept_version": events.first_kept_version,
+                "deleted_by_retention": events.deleted_by_retention,
+                "events": [event_data(e) for e in events],
+                "next_from_version": following,
+            }
+        )
+
+    @extend_schema(
+        request=AppendEvents,
+        responses={201: AppendedSerializer, **CONFLICT, **STORE_DOWN},
+    )
+    def post(self, request: Request, topic: str, stream_id: str) -> Response:
+        data = request.data
+        given = data.get("events") if isinstance(data, dict) else None
+        if isinstance(given, list) and len(given) > MAX_EVENTS:
+            raise ApiError(
+                400,
+                "batch_too_large",
+                f"An append holds at most {MAX_EVENTS} events, not {len(given)}.",
+                {"max_events": MAX_EVENTS},
+            )
+        append = validated(AppendEvents, data)
+        events = [{"body": e["body"], "event_type": e.get("event_type")} for e in append["events"]]
+        try:
+            results = get_store().append_events(
+                topic,
+                stream_id,
+                events,
+                expected_version=append["expected_version"],
+                command_id=append["command_id"],
+            )
+        except WrongExpectedVersionError as error:
+            raise ApiError(
+                409,
+                "wrong_expected_version",
+                str(error),
+                {
+                    "current_version": error.current_version,
+                    "expected_version": error.expected_version,
+                },
+            ) from None
+        except DuplicateCommandError as error:
+            raise ApiError(
+                409,
+                "duplicate_command",
+                str(error),
+                {"version": error.version, "first_version": error.first_version},
+            ) from None
+        return Response(
+            {"stream_version": results[-1].version, "results": [_appended(r) for r in results]},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+#: A stream id in a URL is any text but a slash-free "events" end; the engine checks it.
+urlpatterns = [
+    re_path(
+        r"^streams/(?P<topic>[A-Za-z0-9._%-]{1,140})/(?P<stream_id>.+)/events/?$",
+        StreamEvents.as_view(),
+        name="api-stream-events",
+    ),
+]

@@ -1,0 +1,646 @@
+"""The event index of a stream topic: from a stream to its events, and from a stream's
+command id to the events the command produced (docs/FORMAT.md, "Event index").
+
+One file per stream topic, ``consumequeue/<topic>/events``: a header, two tables of hash
+slots (streams, commands) and fixed 48-byte entries, one per event, appended in
+commit-log order. Like the key index, a slot holds the number of the newest entry linked
+into it and each entry the number of the next older one, so a slot's entries form a chain;
+only the last event of each append is linked (the only one that can be a stream's newest,
+or a command's last). Each entry also points at its stream's previous version and at the
+version ``v - lowbit(v)`` (a Fenwick jump), so any version of a stream is found from its
+newest in O(log² v) steps.
+
+Everything in it can be rebuilt from the commit log. Writes go through ``fileio``
+(entries, then slots, then the header's count); reads through ``fileio.pread``. One writer
+at a time (the caller holds the store's write lock); readers in other processes trust only
+entries whose record lies below the tail they followed, and a chain walk that meets a bad
+entry (a cut made meanwhile) starts again.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from . import fileio
+
+FILE_NAME = "events"
+MAGIC = b"TDEV"
+VERSION = 1
+# magic, version, entry size, slots, reserved, created offset, count, indexed to, cuts
+HEADER = struct.Struct("<4sHHIIQQQQ16x")
+HEADER_SIZE = HEADER.size  # 64
+_PROGRESS = struct.Struct("<QQ")  # count, indexed_to
+_PROGRESS_AT = 24
+_INDEXED_TO = struct.Struct("<Q")
+_INDEXED_TO_AT = 32
+_COUNTERS = struct.Struct("<QQQ")  # count, indexed_to, cuts
+SLOT = struct.Struct("<I")
+SLOT_SIZE = SLOT.size
+# commit offset, stream hash, command hash, version, previous, jump, stream next,
+# command next, crc32c of the 44 bytes before it
+ENTRY = struct.Struct("<QQQIIIIII")
+ENTRY_SIZE = ENTRY.size  # 48
+_ENTRY_BODY = struct.Struct("<QQQIIIII")
+_CRC_AT = ENTRY_SIZE - 4
+MAX_ENTRIES = 0xFFFFFFFF
+MAX_VERSION = 0xFFFFFFFF
+# The two chains: (the entry field holding the hash, the one holding the next entry).
+_STREAM, _COMMAND = 0, 1
+_CHAIN_FIELDS = ((2, 7), (3, 8))
+_READ_CHUNK = 65536  # entries read by one pread when many are read in a row
+_BLOCK = 32  # entries a block reader fetches at once
+_WALK_LIMIT = 1 << 20  # steps of one chain walk before it is taken for a loop
+
+
+def _hash64(data: bytes) -> int:
+    """Two 32-bit CRCs of different polynomials side by side, never 0."""
+    return (crc32c(data) | zlib.crc32(data) << 32) or 1
+
+
+def stream_hash(stream_id: str) -> int:
+    """The stored 64-bit hash of a stream id."""
+    return _hash64(stream_id.encode())
+
+
+def command_hash(stream_id: str, command_id: str) -> int:
+    """The stored 64-bit hash of a command id within its stream."""
+    return _hash64(f"{stream_id}\x00{command_id}".encode())
+
+
+def lowest_bit(version: int) -> int:
+    return version & -version
+
+
+def next_chain(chain: list[tuple[int, int]], version: int, number: int) -> list[tuple[int, int]]:
+    """The jump chain of ``version`` (entry ``number``) from the chain of the version
+    before it, which holds ``version - lowbit(version)`` and everything below it."""
+    target = version - lowest_bit(version)
+    if not target:
+        return [(version, number)]
+    for i, (held, _entry) in enumerate(chain):
+        if held == target:
+            return [(version, number), *chain[i:]]
+        if held < target:
+            break
+    return [(version, number)]  # the target was lost (a gap): no jump
+
+
+def run_jumps(
+    chain: list[tuple[int, int]], first_version: int, count: int, first_number: int
+) -> tuple[list[int], list[tuple[int, int]]]:
+    """The jumps of ``count`` new versions from ``first_version`` (entries numbered from
+    ``first_number``) of a stream whose newest version's jump chain is ``chain``, and the
+    jump chain of the last of them. A version's jump target is below ``first_version``
+    only if it is in ``chain`` (clearing low bits of a later version reaches no other
+    version below it); one missing there was lost, and gets no jump."""
+    below = dict(chain)
+    jumps = []
+    for version in range(first_version, first_version + count):
+        target = version - (version & -version)
+        if target >= first_version:
+            jumps.append(first_number + target - first_version)
+        else:
+            jumps.append(below.get(target, 0))
+    last = first_version + count - 1
+    final = []
+    version = last
+    while version:
+        number = (
+            first_number + version - first_version
+            if version >= first_version
+            else below.get(version)
+        )
+        if number is None:
+            break
+        final.append((version, number))
+        version -= version & -version
+    return jumps, final
+
+
+class EventEntry(NamedTuple):
+    number: int
+    commit_offset: int
+    stream_hash: int
+    command_hash: int
+    version: int
+    previous: int
+    jump: int
+    stream_next: int
+    command_next: int
+
+
+class NewEntry(NamedTuple):
+    """An entry to append. ``previous`` and ``jump`` are entry numbers (the caller numbers
+    the new entries from ``EventIndex.count + 1``); linked entries become their slot's
+    newest."""
+
+    commit_offset: int
+    stream_hash: int
+    command_hash: int  # 0: no command id
+    version: int
+    previous: int
+    jump: int
+    link_stream: bool
+    link_command: bool
+
+
+class EventIndexDamage(Exception):
+    """The file cannot be used as it is (the sentence says why); it is rebuilt from the log."""
+
+
+def _decode(number: int, raw: bytes) -> EventEntry | None:
+    """The entry in ``raw`` (its 48 bytes), or None when unwritten or damaged."""
+    if len(raw) < ENTRY_SIZE:
+        return None
+    fields = ENTRY.unpack(raw)
+    if not fields[1] or crc32c(raw[:_CRC_AT]) != fields[8]:
+        return None
+    return EventEntry(number, *fields[:8])
+
+
+def encode_entry(entry: EventEntry) -> bytes:
+    body = _ENTRY_BODY.pack(*entry[1:])
+    return body + SLOT.pack(crc32c(body))
+
+
+class EventIndex:
+    """One stream topic's event index file, open read-write.
+
+    ``count`` and ``cuts`` are this process's view of the header: a writer refreshes them
+    (``refresh``) under the store's write lock before it looks anything up.
+    """
+
+    def __init__(self, path: Path, fd: int, slots: int, created_offset: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.slots = slots
+        self.created_offset = created_offset
+        self.entries_at = HEADER_SIZE + 2 * slots * SLOT_SIZE
+        self._command_slots_at = HEADER_SIZE + slots * SLOT_SIZE
+        self.count = 0
+        self.indexed_to = 0
+        self.cuts = 0
+        self.synced: tuple[int, int, int] | None = None  # the counters at the last sync
+
+    # ------------------------------------------------------------ opening
+
+    @classmethod
+    def create(cls, path: Path, slots: int, created_offset: int, indexed_to: int) -> EventIndex:
+        """Create the file under a temporary name, durable, then rename it into place:
+        a file under its final name always has its header."""
+        temp = path.with_name(f".{path.name}.tmp")
+        fd = fileio.create_file(temp, truncate=True)
+        try:
+            fileio.ftruncate(fd, HEADER_SIZE + 2 * slots * SLOT_SIZE)
+            header = HEADER.pack(
+                MAGIC, VERSION, ENTRY_SIZE, slots, 0, created_offset, 0, indexed_to, 0
+            )
+            fileio.pwrite_all(fd, header, 0)
+            fileio.fsync(fd)
+            fileio.rename(temp, path)
+            fileio.fsync_dir(path.parent)
+        except BaseException:
+            os.close(fd)
+            raise
+        index = cls(path, fd, slots, created_offset)
+        index.indexed_to = indexed_to
+        return index
+
+    @classmethod
+    def open(cls, path: Path) -> EventIndex:
+        """Open an existing file and check its header; raise FileNotFoundError when it is
+        missing, EventIndexDamage when it cannot be used."""
+        fd = fileio.open_file(path)
+        try:
+            size = os.fstat(fd).st_size
+            raw = fileio.pread(fd, HEADER_SIZE, 0)
+            if len(raw) < HEADER_SIZE:
+                raise EventIndexDamage(f"{size} bytes, shorter than its {HEADER_SIZE}-byte header")
+            magic, version, entry_size, slots, _, created, count, indexed_to, cuts = HEADER.unpack(
+                raw
+            )
+            if magic != MAGIC:
+                raise EventIndexDamage(f"bad magic {magic!r}")
+            if version != VERSION or entry_size != ENTRY_SIZE:
+                raise EventIndexDamage(f"unknown version {version} (entry size {entry_size})")
+            if slots < 1 or size < HEADER_SIZE + 2 * slots * SLOT_SIZE:
+                raise EventIndexDamage(f"{size} bytes, too short for its {slots} slots")
+        except BaseException:
+            os.close(fd)
+            raise
+        index = cls(path, fd, slots, created)
+        index.count, index.indexed_to, index.cuts = count, indexed_to, cuts
+        return index
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    @property
+    def closed(self) -> bool:
+        return self.fd < 0
+
+    # ------------------------------------------------------------ reading
+
+    def read_counters(self) -> tuple[int, int, int]:
+        """(count, indexed_to, cuts) as the header holds them now."""
+        return _COUNTERS.unpack(fileio.pread(self.fd, _COUNTERS.size, _PROGRESS_AT))
+
+    def refresh(self) -> bool:
+        """Take the header's counters; return whether another process cut the index
+        since they were last taken (what was learned from it may be wrong)."""
+        count, indexed_to, cuts = self.read_counters()
+        cut = cuts != self.cuts
+        self.count, self.indexed_to, self.cuts = count, indexed_to, cuts
+        return cut
+
+    def entries_in_file(self) -> int:
+        """Entries the file's size holds room for (whole ones)."""
+        return max(0, os.fstat(self.fd).st_size - self.entries_at) // ENTRY_SIZE
+
+    def entry(self, number: int) -> EventEntry | None:
+        """Entry ``number`` (from 1), or None when it is unwritten or damaged."""
+        if number < 1:
+            return None
+        raw = fileio.pread(self.fd, ENTRY_SIZE, self.entries_at + (number - 1) * ENTRY_SIZE)
+        return _decode(number, raw)
+
+    def entries(self, first: int, last: int) -> Iterator[EventEntry | None]:
+        """Entries ``first``..``last`` in order (None for each bad one), read in chunks."""
+        number = max(first, 1)
+        while number <= last:
+            take = min(_READ_CHUNK, last - number + 1)
+            raw = fileio.pread(
+                self.fd, take * ENTRY_SIZE, self.entries_at + (number - 1) * ENTRY_SIZE
+            )
+            for i in range(take):
+                yield _decode(number + i, raw[i * ENTRY_SIZE : (i + 1) * ENTRY_SIZE])
+            number += take
+
+    def stream_slot(self, hashed: int) -> int:
+        return self._slot(HEADER_SIZE, hashed)
+
+    def command_slot(self, hashed: int) -> int:
+        return self._slot(self._command_slots_at, hashed)
+
+    def _slot(self, table_at: int, hashed: int) -> int:
+        raw = fileio.pread(self.fd, SLOT_SIZE, table_at + (hashed % self.slots) * SLOT_SIZE)
+        return SLOT.unpack(raw)[0] if len(raw) == SLOT_SIZE else 0
+
+    def slot_table(self, commands: bool = False) -> array:
+        """A whole slot table (streams, or commands), read in chunks."""
+        table = array("I")
+        at = self._command_slots_at if commands else HEADER_SIZE
+        remaining = self.slots * SLOT_SIZE
+        while remaining:
+            take = min(remaining, _READ_CHUNK * SLOT_SIZE)
+            raw = fileio.pread(self.fd, take, at)
+            table.frombytes(raw + bytes(take - len(raw)))
+            at += take
+            remaining -= take
+        if sys.byteorder == "big":
+            table.byteswap()
+        return table
+
+    def stream_candidates(
+        self, hashed: int, below: int, head: int | None = None
+    ) -> Iterator[EventEntry]:
+        """Linked entries of streams with this hash, newest first, whose records start
+        below commit offset ``below``; ``head`` is the slot's value when just read.
+        Raises ChainBroken at a bad entry."""
+        start = self.stream_slot(hashed) if head is None else head
+        return self._walk(start, hashed, below, _STREAM)
+
+    def command_candidates(
+        self, hashed: int, below: int, head: int | None = None
+    ) -> Iterator[EventEntry]:
+        """Linked entries of commands with this hash, newest first (see stream_candidates)."""
+        start = self.command_slot(hashed) if head is None else head
+        return self._walk(start, hashed, below, _COMMAND)
+
+    def _walk(self, number: int, hashed: int, below: int, chain: int) -> Iterator[EventEntry]:
+        hash_field, next_field = _CHAIN_FIELDS[chain]
+        steps = 0
+        while number:
+            entry = self.entry(number)
+            if entry is None:
+                raise ChainBroken(number)
+            if entry[hash_field] == hashed and entry.commit_offset < below:
+                yield entry
+            following = entry[next_field]
+            steps += 1
+            if following >= number or steps > _WALK_LIMIT:
+                raise ChainBroken(number)
+            number = following
+
+    def block_reader(self) -> Callable[[int], EventEntry | None]:
+        """``entry`` for many lookups near one another (one read): entries are fetched
+        by blocks of ``_BLOCK`` ending at the one asked for, since a stream's events
+        appended together are neighbours, and a walk goes from newer to older."""
+        blocks: dict[int, bytes] = {}
+        entries_at = self.entries_at
+
+        def read(number: int) -> EventEntry | None:
+            if number < 1:
+                return None
+            first = blocks.get(number)
+            if first is None:
+                first = max(1, number - _BLOCK + 1)
+                raw = fileio.pread(
+                    self.fd,
+                    (number - first + 1) * ENTRY_SIZE,
+                    entries_at + (first - 1) * ENTRY_SIZE,
+                )
+                for held in range(first, number + 1):
+                    blocks[held] = first
+                blocks[-first] = raw
+            at = (number - first) * ENTRY_SIZE
+            return _decode(number, blocks[-first][at : at + ENTRY_SIZE])
+
+        return read
+
+    def mapped_reader(self) -> tuple[Callable[[int], EventEntry | None], Callable[[], None]]:
+        """``entry`` through a read-only mapping of the file as it is now, for a reader
+        of very many entries in no order (``verify``); and the function that unmaps it."""
+        size = os.fstat(self.fd).st_size
+        if size <= self.entries_at:
+            return (lambda number: None), (lambda: None)
+        data = mmap.mmap(self.fd, size, access=mmap.ACCESS_READ)
+        entries_at = self.entries_at
+        last = (size - entries_at) // ENTRY_SIZE
+
+        def read(number: int) -> EventEntry | None:
+            if not 1 <= number <= last:
+                return None
+            at = entries_at + (number - 1) * ENTRY_SIZE
+            return _decode(number, data[at : at + ENTRY_SIZE])
+
+        return read, data.close
+
+    def find_version(
+        self,
+        newest: EventEntry,
+        version: int,
+        read: Callable[[int], EventEntry | None] | None = None,
+    ) -> EventEntry | None:
+        """The entry of ``version`` of the stream whose newest entry is ``newest``: by
+        the jumps while they stay at or above it, else by the previous one. None when
+        the chain ends above it (the index lost it, or never had it). Raises ChainBroken.
+        ``read`` fetches an entry (default: ``entry``)."""
+        read = read or self.entry
+        entry = newest
+        steps = 0
+        while entry.version > version:
+            target = entry.version - lowest_bit(entry.version)
+            number = entry.jump if target >= version and entry.jump else entry.previous
+            if not number:
+                return None
+            following = read(number)
+            steps += 1
+            if (
+                following is None
+                or number >= entry.number
+                or following.version >= entry.version
+                or following.stream_hash != entry.stream_hash
+                or steps > _WALK_LIMIT
+            ):
+                raise ChainBroken(number)
+            entry = following
+        return entry if entry.version == version else None
+
+    def jump_chain(self, newest: EventEntry) -> list[tuple[int, int]]:
+        """(version, entry number) of ``newest`` and of each entry its jumps lead to."""
+        chain = [(newest.version, newest.number)]
+        entry = newest
+        while entry.jump:
+            following = self.entry(entry.jump)
+            if following is None or following.stream_hash != entry.stream_hash:
+                raise ChainBroken(entry.jump)
+            chain.append((following.version, following.number))
+            entry = following
+        return chain
+
+    # ------------------------------------------------------------ writing
+
+    def put(self, new: list[NewEntry], indexed_to: int) -> None:
+        """Append ``new`` as entries ``count + 1``.. (entries, then slots, then header)."""
+        if not new:
+            return
+        first = self.count + 1
+        if first + len(new) - 1 > MAX_ENTRIES:
+            raise OSError(27, "the event index is full")  # EFBIG
+        stream_heads: dict[int, int] = {}
+        command_heads: dict[int, int] = {}
+        slots = self.slots
+        parts = []
+        for i, item in enumerate(new):
+            number = first + i
+            stream_next = command_next = 0
+            if item.link_stream:
+                slot = item.stream_hash % slots
+                stream_next = stream_heads.get(slot)
+                if stream_next is None:
+                    stream_next = self.stream_slot(item.stream_hash)
+                stream_heads[slot] = number
+            if item.link_command:
+                slot = item.command_hash % slots
+                command_next = command_heads.get(slot)
+                if command_next is None:
+                    command_next = self.command_slot(item.command_hash)
+                command_heads[slot] = number
+            body = _ENTRY_BODY.pack(
+                item.commit_offset,
+                item.stream_hash,
+                item.command_hash,
+                item.version,
+                item.previous,
+                item.jump,
+                stream_next,
+                command_next,
+            )
+            parts.append(body)
+            parts.append(SLOT.pack(crc32c(body)))
+        fileio.pwrite_all(self.fd, b"".join(parts), self.entries_at + (first - 1) * ENTRY_SIZE)
+        self._write_slots(HEADER_SIZE, stream_heads)
+        self._write_slots(self._command_slots_at, command_heads)
+        count = first + len(new) - 1
+        indexed_to = max(indexed_to, self.indexed_to)
+        fileio.pwrite_all(self.fd, _PROGRESS.pack(count, indexed_to), _PROGRESS_AT)
+        self.count, self.indexed_to = count, indexed_to
+
+    def put_run(
+        self,
+        offsets: list[int],
+        stream_hashed: int,
+        command_hashed: int,
+        first_version: int,
+        previous: int,
+        jumps: list[int],
+        indexed_to: int,
+        stream_next: int | None = None,
+        command_next: int | None = None,
+    ) -> None:
+        """``put`` for the events of one append to one stream, at ``offsets``: versions
+        from ``first_version``, each after the one before (the first after entry
+        ``previous``); only the last is linked into its slots (and into the command's
+        when ``command_hashed``). ``stream_next``, ``command_next``: the slots' values,
+        when the caller (holding the write lock) just read them."""
+        first = self.count + 1
+        count = len(offsets)
+        if first + count - 1 > MAX_ENTRIES:
+            raise OSError(27, "the event index is full")  # EFBIG
+        last = first + count - 1
+        if stream_next is None:
+            stream_next = self.stream_slot(stream_hashed)
+        if command_next is None:
+            command_next = self.command_slot(command_hashed) if command_hashed else 0
+        pack = _ENTRY_BODY.pack
+        parts = []
+        add = parts.append
+        version = first_version
+        for number, offset, jump in zip(range(first, last + 1), offsets, jumps, strict=True):
+            if number == last:
+                body = pack(offset, stream_hashed, command_hashed, version, previous, jump,
+                            stream_next, command_next)  # fmt: skip
+            else:
+                body = pack(offset, stream_hashed, command_hashed, version, previous, jump, 0, 0)
+            add(body)
+            add(SLOT.pack(crc32c(body)))
+            previous = number
+            version += 1
+        fileio.pwrite_all(self.fd, b"".join(parts), self.entries_at + (first - 1) * ENTRY_SIZE)
+        fileio.pwrite_all(
+            self.fd, SLOT.pack(last), HEADER_SIZE + (stream_hashed % self.slots) * SLOT_SIZE
+        )
+        if command_hashed:
+            fileio.pwrite_all(
+                self.fd,
+                SLOT.pack(last),
+                self._command_slots_at + (command_hashed % self.slots) * SLOT_SIZE,
+            )
+        indexed_to = max(indexed_to, self.indexed_to)
+        fileio.pwrite_all(self.fd, _PROGRESS.pack(last, indexed_to), _PROGRESS_AT)
+        self.count, self.indexed_to = last, indexed_to
+
+    def _write_slots(self, table_at: int, heads: dict[int, int]) -> None:
+        for slot, number in heads.items():
+            fileio.pwrite_all(self.fd, SLOT.pack(number), table_at + slot * SLOT_SIZE)
+
+    def note_indexed_to(self, offset: int) -> None:
+        """Every event record below ``offset`` is indexed: say so in the header (only
+        raises it). Written alone, so it never undoes another process's count."""
+        if offset > self.read_counters()[1]:
+            fileio.pwrite_all(self.fd, _INDEXED_TO.pack(offset), _INDEXED_TO_AT)
+            self.indexed_to = offset
+
+    def truncate_from(self, offset: int) -> int:
+        """Remove every entry whose record starts at or past ``offset``, and entries past
+        the count or damaged at the end (a writer that died mid-put); return how many.
+
+        Steps: 1. the header (count, indexed_to lowered to ``offset``, one more cut);
+        2. each slot whose newest entry goes gets that entry's next (from the newest
+        removed down); if a removed entry cannot be read, every slot is rebuilt from
+        the entries kept; 3. the file is cut after the last entry kept.
+        """
+        count, indexed_to, cuts = self.read_counters()
+        last = max(count, self.entries_in_file())
+        removed: list[EventEntry | None] = []
+        number = last
+        while number > 0:
+            entry = self.entry(number)
+            if entry is not None and entry.commit_offset < offset:
+                break
+            removed.append(entry)
+            number -= 1
+        kept = number
+        if removed or count > kept:
+            cuts += 1
+        elif count == kept and indexed_to <= offset:
+            return 0
+        indexed_to = min(indexed_to, offset)
+        fileio.pwrite_all(self.fd, _COUNTERS.pack(kept, indexed_to, cuts), _PROGRESS_AT)
+        self.count, self.indexed_to, self.cuts = kept, indexed_to, cuts
+        if removed:
+            if any(entry is None for entry in removed):
+                self.rebuild_slots(kept)
+            else:
+                self._unlink(removed)
+            fileio.ftruncate(self.fd, self.entries_at + kept * ENTRY_SIZE)
+        return len(removed)
+
+    def _unlink(self, removed: list[EventEntry]) -> None:
+        """Point each slot whose newest entry is among ``removed`` (newest first) at the
+        next older one."""
+        stream_heads: dict[int, int] = {}
+        command_heads: dict[int, int] = {}
+        for entry in removed:
+            slot = entry.stream_hash % self.slots
+            head = stream_heads.get(slot)
+            if head is None:
+                head = self.stream_slot(entry.stream_hash)
+            if head == entry.number:
+                stream_heads[slot] = entry.stream_next
+            if entry.command_hash:
+                slot = entry.command_hash % self.slots
+                head = command_heads.get(slot)
+                if head is None:
+                    head = self.command_slot(entry.command_hash)
+                if head == entry.number:
+                    command_heads[slot] = entry.command_next
+        self._write_slots(HEADER_SIZE, stream_heads)
+        self._write_slots(self._command_slots_at, command_heads)
+
+    def rebuild_slots(self, count: int) -> None:
+        """Recompute both slot tables from entries 1..count: a slot's newest entry is the
+        highest-numbered one hashing to it (always the last of its append, the linked one)."""
+        streams = array("I", bytes(4 * self.slots))
+        commands = array("I", bytes(4 * self.slots))
+        for entry in self.entries(1, count):
+            if entry is None:
+                continue
+            streams[entry.stream_hash % self.slots] = entry.number
+            if entry.command_hash:
+                commands[entry.command_hash % self.slots] = entry.number
+        if sys.byteorder == "big":
+            streams.byteswap()
+            commands.byteswap()
+        fileio.pwrite_all(self.fd, streams.tobytes(), HEADER_SIZE)
+        fileio.pwrite_all(self.fd, commands.tobytes(), self._command_slots_at)
+
+    def sync(self) -> None:
+        if self.fd >= 0:
+            fileio.fdatasync(self.fd)
+
+
+class ChainBroken(Exception):
+    """A chain walk met an entry that is unwritten, damaged or out of order (a cut made
+    by another process meanwhile, or damage)."""
+
+    def __init__(self, number: int) -> None:
+        super().__init__(f"entry {number}")
+        self.number = number
+
+
+__all__ = [
+    "ChainBroken",
+    "EventEntry",
+    "EventIndex",
+    "EventIndexDamage",
+    "FILE_NAME",
+    "NewEntry",
+    "command_hash",
+    "next_chain",
+    "run_jumps",
+    "stream_hash",
+]

@@ -1,0 +1,281 @@
+"""Recovery of the event indexes, by the process that opens the store alone, after the
+commit log's own recovery (recovery.py):
+
+1. the log's end: an append of several events a crash kept in part is dropped whole
+   (``cut_partial_group``, which ``recovery.recover`` calls before it cuts the other
+   indexes at the tail);
+2. each stream topic's index is cut where it can no longer be trusted: at the
+   checkpoint's ``dispatched`` offset (the index was fsynced before the checkpoint was
+   written), or lower where the index's own ``indexed_to`` says so; a missing or
+   damaged index is made again, empty, from the topic's first record still in the log;
+3. the events from there to the tail are read back from the log and indexed again, in
+   log order, a chunk at a time (``rebuild``).
+
+Each step gives the same result when run again, so a recovery killed in the middle is
+done again by the next opener.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .commitlog import CommitLog
+from .errors import CorruptRecordError
+from .eventindex import (
+    EventIndex,
+    EventIndexDamage,
+    NewEntry,
+    command_hash,
+    next_chain,
+    stream_hash,
+)
+from .eventrecords import event_group, event_of
+from .record import HEADER_SIZE, RECORD_OVERHEAD, decode_record
+from .results import StoredMessage
+from .scan import RECORD, scan_segment
+from .streamcache import StreamHead
+from .topics import Topic
+
+if TYPE_CHECKING:
+    from .streams import Streams
+
+_REBUILD_CHUNK = 4096
+
+
+@dataclass
+class IndexRecovery:
+    """What recovery did to one stream topic's event index (in ``recovery.json``)."""
+
+    topic: str
+    cut_from: int = 0
+    entries_cut: int = 0
+    events_indexed: int = 0
+    rebuilt: str | None = None  # why the whole index was rebuilt, if it was
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "topic": self.topic,
+            "cut_from": self.cut_from,
+            "entries_cut": self.entries_cut,
+            "events_indexed": self.events_indexed,
+            "rebuilt": self.rebuilt,
+            "problems": self.problems,
+        }
+
+
+def recover_indexes(
+    streams: Streams, topics: Iterable[Topic], dispatched: int | None, tail: int
+) -> list[IndexRecovery]:
+    """Bring every stream topic's index in step with the recovered log (the store is
+    open by this process alone): entries from the checkpoint's ``dispatched`` offset
+    on (or from the index's own ``indexed_to``, when lower) are cut and indexed again
+    from the log; a missing or damaged index is made again from the topic's start."""
+    reports = []
+    states = [state for state in topics if state.info.streams]
+    starts: dict[str, int] = {}
+    for state in states:
+        info = state.info
+        report = IndexRecovery(info.name)
+        reports.append(report)
+        path = streams.path(info.name)
+        index = None
+        try:
+            index = EventIndex.open(path)
+            if index.created_offset != info.created_offset:
+                report.rebuilt = "it belonged to an older topic of the same name"
+        except FileNotFoundError:
+            report.rebuilt = "it was missing"
+        except EventIndexDamage as error:
+            report.rebuilt = f"it was damaged ({error})"
+        if report.rebuilt is not None:
+            if index is not None:
+                index.close()
+            first = max(info.created_offset, streams.log.min_offset)
+            index = EventIndex.create(path, streams.slots, info.created_offset, first)
+            start = first
+        else:
+            # Below the checkpoint (fsynced before it was written) and below what the
+            # index says it covers, its entries are trusted; the rest is done again.
+            # Without a checkpoint nothing of it is known durable.
+            start = streams.log.min_offset
+            if dispatched is not None:
+                start = max(start, min(index.indexed_to, dispatched, tail))
+            start = max(start, info.created_offset)
+            report.entries_cut = index.truncate_from(start)
+        report.cut_from = start
+        streams.adopt(info.name, index)
+        starts[info.name] = start
+    if states:
+        counts = rebuild(streams, states, starts, tail)
+        for report in reports:
+            report.events_indexed = counts.get(report.topic, 0)
+            index = streams.opened(report.topic)
+            index.note_indexed_to(tail)
+    return reports
+
+
+def rebuild(
+    streams: Streams, states: list[Topic], starts: dict[str, int], tail: int
+) -> dict[str, int]:
+    """Index the events of ``states`` whose records lie from their start offset up to
+    ``tail`` (each index already cut there); return how many per topic."""
+    by_bytes = {state.name_bytes: state for state in states}
+    begin = min(starts.values())
+    counts: dict[str, int] = {}
+    pending: dict[str, list[tuple[StoredMessage, int]]] = {}
+    waiting = 0
+    for offset, header, segment in _records(streams.log, begin, tail):
+        topic_len = header[9]
+        pos = offset - segment.base
+        topic = bytes(segment.view[pos + HEADER_SIZE : pos + HEADER_SIZE + topic_len])
+        state = by_bytes.get(topic)
+        if state is None or offset < starts[state.info.name]:
+            continue
+        try:
+            message = decode_record(segment.view, pos, segment.size, offset, "")
+        except CorruptRecordError:
+            continue
+        pending.setdefault(state.info.name, []).append((message, offset))
+        waiting += 1
+        if waiting >= _REBUILD_CHUNK:
+            _index_found(streams, pending, counts, tail)
+            pending = {}
+            waiting = 0
+    _index_found(streams, pending, counts, tail)
+    return counts
+
+
+def _index_found(streams: Streams, pending: dict, counts: dict[str, int], tail: int) -> None:
+    for name, found in pending.items():
+        index = streams.opened(name)
+        counts[name] = counts.get(name, 0) + _index_records(streams, index, name, found, tail)
+        streams.mark_seen(name)
+
+
+def _index_records(
+    streams: Streams,
+    index: EventIndex,
+    name: str,
+    found: list[tuple[StoredMessage, int]],
+    tail: int,
+) -> int:
+    """Append entries for events read back from the log, in log order."""
+    heads: dict[int, StreamHead] = {}
+    new: list[NewEntry] = []
+    number = index.count + 1
+    for message, offset in found:
+        event = event_of(message)
+        if event is None:
+            continue
+        hashed = stream_hash(event.stream_id)
+        head = heads.get(hashed)
+        if head is None or head.stream_id != event.stream_id:
+            head = streams.cache.get(name, hashed)
+            if head is None or head.stream_id != event.stream_id:
+                head = streams.find_head(index, event.stream_id, hashed, offset)
+            if head is None:
+                head = StreamHead(event.stream_id, 0, 0, 0, message.queue, [])
+            head = StreamHead(
+                event.stream_id, head.version, head.entry, head.commit_offset, head.queue,
+                streams.chain_of(index, head) if head.version else [],
+            )  # fmt: skip
+            heads[hashed] = head
+        if event.version <= head.version:
+            continue  # a version the stream already has (never written twice)
+        chain = head.chain
+        if event.version != head.version + 1:
+            chain = []  # versions between were lost: the chain starts again here
+        chain = next_chain(chain, event.version, number)
+        jump = chain[1][1] if len(chain) > 1 else 0
+        command = 0
+        if event.command_id is not None:
+            command = command_hash(event.stream_id, event.command_id)
+        previous = head.entry if event.version == head.version + 1 else 0
+        new.append(
+            NewEntry(offset, hashed, command, event.version, previous, jump, True, command != 0)
+        )
+        heads[hashed] = StreamHead(
+            event.stream_id, event.version, number, offset, message.queue, chain
+        )
+        number += 1
+    if new:
+        index.put(new, min(tail, new[-1].commit_offset + 1))
+    for hashed, head in heads.items():
+        if head.version:
+            streams.cache.put(name, hashed, head)
+    return len(new)
+
+
+def _records(log: CommitLog, begin: int, end: int) -> Iterator[tuple[int, tuple, object]]:
+    """(commit offset, header, segment) of each intact record from ``begin`` to ``end``."""
+    for position, segment in enumerate(list(log.segments)):
+        if segment.end <= begin or segment.base >= end:
+            continue
+        sealed = position < len(log.segments) - 1
+        start = max(begin, segment.base) - segment.base
+        for event in scan_segment(segment, start, sealed):
+            if event.offset >= end:
+                return
+            if event.kind == RECORD:
+                yield event.offset, event.header, segment
+
+
+def cut_partial_group(
+    log: CommitLog, tail: int, durable_end: int, is_stream_topic: Callable[[bytes], bool]
+) -> int:
+    """Where the log must end so that no append of several events is kept in part: the
+    start of the group the last record before ``tail`` belongs to, when the group's last
+    event is missing (a crash tore the write), else ``tail``. Never below ``durable_end``.
+
+    A group is written whole into one segment, its records one after another, so its
+    start is found by walking back by the records' trailing lengths.
+    """
+    found = log.locate(tail - 1) if tail > 0 else None
+    if found is None:
+        return tail
+    segment, last_byte = found
+    end = last_byte + 1
+    message = _record_ending_at(segment, end, is_stream_topic)
+    event = event_of(message) if message is not None else None
+    group = event_group(message) if event is not None else None
+    if group is None or event.version >= group[1]:
+        return tail
+    start = end - message_length(segment, end)
+    version = event.version
+    while version > group[0]:
+        before = _record_ending_at(segment, start, is_stream_topic)
+        earlier = event_of(before) if before is not None else None
+        if (
+            earlier is None
+            or earlier.stream_id != event.stream_id
+            or earlier.version != version - 1
+        ):
+            return tail  # not the group as it was written: leave it (verify reports it)
+        start -= message_length(segment, start)
+        version -= 1
+    cut = segment.base + start
+    return cut if cut >= durable_end else tail
+
+
+def message_length(segment, end: int) -> int:
+    return int.from_bytes(segment.view[end - 4 : end], "little")
+
+
+def _record_ending_at(segment, end: int, is_stream_topic) -> StoredMessage | None:
+    if end < RECORD_OVERHEAD:
+        return None
+    length = message_length(segment, end)
+    start = end - length
+    if length < RECORD_OVERHEAD or start < 0:
+        return None
+    try:
+        message = decode_record(segment.view, start, segment.size, segment.base + start, "")
+    except CorruptRecordError:
+        return None
+    return message if is_stream_topic(message.topic.encode()) else None
+
+
+__all__ = ["IndexRecovery", "cut_partial_group", "recover_indexes"]

@@ -1,0 +1,391 @@
+"""The event index under faults: a writer killed between its log write and its index
+write (and inside the index write), a crash that lost the index, power loss during
+event appends, and damage that the checker (``checks.check_event_index``) must find.
+
+After each fault the store must hold every acknowledged append whole, each stream at
+versions 1..N with no gap and no half group, every acknowledged command refused again
+with the version it produced, and an index the checker finds nothing wrong with.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import random
+import shutil
+import struct
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import MessageStore, StoreFormatError
+from storeadapter.engine.checks import check_event_index
+from storeadapter.engine.eventindex import (
+    ENTRY_SIZE,
+    EventIndex,
+    encode_entry,
+)
+from tests.faults.faultharness import fault_config
+from tests.faults.faultyfs import FaultyFS, skip_syncs
+from tests.faults.forkserver import Child, ForkServer
+from tests.faults.streamharness import (
+    STREAMS,
+    TOPIC,
+    append_events_some,
+    check_index_clean,
+    check_streams,
+    create_stream_store,
+    read_stream_acks,
+)
+
+ENGINE = "storeadapter.engine"
+HARNESS = "tests.faults.streamharness"
+
+KILLS = {
+    "before-the-index-write": {"target": f"{ENGINE}.eventindex:EventIndex.put_run", "nth": 3},
+    "after-the-index-write": {
+        "target": f"{ENGINE}.eventindex:EventIndex.put_run",
+        "when": "after",
+        "nth": 3,
+    },
+    "between-index-entries-and-slots": {
+        "target": f"{ENGINE}.fileio:pwrite_all",
+        "caller": "EventIndex.put_run",
+        "when": "after",
+        "nth": 4,
+    },
+    "between-index-slots-and-count": {
+        "target": f"{ENGINE}.fileio:pwrite_all",
+        "caller": "EventIndex.put_run",
+        "when": "after",
+        "nth": 5,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    with ForkServer() as running:
+        yield running
+
+
+def _hold_open(server: ForkServer, tmp_path: Path, path: Path) -> Child:
+    ready = tmp_path / "ready"
+    holder = server.spawn(
+        "tests.faults.faultharness:hold_open",
+        tmp_path / "holder.stderr",
+        path=str(path),
+        mode="sync",
+        ready=str(ready),
+    )
+    while not ready.exists():
+        assert holder.poll() is None, holder.poll()
+        time.sleep(0.01)
+    return holder
+
+
+def _kill_a_writer(server: ForkServer, tmp_path: Path, path: Path, kill: dict) -> None:
+    outcome = server.run(
+        f"{HARNESS}:write_events_until_killed",
+        tmp_path / "killed.stderr",
+        path=str(path),
+        mode="sync",
+        acks=str(tmp_path / "acks.txt"),
+        seed=1,
+        kill=kill,
+        limit=200,
+        before=8,
+    )
+    assert outcome.killed, outcome
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["alone", "beside-a-member"])
+@pytest.mark.parametrize("kill", list(KILLS.values()), ids=list(KILLS))
+def test_a_writer_killed_around_its_index_write_leaves_every_stream_whole(
+    server, tmp_path, kill, beside
+):
+    """Alone, the next opener recovers (cuts the index at the checkpoint, indexes the log
+    again); beside a member that keeps the store open, the next writer clears what the
+    dead one left past the published tail, index entries included."""
+    path = tmp_path / "store"
+    create_stream_store(path)
+    holder = _hold_open(server, tmp_path, path) if beside else None
+    _kill_a_writer(server, tmp_path, path, kill)
+
+    outcome = server.run(
+        f"{HARNESS}:append_events_and_close",
+        tmp_path / "next.stderr",
+        path=str(path),
+        mode="sync",
+        acks=str(tmp_path / "acks.txt"),
+        seed=2,
+        count=12,
+    )
+    assert outcome.exit_code == 0, outcome
+    if holder is not None:
+        holder.kill()
+        assert holder.wait().killed
+
+    with MessageStore.open(path, fault_config("sync")) as store:
+        check_streams(store, read_stream_acks(tmp_path / "acks.txt"))
+    check_index_clean(path)
+
+
+def test_a_crash_that_lost_the_index_refuses_every_acknowledged_command_again(server, tmp_path):
+    path = tmp_path / "store"
+    create_stream_store(path)
+    _kill_a_writer(server, tmp_path, path, KILLS["after-the-index-write"])
+    (path / "consumequeue" / TOPIC / "events").unlink()
+
+    with MessageStore.open(path, fault_config("sync")) as store:
+        (report,) = store.last_recovery.event_indexes
+        assert report["rebuilt"] == "it was missing"
+        check_streams(store, read_stream_acks(tmp_path / "acks.txt"))
+    check_index_clean(path)
+
+
+def test_a_recovery_killed_while_it_rebuilds_the_index_ends_the_same_next_time(server, tmp_path):
+    path = tmp_path / "store"
+    create_stream_store(path)
+    _kill_a_writer(server, tmp_path, path, KILLS["before-the-index-write"])
+    (path / "consumequeue" / TOPIC / "events").unlink()
+    outcome = server.run(
+        "tests.faults.faultharness:open_until_killed",
+        tmp_path / "recovery.stderr",
+        path=str(path),
+        mode="sync",
+        kill={"target": f"{ENGINE}.eventindex:EventIndex.put", "when": "after"},
+    )
+    assert outcome.killed, outcome
+
+    with MessageStore.open(path, fault_config("sync")) as store:
+        check_streams(store, read_stream_acks(tmp_path / "acks.txt"))
+    check_index_clean(path)
+
+
+# ------------------------------------------------------------------------ power loss
+
+OPERATIONS = 60
+MID_OPERATION_EVERY = 7
+VARIANTS = ("durable", "torn", "pages")
+
+
+class _Acks:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, int, int, str]] = []
+
+
+@functools.cache
+def _power_loss_run(seed: int) -> tuple[list, Path]:
+    """Event appends under FaultyFS (sync mode), with an image captured after every
+    append and at every few file-system calls inside them."""
+    directory = Path(tempfile.mkdtemp(prefix=f"event-power-loss-{seed}-"))
+    atexit.register(shutil.rmtree, directory, True)
+    path = directory / "store"
+    create_stream_store(path)
+    rng = random.Random(seed)
+    acks = _Acks()
+    images = []
+    calls = 0
+    read, write = _pipe_to(acks)
+
+    def mid_operation(op: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls % MID_OPERATION_EVERY == 0:
+            images.append(fs.capture(f"call {calls} ({op})", list(acks.lines)))
+
+    with FaultyFS(path) as fs:
+        fs.adopt()
+        store = MessageStore.open(path, fault_config("sync", flush_interval_ms=600_000))
+        fs.on_op = mid_operation
+        try:
+            for step in range(OPERATIONS):
+                append_events_some(store, rng, f"p{seed}", write)
+                read()
+                images.append(fs.capture(f"after operation {step}", list(acks.lines)))
+        finally:
+            fs.on_op = None
+            store.close()
+    return images, directory
+
+
+def _pipe_to(acks: _Acks):
+    """A file descriptor the harness writes acknowledgements to, and a reader of them."""
+    read_fd, write_fd = os.pipe()
+
+    def read() -> None:
+        data = b""
+        while not data.endswith(b"\n"):
+            data += os.read(read_fd, 65536)
+        for line in data.decode().splitlines():
+            stream, first, last, command = line.split()
+            acks.lines.append((stream, int(first), int(last), command))
+
+    return read, write_fd
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_power_loss_during_event_appends_keeps_every_acknowledged_append_whole(variant):
+    images, directory = _power_loss_run(1)
+    rng = random.Random(VARIANTS.index(variant))
+    failures = []
+    for number, image in enumerate(images):
+        path = directory / f"{variant}-{number}"
+        image.materialize(
+            path,
+            torn=rng if variant == "torn" else None,
+            pages=rng if variant == "pages" else None,
+        )
+        try:
+            with skip_syncs(), MessageStore.open(path, fault_config("sync")) as store:
+                check_streams(store, image.meta)
+            problems = check_event_index(path)
+            assert problems == [], problems
+        except AssertionError as error:
+            failures.append(f"{image.label}: {error}")
+        shutil.rmtree(path)
+    assert failures == []
+
+
+# ------------------------------------------------------------ damage the checker finds
+
+
+@pytest.fixture
+def healthy(tmp_path) -> Path:
+    """A closed store whose event index is whole: 5 streams, groups, commands."""
+    path = tmp_path / "store"
+    create_stream_store(path, "async")
+    rng = random.Random(7)
+    with MessageStore.open(path, fault_config("async")) as store:
+        import os
+
+        fd = os.open(tmp_path / "acks.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+        for _ in range(40):
+            append_events_some(store, rng, "h", fd)
+        os.close(fd)
+    assert check_event_index(path) == []
+    return path
+
+
+def _index(path: Path) -> Path:
+    return path / "consumequeue" / TOPIC / "events"
+
+
+def _rewrite_entry(path: Path, number: int, **changes: int) -> None:
+    """Give entry ``number`` other fields, with a valid CRC (damage a CRC cannot see)."""
+    index = EventIndex.open(_index(path))
+    try:
+        entry = index.entry(number)._replace(**changes)
+        with open(_index(path), "r+b") as handle:
+            handle.seek(index.entries_at + (number - 1) * ENTRY_SIZE)
+            handle.write(encode_entry(entry))
+    finally:
+        index.close()
+
+
+def _reasons(path: Path) -> list[str]:
+    return [problem["reason"] for problem in check_event_index(path)]
+
+
+def test_the_checker_finds_a_flipped_bit_in_an_entry(healthy):
+    index = EventIndex.open(_index(healthy))
+    at = index.entries_at + 5 * ENTRY_SIZE + 10
+    index.close()
+    with open(_index(healthy), "r+b") as handle:
+        handle.seek(at)
+        byte = handle.read(1)[0]
+        handle.seek(at)
+        handle.write(bytes([byte ^ 0x10]))
+
+    problems = check_event_index(healthy)
+
+    assert any(p["entry"] == 6 and "CRC32C" in p["reason"] for p in problems), problems
+
+
+def test_the_checker_finds_a_slot_that_lost_its_newest_entry(healthy):
+    index = EventIndex.open(_index(healthy))
+    table = index.slot_table()
+    slot = next(i for i, held in enumerate(table) if held)
+    index.close()
+    with open(_index(healthy), "r+b") as handle:
+        handle.seek(64 + 4 * slot)
+        handle.write(struct.pack("<I", 0))
+
+    assert any(f"stream slot {slot} holds entry 0" in r for r in _reasons(healthy))
+
+
+def test_the_checker_finds_a_link_to_the_wrong_version(healthy):
+    index = EventIndex.open(_index(healthy))
+    entry = next(e for e in index.entries(1, index.count) if e is not None and e.version >= 3)
+    index.close()
+
+    _rewrite_entry(healthy, entry.number, version=entry.version + 1)
+
+    reasons = _reasons(healthy)
+    assert any("previous entry" in r or "jump entry" in r for r in reasons), reasons
+    assert any("does not match its event" in r for r in reasons), reasons
+
+
+def test_the_checker_finds_events_the_index_lost(healthy):
+    index = EventIndex.open(_index(healthy))
+    count = index.count
+    index.close()
+    with open(_index(healthy), "r+b") as handle:
+        handle.seek(24)
+        handle.write(struct.pack("<Q", count - 3))
+
+    reasons = _reasons(healthy)
+
+    assert sum("has no entry" in r for r in reasons) == 3, reasons
+
+
+def test_the_checker_finds_an_entry_pointing_at_no_event(healthy):
+    index = EventIndex.open(_index(healthy))
+    entry = index.entry(4)
+    index.close()
+
+    _rewrite_entry(healthy, 4, commit_offset=entry.commit_offset + 1)
+
+    assert any("no event of the topic starts there" in r for r in _reasons(healthy))
+
+
+def test_the_checker_finds_an_unusable_header_and_a_missing_file(healthy):
+    with open(_index(healthy), "r+b") as handle:
+        handle.write(b"XXXX")
+    assert any("unusable header" in r for r in _reasons(healthy))
+
+    _index(healthy).unlink()
+    assert _reasons(healthy) == ["the event index is missing"]
+
+
+def test_a_store_with_a_damaged_index_entry_refuses_with_a_sentence_naming_the_file(healthy):
+    """Damage below the checkpoint is not repaired on open (that would read every entry):
+    the first lookup crossing it says which file to delete; the next opener rebuilds it."""
+    index = EventIndex.open(_index(healthy))
+    newest = {}
+    for entry in index.entries(1, index.count):
+        newest[entry.stream_hash] = entry
+    victim = next(e for e in newest.values() if e.previous)
+    at = index.entries_at + (victim.previous - 1) * ENTRY_SIZE
+    index.close()
+    with open(_index(healthy), "r+b") as handle:
+        handle.seek(at)
+        handle.write(bytes(ENTRY_SIZE))
+
+    with MessageStore.open(healthy, fault_config("async")) as store:
+        failures = []
+        for stream in STREAMS:
+            try:
+                store.read_stream(TOPIC, stream)
+            except StoreFormatError as error:  # noqa: BLE001 - the sentence is what is checked
+                failures.append(str(error))
+        assert failures and all("events" in f and "delete" in f for f in failures), failures
+    _index(healthy).unlink()
+    with MessageStore.open(healthy, fault_config("async")) as store:
+        assert all(store.read_stream(TOPIC, stream) is not None for stream in STREAMS)
+    assert check_event_index(healthy) == []
