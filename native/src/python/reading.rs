@@ -1,0 +1,210 @@
+//! Reads: a batch of consume-queue entries into StoredMessages, and one record by id.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+
+use super::{check_record_type, id_prefix, message_id, new_record, Bytes};
+use crate::reading::{self, Found, Stop, Wanted};
+use crate::record::{self, Header, Parts};
+
+/// Fill `messages` with the StoredMessages (of type `message_type`) of the entries from
+/// index `start` of `entries` whose records lie in `segment` (its mapping; its first
+/// byte is commit offset `base`), at most `max_messages`. Returns the index the walk
+/// stopped at and why: 0 every entry looked at, 1 `max_messages` found, 2 the entry at
+/// the index points outside the segment, 3 it must be checked the long way.
+#[pyfunction]
+#[pyo3(signature = (segment, base, entries, start, topic, topic_name, queue_id,
+    first_queue_offset, prefix, wanted_hash, wanted_tag, max_messages, message_type, messages))]
+#[allow(clippy::too_many_arguments)]
+pub fn read_entries<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    base: u64,
+    entries: &Bound<'py, PyBytes>,
+    start: usize,
+    topic: &Bound<'py, PyBytes>,
+    topic_name: &Bound<'py, PyString>,
+    queue_id: u32,
+    first_queue_offset: u64,
+    prefix: &str,
+    wanted_hash: Option<u64>,
+    wanted_tag: Option<&Bound<'py, PyBytes>>,
+    max_messages: usize,
+    message_type: &Bound<'py, PyType>,
+    messages: &Bound<'py, PyList>,
+) -> PyResult<(usize, u8)> {
+    check_record_type(message_type)?;
+    let prefix = id_prefix(prefix)?;
+    let data = Bytes::of(segment)?;
+    let data = data.slice();
+    let entries = entries.as_bytes();
+    let wanted = Wanted {
+        topic: topic.as_bytes(),
+        queue_id,
+        first_queue_offset,
+        tag: match (wanted_hash, wanted_tag) {
+            (Some(hash), Some(tag)) => Some((hash, tag.as_bytes())),
+            _ => None,
+        },
+        max_messages,
+    };
+    let mut found = Vec::with_capacity(max_messages.min(entries.len() / 20));
+    let (next, stop) = py.detach(|| reading::read_entries(data, base, entries, start, &wanted, &mut found));
+    for item in &found {
+        let record = &data[item.pos..item.pos + item.header.length as usize];
+        match stored_message(py, message_type, &prefix, topic_name, record, item) {
+            Some(message) => messages.append(message?)?,
+            None => return Ok((item.entry, code(Stop::Slow))),
+        }
+    }
+    Ok((next, code(stop)))
+}
+
+fn code(stop: Stop) -> u8 {
+    match stop {
+        Stop::End => 0,
+        Stop::Full => 1,
+        Stop::Outside => 2,
+        Stop::Slow => 3,
+    }
+}
+
+/// The StoredMessage of an intact record; None when its text is not what a writer
+/// writes (not UTF-8, a property without a value), which the long way reports as Python
+/// does.
+fn stored_message<'py>(
+    py: Python<'py>,
+    message_type: &Bound<'py, PyType>,
+    prefix: &[u8; 8],
+    topic_name: &Bound<'py, PyString>,
+    record: &[u8],
+    item: &Found,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    let header = &item.header;
+    let parts = Parts::of(record, header);
+    let extras = Extras::of(py, &parts)?;
+    Some(build(py, message_type, prefix, topic_name.clone().into_any(), header, extras, parts.body))
+}
+
+struct Extras<'py> {
+    tag: Bound<'py, PyAny>,
+    keys: Bound<'py, PyAny>,
+    properties: Bound<'py, PyAny>,
+}
+
+impl<'py> Extras<'py> {
+    fn of(py: Python<'py>, parts: &Parts<'_>) -> Option<Extras<'py>> {
+        let tag = if parts.tag.is_empty() {
+            py.None().into_bound(py)
+        } else {
+            PyString::new(py, std::str::from_utf8(parts.tag).ok()?).into_any()
+        };
+        let keys = PyList::empty(py);
+        if !parts.keys.is_empty() {
+            for key in std::str::from_utf8(parts.keys).ok()?.split('\u{1f}') {
+                keys.append(key).ok()?;
+            }
+        }
+        let properties = PyDict::new(py);
+        if !parts.properties.is_empty() {
+            for item in std::str::from_utf8(parts.properties).ok()?.split('\u{2}') {
+                let (name, value) = item.split_once('\u{1}')?;
+                properties.set_item(name, value).ok()?;
+            }
+        }
+        Some(Extras {
+            tag,
+            keys: keys.into_any(),
+            properties: properties.into_any(),
+        })
+    }
+}
+
+fn build<'py>(
+    py: Python<'py>,
+    message_type: &Bound<'py, PyType>,
+    prefix: &[u8; 8],
+    topic: Bound<'py, PyAny>,
+    header: &Header,
+    extras: Extras<'py>,
+    body: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    new_record(
+        py,
+        message_type,
+        [
+            message_id(py, prefix, header.commit_offset).into_any(),
+            topic,
+            header.queue_id.into_pyobject(py)?.into_any(),
+            header.queue_offset.into_pyobject(py)?.into_any(),
+            header.commit_offset.into_pyobject(py)?.into_any(),
+            header.born_ms.into_pyobject(py)?.into_any(),
+            header.store_ms.into_pyobject(py)?.into_any(),
+            extras.tag,
+            extras.keys,
+            extras.properties,
+            PyBytes::new(py, body).into_any(),
+        ],
+    )
+}
+
+/// The StoredMessage of the intact record at in-segment `pos` of `segment`, which must
+/// say it lives at `commit_offset` (and be `expected_length` bytes long, unless 0), with
+/// id `message_id`; None for anything else: the long way says what is wrong.
+#[pyfunction]
+#[pyo3(signature = (segment, pos, commit_offset, message_id, expected_length, message_type))]
+pub fn decode_at<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    pos: usize,
+    commit_offset: u64,
+    message_id: &Bound<'py, PyString>,
+    expected_length: u32,
+    message_type: &Bound<'py, PyType>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    check_record_type(message_type)?;
+    let data = Bytes::of(segment)?;
+    let data = data.slice();
+    let header = match record::check(data, pos, commit_offset) {
+        Ok(header) if expected_length == 0 || header.length == expected_length => header,
+        _ => return Ok(None),
+    };
+    let record = &data[pos..pos + header.length as usize];
+    let parts = Parts::of(record, &header);
+    let Ok(topic) = std::str::from_utf8(parts.topic) else {
+        return Ok(None);
+    };
+    let Some(extras) = Extras::of(py, &parts) else {
+        return Ok(None);
+    };
+    let items = [
+        message_id.clone().into_any(),
+        PyString::new(py, topic).into_any(),
+        header.queue_id.into_pyobject(py)?.into_any(),
+        header.queue_offset.into_pyobject(py)?.into_any(),
+        header.commit_offset.into_pyobject(py)?.into_any(),
+        header.born_ms.into_pyobject(py)?.into_any(),
+        header.store_ms.into_pyobject(py)?.into_any(),
+        extras.tag,
+        extras.keys,
+        extras.properties,
+        PyBytes::new(py, parts.body).into_any(),
+    ];
+    new_record(py, message_type, items).map(Some)
+}
+
+/// The check of the record at in-segment `pos` (`record.check_record`): its header as a
+/// 13-tuple, or the reason it is not intact (a str).
+#[pyfunction]
+pub fn check_at<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    pos: usize,
+    commit_offset: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let data = Bytes::of(segment)?;
+    match record::check(data.slice(), pos, commit_offset) {
+        Ok(header) => Ok(super::scan::header_tuple(py, &header)?.into_any()),
+        Err(damage) => Ok(PyString::new(py, &damage.to_string()).into_any()),
+    }
+}
