@@ -8,12 +8,12 @@ from __future__ import annotations
 import errno
 import struct
 from collections.abc import Iterable, Mapping
-from itertools import accumulate, chain, cycle, islice, repeat
+from itertools import repeat
 from zlib import crc32
 
 from crc32c import crc32c
 
-from . import clock
+from . import clock, dataplane
 from .blockqueue import BlockQueue
 from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL
 from .errors import (
@@ -420,83 +420,47 @@ class Appending:
         segment = log.writable_segment()
         tail = log.tail
         if plain:
-            lengths = list(map((RECORD_OVERHEAD + len(state.name_bytes)).__add__, map(len, batch)))
-            ends = list(accumulate(lengths, initial=tail))
-            if ends[-1] <= segment.end - MARKER_SIZE and ends[-1] - tail <= _CHUNK_BYTES:
-                return self._write_plain(state, batch, now, segment, lengths, ends)
+            end = (
+                tail + sum(map(len, batch)) + len(batch) * (RECORD_OVERHEAD + len(state.name_bytes))
+            )
+            if end <= segment.end - MARKER_SIZE and end - tail <= _CHUNK_BYTES:
+                return self._write_plain(state, batch, now, segment, end)
             batch = [(None, None, b"", b"", b"", body, None, 0, (), None) for body in batch]
         return self._write_general(state, batch, now, duplicates, segment)
 
     def _write_plain(
-        self,
-        state: Topic,
-        bodies: list[bytes],
-        now: int,
-        segment,
-        lengths: list[int],
-        ends: list[int],
+        self, state: Topic, bodies: list[bytes], now: int, segment, end: int
     ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
-        """``_write_records`` for bodies alone, all fitting in the segment: every step is
-        done a column at a time by C iterators, none by a Python loop per message."""
+        """``_write_records`` for bodies alone, all fitting in the segment (up to commit
+        offset ``end``): encoded, entries packed and results made by one native call."""
         count = len(bodies)
-        topic_bytes = state.name_bytes
-        topic_len = len(topic_bytes)
         queues = state.queues
         writable = state.writable
         rr = state.round_robin
         turn = [writable[(rr + i) % len(writable)] for i in range(min(count, len(writable)))]
         targets = {queue_id: queues[queue_id] for queue_id in turn}
         bases = [queue.max_offset for queue in targets.values()]
-        width = len(turn)
-        rounds = -(-count // width)
-        queue_ids = list(islice(cycle(turn), count))
-        offsets = [base + r for r in range(rounds) for base in bases][:count]
-        starts = ends[:-1]
-        now_column = repeat(now)
-        zero = repeat(0)
-        heads = list(
-            map(
-                head_packer(topic_len),
-                lengths,
-                repeat(RECORD_MAGIC),
-                starts,
-                offsets,
-                now_column,
-                repeat(now),
-                queue_ids,
-                map(len, bodies),
-                zero,
-                repeat(topic_len),
-                repeat(0),
-                repeat(0),
-                repeat(0),
-                repeat(topic_bytes),
-            )
-        )
-        trailers = map(TRAILER_PACK, map(crc32c, bodies, map(crc32c, heads)), lengths)
         log = self.commitlog
-        log.write(
-            segment,
-            starts[0] - segment.base,
-            b"".join(chain.from_iterable(zip(heads, bodies, trailers, strict=True))),
+        tail = log.tail
+        data, packed, results = dataplane.encode_plain(
+            bodies, state.name_bytes, tail, now, turn, bases, self._id_prefix, state.info.name
         )
-        log.tail = ends[-1]
+        log.write(segment, tail - segment.base, data)
+        log.tail = end
         log.last_store_ms = now
         state.round_robin = rr + count
-        pack_entry = ENTRY.pack
+        width = len(turn)
         next_offsets: dict[int, int] = {}
         entries: dict[int, bytes] = {}
         for j, queue_id in enumerate(turn):
-            mine = starts[j::width]
-            entries[queue_id] = b"".join(map(pack_entry, mine, lengths[j::width], repeat(0)))
+            entries[queue_id] = packed[j]
             base = bases[j]
-            end = next_offsets[queue_id] = base + len(mine)
+            end_offset = next_offsets[queue_id] = base + count // width + (j < count % width)
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
-            if mark < end:
+            if mark < end_offset:
                 time_index = targets[queue_id].time_index
-                for queue_offset in range(mark, end, TIME_INDEX_INTERVAL):
+                for queue_offset in range(mark, end_offset, TIME_INDEX_INTERVAL):
                     time_index.write([(queue_offset, now)])
-        results = _results(self._id_prefix, state.info.name, queue_ids, offsets, starts, now)
         return results, next_offsets, entries, [], targets
 
     def _write_general(
