@@ -42,7 +42,10 @@ mod tests {
         entry.pack_into(&mut out);
         assert_eq!(
             out,
-            [0, 0, 0, 0, 0, 0, 0, 0, 0x45, 0, 0, 0, 0x4a, 0xdf, 0x43, 0x67, 0xf9, 0x6e, 0x58, 0x4f]
+            [
+                0, 0, 0, 0, 0, 0, 0, 0, 0x45, 0, 0, 0, 0x4a, 0xdf, 0x43, 0x67, 0xf9, 0x6e, 0x58,
+                0x4f
+            ]
         );
         assert_eq!(Entry::parse(&out), entry);
     }

@@ -171,7 +171,10 @@ mod tests {
     fn intact_entries_are_read_up_to_the_maximum() {
         let (data, entries) = log(10);
         let mut found = Vec::new();
-        assert_eq!(read_entries(&data, 0, &entries, 0, &wanted(4, None), &mut found), (4, Stop::Full));
+        assert_eq!(
+            read_entries(&data, 0, &entries, 0, &wanted(4, None), &mut found),
+            (4, Stop::Full)
+        );
         assert_eq!(found.len(), 4);
     }
 
@@ -181,7 +184,10 @@ mod tests {
         let mut found = Vec::new();
         let tag = Some((crate::tags::tag_hash(b"odd"), &b"odd"[..]));
         read_entries(&data, 0, &entries, 0, &wanted(100, tag), &mut found);
-        assert_eq!(found.iter().map(|f| f.entry).collect::<Vec<_>>(), vec![1, 3, 5, 7, 9]);
+        assert_eq!(
+            found.iter().map(|f| f.entry).collect::<Vec<_>>(),
+            vec![1, 3, 5, 7, 9]
+        );
     }
 
     #[test]
@@ -190,7 +196,10 @@ mod tests {
         let at = Entry::parse(&entries[3 * ENTRY_SIZE..]).commit_offset as usize;
         data[at + 70] ^= 1;
         let mut found = Vec::new();
-        assert_eq!(read_entries(&data, 0, &entries, 0, &wanted(100, None), &mut found), (3, Stop::Slow));
+        assert_eq!(
+            read_entries(&data, 0, &entries, 0, &wanted(100, None), &mut found),
+            (3, Stop::Slow)
+        );
     }
 
     #[test]
@@ -198,7 +207,14 @@ mod tests {
         let (data, entries) = log(10);
         let half = Entry::parse(&entries[5 * ENTRY_SIZE..]).commit_offset as usize;
         let mut found = Vec::new();
-        let result = read_entries(&data[..half], 0, &entries, 0, &wanted(100, None), &mut found);
+        let result = read_entries(
+            &data[..half],
+            0,
+            &entries,
+            0,
+            &wanted(100, None),
+            &mut found,
+        );
         assert_eq!(result, (5, Stop::Outside));
     }
 }

@@ -104,7 +104,8 @@ impl Header {
         let h = &mut out[..HEADER_SIZE];
         h[AT_LENGTH..AT_LENGTH + 4].copy_from_slice(&self.length.to_le_bytes());
         h[AT_MAGIC..AT_MAGIC + 4].copy_from_slice(&self.magic.to_le_bytes());
-        h[AT_COMMIT_OFFSET..AT_COMMIT_OFFSET + 8].copy_from_slice(&self.commit_offset.to_le_bytes());
+        h[AT_COMMIT_OFFSET..AT_COMMIT_OFFSET + 8]
+            .copy_from_slice(&self.commit_offset.to_le_bytes());
         h[AT_QUEUE_OFFSET..AT_QUEUE_OFFSET + 8].copy_from_slice(&self.queue_offset.to_le_bytes());
         h[AT_BORN_MS..AT_BORN_MS + 8].copy_from_slice(&self.born_ms.to_le_bytes());
         h[AT_STORE_MS..AT_STORE_MS + 8].copy_from_slice(&self.store_ms.to_le_bytes());
@@ -143,7 +144,10 @@ impl std::fmt::Display for Damage {
                 write!(f, "length {length} runs past the end of the data")
             }
             Damage::TrailingLength { trailing, leading } => {
-                write!(f, "trailing length {trailing} differs from leading {leading}")
+                write!(
+                    f,
+                    "trailing length {trailing} differs from leading {leading}"
+                )
             }
             Damage::CrcMismatch => write!(f, "CRC32C mismatch"),
             Damage::WrongOffset(said) => {
@@ -379,7 +383,10 @@ mod tests {
         );
         let mut bad = data.clone();
         bad[60] ^= 1;
-        assert_eq!(check(&bad, 0, 0).unwrap_err().to_string(), "CRC32C mismatch");
+        assert_eq!(
+            check(&bad, 0, 0).unwrap_err().to_string(),
+            "CRC32C mismatch"
+        );
         assert_eq!(
             check(&data, 0, 5).unwrap_err().to_string(),
             "record says it lives at commit-log offset 0"

@@ -5,9 +5,7 @@
 //! dispatches for each record: its topic, its tag's hash and its keys and properties.
 
 use crate::consume_queue::Entry;
-use crate::record::{
-    self, Header, END_OF_SEGMENT_MAGIC, MARKER_SIZE, RECORD_MAGIC,
-};
+use crate::record::{self, Header, END_OF_SEGMENT_MAGIC, MARKER_SIZE, RECORD_MAGIC};
 use crate::tags::TagHashes;
 
 /// At most this many bytes of records start in one run.
@@ -131,12 +129,13 @@ impl Run {
             if header.queue_offset != first.wrapping_add(n as u64) {
                 follows = false;
             }
-            if header.queue_offset % interval == 0 {
+            if header.queue_offset.is_multiple_of(interval) {
                 marks.push((header.queue_offset, header.store_ms));
             }
             max_store_ms = max_store_ms.max(header.store_ms);
         }
-        let offsets = (!follows).then(|| kept.iter().map(|&i| self.headers[i].queue_offset).collect());
+        let offsets =
+            (!follows).then(|| kept.iter().map(|&i| self.headers[i].queue_offset).collect());
         Some(Packed {
             offsets,
             first_queue_offset: first,
@@ -338,7 +337,9 @@ mod tests {
         let data = segment(&[(b"a", 0, 0), (b"bb", 1, 0), (b"c", 0, 1)], 4096);
         let events = all(&data, false, 0);
         assert_eq!(events.len(), 2);
-        let Event::Run(run) = &events[0] else { panic!() };
+        let Event::Run(run) = &events[0] else {
+            panic!()
+        };
         assert_eq!(run.headers.len(), 3);
         assert!(matches!(events[1], Event::Tail { offset: 199 }));
         let groups = run.groups();
@@ -354,7 +355,9 @@ mod tests {
         let mut data = segment(&[(b"a", 0, 0), (b"b", 0, 1), (b"c", 0, 2)], 4096);
         data[66 + 59] ^= 0xFF; // the second record's body
         let events = all(&data, false, 4096);
-        assert!(matches!(&events[1], Event::Corrupt { offset: 66, length: 66, reason } if reason == "CRC32C mismatch"));
+        assert!(
+            matches!(&events[1], Event::Corrupt { offset: 66, length: 66, reason } if reason == "CRC32C mismatch")
+        );
         assert!(matches!(events[2], Event::Run(_)));
     }
 
@@ -372,6 +375,12 @@ mod tests {
         data[66..70].copy_from_slice(&(4096u32 - 66).to_le_bytes());
         data[70..74].copy_from_slice(b"TDME");
         let events = all(&data, true, 0);
-        assert!(matches!(events[1], Event::EndOfSegment { offset: 66, length: 4030 }));
+        assert!(matches!(
+            events[1],
+            Event::EndOfSegment {
+                offset: 66,
+                length: 4030
+            }
+        ));
     }
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from . import _native
+from .errors import CorruptRecordError
 from .results import STATUS_OK, AppendResult, StoredMessage
 from .scan import ScanEvent
 from .segment import Segment
@@ -83,6 +84,16 @@ def decode_at(
     return _native.decode_at(
         segment.map, pos, commit_offset, message_id, expected_length, StoredMessage
     )
+
+
+def check_record(data, pos: int, commit_offset: int) -> tuple:
+    """``record.check_record`` done natively over ``data`` (a buffer: bytes, a mapping):
+    the header of the intact record at ``pos``, which must say it lives at
+    ``commit_offset``, or CorruptRecordError with the reason the Python check gives."""
+    found = _native.check_at(data, pos, commit_offset)
+    if type(found) is str:
+        raise CorruptRecordError(commit_offset, found)
+    return found
 
 
 def encode_plain(

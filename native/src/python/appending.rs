@@ -6,8 +6,15 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
 use super::{check_record_type, id_prefix, message_id, new_record};
-use crate::appending::{self, PlainBatch, Placed};
+use crate::appending::{self, Placed, PlainBatch};
 use crate::record::Fields;
+
+/// A batch's bytes, each turn queue's packed entries, and the results.
+type Encoded<'py> = (
+    Bound<'py, PyBytes>,
+    Vec<Bound<'py, PyBytes>>,
+    Bound<'py, PyList>,
+);
 
 /// Encode `bodies` (a list of bytes) as records of `topic` from commit offset `tail`,
 /// stamped `now`, dealt to the queues of `turn` in turn from the queue offsets `bases`.
@@ -28,11 +35,13 @@ pub fn encode_plain<'py>(
     topic_name: &Bound<'py, PyString>,
     status: &Bound<'py, PyString>,
     result_type: &Bound<'py, PyType>,
-) -> PyResult<(Bound<'py, PyBytes>, Vec<Bound<'py, PyBytes>>, Bound<'py, PyList>)> {
+) -> PyResult<Encoded<'py>> {
     check_record_type(result_type)?;
     let prefix = id_prefix(prefix)?;
     if turn.is_empty() || turn.len() != bases.len() || topic.len() > 255 {
-        return Err(PyValueError::new_err("a turn of queues, one base offset each"));
+        return Err(PyValueError::new_err(
+            "a turn of queues, one base offset each",
+        ));
     }
     let held: Vec<Bound<'py, PyBytes>> = bodies
         .iter()
@@ -63,7 +72,11 @@ pub fn encode_plain<'py>(
             ],
         )?)?;
     }
-    let entries = encoded.entries.iter().map(|e| PyBytes::new(py, e)).collect();
+    let entries = encoded
+        .entries
+        .iter()
+        .map(|e| PyBytes::new(py, e))
+        .collect();
     Ok((PyBytes::new(py, &encoded.data), entries, results))
 }
 
@@ -81,12 +94,41 @@ pub fn encode_placed<'py>(
         .iter()
         .map(|item| item.cast_into::<PyTuple>().map_err(PyErr::from))
         .collect::<PyResult<_>>()?;
-    type Row<'a> = (u64, u64, i64, i64, u32, &'a [u8], &'a [u8], &'a [u8], &'a [u8], u64);
-    let rows: Vec<Row<'_>> = items.iter().map(|item| item.extract()).collect::<PyResult<_>>()?;
+    type Row<'a> = (
+        u64,
+        u64,
+        i64,
+        i64,
+        u32,
+        &'a [u8],
+        &'a [u8],
+        &'a [u8],
+        &'a [u8],
+        u64,
+    );
+    let rows: Vec<Row<'_>> = items
+        .iter()
+        .map(|item| item.extract())
+        .collect::<PyResult<_>>()?;
     let mut placed = Vec::with_capacity(rows.len());
-    for (commit_offset, queue_offset, born_ms, store_ms, queue_id, tag, keys, properties, body, tag_hash) in rows {
-        if topic.len() > 255 || tag.len() > 255 || keys.len() > 0xFFFF || properties.len() > 0xFFFF {
-            return Err(PyValueError::new_err("a field is longer than the record format allows"));
+    for (
+        commit_offset,
+        queue_offset,
+        born_ms,
+        store_ms,
+        queue_id,
+        tag,
+        keys,
+        properties,
+        body,
+        tag_hash,
+    ) in rows
+    {
+        if topic.len() > 255 || tag.len() > 255 || keys.len() > 0xFFFF || properties.len() > 0xFFFF
+        {
+            return Err(PyValueError::new_err(
+                "a field is longer than the record format allows",
+            ));
         }
         placed.push(Placed {
             fields: Fields {

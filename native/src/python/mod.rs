@@ -109,7 +109,11 @@ pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
 }
 
 /// `prefix` and `offset` in 16 upper-case hex digits: a message id.
-pub(crate) fn message_id<'py>(py: Python<'py>, prefix: &[u8; 8], offset: u64) -> Bound<'py, PyString> {
+pub(crate) fn message_id<'py>(
+    py: Python<'py>,
+    prefix: &[u8; 8],
+    offset: u64,
+) -> Bound<'py, PyString> {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut text = [0u8; 24];
     text[..8].copy_from_slice(prefix);

@@ -49,7 +49,8 @@ pub fn read_entries<'py>(
         max_messages,
     };
     let mut found = Vec::with_capacity(max_messages.min(entries.len() / 20));
-    let (next, stop) = py.detach(|| reading::read_entries(data, base, entries, start, &wanted, &mut found));
+    let (next, stop) =
+        py.detach(|| reading::read_entries(data, base, entries, start, &wanted, &mut found));
     for item in &found {
         let record = &data[item.pos..item.pos + item.header.length as usize];
         match stored_message(py, message_type, &prefix, topic_name, record, item) {
@@ -83,7 +84,15 @@ fn stored_message<'py>(
     let header = &item.header;
     let parts = Parts::of(record, header);
     let extras = Extras::of(py, &parts)?;
-    Some(build(py, message_type, prefix, topic_name.clone().into_any(), header, extras, parts.body))
+    Some(build(
+        py,
+        message_type,
+        prefix,
+        topic_name.clone().into_any(),
+        header,
+        extras,
+        parts.body,
+    ))
 }
 
 struct Extras<'py> {

@@ -34,14 +34,22 @@ pub fn scan_step<'py>(
             Event::Run(run) => {
                 let (offset, length) = (run.offset, run.length);
                 let run = Bound::new(py, Run { run })?;
-                ("native_run", offset, length, String::new(), Some(run.into_any()))
+                (
+                    "native_run",
+                    offset,
+                    length,
+                    String::new(),
+                    Some(run.into_any()),
+                )
             }
             Event::Corrupt {
                 offset,
                 length,
                 reason,
             } => ("corrupt", offset, length, reason, None),
-            Event::EndOfSegment { offset, length } => ("end_of_segment", offset, length, String::new(), None),
+            Event::EndOfSegment { offset, length } => {
+                ("end_of_segment", offset, length, String::new(), None)
+            }
             Event::Tail { offset } => ("tail", offset, 0, String::new(), None),
             Event::GarbageTail {
                 offset,
@@ -125,7 +133,9 @@ impl Run {
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let groups = self.run.groups();
         if sinces.len() != groups.len() || interval == 0 {
-            return Err(PyValueError::new_err("one since offset per queue, and an interval"));
+            return Err(PyValueError::new_err(
+                "one since offset per queue, and an interval",
+            ));
         }
         let out = PyList::empty(py);
         let mut indexed: Vec<usize> = Vec::new();
