@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from . import dataplane
+from . import _native, dataplane
 from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .errors import (
     CorruptRecordError,
@@ -15,7 +15,7 @@ from .errors import (
     OffsetOutOfRangeError,
     StoreError,
 )
-from .message_id import MESSAGE_ID_LENGTH, format_message_id, parse_message_id
+from .message_id import format_message_id, parse_message_id
 from .record import (
     END_OF_SEGMENT_MAGIC,
     MARKER,
@@ -41,7 +41,8 @@ _TAG_SCAN_CHUNK = 1024
 _PULL_POLL_S = 0.002
 # A damaged consume-queue entry's record is looked for among at most this many records.
 _FIND_RECORDS = 4096
-_UPPER_HEX = "0123456789ABCDEF"
+_canonical_offset = _native.canonical_offset
+_decode_at = _native.decode_at
 
 
 class Reading:
@@ -215,14 +216,9 @@ class Reading:
         fails its CRC check.
         """
         prefix = self._id_prefix
-        if (
-            type(message_id) is str
-            and len(message_id) == MESSAGE_ID_LENGTH
-            and message_id.startswith(prefix)
-            and not message_id.strip(_UPPER_HEX)
-        ):
+        commit_offset = _canonical_offset(message_id, prefix)
+        if commit_offset is not None:
             # This store's id as message_id() writes it: parse_message_id would agree.
-            commit_offset = int(message_id[8:], 16)
             canonical_id = message_id
             self._check_open()
             self._follow()
@@ -246,7 +242,7 @@ class Reading:
         if found is None:
             raise MessageNotFoundError(f"message {message_id} is in no segment")
         segment, pos = found
-        message = dataplane.decode_at(segment, pos, commit_offset, canonical_id)
+        message = _decode_at(segment.map, pos, commit_offset, canonical_id, 0, StoredMessage)
         if message is not None:
             return message
         if pos + 8 > segment.size or int.from_bytes(segment.map[pos + 4 : pos + 8], "little") != (

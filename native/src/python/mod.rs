@@ -20,6 +20,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reading::read_entries, m)?)?;
     m.add_function(wrap_pyfunction!(reading::decode_at, m)?)?;
     m.add_function(wrap_pyfunction!(reading::check_at, m)?)?;
+    m.add_function(wrap_pyfunction!(reading::canonical_offset, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;

@@ -202,6 +202,23 @@ pub fn decode_at<'py>(
     new_record(py, message_type, items).map(Some)
 }
 
+/// The commit offset of `message_id` when it is one of this store's ids as the store
+/// writes them (`prefix`, then 16 upper-case hex digits); None for anything else, which
+/// `message_id.parse_message_id` then judges.
+#[pyfunction]
+pub fn canonical_offset(message_id: &Bound<'_, PyAny>, prefix: &str) -> Option<u64> {
+    let text = message_id.cast::<PyString>().ok()?.to_str().ok()?;
+    let digits = text.strip_prefix(prefix).filter(|_| prefix.len() == 8)?;
+    if digits.len() != 16
+        || !digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+    {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
 /// The check of the record at in-segment `pos` (`record.check_record`): its header as a
 /// 13-tuple, or the reason it is not intact (a str).
 #[pyfunction]
