@@ -2,7 +2,7 @@
 //! queue's consume-queue entries (what `Appending._write_records` writes).
 
 use crate::consume_queue::Entry;
-use crate::record::{encode_into, Fields};
+use crate::record::{encode_at, encode_into, Fields};
 
 /// A batch of bodies alone (no tag, keys or properties), dealt to `turn`'s queues in
 /// turn: message `i` goes to queue `turn[i % n]` at queue offset `bases[i % n] + i / n`.
@@ -14,10 +14,10 @@ pub struct PlainBatch<'a> {
     pub bases: &'a [u64],
 }
 
-/// What a batch became: the records' bytes, each message's place, each queue's entries.
+/// Where a batch's messages went: each one's commit offset, queue and queue offset, and
+/// each turn queue's packed entries.
 #[derive(Debug, Default)]
-pub struct Encoded {
-    pub data: Vec<u8>,
+pub struct Placement {
     pub starts: Vec<u64>,
     pub queue_ids: Vec<u32>,
     pub queue_offsets: Vec<u64>,
@@ -25,20 +25,25 @@ pub struct Encoded {
     pub entries: Vec<Vec<u8>>,
 }
 
-pub fn encode_plain(batch: &PlainBatch<'_>, bodies: &[&[u8]]) -> Encoded {
-    let width = batch.turn.len();
-    let total: usize = bodies
+/// The bytes a plain batch takes in the log.
+pub fn plain_length(topic: &[u8], bodies: &[&[u8]]) -> usize {
+    bodies
         .iter()
-        .map(|b| b.len() + crate::record::RECORD_OVERHEAD + batch.topic.len())
-        .sum();
-    let mut out = Encoded {
-        data: Vec::with_capacity(total),
+        .map(|b| b.len() + crate::record::RECORD_OVERHEAD + topic.len())
+        .sum()
+}
+
+/// Encode the batch into `out` (exactly `plain_length` bytes).
+pub fn encode_plain(batch: &PlainBatch<'_>, bodies: &[&[u8]], out: &mut [u8]) -> Placement {
+    let width = batch.turn.len();
+    let mut placed = Placement {
         starts: Vec::with_capacity(bodies.len()),
         queue_ids: Vec::with_capacity(bodies.len()),
         queue_offsets: Vec::with_capacity(bodies.len()),
         entries: vec![Vec::with_capacity((bodies.len() / width.max(1) + 1) * 20); width],
     };
     let mut tail = batch.tail;
+    let mut at = 0;
     for (i, body) in bodies.iter().enumerate() {
         let slot = i % width;
         let fields = Fields {
@@ -52,19 +57,20 @@ pub fn encode_plain(batch: &PlainBatch<'_>, bodies: &[&[u8]]) -> Encoded {
             keys: b"",
             properties: b"",
         };
-        let length = encode_into(&mut out.data, &fields, body);
+        let length = encode_at(&mut out[at..], &fields, body);
         Entry {
             commit_offset: tail,
             size: length as u32,
             tag_hash: 0,
         }
-        .pack_into(&mut out.entries[slot]);
-        out.starts.push(tail);
-        out.queue_ids.push(fields.queue_id);
-        out.queue_offsets.push(fields.queue_offset);
+        .pack_into(&mut placed.entries[slot]);
+        placed.starts.push(tail);
+        placed.queue_ids.push(fields.queue_id);
+        placed.queue_offsets.push(fields.queue_offset);
         tail += length as u64;
+        at += length;
     }
-    out
+    placed
 }
 
 /// One record of a general batch, its place already chosen.
@@ -105,12 +111,13 @@ mod tests {
             turn: &[2, 0],
             bases: &[10, 20],
         };
-        let out = encode_plain(&batch, &bodies);
+        let mut data = vec![0; plain_length(b"t", &bodies)];
+        let out = encode_plain(&batch, &bodies, &mut data);
         assert_eq!(out.queue_ids, vec![2, 0, 2, 0, 2]);
         assert_eq!(out.queue_offsets, vec![10, 20, 11, 21, 12]);
         assert_eq!(out.starts, vec![100, 166, 233, 299, 366]);
         assert_eq!(out.entries[0].len(), 60);
-        let header = crate::record::check(&out.data, 66, 166).unwrap();
+        let header = crate::record::check(&data, 66, 166).unwrap();
         assert_eq!((header.queue_id, header.queue_offset), (0, 20));
     }
 }

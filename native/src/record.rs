@@ -268,7 +268,14 @@ pub fn record_length(fields: &Fields<'_>, body_len: usize) -> usize {
 pub fn encode_into(out: &mut Vec<u8>, fields: &Fields<'_>, body: &[u8]) -> usize {
     let length = record_length(fields, body.len());
     let start = out.len();
-    out.resize(start + HEADER_SIZE, 0);
+    out.resize(start + length, 0);
+    encode_at(&mut out[start..], fields, body)
+}
+
+/// Write the record at the start of `out` (at least its length); returns its length.
+pub fn encode_at(out: &mut [u8], fields: &Fields<'_>, body: &[u8]) -> usize {
+    let length = record_length(fields, body.len());
+    let record = &mut out[..length];
     Header {
         length: length as u32,
         magic: RECORD_MAGIC,
@@ -284,15 +291,21 @@ pub fn encode_into(out: &mut Vec<u8>, fields: &Fields<'_>, body: &[u8]) -> usize
         keys_len: fields.keys.len() as u16,
         props_len: fields.properties.len() as u16,
     }
-    .write(&mut out[start..]);
-    out.extend_from_slice(fields.topic);
-    out.extend_from_slice(fields.tag);
-    out.extend_from_slice(fields.keys);
-    out.extend_from_slice(fields.properties);
-    out.extend_from_slice(body);
-    let crc = crc32c::crc32c(&out[start..]);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(&(length as u32).to_le_bytes());
+    .write(record);
+    let mut at = HEADER_SIZE;
+    for part in [
+        fields.topic,
+        fields.tag,
+        fields.keys,
+        fields.properties,
+        body,
+    ] {
+        record[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    let crc = crc32c::crc32c(&record[..at]);
+    record[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    record[at + 4..at + 8].copy_from_slice(&(length as u32).to_le_bytes());
     length
 }
 

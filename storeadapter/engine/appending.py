@@ -11,11 +11,9 @@ from collections.abc import Iterable, Mapping
 from itertools import repeat
 from zlib import crc32
 
-from crc32c import crc32c
-
 from . import clock, dataplane
 from .blockqueue import BlockQueue
-from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL
+from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL
 from .errors import (
     DiskFullError,
     InvalidMessageError,
@@ -28,13 +26,10 @@ from .errors import (
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
 from .record import (
     MARKER_SIZE,
-    RECORD_MAGIC,
     RECORD_OVERHEAD,
-    TRAILER_PACK,
     encode_keys,
     encode_properties,
     encode_tag,
-    head_packer,
     normalize_keys,
 )
 from .results import (
@@ -480,10 +475,6 @@ class Appending:
         writable = state.writable
         writable_count = len(writable)
         log = self.commitlog
-        pack_entry = ENTRY.pack
-        plain_head = head_packer(topic_len)
-        pack_trailer = TRAILER_PACK
-        checksum = crc32c
         # The written messages' queues, queue offsets and commit-log offsets; and where
         # the results of duplicates go, each with its result or the index of the result
         # of the message written earlier in this batch under the same dedup id.
@@ -496,8 +487,10 @@ class Appending:
         targets = {}
         index_items: list[tuple[str, str, int, int]] = []
         time_marks: list[tuple[int, int]] = []
-        parts: list[bytes] = []
-        add = parts.append
+        # The records of the chunk being gathered, each with its place, encoded natively
+        # in one call when the chunk is written (_write_rows).
+        rows: list[tuple] = []
+        add = rows.append
         round_robin = state.round_robin
         tail = log.tail
         chunk_start = tail - segment.base
@@ -529,18 +522,11 @@ class Appending:
                 queue = targets[queue_id] = queues[queue_id]
                 queue_offset = queue.max_offset
                 entries[queue_id] = []
-            body_len = len(body)
+            length = fixed + len(body)
             if tag or keys or props:
-                meta = topic_bytes + tag + keys + props
-                length = fixed - topic_len + len(meta) + body_len
-                pack_head = head_packer(len(meta))
-            else:
-                length = fixed + body_len
-                meta = topic_bytes
-                pack_head = plain_head
+                length += len(tag) + len(keys) + len(props)
             if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
-                log.write(segment, chunk_start, b"".join(parts))
-                parts.clear()
+                self._write_rows(segment, chunk_start, rows, topic_bytes, entries)
                 chunk_start = tail - segment.base
                 chunk_end = tail
                 if tail + length > segment_limit:
@@ -549,26 +535,20 @@ class Appending:
                     chunk_start = 0
                     segment_limit = segment.end - MARKER_SIZE
             next_offsets[queue_id] = queue_offset + 1
-            head = pack_head(
-                length,
-                RECORD_MAGIC,
-                tail,
-                queue_offset,
-                now if born is None else born,
-                now,
-                queue_id,
-                body_len,
-                0,
-                topic_len,
-                len(tag),
-                len(keys),
-                len(props),
-                meta,
+            add(
+                (
+                    tail,
+                    queue_offset,
+                    now if born is None else born,
+                    now,
+                    queue_id,
+                    tag,
+                    keys,
+                    props,
+                    body,
+                    hashed,
+                )
             )
-            add(head)
-            add(body)
-            add(pack_trailer(checksum(body, checksum(head)), length))
-            entries[queue_id].append(pack_entry(tail, length, hashed))
             if not queue_offset % TIME_INDEX_INTERVAL:
                 time_marks.append((queue_id, queue_offset))
             if index_keys:
@@ -581,8 +561,8 @@ class Appending:
             starts.append(tail)
             tail += length
         state.round_robin = round_robin
-        if parts:
-            log.write(segment, chunk_start, b"".join(parts))
+        if rows:
+            self._write_rows(segment, chunk_start, rows, topic_bytes, entries)
         log.tail = tail
         log.last_store_ms = now
         for queue_id, queue_offset in time_marks:
@@ -602,6 +582,22 @@ class Appending:
             index_items,
             targets,
         )
+
+    def _write_rows(
+        self,
+        segment,
+        pos: int,
+        rows: list[tuple],
+        topic: bytes,
+        entries: dict[int, list[bytes]],
+    ) -> None:
+        """Encode the gathered ``rows`` (natively), write them at ``pos`` of ``segment``,
+        add each one's consume-queue entry to its queue's and empty ``rows``."""
+        data, packed = dataplane.encode_placed(rows, topic)
+        self.commitlog.write(segment, pos, data)
+        for i, row in enumerate(rows):
+            entries[row[4]].append(packed[i * ENTRY_SIZE : i * ENTRY_SIZE + ENTRY_SIZE])
+        rows.clear()
 
     def _find_duplicates(
         self, state: Topic, batch: list[_Prepared], now: int

@@ -55,7 +55,13 @@ pub fn encode_plain<'py>(
         turn: &turn,
         bases: &bases,
     };
-    let encoded = py.detach(|| appending::encode_plain(&batch, &slices));
+    let length = appending::plain_length(topic, &slices);
+    let mut placed = None;
+    let data = PyBytes::new_with(py, length, |out| {
+        placed = Some(py.detach(|| appending::encode_plain(&batch, &slices, out)));
+        Ok(())
+    })?;
+    let encoded = placed.unwrap_or_default();
     let results = PyList::empty(py);
     for i in 0..encoded.starts.len() {
         results.append(new_record(
@@ -77,7 +83,7 @@ pub fn encode_plain<'py>(
         .iter()
         .map(|e| PyBytes::new(py, e))
         .collect();
-    Ok((PyBytes::new(py, &encoded.data), entries, results))
+    Ok((data, entries, results))
 }
 
 /// Encode records whose places the caller chose: each item of `records` is
