@@ -16,5 +16,8 @@ pub mod record;
 pub mod scan;
 pub mod tags;
 
+#[cfg(test)]
+mod properties;
+
 #[cfg(feature = "python")]
 mod python;

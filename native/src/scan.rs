@@ -27,6 +27,8 @@ pub struct Run {
     pub topics: Vec<Vec<u8>>,
     /// The records with keys or properties: (record index, keys, properties).
     pub extras: Vec<(usize, Vec<u8>, Vec<u8>)>,
+    /// The records grouped by queue (`group_records`), once the run is complete.
+    pub groups: Vec<Group>,
 }
 
 /// The records of one queue in a run (`Run::groups`), in log order.
@@ -80,7 +82,7 @@ impl Run {
     }
 
     /// The records grouped by (topic, queue id), groups in the order first met.
-    pub fn groups(&self) -> Vec<Group> {
+    pub fn group_records(&self) -> Vec<Group> {
         let mut groups: Vec<Group> = Vec::new();
         let mut last = usize::MAX;
         for (i, header) in self.headers.iter().enumerate() {
@@ -273,6 +275,7 @@ pub fn intact_run(data: &[u8], base: u64, pos: usize, run_bytes: usize) -> Run {
             Err(_) => break,
         }
     }
+    run.groups = run.group_records();
     run
 }
 
@@ -342,7 +345,7 @@ mod tests {
         };
         assert_eq!(run.headers.len(), 3);
         assert!(matches!(events[1], Event::Tail { offset: 199 }));
-        let groups = run.groups();
+        let groups = &run.groups;
         assert_eq!(groups[0].records, vec![0, 2]);
         let packed = run.pack(&groups[0].records, 0, 128).unwrap();
         assert_eq!(packed.offsets, None);

@@ -259,7 +259,9 @@ class _Dispatcher:
             if packed is None:
                 continue
             first, offsets, entries, marks, store_ms = packed
-            if marks:
+            if type(marks) is tuple:  # consecutive marks, packed as in the file
+                target.queue.time_index.write_run(*marks)
+            elif marks:
                 target.queue.time_index.write(marks)
             if store_ms > self._last_store_ms:
                 self._last_store_ms = store_ms

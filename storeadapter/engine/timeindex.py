@@ -60,6 +60,13 @@ class TimeIndex:
                 fileio.pwrite_all(fd, b"".join(run), start)
         self.dirty = True
 
+    def write_run(self, queue_offset: int, packed: bytes) -> None:
+        """Write marks packed as in the file (MARK after MARK) from the mark of
+        ``queue_offset`` (a multiple of interval) on, in one pwrite."""
+        with self.handles.use(self, self._open_fd) as fd:
+            fileio.pwrite_all(fd, packed, queue_offset // self.interval * MARK_SIZE)
+        self.dirty = True
+
     def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:
         """Narrow [low, high] so it still holds the first offset stored at or after
         ``timestamp_ms``: a binary search over the marks, one read per probe."""

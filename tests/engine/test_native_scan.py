@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from storeadapter.engine import dataplane
 from storeadapter.engine.scan import RECORD, scan_segment
+from storeadapter.engine.timeindex import MARK
 from tests.engine.nativecases import encode
 
 SIZE = 4096
@@ -76,8 +77,18 @@ def test_a_run_packs_each_queues_entries_and_time_marks():
     assert run.queues() == [(b"t", 0), (b"t", 1), (b"t", 2)]
     groups, items = run.pack([0, None, 100_000], 128, None, "DEDUP_ID", "\x01dedup\x01")
     first, offsets, entries, marks, store_ms = groups[0]
-    assert (first, offsets, len(entries), marks, store_ms) == (0, [0, 3, 6], 60, [(0, 1)], 1)
+    assert (first, offsets, len(entries), store_ms) == (0, [0, 3, 6], 60, 1)
+    assert marks == (0, MARK.pack(1, 1))
     assert groups[1] is None and groups[2] is None and items == []
+
+
+def test_marks_that_do_not_fill_consecutive_slots_come_as_a_list():
+    data = bytearray()
+    for queue_offset in (0, 5, 256):
+        data += encode(len(data), queue_offset, store_ms=queue_offset)
+    run = next(dataplane.scan_runs(FakeSegment(bytes(data + bytes(200)), 0), 0, False)).header
+    groups, _ = run.pack([0], 128, None, "DEDUP_ID", "\x01dedup\x01")
+    assert groups[0][3] == [(0, 0), (256, 256)]
 
 
 def test_a_run_gives_the_key_index_items_of_its_records():

@@ -107,7 +107,7 @@ impl Run {
     /// The (topic bytes, queue id) of each queue the records went to, in the order met.
     fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        for group in self.run.groups() {
+        for group in &self.run.groups {
             let topic = PyBytes::new(py, &self.run.topics[group.topic as usize]);
             out.append((topic, group.queue_id))?;
         }
@@ -131,7 +131,7 @@ impl Run {
         dedup_property: &str,
         dedup_prefix: &str,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let groups = self.run.groups();
+        let groups = &self.run.groups;
         if sinces.len() != groups.len() || interval == 0 {
             return Err(PyValueError::new_err(
                 "one since offset per queue, and an interval",
@@ -152,7 +152,7 @@ impl Run {
                 packed.first_queue_offset,
                 packed.offsets,
                 PyBytes::new(py, &packed.entries),
-                packed.marks,
+                marks(py, &packed.marks, interval)?,
                 packed.max_store_ms,
             ))?;
         }
@@ -189,6 +189,26 @@ impl Run {
         }
         Ok((out, items))
     }
+}
+
+/// Time marks as `(first queue offset, the marks packed as in the time index file)` when
+/// they fill consecutive slots (a queue's run of offsets), else a list of
+/// `(queue offset, store ms)`.
+fn marks<'py>(py: Python<'py>, marks: &[(u64, i64)], interval: u64) -> PyResult<Bound<'py, PyAny>> {
+    let consecutive = marks
+        .windows(2)
+        .all(|pair| pair[1].0 == pair[0].0 + interval);
+    if marks.is_empty() || !consecutive {
+        return Ok(marks.into_pyobject(py)?.into_any());
+    }
+    let mut packed = Vec::with_capacity(marks.len() * 16);
+    for &(queue_offset, store_ms) in marks {
+        packed.extend_from_slice(&(queue_offset + 1).to_le_bytes());
+        packed.extend_from_slice(&store_ms.to_le_bytes());
+    }
+    Ok((marks[0].0, PyBytes::new(py, &packed))
+        .into_pyobject(py)?
+        .into_any())
 }
 
 fn text(data: &[u8]) -> PyResult<&str> {
