@@ -5,7 +5,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
-use super::{check_record_type, id_prefix, message_id, new_record};
+use super::{check_record_type, detach_if, id_prefix, message_id, new_record};
 use crate::appending::{self, Placed, PlainBatch};
 use crate::record::Fields;
 
@@ -58,7 +58,9 @@ pub fn encode_plain<'py>(
     let length = appending::plain_length(topic, &slices);
     let mut placed = None;
     let data = PyBytes::new_with(py, length, |out| {
-        placed = Some(py.detach(|| appending::encode_plain(&batch, &slices, out)));
+        placed = Some(detach_if(py, length, || {
+            appending::encode_plain(&batch, &slices, out)
+        }));
         Ok(())
     })?;
     let encoded = placed.unwrap_or_default();
@@ -152,6 +154,7 @@ pub fn encode_placed<'py>(
             tag_hash,
         });
     }
-    let (data, entries) = py.detach(|| appending::encode_placed(&placed));
+    let work = placed.iter().map(|p| p.body.len() + 64).sum();
+    let (data, entries) = detach_if(py, work, || appending::encode_placed(&placed));
     Ok((PyBytes::new(py, &data), PyBytes::new(py, &entries)))
 }

@@ -29,6 +29,24 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// Below this much work (bytes of records) a call keeps the GIL: handing it over and
+/// taking it back costs more than the work, and may wait for another thread's turn
+/// (a single `append` would then pay a thread switch).
+const DETACH_BYTES: usize = 64 << 10;
+
+/// Run `work` without the GIL when it covers at least `DETACH_BYTES`, else with it.
+pub(crate) fn detach_if<T, F>(py: Python<'_>, bytes: usize, work: F) -> T
+where
+    F: pyo3::marker::Ungil + FnOnce() -> T,
+    T: pyo3::marker::Ungil,
+{
+    if bytes >= DETACH_BYTES {
+        py.detach(work)
+    } else {
+        work()
+    }
+}
+
 /// A read-only view of an object's bytes (a segment's mmap, bytes), held for a call.
 pub(crate) struct Bytes {
     buffer: PyBuffer<u8>,

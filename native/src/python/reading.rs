@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 
-use super::{check_record_type, id_prefix, message_id, new_record, Bytes};
+use super::{check_record_type, detach_if, id_prefix, message_id, new_record, Bytes};
 use crate::reading::{self, Found, Stop, Wanted};
 use crate::record::{self, Header, Parts};
 
@@ -49,8 +49,11 @@ pub fn read_entries<'py>(
         max_messages,
     };
     let mut found = Vec::with_capacity(max_messages.min(entries.len() / 20));
-    let (next, stop) =
-        py.detach(|| reading::read_entries(data, base, entries, start, &wanted, &mut found));
+    // Records average at least the overhead; a batch of entries is that much work at least.
+    let work = entries.len() / 20 * 64;
+    let (next, stop) = detach_if(py, work, || {
+        reading::read_entries(data, base, entries, start, &wanted, &mut found)
+    });
     for item in &found {
         let record = &data[item.pos..item.pos + item.header.length as usize];
         match stored_message(py, message_type, &prefix, topic_name, record, item) {
