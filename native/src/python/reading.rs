@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
 
 use super::{check_record_type, detach_if, id_prefix, message_id, new_record, Bytes};
-use crate::reading::{self, Found, Stop, Wanted};
+use crate::reading::{self, Stop, Wanted};
 use crate::record::{self, Header, Parts};
 
 /// Fill `messages` with the StoredMessages (of type `message_type`) of the entries from
@@ -54,9 +54,14 @@ pub fn read_entries<'py>(
     let (next, stop) = detach_if(py, work, || {
         reading::read_entries(data, base, entries, start, &wanted, &mut found)
     });
+    let mut shared = Shared {
+        topic: topic_name.clone().into_any(),
+        queue: queue_id.into_pyobject(py)?.into_any(),
+        time: None,
+    };
     for item in &found {
         let record = &data[item.pos..item.pos + item.header.length as usize];
-        match stored_message(py, message_type, &prefix, topic_name, record, item) {
+        match stored_message(py, message_type, &prefix, &mut shared, record, &item.header) {
             Some(message) => messages.append(message?)?,
             None => return Ok((item.entry, code(Stop::Slow))),
         }
@@ -73,6 +78,27 @@ fn code(stop: Stop) -> u8 {
     }
 }
 
+/// What the messages of one read share, made once: the topic, the queue id, and the
+/// last store time (a batch's records share one, and born = store unless given).
+struct Shared<'py> {
+    topic: Bound<'py, PyAny>,
+    queue: Bound<'py, PyAny>,
+    time: Option<(i64, Bound<'py, PyAny>)>,
+}
+
+impl<'py> Shared<'py> {
+    fn time(&mut self, py: Python<'py>, ms: i64) -> PyResult<Bound<'py, PyAny>> {
+        match &self.time {
+            Some((value, object)) if *value == ms => Ok(object.clone()),
+            _ => {
+                let object = ms.into_pyobject(py)?.into_any();
+                self.time = Some((ms, object.clone()));
+                Ok(object)
+            }
+        }
+    }
+}
+
 /// The StoredMessage of an intact record; None when its text is not what a writer
 /// writes (not UTF-8, a property without a value), which the long way reports as Python
 /// does.
@@ -80,22 +106,34 @@ fn stored_message<'py>(
     py: Python<'py>,
     message_type: &Bound<'py, PyType>,
     prefix: &[u8; 8],
-    topic_name: &Bound<'py, PyString>,
+    shared: &mut Shared<'py>,
     record: &[u8],
-    item: &Found,
+    header: &Header,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
-    let header = &item.header;
     let parts = Parts::of(record, header);
     let extras = Extras::of(py, &parts)?;
-    Some(build(
-        py,
-        message_type,
-        prefix,
-        topic_name.clone().into_any(),
-        header,
-        extras,
-        parts.body,
-    ))
+    let build = || -> PyResult<Bound<'py, PyAny>> {
+        let born = shared.time(py, header.born_ms)?;
+        let store = shared.time(py, header.store_ms)?;
+        new_record(
+            py,
+            message_type,
+            [
+                message_id(py, prefix, header.commit_offset).into_any(),
+                shared.topic.clone(),
+                shared.queue.clone(),
+                header.queue_offset.into_pyobject(py)?.into_any(),
+                header.commit_offset.into_pyobject(py)?.into_any(),
+                born,
+                store,
+                extras.tag,
+                extras.keys,
+                extras.properties,
+                PyBytes::new(py, parts.body).into_any(),
+            ],
+        )
+    };
+    Some(build())
 }
 
 struct Extras<'py> {
@@ -130,34 +168,6 @@ impl<'py> Extras<'py> {
             properties: properties.into_any(),
         })
     }
-}
-
-fn build<'py>(
-    py: Python<'py>,
-    message_type: &Bound<'py, PyType>,
-    prefix: &[u8; 8],
-    topic: Bound<'py, PyAny>,
-    header: &Header,
-    extras: Extras<'py>,
-    body: &[u8],
-) -> PyResult<Bound<'py, PyAny>> {
-    new_record(
-        py,
-        message_type,
-        [
-            message_id(py, prefix, header.commit_offset).into_any(),
-            topic,
-            header.queue_id.into_pyobject(py)?.into_any(),
-            header.queue_offset.into_pyobject(py)?.into_any(),
-            header.commit_offset.into_pyobject(py)?.into_any(),
-            header.born_ms.into_pyobject(py)?.into_any(),
-            header.store_ms.into_pyobject(py)?.into_any(),
-            extras.tag,
-            extras.keys,
-            extras.properties,
-            PyBytes::new(py, body).into_any(),
-        ],
-    )
 }
 
 /// The StoredMessage of the intact record at in-segment `pos` of `segment`, which must
