@@ -12,8 +12,8 @@ CARGO = cd native && cargo
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
-	@echo "make test       install everything and run the whole test suite"
-	@echo "make lint       ruff check + ruff format --check"
+	@echo "make test       install everything and run the whole test suite (and the crate's cargo test)"
+	@echo "make lint       ruff check + ruff format --check, cargo fmt --check + cargo clippy -D warnings"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
 	@echo "                and the machine's limits in one run (docs/PERFORMANCE.md; ~4 min when quiet)"
