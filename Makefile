@@ -1,14 +1,19 @@
 PYTHON ?= python3
 VENV = .venv
 STAMP = $(VENV)/.installed
+# The native data plane (native/, Rust) is built by cargo; rustup puts it in ~/.cargo/bin.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+export CARGO_BUILD_JOBS ?= 2
+NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs native/src/*/*.rs)
+CARGO = cd native && cargo
 
 .DEFAULT_GOAL := help
-.PHONY: help install browser redis test lint format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
+.PHONY: help install cargo browser redis test test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
-	@echo "make test       install everything and run the whole test suite"
-	@echo "make lint       ruff check + ruff format --check"
+	@echo "make test       install everything and run the whole test suite (and the crate's cargo test)"
+	@echo "make lint       ruff check + ruff format --check, cargo fmt --check + cargo clippy -D warnings"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
 	@echo "                and the machine's limits in one run (docs/PERFORMANCE.md; ~4 min when quiet)"
@@ -20,14 +25,20 @@ help:
 	@echo "make clean      remove caches and build output (keeps .venv and var/)"
 	@echo "make distclean  clean, and also remove .venv and var/ (database and store)"
 
-# Create the virtualenv if needed and install the project with its dev tools.
-$(STAMP): pyproject.toml
+# Create the virtualenv if needed and install the project with its dev tools; the install
+# builds the native crate (setuptools-rust), again whenever its sources change.
+$(STAMP): pyproject.toml $(NATIVE_SOURCES) | cargo
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
 	$(VENV)/bin/pip install -e '.[dev,bench,spark,postgres]'
 	touch $@
 
 install: $(STAMP)
+
+cargo:
+	@command -v cargo >/dev/null 2>&1 || { \
+		echo "cargo is missing: install Rust with rustup (https://rustup.rs), then run make again"; \
+		exit 1; }
 
 # Browser tests drive Debian's chromium through Playwright; install it when missing.
 browser:
@@ -61,18 +72,28 @@ PG_LEFT_OUT = --ignore=tests/api/test_schema_fuzz.py --ignore=tests/console/test
 	--ignore=tests/console/test_tidemark_command.py --ignore=tests/console/test_without_spark.py \
 	--ignore=tests/console/test_private_redis.py --ignore=tests/console/test_packaging.py \
 	--ignore=tests/console/test_settings.py --ignore=tests/console/test_logging.py
-test: $(STAMP) browser redis
+test: $(STAMP) browser redis test-native
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) tests/engine
 	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) $(PG_SUITES) $(PG_LEFT_OUT)
 
-lint: $(STAMP)
+# The crate's own tests (the byte-level core, without Python), clippy and rustfmt.
+test-native: lint-native
+	$(CARGO) test --quiet
+
+lint-native: cargo
+	$(CARGO) fmt --check
+	$(CARGO) clippy --quiet --all-targets -- -D warnings
+	$(CARGO) clippy --quiet --features python -- -D warnings
+
+lint: $(STAMP) lint-native
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
+	$(CARGO) fmt
 
 run: $(STAMP) redis
 	PY=$(VENV)/bin/python ./scripts/run.sh
@@ -101,7 +122,8 @@ bench-streams: $(STAMP)
 	$(VENV)/bin/python bench/streams.py $(STREAMS_ARGS)
 
 clean:
-	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static
+	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static native/target
+	rm -f storeadapter/engine/_native*.so
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
 
 distclean: clean

@@ -104,9 +104,31 @@ SECTIONS = ("tidemark", "lookups", "processes", "latency", "console", "alerts", 
 ALERT_TARGET_S = 2.0
 RECOVERY_TARGET_MB_S = 1000.0
 SYNC_THREADS_TARGET = 50_000
+# Issue 22 (the native data plane), per body size: (target, figure, against, needed),
+# where against is a peer (a ratio of msgs/s), "write bw" (a share of the disk's
+# sustained write bandwidth) or None (the figure itself, msgs/s or MB/s).
+NATIVE_TARGETS = {
+    "50": (
+        ("async batched append >= 4x SQLite queue", "append_batch_async", "sqlite_queue", 4),
+        ("reads >= 1.5x SQLite queue", "read_by_offset", "sqlite_queue", 1.5),
+        ("recovery scan >= 1.5 GB/s", "recovery_scan", None, 1500),
+        ("one append per call (async) >= 400k/s", "append_single_async", None, 400_000),
+    ),
+    "1024": (
+        ("async batched append >= 70% of write bw", "append_batch_async", "write bw", 0.7),
+        ("reads >= 2x SQLite queue", "read_by_offset", "sqlite_queue", 2),
+        ("get by id >= 1M/s", "get_by_id", None, 1_000_000),
+        ("recovery scan >= 5 GB/s", "recovery_scan", None, 5000),
+        ("one append per call (async) >= 400k/s", "append_single_async", None, 400_000),
+    ),
+    "4096": (
+        ("async batched append >= 85% of write bw", "append_batch_async", "write bw", 0.85),
+        ("one append per call (async) >= 400k/s", "append_single_async", None, 400_000),
+    ),
+}
 
 # Which peers each Tidemark figure is compared with (like for like) and on what.
-ASYNC_PEERS = ("sqlite", "redis_everysec", "jetstream", "persist_queue", "queuelib")
+ASYNC_PEERS = ("sqlite_queue", "sqlite", "redis_everysec", "jetstream", "persist_queue", "queuelib")
 SYNC_PEERS = ("sqlite_full", "redis_always")
 COMPARED = {
     "append_single_async": (("persist_queue", "queuelib"), "append_msgs_per_s"),
@@ -115,6 +137,7 @@ COMPARED = {
     "read_by_offset": (ASYNC_PEERS + ("redis_always",), "read_msgs_per_s"),
 }
 COLUMNS = (
+    ("sqlite-q", ("sqlite_queue",)),
     ("sqlite", ("sqlite", "sqlite_full")),
     ("redis", ("redis_everysec", "redis_always")),
     ("jetstream", ("jetstream",)),
@@ -393,8 +416,31 @@ def _check(rows: list, target: str, figure: str, value: float, needed: float, un
     )
 
 
+def _native_checks(rows: list, size: str, figures: dict, peers: dict, machine: dict) -> None:
+    """Issue 22's targets at one body size, those this run measured."""
+    for target, figure, against, needed in NATIVE_TARGETS.get(size, ()):
+        found = figures.get(figure)
+        if found is None:
+            continue
+        label = f"{target} (issue 22) [{size} B]"
+        if against is None:
+            unit = "msgs/s" if "msgs_per_s" in found else "MB/s"
+            value = found["msgs_per_s" if unit == "msgs/s" else "mb_per_s"]
+            _check(rows, label, figure, value, needed, unit)
+        elif against == "write bw":
+            if machine.get("write_fsync_end"):
+                share = found["mb_per_s"] / machine["write_fsync_end"]["mb_per_s"]
+                _check(rows, label, f"{figure} / write bw", share, needed, "x")
+        else:
+            key = "read_msgs_per_s" if figure == "read_by_offset" else "append_msgs_per_s"
+            base = peers.get(against, {}).get(key)
+            if base:
+                ratio = found["msgs_per_s"] / base
+                _check(rows, label, f"{figure} / {against}", ratio, needed, "x")
+
+
 def targets(report: dict) -> list[dict]:
-    """Each of issue 9's targets that this run measured, with its mark."""
+    """Each of issue 9's and issue 22's targets that this run measured, with its mark."""
     rows: list[dict] = []
     peers = report.get("peers", {})
     for size, figures in report.get("tidemark", {}).items():
@@ -454,6 +500,7 @@ def targets(report: dict) -> list[dict]:
             RECOVERY_TARGET_MB_S,
             "MB/s",
         )
+        _native_checks(rows, size, figures, mine, report.get("limits", {}))
     for page, figure in report.get("console", {}).get("pages", {}).items():
         _check(
             rows,
@@ -650,14 +697,14 @@ def format_more(report: dict) -> str:
 
 def format_targets(rows: list[dict]) -> str:
     lines = [
-        "Targets (issue 9)",
-        f"{'target':<66} {'measured':>12} {'needed':>10}  mark",
-        "-" * 98,
+        "Targets (issues 9 and 22)",
+        f"{'target':<72} {'measured':>12} {'needed':>10}  mark",
+        "-" * 104,
     ]
     for row in rows:
         needed = ("<" if row["unit"] in ("ms", "s") else ">=") + f" {row['needed']:,}"
         lines.append(
-            f"{row['target']:<66} {row['value']:>12,} {needed:>10}"
+            f"{row['target']:<72} {row['value']:>12,} {needed:>10}"
             f"  {'pass' if row['met'] else 'MISS'}"
         )
     met = sum(row["met"] for row in rows)

@@ -14,9 +14,11 @@ from peers.jetstream import JetStreamPeer
 from peers.persist_queue import PersistQueuePeer
 from peers.queuelib_fifo import QueuelibPeer
 from peers.redis_streams import RedisStreamsPeer
+from peers.sqlite_queue import SqliteQueuePeer
 from peers.sqlite_table import SqliteTablePeer
 
 PEERS: dict[str, Callable[[], Peer]] = {
+    "sqlite_queue": SqliteQueuePeer,
     "sqlite": lambda: SqliteTablePeer(synchronous="NORMAL"),
     "sqlite_full": lambda: SqliteTablePeer(synchronous="FULL"),
     "redis_everysec": lambda: RedisStreamsPeer(appendfsync="everysec"),

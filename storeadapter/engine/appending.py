@@ -8,14 +8,12 @@ from __future__ import annotations
 import errno
 import struct
 from collections.abc import Iterable, Mapping
-from itertools import accumulate, chain, cycle, islice, repeat
+from itertools import repeat
 from zlib import crc32
 
-from crc32c import crc32c
-
-from . import clock
+from . import clock, dataplane
 from .blockqueue import BlockQueue
-from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL
+from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL
 from .errors import (
     DiskFullError,
     InvalidMessageError,
@@ -30,13 +28,10 @@ from .eventrecords import encode_events
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
 from .record import (
     MARKER_SIZE,
-    RECORD_MAGIC,
     RECORD_OVERHEAD,
-    TRAILER_PACK,
     encode_keys,
     encode_properties,
     encode_tag,
-    head_packer,
     normalize_keys,
 )
 from .results import (
@@ -525,83 +520,47 @@ class Appending:
         segment = log.writable_segment()
         tail = log.tail
         if plain:
-            lengths = list(map((RECORD_OVERHEAD + len(state.name_bytes)).__add__, map(len, batch)))
-            ends = list(accumulate(lengths, initial=tail))
-            if ends[-1] <= segment.end - MARKER_SIZE and ends[-1] - tail <= _CHUNK_BYTES:
-                return self._write_plain(state, batch, now, segment, lengths, ends)
+            end = (
+                tail + sum(map(len, batch)) + len(batch) * (RECORD_OVERHEAD + len(state.name_bytes))
+            )
+            if end <= segment.end - MARKER_SIZE and end - tail <= _CHUNK_BYTES:
+                return self._write_plain(state, batch, now, segment, end)
             batch = [(None, None, b"", b"", b"", body, None, 0, (), None) for body in batch]
         return self._write_general(state, batch, now, duplicates, segment)
 
     def _write_plain(
-        self,
-        state: Topic,
-        bodies: list[bytes],
-        now: int,
-        segment,
-        lengths: list[int],
-        ends: list[int],
+        self, state: Topic, bodies: list[bytes], now: int, segment, end: int
     ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
-        """``_write_records`` for bodies alone, all fitting in the segment: every step is
-        done a column at a time by C iterators, none by a Python loop per message."""
+        """``_write_records`` for bodies alone, all fitting in the segment (up to commit
+        offset ``end``): encoded, entries packed and results made by one native call."""
         count = len(bodies)
-        topic_bytes = state.name_bytes
-        topic_len = len(topic_bytes)
         queues = state.queues
         writable = state.writable
         rr = state.round_robin
         turn = [writable[(rr + i) % len(writable)] for i in range(min(count, len(writable)))]
         targets = {queue_id: queues[queue_id] for queue_id in turn}
         bases = [queue.max_offset for queue in targets.values()]
-        width = len(turn)
-        rounds = -(-count // width)
-        queue_ids = list(islice(cycle(turn), count))
-        offsets = [base + r for r in range(rounds) for base in bases][:count]
-        starts = ends[:-1]
-        now_column = repeat(now)
-        zero = repeat(0)
-        heads = list(
-            map(
-                head_packer(topic_len),
-                lengths,
-                repeat(RECORD_MAGIC),
-                starts,
-                offsets,
-                now_column,
-                repeat(now),
-                queue_ids,
-                map(len, bodies),
-                zero,
-                repeat(topic_len),
-                repeat(0),
-                repeat(0),
-                repeat(0),
-                repeat(topic_bytes),
-            )
-        )
-        trailers = map(TRAILER_PACK, map(crc32c, bodies, map(crc32c, heads)), lengths)
         log = self.commitlog
-        log.write(
-            segment,
-            starts[0] - segment.base,
-            b"".join(chain.from_iterable(zip(heads, bodies, trailers, strict=True))),
+        tail = log.tail
+        data, packed, results = dataplane.encode_plain(
+            bodies, state.name_bytes, tail, now, turn, bases, self._id_prefix, state.info.name
         )
-        log.tail = ends[-1]
+        log.write(segment, tail - segment.base, data)
+        log.tail = end
         log.last_store_ms = now
         state.round_robin = rr + count
-        pack_entry = ENTRY.pack
+        width = len(turn)
         next_offsets: dict[int, int] = {}
         entries: dict[int, bytes] = {}
         for j, queue_id in enumerate(turn):
-            mine = starts[j::width]
-            entries[queue_id] = b"".join(map(pack_entry, mine, lengths[j::width], repeat(0)))
+            entries[queue_id] = packed[j]
             base = bases[j]
-            end = next_offsets[queue_id] = base + len(mine)
+            end_offset = next_offsets[queue_id] = base + count // width + (j < count % width)
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
-            if mark < end:
+            if mark < end_offset:
                 time_index = targets[queue_id].time_index
-                for queue_offset in range(mark, end, TIME_INDEX_INTERVAL):
+                for queue_offset in range(mark, end_offset, TIME_INDEX_INTERVAL):
                     time_index.write([(queue_offset, now)])
-        results = _results(self._id_prefix, state.info.name, queue_ids, offsets, starts, now)
         return results, next_offsets, entries, [], targets
 
     def _write_general(
@@ -621,10 +580,6 @@ class Appending:
         writable = state.writable
         writable_count = len(writable)
         log = self.commitlog
-        pack_entry = ENTRY.pack
-        plain_head = head_packer(topic_len)
-        pack_trailer = TRAILER_PACK
-        checksum = crc32c
         # The written messages' queues, queue offsets and commit-log offsets; and where
         # the results of duplicates go, each with its result or the index of the result
         # of the message written earlier in this batch under the same dedup id.
@@ -637,8 +592,10 @@ class Appending:
         targets = {}
         index_items: list[tuple[str, str, int, int]] = []
         time_marks: list[tuple[int, int]] = []
-        parts: list[bytes] = []
-        add = parts.append
+        # The records of the chunk being gathered, each with its place, encoded natively
+        # in one call when the chunk is written (_write_rows).
+        rows: list[tuple] = []
+        add = rows.append
         round_robin = state.round_robin
         tail = log.tail
         chunk_start = tail - segment.base
@@ -670,18 +627,11 @@ class Appending:
                 queue = targets[queue_id] = queues[queue_id]
                 queue_offset = queue.max_offset
                 entries[queue_id] = []
-            body_len = len(body)
+            length = fixed + len(body)
             if tag or keys or props:
-                meta = topic_bytes + tag + keys + props
-                length = fixed - topic_len + len(meta) + body_len
-                pack_head = head_packer(len(meta))
-            else:
-                length = fixed + body_len
-                meta = topic_bytes
-                pack_head = plain_head
+                length += len(tag) + len(keys) + len(props)
             if tail + length > segment_limit or tail - chunk_end > _CHUNK_BYTES:
-                log.write(segment, chunk_start, b"".join(parts))
-                parts.clear()
+                self._write_rows(segment, chunk_start, rows, topic_bytes, entries)
                 chunk_start = tail - segment.base
                 chunk_end = tail
                 if tail + length > segment_limit:
@@ -690,26 +640,20 @@ class Appending:
                     chunk_start = 0
                     segment_limit = segment.end - MARKER_SIZE
             next_offsets[queue_id] = queue_offset + 1
-            head = pack_head(
-                length,
-                RECORD_MAGIC,
-                tail,
-                queue_offset,
-                now if born is None else born,
-                now,
-                queue_id,
-                body_len,
-                0,
-                topic_len,
-                len(tag),
-                len(keys),
-                len(props),
-                meta,
+            add(
+                (
+                    tail,
+                    queue_offset,
+                    now if born is None else born,
+                    now,
+                    queue_id,
+                    tag,
+                    keys,
+                    props,
+                    body,
+                    hashed,
+                )
             )
-            add(head)
-            add(body)
-            add(pack_trailer(checksum(body, checksum(head)), length))
-            entries[queue_id].append(pack_entry(tail, length, hashed))
             if not queue_offset % TIME_INDEX_INTERVAL:
                 time_marks.append((queue_id, queue_offset))
             if index_keys:
@@ -722,8 +666,8 @@ class Appending:
             starts.append(tail)
             tail += length
         state.round_robin = round_robin
-        if parts:
-            log.write(segment, chunk_start, b"".join(parts))
+        if rows:
+            self._write_rows(segment, chunk_start, rows, topic_bytes, entries)
         log.tail = tail
         log.last_store_ms = now
         for queue_id, queue_offset in time_marks:
@@ -743,6 +687,22 @@ class Appending:
             index_items,
             targets,
         )
+
+    def _write_rows(
+        self,
+        segment,
+        pos: int,
+        rows: list[tuple],
+        topic: bytes,
+        entries: dict[int, list[bytes]],
+    ) -> None:
+        """Encode the gathered ``rows`` (natively), write them at ``pos`` of ``segment``,
+        add each one's consume-queue entry to its queue's and empty ``rows``."""
+        data, packed = dataplane.encode_placed(rows, topic)
+        self.commitlog.write(segment, pos, data)
+        for i, row in enumerate(rows):
+            entries[row[4]].append(packed[i * ENTRY_SIZE : i * ENTRY_SIZE + ENTRY_SIZE])
+        rows.clear()
 
     def _find_duplicates(
         self, state: Topic, batch: list[_Prepared], now: int

@@ -134,6 +134,9 @@ class NoTimeIndex:
     def write(self, marks: list[tuple[int, int]]) -> None:
         pass
 
+    def write_run(self, queue_offset: int, packed: bytes) -> None:
+        pass
+
     def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:
         return low, high
 

@@ -6,31 +6,26 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from crc32c import crc32c
-
-from .consumequeue import ENTRY, ConsumeQueue
+from . import _native, dataplane
+from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .errors import (
     CorruptRecordError,
     MessageNotFoundError,
     OffsetOutOfRangeError,
     StoreError,
 )
-from .message_id import MESSAGE_ID_LENGTH, format_message_id, parse_message_id
+from .message_id import format_message_id, parse_message_id
 from .record import (
     END_OF_SEGMENT_MAGIC,
     MARKER,
     RECORD_MAGIC,
     STORE_TIME,
     STORE_TIME_AT,
-    decode_intact,
     decode_record,
     encode_tag,
     frame_intact,
-    message_with_extras,
     normalize_keys,
-    record_shape,
     topic_name,
 )
 from .results import (
@@ -46,7 +41,8 @@ _TAG_SCAN_CHUNK = 1024
 _PULL_POLL_S = 0.002
 # A damaged consume-queue entry's record is looked for among at most this many records.
 _FIND_RECORDS = 4096
-_UPPER_HEX = "0123456789ABCDEF"
+_canonical_offset = _native.canonical_offset
+_decode_at = _native.decode_at
 
 
 class Reading:
@@ -73,123 +69,65 @@ class Reading:
             raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {offset!r}")
         if not isinstance(max_messages, int) or not 1 <= max_messages <= MAX_READ_MESSAGES:
             raise StoreError(f"max_messages must be 1 to {MAX_READ_MESSAGES}, not {max_messages!r}")
-        wanted_hash = tag_hash(encode_tag(tag)) if tag is not None else None
+        wanted_tag = encode_tag(tag) if tag is not None else None
+        wanted_hash = tag_hash(wanted_tag) if tag is not None else None
         prefix = self._id_prefix
-        id_format = f"{prefix}%016X"
         topic_data = topic.encode()
-        topic_len = len(topic_data)
         topic = topic_name(topic_data)
-        shapes: dict[int, Callable[[memoryview, int], tuple] | None] = {}
-        locate = self.commitlog.locate
-        new = tuple.__new__
+        log = self.commitlog
+        segment = log.active
         position = max(offset, consume_queue.min_offset)
         messages: list[StoredMessage] = []
-        append = messages.append
         while len(messages) < max_messages and position < consume_queue.max_offset:
             count = max_messages - len(messages) if wanted_hash is None else _TAG_SCAN_CHUNK
             packed = consume_queue.read(position, count)
             if not packed:
                 break
-            segment = None
-            segment_base = segment_end = -1
-            for commit_offset, size, hashed in ENTRY.iter_unpack(packed):
-                position += 1
+            first = position
+            total = len(packed) // ENTRY_SIZE
+            index = 0
+            # The native walk checks and decodes every entry whose record it accepts at
+            # once, in the segment given; it stops at an entry whose record lies in
+            # another segment, or that must go the long way (_read_entry, which says what
+            # is wrong with it).
+            while index < total and len(messages) < max_messages:
+                if segment is not None:
+                    index, stop = dataplane.read_entries(
+                        segment,
+                        packed,
+                        index,
+                        topic_data,
+                        topic,
+                        queue,
+                        first,
+                        prefix,
+                        wanted_hash,
+                        wanted_tag,
+                        max_messages - len(messages),
+                        messages,
+                    )
+                    if stop == dataplane.READ_END or stop == dataplane.READ_FULL:
+                        break
+                else:
+                    stop = dataplane.READ_OUTSIDE
+                commit_offset, size, hashed = ENTRY.unpack_from(packed, index * ENTRY_SIZE)
                 if not size or (wanted_hash is not None and hashed != wanted_hash):
+                    index += 1
                     continue
-                if not segment_base <= commit_offset < segment_end:
-                    found = locate(commit_offset)
-                    segment = found[0] if found is not None else None
-                    if segment is None:
-                        segment_base = segment_end = -1
-                    else:
-                        segment_base = segment.base
-                        segment_end = segment.end
-                # The common case, checked and decoded inline; anything it does not
-                # accept goes to _read_entry, which says what is wrong.
-                unpack = shapes.get(size, False)
-                if unpack is False:
-                    unpack = shapes[size] = record_shape(size, topic_len)
-                if unpack is not None and commit_offset + size <= segment_end:
-                    view = segment.view
-                    pos = commit_offset - segment_base
-                    (
-                        length,
-                        magic,
-                        record_offset,
-                        queue_offset,
-                        born_ms,
-                        store_ms,
-                        queue_id,
-                        body_len,
-                        _flags,
-                        record_topic_len,
-                        tag_len,
-                        keys_len,
-                        props_len,
-                        record_topic,
-                        rest,
-                        crc,
-                        tail_length,
-                    ) = unpack(view, pos)
-                    if (
-                        length == size
-                        and tail_length == size
-                        and magic == RECORD_MAGIC
-                        and record_offset == commit_offset
-                        and queue_offset == position - 1
-                        and queue_id == queue
-                        and record_topic_len == topic_len
-                        and record_topic == topic_data
-                        and body_len + tag_len + keys_len + props_len == len(rest)
-                        and crc32c(view[pos : pos + size - 8]) == crc
-                    ):
-                        if tag_len or keys_len or props_len:
-                            message = message_with_extras(
-                                id_format % commit_offset,
-                                topic,
-                                queue_id,
-                                queue_offset,
-                                commit_offset,
-                                born_ms,
-                                store_ms,
-                                tag_len,
-                                keys_len,
-                                props_len,
-                                rest,
-                            )
-                            if tag is not None and message.tag != tag:
-                                continue
-                        elif tag is not None:
-                            continue
-                        else:
-                            message = new(
-                                StoredMessage,
-                                (
-                                    id_format % commit_offset,
-                                    topic,
-                                    queue_id,
-                                    queue_offset,
-                                    commit_offset,
-                                    born_ms,
-                                    store_ms,
-                                    None,
-                                    [],
-                                    {},
-                                    rest,
-                                ),
-                            )
-                        append(message)
-                        if len(messages) == max_messages:
-                            break
+                if stop == dataplane.READ_OUTSIDE or segment is None:
+                    found = log.locate(commit_offset)
+                    if found is not None:
+                        segment = found[0]
                         continue
+                    segment = None
+                index += 1
                 message = self._read_entry(
-                    consume_queue, segment, commit_offset, size, topic, queue, position - 1
+                    consume_queue, segment, commit_offset, size, topic, queue, first + index - 1
                 )
                 if message is None or (tag is not None and message.tag != tag):
                     continue
-                append(message)
-                if len(messages) == max_messages:
-                    break
+                messages.append(message)
+            position = first + index
         return ReadResult(messages, position, consume_queue.min_offset, consume_queue.max_offset)
 
     def _read_entry(
@@ -262,6 +200,9 @@ class Reading:
         if found is None:
             return None
         segment, pos = found
+        message = dataplane.decode_at(segment, pos, commit_offset, self.message_id(commit_offset))
+        if message is not None:
+            return message
         try:
             return decode_record(segment.view, pos, segment.size, commit_offset, self._id_prefix)
         except CorruptRecordError:
@@ -275,14 +216,9 @@ class Reading:
         fails its CRC check.
         """
         prefix = self._id_prefix
-        if (
-            type(message_id) is str
-            and len(message_id) == MESSAGE_ID_LENGTH
-            and message_id.startswith(prefix)
-            and not message_id.strip(_UPPER_HEX)
-        ):
+        commit_offset = _canonical_offset(message_id, prefix)
+        if commit_offset is not None:
             # This store's id as message_id() writes it: parse_message_id would agree.
-            commit_offset = int(message_id[8:], 16)
             canonical_id = message_id
             self._check_open()
             self._follow()
@@ -306,7 +242,7 @@ class Reading:
         if found is None:
             raise MessageNotFoundError(f"message {message_id} is in no segment")
         segment, pos = found
-        message = decode_intact(segment.view, pos, segment.size, commit_offset, canonical_id)
+        message = _decode_at(segment.map, pos, commit_offset, canonical_id, 0, StoredMessage)
         if message is not None:
             return message
         if pos + 8 > segment.size or int.from_bytes(segment.map[pos + 4 : pos + 8], "little") != (

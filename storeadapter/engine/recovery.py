@@ -34,9 +34,11 @@ from dataclasses import asdict, dataclass, field
 from itertools import compress, repeat
 from operator import add, is_, itemgetter, sub
 
+from . import dataplane
 from .checkpoint import CheckpointState
 from .commitlog import CommitLog
 from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
+from .dataplane import NATIVE_RUN
 from .follow import trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
@@ -56,7 +58,6 @@ from .scan import (
     TAIL,
     UNIFORM_RUN,
     UniformRun,
-    scan_segment,
 )
 from .segment import Segment
 from .tags import tag_hash
@@ -140,9 +141,14 @@ def recover(
         segment = log.segments[position]
         last = position == len(log.segments) - 1
         begin = max(start, segment.base) - segment.base
-        events = scan_segment(segment, begin, not last, durable_end, runs=True)
+        events = dataplane.scan_runs(segment, begin, not last, durable_end)
         for event in events:
-            if event.kind == UNIFORM_RUN:
+            if event.kind == NATIVE_RUN:
+                report.records += event.header.count
+                report.scanned_bytes += event.length
+                dispatcher.add_native(event.header)
+                tail = event.offset + event.length
+            elif event.kind == UNIFORM_RUN:
                 report.records += event.header.count
                 report.scanned_bytes += event.length
                 dispatcher.add_uniform(segment, event.header)
@@ -275,6 +281,33 @@ class _Dispatcher:
             target = self._resolve(topic, queue_id)
             self._targets[key] = None if target is None else _Target(*target)
         return self._targets[key]
+
+    def add_native(self, run: dataplane.Run) -> None:
+        """Dispatch a run of intact records found by the native scan: it groups them by
+        queue and packs each queue's entries and time marks."""
+        targets = [self._target(topic, queue_id) for topic, queue_id in run.queues()]
+        sinces = [None if target is None else target.created for target in targets]
+        groups, index_items = run.pack(
+            sinces, TIME_INDEX_INTERVAL, self._index_from, DEDUP_PROPERTY, DEDUP_KEY_PREFIX
+        )
+        if index_items:
+            self._index_items.extend(index_items)
+        for target, packed in zip(targets, groups, strict=True):
+            if packed is None:
+                continue
+            first, offsets, entries, marks, store_ms = packed
+            if type(marks) is tuple:  # consecutive marks, packed as in the file
+                target.queue.time_index.write_run(*marks)
+            elif marks:
+                target.queue.time_index.write(marks)
+            if store_ms > self._last_store_ms:
+                self._last_store_ms = store_ms
+            if not target.pieces:
+                self._pending[target.queue] = target
+            target.pieces.append((first, offsets, entries))
+            self._count += len(entries) // ENTRY_SIZE
+        if self._count >= _FLUSH_EVERY:
+            self.finish()
 
     def add_run(self, segment: Segment, headers: list[tuple]) -> None:
         """Dispatch a run of intact records of ``segment`` (their header tuples)."""

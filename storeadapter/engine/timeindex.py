@@ -45,9 +45,26 @@ class TimeIndex:
     def write(self, marks: list[tuple[int, int]]) -> None:
         """Write (queue offset, store ms) marks; offsets must be multiples of interval."""
         with self.handles.use(self, self._open_fd) as fd:
+            # Marks of consecutive slots (a run of a queue's offsets) go in one pwrite.
+            start = end = -1
+            run: list[bytes] = []
             for queue_offset, store_ms in marks:
                 position = queue_offset // self.interval * MARK_SIZE
-                fileio.pwrite_all(fd, MARK.pack(queue_offset + 1, store_ms), position)
+                if position != end:
+                    if run:
+                        fileio.pwrite_all(fd, b"".join(run), start)
+                    start, run = position, []
+                run.append(MARK.pack(queue_offset + 1, store_ms))
+                end = position + MARK_SIZE
+            if run:
+                fileio.pwrite_all(fd, b"".join(run), start)
+        self.dirty = True
+
+    def write_run(self, queue_offset: int, packed: bytes) -> None:
+        """Write marks packed as in the file (MARK after MARK) from the mark of
+        ``queue_offset`` (a multiple of interval) on, in one pwrite."""
+        with self.handles.use(self, self._open_fd) as fd:
+            fileio.pwrite_all(fd, packed, queue_offset // self.interval * MARK_SIZE)
         self.dirty = True
 
     def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:

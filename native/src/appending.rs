@@ -1,0 +1,123 @@
+//! Encoding a batch of records at the commit-log tail into one buffer, with each
+//! queue's consume-queue entries (what `Appending._write_records` writes).
+
+use crate::consume_queue::Entry;
+use crate::record::{encode_at, encode_into, Fields};
+
+/// A batch of bodies alone (no tag, keys or properties), dealt to `turn`'s queues in
+/// turn: message `i` goes to queue `turn[i % n]` at queue offset `bases[i % n] + i / n`.
+pub struct PlainBatch<'a> {
+    pub topic: &'a [u8],
+    pub tail: u64,
+    pub now: i64,
+    pub turn: &'a [u32],
+    pub bases: &'a [u64],
+}
+
+/// Where a batch's messages went: each one's commit offset, queue and queue offset, and
+/// each turn queue's packed entries.
+#[derive(Debug, Default)]
+pub struct Placement {
+    pub starts: Vec<u64>,
+    pub queue_ids: Vec<u32>,
+    pub queue_offsets: Vec<u64>,
+    /// Per queue of the turn (in the turn's order), the packed entries.
+    pub entries: Vec<Vec<u8>>,
+}
+
+/// The bytes a plain batch takes in the log.
+pub fn plain_length(topic: &[u8], bodies: &[&[u8]]) -> usize {
+    bodies
+        .iter()
+        .map(|b| b.len() + crate::record::RECORD_OVERHEAD + topic.len())
+        .sum()
+}
+
+/// Encode the batch into `out` (exactly `plain_length` bytes).
+pub fn encode_plain(batch: &PlainBatch<'_>, bodies: &[&[u8]], out: &mut [u8]) -> Placement {
+    let width = batch.turn.len();
+    let mut placed = Placement {
+        starts: Vec::with_capacity(bodies.len()),
+        queue_ids: Vec::with_capacity(bodies.len()),
+        queue_offsets: Vec::with_capacity(bodies.len()),
+        entries: vec![Vec::with_capacity((bodies.len() / width.max(1) + 1) * 20); width],
+    };
+    let mut tail = batch.tail;
+    let mut at = 0;
+    for (i, body) in bodies.iter().enumerate() {
+        let slot = i % width;
+        let fields = Fields {
+            commit_offset: tail,
+            queue_offset: batch.bases[slot] + (i / width) as u64,
+            born_ms: batch.now,
+            store_ms: batch.now,
+            queue_id: batch.turn[slot],
+            topic: batch.topic,
+            tag: b"",
+            keys: b"",
+            properties: b"",
+        };
+        let length = encode_at(&mut out[at..], &fields, body);
+        Entry {
+            commit_offset: tail,
+            size: length as u32,
+            tag_hash: 0,
+        }
+        .pack_into(&mut placed.entries[slot]);
+        placed.starts.push(tail);
+        placed.queue_ids.push(fields.queue_id);
+        placed.queue_offsets.push(fields.queue_offset);
+        tail += length as u64;
+        at += length;
+    }
+    placed
+}
+
+/// One record of a general batch, its place already chosen.
+pub struct Placed<'a> {
+    pub fields: Fields<'a>,
+    pub body: &'a [u8],
+    pub tag_hash: u64,
+}
+
+/// Records placed one by one (tags, keys, properties, routing decided by the caller),
+/// encoded back to back from `records[0]`'s commit offset; the entry of each, packed.
+pub fn encode_placed(records: &[Placed<'_>]) -> (Vec<u8>, Vec<u8>) {
+    let mut data = Vec::new();
+    let mut entries = Vec::with_capacity(records.len() * 20);
+    for record in records {
+        let length = encode_into(&mut data, &record.fields, record.body);
+        Entry {
+            commit_offset: record.fields.commit_offset,
+            size: length as u32,
+            tag_hash: record.tag_hash,
+        }
+        .pack_into(&mut entries);
+    }
+    (data, entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_batch_is_dealt_to_the_queues_in_turn() {
+        let bodies: Vec<&[u8]> = vec![b"a", b"bb", b"c", b"dd", b"e"];
+        let batch = PlainBatch {
+            topic: b"t",
+            tail: 100,
+            now: 5,
+            turn: &[2, 0],
+            bases: &[10, 20],
+        };
+        let mut data = vec![0; plain_length(b"t", &bodies)];
+        let out = encode_plain(&batch, &bodies, &mut data);
+        assert_eq!(out.queue_ids, vec![2, 0, 2, 0, 2]);
+        assert_eq!(out.queue_offsets, vec![10, 20, 11, 21, 12]);
+        assert_eq!(out.starts, vec![100, 166, 233, 299, 366]);
+        assert_eq!(out.entries[0].len(), 60);
+        let header = crate::record::check(&data, 66, 166).unwrap();
+        assert_eq!((header.queue_id, header.queue_offset), (0, 20));
+    }
+}

@@ -1,0 +1,143 @@
+//! `storeadapter.engine._native`: the PyO3 module. Each call takes a whole batch, so
+//! crossing the boundary is paid per batch; the GIL is released while a batch is
+//! encoded, checked or scanned.
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple, PyType};
+
+mod appending;
+mod hashing;
+mod reading;
+mod scan;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(appending::encode_plain, m)?)?;
+    m.add_function(wrap_pyfunction!(appending::encode_placed, m)?)?;
+    m.add_function(wrap_pyfunction!(reading::read_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(reading::decode_at, m)?)?;
+    m.add_function(wrap_pyfunction!(reading::check_at, m)?)?;
+    m.add_function(wrap_pyfunction!(reading::canonical_offset, m)?)?;
+    m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;
+    m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;
+    m.add_class::<scan::Run>()?;
+    m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
+    Ok(())
+}
+
+/// Below this much work (bytes of records) a call keeps the GIL: handing it over and
+/// taking it back costs more than the work, and may wait for another thread's turn
+/// (a single `append` would then pay a thread switch).
+const DETACH_BYTES: usize = 64 << 10;
+
+/// Run `work` without the GIL when it covers at least `DETACH_BYTES`, else with it.
+pub(crate) fn detach_if<T, F>(py: Python<'_>, bytes: usize, work: F) -> T
+where
+    F: pyo3::marker::Ungil + FnOnce() -> T,
+    T: pyo3::marker::Ungil,
+{
+    if bytes >= DETACH_BYTES {
+        py.detach(work)
+    } else {
+        work()
+    }
+}
+
+/// A read-only view of an object's bytes (a segment's mmap, bytes), held for a call.
+pub(crate) struct Bytes {
+    buffer: PyBuffer<u8>,
+}
+
+impl Bytes {
+    pub(crate) fn of(object: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+        let buffer = PyBuffer::<u8>::get(object)?;
+        if !buffer.is_c_contiguous() {
+            return Err(PyTypeError::new_err("a contiguous buffer is needed"));
+        }
+        Ok(Bytes { buffer })
+    }
+
+    pub(crate) fn slice(&self) -> &[u8] {
+        let len = self.buffer.len_bytes();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: the buffer is C-contiguous and `len` bytes long (checked in `of`), and
+        // it stays exported, so neither freed nor resized (an mmap refuses to close while
+        // exported), for as long as `self` lives, which bounds the slice's lifetime. The
+        // engine reads only bytes below the published tail, which no writer changes.
+        unsafe { std::slice::from_raw_parts(self.buffer.buf_ptr() as *const u8, len) }
+    }
+}
+
+/// A new instance of `cls`, a tuple subclass without fields of its own (a NamedTuple
+/// such as StoredMessage), holding `items`: what `tuple.__new__(cls, items)` makes,
+/// without building the plain tuple first.
+pub(crate) fn new_record<'py, const N: usize>(
+    py: Python<'py>,
+    cls: &Bound<'py, PyType>,
+    items: [Bound<'py, PyAny>; N],
+) -> PyResult<Bound<'py, PyAny>> {
+    let tp = cls.as_type_ptr();
+    // SAFETY: `tp` is a live type object (`cls` holds a reference); `check_record_type`
+    // made sure it is a tuple subclass with the tuple's layout, so its `tp_alloc` makes a
+    // tuple of N empty slots, each filled exactly once below with a reference we own
+    // (PyTuple_SET_ITEM steals it), as CPython's own tuple_subtype_new does.
+    unsafe {
+        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+        let object = alloc(tp, N as ffi::Py_ssize_t);
+        if object.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        for (i, item) in items.into_iter().enumerate() {
+            ffi::PyTuple_SET_ITEM(object, i as ffi::Py_ssize_t, item.into_ptr());
+        }
+        Ok(Bound::from_owned_ptr(py, object))
+    }
+}
+
+/// Refuse a `cls` that `new_record` cannot fill: not a tuple subclass, or one with
+/// fields of its own (a `__dict__` or slots).
+pub(crate) fn check_record_type(cls: &Bound<'_, PyType>) -> PyResult<()> {
+    let tp = cls.as_type_ptr();
+    // SAFETY: reading two size fields of live type objects (ours holds a reference;
+    // PyTuple_Type is static).
+    let same_layout = unsafe {
+        (*tp).tp_basicsize == ffi::PyTuple_Type.tp_basicsize
+            && (*tp).tp_itemsize == ffi::PyTuple_Type.tp_itemsize
+            && (*tp).tp_dictoffset == 0
+    };
+    if !cls.is_subclass_of::<PyTuple>()? || !same_layout {
+        return Err(PyTypeError::new_err(
+            "the result type must be a tuple subclass without fields of its own",
+        ));
+    }
+    Ok(())
+}
+
+/// The store's part of its message ids: 8 hex digits.
+pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
+    prefix
+        .as_bytes()
+        .try_into()
+        .map_err(|_| PyTypeError::new_err("a message id prefix is 8 hex digits"))
+}
+
+/// `prefix` and `offset` in 16 upper-case hex digits: a message id.
+pub(crate) fn message_id<'py>(
+    py: Python<'py>,
+    prefix: &[u8; 8],
+    offset: u64,
+) -> Bound<'py, PyString> {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut text = [0u8; 24];
+    text[..8].copy_from_slice(prefix);
+    for i in 0..16 {
+        text[8 + i] = HEX[((offset >> (60 - 4 * i)) & 0xF) as usize];
+    }
+    PyString::new(py, std::str::from_utf8(&text).unwrap_or_default())
+}

@@ -1,0 +1,249 @@
+//! Reads: a batch of consume-queue entries into StoredMessages, and one record by id.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+
+use super::{check_record_type, detach_if, id_prefix, message_id, new_record, Bytes};
+use crate::reading::{self, Stop, Wanted};
+use crate::record::{self, Header, Parts};
+
+/// Fill `messages` with the StoredMessages (of type `message_type`) of the entries from
+/// index `start` of `entries` whose records lie in `segment` (its mapping; its first
+/// byte is commit offset `base`), at most `max_messages`. Returns the index the walk
+/// stopped at and why: 0 every entry looked at, 1 `max_messages` found, 2 the entry at
+/// the index points outside the segment, 3 it must be checked the long way.
+#[pyfunction]
+#[pyo3(signature = (segment, base, entries, start, topic, topic_name, queue_id,
+    first_queue_offset, prefix, wanted_hash, wanted_tag, max_messages, message_type, messages))]
+#[allow(clippy::too_many_arguments)]
+pub fn read_entries<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    base: u64,
+    entries: &Bound<'py, PyBytes>,
+    start: usize,
+    topic: &Bound<'py, PyBytes>,
+    topic_name: &Bound<'py, PyString>,
+    queue_id: u32,
+    first_queue_offset: u64,
+    prefix: &str,
+    wanted_hash: Option<u64>,
+    wanted_tag: Option<&Bound<'py, PyBytes>>,
+    max_messages: usize,
+    message_type: &Bound<'py, PyType>,
+    messages: &Bound<'py, PyList>,
+) -> PyResult<(usize, u8)> {
+    check_record_type(message_type)?;
+    let prefix = id_prefix(prefix)?;
+    let data = Bytes::of(segment)?;
+    let data = data.slice();
+    let entries = entries.as_bytes();
+    let wanted = Wanted {
+        topic: topic.as_bytes(),
+        queue_id,
+        first_queue_offset,
+        tag: match (wanted_hash, wanted_tag) {
+            (Some(hash), Some(tag)) => Some((hash, tag.as_bytes())),
+            _ => None,
+        },
+        max_messages,
+    };
+    let mut found = Vec::with_capacity(max_messages.min(entries.len() / 20));
+    // Records average at least the overhead; a batch of entries is that much work at least.
+    let work = entries.len() / 20 * 64;
+    let (next, stop) = detach_if(py, work, || {
+        reading::read_entries(data, base, entries, start, &wanted, &mut found)
+    });
+    let mut shared = Shared {
+        topic: topic_name.clone().into_any(),
+        queue: queue_id.into_pyobject(py)?.into_any(),
+        time: None,
+    };
+    for item in &found {
+        let record = &data[item.pos..item.pos + item.header.length as usize];
+        match stored_message(py, message_type, &prefix, &mut shared, record, &item.header) {
+            Some(message) => messages.append(message?)?,
+            None => return Ok((item.entry, code(Stop::Slow))),
+        }
+    }
+    Ok((next, code(stop)))
+}
+
+fn code(stop: Stop) -> u8 {
+    match stop {
+        Stop::End => 0,
+        Stop::Full => 1,
+        Stop::Outside => 2,
+        Stop::Slow => 3,
+    }
+}
+
+/// What the messages of one read share, made once: the topic, the queue id, and the
+/// last store time (a batch's records share one, and born = store unless given).
+struct Shared<'py> {
+    topic: Bound<'py, PyAny>,
+    queue: Bound<'py, PyAny>,
+    time: Option<(i64, Bound<'py, PyAny>)>,
+}
+
+impl<'py> Shared<'py> {
+    fn time(&mut self, py: Python<'py>, ms: i64) -> PyResult<Bound<'py, PyAny>> {
+        match &self.time {
+            Some((value, object)) if *value == ms => Ok(object.clone()),
+            _ => {
+                let object = ms.into_pyobject(py)?.into_any();
+                self.time = Some((ms, object.clone()));
+                Ok(object)
+            }
+        }
+    }
+}
+
+/// The StoredMessage of an intact record; None when its text is not what a writer
+/// writes (not UTF-8, a property without a value), which the long way reports as Python
+/// does.
+fn stored_message<'py>(
+    py: Python<'py>,
+    message_type: &Bound<'py, PyType>,
+    prefix: &[u8; 8],
+    shared: &mut Shared<'py>,
+    record: &[u8],
+    header: &Header,
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    let parts = Parts::of(record, header);
+    let extras = Extras::of(py, &parts)?;
+    let build = || -> PyResult<Bound<'py, PyAny>> {
+        let born = shared.time(py, header.born_ms)?;
+        let store = shared.time(py, header.store_ms)?;
+        new_record(
+            py,
+            message_type,
+            [
+                message_id(py, prefix, header.commit_offset).into_any(),
+                shared.topic.clone(),
+                shared.queue.clone(),
+                header.queue_offset.into_pyobject(py)?.into_any(),
+                header.commit_offset.into_pyobject(py)?.into_any(),
+                born,
+                store,
+                extras.tag,
+                extras.keys,
+                extras.properties,
+                PyBytes::new(py, parts.body).into_any(),
+            ],
+        )
+    };
+    Some(build())
+}
+
+struct Extras<'py> {
+    tag: Bound<'py, PyAny>,
+    keys: Bound<'py, PyAny>,
+    properties: Bound<'py, PyAny>,
+}
+
+impl<'py> Extras<'py> {
+    fn of(py: Python<'py>, parts: &Parts<'_>) -> Option<Extras<'py>> {
+        let tag = if parts.tag.is_empty() {
+            py.None().into_bound(py)
+        } else {
+            PyString::new(py, std::str::from_utf8(parts.tag).ok()?).into_any()
+        };
+        let keys = PyList::empty(py);
+        if !parts.keys.is_empty() {
+            for key in std::str::from_utf8(parts.keys).ok()?.split('\u{1f}') {
+                keys.append(key).ok()?;
+            }
+        }
+        let properties = PyDict::new(py);
+        if !parts.properties.is_empty() {
+            for item in std::str::from_utf8(parts.properties).ok()?.split('\u{2}') {
+                let (name, value) = item.split_once('\u{1}')?;
+                properties.set_item(name, value).ok()?;
+            }
+        }
+        Some(Extras {
+            tag,
+            keys: keys.into_any(),
+            properties: properties.into_any(),
+        })
+    }
+}
+
+/// The StoredMessage of the intact record at in-segment `pos` of `segment`, which must
+/// say it lives at `commit_offset` (and be `expected_length` bytes long, unless 0), with
+/// id `message_id`; None for anything else: the long way says what is wrong.
+#[pyfunction]
+#[pyo3(signature = (segment, pos, commit_offset, message_id, expected_length, message_type))]
+pub fn decode_at<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    pos: usize,
+    commit_offset: u64,
+    message_id: &Bound<'py, PyString>,
+    expected_length: u32,
+    message_type: &Bound<'py, PyType>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    check_record_type(message_type)?;
+    let data = Bytes::of(segment)?;
+    let data = data.slice();
+    let header = match record::check(data, pos, commit_offset) {
+        Ok(header) if expected_length == 0 || header.length == expected_length => header,
+        _ => return Ok(None),
+    };
+    let record = &data[pos..pos + header.length as usize];
+    let parts = Parts::of(record, &header);
+    let Ok(topic) = std::str::from_utf8(parts.topic) else {
+        return Ok(None);
+    };
+    let Some(extras) = Extras::of(py, &parts) else {
+        return Ok(None);
+    };
+    let items = [
+        message_id.clone().into_any(),
+        PyString::new(py, topic).into_any(),
+        header.queue_id.into_pyobject(py)?.into_any(),
+        header.queue_offset.into_pyobject(py)?.into_any(),
+        header.commit_offset.into_pyobject(py)?.into_any(),
+        header.born_ms.into_pyobject(py)?.into_any(),
+        header.store_ms.into_pyobject(py)?.into_any(),
+        extras.tag,
+        extras.keys,
+        extras.properties,
+        PyBytes::new(py, parts.body).into_any(),
+    ];
+    new_record(py, message_type, items).map(Some)
+}
+
+/// The commit offset of `message_id` when it is one of this store's ids as the store
+/// writes them (`prefix`, then 16 upper-case hex digits); None for anything else, which
+/// `message_id.parse_message_id` then judges.
+#[pyfunction]
+pub fn canonical_offset(message_id: &Bound<'_, PyAny>, prefix: &str) -> Option<u64> {
+    let text = message_id.cast::<PyString>().ok()?.to_str().ok()?;
+    let digits = text.strip_prefix(prefix).filter(|_| prefix.len() == 8)?;
+    if digits.len() != 16
+        || !digits
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'A'..=b'F').contains(&b))
+    {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+/// The check of the record at in-segment `pos` (`record.check_record`): its header as a
+/// 13-tuple, or the reason it is not intact (a str).
+#[pyfunction]
+pub fn check_at<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    pos: usize,
+    commit_offset: u64,
+) -> PyResult<Bound<'py, PyAny>> {
+    let data = Bytes::of(segment)?;
+    match record::check(data.slice(), pos, commit_offset) {
+        Ok(header) => Ok(super::scan::header_tuple(py, &header)?.into_any()),
+        Err(damage) => Ok(PyString::new(py, &damage.to_string()).into_any()),
+    }
+}

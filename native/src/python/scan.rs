@@ -1,0 +1,216 @@
+//! The recovery and log scans: a segment's events, runs of intact records packed into
+//! consume-queue entries per queue.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use super::Bytes;
+use crate::record::Header;
+use crate::scan::{self, Event};
+
+/// The events of `segment` (its mapping; its first byte is commit offset `base`) from
+/// in-segment `start` on, up to and including the first run: a list of
+/// `(kind, offset, length, reason, run)` and where to go on from (None once the scan is
+/// over). Kinds are those of `scan.ScanEvent`; a run's is "native_run", with a `Run`.
+#[pyfunction]
+#[pyo3(signature = (segment, base, start, sealed, durable_end, run_bytes=scan::RUN_BYTES))]
+pub fn scan_step<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    base: u64,
+    start: usize,
+    sealed: bool,
+    durable_end: u64,
+    run_bytes: usize,
+) -> PyResult<(Bound<'py, PyList>, Option<usize>)> {
+    let data = Bytes::of(segment)?;
+    let data = data.slice();
+    let (events, next) =
+        py.detach(|| scan::scan_step(data, base, start, sealed, durable_end, run_bytes));
+    let out = PyList::empty(py);
+    for event in events {
+        let item = match event {
+            Event::Run(run) => {
+                let (offset, length) = (run.offset, run.length);
+                let run = Bound::new(py, Run { run })?;
+                (
+                    "native_run",
+                    offset,
+                    length,
+                    String::new(),
+                    Some(run.into_any()),
+                )
+            }
+            Event::Corrupt {
+                offset,
+                length,
+                reason,
+            } => ("corrupt", offset, length, reason, None),
+            Event::EndOfSegment { offset, length } => {
+                ("end_of_segment", offset, length, String::new(), None)
+            }
+            Event::Tail { offset } => ("tail", offset, 0, String::new(), None),
+            Event::GarbageTail {
+                offset,
+                length,
+                reason,
+            } => ("garbage_tail", offset, length, reason, None),
+        };
+        out.append(item)?;
+    }
+    Ok((out, next))
+}
+
+/// Consecutive intact records of a segment, as a scan found them.
+#[pyclass(frozen, module = "storeadapter.engine._native")]
+pub struct Run {
+    run: scan::Run,
+}
+
+pub(crate) fn header_tuple<'py>(py: Python<'py>, h: &Header) -> PyResult<Bound<'py, PyTuple>> {
+    let items: [Bound<'py, PyAny>; 13] = [
+        h.length.into_pyobject(py)?.into_any(),
+        h.magic.into_pyobject(py)?.into_any(),
+        h.commit_offset.into_pyobject(py)?.into_any(),
+        h.queue_offset.into_pyobject(py)?.into_any(),
+        h.born_ms.into_pyobject(py)?.into_any(),
+        h.store_ms.into_pyobject(py)?.into_any(),
+        h.queue_id.into_pyobject(py)?.into_any(),
+        h.body_len.into_pyobject(py)?.into_any(),
+        h.flags.into_pyobject(py)?.into_any(),
+        h.topic_len.into_pyobject(py)?.into_any(),
+        h.tag_len.into_pyobject(py)?.into_any(),
+        h.keys_len.into_pyobject(py)?.into_any(),
+        h.props_len.into_pyobject(py)?.into_any(),
+    ];
+    PyTuple::new(py, items)
+}
+
+#[pymethods]
+impl Run {
+    /// How many records.
+    #[getter]
+    fn count(&self) -> usize {
+        self.run.headers.len()
+    }
+
+    /// The records' header tuples (as `record.HEADER` unpacks them), in log order.
+    fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for header in &self.run.headers {
+            out.append(header_tuple(py, header)?)?;
+        }
+        Ok(out)
+    }
+
+    /// The (topic bytes, queue id) of each queue the records went to, in the order met.
+    fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for group in &self.run.groups {
+            let topic = PyBytes::new(py, &self.run.topics[group.topic as usize]);
+            out.append((topic, group.queue_id))?;
+        }
+        Ok(out)
+    }
+
+    /// Per queue of `queues()`, given the commit offset from which its records count
+    /// (None: the queue is not dispatched to): None, or `(first queue offset, the queue
+    /// offsets when they do not follow on, packed entries, time marks, newest store time)`
+    /// with a mark `(queue offset, store ms)` for each queue offset that is a multiple of
+    /// `interval`. Also the key-index items `(topic, key, commit offset, store ms)` of the
+    /// dispatched records at or past `index_from` (none when it is None), in log order:
+    /// each key, and `dedup_prefix + value` for a `dedup_property` property.
+    #[pyo3(signature = (sinces, interval, index_from, dedup_property, dedup_prefix))]
+    fn pack<'py>(
+        &self,
+        py: Python<'py>,
+        sinces: Vec<Option<u64>>,
+        interval: u64,
+        index_from: Option<u64>,
+        dedup_property: &str,
+        dedup_prefix: &str,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let groups = &self.run.groups;
+        if sinces.len() != groups.len() || interval == 0 {
+            return Err(PyValueError::new_err(
+                "one since offset per queue, and an interval",
+            ));
+        }
+        let out = PyList::empty(py);
+        let mut indexed: Vec<usize> = Vec::new();
+        for (group, since) in groups.iter().zip(sinces) {
+            let packed = since.and_then(|since| self.run.pack(&group.records, since, interval));
+            let Some(packed) = packed else {
+                out.append(py.None())?;
+                continue;
+            };
+            if index_from.is_some() {
+                indexed.extend(packed.records.iter().copied());
+            }
+            out.append((
+                packed.first_queue_offset,
+                packed.offsets,
+                PyBytes::new(py, &packed.entries),
+                marks(py, &packed.marks, interval)?,
+                packed.max_store_ms,
+            ))?;
+        }
+        let items = PyList::empty(py);
+        if let Some(index_from) = index_from {
+            indexed.sort_unstable();
+            let mut extras = self.run.extras.iter().peekable();
+            for record in indexed {
+                while extras.next_if(|e| e.0 < record).is_some() {}
+                let Some((_, keys, properties)) = extras.next_if(|e| e.0 == record) else {
+                    continue;
+                };
+                let header = &self.run.headers[record];
+                if header.commit_offset < index_from {
+                    continue;
+                }
+                let topic = text(&self.run.topics[self.run.topic_of[record] as usize])?;
+                let topic = PyString::new(py, topic);
+                let at = (header.commit_offset, header.store_ms);
+                if !keys.is_empty() {
+                    for key in text(keys)?.split('\u{1f}') {
+                        items.append((&topic, key, at.0, at.1))?;
+                    }
+                }
+                if !properties.is_empty() {
+                    for item in text(properties)?.split('\u{2}') {
+                        let (name, value) = item.split_once('\u{1}').unwrap_or((item, ""));
+                        if name == dedup_property {
+                            items.append((&topic, format!("{dedup_prefix}{value}"), at.0, at.1))?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok((out, items))
+    }
+}
+
+/// Time marks as `(first queue offset, the marks packed as in the time index file)` when
+/// they fill consecutive slots (a queue's run of offsets), else a list of
+/// `(queue offset, store ms)`.
+fn marks<'py>(py: Python<'py>, marks: &[(u64, i64)], interval: u64) -> PyResult<Bound<'py, PyAny>> {
+    let consecutive = marks
+        .windows(2)
+        .all(|pair| pair[1].0 == pair[0].0 + interval);
+    if marks.is_empty() || !consecutive {
+        return Ok(marks.into_pyobject(py)?.into_any());
+    }
+    let mut packed = Vec::with_capacity(marks.len() * 16);
+    for &(queue_offset, store_ms) in marks {
+        packed.extend_from_slice(&(queue_offset + 1).to_le_bytes());
+        packed.extend_from_slice(&store_ms.to_le_bytes());
+    }
+    Ok((marks[0].0, PyBytes::new(py, &packed))
+        .into_pyobject(py)?
+        .into_any())
+}
+
+fn text(data: &[u8]) -> PyResult<&str> {
+    std::str::from_utf8(data).map_err(|error| PyValueError::new_err(error.to_string()))
+}

@@ -1,0 +1,408 @@
+//! The commit-log record (docs/FORMAT.md, "Record"): its layout in one place, encoding,
+//! and the intact-record check with the reasons the Python reference gives.
+//!
+//! ```text
+//! header (56 bytes) | topic | tag | keys | properties | body | crc32c (4) | length (4)
+//! ```
+
+/// `TDMR`, little-endian.
+pub const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"TDMR");
+/// `TDME`, little-endian: the end-of-segment marker.
+pub const END_OF_SEGMENT_MAGIC: u32 = u32::from_le_bytes(*b"TDME");
+pub const HEADER_SIZE: usize = 56;
+pub const TRAILER_SIZE: usize = 8;
+pub const RECORD_OVERHEAD: usize = HEADER_SIZE + TRAILER_SIZE;
+pub const MARKER_SIZE: usize = 8;
+
+// Where each header field starts.
+const AT_LENGTH: usize = 0;
+const AT_MAGIC: usize = 4;
+const AT_COMMIT_OFFSET: usize = 8;
+const AT_QUEUE_OFFSET: usize = 16;
+const AT_BORN_MS: usize = 24;
+const AT_STORE_MS: usize = 32;
+const AT_QUEUE_ID: usize = 40;
+const AT_BODY_LEN: usize = 44;
+const AT_FLAGS: usize = 48;
+const AT_TOPIC_LEN: usize = 50;
+const AT_TAG_LEN: usize = 51;
+const AT_KEYS_LEN: usize = 52;
+const AT_PROPS_LEN: usize = 54;
+
+/// The 13 fields of a record's header, in their order on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Header {
+    pub length: u32,
+    pub magic: u32,
+    pub commit_offset: u64,
+    pub queue_offset: u64,
+    pub born_ms: i64,
+    pub store_ms: i64,
+    pub queue_id: u32,
+    pub body_len: u32,
+    pub flags: u16,
+    pub topic_len: u8,
+    pub tag_len: u8,
+    pub keys_len: u16,
+    pub props_len: u16,
+}
+
+fn u16_at(data: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([data[at], data[at + 1]])
+}
+
+pub fn u32_at(data: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(data[at..at + 4].try_into().expect("4 bytes"))
+}
+
+pub fn u64_at(data: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn i64_at(data: &[u8], at: usize) -> i64 {
+    i64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl Header {
+    /// The header at the start of `data` (at least `HEADER_SIZE` bytes).
+    pub fn parse(data: &[u8]) -> Header {
+        let h = &data[..HEADER_SIZE];
+        Header {
+            length: u32_at(h, AT_LENGTH),
+            magic: u32_at(h, AT_MAGIC),
+            commit_offset: u64_at(h, AT_COMMIT_OFFSET),
+            queue_offset: u64_at(h, AT_QUEUE_OFFSET),
+            born_ms: i64_at(h, AT_BORN_MS),
+            store_ms: i64_at(h, AT_STORE_MS),
+            queue_id: u32_at(h, AT_QUEUE_ID),
+            body_len: u32_at(h, AT_BODY_LEN),
+            flags: u16_at(h, AT_FLAGS),
+            topic_len: h[AT_TOPIC_LEN],
+            tag_len: h[AT_TAG_LEN],
+            keys_len: u16_at(h, AT_KEYS_LEN),
+            props_len: u16_at(h, AT_PROPS_LEN),
+        }
+    }
+
+    /// The record length the field lengths add up to.
+    pub fn fields_length(&self) -> u64 {
+        RECORD_OVERHEAD as u64
+            + u64::from(self.body_len)
+            + u64::from(self.topic_len)
+            + u64::from(self.tag_len)
+            + u64::from(self.keys_len)
+            + u64::from(self.props_len)
+    }
+
+    /// Bytes of tag, keys and properties together.
+    pub fn extras_len(&self) -> usize {
+        usize::from(self.tag_len) + usize::from(self.keys_len) + usize::from(self.props_len)
+    }
+
+    /// Write the header into the first `HEADER_SIZE` bytes of `out`.
+    pub fn write(&self, out: &mut [u8]) {
+        let h = &mut out[..HEADER_SIZE];
+        h[AT_LENGTH..AT_LENGTH + 4].copy_from_slice(&self.length.to_le_bytes());
+        h[AT_MAGIC..AT_MAGIC + 4].copy_from_slice(&self.magic.to_le_bytes());
+        h[AT_COMMIT_OFFSET..AT_COMMIT_OFFSET + 8]
+            .copy_from_slice(&self.commit_offset.to_le_bytes());
+        h[AT_QUEUE_OFFSET..AT_QUEUE_OFFSET + 8].copy_from_slice(&self.queue_offset.to_le_bytes());
+        h[AT_BORN_MS..AT_BORN_MS + 8].copy_from_slice(&self.born_ms.to_le_bytes());
+        h[AT_STORE_MS..AT_STORE_MS + 8].copy_from_slice(&self.store_ms.to_le_bytes());
+        h[AT_QUEUE_ID..AT_QUEUE_ID + 4].copy_from_slice(&self.queue_id.to_le_bytes());
+        h[AT_BODY_LEN..AT_BODY_LEN + 4].copy_from_slice(&self.body_len.to_le_bytes());
+        h[AT_FLAGS..AT_FLAGS + 2].copy_from_slice(&self.flags.to_le_bytes());
+        h[AT_TOPIC_LEN] = self.topic_len;
+        h[AT_TAG_LEN] = self.tag_len;
+        h[AT_KEYS_LEN..AT_KEYS_LEN + 2].copy_from_slice(&self.keys_len.to_le_bytes());
+        h[AT_PROPS_LEN..AT_PROPS_LEN + 2].copy_from_slice(&self.props_len.to_le_bytes());
+    }
+}
+
+/// Why a record is not intact, worded as the Python reference (`record.check_record`)
+/// words it: scans report these sentences.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Damage {
+    HeaderPastEnd,
+    BadMagic(u32),
+    LengthDisagrees(u32),
+    LengthPastEnd(u32),
+    TrailingLength { trailing: u32, leading: u32 },
+    CrcMismatch,
+    WrongOffset(u64),
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::HeaderPastEnd => write!(f, "header runs past the end of the data"),
+            Damage::BadMagic(magic) => write!(f, "bad magic 0x{magic:08x}"),
+            Damage::LengthDisagrees(length) => {
+                write!(f, "length field {length} disagrees with fields")
+            }
+            Damage::LengthPastEnd(length) => {
+                write!(f, "length {length} runs past the end of the data")
+            }
+            Damage::TrailingLength { trailing, leading } => {
+                write!(
+                    f,
+                    "trailing length {trailing} differs from leading {leading}"
+                )
+            }
+            Damage::CrcMismatch => write!(f, "CRC32C mismatch"),
+            Damage::WrongOffset(said) => {
+                write!(f, "record says it lives at commit-log offset {said}")
+            }
+        }
+    }
+}
+
+/// Check the record at `pos` of `data` (readable up to `data.len()`), which must say it
+/// lives at `commit_offset`: the rules of docs/FORMAT.md ("A record is intact"), in their
+/// order. Returns its header.
+pub fn check(data: &[u8], pos: usize, commit_offset: u64) -> Result<Header, Damage> {
+    let limit = data.len();
+    if pos.checked_add(HEADER_SIZE).is_none_or(|end| end > limit) {
+        return Err(Damage::HeaderPastEnd);
+    }
+    let header = Header::parse(&data[pos..]);
+    if header.magic != RECORD_MAGIC {
+        return Err(Damage::BadMagic(header.magic));
+    }
+    let length = header.length;
+    if u64::from(length) != header.fields_length() {
+        return Err(Damage::LengthDisagrees(length));
+    }
+    let end = pos + length as usize;
+    if end > limit {
+        return Err(Damage::LengthPastEnd(length));
+    }
+    let trailing = u32_at(data, end - 4);
+    if trailing != length {
+        return Err(Damage::TrailingLength {
+            trailing,
+            leading: length,
+        });
+    }
+    let crc = u32_at(data, end - TRAILER_SIZE);
+    if crc32c::crc32c(&data[pos..end - TRAILER_SIZE]) != crc {
+        return Err(Damage::CrcMismatch);
+    }
+    if header.commit_offset != commit_offset {
+        return Err(Damage::WrongOffset(header.commit_offset));
+    }
+    Ok(header)
+}
+
+/// Whether a record frame starts at `pos`: magic, and lengths that agree at both ends
+/// (`record.frame_intact`). A damaged record keeps its frame; the magic inside another
+/// record's body almost never has one.
+pub fn frame_intact(data: &[u8], pos: usize) -> bool {
+    let limit = data.len();
+    if pos.checked_add(HEADER_SIZE).is_none_or(|end| end > limit) {
+        return false;
+    }
+    let header = Header::parse(&data[pos..]);
+    if header.magic != RECORD_MAGIC || u64::from(header.length) != header.fields_length() {
+        return false;
+    }
+    let end = pos + header.length as usize;
+    end <= limit && u32_at(data, end - 4) == header.length
+}
+
+/// A record's parts between its header and its trailer, as slices of one record.
+#[derive(Clone, Copy, Debug)]
+pub struct Parts<'a> {
+    pub topic: &'a [u8],
+    pub tag: &'a [u8],
+    pub keys: &'a [u8],
+    pub properties: &'a [u8],
+    pub body: &'a [u8],
+}
+
+impl<'a> Parts<'a> {
+    /// The parts of the intact record `record` (exactly its bytes) with `header`.
+    pub fn of(record: &'a [u8], header: &Header) -> Parts<'a> {
+        let mut at = HEADER_SIZE;
+        let mut take = |n: usize| {
+            let part = &record[at..at + n];
+            at += n;
+            part
+        };
+        Parts {
+            topic: take(usize::from(header.topic_len)),
+            tag: take(usize::from(header.tag_len)),
+            keys: take(usize::from(header.keys_len)),
+            properties: take(usize::from(header.props_len)),
+            body: take(header.body_len as usize),
+        }
+    }
+}
+
+/// What a record holds besides the commit-log offset and the body's bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Fields<'a> {
+    pub commit_offset: u64,
+    pub queue_offset: u64,
+    pub born_ms: i64,
+    pub store_ms: i64,
+    pub queue_id: u32,
+    pub topic: &'a [u8],
+    pub tag: &'a [u8],
+    pub keys: &'a [u8],
+    pub properties: &'a [u8],
+}
+
+/// The length of a record with these fields and a body of `body_len` bytes.
+pub fn record_length(fields: &Fields<'_>, body_len: usize) -> usize {
+    RECORD_OVERHEAD
+        + fields.topic.len()
+        + fields.tag.len()
+        + fields.keys.len()
+        + fields.properties.len()
+        + body_len
+}
+
+/// Append the record (`encode_head` + body + `encode_trailer` of record.py) to `out`;
+/// returns its length. The caller has checked every field's size against the format.
+pub fn encode_into(out: &mut Vec<u8>, fields: &Fields<'_>, body: &[u8]) -> usize {
+    let length = record_length(fields, body.len());
+    let start = out.len();
+    out.resize(start + length, 0);
+    encode_at(&mut out[start..], fields, body)
+}
+
+/// Write the record at the start of `out` (at least its length); returns its length.
+pub fn encode_at(out: &mut [u8], fields: &Fields<'_>, body: &[u8]) -> usize {
+    let length = record_length(fields, body.len());
+    let record = &mut out[..length];
+    Header {
+        length: length as u32,
+        magic: RECORD_MAGIC,
+        commit_offset: fields.commit_offset,
+        queue_offset: fields.queue_offset,
+        born_ms: fields.born_ms,
+        store_ms: fields.store_ms,
+        queue_id: fields.queue_id,
+        body_len: body.len() as u32,
+        flags: 0,
+        topic_len: fields.topic.len() as u8,
+        tag_len: fields.tag.len() as u8,
+        keys_len: fields.keys.len() as u16,
+        props_len: fields.properties.len() as u16,
+    }
+    .write(record);
+    let mut at = HEADER_SIZE;
+    for part in [
+        fields.topic,
+        fields.tag,
+        fields.keys,
+        fields.properties,
+        body,
+    ] {
+        record[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    let crc = crc32c::crc32c(&record[..at]);
+    record[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    record[at + 4..at + 8].copy_from_slice(&(length as u32).to_le_bytes());
+    length
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worked_example() -> Vec<u8> {
+        // docs/FORMAT.md, "Worked example": append("t", b"hi", key="k", tag="x").
+        let mut out = Vec::new();
+        let fields = Fields {
+            commit_offset: 0,
+            queue_offset: 0,
+            born_ms: 1795314808832,
+            store_ms: 1795314808832,
+            queue_id: 1,
+            topic: b"t",
+            tag: b"x",
+            keys: b"k",
+            properties: b"",
+        };
+        encode_into(&mut out, &fields, b"hi");
+        out
+    }
+
+    #[test]
+    fn the_worked_example_encodes_byte_for_byte() {
+        let expected: Vec<u8> = [
+            "45000000 54444d52 0000000000000000 0000000000000000",
+            "00f81901a2010000 00f81901a2010000 01000000 02000000",
+            "0000 01 01 0100 0000 74 78 6b 6869 5a8ebdd2 45000000",
+        ]
+        .concat()
+        .split_whitespace()
+        .collect::<String>()
+        .as_bytes()
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+        .collect();
+        assert_eq!(worked_example(), expected);
+    }
+
+    #[test]
+    fn crc32c_is_castagnoli() {
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn an_intact_record_checks_and_splits_into_its_parts() {
+        let data = worked_example();
+        let header = check(&data, 0, 0).unwrap();
+        let parts = Parts::of(&data, &header);
+        assert_eq!(
+            (parts.topic, parts.tag, parts.keys, parts.body),
+            (&b"t"[..], &b"x"[..], &b"k"[..], &b"hi"[..])
+        );
+        assert!(frame_intact(&data, 0));
+    }
+
+    #[test]
+    fn each_damage_is_named_as_the_python_reference_names_it() {
+        let data = worked_example();
+        assert_eq!(
+            check(&data[..40], 0, 0).unwrap_err().to_string(),
+            "header runs past the end of the data"
+        );
+        let mut bad = data.clone();
+        bad[4] = b'X';
+        assert_eq!(
+            check(&bad, 0, 0).unwrap_err().to_string(),
+            "bad magic 0x524d4458"
+        );
+        let mut bad = data.clone();
+        bad[0] = 70;
+        assert_eq!(
+            check(&bad, 0, 0).unwrap_err().to_string(),
+            "length field 70 disagrees with fields"
+        );
+        assert_eq!(
+            check(&data[..68], 0, 0).unwrap_err().to_string(),
+            "length 69 runs past the end of the data"
+        );
+        let mut bad = data.clone();
+        bad[66] = 1;
+        assert_eq!(
+            check(&bad, 0, 0).unwrap_err().to_string(),
+            "trailing length 325 differs from leading 69"
+        );
+        let mut bad = data.clone();
+        bad[60] ^= 1;
+        assert_eq!(
+            check(&bad, 0, 0).unwrap_err().to_string(),
+            "CRC32C mismatch"
+        );
+        assert_eq!(
+            check(&data, 0, 5).unwrap_err().to_string(),
+            "record says it lives at commit-log offset 0"
+        );
+    }
+}

@@ -1,0 +1,389 @@
+//! Walking a commit-log segment record by record, explicit about bad bytes: the events
+//! of `scan.scan_segment` (docs/FORMAT.md, "What a reader does with bad bytes").
+//!
+//! Consecutive intact records come as one `Run`, which also carries what recovery
+//! dispatches for each record: its topic, its tag's hash and its keys and properties.
+
+use crate::consume_queue::Entry;
+use crate::record::{self, Header, END_OF_SEGMENT_MAGIC, MARKER_SIZE, RECORD_MAGIC};
+use crate::tags::TagHashes;
+
+/// At most this many bytes of records start in one run.
+pub const RUN_BYTES: usize = 4 << 20;
+
+/// Consecutive intact records of one segment.
+#[derive(Debug, Default)]
+pub struct Run {
+    /// Commit-log offset of the first record.
+    pub offset: u64,
+    /// Bytes of the run.
+    pub length: u64,
+    pub headers: Vec<Header>,
+    /// Per record: the tag's hash (0 = no tag).
+    pub tag_hashes: Vec<u64>,
+    /// Per record: its topic, an index into `topics`.
+    pub topic_of: Vec<u32>,
+    /// The distinct topics of the run, in the order met.
+    pub topics: Vec<Vec<u8>>,
+    /// The records with keys or properties: (record index, keys, properties).
+    pub extras: Vec<(usize, Vec<u8>, Vec<u8>)>,
+    /// The records grouped by queue (`group_records`), once the run is complete.
+    pub groups: Vec<Group>,
+}
+
+/// The records of one queue in a run (`Run::groups`), in log order.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Group {
+    pub topic: u32,
+    pub queue_id: u32,
+    pub records: Vec<usize>,
+}
+
+/// A group's consume-queue entries and time facts, ready to be written.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Packed {
+    /// The queue offsets of the entries, when they do not follow on from the first.
+    pub offsets: Option<Vec<u64>>,
+    pub first_queue_offset: u64,
+    pub entries: Vec<u8>,
+    /// (queue offset, store ms) of each record whose queue offset is a multiple of
+    /// `interval`.
+    pub marks: Vec<(u64, i64)>,
+    pub max_store_ms: i64,
+    /// The records kept (those at or past the `since` offset given).
+    pub records: Vec<usize>,
+}
+
+impl Run {
+    fn push(&mut self, data: &[u8], pos: usize, header: Header, tags: &mut TagHashes) {
+        let record = &data[pos..pos + header.length as usize];
+        let parts = record::Parts::of(record, &header);
+        let topic = match self.topics.last() {
+            Some(last) if last.as_slice() == parts.topic => self.topics.len() - 1,
+            _ => match self.topics.iter().position(|t| t.as_slice() == parts.topic) {
+                Some(found) => found,
+                None => {
+                    self.topics.push(parts.topic.to_vec());
+                    self.topics.len() - 1
+                }
+            },
+        };
+        if header.keys_len != 0 || header.props_len != 0 {
+            self.extras.push((
+                self.headers.len(),
+                parts.keys.to_vec(),
+                parts.properties.to_vec(),
+            ));
+        }
+        self.topic_of.push(topic as u32);
+        self.tag_hashes.push(tags.hash(parts.tag));
+        self.headers.push(header);
+        self.length += u64::from(header.length);
+    }
+
+    /// The records grouped by (topic, queue id), groups in the order first met.
+    pub fn group_records(&self) -> Vec<Group> {
+        let mut groups: Vec<Group> = Vec::new();
+        let mut last = usize::MAX;
+        for (i, header) in self.headers.iter().enumerate() {
+            let topic = self.topic_of[i];
+            let queue_id = header.queue_id;
+            let hit = |g: &Group| g.topic == topic && g.queue_id == queue_id;
+            if last == usize::MAX || !hit(&groups[last]) {
+                last = match groups.iter().position(hit) {
+                    Some(found) => found,
+                    None => {
+                        groups.push(Group {
+                            topic,
+                            queue_id,
+                            records: Vec::new(),
+                        });
+                        groups.len() - 1
+                    }
+                };
+            }
+            groups[last].records.push(i);
+        }
+        groups
+    }
+
+    /// The entries of `records` (one queue's, in log order) whose commit offsets are at
+    /// or past `since`; None when none are.
+    pub fn pack(&self, records: &[usize], since: u64, interval: u64) -> Option<Packed> {
+        let kept: Vec<usize> = records
+            .iter()
+            .copied()
+            .filter(|&i| self.headers[i].commit_offset >= since)
+            .collect();
+        let first = self.headers[*kept.first()?].queue_offset;
+        let mut entries = Vec::with_capacity(kept.len() * crate::consume_queue::ENTRY_SIZE);
+        let mut follows = true;
+        let mut marks = Vec::new();
+        let mut max_store_ms = i64::MIN;
+        for (n, &i) in kept.iter().enumerate() {
+            let header = &self.headers[i];
+            Entry {
+                commit_offset: header.commit_offset,
+                size: header.length,
+                tag_hash: self.tag_hashes[i],
+            }
+            .pack_into(&mut entries);
+            if header.queue_offset != first.wrapping_add(n as u64) {
+                follows = false;
+            }
+            if header.queue_offset.is_multiple_of(interval) {
+                marks.push((header.queue_offset, header.store_ms));
+            }
+            max_store_ms = max_store_ms.max(header.store_ms);
+        }
+        let offsets =
+            (!follows).then(|| kept.iter().map(|&i| self.headers[i].queue_offset).collect());
+        Some(Packed {
+            offsets,
+            first_queue_offset: first,
+            entries,
+            marks,
+            max_store_ms,
+            records: kept,
+        })
+    }
+}
+
+/// What a scan finds at a position.
+#[derive(Debug)]
+pub enum Event {
+    Run(Run),
+    Corrupt {
+        offset: u64,
+        length: u64,
+        reason: String,
+    },
+    EndOfSegment {
+        offset: u64,
+        length: u64,
+    },
+    Tail {
+        offset: u64,
+    },
+    GarbageTail {
+        offset: u64,
+        length: u64,
+        reason: String,
+    },
+}
+
+/// The events from in-segment `start` on: up to and including the first run, or to the
+/// end of the scan (END_OF_SEGMENT, TAIL or GARBAGE_TAIL). Returns them and, when the
+/// scan is not over, where to go on from.
+///
+/// `data` is the whole segment, whose first byte is commit offset `base`. A sealed
+/// segment must end in an end-of-segment marker; in the last one, `durable_end` (the
+/// durable watermark) divides damage, which is skipped, from the torn end, which ends
+/// the log.
+pub fn scan_step(
+    data: &[u8],
+    base: u64,
+    start: usize,
+    sealed: bool,
+    durable_end: u64,
+    run_bytes: usize,
+) -> (Vec<Event>, Option<usize>) {
+    let size = data.len();
+    let durable = usize::try_from(durable_end.saturating_sub(base))
+        .unwrap_or(usize::MAX)
+        .min(size);
+    let mut events = Vec::new();
+    let mut pos = start;
+    let at = |pos: usize| base + pos as u64;
+    while pos + MARKER_SIZE <= size {
+        let run = intact_run(data, base, pos, run_bytes);
+        if !run.headers.is_empty() {
+            pos += run.length as usize;
+            events.push(Event::Run(run));
+            return (events, Some(pos));
+        }
+        let length = record::u32_at(data, pos);
+        let magic = record::u32_at(data, pos + 4);
+        let reason = if magic == RECORD_MAGIC {
+            match record::check(data, pos, at(pos)) {
+                Err(damage) => damage.to_string(),
+                Ok(_) => unreachable!("an intact record starts a run"),
+            }
+        } else if magic == END_OF_SEGMENT_MAGIC && length as usize == size - pos {
+            events.push(Event::EndOfSegment {
+                offset: at(pos),
+                length: u64::from(length),
+            });
+            return (events, None);
+        } else if length == 0 && magic == 0 {
+            if !sealed && pos >= durable {
+                events.push(Event::Tail { offset: at(pos) });
+                return (events, None);
+            }
+            "zeroed bytes where a record should start".to_string()
+        } else {
+            format!("no record starts here (magic 0x{magic:08x})")
+        };
+        if !sealed && pos >= durable {
+            events.push(Event::GarbageTail {
+                offset: at(pos),
+                length: (size - pos) as u64,
+                reason,
+            });
+            return (events, None);
+        }
+        let limit = if sealed { size } else { durable };
+        let resume = match find_next_record(data, base, pos + 1, limit) {
+            Some(found) => found,
+            None if sealed => {
+                events.push(Event::GarbageTail {
+                    offset: at(pos),
+                    length: (size - pos) as u64,
+                    reason,
+                });
+                return (events, None);
+            }
+            None => durable,
+        };
+        events.push(Event::Corrupt {
+            offset: at(pos),
+            length: (resume - pos) as u64,
+            reason,
+        });
+        pos = resume;
+    }
+    events.push(Event::Tail { offset: at(pos) });
+    (events, None)
+}
+
+/// The intact records from `pos` on, while each checks and none starts `run_bytes` or
+/// more past `pos`.
+pub fn intact_run(data: &[u8], base: u64, pos: usize, run_bytes: usize) -> Run {
+    let mut run = Run {
+        offset: base + pos as u64,
+        ..Run::default()
+    };
+    let mut tags = TagHashes::default();
+    let stop = pos.saturating_add(run_bytes);
+    let mut at = pos;
+    while at < stop {
+        match record::check(data, at, base + at as u64) {
+            Ok(header) => {
+                run.push(data, at, header, &mut tags);
+                at += header.length as usize;
+            }
+            Err(_) => break,
+        }
+    }
+    run.groups = run.group_records();
+    run
+}
+
+/// In-segment position of the first intact record, or else of the first valid end
+/// marker, in `[start, limit)` (`scan.find_next_record`).
+pub fn find_next_record(data: &[u8], base: u64, start: usize, limit: usize) -> Option<usize> {
+    let size = data.len();
+    let from = start + 4;
+    let to = (limit + 4).min(size);
+    let hits = |magic: &'static [u8; 4]| {
+        let window = if from < to { &data[from..to] } else { &[][..] };
+        window
+            .windows(4)
+            .enumerate()
+            .filter(move |(_, w)| *w == magic)
+            .map(move |(i, _)| from + i - 4)
+    };
+    if let Some(found) = hits(b"TDMR").find(|&c| record::check(data, c, base + c as u64).is_ok()) {
+        return Some(found);
+    }
+    hits(b"TDME").find(|&c| record::u32_at(data, c) as usize == size - c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{encode_into, Fields};
+
+    fn segment(records: &[(&[u8], u32, u64)], size: usize) -> Vec<u8> {
+        let mut data = Vec::new();
+        for (body, queue, queue_offset) in records {
+            let fields = Fields {
+                commit_offset: data.len() as u64,
+                queue_offset: *queue_offset,
+                born_ms: 7,
+                store_ms: 7,
+                queue_id: *queue,
+                topic: b"t",
+                tag: b"",
+                keys: b"",
+                properties: b"",
+            };
+            encode_into(&mut data, &fields, body);
+        }
+        data.resize(size, 0);
+        data
+    }
+
+    fn all(data: &[u8], sealed: bool, durable: u64) -> Vec<Event> {
+        let mut events = Vec::new();
+        let mut pos = Some(0);
+        while let Some(at) = pos {
+            let (found, next) = scan_step(data, 0, at, sealed, durable, RUN_BYTES);
+            events.extend(found);
+            pos = next;
+        }
+        events
+    }
+
+    #[test]
+    fn records_then_zeros_are_a_run_then_the_tail() {
+        let data = segment(&[(b"a", 0, 0), (b"bb", 1, 0), (b"c", 0, 1)], 4096);
+        let events = all(&data, false, 0);
+        assert_eq!(events.len(), 2);
+        let Event::Run(run) = &events[0] else {
+            panic!()
+        };
+        assert_eq!(run.headers.len(), 3);
+        assert!(matches!(events[1], Event::Tail { offset: 199 }));
+        let groups = &run.groups;
+        assert_eq!(groups[0].records, vec![0, 2]);
+        let packed = run.pack(&groups[0].records, 0, 128).unwrap();
+        assert_eq!(packed.offsets, None);
+        assert_eq!(packed.marks, vec![(0, 7)]);
+        assert_eq!(packed.entries.len(), 40);
+    }
+
+    #[test]
+    fn damage_below_the_durable_end_is_skipped_to_the_next_record() {
+        let mut data = segment(&[(b"a", 0, 0), (b"b", 0, 1), (b"c", 0, 2)], 4096);
+        data[66 + 59] ^= 0xFF; // the second record's body
+        let events = all(&data, false, 4096);
+        assert!(
+            matches!(&events[1], Event::Corrupt { offset: 66, length: 66, reason } if reason == "CRC32C mismatch")
+        );
+        assert!(matches!(events[2], Event::Run(_)));
+    }
+
+    #[test]
+    fn damage_past_the_durable_end_is_a_garbage_tail() {
+        let mut data = segment(&[(b"a", 0, 0), (b"b", 0, 1)], 4096);
+        data[66 + 59] ^= 0xFF;
+        let events = all(&data, false, 0);
+        assert!(matches!(events[1], Event::GarbageTail { offset: 66, .. }));
+    }
+
+    #[test]
+    fn a_sealed_segment_ends_at_its_marker() {
+        let mut data = segment(&[(b"a", 0, 0)], 4096);
+        data[66..70].copy_from_slice(&(4096u32 - 66).to_le_bytes());
+        data[70..74].copy_from_slice(b"TDME");
+        let events = all(&data, true, 0);
+        assert!(matches!(
+            events[1],
+            Event::EndOfSegment {
+                offset: 66,
+                length: 4030
+            }
+        ));
+    }
+}

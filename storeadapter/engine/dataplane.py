@@ -1,0 +1,129 @@
+"""The engine's side of its native data plane (``native/``, built as ``_native``).
+
+The crate does the work per record over buffers: encoding a batch, checking and
+decoding records, scanning a segment, packing entries, hashing. It never opens, writes
+or syncs a file: the engine hands it the bytes it read (a segment's mapping, a queue's
+entries) and writes what it gets back through ``fileio``. This module binds the calls to
+the engine's result types and gives the scan the shape of ``scan.scan_segment``.
+
+``record.py`` and ``scan.py`` keep the same format in Python: the reference the tests
+hold the native code to, and the long way for whatever the native code does not accept
+at once (a damaged record is reported by them, with their reasons).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from . import _native
+from .errors import CorruptRecordError
+from .results import STATUS_OK, AppendResult, StoredMessage
+from .scan import ScanEvent
+from .segment import Segment
+
+NATIVE_RUN = "native_run"
+Run = _native.Run
+
+# Why read_entries stopped (its second result).
+READ_END = 0
+READ_FULL = 1
+READ_OUTSIDE = 2
+READ_SLOW = 3
+
+key_hash = _native.key_hash
+tag_hash = _native.tag_hash
+encode_placed = _native.encode_placed
+
+
+def read_entries(
+    segment: Segment,
+    entries: bytes,
+    start: int,
+    topic: bytes,
+    topic_name: str,
+    queue: int,
+    first_queue_offset: int,
+    prefix: str,
+    wanted_hash: int | None,
+    wanted_tag: bytes | None,
+    max_messages: int,
+    messages: list[StoredMessage],
+) -> tuple[int, int]:
+    """Append to ``messages`` the messages of the consume-queue ``entries`` (packed; the
+    first at ``first_queue_offset``) from index ``start`` whose records lie in
+    ``segment``, each checked as ``Reading.read`` checks it; at most ``max_messages``.
+
+    Returns the index the walk stopped at and why: READ_END (every entry looked at),
+    READ_FULL, READ_OUTSIDE (that entry's record is in another segment) or READ_SLOW
+    (that entry must be read the long way, which reports what is wrong with it).
+    """
+    return _native.read_entries(
+        segment.map,
+        segment.base,
+        entries,
+        start,
+        topic,
+        topic_name,
+        queue,
+        first_queue_offset,
+        prefix,
+        wanted_hash,
+        wanted_tag,
+        max_messages,
+        StoredMessage,
+        messages,
+    )
+
+
+def decode_at(
+    segment: Segment, pos: int, commit_offset: int, message_id: str, expected_length: int = 0
+) -> StoredMessage | None:
+    """The message of the intact record at ``pos`` of ``segment`` (saying it lives at
+    ``commit_offset``, of ``expected_length`` bytes unless 0), or None: then
+    ``record.decode_record`` says what is wrong, if anything is."""
+    return _native.decode_at(
+        segment.map, pos, commit_offset, message_id, expected_length, StoredMessage
+    )
+
+
+def check_record(data, pos: int, commit_offset: int) -> tuple:
+    """``record.check_record`` done natively over ``data`` (a buffer: bytes, a mapping):
+    the header of the intact record at ``pos``, which must say it lives at
+    ``commit_offset``, or CorruptRecordError with the reason the Python check gives."""
+    found = _native.check_at(data, pos, commit_offset)
+    if type(found) is str:
+        raise CorruptRecordError(commit_offset, found)
+    return found
+
+
+def encode_plain(
+    bodies: list[bytes],
+    topic: bytes,
+    tail: int,
+    now: int,
+    turn: list[int],
+    bases: list[int],
+    prefix: str,
+    topic_name: str,
+) -> tuple[bytes, list[bytes], list[AppendResult]]:
+    """Records of ``bodies`` from commit offset ``tail``, dealt to the queues of ``turn``
+    in turn from the queue offsets ``bases``: their bytes, each turn queue's packed
+    entries, and the results."""
+    return _native.encode_plain(
+        bodies, topic, tail, now, turn, bases, prefix, topic_name, STATUS_OK, AppendResult
+    )
+
+
+def scan_runs(
+    segment: Segment, start: int, sealed: bool, durable_end: int = 0
+) -> Iterator[ScanEvent]:
+    """``scan.scan_segment(segment, start, sealed, durable_end, runs=True)`` done
+    natively: the same events, but consecutive intact records come as NATIVE_RUN events
+    whose ``header`` is a ``Run`` (``count``, ``headers()``, ``queues()``, ``pack()``)."""
+    position: int | None = start
+    while position is not None:
+        events, position = _native.scan_step(
+            segment.map, segment.base, position, sealed, durable_end
+        )
+        for kind, offset, length, reason, run in events:
+            yield ScanEvent(kind, offset, length, reason, run)
