@@ -13,7 +13,7 @@ from zlib import crc32
 
 from . import clock, dataplane
 from .blockqueue import BlockQueue
-from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL
+from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL
 from .errors import (
     DiskFullError,
     InvalidMessageError,
