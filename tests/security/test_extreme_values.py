@@ -195,6 +195,7 @@ def _path(template: str, world: dict, overrides: dict) -> str:
         "reset": world["reset_id"],
         "rule_id": world["rule_id"],
         "silence_id": world["silence_id"],
+        "stream_id": "account-1",
         **overrides,
     }
     return template.format(**values)
