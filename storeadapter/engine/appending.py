@@ -370,7 +370,9 @@ class Appending:
         reserved: zeros fit even on a full disk); whether that worked."""
         try:
             log = self.commitlog
-            log.clear_after_tail(log.writable_segment(), self._shared.extent())
+            extent = self._shared.extent()
+            self._erase_unpublished_entries(extent)
+            log.clear_after_tail(log.writable_segment(), extent)
             self._index.truncate_from(tail)
             for shared in self._registry.shared_topics():
                 shared.blocks.discard_unpublished(tail)

@@ -296,6 +296,27 @@ class ConsumeQueue(QueueBase):
         value = ENTRY.unpack(data)
         return value if value[1] else None
 
+    def erase_unpublished(self, index: int, commit_offset: int) -> bool:
+        """Erase entry ``index`` if it points at ``commit_offset``: a write that was
+        never published (its writer died, or its batch failed) left it past the queue's
+        published end, and its record is about to be cleared. Left there, it would
+        point at whatever record is written at that offset next. Whether it was erased."""
+        queue_file = self._file_for(index, create=False)
+        if queue_file is None:
+            return False
+        slot = index - queue_file.first_index
+        data = queue_file.pread(slot, 1)
+        if len(data) != ENTRY_SIZE:
+            return False
+        pointed, size, _ = ENTRY.unpack(data)
+        if pointed != commit_offset or not size:
+            return False
+        queue_file.pwrite(slot, bytes(ENTRY_SIZE))
+        self.dirty.add(queue_file)
+        if index >= self.max_offset:
+            self.time_index.truncate_from(self.max_offset)
+        return True
+
     # -- upkeep ------------------------------------------------------------------------
 
     def truncate(self, index: int) -> None:

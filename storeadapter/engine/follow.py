@@ -9,12 +9,15 @@ past what it published.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 
+from . import fileio
 from .commitlog import CommitLog
 from .consumequeue import ConsumeQueue
 from .errors import StoreFormatError
 from .record import END_OF_SEGMENT_MAGIC, HEADER, HEADER_SIZE, MARKER, RECORD_MAGIC
+from .segment import is_segment_name, segment_name
 
 Resolver = Callable[[bytes, int], tuple[ConsumeQueue, int] | None]
 
@@ -84,6 +87,48 @@ def record_matches(log: CommitLog, offset: int, topic: bytes, queue_id: int, ind
         and header[6] == queue_id
         and bytes(segment.view[start : start + header[9]]) == topic
     )
+
+
+def unpublished_records(log: CommitLog, extent: int) -> list[tuple[bytes, int, int, int]]:
+    """(topic, queue id, queue offset, commit offset) of each record a write that was
+    never published left from the tail up to ``extent`` (the end its writer marked): in
+    the writable segment, then in the segment files it rolled into, as far as whole
+    headers can be walked. Its consume-queue entries point at these records."""
+    found: list[tuple[bytes, int, int, int]] = []
+    segment = log.writable_segment()
+    start = log.tail - segment.base
+    found.extend(
+        _headers(segment.view, start, min(segment.size, extent - segment.base), segment.base)
+    )
+    rolled = sorted(
+        int(path.name)
+        for path in log.directory.iterdir()
+        if is_segment_name(path.name) and segment.end <= int(path.name) < extent
+    )
+    for base in rolled:
+        try:
+            fd = fileio.open_file(log.directory / segment_name(base))
+        except FileNotFoundError:
+            continue
+        try:
+            data = fileio.pread(fd, min(log.segment_bytes, extent - base), 0)
+        finally:
+            os.close(fd)
+        found.extend(_headers(memoryview(data), 0, len(data), base))
+    return found
+
+
+def _headers(view, pos: int, stop: int, base: int) -> Iterator[tuple[bytes, int, int, int]]:
+    while pos + HEADER_SIZE <= stop:
+        length, magic = MARKER.unpack_from(view, pos)
+        if magic != RECORD_MAGIC or length <= HEADER_SIZE:
+            return
+        header = HEADER.unpack_from(view, pos)
+        if header[2] != base + pos or pos + HEADER_SIZE + header[9] > stop:
+            return
+        start = pos + HEADER_SIZE
+        yield bytes(view[start : start + header[9]]), header[6], header[3], base + pos
+        pos += length
 
 
 def trim_queue_end(

@@ -19,7 +19,9 @@
    record that is not theirs (a writer died before publishing them), are erased; entries
    below the checkpoint's dispatched offset, and entries whose records the scan found
    damaged below the durable watermark, stay (the damage is reported, and the queue
-   offset is never handed out again).
+   offset is never handed out again). Trusting the checkpoint this way relies on no
+   stale entry pointing below it: whoever clears an unpublished write (the next writer,
+   or a writer whose batch failed) erases that write's entries with its records.
 """
 
 from __future__ import annotations

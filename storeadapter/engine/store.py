@@ -28,7 +28,7 @@ from .errors import (
     StreamTopicError,
 )
 from .flush import FlushService
-from .follow import follow_log, trim_queue_end
+from .follow import follow_log, trim_queue_end, unpublished_records
 from .groupoffsets import GroupOffsets
 from .handles import HandleCache
 from .keyindex import KeyIndex
@@ -474,20 +474,41 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         offset changes it saved without publishing them."""
         log = self.commitlog
         tail = log.tail
+        self._table = TopicTable(self.path / "topics.json")
+        self._registry.reload(self._table)
+        self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
         if extent > tail:
+            self._erase_unpublished_entries(extent)
             log.clear_after_tail(log.writable_segment(), extent)
         self._index.truncate_from(tail)
         self._streams.truncate_from(self._topics, tail)
         for shared in self._registry.shared_topics():
             shared.blocks.discard_unpublished(tail)
-        self._table = TopicTable(self.path / "topics.json")
-        self._registry.reload(self._table)
-        self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
         self._offsets.catch_up()
         self._publish(
             topics_version=self._seen.topics_version + 1,
             offsets_version=self._seen.offsets_version + 1,
         )
+
+    def _erase_unpublished_entries(self, extent: int) -> None:
+        """Erase the consume-queue entries of the records an unpublished write left past
+        the tail (up to ``extent``), before those records are cleared: the next records
+        written there belong to other queues, and a checkpoint past them would vouch
+        for the stale entries. (Shared topics discard theirs with their blocks.)"""
+        for name, queue_id, queue_offset, commit_offset in unpublished_records(
+            self.commitlog, extent
+        ):
+            topic = self._registry.topic_of(name)
+            if (
+                topic is None
+                or topic.blocks is not None
+                or not 0 <= queue_id < len(topic.queues)
+                or commit_offset < topic.info.created_offset
+            ):
+                continue
+            queue = topic.queues[queue_id]
+            if queue.erase_unpublished(queue_offset, commit_offset):
+                self._dirty_queues.add(queue)
 
     def _io_failure(self, error: OSError) -> DiskFullError | StoreIOError:
         """The typed error of a topic, offset or retention change whose file could not be

@@ -456,3 +456,32 @@ def hold_open_with(path: str, mode: str, ready: str, overrides: dict) -> None:
     Path(ready).write_text("open")
     while not store.closed:
         time.sleep(1)
+
+
+def append_to_queue_until_killed(path: str, mode: str, kill: dict, queue: int, body: str) -> None:
+    """A child: open the store, arm the kill point, append ``body`` (hex) to ``queue``.
+
+    Never acknowledged: the kill point is meant to be inside the append."""
+    store = MessageStore.open(path, fault_config(mode))
+    arm_kill(**kill)
+    store.append(TOPIC, bytes.fromhex(body), queue=queue)
+    store.close()
+
+
+def append_flush_then_die(
+    path: str, mode: str, acks: str, queues: list[int], then: list[int] = ()
+) -> None:
+    """A child: append a message to each of ``queues`` in turn, flush (a checkpoint past
+    them), append one to each of ``then``, then die by SIGKILL with nothing closed."""
+    import signal
+
+    rng = random.Random(11)
+    writer = AckWriter(acks)
+    store = MessageStore.open(path, fault_config(mode))
+    for number, queue in enumerate([*queues, None, *then]):
+        if queue is None:
+            store.flush()
+            continue
+        bodies = [make_body(rng, "f", number)]
+        writer.write([store.append(TOPIC, bodies[0], queue=queue)], bodies)
+    os.kill(os.getpid(), signal.SIGKILL)
