@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from storeadapter.engine import InvalidNameError, MessageStore, TopicInfo, TopicNotFoundError
+from storeadapter.lagrule import queue_lag
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,8 +287,7 @@ def group_queue_lags(
     rows = []
     for queue, (low, high) in enumerate(ranges, start=first):
         offset = committed.get((topic, queue))
-        position = low if offset is None or offset < low else offset
-        rows.append(GroupQueueLag(topic, queue, offset, high, max(0, high - position)))
+        rows.append(GroupQueueLag(topic, queue, offset, high, queue_lag(offset, low, high)))
     return rows
 
 
@@ -349,8 +349,7 @@ def _group_summary(
         count += len(queues)
         for queue, (low, high) in enumerate(queues):
             offset = committed.get((name, queue))
-            position = low if offset is None or offset < low else offset
-            behind = high - position if high > position else 0
+            behind = queue_lag(offset, low, high)
             if behind:
                 lag += behind
                 behind_count += 1

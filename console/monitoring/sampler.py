@@ -51,6 +51,7 @@ from storeadapter.engine import (
     TopicNotFoundError,
 )
 from storeadapter.engine import clock as engine_clock
+from storeadapter.lagrule import group_position, lost_to_retention, queue_lag
 
 #: The expiry forecast reads a consume-queue entry per group and queue, and more where
 #: messages are in sealed segments: it is read once a minute and carried in between.
@@ -240,11 +241,11 @@ class _BigTopics:
             lag = behind = consumed = 0
             for queue, (low, high) in enumerate(ranges, start=first):
                 offset = offsets.get(queue)
-                position = low if offset is None or offset < low else offset
-                if high > position:
-                    lag += high - position
+                behind_by = queue_lag(offset, low, high)
+                if behind_by:
+                    lag += behind_by
                     behind += 1
-                consumed += position
+                consumed += group_position(offset, low)
             groups[group] = [lag, behind, consumed]
         values = {
             "queues": len(ranges),
@@ -392,15 +393,18 @@ class _Sample:
         ranges: list[tuple[int, int]],
     ) -> _Queues:
         committed = [offsets.get((topic, queue)) for queue in range(len(ranges))]
-        # Lag counts from the committed offset (Kafka, Burrow): messages retention deleted
-        # before the group consumed them are still behind, and counted as lost. A queue
-        # never committed counts from its first offset (where a consumer starts).
         positions = [
-            low if offset is None else offset
+            group_position(offset, low)
             for offset, (low, _high) in zip(committed, ranges, strict=True)
         ]
-        lags = [max(0, high - at) for at, (_low, high) in zip(positions, ranges, strict=True)]
-        lost = [max(0, low - at) for at, (low, _high) in zip(positions, ranges, strict=True)]
+        lags = [
+            queue_lag(offset, low, high)
+            for offset, (low, high) in zip(committed, ranges, strict=True)
+        ]
+        lost = [
+            lost_to_retention(offset, low)
+            for offset, (low, _high) in zip(committed, ranges, strict=True)
+        ]
         prev = self.prev_groups.get((group, topic))
         last_commits, new_commits = self._last_commits(group, topic, committed, prev)
         row = GroupSample(

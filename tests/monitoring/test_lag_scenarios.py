@@ -10,6 +10,7 @@ import pytest
 from console.monitoring import current
 from console.monitoring.metrics import NOT_DRAINING
 from console.monitoring.models import GroupSample
+from storeadapter.summaries import group_queue_lags, group_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +97,26 @@ def test_an_hour_of_steady_traffic_never_reads_not_draining(store, clock, sample
 
     assert NOT_DRAINING not in answers
     assert len(answers) == 360
+
+
+@pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 1}])
+def test_the_pages_live_lag_counts_from_the_committed_offset_after_retention_as_samples_do(
+    store, clock, sample_at
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 100, size=200)
+    store.commit_offset("billing", "orders", 0, 10)
+    clock.at(2 * HOUR_S)
+    append(store, "orders", 5, size=200)
+    store.delete_expired(clock.ms)
+    low, high = store.queue_range("orders", 0)
+    assert low > 10
+
+    sample_at(2 * HOUR_S + 10)
+
+    sampled = GroupSample.objects.get().lag
+    summary = group_summary(store, "billing")
+    (row,) = group_queue_lags(store, "billing", "orders", 0, 1)
+    assert summary.lag == summary.queues[0].lag == row.lag == sampled == high - 10
+    assert summary.queues_behind == 1

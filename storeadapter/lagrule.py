@@ -1,0 +1,25 @@
+"""How far behind a consumer group is in one queue: the one rule the pages, the API, the
+CLI, the sampler and so the alerts share.
+
+Lag counts from the committed offset (Kafka, Burrow): messages retention deleted before
+the group consumed them are still behind, and counted as lost to retention; the lag does
+not drop when retention takes them. A queue the group never committed on counts from
+its first offset (where a new consumer starts).
+"""
+
+from __future__ import annotations
+
+
+def group_position(committed: int | None, low: int) -> int:
+    """Where the group stands in a queue whose offsets run from ``low``."""
+    return low if committed is None else committed
+
+
+def queue_lag(committed: int | None, low: int, high: int) -> int:
+    """Messages behind in a queue holding offsets ``low`` to ``high - 1``."""
+    return max(0, high - group_position(committed, low))
+
+
+def lost_to_retention(committed: int | None, low: int) -> int:
+    """Messages retention deleted before the group consumed them."""
+    return max(0, low - group_position(committed, low))
