@@ -125,9 +125,8 @@ class Appending:
             and len(body) <= self._plain_body_limit(state)
             and dedup_id is None
         ):
-            prepared = (None, None, b"", b"", b"", body, None, 0, (), None)
-        else:
-            prepared = self._prepare(state, body, key, tag, queue, properties, None, dedup_id)
+            return self._append_prepared(state, [body], plain=True)[0]
+        prepared = self._prepare(state, body, key, tag, queue, properties, None, dedup_id)
         return self._append_prepared(state, [prepared])[0]
 
     def append_batch(
