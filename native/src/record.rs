@@ -210,6 +210,17 @@ pub fn frame_intact(data: &[u8], pos: usize) -> bool {
     end <= limit && u32_at(data, end - 4) == header.length
 }
 
+/// The header of the record framed at `pos` (`frame_intact`) that says it lives at
+/// `commit_offset`; its CRC is not checked: what a reader looks at before it knows it
+/// wants the record.
+pub fn framed_at(data: &[u8], pos: usize, commit_offset: u64) -> Option<Header> {
+    if !frame_intact(data, pos) {
+        return None;
+    }
+    let header = Header::parse(&data[pos..]);
+    (header.commit_offset == commit_offset).then_some(header)
+}
+
 /// A record's parts between its header and its trailer, as slices of one record.
 #[derive(Clone, Copy, Debug)]
 pub struct Parts<'a> {
@@ -363,6 +374,24 @@ mod tests {
             (&b"t"[..], &b"x"[..], &b"k"[..], &b"hi"[..])
         );
         assert!(frame_intact(&data, 0));
+    }
+
+    #[test]
+    fn a_framed_record_is_seen_before_its_crc_is_checked() {
+        let data = worked_example();
+        assert!(framed_at(&data, 0, 0).is_some());
+        assert!(
+            framed_at(&data, 0, 7).is_none(),
+            "it says it lives elsewhere"
+        );
+        let mut body = data.clone();
+        body[61] ^= 1; // in the body: the frame holds, the CRC does not
+        assert!(framed_at(&body, 0, 0).is_some());
+        assert_eq!(check(&body, 0, 0).unwrap_err(), Damage::CrcMismatch);
+        let mut length = data.clone();
+        length[0] = 70;
+        assert!(framed_at(&length, 0, 0).is_none());
+        assert!(framed_at(&data[..60], 0, 0).is_none());
     }
 
     #[test]

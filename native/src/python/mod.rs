@@ -19,6 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(appending::encode_placed, m)?)?;
     m.add_function(wrap_pyfunction!(reading::read_entries, m)?)?;
     m.add_function(wrap_pyfunction!(reading::decode_at, m)?)?;
+    m.add_function(wrap_pyfunction!(reading::read_members, m)?)?;
     m.add_function(wrap_pyfunction!(reading::check_at, m)?)?;
     m.add_function(wrap_pyfunction!(reading::canonical_offset, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;

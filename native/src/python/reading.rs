@@ -1,7 +1,9 @@
 //! Reads: a batch of consume-queue entries into StoredMessages, and one record by id.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyType};
+use std::collections::HashMap;
+
+use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
 use super::{check_record_type, detach_if, id_prefix, message_id, new_record, Bytes};
 use crate::reading::{self, Stop, Wanted};
@@ -246,4 +248,140 @@ pub fn check_at<'py>(
         Ok(header) => Ok(super::scan::header_tuple(py, &header)?.into_any()),
         Err(damage) => Ok(PyString::new(py, &damage.to_string()).into_any()),
     }
+}
+
+/// What `read_members` stopped at: `stop` (or the segment's end) reached, `max_messages`
+/// found, or a position the caller reads the long way (bad bytes, an end-of-segment
+/// marker, a record whose CRC or text fails), which says what is there.
+const MEMBERS_END: u8 = 0;
+const MEMBERS_FULL: u8 = 1;
+const MEMBERS_SLOW: u8 = 2;
+
+/// A topic a read wants, as `read_members` looks it up once per call.
+struct WantedTopic<'py> {
+    queues: u32,
+    starts: Bound<'py, PyTuple>,
+    name: Bound<'py, PyAny>,
+}
+
+/// The Spark reader's walk over a range of a segment (`spark.scanning.scan_range`), for
+/// as long as every record is intact: from in-segment `pos` of `segment` (its mapping,
+/// commit offset `base` first), records starting before `stop`. A record is a *member*
+/// when it is of a topic of `topics` (name → (queue count, per-queue first commit
+/// offsets)) and of a queue below that count whose first offset it is not below, and in
+/// `queues` when given; a member whose store time is in `[since_ms, until_ms)` is
+/// CRC-checked and appended to `messages` as a `message_type`; other records are
+/// passed over by their frame. Returns (position reached, members, records passed over,
+/// why it stopped: 0 `stop` reached, 1 `max_messages` found, 2 the record at the
+/// position must be read the long way).
+#[pyfunction]
+#[pyo3(signature = (segment, pos, stop, base, topics, queues, since_ms, until_ms, prefix,
+    max_messages, message_type, messages))]
+#[allow(clippy::too_many_arguments)]
+pub fn read_members<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    mut pos: usize,
+    stop: usize,
+    base: u64,
+    topics: &Bound<'py, PyDict>,
+    queues: Option<&Bound<'py, PyFrozenSet>>,
+    since_ms: Option<i64>,
+    until_ms: Option<i64>,
+    prefix: &str,
+    max_messages: usize,
+    message_type: &Bound<'py, PyType>,
+    messages: &Bound<'py, PyList>,
+) -> PyResult<(usize, usize, usize, u8)> {
+    check_record_type(message_type)?;
+    let prefix = id_prefix(prefix)?;
+    let data = Bytes::of(segment)?;
+    let data = data.slice();
+    let size = data.len();
+    let mut wanted: HashMap<&[u8], Option<WantedTopic<'py>>> = HashMap::new();
+    let (mut members, mut passed, mut found) = (0usize, 0usize, 0usize);
+    while pos < stop && pos + record::MARKER_SIZE <= size {
+        let offset = base + pos as u64;
+        let Some(header) = record::framed_at(data, pos, offset) else {
+            return Ok((pos, members, passed, MEMBERS_SLOW));
+        };
+        let end = pos + header.length as usize;
+        let name_at = pos + record::HEADER_SIZE;
+        let name = &data[name_at..name_at + usize::from(header.topic_len)];
+        if !wanted.contains_key(name) {
+            let topic = match topics.get_item(PyBytes::new(py, name))? {
+                None => None,
+                Some(entry) => {
+                    let (queues, starts): (u32, Bound<'py, PyTuple>) = entry.extract()?;
+                    let Ok(text) = std::str::from_utf8(name) else {
+                        return Ok((pos, members, passed, MEMBERS_SLOW));
+                    };
+                    let name = PyString::new(py, text).into_any();
+                    Some(WantedTopic {
+                        queues,
+                        starts,
+                        name,
+                    })
+                }
+            };
+            wanted.insert(name, topic);
+        }
+        let member = match &wanted[name] {
+            Some(topic) if header.queue_id < topic.queues => {
+                let first: u64 = topic.starts.get_item(header.queue_id as usize)?.extract()?;
+                let in_queues = match queues {
+                    Some(queues) => queues.contains(header.queue_id)?,
+                    None => true,
+                };
+                (offset >= first && in_queues).then_some(topic)
+            }
+            _ => None,
+        };
+        let Some(topic) = member else {
+            passed += 1;
+            pos = end;
+            continue;
+        };
+        members += 1;
+        if since_ms.is_some_and(|since| header.store_ms < since)
+            || until_ms.is_some_and(|until| header.store_ms >= until)
+        {
+            passed += 1;
+            pos = end;
+            continue;
+        }
+        let record = &data[pos..end];
+        let extras = match record::check(data, pos, offset) {
+            Ok(_) => Extras::of(py, &Parts::of(record, &header)),
+            Err(_) => None,
+        };
+        let Some(extras) = extras else {
+            return Ok((pos, members - 1, passed, MEMBERS_SLOW));
+        };
+        let parts = Parts::of(record, &header);
+        let message = new_record(
+            py,
+            message_type,
+            [
+                message_id(py, &prefix, offset).into_any(),
+                topic.name.clone(),
+                header.queue_id.into_pyobject(py)?.into_any(),
+                header.queue_offset.into_pyobject(py)?.into_any(),
+                offset.into_pyobject(py)?.into_any(),
+                header.born_ms.into_pyobject(py)?.into_any(),
+                header.store_ms.into_pyobject(py)?.into_any(),
+                extras.tag,
+                extras.keys,
+                extras.properties,
+                PyBytes::new(py, parts.body).into_any(),
+            ],
+        )?;
+        messages.append(message)?;
+        found += 1;
+        pos = end;
+        if found >= max_messages {
+            return Ok((pos, members, passed, MEMBERS_FULL));
+        }
+    }
+    Ok((pos, members, passed, MEMBERS_END))
 }
