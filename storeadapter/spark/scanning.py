@@ -243,15 +243,19 @@ def scan_range(
     members = 0
     # The native walk takes every intact record it can; the loop below reads the one it
     # stops at (bad bytes, the end marker, a record that fails its checks), then hands
-    # back. A read bounded by queue offsets goes the long way throughout.
-    native = NATIVE and not by_offset
+    # back.
+    offsets = (
+        (wanted.min_queue_offset, wanted.max_queue_offset, wanted.queue_starts, wanted.queue_ends)
+        if by_offset
+        else None
+    )
     try:
         while pos < stop and pos + 8 <= size:
-            if native:
+            if NATIVE:
                 batch: list[StoredMessage] = []
                 pos, found, passed, why = read_members(
-                    mapped, pos, stop, base, topics, queues, since_ms, until_ms, id_prefix,
-                    _NATIVE_BATCH, StoredMessage, batch,
+                    mapped, pos, stop, base, topics, queues, since_ms, until_ms, offsets,
+                    id_prefix, _NATIVE_BATCH, StoredMessage, batch,
                 )  # fmt: skip
                 members += found
                 counters.skipped += passed

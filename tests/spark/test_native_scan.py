@@ -19,6 +19,10 @@ SELECTIONS = {
     "some queues": {"queues": {0, 2}},
     "a time window": {"since_ms": 1_000_300, "until_ms": 1_000_700},
     "by queue offset": {"min_queue_offset": 5, "max_queue_offset": 30},
+    "per queue": {
+        "queue_starts": {"orders": {0: 10, 2: 40}, "audit": {1: 3}},
+        "queue_ends": {"orders": {0: 50, 1: 20}},
+    },
 }
 
 

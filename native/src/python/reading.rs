@@ -262,6 +262,55 @@ struct WantedTopic<'py> {
     queues: u32,
     starts: Bound<'py, PyTuple>,
     name: Bound<'py, PyAny>,
+    /// The name as bytes: the key of the per-queue offset bounds.
+    key: Bound<'py, PyAny>,
+}
+
+/// Queue-offset bounds of a read: every queue's `[low, high)`, and some queues' own.
+struct OffsetBounds<'py> {
+    low: Option<u64>,
+    high: Option<u64>,
+    starts: Bound<'py, PyDict>,
+    ends: Bound<'py, PyDict>,
+}
+
+impl<'py> OffsetBounds<'py> {
+    fn of(offsets: &Bound<'py, PyTuple>) -> PyResult<OffsetBounds<'py>> {
+        let (low, high, starts, ends) = offsets.extract()?;
+        Ok(OffsetBounds {
+            low,
+            high,
+            starts,
+            ends,
+        })
+    }
+
+    fn keep(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        queue_id: u32,
+        queue_offset: u64,
+    ) -> PyResult<bool> {
+        if self.low.is_some_and(|low| queue_offset < low)
+            || self.high.is_some_and(|high| queue_offset >= high)
+        {
+            return Ok(false);
+        }
+        if self.starts.is_empty() && self.ends.is_empty() {
+            return Ok(true);
+        }
+        let key = PyTuple::new(py, [topic.clone(), queue_id.into_pyobject(py)?.into_any()])?;
+        if let Some(first) = self.starts.get_item(&key)? {
+            if queue_offset < first.extract::<u64>()? {
+                return Ok(false);
+            }
+        }
+        match self.ends.get_item(&key)? {
+            Some(end) => Ok(queue_offset < end.extract::<u64>()?),
+            None => Ok(true),
+        }
+    }
 }
 
 /// The Spark reader's walk over a range of a segment (`spark.scanning.scan_range`), for
@@ -269,14 +318,16 @@ struct WantedTopic<'py> {
 /// commit offset `base` first), records starting before `stop`. A record is a *member*
 /// when it is of a topic of `topics` (name → (queue count, per-queue first commit
 /// offsets)) and of a queue below that count whose first offset it is not below, and in
-/// `queues` when given; a member whose store time is in `[since_ms, until_ms)` is
-/// CRC-checked and appended to `messages` as a `message_type`; other records are
+/// `queues` when given; a member whose store time is in `[since_ms, until_ms)` and
+/// whose queue offset is within `offsets` (when given: the filter's `(min_queue_offset,
+/// max_queue_offset, queue_starts, queue_ends)`, as `scanning._offset_kept` reads them)
+/// is CRC-checked and appended to `messages` as a `message_type`; other records are
 /// passed over by their frame. Returns (position reached, members, records passed over,
 /// why it stopped: 0 `stop` reached, 1 `max_messages` found, 2 the record at the
 /// position must be read the long way).
 #[pyfunction]
-#[pyo3(signature = (segment, pos, stop, base, topics, queues, since_ms, until_ms, prefix,
-    max_messages, message_type, messages))]
+#[pyo3(signature = (segment, pos, stop, base, topics, queues, since_ms, until_ms, offsets,
+    prefix, max_messages, message_type, messages))]
 #[allow(clippy::too_many_arguments)]
 pub fn read_members<'py>(
     py: Python<'py>,
@@ -288,11 +339,13 @@ pub fn read_members<'py>(
     queues: Option<&Bound<'py, PyFrozenSet>>,
     since_ms: Option<i64>,
     until_ms: Option<i64>,
+    offsets: Option<&Bound<'py, PyTuple>>,
     prefix: &str,
     max_messages: usize,
     message_type: &Bound<'py, PyType>,
     messages: &Bound<'py, PyList>,
 ) -> PyResult<(usize, usize, usize, u8)> {
+    let bounds = offsets.map(OffsetBounds::of).transpose()?;
     check_record_type(message_type)?;
     let prefix = id_prefix(prefix)?;
     let data = Bytes::of(segment)?;
@@ -316,11 +369,13 @@ pub fn read_members<'py>(
                     let Ok(text) = std::str::from_utf8(name) else {
                         return Ok((pos, members, passed, MEMBERS_SLOW));
                     };
+                    let key = PyBytes::new(py, name).into_any();
                     let name = PyString::new(py, text).into_any();
                     Some(WantedTopic {
                         queues,
                         starts,
                         name,
+                        key,
                     })
                 }
             };
@@ -343,8 +398,13 @@ pub fn read_members<'py>(
             continue;
         };
         members += 1;
+        let offset_kept = match &bounds {
+            Some(bounds) => bounds.keep(py, &topic.key, header.queue_id, header.queue_offset)?,
+            None => true,
+        };
         if since_ms.is_some_and(|since| header.store_ms < since)
             || until_ms.is_some_and(|until| header.store_ms >= until)
+            || !offset_kept
         {
             passed += 1;
             pos = end;
