@@ -17,15 +17,18 @@ from .errors import (
 )
 from .message_id import format_message_id, parse_message_id
 from .record import (
+    COMMIT_OFFSET_END,
     END_OF_SEGMENT_MAGIC,
     MARKER,
+    MARKER_SIZE,
     RECORD_MAGIC,
-    STORE_TIME,
-    STORE_TIME_AT,
     decode_record,
     encode_tag,
     frame_intact,
     normalize_keys,
+    record_commit_offset,
+    record_magic,
+    record_store_time,
     topic_name,
 )
 from .results import (
@@ -245,16 +248,17 @@ class Reading:
         message = _decode_at(segment.map, pos, commit_offset, canonical_id, 0, StoredMessage)
         if message is not None:
             return message
-        if pos + 8 > segment.size or int.from_bytes(segment.map[pos + 4 : pos + 8], "little") != (
-            RECORD_MAGIC
-        ):
+        if pos + MARKER_SIZE > segment.size or record_magic(segment.map, pos) != RECORD_MAGIC:
             raise MessageNotFoundError(
                 f"no message starts at commit-log offset {commit_offset} (id {message_id})"
             )
         try:
             return decode_record(segment.view, pos, segment.size, commit_offset, self._id_prefix)
         except CorruptRecordError as error:
-            says_here = int.from_bytes(segment.map[pos + 8 : pos + 16], "little") == commit_offset
+            says_here = (
+                pos + COMMIT_OFFSET_END <= segment.size
+                and record_commit_offset(segment.map, pos) == commit_offset
+            )
             if not says_here and not frame_intact(segment.view, pos, segment.size):
                 raise MessageNotFoundError(
                     f"no message starts at commit-log offset {commit_offset} (id {message_id})"
@@ -306,7 +310,7 @@ class Reading:
         if found is None:
             return None
         segment, pos = found
-        return STORE_TIME.unpack_from(segment.map, pos + STORE_TIME_AT)[0]
+        return record_store_time(segment.map, pos)
 
     def query_by_key(
         self,

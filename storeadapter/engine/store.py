@@ -36,6 +36,7 @@ from .locks import ForkGuard, StoreLocks
 from .metadata import StoreIdentity, TopicTable
 from .offsets import OffsetStore
 from .reading import Reading
+from .record import record_store_time
 from .recovery import RecoveryReport, choose_start, recover
 from .restore import restore_queue_end
 from .results import (
@@ -870,7 +871,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 if found is None:
                     return None
                 segment, pos = found
-                return int.from_bytes(segment.map[pos + 32 : pos + 40], "little", signed=True)
+                return record_store_time(segment.map, pos)
             index -= 1
         return None
 
