@@ -353,9 +353,9 @@ class Appending:
                 self._seen = SharedSnapshot(end, seen[1], seen[2], seen[3], seen[4], ring_seq)
             finally:
                 self._locks.unlock_writes()
-        if self._pull_waiters:
-            with self._appended:
-                self._appended.notify_all()
+        arrivals = self._reader.arrivals
+        if arrivals.waiting:
+            arrivals.wake()
         return outcomes, end
 
     def _begin_write(self) -> None:
@@ -717,7 +717,7 @@ class Appending:
             for offset in self._index.query(
                 state.info.name, DEDUP_KEY_PREFIX + dedup_id, since, None, _DEDUP_CANDIDATES
             ):
-                message = self._record_at(offset)
+                message = self._reader.record_at(offset)
                 if (
                     message is not None
                     and message.topic == state.info.name

@@ -7,7 +7,6 @@ import errno
 import json
 import os
 import threading
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,8 +34,8 @@ from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .metadata import StoreIdentity, TopicTable
 from .offsets import OffsetStore
+from .reader import Reader
 from .reading import Reading
-from .record import record_store_time
 from .recovery import RecoveryReport, choose_start, recover
 from .restore import restore_queue_end
 from .results import (
@@ -76,13 +75,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             on_timeout=self._flush_timed_out,
         )
         self._flush_lock = threading.Lock()
-        self._appended = threading.Condition()
-        self._pull_waiters = 0
         self._closed = False
         self._failure: BaseException | None = None
         self._dirty_queues: set[ConsumeQueue] = set()
-        self._corruptions: deque[Corruption] = deque(maxlen=1000)
-        self._corrupt_offsets: set[int] = set()
         self._follow_lock = threading.RLock()
         self._locks: StoreLocks | None = None
         self._shared: SharedState | None = None
@@ -138,12 +133,15 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._index = KeyIndex(
                     self.path / "index", self.config.index_slots, self.config.index_entries
                 )
+                self._reader = Reader(
+                    self.commitlog, self.identity.store_id, self._id_prefix, self._index
+                )
                 self._streams = Streams(
                     self.path / "consumequeue",
                     self.config.stream_index_slots,
                     self.config.stream_cache_streams,
                     self.commitlog,
-                    self._record_at,
+                    self._reader.record_at,
                     self.config.max_message_bytes,
                 )
                 if alone:
@@ -219,7 +217,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             )
         self._registry.damage.clear()
         for corruption in self.last_recovery.corruptions:
-            self._note_corruption(corruption)
+            self._reader.corruptions.note(corruption)
         log_damaged = self.last_recovery.corruptions or self.last_recovery.truncated_at is not None
         for topic in self._registry.topics.values():
             if topic.ends is None:
@@ -386,7 +384,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             queue_file.sync()
         queue.time_index.sync()
         if restored.count:
-            self._note_corruption(
+            self._reader.corruptions.note(
                 Corruption(
                     restored.first_commit_offset,
                     0,
@@ -592,7 +590,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         log = self.commitlog
         return self._streams.read(
             state, stream_id, from_version, max_count, log.tail, log.min_offset,
-            self._note_corruption,
+            self._reader.corruptions.note,
         )  # fmt: skip
 
     def stream_version(self, topic: str, stream_id: str) -> int:
@@ -728,11 +726,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if self._failure is not None:
             raise StoreFailedError(self._failure_sentence())
 
-    def _note_corruption(self, corruption: Corruption) -> None:
-        if corruption.commit_offset not in self._corrupt_offsets:
-            self._corrupt_offsets.add(corruption.commit_offset)
-            self._corruptions.append(corruption)
-
     @property
     def closed(self) -> bool:
         """Whether this store object can no longer be used (closed, or from before a fork)."""
@@ -794,7 +787,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "last_retention": self._read_json("retention.json"),
                 "disk_ratio": round(self._refresh_disk_ratio(), 4),
                 "retention_hours": self.config.retention_hours,
-                "corruptions": [c._asdict() for c in self._corruptions],
+                "corruptions": [c._asdict() for c in self._reader.corruptions.recent()],
                 "index_problems": [
                     {"file": p.path.name, "reason": p.reason} for p in self._index.problems
                 ],
@@ -824,7 +817,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "min_offset": queue.min_offset,
                 "max_offset": queue.max_offset,
                 "messages": queue.max_offset - queue.min_offset,
-                "last_store_time_ms": self._last_store_time(queue),
+                "last_store_time_ms": self._reader.last_store_time(queue),
             }
         return {
             "queues": queue_stats,
@@ -843,38 +836,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         except (OSError, ValueError):
             return None
 
-    def _last_store_time(self, queue: ConsumeQueue) -> int | None:
-        """The store time of the queue's last message, read once per change of the queue.
-
-        Reading it costs a consume-queue read (often a file open: the handle cache holds
-        far fewer files than a big store has queues) and a log read, too much to do for
-        every queue on every stats() call. It is kept on the queue with what it was read
-        from (min and max offsets, change count): a write, a truncation, retention or
-        another process's appends change those, and the next call reads it again. An
-        answer of None for a queue that has entries is not kept.
-        """
-        key = (queue.min_offset, queue.max_offset, queue.changes)
-        cached = queue.last_store_cache
-        if cached is not None and cached[:3] == key:
-            return cached[3]
-        value = self._read_last_store_time(queue)
-        if value is not None or key[0] >= key[1]:  # else unreadable for now: ask again
-            queue.last_store_cache = (*key, value)
-        return value
-
-    def _read_last_store_time(self, queue: ConsumeQueue) -> int | None:
-        index = queue.max_offset - 1
-        while index >= queue.min_offset:
-            entry = queue.entry(index)
-            if entry is not None:
-                found = self.commitlog.locate(entry[0])
-                if found is None:
-                    return None
-                segment, pos = found
-                return record_store_time(segment.map, pos)
-            index -= 1
-        return None
-
     # ----------------------------------------------------------------- closing
 
     def close(self) -> None:
@@ -891,8 +852,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._fail(error)
                 clean = False
         self._closed = True
-        with self._appended:
-            self._appended.notify_all()
+        self._reader.arrivals.wake()
         self._registry.close()
         self._handles.close()
         self._index.close()
