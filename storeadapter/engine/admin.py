@@ -116,8 +116,7 @@ class TopicAdmin:
         with self._flush_lock, self._exclusive():
             self._topic(name)
             self._table.save_changed(remove=name)  # from here on the topic is gone
-            for queue in self._registry.close_topic(name):
-                self._dirty_queues.discard(queue)
+            self._registry.close_topic(name)
             self._streams.forget(name)
             fileio.remove_tree(self.path / "consumequeue" / name)
             with contextlib.suppress(OSError):
@@ -214,7 +213,6 @@ class TopicAdmin:
                 queue_since=self._queue_since(state.info)[:last],
                 offsets_changed=True,
             )
-            self._dirty_queues.discard(consume_queue)
             self._registry.remove_last_queue(state)
             with contextlib.suppress(OSError):  # else dropped when the queue comes back
                 self._offsets.drop_queue(topic, queue)

@@ -739,7 +739,7 @@ class Appending:
     def _dispatch(
         self, state: Topic, targets: dict, next_offsets: dict[int, int], entries: dict[int, bytes]
     ) -> None:
-        dirty = self._dirty_queues
+        dirty = self._registry.dirty
         if state.blocks is not None:
             writes = [
                 (targets[queue_id], next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)

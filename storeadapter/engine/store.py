@@ -1,4 +1,29 @@
-"""MessageStore: the public face of the engine (names are a contract, see DESIGN.md)."""
+"""MessageStore: the public face of the engine (names are a contract, see DESIGN.md).
+
+``MessageStore`` composes parts that own their state, and keeps the decisions that span
+them: opening and recovery, following other processes, the write lock, flushes, closing.
+
+* the commit log (``CommitLog``, commitlog.py): segments, tail, flushed position;
+* the queues (``TopicRegistry``, topics.py): topics and their consume queues or shared
+  blocks, the open queue files, and the queues written since the last flush (``dirty``);
+* the key index (``KeyIndex``, keyindex.py) and the event streams (``Streams``);
+* the reader (``Reader``, reader.py): checked reads of the log by queue offset, id, time
+  and key; the damage reads and recovery found (``CorruptionLog``); the pulls waiting in
+  this process for an append (``Arrivals``);
+* the committed offsets (``OffsetStore``), the checkpoint, the shared state
+  (``SharedState``), the locks, the flusher (``FlushService``) and the group-commit
+  combiner (``WriteCombiner``).
+
+Its public methods are defined here and in one mixin per concern: ``Appending`` (the
+writer), ``Reading`` (read methods: check, follow, find the queue, then ask the
+reader), ``TopicAdmin`` (topics and queues), ``GroupOffsets`` (committed offsets) and
+``Upkeep`` (retention, disk use). The mixins other than ``Reading`` still share
+attributes set here (``commitlog``, ``config``, ``path``, ``_registry`` and its
+``_topics``, ``_index``, ``_streams``, ``_offsets``, ``_table``, ``_shared`` and
+``_seen``, the locks, ``_flusher``, ``_disk_ratio``, ``_failure``) and the store's own
+steps (``_check_open``, ``_follow``, ``_exclusive``, ``_publish``, ``_topic``,
+``_queue``). The writer, which uses most of them, is the next part to move out.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +54,6 @@ from .errors import (
 from .flush import FlushService
 from .follow import follow_log, trim_queue_end
 from .groupoffsets import GroupOffsets
-from .handles import HandleCache
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .metadata import StoreIdentity, TopicTable
@@ -77,7 +101,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._flush_lock = threading.Lock()
         self._closed = False
         self._failure: BaseException | None = None
-        self._dirty_queues: set[ConsumeQueue] = set()
         self._follow_lock = threading.RLock()
         self._locks: StoreLocks | None = None
         self._shared: SharedState | None = None
@@ -123,9 +146,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
                 self.commitlog.open(None if alone else self._shared.read().tail)
                 self.commitlog.before_write = self._shared.raise_extent
-                self._handles = HandleCache(self.config.max_open_queue_files)
                 self._registry = TopicRegistry(
-                    self.path / "consumequeue", self.identity.queue_file_entries, self._handles
+                    self.path / "consumequeue",
+                    self.identity.queue_file_entries,
+                    self.config.max_open_queue_files,
                 )
                 self._registry.tail_source = self._followed_tail
                 self._topics = self._registry.topics
@@ -201,7 +225,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state.dispatched if state else None,
             self.commitlog.tail,
         )
-        self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
+        self._registry.dirty.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
             topic.blocks.rebuilding = False
             topic.blocks.republish_end(self.commitlog.tail)
@@ -417,7 +441,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if snapshot.topics_version != seen.topics_version:
             self._table = TopicTable(self.path / "topics.json")
             self._registry.reload(self._table)
-            self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
         if snapshot.min_offset > self.commitlog.min_offset:
             self.commitlog.drop_below(snapshot.min_offset)
             self._advance_queue_mins()
@@ -431,7 +454,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 grown = follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
             else:
                 grown = self._apply_notes(notes, snapshot.tail)
-            self._dirty_queues.update(q.flush_target for q in grown)
+            self._registry.dirty.update(q.flush_target for q in grown)
         if snapshot.offsets_version != seen.offsets_version:
             self._offsets.catch_up()
         self._seen = snapshot
@@ -481,7 +504,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             shared.blocks.discard_unpublished(tail)
         self._table = TopicTable(self.path / "topics.json")
         self._registry.reload(self._table)
-        self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
         self._offsets.catch_up()
         self._publish(
             topics_version=self._seen.topics_version + 1,
@@ -656,10 +678,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             with self._write_lock:
                 target = self.commitlog.tail
                 segments = self.commitlog.take_unsynced()
-                queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
-                witnessed = self._queue_ends(self._dirty_queues)
-                time_indexes = [q.time_index for q in self._dirty_queues]
-                self._dirty_queues.clear()
+                dirty = self._registry.take_dirty()
+                queue_files = [f for q in dirty for f in q.take_dirty()]
+                witnessed = self._queue_ends(dirty)
+                time_indexes = [q.time_index for q in dirty]
                 # Every key-index file with entries past the last checkpoint: other
                 # processes write and roll them too, unseen by this one's dirty list.
                 index_files = self._index.files_to_sync(self._checkpoint.index_dispatched())
@@ -854,7 +876,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._closed = True
         self._reader.arrivals.wake()
         self._registry.close()
-        self._handles.close()
         self._index.close()
         self._streams.close()
         self.commitlog.close()
