@@ -281,9 +281,9 @@ class Appending:
                 f"topic {state.info.name!r} is a stream topic: append events to its streams "
                 "with append_event"
             )
-        if self._disk_ratio >= self.config.disk_reject_ratio:
+        if self._disk.ratio >= self.config.disk_reject_ratio:
             raise DiskFullError(
-                f"the disk holding {self.path} is {self._disk_ratio:.0%} full, past "
+                f"the disk holding {self.path} is {self._disk.ratio:.0%} full, past "
                 f"disk_reject_ratio ({self.config.disk_reject_ratio:.0%}): appends are "
                 "refused until retention or an operator frees space"
             )

@@ -10,6 +10,7 @@ them: opening and recovery, following other processes, the write lock, flushes, 
 * the reader (``Reader``, reader.py): checked reads of the log by queue offset, id, time
   and key; the damage reads and recovery found (``CorruptionLog``); the pulls waiting in
   this process for an append (``Arrivals``);
+* the disk use as last measured (``DiskUse``, diskuse.py), which appends are judged by;
 * the committed offsets (``OffsetStore``), the checkpoint, the shared state
   (``SharedState``), the locks, the flusher (``FlushService``) and the group-commit
   combiner (``WriteCombiner``).
@@ -20,7 +21,7 @@ reader), ``TopicAdmin`` (topics and queues), ``GroupOffsets`` (committed offsets
 ``Upkeep`` (retention, disk use). The mixins other than ``Reading`` still share
 attributes set here (``commitlog``, ``config``, ``path``, ``_registry`` and its
 ``_topics``, ``_index``, ``_streams``, ``_offsets``, ``_table``, ``_shared`` and
-``_seen``, the locks, ``_flusher``, ``_disk_ratio``, ``_failure``) and the store's own
+``_seen``, the locks, ``_flusher``, ``_failure``) and the store's own
 steps (``_check_open``, ``_follow``, ``_exclusive``, ``_publish``, ``_topic``,
 ``_queue``). The writer, which uses most of them, is the next part to move out.
 """
@@ -43,6 +44,7 @@ from .combining import WriteCombiner
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue
+from .diskuse import DiskUse
 from .errors import (
     DiskFullError,
     StoreClosedError,
@@ -108,7 +110,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._followed_sequence = -1  # the shared state's sequence when last caught up
         self._forked = False
         self._index_marker_pending = False
-        self._disk_ratio = 0.0
+        self._disk = DiskUse(path)
         self.last_retention: RetentionReport | None = None
 
     # ----------------------------------------------------------------- opening
@@ -179,7 +181,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.commitlog.last_store_ms, self.commitlog.store_time_before_tail()
         )
         self._registry.on_load = self._on_queue_load
-        self._disk_ratio = self._probe_disk()
+        self._disk.measure()
         self._flusher = FlushService(
             self._sync_log,
             self._flush_everything,
@@ -699,7 +701,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
-            self._disk_ratio = self._probe_disk()
+            self._disk.measure()
             return target
 
     @staticmethod
@@ -807,7 +809,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "groups": self.groups(),
                 "last_recovery": self.last_recovery.as_dict(),
                 "last_retention": self._read_json("retention.json"),
-                "disk_ratio": round(self._refresh_disk_ratio(), 4),
+                "disk_ratio": round(self._disk.measure(), 4),
                 "retention_hours": self.config.retention_hours,
                 "corruptions": [c._asdict() for c in self._reader.corruptions.recent()],
                 "index_problems": [
@@ -846,11 +848,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             "messages": sum(q["messages"] for q in queue_stats.values()),
             "created_ms": state.info.created_ms,
         }
-
-    def _refresh_disk_ratio(self) -> float:
-        """The file system's use now (also what the next append is judged by)."""
-        self._disk_ratio = self._probe_disk()
-        return self._disk_ratio
 
     def _read_json(self, name: str) -> dict | None:
         try:

@@ -96,7 +96,7 @@ class Upkeep:
                 report.index_files_deleted = self._index.delete_below(new_min)
                 report.queues = self._queue_drops(before)
                 self._publish(min_offset=self.commitlog.min_offset)
-            self._disk_ratio = report.disk_ratio_after = self._probe_disk()
+            report.disk_ratio_after = self._disk.measure()
         self.last_retention = report
         fileio.write_atomic(self.path / "retention.json", json.dumps(report.as_dict()).encode())
         return report
@@ -202,10 +202,6 @@ class Upkeep:
         for topic in self._registry.shared_topics():
             if drop_unused_blocks(topic, log_min):
                 fileio.fsync_dir(topic.blocks.directory)
-
-    def _probe_disk(self) -> float:
-        used, total = fileio.disk_usage(self.path)
-        return used / total if total else 0.0
 
 
 def _segment_info(segment) -> dict:
