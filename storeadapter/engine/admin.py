@@ -58,7 +58,7 @@ class TopicAdmin:
             raise StoreError(f"a topic's layout is one of {', '.join(LAYOUTS)}, not {layout!r}")
         self._check_queue_count(queues, layout)
         with self._exclusive():
-            if name in self._topics:
+            if name in self._registry.topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
             info = TopicInfo(
                 name,
@@ -100,7 +100,7 @@ class TopicAdmin:
         """Every topic, sorted by name."""
         self._check_open()
         self._follow()
-        return [self._topic_copy(t.info) for _, t in sorted(self._topics.items())]
+        return [self._topic_copy(t.info) for _, t in sorted(self._registry.topics.items())]
 
     def topic(self, name: str) -> TopicInfo:
         return self._topic_copy(self._topic(name).info)
@@ -263,10 +263,10 @@ class TopicAdmin:
 
     def _topic(self, name: str) -> Topic:
         self._check_open()
-        state = self._topics.get(name)
+        state = self._registry.topics.get(name)
         if state is None:
             self._follow()
-            state = self._topics.get(name)
+            state = self._registry.topics.get(name)
         if state is None:
             check_name(name, "topic")
             raise TopicNotFoundError(f"topic {name!r} does not exist")

@@ -115,7 +115,7 @@ class Appending:
         ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
         InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
         """
-        state = self._topics.get(topic) or self._topic(topic)
+        state = self._registry.topics.get(topic) or self._topic(topic)
         if (
             type(body) is bytes
             and key is None
@@ -396,7 +396,7 @@ class Appending:
     ) -> list[AppendResult]:
         """Steps 2 to 4 of ``_write_group`` for one batch; adds the queues it wrote to
         ``published`` as (topic id, queue, next offset, time)."""
-        if self._topics.get(state.info.name) is not state:
+        if self._registry.topics.get(state.info.name) is not state:
             raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
         if type(batch) is StreamAppend:
             return self._write_events(state, batch, now, published)

@@ -19,11 +19,11 @@ Its public methods are defined here and in one mixin per concern: ``Appending`` 
 writer), ``Reading`` (read methods: check, follow, find the queue, then ask the
 reader), ``TopicAdmin`` (topics and queues), ``GroupOffsets`` (committed offsets) and
 ``Upkeep`` (retention, disk use). The mixins other than ``Reading`` still share
-attributes set here (``commitlog``, ``config``, ``path``, ``_registry`` and its
-``_topics``, ``_index``, ``_streams``, ``_offsets``, ``_table``, ``_shared`` and
-``_seen``, the locks, ``_flusher``, ``_failure``) and the store's own
-steps (``_check_open``, ``_follow``, ``_exclusive``, ``_publish``, ``_topic``,
-``_queue``). The writer, which uses most of them, is the next part to move out.
+attributes set here (``commitlog``, ``config``, ``path``, ``_registry``, ``_index``,
+``_streams``, ``_offsets``, ``_table``, ``_shared`` and ``_seen``, the locks,
+``_flusher``, ``_failure``) and the store's own steps (``_check_open``, ``_follow``,
+``_exclusive``, ``_publish``, ``_topic``, ``_queue``). The writer, which uses most of
+them, is the next part to move out.
 """
 
 from __future__ import annotations
@@ -154,7 +154,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self.config.max_open_queue_files,
                 )
                 self._registry.tail_source = self._followed_tail
-                self._topics = self._registry.topics
                 self._checkpoint = Checkpoint(self.path / "checkpoint")
                 self._index = KeyIndex(
                     self.path / "index", self.config.index_slots, self.config.index_entries
@@ -174,7 +173,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self._open_alone()
                 else:
                     self._open_beside_others()
-                self._streams.preload(self._topics)
+                self._streams.preload(self._registry.topics)
             finally:
                 self._locks.unlock_writes()
         self.commitlog.last_store_ms = max(
@@ -344,15 +343,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _drop_leftover_offsets(self) -> None:
         """Forget committed offsets on topics and queues that no longer exist (a
         deletion killed between saving the topics and dropping their offsets)."""
+        topics = self._registry.topics
         leftovers = {
             (topic, queue)
             for (_group, topic, queue) in self._offsets.offsets
-            if topic not in self._topics or queue >= len(self._topics[topic].queues)
+            if topic not in topics or queue >= len(topics[topic].queues)
         }
-        for topic in {topic for topic, _queue in leftovers if topic not in self._topics}:
+        for topic in {topic for topic, _queue in leftovers if topic not in topics}:
             self._offsets.drop_topic(topic)
         for topic, queue in leftovers:
-            if topic in self._topics:
+            if topic in topics:
                 self._offsets.drop_queue(topic, queue)
 
     def _clamp_offsets_past_ends(self) -> list[dict]:
@@ -365,7 +365,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         past: dict[tuple[str, str], dict[int, int]] = {}
         clamped = []
         for (group, topic, queue), committed in sorted(self._offsets.offsets.items()):
-            state = self._topics.get(topic)
+            state = self._registry.topics.get(topic)
             if state is None or queue >= len(state.queues):
                 continue
             end = state.queues[queue].max_offset
@@ -501,7 +501,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if extent > tail:
             log.clear_after_tail(log.writable_segment(), extent)
         self._index.truncate_from(tail)
-        self._streams.truncate_from(self._topics, tail)
+        self._streams.truncate_from(self._registry.topics, tail)
         for shared in self._registry.shared_topics():
             shared.blocks.discard_unpublished(tail)
         self._table = TopicTable(self.path / "topics.json")
@@ -687,7 +687,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # Every key-index file with entries past the last checkpoint: other
                 # processes write and roll them too, unseen by this one's dirty list.
                 index_files = self._index.files_to_sync(self._checkpoint.index_dispatched())
-                event_indexes = self._streams.to_sync(self._topics, target)
+                event_indexes = self._streams.to_sync(self._registry.topics, target)
             for segment in segments:
                 segment.sync()
             for queue_file in queue_files:
@@ -802,7 +802,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         }
         if topics:
             result["topics"] = {
-                name: self._topic_stats(state) for name, state in sorted(self._topics.items())
+                name: self._topic_stats(state)
+                for name, state in sorted(self._registry.topics.items())
             }
         result.update(
             {
@@ -817,7 +818,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 ],
                 "offsets_dropped_bytes": self._offsets.dropped_bytes,
                 "checkpoint_problems": list(self._checkpoint.problems),
-                "streams": self._streams.stats(self._topics),
+                "streams": self._streams.stats(self._registry.topics),
                 "failed": None if self._failure is None else str(self._failure),
             }
         )

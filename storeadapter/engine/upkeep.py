@@ -84,7 +84,7 @@ class Upkeep:
                 # shared one (a million queues are not all loaded to report on them).
                 before = {
                     (name, queue.owner[1]): queue.min_offset
-                    for name, topic in self._topics.items()
+                    for name, topic in self._registry.topics.items()
                     for queue in topic.made_queues()
                 }
                 new_min = plan[-1][0].end
@@ -104,7 +104,7 @@ class Upkeep:
     def _queue_drops(self, before: dict[tuple[str, int], int]) -> list[QueueDrop]:
         drops = []
         for (name, queue_id), old_min in before.items():
-            topic = self._topics.get(name)
+            topic = self._registry.topics.get(name)
             if topic is None:
                 continue
             new_min = topic.queues[queue_id].min_offset
@@ -142,7 +142,7 @@ class Upkeep:
         for (group, name, queue_id), committed in sorted(self._offsets.offsets.items()):
             if wanted is not None and name not in wanted:
                 continue
-            topic = self._topics.get(name)
+            topic = self._registry.topics.get(name)
             if topic is None or queue_id >= len(topic.queues):
                 continue
             queue = topic.queues[queue_id]
