@@ -113,7 +113,7 @@ fn accept(
     let header = Header::parse(record);
     let topic_at = record::HEADER_SIZE;
     let intact = header.length == entry.size
-        && record::u32_at(record, size - 4) == entry.size
+        && record::trailing_length(record, size) == entry.size
         && header.magic == RECORD_MAGIC
         && header.commit_offset == entry.commit_offset
         && header.queue_offset == queue_offset
@@ -121,7 +121,8 @@ fn accept(
         && usize::from(header.topic_len) == wanted.topic.len()
         && &record[topic_at..topic_at + wanted.topic.len()] == wanted.topic
         && u64::from(header.length) == header.fields_length()
-        && crc32c::crc32c(&record[..size - 8]) == record::u32_at(record, size - 8);
+        && crc32c::crc32c(&record[..size - record::CRC_FROM_END])
+            == record::stored_crc(record, size);
     intact.then_some(header)
 }
 

@@ -13,10 +13,13 @@ pub const HEADER_SIZE: usize = 56;
 pub const TRAILER_SIZE: usize = 8;
 pub const RECORD_OVERHEAD: usize = HEADER_SIZE + TRAILER_SIZE;
 pub const MARKER_SIZE: usize = 8;
+/// The trailer, counted back from a record's end: the CRC32C, then the length again.
+pub const CRC_FROM_END: usize = TRAILER_SIZE;
+pub const LENGTH_FROM_END: usize = 4;
 
 // Where each header field starts.
 const AT_LENGTH: usize = 0;
-const AT_MAGIC: usize = 4;
+pub const AT_MAGIC: usize = 4;
 const AT_COMMIT_OFFSET: usize = 8;
 const AT_QUEUE_OFFSET: usize = 16;
 const AT_BORN_MS: usize = 24;
@@ -177,15 +180,15 @@ pub fn check(data: &[u8], pos: usize, commit_offset: u64) -> Result<Header, Dama
     if end > limit {
         return Err(Damage::LengthPastEnd(length));
     }
-    let trailing = u32_at(data, end - 4);
+    let trailing = trailing_length(data, end);
     if trailing != length {
         return Err(Damage::TrailingLength {
             trailing,
             leading: length,
         });
     }
-    let crc = u32_at(data, end - TRAILER_SIZE);
-    if crc32c::crc32c(&data[pos..end - TRAILER_SIZE]) != crc {
+    let crc = stored_crc(data, end);
+    if crc32c::crc32c(&data[pos..end - CRC_FROM_END]) != crc {
         return Err(Damage::CrcMismatch);
     }
     if header.commit_offset != commit_offset {
@@ -207,7 +210,22 @@ pub fn frame_intact(data: &[u8], pos: usize) -> bool {
         return false;
     }
     let end = pos + header.length as usize;
-    end <= limit && u32_at(data, end - 4) == header.length
+    end <= limit && trailing_length(data, end) == header.length
+}
+
+/// The magic of the record (or end marker) starting at `pos`.
+pub fn magic_at(data: &[u8], pos: usize) -> u32 {
+    u32_at(data, pos + AT_MAGIC)
+}
+
+/// The length a record ending at `end` repeats in its last four bytes.
+pub fn trailing_length(data: &[u8], end: usize) -> u32 {
+    u32_at(data, end - LENGTH_FROM_END)
+}
+
+/// The CRC32C a record ending at `end` stores in its trailer.
+pub fn stored_crc(data: &[u8], end: usize) -> u32 {
+    u32_at(data, end - CRC_FROM_END)
 }
 
 /// The header of the record framed at `pos` (`frame_intact`) that says it lives at
@@ -315,8 +333,9 @@ pub fn encode_at(out: &mut [u8], fields: &Fields<'_>, body: &[u8]) -> usize {
         at += part.len();
     }
     let crc = crc32c::crc32c(&record[..at]);
-    record[at..at + 4].copy_from_slice(&crc.to_le_bytes());
-    record[at + 4..at + 8].copy_from_slice(&(length as u32).to_le_bytes());
+    let end = at + TRAILER_SIZE;
+    record[end - CRC_FROM_END..end - LENGTH_FROM_END].copy_from_slice(&crc.to_le_bytes());
+    record[end - LENGTH_FROM_END..end].copy_from_slice(&(length as u32).to_le_bytes());
     length
 }
 
@@ -340,6 +359,34 @@ mod tests {
         };
         encode_into(&mut out, &fields, b"hi");
         out
+    }
+
+    #[test]
+    fn field_positions_follow_one_another_to_the_header_size() {
+        let fields = [
+            (AT_LENGTH, 4),
+            (AT_MAGIC, 4),
+            (AT_COMMIT_OFFSET, 8),
+            (AT_QUEUE_OFFSET, 8),
+            (AT_BORN_MS, 8),
+            (AT_STORE_MS, 8),
+            (AT_QUEUE_ID, 4),
+            (AT_BODY_LEN, 4),
+            (AT_FLAGS, 2),
+            (AT_TOPIC_LEN, 1),
+            (AT_TAG_LEN, 1),
+            (AT_KEYS_LEN, 2),
+            (AT_PROPS_LEN, 2),
+        ];
+        let mut at = 0;
+        for (pos, size) in fields {
+            assert_eq!(pos, at);
+            at += size;
+        }
+        assert_eq!(at, HEADER_SIZE);
+        assert_eq!(MARKER_SIZE, AT_MAGIC + 4);
+        assert_eq!(CRC_FROM_END, LENGTH_FROM_END + 4);
+        assert_eq!(TRAILER_SIZE, CRC_FROM_END);
     }
 
     #[test]

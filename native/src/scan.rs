@@ -5,7 +5,7 @@
 //! dispatches for each record: its topic, its tag's hash and its keys and properties.
 
 use crate::consume_queue::Entry;
-use crate::record::{self, Header, END_OF_SEGMENT_MAGIC, MARKER_SIZE, RECORD_MAGIC};
+use crate::record::{self, Header, AT_MAGIC, END_OF_SEGMENT_MAGIC, MARKER_SIZE, RECORD_MAGIC};
 use crate::tags::TagHashes;
 
 /// At most this many bytes of records start in one run.
@@ -203,7 +203,7 @@ pub fn scan_step(
             return (events, Some(pos));
         }
         let length = record::u32_at(data, pos);
-        let magic = record::u32_at(data, pos + 4);
+        let magic = record::magic_at(data, pos);
         let reason = if magic == RECORD_MAGIC {
             match record::check(data, pos, at(pos)) {
                 Err(damage) => damage.to_string(),
@@ -283,15 +283,16 @@ pub fn intact_run(data: &[u8], base: u64, pos: usize, run_bytes: usize) -> Run {
 /// marker, in `[start, limit)` (`scan.find_next_record`).
 pub fn find_next_record(data: &[u8], base: u64, start: usize, limit: usize) -> Option<usize> {
     let size = data.len();
-    let from = start + 4;
-    let to = (limit + 4).min(size);
+    // A record's (or marker's) magic sits at AT_MAGIC from its start.
+    let from = start + AT_MAGIC;
+    let to = (limit + AT_MAGIC).min(size);
     let hits = |magic: &'static [u8; 4]| {
         let window = if from < to { &data[from..to] } else { &[][..] };
         window
-            .windows(4)
+            .windows(magic.len())
             .enumerate()
             .filter(move |(_, w)| *w == magic)
-            .map(move |(i, _)| from + i - 4)
+            .map(move |(i, _)| from + i - AT_MAGIC)
     };
     if let Some(found) = hits(b"TDMR").find(|&c| record::check(data, c, base + c as u64).is_ok()) {
         return Some(found);

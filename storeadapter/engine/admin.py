@@ -58,7 +58,7 @@ class TopicAdmin:
             raise StoreError(f"a topic's layout is one of {', '.join(LAYOUTS)}, not {layout!r}")
         self._check_queue_count(queues, layout)
         with self._exclusive():
-            if name in self._topics:
+            if name in self._registry.topics:
                 raise TopicExistsError(f"topic {name!r} already exists")
             info = TopicInfo(
                 name,
@@ -100,7 +100,7 @@ class TopicAdmin:
         """Every topic, sorted by name."""
         self._check_open()
         self._follow()
-        return [self._topic_copy(t.info) for _, t in sorted(self._topics.items())]
+        return [self._topic_copy(t.info) for _, t in sorted(self._registry.topics.items())]
 
     def topic(self, name: str) -> TopicInfo:
         return self._topic_copy(self._topic(name).info)
@@ -116,8 +116,7 @@ class TopicAdmin:
         with self._flush_lock, self._exclusive():
             self._topic(name)
             self._table.save_changed(remove=name)  # from here on the topic is gone
-            for queue in self._registry.close_topic(name):
-                self._dirty_queues.discard(queue)
+            self._registry.close_topic(name)
             self._streams.forget(name)
             fileio.remove_tree(self.path / "consumequeue" / name)
             with contextlib.suppress(OSError):
@@ -214,7 +213,6 @@ class TopicAdmin:
                 queue_since=self._queue_since(state.info)[:last],
                 offsets_changed=True,
             )
-            self._dirty_queues.discard(consume_queue)
             self._registry.remove_last_queue(state)
             with contextlib.suppress(OSError):  # else dropped when the queue comes back
                 self._offsets.drop_queue(topic, queue)
@@ -265,10 +263,10 @@ class TopicAdmin:
 
     def _topic(self, name: str) -> Topic:
         self._check_open()
-        state = self._topics.get(name)
+        state = self._registry.topics.get(name)
         if state is None:
             self._follow()
-            state = self._topics.get(name)
+            state = self._registry.topics.get(name)
         if state is None:
             check_name(name, "topic")
             raise TopicNotFoundError(f"topic {name!r} does not exist")

@@ -115,7 +115,7 @@ class Appending:
         ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
         InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
         """
-        state = self._topics.get(topic) or self._topic(topic)
+        state = self._registry.topics.get(topic) or self._topic(topic)
         if (
             type(body) is bytes
             and key is None
@@ -280,9 +280,9 @@ class Appending:
                 f"topic {state.info.name!r} is a stream topic: append events to its streams "
                 "with append_event"
             )
-        if self._disk_ratio >= self.config.disk_reject_ratio:
+        if self._disk.ratio >= self.config.disk_reject_ratio:
             raise DiskFullError(
-                f"the disk holding {self.path} is {self._disk_ratio:.0%} full, past "
+                f"the disk holding {self.path} is {self._disk.ratio:.0%} full, past "
                 f"disk_reject_ratio ({self.config.disk_reject_ratio:.0%}): appends are "
                 "refused until retention or an operator frees space"
             )
@@ -352,9 +352,9 @@ class Appending:
                 self._seen = SharedSnapshot(end, seen[1], seen[2], seen[3], seen[4], ring_seq)
             finally:
                 self._locks.unlock_writes()
-        if self._pull_waiters:
-            with self._appended:
-                self._appended.notify_all()
+        arrivals = self._reader.arrivals
+        if arrivals.waiting:
+            arrivals.wake()
         return outcomes, end
 
     def _begin_write(self) -> None:
@@ -397,7 +397,7 @@ class Appending:
     ) -> list[AppendResult]:
         """Steps 2 to 4 of ``_write_group`` for one batch; adds the queues it wrote to
         ``published`` as (topic id, queue, next offset, time)."""
-        if self._topics.get(state.info.name) is not state:
+        if self._registry.topics.get(state.info.name) is not state:
             raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
         if type(batch) is StreamAppend:
             return self._write_events(state, batch, now, published)
@@ -718,7 +718,7 @@ class Appending:
             for offset in self._index.query(
                 state.info.name, DEDUP_KEY_PREFIX + dedup_id, since, None, _DEDUP_CANDIDATES
             ):
-                message = self._record_at(offset)
+                message = self._reader.record_at(offset)
                 if (
                     message is not None
                     and message.topic == state.info.name
@@ -740,7 +740,7 @@ class Appending:
     def _dispatch(
         self, state: Topic, targets: dict, next_offsets: dict[int, int], entries: dict[int, bytes]
     ) -> None:
-        dirty = self._dirty_queues
+        dirty = self._registry.dirty
         if state.blocks is not None:
             writes = [
                 (targets[queue_id], next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)

@@ -13,8 +13,11 @@ from .record import (
     END_OF_SEGMENT_MAGIC,
     MARKER,
     MARKER_SIZE,
-    RECORD_MAGIC_BYTES,
+    RECORD_MAGIC,
     RECORD_OVERHEAD,
+    record_magic,
+    record_store_time,
+    trailing_length,
 )
 from .segment import Segment, is_segment_name, segment_name
 
@@ -200,9 +203,9 @@ class CommitLog:
 
     def first_store_time(self, segment: Segment) -> int | None:
         """The store time of the first record in ``segment``, or None if it has none."""
-        if segment.base >= self.tail or segment.map[4:8] != RECORD_MAGIC_BYTES:
+        if segment.base >= self.tail or record_magic(segment.map, 0) != RECORD_MAGIC:
             return None
-        return int.from_bytes(segment.map[32:40], "little", signed=True)
+        return record_store_time(segment.map, 0)
 
     def drop_below(self, offset: int) -> list[Segment]:
         """Retire the segments that end at or before ``offset`` (never the last one)."""
@@ -230,15 +233,15 @@ class CommitLog:
         end = pos + 1
         if end < RECORD_OVERHEAD:
             return 0
-        length = int.from_bytes(segment.map[end - 4 : end], "little")
+        length = trailing_length(segment.map, end)
         start = end - length
         if (
             length < RECORD_OVERHEAD
             or start < 0
-            or segment.map[start + 4 : start + 8] != (RECORD_MAGIC_BYTES)
+            or record_magic(segment.map, start) != RECORD_MAGIC
         ):
             return 0
-        return int.from_bytes(segment.map[start + 32 : start + 40], "little", signed=True)
+        return record_store_time(segment.map, start)
 
     def disk_bytes(self) -> int:
         return sum(os.fstat(s.fd).st_blocks * 512 for s in self.segments if s.fd >= 0)

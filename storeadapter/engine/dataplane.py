@@ -51,7 +51,7 @@ def read_entries(
 ) -> tuple[int, int]:
     """Append to ``messages`` the messages of the consume-queue ``entries`` (packed; the
     first at ``first_queue_offset``) from index ``start`` whose records lie in
-    ``segment``, each checked as ``Reading.read`` checks it; at most ``max_messages``.
+    ``segment``, each checked as ``Reader.read_queue`` checks it; at most ``max_messages``.
 
     Returns the index the walk stopped at and why: READ_END (every entry looked at),
     READ_FULL, READ_OUTSIDE (that entry's record is in another segment) or READ_SLOW

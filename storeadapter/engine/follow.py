@@ -16,7 +16,19 @@ from . import fileio
 from .commitlog import CommitLog
 from .consumequeue import ConsumeQueue
 from .errors import StoreFormatError
-from .record import END_OF_SEGMENT_MAGIC, HEADER, HEADER_SIZE, MARKER, RECORD_MAGIC
+from .record import (
+    COMMIT_OFFSET,
+    END_OF_SEGMENT_MAGIC,
+    HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    MARKER,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    RECORD_MAGIC,
+    STORE_MS,
+    TOPIC_LEN,
+)
 from .segment import is_segment_name, segment_name
 
 Resolver = Callable[[bytes, int], tuple[ConsumeQueue, int] | None]
@@ -53,17 +65,17 @@ def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]
             )
         header = HEADER.unpack_from(segment.view, at)
         start = at + HEADER_SIZE
-        key = (bytes(segment.view[start : start + header[9]]), header[6])
+        key = (bytes(segment.view[start : start + header[TOPIC_LEN]]), header[QUEUE_ID])
         target = cache.get(key, _UNKNOWN)
         if target is _UNKNOWN:
             target = cache[key] = resolve(*key)
-        if header[5] > log.last_store_ms:
-            log.last_store_ms = header[5]
+        if header[STORE_MS] > log.last_store_ms:
+            log.last_store_ms = header[STORE_MS]
         if target is not None and pos >= target[1]:
             queue = target[0]
-            if header[3] >= queue.max_offset:
-                queue.mark_dirty(queue.max_offset, header[3] + 1)
-                queue.max_offset = header[3] + 1
+            if header[QUEUE_OFFSET] >= queue.max_offset:
+                queue.mark_dirty(queue.max_offset, header[QUEUE_OFFSET] + 1)
+                queue.max_offset = header[QUEUE_OFFSET] + 1
                 grown.add(queue)
         pos += length
     log.tail = end
@@ -81,11 +93,11 @@ def record_matches(log: CommitLog, offset: int, topic: bytes, queue_id: int, ind
     header = HEADER.unpack_from(segment.view, at)
     start = at + HEADER_SIZE
     return (
-        header[1] == RECORD_MAGIC
-        and header[2] == offset
-        and header[3] == index
-        and header[6] == queue_id
-        and bytes(segment.view[start : start + header[9]]) == topic
+        header[MAGIC] == RECORD_MAGIC
+        and header[COMMIT_OFFSET] == offset
+        and header[QUEUE_OFFSET] == index
+        and header[QUEUE_ID] == queue_id
+        and bytes(segment.view[start : start + header[TOPIC_LEN]]) == topic
     )
 
 
@@ -124,10 +136,11 @@ def _headers(view, pos: int, stop: int, base: int) -> Iterator[tuple[bytes, int,
         if magic != RECORD_MAGIC or length <= HEADER_SIZE:
             return
         header = HEADER.unpack_from(view, pos)
-        if header[2] != base + pos or pos + HEADER_SIZE + header[9] > stop:
+        if header[COMMIT_OFFSET] != base + pos or pos + HEADER_SIZE + header[TOPIC_LEN] > stop:
             return
         start = pos + HEADER_SIZE
-        yield bytes(view[start : start + header[9]]), header[6], header[3], base + pos
+        name = bytes(view[start : start + header[TOPIC_LEN]])
+        yield name, header[QUEUE_ID], header[QUEUE_OFFSET], base + pos
         pos += length
 
 

@@ -24,20 +24,119 @@ END_OF_SEGMENT_MAGIC_BYTES = b"TDME"
 RECORD_MAGIC = struct.unpack("<I", RECORD_MAGIC_BYTES)[0]
 END_OF_SEGMENT_MAGIC = struct.unpack("<I", END_OF_SEGMENT_MAGIC_BYTES)[0]
 
-# length, magic, commit offset, queue offset, born ms, store ms, queue id, body length,
-# flags, topic length, tag length, keys length, properties length
-HEADER = struct.Struct("<IIQQqqIIHBBHH")
-TRAILER = struct.Struct("<II")
-MARKER = struct.Struct("<II")
+# The header, field by field (docs/FORMAT.md, "Record"): the one place its layout is
+# written. HEADER, the field numbers below (an unpacked header's items) and the byte
+# positions (``*_AT``, from a record's start) are all made from this table.
+HEADER_LAYOUT = (
+    ("length", "I"),
+    ("magic", "I"),
+    ("commit_offset", "Q"),
+    ("queue_offset", "Q"),
+    ("born_ms", "q"),
+    ("store_ms", "q"),
+    ("queue_id", "I"),
+    ("body_len", "I"),
+    ("flags", "H"),
+    ("topic_len", "B"),
+    ("tag_len", "B"),
+    ("keys_len", "H"),
+    ("props_len", "H"),
+)
+HEADER = struct.Struct("<" + "".join(code for _name, code in HEADER_LAYOUT))
+# Where each field sits in a record: its byte position, and its own struct.
+FIELD_AT = {
+    name: struct.calcsize("<" + "".join(code for _n, code in HEADER_LAYOUT[:i]))
+    for i, (name, _code) in enumerate(HEADER_LAYOUT)
+}
+FIELD = {name: struct.Struct("<" + code) for name, code in HEADER_LAYOUT}
+
+# An unpacked header's items by name: ``header[TOPIC_LEN]``.
+(
+    LENGTH,
+    MAGIC,
+    COMMIT_OFFSET,
+    QUEUE_OFFSET,
+    BORN_MS,
+    STORE_MS,
+    QUEUE_ID,
+    BODY_LEN,
+    FLAGS,
+    TOPIC_LEN,
+    TAG_LEN,
+    KEYS_LEN,
+    PROPS_LEN,
+) = range(len(HEADER_LAYOUT))
+# The lengths of the parts between the header and the body, in the order they follow it.
+META_LENS = slice(TOPIC_LEN, PROPS_LEN + 1)
+
+MAGIC_AT = FIELD_AT["magic"]
+COMMIT_OFFSET_AT = FIELD_AT["commit_offset"]
+QUEUE_OFFSET_AT = FIELD_AT["queue_offset"]
+STORE_TIME_AT = FIELD_AT["store_ms"]
+TOPIC_LEN_AT = FIELD_AT["topic_len"]
+MAGIC_FIELD = FIELD["magic"]
+COMMIT_OFFSET_FIELD = FIELD["commit_offset"]
+STORE_TIME = FIELD["store_ms"]
+COMMIT_OFFSET_END = COMMIT_OFFSET_AT + COMMIT_OFFSET_FIELD.size
+
+TRAILER = struct.Struct("<II")  # crc32c, length again
+MARKER = struct.Struct("<II")  # length, magic (the end-of-segment marker)
 HEADER_SIZE = HEADER.size
-STORE_TIME = struct.Struct("<q")
-STORE_TIME_AT = 32  # where the store time sits in the header
+TRAILER_SIZE = TRAILER.size
 HEADER_PACK = HEADER.pack
 HEADER_UNPACK = HEADER.unpack_from
 TRAILER_PACK = TRAILER.pack
 TRAILER_UNPACK = TRAILER.unpack_from
 RECORD_OVERHEAD = HEADER.size + TRAILER.size
 MARKER_SIZE = MARKER.size
+_TRAILING_LENGTH = struct.Struct("<I")  # the trailer's second half
+TRAILING_LENGTH_SIZE = _TRAILING_LENGTH.size
+
+
+def field_bytes(name: str) -> range:
+    """The byte positions of header field ``name`` in a record."""
+    return range(FIELD_AT[name], FIELD_AT[name] + FIELD[name].size)
+
+
+def fields_format(names: Sequence[str], length: int) -> str:
+    """A struct format that takes the header fields ``names`` (in layout order) out of a
+    record of ``length`` bytes, passing over every other byte."""
+    parts, at = ["<"], 0
+    for name, code in HEADER_LAYOUT:
+        if name in names:
+            if FIELD_AT[name] > at:
+                parts.append(f"{FIELD_AT[name] - at}x")
+            parts.append(code)
+            at = FIELD_AT[name] + FIELD[name].size
+    parts.append(f"{length - at}x")
+    return "".join(parts)
+
+
+def record_magic(buffer, pos: int) -> int:
+    """The magic of the record (or end marker) starting at ``pos``."""
+    return MAGIC_FIELD.unpack_from(buffer, pos + MAGIC_AT)[0]
+
+
+def record_commit_offset(buffer, pos: int) -> int:
+    """The commit offset the record starting at ``pos`` says it lives at."""
+    return COMMIT_OFFSET_FIELD.unpack_from(buffer, pos + COMMIT_OFFSET_AT)[0]
+
+
+def record_store_time(buffer, pos: int) -> int:
+    """The store time (ms) in the header of the record starting at ``pos``."""
+    return STORE_TIME.unpack_from(buffer, pos + STORE_TIME_AT)[0]
+
+
+def trailing_length(buffer, end: int) -> int:
+    """The length a record ending at ``end`` repeats in its last four bytes."""
+    return _TRAILING_LENGTH.unpack_from(buffer, end - _TRAILING_LENGTH.size)[0]
+
+
+def length_from_fields(header: tuple) -> int:
+    """The length an unpacked header's variable lengths add up to (with header and
+    trailer): an intact record's ``header[LENGTH]`` equals it."""
+    return RECORD_OVERHEAD + header[BODY_LEN] + sum(header[META_LENS])
+
 
 MAX_TAG_BYTES = 255
 MAX_KEYS_BYTES = 0xFFFF
@@ -182,24 +281,24 @@ def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> 
     if pos + HEADER_SIZE > limit:
         raise CorruptRecordError(commit_offset, "header runs past the end of the data")
     header = HEADER.unpack_from(view, pos)
-    length = header[0]
-    if header[1] != RECORD_MAGIC:
-        raise CorruptRecordError(commit_offset, f"bad magic 0x{header[1]:08x}")
-    if length != RECORD_OVERHEAD + header[7] + sum(header[9:13]):
+    length = header[LENGTH]
+    if header[MAGIC] != RECORD_MAGIC:
+        raise CorruptRecordError(commit_offset, f"bad magic 0x{header[MAGIC]:08x}")
+    if length != length_from_fields(header):
         raise CorruptRecordError(commit_offset, f"length field {length} disagrees with fields")
     end = pos + length
     if end > limit:
         raise CorruptRecordError(commit_offset, f"length {length} runs past the end of the data")
-    crc, tail_length = TRAILER.unpack_from(view, end - TRAILER.size)
+    crc, tail_length = TRAILER.unpack_from(view, end - TRAILER_SIZE)
     if tail_length != length:
         raise CorruptRecordError(
             commit_offset, f"trailing length {tail_length} differs from leading {length}"
         )
-    if crc32c(view[pos : end - TRAILER.size]) != crc:
+    if crc32c(view[pos : end - TRAILER_SIZE]) != crc:
         raise CorruptRecordError(commit_offset, "CRC32C mismatch")
-    if header[2] != commit_offset:
+    if header[COMMIT_OFFSET] != commit_offset:
         raise CorruptRecordError(
-            commit_offset, f"record says it lives at commit-log offset {header[2]}"
+            commit_offset, f"record says it lives at commit-log offset {header[COMMIT_OFFSET]}"
         )
     return header
 
@@ -213,12 +312,12 @@ def frame_intact(view: memoryview, pos: int, limit: int) -> bool:
     if pos + HEADER_SIZE > limit:
         return False
     header = HEADER_UNPACK(view, pos)
-    length = header[0]
-    if header[1] != RECORD_MAGIC or length != RECORD_OVERHEAD + header[7] + sum(header[9:13]):
+    length = header[LENGTH]
+    if header[MAGIC] != RECORD_MAGIC or length != length_from_fields(header):
         return False
     if pos + length > limit:
         return False
-    return TRAILER_UNPACK(view, pos + length - TRAILER.size)[1] == length
+    return trailing_length(view, pos + length) == length
 
 
 # A record of a given length and topic length read in one unpack: the header's fields,
@@ -231,7 +330,8 @@ _MAX_SHAPES = 4096
 MAX_SHAPED_LENGTH = 1 << 16
 _TOPIC_NAMES: dict[bytes, str] = {}
 _MAX_TOPIC_NAMES = 4096
-_LEAD_UNPACK = struct.Struct("<II42xB").unpack_from  # length, magic, topic length
+# length, magic, topic length
+_LEAD_UNPACK = struct.Struct(f"<II{TOPIC_LEN_AT - MAGIC_AT - MAGIC_FIELD.size}xB").unpack_from
 
 
 def record_shape(length: int, topic_len: int) -> Callable[[memoryview, int], tuple] | None:
@@ -373,7 +473,7 @@ def decode_intact(
         offset != commit_offset
         or tail_length != length
         or body_len + tag_len + keys_len + props_len != len(rest)
-        or crc32c(view[pos : pos + length - 8]) != crc
+        or crc32c(view[pos : pos + length - TRAILER_SIZE]) != crc
     ):
         return None
     if tag_len or keys_len or props_len:
@@ -419,25 +519,25 @@ def _decode_checked(
     """``decode_record`` for what ``decode_intact`` does not accept: damage, or records
     too long to read whole before their header is checked."""
     header = check_record(view, pos, limit, commit_offset)
-    length = header[0]
+    length = header[LENGTH]
     if expected_length and length != expected_length:
         raise CorruptRecordError(
             commit_offset, f"record is {length} bytes, its queue entry says {expected_length}"
         )
     p = pos + HEADER_SIZE
-    topic_len = header[9]
+    topic_len = header[TOPIC_LEN]
     return message_with_extras(
         message_id,
         str(view[p : p + topic_len], "utf-8"),
-        header[6],
-        header[3],
+        header[QUEUE_ID],
+        header[QUEUE_OFFSET],
         commit_offset,
-        header[4],
-        header[5],
-        header[10],
-        header[11],
-        header[12],
-        bytes(view[p + topic_len : pos + length - TRAILER.size]),
+        header[BORN_MS],
+        header[STORE_MS],
+        header[TAG_LEN],
+        header[KEYS_LEN],
+        header[PROPS_LEN],
+        bytes(view[p + topic_len : pos + length - TRAILER_SIZE]),
     )
 
 

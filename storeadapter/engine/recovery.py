@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import bisect
-import struct
 import sys
 import time
 from array import array
@@ -39,16 +38,26 @@ from operator import add, is_, itemgetter, sub
 from . import dataplane
 from .checkpoint import CheckpointState
 from .commitlog import CommitLog
-from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
+from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
 from .dataplane import NATIVE_RUN
 from .follow import trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
 from .record import (
+    COMMIT_OFFSET,
     HEADER_SIZE,
     KEY_SEPARATOR,
+    KEYS_LEN,
+    LENGTH,
+    META_LENS,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
+    PROPS_LEN,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    STORE_MS,
+    TAG_LEN,
+    TOPIC_LEN,
 )
 from .results import Corruption
 from .scan import (
@@ -57,6 +66,10 @@ from .scan import (
     GARBAGE_TAIL,
     RECORD,
     RUN,
+    RUN_COMMIT_OFFSET,
+    RUN_QUEUE_ID,
+    RUN_QUEUE_OFFSET,
+    RUN_STORE_MS,
     TAIL,
     UNIFORM_RUN,
     UniformRun,
@@ -331,8 +344,8 @@ class _Dispatcher:
     def add_uniform(self, segment: Segment, run: UniformRun) -> None:
         """Dispatch a run of records that share their lengths, topic and tag."""
         header = run.header
-        length, topic_len, tag_len = header[0], header[9], header[10]
-        start = header[2] - segment.base + HEADER_SIZE
+        length, topic_len, tag_len = header[LENGTH], header[TOPIC_LEN], header[TAG_LEN]
+        start = header[COMMIT_OFFSET] - segment.base + HEADER_SIZE
         topic = segment.map[start : start + topic_len]
         tag = tag_hash(segment.map[start + topic_len : start + topic_len + tag_len])
         fields = run.fields
@@ -342,43 +355,48 @@ class _Dispatcher:
             by_queue = self._by_topic[topic] = {}
         for queue_id in set(queue_ids).difference(by_queue):
             by_queue[queue_id] = self._target(topic, queue_id)
-        template = struct.pack("<QIQ", 0, length, tag)
+        template = ENTRY.pack(0, length, tag)
         for queue_id, group in _split(fields, queue_ids):
             target = by_queue[queue_id]
             if target is None:
                 continue
-            if group[0][0] < target.created:  # older records belong to a deleted namesake
-                group = [item for item in group if item[0] >= target.created]
+            if group[0][RUN_COMMIT_OFFSET] < target.created:  # of a deleted namesake
+                group = [item for item in group if item[RUN_COMMIT_OFFSET] >= target.created]
                 if not group:
                     continue
-            if header[11] or header[12]:
-                self._index_records(segment, header, topic, ((item[0], item[2]) for item in group))
+            if header[KEYS_LEN] or header[PROPS_LEN]:
+                self._index_records(
+                    segment,
+                    header,
+                    topic,
+                    ((item[RUN_COMMIT_OFFSET], item[RUN_STORE_MS]) for item in group),
+                )
             packed = bytearray(template * len(group))
             _interleave(packed, 0, 8, array("Q", map(_FIELD_OFFSET, group)))
-            self._keep(target, list(map(_FIELD_QUEUE_OFFSET, group)), group, 2, packed)
+            self._keep(target, list(map(_FIELD_QUEUE_OFFSET, group)), group, RUN_STORE_MS, packed)
         if self._count >= _FLUSH_EVERY:
             self.finish()
 
     def _add_headers(self, segment: Segment, target: _Target, headers: list[tuple]) -> None:
         """Pack the entries of records of one queue, in log order."""
-        if headers[0][2] < target.created:  # older records belong to a deleted namesake
-            headers = [h for h in headers if h[2] >= target.created]
+        if headers[0][COMMIT_OFFSET] < target.created:  # of a deleted namesake
+            headers = [h for h in headers if h[COMMIT_OFFSET] >= target.created]
             if not headers:
                 return
         if any(map(_KEYS_LEN, headers)) or any(map(_PROPS_LEN, headers)):
-            pos = headers[0][2] - segment.base + HEADER_SIZE
-            topic = segment.map[pos : pos + headers[0][9]]
+            pos = headers[0][COMMIT_OFFSET] - segment.base + HEADER_SIZE
+            topic = segment.map[pos : pos + headers[0][TOPIC_LEN]]
             for h in headers:
-                if h[11] or h[12]:
-                    self._index_records(segment, h, topic, ((h[2], h[5]),))
+                if h[KEYS_LEN] or h[PROPS_LEN]:
+                    self._index_records(segment, h, topic, ((h[COMMIT_OFFSET], h[STORE_MS]),))
         if any(map(_TAG_LEN, headers)):
             data = segment.map
             base = segment.base - HEADER_SIZE
             tags = []
             for h in headers:
-                if h[10]:
-                    pos = h[2] - base + h[9]
-                    tags.append(tag_hash(data[pos : pos + h[10]]))
+                if h[TAG_LEN]:
+                    pos = h[COMMIT_OFFSET] - base + h[TOPIC_LEN]
+                    tags.append(tag_hash(data[pos : pos + h[TAG_LEN]]))
                 else:
                     tags.append(0)
         else:
@@ -387,7 +405,7 @@ class _Dispatcher:
         _interleave(packed, 0, 8, array("Q", map(_COMMIT_OFFSET, headers)))
         _interleave(packed, 8, 4, array("I", map(_LENGTH, headers)))
         _interleave(packed, 12, 8, array("Q", tags))
-        self._keep(target, list(map(_QUEUE_OFFSET, headers)), headers, 5, packed)
+        self._keep(target, list(map(_QUEUE_OFFSET, headers)), headers, STORE_MS, packed)
 
     def _index_records(
         self, segment: Segment, header: tuple, topic: bytes, records: Iterable[tuple[int, int]]
@@ -539,18 +557,18 @@ _BIG_ENDIAN = sys.byteorder == "big"
 _UNKNOWN = object()
 
 
-_LENGTH = itemgetter(0)
-_COMMIT_OFFSET = itemgetter(2)
-_QUEUE_OFFSET = itemgetter(3)
-_STORE_MS = itemgetter(5)
-_QUEUE_ID = itemgetter(6)
-_TOPIC_LEN = itemgetter(9)
-_TAG_LEN = itemgetter(10)
-_FIELD_OFFSET = itemgetter(0)
-_FIELD_QUEUE_OFFSET = itemgetter(1)
-_FIELD_QUEUE_ID = itemgetter(3)
-_KEYS_LEN = itemgetter(11)
-_PROPS_LEN = itemgetter(12)
+_LENGTH = itemgetter(LENGTH)
+_COMMIT_OFFSET = itemgetter(COMMIT_OFFSET)
+_QUEUE_OFFSET = itemgetter(QUEUE_OFFSET)
+_STORE_MS = itemgetter(STORE_MS)
+_QUEUE_ID = itemgetter(QUEUE_ID)
+_TOPIC_LEN = itemgetter(TOPIC_LEN)
+_TAG_LEN = itemgetter(TAG_LEN)
+_FIELD_OFFSET = itemgetter(RUN_COMMIT_OFFSET)
+_FIELD_QUEUE_OFFSET = itemgetter(RUN_QUEUE_OFFSET)
+_FIELD_QUEUE_ID = itemgetter(RUN_QUEUE_ID)
+_KEYS_LEN = itemgetter(KEYS_LEN)
+_PROPS_LEN = itemgetter(PROPS_LEN)
 
 
 def _index_items(
@@ -560,7 +578,7 @@ def _index_items(
 
     Only ``header``'s field lengths are used (they may be another record's that shares them).
     """
-    topic_len, tag_len, keys_len, props_len = header[9], header[10], header[11], header[12]
+    topic_len, tag_len, keys_len, props_len = header[META_LENS]
     start = pos + HEADER_SIZE + topic_len + tag_len
     items = []
     if keys_len:

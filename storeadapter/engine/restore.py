@@ -13,7 +13,7 @@ from typing import NamedTuple
 from .commitlog import CommitLog
 from .consumequeue import TIME_INDEX_INTERVAL
 from .queuebase import ENTRY, QueueBase
-from .record import HEADER_SIZE
+from .record import HEADER_SIZE, QUEUE_ID, QUEUE_OFFSET, STORE_MS, TAG_LEN, TOPIC_LEN
 from .scan import RECORD, scan_segment
 from .tags import tag_hash
 
@@ -46,14 +46,15 @@ def restore_queue_end(
             if event.kind != RECORD or event.offset + event.length > tail:
                 continue
             header = event.header
-            if header[6] != queue_id or header[3] < lost_from:
+            if header[QUEUE_ID] != queue_id or header[QUEUE_OFFSET] < lost_from:
                 continue
             pos = event.offset - segment.base + HEADER_SIZE
-            if bytes(view[pos : pos + header[9]]) != topic:
+            topic_end = pos + header[TOPIC_LEN]
+            if bytes(view[pos:topic_end]) != topic:
                 continue
-            tag = bytes(view[pos + header[9] : pos + header[9] + header[10]])
+            tag = bytes(view[topic_end : topic_end + header[TAG_LEN]])
             entry = ENTRY.pack(event.offset, event.length, tag_hash(tag))
-            entries.append((header[3], entry, header[5]))
+            entries.append((header[QUEUE_OFFSET], entry, header[STORE_MS]))
     if not entries:
         return Restored(0, 0, lost_from, lost_from)
     entries.sort()

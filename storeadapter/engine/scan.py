@@ -21,15 +21,26 @@ from .errors import CorruptRecordError
 from .record import (
     END_OF_SEGMENT_MAGIC,
     END_OF_SEGMENT_MAGIC_BYTES,
+    FIELD_AT,
     HEADER_SIZE,
     HEADER_UNPACK,
+    LENGTH,
+    MAGIC,
+    MAGIC_AT,
     MARKER,
     MARKER_SIZE,
     RECORD_MAGIC,
     RECORD_MAGIC_BYTES,
     RECORD_OVERHEAD,
+    TAG_LEN,
+    TOPIC_LEN,
+    TRAILER_SIZE,
     TRAILER_UNPACK,
+    TRAILING_LENGTH_SIZE,
     check_record,
+    field_bytes,
+    fields_format,
+    length_from_fields,
 )
 from .segment import Segment
 
@@ -70,7 +81,7 @@ class UniformRun(NamedTuple):
 
     header: tuple  # the first record's header
     count: int
-    # per record: commit-log offset, queue offset, store ms, queue id
+    # per record: commit-log offset, queue offset, store ms, queue id (``RUN_*`` items)
     fields: list[tuple[int, int, int, int]]
 
 
@@ -106,7 +117,7 @@ def scan_segment(
         if runs:
             uniform = uniform_run(segment, pos, pos + RUN_BYTES)
             if uniform is not None:
-                length = uniform.count * uniform.header[0]
+                length = uniform.count * uniform.header[LENGTH]
                 yield ScanEvent(UNIFORM_RUN, base + pos, length, "", uniform)
                 pos += length
                 continue
@@ -122,7 +133,7 @@ def scan_segment(
             except CorruptRecordError as error:
                 reason = error.reason
             else:
-                length = header[0]
+                length = header[LENGTH]
                 yield ScanEvent(RECORD, base + pos, length, "", header)
                 pos += length
                 continue
@@ -176,8 +187,8 @@ def intact_run(
             or length != RECORD_OVERHEAD + body + topic + tag + keys + props
         ):
             break
-        crc, trailing = TRAILER_UNPACK(view, end - 8)
-        if trailing != length or crc32c(view[pos : end - 8]) != crc:
+        crc, trailing = TRAILER_UNPACK(view, end - TRAILER_SIZE)
+        if trailing != length or crc32c(view[pos : end - TRAILER_SIZE]) != crc:
             break
         if length == previous:
             same += 1
@@ -209,11 +220,11 @@ def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
     if pos + HEADER_SIZE > size:
         return None
     first = HEADER_UNPACK(view, pos)
-    length, magic = first[0], first[1]
-    fixed = first[9] + first[10]
+    length, magic = first[LENGTH], first[MAGIC]
+    fixed = first[TOPIC_LEN] + first[TAG_LEN]
     if (
         magic != RECORD_MAGIC
-        or length != RECORD_OVERHEAD + first[7] + fixed + first[11] + first[12]
+        or length != length_from_fields(first)
         or pos + length * _MIN_UNIFORM > size
     ):
         return None
@@ -237,10 +248,17 @@ def uniform_run(segment: Segment, pos: int, stop: int) -> UniformRun | None:
         if count < window:
             break
     if length <= _COPY_UP_TO:  # copies of small records cost less than views of them
-        pieces = map(_FIRST, struct.iter_unpack(f"<{length - 4}s4x", view[pos:end]))
+        # each record but its trailing length: the CRC residue check's input
+        pieces = map(
+            _FIRST,
+            struct.iter_unpack(
+                f"<{length - TRAILING_LENGTH_SIZE}s{TRAILING_LENGTH_SIZE}x", view[pos:end]
+            ),
+        )
     else:
         starts = range(pos, end, length)
-        pieces = map(view.__getitem__, map(slice, starts, range(pos + length - 4, end, length)))
+        stops = range(pos + length - TRAILING_LENGTH_SIZE, end, length)
+        pieces = map(view.__getitem__, map(slice, starts, stops))
     crcs = list(map(crc32c, pieces))
     if crcs.count(_RESIDUE) != count:
         count = next(i for i, crc in enumerate(crcs) if crc != _RESIDUE)
@@ -266,11 +284,23 @@ _FIRST = itemgetter(0)
 def _shared_bytes(length: int, fixed: int) -> tuple[int, ...]:
     """Where alike records hold the same bytes: length, magic, field lengths, topic, tag,
     trailing length (everything but offsets, times, queue id, flags, CRC and contents)."""
-    return (*range(8), *range(44, 48), *range(50, 56 + fixed), *range(length - 4, length))
+    return (
+        *field_bytes("length"),
+        *field_bytes("magic"),
+        *field_bytes("body_len"),
+        *range(FIELD_AT["topic_len"], HEADER_SIZE + fixed),
+        *range(length - TRAILING_LENGTH_SIZE, length),
+    )
 
 
+# What a uniform run keeps of each record (``UniformRun.fields``), and their items.
+_RUN_FIELDS = ("commit_offset", "queue_offset", "store_ms", "queue_id")
+RUN_COMMIT_OFFSET, RUN_QUEUE_OFFSET, RUN_STORE_MS, RUN_QUEUE_ID = range(len(_RUN_FIELDS))
+
+
+@lru_cache(maxsize=256)
 def _fields_format(length: int) -> str:
-    return f"<8xQQ8xqI{length - 44}x"
+    return fields_format(_RUN_FIELDS, length)
 
 
 def find_next_record(segment: Segment, start: int, limit: int) -> int | None:
@@ -278,23 +308,23 @@ def find_next_record(segment: Segment, start: int, limit: int) -> int | None:
     data = segment.map
     view = segment.view
     size = segment.size
-    search = start + 4
+    search = start + MAGIC_AT
     while True:
-        hit = data.find(RECORD_MAGIC_BYTES, search, limit + 4)
+        hit = data.find(RECORD_MAGIC_BYTES, search, limit + MAGIC_AT)
         if hit < 0:
             break
-        candidate = hit - 4
+        candidate = hit - MAGIC_AT
         try:
             check_record(view, candidate, size, segment.base + candidate)
             return candidate
         except CorruptRecordError:
             search = hit + 1
-    search = start + 4
+    search = start + MAGIC_AT
     while True:
-        hit = data.find(END_OF_SEGMENT_MAGIC_BYTES, search, limit + 4)
+        hit = data.find(END_OF_SEGMENT_MAGIC_BYTES, search, limit + MAGIC_AT)
         if hit < 0:
             return None
-        candidate = hit - 4
+        candidate = hit - MAGIC_AT
         if MARKER.unpack_from(view, candidate)[0] == size - candidate:
             return candidate
         search = hit + 1

@@ -20,17 +20,21 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-_MAGIC = b"TDMS"
+STATE_MAGIC = b"TDMS"
 _VERSION = 1
-# magic, version, sequence, 5 shared fields, the writing flag, the ring sequence (the
-# writer's extent, at 72, is read and written on its own)
-_LAYOUT = struct.Struct("<4sIQ7Q")
+# The file's header, the one place its layout is written (docs/FORMAT.md, "state"):
+# magic, version, sequence, the 5 shared fields (SharedSnapshot's first five), the
+# writing flag, the ring sequence; then the writer's extent, read and written on its own.
+STATE_HEADER = struct.Struct("<4sIQ7Q")
 _SEQUENCE = struct.Struct("<Q")
-_TAIL_AT = 16
-_WRITING_AT = 56
-_RING_SEQ_AT = 64
-_EXTENT_AT = 72
-_STUCK_AFTER_S = 0.05
+# An unpacked header's items, and where the fields read or written alone sit.
+_MAGIC_ITEM, _SEQUENCE_ITEM, _SHARED_ITEMS, _RING_SEQ_ITEM = 0, 2, slice(3, 8), 9
+_SEQUENCE_AT = struct.calcsize("<4sI")
+_TAIL_AT = _SEQUENCE_AT + _SEQUENCE.size
+_WRITING_AT = _TAIL_AT + 5 * _SEQUENCE.size
+_RING_SEQ_AT = _WRITING_AT + _SEQUENCE.size
+_EXTENT_AT = STATE_HEADER.size
+STUCK_AFTER_S = 0.05  # a sequence odd for longer: its writer died mid-update
 _HEADER_SIZE = 4096
 # The ring of queue-end notes: sequence, topic id, queue, new queue end, store time.
 RING_ENTRY = struct.Struct("<QIIQq")
@@ -45,6 +49,22 @@ class SharedSnapshot(NamedTuple):
     offsets_version: int
     index_version: int
     ring_seq: int = 0
+
+
+def header_written(fields: tuple) -> bool:
+    """Whether an unpacked state header (``STATE_HEADER``) was ever written."""
+    return fields[_MAGIC_ITEM] == STATE_MAGIC
+
+
+def header_updating(fields: tuple) -> bool:
+    """Whether a writer was in the middle of an update when the header was read."""
+    return bool(fields[_SEQUENCE_ITEM] & 1)
+
+
+def header_snapshot(fields: tuple, notes_trusted: bool = True) -> SharedSnapshot:
+    """The shared fields of an unpacked header; ``ring_seq`` -1 unless ``notes_trusted``
+    (a writer died mid-update: readers walk the records instead of reading notes)."""
+    return SharedSnapshot(*fields[_SHARED_ITEMS], fields[_RING_SEQ_ITEM] if notes_trusted else -1)
 
 
 class SharedState:
@@ -63,27 +83,27 @@ class SharedState:
         notes cannot be trusted, and readers walk the records instead. The next write
         makes the sequence even again.
         """
-        unpack = _LAYOUT.unpack_from
+        unpack = STATE_HEADER.unpack_from
         data = self.map
         deadline = None
         while True:
             first = unpack(data, 0)
-            if first[2] & 1:
+            if header_updating(first):
                 if deadline is None:
-                    deadline = time.monotonic() + _STUCK_AFTER_S
+                    deadline = time.monotonic() + STUCK_AFTER_S
                 elif time.monotonic() > deadline:
-                    return SharedSnapshot(*first[3:8], -1)
+                    return header_snapshot(first, notes_trusted=False)
                 continue
             second = unpack(data, 0)
             if first == second:
-                if first[0] != _MAGIC:
+                if not header_written(first):
                     return SharedSnapshot(0, 0, 0, 0, 0, 0)
-                return SharedSnapshot(*first[3:8], first[9])
+                return header_snapshot(first)
 
     def sequence(self) -> int:
         """The fields' sequence number: it changes with every write (odd while one is
         under way), so an unchanged even value means nothing changed since it was read."""
-        return _SEQUENCE.unpack_from(self.map, 8)[0]
+        return _SEQUENCE.unpack_from(self.map, _SEQUENCE_AT)[0]
 
     def write(self, **fields: int) -> SharedSnapshot:
         """Change some fields (the caller holds the store's write lock)."""
@@ -92,12 +112,14 @@ class SharedState:
     def store(self, snapshot: SharedSnapshot) -> SharedSnapshot:
         """Write every field (the caller holds the store's write lock)."""
         data = self.map
-        sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
-        _SEQUENCE.pack_into(data, 8, sequence)
+        sequence = _SEQUENCE.unpack_from(data, _SEQUENCE_AT)[0] | 1
+        _SEQUENCE.pack_into(data, _SEQUENCE_AT, sequence)
         writing = _SEQUENCE.unpack_from(data, _WRITING_AT)[0]
-        ring_seq = max(snapshot[5], _SEQUENCE.unpack_from(data, _RING_SEQ_AT)[0])
-        _LAYOUT.pack_into(data, 0, _MAGIC, _VERSION, sequence, *snapshot[:5], writing, ring_seq)
-        _SEQUENCE.pack_into(data, 8, sequence + 1)
+        ring_seq = max(snapshot.ring_seq, _SEQUENCE.unpack_from(data, _RING_SEQ_AT)[0])
+        STATE_HEADER.pack_into(
+            data, 0, STATE_MAGIC, _VERSION, sequence, *snapshot[:5], writing, ring_seq
+        )
+        _SEQUENCE.pack_into(data, _SEQUENCE_AT, sequence + 1)
         return snapshot._replace(ring_seq=ring_seq)
 
     def publish_tail(
@@ -119,14 +141,14 @@ class SharedState:
             ring_seq += 1
             at = _HEADER_SIZE + (ring_seq % RING_ENTRIES) * RING_ENTRY.size
             pack(data, at, ring_seq, topic_id, queue, end, store_ms)
-        sequence = _SEQUENCE.unpack_from(data, 8)[0] | 1
-        _SEQUENCE.pack_into(data, 8, sequence)
+        sequence = _SEQUENCE.unpack_from(data, _SEQUENCE_AT)[0] | 1
+        _SEQUENCE.pack_into(data, _SEQUENCE_AT, sequence)
         _SEQUENCE.pack_into(data, _TAIL_AT, tail)
         if finished:
             _SEQUENCE.pack_into(data, _WRITING_AT, 0)
             _SEQUENCE.pack_into(data, _EXTENT_AT, 0)
         _SEQUENCE.pack_into(data, _RING_SEQ_AT, ring_seq)
-        _SEQUENCE.pack_into(data, 8, sequence + 1)
+        _SEQUENCE.pack_into(data, _SEQUENCE_AT, sequence + 1)
         return ring_seq
 
     def notes(self, after: int, upto: int) -> list[tuple[int, int, int, int]] | None:
@@ -184,4 +206,12 @@ class SharedState:
         os.close(self.fd)
 
 
-__all__ = ["SharedState", "SharedSnapshot"]
+__all__ = [
+    "STATE_HEADER",
+    "STUCK_AFTER_S",
+    "SharedSnapshot",
+    "SharedState",
+    "header_snapshot",
+    "header_updating",
+    "header_written",
+]

@@ -1,4 +1,30 @@
-"""MessageStore: the public face of the engine (names are a contract, see DESIGN.md)."""
+"""MessageStore: the public face of the engine (names are a contract, see DESIGN.md).
+
+``MessageStore`` composes parts that own their state, and keeps the decisions that span
+them: opening and recovery, following other processes, the write lock, flushes, closing.
+
+* the commit log (``CommitLog``, commitlog.py): segments, tail, flushed position;
+* the queues (``TopicRegistry``, topics.py): topics and their consume queues or shared
+  blocks, the open queue files, and the queues written since the last flush (``dirty``);
+* the key index (``KeyIndex``, keyindex.py) and the event streams (``Streams``);
+* the reader (``Reader``, reader.py): checked reads of the log by queue offset, id, time
+  and key; the damage reads and recovery found (``CorruptionLog``); the pulls waiting in
+  this process for an append (``Arrivals``);
+* the disk use as last measured (``DiskUse``, diskuse.py), which appends are judged by;
+* the committed offsets (``OffsetStore``), the checkpoint, the shared state
+  (``SharedState``), the locks, the flusher (``FlushService``) and the group-commit
+  combiner (``WriteCombiner``).
+
+Its public methods are defined here and in one mixin per concern: ``Appending`` (the
+writer), ``Reading`` (read methods: check, follow, find the queue, then ask the
+reader), ``TopicAdmin`` (topics and queues), ``GroupOffsets`` (committed offsets) and
+``Upkeep`` (retention, disk use). The mixins other than ``Reading`` still share
+attributes set here (``commitlog``, ``config``, ``path``, ``_registry``, ``_index``,
+``_streams``, ``_offsets``, ``_table``, ``_shared`` and ``_seen``, the locks,
+``_flusher``, ``_failure``) and the store's own steps (``_check_open``, ``_follow``,
+``_exclusive``, ``_publish``, ``_topic``, ``_queue``). The writer, which uses most of
+them, is the next part to move out.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +33,6 @@ import errno
 import json
 import os
 import threading
-from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +44,7 @@ from .combining import WriteCombiner
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue
+from .diskuse import DiskUse
 from .errors import (
     DiskFullError,
     StoreClosedError,
@@ -30,11 +56,11 @@ from .errors import (
 from .flush import FlushService
 from .follow import follow_log, trim_queue_end, unpublished_records
 from .groupoffsets import GroupOffsets
-from .handles import HandleCache
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .metadata import StoreIdentity, TopicTable
 from .offsets import OffsetStore
+from .reader import Reader
 from .reading import Reading
 from .recovery import RecoveryReport, choose_start, recover
 from .restore import restore_queue_end
@@ -75,13 +101,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             on_timeout=self._flush_timed_out,
         )
         self._flush_lock = threading.Lock()
-        self._appended = threading.Condition()
-        self._pull_waiters = 0
         self._closed = False
         self._failure: BaseException | None = None
-        self._dirty_queues: set[ConsumeQueue] = set()
-        self._corruptions: deque[Corruption] = deque(maxlen=1000)
-        self._corrupt_offsets: set[int] = set()
         self._follow_lock = threading.RLock()
         self._locks: StoreLocks | None = None
         self._shared: SharedState | None = None
@@ -89,7 +110,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._followed_sequence = -1  # the shared state's sequence when last caught up
         self._forked = False
         self._index_marker_pending = False
-        self._disk_ratio = 0.0
+        self._disk = DiskUse(path)
         self.last_retention: RetentionReport | None = None
 
     # ----------------------------------------------------------------- opening
@@ -127,36 +148,39 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
                 self.commitlog.open(None if alone else self._shared.read().tail)
                 self.commitlog.before_write = self._shared.raise_extent
-                self._handles = HandleCache(self.config.max_open_queue_files)
                 self._registry = TopicRegistry(
-                    self.path / "consumequeue", self.identity.queue_file_entries, self._handles
+                    self.path / "consumequeue",
+                    self.identity.queue_file_entries,
+                    self.config.max_open_queue_files,
                 )
                 self._registry.tail_source = self._followed_tail
-                self._topics = self._registry.topics
                 self._checkpoint = Checkpoint(self.path / "checkpoint")
                 self._index = KeyIndex(
                     self.path / "index", self.config.index_slots, self.config.index_entries
+                )
+                self._reader = Reader(
+                    self.commitlog, self.identity.store_id, self._id_prefix, self._index
                 )
                 self._streams = Streams(
                     self.path / "consumequeue",
                     self.config.stream_index_slots,
                     self.config.stream_cache_streams,
                     self.commitlog,
-                    self._record_at,
+                    self._reader.record_at,
                     self.config.max_message_bytes,
                 )
                 if alone:
                     self._open_alone()
                 else:
                     self._open_beside_others()
-                self._streams.preload(self._topics)
+                self._streams.preload(self._registry.topics)
             finally:
                 self._locks.unlock_writes()
         self.commitlog.last_store_ms = max(
             self.commitlog.last_store_ms, self.commitlog.store_time_before_tail()
         )
         self._registry.on_load = self._on_queue_load
-        self._disk_ratio = self._probe_disk()
+        self._disk.measure()
         self._flusher = FlushService(
             self._sync_log,
             self._flush_everything,
@@ -202,7 +226,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state.dispatched if state else None,
             self.commitlog.tail,
         )
-        self._dirty_queues.update(q.flush_target for q in self._registry.loaded_queues())
+        self._registry.dirty.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
             topic.blocks.rebuilding = False
             topic.blocks.republish_end(self.commitlog.tail)
@@ -218,7 +242,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             )
         self._registry.damage.clear()
         for corruption in self.last_recovery.corruptions:
-            self._note_corruption(corruption)
+            self._reader.corruptions.note(corruption)
         log_damaged = self.last_recovery.corruptions or self.last_recovery.truncated_at is not None
         for topic in self._registry.topics.values():
             if topic.ends is None:
@@ -319,15 +343,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _drop_leftover_offsets(self) -> None:
         """Forget committed offsets on topics and queues that no longer exist (a
         deletion killed between saving the topics and dropping their offsets)."""
+        topics = self._registry.topics
         leftovers = {
             (topic, queue)
             for (_group, topic, queue) in self._offsets.offsets
-            if topic not in self._topics or queue >= len(self._topics[topic].queues)
+            if topic not in topics or queue >= len(topics[topic].queues)
         }
-        for topic in {topic for topic, _queue in leftovers if topic not in self._topics}:
+        for topic in {topic for topic, _queue in leftovers if topic not in topics}:
             self._offsets.drop_topic(topic)
         for topic, queue in leftovers:
-            if topic in self._topics:
+            if topic in topics:
                 self._offsets.drop_queue(topic, queue)
 
     def _clamp_offsets_past_ends(self) -> list[dict]:
@@ -340,7 +365,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         past: dict[tuple[str, str], dict[int, int]] = {}
         clamped = []
         for (group, topic, queue), committed in sorted(self._offsets.offsets.items()):
-            state = self._topics.get(topic)
+            state = self._registry.topics.get(topic)
             if state is None or queue >= len(state.queues):
                 continue
             end = state.queues[queue].max_offset
@@ -385,7 +410,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             queue_file.sync()
         queue.time_index.sync()
         if restored.count:
-            self._note_corruption(
+            self._reader.corruptions.note(
                 Corruption(
                     restored.first_commit_offset,
                     0,
@@ -418,7 +443,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if snapshot.topics_version != seen.topics_version:
             self._table = TopicTable(self.path / "topics.json")
             self._registry.reload(self._table)
-            self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
         if snapshot.min_offset > self.commitlog.min_offset:
             self.commitlog.drop_below(snapshot.min_offset)
             self._advance_queue_mins()
@@ -432,7 +456,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 grown = follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
             else:
                 grown = self._apply_notes(notes, snapshot.tail)
-            self._dirty_queues.update(q.flush_target for q in grown)
+            self._registry.dirty.update(q.flush_target for q in grown)
         if snapshot.offsets_version != seen.offsets_version:
             self._offsets.catch_up()
         self._seen = snapshot
@@ -476,12 +500,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         tail = log.tail
         self._table = TopicTable(self.path / "topics.json")
         self._registry.reload(self._table)
-        self._dirty_queues = {q for q in self._dirty_queues if not q.closed}
         if extent > tail:
             self._erase_unpublished_entries(extent)
             log.clear_after_tail(log.writable_segment(), extent)
         self._index.truncate_from(tail)
-        self._streams.truncate_from(self._topics, tail)
+        self._streams.truncate_from(self._registry.topics, tail)
         for shared in self._registry.shared_topics():
             shared.blocks.discard_unpublished(tail)
         self._offsets.catch_up()
@@ -508,7 +531,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 continue
             queue = topic.queues[queue_id]
             if queue.erase_unpublished(queue_offset, commit_offset):
-                self._dirty_queues.add(queue)
+                self._registry.dirty.add(queue.flush_target)
 
     def _io_failure(self, error: OSError) -> DiskFullError | StoreIOError:
         """The typed error of a topic, offset or retention change whose file could not be
@@ -612,7 +635,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         log = self.commitlog
         return self._streams.read(
             state, stream_id, from_version, max_count, log.tail, log.min_offset,
-            self._note_corruption,
+            self._reader.corruptions.note,
         )  # fmt: skip
 
     def stream_version(self, topic: str, stream_id: str) -> int:
@@ -678,14 +701,14 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             with self._write_lock:
                 target = self.commitlog.tail
                 segments = self.commitlog.take_unsynced()
-                queue_files = [f for q in self._dirty_queues for f in q.take_dirty()]
-                witnessed = self._queue_ends(self._dirty_queues)
-                time_indexes = [q.time_index for q in self._dirty_queues]
-                self._dirty_queues.clear()
+                dirty = self._registry.take_dirty()
+                queue_files = [f for q in dirty for f in q.take_dirty()]
+                witnessed = self._queue_ends(dirty)
+                time_indexes = [q.time_index for q in dirty]
                 # Every key-index file with entries past the last checkpoint: other
                 # processes write and roll them too, unseen by this one's dirty list.
                 index_files = self._index.files_to_sync(self._checkpoint.index_dispatched())
-                event_indexes = self._streams.to_sync(self._topics, target)
+                event_indexes = self._streams.to_sync(self._registry.topics, target)
             for segment in segments:
                 segment.sync()
             for queue_file in queue_files:
@@ -699,7 +722,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
-            self._disk_ratio = self._probe_disk()
+            self._disk.measure()
             return target
 
     @staticmethod
@@ -748,10 +771,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if self._failure is not None:
             raise StoreFailedError(self._failure_sentence())
 
-    def _note_corruption(self, corruption: Corruption) -> None:
-        if corruption.commit_offset not in self._corrupt_offsets:
-            self._corrupt_offsets.add(corruption.commit_offset)
-            self._corruptions.append(corruption)
+    @property
+    def _topics(self) -> dict[str, Topic]:
+        """The queues part's topics by name (tests outside the engine look at them)."""
+        return self._registry.topics
 
     @property
     def closed(self) -> bool:
@@ -805,22 +828,23 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         }
         if topics:
             result["topics"] = {
-                name: self._topic_stats(state) for name, state in sorted(self._topics.items())
+                name: self._topic_stats(state)
+                for name, state in sorted(self._registry.topics.items())
             }
         result.update(
             {
                 "groups": self.groups(),
                 "last_recovery": self.last_recovery.as_dict(),
                 "last_retention": self._read_json("retention.json"),
-                "disk_ratio": round(self._refresh_disk_ratio(), 4),
+                "disk_ratio": round(self._disk.measure(), 4),
                 "retention_hours": self.config.retention_hours,
-                "corruptions": [c._asdict() for c in self._corruptions],
+                "corruptions": [c._asdict() for c in self._reader.corruptions.recent()],
                 "index_problems": [
                     {"file": p.path.name, "reason": p.reason} for p in self._index.problems
                 ],
                 "offsets_dropped_bytes": self._offsets.dropped_bytes,
                 "checkpoint_problems": list(self._checkpoint.problems),
-                "streams": self._streams.stats(self._topics),
+                "streams": self._streams.stats(self._registry.topics),
                 "failed": None if self._failure is None else str(self._failure),
             }
         )
@@ -844,7 +868,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "min_offset": queue.min_offset,
                 "max_offset": queue.max_offset,
                 "messages": queue.max_offset - queue.min_offset,
-                "last_store_time_ms": self._last_store_time(queue),
+                "last_store_time_ms": self._reader.last_store_time(queue),
             }
         return {
             "queues": queue_stats,
@@ -852,48 +876,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             "created_ms": state.info.created_ms,
         }
 
-    def _refresh_disk_ratio(self) -> float:
-        """The file system's use now (also what the next append is judged by)."""
-        self._disk_ratio = self._probe_disk()
-        return self._disk_ratio
-
     def _read_json(self, name: str) -> dict | None:
         try:
             return json.loads((self.path / name).read_bytes())
         except (OSError, ValueError):
             return None
-
-    def _last_store_time(self, queue: ConsumeQueue) -> int | None:
-        """The store time of the queue's last message, read once per change of the queue.
-
-        Reading it costs a consume-queue read (often a file open: the handle cache holds
-        far fewer files than a big store has queues) and a log read, too much to do for
-        every queue on every stats() call. It is kept on the queue with what it was read
-        from (min and max offsets, change count): a write, a truncation, retention or
-        another process's appends change those, and the next call reads it again. An
-        answer of None for a queue that has entries is not kept.
-        """
-        key = (queue.min_offset, queue.max_offset, queue.changes)
-        cached = queue.last_store_cache
-        if cached is not None and cached[:3] == key:
-            return cached[3]
-        value = self._read_last_store_time(queue)
-        if value is not None or key[0] >= key[1]:  # else unreadable for now: ask again
-            queue.last_store_cache = (*key, value)
-        return value
-
-    def _read_last_store_time(self, queue: ConsumeQueue) -> int | None:
-        index = queue.max_offset - 1
-        while index >= queue.min_offset:
-            entry = queue.entry(index)
-            if entry is not None:
-                found = self.commitlog.locate(entry[0])
-                if found is None:
-                    return None
-                segment, pos = found
-                return int.from_bytes(segment.map[pos + 32 : pos + 40], "little", signed=True)
-            index -= 1
-        return None
 
     # ----------------------------------------------------------------- closing
 
@@ -911,10 +898,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._fail(error)
                 clean = False
         self._closed = True
-        with self._appended:
-            self._appended.notify_all()
+        self._reader.arrivals.wake()
         self._registry.close()
-        self._handles.close()
         self._index.close()
         self._streams.close()
         self.commitlog.close()

@@ -93,12 +93,18 @@ class Topic:
 
 
 class TopicRegistry:
-    """Topic name → open ``Topic``; resolves records to their queues."""
+    """The queues: topic name → open ``Topic``; resolves records to their queues.
 
-    def __init__(self, root: Path, entries_per_file: int, handles: HandleCache) -> None:
+    It owns the open queue files (through its ``HandleCache``) and the queues written
+    since the last flush (``dirty``: the next flush takes them and fsyncs their files).
+    """
+
+    def __init__(self, root: Path, entries_per_file: int, max_open_files: int) -> None:
         self.root = root
         self.entries_per_file = entries_per_file
-        self.handles = handles
+        self.handles = HandleCache(max_open_files)
+        # Queues (a shared topic's blocks: its flush target) with writes no flush took yet.
+        self.dirty: set = set()
         self.topics: dict[str, Topic] = {}
         self._by_bytes: dict[bytes, Topic] = {}
         self.by_id: dict[int, Topic] = {}
@@ -185,6 +191,7 @@ class TopicRegistry:
             while len(topic.queues) > info.queues:
                 topic.queues.pop().close()
             topic.info = info
+        self.forget_closed()
         return opened
 
     def create(self, info: TopicInfo) -> Topic:
@@ -218,6 +225,7 @@ class TopicRegistry:
         queues = topic.made_queues()
         for queue in queues:
             queue.close()
+        self.dirty.difference_update(queues)
         if topic.blocks is not None:
             topic.blocks.close()
         return queues
@@ -251,6 +259,7 @@ class TopicRegistry:
         """Close the last queue of ``topic`` and delete its files."""
         queue = topic.queues.pop()
         queue.close()
+        self.dirty.discard(queue)
         if topic.blocks is not None:
             topic.blocks.forget_queue(len(topic.queues))
             return queue
@@ -314,9 +323,20 @@ class TopicRegistry:
     def shared_topics(self) -> list[Topic]:
         return [topic for topic in self.topics.values() if topic.blocks is not None]
 
+    def take_dirty(self) -> list:
+        """The queues written since the last call (a flush fsyncs their files)."""
+        dirty = list(self.dirty)
+        self.dirty.clear()
+        return dirty
+
+    def forget_closed(self) -> None:
+        """Drop closed queues from ``dirty`` (after a reload closed some)."""
+        self.dirty.difference_update([queue for queue in self.dirty if queue.closed])
+
     def close(self) -> None:
         for name in list(self.topics):
             self.close_topic(name)
+        self.handles.close()
 
 
 def _listdir(path: Path) -> list[str]:

@@ -84,7 +84,7 @@ class Upkeep:
                 # shared one (a million queues are not all loaded to report on them).
                 before = {
                     (name, queue.owner[1]): queue.min_offset
-                    for name, topic in self._topics.items()
+                    for name, topic in self._registry.topics.items()
                     for queue in topic.made_queues()
                 }
                 new_min = plan[-1][0].end
@@ -96,7 +96,7 @@ class Upkeep:
                 report.index_files_deleted = self._index.delete_below(new_min)
                 report.queues = self._queue_drops(before)
                 self._publish(min_offset=self.commitlog.min_offset)
-            self._disk_ratio = report.disk_ratio_after = self._probe_disk()
+            report.disk_ratio_after = self._disk.measure()
         self.last_retention = report
         fileio.write_atomic(self.path / "retention.json", json.dumps(report.as_dict()).encode())
         return report
@@ -104,7 +104,7 @@ class Upkeep:
     def _queue_drops(self, before: dict[tuple[str, int], int]) -> list[QueueDrop]:
         drops = []
         for (name, queue_id), old_min in before.items():
-            topic = self._topics.get(name)
+            topic = self._registry.topics.get(name)
             if topic is None:
                 continue
             new_min = topic.queues[queue_id].min_offset
@@ -142,7 +142,7 @@ class Upkeep:
         for (group, name, queue_id), committed in sorted(self._offsets.offsets.items()):
             if wanted is not None and name not in wanted:
                 continue
-            topic = self._topics.get(name)
+            topic = self._registry.topics.get(name)
             if topic is None or queue_id >= len(topic.queues):
                 continue
             queue = topic.queues[queue_id]
@@ -202,10 +202,6 @@ class Upkeep:
         for topic in self._registry.shared_topics():
             if drop_unused_blocks(topic, log_min):
                 fileio.fsync_dir(topic.blocks.directory)
-
-    def _probe_disk(self) -> float:
-        used, total = fileio.disk_usage(self.path)
-        return used / total if total else 0.0
 
 
 def _segment_info(segment) -> dict:

@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import struct
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,13 +54,14 @@ from storeadapter.engine.metadata import FORMAT_VERSION, LAYOUT_SHARED, TopicTab
 from storeadapter.engine.names import DLQ_PREFIX, RETRY_PREFIX
 from storeadapter.engine.scan import GARBAGE_TAIL, TAIL, scan_segment
 from storeadapter.engine.segment import is_segment_name, segment_name
-from storeadapter.engine.sharedstate import SharedSnapshot
-
-# The ``state`` header (docs/FORMAT.md, "Shared state"): magic, version, sequence, tail,
-# min_offset, topics_version, offsets_version, index_version, writing, ring_seq.
-_STATE_HEADER = struct.Struct("<4sIQ7Q")
-_STATE_MAGIC = b"TDMS"
-_STUCK_AFTER_S = 0.05
+from storeadapter.engine.sharedstate import (
+    STATE_HEADER,
+    STUCK_AFTER_S,
+    SharedSnapshot,
+    header_snapshot,
+    header_updating,
+    header_written,
+)
 
 UPTO_PUBLISHED = "published"
 UPTO_FLUSHED = "flushed"
@@ -198,24 +198,24 @@ def read_shared_state(path: Path) -> SharedSnapshot | None:
     except FileNotFoundError:
         return None
     try:
-        size = _STATE_HEADER.size
+        size = STATE_HEADER.size
         deadline = None
         while True:
             first = os.pread(fd, size, 0)
             if len(first) < size:
                 return None
-            fields = _STATE_HEADER.unpack(first)
-            if fields[0] != _STATE_MAGIC:
+            fields = STATE_HEADER.unpack(first)
+            if not header_written(fields):
                 return None
-            if fields[2] & 1:  # a writer is in the middle of an update
+            if header_updating(fields):
                 if deadline is None:
-                    deadline = time.monotonic() + _STUCK_AFTER_S
+                    deadline = time.monotonic() + STUCK_AFTER_S
                 if time.monotonic() <= deadline:
                     continue
                 # A writer died mid-update; the fields as they are (as the engine does).
-                return SharedSnapshot(*fields[3:8], -1)
+                return header_snapshot(fields, notes_trusted=False)
             if os.pread(fd, size, 0) == first:
-                return SharedSnapshot(*fields[3:8], fields[9])
+                return header_snapshot(fields)
     finally:
         os.close(fd)
 

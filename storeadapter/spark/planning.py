@@ -31,7 +31,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from storeadapter.engine.errors import CorruptRecordError
-from storeadapter.engine.record import RECORD_OVERHEAD, TRAILER, check_record
+from storeadapter.engine.record import (
+    RECORD_OVERHEAD,
+    STORE_MS,
+    check_record,
+    trailing_length,
+)
 from storeadapter.engine.scan import find_next_record
 
 from .logview import LogSnapshot, ReadOnlySegment, SegmentFile, TopicView, is_group_topic
@@ -409,7 +414,7 @@ def store_time_at(segment: ReadOnlySegment, pos: int) -> int | None:
     """The store time of the intact record at ``pos``, or None (no record there, or one
     that fails its check: its header cannot be trusted to prune with)."""
     try:
-        return check_record(segment.view, pos, segment.size, segment.base + pos)[5]
+        return check_record(segment.view, pos, segment.size, segment.base + pos)[STORE_MS]
     except CorruptRecordError:
         return None
 
@@ -432,7 +437,7 @@ def _segment_upper_time(
     end = snap.end - segment.base
     if not RECORD_OVERHEAD <= end <= segment.size:
         return None
-    length = TRAILER.unpack_from(segment.view, end - TRAILER.size)[1]
+    length = trailing_length(segment.view, end)
     if not RECORD_OVERHEAD <= length <= end:
         return None
     return store_time_at(segment, end - length)

@@ -41,16 +41,24 @@ from pathlib import Path
 from storeadapter.engine._native import read_members
 from storeadapter.engine.errors import CorruptRecordError, StoreFormatError
 from storeadapter.engine.record import (
+    COMMIT_OFFSET,
     END_OF_SEGMENT_MAGIC,
     HEADER_SIZE,
     HEADER_UNPACK,
+    MAGIC_AT,
     MARKER,
+    MARKER_SIZE,
+    QUEUE_ID,
+    QUEUE_OFFSET,
     RECORD_MAGIC,
     RECORD_MAGIC_BYTES,
     RECORD_OVERHEAD,
-    TRAILER_UNPACK,
+    STORE_MS,
+    TOPIC_LEN,
     check_record,
     decode_record,
+    length_from_fields,
+    trailing_length,
 )
 from storeadapter.engine.results import Corruption, StoredMessage
 from storeadapter.engine.scan import RESYNC_WINDOW, find_next_record
@@ -250,7 +258,7 @@ def scan_range(
         else None
     )
     try:
-        while pos < stop and pos + 8 <= size:
+        while pos < stop and pos + MARKER_SIZE <= size:
             if NATIVE:
                 batch: list[StoredMessage] = []
                 pos, found, passed, why = read_members(
@@ -270,15 +278,15 @@ def scan_range(
                     header = HEADER_UNPACK(view, pos)
                     end = pos + length
                     if (
-                        header[2] == offset
-                        and length == RECORD_OVERHEAD + header[7] + sum(header[9:13])
+                        header[COMMIT_OFFSET] == offset
+                        and length == length_from_fields(header)
                         and end <= size
-                        and TRAILER_UNPACK(view, end - 8)[1] == length
+                        and trailing_length(view, end) == length
                     ):
                         start = pos + HEADER_SIZE
-                        name = bytes(view[start : start + header[9]])
+                        name = bytes(view[start : start + header[TOPIC_LEN]])
                         target = topics.get(name)
-                        queue_id = header[6]
+                        queue_id = header[QUEUE_ID]
                         if (
                             target is None
                             or queue_id >= target[0]
@@ -289,11 +297,14 @@ def scan_range(
                             pos = end
                             continue
                         members += 1
-                        store_ms = header[5]
+                        store_ms = header[STORE_MS]
                         if (
                             (since_ms is not None and store_ms < since_ms)
                             or (until_ms is not None and store_ms >= until_ms)
-                            or (by_offset and not _offset_kept(wanted, name, queue_id, header[3]))
+                            or (
+                                by_offset
+                                and not _offset_kept(wanted, name, queue_id, header[QUEUE_OFFSET])
+                            )
                         ):
                             counters.skipped += 1
                             pos = end
@@ -371,7 +382,7 @@ def _straddled(segment: ReadOnlySegment, start: int, resume: int) -> bool:
     ``start`` (found through its trailing length)."""
     if resume < RECORD_OVERHEAD:
         return False
-    length = TRAILER_UNPACK(segment.view, resume - 8)[1]
+    length = trailing_length(segment.view, resume)
     first = resume - length
     if not 0 <= first < start or length < RECORD_OVERHEAD:
         return False
@@ -387,24 +398,25 @@ def _last_record_before(segment: ReadOnlySegment, start: int) -> int | None:
     record can be long (``RESYNC_WINDOW``); None when there is none."""
     data = segment.map
     floor = max(0, start - RESYNC_WINDOW)
-    search_end = start + 7  # the magic of a record at start - 1 ends at start + 7
+    # the magic of a record starting at start - 1 ends here
+    search_end = start - 1 + MAGIC_AT + len(RECORD_MAGIC_BYTES)
     while True:
-        hit = data.rfind(RECORD_MAGIC_BYTES, floor + 4, min(search_end, segment.size))
+        hit = data.rfind(RECORD_MAGIC_BYTES, floor + MAGIC_AT, min(search_end, segment.size))
         if hit < 0:
             return None
-        candidate = hit - 4
+        candidate = hit - MAGIC_AT
         if candidate < start:
             try:
                 check_record(segment.view, candidate, segment.size, segment.base + candidate)
                 return candidate
             except CorruptRecordError:
                 pass
-        search_end = hit + 3
+        search_end = hit + len(RECORD_MAGIC_BYTES) - 1
 
 
 def _damage_at(segment: ReadOnlySegment, pos: int) -> str:
     """Why no intact record starts at ``pos`` (as the walk would say)."""
-    if pos + 8 > segment.size:
+    if pos + MARKER_SIZE > segment.size:
         return "header runs past the end of the segment"
     length, magic = MARKER.unpack_from(segment.view, pos)
     if magic == RECORD_MAGIC:

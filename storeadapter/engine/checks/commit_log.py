@@ -16,8 +16,12 @@ from ..record import (
     HEADER,
     HEADER_SIZE,
     KEY_SEPARATOR,
+    LENGTH,
     NAME_VALUE_SEPARATOR,
     PROPERTY_SEPARATOR,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    TOPIC_LEN,
 )
 from ..results import Corruption
 from ..scan import CORRUPT, GARBAGE_TAIL, RECORD, TAIL, ScanEvent, scan_segment
@@ -85,7 +89,7 @@ class LogFacts:
         segment = self.segments[bisect.bisect_right(self._bases, offset) - 1]
         pos = offset - segment.base
         header = HEADER.unpack_from(segment.view, pos)
-        topic = bytes(segment.map[pos + HEADER_SIZE : pos + HEADER_SIZE + header[9]])
+        topic = bytes(segment.map[pos + HEADER_SIZE : pos + HEADER_SIZE + header[TOPIC_LEN]])
         return header, self._topic(topic)
 
     def describe(self, offset: int) -> str:
@@ -99,8 +103,8 @@ class LogFacts:
             return f"no intact record starts at offset {offset}"
         header, topic = found
         return (
-            f"offset {offset} holds a record of {topic}/{header[6]} at queue offset "
-            f"{header[3]}, {header[0]} bytes"
+            f"offset {offset} holds a record of {topic}/{header[QUEUE_ID]} at queue offset "
+            f"{header[QUEUE_OFFSET]}, {header[LENGTH]} bytes"
         )
 
     def close(self) -> None:

@@ -42,7 +42,7 @@ from ..eventindex import (
 )
 from ..eventrecords import event_of
 from ..metadata import StoreIdentity, TopicInfo, TopicTable
-from ..record import HEADER_SIZE, decode_record
+from ..record import HEADER_SIZE, TOPIC_LEN, decode_record
 from ..scan import RECORD, scan_segment
 
 Problem = dict
@@ -253,7 +253,9 @@ def _check_against_log(
                 offset = event.offset
                 tail = offset + event.length
                 pos = offset - segment.base
-                topic = bytes(segment.view[pos + HEADER_SIZE : pos + HEADER_SIZE + event.header[9]])
+                topic = bytes(
+                    segment.view[pos + HEADER_SIZE : pos + HEADER_SIZE + event.header[TOPIC_LEN]]
+                )
                 info = by_bytes.get(topic)
                 if info is None or offset < info.created_offset:
                     continue

@@ -12,6 +12,7 @@ from ..metadata import TopicInfo
 from ..queuebase import ENTRY_SIZE
 from ..queueends import FILE_NAME as QUEUE_ENDS
 from ..queueends import QueueEnds
+from ..record import STORE_MS
 from ..segment import segment_name
 from ..timeindex import FILE_NAME as TIME_INDEX
 from ..timeindex import MARK, MARK_SIZE
@@ -151,8 +152,8 @@ def _check_time_index(
             continue
         at = queue_log.position(queue_offset)
         found = log.header_at(records.offsets[at]) if at is not None else None
-        if found is not None and found[0][5] != store_ms:
-            detail = f"{store_ms}, the record's {found[0][5]}"
+        if found is not None and found[0][STORE_MS] != store_ms:
+            detail = f"{store_ms}, the record's {found[0][STORE_MS]}"
             runs.add(name, number, "gives another store time than its record's", detail)
     runs.flush()
 
