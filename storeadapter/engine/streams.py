@@ -9,7 +9,9 @@ what it is handed (the commit log, a record reader):
   writer first takes in what other processes indexed since it last looked, then the
   command id is looked up (``DuplicateCommandError``), then the version compared
   (``WrongExpectedVersionError``); the records are written as one group in one segment
-  by the store, then indexed here (``indexed``) before the store publishes the tail;
+  by the store (the appends of one batch of streams one after another, encoded by the
+  data plane from each one's ``row``), then indexed here (``indexed``) before the store
+  publishes the tail;
 * reads (``version``, ``read``) use the index as it is on disk, never the cache, and
   trust only entries below the tail the reader followed;
 * recovery (``recover``, streamrecovery.py) cuts each index where the log's durable,
@@ -58,7 +60,7 @@ from .eventrecords import (
     event_properties,
 )
 from .record import RECORD_OVERHEAD
-from .results import STATUS_OK, Corruption, EventAppendResult, EventSlice, StoredMessage
+from .results import Corruption, EventSlice, StoredMessage
 from .streamcache import StreamCache, StreamHead
 from .streamreads import damaged, retrying
 from .streamrecovery import recover_indexes
@@ -82,6 +84,7 @@ class StreamAppend:
 
     __slots__ = (
         "stream_id", "hashed", "bodies", "types", "expected_version", "command_id", "id_bytes",
+        "command",
     )  # fmt: skip
 
     def __init__(
@@ -99,6 +102,8 @@ class StreamAppend:
         self.expected_version = expected_version
         self.command_id = command_id
         self.id_bytes = stream_id.encode()  # a new stream's queue is chosen by its hash
+        # Its command id's hash (0: none).
+        self.command = command_hash(stream_id, command_id) if command_id is not None else 0
 
 
 class StreamBatch(list):
@@ -122,6 +127,7 @@ class Admitted:
     command: int  # its command id's hash (0: none)
     stream_slot: int | None  # the slots' values as read by the checks (None: not read)
     command_slot: int | None
+    chain_after: list[tuple[int, int]] | None = None  # the jump chain of its last event
 
 
 class Streams:
@@ -319,9 +325,9 @@ class Streams:
             self._catch_up(index, name)
         tail = self.log.tail
         head, stream_slot = self._writer_head(index, name, append, tail)
-        command = command_slot = 0
-        if append.command_id is not None:
-            command = command_hash(append.stream_id, append.command_id)
+        command = append.command
+        command_slot = 0
+        if command:
             command_slot = index.command_slot(command)
             produced = retrying(
                 index,
@@ -380,62 +386,67 @@ class Streams:
             index, head, chain, queue, first, length, command, stream_slot, command_slot
         )
 
+    def row(
+        self, append: StreamAppend, admitted: Admitted, queue_offset: int, first_number: int
+    ) -> tuple:
+        """What ``dataplane.encode_events`` takes for an admitted append whose events go
+        to queue offsets from ``queue_offset`` and index entries from ``first_number``:
+        their jumps, and the slots' old values for its last entry to link to."""
+        head = admitted.head
+        first = head.version + 1
+        count = len(append.bodies)
+        jumps, admitted.chain_after = run_jumps(admitted.chain, first, count, first_number)
+        index = admitted.index
+        stream_next = admitted.stream_slot
+        if stream_next is None:
+            stream_next = index.stream_slot(append.hashed)
+        return (
+            append.stream_id, append.command_id, first, append.types, append.bodies,
+            admitted.queue, queue_offset, append.hashed, admitted.command, head.entry, jumps,
+            stream_next, admitted.command_slot or 0,
+        )  # fmt: skip
+
     def indexed(
         self,
         state: Topic,
-        append: StreamAppend,
-        admitted: Admitted,
-        starts: list[int],
-        queue_offset: int,
-        store_ms: int,
-        id_prefix: str,
+        index: EventIndex,
+        appends: list[tuple[StreamAppend, Admitted]],
+        entries: bytes,
+        last_starts: list[int],
         end: int,
-    ) -> list[EventAppendResult]:
-        """Index the events just written at commit offsets ``starts`` (before the store
-        publishes them; ``end`` is where the last one ends) and remember the stream's new
-        head; return the events' results."""
-        index = admitted.index
-        head = admitted.head
+    ) -> None:
+        """Index the events just written (before the store publishes them; ``end`` is
+        where the last one ends): ``entries`` packed by the data plane from the rows
+        (``row``) of ``appends``, whose last records start at ``last_starts``; then
+        remember each stream's new head."""
         name = state.info.name
-        hashed = append.hashed
-        first_number = index.count + 1
-        jumps, chain = run_jumps(admitted.chain, head.version + 1, len(starts), first_number)
+        number = index.count
+        links = []
+        for append, admitted in appends:
+            number += len(append.bodies)
+            links.append((append.hashed, admitted.command, number))
         try:
-            index.put_run(
-                starts, hashed, admitted.command, head.version + 1, head.entry, jumps, end,
-                admitted.stream_slot, admitted.command_slot,
-            )  # fmt: skip
+            index.put_runs(entries, links, end)
         except BaseException:
-            self.cache.drop(name, hashed)
+            for append, _admitted in appends:
+                self.cache.drop(name, append.hashed)
             raise
         self._seen[name] = index.count
-        self.cache.put(
-            name,
-            hashed,
-            StreamHead(
-                append.stream_id, chain[0][0], index.count, starts[-1], admitted.queue, chain
-            ),
-        )
-        queue = admitted.queue
-        first = admitted.first_version
-        stream_id = append.stream_id
-        return [
-            tuple.__new__(
-                EventAppendResult,
-                (
-                    f"{id_prefix}{start:016X}",
-                    name,
-                    queue,
-                    queue_offset + i,
-                    start,
-                    store_ms,
-                    STATUS_OK,
-                    stream_id,
-                    first + i,
-                ),
-            )  # fmt: skip
-            for i, start in enumerate(starts)
-        ]
+        put = self.cache.put
+        for (append, admitted), (_hashed, _command, last), start in zip(
+            appends, links, last_starts, strict=True
+        ):
+            chain = admitted.chain_after
+            put(
+                name,
+                append.hashed,
+                StreamHead(append.stream_id, chain[0][0], last, start, admitted.queue, chain),
+            )
+
+    def slots_of(self, append: StreamAppend, index: EventIndex) -> tuple[int, int]:
+        """The stream slot and command slot (-1: none) an append links its last entry to."""
+        slots = index.slots
+        return append.hashed % slots, append.command % slots if append.command else -1
 
     def _catch_up(self, index: EventIndex, name: str) -> None:
         """Forget what other processes changed since this one last looked: the streams

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 
 mod appending;
+mod events;
 mod hashing;
 mod reading;
 mod scan;
@@ -17,6 +18,8 @@ mod scan;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(appending::encode_plain, m)?)?;
     m.add_function(wrap_pyfunction!(appending::encode_placed, m)?)?;
+    m.add_function(wrap_pyfunction!(events::encode_events, m)?)?;
+    m.add_function(wrap_pyfunction!(events::events_at, m)?)?;
     m.add_function(wrap_pyfunction!(reading::read_entries, m)?)?;
     m.add_function(wrap_pyfunction!(reading::decode_at, m)?)?;
     m.add_function(wrap_pyfunction!(reading::check_at, m)?)?;

@@ -1,0 +1,214 @@
+//! Event streams: the appends of a batch encoded in one call (records, consume-queue
+//! entries, event-index entries, results); events read back for the index's rebuild.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
+
+use super::{check_record_type, detach_if, id_prefix, message_id, new_record, Bytes};
+use crate::events::{self, EventAppend};
+use crate::record::{check, Parts};
+
+/// Per append: its packed consume-queue entries, the commit offset of its last record,
+/// and its results.
+type Placed<'py> = (Bound<'py, PyBytes>, u64, Bound<'py, PyList>);
+
+/// Encode `appends` (each a tuple `(stream_id, command_id or None, first_version, types,
+/// bodies, queue_id, queue_offset, stream_hash, command_hash, previous, jumps,
+/// stream_next, command_next)`, `types` and `bodies` lists of bytes and `jumps` a list
+/// of entry numbers, one per body) one after another from commit offset `start`, as
+/// records of `topic` stamped `store_ms`, their index entries numbered from
+/// `first_number`. Returns the records' bytes, per append its entries, last commit
+/// offset and results (EventAppendResult, of type `result_type`, status `status`), and
+/// the index entries' bytes.
+#[pyfunction]
+#[pyo3(signature = (topic, store_ms, start, first_number, appends, prefix, topic_name, status, result_type))]
+#[allow(clippy::too_many_arguments)]
+pub fn encode_events<'py>(
+    py: Python<'py>,
+    topic: &[u8],
+    store_ms: i64,
+    start: u64,
+    first_number: u32,
+    appends: &Bound<'py, PyList>,
+    prefix: &str,
+    topic_name: &Bound<'py, PyString>,
+    status: &Bound<'py, PyString>,
+    result_type: &Bound<'py, PyType>,
+) -> PyResult<(Bound<'py, PyBytes>, Vec<Placed<'py>>, Bound<'py, PyBytes>)> {
+    check_record_type(result_type)?;
+    let prefix = id_prefix(prefix)?;
+    let items: Vec<Bound<'py, PyTuple>> = appends
+        .iter()
+        .map(|item| item.cast_into::<PyTuple>().map_err(PyErr::from))
+        .collect::<PyResult<_>>()?;
+    // Hold every object the slices borrow from for the whole call.
+    let mut ids: Vec<Bound<'py, PyString>> = Vec::with_capacity(items.len());
+    let mut commands: Vec<Option<Bound<'py, PyString>>> = Vec::with_capacity(items.len());
+    type Lists<'py> = (Vec<Bound<'py, PyBytes>>, Vec<Bound<'py, PyBytes>>);
+    let mut held: Vec<Lists<'py>> = Vec::with_capacity(items.len());
+    type Numbers = (u64, u32, u64, u64, u64, u32, Vec<u32>, u32, u32);
+    let mut numbers: Vec<Numbers> = Vec::with_capacity(items.len());
+    for item in &items {
+        if item.len() != 13 {
+            return Err(PyValueError::new_err("an append is a tuple of 13 fields"));
+        }
+        ids.push(item.get_item(0)?.cast_into::<PyString>()?);
+        let command = item.get_item(1)?;
+        commands.push(if command.is_none() {
+            None
+        } else {
+            Some(command.cast_into::<PyString>()?)
+        });
+        let bytes_of = |list: Bound<'py, PyAny>| -> PyResult<Vec<Bound<'py, PyBytes>>> {
+            list.cast_into::<PyList>()?
+                .iter()
+                .map(|b| b.cast_into::<PyBytes>().map_err(PyErr::from))
+                .collect()
+        };
+        let types = bytes_of(item.get_item(3)?)?;
+        let bodies = bytes_of(item.get_item(4)?)?;
+        let jumps: Vec<u32> = item.get_item(10)?.extract()?;
+        if types.len() != bodies.len() || jumps.len() != bodies.len() || bodies.is_empty() {
+            return Err(PyValueError::new_err(
+                "an append has events, and a type and a jump for each",
+            ));
+        }
+        held.push((types, bodies));
+        numbers.push((
+            item.get_item(2)?.extract()?,
+            item.get_item(5)?.extract()?,
+            item.get_item(6)?.extract()?,
+            item.get_item(7)?.extract()?,
+            item.get_item(8)?.extract()?,
+            item.get_item(9)?.extract()?,
+            jumps,
+            item.get_item(11)?.extract()?,
+            item.get_item(12)?.extract()?,
+        ));
+    }
+    let mut batch: Vec<EventAppend<'_>> = Vec::with_capacity(items.len());
+    for (i, number) in numbers.iter().enumerate() {
+        let (first_version, queue_id, queue_offset, stream_hash, command_hash, previous, _, sn, cn) =
+            *number;
+        batch.push(EventAppend {
+            stream_id: ids[i].to_str()?.as_bytes(),
+            command_id: match &commands[i] {
+                Some(command) => Some(command.to_str()?.as_bytes()),
+                None => None,
+            },
+            first_version,
+            types: held[i].0.iter().map(|b| b.as_bytes()).collect(),
+            bodies: held[i].1.iter().map(|b| b.as_bytes()).collect(),
+            queue_id,
+            queue_offset,
+            stream_hash,
+            command_hash,
+            previous,
+            jumps: number.6.clone(),
+            stream_next: sn,
+            command_next: cn,
+        });
+    }
+    let length = events::encoded_length(topic, &batch)
+        .ok_or_else(|| PyValueError::new_err("a field is longer than the record format allows"))?;
+    let encoded = detach_if(py, length, || {
+        events::encode_appends(topic, store_ms, start, first_number, &batch, length)
+    });
+    let mut placed = Vec::with_capacity(batch.len());
+    for (i, append) in batch.iter().enumerate() {
+        let results = PyList::empty(py);
+        let starts = &encoded.starts[i];
+        for (j, &offset) in starts.iter().enumerate() {
+            results.append(new_record(
+                py,
+                result_type,
+                [
+                    message_id(py, &prefix, offset).into_any(),
+                    topic_name.clone().into_any(),
+                    append.queue_id.into_pyobject(py)?.into_any(),
+                    (append.queue_offset + j as u64)
+                        .into_pyobject(py)?
+                        .into_any(),
+                    offset.into_pyobject(py)?.into_any(),
+                    store_ms.into_pyobject(py)?.into_any(),
+                    status.clone().into_any(),
+                    ids[i].clone().into_any(),
+                    (append.first_version + j as u64)
+                        .into_pyobject(py)?
+                        .into_any(),
+                ],
+            )?)?;
+        }
+        placed.push((
+            PyBytes::new(py, &encoded.entries[i]),
+            *starts.last().unwrap_or(&start),
+            results,
+        ));
+    }
+    Ok((
+        PyBytes::new(py, &encoded.data),
+        placed,
+        PyBytes::new(py, &encoded.index),
+    ))
+}
+
+/// The events among the records at `positions` of `data` (a segment's mapping whose
+/// first byte is commit offset `base`) of topic `topic`: per record that is an intact
+/// event of the topic, `(commit offset, queue id, stream id, version, command id or
+/// None)`. Records that are not intact, of another topic, or not events are left out
+/// (the caller's scan found them intact; a record changed since is skipped, as
+/// `decode_record` failing is skipped by the Python rebuild).
+#[pyfunction]
+pub fn events_at<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    base: u64,
+    positions: Vec<usize>,
+    topic: &[u8],
+) -> PyResult<Bound<'py, PyList>> {
+    let buffer = Bytes::of(data)?;
+    let data = buffer.slice();
+    type Found = (u64, u32, usize, usize, u32, Option<(usize, usize)>);
+    let work = positions.len() * 256;
+    let found: Vec<Found> = detach_if(py, work, || {
+        let mut found = Vec::with_capacity(positions.len());
+        for &pos in &positions {
+            let Ok(header) = check(data, pos, base + pos as u64) else {
+                continue;
+            };
+            let record = &data[pos..pos + header.length as usize];
+            let parts = Parts::of(record, &header);
+            if parts.topic != topic {
+                continue;
+            }
+            let Some(event) = events::event_fields(parts.properties) else {
+                continue;
+            };
+            let at = |part: &[u8]| part.as_ptr() as usize - data.as_ptr() as usize;
+            found.push((
+                base + pos as u64,
+                header.queue_id,
+                at(event.stream_id),
+                event.stream_id.len(),
+                event.version,
+                event.command_id.map(|c| (at(c), c.len())),
+            ));
+        }
+        found
+    });
+    let out = PyList::empty(py);
+    for (offset, queue, id_at, id_len, version, command) in found {
+        let text = |at: usize, len: usize| -> PyResult<Bound<'py, PyString>> {
+            // Checked to be UTF-8 by `event_fields`.
+            let raw = &data[at..at + len];
+            Ok(PyString::new(py, &String::from_utf8_lossy(raw)))
+        };
+        let command = match command {
+            Some((at, len)) => text(at, len)?.into_any(),
+            None => py.None().into_bound(py),
+        };
+        out.append((offset, queue, text(id_at, id_len)?, version, command))?;
+    }
+    Ok(out)
+}
