@@ -329,6 +329,7 @@ class Streams:
         command_slot = 0
         if command:
             command_slot = index.command_slot(command)
+        if command_slot:  # an empty slot: no command of that hash was ever indexed
             produced = retrying(
                 index,
                 lambda: streamreads.produced(
@@ -376,7 +377,11 @@ class Streams:
         fixed = RECORD_OVERHEAD + len(state.name_bytes)
         fixed += len(event_properties(append.stream_id, 0, append.command_id, group)) - 1
         length = fixed * count + sum(map(len, append.bodies)) + sum(map(len, append.types))
-        length += sum(len(str(version)) for version in range(first, last + 1))
+        digits = len(str(first))
+        if digits == len(str(last)):
+            length += digits * count
+        else:
+            length += sum(len(str(version)) for version in range(first, last + 1))
         if length > self.log.capacity():
             raise MessageTooLargeError(
                 f"the {count} events take {length} bytes on disk; an append's events are "
@@ -476,7 +481,8 @@ class Streams:
                     head.queue = message.queue if message is not None else -1
                     return head, None
         slot = index.stream_slot(append.hashed)
-        head = self.find_head(index, append.stream_id, append.hashed, tail, slot)
+        # An empty slot: no stream of that hash was ever indexed.
+        head = self.find_head(index, append.stream_id, append.hashed, tail, slot) if slot else None
         if head is None:
             head = StreamHead(append.stream_id, 0, 0, 0, -1, [])
         self.cache.put(name, append.hashed, head)

@@ -1,13 +1,13 @@
 //! Event streams: the appends of a batch encoded in one call (records, consume-queue
-//! entries, event-index entries, results); events read back for the index's rebuild.
+//! entries, event-index entries, results). Events are read back for the index's rebuild
+//! by `Run.events` (scan.rs).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
-use super::{check_record_type, detach_if, id_prefix, message_id, new_record, Bytes};
+use super::{check_record_type, detach_if, id_prefix, message_id, new_record};
 use crate::events::{self, EventAppend};
-use crate::record::{check, Parts};
 
 /// Per append: its packed consume-queue entries, the commit offset of its last record,
 /// and its results.
@@ -151,64 +151,4 @@ pub fn encode_events<'py>(
         placed,
         PyBytes::new(py, &encoded.index),
     ))
-}
-
-/// The events among the records at `positions` of `data` (a segment's mapping whose
-/// first byte is commit offset `base`) of topic `topic`: per record that is an intact
-/// event of the topic, `(commit offset, queue id, stream id, version, command id or
-/// None)`. Records that are not intact, of another topic, or not events are left out
-/// (the caller's scan found them intact; a record changed since is skipped, as
-/// `decode_record` failing is skipped by the Python rebuild).
-#[pyfunction]
-pub fn events_at<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyAny>,
-    base: u64,
-    positions: Vec<usize>,
-    topic: &[u8],
-) -> PyResult<Bound<'py, PyList>> {
-    let buffer = Bytes::of(data)?;
-    let data = buffer.slice();
-    type Found = (u64, u32, usize, usize, u32, Option<(usize, usize)>);
-    let work = positions.len() * 256;
-    let found: Vec<Found> = detach_if(py, work, || {
-        let mut found = Vec::with_capacity(positions.len());
-        for &pos in &positions {
-            let Ok(header) = check(data, pos, base + pos as u64) else {
-                continue;
-            };
-            let record = &data[pos..pos + header.length as usize];
-            let parts = Parts::of(record, &header);
-            if parts.topic != topic {
-                continue;
-            }
-            let Some(event) = events::event_fields(parts.properties) else {
-                continue;
-            };
-            let at = |part: &[u8]| part.as_ptr() as usize - data.as_ptr() as usize;
-            found.push((
-                base + pos as u64,
-                header.queue_id,
-                at(event.stream_id),
-                event.stream_id.len(),
-                event.version,
-                event.command_id.map(|c| (at(c), c.len())),
-            ));
-        }
-        found
-    });
-    let out = PyList::empty(py);
-    for (offset, queue, id_at, id_len, version, command) in found {
-        let text = |at: usize, len: usize| -> PyResult<Bound<'py, PyString>> {
-            // Checked to be UTF-8 by `event_fields`.
-            let raw = &data[at..at + len];
-            Ok(PyString::new(py, &String::from_utf8_lossy(raw)))
-        };
-        let command = match command {
-            Some((at, len)) => text(at, len)?.into_any(),
-            None => py.None().into_bound(py),
-        };
-        out.append((offset, queue, text(id_at, id_len)?, version, command))?;
-    }
-    Ok(out)
 }

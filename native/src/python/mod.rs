@@ -19,7 +19,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(appending::encode_plain, m)?)?;
     m.add_function(wrap_pyfunction!(appending::encode_placed, m)?)?;
     m.add_function(wrap_pyfunction!(events::encode_events, m)?)?;
-    m.add_function(wrap_pyfunction!(events::events_at, m)?)?;
     m.add_function(wrap_pyfunction!(reading::read_entries, m)?)?;
     m.add_function(wrap_pyfunction!(reading::decode_at, m)?)?;
     m.add_function(wrap_pyfunction!(reading::check_at, m)?)?;
