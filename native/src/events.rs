@@ -207,6 +207,59 @@ pub fn encode_appends(
     out
 }
 
+/// CRC-32 (IEEE 802.3, zlib's `crc32`), a byte at a time from a table.
+pub fn crc32_ieee(data: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut table = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut value = i as u32;
+            let mut bit = 0;
+            while bit < 8 {
+                value = if value & 1 != 0 {
+                    0xEDB8_8320 ^ (value >> 1)
+                } else {
+                    value >> 1
+                };
+                bit += 1;
+            }
+            table[i] = value;
+            i += 1;
+        }
+        table
+    };
+    let mut crc = !0u32;
+    for &byte in data {
+        crc = TABLE[((crc ^ u32::from(byte)) & 0xFF) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+/// The event index's 64-bit hash (`eventindex._hash64`): CRC32C and zlib's CRC-32 side
+/// by side, never 0.
+pub fn hash64(data: &[u8]) -> u64 {
+    let hash = u64::from(crc32c::crc32c(data)) | u64::from(crc32_ieee(data)) << 32;
+    if hash == 0 {
+        1
+    } else {
+        hash
+    }
+}
+
+/// The stored hash of a stream id (`eventindex.stream_hash`).
+pub fn stream_hash(stream_id: &[u8]) -> u64 {
+    hash64(stream_id)
+}
+
+/// The stored hash of a command id within its stream (`eventindex.command_hash`).
+pub fn command_hash(stream_id: &[u8], command_id: &[u8]) -> u64 {
+    let mut data = Vec::with_capacity(stream_id.len() + 1 + command_id.len());
+    data.extend_from_slice(stream_id);
+    data.push(0);
+    data.extend_from_slice(command_id);
+    hash64(&data)
+}
+
 /// An event-index entry's fields (`eventindex.EventEntry` without its number).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct IndexEntry {
@@ -355,6 +408,18 @@ mod tests {
         let (before, after) = around_version(append.stream_id, None, None);
         assert_eq!(before, b"STREAM_ID\x01s-1\x02STREAM_VERSION\x01");
         assert!(after.is_empty());
+    }
+
+    #[test]
+    fn the_index_hashes_are_crc32c_and_zlibs_crc32_side_by_side() {
+        assert_eq!(crc32_ieee(b"123456789"), 0xCBF4_3926);
+        assert_eq!(crc32_ieee(b""), 0);
+        assert_eq!(hash64(b""), 1);
+        assert_eq!(command_hash(b"s", b"c"), hash64(b"s\x00c"),);
+        assert_eq!(
+            stream_hash(b"123456789"),
+            0xCBF4_3926_u64 << 32 | 0xE306_9283
+        );
     }
 
     #[test]

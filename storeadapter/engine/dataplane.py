@@ -32,6 +32,9 @@ READ_SLOW = 3
 
 key_hash = _native.key_hash
 tag_hash = _native.tag_hash
+#: (``eventindex.stream_hash``, ``eventindex.command_hash`` or 0) of a stream id and a
+#: command id (or None).
+stream_hashes = _native.stream_hashes
 encode_placed = _native.encode_placed
 
 

@@ -30,9 +30,7 @@ from .eventindex import (
     EventIndex,
     EventIndexDamage,
     NewEntry,
-    command_hash,
     next_chain,
-    stream_hash,
 )
 from .eventrecords import event_group, event_of
 from .record import RECORD_OVERHEAD, decode_record
@@ -135,14 +133,13 @@ def rebuild(
     pending: dict[str, list[tuple]] = {}
     waiting = 0
     for run in _runs(streams.log, begin, tail):
-        for offset, topic, queue, stream_id, version, command_id in run.events(topics):
+        for event in run.events(topics):
+            offset, topic = event[0], event[1]
             if offset >= tail:
                 break
             if offset < froms[topic]:
                 continue
-            pending.setdefault(names[topic], []).append(
-                (offset, queue, stream_id, version, command_id)
-            )
+            pending.setdefault(names[topic], []).append(event)
             waiting += 1
         if waiting >= _REBUILD_CHUNK:
             _index_found(streams, pending, counts, tail)
@@ -163,16 +160,15 @@ def _index_records(
     streams: Streams,
     index: EventIndex,
     name: str,
-    found: list[tuple[int, int, str, int, str | None]],
+    found: list[tuple],
     tail: int,
 ) -> int:
-    """Append entries for events read back from the log, in log order: each
-    (commit offset, queue, stream id, version, command id or None)."""
+    """Append entries for events read back from the log, in log order: each as
+    ``Run.events`` gives it."""
     heads: dict[int, StreamHead] = {}
     new: list[NewEntry] = []
     number = index.count + 1
-    for offset, queue, stream_id, version, command_id in found:
-        hashed = stream_hash(stream_id)
+    for offset, _topic, queue, stream_id, version, _command_id, hashed, command in found:
         head = heads.get(hashed)
         if head is None or head.stream_id != stream_id:
             head = streams.cache.get(name, hashed)
@@ -192,9 +188,6 @@ def _index_records(
             chain = []  # versions between were lost: the chain starts again here
         chain = next_chain(chain, version, number)
         jump = chain[1][1] if len(chain) > 1 else 0
-        command = 0
-        if command_id is not None:
-            command = command_hash(stream_id, command_id)
         previous = head.entry if version == head.version + 1 else 0
         new.append(NewEntry(offset, hashed, command, version, previous, jump, True, command != 0))
         heads[hashed] = StreamHead(stream_id, version, number, offset, queue, chain)

@@ -31,6 +31,7 @@ from zlib import crc32
 
 from . import streamreads
 from .commitlog import CommitLog
+from .dataplane import stream_hashes
 from .errors import (
     DuplicateCommandError,
     InvalidMessageError,
@@ -47,9 +48,7 @@ from .eventindex import (
     ChainBroken,
     EventIndex,
     EventIndexDamage,
-    command_hash,
     run_jumps,
-    stream_hash,
 )
 from .eventrecords import (
     STREAM_PROPERTY,
@@ -96,14 +95,13 @@ class StreamAppend:
         command_id: str | None,
     ) -> None:
         self.stream_id = stream_id
-        self.hashed = stream_hash(stream_id)
+        # Its stream id's hash, and its command id's (0: none), as the index stores them.
+        self.hashed, self.command = stream_hashes(stream_id, command_id)
         self.bodies = bodies
         self.types = types
         self.expected_version = expected_version
         self.command_id = command_id
         self.id_bytes = stream_id.encode()  # a new stream's queue is chosen by its hash
-        # Its command id's hash (0: none).
-        self.command = command_hash(stream_id, command_id) if command_id is not None else 0
 
 
 class StreamBatch(list):

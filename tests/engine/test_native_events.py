@@ -162,7 +162,13 @@ def test_event_records_read_back_natively_as_event_of_reads_them(batch, others, 
         event = event_of(message)
         if message.topic.encode() != TOPIC or event is None:
             continue
-        expected.append((pos, 1, message.queue, event.stream_id, event.version, event.command_id))
+        command = command_hash(event.stream_id, event.command_id) if event.command_id else 0
+        expected.append(
+            (
+                pos, 1, message.queue, event.stream_id, event.version, event.command_id,
+                stream_hash(event.stream_id), command,
+            )
+        )  # fmt: skip
     found = []
     position = 0
     while position is not None:
@@ -171,3 +177,10 @@ def test_event_records_read_back_natively_as_event_of_reads_them(batch, others, 
             if kind == dataplane.NATIVE_RUN:
                 found.extend(run.events([b"other", TOPIC]))
     assert found == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(stream_id=_TEXT, command_id=st.one_of(st.none(), _TEXT))
+def test_the_index_hashes_are_computed_natively_as_in_python(stream_id, command_id):
+    command = command_hash(stream_id, command_id) if command_id is not None else 0
+    assert dataplane.stream_hashes(stream_id, command_id) == (stream_hash(stream_id), command)

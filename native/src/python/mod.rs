@@ -26,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(hashing::stream_hashes, m)?)?;
     m.add_class::<scan::Run>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     Ok(())

@@ -106,8 +106,9 @@ impl Run {
 
     /// The events among the records of `topics` (a list of topic names' bytes), in log
     /// order: `(commit offset, position of its topic in topics, queue id, stream id,
-    /// version, command id or None)` of each record whose properties make it an event
-    /// (`eventrecords.event_of`, done natively over the properties the scan kept).
+    /// version, command id or None, stream hash, command hash or 0)` of each record whose
+    /// properties make it an event (`eventrecords.event_of`, done natively over the
+    /// properties the scan kept; the hashes as `eventindex` stores them).
     fn events<'py>(&self, py: Python<'py>, topics: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyList>> {
         let wanted: Vec<Option<usize>> = self
             .run
@@ -124,9 +125,12 @@ impl Run {
                 continue;
             };
             let header = &self.run.headers[*record];
-            let command = match event.command_id {
-                Some(command) => PyString::new(py, text(command)?).into_any(),
-                None => py.None().into_bound(py),
+            let (command, command_hash) = match event.command_id {
+                Some(command) => (
+                    PyString::new(py, text(command)?).into_any(),
+                    crate::events::command_hash(event.stream_id, command),
+                ),
+                None => (py.None().into_bound(py), 0),
             };
             out.append((
                 header.commit_offset,
@@ -135,6 +139,8 @@ impl Run {
                 PyString::new(py, text(event.stream_id)?),
                 event.version,
                 command,
+                crate::events::stream_hash(event.stream_id),
+                command_hash,
             ))?;
         }
         Ok(out)
