@@ -37,8 +37,9 @@ pub struct EventAppend<'a> {
     pub command_hash: u64,
     /// The entry number of the stream's version before `first_version` (0: none).
     pub previous: u32,
-    /// Each event's jump (an entry number, 0: none).
-    pub jumps: Vec<u32>,
+    /// The jump chain of the stream's newest version: (version, entry number) of it and
+    /// of each entry its jumps lead to, newest first (`eventindex.run_jumps`).
+    pub chain: Vec<(u64, u32)>,
     /// The slots' old values, linked from the append's last entry.
     pub stream_next: u32,
     pub command_next: u32,
@@ -52,7 +53,56 @@ pub struct Encoded {
     pub data: Vec<u8>,
     pub starts: Vec<Vec<u64>>,
     pub entries: Vec<Vec<u8>>,
+    /// Per append, the jump chain of its last event.
+    pub chains: Vec<Vec<(u64, u32)>>,
     pub index: Vec<u8>,
+}
+
+/// The jumps of `count` new versions from `first_version` (entries numbered from
+/// `first_number`) of a stream whose newest version's jump chain is `chain`, and the
+/// jump chain of the last of them (`eventindex.run_jumps`). A version's jump goes to
+/// entry `v - lowbit(v)`: among the new entries, or in `chain` (clearing low bits of a
+/// later version reaches no other version below `first_version`); one missing there was
+/// lost, and gets no jump (0).
+pub fn run_jumps(
+    chain: &[(u64, u32)],
+    first_version: u64,
+    count: u64,
+    first_number: u32,
+) -> (Vec<u32>, Vec<(u64, u32)>) {
+    let below = |version: u64| {
+        chain
+            .iter()
+            .find(|held| held.0 == version)
+            .map(|held| held.1)
+    };
+    let number_of = |version: u64| -> Option<u32> {
+        if version >= first_version {
+            Some(first_number.wrapping_add((version - first_version) as u32))
+        } else {
+            below(version)
+        }
+    };
+    let jumps = (first_version..first_version + count)
+        .map(|version| {
+            let target = version - (version & version.wrapping_neg());
+            if target == 0 {
+                below(0).unwrap_or(0)
+            } else {
+                number_of(target).unwrap_or(0)
+            }
+        })
+        .collect();
+    let mut last = Vec::new();
+    let mut version = first_version + count - 1;
+    while version != 0 {
+        let Some(number) = number_of(version) else {
+            break;
+        };
+        last.push((version, number));
+        version -= version & version.wrapping_neg();
+    }
+    (jumps, last)
 }
 
 /// The properties of an event are these two around its version's decimal digits
@@ -128,7 +178,7 @@ pub fn encoded_length(topic: &[u8], appends: &[EventAppend<'_>]) -> Option<usize
 /// Encode `appends` one after another from commit offset `start`, stamped `store_ms`,
 /// their index entries numbered from `first_number`. Each append's records go to its
 /// queue from its queue offset; the caller checked the fields' sizes (`encoded_length`)
-/// and that each append has a type and a jump per body.
+/// and that each append has a type per body.
 pub fn encode_appends(
     topic: &[u8],
     store_ms: i64,
@@ -141,6 +191,7 @@ pub fn encode_appends(
         data: vec![0; length],
         starts: Vec::with_capacity(appends.len()),
         entries: Vec::with_capacity(appends.len()),
+        chains: Vec::with_capacity(appends.len()),
         index: Vec::new(),
     };
     let events: usize = appends.iter().map(|a| a.bodies.len()).sum();
@@ -157,6 +208,7 @@ pub fn encode_appends(
         let mut starts = Vec::with_capacity(append.bodies.len());
         let mut entries = Vec::with_capacity(append.bodies.len() * 20);
         let mut previous = append.previous;
+        let (jumps, chain) = run_jumps(&append.chain, append.first_version, count, number);
         for (i, body) in append.bodies.iter().enumerate() {
             let version = append.first_version + i as u64;
             props.clear();
@@ -190,7 +242,7 @@ pub fn encode_appends(
                 command_hash: append.command_hash,
                 version: version as u32,
                 previous,
-                jump: append.jumps[i],
+                jump: jumps[i],
                 stream_next: if last { append.stream_next } else { 0 },
                 command_next: if last { append.command_next } else { 0 },
             }
@@ -203,6 +255,7 @@ pub fn encode_appends(
         }
         out.starts.push(starts);
         out.entries.push(entries);
+        out.chains.push(chain);
     }
     out
 }
@@ -352,7 +405,6 @@ mod tests {
     use crate::record::{check, Parts};
 
     fn one<'a>(bodies: Vec<&'a [u8]>, types: Vec<&'a [u8]>) -> EventAppend<'a> {
-        let count = bodies.len();
         EventAppend {
             stream_id: b"s-1",
             command_id: Some(b"c"),
@@ -364,7 +416,7 @@ mod tests {
             stream_hash: 7,
             command_hash: 8,
             previous: 2,
-            jumps: vec![1; count],
+            chain: vec![(8, 1)],
             stream_next: 5,
             command_next: 6,
         }
@@ -396,7 +448,10 @@ mod tests {
         assert_eq!(Entry::parse(&out.entries[0][20..]).tag_hash, 0);
         assert_eq!(out.index.len(), 96);
         let word = |at: usize| u32::from_le_bytes(out.index[at..at + 4].try_into().unwrap());
+        // Version 9 jumps to 8 (entry 1 of the chain), version 10 to 8 as well.
         assert_eq!((word(28), word(32), word(36), word(40)), (2, 1, 0, 0));
+        assert_eq!(word(48 + 32), 1);
+        assert_eq!(out.chains[0], vec![(10, 12), (8, 1)]);
         assert_eq!((word(48 + 28), word(48 + 36), word(48 + 40)), (11, 5, 6));
         assert_eq!(word(44), crc32c::crc32c(&out.index[..44]));
     }
@@ -420,6 +475,19 @@ mod tests {
             stream_hash(b"123456789"),
             0xCBF4_3926_u64 << 32 | 0xE306_9283
         );
+    }
+
+    #[test]
+    fn jumps_follow_the_lowest_bit_and_a_lost_target_gets_none() {
+        // A new stream: 1 → none, 2 → none (0), 3 → 2, 4 → none.
+        assert_eq!(run_jumps(&[], 1, 4, 1), (vec![0, 0, 2, 0], vec![(4, 4)]));
+        // After version 4 (entry 4): 5 → 4, 6 → 4, 7 → 6.
+        assert_eq!(
+            run_jumps(&[(4, 4)], 5, 3, 5),
+            (vec![4, 4, 6], vec![(7, 7), (6, 6), (4, 4)])
+        );
+        // Version 4 was lost: its chain is empty.
+        assert_eq!(run_jumps(&[], 5, 1, 9), (vec![0], vec![(5, 9)]));
     }
 
     #[test]

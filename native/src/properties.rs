@@ -126,7 +126,7 @@ proptest! {
                 stream_hash: 2,
                 command_hash: 3,
                 previous: 4,
-                jumps: vec![5; *count],
+                chain: vec![(1, 5)],
                 stream_next: 6,
                 command_next: 7,
             })

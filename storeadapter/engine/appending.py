@@ -451,45 +451,46 @@ class Appending:
         next_offsets: dict[int, int] = {}
         number = 0
         index = None
+        slots = room = 0
         for i, append in enumerate(appends):
-            if laid:
-                stream_slot, command_slot = streams.slots_of(append, index)
-                if stream_slot in linked or command_slot in linked_commands:
-                    self._write_laid_out(state, index, laid, rows, now, published, outcomes)
-                    laid, rows, length = [], [], 0
-                    linked.clear()
-                    linked_commands.clear()
+            if laid and (
+                append.hashed % slots in linked
+                or (append.command and append.command % slots in linked_commands)
+            ):
+                self._write_laid_out(state, index, laid, rows, now, published, outcomes)
+                laid, rows, length = [], [], 0
+                linked.clear()
+                linked_commands.clear()
             try:
                 admitted = streams.admit(state, append)
             except _STREAM_REFUSED as error:
                 outcomes[i] = error
                 continue
             index = admitted.index
-            if laid and (
-                log.tail + length + admitted.length > log.writable_segment().end - MARKER_SIZE
-                or length + admitted.length > _CHUNK_BYTES
-            ):
+            slots = index.slots
+            if laid and length + admitted.length > room:
                 self._write_laid_out(state, index, laid, rows, now, published, outcomes)
                 laid, rows, length = [], [], 0
                 linked.clear()
                 linked_commands.clear()
             if not laid:
                 self._fit_in_segment(admitted.length)
+                room = min(log.writable_segment().end - MARKER_SIZE - log.tail, _CHUNK_BYTES)
                 next_offsets.clear()
                 number = index.count + 1
             queue_id = admitted.queue
             base = next_offsets.get(queue_id)
             if base is None:
                 base = state.queues[queue_id].max_offset
+            count = len(append.bodies)
             rows.append(streams.row(append, admitted, base, number))
-            next_offsets[queue_id] = base + len(append.bodies)
-            number += len(append.bodies)
+            next_offsets[queue_id] = base + count
+            number += count
             length += admitted.length
             laid.append((i, append, admitted))
-            stream_slot, command_slot = streams.slots_of(append, index)
-            linked.add(stream_slot)
-            if command_slot >= 0:
-                linked_commands.add(command_slot)
+            linked.add(append.hashed % slots)
+            if append.command:
+                linked_commands.add(append.command % slots)
         if laid:
             self._write_laid_out(state, index, laid, rows, now, published, outcomes)
         return outcomes
@@ -520,7 +521,7 @@ class Appending:
         entries: dict[int, list[bytes]] = {}
         bases: dict[int, int] = {}
         next_offsets: dict[int, int] = {}
-        for row, (packed, _last, results) in zip(rows, placed, strict=True):
+        for row, (packed, _last, results, _chain) in zip(rows, placed, strict=True):
             queue_id = row[5]
             if queue_id not in entries:
                 entries[queue_id] = [packed]
@@ -541,7 +542,7 @@ class Appending:
                 index,
                 [(append, admitted) for _i, append, admitted in laid],
                 index_entries,
-                [last for _packed, last, _results in placed],
+                placed,
                 end,
             )
         except OSError:
@@ -553,7 +554,9 @@ class Appending:
             state.blocks.publish_end(end)
         topic_id = state.info.id
         published.extend((topic_id, q, next_offsets[q], now) for q in next_offsets)
-        for (i, _append, _admitted), (_packed, _last, results) in zip(laid, placed, strict=True):
+        for (i, _append, _admitted), (_packed, _last, results, _chain) in zip(
+            laid, placed, strict=True
+        ):
             outcomes[i] = results
 
     def _fit_in_segment(self, length: int) -> None:

@@ -125,12 +125,13 @@ def encode_events(
     rows: list[tuple],
     prefix: str,
     topic_name: str,
-) -> tuple[bytes, list[tuple[bytes, int, list[EventAppendResult]]], bytes]:
+) -> tuple[bytes, list[tuple[bytes, int, list[EventAppendResult], list]], bytes]:
     """The records of appends to streams (``rows``: ``Streams.row`` of each), one after
     another from commit offset ``start``, the bytes ``eventrecords.encode_events``
     makes for each; per append its packed consume-queue entries, the commit offset of
-    its last record and its results; and the event-index entries of them all, numbered
-    from ``first_number`` (the bytes ``EventIndex.put_run`` wrote)."""
+    its last record, its results and the jump chain of its last event; and the
+    event-index entries of them all, numbered from ``first_number``, each event's jump
+    as ``eventindex.run_jumps`` finds it (the bytes ``eventindex.encode_entry`` packs)."""
     return _native.encode_events(
         topic, store_ms, start, first_number, rows, prefix, topic_name, STATUS_OK,
         EventAppendResult,

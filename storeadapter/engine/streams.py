@@ -48,7 +48,6 @@ from .eventindex import (
     ChainBroken,
     EventIndex,
     EventIndexDamage,
-    run_jumps,
 )
 from .eventrecords import (
     STREAM_PROPERTY,
@@ -125,7 +124,6 @@ class Admitted:
     command: int  # its command id's hash (0: none)
     stream_slot: int | None  # the slots' values as read by the checks (None: not read)
     command_slot: int | None
-    chain_after: list[tuple[int, int]] | None = None  # the jump chain of its last event
 
 
 class Streams:
@@ -393,20 +391,16 @@ class Streams:
         self, append: StreamAppend, admitted: Admitted, queue_offset: int, first_number: int
     ) -> tuple:
         """What ``dataplane.encode_events`` takes for an admitted append whose events go
-        to queue offsets from ``queue_offset`` and index entries from ``first_number``:
-        their jumps, and the slots' old values for its last entry to link to."""
-        head = admitted.head
-        first = head.version + 1
-        count = len(append.bodies)
-        jumps, admitted.chain_after = run_jumps(admitted.chain, first, count, first_number)
-        index = admitted.index
+        to queue offsets from ``queue_offset`` and index entries from ``first_number``
+        (the data plane finds their jumps from the stream's jump chain, as ``run_jumps``
+        does), and the slots' old values for its last entry to link to."""
         stream_next = admitted.stream_slot
         if stream_next is None:
-            stream_next = index.stream_slot(append.hashed)
+            stream_next = admitted.index.stream_slot(append.hashed)
         return (
-            append.stream_id, append.command_id, first, append.types, append.bodies,
-            admitted.queue, queue_offset, append.hashed, admitted.command, head.entry, jumps,
-            stream_next, admitted.command_slot or 0,
+            append.stream_id, append.command_id, admitted.first_version, append.types,
+            append.bodies, admitted.queue, queue_offset, append.hashed, admitted.command,
+            admitted.head.entry, admitted.chain, stream_next, admitted.command_slot or 0,
         )  # fmt: skip
 
     def indexed(
@@ -415,13 +409,14 @@ class Streams:
         index: EventIndex,
         appends: list[tuple[StreamAppend, Admitted]],
         entries: bytes,
-        last_starts: list[int],
+        placed: list[tuple],
         end: int,
     ) -> None:
         """Index the events just written (before the store publishes them; ``end`` is
         where the last one ends): ``entries`` packed by the data plane from the rows
-        (``row``) of ``appends``, whose last records start at ``last_starts``; then
-        remember each stream's new head."""
+        (``row``) of ``appends``, ``placed`` what it said of each (its last record's
+        commit offset, its results, its new jump chain); then remember each stream's new
+        head."""
         name = state.info.name
         number = index.count
         links = []
@@ -436,20 +431,14 @@ class Streams:
             raise
         self._seen[name] = index.count
         put = self.cache.put
-        for (append, admitted), (_hashed, _command, last), start in zip(
-            appends, links, last_starts, strict=True
+        for (append, admitted), (_hashed, _command, last), (_packed, start, _results, chain) in zip(
+            appends, links, placed, strict=True
         ):
-            chain = admitted.chain_after
             put(
                 name,
                 append.hashed,
                 StreamHead(append.stream_id, chain[0][0], last, start, admitted.queue, chain),
             )
-
-    def slots_of(self, append: StreamAppend, index: EventIndex) -> tuple[int, int]:
-        """The stream slot and command slot (-1: none) an append links its last entry to."""
-        slots = index.slots
-        return append.hashed % slots, append.command % slots if append.command else -1
 
     def _catch_up(self, index: EventIndex, name: str) -> None:
         """Forget what other processes changed since this one last looked: the streams
@@ -481,8 +470,8 @@ class Streams:
         slot = index.stream_slot(append.hashed)
         # An empty slot: no stream of that hash was ever indexed.
         head = self.find_head(index, append.stream_id, append.hashed, tail, slot) if slot else None
-        if head is None:
-            head = StreamHead(append.stream_id, 0, 0, 0, -1, [])
+        if head is None:  # no events yet: cached once it has some (``indexed``)
+            return StreamHead(append.stream_id, 0, 0, 0, -1, []), slot
         self.cache.put(name, append.hashed, head)
         return head, slot
 

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from storeadapter.engine import _native, dataplane
 from storeadapter.engine.consumequeue import ENTRY
 from storeadapter.engine.errors import CorruptRecordError
-from storeadapter.engine.eventindex import EventEntry, command_hash, encode_entry, stream_hash
+from storeadapter.engine.eventindex import (
+    EventEntry,
+    command_hash,
+    encode_entry,
+    run_jumps,
+    stream_hash,
+)
 from storeadapter.engine.eventrecords import encode_events, event_of
 from storeadapter.engine.record import decode_record
 from storeadapter.engine.results import STATUS_OK, EventAppendResult
@@ -43,7 +49,14 @@ def appends(draw) -> dict:
         "queue": draw(st.integers(0, 7)),
         "queue_offset": draw(st.integers(0, 2**40)),
         "previous": draw(st.integers(0, 2**32 - 1)),
-        "jumps": [draw(st.integers(0, 2**32 - 1)) for _ in range(count)],
+        "chain": [
+            (version, draw(st.integers(1, 2**32 - 1)))
+            for version in sorted(
+                draw(st.lists(st.integers(1, max(1, first - 1)), unique=True, max_size=6)),
+                reverse=True,
+            )
+            if version < first
+        ],
         "stream_next": draw(st.integers(0, 2**32 - 1)),
         "command_next": draw(st.integers(0, 2**32 - 1)),
     }
@@ -53,7 +66,7 @@ def _row(a: dict) -> tuple:
     command = command_hash(a["stream_id"], a["command_id"]) if a["command_id"] else 0
     return (
         a["stream_id"], a["command_id"], a["first"], a["types"], a["bodies"], a["queue"],
-        a["queue_offset"], stream_hash(a["stream_id"]), command, a["previous"], a["jumps"],
+        a["queue_offset"], stream_hash(a["stream_id"]), command, a["previous"], a["chain"],
         a["stream_next"], a["command_next"],
     )  # fmt: skip
 
@@ -73,7 +86,7 @@ def test_appends_encode_as_the_python_encoder_and_index_pack_them(batch, start, 
     expected = b""
     wanted_index = b""
     number = first_number
-    for a, row, (entries, last, results) in zip(batch, rows, placed, strict=True):
+    for a, row, (entries, last, results, chain) in zip(batch, rows, placed, strict=True):
         records, starts, lengths = encode_events(
             TOPIC, a["stream_id"], a["first"], a["command_id"], a["types"], a["bodies"],
             start + len(expected), a["queue"], a["queue_offset"], now,
@@ -98,11 +111,13 @@ def test_appends_encode_as_the_python_encoder_and_index_pack_them(batch, start, 
         ]
         assert all(type(result) is EventAppendResult for result in results)
         previous = a["previous"]
+        jumps, wanted_chain = run_jumps(a["chain"], a["first"], count, number)
+        assert chain == wanted_chain
         for i, offset in enumerate(starts):
             final = i == count - 1
             wanted_index += encode_entry(
                 EventEntry(
-                    number, offset, row[7], row[8], a["first"] + i, previous, a["jumps"][i],
+                    number, offset, row[7], row[8], a["first"] + i, previous, jumps[i],
                     a["stream_next"] if final else 0, a["command_next"] if final else 0,
                 )
             )  # fmt: skip
@@ -115,7 +130,7 @@ def test_appends_encode_as_the_python_encoder_and_index_pack_them(batch, start, 
 def test_a_field_too_long_for_the_format_is_refused():
     row = list(_row({
         "stream_id": "s", "command_id": None, "first": 1, "types": [b"t" * 256],
-        "bodies": [b"x"], "queue": 0, "queue_offset": 0, "previous": 0, "jumps": [0],
+        "bodies": [b"x"], "queue": 0, "queue_offset": 0, "previous": 0, "chain": [],
         "stream_next": 0, "command_next": 0,
     }))  # fmt: skip
     try:

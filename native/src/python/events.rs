@@ -10,16 +10,23 @@ use super::{check_record_type, detach_if, id_prefix, message_id, new_record};
 use crate::events::{self, EventAppend};
 
 /// Per append: its packed consume-queue entries, the commit offset of its last record,
-/// and its results.
-type Placed<'py> = (Bound<'py, PyBytes>, u64, Bound<'py, PyList>);
+/// its results, and the jump chain of its last event.
+type Placed<'py> = (
+    Bound<'py, PyBytes>,
+    u64,
+    Bound<'py, PyList>,
+    Vec<(u64, u32)>,
+);
 
 /// Encode `appends` (each a tuple `(stream_id, command_id or None, first_version, types,
-/// bodies, queue_id, queue_offset, stream_hash, command_hash, previous, jumps,
-/// stream_next, command_next)`, `types` and `bodies` lists of bytes and `jumps` a list
-/// of entry numbers, one per body) one after another from commit offset `start`, as
+/// bodies, queue_id, queue_offset, stream_hash, command_hash, previous, chain,
+/// stream_next, command_next)`, `types` and `bodies` lists of bytes, one type per body,
+/// and `chain` the stream's jump chain, a list of (version, entry number)) one after
+/// another from commit offset `start`, as
 /// records of `topic` stamped `store_ms`, their index entries numbered from
-/// `first_number`. Returns the records' bytes, per append its entries, last commit
-/// offset and results (EventAppendResult, of type `result_type`, status `status`), and
+/// `first_number`, each event's jump found from the chain (`eventindex.run_jumps`).
+/// Returns the records' bytes, per append its entries, last commit offset, results
+/// (EventAppendResult, of type `result_type`, status `status`) and new jump chain, and
 /// the index entries' bytes.
 #[pyfunction]
 #[pyo3(signature = (topic, store_ms, start, first_number, appends, prefix, topic_name, status, result_type))]
@@ -47,7 +54,7 @@ pub fn encode_events<'py>(
     let mut commands: Vec<Option<Bound<'py, PyString>>> = Vec::with_capacity(items.len());
     type Lists<'py> = (Vec<Bound<'py, PyBytes>>, Vec<Bound<'py, PyBytes>>);
     let mut held: Vec<Lists<'py>> = Vec::with_capacity(items.len());
-    type Numbers = (u64, u32, u64, u64, u64, u32, Vec<u32>, u32, u32);
+    type Numbers = (u64, u32, u64, u64, u64, u32, Vec<(u64, u32)>, u32, u32);
     let mut numbers: Vec<Numbers> = Vec::with_capacity(items.len());
     for item in &items {
         if item.len() != 13 {
@@ -68,10 +75,10 @@ pub fn encode_events<'py>(
         };
         let types = bytes_of(item.get_item(3)?)?;
         let bodies = bytes_of(item.get_item(4)?)?;
-        let jumps: Vec<u32> = item.get_item(10)?.extract()?;
-        if types.len() != bodies.len() || jumps.len() != bodies.len() || bodies.is_empty() {
+        let chain: Vec<(u64, u32)> = item.get_item(10)?.extract()?;
+        if types.len() != bodies.len() || bodies.is_empty() {
             return Err(PyValueError::new_err(
-                "an append has events, and a type and a jump for each",
+                "an append has events, and a type for each",
             ));
         }
         held.push((types, bodies));
@@ -82,7 +89,7 @@ pub fn encode_events<'py>(
             item.get_item(7)?.extract()?,
             item.get_item(8)?.extract()?,
             item.get_item(9)?.extract()?,
-            jumps,
+            chain,
             item.get_item(11)?.extract()?,
             item.get_item(12)?.extract()?,
         ));
@@ -105,14 +112,14 @@ pub fn encode_events<'py>(
             stream_hash,
             command_hash,
             previous,
-            jumps: number.6.clone(),
+            chain: number.6.clone(),
             stream_next: sn,
             command_next: cn,
         });
     }
     let length = events::encoded_length(topic, &batch)
         .ok_or_else(|| PyValueError::new_err("a field is longer than the record format allows"))?;
-    let encoded = detach_if(py, length, || {
+    let mut encoded = detach_if(py, length, || {
         events::encode_appends(topic, store_ms, start, first_number, &batch, length)
     });
     let mut placed = Vec::with_capacity(batch.len());
@@ -144,6 +151,7 @@ pub fn encode_events<'py>(
             PyBytes::new(py, &encoded.entries[i]),
             *starts.last().unwrap_or(&start),
             results,
+            std::mem::take(&mut encoded.chains[i]),
         ));
     }
     Ok((
