@@ -5,6 +5,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::consume_queue::{Entry, ENTRY_SIZE};
+use crate::events::{encode_appends, encoded_length, event_fields, EventAppend, INDEX_ENTRY_SIZE};
 use crate::reading::{read_entries, Wanted};
 use crate::record::{check, encode_into, Fields, Parts};
 use crate::scan::{scan_step, RUN_BYTES};
@@ -103,5 +104,57 @@ proptest! {
         let mut found = Vec::new();
         let (next, _) = read_entries(&data, base, &packed, 0, &wanted, &mut found);
         prop_assert!(next <= packed.len() / ENTRY_SIZE);
+    }
+
+    #[test]
+    fn encoded_appends_check_and_read_back_as_their_streams_events(
+        streams in vec((vec(b'a'..=b'z', 1..12), any::<bool>(), 1u64..5_000_000_000, 1usize..8), 1..5),
+        body in vec(any::<u8>(), 0..60),
+        start in 0u64..1 << 40,
+    ) {
+        let bodies = [body.as_slice(); 8];
+        let appends: Vec<EventAppend<'_>> = streams
+            .iter()
+            .map(|(id, command, first, count)| EventAppend {
+                stream_id: id,
+                command_id: command.then_some(&b"cmd"[..]),
+                first_version: (*first).min(u64::from(u32::MAX) + 1 - *count as u64),
+                types: vec![&b"T"[..]; *count],
+                bodies: bodies[..*count].to_vec(),
+                queue_id: 1,
+                queue_offset: 9,
+                stream_hash: 2,
+                command_hash: 3,
+                previous: 4,
+                chain: vec![(1, 5)],
+                stream_next: 6,
+                command_next: 7,
+            })
+            .collect();
+        let length = encoded_length(b"topic", &appends).unwrap();
+        let out = encode_appends(b"topic", 11, start, 1, &appends, length);
+        prop_assert_eq!(out.data.len(), length);
+        let mut events = 0;
+        for (append, starts) in appends.iter().zip(&out.starts) {
+            for (i, &offset) in starts.iter().enumerate() {
+                let pos = (offset - start) as usize;
+                let header = check(&out.data, pos, offset).unwrap();
+                let parts = Parts::of(&out.data[pos..pos + header.length as usize], &header);
+                let found = event_fields(parts.properties).unwrap();
+                prop_assert_eq!(found.stream_id, append.stream_id);
+                prop_assert_eq!(u64::from(found.version), append.first_version + i as u64);
+                prop_assert_eq!(found.command_id, append.command_id);
+                let entry = &out.index[events * INDEX_ENTRY_SIZE..(events + 1) * INDEX_ENTRY_SIZE];
+                prop_assert_eq!(&entry[..8], &offset.to_le_bytes()[..]);
+                prop_assert_eq!(&entry[44..], &crc32c::crc32c(&entry[..44]).to_le_bytes()[..]);
+                events += 1;
+            }
+        }
+        prop_assert_eq!(out.index.len(), events * INDEX_ENTRY_SIZE);
+    }
+
+    #[test]
+    fn reading_arbitrary_properties_never_panics(properties in vec(any::<u8>(), 0..80)) {
+        let _ = event_fields(&properties);
     }
 }

@@ -13,7 +13,7 @@ from zlib import crc32
 
 from . import clock, dataplane
 from .blockqueue import BlockQueue
-from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL
+from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL
 from .errors import (
     DiskFullError,
     InvalidMessageError,
@@ -24,7 +24,6 @@ from .errors import (
     StreamTopicError,
     TopicNotFoundError,
 )
-from .eventrecords import encode_events
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
 from .record import (
     MARKER_SIZE,
@@ -39,12 +38,11 @@ from .results import (
     STATUS_FLUSH_TIMEOUT,
     STATUS_OK,
     AppendResult,
-    EventAppendResult,
     Message,
 )
 from .sharedstate import SharedSnapshot
 from .streams import REFUSALS as STREAM_REFUSALS
-from .streams import StreamAppend, StreamBatch
+from .streams import Admitted, StreamAppend, StreamBatch
 from .tags import tag_hash
 from .topics import Topic
 
@@ -400,15 +398,12 @@ class Appending:
         if self._registry.topics.get(state.info.name) is not state:
             raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
         if type(batch) is StreamAppend:
-            return self._write_events(state, batch, now, published)
+            outcome = self._write_events(state, [batch], now, published)[0]
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
         if type(batch) is StreamBatch:
-            outcomes = []
-            for append in batch:
-                try:
-                    outcomes.append(self._write_events(state, append, now, published))
-                except _STREAM_REFUSED as error:
-                    outcomes.append(error)
-            return outcomes
+            return self._write_events(state, batch, now, published)
         duplicates = {} if plain else self._find_duplicates(state, batch, now)
         results, next_offsets, entries, index_items, targets = self._write_records(
             state, batch, now, duplicates, plain
@@ -430,48 +425,140 @@ class Appending:
         return results
 
     def _write_events(
-        self, state: Topic, append: StreamAppend, now: int, published: list
-    ) -> list[EventAppendResult]:
-        """``_write_batch`` for an append to a stream: its checks (``Streams.admit``),
-        its records one after another in one segment and one queue, their queue entries,
-        then their event-index entries (``Streams.indexed``)."""
-        admitted = self._streams.admit(state, append)
+        self, state: Topic, appends: list[StreamAppend], now: int, published: list
+    ) -> list:
+        """``_write_batch`` for appends to streams: per append its results, or the error
+        that refused it alone (nothing of it written).
+
+        Steps: 1. each append is checked (``Streams.admit``) and laid out after the ones
+        before it: its records one after another in one segment and one queue, its
+        index entries numbered on; 2. the appends laid out are written together
+        (``_write_laid_out``): one native call encodes their records, queue entries,
+        index entries and results, then the log, each queue and the index are written
+        once. The layout is written first whenever the next append could not be checked
+        or laid out beside it: it needs a slot one of them links to (its checks read the
+        slot from the file), or the records would not fit in the segment or the chunk.
+        """
+        outcomes: list = [None] * len(appends)
+        streams = self._streams
         log = self.commitlog
-        self._fit_in_segment(admitted.length)
-        segment = log.writable_segment()
         if now < log.last_store_ms:
             now = log.last_store_ms  # store times never go back, even if the clock does
-        queue_id = admitted.queue
-        queue = state.queues[queue_id]
-        base = queue.max_offset
+        laid: list[tuple[int, StreamAppend, Admitted]] = []
+        rows: list[tuple] = []
+        linked: set[int] = set()  # the stream slots the laid-out appends link to
+        linked_commands: set[int] = set()  # and the command slots
+        length = 0
+        next_offsets: dict[int, int] = {}
+        number = 0
+        index = None
+        slots = room = 0
+        for i, append in enumerate(appends):
+            if laid and (
+                append.hashed % slots in linked
+                or (append.command and append.command % slots in linked_commands)
+            ):
+                self._write_laid_out(state, index, laid, rows, now, published, outcomes)
+                laid, rows, length = [], [], 0
+                linked.clear()
+                linked_commands.clear()
+            try:
+                admitted = streams.admit(state, append)
+            except _STREAM_REFUSED as error:
+                outcomes[i] = error
+                continue
+            index = admitted.index
+            slots = index.slots
+            if laid and length + admitted.length > room:
+                self._write_laid_out(state, index, laid, rows, now, published, outcomes)
+                laid, rows, length = [], [], 0
+                linked.clear()
+                linked_commands.clear()
+            if not laid:
+                self._fit_in_segment(admitted.length)
+                room = min(log.writable_segment().end - MARKER_SIZE - log.tail, _CHUNK_BYTES)
+                next_offsets.clear()
+                number = index.count + 1
+            queue_id = admitted.queue
+            base = next_offsets.get(queue_id)
+            if base is None:
+                base = state.queues[queue_id].max_offset
+            count = len(append.bodies)
+            rows.append(streams.row(append, admitted, base, number))
+            next_offsets[queue_id] = base + count
+            number += count
+            length += admitted.length
+            laid.append((i, append, admitted))
+            linked.add(append.hashed % slots)
+            if append.command:
+                linked_commands.add(append.command % slots)
+        if laid:
+            self._write_laid_out(state, index, laid, rows, now, published, outcomes)
+        return outcomes
+
+    def _write_laid_out(
+        self,
+        state: Topic,
+        index,
+        laid: list[tuple[int, StreamAppend, Admitted]],
+        rows: list[tuple],
+        now: int,
+        published: list,
+        outcomes: list,
+    ) -> None:
+        """Step 2 of ``_write_events``: encode the appends laid out (``rows``) at the
+        commit-log tail, write the records, each queue's entries and time marks, and the
+        index entries; put each append's results in ``outcomes``."""
+        log = self.commitlog
+        segment = log.writable_segment()
         start = log.tail
-        data, starts, lengths = encode_events(
-            state.name_bytes, append.stream_id, admitted.first_version, append.command_id,
-            append.types, append.bodies, start, queue_id, base, now,
-        )  # fmt: skip
+        data, placed, index_entries = dataplane.encode_events(
+            state.name_bytes, now, start, index.count + 1, rows, self._id_prefix, state.info.name
+        )
         log.write(segment, start - segment.base, data)
         log.tail = end = start + len(data)
         log.last_store_ms = now
-        count = len(starts)
-        mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
-        for queue_offset in range(mark, base + count, TIME_INDEX_INTERVAL):
-            queue.time_index.write([(queue_offset, now)])
-        hashes = {kind: tag_hash(kind) for kind in set(append.types)}
-        hashes = map(hashes.__getitem__, append.types)
-        entries = b"".join(map(ENTRY.pack, starts, lengths, hashes))
+        queues = state.queues
+        entries: dict[int, list[bytes]] = {}
+        bases: dict[int, int] = {}
+        next_offsets: dict[int, int] = {}
+        for row, (packed, _last, results, _chain) in zip(rows, placed, strict=True):
+            queue_id = row[5]
+            if queue_id not in entries:
+                entries[queue_id] = [packed]
+                bases[queue_id] = row[6]
+            else:
+                entries[queue_id].append(packed)
+            next_offsets[queue_id] = row[6] + len(results)
+        targets = {queue_id: queues[queue_id] for queue_id in entries}
+        joined = {queue_id: b"".join(parts) for queue_id, parts in entries.items()}
+        for queue_id, base in bases.items():
+            mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
+            for queue_offset in range(mark, next_offsets[queue_id], TIME_INDEX_INTERVAL):
+                targets[queue_id].time_index.write([(queue_offset, now)])
         try:
-            self._dispatch(state, {queue_id: queue}, {queue_id: base + count}, {queue_id: entries})
-            results = self._streams.indexed(
-                state, append, admitted, starts, base, now, self._id_prefix, end
+            self._dispatch(state, targets, next_offsets, joined)
+            self._streams.indexed(
+                state,
+                index,
+                [(append, admitted) for _i, append, admitted in laid],
+                index_entries,
+                placed,
+                end,
             )
         except OSError:
-            if queue.max_offset > base:  # in memory: back to the published end
-                queue.max_offset = base
+            for queue_id, base in bases.items():  # in memory: back to the published end
+                if targets[queue_id].max_offset > base:
+                    targets[queue_id].max_offset = base
             raise
         if state.blocks is not None:
             state.blocks.publish_end(end)
-        published.append((state.info.id, queue_id, base + count, now))
-        return results
+        topic_id = state.info.id
+        published.extend((topic_id, q, next_offsets[q], now) for q in next_offsets)
+        for (i, _append, _admitted), (_packed, _last, results, _chain) in zip(
+            laid, placed, strict=True
+        ):
+            outcomes[i] = results
 
     def _fit_in_segment(self, length: int) -> None:
         """Roll to a new segment first unless ``length`` bytes of records fit in what is

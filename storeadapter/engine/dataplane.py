@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 from . import _native
 from .errors import CorruptRecordError
-from .results import STATUS_OK, AppendResult, StoredMessage
+from .results import STATUS_OK, AppendResult, EventAppendResult, StoredMessage
 from .scan import ScanEvent
 from .segment import Segment
 
@@ -32,6 +32,9 @@ READ_SLOW = 3
 
 key_hash = _native.key_hash
 tag_hash = _native.tag_hash
+#: (``eventindex.stream_hash``, ``eventindex.command_hash`` or 0) of a stream id and a
+#: command id (or None).
+stream_hashes = _native.stream_hashes
 encode_placed = _native.encode_placed
 
 
@@ -112,6 +115,27 @@ def encode_plain(
     return _native.encode_plain(
         bodies, topic, tail, now, turn, bases, prefix, topic_name, STATUS_OK, AppendResult
     )
+
+
+def encode_events(
+    topic: bytes,
+    store_ms: int,
+    start: int,
+    first_number: int,
+    rows: list[tuple],
+    prefix: str,
+    topic_name: str,
+) -> tuple[bytes, list[tuple[bytes, int, list[EventAppendResult], list]], bytes]:
+    """The records of appends to streams (``rows``: ``Streams.row`` of each), one after
+    another from commit offset ``start``, the bytes ``eventrecords.encode_events``
+    makes for each; per append its packed consume-queue entries, the commit offset of
+    its last record, its results and the jump chain of its last event; and the
+    event-index entries of them all, numbered from ``first_number``, each event's jump
+    as ``eventindex.run_jumps`` finds it (the bytes ``eventindex.encode_entry`` packs)."""
+    return _native.encode_events(
+        topic, store_ms, start, first_number, rows, prefix, topic_name, STATUS_OK,
+        EventAppendResult,
+    )  # fmt: skip
 
 
 def scan_runs(

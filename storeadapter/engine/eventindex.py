@@ -479,58 +479,31 @@ class EventIndex:
         fileio.pwrite_all(self.fd, _PROGRESS.pack(count, indexed_to), _PROGRESS_AT)
         self.count, self.indexed_to = count, indexed_to
 
-    def put_run(
-        self,
-        offsets: list[int],
-        stream_hashed: int,
-        command_hashed: int,
-        first_version: int,
-        previous: int,
-        jumps: list[int],
-        indexed_to: int,
-        stream_next: int | None = None,
-        command_next: int | None = None,
-    ) -> None:
-        """``put`` for the events of one append to one stream, at ``offsets``: versions
-        from ``first_version``, each after the one before (the first after entry
-        ``previous``); only the last is linked into its slots (and into the command's
-        when ``command_hashed``). ``stream_next``, ``command_next``: the slots' values,
-        when the caller (holding the write lock) just read them."""
+    def put_runs(self, entries: bytes, links: list[tuple[int, int, int]], indexed_to: int) -> None:
+        """Append ``entries`` (packed, numbered from ``count + 1``: the events of one or
+        more appends, each a run of one stream's versions, as ``dataplane.encode_events``
+        makes them) and link the last entry of each append into its slots: ``links``
+        holds (stream hash, command hash or 0, entry number) per append, no two of them
+        sharing a slot (the caller holding the write lock read the slots' old values into
+        the entries). Entries, then slots, then the header's count."""
         first = self.count + 1
-        count = len(offsets)
-        if first + count - 1 > MAX_ENTRIES:
+        last = first + len(entries) // ENTRY_SIZE - 1
+        if last > MAX_ENTRIES:
             raise OSError(27, "the event index is full")  # EFBIG
-        last = first + count - 1
-        if stream_next is None:
-            stream_next = self.stream_slot(stream_hashed)
-        if command_next is None:
-            command_next = self.command_slot(command_hashed) if command_hashed else 0
-        pack = _ENTRY_BODY.pack
-        parts = []
-        add = parts.append
-        version = first_version
-        for number, offset, jump in zip(range(first, last + 1), offsets, jumps, strict=True):
-            if number == last:
-                body = pack(offset, stream_hashed, command_hashed, version, previous, jump,
-                            stream_next, command_next)  # fmt: skip
-            else:
-                body = pack(offset, stream_hashed, command_hashed, version, previous, jump, 0, 0)
-            add(body)
-            add(SLOT.pack(crc32c(body)))
-            previous = number
-            version += 1
-        fileio.pwrite_all(self.fd, b"".join(parts), self.entries_at + (first - 1) * ENTRY_SIZE)
-        fileio.pwrite_all(
-            self.fd, SLOT.pack(last), HEADER_SIZE + (stream_hashed % self.slots) * SLOT_SIZE
-        )
-        if command_hashed:
+        fd = self.fd
+        fileio.pwrite_all(fd, entries, self.entries_at + (first - 1) * ENTRY_SIZE)
+        slots = self.slots
+        commands_at = self._command_slots_at
+        for stream_hashed, command_hashed, number in links:
             fileio.pwrite_all(
-                self.fd,
-                SLOT.pack(last),
-                self._command_slots_at + (command_hashed % self.slots) * SLOT_SIZE,
+                fd, SLOT.pack(number), HEADER_SIZE + (stream_hashed % slots) * SLOT_SIZE
             )
+            if command_hashed:
+                fileio.pwrite_all(
+                    fd, SLOT.pack(number), commands_at + (command_hashed % slots) * SLOT_SIZE
+                )
         indexed_to = max(indexed_to, self.indexed_to)
-        fileio.pwrite_all(self.fd, _PROGRESS.pack(last, indexed_to), _PROGRESS_AT)
+        fileio.pwrite_all(fd, _PROGRESS.pack(last, indexed_to), _PROGRESS_AT)
         self.count, self.indexed_to = last, indexed_to
 
     def _write_slots(self, table_at: int, heads: dict[int, int]) -> None:

@@ -8,8 +8,9 @@ commit log's own recovery (recovery.py):
    checkpoint's ``dispatched`` offset (the index was fsynced before the checkpoint was
    written), or lower where the index's own ``indexed_to`` says so; a missing or
    damaged index is made again, empty, from the topic's first record still in the log;
-3. the events from there to the tail are read back from the log and indexed again, in
-   log order, a chunk at a time (``rebuild``).
+3. the events from there to the tail are read back from the log (scanned natively, the
+   events' fields read from the records' properties by the data plane) and indexed
+   again, in log order, a chunk at a time (``rebuild``).
 
 Each step gives the same result when run again, so a recovery killed in the middle is
 done again by the next opener.
@@ -21,20 +22,19 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from . import dataplane
 from .commitlog import CommitLog
+from .dataplane import NATIVE_RUN
 from .errors import CorruptRecordError
 from .eventindex import (
     EventIndex,
     EventIndexDamage,
     NewEntry,
-    command_hash,
     next_chain,
-    stream_hash,
 )
 from .eventrecords import event_group, event_of
-from .record import HEADER_SIZE, RECORD_OVERHEAD, decode_record
+from .record import RECORD_OVERHEAD, decode_record, trailing_length
 from .results import StoredMessage
-from .scan import RECORD, scan_segment
 from .streamcache import StreamHead
 from .topics import Topic
 
@@ -121,25 +121,26 @@ def rebuild(
     streams: Streams, states: list[Topic], starts: dict[str, int], tail: int
 ) -> dict[str, int]:
     """Index the events of ``states`` whose records lie from their start offset up to
-    ``tail`` (each index already cut there); return how many per topic."""
-    by_bytes = {state.name_bytes: state for state in states}
-    begin = min(starts.values())
+    ``tail`` (each index already cut there); return how many per topic. The log is
+    scanned natively, and each run of intact records gives its events
+    (``Run.events``: what ``eventrecords.event_of`` finds, read from the properties the
+    scan kept), so no record is decoded in Python."""
+    topics = [state.name_bytes for state in states]
+    names = [state.info.name for state in states]
+    froms = [starts[name] for name in names]
+    begin = min(froms)
     counts: dict[str, int] = {}
-    pending: dict[str, list[tuple[StoredMessage, int]]] = {}
+    pending: dict[str, list[tuple]] = {}
     waiting = 0
-    for offset, header, segment in _records(streams.log, begin, tail):
-        topic_len = header[9]
-        pos = offset - segment.base
-        topic = bytes(segment.view[pos + HEADER_SIZE : pos + HEADER_SIZE + topic_len])
-        state = by_bytes.get(topic)
-        if state is None or offset < starts[state.info.name]:
-            continue
-        try:
-            message = decode_record(segment.view, pos, segment.size, offset, "")
-        except CorruptRecordError:
-            continue
-        pending.setdefault(state.info.name, []).append((message, offset))
-        waiting += 1
+    for run in _runs(streams.log, begin, tail):
+        for event in run.events(topics):
+            offset, topic = event[0], event[1]
+            if offset >= tail:
+                break
+            if offset < froms[topic]:
+                continue
+            pending.setdefault(names[topic], []).append(event)
+            waiting += 1
         if waiting >= _REBUILD_CHUNK:
             _index_found(streams, pending, counts, tail)
             pending = {}
@@ -159,47 +160,37 @@ def _index_records(
     streams: Streams,
     index: EventIndex,
     name: str,
-    found: list[tuple[StoredMessage, int]],
+    found: list[tuple],
     tail: int,
 ) -> int:
-    """Append entries for events read back from the log, in log order."""
+    """Append entries for events read back from the log, in log order: each as
+    ``Run.events`` gives it."""
     heads: dict[int, StreamHead] = {}
     new: list[NewEntry] = []
     number = index.count + 1
-    for message, offset in found:
-        event = event_of(message)
-        if event is None:
-            continue
-        hashed = stream_hash(event.stream_id)
+    for offset, _topic, queue, stream_id, version, _command_id, hashed, command in found:
         head = heads.get(hashed)
-        if head is None or head.stream_id != event.stream_id:
+        if head is None or head.stream_id != stream_id:
             head = streams.cache.get(name, hashed)
-            if head is None or head.stream_id != event.stream_id:
-                head = streams.find_head(index, event.stream_id, hashed, offset)
+            if head is None or head.stream_id != stream_id:
+                head = streams.find_head(index, stream_id, hashed, offset)
             if head is None:
-                head = StreamHead(event.stream_id, 0, 0, 0, message.queue, [])
+                head = StreamHead(stream_id, 0, 0, 0, queue, [])
             head = StreamHead(
-                event.stream_id, head.version, head.entry, head.commit_offset, head.queue,
+                stream_id, head.version, head.entry, head.commit_offset, head.queue,
                 streams.chain_of(index, head) if head.version else [],
             )  # fmt: skip
             heads[hashed] = head
-        if event.version <= head.version:
+        if version <= head.version:
             continue  # a version the stream already has (never written twice)
         chain = head.chain
-        if event.version != head.version + 1:
+        if version != head.version + 1:
             chain = []  # versions between were lost: the chain starts again here
-        chain = next_chain(chain, event.version, number)
+        chain = next_chain(chain, version, number)
         jump = chain[1][1] if len(chain) > 1 else 0
-        command = 0
-        if event.command_id is not None:
-            command = command_hash(event.stream_id, event.command_id)
-        previous = head.entry if event.version == head.version + 1 else 0
-        new.append(
-            NewEntry(offset, hashed, command, event.version, previous, jump, True, command != 0)
-        )
-        heads[hashed] = StreamHead(
-            event.stream_id, event.version, number, offset, message.queue, chain
-        )
+        previous = head.entry if version == head.version + 1 else 0
+        new.append(NewEntry(offset, hashed, command, version, previous, jump, True, command != 0))
+        heads[hashed] = StreamHead(stream_id, version, number, offset, queue, chain)
         number += 1
     if new:
         index.put(new, min(tail, new[-1].commit_offset + 1))
@@ -209,18 +200,19 @@ def _index_records(
     return len(new)
 
 
-def _records(log: CommitLog, begin: int, end: int) -> Iterator[tuple[int, tuple, object]]:
-    """(commit offset, header, segment) of each intact record from ``begin`` to ``end``."""
+def _runs(log: CommitLog, begin: int, end: int) -> Iterator:
+    """The runs of intact records (``dataplane.Run``) from ``begin`` to ``end`` (the
+    last may run past it), as ``scan.scan_segment`` finds the records."""
     for position, segment in enumerate(list(log.segments)):
         if segment.end <= begin or segment.base >= end:
             continue
         sealed = position < len(log.segments) - 1
         start = max(begin, segment.base) - segment.base
-        for event in scan_segment(segment, start, sealed):
+        for event in dataplane.scan_runs(segment, start, sealed):
             if event.offset >= end:
                 return
-            if event.kind == RECORD:
-                yield event.offset, event.header, segment
+            if event.kind == NATIVE_RUN:
+                yield event.header
 
 
 def cut_partial_group(
@@ -261,7 +253,8 @@ def cut_partial_group(
 
 
 def message_length(segment, end: int) -> int:
-    return int.from_bytes(segment.view[end - 4 : end], "little")
+    """The length of the record ending at ``end`` (its trailer repeats it)."""
+    return trailing_length(segment.view, end)
 
 
 def _record_ending_at(segment, end: int, is_stream_topic) -> StoredMessage | None:

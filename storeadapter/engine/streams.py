@@ -9,7 +9,9 @@ what it is handed (the commit log, a record reader):
   writer first takes in what other processes indexed since it last looked, then the
   command id is looked up (``DuplicateCommandError``), then the version compared
   (``WrongExpectedVersionError``); the records are written as one group in one segment
-  by the store, then indexed here (``indexed``) before the store publishes the tail;
+  by the store (the appends of one batch of streams one after another, encoded by the
+  data plane from each one's ``row``), then indexed here (``indexed``) before the store
+  publishes the tail;
 * reads (``version``, ``read``) use the index as it is on disk, never the cache, and
   trust only entries below the tail the reader followed;
 * recovery (``recover``, streamrecovery.py) cuts each index where the log's durable,
@@ -29,6 +31,7 @@ from zlib import crc32
 
 from . import streamreads
 from .commitlog import CommitLog
+from .dataplane import stream_hashes
 from .errors import (
     DuplicateCommandError,
     InvalidMessageError,
@@ -45,9 +48,6 @@ from .eventindex import (
     ChainBroken,
     EventIndex,
     EventIndexDamage,
-    command_hash,
-    run_jumps,
-    stream_hash,
 )
 from .eventrecords import (
     STREAM_PROPERTY,
@@ -58,7 +58,7 @@ from .eventrecords import (
     event_properties,
 )
 from .record import RECORD_OVERHEAD
-from .results import STATUS_OK, Corruption, EventAppendResult, EventSlice, StoredMessage
+from .results import Corruption, EventSlice, StoredMessage
 from .streamcache import StreamCache, StreamHead
 from .streamreads import damaged, retrying
 from .streamrecovery import recover_indexes
@@ -82,6 +82,7 @@ class StreamAppend:
 
     __slots__ = (
         "stream_id", "hashed", "bodies", "types", "expected_version", "command_id", "id_bytes",
+        "command",
     )  # fmt: skip
 
     def __init__(
@@ -93,7 +94,8 @@ class StreamAppend:
         command_id: str | None,
     ) -> None:
         self.stream_id = stream_id
-        self.hashed = stream_hash(stream_id)
+        # Its stream id's hash, and its command id's (0: none), as the index stores them.
+        self.hashed, self.command = stream_hashes(stream_id, command_id)
         self.bodies = bodies
         self.types = types
         self.expected_version = expected_version
@@ -319,10 +321,11 @@ class Streams:
             self._catch_up(index, name)
         tail = self.log.tail
         head, stream_slot = self._writer_head(index, name, append, tail)
-        command = command_slot = 0
-        if append.command_id is not None:
-            command = command_hash(append.stream_id, append.command_id)
+        command = append.command
+        command_slot = 0
+        if command:
             command_slot = index.command_slot(command)
+        if command_slot:  # an empty slot: no command of that hash was ever indexed
             produced = retrying(
                 index,
                 lambda: streamreads.produced(
@@ -370,7 +373,11 @@ class Streams:
         fixed = RECORD_OVERHEAD + len(state.name_bytes)
         fixed += len(event_properties(append.stream_id, 0, append.command_id, group)) - 1
         length = fixed * count + sum(map(len, append.bodies)) + sum(map(len, append.types))
-        length += sum(len(str(version)) for version in range(first, last + 1))
+        digits = len(str(first))
+        if digits == len(str(last)):
+            length += digits * count
+        else:
+            length += sum(len(str(version)) for version in range(first, last + 1))
         if length > self.log.capacity():
             raise MessageTooLargeError(
                 f"the {count} events take {length} bytes on disk; an append's events are "
@@ -380,62 +387,58 @@ class Streams:
             index, head, chain, queue, first, length, command, stream_slot, command_slot
         )
 
+    def row(
+        self, append: StreamAppend, admitted: Admitted, queue_offset: int, first_number: int
+    ) -> tuple:
+        """What ``dataplane.encode_events`` takes for an admitted append whose events go
+        to queue offsets from ``queue_offset`` and index entries from ``first_number``
+        (the data plane finds their jumps from the stream's jump chain, as ``run_jumps``
+        does), and the slots' old values for its last entry to link to."""
+        stream_next = admitted.stream_slot
+        if stream_next is None:
+            stream_next = admitted.index.stream_slot(append.hashed)
+        return (
+            append.stream_id, append.command_id, admitted.first_version, append.types,
+            append.bodies, admitted.queue, queue_offset, append.hashed, admitted.command,
+            admitted.head.entry, admitted.chain, stream_next, admitted.command_slot or 0,
+        )  # fmt: skip
+
     def indexed(
         self,
         state: Topic,
-        append: StreamAppend,
-        admitted: Admitted,
-        starts: list[int],
-        queue_offset: int,
-        store_ms: int,
-        id_prefix: str,
+        index: EventIndex,
+        appends: list[tuple[StreamAppend, Admitted]],
+        entries: bytes,
+        placed: list[tuple],
         end: int,
-    ) -> list[EventAppendResult]:
-        """Index the events just written at commit offsets ``starts`` (before the store
-        publishes them; ``end`` is where the last one ends) and remember the stream's new
-        head; return the events' results."""
-        index = admitted.index
-        head = admitted.head
+    ) -> None:
+        """Index the events just written (before the store publishes them; ``end`` is
+        where the last one ends): ``entries`` packed by the data plane from the rows
+        (``row``) of ``appends``, ``placed`` what it said of each (its last record's
+        commit offset, its results, its new jump chain); then remember each stream's new
+        head."""
         name = state.info.name
-        hashed = append.hashed
-        first_number = index.count + 1
-        jumps, chain = run_jumps(admitted.chain, head.version + 1, len(starts), first_number)
+        number = index.count
+        links = []
+        for append, admitted in appends:
+            number += len(append.bodies)
+            links.append((append.hashed, admitted.command, number))
         try:
-            index.put_run(
-                starts, hashed, admitted.command, head.version + 1, head.entry, jumps, end,
-                admitted.stream_slot, admitted.command_slot,
-            )  # fmt: skip
+            index.put_runs(entries, links, end)
         except BaseException:
-            self.cache.drop(name, hashed)
+            for append, _admitted in appends:
+                self.cache.drop(name, append.hashed)
             raise
         self._seen[name] = index.count
-        self.cache.put(
-            name,
-            hashed,
-            StreamHead(
-                append.stream_id, chain[0][0], index.count, starts[-1], admitted.queue, chain
-            ),
-        )
-        queue = admitted.queue
-        first = admitted.first_version
-        stream_id = append.stream_id
-        return [
-            tuple.__new__(
-                EventAppendResult,
-                (
-                    f"{id_prefix}{start:016X}",
-                    name,
-                    queue,
-                    queue_offset + i,
-                    start,
-                    store_ms,
-                    STATUS_OK,
-                    stream_id,
-                    first + i,
-                ),
-            )  # fmt: skip
-            for i, start in enumerate(starts)
-        ]
+        put = self.cache.put
+        for (append, admitted), (_hashed, _command, last), (_packed, start, _results, chain) in zip(
+            appends, links, placed, strict=True
+        ):
+            put(
+                name,
+                append.hashed,
+                StreamHead(append.stream_id, chain[0][0], last, start, admitted.queue, chain),
+            )
 
     def _catch_up(self, index: EventIndex, name: str) -> None:
         """Forget what other processes changed since this one last looked: the streams
@@ -465,9 +468,10 @@ class Streams:
                     head.queue = message.queue if message is not None else -1
                     return head, None
         slot = index.stream_slot(append.hashed)
-        head = self.find_head(index, append.stream_id, append.hashed, tail, slot)
-        if head is None:
-            head = StreamHead(append.stream_id, 0, 0, 0, -1, [])
+        # An empty slot: no stream of that hash was ever indexed.
+        head = self.find_head(index, append.stream_id, append.hashed, tail, slot) if slot else None
+        if head is None:  # no events yet: cached once it has some (``indexed``)
+            return StreamHead(append.stream_id, 0, 0, 0, -1, []), slot
         self.cache.put(name, append.hashed, head)
         return head, slot
 

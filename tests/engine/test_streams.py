@@ -374,3 +374,54 @@ def test_appends_to_several_streams_in_sync_mode_are_acknowledged_after_the_fsyn
 
     assert [[r.status for r in o] for o in outcomes] == [["OK"], ["OK", "OK"]]
     assert store.stream_version(TOPIC, "s-2") == 2
+
+
+@pytest.mark.parametrize("slots", [3, 1 << 12])
+def test_a_batch_of_streams_stores_what_the_same_appends_one_by_one_store(
+    open_store, tmp_path, slots
+):
+    """One batch is laid out and written together where it can be: streams sharing a slot
+    (three slots: nearly all of them), a stream met twice, refusals among them and
+    segment rolls between them give the results, the streams and an index the checker
+    finds clean, as the same appends made one call each do."""
+    from storeadapter.engine.checks import check_event_index
+
+    appends = []
+    for n in range(60):
+        stream = f"s-{n % 23}"
+        command = f"c-{n}" if n % 3 else None
+        if n % 11 == 5 and n > 23:
+            command = f"c-{n - 23}"  # one the stream used, if it was given
+        events = [bytes([n]) * (50 + 40 * (n % 4))] * (1 + n % 4)
+        appends.append((stream, events, None if n % 5 else 0, command, "T"))
+    outcomes = []
+    for cfg_path, batched in ((tmp_path / "batched", True), (tmp_path / "one-by-one", False)):
+        store = open_store(cfg_path, small_config(stream_index_slots=slots))
+        store.create_stream_topic(TOPIC, queues=3)
+        if batched:
+            found = store.append_to_streams(TOPIC, appends)
+        else:
+            found = []
+            for append in appends:
+                try:
+                    found.append(store.append_to_streams(TOPIC, [append])[0])
+                except Exception as error:  # noqa: BLE001 - compared below
+                    found.append(error)
+        outcomes.append(
+            [
+                [(r.stream_id, r.version, r.queue, r.queue_offset) for r in o]
+                if type(o) is list
+                else type(o)
+                for o in found
+            ]
+        )
+        streams = {
+            s: [(e.version, e.body, e.command_id) for e in store.read_stream(TOPIC, s)]
+            for s in {a[0] for a in appends}
+        }
+        outcomes.append(streams)
+        store.close()
+        assert check_event_index(cfg_path) == []
+    assert outcomes[0] == outcomes[2]
+    assert outcomes[1] == outcomes[3]
+    assert any(type(o) is not list for o in outcomes[0])  # some were refused

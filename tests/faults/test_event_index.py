@@ -46,21 +46,21 @@ ENGINE = "storeadapter.engine"
 HARNESS = "tests.faults.streamharness"
 
 KILLS = {
-    "before-the-index-write": {"target": f"{ENGINE}.eventindex:EventIndex.put_run", "nth": 3},
+    "before-the-index-write": {"target": f"{ENGINE}.eventindex:EventIndex.put_runs", "nth": 3},
     "after-the-index-write": {
-        "target": f"{ENGINE}.eventindex:EventIndex.put_run",
+        "target": f"{ENGINE}.eventindex:EventIndex.put_runs",
         "when": "after",
         "nth": 3,
     },
     "between-index-entries-and-slots": {
         "target": f"{ENGINE}.fileio:pwrite_all",
-        "caller": "EventIndex.put_run",
+        "caller": "EventIndex.put_runs",
         "when": "after",
         "nth": 4,
     },
     "between-index-slots-and-count": {
         "target": f"{ENGINE}.fileio:pwrite_all",
-        "caller": "EventIndex.put_run",
+        "caller": "EventIndex.put_runs",
         "when": "after",
         "nth": 5,
     },

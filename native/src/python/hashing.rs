@@ -13,3 +13,16 @@ pub fn key_hash(topic: &str, key: &str) -> u32 {
 pub fn tag_hash(tag: &[u8]) -> u64 {
     crate::tags::tag_hash(tag)
 }
+
+/// The event index's hashes of a stream id and of a command id in it (0: no command id):
+/// `eventindex.stream_hash` and `eventindex.command_hash` in one call.
+#[pyfunction]
+pub fn stream_hashes(stream_id: &str, command_id: Option<&str>) -> (u64, u64) {
+    let stream = stream_id.as_bytes();
+    (
+        crate::events::stream_hash(stream),
+        command_id.map_or(0, |command| {
+            crate::events::command_hash(stream, command.as_bytes())
+        }),
+    )
+}

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 
 mod appending;
+mod events;
 mod hashing;
 mod reading;
 mod scan;
@@ -17,6 +18,7 @@ mod scan;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(appending::encode_plain, m)?)?;
     m.add_function(wrap_pyfunction!(appending::encode_placed, m)?)?;
+    m.add_function(wrap_pyfunction!(events::encode_events, m)?)?;
     m.add_function(wrap_pyfunction!(reading::read_entries, m)?)?;
     m.add_function(wrap_pyfunction!(reading::decode_at, m)?)?;
     m.add_function(wrap_pyfunction!(reading::read_members, m)?)?;
@@ -25,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(hashing::stream_hashes, m)?)?;
     m.add_class::<scan::Run>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     Ok(())

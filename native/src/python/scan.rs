@@ -104,6 +104,48 @@ impl Run {
         Ok(out)
     }
 
+    /// The events among the records of `topics` (a list of topic names' bytes), in log
+    /// order: `(commit offset, position of its topic in topics, queue id, stream id,
+    /// version, command id or None, stream hash, command hash or 0)` of each record whose
+    /// properties make it an event (`eventrecords.event_of`, done natively over the
+    /// properties the scan kept; the hashes as `eventindex` stores them).
+    fn events<'py>(&self, py: Python<'py>, topics: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyList>> {
+        let wanted: Vec<Option<usize>> = self
+            .run
+            .topics
+            .iter()
+            .map(|topic| topics.iter().position(|t| t == topic))
+            .collect();
+        let out = PyList::empty(py);
+        for (record, _keys, properties) in &self.run.extras {
+            let Some(position) = wanted[self.run.topic_of[*record] as usize] else {
+                continue;
+            };
+            let Some(event) = crate::events::event_fields(properties) else {
+                continue;
+            };
+            let header = &self.run.headers[*record];
+            let (command, command_hash) = match event.command_id {
+                Some(command) => (
+                    PyString::new(py, text(command)?).into_any(),
+                    crate::events::command_hash(event.stream_id, command),
+                ),
+                None => (py.None().into_bound(py), 0),
+            };
+            out.append((
+                header.commit_offset,
+                position,
+                header.queue_id,
+                PyString::new(py, text(event.stream_id)?),
+                event.version,
+                command,
+                crate::events::stream_hash(event.stream_id),
+                command_hash,
+            ))?;
+        }
+        Ok(out)
+    }
+
     /// The (topic bytes, queue id) of each queue the records went to, in the order met.
     fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
