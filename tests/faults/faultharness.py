@@ -17,8 +17,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storeadapter.engine import STATUS_OK, Message, MessageStore, StoreConfig, StoredMessage
+
+if TYPE_CHECKING:
+    from tests.faults.forkserver import Child, ForkServer
 
 TOPIC = "t"
 QUEUES = 4
@@ -379,6 +383,23 @@ def open_and_report(path: str, mode: str, out: str) -> None:
     }
     Path(out).write_text(json.dumps(report))
     store.close()
+
+
+def start_holder(server: ForkServer, tmp_path: Path, path: Path, mode: str) -> Child:
+    """Fork a member that keeps the store open (``hold_open``), so that writers join
+    instead of recovering; return it once the store is open."""
+    ready = tmp_path / "ready"
+    holder = server.spawn(
+        "tests.faults.faultharness:hold_open",
+        tmp_path / "holder.stderr",
+        path=str(path),
+        mode=mode,
+        ready=str(ready),
+    )
+    while not ready.exists():
+        assert holder.poll() is None, holder.poll()
+        time.sleep(0.01)
+    return holder
 
 
 def hold_open(path: str, mode: str, ready: str) -> None:

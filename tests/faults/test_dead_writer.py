@@ -15,7 +15,6 @@ Indexed its keys: the next writer must cut those entries before it indexes its o
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -28,8 +27,9 @@ from tests.faults.faultharness import (
     fault_config,
     populate,
     read_acks,
+    start_holder,
 )
-from tests.faults.forkserver import Child, ForkServer
+from tests.faults.forkserver import ForkServer
 
 ENGINE = "storeadapter.engine"
 
@@ -40,29 +40,13 @@ def server() -> Iterator[ForkServer]:
         yield running
 
 
-def _hold_open(server: ForkServer, tmp_path, path, mode: str) -> Child:
-    """A member that keeps the store open, so that writers join instead of recovering."""
-    ready = tmp_path / "ready"
-    holder = server.spawn(
-        "tests.faults.faultharness:hold_open",
-        tmp_path / "holder.stderr",
-        path=str(path),
-        mode=mode,
-        ready=str(ready),
-    )
-    while not ready.exists():
-        assert holder.poll() is None, holder.poll()
-        time.sleep(0.01)
-    return holder
-
-
 def _writer_died_after_rolling(server: ForkServer, tmp_path, path, mode: str) -> tuple:
     """A store with a few messages and a member holding it open, whose last writer
     rolled (end marker, next segment, records there) and died unpublished; returns the
     member and the acknowledged messages."""
     create_store(path, mode)
     acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
-    holder = _hold_open(server, tmp_path, path, mode)
+    holder = start_holder(server, tmp_path, path, mode)
     outcome = server.run(
         "tests.faults.faultharness:write_until_killed",
         tmp_path / "a.stderr",
@@ -146,7 +130,7 @@ def test_next_writer_indexes_keys_after_a_writer_died_having_indexed_its_own(
     path = tmp_path / "store"
     create_store(path, mode)
     acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
-    holder = _hold_open(server, tmp_path, path, mode)
+    holder = start_holder(server, tmp_path, path, mode)
     outcome = server.run(
         "tests.faults.faultharness:write_until_killed",
         tmp_path / "a.stderr",

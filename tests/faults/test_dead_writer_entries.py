@@ -10,7 +10,6 @@ an offset that reads as nothing (a gap at its end, reported as another entry's r
 from __future__ import annotations
 
 import errno
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -25,9 +24,10 @@ from tests.faults.faultharness import (
     populate,
     read_acks,
     sized_body,
+    start_holder,
 )
 from tests.faults.faultyfs import FaultyFS
-from tests.faults.forkserver import Child, ForkServer
+from tests.faults.forkserver import ForkServer
 
 ENGINE = "storeadapter.engine"
 HARNESS = "tests.faults.faultharness"
@@ -39,18 +39,6 @@ def server() -> Iterator[ForkServer]:
         yield running
 
 
-def _hold_open(server: ForkServer, tmp_path, path, mode: str) -> Child:
-    ready = tmp_path / "ready"
-    holder = server.spawn(
-        f"{HARNESS}:hold_open", tmp_path / "holder.stderr", path=str(path), mode=mode,
-        ready=str(ready),
-    )  # fmt: skip
-    while not ready.exists():
-        assert holder.poll() is None, holder.poll()
-        time.sleep(0.01)
-    return holder
-
-
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_entries_of_a_dead_writer_do_not_survive_into_a_checkpoint_over_later_records(
     server, tmp_path, mode
@@ -58,7 +46,7 @@ def test_entries_of_a_dead_writer_do_not_survive_into_a_checkpoint_over_later_re
     path = tmp_path / "store"
     create_store(path, mode)
     acked = populate(path, mode, 4, 1, tmp_path / "acks-0.txt")
-    holder = _hold_open(server, tmp_path, path, mode)
+    holder = start_holder(server, tmp_path, path, mode)
     outcome = server.run(
         f"{HARNESS}:append_to_queue_until_killed",
         tmp_path / "a.stderr",

@@ -16,7 +16,6 @@ import random
 import shutil
 import struct
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,9 +28,9 @@ from storeadapter.engine.eventindex import (
     EventIndex,
     encode_entry,
 )
-from tests.faults.faultharness import fault_config
+from tests.faults.faultharness import fault_config, start_holder
 from tests.faults.faultyfs import FaultyFS, skip_syncs
-from tests.faults.forkserver import Child, ForkServer
+from tests.faults.forkserver import ForkServer
 from tests.faults.streamharness import (
     STREAMS,
     TOPIC,
@@ -73,21 +72,6 @@ def server() -> Iterator[ForkServer]:
         yield running
 
 
-def _hold_open(server: ForkServer, tmp_path: Path, path: Path) -> Child:
-    ready = tmp_path / "ready"
-    holder = server.spawn(
-        "tests.faults.faultharness:hold_open",
-        tmp_path / "holder.stderr",
-        path=str(path),
-        mode="sync",
-        ready=str(ready),
-    )
-    while not ready.exists():
-        assert holder.poll() is None, holder.poll()
-        time.sleep(0.01)
-    return holder
-
-
 def _kill_a_writer(server: ForkServer, tmp_path: Path, path: Path, kill: dict) -> None:
     outcome = server.run(
         f"{HARNESS}:write_events_until_killed",
@@ -113,7 +97,7 @@ def test_a_writer_killed_around_its_index_write_leaves_every_stream_whole(
     dead one left past the published tail, index entries included."""
     path = tmp_path / "store"
     create_stream_store(path)
-    holder = _hold_open(server, tmp_path, path) if beside else None
+    holder = start_holder(server, tmp_path, path, "sync") if beside else None
     _kill_a_writer(server, tmp_path, path, kill)
 
     outcome = server.run(

@@ -201,20 +201,39 @@ pub fn decode_at<'py>(
     let Some(extras) = Extras::of(py, &parts) else {
         return Ok(None);
     };
-    let items = [
-        message_id.clone().into_any(),
-        PyString::new(py, topic).into_any(),
-        header.queue_id.into_pyobject(py)?.into_any(),
-        header.queue_offset.into_pyobject(py)?.into_any(),
-        header.commit_offset.into_pyobject(py)?.into_any(),
-        header.born_ms.into_pyobject(py)?.into_any(),
-        header.store_ms.into_pyobject(py)?.into_any(),
-        extras.tag,
-        extras.keys,
-        extras.properties,
-        PyBytes::new(py, parts.body).into_any(),
-    ];
-    new_record(py, message_type, items).map(Some)
+    let topic = PyString::new(py, topic).into_any();
+    let id = message_id.clone().into_any();
+    checked_message(py, message_type, id, topic, &header, extras, parts.body).map(Some)
+}
+
+/// The `message_type` (a StoredMessage) of a checked record: its id and topic as given,
+/// the rest from its header, its extras and its body.
+fn checked_message<'py>(
+    py: Python<'py>,
+    message_type: &Bound<'py, PyType>,
+    id: Bound<'py, PyAny>,
+    topic: Bound<'py, PyAny>,
+    header: &Header,
+    extras: Extras<'py>,
+    body: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    new_record(
+        py,
+        message_type,
+        [
+            id,
+            topic,
+            header.queue_id.into_pyobject(py)?.into_any(),
+            header.queue_offset.into_pyobject(py)?.into_any(),
+            header.commit_offset.into_pyobject(py)?.into_any(),
+            header.born_ms.into_pyobject(py)?.into_any(),
+            header.store_ms.into_pyobject(py)?.into_any(),
+            extras.tag,
+            extras.keys,
+            extras.properties,
+            PyBytes::new(py, body).into_any(),
+        ],
+    )
 }
 
 /// The commit offset of `message_id` when it is one of this store's ids as the store
@@ -418,23 +437,16 @@ pub fn read_members<'py>(
         let Some(extras) = extras else {
             return Ok((pos, members - 1, passed, MEMBERS_SLOW));
         };
-        let parts = Parts::of(record, &header);
-        let message = new_record(
+        let id = message_id(py, &prefix, offset).into_any();
+        let body = Parts::of(record, &header).body;
+        let message = checked_message(
             py,
             message_type,
-            [
-                message_id(py, &prefix, offset).into_any(),
-                topic.name.clone(),
-                header.queue_id.into_pyobject(py)?.into_any(),
-                header.queue_offset.into_pyobject(py)?.into_any(),
-                offset.into_pyobject(py)?.into_any(),
-                header.born_ms.into_pyobject(py)?.into_any(),
-                header.store_ms.into_pyobject(py)?.into_any(),
-                extras.tag,
-                extras.keys,
-                extras.properties,
-                PyBytes::new(py, parts.body).into_any(),
-            ],
+            id,
+            topic.name.clone(),
+            &header,
+            extras,
+            body,
         )?;
         messages.append(message)?;
         found += 1;
