@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::events::{encode_appends, encoded_length, event_fields, EventAppend, INDEX_ENTRY_SIZE};
-use crate::reading::{read_entries, Wanted};
+use crate::reader::{read_entries, Wanted};
 use crate::record::{check, encode_into, Fields, Parts};
 use crate::scan::{scan_step, RUN_BYTES};
 

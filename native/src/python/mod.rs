@@ -11,7 +11,7 @@ use pyo3::types::{PyString, PyTuple, PyType};
 mod appending;
 mod events;
 mod hashing;
-mod reading;
+mod reader;
 mod scan;
 
 #[pymodule]
@@ -19,11 +19,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(appending::encode_plain, m)?)?;
     m.add_function(wrap_pyfunction!(appending::encode_placed, m)?)?;
     m.add_function(wrap_pyfunction!(events::encode_events, m)?)?;
-    m.add_function(wrap_pyfunction!(reading::read_entries, m)?)?;
-    m.add_function(wrap_pyfunction!(reading::decode_at, m)?)?;
-    m.add_function(wrap_pyfunction!(reading::read_members, m)?)?;
-    m.add_function(wrap_pyfunction!(reading::check_at, m)?)?;
-    m.add_function(wrap_pyfunction!(reading::canonical_offset, m)?)?;
+    m.add_function(wrap_pyfunction!(reader::read_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(reader::decode_at, m)?)?;
+    m.add_function(wrap_pyfunction!(reader::read_members, m)?)?;
+    m.add_function(wrap_pyfunction!(reader::check_at, m)?)?;
+    m.add_function(wrap_pyfunction!(reader::canonical_offset, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;

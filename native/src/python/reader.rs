@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use pyo3::types::{PyBytes, PyDict, PyFrozenSet, PyList, PyString, PyTuple, PyType};
 
 use super::{check_record_type, detach_if, id_prefix, message_id, new_record, Bytes};
-use crate::reading::{self, Stop, Wanted};
+use crate::reader::{self, Stop, Wanted};
 use crate::record::{self, Header, Parts};
 
 /// Fill `messages` with the StoredMessages (of type `message_type`) of the entries from
@@ -54,7 +54,7 @@ pub fn read_entries<'py>(
     // Records average at least the overhead; a batch of entries is that much work at least.
     let work = entries.len() / 20 * 64;
     let (next, stop) = detach_if(py, work, || {
-        reading::read_entries(data, base, entries, start, &wanted, &mut found)
+        reader::read_entries(data, base, entries, start, &wanted, &mut found)
     });
     let mut shared = Shared {
         topic: topic_name.clone().into_any(),
