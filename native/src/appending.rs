@@ -1,5 +1,5 @@
 //! Encoding a batch of records at the commit-log tail into one buffer, with each
-//! queue's consume-queue entries (what `Appending._write_records` writes).
+//! queue's consume-queue entries (what `Writer._write_records` writes).
 
 use crate::consume_queue::Entry;
 use crate::record::{encode_at, encode_into, Fields};

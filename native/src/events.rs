@@ -1,7 +1,7 @@
 //! Event streams (docs/FORMAT.md, "Events in the commit log" and "Event index"): the
 //! records of appends to streams, their consume-queue entries and their event-index
 //! entries, encoded in one pass (what `eventrecords.encode_events`, the entry packing of
-//! `Appending._write_events` and `EventIndex.put_run` make in Python); and the fields an
+//! `Writer._write_events` and `EventIndex.put_run` make in Python); and the fields an
 //! event record's properties carry, read back for the index's rebuild.
 //!
 //! The engine decides everything (the checks, the queue, the versions, the entry

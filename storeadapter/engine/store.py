@@ -11,19 +11,29 @@ them: opening and recovery, following other processes, the write lock, flushes, 
   and key; the damage reads and recovery found (``CorruptionLog``); the pulls waiting in
   this process for an append (``Arrivals``);
 * the disk use as last measured (``DiskUse``, diskuse.py), which appends are judged by;
+* the writer (``Writer``, writer.py): preparing messages, the sync-mode combiner
+  (``WriteCombiner``), writing groups of batches under the write lock (records, queue,
+  time-index and key-index entries, dedup, appends to streams), clearing a failed
+  write, and the failure that makes the store refuse writes;
 * the committed offsets (``OffsetStore``), the checkpoint, the shared state
-  (``SharedState``), the locks, the flusher (``FlushService``) and the group-commit
-  combiner (``WriteCombiner``).
+  (``SharedState``), the locks, the flusher (``FlushService``).
 
-Its public methods are defined here and in one mixin per concern: ``Appending`` (the
-writer), ``Reading`` (read methods: check, follow, find the queue, then ask the
-reader), ``TopicAdmin`` (topics and queues), ``GroupOffsets`` (committed offsets) and
-``Upkeep`` (retention, disk use). The mixins other than ``Reading`` still share
-attributes set here (``commitlog``, ``config``, ``path``, ``_registry``, ``_index``,
-``_streams``, ``_offsets``, ``_table``, ``_shared`` and ``_seen``, the locks,
-``_flusher``, ``_failure``) and the store's own steps (``_check_open``, ``_follow``,
-``_exclusive``, ``_publish``, ``_topic``, ``_queue``). The writer, which uses most of
-them, is the next part to move out.
+Its public methods are defined here and in one mixin per concern: ``Appending``
+(``append`` and ``append_batch``: find the topic, then ask the writer), ``Reading``
+(read methods: check, follow, find the queue, then ask the reader), ``TopicAdmin``
+(topics and queues), ``GroupOffsets`` (committed offsets) and ``Upkeep`` (retention,
+disk use); the appends to event streams are here, and ask the writer too.
+
+What is still shared: the writer is handed the commit log, the queues, the key index,
+the streams, the reader, the disk use, the shared state, the OS locks, the write and
+follow locks and the flusher, which the store's flushes, catch-ups and changes use as
+well; and it calls back the steps that stay the store's (``_check_open``,
+``_follow_to``, ``_clear_dead_writer``, ``_publish_tail``). The mixins other than
+``Appending`` and ``Reading`` still share attributes set here (``commitlog``,
+``config``, ``path``, ``_registry``, ``_index``, ``_streams``, ``_offsets``,
+``_table``, ``_shared`` and ``_seen``, the locks, ``_flusher``, ``_disk``) and the
+store's own steps (``_check_open``, ``_follow``, ``_exclusive``, ``_publish``, ``_fail``,
+``_topic``, ``_queue``).
 """
 
 from __future__ import annotations
@@ -40,7 +50,6 @@ from . import fileio
 from .admin import TopicAdmin
 from .appending import Appending
 from .checkpoint import Checkpoint
-from .combining import WriteCombiner
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue
@@ -54,7 +63,7 @@ from .errors import (
     StreamTopicError,
 )
 from .flush import FlushService
-from .follow import follow_log, trim_queue_end, unpublished_records
+from .follow import follow_log, trim_queue_end
 from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
@@ -76,6 +85,7 @@ from .streamrecovery import cut_partial_group
 from .streams import Streams
 from .topics import Topic, TopicRegistry
 from .upkeep import Upkeep
+from .writer import Writer
 
 _INDEX_MARKER = ".complete"
 
@@ -93,16 +103,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self.config = config
         self._write_lock = threading.Lock()
         self._sync_mode = config.flush_mode == "sync"
-        self._combiner = WriteCombiner(
-            self._write_group,
-            lambda: self._flusher,
-            timeout_s=config.flush_timeout_ms / 1000,
-            fill_wait_s=config.group_commit_wait_us / 1e6,
-            on_timeout=self._flush_timed_out,
-        )
         self._flush_lock = threading.Lock()
         self._closed = False
-        self._failure: BaseException | None = None
         self._follow_lock = threading.RLock()
         self._locks: StoreLocks | None = None
         self._shared: SharedState | None = None
@@ -187,6 +189,26 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.config.flush_interval_ms / 1000,
             self._fail,
             self._log_unsynced,
+        )
+        self._writer = Writer(
+            self.path,
+            self.config,
+            self.commitlog,
+            self._registry,
+            self._index,
+            self._streams,
+            self._reader,
+            self._disk,
+            self._shared,
+            self._locks,
+            self._write_lock,
+            self._follow_lock,
+            self._flusher,
+            self._id_prefix,
+            check_open=self._check_open,
+            follow_to=self._follow_to,
+            clear_dead_writer=self._clear_dead_writer,
+            publish_tail=self._publish_tail,
         )
         self._flush_everything()
         if self._index_marker_pending:
@@ -482,7 +504,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                             self._clear_dead_writer(left)
                         except OSError as error:  # still marked: the next writer clears
                             self._fail(error)
-                            raise self._write_failure(error) from error
+                            raise self._writer.write_failure(error) from error
                     try:
                         yield
                     except OSError as error:
@@ -501,7 +523,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._table = TopicTable(self.path / "topics.json")
         self._registry.reload(self._table)
         if extent > tail:
-            self._erase_unpublished_entries(extent)
+            self._writer.erase_unpublished_entries(extent)
             log.clear_after_tail(log.writable_segment(), extent)
         self._index.truncate_from(tail)
         self._streams.truncate_from(self._registry.topics, tail)
@@ -512,26 +534,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             topics_version=self._seen.topics_version + 1,
             offsets_version=self._seen.offsets_version + 1,
         )
-
-    def _erase_unpublished_entries(self, extent: int) -> None:
-        """Erase the consume-queue entries of the records an unpublished write left past
-        the tail (up to ``extent``), before those records are cleared: the next records
-        written there belong to other queues, and a checkpoint past them would vouch
-        for the stale entries. (Shared topics discard theirs with their blocks.)"""
-        for name, queue_id, queue_offset, commit_offset in unpublished_records(
-            self.commitlog, extent
-        ):
-            topic = self._registry.topic_of(name)
-            if (
-                topic is None
-                or topic.blocks is not None
-                or not 0 <= queue_id < len(topic.queues)
-                or commit_offset < topic.info.created_offset
-            ):
-                continue
-            queue = topic.queues[queue_id]
-            if queue.erase_unpublished(queue_offset, commit_offset):
-                self._registry.dirty.add(queue.flush_target)
 
     def _io_failure(self, error: OSError) -> DiskFullError | StoreIOError:
         """The typed error of a topic, offset or retention change whose file could not be
@@ -551,6 +553,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _publish(self, **changes: int) -> None:
         """Make this process's writes visible to the others (caller holds the lock)."""
         self._seen = self._shared.write(**changes)
+
+    def _publish_tail(
+        self, tail: int, published: list[tuple[int, int, int, int]], finished: bool
+    ) -> None:
+        """Publish the tail the writer's appends moved to ``tail``, with the queue ends
+        they wrote (``published``), as seen; ``finished``: nothing is left past it to
+        clear (caller holds the lock)."""
+        ring_seq = self._shared.publish_tail(tail, published, finished=finished)
+        seen = self._seen
+        self._seen = SharedSnapshot(tail, seen[1], seen[2], seen[3], seen[4], ring_seq)
 
     # ----------------------------------------------------------- event streams
 
@@ -595,7 +607,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
             )
         append = self._streams.request(stream_id, events, expected_version, command_id, event_type)
-        return self._append_prepared(state, append)
+        return self._writer.append_prepared(state, append)
 
     def append_to_streams(
         self, topic: str, appends: list
@@ -617,7 +629,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         batch = self._streams.request_many(appends)
         if not batch:
             return []
-        return self._append_prepared(state, batch)
+        return self._writer.append_prepared(state, batch)
 
     def read_stream(
         self, topic: str, stream_id: str, from_version: int = 1, max_count: int = 100
@@ -657,15 +669,15 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def flush(self) -> None:
         """fsync the commit log and consume queues, then write the checkpoint."""
         self._check_open()
-        if self._failure is not None:
-            raise StoreFailedError(self._failure_sentence())
+        writer = self._writer
+        writer.check_writable()
         try:
             self._flusher.advance(self._flush_everything())
         except OSError as error:
-            self._fail(error)
+            writer.fail(error)
             if error.errno == errno.ENOSPC:
-                raise DiskFullError(self._failure_sentence()) from error
-            raise StoreFailedError(self._failure_sentence()) from error
+                raise DiskFullError(writer.failure_sentence()) from error
+            raise StoreFailedError(writer.failure_sentence()) from error
 
     def _log_unsynced(self) -> bool:
         """Whether the log holds writes no fsync has covered yet (this process's appends
@@ -745,17 +757,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     topic.ends.raise_to(ends, len(topic.queues), tail)
 
     def _fail(self, error: BaseException) -> None:
-        if self._failure is None:
-            self._failure = error
-        flusher = getattr(self, "_flusher", None)
-        if flusher is not None:
-            flusher.fail(error)
-
-    def _failure_sentence(self) -> str:
-        return (
-            f"the store failed to write or fsync ({self._failure}); it refuses writes "
-            "until it is closed and reopened"
-        )
+        """Refuse writes until reopened (the writer keeps the failure)."""
+        self._writer.fail(error)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -768,8 +771,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _check_writable(self) -> None:
         self._check_open()
-        if self._failure is not None:
-            raise StoreFailedError(self._failure_sentence())
+        self._writer.check_writable()
 
     @property
     def _topics(self) -> dict[str, Topic]:
@@ -783,7 +785,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     @property
     def failed(self) -> bool:
-        return self._failure is not None
+        return self._writer.failure is not None
 
     # --------------------------------------------------------------- retention
 
@@ -845,7 +847,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "offsets_dropped_bytes": self._offsets.dropped_bytes,
                 "checkpoint_problems": list(self._checkpoint.problems),
                 "streams": self._streams.stats(self._registry.topics),
-                "failed": None if self._failure is None else str(self._failure),
+                "failed": None if self._writer.failure is None else str(self._writer.failure),
             }
         )
         return result
@@ -890,7 +892,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if self._closed:
             return
         self._flusher.stop()
-        clean = self._failure is None and not self._forked
+        clean = self._writer.failure is None and not self._forked
         if clean:
             try:
                 self._flusher.advance(self._flush_everything())  # wakes sync appenders

@@ -304,7 +304,7 @@ def test_an_append_to_a_deleted_topic_fails_alone_in_its_group(open_store):
     state = store._topic("gone")
     store.delete_topic("gone")
 
-    outcomes, _end = store._write_group(
+    outcomes, _end = store._writer.write_group(
         [
             (store._topic("t"), [b"first"], True),
             (state, [b"lost"], True),
