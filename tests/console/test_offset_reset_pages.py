@@ -1,6 +1,5 @@
 """Offset resets from the group page: preview, apply on a running group, preview again."""
 
-import html
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +9,7 @@ from console.audit.models import AuditEntry
 from console.groups.models import PREVIEW_LIFETIME, AppliedReset, ResetPreview
 from storeadapter.engine.membership import heartbeat
 from storeadapter.offset_reset import LISTED_QUEUES, ResetPlan
+from tests.console.resetpages import committed, flashes, text
 
 pytestmark = [pytest.mark.django_db]
 
@@ -17,30 +17,6 @@ GROUP_URL = "/groups/billing/"
 PREVIEW = "/groups/billing/reset/preview/"
 APPLY = "/groups/billing/reset/apply/"
 AGAIN = "/groups/billing/reset/again/"
-
-
-@pytest.fixture
-def billing(store):
-    """Group `billing` on `orders` (2 queues of 5 messages): committed 3 on queue 0, 4 on 1."""
-    store.create_topic("orders", 2)
-    for queue in (0, 1):
-        for n in range(5):
-            store.append("orders", f"m{n}".encode(), queue=queue)
-    store.commit_offset("billing", "orders", 0, 3)
-    store.commit_offset("billing", "orders", 1, 4)
-    return store
-
-
-def committed(store) -> list:
-    return [store.committed_offset("billing", "orders", q) for q in (0, 1)]
-
-
-def text(response) -> str:
-    return html.unescape(response.content.decode())
-
-
-def flashes(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def preview(client, **data):

@@ -1,7 +1,6 @@
 """The Resets list and undo: every applied reset keeps what it replaced and can be undone
 from the list, the message after applying and its audit row, whatever happened since."""
 
-import html
 import re
 from datetime import timedelta
 
@@ -11,36 +10,13 @@ from django.utils import timezone
 from console.audit.models import AuditEntry
 from console.groups.models import RESETS_KEPT, RESETS_KEPT_FOR, AppliedReset
 from console.groups.resets import forget_old_resets
+from tests.console.resetpages import committed, flashes, text
 
 pytestmark = [pytest.mark.django_db]
 
 PREVIEW = "/groups/billing/reset/preview/"
 APPLY = "/groups/billing/reset/apply/"
 RESETS = "/groups/billing/resets/"
-
-
-@pytest.fixture
-def billing(store):
-    """Group `billing` on `orders` (2 queues of 5 messages): committed 3 on queue 0, 4 on 1."""
-    store.create_topic("orders", 2)
-    for queue in (0, 1):
-        for n in range(5):
-            store.append("orders", f"m{n}".encode(), queue=queue)
-    store.commit_offset("billing", "orders", 0, 3)
-    store.commit_offset("billing", "orders", 1, 4)
-    return store
-
-
-def committed(store) -> list:
-    return [store.committed_offset("billing", "orders", q) for q in (0, 1)]
-
-
-def text(response) -> str:
-    return html.unescape(response.content.decode())
-
-
-def flashes(response) -> list[str]:
-    return [str(message) for message in response.context["messages"]]
 
 
 def reset(client, **data) -> AppliedReset:
