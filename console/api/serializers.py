@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse
@@ -28,6 +30,21 @@ def _json_type_error(field: serializers.Field, value: Any) -> str | None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         return None if ok else "Must be a number."
     return None
+
+
+def decode_body(data: dict) -> dict:
+    """``data["body"]`` as bytes, by ``data["encoding"]`` ("text": UTF-8, "base64"): what
+    a serializer of a message or an event to store does in ``validate``."""
+    if data["encoding"] == "base64":
+        try:
+            data["body"] = base64.b64decode(data["body"], validate=True)
+        except (binascii.Error, ValueError):
+            raise serializers.ValidationError(
+                {"body": ["The body is not valid base64 (standard alphabet, padded)."]}
+            ) from None
+    else:
+        data["body"] = data["body"].encode("utf-8")
+    return data
 
 
 class StrictSerializer(serializers.Serializer):

@@ -14,12 +14,17 @@ from storeadapter.engine import StoredMessage
 BODY_ENCODINGS = ("text", "base64")
 
 
+def json_body(body: bytes) -> tuple[str, str]:
+    """A body for JSON and its ``body_encoding``: UTF-8 text when it decodes, else base64."""
+    try:
+        return body.decode("utf-8"), "text"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), "base64"
+
+
 def message_record(message: StoredMessage) -> dict[str, Any]:
     """Every field of the message; the store time also as ISO 8601 in UTC."""
-    try:
-        body, encoding = message.body.decode("utf-8"), "text"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(message.body).decode("ascii"), "base64"
+    body, encoding = json_body(message.body)
     return {
         "message_id": message.message_id,
         "topic": message.topic,

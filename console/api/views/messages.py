@@ -14,8 +14,6 @@ logic is `console.messages.search`, shared with the console's search page.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,6 +45,7 @@ from console.api.serializers import (
     QuerySerializer,
     StoredMessageSerializer,
     StrictSerializer,
+    decode_body,
     refusals,
     validated,
 )
@@ -165,16 +164,7 @@ class ProduceMessage(StrictSerializer):
     def validate(self, data: dict) -> dict:
         if data.get("key") is not None and data.get("keys") is not None:
             raise serializers.ValidationError("Give key or keys, not both.")
-        if data["encoding"] == "base64":
-            try:
-                data["body"] = base64.b64decode(data["body"], validate=True)
-            except (binascii.Error, ValueError):
-                raise serializers.ValidationError(
-                    {"body": ["The body is not valid base64 (standard alphabet, padded)."]}
-                ) from None
-        else:
-            data["body"] = data["body"].encode("utf-8")
-        return data
+        return decode_body(data)
 
 
 class ProduceBatch(StrictSerializer):

@@ -12,8 +12,6 @@ Appending events is data traffic, like producing messages: not written to the au
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from django.urls import re_path
@@ -25,9 +23,16 @@ from rest_framework.views import APIView
 
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
-from console.api.serializers import ErrorSerializer, QuerySerializer, StrictSerializer, validated
+from console.api.serializers import (
+    ErrorSerializer,
+    QuerySerializer,
+    StrictSerializer,
+    decode_body,
+    validated,
+)
 from console.api.views.messages import APPEND_STATUSES, STORE_DOWN, TextField
 from console.core.store import get_store
+from console.messages.records import json_body
 from storeadapter.engine import (
     DuplicateCommandError,
     EventAppendResult,
@@ -61,16 +66,7 @@ class NewEvent(StrictSerializer):
     event_type = TextField(required=False, allow_null=True, help_text="The event's type (tag).")
 
     def validate(self, data: dict) -> dict:
-        if data["encoding"] == "base64":
-            try:
-                data["body"] = base64.b64decode(data["body"], validate=True)
-            except (binascii.Error, ValueError):
-                raise serializers.ValidationError(
-                    {"body": ["The body is not valid base64 (standard alphabet, padded)."]}
-                ) from None
-        else:
-            data["body"] = data["body"].encode("utf-8")
-        return data
+        return decode_body(data)
 
 
 class AppendEvents(StrictSerializer):
@@ -131,10 +127,7 @@ class AppendedSerializer(serializers.Serializer):
 
 
 def event_data(event: StoredEvent) -> dict[str, Any]:
-    try:
-        body, encoding = event.body.decode("utf-8"), "text"
-    except UnicodeDecodeError:
-        body, encoding = base64.b64encode(event.body).decode("ascii"), "base64"
+    body, encoding = json_body(event.body)
     return {
         "version": event.version,
         "event_type": event.event_type,
