@@ -41,15 +41,36 @@ LABELS = {
 
 
 @dataclass
-class StoreReport:
-    """Every problem found, and per kind of file what was checked."""
+class VerifyReport:
+    """The commit log's part of a ``verify`` (see ``verify_commitlog``)."""
 
-    findings: list[Findings] = field(default_factory=list)
     segments: int = 0
     records: int = 0
     record_bytes: int = 0
     tail: int = 0
     corruptions: list[Corruption] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, log: LogFacts) -> VerifyReport:
+        """The report of what the commit log's check found."""
+        return cls(
+            segments=log.findings.counts.get("segments", 0),
+            records=log.records,
+            record_bytes=log.record_bytes,
+            tail=log.end,
+            corruptions=log.corruptions,
+        )
+
+    @property
+    def ok(self) -> bool:
+        return not self.corruptions
+
+
+@dataclass
+class StoreReport(VerifyReport):
+    """Every problem found, and per kind of file what was checked."""
+
+    findings: list[Findings] = field(default_factory=list)
 
     @property
     def problems(self) -> list[Problem]:
@@ -107,13 +128,7 @@ def verify_store(store: Path, progress: Progress | None = None) -> StoreReport:
     metadata, metadata_findings = check_metadata(store)
     checkpoint = read_state(store)
     with check_commit_log(store, checkpoint.commitlog_flushed, progress) as log:
-        report = StoreReport(
-            segments=log.findings.counts.get("segments", 0),
-            records=log.records,
-            record_bytes=log.record_bytes,
-            tail=log.end,
-            corruptions=log.corruptions,
-        )
+        report = StoreReport.of(log)
         queues, ends = _check_queues(store, metadata, log, checkpoint.dispatched, progress)
         index = check_key_index(store, log, metadata.topics, checkpoint.index_dispatched)
         _tick(progress, "index")
@@ -170,21 +185,6 @@ def _tick(progress: Progress | None, kind: str) -> None:
         progress(kind, 1, 1)
 
 
-@dataclass
-class VerifyReport:
-    """The commit log's part of a ``verify`` (see ``verify_commitlog``)."""
-
-    segments: int = 0
-    records: int = 0
-    record_bytes: int = 0
-    tail: int = 0
-    corruptions: list[Corruption] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.corruptions
-
-
 def verify_commitlog(
     directory: Path,
     segment_bytes: int = 0,
@@ -205,10 +205,4 @@ def verify_commitlog(
             progress(done, total)
 
     with check_commit_log(Path(directory).parent, durable_end, by_bytes) as log:
-        return VerifyReport(
-            segments=log.findings.counts.get("segments", 0),
-            records=log.records,
-            record_bytes=log.record_bytes,
-            tail=log.end,
-            corruptions=log.corruptions,
-        )
+        return VerifyReport.of(log)
