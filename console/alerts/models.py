@@ -317,12 +317,16 @@ class Notification(models.Model):
     SENDING = "sending"
     SENT = "sent"
     FAILED = "failed"
+    SUPERSEDED = "superseded"
     STATES = [
         (PENDING, "pending"),
         (SENDING, "sending"),
         (SENT, "sent"),
         (FAILED, "failed (gave up)"),
+        (SUPERSEDED, "not sent (superseded, or nothing new to say)"),
     ]
+    #: States a notification never leaves.
+    FINAL_STATES = (SENT, FAILED, SUPERSEDED)
 
     rule = models.ForeignKey(
         AlertRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="notifications"
@@ -345,6 +349,10 @@ class Notification(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    #: The newer notification of the same rule and channel that took this one's events.
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -352,6 +360,37 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} notification {self.pk} ({self.state})"
+
+
+class ChannelLog(models.Model):
+    """What one channel of a rule was last told of one subject, written only once a
+    delivery succeeded (Alertmanager's notification log): a delivery says "started firing"
+    to a channel never told the subject fires, and "resolved" only to one told it fired.
+
+    A channel is the rule's mail (whoever is on its list) or one webhook URL
+    (``channel_key``)."""
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="channel_log")
+    subject = models.CharField(max_length=300)
+    channel = models.CharField(max_length=10, choices=Notification.CHANNELS)
+    channel_key = models.CharField(max_length=64)
+    #: True: last told it fires; False: last told it resolved.
+    firing = models.BooleanField()
+    event = models.ForeignKey(
+        AlertEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    told_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "subject", "channel_key"], name="alerts_one_log_per_channel"
+            )
+        ]
+
+    def __str__(self) -> str:
+        said = "firing" if self.firing else "resolved"
+        return f"{self.rule_id} {self.subject} {self.channel}: {said}"
 
 
 class Heartbeat(models.Model):
