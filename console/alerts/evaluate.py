@@ -435,8 +435,9 @@ def evaluate(
     """Evaluate every enabled rule on these metrics at `now`: the state changes made, and
     (``.notifications``) the ids of the notifications queued for delivery.
 
-    A rule that fails (a broken pattern put in the database by hand) is logged and counted
-    on the result; the other rules are still evaluated. Nothing is sent from here.
+    A rule that fails (a broken pattern put in the database by hand) is logged, counted on
+    the result and noted on the rule (``AlertRule.failure``: the page and /metrics show
+    it); the other rules are still evaluated. Nothing is sent from here.
     """
     now = now or timezone.now()
     if monitoring is not None:
@@ -455,6 +456,7 @@ def evaluate(
                 rule = AlertRule.objects.select_for_update().filter(pk=rule_id).first()
                 if rule is None or not rule.enabled:
                     continue
+                rule.check_patterns()
                 subjects = rule.kind_class.readings(rule, inputs)
                 if subjects is None:
                     continue
@@ -462,9 +464,11 @@ def evaluate(
                 channels = _channels(rule)
                 notice = _plan(rule, now, silences) if channels else None
                 queued = outbox.queue(notice, channels) if notice is not None else []
-        except Exception:
+                rule.note_success()
+        except Exception as error:
             log.exception("alert rule %s could not be evaluated", rule_id)
             result.rule_failures += 1
+            AlertRule.note_failure(rule_id, error, now)
             continue
         result.extend(changes)
         result.notifications.extend(row.pk for row in queued)

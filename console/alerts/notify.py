@@ -63,11 +63,11 @@ def send_email(row: Notification) -> None:
     message.send(fail_silently=False)  # the backend's timeout is EMAIL_TIMEOUT
 
 
-def send_webhook(row: Notification) -> None:
-    body = json.dumps(row.payload).encode()
+def post_json(url: str, body: dict) -> None:
+    """POST ``body`` as JSON; DeliveryFailed when the receiver answers an HTTP error."""
     request = urllib.request.Request(
-        row.target,
-        data=body,
+        url,
+        data=json.dumps(body).encode(),
         method="POST",
         headers={"Content-Type": "application/json", "User-Agent": "Tidemark-alerts"},
     )
@@ -79,10 +79,14 @@ def send_webhook(row: Notification) -> None:
         raise DeliveryFailed(f"the webhook answered HTTP {error.code} {error.reason}") from None
 
 
+def send_webhook(row: Notification) -> None:
+    post_json(row.target, row.payload)
+
+
 CHANNELS = {Notification.EMAIL: send_email, Notification.WEBHOOK: send_webhook}
 
 
-def _error_text(error: BaseException) -> str:
+def error_text(error: BaseException) -> str:
     if isinstance(error, DeliveryFailed):
         return str(error)[:MAX_ERROR_CHARS]
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
@@ -134,7 +138,7 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
     try:
         CHANNELS[row.channel](row)
     except Exception as error:
-        text = _error_text(error)
+        text = error_text(error)
         final = row.attempts >= max_attempts() and not (said.fired or said.still)
         Notification.objects.filter(pk=row.pk, state=Notification.SENDING).update(
             state=Notification.FAILED if final else Notification.PENDING,

@@ -10,7 +10,10 @@ Three parts, each read when scraped:
   topic is one row, ``queue="all"``, as the sampler keeps it). These are the figures the
   pages and alerts use; ``tidemark_sample_timestamp_seconds`` says when they were read;
 - **background tasks**: per task its last success, age since then, interval, staleness
-  (the rule of /tasks/), runs and failures.
+  (the rule of /tasks/), runs and failures;
+- **the alerting**: notifications by state and channel, the last delivery and the oldest
+  undelivered notification per channel, firing events and failing evaluations per rule,
+  the last evaluation and heartbeat (console/alerts/exposition.py).
 
 Names follow Prometheus' conventions: base units (seconds, bytes, ratios 0–1),
 ``_total`` for counters, ``_timestamp_seconds`` for times since the epoch.
@@ -31,6 +34,7 @@ from prometheus_client.core import (
     StateSetMetricFamily,
 )
 
+from console.alerts.exposition import alert_families
 from console.background.health import task_health
 from console.monitoring.current import group_metrics, store_metrics
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, WHOLE_TOPIC
@@ -262,6 +266,7 @@ class TidemarkCollector:
         yield from store_families()
         yield from group_families()
         yield from task_families()
+        yield from alert_families()
         took = _gauge("scrape_duration_seconds", "How long this answer took to make.")
         took.add_metric([], time.monotonic() - started)
         yield took
