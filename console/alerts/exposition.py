@@ -80,21 +80,22 @@ def rule_families() -> Iterator[Metric]:
 
 
 def pipeline_families() -> Iterator[Metric]:
-    evaluated = freshness.last_evaluation()
-    if evaluated is not None:
-        family = _gauge(
-            "alert_last_evaluation_timestamp_seconds", "When the alert evaluation last succeeded."
-        )
-        family.add_metric([], evaluated.ok_at.timestamp())
-        yield family
-    beat = heartbeat.last_sent()
-    if beat is not None:
-        family = _gauge(
-            "alert_heartbeat_timestamp_seconds",
-            "When the heartbeat (TIDEMARK_HEARTBEAT_URL) was last taken by its receiver.",
-        )
-        family.add_metric([], beat.ok_at.timestamp())
-        yield family
+    """The last evaluation and heartbeat (families without a sample until they happened)."""
+    evaluated = _gauge(
+        "alert_last_evaluation_timestamp_seconds", "When the alert evaluation last succeeded."
+    )
+    row = freshness.last_evaluation()
+    if row is not None:
+        evaluated.add_metric([], row.ok_at.timestamp())
+    yield evaluated
+    beat = _gauge(
+        "alert_heartbeat_timestamp_seconds",
+        "When the heartbeat (TIDEMARK_HEARTBEAT_URL) was last taken by its receiver.",
+    )
+    row = heartbeat.last_sent()
+    if row is not None:
+        beat.add_metric([], row.ok_at.timestamp())
+    yield beat
 
 
 def alert_families() -> Iterator[Metric]:
