@@ -90,7 +90,12 @@ def send_notification(self, notification_id: int) -> str:
     return "not pending" if row is None else "sent"
 
 
-@shared_task(name=HEARTBEAT_TASK, ignore_result=True)
-def send_heartbeat() -> str:
-    """POST the heartbeat; a refused one fails the task (the worker's log says why)."""
+@tracked(HEARTBEAT_TASK, every_s=heartbeat.interval_s())
+def run_heartbeat() -> str:
     return heartbeat.beat()
+
+
+@shared_task(name=HEARTBEAT_TASK, ignore_result=True)
+def send_heartbeat() -> str | None:
+    """POST the heartbeat; a refused one fails the run (/tasks/ and the log say why)."""
+    return run_heartbeat()

@@ -183,3 +183,15 @@ def test_the_delivery_metrics_exist_before_anything_was_sent():
     found = samples()
     assert value(found, "tidemark_alert_notifications", state="sent", channel="email") == 0
     assert Notification.objects.count() == 0
+
+
+def test_the_heartbeat_task_is_tracked_so_tasks_shows_it_ran(redis_db, settings):
+    from console.alerts.tasks import HEARTBEAT_TASK, send_heartbeat
+    from console.background.health import task_health
+
+    settings.TIDEMARK_HEARTBEAT_URL = ""
+    send_heartbeat()
+
+    (line,) = [line for line in task_health() if line.name == "alert-heartbeat"]
+    assert line.row is not None and line.row.name == HEARTBEAT_TASK
+    assert not line.stale
