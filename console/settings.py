@@ -298,7 +298,8 @@ TIDEMARK_STATUS_WINDOW = env_int("TIDEMARK_STATUS_WINDOW", 10)  # commits per qu
 TIDEMARK_RATE_WINDOW_S = env_int("TIDEMARK_RATE_WINDOW_S", 300)
 #: Seconds between alert evaluations (their own schedule, whether or not a sample came).
 TIDEMARK_ALERT_INTERVAL_S = env_int("TIDEMARK_ALERT_INTERVAL_S", TIDEMARK_SAMPLE_INTERVAL_S)
-#: Delivery of a notification: attempts, the first retry's delay (doubling, at most 10
+#: Delivery of a notification: attempts (for one that tells of nothing firing; one that
+#: does is retried until delivered), the first retry's delay (doubling, at most 10
 #: minutes), and a webhook's timeout.
 TIDEMARK_ALERT_MAX_ATTEMPTS = env_int("TIDEMARK_ALERT_MAX_ATTEMPTS", 8)
 TIDEMARK_ALERT_RETRY_BASE_S = env_int("TIDEMARK_ALERT_RETRY_BASE_S", 10)

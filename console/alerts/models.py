@@ -271,7 +271,8 @@ class AlertEvent(models.Model):
         return format_value(self.kind, self.current_value)
 
     def latest_notification(self) -> Notification | None:
-        return self.notifications.order_by("-id").first()
+        """The newest notification that tells of it (a superseded one handed it on)."""
+        return self.notifications.exclude(state=Notification.SUPERSEDED).order_by("-id").first()
 
 
 class Silence(models.Model):

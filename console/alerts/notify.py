@@ -124,10 +124,13 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
         return None
     said = compose.notice(row, now)
     if said is None:
+        why = (
+            "not sent: its rule was deleted"
+            if row.rule is None
+            else "nothing new to say: what it was about resolved before this channel was told"
+        )
         Notification.objects.filter(pk=row.pk, state=Notification.SENDING).update(
-            state=Notification.SUPERSEDED,
-            next_attempt_at=None,
-            last_error="nothing new to say: what it was about resolved before anyone was told",
+            state=Notification.SUPERSEDED, next_attempt_at=None, last_error=why
         )
         return None
     row.headline, row.payload = _render(row, said)

@@ -180,3 +180,21 @@ def test_a_newer_notification_supersedes_the_older_one_waiting_for_a_retry(mail)
     assert newer.state == Notification.SENT
     assert mail.subjects == ["FIRING"]
     assert "(2 subjects)" in newer.headline
+
+
+def test_a_notification_of_a_deleted_rule_is_not_sent(mail):
+    rule = make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag")
+    mail.down_until = 15
+    (pk,) = evaluate([group("billing", lag=500)], None, at(0)).notifications
+    run_worker(at(0))
+    rule.delete()
+
+    mail.now = 20
+    run_worker(at(20))
+
+    row = Notification.objects.get(pk=pk)
+    assert (row.state, row.last_error) == (
+        Notification.SUPERSEDED,
+        "not sent: its rule was deleted",
+    )
+    assert mail.subjects == []
