@@ -10,6 +10,7 @@ from pathlib import Path
 
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from console.api.names import PATH_NAME_PATTERN
 from console.env import (
@@ -283,6 +284,13 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TIMEZONE = "UTC"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+#: The alert tasks (evaluation, delivery, heartbeat) have a queue of their own, consumed by
+#: a worker of their own (`celery -A console worker -Q alerts`; scripts/run.sh and
+#: docs/deploy/tidemark-alerts-worker.service), so an hourly job never delays a page. A
+#: worker started without -Q consumes both.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = (Queue("celery"), Queue("alerts"))
+CELERY_TASK_ROUTES = {"console.alerts.tasks.*": {"queue": "alerts"}}
 #: Seconds between metric samples; each sample is followed by an alert evaluation.
 TIDEMARK_SAMPLE_INTERVAL_S = env_int("TIDEMARK_SAMPLE_INTERVAL_S", 10)
 TIDEMARK_STATUS_WINDOW = env_int("TIDEMARK_STATUS_WINDOW", 10)  # commits per queue, Burrow status
@@ -290,11 +298,17 @@ TIDEMARK_STATUS_WINDOW = env_int("TIDEMARK_STATUS_WINDOW", 10)  # commits per qu
 TIDEMARK_RATE_WINDOW_S = env_int("TIDEMARK_RATE_WINDOW_S", 300)
 #: Seconds between alert evaluations (their own schedule, whether or not a sample came).
 TIDEMARK_ALERT_INTERVAL_S = env_int("TIDEMARK_ALERT_INTERVAL_S", TIDEMARK_SAMPLE_INTERVAL_S)
-#: Delivery of a notification: attempts, the first retry's delay (doubling, at most 10
+#: Delivery of a notification: attempts (for one that tells of nothing firing; one that
+#: does is retried until delivered), the first retry's delay (doubling, at most 10
 #: minutes), and a webhook's timeout.
 TIDEMARK_ALERT_MAX_ATTEMPTS = env_int("TIDEMARK_ALERT_MAX_ATTEMPTS", 8)
 TIDEMARK_ALERT_RETRY_BASE_S = env_int("TIDEMARK_ALERT_RETRY_BASE_S", 10)
 TIDEMARK_WEBHOOK_TIMEOUT_S = env_int("TIDEMARK_WEBHOOK_TIMEOUT_S", 10)
+#: The heartbeat: an always-firing alert POSTed to this URL every interval while the
+#: monitoring is fresh, for an external dead-man service (empty: none;
+#: console/alerts/heartbeat.py).
+TIDEMARK_HEARTBEAT_URL = env_str("TIDEMARK_HEARTBEAT_URL", "")
+TIDEMARK_HEARTBEAT_INTERVAL_S = env_int("TIDEMARK_HEARTBEAT_INTERVAL_S", 60)
 #: Topics with more queues than this are "big": pages page their queues and show their
 #: totals from the latest sample; the sampler reads them in chunks of
 #: TIDEMARK_SAMPLE_CHUNK_QUEUES queues, at most TIDEMARK_SAMPLE_QUEUE_BUDGET per sample.
@@ -331,6 +345,10 @@ CELERY_BEAT_SCHEDULE = {
     "evaluate-alerts": {
         "task": "console.alerts.tasks.evaluate_alerts",
         "schedule": TIDEMARK_ALERT_INTERVAL_S,
+    },
+    "alert-heartbeat": {
+        "task": "console.alerts.tasks.send_heartbeat",
+        "schedule": TIDEMARK_HEARTBEAT_INTERVAL_S,
     },
     "downsample-metrics": {
         "task": "console.monitoring.tasks.downsample_metrics",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Start the Tidemark console and everything it needs, then wait: the web server, a
-# Celery worker and Celery beat (the store's upkeep and the monitoring), and a private
+# Start the Tidemark console and everything it needs, then wait: the web server, two
+# Celery workers (the default queue and the alerts queue) and Celery beat (the store's upkeep and the monitoring), and a private
 # redis-server under var/redis/ when no Redis answers at REDIS_URL.
 # Ctrl-C or SIGTERM stops every process this script started; so does any one of
 # them exiting on its own.
@@ -136,7 +136,10 @@ fi
 mkdir -p var
 echo "Tidemark console: http://$HOST:$PORT/"
 start web "$PY" manage.py runserver "$HOST:$PORT" --noreload
-start worker "$CELERY" -A console worker --loglevel=info --concurrency=2
+# Two workers: the store's upkeep and the monitoring on the default queue, and the alert
+# evaluation, delivery and heartbeat on their own queue (a long job never delays a page).
+start worker "$CELERY" -A console worker -Q celery -n "default@%h" --loglevel=info --concurrency=2
+start alerts-worker "$CELERY" -A console worker -Q alerts -n "alerts@%h" --loglevel=info --concurrency=1
 start beat "$CELERY" -A console beat --loglevel=info --schedule var/celerybeat-schedule
 if [[ ${TIDEMARK_DEMO:-true} == true ]]; then
     # Demo traffic: a healthy, a slow and a stalled consumer group (TIDEMARK_DEMO=false: none).

@@ -42,7 +42,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from console.alerts import render
+from console.alerts import outbox
 from console.alerts.kinds import Inputs, Monitoring, Reading
 from console.alerts.models import AlertEvent, AlertRule, Notification, Silence
 from console.monitoring.metrics import GroupMetrics, StoreMetrics
@@ -376,37 +376,6 @@ def _channels(rule: AlertRule) -> list[tuple[str, str]]:
     return pairs
 
 
-def _queue(notice: Notice, channels: list[tuple[str, str]]) -> list[Notification]:
-    """One pending Notification per channel, listing the notice's events."""
-    sections = {
-        "fired": [e.pk for e in notice.fired],
-        "resolved": [e.pk for e in notice.resolved],
-        "still": [e.pk for e in notice.still],
-    }
-    events = notice.fired + notice.resolved + notice.still
-    subject, body = render.email(notice)
-    made = []
-    for channel, target in channels:
-        if channel == Notification.EMAIL:
-            payload = {"subject": subject, "body": body, "to": target.splitlines()}
-        else:
-            payload = render.webhook(notice)
-        row = Notification.objects.create(
-            rule=notice.rule,
-            rule_name=notice.rule.name,
-            channel=channel,
-            target=target,
-            headline=subject,
-            payload=payload,
-            sections=sections,
-            created_at=notice.now,
-            next_attempt_at=notice.now,
-        )
-        row.events.set(events)
-        made.append(row)
-    return made
-
-
 # ------------------------------------------------------------------------------ the whole
 
 
@@ -466,8 +435,9 @@ def evaluate(
     """Evaluate every enabled rule on these metrics at `now`: the state changes made, and
     (``.notifications``) the ids of the notifications queued for delivery.
 
-    A rule that fails (a broken pattern put in the database by hand) is logged and counted
-    on the result; the other rules are still evaluated. Nothing is sent from here.
+    A rule that fails (a broken pattern put in the database by hand) is logged, counted on
+    the result and noted on the rule (``AlertRule.failure``: the page and /metrics show
+    it); the other rules are still evaluated. Nothing is sent from here.
     """
     now = now or timezone.now()
     if monitoring is not None:
@@ -486,16 +456,19 @@ def evaluate(
                 rule = AlertRule.objects.select_for_update().filter(pk=rule_id).first()
                 if rule is None or not rule.enabled:
                     continue
+                rule.check_patterns()
                 subjects = rule.kind_class.readings(rule, inputs)
                 if subjects is None:
                     continue
                 changes = _transitions(rule, subjects, now)
                 channels = _channels(rule)
                 notice = _plan(rule, now, silences) if channels else None
-                queued = _queue(notice, channels) if notice is not None else []
-        except Exception:
+                queued = outbox.queue(notice, channels) if notice is not None else []
+                rule.note_success()
+        except Exception as error:
             log.exception("alert rule %s could not be evaluated", rule_id)
             result.rule_failures += 1
+            AlertRule.note_failure(rule_id, error, now)
             continue
         result.extend(changes)
         result.notifications.extend(row.pk for row in queued)

@@ -18,6 +18,8 @@ a delivery that succeeded marks its events notified.
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -28,7 +30,14 @@ from django.utils import timezone
 
 from console.alerts import kinds
 from console.alerts.kinds import STORE_SUBJECT, format_seconds  # noqa: F401 - re-exported
-from console.alerts.patterns import MAX_PATTERN_LENGTH, compile_pattern, pattern_matches
+from console.alerts.patterns import (
+    MAX_PATTERN_LENGTH,
+    BrokenPattern,
+    compile_pattern,
+    pattern_matches,
+)
+
+log = logging.getLogger(__name__)
 
 __all__ = ["MAX_PATTERN_LENGTH", "compile_pattern", "pattern_matches", "format_seconds"]
 
@@ -87,6 +96,10 @@ class AlertRule(models.Model):
     webhook_url = models.URLField(max_length=500, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now)
+    #: Why its latest evaluation failed (e.g. a broken pattern), and when; empty: it went
+    #: well.
+    failure = models.TextField(blank=True, editable=False)
+    failed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -105,6 +118,31 @@ class AlertRule(models.Model):
     @property
     def is_built_in(self) -> bool:
         return self.kind in kinds.KINDS and kinds.KINDS[self.kind].built_in
+
+    def check_patterns(self) -> None:
+        """Raise BrokenPattern (naming the field) if a pattern the rule uses is broken."""
+        if self.is_store_rule:
+            return
+        for label, pattern in (("group", self.group_pattern), ("topic", self.topic_pattern)):
+            if pattern:
+                try:
+                    compile_pattern(pattern)
+                except BrokenPattern as error:
+                    raise BrokenPattern(f"{label} pattern /{pattern}/: {error}") from None
+
+    @classmethod
+    def note_failure(cls, rule_id: int, error: BaseException, now: datetime) -> None:
+        """Keep why the rule's evaluation failed: the page and /metrics show it."""
+        text = (
+            str(error) if isinstance(error, BrokenPattern) else f"{type(error).__name__}: {error}"
+        )
+        cls.objects.filter(pk=rule_id).update(failure=text[:1000], failed_at=now)
+
+    def note_success(self) -> None:
+        """Its evaluation went well: forget an earlier failure."""
+        if self.failure or self.failed_at:
+            AlertRule.objects.filter(pk=self.pk).update(failure="", failed_at=None)
+            self.failure, self.failed_at = "", None
 
     def recipient_list(self) -> list[str]:
         return [line.strip() for line in self.recipients.splitlines() if line.strip()]
@@ -233,7 +271,8 @@ class AlertEvent(models.Model):
         return format_value(self.kind, self.current_value)
 
     def latest_notification(self) -> Notification | None:
-        return self.notifications.order_by("-id").first()
+        """The newest notification that tells of it (a superseded one handed it on)."""
+        return self.notifications.exclude(state=Notification.SUPERSEDED).order_by("-id").first()
 
 
 class Silence(models.Model):
@@ -281,10 +320,15 @@ class Silence(models.Model):
             return False
         if self.rule_id is not None and self.rule_id != rule_id:
             return False
-        if not pattern_matches(self.subject_pattern, subject):
+        try:
+            if not pattern_matches(self.subject_pattern, subject):
+                return False
+            if self.topic_pattern:
+                return any(pattern_matches(self.topic_pattern, topic) for topic in topics)
+        except BrokenPattern:
+            # Fails open: a silence with a broken pattern mutes nothing, and pages go out.
+            log.warning("silence %s has a broken pattern and mutes nothing", self.pk)
             return False
-        if self.topic_pattern:
-            return any(pattern_matches(self.topic_pattern, topic) for topic in topics)
         return True
 
     def scope_text(self) -> str:
@@ -317,12 +361,16 @@ class Notification(models.Model):
     SENDING = "sending"
     SENT = "sent"
     FAILED = "failed"
+    SUPERSEDED = "superseded"
     STATES = [
         (PENDING, "pending"),
         (SENDING, "sending"),
         (SENT, "sent"),
         (FAILED, "failed (gave up)"),
+        (SUPERSEDED, "not sent (superseded, or nothing new to say)"),
     ]
+    #: States a notification never leaves.
+    FINAL_STATES = (SENT, FAILED, SUPERSEDED)
 
     rule = models.ForeignKey(
         AlertRule, null=True, blank=True, on_delete=models.SET_NULL, related_name="notifications"
@@ -345,6 +393,10 @@ class Notification(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    #: The newer notification of the same rule and channel that took this one's events.
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -352,6 +404,37 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.channel} notification {self.pk} ({self.state})"
+
+
+class ChannelLog(models.Model):
+    """What one channel of a rule was last told of one subject, written only once a
+    delivery succeeded (Alertmanager's notification log): a delivery says "started firing"
+    to a channel never told the subject fires, and "resolved" only to one told it fired.
+
+    A channel is the rule's mail (whoever is on its list) or one webhook URL
+    (``channel_key``)."""
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="channel_log")
+    subject = models.CharField(max_length=300)
+    channel = models.CharField(max_length=10, choices=Notification.CHANNELS)
+    channel_key = models.CharField(max_length=64)
+    #: True: last told it fires; False: last told it resolved.
+    firing = models.BooleanField()
+    event = models.ForeignKey(
+        AlertEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    told_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "subject", "channel_key"], name="alerts_one_log_per_channel"
+            )
+        ]
+
+    def __str__(self) -> str:
+        said = "firing" if self.firing else "resolved"
+        return f"{self.rule_id} {self.subject} {self.channel}: {said}"
 
 
 class Heartbeat(models.Model):

@@ -1,7 +1,10 @@
 """Deliver: send a queued notification to its channel (email or webhook), once per
 attempt, and record how it went. The ``send_notification`` task (tasks.py) calls
-``attempt`` and retries a failure with backoff (``backoff_s``); after
-``TIDEMARK_ALERT_MAX_ATTEMPTS`` attempts the notification is ``failed``.
+``attempt`` and retries a failure with backoff (``backoff_s``, at most 10 minutes apart).
+Each attempt sends what holds at that moment (console/alerts/compose.py), never the state
+of when it was queued; a newer notification of the same rule and channel supersedes it
+(console/alerts/outbox.py). While it tells of a subject firing it is retried for as long
+as it takes; otherwise, after ``TIDEMARK_ALERT_MAX_ATTEMPTS`` attempts, it is ``failed``.
 
 A notification's events are marked notified (``AlertEvent.last_notified_at``) only after a
 delivery succeeded: a mail server that refuses never makes the page say "notified". Each
@@ -22,6 +25,8 @@ from django.core.mail import EmailMessage
 from django.db.models import F, Q
 from django.utils import timezone
 
+from console.alerts import compose, outbox, render
+from console.alerts.evaluate import Notice
 from console.alerts.models import AlertEvent, Notification
 
 DEFAULT_MAX_ATTEMPTS = 8
@@ -58,11 +63,11 @@ def send_email(row: Notification) -> None:
     message.send(fail_silently=False)  # the backend's timeout is EMAIL_TIMEOUT
 
 
-def send_webhook(row: Notification) -> None:
-    body = json.dumps(row.payload).encode()
+def post_json(url: str, body: dict) -> None:
+    """POST ``body`` as JSON; DeliveryFailed when the receiver answers an HTTP error."""
     request = urllib.request.Request(
-        row.target,
-        data=body,
+        url,
+        data=json.dumps(body).encode(),
         method="POST",
         headers={"Content-Type": "application/json", "User-Agent": "Tidemark-alerts"},
     )
@@ -74,31 +79,70 @@ def send_webhook(row: Notification) -> None:
         raise DeliveryFailed(f"the webhook answered HTTP {error.code} {error.reason}") from None
 
 
+def send_webhook(row: Notification) -> None:
+    post_json(row.target, row.payload)
+
+
 CHANNELS = {Notification.EMAIL: send_email, Notification.WEBHOOK: send_webhook}
 
 
-def _error_text(error: BaseException) -> str:
+def error_text(error: BaseException) -> str:
     if isinstance(error, DeliveryFailed):
         return str(error)[:MAX_ERROR_CHARS]
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
 
 
+def _render(row: Notification, said: Notice) -> tuple[str, dict]:
+    """The headline and the payload that say ``said`` on the row's channel."""
+    subject, body = render.email(said)
+    if row.channel == Notification.EMAIL:
+        return subject, {"subject": subject, "body": body, "to": row.target.splitlines()}
+    return subject, render.webhook(said)
+
+
+def _sections(said: Notice) -> dict[str, list[int]]:
+    names = ("fired", "resolved", "still", "unsilenced", "reminded")
+    return {name: [e.pk for e in getattr(said, name)] for name in names}
+
+
 def attempt(notification_id: int, now: datetime | None = None) -> Notification | None:
-    """Try to deliver the notification once. Returns it (sent, or None when it was not
-    pending: sent or being sent elsewhere); raises DeliveryFailed when the attempt failed
-    (it is then pending again, with the error and the time of the next attempt)."""
+    """Try to deliver the notification once, saying what holds now (compose.py). Returns
+    it (sent), or None when there was nothing to do: it was not pending (sent, or being
+    sent elsewhere), a newer notification of its rule and channel took it over, or it had
+    nothing new to say (both leave it ``superseded``). Raises DeliveryFailed when the
+    attempt failed: it is then pending again, with the error and the time of its next
+    attempt; ``final`` (``failed``) only after ``max_attempts()`` and only when it says
+    nothing of a subject firing now (a page is never dropped while its alert fires)."""
     now = now or timezone.now()
     claimed = Notification.objects.filter(pk=notification_id, state=Notification.PENDING).update(
         state=Notification.SENDING, attempts=F("attempts") + 1, last_attempt_at=now
     )
     if not claimed:
         return None
-    row = Notification.objects.get(pk=notification_id)
+    row = Notification.objects.select_related("rule").get(pk=notification_id)
+    if outbox.supersede(row) is not None:
+        return None
+    said = compose.notice(row, now)
+    if said is None:
+        why = (
+            "not sent: its rule was deleted"
+            if row.rule is None
+            else "nothing new to say: what it was about resolved before this channel was told"
+        )
+        Notification.objects.filter(pk=row.pk, state=Notification.SENDING).update(
+            state=Notification.SUPERSEDED, next_attempt_at=None, last_error=why
+        )
+        return None
+    row.headline, row.payload = _render(row, said)
+    row.sections = _sections(said)
+    Notification.objects.filter(pk=row.pk).update(
+        headline=row.headline[:300], payload=row.payload, sections=row.sections
+    )
     try:
         CHANNELS[row.channel](row)
     except Exception as error:
-        text = _error_text(error)
-        final = row.attempts >= max_attempts()
+        text = error_text(error)
+        final = row.attempts >= max_attempts() and not (said.fired or said.still)
         Notification.objects.filter(pk=row.pk, state=Notification.SENDING).update(
             state=Notification.FAILED if final else Notification.PENDING,
             last_error=text,
@@ -108,7 +152,8 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
     Notification.objects.filter(pk=row.pk).update(
         state=Notification.SENT, sent_at=now, next_attempt_at=None
     )
-    ids = [pk for section in row.sections.values() for pk in section]
+    compose.record_told(row, said, now)
+    ids = [e.pk for e in said.fired + said.resolved + said.still]
     AlertEvent.objects.filter(pk__in=ids).filter(
         Q(last_notified_at__isnull=True) | Q(last_notified_at__lt=now)
     ).update(last_notified_at=now)

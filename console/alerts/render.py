@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from console.alerts.kinds import MONITORING_SUBJECT, STORE_SUBJECT, format_seconds
 from console.alerts.models import AlertEvent, format_value
+from console.monitoring.metrics import WHOLE_TOPIC
 
 if TYPE_CHECKING:
     from console.alerts.evaluate import Notice
@@ -42,6 +43,15 @@ def _label(subject: str) -> str:
     if subject in (STORE_SUBJECT, MONITORING_SUBJECT):
         return subject
     return f"group {subject}"
+
+
+def queue_text(queue: dict[str, Any]) -> str:
+    """One offending queue of an event's details, as the mail and the page say it."""
+    seconds = queue.get("lag_seconds")
+    behind = f", {format_seconds(seconds)} behind" if seconds else ""
+    status = queue.get("status") or "not committed on yet"
+    where = "all" if queue.get("queue") in (None, WHOLE_TOPIC, "all") else queue["queue"]
+    return f"{queue['topic']}/{where}: lag {queue.get('lag', 0)}{behind}, {status}"
 
 
 def _event_lines(event: AlertEvent, resolved: bool = False) -> list[str]:
@@ -73,12 +83,7 @@ def _event_lines(event: AlertEvent, resolved: bool = False) -> list[str]:
     if details.get("reason") and event.subject == MONITORING_SUBJECT:
         lines.append(f"      {details['reason']}")
     for queue in details.get("queues", []):
-        seconds = queue.get("lag_seconds")
-        shown = f", {format_seconds(seconds)} behind" if seconds else ""
-        status = queue.get("status") or "not committed on"
-        lines.append(
-            f"      {queue['topic']}/{queue['queue']}: lag {queue['lag']}{shown}, {status}"
-        )
+        lines.append(f"      {queue_text(queue)}")
     more = details.get("queues_total", 0) - len(details.get("queues", []))
     if more > 0:
         lines.append(f"      … and {more} more queues")
@@ -128,7 +133,7 @@ def email(notice: Notice) -> tuple[str, str]:
     return f"[Tidemark] {headline(notice)}", "\n".join(lines) + "\n"
 
 
-def _iso(moment: datetime | None) -> str:
+def iso(moment: datetime | None) -> str:
     if moment is None:
         return NOT_ENDED
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
@@ -160,8 +165,8 @@ def _alert(notice: Notice, event: AlertEvent, resolved: bool) -> dict[str, Any]:
         "status": "resolved" if resolved else "firing",
         "labels": labels,
         "annotations": annotations,
-        "startsAt": _iso(event.started_at or event.since),
-        "endsAt": _iso(event.resolved_at) if resolved else NOT_ENDED,
+        "startsAt": iso(event.started_at or event.since),
+        "endsAt": iso(event.resolved_at) if resolved else NOT_ENDED,
         "generatorURL": link,
         "fingerprint": _fingerprint(rule.pk, event.subject),
     }

@@ -9,8 +9,15 @@ was lost. It is tracked (``/tasks/`` shows its last run) and holds a Redis lock,
 runs never overlap; the evaluation is safe without it too.
 
 ``console.alerts.tasks.send_notification`` makes one delivery attempt
-(console/alerts/notify.py); a failure is retried by Celery with exponential backoff until
-the notification's attempts run out.
+(console/alerts/notify.py); a failure is retried by Celery with capped exponential backoff
+(for as long as the notification tells of something firing).
+
+``console.alerts.tasks.send_heartbeat`` POSTs the always-firing heartbeat
+(console/alerts/heartbeat.py) every ``TIDEMARK_HEARTBEAT_INTERVAL_S`` (beat entry
+``alert-heartbeat``).
+
+Every task here goes to the ``alerts`` Celery queue (``CELERY_TASK_ROUTES``), consumed by
+a worker of its own, so a long job on the default queue never delays a page.
 """
 
 from __future__ import annotations
@@ -22,13 +29,16 @@ from celery import shared_task
 from django.db import transaction
 from django.utils import timezone
 
-from console.alerts import freshness, notify
+from console.alerts import freshness, heartbeat, notify
 from console.alerts.evaluate import evaluate
 from console.background.tracking import tracked
 from console.monitoring.metrics import GroupMetrics, StoreMetrics
 
 TASK_NAME = "console.alerts.tasks.evaluate_alerts"
 SEND_TASK = "console.alerts.tasks.send_notification"
+HEARTBEAT_TASK = "console.alerts.tasks.send_heartbeat"
+#: The Celery queue of every task here (console/settings.py routes them).
+QUEUE = "alerts"
 
 
 def current_metrics() -> tuple[list[GroupMetrics], StoreMetrics | None]:
@@ -78,3 +88,14 @@ def send_notification(self, notification_id: int) -> str:
         attempts = self.request.retries + 1
         raise self.retry(countdown=notify.backoff_s(attempts)) from failure
     return "not pending" if row is None else "sent"
+
+
+@tracked(HEARTBEAT_TASK, every_s=heartbeat.interval_s())
+def run_heartbeat() -> str:
+    return heartbeat.beat()
+
+
+@shared_task(name=HEARTBEAT_TASK, ignore_result=True)
+def send_heartbeat() -> str | None:
+    """POST the heartbeat; a refused one fails the run (/tasks/ and the log say why)."""
+    return run_heartbeat()

@@ -5,12 +5,21 @@ Three parts, each read when scraped:
 - **the store, now**: up, disk use and its thresholds, segments, the commit log's
   offsets, the last flush, the last retention run and the last recovery (the engine's
   ``stats(topics=False)`` and ``storeadapter.disk_use``; nothing per queue);
-- **groups, as of the latest sample**: per group lag, lag in seconds and Burrow status;
-  per group, topic and queue lag, lag in seconds, committed offset and status (a big
-  topic is one row, ``queue="all"``, as the sampler keeps it). These are the figures the
-  pages and alerts use; ``tidemark_sample_timestamp_seconds`` says when they were read;
+- **topics, now**: per topic its queue count, per queue its start and end offsets;
+- **groups, as of the latest sample**: per group lag, lag in seconds, Burrow status (a
+  state set, and Burrow's number), lost to retention, consume and produce rates, drain
+  time and answer, live members; per group, topic and queue lag, lag in seconds,
+  committed offset, lost to retention and status in Burrow's numbers (a big topic is one
+  row, ``queue="all"``, as the sampler keeps it). These are the figures the pages and
+  alerts use; ``tidemark_sample_timestamp_seconds`` says when they were read;
 - **background tasks**: per task its last success, age since then, interval, staleness
-  (the rule of /tasks/), runs and failures.
+  (the rule of /tasks/), runs and failures;
+- **the alerting**: notifications by state and channel, the last delivery and the oldest
+  undelivered notification per channel, firing events and failing evaluations per rule,
+  the last evaluation and heartbeat (console/alerts/exposition.py).
+
+docs/deploy/tidemark-kafka-names.rules.yml turns these into kafka-lag-exporter's,
+kafka_exporter's and Burrow's names for the dashboards people already have.
 
 Names follow Prometheus' conventions: base units (seconds, bytes, ratios 0–1),
 ``_total`` for counters, ``_timestamp_seconds`` for times since the epoch.
@@ -22,6 +31,7 @@ import math
 import time
 from collections.abc import Iterator
 
+from django.conf import settings
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (
@@ -31,14 +41,42 @@ from prometheus_client.core import (
     StateSetMetricFamily,
 )
 
+from console.alerts.exposition import alert_families
 from console.background.health import task_health
 from console.monitoring.current import group_metrics, store_metrics
-from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, WHOLE_TOPIC
+from console.monitoring.metrics import (
+    CAUGHT_UP,
+    DRAINING,
+    ERR,
+    GROUP_STATUSES,
+    NOT_DRAINING,
+    OK,
+    QUEUE_STATUSES,
+    REWIND,
+    STALL,
+    STOP,
+    UNMEASURED,
+    WARN,
+    WHOLE_TOPIC,
+    GroupMetrics,
+)
 
 PREFIX = "tidemark"
 QUEUE_LABELS = ["group", "topic", "queue"]
-#: tidemark_queue_status's values, in Burrow's order (worst last).
-QUEUE_STATUS_CODES = {status: code for code, status in enumerate(QUEUE_STATUSES)}
+#: Burrow's status numbers (its StatusConstant, as Burrow's own /metrics exports them):
+#: NOTFOUND 0, OK 1, WARN 2, ERR 3, STOP 4, STALL 5, REWIND 6.
+BURROW_CODES = {"NOTFOUND": 0, OK: 1, WARN: 2, ERR: 3, STOP: 4, STALL: 5, REWIND: 6}
+#: tidemark_queue_status's values: Burrow's numbers.
+QUEUE_STATUS_CODES = {status: BURROW_CODES[status] for status in QUEUE_STATUSES}
+#: tidemark_group_status_code's values: Burrow's numbers.
+GROUP_STATUS_CODES = {status: BURROW_CODES[status] for status in GROUP_STATUSES}
+#: The drain answers, as the states of tidemark_group_drain.
+DRAIN_STATES = (CAUGHT_UP, DRAINING, NOT_DRAINING, UNMEASURED)
+
+
+def queue_status_code(status: str | None) -> int:
+    """Burrow's number for a queue's status; NOTFOUND (0) for one never committed on."""
+    return BURROW_CODES["NOTFOUND"] if status is None else QUEUE_STATUS_CODES[status]
 
 
 def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
@@ -166,6 +204,51 @@ def _store_times(stats: dict) -> Iterator[Metric]:
             yield family
 
 
+def topic_families() -> Iterator[Metric]:
+    """Per topic its queue count, and per queue its start and end offsets, read now
+    (Kafka's earliest and latest offsets). A topic above ``TIDEMARK_BIG_TOPIC_QUEUES``
+    queues has its count only: a scrape never reads tens of thousands of queues."""
+    from console.core.store import get_store
+
+    queues = _gauge("topic_queues", "Queues of the topic.", ["topic"])
+    start = _gauge(
+        "queue_start_offset",
+        "The queue's first offset still kept (Kafka's earliest offset).",
+        ["topic", "queue"],
+    )
+    end = _gauge(
+        "queue_end_offset",
+        "The offset the queue's next message gets (Kafka's latest offset).",
+        ["topic", "queue"],
+    )
+    try:
+        store = get_store()
+        topics = store.topics()
+    except Exception:  # noqa: BLE001 - tidemark_store_up already says the store is down
+        return
+    big = int(getattr(settings, "TIDEMARK_BIG_TOPIC_QUEUES", 10_000))
+    for topic in topics:
+        queues.add_metric([topic.name], topic.queues)
+        if topic.queues > big:
+            continue
+        for queue, (first, last) in enumerate(store.queue_ranges(topic.name)):
+            start.add_metric([topic.name, str(queue)], first)
+            end.add_metric([topic.name, str(queue)], last)
+    yield from (queues, start, end)
+
+
+def _members(groups: list[GroupMetrics]) -> dict[str, int]:
+    """Live members per group; none when the store cannot be read."""
+    from console.core.store import get_store
+    from console.groups.detail import live_members
+
+    try:
+        store = get_store()
+    except Exception:  # noqa: BLE001 - tidemark_store_up already says the store is down
+        return {}
+    return {group.group: len(live_members(store, group.group)) for group in groups}
+
+
 def group_families() -> Iterator[Metric]:
     groups = group_metrics()
     sample = store_metrics()
@@ -182,39 +265,86 @@ def group_families() -> Iterator[Metric]:
     group_status = StateSetMetricFamily(
         f"{PREFIX}_group_status", "The group's Burrow status (OK, WARN, ERR).", labels=["group"]
     )
+    group_code = _gauge(
+        "group_status_code",
+        "The group's Burrow status as Burrow numbers it: 1 OK, 2 WARN, 3 ERR.",
+        ["group"],
+    )
+    group_lost = _gauge(
+        "group_lost_messages",
+        "Messages retention deleted before the group consumed them, over its queues.",
+        ["group"],
+    )
+    consumed = _gauge(
+        "group_consumed_per_second",
+        "Messages the group consumed per second over the rate window.",
+        ["group"],
+    )
+    produced = _gauge(
+        "group_produced_per_second",
+        "Messages written per second to the group's queues over the rate window.",
+        ["group"],
+    )
+    drain_seconds = _gauge(
+        "group_drain_seconds",
+        "Seconds until the group's lag is consumed at the window's rates (0: caught up, "
+        "+Inf: not draining; left out before a rate could be measured).",
+        ["group"],
+    )
+    drain = StateSetMetricFamily(
+        f"{PREFIX}_group_drain",
+        "The group's drain answer: caught up, draining, not draining, not measured yet.",
+        labels=["group"],
+    )
+    members = _gauge("group_members", "Live members of the group (consumers).", ["group"])
     lag = _gauge("queue_lag_messages", "Messages behind the queue's end.", QUEUE_LABELS)
     seconds = _gauge(
         "queue_lag_seconds", "Age of the oldest unconsumed message in the queue.", QUEUE_LABELS
     )
     committed = _gauge("queue_committed_offset", "The group's committed offset.", QUEUE_LABELS)
-    status = _gauge(
-        "queue_status",
-        "Burrow status of the group on the queue: "
-        + ", ".join(f"{code} {name}" for name, code in QUEUE_STATUS_CODES.items())
-        + " (left out before the group's first commit on it).",
+    lost = _gauge(
+        "queue_lost_messages",
+        "Messages of the queue retention deleted before the group consumed them.",
         QUEUE_LABELS,
     )
+    status = _gauge(
+        "queue_status",
+        "Burrow status of the group on the queue, as Burrow numbers it: "
+        + ", ".join(f"{code} {name}" for name, code in BURROW_CODES.items() if name != ERR)
+        + " (NOTFOUND: never committed on).",
+        QUEUE_LABELS,
+    )
+    live = _members(groups)
     for group in groups:
-        group_lag.add_metric([group.group], group.lag)
+        name = group.group
+        group_lag.add_metric([name], group.lag)
         if group.lag_seconds is not None:
-            group_seconds.add_metric([group.group], group.lag_seconds)
-        group_status.add_metric(
-            [group.group], {name: name == group.status for name in GROUP_STATUSES}
-        )
+            group_seconds.add_metric([name], group.lag_seconds)
+        group_status.add_metric([name], {s: s == group.status for s in GROUP_STATUSES})
+        group_code.add_metric([name], GROUP_STATUS_CODES[group.status])
+        group_lost.add_metric([name], group.lost)
+        consumed.add_metric([name], group.consume_rate)
+        produced.add_metric([name], group.produce_rate)
+        answer = group.drain
+        if answer == NOT_DRAINING:
+            drain_seconds.add_metric([name], math.inf)
+        elif answer in (CAUGHT_UP, DRAINING):
+            drain_seconds.add_metric([name], 0.0 if answer == CAUGHT_UP else group.drain_seconds)
+        drain.add_metric([name], {state: state == answer for state in DRAIN_STATES})
+        if name in live:
+            members.add_metric([name], live[name])
         for queue in group.queues:
-            labels = [
-                group.group,
-                queue.topic,
-                "all" if queue.queue == WHOLE_TOPIC else str(queue.queue),
-            ]
+            labels = [name, queue.topic, "all" if queue.queue == WHOLE_TOPIC else str(queue.queue)]
             lag.add_metric(labels, queue.lag)
             if queue.lag_seconds is not None:
                 seconds.add_metric(labels, queue.lag_seconds)
             if queue.committed is not None:
                 committed.add_metric(labels, queue.committed)
-            if queue.status is not None:
-                status.add_metric(labels, QUEUE_STATUS_CODES[queue.status])
-    yield from (group_lag, group_seconds, group_status, lag, seconds, committed, status)
+            lost.add_metric(labels, queue.lost)
+            status.add_metric(labels, queue_status_code(queue.status))
+    yield from (group_lag, group_seconds, group_status, group_code, group_lost)
+    yield from (consumed, produced, drain_seconds, drain, members)
+    yield from (lag, seconds, committed, lost, status)
 
 
 def task_families() -> Iterator[Metric]:
@@ -260,8 +390,10 @@ class TidemarkCollector:
     def collect(self) -> Iterator[Metric]:
         started = time.monotonic()
         yield from store_families()
+        yield from topic_families()
         yield from group_families()
         yield from task_families()
+        yield from alert_families()
         took = _gauge("scrape_duration_seconds", "How long this answer took to make.")
         took.add_metric([], time.monotonic() - started)
         yield took

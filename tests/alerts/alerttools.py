@@ -121,3 +121,26 @@ def make_silence(rule: AlertRule | None = None, pattern: str = "", **fields) -> 
     fields.setdefault("ends_at", T0 + timedelta(hours=1))
     fields.setdefault("reason", "maintenance")
     return Silence.objects.create(rule=rule, subject_pattern=pattern, **fields)
+
+
+def run_worker(now) -> None:
+    """The worker at ``now``: one attempt of each pending notification whose (re)try is due,
+    oldest first: what Celery's countdown retries do, under the tests' clock."""
+    from console.alerts.models import Notification
+
+    due = Notification.objects.filter(
+        state=Notification.PENDING, next_attempt_at__lte=now
+    ).order_by("next_attempt_at", "pk")
+    deliver(list(due.values_list("pk", flat=True)), now)
+
+
+def timeline(lagging_until: int, until: int, tick=None, step: int = 10) -> None:
+    """Every ``step`` seconds up to ``until``: ``tick(second)`` (the test's servers learn the
+    time), an evaluation (group billing lagging before ``lagging_until``, caught up after),
+    and the worker's due deliveries, all at the same time."""
+    for second in range(0, until + 1, step):
+        if tick is not None:
+            tick(second)
+        lag = 500 if second < lagging_until else 0
+        decide([group(lag=lag)], None, at(second))
+        run_worker(at(second))

@@ -99,7 +99,22 @@ def test_a_server_that_is_down_leaves_the_notification_pending_with_its_error(se
     assert row.next_attempt_at == at(0 + notify.backoff_s(1))
 
 
-def test_the_last_attempt_gives_up(settings, smtp):
+def test_the_last_attempt_of_a_resolution_gives_up(settings, smtp):
+    settings.TIDEMARK_ALERT_MAX_ATTEMPTS = 2
+    smtp.refusals = 0
+    make_rule(AlertRule.LAG_MESSAGES, 100)
+    evaluate(LAGGING, None, at(0))
+    smtp.refusals = 5
+    changes = evaluate(CAUGHT_UP, None, at(10))
+
+    with pytest.raises(notify.DeliveryFailed) as failure:
+        notify.attempt(changes.notifications[0], at(30))
+
+    assert failure.value.final
+    assert Notification.objects.get(pk=changes.notifications[0]).state == Notification.FAILED
+
+
+def test_a_firing_is_retried_past_the_last_attempt(settings, smtp):
     settings.TIDEMARK_ALERT_MAX_ATTEMPTS = 2
     smtp.refusals = 5
     make_rule(AlertRule.LAG_MESSAGES, 100)
@@ -108,8 +123,9 @@ def test_the_last_attempt_gives_up(settings, smtp):
     with pytest.raises(notify.DeliveryFailed) as failure:
         notify.attempt(changes.notifications[0], at(20))
 
-    assert failure.value.final
-    assert Notification.objects.get().state == Notification.FAILED
+    assert not failure.value.final
+    row = Notification.objects.get()
+    assert (row.state, row.next_attempt_at) == (Notification.PENDING, at(20 + 20))
 
 
 class Receiver(BaseHTTPRequestHandler):

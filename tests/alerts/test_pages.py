@@ -350,7 +350,7 @@ def test_a_bad_edit_changes_nothing(as_admin):
     rule = make_rule(AlertRule.LAG_MESSAGES, 100, name="orders lag")
     response = as_admin.post(rule_url(rule), {**RULE_POST, "group_pattern": "(("})
     assert response.status_code == 200
-    assert "Not a valid regular expression" in page_text(response)
+    assert "Not a valid RE2 regular expression: missing ): ((" in page_text(response)
     rule.refresh_from_db()
     assert (rule.threshold, rule.group_pattern) == (100, "")
     assert not AuditEntry.objects.exists()

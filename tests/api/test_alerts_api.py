@@ -400,7 +400,7 @@ def test_the_forms_message_is_the_errors_message(as_admin):
     response = as_admin.post(RULES, {**RULE, "group_pattern": "(("}, format="json")
 
     error = error_of(response)
-    assert error["message"].startswith("group_pattern: Not a valid regular expression")
+    assert error["message"].startswith("group_pattern: Not a valid RE2 regular expression")
     assert error["details"]["fields"]["group_pattern"][0]["message"].startswith("Not a valid")
 
 
@@ -754,4 +754,4 @@ def test_the_api_refuses_a_back_reference_with_a_400(as_admin):
         format="json",
     )
     assert response.status_code == 400
-    assert "RE2 syntax" in response.json()["error"]["message"]
+    assert "RE2 has no back-references" in response.json()["error"]["message"]
