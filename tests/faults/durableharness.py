@@ -1,0 +1,102 @@
+"""Children for the durability tests with several processes (issue 27): writers that
+hand their power-loss model (``FaultyFS.save_model``) to the test before they are
+SIGKILLed, so that the test opens the store after them and then loses power, with what
+the dead writer never fsynced still unsynced.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from pathlib import Path
+
+from storeadapter.engine import MessageStore
+from tests.faults.faultharness import (
+    TOPIC,
+    AckWriter,
+    append_some,
+    fault_config,
+    make_body,
+    read_acks,
+)
+from tests.faults.faultyfs import FaultyFS
+
+#: No full flush of its own: only the sync appends' fsyncs (and the open) make it durable.
+NO_FLUSH = {"flush_interval_ms": 600_000, "flush_dirty_bytes": 1 << 30}
+
+
+def append_then_die_modelled(
+    path: str,
+    mode: str,
+    acks: str,
+    model: str,
+    count: int,
+    seed: int = 1,
+    overrides: dict | None = None,
+    flushed: str | None = None,
+    flush_every: int = 0,
+) -> None:
+    """A child: under FaultyFS (what the store held before is durable), append ``count``
+    messages, then save the model to ``model`` and die by SIGKILL.
+
+    ``flush_every``: call ``flush()`` after about that many messages, and append to
+    ``flushed`` how many acknowledgements were written before each one that completed.
+    """
+    fs = FaultyFS(Path(path))
+    fs.install()
+    fs.adopt()
+    rng = random.Random(seed)
+    writer = AckWriter(acks)
+    store = MessageStore.open(path, fault_config(mode, **(overrides or {})))
+    number = since_flush = 0
+    while number < count:
+        appended = append_some(store, rng, f"m{seed}", number, writer)
+        number += appended
+        since_flush += appended
+        if flush_every and since_flush >= flush_every:
+            before = len(read_acks(Path(acks)))
+            store.flush()
+            since_flush = 0
+            if flushed is not None:
+                with open(flushed, "a") as out:
+                    out.write(f"{before}\n")
+    fs.save_model(Path(model))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def flushed_count(path: Path) -> int:
+    """How many acknowledgements were written before the last completed flush."""
+    if not path.exists():
+        return 0
+    lines = path.read_text().split("\n")[:-1]
+    return int(lines[-1]) if lines else 0
+
+
+def lower_watermark_then_die(path: str, acks: str, count: int) -> None:
+    """A child: a sync writer and a peer opened in one process; while the peer's full
+    flush is between choosing its target and saving its checkpoint, the writer appends
+    ``count`` acknowledged messages (each fsync raises the durable watermark past the
+    peer's target; three came before it chose its target); then the peer saves, and the
+    process dies by SIGKILL."""
+    config = fault_config("sync", **NO_FLUSH)
+    writer_store = MessageStore.open(path, config)
+    peer = MessageStore.open(path, config)
+    rng = random.Random(5)
+    writer = AckWriter(acks)
+    save = peer._checkpoint.save
+
+    def append(count: int) -> None:
+        for _ in range(count):
+            body = make_body(rng, "w", rng.randrange(1 << 30))
+            writer.write([writer_store.append(TOPIC, body)], [body])
+
+    def save_after_the_writer(*args: int) -> None:
+        append(count)
+        save(*args)
+
+    append(3)  # the peer's target lies past the checkpoint's dispatched offset
+
+    peer._checkpoint.save = save_after_the_writer
+    peer.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
