@@ -51,11 +51,10 @@ class Checkpoint:
         """Note what is wrong with the file (only while no other process writes it)."""
         self.problems = checkpoint_problems(fileio.pread(self.fd, 4 * SLOT_SIZE, 0))
 
-    def index_dispatched(self) -> int:
-        """How far the key index is known durable, as the file says now (any process
-        may have moved it)."""
-        current = self._load()
-        return current.index_dispatched if current is not None else 0
+    def current(self) -> CheckpointState:
+        """The checkpoint as the file says now (any process may have moved it); all
+        zeros when none was saved."""
+        return self._load() or CheckpointState(0, 0, 0, 0, 0)
 
     def _load(self) -> CheckpointState | None:
         return parse_checkpoint(fileio.pread(self.fd, 2 * SLOT_SIZE, 0))

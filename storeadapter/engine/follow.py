@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from . import fileio
 from .commitlog import CommitLog
-from .consumequeue import ConsumeQueue
+from .consumequeue import TIME_INDEX_INTERVAL, ConsumeQueue
 from .errors import StoreFormatError
 from .record import (
     COMMIT_OFFSET,
@@ -74,12 +74,61 @@ def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]
         if target is not None and pos >= target[1]:
             queue = target[0]
             if header[QUEUE_OFFSET] >= queue.max_offset:
-                queue.mark_dirty(queue.max_offset, header[QUEUE_OFFSET] + 1)
+                mark_written(queue, queue.max_offset, header[QUEUE_OFFSET] + 1)
                 queue.max_offset = header[QUEUE_OFFSET] + 1
                 grown.add(queue)
         pos += length
     log.tail = end
     return grown
+
+
+def mark_written(queue, start: int, end: int) -> None:
+    """Have this process's next flush fsync the files holding the queue's entries
+    ``start`` to ``end - 1`` (and its time marks among them), written by another
+    process or found in place by recovery: a checkpoint past them vouches for them."""
+    queue.mark_dirty(start, end)
+    if (
+        isinstance(queue, ConsumeQueue)
+        and (end - 1) // TIME_INDEX_INTERVAL * (TIME_INDEX_INTERVAL) >= start
+    ):
+        queue.time_index.dirty = True
+
+
+def mark_records_written(log: CommitLog, start: int, end: int, resolve: Resolver) -> set:
+    """Mark for this process's next flush every file holding what the records in
+    ``[start, end)`` (below the published tail: whole) put on disk: their segments, and
+    their queues' entries and time marks. Returns the flush targets of those queues.
+
+    A process that did not see those records written (it opened after them) walks
+    their headers once, before its first checkpoint vouches for them.
+    """
+    spans: dict = {}
+    cache: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
+    pos = max(start, log.min_offset)
+    while pos < end:
+        found = log.locate(pos)
+        if found is None:
+            break  # retention took it meanwhile, or nothing was published there
+        segment, at = found
+        log.mark_unsynced(segment)
+        length, magic = MARKER.unpack_from(segment.view, at)
+        if magic != RECORD_MAGIC or length <= 0:
+            pos = segment.end  # an end-of-segment marker
+            continue
+        header = HEADER.unpack_from(segment.view, at)
+        name_at = at + HEADER_SIZE
+        key = (bytes(segment.view[name_at : name_at + header[TOPIC_LEN]]), header[QUEUE_ID])
+        target = cache.get(key, _UNKNOWN)
+        if target is _UNKNOWN:
+            target = cache[key] = resolve(*key)
+        if target is not None and pos >= target[1]:
+            queue_offset = header[QUEUE_OFFSET]
+            low, high = spans.get(target[0], (queue_offset, queue_offset))
+            spans[target[0]] = (min(low, queue_offset), max(high, queue_offset))
+        pos += length
+    for queue, (low, high) in spans.items():
+        mark_written(queue, low, high + 1)
+    return {queue.flush_target for queue in spans}
 
 
 def record_matches(log: CommitLog, offset: int, topic: bytes, queue_id: int, index: int) -> bool:

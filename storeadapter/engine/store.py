@@ -63,7 +63,7 @@ from .errors import (
     StreamTopicError,
 )
 from .flush import FlushService
-from .follow import follow_log, trim_queue_end
+from .follow import follow_log, mark_records_written, mark_written, trim_queue_end
 from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
@@ -112,6 +112,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._followed_sequence = -1  # the shared state's sequence when last caught up
         self._forked = False
         self._index_marker_pending = False
+        # The log offset from which this process saw every record written (its own,
+        # followed, or passed by its recovery): the files below it that the checkpoint
+        # does not vouch for are found by walking the log (``_flush_everything``).
+        self._covered_from = 0
         self._disk = DiskUse(path)
         self.last_retention: RetentionReport | None = None
 
@@ -175,6 +179,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self._open_alone()
                 else:
                     self._open_beside_others()
+                self._mark_unvouched_segments(self._covered_from)
                 self._streams.preload(self._registry.topics)
             finally:
                 self._locks.unlock_writes()
@@ -210,7 +215,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             clear_dead_writer=self._clear_dead_writer,
             publish_tail=self._publish_tail,
         )
-        self._flush_everything()
+        if alone:  # a joiner has nothing of its own to make durable yet
+            self._flush_everything()
         if self._index_marker_pending:
             fileio.touch(self.path / "index" / _INDEX_MARKER)
             fileio.fsync_dir(self.path / "index")
@@ -225,6 +231,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         abort_marker = self.path / "abort"
         clean = not abort_marker.exists()
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
+        self._covered_from = start  # recovery passes every record from there
         self._checkpoint.check()
         if not clean:
             # After a crash every queue may hold entries past what survived: check them
@@ -330,6 +337,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._index.open()
         self.commitlog.tail = snapshot.tail
         self.commitlog.refresh(snapshot.tail)
+        self._covered_from = snapshot.tail
         self._offsets = OffsetStore(self.path / "offsets", repair=False)
         self.last_recovery = self._read_last_recovery()
         self._seen = snapshot
@@ -351,7 +359,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             if topic is not None and queue_id < len(topic.queues):
                 queue = topic.queues[queue_id]
                 if end > queue.max_offset:
-                    queue.mark_dirty(queue.max_offset, end)
+                    mark_written(queue, queue.max_offset, end)
                     queue.max_offset = end
                     grown.add(queue)
             if store_ms > log.last_store_ms:
@@ -707,19 +715,32 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             return target
 
     def _flush_everything(self) -> int:
-        """fsync the log and the consume queues, then write the checkpoint; return the tail."""
+        """fsync the log and the consume queues, then write the checkpoint; return the tail.
+
+        The checkpoint vouches only for what this flush made durable: every segment,
+        queue file, time index, block file, key-index and event-index file holding
+        records or entries past what the checkpoint already vouched for, whoever wrote
+        them. This process's own writes, what it followed and what its recovery passed
+        are marked as they happen; records from before it opened are found by walking
+        the log from the checkpoint (``_cover_unseen``).
+        """
         with self._flush_lock:
             self._follow()
+            vouched = self._checkpoint.current()
             with self._write_lock:
                 target = self.commitlog.tail
+                self._cover_unseen(vouched.dispatched)
                 segments = self.commitlog.take_unsynced()
+                segments += [
+                    s for s in self._segments_past(vouched.commitlog_flushed) if s not in segments
+                ]
                 dirty = self._registry.take_dirty()
                 queue_files = [f for q in dirty for f in q.take_dirty()]
                 witnessed = self._queue_ends(dirty)
                 time_indexes = [q.time_index for q in dirty]
                 # Every key-index file with entries past the last checkpoint: other
                 # processes write and roll them too, unseen by this one's dirty list.
-                index_files = self._index.files_to_sync(self._checkpoint.index_dispatched())
+                index_files = self._index.files_to_sync(vouched.index_dispatched)
                 event_indexes = self._streams.to_sync(self._registry.topics, target)
             for segment in segments:
                 segment.sync()
@@ -736,6 +757,37 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
             return target
+
+    def _cover_unseen(self, vouched: int) -> None:
+        """Mark the files written by records between what the checkpoint vouches for and
+        where this process began to see every record (it joined others, after them), so
+        that this flush fsyncs them before its checkpoint covers them (caller holds the
+        write lock). Once done, this process's marks cover everything past the
+        checkpoint, which never moves back."""
+        if vouched >= self._covered_from:
+            return
+        with self._follow_lock:
+            grown = mark_records_written(
+                self.commitlog, vouched, self._covered_from, self._registry.resolve
+            )
+        self._registry.dirty.update(grown)
+        self._covered_from = vouched
+
+    def _segments_past(self, offset: int) -> list:
+        """The segments holding log bytes past ``offset`` (the newest last)."""
+        segments = self.commitlog.segments
+        first = len(segments)
+        while first > 0 and segments[first - 1].end > offset:
+            first -= 1
+        return segments[first:]
+
+    def _mark_unvouched_segments(self, since: int) -> None:
+        """Have the next fsync of the log cover every segment past what the checkpoint
+        says is durable, or past ``since``: written before this process opened, by a
+        process that may not have synced them (an async writer, a killed one)."""
+        flushed = self._checkpoint.current().commitlog_flushed
+        for segment in self._segments_past(min(flushed, since)):
+            self.commitlog.mark_unsynced(segment)
 
     @staticmethod
     def _queue_ends(queues) -> dict[bytes, dict[int, int]]:
