@@ -52,7 +52,7 @@ from .appending import Appending
 from .checkpoint import Checkpoint
 from .commitlog import CommitLog
 from .config import StoreConfig
-from .consumequeue import ENTRY_SIZE, ConsumeQueue
+from .consumequeue import ENTRY_SIZE, ConsumeQueue, QueueFile
 from .diskuse import DiskUse
 from .errors import (
     DiskFullError,
@@ -746,6 +746,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 segment.sync()
             for queue_file in queue_files:
                 queue_file.sync()
+            self._adopt_queue_files(queue_files)
             for time_index in time_indexes:
                 time_index.sync()
             for index_file in index_files:
@@ -757,6 +758,18 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
             return target
+
+    @staticmethod
+    def _adopt_queue_files(queue_files: list) -> None:
+        """Make the names of queue files durable before the checkpoint vouches for their
+        entries, where this process did not create them so (another process did, and
+        may have died before fsyncing their directory; or a queue's first file, made
+        without an fsync): an fsync of each such file's directory, once."""
+        unnamed = [f for f in queue_files if isinstance(f, QueueFile) and not f.named]
+        for directory in {f.path.parent for f in unnamed}:
+            fileio.fsync_dir(directory)
+        for queue_file in unnamed:
+            queue_file.named = True
 
     def _cover_unseen(self, vouched: int) -> None:
         """Mark the files written by records between what the checkpoint vouches for and

@@ -16,9 +16,11 @@ from tests.faults.faultharness import (
     TOPIC,
     AckWriter,
     append_some,
+    arm_kill,
     fault_config,
     make_body,
     read_acks,
+    sized_body,
 )
 from tests.faults.faultyfs import FaultyFS
 
@@ -100,3 +102,36 @@ def lower_watermark_then_die(path: str, acks: str, count: int) -> None:
     peer._checkpoint.save = save_after_the_writer
     peer.flush()
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def append_until_killed_modelled(
+    path: str, mode: str, model: str, kill: dict, count: int, queue: int = 0
+) -> None:
+    """A child: under FaultyFS, open the store, arm the kill point (the model is saved
+    just before the kill), append up to ``count`` messages to ``queue``, never
+    acknowledged (the kill point is meant to be among them)."""
+    fs = FaultyFS(Path(path))
+    fs.install()
+    fs.adopt()
+    store = MessageStore.open(path, fault_config(mode, **NO_FLUSH))
+    arm_kill(**kill, before_death=lambda: fs.save_model(Path(model)))
+    for number in range(count):
+        store.append(TOPIC, sized_body("killed", number, 40), queue=queue)
+    store.close()
+
+
+def commit_until_killed_modelled(path: str, model: str, kill: dict, offset: int) -> None:
+    """A child: under FaultyFS, with a journal compacted after every commit, arm the
+    kill point (the model is saved just before the kill) and commit group ``g`` to
+    ``offset`` on queue 0: acknowledged, then compacted (the kill point is meant to be
+    in the compaction)."""
+    from storeadapter.engine import offsets
+
+    offsets.OffsetStore.__init__.__defaults__ = (1, True)
+    fs = FaultyFS(Path(path))
+    fs.install()
+    fs.adopt()
+    store = MessageStore.open(path, fault_config("sync", **NO_FLUSH))
+    arm_kill(**kill, before_death=lambda: fs.save_model(Path(model)))
+    store.commit_offset("g", TOPIC, 0, offset)
+    store.close()
