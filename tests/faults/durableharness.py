@@ -11,12 +11,14 @@ import random
 import signal
 from pathlib import Path
 
-from storeadapter.engine import MessageStore
+from storeadapter.engine import STATUS_OK, MessageStore
 from tests.faults.faultharness import (
     TOPIC,
+    Ack,
     AckWriter,
     append_some,
     arm_kill,
+    body_digest,
     fault_config,
     make_body,
     read_acks,
@@ -135,3 +137,20 @@ def commit_until_killed_modelled(path: str, model: str, kill: dict, offset: int)
     arm_kill(**kill, before_death=lambda: fs.save_model(Path(model)))
     store.commit_offset("g", TOPIC, 0, offset)
     store.close()
+
+
+class AckList:
+    """Acknowledgements kept in memory (``append_some`` writes to it as to an AckWriter)."""
+
+    def __init__(self) -> None:
+        self.acks: list[Ack] = []
+
+    def write(self, results, bodies) -> None:
+        self.acks.extend(
+            Ack(r.message_id, r.queue, r.queue_offset, r.commit_offset, body_digest(b))
+            for r, b in zip(results, bodies, strict=True)
+            if r.status == STATUS_OK
+        )
+
+    def __len__(self) -> int:
+        return len(self.acks)
