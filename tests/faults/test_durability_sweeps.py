@@ -15,7 +15,8 @@ the start of a flush that completed (any process's: a checkpoint vouches for eve
 record below it, whoever wrote it). Images cut inside the reopening process's
 recovery hold, under ``async``, what the killed writer's own flushes covered.
 
-The suite runs a few runs of each; ``make soak`` runs ``TIDEMARK_SOAK_RUNS`` of each.
+Topics of both layouts (files per queue; shared block files). The suite runs a few
+runs of each; ``make soak`` runs ``TIDEMARK_SOAK_RUNS`` of each.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ import pytest
 from storeadapter.engine import MessageStore, StoreError
 from tests.faults.durableharness import NO_FLUSH, AckList, flushed_count
 from tests.faults.faultharness import (
+    QUEUES,
     TOPIC,
     Ack,
     append_some,
     body_digest,
-    create_store,
     fault_config,
     read_acks,
     read_queue,
@@ -45,6 +46,9 @@ from tests.faults.forkserver import ForkServer
 
 RUNS = int(os.environ.get("TIDEMARK_SOAK_RUNS", "3"))
 MODES = ("sync", "async")
+LAYOUTS = ("files", "shared")
+# A shared topic's blocks and block files, tiny: they roll often.
+SHARED_BLOCKS = {"shared_block_entries": 4, "shared_blocks_per_file": 8}
 
 
 @pytest.fixture(scope="module")
@@ -114,10 +118,17 @@ def _lost(store: MessageStore, must: list[Ack]) -> list[Ack]:
     ]
 
 
-def _restart_run(server, directory: Path, mode: str, seed: int) -> tuple[int, int, int, list]:
+def _create(path: Path, mode: str, layout: str) -> None:
+    with MessageStore.open(path, fault_config(mode, **SHARED_BLOCKS)) as store:
+        store.create_topic(TOPIC, queues=QUEUES, layout=layout)
+
+
+def _restart_run(
+    server, directory: Path, mode: str, layout: str, seed: int
+) -> tuple[int, int, int, list]:
     rng = random.Random(seed)
     path = directory / "store"
-    create_store(path, mode)
+    _create(path, mode, layout)
     outcome = server.run(
         "tests.faults.durableharness:append_then_die_modelled",
         directory / "child.stderr",
@@ -166,10 +177,10 @@ def _restart_run(server, directory: Path, mode: str, seed: int) -> tuple[int, in
     return (len(images), *_check_images(images, acks.acks, mode, directory, rng))
 
 
-def _join_run(directory: Path, mode: str, seed: int) -> tuple[int, int, int, list]:
+def _join_run(directory: Path, mode: str, layout: str, seed: int) -> tuple[int, int, int, list]:
     rng = random.Random(seed)
     path = directory / "store"
-    create_store(path, mode)
+    _create(path, mode, layout)
     config = fault_config(mode, **NO_FLUSH)
     acks = AckList()
     images: list[PowerLossImage] = []
@@ -228,15 +239,21 @@ def _sweep(tmp_path: Path, run, label: str) -> None:
     assert problems == [], problems[:5]
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("mode", MODES)
-def test_restarts_after_a_killed_writer_lose_nothing_acknowledged(server, tmp_path, mode):
+def test_restarts_after_a_killed_writer_lose_nothing_acknowledged(server, tmp_path, mode, layout):
     _sweep(
         tmp_path,
-        lambda directory, seed: _restart_run(server, directory, mode, seed),
-        f"restart/{mode}",
+        lambda directory, seed: _restart_run(server, directory, mode, layout, seed),
+        f"restart/{mode}/{layout}",
     )
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("mode", MODES)
-def test_processes_joining_a_writer_lose_nothing_acknowledged(tmp_path, mode):
-    _sweep(tmp_path, lambda directory, seed: _join_run(directory, mode, seed), f"join/{mode}")
+def test_processes_joining_a_writer_lose_nothing_acknowledged(tmp_path, mode, layout):
+    _sweep(
+        tmp_path,
+        lambda directory, seed: _join_run(directory, mode, layout, seed),
+        f"join/{mode}/{layout}",
+    )
