@@ -37,12 +37,27 @@ Resolver = Callable[[bytes, int], tuple[ConsumeQueue, int] | None]
 def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]:
     """Advance ``log.tail`` to ``end``, raising queue ends for the records passed.
 
-    Returns the queues that grew (their new entries are not yet fsynced by this
-    process). Segments passed are marked for this process's next fsync too.
+    Returns the queues whose records it passed (their entries are not yet fsynced by
+    this process: marked for its next flush). Segments passed are marked too.
     """
-    grown: set[ConsumeQueue] = set()
+    spans: dict = {}  # queue -> (lowest, highest) queue offset passed
     cache: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
-    pos = log.tail
+    pos = followed = log.tail
+    # Moved first: a queue loaded now, and a shared topic's blocks found now, are judged
+    # by the new tail (its published allocation end).
+    log.tail = end
+    try:
+        _walk(log, pos, end, resolve, spans, cache)
+    except BaseException:
+        log.tail = followed
+        raise
+    for queue, (low, high) in spans.items():
+        mark_written(queue, low, high + 1)
+    return set(spans)
+
+
+def _walk(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, cache: dict) -> None:
+    """``follow_log``'s walk: note each queue's span of queue offsets, raise its end."""
     while pos < end:
         found = log.locate(pos)
         if found is None:
@@ -73,13 +88,14 @@ def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]
             log.last_store_ms = header[STORE_MS]
         if target is not None and pos >= target[1]:
             queue = target[0]
-            if header[QUEUE_OFFSET] >= queue.max_offset:
-                mark_written(queue, queue.max_offset, header[QUEUE_OFFSET] + 1)
-                queue.max_offset = header[QUEUE_OFFSET] + 1
-                grown.add(queue)
+            queue_offset = header[QUEUE_OFFSET]
+            # Marked whether or not the queue's end moves: loaded only now, it shows
+            # these entries already, and they are not fsynced by this process yet.
+            low, high = spans.get(queue, (queue_offset, queue_offset))
+            spans[queue] = (min(low, queue_offset), max(high, queue_offset))
+            if queue_offset >= queue.max_offset:
+                queue.max_offset = queue_offset + 1
         pos += length
-    log.tail = end
-    return grown
 
 
 def mark_written(queue, start: int, end: int) -> None:
@@ -87,10 +103,8 @@ def mark_written(queue, start: int, end: int) -> None:
     ``start`` to ``end - 1`` (and its time marks among them), written by another
     process or found in place by recovery: a checkpoint past them vouches for them."""
     queue.mark_dirty(start, end)
-    if (
-        isinstance(queue, ConsumeQueue)
-        and (end - 1) // TIME_INDEX_INTERVAL * (TIME_INDEX_INTERVAL) >= start
-    ):
+    last_mark = (end - 1) // TIME_INDEX_INTERVAL * TIME_INDEX_INTERVAL
+    if isinstance(queue, ConsumeQueue) and last_mark >= start:
         queue.time_index.dirty = True
 
 

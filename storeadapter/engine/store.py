@@ -112,10 +112,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._followed_sequence = -1  # the shared state's sequence when last caught up
         self._forked = False
         self._index_marker_pending = False
-        # The log offset from which this process saw every record written (its own,
-        # followed, or passed by its recovery): the files below it that the checkpoint
-        # does not vouch for are found by walking the log (``_flush_everything``).
-        self._covered_from = 0
+        # Stretches [start, end) of the log whose records' files this process has not
+        # marked for its flush (written before it opened, or followed into a queue it
+        # had not loaded): the next flush walks what of them the checkpoint does not
+        # vouch for yet (``_cover_unseen``). Its own writes, what it followed and what
+        # its recovery passed are marked as they happen.
+        self._unmarked: list[tuple[int, int]] = []
         self._disk = DiskUse(path)
         self.last_retention: RetentionReport | None = None
 
@@ -179,7 +181,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self._open_alone()
                 else:
                     self._open_beside_others()
-                self._mark_unvouched_segments(self._covered_from)
+                self._mark_unvouched_segments(self._unmarked[0][1])
                 self._streams.preload(self._registry.topics)
             finally:
                 self._locks.unlock_writes()
@@ -231,7 +233,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         abort_marker = self.path / "abort"
         clean = not abort_marker.exists()
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
-        self._covered_from = start  # recovery passes every record from there
+        self._unmarked = [(0, start)]  # recovery passes every record from there
         self._checkpoint.check()
         if not clean:
             # After a crash every queue may hold entries past what survived: check them
@@ -337,7 +339,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._index.open()
         self.commitlog.tail = snapshot.tail
         self.commitlog.refresh(snapshot.tail)
-        self._covered_from = snapshot.tail
+        self._unmarked = [(0, snapshot.tail)]
         self._offsets = OffsetStore(self.path / "offsets", repair=False)
         self.last_recovery = self._read_last_recovery()
         self._seen = snapshot
@@ -354,10 +356,18 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         """Take the queue ends other processes noted when they published up to ``tail``."""
         grown = set()
         log = self.commitlog
+        unseen = False
+        followed = log.tail
+        # Moved first: a queue loaded now, and a shared topic's blocks found now, are
+        # judged by the new tail (its published allocation end).
+        log.tail = tail
         for topic_id, queue_id, end, store_ms in notes:
             topic = self._registry.by_id.get(topic_id)
             if topic is not None and queue_id < len(topic.queues):
                 queue = topic.queues[queue_id]
+                # Loaded only now, it shows the new entries already: which files hold
+                # them is found by walking their records before the next checkpoint.
+                unseen = unseen or not queue.loaded
                 if end > queue.max_offset:
                     mark_written(queue, queue.max_offset, end)
                     queue.max_offset = end
@@ -365,9 +375,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             if store_ms > log.last_store_ms:
                 log.last_store_ms = store_ms
         for segment in log.segments:
-            if segment.end > log.tail and segment.base < tail:
+            if segment.end > followed and segment.base < tail:
                 log.mark_unsynced(segment)
-        log.tail = tail
+        if unseen:
+            self._unmarked.append((followed, tail))
         return grown
 
     def _drop_leftover_offsets(self) -> None:
@@ -772,19 +783,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             queue_file.named = True
 
     def _cover_unseen(self, vouched: int) -> None:
-        """Mark the files written by records between what the checkpoint vouches for and
-        where this process began to see every record (it joined others, after them), so
+        """Mark the files written by the records this process has not marked
+        (``_unmarked``) past what the checkpoint vouches for, walking their headers, so
         that this flush fsyncs them before its checkpoint covers them (caller holds the
-        write lock). Once done, this process's marks cover everything past the
-        checkpoint, which never moves back."""
-        if vouched >= self._covered_from:
-            return
-        with self._follow_lock:
-            grown = mark_records_written(
-                self.commitlog, vouched, self._covered_from, self._registry.resolve
-            )
-        self._registry.dirty.update(grown)
-        self._covered_from = vouched
+        write lock). Below ``vouched`` nothing is needed: the checkpoint never moves
+        back."""
+        stretches = [(max(start, vouched), end) for start, end in self._unmarked]
+        self._unmarked = []
+        for start, end in stretches:
+            if start >= end:
+                continue
+            with self._follow_lock:
+                grown = mark_records_written(self.commitlog, start, end, self._registry.resolve)
+            self._registry.dirty.update(grown)
 
     def _segments_past(self, offset: int) -> list:
         """The segments holding log bytes past ``offset`` (the newest last)."""
