@@ -118,6 +118,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # vouch for yet (``_cover_unseen``). Its own writes, what it followed and what
         # its recovery passed are marked as they happen.
         self._unmarked: list[tuple[int, int]] = []
+        self._named_paths: set[str] = set()  # files other than queue files, adopted
         self._disk = DiskUse(path)
         self.last_retention: RetentionReport | None = None
 
@@ -757,30 +758,40 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 segment.sync()
             for queue_file in queue_files:
                 queue_file.sync()
-            self._adopt_queue_files(queue_files)
             for time_index in time_indexes:
                 time_index.sync()
             for index_file in index_files:
                 index_file.sync()
             for event_index in event_indexes:
                 event_index.sync()
+            self._adopt_files([*queue_files, *index_files, *event_indexes])
             self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
             return target
 
-    @staticmethod
-    def _adopt_queue_files(queue_files: list) -> None:
-        """Make the names of queue files durable before the checkpoint vouches for their
-        entries, where this process did not create them so (another process did, and
-        may have died before fsyncing their directory; or a queue's first file, made
-        without an fsync): an fsync of each such file's directory, once."""
-        unnamed = [f for f in queue_files if isinstance(f, QueueFile) and not f.named]
-        for directory in {f.path.parent for f in unnamed}:
+    def _adopt_files(self, files: list) -> None:
+        """Make the names of the files just fsynced durable before the checkpoint vouches
+        for what they hold, where this process did not create them so: another process
+        did, and may have died before fsyncing their directory (or a queue's first file,
+        made without that fsync). One fsync per directory, once per file: a queue file
+        says whether its name is known durable (``named``); the few block, key-index and
+        event-index files are remembered by path."""
+        unnamed = []
+        for file in files:
+            if isinstance(file, QueueFile):
+                if not file.named:
+                    unnamed.append(file)
+            elif os.fspath(file.path) not in self._named_paths:
+                unnamed.append(file)
+        for directory in {file.path.parent for file in unnamed}:
             fileio.fsync_dir(directory)
-        for queue_file in unnamed:
-            queue_file.named = True
+        for file in unnamed:
+            if isinstance(file, QueueFile):
+                file.named = True
+            else:
+                self._named_paths.add(os.fspath(file.path))
 
     def _cover_unseen(self, vouched: int) -> None:
         """Mark the files written by the records this process has not marked
