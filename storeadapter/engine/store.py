@@ -739,7 +739,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         with self._flush_lock:
             self._follow()
             vouched = self._checkpoint.current()
-            with self._write_lock:
+            # Under the follow lock too: a reader's follow moves the tail before it marks
+            # the files of what it followed.
+            with self._write_lock, self._follow_lock:
                 target = self.commitlog.tail
                 self._cover_unseen(vouched.dispatched)
                 segments = self.commitlog.take_unsynced()
@@ -797,16 +799,14 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         """Mark the files written by the records this process has not marked
         (``_unmarked``) past what the checkpoint vouches for, walking their headers, so
         that this flush fsyncs them before its checkpoint covers them (caller holds the
-        write lock). Below ``vouched`` nothing is needed: the checkpoint never moves
-        back."""
+        write and follow locks). Below ``vouched`` nothing is needed: the checkpoint
+        never moves back."""
         stretches = [(max(start, vouched), end) for start, end in self._unmarked]
         self._unmarked = []
         for start, end in stretches:
-            if start >= end:
-                continue
-            with self._follow_lock:
+            if start < end:
                 grown = mark_records_written(self.commitlog, start, end, self._registry.resolve)
-            self._registry.dirty.update(grown)
+                self._registry.dirty.update(grown)
 
     def _segments_past(self, offset: int) -> list:
         """The segments holding log bytes past ``offset`` (the newest last)."""
