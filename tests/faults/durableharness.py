@@ -13,6 +13,7 @@ from pathlib import Path
 
 from storeadapter.engine import STATUS_OK, MessageStore
 from tests.faults.faultharness import (
+    QUEUES,
     TOPIC,
     Ack,
     AckWriter,
@@ -28,6 +29,15 @@ from tests.faults.faultyfs import FaultyFS
 
 #: No full flush of its own: only the sync appends' fsyncs (and the open) make it durable.
 NO_FLUSH = {"flush_interval_ms": 600_000, "flush_dirty_bytes": 1 << 30}
+LAYOUTS = ("files", "shared")
+# A shared topic's blocks and block files, tiny: they roll often.
+SHARED_BLOCKS = {"shared_block_entries": 4, "shared_blocks_per_file": 8}
+
+
+def create_topic_store(path: Path, mode: str, layout: str, queues: int = QUEUES) -> None:
+    """A store with topic ``TOPIC`` of ``layout`` (files per queue, or shared blocks)."""
+    with MessageStore.open(path, fault_config(mode, **SHARED_BLOCKS)) as store:
+        store.create_topic(TOPIC, queues=queues, layout=layout)
 
 
 def append_then_die_modelled(

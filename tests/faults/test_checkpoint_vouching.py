@@ -21,12 +21,11 @@ from collections.abc import Iterator
 import pytest
 
 from storeadapter.engine import MessageStore
-from tests.faults.durableharness import NO_FLUSH
+from tests.faults.durableharness import LAYOUTS, NO_FLUSH, create_topic_store
 from tests.faults.faultharness import (
     AckWriter,
     append_some,
     check_store,
-    create_store,
     fault_config,
     read_acks,
 )
@@ -40,9 +39,12 @@ def server() -> Iterator[ForkServer]:
         yield running
 
 
-def test_a_restart_after_a_killed_writer_vouches_only_for_entries_it_fsynced(server, tmp_path):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_restart_after_a_killed_writer_vouches_only_for_entries_it_fsynced(
+    server, tmp_path, layout
+):
     path = tmp_path / "store"
-    create_store(path, "sync")
+    create_topic_store(path, "sync", layout)
     model = tmp_path / "model"
     outcome = server.run(
         "tests.faults.durableharness:append_then_die_modelled",
@@ -68,10 +70,13 @@ def test_a_restart_after_a_killed_writer_vouches_only_for_entries_it_fsynced(ser
         assert found.lost == [], f"{len(found.lost)} acknowledged messages lost"
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_process_opened_beside_a_writer_vouches_only_for_entries_it_fsynced(tmp_path, mode):
+def test_a_process_opened_beside_a_writer_vouches_only_for_entries_it_fsynced(
+    tmp_path, mode, layout
+):
     path = tmp_path / "store"
-    create_store(path, mode)
+    create_topic_store(path, mode, layout)
     config = fault_config(mode, **NO_FLUSH)
     acks = AckWriter(tmp_path / "acks.txt")
     with FaultyFS(path) as fs:

@@ -30,9 +30,14 @@ from pathlib import Path
 import pytest
 
 from storeadapter.engine import MessageStore, StoreError
-from tests.faults.durableharness import NO_FLUSH, AckList, flushed_count
+from tests.faults.durableharness import (
+    LAYOUTS,
+    NO_FLUSH,
+    AckList,
+    create_topic_store,
+    flushed_count,
+)
 from tests.faults.faultharness import (
-    QUEUES,
     TOPIC,
     Ack,
     append_some,
@@ -46,9 +51,6 @@ from tests.faults.forkserver import ForkServer
 
 RUNS = int(os.environ.get("TIDEMARK_SOAK_RUNS", "3"))
 MODES = ("sync", "async")
-LAYOUTS = ("files", "shared")
-# A shared topic's blocks and block files, tiny: they roll often.
-SHARED_BLOCKS = {"shared_block_entries": 4, "shared_blocks_per_file": 8}
 
 
 @pytest.fixture(scope="module")
@@ -118,17 +120,12 @@ def _lost(store: MessageStore, must: list[Ack]) -> list[Ack]:
     ]
 
 
-def _create(path: Path, mode: str, layout: str) -> None:
-    with MessageStore.open(path, fault_config(mode, **SHARED_BLOCKS)) as store:
-        store.create_topic(TOPIC, queues=QUEUES, layout=layout)
-
-
 def _restart_run(
     server, directory: Path, mode: str, layout: str, seed: int
 ) -> tuple[int, int, int, list]:
     rng = random.Random(seed)
     path = directory / "store"
-    _create(path, mode, layout)
+    create_topic_store(path, mode, layout)
     outcome = server.run(
         "tests.faults.durableharness:append_then_die_modelled",
         directory / "child.stderr",
@@ -180,7 +177,7 @@ def _restart_run(
 def _join_run(directory: Path, mode: str, layout: str, seed: int) -> tuple[int, int, int, list]:
     rng = random.Random(seed)
     path = directory / "store"
-    _create(path, mode, layout)
+    create_topic_store(path, mode, layout)
     config = fault_config(mode, **NO_FLUSH)
     acks = AckList()
     images: list[PowerLossImage] = []
