@@ -13,7 +13,7 @@ CARGO = cd native && cargo
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
 	@echo "make test       install everything and run the whole test suite (and the crate's cargo test)"
-	@echo "make soak       the multi-process power-loss sweeps, SOAK_RUNS runs of each (default 200)"
+	@echo "make soak       the multi-process power-loss sweeps, SOAK_RUNS runs of each (default 200, ~17 min)"
 	@echo "make lint       ruff check + ruff format --check, cargo fmt --check + cargo clippy -D warnings"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
