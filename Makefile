@@ -8,11 +8,12 @@ NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs 
 CARGO = cd native && cargo
 
 .DEFAULT_GOAL := help
-.PHONY: help install cargo browser redis test test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
+.PHONY: help install cargo browser redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
 	@echo "make test       install everything and run the whole test suite (and the crate's cargo test)"
+	@echo "make soak       the multi-process power-loss sweeps, SOAK_RUNS runs of each (default 200, ~17 min)"
 	@echo "make lint       ruff check + ruff format --check, cargo fmt --check + cargo clippy -D warnings"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
@@ -76,6 +77,13 @@ test: $(STAMP) browser redis test-native
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) tests/engine
 	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) $(PG_SUITES) $(PG_LEFT_OUT)
+
+# The random sweeps of several processes and power losses (tests/faults/
+# test_durability_sweeps.py: restart after a SIGKILLed writer, a process joining a writer;
+# sync and async; both topic layouts), SOAK_RUNS runs of each instead of the suite's few.
+SOAK_RUNS ?= 200
+soak: $(STAMP)
+	TIDEMARK_SOAK_RUNS=$(SOAK_RUNS) $(VENV)/bin/python -m pytest -s -q tests/faults/test_durability_sweeps.py
 
 # The crate's own tests (the byte-level core, without Python), clippy and rustfmt.
 test-native: lint-native

@@ -51,11 +51,10 @@ class Checkpoint:
         """Note what is wrong with the file (only while no other process writes it)."""
         self.problems = checkpoint_problems(fileio.pread(self.fd, 4 * SLOT_SIZE, 0))
 
-    def index_dispatched(self) -> int:
-        """How far the key index is known durable, as the file says now (any process
-        may have moved it)."""
-        current = self._load()
-        return current.index_dispatched if current is not None else 0
+    def current(self) -> CheckpointState:
+        """The checkpoint as the file says now (any process may have moved it); all
+        zeros when none was saved."""
+        return self._load() or CheckpointState(0, 0, 0, 0, 0)
 
     def _load(self) -> CheckpointState | None:
         return parse_checkpoint(fileio.pread(self.fd, 2 * SLOT_SIZE, 0))
@@ -63,19 +62,18 @@ class Checkpoint:
     def save(self, commitlog_flushed: int, dispatched: int, index_dispatched: int) -> None:
         """Write and fsync a new checkpoint into the older slot.
 
-        Processes sharing the store take turns (a lock on this file) and never move the
-        checkpoint back: a process behind another one's checkpoint writes nothing.
+        Processes sharing the store take turns (a lock on this file), and no field ever
+        moves back: each is the highest any process saved (``_raised``). A process whose
+        flush chose its target before another's fsync raised the watermark keeps that
+        watermark; one behind in every field writes nothing.
         """
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         try:
             current = self._load()
-            if current is not None and (
-                current.dispatched >= dispatched and current.commitlog_flushed >= commitlog_flushed
-            ):
-                self.state = current
-                return
             self.state = current
-            self._write(commitlog_flushed, dispatched, index_dispatched)
+            fields = _raised(current, commitlog_flushed, dispatched, index_dispatched)
+            if fields is not None:
+                self._write(*fields)
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
@@ -92,11 +90,9 @@ class Checkpoint:
         try:
             current = self._load()
             self.state = current
-            if current is not None and current.commitlog_flushed >= commitlog_flushed:
-                return
-            dispatched = current.dispatched if current else 0
-            index_dispatched = current.index_dispatched if current else 0
-            self._write(commitlog_flushed, dispatched, index_dispatched, sync=False)
+            fields = _raised(current, commitlog_flushed, 0, 0)
+            if fields is not None:
+                self._write(*fields, sync=False)
         finally:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
@@ -128,6 +124,23 @@ class Checkpoint:
 
     def close(self) -> None:
         os.close(self.fd)
+
+
+def _raised(
+    current: CheckpointState | None, commitlog_flushed: int, dispatched: int, index_dispatched: int
+) -> tuple[int, int, int] | None:
+    """The field-wise maximum of ``current`` and the given fields, or None if it is
+    ``current`` itself (nothing to write)."""
+    if current is None:
+        return commitlog_flushed, dispatched, index_dispatched
+    fields = (
+        max(current.commitlog_flushed, commitlog_flushed),
+        max(current.dispatched, dispatched),
+        max(current.index_dispatched, index_dispatched),
+    )
+    if fields == (current.commitlog_flushed, current.dispatched, current.index_dispatched):
+        return None
+    return fields
 
 
 def parse_checkpoint(data: bytes) -> CheckpointState | None:

@@ -55,14 +55,16 @@ class CommitLog:
             names = [name for name in names if int(name) <= limit]
         for position, name in enumerate(names):
             path = self.directory / name
-            if repair and position == len(names) - 1 and path.stat().st_size == 0:
+            last = repair and position == len(names) - 1
+            if last and path.stat().st_size == 0:
                 # A crash between creating the last segment and reserving its space.
                 with open(path, "r+b") as handle:
                     fileio.preallocate(handle.fileno(), self.segment_bytes)
-                    fileio.fsync(handle.fileno())
             if path.stat().st_size == 0:  # only when not repairing: nothing to read
                 continue
             segment = Segment.open(path)
+            if last:  # appends go on into it: its name may not be durable (a killed creator)
+                fileio.adopt(segment.fd, self.directory)
             if self.segments and self.segments[-1].end != segment.base:
                 previous = self.segments[-1]
                 segment.close()
@@ -173,11 +175,13 @@ class CommitLog:
         if self.segments and self.segments[-1].base == base:
             segment = self.segments[-1]  # opened by refresh(); a dead writer's leftover
             segment.zero_from(0)
+            fileio.adopt(segment.fd, self.directory)
         else:
             try:
                 segment = Segment.create(self.directory, base, self.segment_bytes)
             except FileExistsError:  # a writer that died before publishing created it
                 segment = Segment.reset(self.directory / segment_name(base), self.segment_bytes)
+                fileio.adopt(segment.fd, self.directory)
             self._add(segment)
         self.mark_unsynced(segment)
         return segment

@@ -34,13 +34,16 @@ class QueueFile:
     walk, times every queue file of a store with many queues).
     """
 
-    __slots__ = ("_path", "first_index", "entries", "handles")
+    __slots__ = ("_path", "first_index", "entries", "handles", "named")
 
     def __init__(self, path: Path, first_index: int, entries: int, handles: HandleCache) -> None:
         self._path = os.fspath(path)
         self.first_index = first_index
         self.entries = entries
         self.handles = handles
+        # Whether its name is known durable (this process created it and fsynced its
+        # directory); else the flush adopts it before a checkpoint vouches for it.
+        self.named = False
 
     @property
     def path(self) -> Path:
@@ -69,7 +72,9 @@ class QueueFile:
             fileio.unlink(path)
             raise
         os.close(fd)
-        return cls(path, first_index, entries, handles)
+        created = cls(path, first_index, entries, handles)
+        created.named = durable
+        return created
 
     @classmethod
     def existing(cls, path: Path, entries: int, handles: HandleCache) -> QueueFile:

@@ -41,6 +41,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def adopt(fd: int, directory: Path | str) -> None:
+    """Make a file another process created durable, name and all, before writing into it
+    or vouching for what it holds: fsync it, then its directory.
+
+    Its creator may have died between creating it and fsyncing its directory; every
+    path that reuses such a file (a segment, a queue file, a journal generation left
+    behind) adopts it first, else a power loss takes the file and what was acknowledged
+    into it.
+    """
+    fsync(fd)
+    fsync_dir(Path(directory))
+
+
 #: What posix_fallocate answers where the file system cannot reserve space at all.
 _NOT_SUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from . import fileio
 from .commitlog import CommitLog
-from .consumequeue import ConsumeQueue
+from .consumequeue import TIME_INDEX_INTERVAL, ConsumeQueue
 from .errors import StoreFormatError
 from .record import (
     COMMIT_OFFSET,
@@ -37,12 +37,27 @@ Resolver = Callable[[bytes, int], tuple[ConsumeQueue, int] | None]
 def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]:
     """Advance ``log.tail`` to ``end``, raising queue ends for the records passed.
 
-    Returns the queues that grew (their new entries are not yet fsynced by this
-    process). Segments passed are marked for this process's next fsync too.
+    Returns the queues whose records it passed (their entries are not yet fsynced by
+    this process: marked for its next flush). Segments passed are marked too.
     """
-    grown: set[ConsumeQueue] = set()
+    spans: dict = {}  # queue -> (lowest, highest) queue offset passed
     cache: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
-    pos = log.tail
+    pos = followed = log.tail
+    # Moved first: a queue loaded now, and a shared topic's blocks found now, are judged
+    # by the new tail (its published allocation end).
+    log.tail = end
+    try:
+        _walk(log, pos, end, resolve, spans, cache)
+    except BaseException:
+        log.tail = followed
+        raise
+    for queue, (low, high) in spans.items():
+        mark_written(queue, low, high + 1)
+    return set(spans)
+
+
+def _walk(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, cache: dict) -> None:
+    """``follow_log``'s walk: note each queue's span of queue offsets, raise its end."""
     while pos < end:
         found = log.locate(pos)
         if found is None:
@@ -73,13 +88,61 @@ def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]
             log.last_store_ms = header[STORE_MS]
         if target is not None and pos >= target[1]:
             queue = target[0]
-            if header[QUEUE_OFFSET] >= queue.max_offset:
-                queue.mark_dirty(queue.max_offset, header[QUEUE_OFFSET] + 1)
-                queue.max_offset = header[QUEUE_OFFSET] + 1
-                grown.add(queue)
+            queue_offset = header[QUEUE_OFFSET]
+            # Marked whether or not the queue's end moves: loaded only now, it shows
+            # these entries already, and they are not fsynced by this process yet.
+            low, high = spans.get(queue, (queue_offset, queue_offset))
+            spans[queue] = (min(low, queue_offset), max(high, queue_offset))
+            if queue_offset >= queue.max_offset:
+                queue.max_offset = queue_offset + 1
         pos += length
-    log.tail = end
-    return grown
+
+
+def mark_written(queue, start: int, end: int) -> None:
+    """Have this process's next flush fsync the files holding the queue's entries
+    ``start`` to ``end - 1`` (and its time marks among them), written by another
+    process or found in place by recovery: a checkpoint past them vouches for them."""
+    queue.mark_dirty(start, end)
+    last_mark = (end - 1) // TIME_INDEX_INTERVAL * TIME_INDEX_INTERVAL
+    if isinstance(queue, ConsumeQueue) and last_mark >= start:
+        queue.time_index.dirty = True
+
+
+def mark_records_written(log: CommitLog, start: int, end: int, resolve: Resolver) -> set:
+    """Mark for this process's next flush every file holding what the records in
+    ``[start, end)`` (below the published tail: whole) put on disk: their segments, and
+    their queues' entries and time marks. Returns the flush targets of those queues.
+
+    A process that did not see those records written (it opened after them) walks
+    their headers once, before its first checkpoint vouches for them.
+    """
+    spans: dict = {}
+    cache: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
+    pos = max(start, log.min_offset)
+    while pos < end:
+        found = log.locate(pos)
+        if found is None:
+            break  # retention took it meanwhile, or nothing was published there
+        segment, at = found
+        log.mark_unsynced(segment)
+        length, magic = MARKER.unpack_from(segment.view, at)
+        if magic != RECORD_MAGIC or length <= 0:
+            pos = segment.end  # an end-of-segment marker
+            continue
+        header = HEADER.unpack_from(segment.view, at)
+        name_at = at + HEADER_SIZE
+        key = (bytes(segment.view[name_at : name_at + header[TOPIC_LEN]]), header[QUEUE_ID])
+        target = cache.get(key, _UNKNOWN)
+        if target is _UNKNOWN:
+            target = cache[key] = resolve(*key)
+        if target is not None and pos >= target[1]:
+            queue_offset = header[QUEUE_OFFSET]
+            low, high = spans.get(target[0], (queue_offset, queue_offset))
+            spans[target[0]] = (min(low, queue_offset), max(high, queue_offset))
+        pos += length
+    for queue, (low, high) in spans.items():
+        mark_written(queue, low, high + 1)
+    return {queue.flush_target for queue in spans}
 
 
 def record_matches(log: CommitLog, offset: int, topic: bytes, queue_id: int, index: int) -> bool:

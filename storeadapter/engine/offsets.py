@@ -145,11 +145,10 @@ class OffsetStore:
         self._load(repair)
         if self._fd >= 0:
             os.close(self._fd)
-        journal = self._journal_path(self.generation)
-        created = not journal.exists()
-        self._fd = fileio.create_file(journal)
-        if created:  # its name must survive a power loss as much as its frames
-            fileio.fsync_dir(self.directory)
+        # Its name must survive a power loss as much as its frames: a compaction killed
+        # before fsyncing the directory left it there, or this process creates it now.
+        self._fd = fileio.create_file(self._journal_path(self.generation))
+        fileio.adopt(self._fd, self.directory)
 
     def catch_up(self) -> None:
         """Read what other processes appended (or reload after their compaction)."""

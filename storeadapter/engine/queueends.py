@@ -11,9 +11,10 @@ and a shortfall is restored from the commit log.
 The file holds two slots written in turn (magic, sequence, the topic's creation
 offset, the commit-log tail the flush covered, a count, one u64 end per queue, CRC32C);
 the valid slot with the higher sequence wins, so a torn write loses only the newer
-slot. It is not fsynced: a value is written only once the entries below it are
-durable, and a lost write leaves an older, lower value — a weaker witness, never a
-false one. Processes sharing the store merge under a lock on the file (each end is the
+slot. A value is written only once the entries below it are durable, and fsynced at
+once (its name too, the first time a process writes it): the witness is there for
+after a power loss. A lost write leaves an older, lower value — a weaker witness,
+never a false one. Processes sharing the store merge under a lock on the file (each end is the
 highest any of them wrote, the tail the highest any flushed to); a process that has
 not followed the log that far yet does not judge its queues by the witness.
 """
@@ -46,6 +47,7 @@ class QueueEnds:
         self.created_offset = created_offset
         self._read: tuple[int, list[int]] | None = None  # (tail, ends) as read (lower bounds)
         self._read_at = -1  # the caller's tail when the file was last read
+        self._adopted = False  # whether this process made the file's name durable
 
     def _open(self, create: bool) -> int | None:
         """A descriptor on the file (opened per use: a store may have many topics), or
@@ -127,6 +129,11 @@ class QueueEnds:
         body = _HEAD.pack(_MAGIC, _VERSION, seq, self.created_offset, tail, len(ends))
         body += struct.pack(f"<{len(ends)}Q", *ends)
         fileio.pwrite_all(fd, body + _CRC.pack(crc32c(body)), (seq % 2) * _STRIDE)
+        if self._adopted:
+            fileio.fdatasync(fd)
+        else:
+            fileio.adopt(fd, self.path.parent)
+            self._adopted = True
         self._read = (tail, ends)
 
     def _update(self, changes: dict[int, int], queues: int, tail: int, lower: bool) -> None:

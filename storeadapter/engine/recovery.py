@@ -6,6 +6,9 @@
 2. Walk the log from there, checking each record's frame and CRC32C. Write the
    consume-queue entry of every intact record (writing an entry that is already there
    changes nothing, so recovery can be run again, or be interrupted and restarted).
+   Every queue file the walk passed is fsynced before the next checkpoint, the entries
+   found already in place too: a writer killed before its flush left them in the page
+   cache only.
 3. Bad bytes in a sealed segment are reported, and the scan goes on at the next intact
    record (or in the next segment). In the last segment the checkpoint's durable
    watermark (``commitlog_flushed``: what acknowledging fsyncs covered) divides damage
@@ -40,7 +43,7 @@ from .checkpoint import CheckpointState
 from .commitlog import CommitLog
 from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
 from .dataplane import NATIVE_RUN
-from .follow import trim_queue_end
+from .follow import mark_written, trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
 from .record import (
@@ -504,6 +507,9 @@ class _Dispatcher:
         count = len(wanted) // ENTRY_SIZE
         existing = queue.read(first, count) if first < queue.max_offset else b""
         if existing == wanted:
+            # In place, but perhaps only in the page cache (a writer killed before its
+            # flush): the checkpoint after recovery vouches for them, so they are fsynced.
+            mark_written(queue, first, first + count)
             return
         queue.write(first, wanted)
         self._report.redispatched += _differing_entries(existing, wanted)

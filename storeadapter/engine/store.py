@@ -52,7 +52,7 @@ from .appending import Appending
 from .checkpoint import Checkpoint
 from .commitlog import CommitLog
 from .config import StoreConfig
-from .consumequeue import ENTRY_SIZE, ConsumeQueue
+from .consumequeue import ENTRY_SIZE, ConsumeQueue, QueueFile
 from .diskuse import DiskUse
 from .errors import (
     DiskFullError,
@@ -63,7 +63,7 @@ from .errors import (
     StreamTopicError,
 )
 from .flush import FlushService
-from .follow import follow_log, trim_queue_end
+from .follow import follow_log, mark_records_written, mark_written, trim_queue_end
 from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
@@ -112,6 +112,13 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._followed_sequence = -1  # the shared state's sequence when last caught up
         self._forked = False
         self._index_marker_pending = False
+        # Stretches [start, end) of the log whose records' files this process has not
+        # marked for its flush (written before it opened, or followed into a queue it
+        # had not loaded): the next flush walks what of them the checkpoint does not
+        # vouch for yet (``_cover_unseen``). Its own writes, what it followed and what
+        # its recovery passed are marked as they happen.
+        self._unmarked: list[tuple[int, int]] = []
+        self._named_paths: set[str] = set()  # files other than queue files, adopted
         self._disk = DiskUse(path)
         self.last_retention: RetentionReport | None = None
 
@@ -175,6 +182,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self._open_alone()
                 else:
                     self._open_beside_others()
+                self._mark_unvouched_segments(self._unmarked[0][1])
                 self._streams.preload(self._registry.topics)
             finally:
                 self._locks.unlock_writes()
@@ -210,7 +218,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             clear_dead_writer=self._clear_dead_writer,
             publish_tail=self._publish_tail,
         )
-        self._flush_everything()
+        if alone:  # a joiner has nothing of its own to make durable yet
+            self._flush_everything()
         if self._index_marker_pending:
             fileio.touch(self.path / "index" / _INDEX_MARKER)
             fileio.fsync_dir(self.path / "index")
@@ -225,6 +234,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         abort_marker = self.path / "abort"
         clean = not abort_marker.exists()
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
+        self._unmarked = [(0, start)]  # recovery passes every record from there
         self._checkpoint.check()
         if not clean:
             # After a crash every queue may hold entries past what survived: check them
@@ -330,6 +340,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._index.open()
         self.commitlog.tail = snapshot.tail
         self.commitlog.refresh(snapshot.tail)
+        self._unmarked = [(0, snapshot.tail)]
         self._offsets = OffsetStore(self.path / "offsets", repair=False)
         self.last_recovery = self._read_last_recovery()
         self._seen = snapshot
@@ -346,20 +357,29 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         """Take the queue ends other processes noted when they published up to ``tail``."""
         grown = set()
         log = self.commitlog
+        unseen = False
+        followed = log.tail
+        # Moved first: a queue loaded now, and a shared topic's blocks found now, are
+        # judged by the new tail (its published allocation end).
+        log.tail = tail
         for topic_id, queue_id, end, store_ms in notes:
             topic = self._registry.by_id.get(topic_id)
             if topic is not None and queue_id < len(topic.queues):
                 queue = topic.queues[queue_id]
+                # Loaded only now, it shows the new entries already: which files hold
+                # them is found by walking their records before the next checkpoint.
+                unseen = unseen or not queue.loaded
                 if end > queue.max_offset:
-                    queue.mark_dirty(queue.max_offset, end)
+                    mark_written(queue, queue.max_offset, end)
                     queue.max_offset = end
                     grown.add(queue)
             if store_ms > log.last_store_ms:
                 log.last_store_ms = store_ms
         for segment in log.segments:
-            if segment.end > log.tail and segment.base < tail:
+            if segment.end > followed and segment.base < tail:
                 log.mark_unsynced(segment)
-        log.tail = tail
+        if unseen:
+            self._unmarked.append((followed, tail))
         return grown
 
     def _drop_leftover_offsets(self) -> None:
@@ -707,19 +727,34 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             return target
 
     def _flush_everything(self) -> int:
-        """fsync the log and the consume queues, then write the checkpoint; return the tail."""
+        """fsync the log and the consume queues, then write the checkpoint; return the tail.
+
+        The checkpoint vouches only for what this flush made durable: every segment,
+        queue file, time index, block file, key-index and event-index file holding
+        records or entries past what the checkpoint already vouched for, whoever wrote
+        them. This process's own writes, what it followed and what its recovery passed
+        are marked as they happen; records from before it opened are found by walking
+        the log from the checkpoint (``_cover_unseen``).
+        """
         with self._flush_lock:
             self._follow()
-            with self._write_lock:
+            vouched = self._checkpoint.current()
+            # Under the follow lock too: a reader's follow moves the tail before it marks
+            # the files of what it followed.
+            with self._write_lock, self._follow_lock:
                 target = self.commitlog.tail
+                self._cover_unseen(vouched.dispatched)
                 segments = self.commitlog.take_unsynced()
+                segments += [
+                    s for s in self._segments_past(vouched.commitlog_flushed) if s not in segments
+                ]
                 dirty = self._registry.take_dirty()
                 queue_files = [f for q in dirty for f in q.take_dirty()]
                 witnessed = self._queue_ends(dirty)
                 time_indexes = [q.time_index for q in dirty]
                 # Every key-index file with entries past the last checkpoint: other
                 # processes write and roll them too, unseen by this one's dirty list.
-                index_files = self._index.files_to_sync(self._checkpoint.index_dispatched())
+                index_files = self._index.files_to_sync(vouched.index_dispatched)
                 event_indexes = self._streams.to_sync(self._registry.topics, target)
             for segment in segments:
                 segment.sync()
@@ -731,11 +766,63 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 index_file.sync()
             for event_index in event_indexes:
                 event_index.sync()
+            self._adopt_files([*queue_files, *index_files, *event_indexes])
             self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
             return target
+
+    def _adopt_files(self, files: list) -> None:
+        """Make the names of the files just fsynced durable before the checkpoint vouches
+        for what they hold, where this process did not create them so: another process
+        did, and may have died before fsyncing their directory (or a queue's first file,
+        made without that fsync). One fsync per directory, once per file: a queue file
+        says whether its name is known durable (``named``); the few block, key-index and
+        event-index files are remembered by path."""
+        unnamed = []
+        for file in files:
+            if isinstance(file, QueueFile):
+                if not file.named:
+                    unnamed.append(file)
+            elif os.fspath(file.path) not in self._named_paths:
+                unnamed.append(file)
+        for directory in {file.path.parent for file in unnamed}:
+            fileio.fsync_dir(directory)
+        for file in unnamed:
+            if isinstance(file, QueueFile):
+                file.named = True
+            else:
+                self._named_paths.add(os.fspath(file.path))
+
+    def _cover_unseen(self, vouched: int) -> None:
+        """Mark the files written by the records this process has not marked
+        (``_unmarked``) past what the checkpoint vouches for, walking their headers, so
+        that this flush fsyncs them before its checkpoint covers them (caller holds the
+        write and follow locks). Below ``vouched`` nothing is needed: the checkpoint
+        never moves back."""
+        stretches = [(max(start, vouched), end) for start, end in self._unmarked]
+        self._unmarked = []
+        for start, end in stretches:
+            if start < end:
+                grown = mark_records_written(self.commitlog, start, end, self._registry.resolve)
+                self._registry.dirty.update(grown)
+
+    def _segments_past(self, offset: int) -> list:
+        """The segments holding log bytes past ``offset`` (the newest last)."""
+        segments = self.commitlog.segments
+        first = len(segments)
+        while first > 0 and segments[first - 1].end > offset:
+            first -= 1
+        return segments[first:]
+
+    def _mark_unvouched_segments(self, since: int) -> None:
+        """Have the next fsync of the log cover every segment past what the checkpoint
+        says is durable, or past ``since``: written before this process opened, by a
+        process that may not have synced them (an async writer, a killed one)."""
+        flushed = self._checkpoint.current().commitlog_flushed
+        for segment in self._segments_past(min(flushed, since)):
+            self.commitlog.mark_unsynced(segment)
 
     @staticmethod
     def _queue_ends(queues) -> dict[bytes, dict[int, int]]:

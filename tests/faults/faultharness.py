@@ -14,7 +14,7 @@ import hashlib
 import os
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -246,6 +246,7 @@ def arm_kill(
     where: str | None = None,
     pause_s: float = 0.0,
     mark: str | None = None,
+    before_death: Callable[[], None] | None = None,
 ) -> None:
     """In a child: SIGKILL this process at the ``nth`` matching call of ``target``.
 
@@ -254,7 +255,8 @@ def arm_kill(
     above it (within 8 frames) and ``where`` (a Python expression over ``args``) holds.
     ``when`` is "before" the call or "after" it returned; ``pause_s`` is a sleep just
     before the kill (for another process to start waiting), and the file ``mark`` is
-    created when the kill point is reached. Only test processes use this:
+    created when the kill point is reached; ``before_death`` is called just before the
+    kill (to hand over a power-loss model, ``FaultyFS.save_model``). Only test processes use this:
     the engine has no hooks, its functions are replaced at run time.
     """
     import importlib
@@ -288,6 +290,8 @@ def arm_kill(
     def die() -> None:
         if mark is not None:
             Path(mark).touch()
+        if before_death is not None:
+            before_death()
         time.sleep(pause_s)
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import random
 import stat
 import threading
@@ -332,6 +333,18 @@ class FaultyFS:
                     finally:
                         os.close(fd)
                 self._sync_dir(Path(directory))
+
+    def save_model(self, path: Path) -> None:
+        """Write the model (what is durable, what is pending) to ``path``, for another
+        process to go on from with ``load_model``: a child about to be SIGKILLed hands
+        its page cache's durability to the test, which opens the store after it."""
+        with self._lock:
+            Path(path).write_bytes(pickle.dumps((self._files, self._dirs)))
+
+    def load_model(self, path: Path) -> None:
+        """Go on from a model another process saved (``save_model``) over the same files."""
+        with self._lock:
+            self._files, self._dirs = pickle.loads(Path(path).read_bytes())  # noqa: S301
 
     def capture(self, label: str = "", meta: object = None) -> PowerLossImage:
         """What a power loss now would leave (see the module docstring)."""
