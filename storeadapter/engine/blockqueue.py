@@ -558,6 +558,31 @@ class BlockStore:
         self._first_seq.pop(queue, None)
         self._last_seq.pop(queue, None)
 
+    def recheck_queue(self, queue: int) -> None:
+        """Forget the blocks this process knows of ``queue`` whose headers no longer name
+        it: another process removed the queue (erasing them), perhaps adding it back since.
+        Headers are read, not assumed, as this process may already know the new blocks."""
+        seqs = self.seq_range(queue)
+        if seqs is None:
+            return
+        kept = []
+        for seq in range(seqs[0], seqs[1] + 1):
+            key = queue << _SEQ_BITS | seq
+            block = self._blocks.get(key)
+            if block is None:
+                continue
+            block_file = self._file_of(block)
+            header = b"" if block_file is None else block_file.pread(block, 0, BLOCK_HEADER_SIZE)
+            if parse_header(header) == (queue, seq):
+                kept.append(seq)
+            else:
+                del self._blocks[key]
+        if kept:
+            self._first_seq[queue], self._last_seq[queue] = kept[0], kept[-1]
+        else:
+            self._first_seq.pop(queue, None)
+            self._last_seq.pop(queue, None)
+
     def erase_unallocated(self) -> int:
         """Zero the headers past the allocated run (left there by a writer that crashed,
         perhaps after a torn header), so no later scan takes them for allocated blocks.

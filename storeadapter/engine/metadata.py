@@ -158,6 +158,20 @@ class TopicInfo:
     # A stream topic: its messages are the events of streams (streams.py), indexed in
     # its event index.
     streams: bool = False
+    # Per queue id, how many times a queue of that id was removed (kept past ``queues``):
+    # a queue added back under a removed one's id is a new incarnation even when no
+    # record was appended in between (its ``since`` is then the same).
+    queue_generation: list[int] = field(default_factory=list)
+
+    def generation(self, queue: int) -> int:
+        """How many queues of id ``queue`` were removed before this one."""
+        return self.queue_generation[queue] if queue < len(self.queue_generation) else 0
+
+    def incarnation(self, queue: int) -> tuple[int, int, int]:
+        """What tells this topic's ``queue`` apart from every earlier queue of that name
+        and id (a deleted topic's, a removed queue's): anything a process caches for the
+        queue is valid only while this is the same."""
+        return self.created_offset, self.since(queue), self.generation(queue)
 
     def since(self, queue: int) -> int:
         """The commit-log offset from which records of ``queue`` belong to it."""
@@ -181,6 +195,7 @@ def topic_from_json(item: dict) -> TopicInfo:
         int(item.get("block_entries", 0)),
         int(item.get("blocks_per_file", 0)),
         item.get("streams", False) is True,
+        [int(g) for g in item.get("queue_generation", [])],
     )
     if info.layout not in LAYOUTS or (
         info.layout == LAYOUT_SHARED and (info.block_entries <= 0 or info.blocks_per_file <= 0)
