@@ -31,7 +31,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import fileio
-from .queuebase import ENTRY, ENTRY_SIZE, QueueBase
+from .queuebase import ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .segment import is_segment_name, segment_name
 
 BLOCK_HEADER = struct.Struct("<IQI")
@@ -406,6 +406,10 @@ class BlockStore:
         if block_file is not None:
             self.dirty.add(block_file)
 
+    def queues_with_blocks(self) -> list[int]:
+        """The ids of the queues that have blocks."""
+        return sorted(self._first_seq)
+
     def seq_range(self, queue: int) -> tuple[int, int] | None:
         """(first, last) block seq the queue has, or None."""
         first = self._first_seq.get(queue)
@@ -523,7 +527,7 @@ class BlockStore:
         data = self.read(queue, index, 1)
         if len(data) != ENTRY_SIZE:
             return None
-        value = ENTRY.unpack(data)
+        value = unpack_entry(data)
         return value if value[1] else None
 
     def written_end(self, queue: int) -> int:
@@ -702,7 +706,9 @@ class BlockQueue(QueueBase):
         for queue, _index, _entries in writes:
             if not queue._loaded:
                 queue._load()
-        blocks.write_many([(queue.queue_id, index, entries) for queue, index, entries in writes])
+        blocks.write_many(
+            [(queue.queue_id, index, seal_entries(entries)) for queue, index, entries in writes]
+        )
         for queue, index, entries in writes:
             end = index + len(entries) // ENTRY_SIZE
             if end > queue._max_offset:
@@ -712,7 +718,7 @@ class BlockQueue(QueueBase):
     def write(self, index: int, entries: bytes) -> None:
         if not self._loaded:
             self._load()
-        self.blocks.write(self.queue_id, index, entries)
+        self.blocks.write(self.queue_id, index, seal_entries(entries))
         end = index + len(entries) // ENTRY_SIZE
         if end > self._max_offset:
             self._max_offset = end
@@ -737,6 +743,10 @@ class BlockQueue(QueueBase):
         if not self.min_offset <= index < self.max_offset:
             return None
         return self.blocks.entry(self.queue_id, index)
+
+    def rewrite(self, index: int, entries: bytes) -> None:
+        """Write back entries read from the queue (some given their checks) as they are."""
+        self.blocks.write(self.queue_id, index, entries)
 
     def truncate(self, index: int) -> None:
         """Erase every entry from ``index`` on (they point past the commit log's tail)."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import fileio
 from .handles import HandleCache
-from .queuebase import ENTRY, ENTRY_SIZE, QueueBase
+from .queuebase import ENTRY, ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .segment import is_segment_name, segment_name
 from .timeindex import TimeIndex
 
@@ -244,6 +244,13 @@ class ConsumeQueue(QueueBase):
 
     def write(self, index: int, entries: bytes) -> None:
         """Write packed entries starting at queue offset ``index`` (may span files)."""
+        self._put(index, seal_entries(entries))
+
+    def rewrite(self, index: int, entries: bytes) -> None:
+        """Write back entries read from the queue (some given their checks) as they are."""
+        self._put(index, entries)
+
+    def _put(self, index: int, entries: bytes) -> None:
         count = len(entries) // ENTRY_SIZE
         files = self.files
         last = files[-1] if files else None
@@ -293,7 +300,7 @@ class ConsumeQueue(QueueBase):
         data = queue_file.pread(index - queue_file.first_index, 1)
         if len(data) != ENTRY_SIZE:
             return None
-        value = ENTRY.unpack(data)
+        value = unpack_entry(data)
         return value if value[1] else None
 
     def erase_unpublished(self, index: int, commit_offset: int) -> bool:

@@ -43,6 +43,7 @@ from .dataplane import NATIVE_RUN
 from .follow import trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
+from .queuebase import seal_entries
 from .record import (
     COMMIT_OFFSET,
     HEADER_SIZE,
@@ -495,7 +496,7 @@ class _Dispatcher:
         """Write entries for queue offsets from ``first`` on where they differ on disk."""
         if not pieces:
             return
-        wanted = b"".join(pieces)
+        wanted = seal_entries(b"".join(pieces))  # as written: compared with what is there
         if first < queue.min_offset:
             wanted = wanted[(queue.min_offset - first) * ENTRY_SIZE :]
             first = queue.min_offset

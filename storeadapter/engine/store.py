@@ -54,6 +54,7 @@ from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue
 from .diskuse import DiskUse
+from .entrychecks import seal_old_entries
 from .errors import (
     DiskFullError,
     StoreClosedError,
@@ -67,7 +68,7 @@ from .follow import follow_log, trim_queue_end
 from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
-from .metadata import StoreIdentity, TopicTable
+from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
@@ -248,6 +249,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state.dispatched if state else None,
             self.commitlog.tail,
         )
+        if self.identity.format_version < ENTRY_CHECKS_VERSION:  # an older engine's store
+            seal_old_entries(self._registry, self._reader)
+            self.identity = self.identity.upgrade_format(self.path / "store.json")
         self._registry.dirty.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
             topic.blocks.rebuilding = False
