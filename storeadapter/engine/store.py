@@ -172,6 +172,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self._reader.record_at,
                     self.config.max_message_bytes,
                 )
+                self._streams.on_damage = self._note_index_damage
                 if alone:
                     self._open_alone()
                 else:
@@ -297,6 +298,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             offsets_version=previous.offsets_version + 1,
             index_version=previous.index_version + 1,
         )
+
+    def _note_index_damage(self, commit_offset: int, reason: str) -> None:
+        self._reader.corruptions.note(Corruption(commit_offset, 0, reason))
 
     def _cut_partial_group(self, log: CommitLog, tail: int, durable_end: int) -> int:
         def is_stream_topic(name: bytes) -> bool:

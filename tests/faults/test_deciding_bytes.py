@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import MessageStore
+from storeadapter.engine import DuplicateCommandError, MessageStore, WrongExpectedVersionError
+from storeadapter.engine.checks import check_event_index
 from storeadapter.engine.cli import EXIT_CORRUPT, EXIT_OK, main
+from storeadapter.engine.eventindex import ENTRY_SIZE as EVENT_ENTRY_SIZE
+from storeadapter.engine.eventindex import HEADER_SIZE, INDEXED_TO_AT, SLOT_SIZE, EventIndex
 from storeadapter.engine.metadata import CHECKSUM_FIELD, FORMAT_VERSION, content_checksum
 from storeadapter.engine.queuebase import entry_checked
 from storeadapter.engine.tags import tag_hash
@@ -185,3 +188,115 @@ def test_verify_takes_an_old_stores_entries_as_they_are(tagged_store, capsys):
     code, out = _verify(path, capsys)
 
     assert code == EXIT_OK, out
+
+
+# ---------------------------------------------------------------- the event index
+
+
+def _stream_store(path: Path) -> None:
+    """A closed store whose stream topic ``s`` has streams a..e at versions 1..4, each
+    event appended with a command id."""
+    with MessageStore.open(path, small_config(stream_cache_streams=1)) as store:
+        store.create_stream_topic("s", queues=2)
+        for version in range(1, 5):
+            for stream in "abcde":
+                store.append_event(
+                    "s", stream, b"e", expected_version=version - 1,
+                    command_id=f"{stream}-{version}",
+                )  # fmt: skip
+
+
+def _event_index(path: Path) -> Path:
+    return path / "consumequeue" / "s" / "events"
+
+
+def _damage(path: Path, at: int, bit: int = 0) -> None:
+    _flip(_event_index(path), at, bit)
+
+
+@pytest.fixture
+def stream_store(tmp_path) -> Path:
+    path = tmp_path / "store"
+    _stream_store(path)
+    return path
+
+
+def _slot_positions(path: Path) -> list[int]:
+    """Byte positions of the stream slots that hold an entry."""
+    index = EventIndex.open(_event_index(path))
+    try:
+        table = index.slot_table()
+        return [HEADER_SIZE + slot * SLOT_SIZE for slot, held in enumerate(table) if held]
+    finally:
+        index.close()
+
+
+@pytest.mark.parametrize("bit", [0, 3, 9, 17, 30])
+def test_a_flipped_bit_in_a_stream_slot_never_makes_a_stream_read_as_new(stream_store, bit):
+    for at in _slot_positions(stream_store):
+        _damage(stream_store, at + bit // 8, bit % 8)
+
+    with MessageStore.open(stream_store, small_config(stream_cache_streams=1)) as store:
+        versions = {stream: store.stream_version("s", stream) for stream in "abcde"}
+        with pytest.raises(WrongExpectedVersionError):
+            store.append_event("s", "c", b"again", expected_version=0)
+        reported = store.stats()["corruptions"]
+
+    assert versions == dict.fromkeys("abcde", 4)
+    assert reported
+
+
+def test_a_flipped_bit_in_the_event_index_header_rebuilds_it_from_the_topics_start(
+    stream_store,
+):
+    with open(_event_index(stream_store), "rb") as handle:
+        handle.seek(INDEXED_TO_AT)
+        (indexed_to,) = struct.unpack("<Q", handle.read(8))
+    highest = indexed_to.bit_length() - 1
+    _damage(stream_store, INDEXED_TO_AT + highest // 8, highest % 8)  # inside an early record
+
+    with MessageStore.open(stream_store, small_config(stream_cache_streams=1)) as store:
+        with pytest.raises(DuplicateCommandError):
+            store.append_event("s", "b", b"again", expected_version=4, command_id="b-2")
+        versions = {stream: store.stream_version("s", stream) for stream in "abcde"}
+
+    assert versions == dict.fromkeys("abcde", 4)
+
+
+def test_the_newest_event_index_entry_failing_its_crc_is_indexed_again(stream_store):
+    index = EventIndex.open(_event_index(stream_store))
+    newest_at = index.entries_at + (index.count - 1) * EVENT_ENTRY_SIZE
+    index.close()
+    _damage(stream_store, newest_at + 3, 4)
+    (stream_store / "abort").touch()  # as after a crash: recovery looks at the index
+
+    with MessageStore.open(stream_store, small_config(stream_cache_streams=1)) as store:
+        version = store.stream_version("s", "e")
+        with pytest.raises(DuplicateCommandError):
+            store.append_event("s", "e", b"again", expected_version=4, command_id="e-4")
+
+    assert version == 4
+
+
+def test_verify_finds_a_stream_slot_that_fails_its_check(stream_store):
+    _damage(stream_store, _slot_positions(stream_store)[0] + 1, 5)
+
+    reasons = [problem["reason"] for problem in check_event_index(stream_store)]
+
+    assert any("fails its check" in reason for reason in reasons), reasons
+
+
+def test_an_event_index_of_the_version_before_checks_is_rebuilt_at_the_first_open(
+    stream_store,
+):
+    with open(_event_index(stream_store), "r+b") as handle:
+        handle.seek(4)
+        handle.write(struct.pack("<H", 1))  # as an engine before slot checks wrote it
+
+    with MessageStore.open(stream_store, small_config(stream_cache_streams=1)) as store:
+        versions = {stream: store.stream_version("s", stream) for stream in "abcde"}
+        rebuilt = store.last_recovery.event_indexes[0]["rebuilt"]
+
+    assert versions == dict.fromkeys("abcde", 4)
+    assert "unknown version 1" in rebuilt
+    assert check_event_index(stream_store) == []
