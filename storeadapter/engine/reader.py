@@ -19,6 +19,7 @@ from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .errors import CorruptRecordError, MessageNotFoundError
 from .keyindex import KeyIndex
 from .message_id import format_message_id
+from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
 from .queuebase import CHECKED_ENTRY, entry_checked, entry_not_written, entry_tag
 from .record import (
     COMMIT_OFFSET_END,
@@ -287,6 +288,39 @@ class Reader:
                 return message
             position += length
         return None
+
+    def records_with_key(
+        self, topic: str, key: str, first: int, last: int, low_ms: int, high_ms: int
+    ) -> list[int]:
+        """The commit offsets of the intact records of ``topic`` from ``first`` to
+        ``last`` (inclusive), stored from ``low_ms`` to ``high_ms``, indexed under
+        ``key`` (one of their keys, or their dedup key), walking the log (at most
+        ``_FIND_RECORDS`` records): what a key-index lookup reads where entries fail
+        their check."""
+        log = self.log
+        dedup_id = key[len(DEDUP_KEY_PREFIX) :] if key.startswith(DEDUP_KEY_PREFIX) else None
+        position = max(log.min_offset, first)
+        found = []
+        for _ in range(_FIND_RECORDS):
+            located = log.locate(position) if position <= last and position < log.tail else None
+            if located is None:
+                break
+            segment, pos = located
+            length, magic = MARKER.unpack_from(segment.view, pos)
+            if magic == END_OF_SEGMENT_MAGIC:
+                position = segment.end
+                continue
+            try:
+                message = decode_record(segment.view, pos, segment.size, position, self.id_prefix)
+            except CorruptRecordError:
+                break  # the walk cannot get past bad bytes
+            if (message.topic == topic and low_ms <= message.store_time_ms <= high_ms) and (
+                key in message.keys
+                or (dedup_id is not None and message.properties.get(DEDUP_PROPERTY) == dedup_id)
+            ):
+                found.append(position)
+            position += length
+        return found
 
     # ------------------------------------------------------------ by log offset
 

@@ -9,11 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import DuplicateCommandError, MessageStore, WrongExpectedVersionError
+from storeadapter.engine import (
+    STATUS_DUPLICATE,
+    DuplicateCommandError,
+    MessageStore,
+    WrongExpectedVersionError,
+)
 from storeadapter.engine.checks import check_event_index
 from storeadapter.engine.cli import EXIT_CORRUPT, EXIT_OK, main
 from storeadapter.engine.eventindex import ENTRY_SIZE as EVENT_ENTRY_SIZE
 from storeadapter.engine.eventindex import HEADER_SIZE, INDEXED_TO_AT, SLOT_SIZE, EventIndex
+from storeadapter.engine.keyindex import ENTRY_SIZE as KEY_ENTRY_SIZE
+from storeadapter.engine.keyindex import HEADER_SIZE as KEY_HEADER_SIZE
+from storeadapter.engine.keyindex import SLOT_SIZE as KEY_SLOT_SIZE
 from storeadapter.engine.metadata import CHECKSUM_FIELD, FORMAT_VERSION, content_checksum
 from storeadapter.engine.queuebase import entry_checked
 from storeadapter.engine.tags import tag_hash
@@ -300,3 +308,68 @@ def test_an_event_index_of_the_version_before_checks_is_rebuilt_at_the_first_ope
     assert versions == dict.fromkeys("abcde", 4)
     assert "unknown version 1" in rebuilt
     assert check_event_index(stream_store) == []
+
+
+# ---------------------------------------------------------------- the key index
+
+
+def _key_index_file(path: Path) -> Path:
+    return sorted(p for p in (path / "index").iterdir() if p.name.isdigit())[0]
+
+
+@pytest.mark.parametrize("field_at", [0, 2, 5, 13])  # key hash, commit offset, time diff
+def test_a_flipped_key_index_entry_never_lets_a_retried_message_be_stored_twice(tmp_path, field_at):
+    path = tmp_path / "store"
+    with MessageStore.open(path, small_config()) as store:
+        store.create_topic("t", queues=2)
+        for i in range(6):
+            store.append("t", f"pay {i}".encode(), dedup_id=f"payment-{i}")
+    index_file = _key_index_file(path)
+    with open(index_file, "rb") as handle:
+        _magic, _version, _, slots = struct.unpack("<4sHHI", handle.read(12))
+    entries_at = KEY_HEADER_SIZE + slots * KEY_SLOT_SIZE
+    _flip(index_file, entries_at + 3 * KEY_ENTRY_SIZE + field_at, 1)  # entry 4: payment-3
+
+    with MessageStore.open(path, small_config()) as store:
+        again = store.append("t", b"pay 3", dedup_id="payment-3")
+        stored = sum(len(store.read("t", q, 0, max_messages=64)) for q in range(2))
+        reported = store.stats()["corruptions"]
+
+    assert again.status == STATUS_DUPLICATE
+    assert stored == 6
+    assert reported
+
+
+def test_verify_finds_a_key_index_entry_that_fails_its_check(tmp_path, capsys):
+    path = tmp_path / "store"
+    with MessageStore.open(path, small_config()) as store:
+        store.create_topic("t", queues=2)
+        for i in range(6):
+            store.append("t", f"pay {i}".encode(), key=f"k{i}")
+    index_file = _key_index_file(path)
+    with open(index_file, "rb") as handle:
+        _magic, _version, _, slots = struct.unpack("<4sHHI", handle.read(12))
+    _flip(index_file, KEY_HEADER_SIZE + slots * KEY_SLOT_SIZE + 2 * KEY_ENTRY_SIZE + 9, 0)
+
+    code, out = _verify(path, capsys)
+
+    assert code == EXIT_CORRUPT, out
+    assert "fails its check" in out
+
+
+def test_a_key_index_of_the_version_before_checks_is_indexed_again_at_the_first_open(tmp_path):
+    path = tmp_path / "store"
+    with MessageStore.open(path, small_config()) as store:
+        store.create_topic("t", queues=2)
+        for i in range(6):
+            store.append("t", f"pay {i}".encode(), key=f"k{i}", dedup_id=f"payment-{i}")
+    with open(_key_index_file(path), "r+b") as handle:
+        handle.seek(4)
+        handle.write(struct.pack("<H", 1))  # as an engine before entry checks wrote it
+
+    with MessageStore.open(path, small_config()) as store:
+        found = [len(store.query_by_key("t", f"k{i}")) for i in range(6)]
+        again = store.append("t", b"pay 2", dedup_id="payment-2")
+
+    assert found == [1] * 6
+    assert again.status == STATUS_DUPLICATE
