@@ -4,7 +4,8 @@ Entry N lives at byte N×20 of the queue's files (each holds ``entries_per_file`
 entries and is named by its first index), so a read by queue offset is one lookup.
 Files are sparse: created at full length without writing zeros. Entries are written
 with ``pwrite`` (a full disk is an error, not a crash) and read with ``pread``. An
-entry whose size is zero has not been written.
+entry of 20 zero bytes has not been written; every other entry carries a check
+(``queuebase.CHECKED_ENTRY``), given by ``write`` to whatever it writes.
 
 A queue is loaded lazily, the first time it is used, and its files' descriptors come
 from a bounded ``HandleCache``: a store with 100,000 queues opens without touching
