@@ -445,7 +445,7 @@ mod tests {
         assert_eq!((second.queue_offset, second.tag_len), (41, 0));
         // Entries: the second has no tag hash; only the last index entry is linked.
         assert_eq!(out.entries[0].len(), 40);
-        assert_eq!(Entry::parse(&out.entries[0][20..]).tag_hash, 0);
+        assert_eq!(Entry::parse(&out.entries[0][20..]).tag, 0);
         assert_eq!(out.index.len(), 96);
         let word = |at: usize| u32::from_le_bytes(out.index[at..at + 4].try_into().unwrap());
         // Version 9 jumps to 8 (entry 1 of the chain), version 10 to 8 as well.

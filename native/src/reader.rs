@@ -1,7 +1,7 @@
 //! Reads by queue offset: a batch of consume-queue entries checked against the records
 //! they point at, as `Reading.read_result`'s inline fast path checks them.
 
-use crate::consume_queue::{Entry, ENTRY_SIZE};
+use crate::consume_queue::{self, Entry, Stored, ENTRY_SIZE};
 use crate::record::{self, Header, RECORD_MAGIC, RECORD_OVERHEAD};
 
 /// Why a walk over entries stopped.
@@ -52,15 +52,22 @@ pub fn read_entries(
 ) -> (usize, Stop) {
     let count = entries.len() / ENTRY_SIZE;
     let end = base + data.len() as u64;
+    let wanted_tag = wanted.tag.map(|(hash, _)| consume_queue::entry_tag(hash));
     let mut index = start;
     while index < count {
-        let entry = Entry::parse(&entries[index * ENTRY_SIZE..]);
-        if entry.size == 0 {
-            index += 1;
+        let raw = &entries[index * ENTRY_SIZE..(index + 1) * ENTRY_SIZE];
+        let entry = Entry::parse(raw);
+        if entry.size == 0 && raw.iter().all(|&b| b == 0) {
+            index += 1; // not written
             continue;
         }
-        if let Some((hash, _)) = wanted.tag {
-            if entry.tag_hash != hash {
+        if entry.size == 0 || !consume_queue::checked(raw) {
+            // Damaged, or written before entries had checks: nothing in it decides
+            // until the long way has verified it against its record.
+            return (index, Stop::Slow);
+        }
+        if let Some(tag) = wanted_tag {
+            if entry.tag != tag {
                 index += 1;
                 continue;
             }
@@ -101,7 +108,7 @@ pub fn read_entries(
 fn accept(
     data: &[u8],
     pos: usize,
-    entry: &Entry,
+    entry: &Stored,
     queue_offset: u64,
     wanted: &Wanted<'_>,
 ) -> Option<Header> {
@@ -188,6 +195,31 @@ mod tests {
         assert_eq!(
             found.iter().map(|f| f.entry).collect::<Vec<_>>(),
             vec![1, 3, 5, 7, 9]
+        );
+    }
+
+    #[test]
+    fn a_damaged_entry_stops_the_walk_for_the_long_way_even_when_its_tag_is_not_wanted() {
+        let (data, mut entries) = log(10);
+        entries[3 * ENTRY_SIZE + 13] ^= 4; // entry 3 is "odd": its tag hash now differs
+        let mut found = Vec::new();
+        let tag = Some((crate::tags::tag_hash(b"odd"), &b"odd"[..]));
+        assert_eq!(
+            read_entries(&data, 0, &entries, 0, &wanted(100, tag), &mut found),
+            (3, Stop::Slow)
+        );
+        assert_eq!(found.iter().map(|f| f.entry).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn an_entry_without_a_check_goes_the_long_way() {
+        let (data, mut entries) = log(4);
+        let old = crate::tags::tag_hash(b"even").to_le_bytes();
+        entries[2 * ENTRY_SIZE + 12..3 * ENTRY_SIZE].copy_from_slice(&old);
+        let mut found = Vec::new();
+        assert_eq!(
+            read_entries(&data, 0, &entries, 0, &wanted(100, None), &mut found),
+            (2, Stop::Slow)
         );
     }
 

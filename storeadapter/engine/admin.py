@@ -211,6 +211,7 @@ class TopicAdmin:
                 queues=last,
                 frozen=[q for q in state.info.frozen if q != queue],
                 queue_since=self._queue_since(state.info)[:last],
+                queue_generation=self._removed_generation(state.info, queue),
                 offsets_changed=True,
             )
             self._registry.remove_last_queue(state)
@@ -232,6 +233,15 @@ class TopicAdmin:
     def _queue_since(info: TopicInfo) -> list[int]:
         return [info.since(q) for q in range(info.queues)]
 
+    @staticmethod
+    def _removed_generation(info: TopicInfo, queue: int) -> list[int]:
+        """``queue_generation`` once ``queue`` is removed: one more for its id, so that a
+        queue added back under it is a new incarnation to every process."""
+        generations = list(info.queue_generation)
+        generations += [0] * (queue + 1 - len(generations))
+        generations[queue] += 1
+        return generations
+
     def _change_topic(self, state: Topic, offsets_changed: bool = False, **changes) -> None:
         """Save a topic's new metadata and tell the other processes (caller holds the lock)."""
         info = replace(state.info, **changes)
@@ -251,6 +261,7 @@ class TopicAdmin:
         copy.__dict__.update(info.__dict__)
         copy.frozen = list(info.frozen)
         copy.queue_since = list(info.queue_since)
+        copy.queue_generation = list(info.queue_generation)
         return copy
 
     @staticmethod

@@ -31,7 +31,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import fileio
-from .queuebase import ENTRY, ENTRY_SIZE, QueueBase
+from .queuebase import ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .segment import is_segment_name, segment_name
 
 BLOCK_HEADER = struct.Struct("<IQI")
@@ -406,6 +406,10 @@ class BlockStore:
         if block_file is not None:
             self.dirty.add(block_file)
 
+    def queues_with_blocks(self) -> list[int]:
+        """The ids of the queues that have blocks."""
+        return sorted(self._first_seq)
+
     def seq_range(self, queue: int) -> tuple[int, int] | None:
         """(first, last) block seq the queue has, or None."""
         first = self._first_seq.get(queue)
@@ -523,7 +527,7 @@ class BlockStore:
         data = self.read(queue, index, 1)
         if len(data) != ENTRY_SIZE:
             return None
-        value = ENTRY.unpack(data)
+        value = unpack_entry(data)
         return value if value[1] else None
 
     def written_end(self, queue: int) -> int:
@@ -557,6 +561,31 @@ class BlockStore:
                 self.dirty.add(block_file)
         self._first_seq.pop(queue, None)
         self._last_seq.pop(queue, None)
+
+    def recheck_queue(self, queue: int) -> None:
+        """Forget the blocks this process knows of ``queue`` whose headers no longer name
+        it: another process removed the queue (erasing them), perhaps adding it back since.
+        Headers are read, not assumed, as this process may already know the new blocks."""
+        seqs = self.seq_range(queue)
+        if seqs is None:
+            return
+        kept = []
+        for seq in range(seqs[0], seqs[1] + 1):
+            key = queue << _SEQ_BITS | seq
+            block = self._blocks.get(key)
+            if block is None:
+                continue
+            block_file = self._file_of(block)
+            header = b"" if block_file is None else block_file.pread(block, 0, BLOCK_HEADER_SIZE)
+            if parse_header(header) == (queue, seq):
+                kept.append(seq)
+            else:
+                del self._blocks[key]
+        if kept:
+            self._first_seq[queue], self._last_seq[queue] = kept[0], kept[-1]
+        else:
+            self._first_seq.pop(queue, None)
+            self._last_seq.pop(queue, None)
 
     def erase_unallocated(self) -> int:
         """Zero the headers past the allocated run (left there by a writer that crashed,
@@ -677,7 +706,9 @@ class BlockQueue(QueueBase):
         for queue, _index, _entries in writes:
             if not queue._loaded:
                 queue._load()
-        blocks.write_many([(queue.queue_id, index, entries) for queue, index, entries in writes])
+        blocks.write_many(
+            [(queue.queue_id, index, seal_entries(entries)) for queue, index, entries in writes]
+        )
         for queue, index, entries in writes:
             end = index + len(entries) // ENTRY_SIZE
             if end > queue._max_offset:
@@ -687,7 +718,7 @@ class BlockQueue(QueueBase):
     def write(self, index: int, entries: bytes) -> None:
         if not self._loaded:
             self._load()
-        self.blocks.write(self.queue_id, index, entries)
+        self.blocks.write(self.queue_id, index, seal_entries(entries))
         end = index + len(entries) // ENTRY_SIZE
         if end > self._max_offset:
             self._max_offset = end
@@ -712,6 +743,10 @@ class BlockQueue(QueueBase):
         if not self.min_offset <= index < self.max_offset:
             return None
         return self.blocks.entry(self.queue_id, index)
+
+    def rewrite(self, index: int, entries: bytes) -> None:
+        """Write back entries read from the queue (some given their checks) as they are."""
+        self.blocks.write(self.queue_id, index, entries)
 
     def truncate(self, index: int) -> None:
         """Erase every entry from ``index`` on (they point past the commit log's tail)."""

@@ -4,7 +4,8 @@ Entry N lives at byte N×20 of the queue's files (each holds ``entries_per_file`
 entries and is named by its first index), so a read by queue offset is one lookup.
 Files are sparse: created at full length without writing zeros. Entries are written
 with ``pwrite`` (a full disk is an error, not a crash) and read with ``pread``. An
-entry whose size is zero has not been written.
+entry of 20 zero bytes has not been written; every other entry carries a check
+(``queuebase.CHECKED_ENTRY``), given by ``write`` to whatever it writes.
 
 A queue is loaded lazily, the first time it is used, and its files' descriptors come
 from a bounded ``HandleCache``: a store with 100,000 queues opens without touching
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from . import fileio
 from .handles import HandleCache
-from .queuebase import ENTRY, ENTRY_SIZE, QueueBase
+from .queuebase import ENTRY, ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .segment import is_segment_name, segment_name
 from .timeindex import TimeIndex
 
@@ -249,6 +250,13 @@ class ConsumeQueue(QueueBase):
 
     def write(self, index: int, entries: bytes) -> None:
         """Write packed entries starting at queue offset ``index`` (may span files)."""
+        self._put(index, seal_entries(entries))
+
+    def rewrite(self, index: int, entries: bytes) -> None:
+        """Write back entries read from the queue (some given their checks) as they are."""
+        self._put(index, entries)
+
+    def _put(self, index: int, entries: bytes) -> None:
         count = len(entries) // ENTRY_SIZE
         files = self.files
         last = files[-1] if files else None
@@ -298,7 +306,7 @@ class ConsumeQueue(QueueBase):
         data = queue_file.pread(index - queue_file.first_index, 1)
         if len(data) != ENTRY_SIZE:
             return None
-        value = ENTRY.unpack(data)
+        value = unpack_entry(data)
         return value if value[1] else None
 
     def erase_unpublished(self, index: int, commit_offset: int) -> bool:

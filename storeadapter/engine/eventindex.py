@@ -32,20 +32,31 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from . import fileio
+from .errors import StoreFormatError
 
 FILE_NAME = "events"
 MAGIC = b"TDEV"
-VERSION = 1
-# magic, version, entry size, slots, reserved, created offset, count, indexed to, cuts
-HEADER = struct.Struct("<4sHHIIQQQQ16x")
-HEADER_SIZE = HEADER.size  # 64
-_PROGRESS = struct.Struct("<QQ")  # count, indexed_to
-_PROGRESS_AT = 24
-_INDEXED_TO = struct.Struct("<Q")
-_INDEXED_TO_AT = 32
-_COUNTERS = struct.Struct("<QQQ")  # count, indexed_to, cuts
-SLOT = struct.Struct("<I")
+#: Version 2 gave every header field and every slot a check (version 1 files, without
+#: them, are taken as damaged: rebuilt from the log by the first opener alone).
+VERSION = 2
+# magic, version, entry size, slots, reserved, created offset, CRC32C of the 24 bytes before
+HEADER = struct.Struct("<4sHHIIQI")
+_HEAD_CHECKED = 24
+# Then three counters, each a u64 and the CRC32C of its field number and value:
+# count (entries written), indexed_to (every event record below it is indexed), cuts.
+COUNTER = struct.Struct("<QI")
+COUNT_AT = HEADER.size  # 28
+INDEXED_TO_AT = COUNT_AT + COUNTER.size  # 40
+CUTS_AT = INDEXED_TO_AT + COUNTER.size  # 52
+_COUNT, _INDEXED_TO, _CUTS = 1, 2, 3
+_FIELD_CHECKED = struct.Struct("<BQ")
+HEADER_SIZE = 64
+# A slot: the newest entry's number and the CRC32C of its position in the file and that
+# number; an empty slot is 8 zero bytes.
+SLOT = struct.Struct("<II")
 SLOT_SIZE = SLOT.size
+_SLOT_CHECKED = struct.Struct("<QI")
+_CRC = struct.Struct("<I")
 # commit offset, stream hash, command hash, version, previous, jump, stream next,
 # command next, crc32c of the 44 bytes before it
 ENTRY = struct.Struct("<QQQIIIIII")
@@ -154,7 +165,7 @@ class NewEntry(NamedTuple):
     link_command: bool
 
 
-class EventIndexDamage(Exception):
+class EventIndexDamage(StoreFormatError):
     """The file cannot be used as it is (the sentence says why); it is rebuilt from the log."""
 
 
@@ -170,7 +181,40 @@ def _decode(number: int, raw: bytes) -> EventEntry | None:
 
 def encode_entry(entry: EventEntry) -> bytes:
     body = _ENTRY_BODY.pack(*entry[1:])
-    return body + SLOT.pack(crc32c(body))
+    return body + _CRC.pack(crc32c(body))
+
+
+def counter_bytes(field: int, value: int) -> bytes:
+    """A header counter with its check (``field``: 1 count, 2 indexed_to, 3 cuts)."""
+    return COUNTER.pack(value, crc32c(_FIELD_CHECKED.pack(field, value)))
+
+
+def parse_counters(raw: bytes) -> tuple[int, int, int]:
+    """(count, indexed_to, cuts) from the header's 36 counter bytes; EventIndexDamage
+    names a counter that fails its check."""
+    values = []
+    for field, name in ((_COUNT, "count"), (_INDEXED_TO, "indexed_to"), (_CUTS, "cuts")):
+        at = (field - 1) * COUNTER.size
+        if len(raw) < at + COUNTER.size:
+            raise EventIndexDamage(f"its header is cut short before {name}")
+        value, check = COUNTER.unpack_from(raw, at)
+        if check != crc32c(_FIELD_CHECKED.pack(field, value)):
+            raise EventIndexDamage(f"its header's {name} fails its check")
+        values.append(value)
+    return values[0], values[1], values[2]
+
+
+def slot_bytes(position: int, number: int) -> bytes:
+    """The slot at byte ``position`` of the file holding entry ``number`` (0: empty)."""
+    if not number:
+        return bytes(SLOT_SIZE)
+    return SLOT.pack(number, crc32c(_SLOT_CHECKED.pack(position, number)))
+
+
+def slot_valid(position: int, number: int, check: int) -> bool:
+    if not number:
+        return not check
+    return check == crc32c(_SLOT_CHECKED.pack(position, number))
 
 
 class EventIndex:
@@ -191,6 +235,9 @@ class EventIndex:
         self.indexed_to = 0
         self.cuts = 0
         self.synced: tuple[int, int, int] | None = None  # the counters at the last sync
+        # Told (commit offset, sentence) of damage found while the index is used (a slot
+        # failing its check): the store reports it as a corruption.
+        self.on_damage: Callable[[int, str], None] | None = None
 
     # ------------------------------------------------------------ opening
 
@@ -202,8 +249,13 @@ class EventIndex:
         fd = fileio.create_file(temp, truncate=True)
         try:
             fileio.ftruncate(fd, HEADER_SIZE + 2 * slots * SLOT_SIZE)
-            header = HEADER.pack(
-                MAGIC, VERSION, ENTRY_SIZE, slots, 0, created_offset, 0, indexed_to, 0
+            head = HEADER.pack(MAGIC, VERSION, ENTRY_SIZE, slots, 0, created_offset, 0)
+            head = head[:_HEAD_CHECKED] + _CRC.pack(crc32c(head[:_HEAD_CHECKED]))
+            header = (
+                head
+                + counter_bytes(_COUNT, 0)
+                + counter_bytes(_INDEXED_TO, indexed_to)
+                + counter_bytes(_CUTS, 0)
             )
             fileio.pwrite_all(fd, header, 0)
             fileio.fsync(fd)
@@ -226,13 +278,14 @@ class EventIndex:
             raw = fileio.pread(fd, HEADER_SIZE, 0)
             if len(raw) < HEADER_SIZE:
                 raise EventIndexDamage(f"{size} bytes, shorter than its {HEADER_SIZE}-byte header")
-            magic, version, entry_size, slots, _, created, count, indexed_to, cuts = HEADER.unpack(
-                raw
-            )
+            magic, version, entry_size, slots, _, created, check = HEADER.unpack_from(raw)
             if magic != MAGIC:
                 raise EventIndexDamage(f"bad magic {magic!r}")
             if version != VERSION or entry_size != ENTRY_SIZE:
                 raise EventIndexDamage(f"unknown version {version} (entry size {entry_size})")
+            if check != crc32c(raw[:_HEAD_CHECKED]):
+                raise EventIndexDamage("its header fails its check")
+            count, indexed_to, cuts = parse_counters(raw[COUNT_AT:HEADER_SIZE])
             if slots < 1 or size < HEADER_SIZE + 2 * slots * SLOT_SIZE:
                 raise EventIndexDamage(f"{size} bytes, too short for its {slots} slots")
         except BaseException:
@@ -254,8 +307,16 @@ class EventIndex:
     # ------------------------------------------------------------ reading
 
     def read_counters(self) -> tuple[int, int, int]:
-        """(count, indexed_to, cuts) as the header holds them now."""
-        return _COUNTERS.unpack(fileio.pread(self.fd, _COUNTERS.size, _PROGRESS_AT))
+        """(count, indexed_to, cuts) as the header holds them now; EventIndexDamage
+        (a StoreFormatError) when one fails its check."""
+        try:
+            return parse_counters(fileio.pread(self.fd, HEADER_SIZE - COUNT_AT, COUNT_AT))
+        except EventIndexDamage as error:
+            raise EventIndexDamage(
+                f"the event index {self.path} is damaged ({error}); close every process "
+                "using the store and delete the file: the first to open the store again "
+                "rebuilds it from the commit log"
+            ) from None
 
     def refresh(self) -> bool:
         """Take the header's counters; return whether another process cut the index
@@ -295,11 +356,52 @@ class EventIndex:
         return self._slot(self._command_slots_at, hashed)
 
     def _slot(self, table_at: int, hashed: int) -> int:
-        raw = fileio.pread(self.fd, SLOT_SIZE, table_at + (hashed % self.slots) * SLOT_SIZE)
-        return SLOT.unpack(raw)[0] if len(raw) == SLOT_SIZE else 0
+        slot = hashed % self.slots
+        position = table_at + slot * SLOT_SIZE
+        raw = fileio.pread(self.fd, SLOT_SIZE, position)
+        if len(raw) < SLOT_SIZE:
+            return 0
+        number, check = SLOT.unpack(raw)
+        if slot_valid(position, number, check):
+            return number
+        return self._newest_in_slot(table_at != HEADER_SIZE, slot)
+
+    def _newest_in_slot(self, commands: bool, slot: int) -> int:
+        """A slot that fails its check: its value found from the entries (the newest one
+        hashing to it), at the cost of reading them all; the damage is reported. The
+        next append linked into the slot writes it whole again."""
+        field = 3 if commands else 2  # EventEntry.command_hash, .stream_hash
+        newest = None
+        for entry in self.entries(1, max(self.count, self.read_counters()[0])):
+            if entry is not None and entry[field] and entry[field] % self.slots == slot:
+                newest = entry
+        if self.on_damage is not None:
+            table = "command" if commands else "stream"
+            self.on_damage(
+                newest.commit_offset if newest is not None else self.created_offset,
+                f"{table} slot {slot} of the event index {self.path} fails its check; "
+                f"its newest entry ({newest.number if newest else 0}) was found from the "
+                "entries",
+            )
+        return newest.number if newest is not None else 0
 
     def slot_table(self, commands: bool = False) -> array:
-        """A whole slot table (streams, or commands), read in chunks."""
+        """A whole slot table (streams, or commands), read in chunks: each slot's entry
+        number, as held (whether or not it passes its check)."""
+        return self._raw_slots(commands)[0::2]
+
+    def damaged_slots(self, commands: bool = False) -> list[int]:
+        """The slots of a table that fail their check."""
+        raw = self._raw_slots(commands)
+        table_at = self._command_slots_at if commands else HEADER_SIZE
+        return [
+            slot
+            for slot in range(self.slots)
+            if (raw[2 * slot] or raw[2 * slot + 1])
+            and not slot_valid(table_at + slot * SLOT_SIZE, raw[2 * slot], raw[2 * slot + 1])
+        ]
+
+    def _raw_slots(self, commands: bool) -> array:
         table = array("I")
         at = self._command_slots_at if commands else HEADER_SIZE
         remaining = self.slots * SLOT_SIZE
@@ -470,14 +572,11 @@ class EventIndex:
                 command_next,
             )
             parts.append(body)
-            parts.append(SLOT.pack(crc32c(body)))
+            parts.append(_CRC.pack(crc32c(body)))
         fileio.pwrite_all(self.fd, b"".join(parts), self.entries_at + (first - 1) * ENTRY_SIZE)
         self._write_slots(HEADER_SIZE, stream_heads)
         self._write_slots(self._command_slots_at, command_heads)
-        count = first + len(new) - 1
-        indexed_to = max(indexed_to, self.indexed_to)
-        fileio.pwrite_all(self.fd, _PROGRESS.pack(count, indexed_to), _PROGRESS_AT)
-        self.count, self.indexed_to = count, indexed_to
+        self._write_progress(first + len(new) - 1, max(indexed_to, self.indexed_to))
 
     def put_runs(self, entries: bytes, links: list[tuple[int, int, int]], indexed_to: int) -> None:
         """Append ``entries`` (packed, numbered from ``count + 1``: the events of one or
@@ -495,26 +594,29 @@ class EventIndex:
         slots = self.slots
         commands_at = self._command_slots_at
         for stream_hashed, command_hashed, number in links:
-            fileio.pwrite_all(
-                fd, SLOT.pack(number), HEADER_SIZE + (stream_hashed % slots) * SLOT_SIZE
-            )
+            position = HEADER_SIZE + (stream_hashed % slots) * SLOT_SIZE
+            fileio.pwrite_all(fd, slot_bytes(position, number), position)
             if command_hashed:
-                fileio.pwrite_all(
-                    fd, SLOT.pack(number), commands_at + (command_hashed % slots) * SLOT_SIZE
-                )
-        indexed_to = max(indexed_to, self.indexed_to)
-        fileio.pwrite_all(fd, _PROGRESS.pack(last, indexed_to), _PROGRESS_AT)
-        self.count, self.indexed_to = last, indexed_to
+                position = commands_at + (command_hashed % slots) * SLOT_SIZE
+                fileio.pwrite_all(fd, slot_bytes(position, number), position)
+        self._write_progress(last, max(indexed_to, self.indexed_to))
+
+    def _write_progress(self, count: int, indexed_to: int) -> None:
+        """The header's count and indexed_to, each with its check, in one write."""
+        progress = counter_bytes(_COUNT, count) + counter_bytes(_INDEXED_TO, indexed_to)
+        fileio.pwrite_all(self.fd, progress, COUNT_AT)
+        self.count, self.indexed_to = count, indexed_to
 
     def _write_slots(self, table_at: int, heads: dict[int, int]) -> None:
         for slot, number in heads.items():
-            fileio.pwrite_all(self.fd, SLOT.pack(number), table_at + slot * SLOT_SIZE)
+            position = table_at + slot * SLOT_SIZE
+            fileio.pwrite_all(self.fd, slot_bytes(position, number), position)
 
     def note_indexed_to(self, offset: int) -> None:
         """Every event record below ``offset`` is indexed: say so in the header (only
         raises it). Written alone, so it never undoes another process's count."""
         if offset > self.read_counters()[1]:
-            fileio.pwrite_all(self.fd, _INDEXED_TO.pack(offset), _INDEXED_TO_AT)
+            fileio.pwrite_all(self.fd, counter_bytes(_INDEXED_TO, offset), INDEXED_TO_AT)
             self.indexed_to = offset
 
     def truncate_from(self, offset: int) -> int:
@@ -537,12 +639,22 @@ class EventIndex:
             removed.append(entry)
             number -= 1
         kept = number
+        if any(entry is None for entry in removed):
+            # A damaged entry is not a cut: the events from the last entry kept on (its
+            # record's start, a boundary its check vouches for) are indexed again.
+            last_kept = self.entry(kept) if kept else None
+            offset = min(offset, last_kept.commit_offset if last_kept else self.created_offset)
         if removed or count > kept:
             cuts += 1
         elif count == kept and indexed_to <= offset:
             return 0
         indexed_to = min(indexed_to, offset)
-        fileio.pwrite_all(self.fd, _COUNTERS.pack(kept, indexed_to, cuts), _PROGRESS_AT)
+        counters = (
+            counter_bytes(_COUNT, kept)
+            + counter_bytes(_INDEXED_TO, indexed_to)
+            + counter_bytes(_CUTS, cuts)
+        )
+        fileio.pwrite_all(self.fd, counters, COUNT_AT)
         self.count, self.indexed_to, self.cuts = kept, indexed_to, cuts
         if removed:
             if any(entry is None for entry in removed):
@@ -577,19 +689,21 @@ class EventIndex:
     def rebuild_slots(self, count: int) -> None:
         """Recompute both slot tables from entries 1..count: a slot's newest entry is the
         highest-numbered one hashing to it (always the last of its append, the linked one)."""
-        streams = array("I", bytes(4 * self.slots))
-        commands = array("I", bytes(4 * self.slots))
+        streams: dict[int, int] = {}
+        commands: dict[int, int] = {}
         for entry in self.entries(1, count):
             if entry is None:
                 continue
             streams[entry.stream_hash % self.slots] = entry.number
             if entry.command_hash:
                 commands[entry.command_hash % self.slots] = entry.number
-        if sys.byteorder == "big":
-            streams.byteswap()
-            commands.byteswap()
-        fileio.pwrite_all(self.fd, streams.tobytes(), HEADER_SIZE)
-        fileio.pwrite_all(self.fd, commands.tobytes(), self._command_slots_at)
+        for table_at, heads in ((HEADER_SIZE, streams), (self._command_slots_at, commands)):
+            table = bytearray(self.slots * SLOT_SIZE)
+            for slot, number in heads.items():
+                table[slot * SLOT_SIZE : (slot + 1) * SLOT_SIZE] = slot_bytes(
+                    table_at + slot * SLOT_SIZE, number
+                )
+            fileio.pwrite_all(self.fd, bytes(table), table_at)
 
     def sync(self) -> None:
         if self.fd >= 0:

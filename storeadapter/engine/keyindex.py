@@ -22,15 +22,19 @@ import mmap
 import os
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from crc32c import crc32c
 
 from . import _native, fileio
 from .segment import is_segment_name, segment_name
 
 MAGIC = b"TDMI"
-VERSION = 1
+#: Version 2 gave every entry a CRC32C (version 1 files are skipped as of an unknown
+#: version, and their keys indexed again from the log).
+VERSION = 2
 # magic, version, reserved, slots, capacity, begin_ms, begin_offset,
 # end_ms, end_offset, count, flags
 HEADER = struct.Struct("<4sHHIIqQqQII")
@@ -45,9 +49,13 @@ _FLAGS = struct.Struct("<I")
 _FLAGS_AT = 52
 SLOT = struct.Struct("<I")
 SLOT_SIZE = SLOT.size
-# key hash, commit offset, time diff (ms from begin_ms), previous entry number
-ENTRY = struct.Struct("<IQII")
+# key hash, commit offset, time diff (ms from begin_ms), previous entry number, and the
+# CRC32C of those 20 bytes
+ENTRY = struct.Struct("<IQIII")
 ENTRY_SIZE = ENTRY.size
+_ENTRY_BODY = struct.Struct("<IQII")
+_CHECKED = _ENTRY_BODY.size
+_CRC = struct.Struct("<I")
 
 FLAG_SEALED = 1  # a newer file exists: readers and writers re-list the directory
 FLAG_REMOVED = 2  # the file is being deleted: ignore it
@@ -60,6 +68,16 @@ _ZERO_CHUNK = 1 << 20
 #: ``key_hash(topic, key)``: the stored 32-bit hash of a key, CRC32C of ``topic NUL key``
 #: in UTF-8, never 0 (native; tests/engine/test_native_hashes.py holds it to that).
 key_hash = _native.key_hash
+
+
+def pack_entry(hashed: int, commit_offset: int, diff: int, previous: int) -> bytes:
+    body = _ENTRY_BODY.pack(hashed, commit_offset, diff, previous)
+    return body + _CRC.pack(crc32c(body))
+
+
+def entry_intact(raw, at: int = 0) -> bool:
+    """Whether the entry at ``at`` of ``raw`` passes its CRC32C."""
+    return _CRC.unpack_from(raw, at + _CHECKED)[0] == crc32c(raw[at : at + _CHECKED])
 
 
 def file_size(slots: int, capacity: int) -> int:
@@ -106,8 +124,12 @@ class IndexFile:
         return SLOT.unpack_from(self.map, HEADER_SIZE + slot * SLOT_SIZE)[0]
 
     def entry(self, number: int) -> tuple[int, int, int, int]:
-        """(hash, commit offset, time diff, previous) of entry ``number`` (1-based)."""
-        return ENTRY.unpack_from(self.map, self.entries_at + (number - 1) * ENTRY_SIZE)
+        """(hash, commit offset, time diff, previous) of entry ``number`` (1-based), as
+        stored (``intact`` says whether it passes its check)."""
+        return _ENTRY_BODY.unpack_from(self.map, self.entries_at + (number - 1) * ENTRY_SIZE)
+
+    def intact(self, number: int) -> bool:
+        return entry_intact(self.map, self.entries_at + (number - 1) * ENTRY_SIZE)
 
     def write_tail(self, end_ms: int, end_offset: int, count: int, flags: int) -> None:
         fileio.pwrite_all(self.fd, _TAIL.pack(end_ms, end_offset, count, flags), _TAIL_AT)
@@ -138,8 +160,8 @@ class IndexFile:
         """Recompute every slot from entries 1..count (after damage to the chains)."""
         table = [0] * self.slots
         data = self.map[self.entries_at : self.entries_at + count * ENTRY_SIZE]
-        for number, (hashed, _offset, _diff, _prev) in enumerate(ENTRY.iter_unpack(data), 1):
-            if hashed:
+        for number, (hashed, _offset, _diff, _prev, _crc) in enumerate(ENTRY.iter_unpack(data), 1):
+            if hashed and entry_intact(data, (number - 1) * ENTRY_SIZE):
                 table[hashed % self.slots] = number
         fileio.pwrite_all(self.fd, struct.pack(f"<{self.slots}I", *table), HEADER_SIZE)
 
@@ -288,6 +310,13 @@ class KeyIndex:
         self._reported: set[tuple[str, int]] = set()
         self._dirty: set[IndexFile] = set()
         self._lock = threading.RLock()
+        # Told (commit offset, sentence) of damage a lookup meets (set by the store to
+        # report it as a corruption).
+        self.on_damage: Callable[[int, str], None] | None = None
+        # (topic, key, first, last, low_ms, high_ms): the commit offsets of the intact
+        # records from ``first`` to ``last`` stored within the window that carry the key
+        # (set by the store: the log walked), for where a file's entries fail their check.
+        self.records_with_key: Callable[[str, str, int, int, int, int], list[int]] | None = None
 
     # -- opening and listing -------------------------------------------------------
 
@@ -475,7 +504,7 @@ class KeyIndex:
         if head is None:
             head = self._head(index_file, slot, batch.start)
         batch.count += 1
-        batch.data += ENTRY.pack(hashed, commit_offset, store_ms - batch.begin_ms, head)
+        batch.data += pack_entry(hashed, commit_offset, store_ms - batch.begin_ms, head)
         batch.heads[slot] = batch.count
         batch.end_offset = commit_offset
         batch.end_ms = max(batch.end_ms, store_ms)
@@ -571,30 +600,94 @@ class KeyIndex:
                 file_begin, _, file_end, _, count, flags = index_file.state()
                 if not count or flags & FLAG_REMOVED or file_end < low or file_begin > high:
                     continue
-                number = index_file.slot(hashed % index_file.slots)
-                while number > count:  # written, but not yet (or no longer) counted
-                    if number > index_file.capacity:
-                        number = 0
-                        break
-                    previous = index_file.entry(number)[3]
-                    number = previous if previous < number else 0
-                while number:
-                    entry_hash, offset, diff, previous = index_file.entry(number)
-                    if not entry_hash:
-                        break
-                    if (
-                        entry_hash == hashed
-                        and low <= file_begin + diff <= high
-                        and offset not in seen
-                    ):
+                window = (hashed, file_begin, low, high)
+                want = limit - len(found)
+                offsets = self._walk(index_file, window, count, want)
+                if offsets is None:  # the chain crossed an entry that fails its check
+                    offsets = self._scan(index_file, window, count, topic, key)
+                for offset in offsets:
+                    if offset not in seen:
                         seen.add(offset)
                         found.append(offset)
                         if len(found) >= limit:
                             return found
-                    if previous >= number:
-                        break
-                    number = previous
         return found
+
+    @staticmethod
+    def _walk(
+        index_file: IndexFile, window: tuple[int, int, int, int], count: int, want: int
+    ) -> list[int] | None:
+        """The offsets of the entries of the key's slot chain in the window, newest first,
+        up to ``want``; None when the chain meets a counted entry that fails its check
+        (it cannot be followed past it)."""
+        hashed, file_begin, low, high = window
+        number = index_file.slot(hashed % index_file.slots)
+        while number > count:  # written, but not yet (or no longer) counted
+            if number > index_file.capacity:
+                number = 0
+                break
+            previous = index_file.entry(number)[3]
+            number = previous if previous < number else 0
+        offsets: list[int] = []
+        while number:
+            if not index_file.intact(number):
+                return None
+            entry_hash, offset, diff, previous = index_file.entry(number)
+            if entry_hash == hashed and low <= file_begin + diff <= high:
+                offsets.append(offset)
+                if len(offsets) >= want:
+                    return offsets
+            if previous >= number:
+                break
+            number = previous
+        return offsets
+
+    def _scan(
+        self,
+        index_file: IndexFile,
+        window: tuple[int, int, int, int],
+        count: int,
+        topic: str,
+        key: str,
+    ) -> list[int]:
+        """The key's offsets found by reading every counted entry of the file, for a
+        chain that cannot be followed: the intact entries of its hash, and the records
+        carrying the key between the intact entries around each run of damaged ones (a
+        damaged entry's own fields are not to be trusted); the damage is reported."""
+        hashed, file_begin, low, high = window
+        data = index_file.map[index_file.entries_at : index_file.entries_at + count * ENTRY_SIZE]
+        offsets = []
+        damaged = []
+        gaps: list[list[int]] = []  # [first, last] commit offsets around damaged runs
+        below = index_file.begin_offset
+        for number in range(1, count + 1):
+            at = (number - 1) * ENTRY_SIZE
+            if not entry_intact(data, at):
+                damaged.append(number)
+                if gaps and gaps[-1][1] < 0:
+                    continue
+                gaps.append([below, -1])
+                continue
+            entry_hash, offset, diff, _previous = _ENTRY_BODY.unpack_from(data, at)
+            if gaps and gaps[-1][1] < 0:
+                gaps[-1][1] = offset
+            below = offset
+            if entry_hash == hashed and low <= file_begin + diff <= high:
+                offsets.append(offset)
+        if gaps and gaps[-1][1] < 0:
+            gaps[-1][1] = index_file.state()[3]  # the file's end offset
+        if self.records_with_key is not None:
+            for first, last in gaps:
+                offsets.extend(self.records_with_key(topic, key, first, last, low, high))
+        offsets.sort(reverse=True)
+        if self.on_damage is not None:
+            shown = ", ".join(map(str, sorted(damaged)[:5]))
+            self.on_damage(
+                index_file.begin_offset,
+                f"key index file {index_file.path} has {len(damaged)} entries failing their "
+                f"check ({shown}); lookups there read every entry",
+            )
+        return offsets
 
     @property
     def end_offset(self) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from crc32c import crc32c
@@ -13,7 +13,13 @@ from . import clock, fileio
 from .errors import InvalidNameError, StoreFormatError
 from .names import check_name
 
-FORMAT_VERSION = 1
+#: The format this engine writes. Version 2 gave consume-queue entries a check
+#: (docs/FORMAT.md, "Consume queues"); a version 1 store is read too, and its entries are
+#: given their checks by the first process that opens it alone (``upgrade_format``).
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+#: The first version whose every consume-queue entry was written with its check.
+ENTRY_CHECKS_VERSION = 2
 _MAX_U32 = (1 << 32) - 1
 #: No topic has more queues than this (a sanity bound on a damaged topics.json).
 MAX_QUEUES_IN_TABLE = 1 << 21
@@ -94,10 +100,10 @@ class StoreIdentity:
                     f"{path} has a store_id or queue_file_entries out of range "
                     f"({identity.store_id}, {identity.queue_file_entries})"
                 )
-            if identity.format_version != FORMAT_VERSION:
+            if identity.format_version not in READABLE_VERSIONS:
                 raise StoreFormatError(
                     f"store format version {identity.format_version} is not supported "
-                    f"(this engine reads version {FORMAT_VERSION})"
+                    f"(this engine reads versions {', '.join(map(str, READABLE_VERSIONS))})"
                 )
             _verify_checksum(path, data)
             return identity
@@ -114,6 +120,13 @@ class StoreIdentity:
         )
         fileio.write_atomic(path, _dump_checked(asdict(identity)))
         return identity
+
+    def upgrade_format(self, path: Path) -> StoreIdentity:
+        """Say in ``store.json`` (at ``path``) that the store is of this engine's format
+        (once what the older format lacked was written); return the new identity."""
+        upgraded = replace(self, format_version=FORMAT_VERSION)
+        fileio.write_atomic(path, _dump_checked(asdict(upgraded)))
+        return upgraded
 
     @property
     def id_prefix(self) -> str:
@@ -158,6 +171,20 @@ class TopicInfo:
     # A stream topic: its messages are the events of streams (streams.py), indexed in
     # its event index.
     streams: bool = False
+    # Per queue id, how many times a queue of that id was removed (kept past ``queues``):
+    # a queue added back under a removed one's id is a new incarnation even when no
+    # record was appended in between (its ``since`` is then the same).
+    queue_generation: list[int] = field(default_factory=list)
+
+    def generation(self, queue: int) -> int:
+        """How many queues of id ``queue`` were removed before this one."""
+        return self.queue_generation[queue] if queue < len(self.queue_generation) else 0
+
+    def incarnation(self, queue: int) -> tuple[int, int, int]:
+        """What tells this topic's ``queue`` apart from every earlier queue of that name
+        and id (a deleted topic's, a removed queue's): anything a process caches for the
+        queue is valid only while this is the same."""
+        return self.created_offset, self.since(queue), self.generation(queue)
 
     def since(self, queue: int) -> int:
         """The commit-log offset from which records of ``queue`` belong to it."""
@@ -181,6 +208,7 @@ def topic_from_json(item: dict) -> TopicInfo:
         int(item.get("block_entries", 0)),
         int(item.get("blocks_per_file", 0)),
         item.get("streams", False) is True,
+        [int(g) for g in item.get("queue_generation", [])],
     )
     if info.layout not in LAYOUTS or (
         info.layout == LAYOUT_SHARED and (info.block_entries <= 0 or info.blocks_per_file <= 0)

@@ -12,9 +12,53 @@ import struct
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-#: A consume-queue entry: commit-log offset, record size (0 = not written), tag hash.
+from crc32c import crc32c
+
+from . import _native
+
+#: A consume-queue entry: commit-log offset, record size (0 = not written), and 8 bytes
+#: that are the tag hash and the check (``CHECKED_ENTRY``), or in an entry written before
+#: entries had checks, the record's whole 64-bit tag hash. Entries of 20 zero bytes are
+#: not written.
 ENTRY = struct.Struct("<QIQ")
 ENTRY_SIZE = ENTRY.size
+#: The same 20 bytes split as written since: ..., tag hash (u32), check (u32: CRC32C of
+#: the 16 bytes before it). See docs/FORMAT.md, "Consume queues".
+CHECKED_ENTRY = struct.Struct("<QIII")
+_CHECKED_BYTES = 16
+_NOT_WRITTEN = bytes(ENTRY_SIZE)
+
+#: ``entries`` with every written entry given its check (the object itself if all have
+#: one): what every write of entries goes through, so no entry is written unchecked.
+seal_entries = _native.seal_entries
+
+
+def entry_tag(tag_hash: int) -> int:
+    """The tag hash an entry stores for a record whose 64-bit tag hash is ``tag_hash``."""
+    low = tag_hash & 0xFFFFFFFF
+    return 1 if low == 0 and tag_hash else low
+
+
+def pack_entry(commit_offset: int, size: int, tag_hash: int) -> bytes:
+    """The entry of a record at ``commit_offset`` of ``size`` bytes whose 64-bit tag hash
+    is ``tag_hash``, with its check (the format's reference; writers use the crate)."""
+    head = CHECKED_ENTRY.pack(commit_offset, size, entry_tag(tag_hash), 0)[:_CHECKED_BYTES]
+    return head + struct.pack("<I", crc32c(head))
+
+
+def unpack_entry(data, at: int = 0) -> tuple[int, int, int]:
+    """(commit offset, size, tag hash as stored) of the entry at ``at``."""
+    return CHECKED_ENTRY.unpack_from(data, at)[:3]
+
+
+def entry_checked(data, at: int = 0) -> bool:
+    """Whether the entry at ``at`` of ``data`` passes its check."""
+    return CHECKED_ENTRY.unpack_from(data, at)[3] == crc32c(data[at : at + _CHECKED_BYTES])
+
+
+def entry_not_written(data, at: int = 0) -> bool:
+    return data[at : at + ENTRY_SIZE] == _NOT_WRITTEN
+
 
 #: Entries read at a time when looking for the first written one.
 SCAN_ENTRIES = 4096
@@ -58,7 +102,8 @@ class QueueBase(ABC):
 
     @abstractmethod
     def entry(self, index: int) -> tuple[int, int, int] | None:
-        """(commit offset, size, tag hash) of entry ``index``, or None if unwritten."""
+        """(commit offset, size, tag hash as stored) of entry ``index``, or None if
+        unwritten."""
 
     @property
     def loaded(self) -> bool:

@@ -19,6 +19,8 @@ from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .errors import CorruptRecordError, MessageNotFoundError
 from .keyindex import KeyIndex
 from .message_id import format_message_id
+from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
+from .queuebase import CHECKED_ENTRY, entry_checked, entry_not_written, entry_tag
 from .record import (
     COMMIT_OFFSET_END,
     END_OF_SEGMENT_MAGIC,
@@ -113,6 +115,7 @@ class Reader:
         on, at most ``max_messages``, only those tagged ``tag`` (``wanted_tag`` its
         bytes) when it is given."""
         wanted_hash = tag_hash(wanted_tag) if tag is not None else None
+        wanted_entry_tag = entry_tag(wanted_hash) if wanted_hash is not None else None
         prefix = self.id_prefix
         topic_data = topic.encode()
         topic = topic_name(topic_data)
@@ -152,21 +155,35 @@ class Reader:
                         break
                 else:
                     stop = dataplane.READ_OUTSIDE
-                commit_offset, size, hashed = ENTRY.unpack_from(packed, index * ENTRY_SIZE)
-                if not size or (wanted_hash is not None and hashed != wanted_hash):
+                at = index * ENTRY_SIZE
+                if entry_not_written(packed, at):
                     index += 1
                     continue
-                if stop == dataplane.READ_OUTSIDE or segment is None:
+                commit_offset, size, entry_tag_hash, _check = CHECKED_ENTRY.unpack_from(packed, at)
+                checked = entry_checked(packed, at)
+                # Only a checked entry's tag hash may skip it; any other is verified first.
+                if checked and wanted_hash is not None and entry_tag_hash != wanted_entry_tag:
+                    index += 1
+                    continue
+                if (
+                    stop == dataplane.READ_OUTSIDE
+                    or segment is None
+                    or not segment.base <= commit_offset < segment.end
+                ):
                     found = log.locate(commit_offset)
-                    if found is not None:
+                    if found is not None and found[0] is not segment:
                         segment = found[0]
                         continue
-                    segment = None
+                    segment = None if found is None else segment
                 index += 1
                 message = self._read_entry(
                     consume_queue, segment, commit_offset, size, topic, queue, first + index - 1
                 )
-                if message is None or (tag is not None and message.tag != tag):
+                if message is None:
+                    continue
+                if not checked:
+                    self._judge_unchecked(packed, at, message, topic, queue, first + index - 1)
+                if tag is not None and message.tag != tag:
                     continue
                 messages.append(message)
             position = first + index
@@ -206,6 +223,44 @@ class Reader:
             return self._find_record(consume_queue, topic, queue, queue_offset)
         return message
 
+    def entry_record(
+        self, commit_offset: int, size: int, topic: str, queue: int, queue_offset: int
+    ) -> StoredMessage | None:
+        """The intact record an entry names, if it is that entry's (else None; nothing
+        is reported)."""
+        found = self.log.locate(commit_offset) if commit_offset < self.log.tail else None
+        if found is None:
+            return None
+        segment, pos = found
+        try:
+            message = decode_record(
+                segment.view, pos, segment.size, commit_offset, self.id_prefix, size
+            )
+        except CorruptRecordError:
+            return None
+        if (message.topic, message.queue, message.queue_offset) != (topic, queue, queue_offset):
+            return None
+        return message
+
+    def _judge_unchecked(
+        self, packed: bytes, at: int, message: StoredMessage, topic: str, queue: int, index: int
+    ) -> None:
+        """An entry that failed its check, whose message was found: silent if it is an
+        entry written before entries had checks (its last 8 bytes the record's 64-bit tag
+        hash), else reported as damage."""
+        commit_offset, size, old_tag_hash = ENTRY.unpack_from(packed, at)
+        tag = message.tag.encode() if message.tag is not None else b""
+        if commit_offset == message.commit_offset and old_tag_hash == tag_hash(tag):
+            return
+        self.corruptions.note(
+            Corruption(
+                commit_offset,
+                size,
+                f"consume-queue entry {index} of {topic}/{queue} fails its check (its "
+                "record was verified and served)",
+            )
+        )
+
     def _find_record(
         self, consume_queue: ConsumeQueue, topic: str, queue: int, queue_offset: int
     ) -> StoredMessage | None:
@@ -233,6 +288,39 @@ class Reader:
                 return message
             position += length
         return None
+
+    def records_with_key(
+        self, topic: str, key: str, first: int, last: int, low_ms: int, high_ms: int
+    ) -> list[int]:
+        """The commit offsets of the intact records of ``topic`` from ``first`` to
+        ``last`` (inclusive), stored from ``low_ms`` to ``high_ms``, indexed under
+        ``key`` (one of their keys, or their dedup key), walking the log (at most
+        ``_FIND_RECORDS`` records): what a key-index lookup reads where entries fail
+        their check."""
+        log = self.log
+        dedup_id = key[len(DEDUP_KEY_PREFIX) :] if key.startswith(DEDUP_KEY_PREFIX) else None
+        position = max(log.min_offset, first)
+        found = []
+        for _ in range(_FIND_RECORDS):
+            located = log.locate(position) if position <= last and position < log.tail else None
+            if located is None:
+                break
+            segment, pos = located
+            length, magic = MARKER.unpack_from(segment.view, pos)
+            if magic == END_OF_SEGMENT_MAGIC:
+                position = segment.end
+                continue
+            try:
+                message = decode_record(segment.view, pos, segment.size, position, self.id_prefix)
+            except CorruptRecordError:
+                break  # the walk cannot get past bad bytes
+            if (message.topic == topic and low_ms <= message.store_time_ms <= high_ms) and (
+                key in message.keys
+                or (dedup_id is not None and message.properties.get(DEDUP_PROPERTY) == dedup_id)
+            ):
+                found.append(position)
+            position += length
+        return found
 
     # ------------------------------------------------------------ by log offset
 

@@ -46,6 +46,7 @@ from .dataplane import NATIVE_RUN
 from .follow import mark_written, trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
+from .queuebase import seal_entries
 from .record import (
     COMMIT_OFFSET,
     HEADER_SIZE,
@@ -498,7 +499,7 @@ class _Dispatcher:
         """Write entries for queue offsets from ``first`` on where they differ on disk."""
         if not pieces:
             return
-        wanted = b"".join(pieces)
+        wanted = seal_entries(b"".join(pieces))  # as written: compared with what is there
         if first < queue.min_offset:
             wanted = wanted[(queue.min_offset - first) * ENTRY_SIZE :]
             first = queue.min_offset

@@ -54,6 +54,7 @@ from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue, QueueFile
 from .diskuse import DiskUse
+from .entrychecks import seal_old_entries
 from .errors import (
     DiskFullError,
     StoreClosedError,
@@ -67,7 +68,7 @@ from .follow import follow_log, mark_records_written, mark_written, trim_queue_e
 from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
-from .metadata import StoreIdentity, TopicTable
+from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
@@ -178,6 +179,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self._reader.record_at,
                     self.config.max_message_bytes,
                 )
+                self._streams.on_damage = self._note_index_damage
+                self._index.on_damage = self._note_index_damage
+                self._index.records_with_key = self._reader.records_with_key
                 if alone:
                     self._open_alone()
                 else:
@@ -258,6 +262,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state.dispatched if state else None,
             self.commitlog.tail,
         )
+        if self.identity.format_version < ENTRY_CHECKS_VERSION:  # an older engine's store
+            seal_old_entries(self._registry, self._reader)
+            self.identity = self.identity.upgrade_format(self.path / "store.json")
         self._registry.dirty.update(q.flush_target for q in self._registry.loaded_queues())
         for topic in self._registry.shared_topics():
             topic.blocks.rebuilding = False
@@ -303,6 +310,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             offsets_version=previous.offsets_version + 1,
             index_version=previous.index_version + 1,
         )
+
+    def _note_index_damage(self, commit_offset: int, reason: str) -> None:
+        self._reader.corruptions.note(Corruption(commit_offset, 0, reason))
 
     def _cut_partial_group(self, log: CommitLog, tail: int, durable_end: int) -> int:
         def is_stream_topic(name: bytes) -> bool:

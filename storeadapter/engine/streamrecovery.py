@@ -105,6 +105,8 @@ def recover_indexes(
                 start = max(start, min(index.indexed_to, dispatched, tail))
             start = max(start, info.created_offset)
             report.entries_cut = index.truncate_from(start)
+            # A damaged entry at the end lowers indexed_to to a record boundary below it.
+            start = max(min(start, index.indexed_to), streams.log.min_offset, info.created_offset)
         report.cut_from = start
         streams.adopt(info.name, index)
         starts[info.name] = start

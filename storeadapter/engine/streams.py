@@ -149,6 +149,9 @@ class Streams:
         # Topics caught up with during this hold of the write lock (begin_hold).
         self._fresh: set[str] = set()
         self._lock = threading.Lock()  # opening and closing indexes
+        # Told (commit offset, sentence) of damage an index finds in use (set by the store
+        # to report it as a corruption).
+        self.on_damage: Callable[[int, str], None] | None = None
 
     # ------------------------------------------------------------- the files
 
@@ -168,9 +171,14 @@ class Streams:
             old = self._indexes.pop(name, None)
             if old is not None:
                 old.close()
+            index.on_damage = self._damage_found
             self._indexes[name] = index
             self._seen[name] = index.count
         self.cache.drop_topic(name)
+
+    def _damage_found(self, commit_offset: int, reason: str) -> None:
+        if self.on_damage is not None:
+            self.on_damage(commit_offset, reason)
 
     def opened(self, name: str) -> EventIndex:
         """The index this process has open for the topic (after ``adopt`` or ``index``)."""
@@ -195,6 +203,7 @@ class Streams:
             index = self._indexes.get(info.name)
             if index is None or index.created_offset != info.created_offset or index.closed:
                 index = self._open(info.name, info.created_offset)
+                index.on_damage = self._damage_found
                 old = self._indexes.pop(info.name, None)
                 if old is not None:
                     old.close()

@@ -48,6 +48,12 @@ class LazyQueues:
         """The queues used so far."""
         return list(self._made.values())
 
+    def forget(self, queue_id: int) -> None:
+        """Close queue ``queue_id``'s object if made: the next use makes a new one."""
+        queue = self._made.pop(queue_id, None)
+        if queue is not None:
+            queue.close()
+
     def append(self, queue: BlockQueue) -> None:
         self._made[self._count] = queue
         self._count += 1
@@ -161,7 +167,11 @@ class TopicRegistry:
         return rebuild_from
 
     def reload(self, table: TopicTable) -> list[ConsumeQueue]:
-        """Apply the changes another process made to ``topics.json``; return new queues."""
+        """Apply the changes another process made to ``topics.json``; return new queues.
+
+        A queue whose incarnation changed (removed and added back since this process
+        last looked) is opened anew: nothing cached for its predecessor is used again.
+        """
         opened = []
         for name in list(self.topics):
             info = table.topics.get(name)
@@ -177,22 +187,38 @@ class TopicRegistry:
                 self._add(self._files_topic(info, queues))
                 opened.extend(queues)
                 continue
+            reborn = _reborn_queues(topic.info, info, len(topic.queues))
             if topic.blocks is not None:
-                while len(topic.queues) < info.queues:
-                    topic.queues.append(self._block_queue(topic, len(topic.queues)))
-                while len(topic.queues) > info.queues:
-                    topic.queues.pop().close()
-                topic.info = info
+                self._reload_shared(topic, info, reborn)
                 continue
+            for queue_id in reborn:
+                topic.queues[queue_id].close()
+                topic.queues[queue_id] = queue = self._open_queue(info.name, queue_id)
+                opened.append(queue)
             for queue_id in range(len(topic.queues), info.queues):
                 queue = self._open_queue(info.name, queue_id)
                 topic.queues.append(queue)
                 opened.append(queue)
             while len(topic.queues) > info.queues:
                 topic.queues.pop().close()
+            if reborn or info.queues != topic.info.queues:
+                # The witness as last read may hold a removed queue's end.
+                topic.ends = QueueEnds(self.root / info.name, info.created_offset)
             topic.info = info
         self.forget_closed()
         return opened
+
+    def _reload_shared(self, topic: Topic, info: TopicInfo, reborn: list[int]) -> None:
+        blocks = topic.blocks
+        for queue_id in reborn:
+            topic.queues.forget(queue_id)
+            blocks.recheck_queue(queue_id)
+        while len(topic.queues) < info.queues:
+            topic.queues.append(self._block_queue(topic, len(topic.queues)))
+        while len(topic.queues) > info.queues:
+            topic.queues.pop().close()
+            blocks.recheck_queue(len(topic.queues))
+        topic.info = info
 
     def create(self, info: TopicInfo) -> Topic:
         """Make the directories and first files of a new topic's queues."""
@@ -337,6 +363,18 @@ class TopicRegistry:
         for name in list(self.topics):
             self.close_topic(name)
         self.handles.close()
+
+
+def _reborn_queues(old: TopicInfo, new: TopicInfo, count: int) -> list[int]:
+    """The ids below ``count`` (and both queue counts) whose queue in ``new`` is another
+    incarnation than in ``old``."""
+    if old.queue_since == new.queue_since and old.queue_generation == new.queue_generation:
+        return []  # the common case, without a look at every queue of a big topic
+    return [
+        queue_id
+        for queue_id in range(min(count, old.queues, new.queues))
+        if old.incarnation(queue_id) != new.incarnation(queue_id)
+    ]
 
 
 def _listdir(path: Path) -> list[str]:

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from storeadapter.engine.checkpoint import read_checkpoint
 from storeadapter.engine.errors import StoreFormatError
-from storeadapter.engine.metadata import FORMAT_VERSION, LAYOUT_SHARED, TopicTable
+from storeadapter.engine.metadata import LAYOUT_SHARED, READABLE_VERSIONS, TopicTable
 from storeadapter.engine.names import DLQ_PREFIX, RETRY_PREFIX
 from storeadapter.engine.scan import GARBAGE_TAIL, TAIL, scan_segment
 from storeadapter.engine.segment import is_segment_name, segment_name
@@ -182,10 +182,10 @@ def read_identity(path: Path) -> tuple[str, int]:
         raise StoreFormatError(f"{path} is not a Tidemark store (it has no store.json)") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise StoreFormatError(f"{path}/store.json cannot be read ({error})") from None
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:  # the reader needs no entry's check
         raise StoreFormatError(
             f"store format version {version} is not supported (this reader reads "
-            f"version {FORMAT_VERSION})"
+            f"versions {', '.join(map(str, READABLE_VERSIONS))})"
         )
     return f"{store_id:08X}", queue_file_entries
 

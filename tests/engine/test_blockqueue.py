@@ -11,7 +11,8 @@ from storeadapter.engine.blockqueue import (
     BlockQueue,
     BlockStore,
 )
-from storeadapter.engine.consumequeue import ENTRY, ENTRY_SIZE
+from storeadapter.engine.consumequeue import ENTRY_SIZE
+from storeadapter.engine.queuebase import pack_entry, unpack_entry
 
 PER_BLOCK = 4
 PER_FILE = 3
@@ -20,7 +21,7 @@ PER_FILE = 3
 def entries(queue: int, start: int, count: int) -> bytes:
     """Packed entries whose commit offset says which queue and offset they are."""
     return b"".join(
-        ENTRY.pack(queue * 1_000_000 + offset + 1, 100, offset)
+        pack_entry(queue * 1_000_000 + offset + 1, 100, offset)
         for offset in range(start, start + count)
     )
 
@@ -49,7 +50,7 @@ def test_entries_round_trip_across_blocks_and_files(open_blocks):
     for queue in range(5):
         assert blocks.read(queue, 0, 9) == entries(queue, 0, 9)
         assert blocks.read(queue, 2, 5) == entries(queue, 2, 5)
-        assert blocks.entry(queue, 8) == ENTRY.unpack(entries(queue, 8, 1))
+        assert blocks.entry(queue, 8) == unpack_entry(entries(queue, 8, 1))
     assert len(blocks.files) > 1
     assert len(os.listdir(blocks.directory)) == len(blocks.files)
 
@@ -129,7 +130,7 @@ def test_files_with_no_block_in_use_are_deleted(open_blocks):
 
 def test_written_end_rounds_up_to_a_whole_entry(open_blocks):
     blocks = open_blocks()
-    blocks.write(0, 0, ENTRY.pack(5, 10, 0) + ENTRY.pack(50, 10, 0))
+    blocks.write(0, 0, pack_entry(5, 10, 0) + pack_entry(50, 10, 0))
 
     assert blocks.written_end(0) == 2
 

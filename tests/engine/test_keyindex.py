@@ -22,6 +22,7 @@ from storeadapter.engine.keyindex import (
     KeyIndex,
     file_size,
     key_hash,
+    pack_entry,
 )
 
 SLOTS = 8
@@ -360,7 +361,7 @@ def test_unfinished_put_is_ignored_and_overwritten(opened):
     index.put_many([("t", "a", 0, T0), ("t", "a", 100, T0 + 1)])
     f = index.files[0]
     hashed = key_hash("t", "a")
-    os.pwrite(f.fd, ENTRY.pack(hashed, 200, 2, 2), f.entries_at + 2 * ENTRY_SIZE)
+    os.pwrite(f.fd, pack_entry(hashed, 200, 2, 2), f.entries_at + 2 * ENTRY_SIZE)
     os.pwrite(f.fd, struct.pack("<I", 3), HEADER_SIZE + (hashed % SLOTS) * 4)
     assert index.query("t", "a", None, None, 10) == [100, 0]
     index.put("t", "b", 300, T0 + 3)
@@ -449,11 +450,12 @@ def test_header_layout(opened, directory):
     index = opened()
     index.put_many([("t", "a", 7, T0), ("t", "b", 90, T0 + 5)])
     raw = (directory / name(7)).read_bytes()
-    assert len(raw) == HEADER_SIZE + SLOTS * 4 + ENTRIES * 20 == 56 + 32 + 320
-    assert HEADER.unpack_from(raw) == (b"TDMI", 1, 0, SLOTS, ENTRIES, T0, 7, T0 + 5, 90, 2, 0)
+    assert len(raw) == HEADER_SIZE + SLOTS * 4 + ENTRIES * 24 == 56 + 32 + 384
+    assert HEADER.unpack_from(raw) == (b"TDMI", 2, 0, SLOTS, ENTRIES, T0, 7, T0 + 5, 90, 2, 0)
     ha, hb = key_hash("t", "a"), key_hash("t", "b")
-    assert ENTRY.unpack_from(raw, 88) == (ha, 7, 0, 0)
-    assert ENTRY.unpack_from(raw, 108) == (hb, 90, 5, 2 if ha % SLOTS == hb % SLOTS else 0)
+    assert ENTRY.unpack_from(raw, 88)[:4] == (ha, 7, 0, 0)
+    assert ENTRY.unpack_from(raw, 112)[:4] == (hb, 90, 5, 2 if ha % SLOTS == hb % SLOTS else 0)
+    assert raw[88:112] == pack_entry(ha, 7, 0, 0)  # ends with the CRC32C of its 20 bytes
     assert struct.unpack_from("<I", raw, 56 + (hb % SLOTS) * 4)[0] == 2
 
 

@@ -1,5 +1,5 @@
 """The native batch encoder writes the bytes the Python reference writes, and the
-entries of each queue as consumequeue.ENTRY packs them."""
+entries of each queue as queuebase.pack_entry packs them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storeadapter.engine import dataplane
-from storeadapter.engine.consumequeue import ENTRY
+from storeadapter.engine.queuebase import pack_entry
 from storeadapter.engine.results import STATUS_OK, AppendResult
 from tests.engine.nativecases import encode, record_fields
 
@@ -30,7 +30,7 @@ def test_a_plain_batch_encodes_as_the_python_codec_does(bodies, turn, tail, now)
     for i, body in enumerate(bodies):
         queue, offset = turn[i % len(turn)], bases[i % len(turn)] + i // len(turn)
         record = encode(tail + len(expected), offset, now, now, queue, b"topic", body=body)
-        wanted_entries[queue] += ENTRY.pack(tail + len(expected), len(record), 0)
+        wanted_entries[queue] += pack_entry(tail + len(expected), len(record), 0)
         wanted_results.append(
             AppendResult(
                 f"0000ABCD{tail + len(expected):016X}",
@@ -71,6 +71,6 @@ def test_placed_records_encode_as_the_python_codec_does(records, tail):
                 7,
             )
         )
-        wanted_entries += ENTRY.pack(commit_offset, len(record), 7)
+        wanted_entries += pack_entry(commit_offset, len(record), 7)
         expected += record
     assert dataplane.encode_placed(rows, b"topic") == (expected, wanted_entries)

@@ -1,5 +1,5 @@
 """The native encoder of appends to streams writes the records ``eventrecords``'s Python
-encoder writes, the consume-queue entries ``consumequeue.ENTRY`` packs and the event-index
+encoder writes, the consume-queue entries ``queuebase.pack_entry`` packs and the event-index
 entries ``eventindex.encode_entry`` packs; a native scan's runs (``Run.events``) find in
 event records what ``eventrecords.event_of`` finds."""
 
@@ -9,7 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storeadapter.engine import _native, dataplane
-from storeadapter.engine.consumequeue import ENTRY
 from storeadapter.engine.errors import CorruptRecordError
 from storeadapter.engine.eventindex import (
     EventEntry,
@@ -19,6 +18,7 @@ from storeadapter.engine.eventindex import (
     stream_hash,
 )
 from storeadapter.engine.eventrecords import encode_events, event_of
+from storeadapter.engine.queuebase import pack_entry
 from storeadapter.engine.record import decode_record
 from storeadapter.engine.results import STATUS_OK, EventAppendResult
 from storeadapter.engine.tags import tag_hash
@@ -92,7 +92,7 @@ def test_appends_encode_as_the_python_encoder_and_index_pack_them(batch, start, 
             start + len(expected), a["queue"], a["queue_offset"], now,
         )  # fmt: skip
         expected += records
-        assert entries == b"".join(map(ENTRY.pack, starts, lengths, map(tag_hash, a["types"])))
+        assert entries == b"".join(map(pack_entry, starts, lengths, map(tag_hash, a["types"])))
         assert last == starts[-1]
         count = len(starts)
         assert results == [

@@ -8,15 +8,16 @@ live entries before the hole, and the queue lost messages that were still stored
 
 from __future__ import annotations
 
-from storeadapter.engine.consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
+from storeadapter.engine.consumequeue import ENTRY_SIZE, ConsumeQueue
 from storeadapter.engine.handles import HandleCache
+from storeadapter.engine.queuebase import pack_entry
 
 
 def _queue(tmp_path, offsets: list[int | None]) -> ConsumeQueue:
     queue = ConsumeQueue(tmp_path / "q", 64, HandleCache(8))
     queue.create_first_file()
     packed = b"".join(
-        ENTRY.pack(offset, 100, 0) if offset is not None else bytes(ENTRY_SIZE)
+        pack_entry(offset, 100, 0) if offset is not None else bytes(ENTRY_SIZE)
         for offset in offsets
     )
     queue.write(0, packed)

@@ -266,7 +266,7 @@ def _index_file(store: Path) -> Path:
 def damage_keyindex(store: Path, fault: str, info: Template) -> Damage:
     path = _index_file(store)
     if fault == "bit-flip":
-        _flip(path, 56 + 4 * 64 + 20 * 3 + 5)  # entry 4's commit offset
+        _flip(path, 56 + 4 * 64 + 24 * 3 + 5)  # entry 4's commit offset (24-byte entries)
     elif fault == "truncation":
         with open(path, "r+b") as handle:
             handle.truncate(path.stat().st_size // 2)
@@ -524,8 +524,8 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
         )
     if kind in ("consumequeue", "blockqueue"):
         return fault == "garbage-tail" or bool(result.corruptions)  # past the end: a leftover
-    if kind == "keyindex":
-        return fault == "bit-flip" or bool(result.index_problems)  # no CRC to check
+    if kind == "keyindex":  # a flipped entry fails its CRC when a lookup crosses it
+        return bool(result.index_problems) or (fault == "bit-flip" and bool(result.corruptions))
     if kind == "checkpoint":  # recovery starts from the older slot, or scans the whole log
         started = result.recovery["started_at"]
         if fault == "bit-flip":

@@ -14,7 +14,6 @@ import functools
 import os
 import random
 import shutil
-import struct
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +23,12 @@ import pytest
 from storeadapter.engine import MessageStore, StoreFormatError
 from storeadapter.engine.checks import check_event_index
 from storeadapter.engine.eventindex import (
+    COUNT_AT,
     ENTRY_SIZE,
+    HEADER_SIZE,
+    SLOT_SIZE,
     EventIndex,
+    counter_bytes,
     encode_entry,
 )
 from tests.faults.faultharness import fault_config, start_holder
@@ -297,8 +300,8 @@ def test_the_checker_finds_a_slot_that_lost_its_newest_entry(healthy):
     slot = next(i for i, held in enumerate(table) if held)
     index.close()
     with open(_index(healthy), "r+b") as handle:
-        handle.seek(64 + 4 * slot)
-        handle.write(struct.pack("<I", 0))
+        handle.seek(HEADER_SIZE + SLOT_SIZE * slot)
+        handle.write(bytes(SLOT_SIZE))  # an empty slot, which passes its check
 
     assert any(f"stream slot {slot} holds entry 0" in r for r in _reasons(healthy))
 
@@ -320,8 +323,8 @@ def test_the_checker_finds_events_the_index_lost(healthy):
     count = index.count
     index.close()
     with open(_index(healthy), "r+b") as handle:
-        handle.seek(24)
-        handle.write(struct.pack("<Q", count - 3))
+        handle.seek(COUNT_AT)
+        handle.write(counter_bytes(1, count - 3))  # with its check: damage it cannot see
 
     reasons = _reasons(healthy)
 

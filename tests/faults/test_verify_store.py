@@ -23,6 +23,7 @@ from storeadapter.engine.checks.key_index import check_key_index
 from storeadapter.engine.checks.metadata_files import check_metadata
 from storeadapter.engine.checks.queue_files import check_files_topic
 from storeadapter.engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_STORE_ERROR, main
+from storeadapter.engine.keyindex import ENTRY, ENTRY_SIZE, pack_entry
 from storeadapter.engine.metadata import CHECKSUM_FIELD
 from storeadapter.engine.verify import verify_store
 from tests.engine.storetools import queue_file_paths, segment_paths
@@ -191,7 +192,8 @@ def test_a_key_index_entry_naming_a_record_without_its_key_is_found(healthy, cap
     data = bytearray(index_file.read_bytes())
     slots = struct.unpack_from("<I", data, 8)[0]
     first_entry = 56 + 4 * slots
-    data[first_entry : first_entry + 4] = struct.pack("<I", 12345)  # another key's hash
+    _hash, offset, diff, previous, _crc = ENTRY.unpack_from(data, first_entry)
+    data[first_entry : first_entry + ENTRY_SIZE] = pack_entry(12345, offset, diff, previous)
     index_file.write_bytes(bytes(data))
     code, out = _verify(healthy, capsys)
     assert code == EXIT_CORRUPT, out
@@ -203,7 +205,7 @@ def test_keys_the_key_index_lost_below_its_end_are_found(healthy, capsys):
     data = bytearray(index_file.read_bytes())
     slots = struct.unpack_from("<I", data, 8)[0]
     first_entry = 56 + 4 * slots
-    data[first_entry + 20 * 10 : first_entry + 20 * 20] = bytes(200)  # entries 11 to 20
+    data[first_entry + ENTRY_SIZE * 10 : first_entry + ENTRY_SIZE * 20] = bytes(10 * ENTRY_SIZE)
     index_file.write_bytes(bytes(data))
     code, out = _verify(healthy, capsys)
     assert code == EXIT_CORRUPT, out

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 
 mod appending;
+mod entries;
 mod events;
 mod hashing;
 mod reader;
@@ -25,6 +26,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reader::check_at, m)?)?;
     m.add_function(wrap_pyfunction!(reader::canonical_offset, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;
+    m.add_function(wrap_pyfunction!(entries::seal_entries, m)?)?;
+    m.add_function(wrap_pyfunction!(entries::entry_checked, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::stream_hashes, m)?)?;

@@ -11,12 +11,13 @@ publishing, left; they are not reported). Each problem is a dict::
 What is checked (docs/FORMAT.md, "Event index"):
 
 1. the file: present, its header (magic, version, entry size, slots, the topic's
-   created offset), ``count`` within the file;
+   created offset, each part passing its check), ``count`` within the file;
 2. each entry 1..count: unwritten or failing its CRC32C; commit offsets increasing;
    links (previous, jump, next in its slots) pointing at older entries; ``previous``
    at the same stream one version down, ``jump`` at the same stream's version
    ``v - lowbit(v)``; the next entry of a slot chain in the same slot;
-3. each slot: it holds the newest entry hashing to it (as a rebuild would make it);
+3. each slot: it passes its check and holds the newest entry hashing to it (as a rebuild
+   would make it);
 4. against the log: every event of the topic in the log has its entry, with its stream,
    version and command; every entry whose record the log still holds points at one of
    the topic's events.
@@ -209,6 +210,10 @@ def _check_slots(root: Path, info: TopicInfo, index: EventIndex) -> list[Problem
                 newest[1][entry.command_hash % slots] = entry.number
     problems = []
     for table, (name, wanted) in enumerate(zip(("stream", "command"), newest, strict=True)):
+        for slot in index.damaged_slots(commands=table == 1):
+            problems.append(
+                _problem(file, info.name, None, None, f"{name} slot {slot} fails its check")
+            )
         held = index.slot_table(commands=table == 1)
         if held == wanted:
             continue

@@ -17,6 +17,7 @@ from ..keyindex import (
     MAGIC,
     SLOT_SIZE,
     VERSION,
+    entry_intact,
     file_size,
 )
 from ..metadata import TopicInfo
@@ -137,10 +138,14 @@ def _check_entries(
     last_offset = None
     position = len(entries.names)
     entries.names.append(name)
-    for number, (hashed, offset, _diff, previous) in enumerate(ENTRY.iter_unpack(data), 1):
+    for number, (hashed, offset, _diff, previous, _crc) in enumerate(ENTRY.iter_unpack(data), 1):
         last_offset = offset if hashed else None
-        if not hashed:
+        if not hashed and not any(data[(number - 1) * ENTRY_SIZE : number * ENTRY_SIZE]):
             runs.add(name, number, "zeros, below the file's count")
+            continue
+        if not entry_intact(data, (number - 1) * ENTRY_SIZE):
+            runs.add(name, number, "fails its check (lookups there read the log)")
+            last_offset = None
             continue
         slot = hashed % slots
         if previous != heads.get(slot, 0):
@@ -196,7 +201,7 @@ def _resolve(fd: int, number: int, count: int, capacity: int, entries_at: int) -
         if number > capacity:
             return f"entry {number}, outside the file"
         raw = os.pread(fd, ENTRY_SIZE, entries_at + (number - 1) * ENTRY_SIZE)
-        hashed, _offset, _diff, previous = ENTRY.unpack(raw.ljust(ENTRY_SIZE, b"\0"))
+        hashed, _offset, _diff, previous, _crc = ENTRY.unpack(raw.ljust(ENTRY_SIZE, b"\0"))
         if not hashed or previous >= number:
             return f"entry {number}, past the count, which leads nowhere"
         number = previous

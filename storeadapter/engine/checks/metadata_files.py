@@ -12,10 +12,10 @@ from pathlib import Path
 from ..errors import InvalidNameError
 from ..metadata import (
     CHECKSUM_FIELD,
-    FORMAT_VERSION,
     IDENTITY_FIELDS,
     LAYOUT_SHARED,
     MAX_QUEUES_IN_TABLE,
+    READABLE_VERSIONS,
     TABLE_FIELDS,
     TopicInfo,
     content_checksum,
@@ -103,10 +103,11 @@ def _check_identity(data: dict, findings: Findings) -> int | None:
             f"has a store_id or queue_file_entries out of range ({store_id}, {entries})",
         )
         return None
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         findings.damage(
             STORE_JSON,
-            f"format version {version} is not supported (this engine reads {FORMAT_VERSION})",
+            f"format version {version} is not supported (this engine reads "
+            f"{', '.join(map(str, READABLE_VERSIONS))})",
         )
     return entries
 

@@ -2,8 +2,10 @@
 
 Every entry from the queue's first live one (those before it name records retention
 deleted) to its last written one must point at the intact record of this topic, queue
-and queue offset, with the record's size and tag hash; and every record of the queue in
-the log (from the queue's ``since`` offset) must have its entry.
+and queue offset, with the record's size and tag hash, and pass its check (an entry an
+engine before checks wrote, whose last 8 bytes are its record's 64-bit tag hash, is
+taken as it is: the next open alone gives it its check); and every record of the queue
+in the log (from the queue's ``since`` offset) must have its entry.
 
 Entries of records at or past the checkpoint's ``dispatched`` offset need not be there
 yet (a crash may have kept some of their writes and not others): the next open
@@ -16,7 +18,14 @@ import bisect
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-from ..queuebase import ENTRY
+from ..queuebase import (
+    CHECKED_ENTRY,
+    ENTRY,
+    ENTRY_SIZE,
+    entry_checked,
+    entry_not_written,
+    entry_tag,
+)
 from .commit_log import LogFacts, QueueRecords
 from .problems import DAMAGE, NOTE, EntryRuns, Findings
 
@@ -101,10 +110,14 @@ def check_queue_entries(
     checked = 0
     for chunk in chunks:
         index = chunk.first_index - 1
-        for offset, size, tag in ENTRY.iter_unpack(chunk.data):
+        data = chunk.data
+        for at_byte in range(0, len(data) - len(data) % ENTRY_SIZE, ENTRY_SIZE):
             index += 1
             if index > last_written:
                 break
+            offset, size, tag = CHECKED_ENTRY.unpack_from(data, at_byte)[:3]
+            sealed = entry_checked(data, at_byte)
+            unwritten = not sealed and entry_not_written(data, at_byte)
             if not live:
                 if log.first_offset and (not size or offset < log.first_offset):
                     valid_end = index + 1 if size else valid_end
@@ -114,6 +127,9 @@ def check_queue_entries(
             checked += 1
             at = queue_log.position(index)
             owed = () if at is None else (records.offsets[at],)
+            if not size and not unwritten:
+                runs.add(chunk.path, index, "fails its check", "", DAMAGE)
+                continue
             if not size:
                 detail = "" if at is None else f"its record is at offset {owed[0]}"
                 what = f"unwritten, though entry {last_written} after it is written"
@@ -126,7 +142,10 @@ def check_queue_entries(
                     detail = f"{size} bytes, the record {records.lengths[at]}"
                     what = "gives another size than its record's"
                     runs.add(chunk.path, index, what, detail, severity)
-                elif records.tags[at] != tag:
+                elif not sealed and ENTRY.unpack_from(data, at_byte)[2] != records.tags[at]:
+                    # An entry an engine before checks wrote holds the 64-bit tag hash.
+                    runs.add(chunk.path, index, "fails its check", "", DAMAGE)
+                elif sealed and entry_tag(records.tags[at]) != tag:
                     what = "holds another tag hash than its record's"
                     runs.add(chunk.path, index, what, "", severity)
                 else:
