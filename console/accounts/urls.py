@@ -11,6 +11,7 @@ urlpatterns = [
     # bounce through the login page); Django's LogoutView is not marked that way itself.
     path("logout/", login_not_required(auth_views.LogoutView.as_view()), name="logout"),
     path("users/", users.user_list, name="user_list"),
+    path("users/unlock/", users.user_unlock, name="user_unlock"),
     path("users/<int:user_id>/", users.user_action, name="user_action"),
     path("tokens/", tokens.token_list, name="token_list"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token_revoke"),
