@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from console.accounts import throttle, tokens, users
+from console.accounts import passwords, throttle, tokens, users
 
 urlpatterns = [
     # Logout stays reachable without a session (an expired session's logout button must not
@@ -20,6 +20,18 @@ urlpatterns = [
         "password_reset/",
         throttle.ThrottledPasswordResetView.as_view(),
         name="password_reset",
+    ),
+    # Before Django's own: the same pages, writing an audit row on a login or a new password.
+    path("login/", passwords.AuditedLoginView.as_view(), name="login"),
+    path(
+        "password_change/",
+        passwords.AuditedPasswordChangeView.as_view(),
+        name="password_change",
+    ),
+    path(
+        "reset/<uidb64>/<token>/",
+        passwords.AuditedPasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
     ),
     path("", include("django.contrib.auth.urls")),
 ]
