@@ -96,9 +96,13 @@ def token_list(request: HttpRequest) -> HttpResponse:
             response = render(request, "accounts/token_created.html", {"token": token, "key": key})
             add_never_cache_headers(response)
             return response
+    now = timezone.now()
+    tokens = list(_visible_tokens(request))
+    for token in tokens:
+        token.state_now = token.state(now)
     context = {
         "form": form,
-        "tokens": _visible_tokens(request),
+        "tokens": tokens,
         "show_owner": has_role(request.user, ADMIN),
     }
     return render(request, "accounts/tokens.html", context, status=400 if form.errors else 200)
