@@ -23,6 +23,7 @@ from django.views.decorators.http import require_http_methods
 from console.accounts.models import ApiToken
 from console.accounts.roles import ADMIN, VIEWER, has_role, require_role
 from console.audit.log import record
+from console.core.post_only import post_only
 
 #: Most tokens one user may hold at once.
 MAX_TOKENS_PER_USER = 20
@@ -109,7 +110,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_role(VIEWER)
-@require_http_methods(["POST"])
+@post_only(lambda token_id: _list_url())
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """Revoke a token: its own user's, or anyone's for an admin."""
     token = _visible_tokens(request).filter(pk=token_id).first()

@@ -30,6 +30,7 @@ from console.accounts import lockouts
 from console.accounts.forms import UserCreateForm, UserRoleForm
 from console.accounts.roles import ADMIN, ROLES, ensure_role_groups, require_role, role_of
 from console.audit.log import record
+from console.core.post_only import post_only
 
 #: Bytes of randomness in a generated password (``token_urlsafe(12)``: 16 characters).
 PASSWORD_BYTES = 12
@@ -131,7 +132,7 @@ Handler = Callable[[HttpRequest, Any], HttpResponse]
 
 
 @require_role(ADMIN)
-@require_http_methods(["POST"])
+@post_only(lambda user_id: _list_url())
 def user_action(request: HttpRequest, user_id: int) -> HttpResponse:
     """POST ``action``: role, deactivate, activate or reset_password; then back to the list."""
     user = get_object_or_404(get_user_model(), pk=user_id)
@@ -244,7 +245,7 @@ ACTIONS: dict[str, Handler] = {
 
 
 @require_role(ADMIN)
-@require_http_methods(["POST"])
+@post_only(lambda: _list_url())
 def user_unlock(request: HttpRequest) -> HttpResponse:
     """POST ``username`` and ``address``: lift that pair's login lockout (audited)."""
     username = request.POST.get("username", "")
