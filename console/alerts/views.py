@@ -40,6 +40,11 @@ RECENT_NOTIFICATIONS = 20
 @require_role(VIEWER)
 @require_safe
 def index(request: HttpRequest) -> HttpResponse:
+    return _index_page(request, TestEmailForm())
+
+
+def _index_page(request: HttpRequest, test_form: TestEmailForm) -> HttpResponse:
+    """The alerts page; the test-email form as given (a refused one keeps what was typed)."""
     now = timezone.now()
     silences = active_silences(now)
     firing = list(AlertEvent.objects.filter(state=AlertEvent.FIRING).order_by("-started_at"))
@@ -68,7 +73,7 @@ def index(request: HttpRequest) -> HttpResponse:
             .order_by("ends_at"),
             "ended_silences": ended,
             "notifications": Notification.objects.all()[:RECENT_NOTIFICATIONS],
-            "test_form": TestEmailForm(),
+            "test_form": test_form,
             "now": now,
         },
     )
@@ -204,12 +209,12 @@ def test_email(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         for error in form.errors.get("recipients", []):
             messages.error(request, f"No test email was sent: {error}")
-        return redirect(_index_url("test-email"))
+        return _index_page(request, form)
     recipients = form.cleaned_data["recipients"]
     # This module's send_mail, so that a test may stand in for the mail server here.
     failure = operations.send_test_email(request.user, recipients, mailer=send_mail)
     if failure is not None:
         messages.error(request, f"The test email could not be sent ({failure}).")
-        return redirect(_index_url("test-email"))
+        return _index_page(request, form)
     messages.success(request, f"Sent a test email to {', '.join(recipients)}.")
     return redirect(_index_url("test-email"))
