@@ -10,6 +10,15 @@ def _json_text(value) -> str:
     return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False, sort_keys=True)
 
 
+def _shown(value) -> str:
+    """A changed field's value for people: none for null, numbers with separators."""
+    if value is None:
+        return "none"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return _json_text(value)
+
+
 class AuditEntry(models.Model):
     """One change made in the console or through the API. Written by `console.audit.log.record`."""
 
@@ -61,8 +70,8 @@ class AuditEntry(models.Model):
                 rows.append(
                     {
                         "field": str(key),
-                        "before": _json_text(before[key]) if key in before else "",
-                        "after": _json_text(after[key]) if key in after else "",
+                        "before": _shown(before[key]) if key in before else "",
+                        "after": _shown(after[key]) if key in after else "",
                     }
                 )
             return rows

@@ -108,6 +108,8 @@ ACCESS: dict[str, Rule] = {
     "healthz-background": page(read=ANONYMOUS, also_ok=(503,)),
     # Prometheus: a bearer token or an allowed address (the test client's is 127.0.0.1).
     "metrics": page(read=ANONYMOUS),
+    # Browsers ask for it on every page: a redirect to the static icon.
+    "favicon": page(read=ANONYMOUS),
     # Any logged-in user changes their own password.
     "password_change": page(read=LOGGED_IN, post=LOGGED_IN, other={"PUT": LOGGED_IN}),
     "password_change_done": page(read=LOGGED_IN),
