@@ -1,8 +1,8 @@
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
-from django.templatetags.static import static
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.views.decorators.http import require_safe
 
 from console.accounts.roles import require_role
