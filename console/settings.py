@@ -147,19 +147,19 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # Login throttling (django-axes): after TIDEMARK_LOGIN_FAILURE_LIMIT wrong passwords for one
-# user name, or from one client address, logins are refused (429) for
-# TIDEMARK_LOGIN_LOCKOUT_MINUTES.
+# user name from one client address, that pair's logins are refused (429) for
+# TIDEMARK_LOGIN_LOCKOUT_MINUTES; console/accounts/lockouts.py answers them and lifts them.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("TIDEMARK_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("TIDEMARK_LOGIN_LOCKOUT_MINUTES", 15))
-# Either criterion locks: one user name tried from anywhere, or one address trying any.
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# The pair locks: one person's typos behind a shared address (NAT) lock nobody else out.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "console.accounts.throttle.client_ip"
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_LOCKOUT_CALLABLE = "console.accounts.lockouts.lockout_response"
 AXES_VERBOSE = False
 #: Password-reset mails per address (and per client address) per hour.
 TIDEMARK_PASSWORD_RESETS_PER_HOUR = env_int("TIDEMARK_PASSWORD_RESETS_PER_HOUR", 3)

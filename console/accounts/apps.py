@@ -7,3 +7,8 @@ class AccountsConfig(AppConfig):
     name = "console.accounts"
     label = "accounts"
     verbose_name = "Tidemark accounts and roles"
+
+    def ready(self) -> None:
+        from console.accounts import access_audit
+
+        access_audit.connect()

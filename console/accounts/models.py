@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -64,15 +65,47 @@ class ApiToken(models.Model):
         )
         return token, key
 
-    def refusal(self, now: datetime) -> str | None:
-        """Why this token cannot be used now (a sentence), or None."""
+    def state(self, now: datetime) -> TokenState:
+        """Whether the token works now ("active") and, when it does not, why."""
+        owner = self.user.get_username()
         if not self.user.is_active:
-            return "The token's user is deactivated."
+            return TokenState(
+                "revoked", f"{owner} is deactivated", "The token's user is deactivated."
+            )
         if self.expires_at is not None and self.expires_at <= now:
-            return f"The token expired at {self.expires_at:%Y-%m-%d %H:%M:%S} UTC."
+            when = f"{self.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+            return TokenState("expired", f"at {when}", f"The token expired at {when}.")
         if self.password_stamp != password_stamp(self.user):
-            return "The token's user changed their password since it was made; make a new one."
-        return None
+            return TokenState(
+                "revoked",
+                f"{owner}'s password was changed after it was made",
+                "The token's user changed their password since it was made; make a new one.",
+            )
+        return TokenState("active", "", "")
+
+    def refusal(self, now: datetime) -> str | None:
+        """Why this token cannot be used now (a sentence for its caller), or None."""
+        state = self.state(now)
+        return None if state.active else state.refusal
+
+
+@dataclass(frozen=True)
+class TokenState:
+    """``name``: "active", "expired" or "revoked"; ``why`` for the tokens page (empty when
+    active); ``refusal``: the sentence the API answers a caller using the token."""
+
+    name: str
+    why: str
+    refusal: str
+
+    @property
+    def active(self) -> bool:
+        return self.name == "active"
+
+    def __str__(self) -> str:
+        if self.active:
+            return self.name
+        return f"{self.name} {self.why}" if self.name == "expired" else f"{self.name}: {self.why}"
 
 
 class PasswordResetRequest(models.Model):

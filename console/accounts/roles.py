@@ -40,6 +40,7 @@ from django.contrib.auth.models import Group
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import Resolver404, resolve
 
 VIEWER = "viewer"
 OPERATOR = "operator"
@@ -53,6 +54,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE"})
 
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
 _REQUEST_CACHE = "_tidemark_role"
+#: The attribute the decorators leave on a view: the role a GET of it needs.
+_READ_ROLE = "tidemark_read_role"
 
 
 def _check_role_name(role: str) -> None:
@@ -140,6 +143,7 @@ def require_role(role: str) -> Callable[[ViewFunc], ViewFunc]:
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             return check_role(request, role) or view(request, *args, **kwargs)
 
+        setattr(wrapper, _READ_ROLE, role)
         return wrapper
 
     return decorator
@@ -158,6 +162,7 @@ def change_requires_role(role: str) -> Callable[[ViewFunc], ViewFunc]:
             needed = role_for_method(request.method, role)
             return check_role(request, needed) or view(request, *args, **kwargs)
 
+        setattr(wrapper, _READ_ROLE, VIEWER)
         return wrapper
 
     return decorator
@@ -184,3 +189,29 @@ class RoleRequiredMixin:
         if denied is not None:
             return denied
         return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+
+
+def read_role_of(view: Callable[..., Any]) -> str | None:
+    """The role a GET of ``view`` needs, as its role decorator or mixin says (None: the
+    view checks no role itself)."""
+    view_class = getattr(view, "view_class", None)
+    if view_class is not None and issubclass(view_class, RoleRequiredMixin):
+        return view_class.required_role
+    current: Any = view
+    while current is not None:
+        role = getattr(current, _READ_ROLE, None)
+        if role is not None:
+            return role
+        current = getattr(current, "__wrapped__", None)
+    return None
+
+
+def may_read(request: HttpRequest, path: str) -> bool:
+    """Whether the request's user may open the console page at ``path`` (a path that is
+    no console page: True, the link is not the console's to hide)."""
+    try:
+        match = resolve(path.split("?", 1)[0].split("#", 1)[0])
+    except Resolver404:
+        return True
+    needed = read_role_of(match.func)
+    return needed is None or role_includes(request_role(request), needed)

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_http_methods
 from console.accounts.models import ApiToken
 from console.accounts.roles import ADMIN, VIEWER, has_role, require_role
 from console.audit.log import record
+from console.core.post_only import post_only
 
 #: Most tokens one user may hold at once.
 MAX_TOKENS_PER_USER = 20
@@ -96,16 +97,20 @@ def token_list(request: HttpRequest) -> HttpResponse:
             response = render(request, "accounts/token_created.html", {"token": token, "key": key})
             add_never_cache_headers(response)
             return response
+    now = timezone.now()
+    tokens = list(_visible_tokens(request))
+    for token in tokens:
+        token.state_now = token.state(now)
     context = {
         "form": form,
-        "tokens": _visible_tokens(request),
+        "tokens": tokens,
         "show_owner": has_role(request.user, ADMIN),
     }
     return render(request, "accounts/tokens.html", context, status=400 if form.errors else 200)
 
 
 @require_role(VIEWER)
-@require_http_methods(["POST"])
+@post_only(lambda token_id: _list_url())
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """Revoke a token: its own user's, or anyone's for an admin."""
     token = _visible_tokens(request).filter(pk=token_id).first()

@@ -26,9 +26,11 @@ from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods
 
+from console.accounts import lockouts
 from console.accounts.forms import UserCreateForm, UserRoleForm
 from console.accounts.roles import ADMIN, ROLES, ensure_role_groups, require_role, role_of
 from console.audit.log import record
+from console.core.post_only import post_only
 
 #: Bytes of randomness in a generated password (``token_urlsafe(12)``: 16 characters).
 PASSWORD_BYTES = 12
@@ -102,7 +104,7 @@ def user_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "accounts/users.html",
-        {"rows": rows, "form": form, "roles": ROLES},
+        {"rows": rows, "form": form, "roles": ROLES, "lockouts": lockouts.current_lockouts()},
     )
 
 
@@ -130,7 +132,7 @@ Handler = Callable[[HttpRequest, Any], HttpResponse]
 
 
 @require_role(ADMIN)
-@require_http_methods(["POST"])
+@post_only(lambda user_id: _list_url())
 def user_action(request: HttpRequest, user_id: int) -> HttpResponse:
     """POST ``action``: role, deactivate, activate or reset_password; then back to the list."""
     user = get_object_or_404(get_user_model(), pk=user_id)
@@ -237,3 +239,30 @@ ACTIONS: dict[str, Handler] = {
     "activate": _set_active(True),
     "reset_password": _reset_password,
 }
+
+
+# ------------------------------------------------------------------------ lockouts
+
+
+@require_role(ADMIN)
+@post_only(lambda: _list_url())
+def user_unlock(request: HttpRequest) -> HttpResponse:
+    """POST ``username`` and ``address``: lift that pair's login lockout (audited)."""
+    username = request.POST.get("username", "")
+    address = request.POST.get("address", "")
+    lifted = lockouts.unlock(username, address)
+    if lifted is None:
+        messages.info(
+            request, f"Logging in as {username} from {address} was not paused; nothing to lift."
+        )
+        return redirect(_list_url())
+    record(
+        request.user,
+        "login.unlock",
+        lifted.describe(),
+        before={"failures": lifted.failures, "paused_until": lifted.until},
+        after={"failures": 0, "paused_until": None},
+        link=_list_url(),
+    )
+    messages.success(request, f"{username} can log in from {address} again.")
+    return redirect(_list_url())

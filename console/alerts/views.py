@@ -18,7 +18,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from django.views.decorators.http import require_http_methods, require_safe
 
 from console.accounts.roles import ADMIN, OPERATOR, VIEWER, require_role
 from console.alerts import operations
@@ -26,6 +26,7 @@ from console.alerts.evaluate import active_silences
 from console.alerts.forms import RuleForm, SilenceForm, TestEmailForm
 from console.alerts.models import AlertEvent, AlertRule, Notification, Silence
 from console.alerts.operations import index_url as _index_url
+from console.core.post_only import post_only
 
 PAST_PAGE_SIZE = 25
 #: Ended silences shown under the active ones, and the latest notifications shown.
@@ -39,6 +40,11 @@ RECENT_NOTIFICATIONS = 20
 @require_role(VIEWER)
 @require_safe
 def index(request: HttpRequest) -> HttpResponse:
+    return _index_page(request, TestEmailForm())
+
+
+def _index_page(request: HttpRequest, test_form: TestEmailForm) -> HttpResponse:
+    """The alerts page; the test-email form as given (a refused one keeps what was typed)."""
     now = timezone.now()
     silences = active_silences(now)
     firing = list(AlertEvent.objects.filter(state=AlertEvent.FIRING).order_by("-started_at"))
@@ -67,7 +73,7 @@ def index(request: HttpRequest) -> HttpResponse:
             .order_by("ends_at"),
             "ended_silences": ended,
             "notifications": Notification.objects.all()[:RECENT_NOTIFICATIONS],
-            "test_form": TestEmailForm(),
+            "test_form": test_form,
             "now": now,
         },
     )
@@ -132,7 +138,7 @@ def _delete(request: HttpRequest, rule: AlertRule) -> HttpResponse:
 
 
 @require_role(ADMIN)
-@require_POST
+@post_only(lambda rule_id: _index_url("rules"))
 def rule_action(request: HttpRequest, rule_id: int) -> HttpResponse:
     """POST ``action``: enable, disable or delete."""
     rule = get_object_or_404(AlertRule, pk=rule_id)
@@ -181,7 +187,7 @@ def silence_create(request: HttpRequest) -> HttpResponse:
 
 
 @require_role(OPERATOR)
-@require_POST
+@post_only(lambda silence_id: _index_url("silences"))
 def silence_expire(request: HttpRequest, silence_id: int) -> HttpResponse:
     silence = get_object_or_404(Silence.objects.select_related("rule"), pk=silence_id)
     now = timezone.now()
@@ -197,18 +203,18 @@ def silence_expire(request: HttpRequest, silence_id: int) -> HttpResponse:
 
 
 @require_role(ADMIN)
-@require_POST
+@post_only(lambda: _index_url("test-email"))
 def test_email(request: HttpRequest) -> HttpResponse:
     form = TestEmailForm(request.POST)
     if not form.is_valid():
         for error in form.errors.get("recipients", []):
             messages.error(request, f"No test email was sent: {error}")
-        return redirect(_index_url("test-email"))
+        return _index_page(request, form)
     recipients = form.cleaned_data["recipients"]
     # This module's send_mail, so that a test may stand in for the mail server here.
     failure = operations.send_test_email(request.user, recipients, mailer=send_mail)
     if failure is not None:
         messages.error(request, f"The test email could not be sent ({failure}).")
-        return redirect(_index_url("test-email"))
+        return _index_page(request, form)
     messages.success(request, f"Sent a test email to {', '.join(recipients)}.")
     return redirect(_index_url("test-email"))

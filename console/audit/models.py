@@ -10,6 +10,15 @@ def _json_text(value) -> str:
     return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False, sort_keys=True)
 
 
+def _shown(value) -> str:
+    """A changed field's value for people: none for null, numbers with separators."""
+    if value is None:
+        return "none"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return _json_text(value)
+
+
 class AuditEntry(models.Model):
     """One change made in the console or through the API. Written by `console.audit.log.record`."""
 
@@ -61,8 +70,8 @@ class AuditEntry(models.Model):
                 rows.append(
                     {
                         "field": str(key),
-                        "before": _json_text(before[key]) if key in before else "",
-                        "after": _json_text(after[key]) if key in after else "",
+                        "before": _shown(before[key]) if key in before else "",
+                        "after": _shown(after[key]) if key in after else "",
                     }
                 )
             return rows
@@ -75,3 +84,32 @@ class AuditEntry(models.Model):
                 "after": "" if after is None else _json_text(after),
             }
         ]
+
+
+class RedrivenLetter(models.Model):
+    """One dead-letter copy sent back to its topic: which copy, by whom, when, and where the
+    new message landed. A later copy whose origin is that place is the same message failing
+    again (console.groups.dlq groups copies by it). Written by the DLQ redrive."""
+
+    group = models.CharField(max_length=255)
+    #: The copy in ``%DLQ%<group>`` that was sent.
+    dlq_message_id = models.CharField(max_length=64)
+    #: Where that copy came from (its ORIGIN_* properties).
+    origin_topic = models.CharField(max_length=255)
+    origin_queue = models.IntegerField()
+    origin_offset = models.BigIntegerField()
+    #: The message the redrive appended.
+    sent_message_id = models.CharField(max_length=64)
+    sent_topic = models.CharField(max_length=255)
+    sent_queue = models.IntegerField()
+    sent_offset = models.BigIntegerField()
+    who = models.CharField(max_length=150, blank=True)
+    redriven_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["redriven_at", "id"]
+        indexes = [models.Index(fields=["group", "dlq_message_id"], name="redriven_group_copy_idx")]
+
+    def __str__(self) -> str:
+        sent = f"{self.sent_topic}/{self.sent_queue}/{self.sent_offset}"
+        return f"{self.dlq_message_id} of {self.group} sent as {sent}"

@@ -3,7 +3,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from console.accounts.roles import require_role
+from console.accounts.roles import may_read, require_role
 from console.audit.forms import AuditFilterForm
 from console.audit.models import AuditEntry
 
@@ -21,6 +21,9 @@ def audit_list(request: HttpRequest) -> HttpResponse:
     elif form.is_bound:
         entries = form.filter(entries)
     page = Paginator(entries, PAGE_SIZE).get_page(request.GET.get("page"))
+    for entry in page:
+        # A link only for users who may open it (a viewer's undo link would be a 403).
+        entry.shown_link = entry.link if entry.link and may_read(request, entry.link) else ""
     actions = AuditEntry.objects.order_by("action").values_list("action", flat=True).distinct()
     return render(
         request,

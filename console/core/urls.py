@@ -4,4 +4,5 @@ from console.core import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon, name="favicon"),
 ]

@@ -1,6 +1,8 @@
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.views.decorators.http import require_safe
 
 from console.accounts.roles import require_role
@@ -8,6 +10,13 @@ from console.core.store import get_store
 from console.monitoring import current, scale
 from storeadapter.disk_use import disk_use
 from storeadapter.summaries import group_summaries, store_totals
+
+
+@login_not_required
+@require_safe
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask every site for /favicon.ico: the console's icon (a static SVG)."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
 
 
 @require_role("viewer")

@@ -1,4 +1,5 @@
-"""/groups/<group>/dlq/: a group's dead letters; operators redrive one, the selected, or all."""
+"""/groups/<group>/dlq/: a group's dead messages (copies grouped by the original message);
+operators redrive one, the selected, or all waiting, and purge."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import OPERATOR, change_requires_role
 from console.core.store import get_store
-from console.groups.dlq import MAX_REDRIVE_IDS, DlqMessages, dlq_exists, dlq_row
+from console.groups import dlq
+from console.groups.dlq import MAX_REDRIVE_IDS, dead_message_row, dead_messages, dlq_exists
 from console.groups.views import PAGE_SIZE, known_group, not_found
 from console.operations import groups as operations
 from storeadapter.engine import StoreError, dlq_topic
@@ -31,18 +33,22 @@ def dlq_page(request: HttpRequest, group: str) -> HttpResponse:
     if not known_group(store, group) and not dlq_exists(store, group):
         return not_found(request, group)
     if request.method == "POST":
+        if request.POST.get("action") == "purge":
+            return _purge(request, group)
         return _redrive(request, group)
-    listing = DlqMessages(store, topic)
-    page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
+    dead = dead_messages(store, group)
+    page = Paginator(dead, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "groups/dlq.html",
         {
             "group": group,
             "dlq_topic": topic,
-            "exists": bool(listing.ranges),
+            "exists": dlq_exists(store, group),
             "page": page,
-            "rows": [dlq_row(m) for m in page],
+            "rows": [dead_message_row(d) for d in page],
+            "copies": sum(len(d.copies) for d in dead),
+            "waiting": sum(1 for d in dead if d.waiting),
             "max_selected": MAX_REDRIVE_IDS,
         },
     )
@@ -76,7 +82,10 @@ def _redrive(request: HttpRequest, group: str) -> HttpResponse:
         messages.error(request, f"{ids} Nothing was changed.")
         return redirect(back)
     try:
-        outcome = operations.redrive(request.user, group, ids)
+        outcome = dlq.redrive(request.user, get_store(), group, ids)
+    except dlq.NothingWaiting as nothing:
+        messages.info(request, str(nothing))
+        return redirect(back)
     except StoreError as error:
         messages.error(request, f"Nothing was redriven: {error}.")
         return redirect(back)
@@ -85,3 +94,17 @@ def _redrive(request: HttpRequest, group: str) -> HttpResponse:
     else:
         messages.success(request, operations.redrive_sentence(outcome))
     return redirect(back)
+
+
+def _purge(request: HttpRequest, group: str) -> HttpResponse:
+    back = reverse("groups:dlq", args=[group])
+    if request.POST.get("confirm", "").strip() != group:
+        messages.error(request, dlq.purge_sentence_refused(group))
+        return redirect(back)
+    try:
+        purged = dlq.purge(request.user, get_store(), group)
+    except StoreError as error:
+        messages.error(request, f"Nothing was purged: {error}.")
+        return redirect(back)
+    messages.success(request, purged.sentence(group))
+    return redirect(back if known_group(get_store(), group) else reverse("groups:list"))

@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import OPERATOR, require_role
+from console.core.post_only import post_only
 from console.core.store import get_store
 from console.groups.detail import live_members
 from console.groups.forms import ResetForm
@@ -51,7 +52,7 @@ def _s(count: int) -> str:
 
 
 @require_role(OPERATOR)
-@require_http_methods(["POST"])
+@post_only(lambda group: detail_url(group, "reset"))
 def reset_preview(request: HttpRequest, group: str) -> HttpResponse:
     """What a reset would do, per queue, with the button that applies exactly that."""
     store = get_store()
@@ -70,7 +71,7 @@ def reset_preview(request: HttpRequest, group: str) -> HttpResponse:
 
 
 @require_role(OPERATOR)
-@require_http_methods(["POST"])
+@post_only(lambda group: detail_url(group, "reset"))
 def reset_again(request: HttpRequest, group: str) -> HttpResponse:
     """A new preview of what a refused or expired preview asked for."""
     store = get_store()
@@ -120,7 +121,7 @@ def _render_preview(request: HttpRequest, plan: ResetPlan) -> HttpResponse:
 
 
 @require_role(OPERATOR)
-@require_http_methods(["POST"])
+@post_only(lambda group: detail_url(group, "reset"))
 def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
     """Apply a kept preview, or say why not (nothing is changed then)."""
     store = get_store()

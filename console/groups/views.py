@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.roles import ADMIN, require_role
+from console.core.post_only import post_only
 from console.core.store import get_store
 from console.groups.detail import filter_groups, group_rows
 from console.groups.detail import group_detail as read_group_detail
@@ -129,7 +130,7 @@ def render_detail(
 
 
 @require_role(ADMIN)
-@require_http_methods(["POST"])
+@post_only(lambda group: detail_url(group, "delete"))
 def delete_group(request: HttpRequest, group: str) -> HttpResponse:
     """Forget a group; the admin types its name to confirm."""
     store = get_store()

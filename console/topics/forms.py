@@ -6,19 +6,24 @@ from django import forms
 
 from storeadapter.engine.admin import MAX_QUEUES_PER_TOPIC as MAX_FILE_QUEUES
 from storeadapter.engine.admin import MAX_SHARED_QUEUES
+from storeadapter.engine.errors import InvalidNameError
+from storeadapter.engine.names import MAX_NAME_LENGTH, check_new_topic_name
 
 # The engine's limits (it checks them again and says so in its own words): a topic of
 # more than MAX_FILE_QUEUES queues is made shared (queues in blocks of shared files).
 MAX_QUEUES_PER_TOPIC = MAX_SHARED_QUEUES
-MAX_NAME_LENGTH = 127
 #: The most properties a test message may carry (a guard against pasted junk).
 MAX_PROPERTIES = 64
 
 
 class TopicCreateForm(forms.Form):
+    # No max_length: the browser would cut a longer paste without a word (issue 30); the
+    # engine's rule refuses it with a sentence instead.
     name = forms.CharField(
-        max_length=MAX_NAME_LENGTH,
-        help_text="Letters, digits, '.', '_' or '-'.",
+        help_text=(
+            f"1 to {MAX_NAME_LENGTH} letters, digits, '.', '_' or '-'; not %RETRY%… or "
+            "%DLQ%…, a group's own topics."
+        ),
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
     )
     queues = forms.IntegerField(
@@ -31,6 +36,17 @@ class TopicCreateForm(forms.Form):
             "queues in shared block files."
         ),
     )
+
+    def clean_name(self) -> str:
+        try:
+            return check_new_topic_name(self.cleaned_data["name"])
+        except InvalidNameError as error:
+            raise forms.ValidationError(_sentence(error)) from None
+
+
+def _sentence(error: Exception) -> str:
+    text = str(error)
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 class QueueForm(forms.Form):

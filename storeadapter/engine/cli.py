@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config import StoreConfig
 from .errors import StoreError
+from .names import check_new_topic_name
 from .results import Message, StoredMessage
 from .store import MessageStore
 from .verify import LABELS as VERIFY_LABELS
@@ -143,7 +144,7 @@ def _segment_bytes(args: argparse.Namespace) -> int:
 
 
 def _create_topic(store: MessageStore, args: argparse.Namespace) -> int:
-    info = store.create_topic(args.topic, queues=args.queues)
+    info = store.create_topic(check_new_topic_name(args.topic), queues=args.queues)
     print(f"created topic {info.name} with {info.queues} queues")
     return EXIT_OK
 

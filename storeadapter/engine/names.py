@@ -3,7 +3,8 @@
 A name is letters, digits, ``.``, ``_`` and ``-``, 1 to 127 characters, and
 never ``.`` or ``..``: names become directory names, so nothing else may pass.
 A group's retry and dead-letter topics are the exception: ``%RETRY%<group>`` and
-``%DLQ%<group>`` (as in RocketMQ), where ``<group>`` follows the rule.
+``%DLQ%<group>`` (as in RocketMQ), where ``<group>`` follows the rule; only consumers
+create those, and ``check_new_topic_name`` refuses them to people.
 """
 
 from __future__ import annotations
@@ -40,12 +41,37 @@ def check_name(name: object, what: str = "topic") -> str:
             if name.startswith(prefix) and _NAME.fullmatch(group) and group not in (".", ".."):
                 return name
     if not _NAME.fullmatch(name) or name in (".", ".."):
-        shown = name if len(name) <= 40 else name[:40] + "…"
         raise InvalidNameError(
-            f"{what} name {shown!r} is not valid: use 1 to {MAX_NAME_LENGTH} letters, "
+            f"{what} name {_shown(name)!r} is not valid: use 1 to {MAX_NAME_LENGTH} letters, "
             "digits, '.', '_' or '-' (and not '.' or '..')"
         )
     return name
+
+
+def check_new_topic_name(name: object) -> str:
+    """Return ``name`` if a person may create a topic of that name, else raise
+    InvalidNameError with a sentence: ``check_name``'s rule, without the exception it
+    makes for a group's ``%RETRY%``/``%DLQ%`` topics, which only its consumers create.
+    The console's topic form, the API and the command line all ask this."""
+    if isinstance(name, str):
+        for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+            if name.startswith(prefix):
+                kind = "retry" if prefix == RETRY_PREFIX else "dead-letter"
+                raise InvalidNameError(
+                    f"topic name {_shown(name)!r} is reserved for a consumer group's {kind} "
+                    f"topic ({prefix}<group>), which its consumers create; use 1 to "
+                    f"{MAX_NAME_LENGTH} letters, digits, '.', '_' or '-'"
+                )
+        if len(name) > MAX_NAME_LENGTH:
+            raise InvalidNameError(
+                f"topic name is {len(name):,} characters long: use at most {MAX_NAME_LENGTH}"
+                " letters, digits, '.', '_' or '-'"
+            )
+    return check_name(name, "topic")
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= 40 else name[:40] + "…"
 
 
 DEDUP_PROPERTY = "DEDUP_ID"

@@ -393,9 +393,11 @@ def test_an_unknown_rule_action_changes_nothing(as_admin):
     assert not AuditEntry.objects.exists()
 
 
-def test_a_get_on_a_rule_action_is_not_allowed(as_admin):
+def test_a_get_on_a_rule_action_goes_to_the_rules_and_changes_nothing(as_admin):
     rule = make_rule(AlertRule.LAG_MESSAGES, 100)
-    assert as_admin.get(rule_url(rule, "action/")).status_code == 405
+    response = as_admin.get(rule_url(rule, "action/"))
+    assert (response.status_code, response["Location"]) == (303, "/alerts/#rules")
+    assert AlertRule.objects.get().enabled
 
 
 # ---------------------------------------------------------------------- admin: test email

@@ -242,12 +242,12 @@ def test_commit_of_the_same_offset_changes_nothing(as_operator, orders):
     assert len(orders.offset_history("billing")) == 1
 
 
-def test_commit_is_journalled_with_the_user_and_not_audited(as_operator, orders):
+def test_commit_is_journalled_with_the_user_and_audited(as_operator, orders):
     commit(as_operator, {"group": "billing", "offset": 3})
 
     [change] = orders.offset_history("billing")
     assert (change.who, change.reason, change.new) == ("otto", "api commit", 3)
-    assert AuditEntry.objects.count() == 0
+    assert AuditEntry.objects.filter(action="offset.commit").count() == 1
 
 
 def test_commit_to_the_end_offset_is_allowed(as_operator, orders):

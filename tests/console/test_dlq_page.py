@@ -152,7 +152,7 @@ def test_redrive_all_sends_every_dead_letter_back(as_operator, billing, letters)
 
     assert orders_bodies(billing) == [b"first", b"dead-0", b"dead-1", b"dead-2"]
     entry = AuditEntry.objects.get(action="dlq.redrive")
-    assert entry.before == {"message_ids": "all"}
+    assert entry.before == {"message_ids": letters}  # the copies "all" chose
     assert len(entry.after["sent"]) == 3
 
 
@@ -173,25 +173,24 @@ def test_redriving_a_letter_redriven_before_says_it_was_not_sent_again(
     assert (entry.detail, entry.after) == (sentence, {"sent": [], "duplicates": 1})
 
 
-def test_redrive_all_counts_only_the_letters_it_sent(as_operator, billing, letters):
+def test_redrive_all_skips_the_letters_redriven_before(as_operator, billing, letters):
+    # Issue 30: "Redrive all" used to send every copy again (deduplicated or not).
     as_operator.post(URL, {"action": "one", "message_id": letters[1]})
 
     response = as_operator.post(URL, {"action": "all"}, follow=True)
 
-    sentence = (
-        "Sent 2 dead letters back to their topics. "
-        "1 had been redriven before and was not sent again."
-    )
+    sentence = "Sent 2 dead letters back to their topics."
     assert flashes(response)[-1] == sentence
     entry = AuditEntry.objects.filter(action="dlq.redrive").latest("id")
     assert entry.detail == sentence
+    assert entry.before == {"message_ids": [letters[0], letters[2]]}
     assert [sent["topic"] for sent in entry.after["sent"]] == ["orders", "orders"]
 
 
 def test_redrive_all_asks_for_confirmation(as_operator, letters):
     content = as_operator.get(URL).content.decode()
 
-    assert 'data-confirm="Send all 3 dead letters back to their topics?"' in content
+    assert 'data-confirm="Send 3 dead messages back to their topics?"' in content
     assert "js/confirm.js" in content
 
 

@@ -366,9 +366,10 @@ def test_viewer_apply_is_403_and_changes_nothing(as_viewer, as_operator, billing
     assert not AuditEntry.objects.exists()
 
 
-def test_preview_apply_and_again_refuse_get(as_operator, billing):
+def test_preview_apply_and_again_send_a_get_back_to_the_reset_form(as_operator, billing):
     for url in (PREVIEW, APPLY, AGAIN):
-        assert as_operator.get(url).status_code == 405
+        response = as_operator.get(url)
+        assert (response.status_code, response["Location"]) == (303, "/groups/billing/#reset")
 
 
 def test_reset_pages_of_an_unknown_group_are_404(as_operator, billing):

@@ -100,7 +100,8 @@ def test_an_admin_sees_and_revokes_everyones_tokens(as_admin, operator):
 def test_revoking_needs_a_post(as_viewer, viewer):
     token, _ = ApiToken.issue(viewer, "mine")
 
-    assert as_viewer.get(f"{TOKENS}{token.pk}/revoke/").status_code == 405
+    response = as_viewer.get(f"{TOKENS}{token.pk}/revoke/")
+    assert (response.status_code, response["Location"]) == (303, TOKENS)
     assert ApiToken.objects.filter(pk=token.pk).exists()
 
 

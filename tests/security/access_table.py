@@ -65,6 +65,12 @@ def page(
     return Rule("page", methods, **options)
 
 
+def form_action(*, post: str, **options: Any) -> Rule:
+    """A URL only a form posts to (console.core.post_only): POST needs `post`; GET and HEAD
+    need the same role and are sent back (303) to the form's page, changing nothing."""
+    return page(post=post, other={"GET": post, "HEAD": post}, **options)
+
+
 def api(**options: Any) -> Rule:
     """An API endpoint; `read` covers GET and HEAD, the other keyword names are methods."""
     read = options.pop("read", None)
@@ -102,15 +108,18 @@ ACCESS: dict[str, Rule] = {
     "healthz-background": page(read=ANONYMOUS, also_ok=(503,)),
     # Prometheus: a bearer token or an allowed address (the test client's is 127.0.0.1).
     "metrics": page(read=ANONYMOUS),
+    # Browsers ask for it on every page: a redirect to the static icon.
+    "favicon": page(read=ANONYMOUS),
     # Any logged-in user changes their own password.
     "password_change": page(read=LOGGED_IN, post=LOGGED_IN, other={"PUT": LOGGED_IN}),
     "password_change_done": page(read=LOGGED_IN),
     # Console pages.
     "home": page(read=VIEWER),
     "user_list": page(read=ADMIN, post=ADMIN),
-    "user_action": page(post=ADMIN, kwargs={"user_id": Ref("user_id")}),
+    "user_action": form_action(post=ADMIN, kwargs={"user_id": Ref("user_id")}),
+    "user_unlock": form_action(post=ADMIN),
     "token_list": page(read=VIEWER, post=VIEWER),
-    "token_revoke": page(post=VIEWER, kwargs={"token_id": Ref("token_id")}),
+    "token_revoke": form_action(post=VIEWER, kwargs={"token_id": Ref("token_id")}),
     "audit:list": page(read=VIEWER),
     "topics:list": page(read=VIEWER, post=ADMIN),
     "topics:detail": page(read=VIEWER, post=OPERATOR, kwargs=TOPIC),
@@ -122,20 +131,20 @@ ACCESS: dict[str, Rule] = {
     "storage:page": page(read=VIEWER),
     "groups:list": page(read=VIEWER),
     "groups:detail": page(read=VIEWER, kwargs=GROUP),
-    "groups:reset_preview": page(post=OPERATOR, kwargs=GROUP),
-    "groups:reset_apply": page(post=OPERATOR, kwargs=GROUP),
-    "groups:reset_again": page(post=OPERATOR, kwargs=GROUP),
+    "groups:reset_preview": form_action(post=OPERATOR, kwargs=GROUP),
+    "groups:reset_apply": form_action(post=OPERATOR, kwargs=GROUP),
+    "groups:reset_again": form_action(post=OPERATOR, kwargs=GROUP),
     "groups:resets": page(read=VIEWER, kwargs=GROUP),
     "groups:reset_undo": page(read=OPERATOR, kwargs=RESET),
     "groups:dlq": page(read=VIEWER, post=OPERATOR, kwargs=GROUP),
-    "groups:delete": page(post=ADMIN, kwargs=GROUP),
+    "groups:delete": form_action(post=ADMIN, kwargs=GROUP),
     "alerts:index": page(read=VIEWER),
     "alerts:rule_create": page(read=ADMIN, post=ADMIN),
     "alerts:rule_edit": page(read=ADMIN, post=ADMIN, kwargs={"rule_id": Ref("rule_id")}),
-    "alerts:rule_action": page(post=ADMIN, kwargs={"rule_id": Ref("rule_id")}),
+    "alerts:rule_action": form_action(post=ADMIN, kwargs={"rule_id": Ref("rule_id")}),
     "alerts:silence_create": page(read=OPERATOR, post=OPERATOR),
-    "alerts:silence_expire": page(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
-    "alerts:test_email": page(post=ADMIN),
+    "alerts:silence_expire": form_action(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
+    "alerts:test_email": form_action(post=ADMIN),
     "background:tasks": page(read=VIEWER),
     "monitoring:chart": page(read=VIEWER, kwargs={"kind": "dashboard"}),
     # API v1.
@@ -159,7 +168,7 @@ ACCESS: dict[str, Rule] = {
     "api-group-reset-detail": api(read=VIEWER, kwargs=RESET),
     "api-group-reset-undo": api(post=OPERATOR, kwargs=RESET),
     "api-group-history": api(read=VIEWER, kwargs=GROUP),
-    "api-group-dlq": api(read=VIEWER, kwargs=GROUP),
+    "api-group-dlq": api(read=VIEWER, delete=OPERATOR, kwargs=GROUP),
     "api-group-dlq-redrive": api(post=OPERATOR, kwargs=GROUP),
     "api-storage": api(read=VIEWER),
     "api-audit": api(read=VIEWER),

@@ -1,12 +1,15 @@
 """API: a consumer group's dead letters (its ``%DLQ%<group>`` topic).
 
-- ``/api/v1/groups/<group>/dlq/``: GET the dead letters, paged.
+- ``/api/v1/groups/<group>/dlq/``: GET the dead messages, paged: each one is its latest
+  copy in the DLQ, with the original message's place and every copy (a message redriven
+  and failed again has several), each marked when it was redriven (when, by whom, where
+  it went). DELETE (operator) with ``{"confirm": "<group>"}`` purges them (audited).
 - ``/api/v1/groups/<group>/dlq/redrive/``: POST (operator) sends some (``message_ids``)
-  or all (``all: true``) back to their topics; a letter redriven before is not sent
-  again, and the answer counts it apart.
+  or all (``all: true``: each dead message's latest copy not redriven yet) back to their
+  topics; a letter redriven before is not sent again, and the answer counts it apart.
 
-The listing is the DLQ page's own (console.groups.dlq); the redrive goes through
-console.operations.groups, which writes the audit row.
+The listing, the redrive and the purge are the DLQ page's own (console.groups.dlq); the
+redrive's and the purge's audit rows are written there and in console.operations.groups.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.accounts.roles import OPERATOR
+from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
 from console.api.serializers import (
     StoredMessageSerializer,
@@ -30,11 +34,18 @@ from console.api.serializers import (
 )
 from console.api.views.resets import BodySchema
 from console.core.store import get_store
-from console.groups.dlq import MAX_REDRIVE_IDS, DlqMessages, dead_letter_origin, dlq_exists
+from console.groups import dlq
+from console.groups.dlq import (
+    MAX_REDRIVE_IDS,
+    DeadMessage,
+    dead_letter_origin,
+    dead_messages,
+    dlq_exists,
+    redriven_mark,
+)
 from console.messages.records import message_record
-from console.operations import groups as operations
-from console.operations.groups import GroupNotFoundError
-from storeadapter.engine import STATUS_DUPLICATE, dlq_topic
+from console.operations.groups import GroupNotFoundError, Redriven
+from storeadapter.engine import STATUS_DUPLICATE
 
 MESSAGE_ID_PATTERN = r"^[0-9A-Fa-f]{24}$"
 
@@ -99,6 +110,65 @@ class DeadLetterSerializer(StoredMessageSerializer):
     last_error = serializers.CharField(allow_blank=True)
 
 
+class PlaceSerializer(serializers.Serializer):
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+
+
+class RedriveMarkSerializer(PlaceSerializer):
+    at = serializers.DateTimeField()
+    by = serializers.CharField(allow_blank=True, help_text="The user who redrove it.")
+    message_id = serializers.CharField(help_text="The message the redrive appended.")
+
+
+class CopySerializer(serializers.Serializer):
+    message_id = serializers.CharField(help_text="The copy's id in the DLQ.")
+    store_time_ms = serializers.IntegerField()
+    redriven = RedriveMarkSerializer(allow_null=True, help_text="null: not redriven.")
+
+
+class DeadMessageSerializer(DeadLetterSerializer):
+    """A dead message: its latest copy in the DLQ, the original, and every copy."""
+
+    original = PlaceSerializer(
+        allow_null=True, help_text="The original message's place (null: unknown origin)."
+    )
+    copies = CopySerializer(many=True, help_text="Oldest first; the last is this one.")
+    waiting = serializers.BooleanField(
+        help_text="Its latest copy was not redriven yet: a redrive of all sends it."
+    )
+
+
+class PurgeRequest(StrictSerializer):
+    confirm = serializers.CharField(help_text="The group's name, to confirm.")
+
+
+class PurgedSerializer(serializers.Serializer):
+    messages = serializers.IntegerField(help_text="Dead messages deleted.")
+    copies = serializers.IntegerField(help_text="Copies deleted from the DLQ topic.")
+
+
+def dead_message_record(dead: DeadMessage) -> dict:
+    topic, queue, offset = dead.original or (None, None, None)
+    return {
+        **message_record(dead.latest),
+        **dead_letter_origin(dead.latest),
+        "original": None
+        if topic is None
+        else {"topic": topic, "queue": queue, "queue_offset": offset},
+        "copies": [
+            {
+                "message_id": copy.message_id,
+                "store_time_ms": copy.store_time_ms,
+                "redriven": redriven_mark(dead.redrives.get(copy.message_id)),
+            }
+            for copy in dead.copies
+        ],
+        "waiting": dead.waiting,
+    }
+
+
 class RedrivenSerializer(serializers.Serializer):
     message_id = serializers.CharField()
     topic = serializers.CharField()
@@ -122,15 +192,33 @@ def _require_group_or_dlq(group: str) -> None:
 
 
 class GroupDlq(APIView):
-    @extend_schema(responses={200: paginated(DeadLetterSerializer)})
+    method_roles = {"DELETE": OPERATOR}
+
+    @extend_schema(responses={200: paginated(DeadMessageSerializer)})
     def get(self, request: Request, group: str) -> Response:
         _require_group_or_dlq(group)
-        listing = DlqMessages(get_store(), dlq_topic(group))
+        listing = dead_messages(get_store(), group)
         paginator = Pagination()
         page = paginator.paginate_queryset(listing, request, view=self)
-        return paginator.get_paginated_response(
-            [{**message_record(m), **dead_letter_origin(m)} for m in page]
-        )
+        return paginator.get_paginated_response([dead_message_record(d) for d in page])
+
+    @extend_schema(
+        request=PurgeRequest,
+        responses={200: PurgedSerializer},
+        description="Delete every dead letter of the group (its DLQ topic); audited.",
+    )
+    def delete(self, request: Request, group: str) -> Response:
+        data = validated(PurgeRequest, request.data)
+        _require_group_or_dlq(group)
+        if data["confirm"] != group:
+            raise ApiError(
+                400,
+                "confirmation_mismatch",
+                f"Send confirm: {group!r} (the group's name) to purge its dead letters; "
+                "nothing was deleted.",
+            )
+        purged = dlq.purge(request.user, get_store(), group)
+        return Response({"messages": purged.messages, "copies": purged.copies})
 
 
 class GroupRedrive(APIView):
@@ -150,7 +238,10 @@ class GroupRedrive(APIView):
         data = _redrive_request(request.data)
         _require_group_or_dlq(group)
         ids = list(dict.fromkeys(data["message_ids"])) if "message_ids" in data else None
-        outcome = operations.redrive(request.user, group, ids)
+        try:
+            outcome = dlq.redrive(request.user, get_store(), group, ids)
+        except dlq.NothingWaiting:
+            outcome = Redriven([])
         return Response(
             {
                 "redriven": len(outcome.results),

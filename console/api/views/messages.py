@@ -7,8 +7,9 @@
 - ``/api/v1/messages/export/``: GET a queue range as JSON Lines.
 - ``/api/v1/messages/<id>/``: GET one message.
 
-Producing, pulling and committing are data traffic, not console changes: they are not
-written to the audit log (the offsets journal keeps who committed and when). The search
+Producing and pulling are data traffic, not console changes: they are not written to the
+audit log. A commit moves a group's offset, and is audited (``offset.commit``) as well as
+journalled in the offsets journal. The search
 logic is `console.messages.search`, shared with the console's search page.
 """
 
@@ -49,6 +50,7 @@ from console.api.serializers import (
     refusals,
     validated,
 )
+from console.audit.log import record
 from console.core.store import get_store
 from console.messages import search
 from console.messages.records import message_record
@@ -403,6 +405,15 @@ class QueueCommit(APIView):
             reason="api commit",
             **options,
         )
+        if change is not None:
+            record(
+                request.user,
+                "offset.commit",
+                f"group {group} on {topic} queue {queue}",
+                before={"offset": change.old},
+                after={"offset": offset},
+                detail="committed through the API",
+            )
         return Response(
             {
                 "group": group,
