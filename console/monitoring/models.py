@@ -126,6 +126,10 @@ class GroupSample(models.Model):
     lag_min = models.BigIntegerField(null=True, blank=True)
     lag_max = models.BigIntegerField(null=True, blank=True)
     worst_status = models.CharField(max_length=8, blank=True, default="")
+    #: The most lag in seconds over its queues and over the points this one stands for
+    #: once thinned (as written: the most of ``lag_seconds``): a short peak stays on a
+    #: coarser chart.
+    lag_seconds_max = models.FloatField(null=True, blank=True)
     #: Unconsumed messages retention deleted (the queue's first offset less the committed
     #: offset), in total and per queue.
     lost = models.BigIntegerField(default=0)

@@ -502,6 +502,8 @@ class _Sample:
         for item in self.groups:
             row = item.row
             row.lag_seconds = self._lag_seconds(item)
+            known = [s for s in row.lag_seconds if s is not None]
+            row.lag_seconds_max = max(known) if known else None
             window = windows.get((row.group, row.topic))
             queues = len(row.committed)
             commits = _fit(window.commits if window is not None else [], queues)

@@ -36,12 +36,37 @@ from itertools import pairwise
 
 from django.conf import settings
 
-from console.monitoring.metrics import OK, REWIND, STALL, STOP, WARN
+from console.monitoring.metrics import (
+    GROUP_STATUSES,
+    OK,
+    QUEUE_STATUSES,
+    REWIND,
+    STALL,
+    STOP,
+    WARN,
+    group_status,
+)
 
 #: (offset, commit time ms, lag at that time)
 Commit = Sequence[int]
 
 DEFAULT_WINDOW = 10
+
+
+def severity(status: str | None) -> tuple[int, int]:
+    """How bad a queue's or a group's status is, for picking the worst of several: first
+    its group level (OK < WARN < ERR, where STALL, STOP and REWIND read ERR), then the
+    queue status within it. Unknown or empty statuses rank below OK."""
+    if status in QUEUE_STATUSES:
+        return (GROUP_STATUSES.index(group_status([status])), QUEUE_STATUSES.index(status))
+    if status in GROUP_STATUSES:
+        return (GROUP_STATUSES.index(status), 0)
+    return (-1, -1)
+
+
+def worse(a: str | None, b: str | None) -> str:
+    """The worse of two statuses (see ``severity``)."""
+    return (a if severity(a) >= severity(b) else b) or ""
 
 
 def window_size() -> int:
