@@ -324,6 +324,9 @@ def group_figure(group: str, range_name: str) -> go.Figure:
     if step > RES_RAW:
         peaks = [sum(row.peak for row in at[ts]) for ts in times]
         fig.add_trace(_peak_trace(times, peaks), row=1, col=1)
+    marks = _reset_marks(group, since)
+    if marks is not None:
+        fig.add_trace(marks, row=1, col=1)
     fig.add_trace(go.Scatter(x=xs, y=seconds, name="Lag (s)", mode="lines"), row=2, col=1)
     if step > RES_RAW:
         most_seconds = [
@@ -360,6 +363,29 @@ def group_figure(group: str, range_name: str) -> go.Figure:
         range=[-0.2, len(GROUP_STATUSES) - 0.8],
     )
     return _layout(fig, f"Group {group}", not rows, since)
+
+
+def _reset_marks(group: str, since_ms: int) -> go.Scatter | None:
+    """The group's offset resets and undos since ``since_ms``, as marks on its lag chart:
+    a move an operator made, not the consumer."""
+    from console.groups.models import AppliedReset
+
+    resets = list(
+        AppliedReset.objects.filter(
+            group=group, applied_at__gte=datetime.fromtimestamp(since_ms / 1000, UTC)
+        ).order_by("applied_at")
+    )
+    if not resets:
+        return None
+    return go.Scatter(
+        x=[reset.applied_at for reset in resets],
+        y=[0] * len(resets),
+        name="Resets",
+        mode="markers+text",
+        text=[f"reset #{reset.pk} ({reset.mode})" for reset in resets],
+        textposition="top center",
+        marker={"symbol": "triangle-up", "size": 12},
+    )
 
 
 def _drain(

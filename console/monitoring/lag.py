@@ -155,6 +155,29 @@ def counter_advance(before: Sequence[int | None], after: Sequence[int | None]) -
     return moved
 
 
+def consumed_advance(
+    before: Sequence[int | None],
+    after: Sequence[int | None],
+    moved_by_resets: dict[int, int] | None = None,
+) -> int:
+    """How many messages a group consumed between two readings of its committed offsets,
+    queue by queue: what the offset moved less what resets moved it (``moved_by_resets``,
+    queue → the resets' net shift: a skip forwards is not consumption, and a consumer
+    reading on after a rewind consumed what it read). Nothing is counted where a queue
+    had no offset before or has none now (a first commit says nothing about what was
+    consumed); a queue unknown before counts from 0 (a new queue starts at 0)."""
+    shifts = moved_by_resets or {}
+    consumed = 0
+    for queue, now in enumerate(after):
+        if now is None:
+            continue
+        then = before[queue] if queue < len(before) else 0
+        if then is None:
+            continue
+        consumed += max(0, now - then - shifts.get(queue, 0))
+    return consumed
+
+
 def rate(counter_then: int, ts_then_ms: int, counter_now: int, ts_now_ms: int) -> float:
     """Messages per second between two readings of a counter (0 when time did not pass)."""
     if ts_now_ms <= ts_then_ms:
