@@ -120,3 +120,43 @@ def test_the_pages_live_lag_counts_from_the_committed_offset_after_retention_as_
     (row,) = group_queue_lags(store, "billing", "orders", 0, 1)
     assert summary.lag == summary.queues[0].lag == row.lag == sampled == high - 10
     assert summary.queues_behind == 1
+
+
+def test_a_healthy_consumer_committing_every_60_s_never_reads_not_draining(store, clock, sample_at):
+    """100 messages a second; the consumer reads everything within a second but commits
+    only once a minute: its lag is a saw-tooth of 0 to 6,000 that never grows."""
+    store.create_topic("orders", queues=1)
+    appended = 0
+    answers = []
+    for second in range(HOUR_S + 1):
+        clock.at(second)
+        if second % 60 == 30:
+            store.commit_offset("batchy", "orders", 0, appended)  # all read before this second
+        append(store, "orders", 100)
+        appended += 100
+        if second % 10 == 5:
+            sample_at(second)
+            if second > 30:  # its first commit was at 30 s
+                answers.append(current.group_metrics_for("batchy").drain)
+
+    assert NOT_DRAINING not in answers
+    assert len(answers) == 357
+
+
+def test_a_consumer_two_percent_behind_never_reads_caught_up(store, clock, sample_at):
+    """300 messages a second; the consumer commits every second but reads 2 % fewer than
+    arrive: its lag grows 6 a second, and it is not keeping up."""
+    store.create_topic("orders", queues=1)
+    appended = 0
+    answers = []
+    for second in range(601):
+        clock.at(second)
+        append(store, "orders", 300)
+        appended += 300
+        store.commit_offset("slow", "orders", 0, int(appended * 0.98))
+        if second % 10 == 0:
+            sample_at(second)
+            if second:
+                answers.append(current.group_metrics_for("slow").drain)
+
+    assert set(answers) == {NOT_DRAINING}
