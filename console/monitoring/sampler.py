@@ -329,6 +329,21 @@ def _previous_point(prev: TopicSample | None, queue: int) -> list[int] | None:
     return [prev.max_offsets[queue], prev.ts_ms]
 
 
+def _known_oldest_ms(prev: GroupSample | None, queue: int, committed: int | None) -> int | None:
+    """When the oldest unconsumed message of a queue was stored, as the previous sample
+    knew it, if the group has not moved since: once retention deleted that message, its
+    time is what the previous samples saw (the lag in seconds counts from the committed
+    offset, lost messages included, as the lag in messages does)."""
+    if prev is None or committed is None or queue >= len(prev.committed):
+        return None
+    if prev.committed[queue] != committed or queue >= len(prev.lag_seconds):
+        return None
+    seconds = prev.lag_seconds[queue]
+    if seconds is None or prev.lags[queue] <= 0:
+        return None
+    return round(prev.ts_ms - seconds * 1000)
+
+
 def _fit(lists: list, size: int) -> list:
     """Per-queue lists cut or padded (with empty lists) to ``size`` queues."""
     return ([list(item) for item in lists] + [[] for _ in range(size)])[:size]
@@ -605,16 +620,22 @@ class _Sample:
         if row.aggregated:
             return self._interpolated_lag_seconds(item)
         ranges = self.reading.ranges[row.topic]
+        prev = self.prev_groups.get((row.group, row.topic))
         seconds: list[float | None] = []
         for queue, position in enumerate(item.positions):
             if row.lags[queue] <= 0:
                 seconds.append(0.0)
                 continue
-            oldest = max(position, ranges[queue][0])
-            try:
-                stored_ms = self.store.store_time_at(row.topic, queue, oldest)
-            except (TopicNotFoundError, QueueNotFoundError):
-                stored_ms = None
+            stored_ms = None
+            if position < ranges[queue][0]:  # retention deleted unconsumed messages
+                stored_ms = _known_oldest_ms(prev, queue, row.committed[queue])
+            if stored_ms is None:
+                try:
+                    stored_ms = self.store.store_time_at(
+                        row.topic, queue, max(position, ranges[queue][0])
+                    )
+                except (TopicNotFoundError, QueueNotFoundError):
+                    stored_ms = None
             seconds.append(
                 None if stored_ms is None else round(max(0, self.now - stored_ms) / 1000, 1)
             )

@@ -160,3 +160,50 @@ def test_a_consumer_two_percent_behind_never_reads_caught_up(store, clock, sampl
                 answers.append(current.group_metrics_for("slow").drain)
 
     assert set(answers) == {NOT_DRAINING}
+
+
+@pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 1}])
+def test_retention_deleting_unconsumed_messages_does_not_lower_the_lag_in_seconds(
+    store, clock, sample_at
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 100, size=200)  # several 8 KiB segments, stored at 0 s
+    store.commit_offset("billing", "orders", 0, 10)  # then billing stopped
+    store.create_topic("padding", queues=1)
+    clock.at(HOUR_S / 2)
+    append(store, "padding", 60, size=200)  # closes the segment orders' 100th is in
+    clock.at(HOUR_S * 5 / 4)
+    append(store, "orders", 100, size=200)  # stored at 1 h 15 min
+    clock.at(2 * HOUR_S)
+    sample_at(2 * HOUR_S)
+    before = GroupSample.objects.latest("ts_ms").lag_seconds[0]
+    store.delete_expired(clock.ms)  # the segments up to 30 min, not those of 1 h 15
+    assert store.queue_range("orders", 0)[0] == 100  # 90 unconsumed messages deleted
+
+    sample_at(2 * HOUR_S + 10)
+
+    assert before == 2 * HOUR_S
+    assert GroupSample.objects.latest("ts_ms").lag_seconds == [2 * HOUR_S + 10]
+    assert current.group_metrics_for("billing").lag_seconds == 2 * HOUR_S + 10
+
+
+@pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 1}])
+def test_the_apis_group_detail_counts_the_messages_lost_to_retention(
+    store, clock, sample_at, as_viewer
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 100, size=200)
+    store.commit_offset("billing", "orders", 0, 10)
+    clock.at(2 * HOUR_S)
+    append(store, "orders", 5, size=200)
+    store.delete_expired(clock.ms)
+    low, _high = store.queue_range("orders", 0)
+    sample_at(2 * HOUR_S + 10)
+
+    body = as_viewer.get("/api/v1/groups/billing/").json()
+
+    assert body["lost"] == low - 10
+    assert body["queues"][0]["lost"] == low - 10
+    assert body["metrics"]["lost"] == low - 10
