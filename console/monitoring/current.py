@@ -85,9 +85,12 @@ class _Pace:
         then: TopicSample | None,
         commits: list | None,
     ) -> None:
+        cadences: dict[int, float | None] = {}
         for queue, lag in enumerate(row.lags):
+            if lag <= 0:
+                continue
             window = commits[queue] if commits is not None and queue < len(commits) else []
-            cadence = lagmath.commit_cadence_ms(window)
+            cadence = cadences[queue] = lagmath.commit_cadence_ms(window)
             fresh = lagmath.queue_is_fresh(
                 lag,
                 row.lag_seconds[queue],
@@ -118,13 +121,20 @@ class _Pace:
             if queue >= len(topic.max_offsets) or queue >= len(then.max_offsets):
                 continue
             window = commits[queue] if commits is not None and queue < len(commits) else []
+            then_ms = _item_or_none(before.last_commits, queue)
+            if then_ms is not None and row.last_commits[queue] == then_ms:
+                cadence = (
+                    cadences[queue] if queue in cadences else lagmath.commit_cadence_ms(window)
+                )
+            else:
+                cadence = None  # not needed: a commit in the window measures the rate
             rate = lagmath.queue_consume_rate(
                 _item_or_none(before.committed, queue),
-                _item_or_none(before.last_commits, queue),
+                then_ms,
                 row.committed[queue],
                 row.last_commits[queue],
                 self.now_ms,
-                lagmath.commit_cadence_ms(window),
+                cadence,
                 self.interval_ms,
             )
             if rate is None:

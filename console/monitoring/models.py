@@ -211,6 +211,23 @@ class QueueChunk(models.Model):
         return f"{self.topic} queues from {self.first_queue}"
 
 
+class RuleTiming(models.Model):
+    """How long the latest evaluation of each alert rule took (written by
+    ``console.alerts.evaluate.evaluate``, read for /metrics by ``rule_timings``): a row
+    per rule, replaced at each evaluation, so that the web process sees what the worker
+    measured."""
+
+    rule_id = models.PositiveIntegerField(unique=True)
+    rule_name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20)
+    #: Seconds the rule's readings, transitions and notifications took.
+    seconds = models.FloatField()
+    evaluated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.rule_name}: {self.seconds:.3f} s"
+
+
 class TopicMinuteStats(models.Model):
     """One topic in one minute of store time, as the Spark statistics job counted it
     (``manage.py topic_stats``; ``storeadapter.spark.jobs.stats``): history that outlives

@@ -47,6 +47,7 @@ from console.monitoring.models import (
 )
 from console.monitoring.status import (
     judge,
+    min_stop_span_ms,
     record_commit,
     record_reset,
     status_reason,
@@ -331,9 +332,10 @@ def _previous_point(prev: TopicSample | None, queue: int) -> list[int] | None:
 
 def _known_oldest_ms(prev: GroupSample | None, queue: int, committed: int | None) -> int | None:
     """When the oldest unconsumed message of a queue was stored, as the previous sample
-    knew it, if the group has not moved since: once retention deleted that message, its
-    time is what the previous samples saw (the lag in seconds counts from the committed
-    offset, lost messages included, as the lag in messages does)."""
+    knew it, if the group has not moved since: no read of the store for a queue whose
+    consumer is stuck, and once retention deleted that message its time is still known
+    (the lag in seconds counts from the committed offset, lost messages included, as the
+    lag in messages does)."""
     if prev is None or committed is None or queue >= len(prev.committed):
         return None
     if prev.committed[queue] != committed or queue >= len(prev.lag_seconds):
@@ -564,6 +566,7 @@ class _Sample:
     def judge_queues(self) -> None:
         windows = {(row.group, row.topic): row for row in CommitWindow.objects.all()}
         size = window_size()
+        min_span = min_stop_span_ms()
         for item in self.groups:
             row = item.row
             row.lag_seconds = self._lag_seconds(item)
@@ -605,7 +608,13 @@ class _Sample:
             verdicts = [
                 None
                 if row.committed[queue] is None  # never committed: left out, as Burrow does
-                else judge(commits[queue], row.lags[queue], self.now, row.lag_seconds[queue])
+                else judge(
+                    commits[queue],
+                    row.lags[queue],
+                    self.now,
+                    row.lag_seconds[queue],
+                    min_span_ms=min_span,
+                )
                 for queue in range(queues)
             ]
             row.statuses = [None if v is None else v.status for v in verdicts]
@@ -626,9 +635,9 @@ class _Sample:
             if row.lags[queue] <= 0:
                 seconds.append(0.0)
                 continue
-            stored_ms = None
-            if position < ranges[queue][0]:  # retention deleted unconsumed messages
-                stored_ms = _known_oldest_ms(prev, queue, row.committed[queue])
+            # The group has not moved: its oldest unconsumed message is the one the
+            # previous sample saw (no read; and kept once retention deleted it).
+            stored_ms = _known_oldest_ms(prev, queue, row.committed[queue])
             if stored_ms is None:
                 try:
                     stored_ms = self.store.store_time_at(

@@ -53,15 +53,20 @@ Commit = Sequence[int]
 DEFAULT_WINDOW = 10
 
 
+def _rank(status: str) -> tuple[int, int]:
+    if status in QUEUE_STATUSES:
+        return (GROUP_STATUSES.index(group_status([status])), QUEUE_STATUSES.index(status))
+    return (GROUP_STATUSES.index(status), 0)
+
+
+_SEVERITY = {status: _rank(status) for status in (*QUEUE_STATUSES, *GROUP_STATUSES)}
+
+
 def severity(status: str | None) -> tuple[int, int]:
     """How bad a queue's or a group's status is, for picking the worst of several: first
     its group level (OK < WARN < ERR, where STALL, STOP and REWIND read ERR), then the
     queue status within it. Unknown or empty statuses rank below OK."""
-    if status in QUEUE_STATUSES:
-        return (GROUP_STATUSES.index(group_status([status])), QUEUE_STATUSES.index(status))
-    if status in GROUP_STATUSES:
-        return (GROUP_STATUSES.index(status), 0)
-    return (-1, -1)
+    return _SEVERITY.get(status or "", (-1, -1))
 
 
 def worse(a: str | None, b: str | None) -> str:
