@@ -35,6 +35,8 @@ _cache: dict[str, object] = {"token": None, "groups": None}
 
 
 DEFAULT_RATE_WINDOW_S = 300
+#: What the rates read of a row at the rate window's start (its other lists are not decoded).
+WINDOW_START_FIELDS = ("group", "topic", "ts_ms", "consumed", "committed", "last_commits")
 #: A consume rate measured between commits is trusted to this many times its commits'
 #: jitter over the span measured (lag.commit_jitter).
 JITTER_SIGMAS = 3
@@ -258,7 +260,7 @@ def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[Group
         by_group.setdefault(row.group, []).append(row)
     prev_by_group: dict[str, dict[str, GroupSample]] = {}
     if previous is not None:
-        for row in GroupSample.objects.filter(ts_ms=previous.ts_ms):
+        for row in GroupSample.objects.filter(ts_ms=previous.ts_ms).only(*WINDOW_START_FIELDS):
             prev_by_group.setdefault(row.group, {})[row.topic] = row
     topics_now = _topic_rows(latest.ts_ms)
     topics_then = _topic_rows(previous.ts_ms if previous else None)
@@ -308,7 +310,12 @@ def group_metrics_for(group: str) -> GroupMetrics | None:
         return None
     topics = [row.topic for row in rows]
     prev_rows = (
-        {r.topic: r for r in GroupSample.objects.filter(ts_ms=previous.ts_ms, group=group)}
+        {
+            r.topic: r
+            for r in GroupSample.objects.filter(ts_ms=previous.ts_ms, group=group).only(
+                *WINDOW_START_FIELDS
+            )
+        }
         if previous is not None
         else {}
     )
@@ -349,9 +356,8 @@ def _fill_window_starts(
     window = {"ts_ms__gt": previous.ts_ms, "ts_ms__lt": latest.ts_ms}
     if missing:
         wanted = set(missing)
-        earliest = GroupSample.objects.filter(group__in={g for g, _ in missing}, **window).order_by(
-            "ts_ms"
-        )
+        earliest = GroupSample.objects.filter(group__in={g for g, _ in missing}, **window)
+        earliest = earliest.only(*WINDOW_START_FIELDS).order_by("ts_ms")
         for row in earliest:
             if (row.group, row.topic) in wanted:
                 prev_by_group.setdefault(row.group, {})[row.topic] = row
