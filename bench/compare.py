@@ -9,9 +9,10 @@ single sync appends) and then every peer (bench/peers/) on the same bodies and c
 key and time lookups, 1/2/4 producer processes and append-to-pull latency
 (bench/engine_two.py); Spark's scan (bench/spark_scan.py); the console's pages at 1,000
 topics, 10,000 queues and 200 groups (bench/console.py) and the alert evaluation on that
-store; the limits again (each limit is the better of the two). ``os.sync()`` runs
-between sections, outside their timing, so one section's write-back does not land in
-the next one's.
+store; the monitoring's periodic jobs at scale (bench/monitoring_scale.py: the status
+evaluation at 1,000 groups x 20 queues, a sample of 100,000 lagging queues); the limits
+again (each limit is the better of the two). ``os.sync()`` runs between sections, outside
+their timing, so one section's write-back does not land in the next one's.
 
 Every system reads in batches of 500 and appends in batches of 500 where it has
 batches. Prints one JSON line, then the tables: each figure with its fraction of the
@@ -19,8 +20,8 @@ machine limit that bounds it, its ratio to each like-for-like peer, and the targ
 issue 9 with a pass/miss mark. Timings only: no test asserts them. ``--only`` takes
 section names: limits (always measured), tidemark, peers or any peer name (sqlite,
 sqlite_full, redis = redis_everysec + redis_always, jetstream, persist_queue, queuelib),
-lookups, processes, latency, console, alerts, spark. docs/PERFORMANCE.md says how each
-figure and each peer is measured.
+lookups, processes, latency, console, alerts, monitoring, spark; ``--tiny`` runs each on
+tiny counts. docs/PERFORMANCE.md says how each figure and each peer is measured.
 """
 
 from __future__ import annotations
