@@ -1,6 +1,6 @@
 """Tidemark beside its peers and the machine's limits, in one run on one machine.
 
-    .venv/bin/python bench/compare.py [--quick] [--only tidemark,redis,...]
+    .venv/bin/python bench/compare.py [--quick | --tiny] [--only tidemark,redis,...]
                                       [--count N] [--sizes 50,1024,4096] [--dir PATH]
 
 Runs, in this order: the machine's limits (bench/limits.py); per body size, Tidemark's
@@ -9,9 +9,10 @@ single sync appends) and then every peer (bench/peers/) on the same bodies and c
 key and time lookups, 1/2/4 producer processes and append-to-pull latency
 (bench/engine_two.py); Spark's scan (bench/spark_scan.py); the console's pages at 1,000
 topics, 10,000 queues and 200 groups (bench/console.py) and the alert evaluation on that
-store; the limits again (each limit is the better of the two). ``os.sync()`` runs
-between sections, outside their timing, so one section's write-back does not land in
-the next one's.
+store; the monitoring's periodic jobs at scale (bench/monitoring_scale.py: the status
+evaluation at 1,000 groups x 20 queues, a sample of 100,000 lagging queues); the limits
+again (each limit is the better of the two). ``os.sync()`` runs between sections, outside
+their timing, so one section's write-back does not land in the next one's.
 
 Every system reads in batches of 500 and appends in batches of 500 where it has
 batches. Prints one JSON line, then the tables: each figure with its fraction of the
@@ -19,8 +20,8 @@ machine limit that bounds it, its ratio to each like-for-like peer, and the targ
 issue 9 with a pass/miss mark. Timings only: no test asserts them. ``--only`` takes
 section names: limits (always measured), tidemark, peers or any peer name (sqlite,
 sqlite_full, redis = redis_everysec + redis_always, jetstream, persist_queue, queuelib),
-lookups, processes, latency, console, alerts, spark. docs/PERFORMANCE.md says how each
-figure and each peer is measured.
+lookups, processes, latency, console, alerts, monitoring, spark; ``--tiny`` runs each on
+tiny counts. docs/PERFORMANCE.md says how each figure and each peer is measured.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ sys.path.insert(0, str(BENCH))
 import engine  # noqa: E402
 import engine_two  # noqa: E402
 import limits  # noqa: E402
+import monitoring_scale  # noqa: E402
 import spark_scan  # noqa: E402
 from peers import PEERS  # noqa: E402
 from peers.base import measure  # noqa: E402
@@ -80,6 +82,10 @@ FULL = {
     "repeat": 30,
     "alert_rounds": 5,
     "spark_count": 200_000,
+    "mon_groups": 1_000,
+    "mon_group_queues": 20,
+    "mon_queues": 100_000,
+    "mon_rounds": 3,
     "spark_masters": "local[1],local[2]",
 }
 QUICK = {
@@ -97,10 +103,46 @@ QUICK = {
     "repeat": 3,
     "alert_rounds": 2,
     "spark_count": 20_000,
+    "mon_groups": 100,
+    "mon_group_queues": 20,
+    "mon_queues": 10_000,
+    "mon_rounds": 2,
     "spark_masters": "local[2]",
 }
+#: Tiny counts: every section runs in seconds (tests/bench/test_compare_runs.py).
+TINY = {
+    **QUICK,
+    "count": 300,
+    "single_sync": 20,
+    "limit_mib": 4,
+    "limit_syncs": 20,
+    "keys": 500,
+    "time_count": 500,
+    "producer_count": 500,
+    "samples": 10,
+    "topics": 5,
+    "queues": 20,
+    "groups": 3,
+    "repeat": 1,
+    "alert_rounds": 2,
+    "spark_count": 500,
+    "spark_masters": "local[1]",
+    "mon_groups": 4,
+    "mon_group_queues": 3,
+    "mon_queues": 200,
+    "mon_rounds": 1,
+}
 
-SECTIONS = ("tidemark", "lookups", "processes", "latency", "console", "alerts", "spark")
+SECTIONS = (
+    "tidemark",
+    "lookups",
+    "processes",
+    "latency",
+    "console",
+    "alerts",
+    "monitoring",
+    "spark",
+)
 ALERT_TARGET_S = 2.0
 RECOVERY_TARGET_MB_S = 1000.0
 SYNC_THREADS_TARGET = 50_000
@@ -288,7 +330,7 @@ def alert_evaluation(rounds: int) -> dict:
                 "seconds": round(seconds, 3),
                 "metrics_s": round(metrics_s, 3),
                 "changes": len(changes),
-                "emails": changes.emails,
+                "notifications": len(changes.notifications),
             }
         )
     steady = [e["seconds"] for e in evaluations[1:]] or [evaluations[0]["seconds"]]
@@ -308,20 +350,23 @@ def alert_evaluation(rounds: int) -> dict:
     }
 
 
-def console_and_alerts(workdir: Path, settings: dict, pages: bool, alerts: bool) -> dict:
+def console_and_alerts(
+    workdir: Path, settings: dict, pages: bool, alerts: bool, watch: bool
+) -> dict:
     store_dir = workdir / "console-store"
+    shown = pages or alerts
     scale = console_bench.build_store(
         store_dir,
-        settings["topics"],
-        settings["queues"],
-        settings["groups"],
+        settings["topics"] if shown else 1,
+        settings["queues"] if shown else 1,
+        settings["groups"] if shown else 1,
         console_bench.DEFAULT_MESSAGES,
         console_bench.DEFAULT_TOPICS_PER_GROUP,
     )
     client = console_bench.setup_django(workdir, store_dir)
     from storeadapter.access import close_all
 
-    result: dict = {"scale": scale}
+    result: dict = {"scale": scale} if shown else {}
     try:
         if pages:
             result["pages"] = console_bench.time_pages(
@@ -329,6 +374,18 @@ def console_and_alerts(workdir: Path, settings: dict, pages: bool, alerts: bool)
             )
         if alerts:
             result["alerts"] = alert_evaluation(settings["alert_rounds"])
+        if watch:
+            result["monitoring"] = {
+                "status_evaluation": monitoring_scale.status_evaluation(
+                    workdir,
+                    settings["mon_groups"],
+                    settings["mon_group_queues"],
+                    settings["mon_rounds"],
+                ),
+                "lagging_sample": monitoring_scale.lagging_sample(
+                    workdir, settings["mon_queues"], settings["mon_rounds"]
+                ),
+            }
     finally:
         close_all()
         shutil.rmtree(store_dir, ignore_errors=True)
@@ -520,6 +577,23 @@ def targets(report: dict) -> list[dict]:
             ALERT_TARGET_S,
             "s",
         )
+    watched = report.get("monitoring", {})
+    for key, label, count in (
+        ("status_evaluation", "status evaluation", "group_queue_pairs"),
+        ("lagging_sample", "sample, every queue lagging", "queues"),
+    ):
+        figure = watched.get(key)
+        if figure:
+            rows.append(
+                {
+                    "target": f"{label} <= half the interval ({figure[count]:,} queues)",
+                    "figure": "worst round",
+                    "value": figure["max_s"],
+                    "needed": figure["target_s"],
+                    "unit": "s",
+                    "met": figure["met"],
+                }
+            )
     return rows
 
 
@@ -692,6 +766,7 @@ def format_more(report: dict) -> str:
             f"{'metrics sample (ms, the sampler task)':<40} {'':>10} {'':>12} {'':>8} {'':>16} "
             f"{alerts['sample_ms_p50']:>9.1f}"
         )
+    lines.extend(monitoring_scale.format_lines(report.get("monitoring", {})))
     return "\n".join(lines)
 
 
@@ -762,13 +837,14 @@ def _selection(only: str | None) -> tuple[set[str], list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
+    parser.add_argument("--tiny", action="store_true", help="tiny counts: the tests' run")
     parser.add_argument("--only", help="comma-separated sections (see the module's doc)")
     parser.add_argument("--count", type=int, help="messages per figure and size")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="body sizes")
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
     parser.add_argument("--output", help="also write the JSON line and the tables here")
     args = parser.parse_args()
-    settings = dict(QUICK if args.quick else FULL)
+    settings = dict(TINY if args.tiny else QUICK if args.quick else FULL)
     if args.count:
         settings["count"] = args.count
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -862,16 +938,19 @@ def main() -> None:
             report["spark"] = timed(
                 "spark", spark, workdir, settings["spark_count"], settings["spark_masters"]
             )
-        if "console" in sections or "alerts" in sections:
+        if sections & {"console", "alerts", "monitoring"}:
             _settle()
             report["console"] = timed(
-                "console and alerts",
+                "console, alerts and monitoring",
                 console_and_alerts,
                 workdir,
                 settings,
                 "console" in sections,
                 "alerts" in sections,
+                "monitoring" in sections,
             )
+            if "monitoring" in report["console"]:
+                report["monitoring"] = report["console"].pop("monitoring")
         # Limits again at the end: each limit is the better of the two measurements, so
         # that a burst of someone else's I/O during one of them does not set it.
         report["limits_start"] = report["limits"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from storeadapter.engine import InvalidNameError, MessageStore, TopicInfo, TopicNotFoundError
-from storeadapter.lagrule import queue_lag
+from storeadapter.lagrule import lost_to_retention, queue_lag
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,8 @@ class GroupQueueLag:
     committed: int | None
     max_offset: int
     lag: int
+    #: Of ``lag``, the messages retention deleted before the group consumed them.
+    lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,9 @@ class GroupSummary:
     #: Big topics whose lag comes from the sampler (no rows in ``queues``), to the time
     #: of that sample (None: not sampled yet).
     sampled: dict[str, int | None] = field(default_factory=dict)
+    #: Of ``lag``, the messages retention deleted before the group consumed them (over the
+    #: queues read: big topics' are in the sampler's figures).
+    lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +292,16 @@ def group_queue_lags(
     rows = []
     for queue, (low, high) in enumerate(ranges, start=first):
         offset = committed.get((topic, queue))
-        rows.append(GroupQueueLag(topic, queue, offset, high, queue_lag(offset, low, high)))
+        rows.append(
+            GroupQueueLag(
+                topic,
+                queue,
+                offset,
+                high,
+                queue_lag(offset, low, high),
+                lost_to_retention(offset, low),
+            )
+        )
     return rows
 
 
@@ -330,7 +344,7 @@ def _group_summary(
     topics = []
     rows = []
     sampled: dict[str, int | None] = {}
-    lag = count = behind_count = 0
+    lag = count = behind_count = lost = 0
     for name in sorted({name for name, _ in committed}):
         big = ranges.big(name, figures)
         if big is not None:
@@ -353,9 +367,12 @@ def _group_summary(
             if behind:
                 lag += behind
                 behind_count += 1
+            lost += lost_to_retention(offset, low)
             if with_queues:
-                rows.append(GroupQueueLag(name, queue, offset, high, behind))
-    return GroupSummary(group, topics, lag, rows, count, behind_count, sampled)
+                rows.append(
+                    GroupQueueLag(name, queue, offset, high, behind, lost_to_retention(offset, low))
+                )
+    return GroupSummary(group, topics, lag, rows, count, behind_count, sampled, lost)
 
 
 def group_summary(

@@ -33,12 +33,13 @@ made it. Evaluating twice at the same ``now`` changes nothing the second time.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -46,6 +47,7 @@ from console.alerts import outbox
 from console.alerts.kinds import Inputs, Monitoring, Reading
 from console.alerts.models import AlertEvent, AlertRule, Notification, Silence
 from console.monitoring.metrics import GroupMetrics, StoreMetrics
+from console.monitoring.models import RuleTiming
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,32 @@ def _clear(rule: AlertRule, event: AlertEvent, now: datetime, reading: Reading) 
     return FIRING if _resolve(event, now, reading) else None
 
 
+def _refresh_firing(events: list[AlertEvent]) -> None:
+    """Save the latest value and details of events still firing (and clear their
+    keep-firing mark), with one prepared statement for all: an UPDATE per event made an
+    evaluation of a thousand firing groups take seconds. Only rows still firing change."""
+    if not events:
+        return
+    meta = AlertEvent._meta
+    quote = connection.ops.quote_name
+    column = {
+        name: quote(meta.get_field(name).column)
+        for name in ("clear_since", "current_value", "details", "state")
+    }
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {column['clear_since']} = NULL, "
+        f"{column['current_value']} = %s, {column['details']} = %s "
+        f"WHERE {quote('id')} = %s AND {column['state']} = %s"
+    )
+    details = meta.get_field("details")
+    params = [
+        (event.current_value, details.get_db_prep_save(event.details, connection), event.pk, FIRING)
+        for event in events
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
 def _transitions(rule: AlertRule, subjects: dict[str, Reading], now: datetime) -> list[Change]:
     changes: list[Change] = []
 
@@ -157,6 +185,7 @@ def _transitions(rule: AlertRule, subjects: dict[str, Reading], now: datetime) -
         changes.append(Change(rule.pk, rule.name, subject, before, after, value))
 
     open_events = _open_events(rule)
+    refreshed: list[AlertEvent] = []
     for subject, reading in subjects.items():
         event = open_events.pop(subject, None)
         if not reading.holds:
@@ -189,13 +218,10 @@ def _transitions(rule: AlertRule, subjects: dict[str, Reading], now: datetime) -
             or event.current_value != reading.value
             or event.details != reading.details
         ):
-            _claim(
-                event,
-                FIRING,
-                clear_since=None,
-                current_value=reading.value,
-                details=reading.details,
-            )
+            event.clear_since = None
+            event.current_value, event.details = reading.value, reading.details
+            refreshed.append(event)
+    _refresh_firing(refreshed)
     for subject, event in open_events.items():  # no longer reported, or out of scope now
         if event.state == PENDING:
             if _delete_pending(event):
@@ -348,9 +374,13 @@ def _plan(rule: AlertRule, now: datetime, silences: list[Silence]) -> Notice | N
         return None
     # A notification about this rule lists those still firing: their reminders count anew.
     claimed = {e.pk for e in notice.unsilenced + notice.reminded}
-    for event in notice.still:
-        if event.pk not in claimed:
-            _requeue(event, now)
+    listed = [event for event in notice.still if event.pk not in claimed]
+    if listed:  # the rule is locked: one UPDATE for all of them
+        AlertEvent.objects.filter(pk__in=[e.pk for e in listed], state=FIRING).update(
+            last_queued_at=now, muted=False
+        )
+        for event in listed:
+            event.last_queued_at = now
     return notice
 
 
@@ -446,9 +476,11 @@ def evaluate(
     result = Changes()
     result.extend(_close_orphans(now))
     silences = active_silences(now)
+    timings: list[RuleTiming] = []
     for rule_id in (
         AlertRule.objects.filter(enabled=True).order_by("pk").values_list("pk", flat=True)
     ):
+        started = time.perf_counter()
         try:
             with transaction.atomic():
                 # Lock the rule: evaluations of one rule take turns (PostgreSQL; on SQLite
@@ -472,4 +504,31 @@ def evaluate(
             continue
         result.extend(changes)
         result.notifications.extend(row.pk for row in queued)
+        timings.append(
+            RuleTiming(
+                rule_id=rule.pk,
+                rule_name=rule.name,
+                kind=rule.kind,
+                seconds=time.perf_counter() - started,
+                evaluated_at=now,
+            )
+        )
+    _save_timings(timings)
     return result
+
+
+def _save_timings(timings: list[RuleTiming]) -> None:
+    """Replace each rule's latest evaluation time (one statement), and forget rules gone."""
+    RuleTiming.objects.bulk_create(
+        timings,
+        update_conflicts=True,
+        unique_fields=["rule_id"],
+        update_fields=["rule_name", "kind", "seconds", "evaluated_at"],
+    )
+    RuleTiming.objects.exclude(rule_id__in=[t.rule_id for t in timings]).delete()
+
+
+def rule_timings() -> list[RuleTiming]:
+    """Each enabled rule's latest evaluation time (seconds), by rule name: for /metrics
+    (``tidemark_alert_rule_evaluation_seconds{rule,kind}``)."""
+    return list(RuleTiming.objects.order_by("rule_name"))

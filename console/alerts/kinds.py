@@ -155,6 +155,11 @@ class AlertKind:
     #: Made by the console itself (a migration), not offered in the rule form.
     built_in: ClassVar[bool] = False
 
+    @classmethod
+    def default_for_seconds(cls) -> int:
+        """The ``for`` a new rule of this kind gets unless told otherwise: 0 (at once)."""
+        return 0
+
     # ---------------------------------------------------------------- the threshold
 
     def clean_threshold(self, threshold: float | None) -> float | None:
@@ -275,6 +280,14 @@ class DrainSeconds(AlertKind):
 class StatusKind(AlertKind):
     needs_threshold = False
     level: ClassVar[str]
+
+    @classmethod
+    def default_for_seconds(cls) -> int:
+        """Two sample intervals: a status holds over two samples before it pages (a
+        single sample is one reading of a commit window)."""
+        from django.conf import settings
+
+        return 2 * int(settings.TIDEMARK_SAMPLE_INTERVAL_S)
 
     def condition_text(self, threshold: float | None) -> str:
         return "status = ERR" if self.level == "ERR" else "status ≥ WARN"

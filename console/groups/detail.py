@@ -105,6 +105,8 @@ class LagRow:
     #: From the latest metrics sample; None before one saw this queue.
     status: str | None = None
     lag_seconds: float | None = None
+    #: Of ``lag``, the messages retention deleted before the group consumed them.
+    lost: int = 0
 
 
 class GroupLagList:
@@ -206,6 +208,7 @@ def group_detail(
                 last_commit.get((q.topic, q.queue)),
                 seen.status if seen else None,
                 seen.lag_seconds if seen else None,
+                q.lost,
             )
         )
     return GroupDetail(group, summary, rows, members, history, metrics, big_topics)

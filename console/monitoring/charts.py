@@ -28,7 +28,7 @@ from plotly.subplots import make_subplots
 from console.core.store import store_config
 from console.monitoring import lag as lagmath
 from console.monitoring.current import rate_window_ms
-from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, group_status
+from console.monitoring.metrics import GROUP_STATUSES, group_status
 from console.monitoring.models import (
     RES_HOUR,
     RES_MINUTE,
@@ -38,6 +38,7 @@ from console.monitoring.models import (
     TopicMinuteStats,
     TopicSample,
 )
+from console.monitoring.status import worse
 from storeadapter.engine import clock as engine_clock
 
 HOUR_S = 3600
@@ -85,22 +86,29 @@ def thin(
     step_s: int,
     series: Callable[[object], object] = lambda row: None,
     envelope: Envelope | None = None,
+    peak_of: Callable[[object], float | None] | None = None,
 ):
     """The last row of each ``step_s`` bucket of each series, in time order.
 
     With ``envelope`` (value, least, most), each kept row also gets ``trough`` and
     ``peak``: the least and most value over its bucket (a row thinned before brings its
     own least and most), and, when rows have a ``worst_status``, ``worst``: the worst
-    status over the bucket.
+    status over the bucket. With ``peak_of`` (a row's own peak of another figure), each
+    kept row gets ``most``: the largest over its bucket (None when no row had one).
     """
     step_ms = step_s * 1000
     last: dict[tuple, object] = {}
     spans: dict[tuple, list] = {}
+    peaks: dict[tuple, float | None] = {}
     for row in rows:
         key = (series(row), row.ts_ms // step_ms)
         held = last.get(key)
         if held is None or row.ts_ms >= held.ts_ms:
             last[key] = row
+        if peak_of is not None:
+            high = peak_of(row)
+            if high is not None:
+                peaks[key] = high if peaks.get(key) is None else max(peaks[key], high)
         if envelope is not None:
             value, least, most = envelope
             low = _first(getattr(row, least, None), getattr(row, value))
@@ -115,6 +123,9 @@ def thin(
     for key, (low, high, worst) in spans.items():
         row = last[key]
         row.trough, row.peak, row.worst = low, high, worst
+    if peak_of is not None:
+        for key, row in last.items():
+            row.most = peaks.get(key)
     return sorted(last.values(), key=lambda row: row.ts_ms)
 
 
@@ -128,8 +139,15 @@ def _group_level(status: str) -> str:
 
 
 def _worse(a: str, b: str) -> str:
-    rank = QUEUE_STATUSES + GROUP_STATUSES
-    return max((a, b), key=lambda s: rank.index(s) if s in rank else -1)
+    return worse(a, b)
+
+
+def _most_seconds(row) -> float | None:
+    """A group row's most lag in seconds: kept when thinned, else over its queues."""
+    if row.lag_seconds_max is not None:
+        return row.lag_seconds_max
+    known = [s for s in row.lag_seconds if s is not None]
+    return max(known) if known else None
 
 
 def _when(ts_ms: int) -> datetime:
@@ -249,6 +267,7 @@ def group_figure(group: str, range_name: str) -> go.Figure:
         step,
         lambda row: row.topic,
         envelope=GROUP_ENVELOPE,
+        peak_of=_most_seconds,
     )
     topics = sorted({row.topic for row in rows})
     topic_rows = thin(
@@ -305,7 +324,25 @@ def group_figure(group: str, range_name: str) -> go.Figure:
     if step > RES_RAW:
         peaks = [sum(row.peak for row in at[ts]) for ts in times]
         fig.add_trace(_peak_trace(times, peaks), row=1, col=1)
+    marks = _reset_marks(group, since)
+    if marks is not None:
+        fig.add_trace(marks, row=1, col=1)
     fig.add_trace(go.Scatter(x=xs, y=seconds, name="Lag (s)", mode="lines"), row=2, col=1)
+    if step > RES_RAW:
+        most_seconds = [
+            max((row.most for row in at[ts] if row.most is not None), default=None) for ts in times
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=most_seconds,
+                name="Most lag (s) in each point's span",
+                mode="lines",
+                line={"dash": "dot", "shape": "hv"},
+            ),
+            row=2,
+            col=1,
+        )
     drain_x, drain_y = _drain(times, at, topic_rows)
     fig.add_trace(
         go.Scatter(x=drain_x, y=drain_y, name="Drain time (s)", mode="lines", connectgaps=False),
@@ -326,6 +363,29 @@ def group_figure(group: str, range_name: str) -> go.Figure:
         range=[-0.2, len(GROUP_STATUSES) - 0.8],
     )
     return _layout(fig, f"Group {group}", not rows, since)
+
+
+def _reset_marks(group: str, since_ms: int) -> go.Scatter | None:
+    """The group's offset resets and undos since ``since_ms``, as marks on its lag chart:
+    a move an operator made, not the consumer."""
+    from console.groups.models import AppliedReset
+
+    resets = list(
+        AppliedReset.objects.filter(
+            group=group, applied_at__gte=datetime.fromtimestamp(since_ms / 1000, UTC)
+        ).order_by("applied_at")
+    )
+    if not resets:
+        return None
+    return go.Scatter(
+        x=[reset.applied_at for reset in resets],
+        y=[0] * len(resets),
+        name="Resets",
+        mode="markers+text",
+        text=[f"reset #{reset.pk} ({reset.mode})" for reset in resets],
+        textposition="top center",
+        marker={"symbol": "triangle-up", "size": 12},
+    )
 
 
 def _drain(

@@ -28,13 +28,18 @@ from console.monitoring.metrics import (
     StoreMetrics,
     group_status,
 )
-from console.monitoring.models import GroupSample, StoreSample, TopicSample
+from console.monitoring.models import CommitWindow, GroupSample, StoreSample, TopicSample
 
 _lock = threading.Lock()
 _cache: dict[str, object] = {"token": None, "groups": None}
 
 
 DEFAULT_RATE_WINDOW_S = 300
+#: What the rates read of a row at the rate window's start (its other lists are not decoded).
+WINDOW_START_FIELDS = ("group", "topic", "ts_ms", "consumed", "committed", "last_commits")
+#: A consume rate measured between commits is trusted to this many times its commits'
+#: jitter over the span measured (lag.commit_jitter).
+JITTER_SIGMAS = 3
 
 
 def rate_window_ms() -> int:
@@ -62,6 +67,94 @@ def _topic_rows(ts_ms: int | None, topics: Iterable[str] | None = None) -> dict[
     return {row.topic: row for row in rows}
 
 
+class _Pace:
+    """A group's consumption and production over the rate window, queue by queue,
+    measured between commits (lag.queue_consume_rate), and whether its lag is fresh
+    (lag.queue_is_fresh): what the drain answer is decided on."""
+
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+        self.interval_ms = int(settings.TIDEMARK_SAMPLE_INTERVAL_S) * 1000
+        self.consume = self.produce = self.noise = 0.0
+        self.measured = False
+        self.fresh: bool | None = True
+
+    def add(
+        self,
+        row: GroupSample,
+        before: GroupSample | None,
+        topic: TopicSample | None,
+        then: TopicSample | None,
+        commits: list | None,
+    ) -> None:
+        cadences: dict[int, float | None] = {}
+        for queue, lag in enumerate(row.lags):
+            if lag <= 0:
+                continue
+            window = commits[queue] if commits is not None and queue < len(commits) else []
+            cadence = cadences[queue] = lagmath.commit_cadence_ms(window)
+            fresh = lagmath.queue_is_fresh(
+                lag,
+                row.lag_seconds[queue],
+                row.last_commits[queue],
+                self.now_ms,
+                cadence,
+                self.interval_ms,
+            )
+            if fresh is False or self.fresh is False:
+                self.fresh = False
+            elif fresh is None:
+                self.fresh = None
+        if before is None or topic is None or then is None or topic.ts_ms <= then.ts_ms:
+            return
+        span_s = (topic.ts_ms - then.ts_ms) / 1000
+        moved = sum(
+            max(0, now - was)
+            for now, was in zip(row.committed, before.committed, strict=False)
+            if now is not None and was is not None
+        )
+        by_reset = row.consumed - before.consumed != moved  # a reset moved offsets meanwhile
+        if by_reset:
+            self.measured = True
+            self.consume += lagmath.rate(before.consumed, before.ts_ms, row.consumed, row.ts_ms)
+            self.produce += max(0, topic.appended - then.appended) / span_s
+            return
+        for queue in range(len(row.lags)):
+            if queue >= len(topic.max_offsets) or queue >= len(then.max_offsets):
+                continue
+            window = commits[queue] if commits is not None and queue < len(commits) else []
+            then_ms = _item_or_none(before.last_commits, queue)
+            if then_ms is not None and row.last_commits[queue] == then_ms:
+                cadence = (
+                    cadences[queue] if queue in cadences else lagmath.commit_cadence_ms(window)
+                )
+            else:
+                cadence = None  # not needed: a commit in the window measures the rate
+            rate = lagmath.queue_consume_rate(
+                _item_or_none(before.committed, queue),
+                then_ms,
+                row.committed[queue],
+                row.last_commits[queue],
+                self.now_ms,
+                cadence,
+                self.interval_ms,
+            )
+            if rate is None:
+                continue
+            self.measured = True
+            self.consume += rate
+            span_ms = (row.last_commits[queue] or 0) - (
+                _item_or_none(before.last_commits, queue) or 0
+            )
+            if span_ms > 0:
+                self.noise += JITTER_SIGMAS * lagmath.commit_jitter(window) * 1000 / span_ms
+            self.produce += max(0, topic.max_offsets[queue] - then.max_offsets[queue]) / span_s
+
+
+def _item_or_none(values: list, index: int):
+    return values[index] if index < len(values) else None
+
+
 def _build(
     group: str,
     rows: list[GroupSample],
@@ -70,11 +163,14 @@ def _build(
     topics_then: dict[str, TopicSample],
     latest: StoreSample,
     previous: StoreSample | None,
+    windows: dict[str, list] | None = None,
 ) -> GroupMetrics:
-    """One group's metrics from its rows of the latest sample (one per topic)."""
+    """One group's metrics from its rows of the latest sample (one per topic);
+    ``windows``: its commit windows by topic."""
     queues: list[QueueMetrics] = []
     consume_rate = produce_rate = 0.0
     measured = False
+    pace = _Pace(latest.ts_ms)
     for row in sorted(rows, key=lambda r: r.topic):
         topic = topics_now.get(row.topic)
         maxes = topic.max_offsets if topic is not None else []
@@ -103,10 +199,17 @@ def _build(
             then = topics_then.get(row.topic)
             if topic is not None and then is not None:
                 produce_rate += lagmath.rate(then.appended, then.ts_ms, topic.appended, topic.ts_ms)
+            pace.add(row, before, topic, then, (windows or {}).get(row.topic))
     lag = sum(row.lag for row in rows)
     seconds = [q.lag_seconds for q in queues if q.lag_seconds is not None]
     expiries = [row.expires_at_ms for row in rows if row.expires_at_ms is not None]
-    drain = lagmath.drain(lag, consume_rate, produce_rate, settings.TIDEMARK_SAMPLE_INTERVAL_S)
+    interval = settings.TIDEMARK_SAMPLE_INTERVAL_S
+    if pace.measured:
+        drain = lagmath.drain(lag, pace.consume, pace.produce, interval, pace.fresh, pace.noise)
+    elif pace.fresh:  # no commit in a window shorter than the consumer's cadence yet
+        drain = lagmath.Drain(CAUGHT_UP, 0.0)
+    else:
+        drain = lagmath.drain(lag, consume_rate, produce_rate, interval, pace.fresh)
     if not measured and drain.state != CAUGHT_UP:
         drain = lagmath.Drain(UNMEASURED, None)  # the group's first sample: no rate yet
     status = group_status([q.status for q in queues])
@@ -157,12 +260,13 @@ def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[Group
         by_group.setdefault(row.group, []).append(row)
     prev_by_group: dict[str, dict[str, GroupSample]] = {}
     if previous is not None:
-        for row in GroupSample.objects.filter(ts_ms=previous.ts_ms):
+        for row in GroupSample.objects.filter(ts_ms=previous.ts_ms).only(*WINDOW_START_FIELDS):
             prev_by_group.setdefault(row.group, {})[row.topic] = row
     topics_now = _topic_rows(latest.ts_ms)
     topics_then = _topic_rows(previous.ts_ms if previous else None)
     if previous is not None:
         _fill_window_starts(latest, previous, by_group, prev_by_group, topics_now, topics_then)
+    windows = _commit_windows()
     built = [
         _build(
             group,
@@ -172,6 +276,7 @@ def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[Group
             topics_then,
             latest,
             previous,
+            windows.get(group),
         )
         for group, rows in by_group.items()
     ]
@@ -205,7 +310,12 @@ def group_metrics_for(group: str) -> GroupMetrics | None:
         return None
     topics = [row.topic for row in rows]
     prev_rows = (
-        {r.topic: r for r in GroupSample.objects.filter(ts_ms=previous.ts_ms, group=group)}
+        {
+            r.topic: r
+            for r in GroupSample.objects.filter(ts_ms=previous.ts_ms, group=group).only(
+                *WINDOW_START_FIELDS
+            )
+        }
         if previous is not None
         else {}
     )
@@ -214,7 +324,17 @@ def group_metrics_for(group: str) -> GroupMetrics | None:
     if previous is not None:
         prev_by_group = {group: prev_rows}
         _fill_window_starts(latest, previous, {group: rows}, prev_by_group, topics_now, topics_then)
-    return _build(group, rows, prev_rows, topics_now, topics_then, latest, previous)
+    windows = _commit_windows(group).get(group)
+    return _build(group, rows, prev_rows, topics_now, topics_then, latest, previous, windows)
+
+
+def _commit_windows(group: str | None = None) -> dict[str, dict[str, list]]:
+    """Commit windows by group, then topic (all groups', or one group's)."""
+    rows = CommitWindow.objects.all() if group is None else CommitWindow.objects.filter(group=group)
+    windows: dict[str, dict[str, list]] = {}
+    for name, topic, commits in rows.values_list("group", "topic", "commits"):
+        windows.setdefault(name, {})[topic] = commits
+    return windows
 
 
 def _fill_window_starts(
@@ -236,9 +356,8 @@ def _fill_window_starts(
     window = {"ts_ms__gt": previous.ts_ms, "ts_ms__lt": latest.ts_ms}
     if missing:
         wanted = set(missing)
-        earliest = GroupSample.objects.filter(group__in={g for g, _ in missing}, **window).order_by(
-            "ts_ms"
-        )
+        earliest = GroupSample.objects.filter(group__in={g for g, _ in missing}, **window)
+        earliest = earliest.only(*WINDOW_START_FIELDS).order_by("ts_ms")
         for row in earliest:
             if (row.group, row.topic) in wanted:
                 prev_by_group.setdefault(row.group, {})[row.topic] = row

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from django.db import connection, transaction
 from django.db.models import Min
 
-from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES
 from console.monitoring.models import (
     RES_HOUR,
     RES_MINUTE,
@@ -36,6 +35,7 @@ from console.monitoring.models import (
     StoreSample,
     TopicSample,
 )
+from console.monitoring.status import worse
 from storeadapter.engine import clock as engine_clock
 
 HOUR_MS = 3_600_000
@@ -60,7 +60,9 @@ ENVELOPES: dict[type, tuple[str, str, str, bool]] = {
     StoreSample: ("backlog", "backlog_min", "backlog_max", False),
     GroupSample: ("lag", "lag_min", "lag_max", True),
 }
-_RANK = {status: rank for rank, status in enumerate(QUEUE_STATUSES + GROUP_STATUSES)}
+#: Per model, the fields whose most over the bucket is kept besides (the kept row's own
+#: value is the last point's): a group's largest lag in seconds over its queues.
+PEAKS: dict[type, tuple[str, str]] = {GroupSample: ("lag_seconds", "lag_seconds_max")}
 
 #: Fine points per series read at once (a chunk holds whole buckets).
 CHUNK_POINTS = 60
@@ -111,6 +113,9 @@ def thin_series(model: type, keys: tuple[str, ...], resolution: int, coarser: in
     if envelope is not None:
         value, least, most, has_status = envelope
         extra = (value, least, most, *(("status", "worst_status") if has_status else ()))
+    peak = PEAKS.get(model)
+    if peak is not None:
+        extra = (*extra, *peak)
     start = oldest - oldest % bucket_ms
     while start < cutoff:
         end = min(cutoff, start + chunk_ms)
@@ -127,14 +132,18 @@ def thin_series(model: type, keys: tuple[str, ...], resolution: int, coarser: in
                 if bucket not in last or ts > last[bucket][0]:
                     last[bucket] = (ts, row_id)
                 if envelope is not None:
-                    _widen(spans, bucket, figures)
+                    _widen(spans, bucket, figures[:-2] if peak else figures)
+                if peak is not None:
+                    _widen_peak(spans, bucket, *figures[-2:])
             ids = [row_id for _ts, row_id in last.values()]
             for index in range(0, len(ids), ID_BATCH):
                 kept += model.objects.filter(
                     id__in=ids[index : index + ID_BATCH], resolution=resolution
                 ).update(resolution=coarser)
             if envelope is not None:
-                _save_envelopes(model, envelope, [(last[b][1], span) for b, span in spans.items()])
+                _save_envelopes(
+                    model, envelope, peak, [(last[b][1], span) for b, span in spans.items()]
+                )
             deleted += fine.filter(ts_ms__gte=start, ts_ms__lt=end).delete()[0]
         start = end
     return kept, deleted
@@ -145,23 +154,40 @@ def _widen(spans: dict[tuple, list], bucket: tuple, figures: list) -> None:
     value, least, most, *statuses = figures
     low = value if least is None else least
     high = value if most is None else most
-    worst = max(statuses, key=lambda s: _RANK.get(s or "", -1), default="") or ""
+    worst = ""
+    for status in statuses:
+        worst = worse(worst, status)
     span = spans.get(bucket)
     if span is None:
-        spans[bucket] = [low, high, worst]
+        spans[bucket] = [low, high, worst, None]
         return
     span[0], span[1] = min(span[0], low), max(span[1], high)
-    span[2] = max((span[2], worst), key=lambda s: _RANK.get(s, -1))
+    span[2] = worse(span[2], worst)
 
 
-def _save_envelopes(model: type, envelope: tuple, rows: list[tuple[int, list]]) -> None:
+def _widen_peak(spans: dict[tuple, list], bucket: tuple, values: list | None, most) -> None:
+    """Fold one row's peak (its own most, else the most of its per-queue values)."""
+    known = [v for v in values or [] if v is not None]
+    high = most if most is not None else (max(known) if known else None)
+    span = spans[bucket]
+    if high is not None:
+        span[3] = high if span[3] is None else max(span[3], high)
+
+
+def _save_envelopes(
+    model: type, envelope: tuple, peak: tuple[str, str] | None, rows: list[tuple[int, list]]
+) -> None:
     """Write each kept row's span with one prepared statement."""
     _value, least, most, has_status = envelope
     quote = connection.ops.quote_name
     columns = [least, most, *(("worst_status",) if has_status else ())]
+    params = [
+        (*span[: len(columns)], *((span[3],) if peak else ()), row_id) for row_id, span in rows
+    ]
+    if peak is not None:
+        columns.append(peak[1])
     sets = ", ".join(f"{quote(name)} = %s" for name in columns)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE {quote('id')} = %s"
-    params = [(*span[: len(columns)], row_id) for row_id, span in rows]
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
 

@@ -155,6 +155,29 @@ def counter_advance(before: Sequence[int | None], after: Sequence[int | None]) -
     return moved
 
 
+def consumed_advance(
+    before: Sequence[int | None],
+    after: Sequence[int | None],
+    moved_by_resets: dict[int, int] | None = None,
+) -> int:
+    """How many messages a group consumed between two readings of its committed offsets,
+    queue by queue: what the offset moved less what resets moved it (``moved_by_resets``,
+    queue → the resets' net shift: a skip forwards is not consumption, and a consumer
+    reading on after a rewind consumed what it read). Nothing is counted where a queue
+    had no offset before or has none now (a first commit says nothing about what was
+    consumed); a queue unknown before counts from 0 (a new queue starts at 0)."""
+    shifts = moved_by_resets or {}
+    consumed = 0
+    for queue, now in enumerate(after):
+        if now is None:
+            continue
+        then = before[queue] if queue < len(before) else 0
+        if then is None:
+            continue
+        consumed += max(0, now - then - shifts.get(queue, 0))
+    return consumed
+
+
 def rate(counter_then: int, ts_then_ms: int, counter_now: int, ts_now_ms: int) -> float:
     """Messages per second between two readings of a counter (0 when time did not pass)."""
     if ts_now_ms <= ts_then_ms:
@@ -171,22 +194,136 @@ class Drain:
     seconds: float | None
 
 
-def drain(lag: int, consume_rate: float, produce_rate: float, interval_s: float) -> Drain:
-    """The drain time of ``lag`` at rates measured over a window (minutes, not the last
-    two samples, which a bursty consumer makes swing from 0 to infinity):
+#: Consumption within this share of production keeps pace: the noise of commit timing
+#: over a rate window (a consumer 1 to 3 s behind at 100 msg/s: under 1 % over 5 min).
+PACE_TOLERANCE_SHARE = 0.01
 
-    - caught up: no lag, or no more than the group consumes in one sample interval at its
-      rate (messages in flight: a steady consumer keeping pace is here, whatever the noise
-      of ``consume − produce``, which is about zero for it);
-    - not draining: the group does not consume faster than producers write;
+
+def drain(
+    lag: int,
+    consume_rate: float,
+    produce_rate: float,
+    interval_s: float,
+    fresh: bool | None = None,
+    noise: float = 0.0,
+) -> Drain:
+    """The drain time of ``lag`` from the slope of the lag over the rate window
+    (``produce_rate − consume_rate``, each measured between commits, see ``Pace``) and
+    the age of the oldest unconsumed message (``fresh``):
+
+    - caught up: no lag; or the lag does not grow (consumption within
+      ``PACE_TOLERANCE_SHARE`` of production, or faster) and it is fresh: every lagging
+      queue's oldest unconsumed message arrived after its last commit (or less than half
+      an interval before it) and its commits keep their pace. ``fresh`` None (not known):
+      no more lag than the group consumes in one interval, as before;
+    - not draining: the lag grows (the group falls behind), or it neither grows nor
+      shrinks and is not fresh (a backlog that stays);
     - else the ETA, lag ÷ (consume rate − produce rate).
+
+    ``noise`` (msg/s) widens the tolerance by how uncertain the measured consume rate
+    is (the jitter of the commits over the span they were measured on).
     """
-    if lag <= 0 or (consume_rate > 0 and lag <= consume_rate * interval_s):
+    if lag <= 0:
         return Drain(CAUGHT_UP, 0.0)
     net = consume_rate - produce_rate
-    if net <= 0:
+    tolerance = PACE_TOLERANCE_SHARE * max(produce_rate, consume_rate) + noise
+    if net < -tolerance:
         return Drain(NOT_DRAINING, None)
-    return Drain(DRAINING, lag / net)
+    if fresh is None:
+        fresh = consume_rate > 0 and lag <= consume_rate * interval_s
+    if fresh:
+        return Drain(CAUGHT_UP, 0.0)
+    if net > tolerance:
+        return Drain(DRAINING, lag / net)
+    return Drain(NOT_DRAINING, None)
+
+
+def queue_consume_rate(
+    committed_then: int | None,
+    commit_then_ms: int | None,
+    committed_now: int | None,
+    commit_now_ms: int | None,
+    now_ms: int,
+    cadence_ms: float | None,
+    interval_ms: int,
+) -> float | None:
+    """A queue's consume rate over the rate window, between its commits (not between
+    samples, so a consumer committing once a minute reads its real pace): the offset moved
+    over the time between the window's first and last commits. No commit in the window:
+    0 once it has been silent past its usual cadence (it stopped), else None (not known
+    yet: the window is shorter than its cadence). None too when never committed before."""
+    if committed_now is None or commit_now_ms is None:
+        return 0.0
+    if committed_then is None or commit_then_ms is None:
+        return None
+    if commit_now_ms > commit_then_ms:
+        return max(0, committed_now - committed_then) * 1000 / (commit_now_ms - commit_then_ms)
+    if cadence_ms is not None and now_ms - commit_now_ms > 1.5 * cadence_ms + interval_ms:
+        return 0.0
+    return None
+
+
+def queue_is_fresh(
+    lag: int,
+    lag_seconds: float | None,
+    commit_ms: int | None,
+    now_ms: int,
+    cadence_ms: float | None,
+    interval_ms: int,
+) -> bool | None:
+    """Whether a queue's lag is only what arrived since its consumer's last commit (its
+    oldest unconsumed message arrived less than half an interval before that commit: the
+    consumer's own latency) while the commits keep their cadence; None when not known."""
+    if lag <= 0:
+        return True
+    if lag_seconds is None:
+        return None
+    if commit_ms is None:
+        return False
+    silent_ms = now_ms - commit_ms
+    if cadence_ms is not None and silent_ms > 1.5 * cadence_ms + interval_ms:
+        return False
+    return lag_seconds * 1000 < silent_ms + interval_ms / 2
+
+
+def _consumer_commits(commits: Sequence[Sequence[int]]) -> list[Sequence[int]]:
+    """The commits after the window's last reset mark (a reset starts the consumer's
+    history again)."""
+    mine: list[Sequence[int]] = []
+    for commit in commits:
+        if len(commit) > 3:
+            mine = []
+            continue
+        mine.append(commit)
+    return mine
+
+
+def commit_cadence_ms(commits: Sequence[Sequence[int]]) -> float | None:
+    """The mean time between a queue's commits in its commit window (after its last
+    reset mark); None with fewer than two."""
+    times = [commit[1] for commit in _consumer_commits(commits)]
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return (times[-1] - times[0]) / (len(times) - 1)
+
+
+def commit_jitter(commits: Sequence[Sequence[int]]) -> float:
+    """How far a queue's committed offsets stray from a straight line through them, in
+    messages (the residuals' standard deviation over its commit window): a consumer
+    committing at a steady pace has none, one whose latency varies has some. 0 with
+    fewer than three commits."""
+    points = [(commit[1], commit[0]) for commit in _consumer_commits(commits)]
+    if len(points) < 3:
+        return 0.0
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_o = sum(o for _, o in points) / n
+    var_t = sum((t - mean_t) ** 2 for t, _ in points)
+    if var_t <= 0:
+        return 0.0
+    slope = sum((t - mean_t) * (o - mean_o) for t, o in points) / var_t
+    residuals = [o - mean_o - slope * (t - mean_t) for t, o in points]
+    return (sum(r * r for r in residuals) / (n - 2)) ** 0.5
 
 
 def earliest_expiry(forecast: Iterable[dict]) -> dict[tuple[str, str], int]:

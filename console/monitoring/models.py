@@ -126,6 +126,10 @@ class GroupSample(models.Model):
     lag_min = models.BigIntegerField(null=True, blank=True)
     lag_max = models.BigIntegerField(null=True, blank=True)
     worst_status = models.CharField(max_length=8, blank=True, default="")
+    #: The most lag in seconds over its queues and over the points this one stands for
+    #: once thinned (as written: the most of ``lag_seconds``): a short peak stays on a
+    #: coarser chart.
+    lag_seconds_max = models.FloatField(null=True, blank=True)
     #: Unconsumed messages retention deleted (the queue's first offset less the committed
     #: offset), in total and per queue.
     lost = models.BigIntegerField(default=0)
@@ -205,6 +209,23 @@ class QueueChunk(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic} queues from {self.first_queue}"
+
+
+class RuleTiming(models.Model):
+    """How long the latest evaluation of each alert rule took (written by
+    ``console.alerts.evaluate.evaluate``, read for /metrics by ``rule_timings``): a row
+    per rule, replaced at each evaluation, so that the web process sees what the worker
+    measured."""
+
+    rule_id = models.PositiveIntegerField(unique=True)
+    rule_name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=20)
+    #: Seconds the rule's readings, transitions and notifications took.
+    seconds = models.FloatField()
+    evaluated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.rule_name}: {self.seconds:.3f} s"
 
 
 class TopicMinuteStats(models.Model):

@@ -27,9 +27,11 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
 from console.core.store import get_store
 from console.monitoring import lag as lagmath
@@ -43,7 +45,14 @@ from console.monitoring.models import (
     StoreSample,
     TopicSample,
 )
-from console.monitoring.status import judge, record_commit, status_reason, window_size
+from console.monitoring.status import (
+    judge,
+    min_stop_span_ms,
+    record_commit,
+    record_reset,
+    status_reason,
+    window_size,
+)
 from storeadapter.engine import (
     InvalidNameError,
     MessageStore,
@@ -52,12 +61,16 @@ from storeadapter.engine import (
 )
 from storeadapter.engine import clock as engine_clock
 from storeadapter.lagrule import group_position, lost_to_retention, queue_lag
+from storeadapter.reset_history import ResetMove, reset_moves
 
 #: The expiry forecast reads a consume-queue entry per group and queue, and more where
 #: messages are in sealed segments: it is read once a minute and carried in between.
 FORECAST_EVERY_MS = 60_000
 #: Rows per INSERT statement.
 BATCH = 500
+#: Groups with a reset applied within this many seconds have their offset history read
+#: for the moves resets made (at least three sample intervals).
+RESETS_LATELY_S = 600
 
 
 @dataclass
@@ -138,6 +151,8 @@ class _Queues:
     positions: list[int]
     #: Queues with a commit not seen before (their last commit time changed).
     new_commits: list[int]
+    #: Queues moved by an operator's reset since the previous sample, oldest move first.
+    resets: dict[int, list[ResetMove]]
 
 
 def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading, _BigTopics]:
@@ -315,6 +330,22 @@ def _previous_point(prev: TopicSample | None, queue: int) -> list[int] | None:
     return [prev.max_offsets[queue], prev.ts_ms]
 
 
+def _known_oldest_ms(prev: GroupSample | None, queue: int, committed: int | None) -> int | None:
+    """When the oldest unconsumed message of a queue was stored, as the previous sample
+    knew it, if the group has not moved since: no read of the store for a queue whose
+    consumer is stuck, and once retention deleted that message its time is still known
+    (the lag in seconds counts from the committed offset, lost messages included, as the
+    lag in messages does)."""
+    if prev is None or committed is None or queue >= len(prev.committed):
+        return None
+    if prev.committed[queue] != committed or queue >= len(prev.lag_seconds):
+        return None
+    seconds = prev.lag_seconds[queue]
+    if seconds is None or prev.lags[queue] <= 0:
+        return None
+    return round(prev.ts_ms - seconds * 1000)
+
+
 def _fit(lists: list, size: int) -> list:
     """Per-queue lists cut or padded (with empty lists) to ``size`` queues."""
     return ([list(item) for item in lists] + [[] for _ in range(size)])[:size]
@@ -338,6 +369,7 @@ class _Sample:
             self.prev_topics = {r.topic: r for r in TopicSample.objects.filter(ts_ms=at)}
             self.prev_groups = {(r.group, r.topic): r for r in GroupSample.objects.filter(ts_ms=at)}
         self.commit_times: dict[str, dict[tuple[str, int], int]] = {}
+        self.resets = self._read_resets()
         self.topic_rows: dict[str, TopicSample] = {}
         self.groups: list[_Queues] = []
         self.corners: dict[str, list[list[list[int]]]] = {}
@@ -345,6 +377,27 @@ class _Sample:
         self.timelines_changed: list[OffsetTimeline] = []
         self.windows_new: list[CommitWindow] = []
         self.windows_changed: list[CommitWindow] = []
+
+    def _read_resets(self) -> dict[str, dict[tuple[str, int], list[ResetMove]]]:
+        """The queues resets moved since the previous sample, per group: the offset
+        history is read only for groups with a reset applied lately (the console's Resets
+        list says which: usually none)."""
+        if self.previous is None:
+            return {}
+        from console.groups.models import AppliedReset
+
+        lately = timezone.now() - timedelta(
+            seconds=max(RESETS_LATELY_S, 3 * settings.TIDEMARK_SAMPLE_INTERVAL_S)
+        )
+        groups = set(
+            AppliedReset.objects.filter(applied_at__gte=lately).values_list("group", flat=True)
+        )
+        moves = {}
+        for group in sorted(groups & set(self.reading.committed)):
+            found = reset_moves(self.store, group, self.previous.ts_ms, self.now)
+            if found:
+                moves[group] = found
+        return moves
 
     # ------------------------------------------------------------------------ topics
 
@@ -407,6 +460,12 @@ class _Sample:
         ]
         prev = self.prev_groups.get((group, topic))
         last_commits, new_commits = self._last_commits(group, topic, committed, prev)
+        moved = self.resets.get(group, {})
+        resets = {
+            queue: moved[(topic, queue)]
+            for queue in range(len(ranges))
+            if (topic, queue) in moved and topic not in self.big.queues
+        }
         row = GroupSample(
             ts_ms=self.now,
             group=group,
@@ -420,7 +479,15 @@ class _Sample:
             lost=sum(lost),
             lost_per_queue=lost,
             consumed=(
-                prev.consumed + lagmath.counter_advance(prev.committed, committed)
+                prev.consumed
+                + lagmath.consumed_advance(
+                    prev.committed,
+                    committed,
+                    {
+                        queue: sum(m.shift(ranges[queue][0]) for m in moves)
+                        for queue, moves in resets.items()
+                    },
+                )
                 if prev is not None
                 else 0
             ),
@@ -430,7 +497,7 @@ class _Sample:
         if topic in self.big.queues:
             row.aggregated = True
             row.queues_behind = self.big.lags[topic][group][1]
-        return _Queues(row, positions, new_commits)
+        return _Queues(row, positions, new_commits, resets)
 
     def _last_commits(
         self, group: str, topic: str, committed: list[int | None], prev: GroupSample | None
@@ -499,13 +566,28 @@ class _Sample:
     def judge_queues(self) -> None:
         windows = {(row.group, row.topic): row for row in CommitWindow.objects.all()}
         size = window_size()
+        min_span = min_stop_span_ms()
         for item in self.groups:
             row = item.row
             row.lag_seconds = self._lag_seconds(item)
+            known = [s for s in row.lag_seconds if s is not None]
+            row.lag_seconds_max = max(known) if known else None
             window = windows.get((row.group, row.topic))
             queues = len(row.committed)
             commits = _fit(window.commits if window is not None else [], queues)
             for queue in item.new_commits:
+                last_reset = item.resets[queue][-1] if queue in item.resets else None
+                if last_reset is not None:
+                    record_reset(
+                        commits[queue],
+                        last_reset.new,
+                        last_reset.time_ms,
+                        row.lags[queue],
+                        last_reset.reset_id,
+                        item.resets[queue][0].old,
+                    )
+                    if (row.last_commits[queue] or 0) <= last_reset.time_ms:
+                        continue  # no commit of the consumer since the reset
                 record_commit(
                     commits[queue],
                     row.committed[queue],
@@ -526,7 +608,13 @@ class _Sample:
             verdicts = [
                 None
                 if row.committed[queue] is None  # never committed: left out, as Burrow does
-                else judge(commits[queue], row.lags[queue], self.now, row.lag_seconds[queue])
+                else judge(
+                    commits[queue],
+                    row.lags[queue],
+                    self.now,
+                    row.lag_seconds[queue],
+                    min_span_ms=min_span,
+                )
                 for queue in range(queues)
             ]
             row.statuses = [None if v is None else v.status for v in verdicts]
@@ -541,16 +629,22 @@ class _Sample:
         if row.aggregated:
             return self._interpolated_lag_seconds(item)
         ranges = self.reading.ranges[row.topic]
+        prev = self.prev_groups.get((row.group, row.topic))
         seconds: list[float | None] = []
         for queue, position in enumerate(item.positions):
             if row.lags[queue] <= 0:
                 seconds.append(0.0)
                 continue
-            oldest = max(position, ranges[queue][0])
-            try:
-                stored_ms = self.store.store_time_at(row.topic, queue, oldest)
-            except (TopicNotFoundError, QueueNotFoundError):
-                stored_ms = None
+            # The group has not moved: its oldest unconsumed message is the one the
+            # previous sample saw (no read; and kept once retention deleted it).
+            stored_ms = _known_oldest_ms(prev, queue, row.committed[queue])
+            if stored_ms is None:
+                try:
+                    stored_ms = self.store.store_time_at(
+                        row.topic, queue, max(position, ranges[queue][0])
+                    )
+                except (TopicNotFoundError, QueueNotFoundError):
+                    stored_ms = None
             seconds.append(
                 None if stored_ms is None else round(max(0, self.now - stored_ms) / 1000, 1)
             )

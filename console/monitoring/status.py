@@ -36,12 +36,42 @@ from itertools import pairwise
 
 from django.conf import settings
 
-from console.monitoring.metrics import OK, REWIND, STALL, STOP, WARN
+from console.monitoring.metrics import (
+    GROUP_STATUSES,
+    OK,
+    QUEUE_STATUSES,
+    REWIND,
+    STALL,
+    STOP,
+    WARN,
+    group_status,
+)
 
 #: (offset, commit time ms, lag at that time)
 Commit = Sequence[int]
 
 DEFAULT_WINDOW = 10
+
+
+def _rank(status: str) -> tuple[int, int]:
+    if status in QUEUE_STATUSES:
+        return (GROUP_STATUSES.index(group_status([status])), QUEUE_STATUSES.index(status))
+    return (GROUP_STATUSES.index(status), 0)
+
+
+_SEVERITY = {status: _rank(status) for status in (*QUEUE_STATUSES, *GROUP_STATUSES)}
+
+
+def severity(status: str | None) -> tuple[int, int]:
+    """How bad a queue's or a group's status is, for picking the worst of several: first
+    its group level (OK < WARN < ERR, where STALL, STOP and REWIND read ERR), then the
+    queue status within it. Unknown or empty statuses rank below OK."""
+    return _SEVERITY.get(status or "", (-1, -1))
+
+
+def worse(a: str | None, b: str | None) -> str:
+    """The worse of two statuses (see ``severity``)."""
+    return (a if severity(a) >= severity(b) else b) or ""
 
 
 def window_size() -> int:
@@ -72,6 +102,11 @@ def _seconds(ms: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _reset_mark(commit: Commit) -> bool:
+    """Whether a window entry marks a reset (``record_reset``) rather than a commit."""
+    return len(commit) > 3
+
+
 def judge(
     commits: Sequence[Commit],
     lag: int,
@@ -82,15 +117,21 @@ def judge(
 ) -> Verdict:
     """The status of one queue from its commit window, its lag now and the age of its
     oldest unconsumed message (see the module for the rules)."""
+    mark = None
+    for index in range(len(commits) - 1, -1, -1):
+        if _reset_mark(commits[index]):
+            mark = commits[index]
+            commits = commits[index + 1 :]  # the consumer's commits since the reset
+            break
     if lag <= allowed_lag:
         return Verdict(OK, "no lag")
-    if not commits:
-        return Verdict(OK, "no commit seen yet: not judged")
+    floor = min_stop_span_ms() if min_span_ms is None else min_span_ms
+    if len(commits) < 2:
+        return _too_few_commits(commits, mark, now_ms, floor)
     first_ms, last_ms = commits[0][1], commits[-1][1]
     span = last_ms - first_ms
     silent = now_ms - last_ms
     if any(commit[2] <= allowed_lag for commit in commits):
-        floor = min_stop_span_ms() if min_span_ms is None else min_span_ms
         wait = max(span, floor)
         waited_ms = None if lag_seconds is None else lag_seconds * 1000
         if silent > wait and waited_ms is not None and waited_ms > wait:
@@ -124,6 +165,38 @@ def judge(
     return Verdict(OK, "the offset moves and the lag decreased within the window")
 
 
+def _too_few_commits(
+    commits: Sequence[Commit], mark: Commit | None, now_ms: int, floor_ms: int
+) -> Verdict:
+    """Fewer than two commits of the consumer (a new group, or since a reset): Burrow's
+    rules need two; such a queue is STOP only once silent for a full window."""
+    if mark is not None:
+        offset, time_ms, _lag, reset_id, old = mark[:5]
+        moved = "rewound" if old is not None and old >= 0 and offset < old else "moved"
+        what = f"{moved} by reset #{reset_id}" if reset_id else f"{moved} by a reset"
+    else:
+        what = ""
+    last_ms = commits[-1][1] if commits else (mark[1] if mark is not None else None)
+    if last_ms is None:
+        return Verdict(OK, "no commit seen yet: not judged")
+    silent = now_ms - last_ms
+    if silent > floor_ms:
+        since = f" since it was {what}" if what else ""
+        count = "one commit" if commits else "no commit"
+        return Verdict(
+            STOP,
+            f"{count} of its consumer{since} and none for {_seconds(silent)} (a full "
+            "window of samples), with lag",
+        )
+    if what:
+        return Verdict(
+            OK,
+            f"{what} (an operator's, not the consumer's): judged again once the consumer "
+            "has committed twice since",
+        )
+    return Verdict(OK, "one commit seen: judged from the second (Burrow needs two)")
+
+
 def queue_status(
     commits: Sequence[Commit],
     lag: int,
@@ -145,11 +218,23 @@ def record_commit(
     return commits
 
 
+def record_reset(
+    commits: list[list[int]],
+    offset: int,
+    time_ms: int,
+    lag: int,
+    reset_id: int | None,
+    old: int | None,
+) -> list[list[int]]:
+    """Mark a reset in a window (in place): the commits before it are the consumer's
+    from before the operator moved it, and no longer judged."""
+    commits[:] = [[offset, time_ms, lag, reset_id or 0, -1 if old is None else old]]
+    return commits
+
+
 def status_reason(row, verdicts: Sequence[Verdict | None]) -> str:
     """Why a group has its status on one topic (a ``GroupSample`` being written): the
     worst queue, the rule it met, and how many other queues share that status."""
-    from console.monitoring.metrics import QUEUE_STATUSES
-
     judged = [(queue, v) for queue, v in enumerate(verdicts) if v is not None]
     left_out = len(verdicts) - len(judged)
     note = (
@@ -159,9 +244,14 @@ def status_reason(row, verdicts: Sequence[Verdict | None]) -> str:
     )
     if not judged:
         return f"no queue of {row.topic} was ever committed on: nothing to judge{note}"
-    queue, worst = max(judged, key=lambda item: QUEUE_STATUSES.index(item[1].status))
+    queue, worst = max(judged, key=lambda item: severity(item[1].status))
     name = row.topic if row.aggregated else f"{row.topic}/{queue}"
     if worst.status == OK:
+        by_reset = [(q, v) for q, v in judged if "by reset" in v.rule or "by a reset" in v.rule]
+        if by_reset:
+            queue, verdict = by_reset[0]
+            name = row.topic if row.aggregated else f"{row.topic}/{queue}"
+            return f"{name} is OK: {verdict.rule}{note}"
         return f"every queue of {row.topic} is OK{note}"
     others = sum(1 for _q, v in judged if v.status == worst.status) - 1
     more = f"; {others} more queue{'s' if others != 1 else ''} {worst.status}" if others else ""

@@ -22,7 +22,8 @@ def now(monkeypatch):
 
 @pytest.fixture
 def sampled(store, now):
-    """`billing` keeps up with `orders`; `stuck` committed once and stopped. Two samples."""
+    """`billing` keeps up with `orders`; `stuck` committed twice and stopped. Three
+    samples (Burrow judges a queue from two commits at least)."""
     store.create_topic("orders", 2)
     store.append_batch("orders", [{"body": "m", "queue": i % 2} for i in range(20)])
     store.commit_offset("billing", "orders", 0, 10)
@@ -33,7 +34,13 @@ def sampled(store, now):
     store.append_batch("orders", [{"body": "m", "queue": i % 2} for i in range(20)])
     store.commit_offset("billing", "orders", 0, 20)
     store.commit_offset("billing", "orders", 1, 20)
+    store.commit_offset("stuck", "orders", 0, 2)
     now["ms"] += 10_000
+    take_sample()
+    store.append_batch("orders", [{"body": "m", "queue": i % 2} for i in range(20)])
+    store.commit_offset("billing", "orders", 0, 30)
+    store.commit_offset("billing", "orders", 1, 30)
+    now["ms"] += 20_000
     take_sample()
     return store
 

@@ -182,7 +182,7 @@ def episode_rows(start: int) -> None:
     for ts in raw_series(start, start + 2 * HOUR):
         inside = start + 10 * MIN <= ts < start + 50 * MIN
         row = group_row(ts)
-        lag, status = (4800, "ERR") if inside else (0, "OK")
+        lag, status = (4800, "STALL") if inside else (0, "OK")  # as the sampler writes
         GroupSample.objects.filter(pk=row.pk).update(
             lags=[lag], lag=lag, lag_min=lag, lag_max=lag, status=status, worst_status=status
         )
@@ -197,7 +197,7 @@ def test_a_forty_minute_err_episode_survives_thinning_to_hours_as_the_buckets_ma
     first_hour = GroupSample.objects.get(ts_ms__lt=start + HOUR)
     assert first_hour.resolution == 3600
     assert (first_hour.lag, first_hour.status) == (0, "OK")  # the last point of the hour
-    assert (first_hour.lag_min, first_hour.lag_max, first_hour.worst_status) == (0, 4800, "ERR")
+    assert (first_hour.lag_min, first_hour.lag_max, first_hour.worst_status) == (0, 4800, "STALL")
 
 
 def test_the_week_chart_draws_the_episode_in_its_max_envelope_and_status(as_viewer, monkeypatch):
@@ -213,3 +213,61 @@ def test_the_week_chart_draws_the_episode_in_its_max_envelope_and_status(as_view
     assert max(traces["orders/0"]) == 0  # the last values miss it
     assert max(traces["Most in each point's span"]) == 4800
     assert max(traces["Status"]) == 2  # ERR
+
+
+def stop_episode_rows(start: int) -> None:
+    """An hour of raw points from ``start`` as the sampler writes them (queue statuses):
+    STOP for five minutes from minute 20, with lag 300 and 55 s behind at its peak."""
+    for ts in raw_series(start, start + HOUR):
+        inside = start + 20 * MIN <= ts < start + 25 * MIN
+        row = group_row(ts)
+        lag, status, seconds = (300, "STOP", 55.0) if inside else (0, "OK", 0.0)
+        GroupSample.objects.filter(pk=row.pk).update(
+            lags=[lag],
+            lag=lag,
+            lag_min=lag,
+            lag_max=lag,
+            statuses=[status],
+            status=status,
+            worst_status=status,
+            lag_seconds=[seconds],
+        )
+
+
+@pytest.mark.parametrize("age", [8 * DAY, 30 * DAY])
+def test_a_five_minute_stop_episode_keeps_its_stop_on_the_hour_points(age):
+    start = NOW - age
+    stop_episode_rows(start)
+
+    downsample(NOW)
+
+    (hour,) = GroupSample.objects.all()
+    assert hour.resolution == 3600
+    assert hour.status == "OK"  # the last point of the hour
+    assert hour.worst_status == "STOP"
+
+
+def test_a_55_second_peak_of_lag_in_seconds_stays_in_the_envelope_of_the_hour_point():
+    start = NOW - 8 * DAY
+    stop_episode_rows(start)
+
+    downsample(NOW)
+
+    (hour,) = GroupSample.objects.all()
+    assert hour.lag_seconds == [0.0]
+    assert hour.lag_seconds_max == 55.0
+
+
+def test_the_week_chart_draws_a_lag_in_seconds_peak_between_its_points(as_viewer, monkeypatch):
+    from storeadapter.engine import clock as engine_clock
+
+    monkeypatch.setattr(engine_clock, "now_ms", lambda: NOW)
+    stop_episode_rows(NOW - 3 * DAY)
+    downsample(NOW)
+
+    figure = as_viewer.get("/monitoring/charts/group/?group=billing&range=7d").json()
+
+    traces = {trace["name"]: trace["y"] for trace in figure["data"]}
+    assert max(traces["Lag (s)"]) == 0
+    assert max(traces["Most lag (s) in each point's span"]) == 55.0
+    assert max(traces["Status"]) == 2  # STOP reads ERR

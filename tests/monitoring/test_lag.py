@@ -165,3 +165,16 @@ def test_expiry_risk_is_hours_until_the_earliest_expiry_of_a_group_and_topic():
     assert lag.expiry_risk_hours(earliest[("g", "t")], now_ms=1 * hour) == pytest.approx(3.0)
     assert lag.expiry_risk_hours(None, now_ms=hour) is None
     assert lag.expiry_risk_hours(2 * hour, now_ms=3 * hour) == 0.0
+
+
+def test_consumed_advance_leaves_out_what_resets_moved():
+    assert lag.consumed_advance([100], [5376], {0: 5276}) == 0  # a skip: nothing consumed
+    assert lag.consumed_advance([1000], [600], {0: -500}) == 100  # read 100 after a rewind
+    assert lag.consumed_advance([10, None], [15, 40]) == 5  # a first commit counts nothing
+
+
+def test_a_consumer_keeping_pace_with_a_fresh_lag_is_caught_up_and_one_falling_behind_is_not():
+    assert lag.drain(600, 100.0, 100.0, 10, fresh=True).state == "caught up"
+    assert lag.drain(600, 98.0, 100.0, 10, fresh=True).state == "not draining"
+    assert lag.drain(600, 100.0, 100.0, 10, fresh=False).state == "not draining"
+    assert lag.drain(600, 130.0, 100.0, 10, fresh=False).seconds == 20.0

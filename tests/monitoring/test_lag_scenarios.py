@@ -120,3 +120,90 @@ def test_the_pages_live_lag_counts_from_the_committed_offset_after_retention_as_
     (row,) = group_queue_lags(store, "billing", "orders", 0, 1)
     assert summary.lag == summary.queues[0].lag == row.lag == sampled == high - 10
     assert summary.queues_behind == 1
+
+
+def test_a_healthy_consumer_committing_every_60_s_never_reads_not_draining(store, clock, sample_at):
+    """100 messages a second; the consumer reads everything within a second but commits
+    only once a minute: its lag is a saw-tooth of 0 to 6,000 that never grows."""
+    store.create_topic("orders", queues=1)
+    appended = 0
+    answers = []
+    for second in range(HOUR_S + 1):
+        clock.at(second)
+        if second % 60 == 30:
+            store.commit_offset("batchy", "orders", 0, appended)  # all read before this second
+        append(store, "orders", 100)
+        appended += 100
+        if second % 10 == 5:
+            sample_at(second)
+            if second > 30:  # its first commit was at 30 s
+                answers.append(current.group_metrics_for("batchy").drain)
+
+    assert NOT_DRAINING not in answers
+    assert len(answers) == 357
+
+
+def test_a_consumer_two_percent_behind_never_reads_caught_up(store, clock, sample_at):
+    """300 messages a second; the consumer commits every second but reads 2 % fewer than
+    arrive: its lag grows 6 a second, and it is not keeping up."""
+    store.create_topic("orders", queues=1)
+    appended = 0
+    answers = []
+    for second in range(601):
+        clock.at(second)
+        append(store, "orders", 300)
+        appended += 300
+        store.commit_offset("slow", "orders", 0, int(appended * 0.98))
+        if second % 10 == 0:
+            sample_at(second)
+            if second:
+                answers.append(current.group_metrics_for("slow").drain)
+
+    assert set(answers) == {NOT_DRAINING}
+
+
+@pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 1}])
+def test_retention_deleting_unconsumed_messages_does_not_lower_the_lag_in_seconds(
+    store, clock, sample_at
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 100, size=200)  # several 8 KiB segments, stored at 0 s
+    store.commit_offset("billing", "orders", 0, 10)  # then billing stopped
+    store.create_topic("padding", queues=1)
+    clock.at(HOUR_S / 2)
+    append(store, "padding", 60, size=200)  # closes the segment orders' 100th is in
+    clock.at(HOUR_S * 5 / 4)
+    append(store, "orders", 100, size=200)  # stored at 1 h 15 min
+    clock.at(2 * HOUR_S)
+    sample_at(2 * HOUR_S)
+    before = GroupSample.objects.latest("ts_ms").lag_seconds[0]
+    store.delete_expired(clock.ms)  # the segments up to 30 min, not those of 1 h 15
+    assert store.queue_range("orders", 0)[0] == 100  # 90 unconsumed messages deleted
+
+    sample_at(2 * HOUR_S + 10)
+
+    assert before == 2 * HOUR_S
+    assert GroupSample.objects.latest("ts_ms").lag_seconds == [2 * HOUR_S + 10]
+    assert current.group_metrics_for("billing").lag_seconds == 2 * HOUR_S + 10
+
+
+@pytest.mark.parametrize("store_options", [{"segment_bytes": 8192, "retention_hours": 1}])
+def test_the_apis_group_detail_counts_the_messages_lost_to_retention(
+    store, clock, sample_at, as_viewer
+):
+    store.create_topic("orders", queues=1)
+    clock.at(0)
+    append(store, "orders", 100, size=200)
+    store.commit_offset("billing", "orders", 0, 10)
+    clock.at(2 * HOUR_S)
+    append(store, "orders", 5, size=200)
+    store.delete_expired(clock.ms)
+    low, _high = store.queue_range("orders", 0)
+    sample_at(2 * HOUR_S + 10)
+
+    body = as_viewer.get("/api/v1/groups/billing/").json()
+
+    assert body["lost"] == low - 10
+    assert body["queues"][0]["lost"] == low - 10
+    assert body["metrics"]["lost"] == low - 10

@@ -160,6 +160,8 @@ def test_a_queue_whose_consumer_stopped_is_stop_and_a_moving_one_ok(store, clock
     store.commit_offset("billing", "orders", 1, 10)
     for step in range(1, 6):
         clock.at(step * 10 - 5)
+        if step == 2:
+            store.commit_offset("billing", "orders", 0, 12)  # queue 0's last commit
         store.commit_offset("billing", "orders", 1, 10 + step * 10)  # queue 1 moves on
         sample_at(step * 10)
 

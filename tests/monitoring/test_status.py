@@ -139,3 +139,19 @@ def test_the_group_takes_its_worst_queue():
 
 def test_the_group_leaves_out_queues_never_committed_on():
     assert group_status([None, OK, None]) == OK
+
+
+def test_severity_ranks_err_statuses_above_ok_and_warn():
+    from console.monitoring.status import severity, worse
+
+    ranked = sorted(["OK", "STOP", "WARN", "REWIND", "ERR", "STALL", ""], key=severity)
+    assert ranked == [
+        "",
+        "OK",
+        "WARN",
+        "ERR",
+        "STALL",
+        "STOP",
+        "REWIND",
+    ]  # ERR: any of the last three
+    assert worse("OK", "STOP") == worse("STOP", "WARN") == "STOP"

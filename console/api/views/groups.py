@@ -67,6 +67,9 @@ class GroupQueueSerializer(serializers.Serializer):
         choices=list(QUEUE_STATUSES), allow_null=True, help_text="From the latest sample."
     )
     lag_seconds = serializers.FloatField(allow_null=True, help_text="From the latest sample.")
+    lost = serializers.IntegerField(
+        help_text="Of its lag, the messages retention deleted before the group consumed them."
+    )
 
 
 class GroupMetricsSerializer(serializers.Serializer):
@@ -78,6 +81,12 @@ class GroupMetricsSerializer(serializers.Serializer):
     drain_seconds = serializers.FloatField(allow_null=True, help_text="null: never (not draining).")
     expiry_risk_hours = serializers.FloatField(
         allow_null=True, help_text="Hours until retention deletes unconsumed messages; null: none."
+    )
+    lost = serializers.IntegerField(
+        help_text="Of its lag, the messages retention deleted unconsumed (sampled)."
+    )
+    drain_state = serializers.CharField(
+        help_text="caught up, draining, not draining or not measured yet."
     )
 
 
@@ -120,6 +129,10 @@ class GroupDetailQuery(QuerySerializer):
 class GroupDetailSerializer(serializers.Serializer):
     group = serializers.CharField()
     lag = serializers.IntegerField()
+    lost = serializers.IntegerField(
+        help_text="Of its lag, the messages retention deleted before the group consumed "
+        "them (queues read now; a big topic's are in its sampled metrics)."
+    )
     topics = serializers.ListField(child=serializers.CharField())
     queues = GroupQueueSerializer(
         many=True,
@@ -184,7 +197,7 @@ def _metrics_data(metrics: GroupMetrics | None) -> dict | None:
     if metrics is None:
         return None
     fields = ("status", "sampled_ms", "lag_seconds", "consume_rate", "produce_rate")
-    fields += ("drain_seconds", "expiry_risk_hours")
+    fields += ("drain_seconds", "expiry_risk_hours", "lost", "drain_state")
     return {name: getattr(metrics, name) for name in fields}
 
 
@@ -232,6 +245,7 @@ class GroupDetail(APIView):
             {
                 "group": group,
                 "lag": detail.lag,
+                "lost": detail.summary.lost,
                 "topics": list(detail.summary.topics),
                 "big_topics": [
                     {
@@ -256,6 +270,7 @@ class GroupDetail(APIView):
                         "last_commit_ms": r.last_commit_ms,
                         "status": r.status,
                         "lag_seconds": r.lag_seconds,
+                        "lost": r.lost,
                     }
                     for r in detail.rows
                 ],

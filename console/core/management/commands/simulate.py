@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from console.alerts import kinds
 from console.alerts.models import AlertRule
 from console.core.store import get_store, store_config
 from storeadapter.engine import Consumer, StoredMessage, StoreError, TopicExistsError
@@ -30,7 +31,7 @@ DEMO_RULES = [
     {
         "name": "Demo: a consumer group in error",
         "kind": AlertRule.STATUS_ERR,
-        "for_seconds": 30,
+        "for_seconds": kinds.StatusErr.default_for_seconds(),
         "repeat_seconds": 900,
     },
     {

@@ -1,0 +1,52 @@
+"""`make bench` runs to its end and prints its table: bench/compare.py on tiny counts, every
+section but Spark's (a JVM start; bench/spark_scan.py is the same code at any size) and
+the peers that need their own server (tests/bench/test_peers.py runs those).
+
+Behaviour only, never timings: the run exits 0, prints its JSON line and its tables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = "tidemark,sqlite,lookups,processes,latency,console,alerts,monitoring"
+
+
+def test_the_bench_runs_every_section_to_its_end_and_prints_its_table(tmp_path):
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "TIDEMARK_STORE_DIR")
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "compare.py"),
+            "--tiny",
+            "--only",
+            SECTIONS,
+            "--sizes",
+            "50",
+            "--dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    line, table = result.stdout.split("\n", 1)
+    report = json.loads(line)
+    assert {"tidemark", "peers", "engine_two", "console", "monitoring"} <= set(report)
+    assert report["console"]["alerts"]["evaluations"]
+    assert "alert evaluation, steady (s)" in table
+    assert "status evaluation" in table and "sample, every queue lagging" in table
+    assert "Targets" in table
