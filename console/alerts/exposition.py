@@ -1,7 +1,7 @@
 """What /metrics says of the alerting itself (console/monitoring/prometheus.py yields these),
 for a Prometheus outside the pipeline to alert on: notifications by state and channel,
 the last successful delivery and the oldest undelivered notification per channel, firing
-events and failing evaluations per rule, and the last evaluation and heartbeat.
+events, failing evaluations and evaluation time per rule, and the last evaluation and heartbeat.
 docs/deploy/tidemark.rules.yml has the rules that read them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from django.db.models import Count, Max, Min
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from console.alerts import freshness, heartbeat
+from console.alerts import evaluate, freshness, heartbeat
 from console.alerts.models import AlertEvent, AlertRule, Notification
 
 CHANNELS = [channel for channel, _ in Notification.CHANNELS]
@@ -77,6 +77,14 @@ def rule_families() -> Iterator[Metric]:
         failing.add_metric([rule.name], 1 if rule.failure else 0)
     yield firing
     yield failing
+    took = _gauge(
+        "alert_rule_evaluation_seconds",
+        "How long the enabled rule's latest evaluation took, in seconds.",
+        ["rule", "kind"],
+    )
+    for timing in evaluate.rule_timings():
+        took.add_metric([timing.rule_name, timing.kind], timing.seconds)
+    yield took
 
 
 def pipeline_families() -> Iterator[Metric]:

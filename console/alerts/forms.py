@@ -82,11 +82,15 @@ class RuleForm(forms.ModelForm):
         ),
     )
     for_seconds = forms.IntegerField(
+        required=False,
         label="For (seconds)",
         min_value=0,
         max_value=MAX_FOR_SECONDS,
-        initial=0,
-        help_text="How long the condition must hold before the rule fires; 0 fires at once.",
+        help_text=(
+            "How long the condition must hold before the rule fires; 0 fires at once. "
+            "Empty: the condition's default (two sample intervals for the status "
+            "conditions, else 0)."
+        ),
     )
     repeat_seconds = forms.IntegerField(
         label="Repeat every (seconds)",
@@ -222,6 +226,12 @@ class RuleForm(forms.ModelForm):
             and not any(self.has_error(name) for name in ("group_pattern", "topic_pattern"))
         ):
             self.add_error("group_pattern", "Give a group regex, a topic regex or both.")
+        if (
+            kind in kinds.KINDS
+            and data.get("for_seconds") is None
+            and not self.has_error("for_seconds")
+        ):
+            data["for_seconds"] = kinds.KINDS[kind].default_for_seconds()
         if kind in kinds.KINDS and not self.has_error("threshold"):
             try:
                 data["threshold"] = kinds.KINDS[kind].clean_threshold(threshold)

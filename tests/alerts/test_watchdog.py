@@ -110,6 +110,17 @@ def test_metrics_count_firing_events_per_rule():
     assert value(samples(), "tidemark_alerts_firing", rule="billing lag") == 2
 
 
+def test_metrics_give_each_rules_latest_evaluation_time():
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag", recipients="")
+    decide_and_send([group("billing", lag=500)], None, at(0))
+
+    took = value(
+        samples(), "tidemark_alert_rule_evaluation_seconds", rule="billing lag", kind="lag_messages"
+    )
+
+    assert took >= 0
+
+
 # --------------------------------------------------------------------------- heartbeat
 
 

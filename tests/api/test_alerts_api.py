@@ -185,6 +185,24 @@ def test_omitted_fields_take_the_forms_defaults(as_admin):
     assert (body["recipients"], body["group_pattern"]) == ([], "")
 
 
+def test_an_omitted_for_takes_two_sample_intervals_on_a_status_rule(as_admin, settings):
+    settings.TIDEMARK_SAMPLE_INTERVAL_S = 10
+    body = {"name": "groups in error", "kind": AlertRule.STATUS_ERR}
+
+    response = as_admin.post(RULES, body, format="json")
+
+    assert response.status_code == 201
+    assert response.json()["for_seconds"] == 20
+
+
+def test_a_given_for_is_kept_on_a_status_rule(as_admin):
+    body = {"name": "groups in error", "kind": AlertRule.STATUS_ERR, "for_seconds": 0}
+
+    response = as_admin.post(RULES, body, format="json")
+
+    assert response.json()["for_seconds"] == 0
+
+
 def test_a_status_rule_drops_its_threshold(as_admin):
     body = {**RULE, "kind": AlertRule.STATUS_ERR, "threshold": 7}
 

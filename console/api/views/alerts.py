@@ -158,8 +158,11 @@ class AlertRuleWrite(StrictSerializer):
     for_seconds = serializers.IntegerField(
         min_value=0,
         max_value=MAX_FOR_SECONDS,
-        default=0,
-        help_text="How long the condition must hold before it fires.",
+        required=False,
+        help_text=(
+            "How long the condition must hold before it fires; omitted: the condition's "
+            "default (two sample intervals for the status conditions, else 0)."
+        ),
     )
     repeat_seconds = serializers.IntegerField(
         min_value=0,
