@@ -22,12 +22,12 @@ from .message_id import format_message_id
 from .record import (
     COMMIT_OFFSET_END,
     END_OF_SEGMENT_MAGIC,
-    MARKER,
     MARKER_SIZE,
     RECORD_MAGIC,
     decode_record,
     frame_intact,
     record_commit_offset,
+    record_lead,
     record_magic,
     record_store_time,
     topic_name,
@@ -221,11 +221,11 @@ class Reader:
             if found is None:
                 return None
             segment, pos = found
-            length, magic = MARKER.unpack_from(segment.view, pos)
-            if magic == END_OF_SEGMENT_MAGIC:
-                position = segment.end
-                continue
             try:
+                length, magic = record_lead(segment.view, pos, segment.base)
+                if magic == END_OF_SEGMENT_MAGIC:
+                    position = segment.end
+                    continue
                 message = decode_record(segment.view, pos, segment.size, position, self.id_prefix)
             except CorruptRecordError:
                 return None  # the walk cannot get past bad bytes
@@ -284,7 +284,7 @@ class Reader:
         except CorruptRecordError as error:
             says_here = (
                 pos + COMMIT_OFFSET_END <= segment.size
-                and record_commit_offset(segment.map, pos) == commit_offset
+                and record_commit_offset(segment.map, pos, segment.base) == commit_offset
             )
             if not says_here and not frame_intact(segment.view, pos, segment.size):
                 raise MessageNotFoundError(
@@ -304,7 +304,7 @@ class Reader:
         if found is None:
             return None
         segment, pos = found
-        return record_store_time(segment.map, pos)
+        return record_store_time(segment.map, pos, segment.base)
 
     def offset_for_time(self, consume_queue: ConsumeQueue, timestamp_ms: int) -> int:
         """The first queue offset whose store time is ≥ ``timestamp_ms``."""
@@ -349,7 +349,7 @@ class Reader:
                 if found is None:
                     return None
                 segment, pos = found
-                return record_store_time(segment.map, pos)
+                return record_store_time(segment.map, pos, segment.base)
             index -= 1
         return None
 
