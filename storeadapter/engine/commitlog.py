@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import fileio
-from .errors import StoreFormatError
+from .errors import CorruptRecordError, StoreFormatError
 from .record import (
     END_OF_SEGMENT_MAGIC,
     MARKER,
@@ -206,10 +206,16 @@ class CommitLog:
         return pending
 
     def first_store_time(self, segment: Segment) -> int | None:
-        """The store time of the first record in ``segment``, or None if it has none."""
-        if segment.base >= self.tail or record_magic(segment.map, 0) != RECORD_MAGIC:
+        """The store time of the first record in ``segment``, or None if it has none
+        (or the file ends inside its header)."""
+        if segment.base >= self.tail:
             return None
-        return record_store_time(segment.map, 0)
+        try:
+            if record_magic(segment.map, 0, segment.base) != RECORD_MAGIC:
+                return None
+            return record_store_time(segment.map, 0, segment.base)
+        except CorruptRecordError:
+            return None
 
     def drop_below(self, offset: int) -> list[Segment]:
         """Retire the segments that end at or before ``offset`` (never the last one)."""
@@ -237,15 +243,18 @@ class CommitLog:
         end = pos + 1
         if end < RECORD_OVERHEAD:
             return 0
-        length = trailing_length(segment.map, end)
-        start = end - length
-        if (
-            length < RECORD_OVERHEAD
-            or start < 0
-            or record_magic(segment.map, start) != RECORD_MAGIC
-        ):
-            return 0
-        return record_store_time(segment.map, start)
+        try:
+            length = trailing_length(segment.map, end, segment.base)
+            start = end - length
+            if (
+                length < RECORD_OVERHEAD
+                or start < 0
+                or record_magic(segment.map, start, segment.base) != RECORD_MAGIC
+            ):
+                return 0
+            return record_store_time(segment.map, start, segment.base)
+        except CorruptRecordError:
+            return 0  # the file ends inside that record
 
     def disk_bytes(self) -> int:
         return sum(os.fstat(s.fd).st_blocks * 512 for s in self.segments if s.fd >= 0)

@@ -16,6 +16,7 @@ and their mappings made only through here).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import shutil
@@ -70,6 +71,36 @@ def preallocate(fd: int, size: int) -> None:
         if error.errno not in _NOT_SUPPORTED:
             raise
         os.ftruncate(fd, size)
+
+
+FALLOC_FL_ZERO_RANGE = 0x10  # linux/falloc.h
+_libc = ctypes.CDLL(None, use_errno=True)
+_fallocate = _libc.fallocate
+_fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+_fallocate.restype = ctypes.c_int
+_ZEROS_CHUNK = 1 << 20
+
+
+def zero_range(fd: int, offset: int, length: int) -> None:
+    """Make ``length`` bytes at ``offset`` read as zeros, their disk space kept reserved
+    (``FALLOC_FL_ZERO_RANGE``): one call whatever the length, no truncate below a
+    mapping of the file, and no byte written. Where the file system refuses (tmpfs,
+    some network file systems), zeros are written instead. Not durable until an fsync.
+    """
+    if length <= 0:
+        return
+    if _fallocate(fd, FALLOC_FL_ZERO_RANGE, offset, length) == 0:
+        return
+    code = ctypes.get_errno()
+    if code == errno.EINTR:
+        return zero_range(fd, offset, length)
+    if code not in _NOT_SUPPORTED:
+        raise OSError(code, f"fallocate(FALLOC_FL_ZERO_RANGE): {os.strerror(code)}")
+    zeros = bytes(min(length, _ZEROS_CHUNK))
+    end = offset + length
+    while offset < end:
+        written = os.pwrite(fd, memoryview(zeros)[: min(len(zeros), end - offset)], offset)
+        offset += written
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from . import fileio
 from .commitlog import CommitLog
 from .consumequeue import TIME_INDEX_INTERVAL, ConsumeQueue
-from .errors import StoreFormatError
+from .errors import CorruptRecordError, StoreFormatError
 from .record import (
     COMMIT_OFFSET,
     END_OF_SEGMENT_MAGIC,
@@ -28,6 +28,8 @@ from .record import (
     RECORD_MAGIC,
     STORE_MS,
     TOPIC_LEN,
+    record_header,
+    record_lead,
 )
 from .segment import is_segment_name, segment_name
 
@@ -70,7 +72,7 @@ def _walk(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, ca
                 )
         segment, at = found
         log.mark_unsynced(segment)
-        length, magic = MARKER.unpack_from(segment.view, at)
+        length, magic = record_lead(segment.view, at, segment.base)
         if magic == END_OF_SEGMENT_MAGIC:
             pos = segment.end
             continue
@@ -78,7 +80,7 @@ def _walk(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, ca
             raise StoreFormatError(
                 f"no record at commit-log offset {pos}, below the published tail {end}"
             )
-        header = HEADER.unpack_from(segment.view, at)
+        header = record_header(segment.view, at, segment.base)
         start = at + HEADER_SIZE
         key = (bytes(segment.view[start : start + header[TOPIC_LEN]]), header[QUEUE_ID])
         target = cache.get(key, _UNKNOWN)
@@ -125,11 +127,14 @@ def mark_records_written(log: CommitLog, start: int, end: int, resolve: Resolver
             break  # retention took it meanwhile, or nothing was published there
         segment, at = found
         log.mark_unsynced(segment)
-        length, magic = MARKER.unpack_from(segment.view, at)
-        if magic != RECORD_MAGIC or length <= 0:
-            pos = segment.end  # an end-of-segment marker
-            continue
-        header = HEADER.unpack_from(segment.view, at)
+        try:
+            length, magic = record_lead(segment.view, at, segment.base)
+            if magic != RECORD_MAGIC or length <= 0:
+                pos = segment.end  # an end-of-segment marker
+                continue
+            header = record_header(segment.view, at, segment.base)
+        except CorruptRecordError:
+            break  # the file ends inside this record: nothing of it or after it to mark
         name_at = at + HEADER_SIZE
         key = (bytes(segment.view[name_at : name_at + header[TOPIC_LEN]]), header[QUEUE_ID])
         target = cache.get(key, _UNKNOWN)

@@ -24,12 +24,12 @@ from .queuebase import CHECKED_ENTRY, entry_checked, entry_not_written, entry_ta
 from .record import (
     COMMIT_OFFSET_END,
     END_OF_SEGMENT_MAGIC,
-    MARKER,
     MARKER_SIZE,
     RECORD_MAGIC,
     decode_record,
     frame_intact,
     record_commit_offset,
+    record_lead,
     record_magic,
     record_store_time,
     topic_name,
@@ -276,11 +276,11 @@ class Reader:
             if found is None:
                 return None
             segment, pos = found
-            length, magic = MARKER.unpack_from(segment.view, pos)
-            if magic == END_OF_SEGMENT_MAGIC:
-                position = segment.end
-                continue
             try:
+                length, magic = record_lead(segment.view, pos, segment.base)
+                if magic == END_OF_SEGMENT_MAGIC:
+                    position = segment.end
+                    continue
                 message = decode_record(segment.view, pos, segment.size, position, self.id_prefix)
             except CorruptRecordError:
                 return None  # the walk cannot get past bad bytes
@@ -372,7 +372,7 @@ class Reader:
         except CorruptRecordError as error:
             says_here = (
                 pos + COMMIT_OFFSET_END <= segment.size
-                and record_commit_offset(segment.map, pos) == commit_offset
+                and record_commit_offset(segment.map, pos, segment.base) == commit_offset
             )
             if not says_here and not frame_intact(segment.view, pos, segment.size):
                 raise MessageNotFoundError(
@@ -392,7 +392,7 @@ class Reader:
         if found is None:
             return None
         segment, pos = found
-        return record_store_time(segment.map, pos)
+        return record_store_time(segment.map, pos, segment.base)
 
     def offset_for_time(self, consume_queue: ConsumeQueue, timestamp_ms: int) -> int:
         """The first queue offset whose store time is ≥ ``timestamp_ms``."""
@@ -437,7 +437,7 @@ class Reader:
                 if found is None:
                     return None
                 segment, pos = found
-                return record_store_time(segment.map, pos)
+                return record_store_time(segment.map, pos, segment.base)
             index -= 1
         return None
 

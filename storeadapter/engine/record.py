@@ -112,24 +112,61 @@ def fields_format(names: Sequence[str], length: int) -> str:
     return "".join(parts)
 
 
-def record_magic(buffer, pos: int) -> int:
+def record_field(unpack: Callable[..., tuple], buffer, pos: int, base: int = 0) -> tuple:
+    """``unpack(buffer, pos)`` over a segment's bytes, bounds-checked: the one way record
+    bytes are unpacked outside a record's full check. ``base`` is the commit-log offset
+    of ``buffer``'s first byte.
+
+    A file cut short under its records (a damaged disk, a truncation) leaves records
+    that run past the end of the mapping: that is CorruptRecordError, never an untyped
+    ``struct.error``.
+    """
+    try:
+        if pos < 0:  # unpack_from would count it from the end
+            raise struct.error(pos)
+        return unpack(buffer, pos)
+    except struct.error:
+        raise CorruptRecordError(
+            base + pos, f"the file ends at byte {len(buffer)} of its segment, inside the record"
+        ) from None
+
+
+_MAGIC_UNPACK = struct.Struct(f"<{MAGIC_AT}xI").unpack_from
+_COMMIT_OFFSET_UNPACK = struct.Struct(f"<{COMMIT_OFFSET_AT}xQ").unpack_from
+_STORE_TIME_UNPACK = struct.Struct(f"<{STORE_TIME_AT}xq").unpack_from
+_MARKER_UNPACK = MARKER.unpack_from
+
+
+def record_magic(buffer, pos: int, base: int = 0) -> int:
     """The magic of the record (or end marker) starting at ``pos``."""
-    return MAGIC_FIELD.unpack_from(buffer, pos + MAGIC_AT)[0]
+    return record_field(_MAGIC_UNPACK, buffer, pos, base)[0]
 
 
-def record_commit_offset(buffer, pos: int) -> int:
+def record_commit_offset(buffer, pos: int, base: int = 0) -> int:
     """The commit offset the record starting at ``pos`` says it lives at."""
-    return COMMIT_OFFSET_FIELD.unpack_from(buffer, pos + COMMIT_OFFSET_AT)[0]
+    return record_field(_COMMIT_OFFSET_UNPACK, buffer, pos, base)[0]
 
 
-def record_store_time(buffer, pos: int) -> int:
+def record_store_time(buffer, pos: int, base: int = 0) -> int:
     """The store time (ms) in the header of the record starting at ``pos``."""
-    return STORE_TIME.unpack_from(buffer, pos + STORE_TIME_AT)[0]
+    return record_field(_STORE_TIME_UNPACK, buffer, pos, base)[0]
 
 
-def trailing_length(buffer, end: int) -> int:
+def record_lead(buffer, pos: int, base: int = 0) -> tuple[int, int]:
+    """The length and magic of the record (or end marker) starting at ``pos``."""
+    return record_field(_MARKER_UNPACK, buffer, pos, base)
+
+
+def record_header(buffer, pos: int, base: int = 0) -> tuple:
+    """The header fields (``HEADER``'s tuple) of the record starting at ``pos``."""
+    return record_field(HEADER_UNPACK, buffer, pos, base)
+
+
+def trailing_length(buffer, end: int, base: int = 0) -> int:
     """The length a record ending at ``end`` repeats in its last four bytes."""
-    return _TRAILING_LENGTH.unpack_from(buffer, end - _TRAILING_LENGTH.size)[0]
+    if end < _TRAILING_LENGTH.size:
+        raise CorruptRecordError(base + end, "a record cannot end before its trailer")
+    return record_field(_TRAILING_LENGTH.unpack_from, buffer, end - _TRAILING_LENGTH.size, base)[0]
 
 
 def length_from_fields(header: tuple) -> int:
@@ -278,7 +315,8 @@ def check_record(view: memoryview, pos: int, limit: int, commit_offset: int) -> 
     ``limit`` is where readable bytes end; ``commit_offset`` is the offset the record
     must say it lives at. Raises CorruptRecordError with the reason otherwise.
     """
-    if pos + HEADER_SIZE > limit:
+    limit = min(limit, len(view))
+    if pos < 0 or pos + HEADER_SIZE > limit:
         raise CorruptRecordError(commit_offset, "header runs past the end of the data")
     header = HEADER.unpack_from(view, pos)
     length = header[LENGTH]
@@ -309,7 +347,8 @@ def frame_intact(view: memoryview, pos: int, limit: int) -> bool:
     A damaged record still has its frame; bytes that merely contain the magic (inside
     another record's body) almost never do.
     """
-    if pos + HEADER_SIZE > limit:
+    limit = min(limit, len(view))
+    if pos < 0 or pos + HEADER_SIZE > limit:
         return False
     header = HEADER_UNPACK(view, pos)
     length = header[LENGTH]
@@ -438,6 +477,7 @@ def decode_intact(
 ) -> StoredMessage | None:
     """The record at ``pos`` as ``decode_record`` gives it, or None for anything it does
     not accept at once: then ``decode_record`` says what is wrong, if anything is."""
+    limit = min(limit, len(view))
     if pos < 0 or pos + HEADER_SIZE > limit:
         return None
     length, magic, topic_len = _LEAD_UNPACK(view, pos)

@@ -81,14 +81,10 @@ class Segment:
         fileio.fdatasync(self.fd)
 
     def zero_from(self, pos: int) -> None:
-        """Discard every byte from ``pos`` to the end of the file (they read as zeros after)."""
-        self.view.release()
-        self.map.close()
-        fileio.ftruncate(self.fd, pos)
-        fileio.preallocate(self.fd, self.size)
+        """Discard every byte from ``pos`` to the end of the file, durably: they read as
+        zeros after, their space still reserved, the mapping left in place."""
+        fileio.zero_range(self.fd, pos, self.size - pos)
         fileio.fsync(self.fd)
-        self.map = mmap.mmap(self.fd, self.size)
-        self.view = memoryview(self.map)
 
     def retire(self) -> None:
         """Delete the file (retention). The mapping stays valid for whoever still reads

@@ -56,6 +56,7 @@ from .consumequeue import ENTRY_SIZE, ConsumeQueue, QueueFile
 from .diskuse import DiskUse
 from .entrychecks import seal_old_entries
 from .errors import (
+    CorruptRecordError,
     DiskFullError,
     StoreClosedError,
     StoreError,
@@ -957,6 +958,15 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._follow()
         return self._topic_stats(self._topic(name), first, count)
 
+    def _last_store_time(self, queue) -> int | None:
+        """The store time of the queue's last message; None, and the damage noted among
+        the corruptions, when its record is cut short."""
+        try:
+            return self._reader.last_store_time(queue)
+        except CorruptRecordError as error:
+            self._reader.corruptions.note(Corruption(error.offset, 0, error.reason))
+            return None
+
     def _topic_stats(self, state: Topic, first: int = 0, count: int | None = None) -> dict:
         queue_stats = {}
         queues = state.queues
@@ -967,7 +977,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 "min_offset": queue.min_offset,
                 "max_offset": queue.max_offset,
                 "messages": queue.max_offset - queue.min_offset,
-                "last_store_time_ms": self._reader.last_store_time(queue),
+                "last_store_time_ms": self._last_store_time(queue),
             }
         return {
             "queues": queue_stats,

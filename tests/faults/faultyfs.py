@@ -191,6 +191,7 @@ class FaultyFS:
             "fsync",
             "fsync_dir",
             "preallocate",
+            "zero_range",
             "write_atomic",
             "create_file",
             "ftruncate",
@@ -427,6 +428,16 @@ class FaultyFS:
             self._saved["preallocate"](fd, size)
             self._record_op(fd, ("g", size))
         self._done("preallocate")
+
+    def zero_range(self, fd: int, offset: int, length: int) -> None:
+        # The model keeps bytes, not extents: clearing a range is a write of zeros (torn
+        # like any write by a power loss before the fsync that follows it).
+        with self._lock:
+            self._check("zero_range", self._fd_path(fd))
+            self._saved["zero_range"](fd, offset, length)
+            if length > 0:
+                self._record_op(fd, ("w", offset, bytes(length)))
+        self._done("zero_range")
 
     def write_atomic(self, path: Path, data: bytes) -> None:
         with self._lock:

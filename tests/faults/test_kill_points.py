@@ -354,10 +354,10 @@ RECOVERY = [
     [kill("consumequeue:ConsumeQueue.write", "after", nth=1)],
     [kill("consumequeue:ConsumeQueue.write", "after", nth=6)],
     [kill("fileio:fsync_dir", "after", nth=2, caller="QueueFile.create")],
-    # the torn tail being erased: before the cut, after it, after re-preallocating
-    [kill("fileio:ftruncate", caller="Segment.zero_from")],
-    [kill("fileio:ftruncate", "after", caller="Segment.zero_from")],
-    [kill("fileio:preallocate", "after", caller="Segment.zero_from")],
+    # the torn tail being erased: before the zero range, after it, after its fsync
+    [kill("fileio:zero_range", caller="Segment.zero_from")],
+    [kill("fileio:zero_range", "after", caller="Segment.zero_from")],
+    [kill("fileio:fsync", "after", caller="Segment.zero_from")],
     # the key index being rebuilt
     [kill("keyindex:KeyIndex.put_many", "after")],
     # recovery done, its report or the abort marker not yet written

@@ -180,6 +180,9 @@ impl Run {
             ));
         }
         let out = PyList::empty(py);
+        // Only records with keys or properties give key-index items: a run without any
+        // (the common case) gathers and sorts nothing.
+        let index_from = index_from.filter(|_| !self.run.extras.is_empty());
         let mut indexed: Vec<usize> = Vec::new();
         for (group, since) in groups.iter().zip(sinces) {
             let packed = since.and_then(|since| self.run.pack(&group.records, since, interval));
