@@ -18,8 +18,13 @@ its queues are read in chunks (``QueueChunk`` rows: totals only), at most
 every queue is read again within ``queues / budget`` samples. Its totals (messages, each
 group's lag and queues behind) are the sum of its chunks' latest readings, and the rest of
 the sample sees it as one virtual queue whose max offset is the sum of its queues' max
-offsets and whose committed offset per group is that sum less the group's lag: lag in
-seconds, the commit window and the Burrow status are then those of the topic as a whole.
+offsets and whose committed offset per group is that sum less the group's lag: the commit
+window and the Burrow status are then those of the topic as a whole. What a sum would hide
+is kept per chunk and group: the store time of the oldest unconsumed message (the virtual
+queue's lag in seconds is its age) and the queues stuck with lag across the status window
+(they make the group STOP or STALL, see ``status.stuck_verdict``), from each lagging
+queue's committed offset as the chunk's previous reading saw it (``QueueChunk.lagging``):
+the store is read once per new offset of a lagging queue, never for a queue without lag.
 """
 
 from __future__ import annotations
