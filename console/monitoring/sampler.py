@@ -285,21 +285,26 @@ class _BigTopics:
         for group, offsets in self.committed[topic].items():
             lag = behind = consumed = stop = stall = 0
             oldest: int | None = None
-            known = {entry[0]: entry for entry in before.get(group, [])}
+            previous = before.get(group, [])  # by queue, as ``entries``
+            at = 0
             entries = []
             for queue, (low, high) in enumerate(ranges, start=first):
                 offset = offsets.get(queue)
                 behind_by = queue_lag(offset, low, high)
-                position = group_position(offset, low)
-                consumed += position
+                consumed += group_position(offset, low)
                 if not behind_by:
                     continue
                 lag += behind_by
                 behind += 1
-                entry = self._lagging_queue(topic, queue, offset, max(position, low), known)
+                while at < len(previous) and previous[at][0] < queue:
+                    at += 1
+                entry = previous[at] if at < len(previous) and previous[at][0] == queue else None
+                if entry is None or entry[1] != offset or entry[3] is None:
+                    entry = self._lagging_queue(topic, queue, offset, low, entry)
                 entries.append(entry)
-                if entry[3] is not None:
-                    oldest = entry[3] if oldest is None else min(oldest, entry[3])
+                stored_ms = entry[3]
+                if stored_ms is not None and (oldest is None or stored_ms < oldest):
+                    oldest = stored_ms
                 if offset is not None and self.now - entry[2] > span:
                     last = self._commit_times(group).get((topic, queue))
                     if last is not None and self.now - last <= span:
@@ -328,19 +333,20 @@ class _BigTopics:
         self.chunks[topic][first] = row
 
     def _lagging_queue(
-        self, topic: str, queue: int, offset: int | None, position: int, known: dict
+        self, topic: str, queue: int, offset: int | None, low: int, before: list | None
     ) -> list:
         """[queue, committed offset, first reading at it, store time there] of a queue
-        with lag: the store is read only when the offset is new to this chunk (and the
-        time kept once retention deleted that message, as for a small topic)."""
-        entry = known.get(queue)
-        if entry is not None and entry[1] == offset and entry[3] is not None:
-            return [queue, offset, entry[2], entry[3]]
+        with lag whose offset is new to its chunk (or whose store time is not known yet):
+        the one store read of the queue in this sample. Once known, the entry is kept as
+        it is while the offset does not move (so the time stays once retention deleted
+        that message, as for a small topic)."""
         try:
-            stored_ms = self.store.store_time_at(topic, queue, position)
+            stored_ms = self.store.store_time_at(
+                topic, queue, max(group_position(offset, low), low)
+            )
         except (TopicNotFoundError, QueueNotFoundError):
             stored_ms = None
-        since = entry[2] if entry is not None and entry[1] == offset else self.now
+        since = before[2] if before is not None and before[1] == offset else self.now
         return [queue, offset, since, stored_ms]
 
     def _commit_times(self, group: str) -> dict[tuple[str, int], int]:
