@@ -112,7 +112,8 @@ class GroupSample(models.Model):
     #: Time (ms) of each queue's last commit, None when unknown.
     last_commits = models.JSONField()
     #: Lag in seconds per queue: the age of the oldest unconsumed message from its store
-    #: time (a big topic's virtual queue: interpolated); 0 at lag 0, None when unknown.
+    #: time (a big topic's virtual queue: the oldest over its chunks, interpolated on
+    #: sampled offsets only while no chunk knows it); 0 at lag 0, None when unknown.
     lag_seconds = models.JSONField()
     #: Burrow's status per queue; None for a queue never committed on (left out).
     statuses = models.JSONField()
