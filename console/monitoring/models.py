@@ -112,7 +112,8 @@ class GroupSample(models.Model):
     #: Time (ms) of each queue's last commit, None when unknown.
     last_commits = models.JSONField()
     #: Lag in seconds per queue: the age of the oldest unconsumed message from its store
-    #: time (a big topic's virtual queue: interpolated); 0 at lag 0, None when unknown.
+    #: time (a big topic's virtual queue: the oldest over its chunks, interpolated on
+    #: sampled offsets only while no chunk knows it); 0 at lag 0, None when unknown.
     lag_seconds = models.JSONField()
     #: Burrow's status per queue; None for a queue never committed on (left out).
     statuses = models.JSONField()
@@ -198,8 +199,15 @@ class QueueChunk(models.Model):
     max_sum = models.BigIntegerField()
     #: Queues holding messages.
     nonempty = models.PositiveIntegerField(default=0)
-    #: Group → [lag, queues behind, sum of consumed positions] over these queues.
+    #: Group → [lag, queues behind, sum of consumed positions, store time (ms) of the
+    #: oldest unconsumed message or None, queues stuck with no commit (STOP), queues stuck
+    #: committing the same offset (STALL)] over these queues. A queue is stuck when its
+    #: committed offset has not moved, with lag, for longer than the status window.
     groups = models.JSONField(default=dict)
+    #: Group → its lagging queues as [queue, committed offset or None, first reading at
+    #: that offset (ms), store time of the message there (ms) or None]: what the next
+    #: reading compares with, so a queue whose offset did not move is not read again.
+    lagging = models.JSONField(default=dict)
     sampled_ms = models.BigIntegerField()
 
     class Meta:

@@ -18,8 +18,13 @@ its queues are read in chunks (``QueueChunk`` rows: totals only), at most
 every queue is read again within ``queues / budget`` samples. Its totals (messages, each
 group's lag and queues behind) are the sum of its chunks' latest readings, and the rest of
 the sample sees it as one virtual queue whose max offset is the sum of its queues' max
-offsets and whose committed offset per group is that sum less the group's lag: lag in
-seconds, the commit window and the Burrow status are then those of the topic as a whole.
+offsets and whose committed offset per group is that sum less the group's lag: the commit
+window and the Burrow status are then those of the topic as a whole. What a sum would hide
+is kept per chunk and group: the store time of the oldest unconsumed message (the virtual
+queue's lag in seconds is its age) and the queues stuck with lag across the status window
+(they make the group STOP or STALL, see ``status.stuck_verdict``), from each lagging
+queue's committed offset as the chunk's previous reading saw it (``QueueChunk.lagging``):
+the store is read once per new offset of a lagging queue, never for a queue without lag.
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ from console.monitoring.status import (
     record_commit,
     record_reset,
     status_reason,
+    stuck_verdict,
     window_size,
+    worst_verdict,
 )
 from storeadapter.engine import (
     InvalidNameError,
@@ -190,6 +197,21 @@ def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading
     return reading, big_topics
 
 
+@dataclass(frozen=True)
+class DeadQueues:
+    """A group's figures on a big topic that a sum would hide: the store time of its oldest
+    unconsumed message (None: unknown) and its queues stuck with lag across the status
+    window, with no commit (STOP) or committing the same offset (STALL)."""
+
+    oldest_ms: int | None
+    stopped: int
+    stalled: int
+
+    @property
+    def stuck(self) -> int:
+        return self.stopped + self.stalled
+
+
 class _BigTopics:
     """Big topics read in chunks: the chunks this sample reads, and each topic's totals
     over all its chunks (see the module's docstring)."""
@@ -217,6 +239,10 @@ class _BigTopics:
         self.sampled: dict[str, int] = dict.fromkeys(queues, 0)
         #: topic → group → (lag, queues behind) over every chunk.
         self.lags: dict[str, dict[str, tuple[int, int]]] = {}
+        #: topic → group → its oldest unconsumed message and stuck queues over every chunk.
+        self.dead: dict[str, dict[str, DeadQueues]] = {}
+        #: group → (topic, queue) → last commit time, read once per group when needed.
+        self.commit_times: dict[str, dict[tuple[str, int], int]] = {}
 
     def read(self) -> None:
         """Read the stalest chunks, up to the budget (at least one chunk)."""
@@ -251,26 +277,52 @@ class _BigTopics:
 
     def _read_chunk(self, topic: str, first: int, count: int) -> None:
         ranges = self.store.queue_ranges(topic, first, count)
+        row = self.chunks[topic].get(first)
+        before = row.lagging if row is not None else {}
+        span = min_stop_span_ms()
         groups = {}
+        lagging = {}
         for group, offsets in self.committed[topic].items():
-            lag = behind = consumed = 0
+            lag = behind = consumed = stop = stall = 0
+            oldest: int | None = None
+            previous = before.get(group, [])  # by queue, as ``entries``
+            at = 0
+            entries = []
             for queue, (low, high) in enumerate(ranges, start=first):
                 offset = offsets.get(queue)
                 behind_by = queue_lag(offset, low, high)
-                if behind_by:
-                    lag += behind_by
-                    behind += 1
                 consumed += group_position(offset, low)
-            groups[group] = [lag, behind, consumed]
+                if not behind_by:
+                    continue
+                lag += behind_by
+                behind += 1
+                while at < len(previous) and previous[at][0] < queue:
+                    at += 1
+                entry = previous[at] if at < len(previous) and previous[at][0] == queue else None
+                if entry is None or entry[1] != offset or entry[3] is None:
+                    entry = self._lagging_queue(topic, queue, offset, low, entry)
+                entries.append(entry)
+                stored_ms = entry[3]
+                if stored_ms is not None and (oldest is None or stored_ms < oldest):
+                    oldest = stored_ms
+                if offset is not None and self.now - entry[2] > span:
+                    last = self._commit_times(group).get((topic, queue))
+                    if last is not None and self.now - last <= span:
+                        stall += 1  # commits go on at the same offset
+                    else:
+                        stop += 1
+            groups[group] = [lag, behind, consumed, oldest, stop, stall]
+            if entries:
+                lagging[group] = entries
         values = {
             "queues": len(ranges),
             "messages": sum(high - low for low, high in ranges),
             "max_sum": sum(high for _low, high in ranges),
             "nonempty": sum(1 for low, high in ranges if high > low),
             "groups": groups,
+            "lagging": lagging,
             "sampled_ms": self.now,
         }
-        row = self.chunks[topic].get(first)
         if row is None:
             row = QueueChunk(topic=topic, first_queue=first, **values)
             self.new.append(row)
@@ -280,6 +332,28 @@ class _BigTopics:
             self.changed.append(row)
         self.chunks[topic][first] = row
 
+    def _lagging_queue(
+        self, topic: str, queue: int, offset: int | None, low: int, before: list | None
+    ) -> list:
+        """[queue, committed offset, first reading at it, store time there] of a queue
+        with lag whose offset is new to its chunk (or whose store time is not known yet):
+        the one store read of the queue in this sample. Once known, the entry is kept as
+        it is while the offset does not move (so the time stays once retention deleted
+        that message, as for a small topic)."""
+        try:
+            stored_ms = self.store.store_time_at(
+                topic, queue, max(group_position(offset, low), low)
+            )
+        except (TopicNotFoundError, QueueNotFoundError):
+            stored_ms = None
+        since = before[2] if before is not None and before[1] == offset else self.now
+        return [queue, offset, since, stored_ms]
+
+    def _commit_times(self, group: str) -> dict[tuple[str, int], int]:
+        if group not in self.commit_times:
+            self.commit_times[group] = self.store.last_commit_times(group)
+        return self.commit_times[group]
+
     def as_virtual_queues(self, reading: _Reading) -> None:
         """Each big topic as one queue in ``reading``: its range is (sum of min offsets,
         sum of max offsets) and each group's committed offset the max sum less its lag."""
@@ -288,13 +362,21 @@ class _BigTopics:
             max_sum = sum(c.max_sum for c in chunks.values())
             reading.ranges[topic] = [(max_sum - messages, max_sum)]
             self.lags[topic] = {}
+            self.dead[topic] = {}
             for group in self.committed[topic]:
-                lag = behind = 0
+                lag = behind = stop = stall = 0
+                oldest: list[int] = []
                 for chunk in chunks.values():
                     figures = chunk.groups.get(group)
                     lag += figures[0] if figures else chunk.messages
                     behind += figures[1] if figures else chunk.nonempty
+                    if figures and len(figures) > 3:
+                        if figures[3] is not None:
+                            oldest.append(figures[3])
+                        stop += figures[4]
+                        stall += figures[5]
                 self.lags[topic][group] = (lag, behind)
+                self.dead[topic][group] = DeadQueues(min(oldest, default=None), stop, stall)
                 offsets = {k: v for k, v in reading.committed[group].items() if k[0] != topic}
                 offsets[(topic, 0)] = max_sum - lag
                 reading.committed[group] = offsets
@@ -318,7 +400,7 @@ class _BigTopics:
         QueueChunk.objects.bulk_create(self.new, batch_size=BATCH)
         QueueChunk.objects.bulk_update(
             self.changed,
-            ["queues", "messages", "max_sum", "nonempty", "groups", "sampled_ms"],
+            ["queues", "messages", "max_sum", "nonempty", "groups", "lagging", "sampled_ms"],
             batch_size=BATCH,
         )
         return len(self.new) + len(self.changed)
@@ -368,7 +450,7 @@ class _Sample:
             at = previous.ts_ms
             self.prev_topics = {r.topic: r for r in TopicSample.objects.filter(ts_ms=at)}
             self.prev_groups = {(r.group, r.topic): r for r in GroupSample.objects.filter(ts_ms=at)}
-        self.commit_times: dict[str, dict[tuple[str, int], int]] = {}
+        self.commit_times = self.big.commit_times
         self.resets = self._read_resets()
         self.topic_rows: dict[str, TopicSample] = {}
         self.groups: list[_Queues] = []
@@ -617,6 +699,12 @@ class _Sample:
                 )
                 for queue in range(queues)
             ]
+            if row.aggregated and verdicts[0] is not None:
+                dead = self.big.dead[row.topic][row.group]
+                verdicts[0] = worst_verdict(
+                    stuck_verdict(dead.stopped, dead.stalled, self.big.queues[row.topic]),
+                    verdicts[0],
+                )
             row.statuses = [None if v is None else v.status for v in verdicts]
             row.status = worst_queue_status(row.statuses)
             row.worst_status = row.status
@@ -624,9 +712,13 @@ class _Sample:
 
     def _lag_seconds(self, item: _Queues) -> list[float | None]:
         """Per queue the age of the oldest unconsumed message, from its store time; 0 at
-        lag 0. A big topic's virtual queue is interpolated on its sampled offsets."""
+        lag 0. A big topic's virtual queue: the age of the oldest over its chunks, else
+        interpolated on its sampled offsets."""
         row = item.row
         if row.aggregated:
+            oldest_ms = self.big.dead[row.topic][row.group].oldest_ms
+            if row.lags[0] > 0 and oldest_ms is not None:
+                return [round(max(0, self.now - oldest_ms) / 1000, 1)]
             return self._interpolated_lag_seconds(item)
         ranges = self.reading.ranges[row.topic]
         prev = self.prev_groups.get((row.group, row.topic))

@@ -197,6 +197,37 @@ def _too_few_commits(
     return Verdict(OK, "one commit seen: judged from the second (Burrow needs two)")
 
 
+def stuck_verdict(stopped: int, stalled: int, queues: int) -> Verdict | None:
+    """A big topic's verdict from its queues stuck with lag across the window (committed
+    offset unmoved for longer than the window's span), as Burrow would judge each of them:
+    STOP when some had no commit either, else STALL; None when none is stuck."""
+    stuck = stopped + stalled
+    if not stuck:
+        return None
+    parts = []
+    if stopped:
+        parts.append(f"{stopped} with no commit (STOP)")
+    if stalled:
+        parts.append(f"{stalled} committing the same offset (STALL)")
+    return Verdict(
+        STOP if stopped else STALL,
+        f"{stuck} of {queues:,} queues stuck: their committed offsets have not moved for "
+        f"longer than the window's span with lag ({', '.join(parts)})",
+    )
+
+
+def worst_verdict(*verdicts: Verdict | None) -> Verdict | None:
+    """The worst of several verdicts (see ``severity``), the first of equals."""
+    known = [v for v in verdicts if v is not None]
+    if not known:
+        return None
+    best = known[0]
+    for verdict in known[1:]:
+        if severity(verdict.status) > severity(best.status):
+            best = verdict
+    return best
+
+
 def queue_status(
     commits: Sequence[Commit],
     lag: int,
