@@ -17,7 +17,7 @@ help:
 	@echo "make lint       ruff check + ruff format --check, cargo fmt --check + cargo clippy -D warnings"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
-	@echo "                and the machine's limits in one run (docs/PERFORMANCE.md; ~4 min when quiet)"
+	@echo "                and the machine's limits in one run (docs/PERFORMANCE.md; ~4 min when quiet, plus ~10 min for the monitoring section at scale)"
 	@echo "make bench-engine  the store engine benchmark alone (bench/engine.py)"
 	@echo "make bench-console  time the console's pages at 1,000 topics and 10,000 queues"
 	@echo "make bench-spark  Spark's scan (local[1], local[2]) beside the engine's own scan"

@@ -53,7 +53,7 @@ class QueueMetrics:
     #: counts from its first offset.
     lag: int
     #: The age of the oldest unconsumed message, from its store time (0 at lag 0); a big
-    #: topic's virtual queue is interpolated on sampled offsets. None: not known.
+    #: topic's virtual queue takes its chunks' oldest. None: not known.
     lag_seconds: float | None
     last_commit_ms: int | None
     #: Burrow's status; None for a queue the group never committed on (left out).

@@ -306,11 +306,11 @@ class Reader:
             if located is None:
                 break
             segment, pos = located
-            length, magic = MARKER.unpack_from(segment.view, pos)
-            if magic == END_OF_SEGMENT_MAGIC:
-                position = segment.end
-                continue
             try:
+                length, magic = record_lead(segment.view, pos, segment.base)
+                if magic == END_OF_SEGMENT_MAGIC:
+                    position = segment.end
+                    continue
                 message = decode_record(segment.view, pos, segment.size, position, self.id_prefix)
             except CorruptRecordError:
                 break  # the walk cannot get past bad bytes
