@@ -59,3 +59,27 @@ def test_operator_sends_a_test_message(page: Page, url, log_in, operator, store)
     [stored] = store.query_by_key("orders", "order-42")
     assert stored.tag == "created"
     assert stored.properties == {"source": "browser", "attempt": "1"}
+
+
+def test_an_admin_creates_a_stream_topic_and_appends_an_event(
+    page: Page, url, log_in, admin, store
+):
+    log_in(admin)
+    page.goto(url("/topics/"))
+    page.get_by_text("Create a topic").click()
+    page.get_by_label("Name", exact=True).fill("ledger")
+    page.get_by_label("Queues", exact=True).fill("2")
+    page.get_by_label("Kind").select_option("stream")
+    page.get_by_role("button", name="Create topic").click()
+
+    expect(page.get_by_text("Created stream topic ledger")).to_be_visible()
+    expect(page.locator('input[name="action"][value="send"]')).to_have_count(0)
+    form = page.locator("#append")
+    form.get_by_label("Stream id").fill("acct-1")
+    form.get_by_label("Body").fill('{"amount": 5}')
+    form.get_by_label("Expected version").fill("0")
+    form.get_by_label("Command id").fill("cmd-1")
+    form.get_by_role("button", name="Append event").click()
+
+    expect(page.get_by_text("Appended event 1 to stream acct-1")).to_be_visible()
+    expect(page.locator("#streams").get_by_role("link", name="acct-1")).to_be_visible()
