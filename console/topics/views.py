@@ -30,7 +30,14 @@ from console.topics.forms import (
     TestMessageForm,
     TopicCreateForm,
 )
-from console.topics.listing import DEFAULT_SORT, SORTS, search_and_sort
+from console.topics.listing import (
+    DEFAULT_SORT,
+    KIND_FILTERS,
+    PAGE_SORTS,
+    ListedTopic,
+    search_and_sort,
+)
+from console.topics.rates import topic_produce_rates
 from console.topics.reads import latest_messages
 from storeadapter.engine import (
     DuplicateCommandError,
@@ -50,6 +57,7 @@ from storeadapter.summaries import (
     topic_group_summaries,
     topic_summaries,
 )
+from storeadapter.topic_kinds import RETRY, kind_of
 
 PAGE_SIZE = 50
 #: Queue rows per page of a topic's page.
@@ -57,8 +65,19 @@ QUEUE_PAGE_SIZE = 100
 LATEST_MESSAGES = 20
 #: Streams listed per page of a stream topic's page.
 STREAM_PAGE_SIZE = 50
-#: Sorts whose keys read only a topic's name and queue count (see console/topics/listing.py).
-METADATA_SORTS = frozenset({"name", "-name", "queues"})
+#: Sorts whose keys read only a topic's name, queue count, kind and sampled produce rate
+#: (see console/topics/listing.py), not its queues.
+METADATA_SORTS = frozenset({"name", "-name", "queues", "kind", "produce_rate"})
+
+
+@dataclass(frozen=True)
+class _TopicMetadata:
+    """What the metadata sorts read of a topic."""
+
+    name: str
+    queues: int
+    kind: str
+    produce_rate: float | None
 
 
 def _detail_url(topic: str, fragment: str = "") -> str:
@@ -89,21 +108,48 @@ def topic_list(request: HttpRequest) -> HttpResponse:
 
     query = request.GET.get("q", "").strip()
     sort = request.GET.get("sort", DEFAULT_SORT)
-    if sort not in SORTS:
+    if sort not in PAGE_SORTS:
         sort = DEFAULT_SORT
-    # Search, and sort by name or queue count, on the topics' metadata (those sort keys
-    # read nothing else); message counts and last writes are read only for the topics
-    # shown, or for those matching when the sort is by one of them.
-    infos = store.topics()
+    kind = request.GET.get("kind", "")
+    if kind not in KIND_FILTERS:
+        kind = ""
+    listed_kinds = KIND_FILTERS[kind][1]
+    # Search, filter by kind, and sort by name, queue count, kind or produce rate on the
+    # topics' metadata and the samples (those sort keys read nothing else); message counts
+    # and last writes are read only for the topics shown, or for those matching when the
+    # sort is by one of them.
+    every_info = store.topics()
+    kinds = {info.name: kind_of(info) for info in every_info}
+    infos = [info for info in every_info if kinds[info.name] in listed_kinds]
+    retry_hidden = sum(1 for k in kinds.values() if k == RETRY) if RETRY not in listed_kinds else 0
     total = len(infos)
+    rates = topic_produce_rates()
     figures = scale.SampledFigures()
     if sort in METADATA_SORTS:
-        names = [info.name for info in search_and_sort(infos, query, sort)]
+        metadata = [
+            _TopicMetadata(info.name, info.queues, kinds[info.name], rates.get(info.name))
+            for info in infos
+        ]
+        names = [t.name for t in search_and_sort(metadata, query, sort, PAGE_SORTS)]
         listing = TopicSummaryList(store, names, figures)
     else:
-        names = [info.name for info in search_and_sort(infos, query)]
-        listing = search_and_sort(topic_summaries(store, names, figures), "", sort)
+        names = [t.name for t in search_and_sort(infos, query)]
+        listing = search_and_sort(
+            [
+                ListedTopic(summary, kinds[summary.name], rates.get(summary.name))
+                for summary in topic_summaries(store, names, figures)
+            ],
+            "",
+            sort,
+            PAGE_SORTS,
+        )
     page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = [
+        row
+        if isinstance(row, ListedTopic)
+        else ListedTopic(row, kinds[row.name], rates.get(row.name))
+        for row in page.object_list
+    ]
     return render(
         request,
         "topics/list.html",
@@ -111,7 +157,11 @@ def topic_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "query": query,
             "sort": sort,
-            "sorts": [(value, label) for value, (label, _, _) in SORTS.items()],
+            "sorts": [(value, label) for value, (label, _, _) in PAGE_SORTS.items()],
+            "kind": kind,
+            "name_sort": "-name" if sort == "name" else "name",
+            "kind_filters": [(value, label) for value, (label, _) in KIND_FILTERS.items()],
+            "retry_hidden": retry_hidden,
             "total": total,
             "form": form,
         },
