@@ -138,3 +138,12 @@ def test_the_streams_page_says_how_to_create_a_stream_topic_from_the_console(sto
 
     assert "create_stream_topic" not in page
     assert 'href="/topics/#create"' in page
+
+
+def test_a_plain_send_posted_to_a_stream_topic_points_to_the_append_form(accounts, as_operator):
+    response = as_operator.post("/topics/accounts/", {"action": "send", "body": "x"}, follow=True)
+
+    page = response.content.decode()
+    assert "accounts is a stream topic: append an event to a stream instead" in page
+    assert "create_stream_topic" not in page
+    assert accounts.topic_stats("accounts")["messages"] == 0
