@@ -4,4 +4,7 @@ from console.background import views
 
 app_name = "background"
 
-urlpatterns = [path("", views.tasks, name="tasks")]
+urlpatterns = [
+    path("", views.tasks, name="tasks"),
+    path("workers/", views.workers, name="workers"),
+]

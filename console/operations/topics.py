@@ -9,21 +9,23 @@ from django.urls import reverse
 from console.audit.log import record
 from console.core.store import get_store
 from console.monitoring.scale import SampledFigures, is_big
-from storeadapter.engine import AppendResult, TopicInfo
+from storeadapter.engine import AppendResult, EventAppendResult, TopicInfo
 from storeadapter.summaries import queue_rows
+from storeadapter.topic_kinds import PLAIN, create_topic_of_kind
 
 
 def topic_url(topic: str) -> str:
     return reverse("topics:detail", args=[topic])
 
 
-def create_topic(user: Any, name: str, queues: int) -> TopicInfo:
-    info = get_store().create_topic(name, queues)
+def create_topic(user: Any, name: str, queues: int, kind: str = PLAIN) -> TopicInfo:
+    """Create a plain or a stream topic (storeadapter.topic_kinds)."""
+    info = create_topic_of_kind(get_store(), name, queues, kind)
     record(
         user,
         "topic.create",
         f"topic {info.name}",
-        after={"name": info.name, "queues": info.queues},
+        after={"name": info.name, "queues": info.queues, "kind": kind},
         link=topic_url(info.name),
     )
     return info
@@ -119,6 +121,44 @@ def send_test_message(
             "offset": result.queue_offset,
         },
         detail=f"test message {result.message_id}",
+        link=reverse("messages:detail", args=[result.message_id]),
+    )
+    return result
+
+
+def append_typed_event(
+    user: Any,
+    topic: str,
+    stream_id: str,
+    body: bytes | str,
+    expected_version: int | None = None,
+    command_id: str | None = None,
+    event_type: str | None = None,
+) -> EventAppendResult:
+    """One event typed by a person in the console, appended to a stream, audited as such.
+
+    The engine's refusals (WrongExpectedVersionError, DuplicateCommandError, …) propagate.
+    """
+    result = get_store().append_event(
+        topic,
+        stream_id,
+        body,
+        expected_version=expected_version,
+        command_id=command_id,
+        event_type=event_type,
+    )
+    record(
+        user,
+        "event.append",
+        f"topic {topic} stream {stream_id}",
+        before={"expected_version": expected_version},
+        after={
+            "version": result.version,
+            "message_id": result.message_id,
+            "command_id": command_id,
+            "event_type": event_type,
+        },
+        detail=f"event {result.version} of stream {stream_id}",
         link=reverse("messages:detail", args=[result.message_id]),
     )
     return result

@@ -7,7 +7,9 @@ from django import forms
 from storeadapter.engine.admin import MAX_QUEUES_PER_TOPIC as MAX_FILE_QUEUES
 from storeadapter.engine.admin import MAX_SHARED_QUEUES
 from storeadapter.engine.errors import InvalidNameError
+from storeadapter.engine.eventrecords import MAX_COMMAND_ID_LENGTH, MAX_STREAM_ID_LENGTH
 from storeadapter.engine.names import MAX_NAME_LENGTH, check_new_topic_name
+from storeadapter.topic_kinds import CREATABLE_KINDS, PLAIN
 
 # The engine's limits (it checks them again and says so in its own words): a topic of
 # more than MAX_FILE_QUEUES queues is made shared (queues in blocks of shared files).
@@ -36,6 +38,17 @@ class TopicCreateForm(forms.Form):
             "queues in shared block files."
         ),
     )
+    kind = forms.ChoiceField(
+        label="Kind",
+        choices=CREATABLE_KINDS,
+        initial=PLAIN,
+        required=False,
+        help_text="A stream topic takes events appended to streams at their versions, not "
+        "plain messages.",
+    )
+
+    def clean_kind(self) -> str:
+        return self.cleaned_data.get("kind") or PLAIN
 
     def clean_name(self) -> str:
         try:
@@ -111,6 +124,46 @@ class TestMessageForm(forms.Form):
 
     def clean_properties(self) -> dict[str, str]:
         return parse_properties(self.cleaned_data["properties"])
+
+
+class AppendEventForm(forms.Form):
+    """One event typed by an operator into a stream of a stream topic."""
+
+    stream = forms.CharField(
+        label="Stream id",
+        max_length=MAX_STREAM_ID_LENGTH,
+        strip=False,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
+    body = forms.CharField(
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}),
+        help_text="Stored as UTF-8 text.",
+    )
+    event_type = forms.CharField(
+        label="Event type", required=False, max_length=1000, help_text="Optional."
+    )
+    expected_version = forms.IntegerField(
+        label="Expected version",
+        required=False,
+        min_value=0,
+        max_value=0xFFFFFFFF,
+        help_text="Optional: the stream's version you saw (0: no events yet); the append is "
+        "refused if the stream moved on. Blank: append at the next version.",
+    )
+    command_id = forms.CharField(
+        label="Command id",
+        required=False,
+        max_length=MAX_COMMAND_ID_LENGTH,
+        help_text="Optional: a command id already used in this stream is refused, so a "
+        "retried append is not stored twice.",
+    )
+
+    def clean_event_type(self) -> str | None:
+        return self.cleaned_data["event_type"] or None
+
+    def clean_command_id(self) -> str | None:
+        return self.cleaned_data["command_id"] or None
 
 
 def parse_properties(text: str) -> dict[str, str]:

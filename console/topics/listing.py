@@ -1,10 +1,18 @@
-"""Searching and sorting the topic list, for the page and the API alike."""
+"""Searching, filtering by kind and sorting the topic list, for the page and the API alike.
+
+``SORTS`` read a ``TopicSummary`` (the API's rows); the page's rows (``ListedTopic``) also
+carry the kind and the produce rate, and sort by those too (``PAGE_SORTS``). A group's
+``%RETRY%`` topics are not ordinary topics: the page lists them only when asked
+(``KIND_FILTERS``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from storeadapter.summaries import TopicSummary
+from storeadapter.topic_kinds import DLQ, KIND_LABELS, PLAIN, RETRY, STREAM
 
 #: ``sort`` values: label, sort key, reversed. Numbers and times sort biggest/newest first.
 SORTS: dict[str, tuple[str, Callable[[TopicSummary], tuple], bool]] = {
@@ -19,14 +27,59 @@ SORTS: dict[str, tuple[str, Callable[[TopicSummary], tuple], bool]] = {
     ),
 }
 DEFAULT_SORT = "name"
+#: Kinds in the order the kind sort lists them.
+KIND_ORDER = (PLAIN, STREAM, RETRY, DLQ)
+
+
+@dataclass(frozen=True)
+class ListedTopic:
+    """A row of the topics page: the summary's figures, the kind and the produce rate
+    (messages per second; None before two samples)."""
+
+    summary: TopicSummary
+    kind: str
+    produce_rate: float | None
+
+    def __getattr__(self, name: str):
+        if name == "summary":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.summary, name)
+
+    @property
+    def kind_label(self) -> str:
+        return KIND_LABELS[self.kind]
+
+
+#: The page's sorts: the API's, and kind and produce rate.
+PAGE_SORTS: dict[str, tuple[str, Callable, bool]] = {
+    **SORTS,
+    "kind": ("Kind", lambda t: (KIND_ORDER.index(t.kind), t.name), False),
+    "produce_rate": (
+        "Highest produce rate",
+        lambda t: (t.produce_rate is None, -(t.produce_rate or 0.0), t.name),
+        False,
+    ),
+}
+#: ``kind`` filter values of the page: label, kinds listed. The default leaves out the
+#: groups' retry topics, which only their consumers read.
+KIND_FILTERS: dict[str, tuple[str, frozenset[str]]] = {
+    "": ("Ordinary topics and DLQs", frozenset({PLAIN, STREAM, DLQ})),
+    PLAIN: ("Plain", frozenset({PLAIN})),
+    STREAM: ("Stream", frozenset({STREAM})),
+    DLQ: ("DLQ", frozenset({DLQ})),
+    RETRY: ("Groups' retry topics", frozenset({RETRY})),
+    "all": ("Every kind", frozenset(KIND_ORDER)),
+}
 
 
 def search_and_sort(
-    summaries: list[TopicSummary], query: str = "", sort: str = DEFAULT_SORT
-) -> list[TopicSummary]:
-    """The topics whose name contains ``query`` (any case), in ``sort`` order."""
+    summaries: list, query: str = "", sort: str = DEFAULT_SORT, sorts: dict | None = None
+) -> list:
+    """The topics whose name contains ``query`` (any case), in ``sort`` order (of ``sorts``,
+    by default ``SORTS``)."""
+    table = SORTS if sorts is None else sorts
     if query:
         needle = query.casefold()
         summaries = [t for t in summaries if needle in t.name.casefold()]
-    _, key, reverse_order = SORTS.get(sort, SORTS[DEFAULT_SORT])
+    _, key, reverse_order = table.get(sort, table[DEFAULT_SORT])
     return sorted(summaries, key=key, reverse=reverse_order)

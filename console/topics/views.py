@@ -24,21 +24,32 @@ from console.monitoring import scale
 from console.operations import topics as operations
 from console.topics.forms import (
     AddQueuesForm,
+    AppendEventForm,
     DeleteTopicForm,
     QueueForm,
     TestMessageForm,
     TopicCreateForm,
 )
-from console.topics.listing import DEFAULT_SORT, SORTS, search_and_sort
+from console.topics.listing import (
+    DEFAULT_SORT,
+    KIND_FILTERS,
+    PAGE_SORTS,
+    ListedTopic,
+    search_and_sort,
+)
+from console.topics.rates import topic_produce_rates
 from console.topics.reads import latest_messages
 from storeadapter.engine import (
+    DuplicateCommandError,
     InvalidNameError,
     MessageStore,
     StoreError,
     TopicExistsError,
     TopicInfo,
+    WrongExpectedVersionError,
 )
 from storeadapter.engine import clock as engine_clock
+from storeadapter.stream_listing import find_streams, stream_rows
 from storeadapter.summaries import (
     QueueRowList,
     TopicSummaryList,
@@ -46,13 +57,27 @@ from storeadapter.summaries import (
     topic_group_summaries,
     topic_summaries,
 )
+from storeadapter.topic_kinds import RETRY, kind_of
 
 PAGE_SIZE = 50
 #: Queue rows per page of a topic's page.
 QUEUE_PAGE_SIZE = 100
 LATEST_MESSAGES = 20
-#: Sorts whose keys read only a topic's name and queue count (see console/topics/listing.py).
-METADATA_SORTS = frozenset({"name", "-name", "queues"})
+#: Streams listed per page of a stream topic's page.
+STREAM_PAGE_SIZE = 50
+#: Sorts whose keys read only a topic's name, queue count, kind and sampled produce rate
+#: (see console/topics/listing.py), not its queues.
+METADATA_SORTS = frozenset({"name", "-name", "queues", "kind", "produce_rate"})
+
+
+@dataclass(frozen=True)
+class _TopicMetadata:
+    """What the metadata sorts read of a topic."""
+
+    name: str
+    queues: int
+    kind: str
+    produce_rate: float | None
 
 
 def _detail_url(topic: str, fragment: str = "") -> str:
@@ -83,21 +108,48 @@ def topic_list(request: HttpRequest) -> HttpResponse:
 
     query = request.GET.get("q", "").strip()
     sort = request.GET.get("sort", DEFAULT_SORT)
-    if sort not in SORTS:
+    if sort not in PAGE_SORTS:
         sort = DEFAULT_SORT
-    # Search, and sort by name or queue count, on the topics' metadata (those sort keys
-    # read nothing else); message counts and last writes are read only for the topics
-    # shown, or for those matching when the sort is by one of them.
-    infos = store.topics()
+    kind = request.GET.get("kind", "")
+    if kind not in KIND_FILTERS:
+        kind = ""
+    listed_kinds = KIND_FILTERS[kind][1]
+    # Search, filter by kind, and sort by name, queue count, kind or produce rate on the
+    # topics' metadata and the samples (those sort keys read nothing else); message counts
+    # and last writes are read only for the topics shown, or for those matching when the
+    # sort is by one of them.
+    every_info = store.topics()
+    kinds = {info.name: kind_of(info) for info in every_info}
+    infos = [info for info in every_info if kinds[info.name] in listed_kinds]
+    retry_hidden = sum(1 for k in kinds.values() if k == RETRY) if RETRY not in listed_kinds else 0
     total = len(infos)
+    rates = topic_produce_rates()
     figures = scale.SampledFigures()
     if sort in METADATA_SORTS:
-        names = [info.name for info in search_and_sort(infos, query, sort)]
+        metadata = [
+            _TopicMetadata(info.name, info.queues, kinds[info.name], rates.get(info.name))
+            for info in infos
+        ]
+        names = [t.name for t in search_and_sort(metadata, query, sort, PAGE_SORTS)]
         listing = TopicSummaryList(store, names, figures)
     else:
-        names = [info.name for info in search_and_sort(infos, query)]
-        listing = search_and_sort(topic_summaries(store, names, figures), "", sort)
+        names = [t.name for t in search_and_sort(infos, query)]
+        listing = search_and_sort(
+            [
+                ListedTopic(summary, kinds[summary.name], rates.get(summary.name))
+                for summary in topic_summaries(store, names, figures)
+            ],
+            "",
+            sort,
+            PAGE_SORTS,
+        )
     page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = [
+        row
+        if isinstance(row, ListedTopic)
+        else ListedTopic(row, kinds[row.name], rates.get(row.name))
+        for row in page.object_list
+    ]
     return render(
         request,
         "topics/list.html",
@@ -105,7 +157,11 @@ def topic_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "query": query,
             "sort": sort,
-            "sorts": [(value, label) for value, (label, _, _) in SORTS.items()],
+            "sorts": [(value, label) for value, (label, _, _) in PAGE_SORTS.items()],
+            "kind": kind,
+            "name_sort": "-name" if sort == "name" else "name",
+            "kind_filters": [(value, label) for value, (label, _) in KIND_FILTERS.items()],
+            "retry_hidden": retry_hidden,
             "total": total,
             "form": form,
         },
@@ -119,16 +175,18 @@ def _create_topic(
     if not form.is_valid():
         return None
     name, queues = form.cleaned_data["name"], form.cleaned_data["queues"]
+    kind = form.cleaned_data["kind"]
     try:
-        info = operations.create_topic(request.user, name, queues)
+        info = operations.create_topic(request.user, name, queues, kind)
     except (InvalidNameError, TopicExistsError) as error:
         form.add_error("name", str(error))
         return None
     except StoreError as error:
         form.add_error(None, str(error))
         return None
+    what = "stream topic" if info.streams else "topic"
     messages.success(
-        request, f"Created topic {info.name} with {info.queues} queue{_s(info.queues)}."
+        request, f"Created {what} {info.name} with {info.queues} queue{_s(info.queues)}."
     )
     return redirect(_detail_url(info.name))
 
@@ -207,6 +265,7 @@ def _render_detail(
             }
             latest = latest_messages(store, topic, every_row, LATEST_MESSAGES)
         summaries = topic_group_summaries(store, topic, with_queues=False, figures=figures)
+        streams = _streams_context(request, store, info) if info.streams else {}
     except (StoreError, KeyError):  # deleted meanwhile
         return _not_found(request, topic)
     consumers = [
@@ -228,11 +287,28 @@ def _render_detail(
         "latest": latest,
         "latest_limit": LATEST_MESSAGES,
         "send_form": TestMessageForm(),
+        "append_form": AppendEventForm(),
+        **streams,
         "add_form": AddQueuesForm(),
         "delete_form": DeleteTopicForm(topic=topic),
         **bound_forms,
     }
     return render(request, "topics/detail.html", context)
+
+
+def _streams_context(request: HttpRequest, store: MessageStore, info: TopicInfo) -> dict:
+    """A stream topic's streams, searched by ``?stream_q=`` and paged by ``?streams_page=``;
+    the versions of the page's rows are read now."""
+    query = request.GET.get("stream_q", "").strip()[:200]
+    listing = find_streams(store, info.name, query)
+    page = Paginator(listing.ids, STREAM_PAGE_SIZE).get_page(request.GET.get("streams_page"))
+    return {
+        "streams": stream_rows(store, info.name, list(page.object_list)),
+        "streams_page": page,
+        "stream_query": query,
+        "streams_partial": listing.partial,
+        "streams_scanned": listing.scanned,
+    }
 
 
 def _wanted_queue(request: HttpRequest, info: TopicInfo) -> int | None:
@@ -282,6 +358,13 @@ def _queue_from(request: HttpRequest) -> int | None:
 
 def _send_message(request: HttpRequest, store: MessageStore, info: TopicInfo):
     form = TestMessageForm(request.POST)
+    if info.streams:
+        messages.error(
+            request,
+            f"{info.name} is a stream topic: append an event to a stream instead; nothing "
+            "was sent.",
+        )
+        return redirect(_detail_url(info.name, "append"))
     if not form.is_valid():
         return {"send_form": form}
     data = form.cleaned_data
@@ -303,6 +386,46 @@ def _send_message(request: HttpRequest, store: MessageStore, info: TopicInfo):
         f"at offset {result.queue_offset}.",
     )
     return redirect(_detail_url(info.name, "latest"))
+
+
+def _append_event(request: HttpRequest, store: MessageStore, info: TopicInfo):
+    form = AppendEventForm(request.POST)
+    if not form.is_valid():
+        return {"append_form": form}
+    data = form.cleaned_data
+    try:
+        result = operations.append_typed_event(
+            request.user,
+            info.name,
+            data["stream"],
+            data["body"],
+            expected_version=data["expected_version"],
+            command_id=data["command_id"],
+            event_type=data["event_type"],
+        )
+    except WrongExpectedVersionError as error:
+        form.add_error(
+            "expected_version",
+            f"Stream {data['stream']} is at version {error.current_version}, not "
+            f"{error.expected_version}; nothing was appended.",
+        )
+        return {"append_form": form}
+    except DuplicateCommandError as error:
+        form.add_error(
+            "command_id",
+            f"Command {data['command_id']} already produced version {error.version} of "
+            f"stream {data['stream']}; nothing was appended.",
+        )
+        return {"append_form": form}
+    except StoreError as error:
+        form.add_error(None, str(error))
+        return {"append_form": form}
+    messages.success(
+        request,
+        f"Appended event {result.version} to stream {data['stream']} "
+        f"(message {result.message_id}).",
+    )
+    return redirect(_detail_url(info.name, "streams"))
 
 
 def _set_frozen(frozen: bool) -> Handler:
@@ -375,6 +498,7 @@ def _delete_topic(request: HttpRequest, store: MessageStore, info: TopicInfo):
 #: POST ``action`` → (role needed, handler).
 ACTIONS: dict[str, tuple[str, Handler]] = {
     "send": (OPERATOR, _send_message),
+    "append": (OPERATOR, _append_event),
     "freeze": (OPERATOR, _set_frozen(True)),
     "unfreeze": (OPERATOR, _set_frozen(False)),
     "add_queues": (ADMIN, _add_queues),

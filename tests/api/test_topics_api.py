@@ -119,7 +119,10 @@ def test_create_answers_the_topic_and_writes_an_audit_row(as_admin, store):
     assert response.json()["queues"] == 3
     assert len(response.json()["queue_list"]) == 3
     entry = AuditEntry.objects.get(action="topic.create")
-    assert (entry.username, entry.after) == ("ada", {"name": "payments", "queues": 3})
+    assert (entry.username, entry.after) == (
+        "ada",
+        {"name": "payments", "queues": 3, "kind": "plain"},
+    )
 
 
 def test_creating_an_existing_topic_is_409(as_admin, orders):
@@ -279,3 +282,18 @@ def test_a_body_past_djangos_upload_limit_is_413_in_the_error_shape(as_admin, st
 
     assert response.status_code == 413
     assert error_of(response)["code"] == "payload_too_large"
+
+
+def test_create_with_kind_stream_makes_a_stream_topic(as_admin, store):
+    response = post(as_admin, "/api/v1/topics/", {"name": "ledger", "queues": 2, "kind": "stream"})
+
+    assert response.status_code == 201
+    assert response.json()["kind"] == "stream"
+    assert store.topic("ledger").streams
+
+
+def test_an_unknown_kind_is_400(as_admin, store):
+    response = post(as_admin, "/api/v1/topics/", {"name": "ledger", "queues": 2, "kind": "log"})
+
+    assert response.status_code == 400
+    assert store.topics() == []

@@ -159,33 +159,49 @@ def test_a_recorded_task_missing_from_the_schedule_is_listed(as_viewer, redis_db
     assert "not in the schedule" in page
 
 
-def test_the_page_says_when_no_worker_answers(as_viewer, redis_db):
+@pytest.fixture
+def closed_broker(settings):
+    """A broker address where nothing listens (port 1): any worker question would fail."""
+    from console.celery import app as celery_app
+
+    closed = "redis://127.0.0.1:1/0"
+    settings.REDIS_URL = closed
+    old = celery_app.conf.broker_url
+    celery_app.conf.broker_url = closed
+    yield closed
+    celery_app.conf.broker_url = old
+
+
+def test_the_page_renders_from_what_is_stored_without_asking_the_workers(as_viewer, closed_broker):
     response = as_viewer.get("/tasks/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Asking the workers" in page
+    assert 'hx-get="/tasks/workers/"' in page
+    assert "Redis does not answer" not in page
+
+
+def test_the_worker_answer_says_when_no_worker_answers(as_viewer, redis_db):
+    response = as_viewer.get("/tasks/workers/")
 
     assert response.status_code == 200
     assert "No Celery worker answers" in response.content.decode()
 
 
-def test_the_page_says_a_worker_answers_when_one_runs(as_viewer, worker):
-    page = as_viewer.get("/tasks/").content.decode()
-
-    assert "1 worker answers" in page
+def test_the_worker_answer_says_a_worker_answers_when_one_runs(as_viewer, worker):
+    assert "1 worker answers" in as_viewer.get("/tasks/workers/").content.decode()
 
 
-def test_the_page_renders_when_redis_does_not_answer(as_viewer, settings):
-    from console.celery import app as celery_app
-
-    closed = "redis://127.0.0.1:1/0"  # nothing listens on port 1
-    settings.REDIS_URL = closed
-    old = celery_app.conf.broker_url
-    celery_app.conf.broker_url = closed
-    try:
-        response = as_viewer.get("/tasks/")
-    finally:
-        celery_app.conf.broker_url = old
+def test_the_worker_answer_says_when_redis_does_not_answer(as_viewer, closed_broker):
+    response = as_viewer.get("/tasks/workers/")
 
     assert response.status_code == 200
     assert "Redis does not answer at redis://127.0.0.1:1/0" in response.content.decode()
+
+
+def test_the_worker_answer_is_refused_to_a_user_without_a_role(as_nobody, redis_db):
+    assert as_nobody.get("/tasks/workers/").status_code == 403
 
 
 def test_an_on_demand_job_is_listed_as_such_and_never_stale(as_viewer, redis_db):

@@ -37,3 +37,10 @@ def test_the_health_column_is_in_view_at_1400_px(page: Page, url, log_in, viewer
         box = cell.bounding_box()
         assert box["x"] + box["width"] <= wrap["x"] + wrap["width"] + 1, cell.inner_text()
     assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+
+
+def test_the_worker_answer_replaces_the_loading_line(page: Page, url, log_in, viewer, redis_db):
+    log_in(viewer)
+    page.goto(url("/tasks/"))
+
+    expect(page.locator("#worker-status")).to_contain_text("No Celery worker answers")

@@ -185,7 +185,7 @@ def test_create_writes_an_audit_row(as_admin, store):
     entry = AuditEntry.objects.get(action="topic.create")
     assert entry.username == "ada"
     assert entry.target == "topic orders"
-    assert entry.after == {"name": "orders", "queues": 6}
+    assert entry.after == {"name": "orders", "queues": 6, "kind": "plain"}
 
 
 def test_create_flashes_a_message(as_admin, store):

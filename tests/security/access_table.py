@@ -146,6 +146,7 @@ ACCESS: dict[str, Rule] = {
     "alerts:silence_expire": form_action(post=OPERATOR, kwargs={"silence_id": Ref("silence_id")}),
     "alerts:test_email": form_action(post=ADMIN),
     "background:tasks": page(read=VIEWER),
+    "background:workers": page(read=VIEWER),
     "monitoring:chart": page(read=VIEWER, kwargs={"kind": "dashboard"}),
     # API v1.
     "api-topics": api(read=VIEWER, post=ADMIN),

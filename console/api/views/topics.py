@@ -37,6 +37,7 @@ from storeadapter.engine.admin import MAX_SHARED_QUEUES
 from storeadapter.engine.errors import InvalidNameError
 from storeadapter.engine.names import MAX_NAME_LENGTH, check_new_topic_name
 from storeadapter.summaries import QueueRow, QueueRowList, queue_rows, topic_summaries
+from storeadapter.topic_kinds import CREATABLE_KIND_NAMES, KIND_LABELS, PLAIN, kind_of
 
 #: Queues listed in a topic's detail; ``queues/`` pages through all of them.
 DETAIL_QUEUES = 1024
@@ -66,6 +67,11 @@ class QueueSerializer(serializers.Serializer):
 
 
 class TopicDetailSerializer(TopicSerializer):
+    # Text, not an enum: the schema would give it the same enum name as TopicCreate's kind.
+    kind = serializers.CharField(
+        help_text=f"One of {', '.join(KIND_LABELS)}: plain, stream, or a group's own retry "
+        "or dlq topic.",
+    )
     layout = serializers.ChoiceField(choices=["files", "shared"])
     sampled_queues = serializers.IntegerField(
         allow_null=True, help_text="Queues the sample read (fewer when it rotates)."
@@ -88,6 +94,20 @@ class TopicCreate(StrictSerializer):
         help_text="1 to 127 letters, digits, '.', '_' or '-'; not a group's %RETRY%/%DLQ% topic.",
     )
     queues = serializers.IntegerField(min_value=1, max_value=MAX_SHARED_QUEUES)
+    # Text checked below, not an enum: the schema would name it KindEnum, as the alert
+    # rules' kind, and warn.
+    kind = serializers.CharField(
+        default=PLAIN,
+        help_text=f"One of {', '.join(CREATABLE_KIND_NAMES)}: plain (messages), or stream (the "
+        "events of streams, appended with POST /api/v1/streams/<topic>/<stream id>/events/).",
+    )
+
+    def validate_kind(self, value: str) -> str:
+        if value not in CREATABLE_KIND_NAMES:
+            raise serializers.ValidationError(
+                f"A topic's kind is one of {', '.join(CREATABLE_KIND_NAMES)}, not {value!r}."
+            )
+        return value
 
     def validate_name(self, value: str) -> str:
         try:
@@ -112,6 +132,7 @@ def _topic_data(topic: str) -> dict:
     sampled = figures.topic(topic) if figures.is_big(info) else None
     return {
         **asdict(summary),
+        "kind": kind_of(info),
         "layout": info.layout,
         "sampled_queues": sampled.sampled_queues if sampled else None,
         "queue_list": [asdict(row) for row in queue_rows(store, topic, 0, DETAIL_QUEUES)],
@@ -150,7 +171,7 @@ class TopicList(APIView):
     )
     def post(self, request: Request) -> Response:
         data = validated(TopicCreate, request.data)
-        info = operations.create_topic(request.user, data["name"], data["queues"])
+        info = operations.create_topic(request.user, data["name"], data["queues"], data["kind"])
         return Response(_topic_data(info.name), status=status.HTTP_201_CREATED)
 
 
