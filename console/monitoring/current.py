@@ -47,7 +47,7 @@ def rate_window_ms() -> int:
     return 1000 * max(1, int(getattr(settings, "TIDEMARK_RATE_WINDOW_S", DEFAULT_RATE_WINDOW_S)))
 
 
-def _latest_two() -> tuple[StoreSample | None, StoreSample | None]:
+def latest_two() -> tuple[StoreSample | None, StoreSample | None]:
     """The latest sample and the one the rates are measured from: the oldest within the
     rate window before it, else the one just before it."""
     latest = StoreSample.objects.order_by("-ts_ms").first()
@@ -285,7 +285,7 @@ def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[Group
 
 def group_metrics() -> list[GroupMetrics]:
     """Every group sampled in the latest sample, worst first (status, then lag)."""
-    latest, previous = _latest_two()
+    latest, previous = latest_two()
     if latest is None:
         return []
     with _lock:
@@ -299,7 +299,7 @@ def group_metrics() -> list[GroupMetrics]:
 
 def group_metrics_for(group: str) -> GroupMetrics | None:
     """One group's metrics from the latest sample; None when that sample does not have it."""
-    latest, previous = _latest_two()
+    latest, previous = latest_two()
     if latest is None:
         return None
     with _lock:
@@ -370,7 +370,7 @@ def _fill_window_starts(
 
 def store_metrics() -> StoreMetrics | None:
     """The store as of the latest sample; None before the first sample."""
-    latest, previous = _latest_two()
+    latest, previous = latest_two()
     if latest is None:
         return None
     produce = consume = 0.0

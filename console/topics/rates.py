@@ -14,7 +14,7 @@ from console.monitoring.models import TopicSample
 
 def topic_produce_rates() -> dict[str, float]:
     """Topic name → messages appended per second over the rate window."""
-    latest, start = current._latest_two()
+    latest, start = current.latest_two()
     if latest is None or start is None:
         return {}
     fields = ("topic", "appended", "ts_ms")
