@@ -52,6 +52,8 @@ from console.api.serializers import (
 from console.core.store import get_store
 from console.messages import search
 from console.messages.records import message_record
+from console.messages.time_queues import TimeSearchTooWide, time_queues
+from console.messages.time_queues import widest as time_queues_widest
 from storeadapter.engine import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -447,6 +449,15 @@ class MessageSearchQuery(QuerySerializer):
     )
     since = TimeParameter(required=False, help_text="Stored at or after this time.")
     until = TimeParameter(required=False, help_text="Stored at or before this time.")
+    first_queue = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="With since/until: the first queue searched (included); a topic of more "
+        "queues than one search by time reads needs first_queue and last_queue.",
+    )
+    last_queue = serializers.IntegerField(
+        required=False, min_value=0, help_text="With since/until: the last queue (included)."
+    )
 
     def validate(self, data: dict) -> dict:
         if not data.get("topic"):
@@ -471,6 +482,11 @@ class MessageSearchQuery(QuerySerializer):
             raise serializers.ValidationError(
                 "Say what to search for: key, queue (with from_offset and to_offset), "
                 "or since and until."
+            )
+        if not by_time and any(name in data for name in ("first_queue", "last_queue")):
+            raise serializers.ValidationError(
+                "first_queue and last_queue bound a search by time: give since or until, "
+                "or leave them out."
             )
         if by_range and "queue" not in data:
             raise serializers.ValidationError(
@@ -535,7 +551,17 @@ def _search(store: Any, query: dict, number: int, size: int) -> tuple[list, int 
         )
         return found.messages, found.total, found.has_next
     if mode == MODE_TIME:
-        found = search.time_page(store, topic, query.get("since"), query.get("until"), number, size)
+        try:
+            queues = time_queues(
+                topic, store.topic(topic).queues, query.get("first_queue"), query.get("last_queue")
+            )
+        except TimeSearchTooWide as error:
+            raise ApiError(
+                400, "search_too_wide", str(error), {"max_queues": time_queues_widest()}
+            ) from None
+        found = search.time_page(
+            store, topic, query.get("since"), query.get("until"), number, size, queues
+        )
         return found.messages, found.total, found.has_next
     queue = query["queue"]
     span = search.range_span(store, topic, queue, query.get("from_offset"), query.get("to_offset"))
