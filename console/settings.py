@@ -249,6 +249,10 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"user": env_str("TIDEMARK_API_RATE", "20000/min")},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+#: Long polls (pulls with wait > 0) waiting at once, per process and per token: each holds a
+#: server thread, so keep TIDEMARK_LONG_POLLS below the threads of a process (default 8).
+TIDEMARK_LONG_POLLS = env_int("TIDEMARK_LONG_POLLS", 4)
+TIDEMARK_LONG_POLLS_PER_TOKEN = env_int("TIDEMARK_LONG_POLLS_PER_TOKEN", 2)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tidemark API",
     "DESCRIPTION": "Topics, queues, messages, consumer groups and storage of a Tidemark store.",

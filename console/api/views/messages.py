@@ -39,6 +39,7 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
+from console.api.long_polls import long_poll_slot
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
 from console.api.serializers import (
@@ -311,13 +312,25 @@ class PullResponse(serializers.Serializer):
     max_offset = serializers.IntegerField(help_text="The queue's end offset.")
 
 
+def _poll_holder(request: Request) -> str:
+    """Whose long polls a pull counts among: its token's, or its user's (a session)."""
+    token = getattr(request.auth, "pk", None)
+    return f"token:{token}" if token is not None else f"user:{request.user.pk}"
+
+
 class QueueMessages(APIView):
     """GET pulls messages from one queue, waiting up to ``wait`` seconds for some.
 
     Pulling never commits: POST the offset to ``commit/`` when they are processed.
     """
 
-    @extend_schema(parameters=[PullQuery], responses={200: PullResponse})
+    @extend_schema(
+        parameters=[PullQuery],
+        responses={
+            200: PullResponse,
+            **refusals((429, "Too many long polls waiting (for this token or the server).")),
+        },
+    )
     def get(self, request: Request, topic: str, queue: int) -> Response:
         query = validated(PullQuery, request.query_params)
         store = get_store()
@@ -335,9 +348,13 @@ class QueueMessages(APIView):
                 f"(its end offset is {high}).",
                 {"min_offset": low, "max_offset": high},
             )
-        messages = store.pull(
-            group, topic, queue, query["max"], timeout_s=query["wait"], offset=start
-        )
+        if query["wait"] > 0:
+            with long_poll_slot(_poll_holder(request), query["wait"]):
+                messages = store.pull(
+                    group, topic, queue, query["max"], timeout_s=query["wait"], offset=start
+                )
+        else:
+            messages = store.pull(group, topic, queue, query["max"], offset=start)
         low, high = store.queue_range(topic, queue)
         next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
         return Response(
