@@ -107,8 +107,11 @@ def test_one_tokens_long_polls_leave_threads_for_health_checks(server):
 def test_the_process_cap_refuses_a_poll_from_another_token(settings):
     settings.TIDEMARK_LONG_POLLS = 2
     settings.TIDEMARK_LONG_POLLS_PER_TOKEN = 1
-    with long_poll_slot("token:1", 5), long_poll_slot("token:2", 5):
-        with pytest.raises(TooManyLongPolls, match="The server has 2 long polls waiting"):
-            with long_poll_slot("token:3", 5):
-                pass
+    with (
+        long_poll_slot("token:1", 5),
+        long_poll_slot("token:2", 5),
+        pytest.raises(TooManyLongPolls, match="The server has 2 long polls waiting"),
+        long_poll_slot("token:3", 5),
+    ):
+        pass
     assert waiting() == 0
