@@ -110,6 +110,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "console.core.middleware.FreezeStartupObjectsMiddleware",
     "console.api.middleware.NoStoreMiddleware",
+    "console.api.middleware.JsonServerErrorMiddleware",
     # Last, as django-axes asks: it answers a locked-out login.
     "axes.middleware.AxesMiddleware",
 ]

@@ -12,7 +12,7 @@ import ipaddress
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Warning
+from django.core.checks import Warning
 
 #: Loopback addresses: where a same-host proxy's requests come from.
 _LOOPBACK = (ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1"))
