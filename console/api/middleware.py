@@ -44,7 +44,10 @@ class JsonServerErrorMiddleware:
         if not request.path_info.startswith(API_PREFIX):
             return None
         logger.error(
-            "Internal Server Error: %s", request.path, exc_info=exception, extra={"status_code": 500}
+            "Internal Server Error: %s",
+            request.path,
+            exc_info=exception,
+            extra={"status_code": 500},
         )
         return JsonResponse(
             error_body(
