@@ -111,6 +111,7 @@ MIDDLEWARE = [
     "console.core.middleware.FreezeStartupObjectsMiddleware",
     "console.api.middleware.NoStoreMiddleware",
     "console.api.middleware.JsonServerErrorMiddleware",
+    "console.messages.no_store.MessageDataNoStoreMiddleware",
     # Last, as django-axes asks: it answers a locked-out login.
     "axes.middleware.AxesMiddleware",
 ]

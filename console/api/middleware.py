@@ -10,8 +10,6 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import add_never_cache_headers
 
-from console.api.errors import error_body
-
 API_PREFIX = "/api/"
 
 logger = logging.getLogger("console.api")
@@ -43,6 +41,10 @@ class JsonServerErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not request.path_info.startswith(API_PREFIX):
             return None
+        # Imported here: console.api.errors loads DRF's settings, which load this module's
+        # neighbours (the parsers) while the middleware list is still being read.
+        from console.api.errors import error_body
+
         logger.error(
             "Internal Server Error: %s",
             request.path,

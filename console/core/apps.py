@@ -14,3 +14,4 @@ class CoreConfig(AppConfig):
         from console.core import checks as tidemark_checks
 
         checks.register(tidemark_checks.metrics_exposure, checks.Tags.security)
+        checks.register(tidemark_checks.secret_key_placeholder, checks.Tags.security)
