@@ -528,26 +528,21 @@ class MessagePageSerializer(serializers.Serializer):
 
 
 PAGING = [
-    OpenApiParameter("page", int, description="A page number, from 1."),
-    OpenApiParameter("page_size", int, description="Messages per page (default 50, at most 500)."),
+    OpenApiParameter(
+        "page", {"type": "integer", "minimum": 1}, description="A page number, from 1."
+    ),
+    OpenApiParameter(
+        "page_size",
+        {"type": "integer", "minimum": 1, "maximum": 500},
+        description="Messages per page (default 50, at most 500).",
+    ),
 ]
 
 
 def _paging(request: Request) -> tuple[int, int]:
-    """(page number, page size) from the query string; the size as every list takes it."""
-    raw = request.query_params.get("page", "1")
-    try:
-        number = int(raw)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ApiError(
-            400,
-            "invalid",
-            f"page: a page number is a whole number from 1, not {raw[:40]!r}.",
-            {"fields": {"page": [{"message": "Not a page number.", "code": "invalid"}]}},
-        )
-    return number, Pagination().get_page_size(request)
+    """(page number, page size) from the query string, as every list takes them."""
+    pagination = Pagination()
+    return pagination.page_number(request), pagination.get_page_size(request)
 
 
 def _search(store: Any, query: dict, number: int, size: int) -> tuple[list, int | None, bool]:
