@@ -25,7 +25,13 @@ ERROR_STATUSES = {
     "503": "The store failed or is closed; nothing was changed.",
 }
 #: Paths whose operations read or change the store (503 when it failed or is closed).
-STORE_PATHS = ("/api/v1/topics/", "/api/v1/messages/", "/api/v1/groups/", "/api/v1/storage/")
+STORE_PATHS = (
+    "/api/v1/topics/",
+    "/api/v1/messages/",
+    "/api/v1/groups/",
+    "/api/v1/storage/",
+    "/api/v1/streams/",
+)
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -56,11 +62,40 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}}
     for path, operations in result.get("paths", {}).items():
         for operation in operations.values():
+            add_paging_parameters(operation)
             responses = operation.setdefault("responses", {})
             for status in error_statuses(path, operation):
                 description = ERROR_STATUSES[status]
                 responses.setdefault(status, {"description": description, "content": error})
     return result
+
+
+#: The query parameters of every paged list (console.api.pagination.Pagination's rule).
+PAGING_PARAMETERS = (
+    {
+        "in": "query",
+        "name": "page",
+        "schema": {"type": "integer", "minimum": 1},
+        "description": "A page number, from 1 (a page past the last is a 404).",
+    },
+    {
+        "in": "query",
+        "name": "page_size",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 500},
+        "description": "Items per page (default 50; more than 500 is 500).",
+    },
+)
+
+
+def add_paging_parameters(operation: dict[str, Any]) -> None:
+    """A paged list (its 200 is a Paginated...List) documents page and page_size."""
+    answer = operation.get("responses", {}).get("200", {})
+    ref = answer.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref", "")
+    if not ref.rsplit("/", 1)[-1].startswith("Paginated"):
+        return
+    parameters = operation.setdefault("parameters", [])
+    named = {p.get("name") for p in parameters if p.get("in") == "query"}
+    parameters.extend(dict(p) for p in PAGING_PARAMETERS if p["name"] not in named)
 
 
 def error_statuses(path: str, operation: dict[str, Any]) -> list[str]:

@@ -71,7 +71,13 @@ MAX_PULL = 1000
 DEFAULT_PULL = 32
 #: Times as milliseconds since the epoch: 1970-01-01 to the end of the year 9999.
 MAX_TIME_MS = 253_402_300_799_999
+TIME_BOUNDS = (
+    ": milliseconds since the epoch or ISO 8601, from 1970-01-01T00:00:00Z (0) "
+    "to 9999-12-31T23:59:59.999Z (253402300799999)"
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: A message id, as the schema states it (the engine checks it: storeadapter message_id).
+MESSAGE_ID_PATTERN = "^[0-9A-Fa-f]{24}$"
 
 #: Besides the error statuses every operation documents (console.api.schema), a produce
 #: may meet a failed store or a full disk.
@@ -106,8 +112,10 @@ class TextField(serializers.CharField):
 @extend_schema_field(
     {
         "type": "string",
+        "maxLength": 64,
         "description": "Milliseconds since the epoch, or an ISO 8601 time "
-        "(UTC when it names no offset), e.g. 2024-05-01T12:00:00Z.",
+        "(UTC when it names no offset), e.g. 2024-05-01T12:00:00Z; from "
+        "1970-01-01T00:00:00Z (0) to 9999-12-31T23:59:59.999Z (253402300799999).",
     }
 )
 class TimeParameter(serializers.CharField):
@@ -438,7 +446,15 @@ class QueueCommit(APIView):
 
 class MessageDetail(APIView):
     @extend_schema(
-        responses={200: StoredMessageSerializer, **refusals((400, "That is not a message id."))}
+        parameters=[
+            OpenApiParameter(
+                "message_id",
+                {"type": "string", "pattern": MESSAGE_ID_PATTERN},
+                OpenApiParameter.PATH,
+                description="24 hex digits, as a produce answers.",
+            )
+        ],
+        responses={200: StoredMessageSerializer, **refusals((400, "That is not a message id."))},
     )
     def get(self, request: Request, message_id: str) -> Response:
         try:
@@ -464,8 +480,8 @@ class MessageSearchQuery(QuerySerializer):
     to_offset = serializers.IntegerField(
         required=False, min_value=0, help_text="With queue: the last offset (not included)."
     )
-    since = TimeParameter(required=False, help_text="Stored at or after this time.")
-    until = TimeParameter(required=False, help_text="Stored at or before this time.")
+    since = TimeParameter(required=False, help_text=f"Stored at or after this time{TIME_BOUNDS}.")
+    until = TimeParameter(required=False, help_text=f"Stored at or before this time{TIME_BOUNDS}.")
     first_queue = serializers.IntegerField(
         required=False,
         min_value=0,
