@@ -59,10 +59,8 @@ class Pagination(PageNumberPagination):
         return super().paginate_queryset(queryset, request, view)
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        bounds = {
-            self.page_query_param: {"minimum": 1},
-            self.page_size_query_param: {"minimum": 1, "maximum": self.max_page_size},
-        }
+        # No maximum: a larger page size is not refused but taken as max_page_size.
+        bounds = {self.page_query_param: {"minimum": 1}, self.page_size_query_param: {"minimum": 1}}
         parameters = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             parameter["schema"].update(bounds.get(parameter["name"], {}))

@@ -81,8 +81,8 @@ PAGING_PARAMETERS = (
     {
         "in": "query",
         "name": "page_size",
-        "schema": {"type": "integer", "minimum": 1, "maximum": 500},
-        "description": "Items per page (default 50; more than 500 is 500).",
+        "schema": {"type": "integer", "minimum": 1},
+        "description": "Items per page, from 1 (default 50; more than 500 is 500).",
     },
 )
 

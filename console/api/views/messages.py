@@ -549,8 +549,8 @@ PAGING = [
     ),
     OpenApiParameter(
         "page_size",
-        {"type": "integer", "minimum": 1, "maximum": 500},
-        description="Messages per page (default 50, at most 500).",
+        {"type": "integer", "minimum": 1},
+        description="Messages per page, from 1 (default 50; more than 500 is 500).",
     ),
 ]
 
