@@ -3,7 +3,7 @@
 Which statuses an operation lists follows from what it takes (console.api.errors maps
 every refusal to one): any operation 401 (no credentials), 403 (role), 429 (rate); one
 taking a body or parameters 400 (a path's name the engine refuses, too); one taking a
-body 413 and 415; one with a path parameter 404; one reading the store 503 (failed or
+body 413 and 415; one with a path parameter or a page 404; one reading the store 503 (failed or
 closed). What an operation can meet beyond these (a 409 conflict, a 404 for a name in its
 body, 507 for a full disk, 502 for a mail server) its view declares with
 ``extend_schema(responses=refusals(...))`` (console.api.serializers).
@@ -107,8 +107,10 @@ def error_statuses(path: str, operation: dict[str, Any]) -> list[str]:
         statuses.append("400")
     if takes_body:
         statuses += ["413", "415"]
-    if any(p.get("in") == "path" for p in parameters):
-        statuses.append("404")
+    if any(p.get("in") == "path" for p in parameters) or any(
+        p.get("in") == "query" and p.get("name") == "page" for p in parameters
+    ):
+        statuses.append("404")  # no such object, or a page past the last
     if path.startswith(STORE_PATHS):
         statuses.append("503")
     return sorted(statuses)
