@@ -13,9 +13,9 @@ from console.api.errors import ApiError
 
 
 def _whole_number(request: Request, name: str, default: int, sentence: str) -> int:
-    raw = request.query_params.get(name, "")
-    if raw == "":
+    if name not in request.query_params:
         return default
+    raw = request.query_params[name]
     try:
         value = int(raw)
     except ValueError:
