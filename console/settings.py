@@ -110,6 +110,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "console.core.middleware.FreezeStartupObjectsMiddleware",
     "console.api.middleware.NoStoreMiddleware",
+    "console.api.middleware.JsonServerErrorMiddleware",
+    "console.messages.no_store.MessageDataNoStoreMiddleware",
     # Last, as django-axes asks: it answers a locked-out login.
     "axes.middleware.AxesMiddleware",
 ]
@@ -241,7 +243,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["console.api.permissions.RolePermission"],
     "DEFAULT_PARSER_CLASSES": ["console.api.parsers.BoundedJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["console.api.renderers.SafeJSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.Pagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
@@ -249,6 +251,10 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"user": env_str("TIDEMARK_API_RATE", "20000/min")},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+#: Long polls (pulls with wait > 0) waiting at once, per process and per token: each holds a
+#: server thread, so keep TIDEMARK_LONG_POLLS below the threads of a process (default 8).
+TIDEMARK_LONG_POLLS = env_int("TIDEMARK_LONG_POLLS", 4)
+TIDEMARK_LONG_POLLS_PER_TOKEN = env_int("TIDEMARK_LONG_POLLS_PER_TOKEN", 2)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tidemark API",
     "DESCRIPTION": "Topics, queues, messages, consumer groups and storage of a Tidemark store.",

@@ -3,7 +3,7 @@
 Which statuses an operation lists follows from what it takes (console.api.errors maps
 every refusal to one): any operation 401 (no credentials), 403 (role), 429 (rate); one
 taking a body or parameters 400 (a path's name the engine refuses, too); one taking a
-body 413 and 415; one with a path parameter 404; one reading the store 503 (failed or
+body 413 and 415; one with a path parameter or a page 404; one reading the store 503 (failed or
 closed). What an operation can meet beyond these (a 409 conflict, a 404 for a name in its
 body, 507 for a full disk, 502 for a mail server) its view declares with
 ``extend_schema(responses=refusals(...))`` (console.api.serializers).
@@ -25,7 +25,13 @@ ERROR_STATUSES = {
     "503": "The store failed or is closed; nothing was changed.",
 }
 #: Paths whose operations read or change the store (503 when it failed or is closed).
-STORE_PATHS = ("/api/v1/topics/", "/api/v1/messages/", "/api/v1/groups/", "/api/v1/storage/")
+STORE_PATHS = (
+    "/api/v1/topics/",
+    "/api/v1/messages/",
+    "/api/v1/groups/",
+    "/api/v1/storage/",
+    "/api/v1/streams/",
+)
 
 ERROR_SCHEMA = {
     "type": "object",
@@ -56,11 +62,40 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ApiError"}}}
     for path, operations in result.get("paths", {}).items():
         for operation in operations.values():
+            add_paging_parameters(operation)
             responses = operation.setdefault("responses", {})
             for status in error_statuses(path, operation):
                 description = ERROR_STATUSES[status]
                 responses.setdefault(status, {"description": description, "content": error})
     return result
+
+
+#: The query parameters of every paged list (console.api.pagination.Pagination's rule).
+PAGING_PARAMETERS = (
+    {
+        "in": "query",
+        "name": "page",
+        "schema": {"type": "integer", "minimum": 1},
+        "description": "A page number, from 1 (a page past the last is a 404).",
+    },
+    {
+        "in": "query",
+        "name": "page_size",
+        "schema": {"type": "integer", "minimum": 1},
+        "description": "Items per page, from 1 (default 50; more than 500 is 500).",
+    },
+)
+
+
+def add_paging_parameters(operation: dict[str, Any]) -> None:
+    """A paged list (its 200 is a Paginated...List) documents page and page_size."""
+    answer = operation.get("responses", {}).get("200", {})
+    ref = answer.get("content", {}).get("application/json", {}).get("schema", {}).get("$ref", "")
+    if not ref.rsplit("/", 1)[-1].startswith("Paginated"):
+        return
+    parameters = operation.setdefault("parameters", [])
+    named = {p.get("name") for p in parameters if p.get("in") == "query"}
+    parameters.extend(dict(p) for p in PAGING_PARAMETERS if p["name"] not in named)
 
 
 def error_statuses(path: str, operation: dict[str, Any]) -> list[str]:
@@ -72,8 +107,10 @@ def error_statuses(path: str, operation: dict[str, Any]) -> list[str]:
         statuses.append("400")
     if takes_body:
         statuses += ["413", "415"]
-    if any(p.get("in") == "path" for p in parameters):
-        statuses.append("404")
+    if any(p.get("in") == "path" for p in parameters) or any(
+        p.get("in") == "query" and p.get("name") == "page" for p in parameters
+    ):
+        statuses.append("404")  # no such object, or a page past the last
     if path.startswith(STORE_PATHS):
         statuses.append("503")
     return sorted(statuses)

@@ -18,6 +18,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
+from console.messages.time_queues import TimeSearchTooWide, time_queues
 from storeadapter.engine import MessageStore, StoreError
 from storeadapter.engine.message_id import parse_message_id
 
@@ -35,7 +36,7 @@ MODE_FIELDS: dict[str, tuple[str, ...]] = {
     MODE_ID: ("id",),
     MODE_KEY: ("topic", "key", "since", "until"),
     MODE_RANGE: ("topic", "queue", "from", "to"),
-    MODE_TIME: ("topic", "at"),
+    MODE_TIME: ("topic", "at", "first_queue", "last_queue"),
 }
 #: The fields each mode needs.
 MODE_REQUIRED: dict[str, tuple[str, ...]] = {
@@ -109,6 +110,15 @@ class MessageSearchForm(forms.Form):
         required=False,
         help_text="Shows the first 20 messages of each queue from this time, oldest first.",
     )
+    first_queue = forms.IntegerField(
+        label="First queue",
+        required=False,
+        min_value=0,
+        help_text="Optional (needed on a topic of many queues); included.",
+    )
+    last_queue = forms.IntegerField(
+        label="Last queue", required=False, min_value=0, help_text="Optional; included."
+    )
 
     def __init__(self, *args: Any, store: MessageStore, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -153,7 +163,21 @@ class MessageSearchForm(forms.Form):
                 self.add_error("until", "This time is before the “from” time.")
         if mode == MODE_RANGE:
             self._check_range(cleaned)
+        if mode == MODE_TIME and cleaned.get("topic") and "topic" not in self.errors:
+            self._check_time_queues(cleaned)
         return cleaned
+
+    def _check_time_queues(self, cleaned: dict[str, Any]) -> None:
+        topic = cleaned["topic"]
+        try:
+            cleaned["queues"] = time_queues(
+                topic,
+                self.store.topic(topic).queues,
+                cleaned.get("first_queue"),
+                cleaned.get("last_queue"),
+            )
+        except TimeSearchTooWide as error:
+            self.add_error("first_queue", str(error))
 
     def _check_topic(self, topic: str) -> None:
         try:

@@ -34,6 +34,8 @@ KEY_MAX = 10_000
 #: Messages read from each queue by a search by time, and the most shown in all.
 TIME_PER_QUEUE = 20
 TIME_SHOWN = 500
+#: Queues a page of the per-queue table of a search by time lists.
+QUEUE_TABLE_PAGE = 100
 #: Messages one export holds at most, and how many are read at a time.
 EXPORT_MAX = 10_000
 EXPORT_CHUNK = 500
@@ -103,6 +105,8 @@ class Results:
     export_url: str = ""
     export_label: str = ""
     queue_starts: list[QueueStart] = field(default_factory=list)
+    #: The page of the per-queue table shown (search by time).
+    queue_table: Page | None = None
 
 
 def page_number(value: Any) -> int:
@@ -258,6 +262,11 @@ def _queue_since(
         chunk = min(chunk * 2, EXPORT_CHUNK)
 
 
+def _merged(streams: list[Iterator[StoredMessage]], wanted: int) -> list[StoredMessage]:
+    """The first `wanted` messages of per-queue streams, merged oldest first."""
+    return list(itertools.islice(heapq.merge(*streams, key=_oldest_first), wanted))
+
+
 def time_page(
     store: MessageStore,
     topic: str,
@@ -265,23 +274,20 @@ def time_page(
     until_ms: int | None,
     number: int,
     size: int,
+    queues: range,
 ) -> Found:
-    """Page `number` (of `size`) of the messages of every queue of `topic` stored from
+    """Page `number` (of `size`) of the messages of `queues` of `topic` stored from
     `since_ms` to `until_ms` (both included, either may be None), merged oldest first.
 
     Each queue is read lazily from its first offset at `since_ms`, so no queue gives
     more than the end of that page (one more, to know whether there is a next), and the
-    search reaches TIME_MAX messages at most.
+    search reaches TIME_MAX messages at most. `queues` comes from
+    `console.messages.time_queues.time_queues`, which bounds how many there are.
     """
-    queues = store.topic(topic).queues
     wanted = min(number * size + 1, TIME_MAX)
-    chunk = max(1, min(EXPORT_CHUNK, -(-wanted // max(1, queues))))
-    streams = [
-        _queue_since(store, topic, queue, since_ms or 0, until_ms, chunk) for queue in range(queues)
-    ]
-    merged = heapq.merge(*streams, key=_oldest_first)
-    found = list(itertools.islice(merged, wanted))
-    return _page_of(found, number, size, wanted, TIME_MAX)
+    chunk = max(1, min(EXPORT_CHUNK, -(-wanted // max(1, len(queues)))))
+    streams = [_queue_since(store, topic, q, since_ms or 0, until_ms, chunk) for q in queues]
+    return _page_of(_merged(streams, wanted), number, size, wanted, TIME_MAX)
 
 
 def export_span(
@@ -367,28 +373,45 @@ def by_range(
     return results
 
 
-def by_time(store: MessageStore, topic: str, at_ms: int) -> Results:
-    """The first TIME_PER_QUEUE messages of each queue stored at or after `at_ms`, merged."""
-    info = store.topic(topic)
-    messages: list[StoredMessage] = []
+def by_time(
+    store: MessageStore, topic: str, at_ms: int, queues: range, table_page: int = 1
+) -> Results:
+    """The first TIME_PER_QUEUE messages of each of `queues` stored at or after `at_ms`,
+    merged oldest first, TIME_SHOWN at most; and page `table_page` of where the search
+    starts in each queue (QUEUE_TABLE_PAGE queues a page).
+
+    Queues are read lazily, a few messages at a time: the work is bounded by the number of
+    queues (see `console.messages.time_queues`) and TIME_SHOWN, not by what they hold.
+    """
+    chunk = max(1, min(TIME_PER_QUEUE, -(-(TIME_SHOWN + 1) // max(1, len(queues)))))
+    streams = [
+        itertools.islice(_queue_since(store, topic, q, at_ms, None, chunk), TIME_PER_QUEUE)
+        for q in queues
+    ]
+    messages = _merged(streams, TIME_SHOWN + 1)
+    table = Paginator(queues, QUEUE_TABLE_PAGE).get_page(table_page)
     starts = []
-    for queue in range(info.queues):
+    for queue in table.object_list:
         offset = store.offset_for_time(topic, queue, at_ms)
-        read = store.read_result(topic, queue, offset, TIME_PER_QUEUE)
-        messages.extend(read.messages)
-        starts.append(QueueStart(queue, offset, read.max_offset, range_url(topic, queue, offset)))
-    messages.sort(key=_oldest_first)
-    results = Results(MODE_TIME, queue_starts=starts)
+        end = store.queue_range(topic, queue)[1]
+        starts.append(QueueStart(queue, offset, end, range_url(topic, queue, offset)))
+    results = Results(MODE_TIME, queue_starts=starts, queue_table=table)
+    queue_count = store.topic(topic).queues
     results.rows = [row(m) for m in messages[:TIME_SHOWN]]
     when = bodies.readable_time(at_ms)
     if messages:
+        which = (
+            f"each of the {len(queues):,} queues"
+            if queues.start == 0 and len(queues) == queue_count
+            else f"each of queues {queues.start:,} to {queues.stop - 1:,}"
+        )
         results.summary = (
-            f"Up to {TIME_PER_QUEUE} messages from each of the {info.queues} queues of "
+            f"Up to {TIME_PER_QUEUE} messages from {which} of "
             f"topic {topic}, stored at or after {when} UTC, oldest first."
         )
     if len(messages) > TIME_SHOWN:
         results.notes.append(
-            f"Showing the first {TIME_SHOWN} of {len(messages):,} messages found; "
+            f"Showing the first {TIME_SHOWN} messages found; "
             "browse a queue from its starting offset (below) to see more."
         )
     return results

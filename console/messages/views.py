@@ -55,7 +55,9 @@ def _error_field(mode: str, error: StoreError) -> str | None:
     return None
 
 
-def _run(store: MessageStore, form: MessageSearchForm, page: int) -> search.Results:
+def _run(
+    store: MessageStore, form: MessageSearchForm, page: int, table_page: int
+) -> search.Results:
     data = form.cleaned_data
     mode = data["mode"]
     if mode == MODE_ID:
@@ -66,7 +68,7 @@ def _run(store: MessageStore, form: MessageSearchForm, page: int) -> search.Resu
         return search.by_range(
             store, data["topic"], data["queue"], data.get("from"), data.get("to"), page
         )
-    return search.by_time(store, data["topic"], to_ms(data["at"]))
+    return search.by_time(store, data["topic"], to_ms(data["at"]), data["queues"], table_page)
 
 
 def _search_page(
@@ -112,7 +114,12 @@ def message_search(request: HttpRequest) -> HttpResponse:
     results = None
     if submitted and form.is_valid():
         try:
-            results = _run(store, form, search.page_number(request.GET.get("page")))
+            results = _run(
+                store,
+                form,
+                search.page_number(request.GET.get("page")),
+                search.page_number(request.GET.get("queue_page")),
+            )
         except StoreError as error:
             form.add_error(_error_field(form.cleaned_data["mode"], error), str(error))
     return _search_page(request, store, form, results)

@@ -1,9 +1,10 @@
 """/metrics for Prometheus: no login, but a bearer token or an allowed client address.
 
-``Authorization: Bearer <TIDEMARK_METRICS_TOKEN>`` is accepted when that setting is set;
-a request from an address in ``TIDEMARK_METRICS_ALLOW`` (addresses or networks; by
-default the loopback addresses) needs no token. Anything else is a 403 (401 when the
-token is set but not sent), saying which.
+When ``TIDEMARK_METRICS_TOKEN`` is set, every request must send it
+(``Authorization: Bearer <token>``), whatever its address: behind a same-host proxy every
+client's address is the proxy's. Without a token, a request from an address in
+``TIDEMARK_METRICS_ALLOW`` (addresses or networks; by default the loopback addresses) may
+read it. Anything else is a 403 (401 when the token is set but not sent), saying which.
 """
 
 from __future__ import annotations
@@ -41,17 +42,17 @@ def token_sent(request: HttpRequest) -> str | None:
 def refusal(request: HttpRequest) -> HttpResponse | None:
     """None when the request may read /metrics, else the answer that says why not."""
     expected = settings.TIDEMARK_METRICS_TOKEN
-    sent = token_sent(request)
-    if expected and sent is not None:
+    if expected:
+        sent = token_sent(request)
+        if sent is None:
+            response = _plain(401, "Send Authorization: Bearer <TIDEMARK_METRICS_TOKEN>.")
+            response["WWW-Authenticate"] = 'Bearer realm="tidemark metrics"'
+            return response
         if hmac.compare_digest(sent.encode(), expected.encode()):
             return None
         return _plain(403, "That metrics token is not valid.")
     if address_allowed(request.META.get("REMOTE_ADDR", ""), settings.TIDEMARK_METRICS_ALLOW):
         return None
-    if expected:
-        response = _plain(401, "Send Authorization: Bearer <TIDEMARK_METRICS_TOKEN>.")
-        response["WWW-Authenticate"] = 'Bearer realm="tidemark metrics"'
-        return response
     return _plain(403, "This address may not read /metrics (see TIDEMARK_METRICS_ALLOW).")
 
 

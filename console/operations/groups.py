@@ -25,6 +25,8 @@ from storeadapter.engine import (
     AppendResult,
     OffsetChange,
     StoreError,
+    TopicNotFoundError,
+    dlq_topic,
     redrive_dlq,
 )
 from storeadapter.offset_reset import ResetPlan, apply_reset, reset_reason
@@ -214,15 +216,21 @@ def redrive_sentence(outcome: Redriven) -> str:
 
 
 def delete_group(user: Any, group: str) -> None:
-    """Forget a group's offsets and history."""
+    """Forget a group's offsets and history, and delete its DLQ topic (its dead letters
+    belong to no one once the group is gone)."""
     store = get_store()
     require_group(group)
     # Totals only, a big topic's lag from the latest sample: not a read of every queue.
     summary = group_summary(store, group, with_queues=False, figures=SampledFigures())
     store.delete_group(group)
+    try:
+        store.delete_topic(dlq_topic(group))
+        dlq_deleted = True
+    except TopicNotFoundError:
+        dlq_deleted = False
     record(
         user,
         "group.delete",
         f"group {group}",
-        before={"topics": summary.topics, "lag": summary.lag},
+        before={"topics": summary.topics, "lag": summary.lag, "dlq_deleted": dlq_deleted},
     )

@@ -239,7 +239,7 @@ def test_search_by_time_reads_no_more_than_a_page_from_each_queue(orders, now):
 
     orders.read_result = counting_read
     try:
-        found = search.time_page(orders, "orders", 0, None, 1, 5)
+        found = search.time_page(orders, "orders", 0, None, 1, 5, range(2))
     finally:
         del orders.read_result
 

@@ -75,7 +75,9 @@ def test_each_operation_lists_the_errors_it_can_give_and_no_others(reader):
     def errors(path, method):
         return sorted(s for s in paths[path][method]["responses"] if s >= "400")
 
-    assert errors("/api/v1/tasks/", "get") == ["401", "403", "429"]
+    # A paged list: page and page_size that are not whole numbers from 1 are a 400, a page
+    # past the last a 404.
+    assert errors("/api/v1/tasks/", "get") == ["400", "401", "403", "404", "429"]
     assert errors("/api/v1/storage/", "get") == ["401", "403", "429", "503"]
     assert errors("/api/v1/groups/{group}/resets/", "get") == [
         "400",

@@ -40,6 +40,7 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
+from console.api.long_polls import long_poll_slot
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
 from console.api.serializers import (
@@ -54,6 +55,8 @@ from console.audit.log import record
 from console.core.store import get_store
 from console.messages import search
 from console.messages.records import message_record
+from console.messages.time_queues import TimeSearchTooWide, time_queues
+from console.messages.time_queues import widest as time_queues_widest
 from storeadapter.engine import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -70,7 +73,13 @@ MAX_PULL = 1000
 DEFAULT_PULL = 32
 #: Times as milliseconds since the epoch: 1970-01-01 to the end of the year 9999.
 MAX_TIME_MS = 253_402_300_799_999
+TIME_BOUNDS = (
+    ": milliseconds since the epoch or ISO 8601, from 1970-01-01T00:00:00Z (0) "
+    "to 9999-12-31T23:59:59.999Z (253402300799999)"
+)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+#: A message id, as the schema states it (the engine checks it: storeadapter message_id).
+MESSAGE_ID_PATTERN = "^[0-9A-Fa-f]{24}$"
 
 #: Besides the error statuses every operation documents (console.api.schema), a produce
 #: may meet a failed store or a full disk.
@@ -105,8 +114,10 @@ class TextField(serializers.CharField):
 @extend_schema_field(
     {
         "type": "string",
+        "maxLength": 64,
         "description": "Milliseconds since the epoch, or an ISO 8601 time "
-        "(UTC when it names no offset), e.g. 2024-05-01T12:00:00Z.",
+        "(UTC when it names no offset), e.g. 2024-05-01T12:00:00Z; from "
+        "1970-01-01T00:00:00Z (0) to 9999-12-31T23:59:59.999Z (253402300799999).",
     }
 )
 class TimeParameter(serializers.CharField):
@@ -311,13 +322,25 @@ class PullResponse(serializers.Serializer):
     max_offset = serializers.IntegerField(help_text="The queue's end offset.")
 
 
+def _poll_holder(request: Request) -> str:
+    """Whose long polls a pull counts among: its token's, or its user's (a session)."""
+    token = getattr(request.auth, "pk", None)
+    return f"token:{token}" if token is not None else f"user:{request.user.pk}"
+
+
 class QueueMessages(APIView):
     """GET pulls messages from one queue, waiting up to ``wait`` seconds for some.
 
     Pulling never commits: POST the offset to ``commit/`` when they are processed.
     """
 
-    @extend_schema(parameters=[PullQuery], responses={200: PullResponse})
+    @extend_schema(
+        parameters=[PullQuery],
+        responses={
+            200: PullResponse,
+            **refusals((429, "Too many long polls waiting (for this token or the server).")),
+        },
+    )
     def get(self, request: Request, topic: str, queue: int) -> Response:
         query = validated(PullQuery, request.query_params)
         store = get_store()
@@ -335,9 +358,13 @@ class QueueMessages(APIView):
                 f"(its end offset is {high}).",
                 {"min_offset": low, "max_offset": high},
             )
-        messages = store.pull(
-            group, topic, queue, query["max"], timeout_s=query["wait"], offset=start
-        )
+        if query["wait"] > 0:
+            with long_poll_slot(_poll_holder(request), query["wait"]):
+                messages = store.pull(
+                    group, topic, queue, query["max"], timeout_s=query["wait"], offset=start
+                )
+        else:
+            messages = store.pull(group, topic, queue, query["max"], offset=start)
         low, high = store.queue_range(topic, queue)
         next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
         return Response(
@@ -430,7 +457,15 @@ class QueueCommit(APIView):
 
 class MessageDetail(APIView):
     @extend_schema(
-        responses={200: StoredMessageSerializer, **refusals((400, "That is not a message id."))}
+        parameters=[
+            OpenApiParameter(
+                "message_id",
+                {"type": "string", "pattern": MESSAGE_ID_PATTERN},
+                OpenApiParameter.PATH,
+                description="24 hex digits, as a produce answers.",
+            )
+        ],
+        responses={200: StoredMessageSerializer, **refusals((400, "That is not a message id."))},
     )
     def get(self, request: Request, message_id: str) -> Response:
         try:
@@ -456,8 +491,17 @@ class MessageSearchQuery(QuerySerializer):
     to_offset = serializers.IntegerField(
         required=False, min_value=0, help_text="With queue: the last offset (not included)."
     )
-    since = TimeParameter(required=False, help_text="Stored at or after this time.")
-    until = TimeParameter(required=False, help_text="Stored at or before this time.")
+    since = TimeParameter(required=False, help_text=f"Stored at or after this time{TIME_BOUNDS}.")
+    until = TimeParameter(required=False, help_text=f"Stored at or before this time{TIME_BOUNDS}.")
+    first_queue = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="With since/until: the first queue searched (included); a topic of more "
+        "queues than one search by time reads needs first_queue and last_queue.",
+    )
+    last_queue = serializers.IntegerField(
+        required=False, min_value=0, help_text="With since/until: the last queue (included)."
+    )
 
     def validate(self, data: dict) -> dict:
         if not data.get("topic"):
@@ -483,6 +527,11 @@ class MessageSearchQuery(QuerySerializer):
                 "Say what to search for: key, queue (with from_offset and to_offset), "
                 "or since and until."
             )
+        if not by_time and any(name in data for name in ("first_queue", "last_queue")):
+            raise serializers.ValidationError(
+                "first_queue and last_queue bound a search by time: give since or until, "
+                "or leave them out."
+            )
         if by_range and "queue" not in data:
             raise serializers.ValidationError(
                 {"queue": ["from_offset and to_offset are offsets of a queue: name it."]}
@@ -506,26 +555,21 @@ class MessagePageSerializer(serializers.Serializer):
 
 
 PAGING = [
-    OpenApiParameter("page", int, description="A page number, from 1."),
-    OpenApiParameter("page_size", int, description="Messages per page (default 50, at most 500)."),
+    OpenApiParameter(
+        "page", {"type": "integer", "minimum": 1}, description="A page number, from 1."
+    ),
+    OpenApiParameter(
+        "page_size",
+        {"type": "integer", "minimum": 1},
+        description="Messages per page, from 1 (default 50; more than 500 is 500).",
+    ),
 ]
 
 
 def _paging(request: Request) -> tuple[int, int]:
-    """(page number, page size) from the query string; the size as every list takes it."""
-    raw = request.query_params.get("page", "1")
-    try:
-        number = int(raw)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ApiError(
-            400,
-            "invalid",
-            f"page: a page number is a whole number from 1, not {raw[:40]!r}.",
-            {"fields": {"page": [{"message": "Not a page number.", "code": "invalid"}]}},
-        )
-    return number, Pagination().get_page_size(request)
+    """(page number, page size) from the query string, as every list takes them."""
+    pagination = Pagination()
+    return pagination.page_number(request), pagination.get_page_size(request)
 
 
 def _search(store: Any, query: dict, number: int, size: int) -> tuple[list, int | None, bool]:
@@ -546,7 +590,17 @@ def _search(store: Any, query: dict, number: int, size: int) -> tuple[list, int 
         )
         return found.messages, found.total, found.has_next
     if mode == MODE_TIME:
-        found = search.time_page(store, topic, query.get("since"), query.get("until"), number, size)
+        try:
+            queues = time_queues(
+                topic, store.topic(topic).queues, query.get("first_queue"), query.get("last_queue")
+            )
+        except TimeSearchTooWide as error:
+            raise ApiError(
+                400, "search_too_wide", str(error), {"max_queues": time_queues_widest()}
+            ) from None
+        found = search.time_page(
+            store, topic, query.get("since"), query.get("until"), number, size, queues
+        )
         return found.messages, found.total, found.has_next
     queue = query["queue"]
     span = search.range_span(store, topic, queue, query.get("from_offset"), query.get("to_offset"))

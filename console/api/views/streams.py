@@ -28,6 +28,7 @@ from console.api.serializers import (
     QuerySerializer,
     StrictSerializer,
     decode_body,
+    refusals,
     validated,
 )
 from console.api.views.messages import APPEND_STATUSES, STORE_DOWN, TextField
@@ -166,7 +167,13 @@ class StreamEvents(APIView):
 
     method_roles = {"POST": OPERATOR}
 
-    @extend_schema(parameters=[EventsQuery], responses={200: StreamEventsSerializer})
+    @extend_schema(
+        parameters=[EventsQuery],
+        responses={
+            200: StreamEventsSerializer,
+            **refusals((409, "wrong_topic_kind: the topic is not a stream topic.")),
+        },
+    )
     def get(self, request: Request, topic: str, stream_id: str) -> Response:
         query = validated(EventsQuery, request.query_params)
         events = get_store().read_stream(topic, stream_id, query["from_version"], query["limit"])

@@ -1,0 +1,34 @@
+"""Deleting a group deletes its DLQ topic too (issue 32, case 7): its dead letters no
+longer answer, and the audit entry says the DLQ went with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.audit.models import AuditEntry
+from storeadapter.engine import dlq_topic
+
+pytestmark = pytest.mark.django_db
+
+DLQ = dlq_topic("billing")
+
+
+@pytest.fixture
+def billing(store):
+    store.create_topic("orders", queues=1)
+    store.append("orders", b"m", queue=0)
+    store.commit_offset("billing", "orders", 0, 1)
+    store.create_topic(DLQ, 1)
+    store.append(DLQ, b"dead", queue=0)
+    return store
+
+
+def test_deleting_a_group_deletes_its_dlq(as_admin, billing):
+    assert as_admin.get("/api/v1/groups/billing/dlq/").status_code == 200
+
+    assert as_admin.delete("/api/v1/groups/billing/").status_code == 204
+
+    assert as_admin.get("/api/v1/groups/billing/dlq/").status_code == 404
+    assert DLQ not in [info.name for info in billing.topics()]
+    entry = AuditEntry.objects.get(action="group.delete")
+    assert entry.before["dlq_deleted"] is True
