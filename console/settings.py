@@ -155,6 +155,8 @@ AUTH_PASSWORD_VALIDATORS = [
 # TIDEMARK_LOGIN_LOCKOUT_MINUTES; console/accounts/lockouts.py answers them and lifts them.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    # A name paused after many failures from many addresses: console/accounts/login_delay.py.
+    "console.accounts.backends.PausedNameBackend",
     # Django's ModelBackend, finding the user by the name in any spelling ("ＡＤＭＩＮ" is admin).
     "console.accounts.backends.SameNameBackend",
 ]
@@ -164,6 +166,9 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("TIDEMARK_LOGIN_LOCKOUT_MINUTES", 
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "console.accounts.throttle.client_ip"
 AXES_RESET_ON_SUCCESS = True
+# A refused login (locked pair, paused name) is not counted: it neither extends the pause
+# nor lets a guesser keep the real user waiting by hammering the refusal.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "console.accounts.lockouts.lockout_response"
 AXES_VERBOSE = False
 # Failures are counted per name in its canonical form (NFKC casefold): "VERA" is "vera".
@@ -264,7 +269,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.Pagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    # DRF's UserRateThrottle, whose every 429 has a Retry-After of at least 1 second.
+    "DEFAULT_THROTTLE_CLASSES": ["console.accounts.throttle.ApiRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env_str("TIDEMARK_API_RATE", "20000/min")},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -6,7 +6,9 @@ address: past ``TIDEMARK_LOGIN_FREE_FAILURES`` of them within the lockout cool-o
 name's logins are paused after each further failure, for twice as long as the time before
 (``TIDEMARK_LOGIN_DELAY_BASE_SECONDS``, doubling, at most
 ``TIDEMARK_LOGIN_DELAY_MAX_SECONDS``). A paused login is answered 429 with Retry-After and is
-neither judged nor counted.
+neither judged nor counted: `console.accounts.backends.PausedNameBackend` refuses it inside
+``authenticate`` (so every login page, Django admin's too, is paused alike) and the lockout
+answer (``AXES_LOCKOUT_CALLABLE``) renders it.
 
 The real user is not paused: a browser that logged in as a user carries a signed
 known-browser cookie naming that user, and a login for that user from it skips the pause
@@ -28,8 +30,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from console.accounts.lockouts import cool_off, lockout_of
-from console.accounts.throttle import client_ip
+from console.accounts.lockouts import cool_off
 from console.accounts.usernames import canonical
 
 KNOWN_BROWSER_COOKIE = "tidemark_known_browser"
@@ -106,19 +107,17 @@ def is_known_browser(request: HttpRequest, username: str) -> bool:
         return False
 
 
-def paused_response(request: HttpRequest) -> HttpResponse | None:
-    """429 with Retry-After when this login's name is paused (and the browser is not known
-    for it), or None to go on with the login."""
-    username = str(request.POST.get(settings.AXES_USERNAME_FORM_FIELD) or "")
+def paused_login(request: HttpRequest, username: str) -> Pause | None:
+    """The pause on this login's name, or None when it goes on (no pause, or a browser known
+    for the name)."""
     if not username or is_known_browser(request, username):
         return None
-    now = timezone.now()
-    if lockout_of(canonical(username), client_ip(request), now) is not None:
-        return None  # the pair is locked: django-axes answers with the lockout page
-    pause = pause_of(username, now)
-    if pause is None:
-        return None
-    seconds = pause.seconds_left(now)
+    return pause_of(username)
+
+
+def paused_response(request: HttpRequest, pause: Pause) -> HttpResponse:
+    """429 saying how long the name is paused, with Retry-After."""
+    seconds = pause.seconds_left(timezone.now())
     response = render(
         request, "registration/login_paused.html", {"pause": pause, "seconds": seconds}, status=429
     )

@@ -12,13 +12,8 @@ from console.accounts.access_audit import logged_in, password_changed
 
 
 class AuditedLoginView(auth_views.LoginView):
-    """Django's login; a name paused by `login_delay` is answered 429 before it is judged."""
-
-    def post(self, request, *args, **kwargs) -> HttpResponse:
-        paused = login_delay.paused_response(request)
-        if paused is not None:
-            return paused
-        return super().post(request, *args, **kwargs)
+    """Django's login; a browser that logs in is remembered as known for that user
+    (`login_delay`: its logins as that user are not paused)."""
 
     def form_valid(self, form) -> HttpResponse:
         response = super().form_valid(form)
