@@ -113,3 +113,14 @@ def test_django_admin_add_of_a_twin_is_a_form_error(admin_client):
 
     assert response.status_code == 200
     assert get_user_model().objects.filter(username__iexact="admin").count() == 1
+
+
+def test_a_twin_created_meanwhile_is_a_form_error_not_a_500(as_admin, boss, monkeypatch):
+    # As if another admin created "admin" between the form's check and the insert.
+    monkeypatch.setattr("console.accounts.forms.validate_unique_name", lambda name: None)
+
+    response = as_admin.post(USERS, {"username": "ADMIN", "role": "viewer"})
+
+    assert response.status_code == 200
+    assert "was created meanwhile" in html.unescape(response.content.decode())
+    assert get_user_model().objects.count() == 2

@@ -6,12 +6,22 @@ a full window and at its edge (more requests counted than allowed: DRF then has 
 from __future__ import annotations
 
 import pytest
+from django.core.cache.backends.locmem import LocMemCache
 from rest_framework.test import APIClient
 from rest_framework.throttling import UserRateThrottle
 
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/topics/"
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_counts(monkeypatch):
+    """The rate limit counts in a cache of its own here: other tests' requests by a user
+    with the same id are not counted."""
+    counts = LocMemCache("test-retry-after", {})
+    counts.clear()
+    monkeypatch.setattr(UserRateThrottle, "cache", counts)
 
 
 @pytest.fixture
