@@ -69,6 +69,9 @@ if TIDEMARK_BEHIND_TLS_PROXY:
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    # First: its createsuperuser (refusing a name another user has in any spelling) replaces
+    # django.contrib.auth's.
+    "console.accounts",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -81,7 +84,6 @@ INSTALLED_APPS = [
     "axes",
     "console.core",
     "console.health",
-    "console.accounts",
     "console.audit",
     "console.topics",
     "console.messages",
@@ -153,7 +155,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # TIDEMARK_LOGIN_LOCKOUT_MINUTES; console/accounts/lockouts.py answers them and lifts them.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # A name paused after many failures from many addresses: console/accounts/login_delay.py.
+    "console.accounts.backends.PausedNameBackend",
+    # Django's ModelBackend, finding the user by the name in any spelling ("ＡＤＭＩＮ" is admin).
+    "console.accounts.backends.SameNameBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("TIDEMARK_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("TIDEMARK_LOGIN_LOCKOUT_MINUTES", 15))
@@ -161,8 +166,25 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("TIDEMARK_LOGIN_LOCKOUT_MINUTES", 
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "console.accounts.throttle.client_ip"
 AXES_RESET_ON_SUCCESS = True
+# A refused login (locked pair, paused name) is not counted: it neither extends the pause
+# nor lets a guesser keep the real user waiting by hammering the refusal.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "console.accounts.lockouts.lockout_response"
 AXES_VERBOSE = False
+# Failures are counted per name in its canonical form (NFKC casefold): "VERA" is "vera".
+AXES_USERNAME_CALLABLE = "console.accounts.login_delay.axes_username"
+# Progressive delay per name, from any address (console/accounts/login_delay.py): past
+# TIDEMARK_LOGIN_FREE_FAILURES wrong passwords for a name within the cool-off, each further one
+# pauses the name's logins for BASE seconds, doubling, at most MAX; a browser that logged in
+# as that user before (a signed cookie kept TIDEMARK_KNOWN_BROWSER_DAYS) is not paused.
+# Twice the pair's limit by default: one address alone is locked before it can slow the name.
+TIDEMARK_LOGIN_FREE_FAILURES = env_int("TIDEMARK_LOGIN_FREE_FAILURES", 2 * AXES_FAILURE_LIMIT)
+TIDEMARK_LOGIN_DELAY_BASE_SECONDS = env_int("TIDEMARK_LOGIN_DELAY_BASE_SECONDS", 2)
+TIDEMARK_LOGIN_DELAY_MAX_SECONDS = env_int("TIDEMARK_LOGIN_DELAY_MAX_SECONDS", 900)
+TIDEMARK_KNOWN_BROWSER_DAYS = env_int("TIDEMARK_KNOWN_BROWSER_DAYS", 90)
+# Wrong current passwords on the password-change form, per user, within the window; then 429.
+TIDEMARK_PASSWORD_CHANGE_FAILURE_LIMIT = env_int("TIDEMARK_PASSWORD_CHANGE_FAILURE_LIMIT", 5)
+TIDEMARK_PASSWORD_CHANGE_WINDOW_MINUTES = env_int("TIDEMARK_PASSWORD_CHANGE_WINDOW_MINUTES", 15)
 #: Password-reset mails per address (and per client address) per hour.
 TIDEMARK_PASSWORD_RESETS_PER_HOUR = env_int("TIDEMARK_PASSWORD_RESETS_PER_HOUR", 3)
 #: A login lasts this long (hours), whatever the activity.
@@ -247,7 +269,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.Pagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
+    # DRF's UserRateThrottle, whose every 429 has a Retry-After of at least 1 second.
+    "DEFAULT_THROTTLE_CLASSES": ["console.accounts.throttle.ApiRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env_str("TIDEMARK_API_RATE", "20000/min")},
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.validators import MaxLengthValidator
 
 from console.accounts.roles import ROLES, VIEWER
+from console.accounts.usernames import validate_unique_name
 
 ROLE_CHOICES = [(role, role.capitalize()) for role in ROLES]
 
@@ -34,11 +35,8 @@ class UserCreateForm(forms.Form):
 
     def clean_username(self) -> str:
         username = self.cleaned_data["username"]
-        model = get_user_model()
-        lookup = {f"{model.USERNAME_FIELD}__iexact": username}
-        if model._default_manager.filter(**lookup).exists():
-            raise forms.ValidationError(f"A user named {username} already exists.")
-        return username
+        validate_unique_name(username)
+        return get_user_model().normalize_username(username)
 
 
 class UserRoleForm(forms.Form):

@@ -98,7 +98,13 @@ def lockout_response(
     credentials: dict | None = None,
 ) -> HttpResponse:
     """429 naming who is locked, from where and until when, with ``Retry-After``
-    (``AXES_LOCKOUT_CALLABLE``)."""
+    (``AXES_LOCKOUT_CALLABLE``). A login refused by the pause per name
+    (console/accounts/login_delay.py) gets that pause's page instead."""
+    pause = getattr(request, "login_pause", None)
+    if pause is not None:
+        from console.accounts.login_delay import paused_response
+
+        return paused_response(request, pause)
     now = timezone.now()
     username = get_client_username(request, credentials) or ""
     address = getattr(request, "axes_ip_address", None) or client_ip(request)

@@ -115,3 +115,14 @@ class PasswordResetRequest(models.Model):
     address_hash = models.CharField(max_length=64, db_index=True)
     client_ip = models.CharField(max_length=45, blank=True, db_index=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+
+class PasswordChangeFailures(models.Model):
+    """Wrong current passwords a user gave on the password-change form lately
+    (console/accounts/password_change_limit.py)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    failures = models.PositiveIntegerField(default=0)
+    last_failure = models.DateTimeField()

@@ -1,21 +1,26 @@
-"""Throttles on the login and password-reset pages.
+"""Throttles on the login and password-reset pages, and the API's rate per user.
 
 Logins are throttled by django-axes (settings: ``AXES_*``); it asks ``client_ip`` for the
 client's address. Password-reset mails are limited here: at most
 ``TIDEMARK_PASSWORD_RESETS_PER_HOUR`` per address and per client address in any hour.
 Past the limit the page answers as usual (so it tells nobody whether an account has that
 address) but sends nothing.
+
+The API's rate per user (``TIDEMARK_API_RATE``) is DRF's UserRateThrottle with a wait that
+is always a whole number of seconds from 1, so every 429 it causes carries Retry-After.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
+from rest_framework.throttling import UserRateThrottle
 
 from console.accounts.models import PasswordResetRequest
 
@@ -59,3 +64,16 @@ class ThrottledPasswordResetView(auth_views.PasswordResetView):
         if not reset_allowed(form.cleaned_data["email"], client_ip(self.request)):
             return HttpResponseRedirect(self.get_success_url())
         return super().form_valid(form)
+
+
+class ApiRateThrottle(UserRateThrottle):
+    """DRF's rate per user. DRF's own wait is None when more requests were counted than the
+    rate allows (requests racing past the check), and its 429 then has no Retry-After; here
+    it is the time until enough of them leave the window for one more."""
+
+    def wait(self) -> float:
+        wait = super().wait()
+        if wait is None:
+            last_to_leave = self.history[self.num_requests - 1]
+            wait = self.duration - (self.now - last_to_leave)
+        return max(1, math.ceil(wait))

@@ -19,7 +19,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth import get_user_model, update_session_auth_hash
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -96,7 +96,15 @@ def user_list(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = UserCreateForm(request.POST)
         if form.is_valid():
-            return _create_user(request, form)
+            try:
+                return _create_user(request, form)
+            except IntegrityError:
+                # Another admin created the same name (in some spelling) meanwhile.
+                form.add_error(
+                    "username",
+                    f"A user named {form.cleaned_data['username']} "
+                    "(in some spelling) was created meanwhile; nothing was created.",
+                )
     else:
         form = UserCreateForm()
     users = get_user_model()._default_manager.order_by("username")

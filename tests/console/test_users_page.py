@@ -113,7 +113,9 @@ def test_duplicate_username_is_a_form_error(as_admin, pat):
     response = as_admin.post(URL, {"username": "PAT", "role": "viewer"})
 
     assert response.status_code == 200
-    assert response.context["form"].errors["username"] == ["A user named PAT already exists."]
+    assert response.context["form"].errors["username"] == [
+        "A user named pat already exists (PAT is the same name)."
+    ]
     assert get_user_model().objects.filter(username__iexact="pat").count() == 1
     assert not AuditEntry.objects.exists()
 
