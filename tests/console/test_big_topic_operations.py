@@ -55,4 +55,4 @@ def test_a_deleted_group_on_a_big_topic_is_audited_with_its_sampled_lag(as_admin
     as_admin.post("/groups/billing/delete/", {"confirm": "billing"})
 
     before = AuditEntry.objects.get(action="group.delete").before
-    assert before == {"topics": ["wide"], "lag": QUEUES // 50 - 20}
+    assert before == {"topics": ["wide"], "lag": QUEUES // 50 - 20, "dlq_deleted": False}
