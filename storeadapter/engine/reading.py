@@ -63,6 +63,12 @@ class Reading:
         message = self._core.get(message_id)  # one native call; None: the long way
         if message is not None:
             return message
+        return self._get_long_way(message_id)
+
+    def _get_long_way(self, message_id: str) -> StoredMessage:
+        """``get`` in Python: for what the native core declines (an id not written as
+        this store writes them, a store closed or forked, an offset outside the log, a
+        record that fails a check), saying what is wrong."""
         reader = self._reader
         commit_offset = reader.canonical_offset(message_id)
         if commit_offset is not None:

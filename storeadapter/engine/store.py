@@ -225,6 +225,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             publish_tail=self._publish_tail,
         )
         self._core = dataplane.store_core(self, self.commitlog, self._shared.map, self._id_prefix)
+        # Reading.get's answers in one native call (no Python frame around it): the core
+        # calls _get_long_way itself for whatever it declines.
+        self.get = self._core.get_or_long_way
         if alone:  # a joiner has nothing of its own to make durable yet
             self._flush_everything()
         if self._index_marker_pending:

@@ -10,13 +10,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::reader::{checked_message, Extras};
-use super::{check_record_type, id_prefix, Bytes};
+use super::{check_record_type, id_prefix};
 use crate::record::{self, Parts};
 
 /// Where the shared state keeps its sequence word (sharedstate.py `_SEQUENCE_AT`): a
@@ -84,6 +85,52 @@ impl Table {
             .checked_sub(1)?;
         let segment = &self.segments[index];
         (offset < segment.end).then(|| (segment.base, segment.map.clone_ref(py)))
+    }
+}
+
+/// A read-only view of a mapping's bytes for one call, exported as `Bytes` exports it
+/// but without its heap allocation and format check (a get makes two of these).
+struct View {
+    buffer: ffi::Py_buffer,
+}
+
+impl View {
+    fn of(object: &Bound<'_, PyAny>) -> Option<View> {
+        let mut buffer = std::mem::MaybeUninit::<ffi::Py_buffer>::uninit();
+        // SAFETY: `object` is a live object (the caller holds it and the GIL); on success
+        // PyObject_GetBuffer fills `buffer` and takes an export that `Drop` releases.
+        if unsafe {
+            ffi::PyObject_GetBuffer(object.as_ptr(), buffer.as_mut_ptr(), ffi::PyBUF_SIMPLE)
+        } != 0
+        {
+            // SAFETY: the GIL is held; a refused export leaves an exception to clear.
+            unsafe { ffi::PyErr_Clear() };
+            return None;
+        }
+        // SAFETY: PyObject_GetBuffer succeeded, so it initialised `buffer`.
+        Some(View {
+            buffer: unsafe { buffer.assume_init() },
+        })
+    }
+
+    fn slice(&self) -> &[u8] {
+        let len = usize::try_from(self.buffer.len).unwrap_or(0);
+        if len == 0 || self.buffer.buf.is_null() {
+            return &[];
+        }
+        // SAFETY: a PyBUF_SIMPLE export is `len` contiguous bytes at `buf`, kept alive
+        // (an mmap refuses to close or resize while exported) until `Drop` releases it,
+        // which bounds the slice's lifetime. Only bytes below the published tail are
+        // read, which no writer changes.
+        unsafe { std::slice::from_raw_parts(self.buffer.buf as *const u8, len) }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // SAFETY: `buffer` holds an export taken in `of` and not yet released; every
+        // View lives inside a call that holds the GIL (it is not Send).
+        unsafe { ffi::PyBuffer_Release(&mut self.buffer) };
     }
 }
 
@@ -169,7 +216,7 @@ impl StoreCore {
         let Some((base, map)) = self.locate(py, commit_offset)? else {
             return Ok(None);
         };
-        let Ok(data) = Bytes::of(map.bind(py)) else {
+        let Some(data) = View::of(map.bind(py)) else {
             return Ok(None); // a mapping closed under us: the long way says so
         };
         let data = data.slice();
@@ -194,6 +241,23 @@ impl StoreCore {
             parts.body,
         )
         .map(Some)
+    }
+
+    /// What `MessageStore.get` answers: `get`'s message, or when the core declines, the
+    /// store's `_get_long_way` (which raises what is wrong). One native call either way,
+    /// so the store binds its `get` to this.
+    fn get_or_long_way<'py>(
+        &self,
+        py: Python<'py>,
+        message_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.get(py, message_id)? {
+            Some(message) => Ok(message),
+            None => self
+                .store
+                .bind(py)
+                .call_method1(intern!(py, "_get_long_way"), (message_id,)),
+        }
     }
 
     /// The store closed: every later call declines, and the mappings are let go.
@@ -240,8 +304,9 @@ impl StoreCore {
     /// word moved since this core last saw the store caught up.
     fn follow(&self, py: Python<'_>) -> PyResult<()> {
         let sequence = {
-            let shared = Bytes::of(self.shared.bind(py))?;
-            let word = shared.slice().get(SEQUENCE_AT..SEQUENCE_AT + 8);
+            let shared = View::of(self.shared.bind(py));
+            let shared = shared.as_ref().map_or(&[][..], View::slice);
+            let word = shared.get(SEQUENCE_AT..SEQUENCE_AT + 8);
             word.and_then(|w| w.try_into().ok()).map(u64::from_le_bytes)
         };
         if sequence.is_some_and(|s| s == self.followed.load(Ordering::Acquire)) {
