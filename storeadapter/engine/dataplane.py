@@ -38,6 +38,14 @@ stream_hashes = _native.stream_hashes
 encode_placed = _native.encode_placed
 
 
+def store_core(store, log, shared_map, prefix: str) -> _native.StoreCore:
+    """The native core of an open store in this process: ``get`` in one call (see
+    ``native/src/python/store_core.rs``). It follows other processes through the store's
+    ``_follow`` when the shared sequence word in ``shared_map`` moved, and declines (None)
+    whatever it does not accept at once; the store's Python path answers those."""
+    return _native.StoreCore(store, log, shared_map, prefix, StoredMessage)
+
+
 def read_entries(
     segment: Segment,
     entries: bytes,

@@ -4,7 +4,7 @@
 the store is open, follows the other processes, checks its arguments and finds the
 topic or queue; the work is the ``Reader``'s (reader.py), which owns what reads need.
 What this class uses of the store: ``_check_open``, ``_follow``, ``_topic``, ``_queue``,
-``committed_offset`` and ``_reader``.
+``committed_offset``, ``_reader`` and ``_core``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,15 @@ class Reading:
         intact record starts where it points, CorruptRecordError when the record there
         fails its CRC check.
         """
+        message = self._core.get(message_id)  # one native call; None: the long way
+        if message is not None:
+            return message
+        return self._get_long_way(message_id)
+
+    def _get_long_way(self, message_id: str) -> StoredMessage:
+        """``get`` in Python: for what the native core declines (an id not written as
+        this store writes them, a store closed or forked, an offset outside the log, a
+        record that fails a check), saying what is wrong."""
         reader = self._reader
         commit_offset = reader.canonical_offset(message_id)
         if commit_offset is not None:

@@ -46,7 +46,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import fileio
+from . import dataplane, fileio
 from .admin import TopicAdmin
 from .appending import Appending
 from .checkpoint import Checkpoint
@@ -107,6 +107,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._sync_mode = config.flush_mode == "sync"
         self._flush_lock = threading.Lock()
         self._closed = False
+        self._core = None  # the native read core (dataplane.store_core), made by _open
         self._follow_lock = threading.RLock()
         self._locks: StoreLocks | None = None
         self._shared: SharedState | None = None
@@ -223,6 +224,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             clear_dead_writer=self._clear_dead_writer,
             publish_tail=self._publish_tail,
         )
+        self._core = dataplane.store_core(self, self.commitlog, self._shared.map, self._id_prefix)
+        # Reading.get's answers in one native call (no Python frame around it): the core
+        # calls _get_long_way itself for whatever it declines.
+        self.get = self._core.get_or_long_way
         if alone:  # a joiner has nothing of its own to make durable yet
             self._flush_everything()
         if self._index_marker_pending:
@@ -1007,6 +1012,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._fail(error)
                 clean = False
         self._closed = True
+        self._core.close()
         self._reader.arrivals.wake()
         self._registry.close()
         self._index.close()

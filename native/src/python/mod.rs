@@ -14,6 +14,7 @@ mod events;
 mod hashing;
 mod reader;
 mod scan;
+mod store_core;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -32,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::stream_hashes, m)?)?;
     m.add_class::<scan::Run>()?;
+    m.add_class::<store_core::StoreCore>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     Ok(())
 }

@@ -138,14 +138,14 @@ fn stored_message<'py>(
     Some(build())
 }
 
-struct Extras<'py> {
+pub(super) struct Extras<'py> {
     tag: Bound<'py, PyAny>,
     keys: Bound<'py, PyAny>,
     properties: Bound<'py, PyAny>,
 }
 
 impl<'py> Extras<'py> {
-    fn of(py: Python<'py>, parts: &Parts<'_>) -> Option<Extras<'py>> {
+    pub(super) fn of(py: Python<'py>, parts: &Parts<'_>) -> Option<Extras<'py>> {
         let tag = if parts.tag.is_empty() {
             py.None().into_bound(py)
         } else {
@@ -208,7 +208,7 @@ pub fn decode_at<'py>(
 
 /// The `message_type` (a StoredMessage) of a checked record: its id and topic as given,
 /// the rest from its header, its extras and its body.
-fn checked_message<'py>(
+pub(super) fn checked_message<'py>(
     py: Python<'py>,
     message_type: &Bound<'py, PyType>,
     id: Bound<'py, PyAny>,
