@@ -274,7 +274,7 @@ class SilenceForm(forms.ModelForm):
     ends_at = forms.DateTimeField(
         label="Ends at",
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-        help_text="In the console's time zone; at most 90 days ahead.",
+        help_text="In UTC; at most 90 days ahead.",
     )
     reason = forms.CharField(
         max_length=1000,

@@ -30,7 +30,7 @@ def home(request: HttpRequest) -> HttpResponse:
     figures = scale.SampledFigures()
     totals = store_totals(store, figures)
     groups = group_summaries(store, with_queues=False, figures=figures)
-    statuses = {m.group: m.status for m in current.group_metrics()}
+    metrics = {m.group: m for m in current.group_metrics()}
     context = {
         "stats": stats,
         "disk": disk,
@@ -40,7 +40,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "message_count": totals.messages,
         "group_count": len(groups),
         "backlog": sum(g.lag for g in groups),
-        "behind": [(g, statuses.get(g.group)) for g in groups[:5]],
+        "behind": [(g, metrics.get(g.group)) for g in groups[:5]],
         "rates": current.store_metrics(),
         "sample_interval_s": settings.TIDEMARK_SAMPLE_INTERVAL_S,
         "recovery": stats["last_recovery"],

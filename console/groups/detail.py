@@ -8,12 +8,14 @@ through the store's public API; nothing here renders or changes anything.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.core.paginator import Page, Paginator
 
 from console.monitoring import current, scale
-from console.monitoring.metrics import GroupMetrics
+from console.monitoring.metrics import GROUP_STATUSES, GroupMetrics
+from console.topics.listing import search_and_sort
 from storeadapter.engine import MessageStore, OffsetChange, StoreError, group_members
 from storeadapter.summaries import (
     GroupQueueLag,
@@ -57,6 +59,70 @@ class GroupRow:
     #: When the lag includes big topics' sampled lag: the oldest such sample's time (0: a
     #: big topic not sampled yet); None when every figure was read live.
     sampled_ms: int | None = None
+    #: From the latest metrics sample: the age of the oldest unconsumed message (None: not
+    #: sampled, or nothing to measure) and messages consumed per second (None: not sampled).
+    lag_seconds: float | None = None
+    consume_rate: float | None = None
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    """A group's summary with its sampled metrics (None before a sample saw it): what the
+    list's sorts read (``GROUP_SORTS``)."""
+
+    summary: GroupSummary
+    metrics: GroupMetrics | None
+
+    @property
+    def name(self) -> str:
+        return self.summary.group
+
+    @property
+    def lag_seconds(self) -> float | None:
+        return None if self.metrics is None else self.metrics.lag_seconds
+
+    @property
+    def consume_rate(self) -> float | None:
+        return None if self.metrics is None else self.metrics.consume_rate
+
+    @property
+    def status_rank(self) -> int:
+        """Worst first: ERR, WARN, OK, then groups no sample saw."""
+        if self.metrics is None or self.metrics.status not in GROUP_STATUSES:
+            return -1
+        return GROUP_STATUSES.index(self.metrics.status)
+
+
+def _biggest_first(value: float | None) -> tuple:
+    return (value is None, -(value or 0))
+
+
+#: The list's ``sort`` values, in topics/listing.py's shape: label, key, reversed.
+GROUP_SORTS: dict[str, tuple[str, Callable[[ListedGroup], tuple], bool]] = {
+    "lag": ("Most behind", lambda g: (-g.summary.lag, g.name), False),
+    "name": ("Name, A to Z", lambda g: (g.name,), False),
+    "-name": ("Name, Z to A", lambda g: (g.name,), True),
+    "status": ("Worst status", lambda g: (-g.status_rank, g.name), False),
+    "lag_seconds": ("Oldest unconsumed", lambda g: (*_biggest_first(g.lag_seconds), g.name), False),
+    "consume_rate": (
+        "Highest consume rate",
+        lambda g: (*_biggest_first(g.consume_rate), g.name),
+        False,
+    ),
+    "queues_behind": ("Most queues behind", lambda g: (-g.summary.queues_behind, g.name), False),
+    "topics": ("Most topics", lambda g: (-len(g.summary.topics), g.name), False),
+}
+DEFAULT_GROUP_SORT = "lag"
+
+
+def sort_groups(summaries: list[GroupSummary], sort: str) -> list[GroupSummary]:
+    """The groups in ``sort`` order (``GROUP_SORTS``; unknown: most behind first), sorted
+    with the topics list's mechanism on the latest sample's metrics."""
+    metrics = {m.group: m for m in current.group_metrics()}
+    listed = [ListedGroup(s, metrics.get(s.group)) for s in summaries]
+    if sort not in GROUP_SORTS:
+        sort = DEFAULT_GROUP_SORT
+    return [g.summary for g in search_and_sort(listed, "", sort, GROUP_SORTS)]
 
 
 def filter_groups(
@@ -74,20 +140,23 @@ def filter_groups(
 
 def group_rows(store: MessageStore, summaries: list[GroupSummary]) -> list[GroupRow]:
     """One row per summary (give it a page: it reads each group's member files)."""
-    statuses = {m.group: m.status for m in current.group_metrics()}
-    return [
-        GroupRow(
-            s.group,
-            s.lag,
-            len(s.topics),
-            s.queues_behind,
-            len(live_members(store, s.group)),
-            list(s.topics),
-            statuses.get(s.group),
-            min((ms or 0 for ms in s.sampled.values()), default=None),
-        )
-        for s in summaries
-    ]
+    metrics = {m.group: m for m in current.group_metrics()}
+    return [_row(store, s, metrics.get(s.group)) for s in summaries]
+
+
+def _row(store: MessageStore, s: GroupSummary, metrics: GroupMetrics | None) -> GroupRow:
+    return GroupRow(
+        s.group,
+        s.lag,
+        len(s.topics),
+        s.queues_behind,
+        len(live_members(store, s.group)),
+        list(s.topics),
+        None if metrics is None else metrics.status,
+        min((ms or 0 for ms in s.sampled.values()), default=None),
+        None if metrics is None else metrics.lag_seconds,
+        None if metrics is None else metrics.consume_rate,
+    )
 
 
 # -------------------------------------------------------------------------- detail

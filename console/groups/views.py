@@ -18,10 +18,17 @@ from django.views.decorators.http import require_http_methods
 from console.accounts.roles import ADMIN, require_role
 from console.core.post_only import post_only
 from console.core.store import get_store
-from console.groups.detail import filter_groups, group_rows
+from console.groups.detail import (
+    DEFAULT_GROUP_SORT,
+    GROUP_SORTS,
+    filter_groups,
+    group_rows,
+    sort_groups,
+)
 from console.groups.detail import group_detail as read_group_detail
 from console.groups.dlq import dlq_exists
 from console.groups.forms import ResetForm
+from console.groups.models import AppliedReset
 from console.groups.resets import applied_resets
 from console.monitoring import scale
 from console.operations import groups as operations
@@ -58,9 +65,14 @@ def group_list(request: HttpRequest) -> HttpResponse:
     store = get_store()
     query = request.GET.get("q", "").strip()[:200]
     topic = request.GET.get("topic", "").strip()[:200]
+    sort = request.GET.get("sort", DEFAULT_GROUP_SORT)
+    if sort not in GROUP_SORTS:
+        sort = DEFAULT_GROUP_SORT
     summaries = filter_groups(
         group_summaries(store, with_queues=False, figures=scale.SampledFigures()), query, topic
     )
+    if sort != DEFAULT_GROUP_SORT:  # the summaries come most behind first
+        summaries = sort_groups(summaries, sort)
     page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = group_rows(store, list(page))
     context = {
@@ -69,6 +81,9 @@ def group_list(request: HttpRequest) -> HttpResponse:
         "total_lag": sum(s.lag for s in summaries),
         "query": query,
         "topic": topic,
+        "sort": sort,
+        "name_sort": "-name" if sort == "name" else "name",
+        "sort_label": GROUP_SORTS[sort][0],
     }
     return render(request, "groups/list.html", context)
 
@@ -90,6 +105,26 @@ class HistoryRow:
     reset_id: int | None
 
 
+def history_lines(changes: list) -> list[HistoryRow]:
+    """The offset history's rows, each reset named by its id in the Resets list ("reset
+    #7 to earliest"), an undo by the reset it undid ("undo of reset #6")."""
+    described = [(c, *describe_reason(c.reason)) for c in changes]
+    ids = {reset_id for _, _, reset_id in described if reset_id is not None}
+    undone = dict(AppliedReset.objects.filter(pk__in=ids).values_list("pk", "undoes_id"))
+    rows = []
+    for c, label, reset_id in described:
+        if reset_id is not None:
+            if label.startswith("undo"):
+                was = undone.get(reset_id)
+                label = f"undo of reset #{was}" if was else "undo of a reset no longer kept"
+            else:
+                label = f"reset #{reset_id}{label.removeprefix('reset')}"
+        rows.append(
+            HistoryRow(c.time_ms, c.who, c.topic, c.queue, c.old, c.new, c.reason, label, reset_id)
+        )
+    return rows
+
+
 @require_role("viewer")
 @require_http_methods(["GET", "HEAD"])
 def group_detail(request: HttpRequest, group: str) -> HttpResponse:
@@ -105,12 +140,7 @@ def render_detail(
 ) -> HttpResponse:
     paged = request.GET.get("topic", "")
     detail = read_group_detail(store, group, {paged: request.GET.get("page", "")})
-    history_rows = [
-        HistoryRow(
-            c.time_ms, c.who, c.topic, c.queue, c.old, c.new, c.reason, *describe_reason(c.reason)
-        )
-        for c in detail.history[:HISTORY_SHOWN]
-    ]
+    history_rows = history_lines(detail.history[:HISTORY_SHOWN])
     if reset_form is None:
         reset_form = ResetForm(topics=detail.summary.topics)
     context = {

@@ -196,10 +196,12 @@ def _layout(
     )
     fig.update_yaxes(showgrid=True, gridcolor="#e3e7ee", rangemode="tozero")
     if empty:
+        # In the middle of the first plot, not of the page: there, between two plots, it
+        # covered the next plot's title.
         fig.add_annotation(
             text=empty_text,
             xref="paper",
-            yref="paper",
+            yref="y domain",
             x=0.5,
             y=0.5,
             showarrow=False,

@@ -4,6 +4,7 @@ written to the audit log."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
@@ -143,7 +144,7 @@ def _audit(user: Any, plan: ResetPlan, reset: AppliedReset, changes: list[Offset
     if plan.mode == UNDO:
         what = f"undo of reset #{plan.value}"
     else:
-        what = f"mode {plan.mode}" + ("" if plan.value is None else f", value {plan.value!r}")
+        what = f"to {plan.mode}" + ("" if plan.value is None else f" {_value_text(plan)}")
     record(
         user,
         "offset.undo" if plan.mode == UNDO else "offset.reset",
@@ -153,6 +154,19 @@ def _audit(user: Any, plan: ResetPlan, reset: AppliedReset, changes: list[Offset
         detail=f"reset #{reset.pk}: {what}; {counts}",
         link=reset_undo_url(plan.group, reset.pk),
     )
+
+
+def _value_text(plan: ResetPlan) -> str:
+    """A plan's value as the Resets list shows it: a time in UTC, a signed shift, a
+    group's name, offsets per queue as queue=offset."""
+    if plan.mode == "time":
+        when = datetime.fromtimestamp(int(plan.value) / 1000, tz=UTC)
+        return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if plan.mode == "shift":
+        return f"{int(plan.value):+d}"
+    if isinstance(plan.value, dict):
+        return ", ".join(f"{queue}={offset}" for queue, offset in plan.value.items())
+    return str(plan.value)
 
 
 # ----------------------------------------------------------------------------- DLQ

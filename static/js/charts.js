@@ -117,7 +117,7 @@
           });
         })
         .then(function () {
-          say("Updated at " + new Date().toLocaleTimeString() + ".", false);
+          say("Updated at " + new Date().toISOString().slice(11, 19) + " UTC.", false);
         })
         .catch(function (error) {
           if (error && error.name === "AbortError") {

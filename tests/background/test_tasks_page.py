@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -115,6 +116,22 @@ def test_a_task_not_yet_due_after_the_start_is_not_stale(as_viewer, redis_db, se
     assert "STALE" not in row
     assert "not due yet: the first run is due by" in row
     assert "task stale" not in page
+
+
+def test_a_task_not_yet_due_says_so_once(as_viewer, redis_db, settings):
+    settings.CELERY_BEAT_SCHEDULE = {
+        "flush-store": {"task": FLUSH_TASK, "schedule": 5},
+        "expire-segments": {"task": EXPIRE_TASK, "schedule": 3600},
+    }
+    finished_run(
+        FLUSH_TASK, 5, timedelta(seconds=1), created_at=timezone.now() - timedelta(seconds=30)
+    )
+
+    row = row_html(as_viewer.get("/tasks/").content.decode(), "expire-segments")
+    shown = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row))
+
+    assert shown.count("not due yet") == 1
+    assert "not due yet the first run is due by" in shown
 
 
 def test_before_any_worker_ran_a_task_nothing_is_stale(as_viewer, redis_db, settings):

@@ -95,7 +95,7 @@ def test_a_reset_in_the_history_names_its_entry_in_the_resets_list(as_operator, 
     response = as_operator.get(URL)
 
     resets = [h for h in response.context["history"] if h.who == "otto"]
-    assert [(h.label, h.reset_id) for h in resets] == [("reset to earliest", 7)] * 2
+    assert [(h.label, h.reset_id) for h in resets] == [("reset #7 to earliest", 7)] * 2
     assert 'href="/groups/billing/resets/#reset-7"' in response.content.decode()
 
 

@@ -65,7 +65,7 @@ def test_the_dashboard_shows_produce_and_consume_rates(as_viewer, sampled):
 
 
 def test_the_dashboard_shows_the_status_of_the_groups_behind(as_viewer, sampled):
-    behind = dict((g.group, status) for g, status in as_viewer.get("/").context["behind"])
+    behind = {g.group: m.status for g, m in as_viewer.get("/").context["behind"]}
 
     assert behind == {"stuck": "ERR", "billing": "OK"}
 
