@@ -1,9 +1,10 @@
 """The key index: from (topic, key) to the commit offsets of the records that carry the key.
 
 RocketMQ's IndexFile layout: each file has a header, a table of hash slots and an array of
-fixed 20-byte entries. A slot holds the number of the newest entry whose key hashes to it,
-and each entry holds the number of the previous entry of the same slot, so the entries of
-a slot form a chain from newest to oldest. docs/FORMAT.md ("Key index") describes every
+fixed 24-byte entries; every slot, every entry and both parts of the header carry a CRC32C.
+A slot holds the number of the newest entry whose key hashes to it, and each entry holds
+the number of the previous entry of the same slot, so the entries of a slot form a chain
+from newest to oldest. docs/FORMAT.md ("Key index") describes every
 byte.
 
 Files live in ``index/`` and are named by the commit offset of their first entry (20
@@ -22,6 +23,7 @@ import mmap
 import os
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,23 +34,29 @@ from . import _native, fileio
 from .segment import is_segment_name, segment_name
 
 MAGIC = b"TDMI"
-#: Version 2 gave every entry a CRC32C (version 1 files are skipped as of an unknown
-#: version, and their keys indexed again from the log).
-VERSION = 2
-# magic, version, reserved, slots, capacity, begin_ms, begin_offset,
-# end_ms, end_offset, count, flags
-HEADER = struct.Struct("<4sHHIIqQqQII")
+#: Version 2 gave every entry a CRC32C, version 3 every slot and the header (files of an
+#: older version are skipped as of an unknown version, and their keys indexed again from
+#: the log).
+VERSION = 3
+# magic, version, reserved, slots, capacity, begin_ms, begin_offset, check of those;
+# end_ms, end_offset, count, flags, check of those
+HEADER = struct.Struct("<4sHHIIqQIqQIII")
 HEADER_SIZE = HEADER.size
-# begin_ms, begin_offset, end_ms, end_offset, count, flags
-_STATE = struct.Struct("<qQqQII")
-_STATE_AT = 16
+# magic .. begin_offset: written once, when the file is created
+_HEAD = struct.Struct("<4sHHIIqQ")
+_HEAD_CHECK_AT = _HEAD.size
+_BEGIN = struct.Struct("<qQ")
+_BEGIN_AT = 16
 # end_ms, end_offset, count, flags: the part of the header a put rewrites
 _TAIL = struct.Struct("<qQII")
-_TAIL_AT = 32
+_TAIL_AT = _HEAD_CHECK_AT + 4
+_TAIL_CHECK_AT = _TAIL_AT + _TAIL.size
 _FLAGS = struct.Struct("<I")
-_FLAGS_AT = 52
-SLOT = struct.Struct("<I")
+_FLAGS_AT = _TAIL_AT + 20
+# entry number, CRC32C of (the slot's byte position, entry number); all zeros: empty
+SLOT = struct.Struct("<II")
 SLOT_SIZE = SLOT.size
+_SLOT_CHECKED = struct.Struct("<QI")
 # key hash, commit offset, time diff (ms from begin_ms), previous entry number, and the
 # CRC32C of those 20 bytes
 ENTRY = struct.Struct("<IQIII")
@@ -63,6 +71,7 @@ MAX_U32 = 0xFFFFFFFF
 _MAX_U64 = (1 << 64) - 1
 _SLOT_RUN_GAP = 64  # changed slots this close together are written by one pwrite
 _ZERO_CHUNK = 1 << 20
+_HEADER_READS = 3  # reads again of a header failing its check before it counts
 
 
 #: ``key_hash(topic, key)``: the stored 32-bit hash of a key, CRC32C of ``topic NUL key``
@@ -78,6 +87,40 @@ def pack_entry(hashed: int, commit_offset: int, diff: int, previous: int) -> byt
 def entry_intact(raw, at: int = 0) -> bool:
     """Whether the entry at ``at`` of ``raw`` passes its CRC32C."""
     return _CRC.unpack_from(raw, at + _CHECKED)[0] == crc32c(raw[at : at + _CHECKED])
+
+
+def head_bytes(slots: int, capacity: int, begin_ms: int, begin_offset: int) -> bytes:
+    """The header's first part (written once) with its check."""
+    head = _HEAD.pack(MAGIC, VERSION, 0, slots, capacity, begin_ms, begin_offset)
+    return head + _CRC.pack(crc32c(head))
+
+
+def tail_bytes(end_ms: int, end_offset: int, count: int, flags: int) -> bytes:
+    """The header's second part (rewritten by every put) with its check."""
+    tail = _TAIL.pack(end_ms, end_offset, count, flags)
+    return tail + _CRC.pack(crc32c(tail))
+
+
+def header_problem(raw) -> str | None:
+    """Which part of a (version 3) header fails its check, or None."""
+    if _CRC.unpack_from(raw, _HEAD_CHECK_AT)[0] != crc32c(bytes(raw[:_HEAD_CHECK_AT])):
+        return "its header (slots, capacity, begin) fails its check"
+    if _CRC.unpack_from(raw, _TAIL_CHECK_AT)[0] != crc32c(bytes(raw[_TAIL_AT:_TAIL_CHECK_AT])):
+        return "its header (end, count, flags) fails its check"
+    return None
+
+
+def slot_bytes(position: int, number: int) -> bytes:
+    """The slot at byte ``position`` of the file holding entry ``number`` (0: empty)."""
+    if not number:
+        return bytes(SLOT_SIZE)
+    return SLOT.pack(number, crc32c(_SLOT_CHECKED.pack(position, number)))
+
+
+def slot_valid(position: int, number: int, check: int) -> bool:
+    if not number:
+        return not check
+    return check == crc32c(_SLOT_CHECKED.pack(position, number))
 
 
 def file_size(slots: int, capacity: int) -> int:
@@ -111,8 +154,9 @@ class IndexFile:
         self.inode = os.fstat(fd).st_ino
 
     def state(self) -> tuple[int, int, int, int, int, int]:
-        """(begin_ms, begin_offset, end_ms, end_offset, count, flags) from the header."""
-        return _STATE.unpack_from(self.map, _STATE_AT)
+        """(begin_ms, begin_offset, end_ms, end_offset, count, flags) from the header
+        (checked when the file is opened)."""
+        return _BEGIN.unpack_from(self.map, _BEGIN_AT) + _TAIL.unpack_from(self.map, _TAIL_AT)
 
     def count(self) -> int:
         return self.state()[4]
@@ -120,8 +164,11 @@ class IndexFile:
     def flags(self) -> int:
         return _FLAGS.unpack_from(self.map, _FLAGS_AT)[0]
 
-    def slot(self, slot: int) -> int:
-        return SLOT.unpack_from(self.map, HEADER_SIZE + slot * SLOT_SIZE)[0]
+    def slot(self, slot: int) -> int | None:
+        """The newest entry of ``slot`` (0: none), or None when the slot fails its check."""
+        position = HEADER_SIZE + slot * SLOT_SIZE
+        number, check = SLOT.unpack_from(self.map, position)
+        return number if slot_valid(position, number, check) else None
 
     def entry(self, number: int) -> tuple[int, int, int, int]:
         """(hash, commit offset, time diff, previous) of entry ``number`` (1-based), as
@@ -132,10 +179,11 @@ class IndexFile:
         return entry_intact(self.map, self.entries_at + (number - 1) * ENTRY_SIZE)
 
     def write_tail(self, end_ms: int, end_offset: int, count: int, flags: int) -> None:
-        fileio.pwrite_all(self.fd, _TAIL.pack(end_ms, end_offset, count, flags), _TAIL_AT)
+        fileio.pwrite_all(self.fd, tail_bytes(end_ms, end_offset, count, flags), _TAIL_AT)
 
     def write_flags(self, flags: int) -> None:
-        fileio.pwrite_all(self.fd, _FLAGS.pack(flags), _FLAGS_AT)
+        _, _, end_ms, end_offset, count, _ = self.state()
+        self.write_tail(end_ms, end_offset, count, flags)
 
     def write_slots(self, heads: dict[int, int]) -> None:
         """Write changed slots, one pwrite per run of nearby slots."""
@@ -146,14 +194,15 @@ class IndexFile:
             while j + 1 < len(items) and items[j + 1][0] - items[j][0] <= _SLOT_RUN_GAP:
                 j += 1
             low = items[i][0]
+            start = HEADER_SIZE + low * SLOT_SIZE
             if i == j:
-                data = SLOT.pack(items[i][1])
+                data = slot_bytes(start, items[i][1])
             else:
-                start = HEADER_SIZE + low * SLOT_SIZE
                 data = bytearray(self.map[start : start + (items[j][0] - low + 1) * SLOT_SIZE])
                 for slot, value in items[i : j + 1]:
-                    SLOT.pack_into(data, (slot - low) * SLOT_SIZE, value)
-            fileio.pwrite_all(self.fd, data, HEADER_SIZE + low * SLOT_SIZE)
+                    at = (slot - low) * SLOT_SIZE
+                    data[at : at + SLOT_SIZE] = slot_bytes(start + at, value)
+            fileio.pwrite_all(self.fd, data, start)
             i = j + 1
 
     def rebuild_slots(self, count: int) -> None:
@@ -163,7 +212,12 @@ class IndexFile:
         for number, (hashed, _offset, _diff, _prev, _crc) in enumerate(ENTRY.iter_unpack(data), 1):
             if hashed and entry_intact(data, (number - 1) * ENTRY_SIZE):
                 table[hashed % self.slots] = number
-        fileio.pwrite_all(self.fd, struct.pack(f"<{self.slots}I", *table), HEADER_SIZE)
+        data = bytearray(self.slots * SLOT_SIZE)
+        for slot, number in enumerate(table):
+            if number:
+                at = slot * SLOT_SIZE
+                data[at : at + SLOT_SIZE] = slot_bytes(HEADER_SIZE + at, number)
+        fileio.pwrite_all(self.fd, data, HEADER_SIZE)
 
     def zero_entries(self, first: int, last: int) -> None:
         """Overwrite entries first..last (1-based, inclusive) with zeros."""
@@ -203,12 +257,14 @@ def _open_file(path: Path, repair: bool) -> tuple[IndexFile | None, str | None]:
             damaged = f"{size} bytes, shorter than the {HEADER_SIZE}-byte header"
         else:
             fields = HEADER.unpack(raw)
-            magic, version, _, slots, capacity, _, begin_offset, _, _, count, flags = fields
+            magic, version, _, slots, capacity, _, begin_offset, _, _, _, count, flags, _ = fields
             if magic != MAGIC:
                 damaged = f"bad magic {magic!r}"
             elif version != VERSION:
                 os.close(fd)
                 return None, f"unknown version {version}"
+            elif (damaged := _checked_header(fd, raw)) is not None:
+                pass
             elif slots < 1 or capacity < 1 or count > capacity:
                 damaged = f"bad header (slots {slots}, capacity {capacity}, count {count})"
             elif begin_offset != int(path.name):
@@ -237,6 +293,18 @@ def _open_file(path: Path, repair: bool) -> tuple[IndexFile | None, str | None]:
         os.close(fd)
         raise
     return _repair_truncated(path, fd, slots, capacity, size, count)
+
+
+def _checked_header(fd: int, raw: bytes) -> str | None:
+    """Why the header fails its check, or None. A failing header is read again a few
+    times first: a put in another process may have been rewriting its second part."""
+    problem = header_problem(raw)
+    for _ in range(_HEADER_READS):
+        if problem is None:
+            break
+        time.sleep(0.001)
+        problem = header_problem(fileio.pread(fd, HEADER_SIZE, 0))
+    return problem
 
 
 def _repair_truncated(
@@ -488,7 +556,9 @@ class KeyIndex:
             head = heads.get(slot)
             if head is None:
                 head = index_file.slot(slot)
-            if head == number:
+            if head is None:
+                rebuild = True
+            elif head == number:
                 heads[slot] = previous
         if rebuild:
             index_file.rebuild_slots(kept)
@@ -517,6 +587,9 @@ class KeyIndex:
         header write; such an entry's ``previous`` leads back to the older chain.
         """
         number = index_file.slot(slot)
+        if number is None:  # the slot fails its check: found again from the entries
+            index_file.rebuild_slots(count)
+            number = index_file.slot(slot) or 0
         while number > count:
             hashed, _, _, previous = (
                 index_file.entry(number) if number <= index_file.capacity else (0, 0, 0, 0)
@@ -548,10 +621,9 @@ class KeyIndex:
         name = segment_name(commit_offset)
         path = self.directory / name
         temp = self.directory / f".{name}.tmp"
-        header = HEADER.pack(
-            MAGIC, VERSION, 0, self.slots, self.entries,
-            store_ms, commit_offset, store_ms, commit_offset, 0, 0,
-        )  # fmt: skip
+        header = head_bytes(self.slots, self.entries, store_ms, commit_offset) + tail_bytes(
+            store_ms, commit_offset, 0, 0
+        )
         fd = fileio.create_file(temp, truncate=True)
         try:
             fileio.ftruncate(fd, file_size(self.slots, self.entries))
@@ -603,7 +675,7 @@ class KeyIndex:
                 window = (hashed, file_begin, low, high)
                 want = limit - len(found)
                 offsets = self._walk(index_file, window, count, want)
-                if offsets is None:  # the chain crossed an entry that fails its check
+                if offsets is None:  # the slot or an entry of its chain fails its check
                     offsets = self._scan(index_file, window, count, topic, key)
                 for offset in offsets:
                     if offset not in seen:
@@ -619,9 +691,11 @@ class KeyIndex:
     ) -> list[int] | None:
         """The offsets of the entries of the key's slot chain in the window, newest first,
         up to ``want``; None when the chain meets a counted entry that fails its check
-        (it cannot be followed past it)."""
+        (it cannot be followed past it), or when the slot itself fails its check."""
         hashed, file_begin, low, high = window
         number = index_file.slot(hashed % index_file.slots)
+        if number is None:
+            return None
         while number > count:  # written, but not yet (or no longer) counted
             if number > index_file.capacity:
                 number = 0
@@ -681,11 +755,14 @@ class KeyIndex:
                 offsets.extend(self.records_with_key(topic, key, first, last, low, high))
         offsets.sort(reverse=True)
         if self.on_damage is not None:
-            shown = ", ".join(map(str, sorted(damaged)[:5]))
+            if damaged:
+                shown = ", ".join(map(str, sorted(damaged)[:5]))
+                what = f"has {len(damaged)} entries failing their check ({shown})"
+            else:
+                what = f"has a hash slot failing its check (slot {hashed % index_file.slots})"
             self.on_damage(
                 index_file.begin_offset,
-                f"key index file {index_file.path} has {len(damaged)} entries failing their "
-                f"check ({shown}); lookups there read every entry",
+                f"key index file {index_file.path} {what}; lookups there read every entry",
             )
         return offsets
 

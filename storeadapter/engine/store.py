@@ -182,6 +182,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self.config.max_message_bytes,
                 )
                 self._streams.on_damage = self._note_index_damage
+                self._streams.exclusive = self._exclusive
                 self._index.on_damage = self._note_index_damage
                 self._index.records_with_key = self._reader.records_with_key
                 if alone:

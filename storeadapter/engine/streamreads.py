@@ -6,7 +6,8 @@ Each answer trusts only entries whose records start below the tail the caller fo
 and checks each candidate's record (its ``STREAM_ID`` and ``COMMAND_ID`` properties): a
 64-bit hash collision is ruled out while the record is there; once retention deleted
 it, the hash alone decides. A chain that breaks under a walk (another process cut
-the index meanwhile) is walked again (``retrying``); one that stays broken is damage.
+the index meanwhile) is walked again (``retrying``); one that stays broken is damage
+(``ChainDamage``), which the caller repairs and then asks again.
 """
 
 from __future__ import annotations
@@ -34,11 +35,17 @@ def retrying(index: EventIndex, walk: Callable[[], T]) -> T:
     raise damaged(index, error)
 
 
-def damaged(index: EventIndex, error: ChainBroken) -> StoreFormatError:
-    return StoreFormatError(
-        f"the event index {index.path} is damaged (a chain breaks at {error}); close every "
-        "process using the store and delete the file: the first to open the store again "
-        "rebuilds it from the commit log"
+class ChainDamage(StoreFormatError):
+    """A chain of the index stays broken: a lookup cannot be answered from it until the
+    index is repaired (``streamrecovery.repair_index``)."""
+
+
+def damaged(index: EventIndex, error: ChainBroken) -> ChainDamage:
+    return ChainDamage(
+        f"the event index {index.path} is damaged (a chain breaks at {error}); the next "
+        "process to write to the store indexes its events again, or close every process "
+        "using the store and delete the file: the first to open the store again rebuilds "
+        "it from the commit log"
     )
 
 

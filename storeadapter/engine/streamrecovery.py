@@ -27,6 +27,7 @@ from .commitlog import CommitLog
 from .dataplane import NATIVE_RUN
 from .errors import CorruptRecordError
 from .eventindex import (
+    EventEntry,
     EventIndex,
     EventIndexDamage,
     NewEntry,
@@ -119,18 +120,68 @@ def recover_indexes(
     return reports
 
 
+def repair_index(streams: Streams, state: Topic, tail: int) -> str | None:
+    """Repair a stream topic's index in which a lookup met an entry failing its check
+    (the caller holds the write lock): cut it after the last intact entry before the
+    first failing one, and index the events again from that entry's record (a boundary
+    its check vouches for) up to ``tail``. Return what was done, or None when no entry
+    fails its check (damage a check cannot see: not repaired here)."""
+    info = state.info
+    index = streams.index(state)
+    index.refresh()
+    first_bad = next(
+        (number for number, entry in enumerate(index.entries(1, index.count), 1) if entry is None),
+        None,
+    )
+    if first_bad is None:
+        return None
+    kept = _before_its_group(streams, index, first_bad - 1)
+    cut = index.truncate_from(kept.commit_offset + 1 if kept is not None else info.created_offset)
+    start = max(index.indexed_to, streams.log.min_offset, info.created_offset)
+    # The kept entry's record is indexed: the events after it are indexed again.
+    after = start + 1 if kept is not None and start == kept.commit_offset else start
+    streams.cache.drop_topic(info.name)  # heads may name entries cut
+    streams.mark_seen(info.name)
+    indexed = rebuild(streams, [state], {info.name: after}, tail, start).get(info.name, 0)
+    index.note_indexed_to(tail)
+    return (
+        f"the event index {index.path} has entry {first_bad} failing its check: {cut} "
+        f"entries cut (from the whole append before it on), {indexed} events indexed again "
+        f"from offset {after}"
+    )
+
+
+def _before_its_group(streams: Streams, index: EventIndex, number: int) -> EventEntry | None:
+    """Entry ``number``, or the entry before its append's first when it is not its
+    append's last: only an append's last entry is linked into the slots, so the index
+    is never cut inside an append (None: cut it whole)."""
+    while number > 0:
+        entry = index.entry(number)
+        message = streams.record_at(entry.commit_offset)
+        group = event_group(message) if message is not None else None
+        if group is None or entry.version >= group[1]:
+            return entry
+        number -= entry.version - group[0] + 1
+    return None
+
+
 def rebuild(
-    streams: Streams, states: list[Topic], starts: dict[str, int], tail: int
+    streams: Streams,
+    states: list[Topic],
+    starts: dict[str, int],
+    tail: int,
+    scan_from: int | None = None,
 ) -> dict[str, int]:
     """Index the events of ``states`` whose records lie from their start offset up to
     ``tail`` (each index already cut there); return how many per topic. The log is
     scanned natively, and each run of intact records gives its events
     (``Run.events``: what ``eventrecords.event_of`` finds, read from the properties the
-    scan kept), so no record is decoded in Python."""
+    scan kept), so no record is decoded in Python. The scan starts at ``scan_from``
+    (a record boundary) when given, else at the lowest start."""
     topics = [state.name_bytes for state in states]
     names = [state.info.name for state in states]
     froms = [starts[name] for name in names]
-    begin = min(froms)
+    begin = min(froms) if scan_from is None else scan_from
     counts: dict[str, int] = {}
     pending: dict[str, list[tuple]] = {}
     waiting = 0

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from zlib import crc32
 
 from . import streamreads
@@ -60,8 +62,8 @@ from .eventrecords import (
 from .record import RECORD_OVERHEAD
 from .results import Corruption, EventSlice, StoredMessage
 from .streamcache import StreamCache, StreamHead
-from .streamreads import damaged, retrying
-from .streamrecovery import recover_indexes
+from .streamreads import ChainDamage, damaged, retrying
+from .streamrecovery import recover_indexes, repair_index
 from .topics import Topic
 
 RecordReader = Callable[[int], StoredMessage | None]
@@ -75,6 +77,7 @@ REFUSALS = (
 )
 MAX_READ_EVENTS = 10_000
 _PRELOAD_ENTRIES = 1 << 16  # newest index entries read to preload the cache
+T = TypeVar("T")
 
 
 class StreamAppend:
@@ -142,6 +145,7 @@ class Streams:
         self.slots = slots
         self.log = log
         self._record_at = record_at
+        self.record_at = record_at  # the record at a commit offset (None once deleted)
         self._max_bytes = max_message_bytes
         self.cache = StreamCache(cache_streams)
         self._indexes: dict[str, EventIndex] = {}
@@ -152,6 +156,15 @@ class Streams:
         # Told (commit offset, sentence) of damage an index finds in use (set by the store
         # to report it as a corruption).
         self.on_damage: Callable[[int, str], None] | None = None
+        # Holds the store's write lock, caught up with the others (set by the store): a
+        # read that meets a damaged index entry repairs the index under it.
+        self.exclusive: Callable[[], AbstractContextManager[None]] | None = None
+        # Topics whose index a lookup found damaged and could not repair then: the next
+        # hold of the write lock repairs it before admitting an append to the topic.
+        self._damaged: set[str] = set()
+        # Topics with an append admitted during this hold: their index is not repaired
+        # before the hold ends (the appends laid out name its entries by number).
+        self._admitted: set[str] = set()
 
     # ------------------------------------------------------------- the files
 
@@ -292,6 +305,7 @@ class Streams:
     def begin_hold(self) -> None:
         """A writer took the write lock: catch up again before the next check."""
         self._fresh.clear()
+        self._admitted.clear()
 
     def request_many(self, appends: object) -> StreamBatch:
         """Check the arguments of several appends: each a dict with ``stream_id``,
@@ -323,7 +337,56 @@ class Streams:
         """Check an append against the stream under the write lock: the command first (a
         retried command is a duplicate whatever version it expected), then the version.
         Raises DuplicateCommandError, WrongExpectedVersionError, QueueFrozenError,
-        MessageTooLargeError; nothing is written."""
+        MessageTooLargeError; nothing is written. An index found damaged is repaired
+        first, unless appends to the topic were admitted already in this hold."""
+        name = state.info.name
+        if name in self._damaged and name not in self._admitted:
+            self._repair(state, None)
+        try:
+            admitted = self._admit(state, append)
+        except ChainDamage as error:
+            if name in self._admitted:
+                self._damaged.add(name)
+                raise
+            self._repair(state, error)
+            admitted = self._admit(state, append)
+        self._admitted.add(name)
+        return admitted
+
+    def _repair(self, state: Topic, error: ChainDamage | None) -> None:
+        """Repair the topic's index (the caller holds the write lock) and report it;
+        raise ``error`` again when there is nothing a check finds to repair."""
+        name = state.info.name
+        self._damaged.discard(name)
+        done = repair_index(self, state, self.log.tail)
+        if done is None:
+            if error is not None:
+                raise error
+            return
+        self._fresh.discard(name)
+        self._damage_found(self.log.tail, done)
+
+    def _answered(self, state: Topic, lookup: Callable[[], T]) -> T:
+        """``lookup()`` outside the write lock; when it meets a damaged entry, the index
+        is repaired under the write lock (or marked for the next writer, when this
+        process cannot take it) and ``lookup()`` asked again."""
+        try:
+            return lookup()
+        except ChainDamage as error:
+            if self.exclusive is None:
+                self._damaged.add(state.info.name)
+                raise
+            try:
+                with self.exclusive():
+                    self._repair(state, error)
+            except ChainDamage:
+                raise
+            except StoreError:  # this process cannot write: the next writer repairs it
+                self._damaged.add(state.info.name)
+                raise error from None
+        return lookup()
+
+    def _admit(self, state: Topic, append: StreamAppend) -> Admitted:
         index = self.index(state)
         name = state.info.name
         if name not in self._fresh:
@@ -533,8 +596,11 @@ class Streams:
         """The stream's newest version (0: no events) as of ``tail``."""
         stream_id = check_stream_id(stream_id)
         index = self.index(state)
-        found = retrying(
-            index, lambda: streamreads.newest_entry(index, stream_id, tail, self._record_at)
+        found = self._answered(
+            state,
+            lambda: retrying(
+                index, lambda: streamreads.newest_entry(index, stream_id, tail, self._record_at)
+            ),
         )
         return 0 if found is None else found[0].version
 
@@ -561,11 +627,14 @@ class Streams:
         ):
             raise StoreError(f"max_count must be 1 to {MAX_READ_EVENTS}, not {max_count!r}")
         index = self.index(state)
-        return retrying(
-            index,
-            lambda: streamreads.read_events(
-                index, state.info.name, stream_id, start, max_count, tail, min_offset,
-                self._record_at, note,
+        return self._answered(
+            state,
+            lambda: retrying(
+                index,
+                lambda: streamreads.read_events(
+                    index, state.info.name, stream_id, start, max_count, tail, min_offset,
+                    self._record_at, note,
+                ),
             ),
         )  # fmt: skip
 

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 
 from storeadapter.engine import keyindex
 from storeadapter.engine.keyindex import (
@@ -19,10 +20,13 @@ from storeadapter.engine.keyindex import (
     FLAG_SEALED,
     HEADER,
     HEADER_SIZE,
+    SLOT_SIZE,
     KeyIndex,
     file_size,
     key_hash,
     pack_entry,
+    slot_bytes,
+    tail_bytes,
 )
 
 SLOTS = 8
@@ -309,7 +313,7 @@ def test_truncated_last_file_is_repaired_on_open(opened, directory):
     items = fill(index, 26, keys=3)  # second file holds entries at 1600 .. 2500
     index.close()
     last = directory / name(1600)
-    size = HEADER_SIZE + SLOTS * 4 + 6 * ENTRY_SIZE + 7  # 6 entries and part of a 7th
+    size = HEADER_SIZE + SLOTS * SLOT_SIZE + 6 * ENTRY_SIZE + 7  # 6 entries and part of a 7th
     os.truncate(last, size)
     again = opened()
     assert last.stat().st_size == file_size(SLOTS, ENTRIES)
@@ -362,7 +366,8 @@ def test_unfinished_put_is_ignored_and_overwritten(opened):
     f = index.files[0]
     hashed = key_hash("t", "a")
     os.pwrite(f.fd, pack_entry(hashed, 200, 2, 2), f.entries_at + 2 * ENTRY_SIZE)
-    os.pwrite(f.fd, struct.pack("<I", 3), HEADER_SIZE + (hashed % SLOTS) * 4)
+    position = HEADER_SIZE + (hashed % SLOTS) * SLOT_SIZE
+    os.pwrite(f.fd, slot_bytes(position, 3), position)
     assert index.query("t", "a", None, None, 10) == [100, 0]
     index.put("t", "b", 300, T0 + 3)
     index.put("t", "a", 400, T0 + 4)
@@ -435,8 +440,9 @@ def test_removed_flag_and_stale_temp_files(opened, directory):
     index.close()
     last = directory / name(1600)
     with open(last, "r+b") as f:
-        f.seek(52)
-        f.write(struct.pack("<I", FLAG_REMOVED))  # a crash during its deletion
+        end_ms, end_offset, count, _flags = struct.unpack_from("<qQII", f.read(60), 36)
+        f.seek(36)
+        f.write(tail_bytes(end_ms, end_offset, count, FLAG_REMOVED))  # a crash while deleting
     (directory / ".00000000000000009999.tmp").write_bytes(b"partial")
     again = opened()
     assert not last.exists() and again.problems == []
@@ -450,13 +456,17 @@ def test_header_layout(opened, directory):
     index = opened()
     index.put_many([("t", "a", 7, T0), ("t", "b", 90, T0 + 5)])
     raw = (directory / name(7)).read_bytes()
-    assert len(raw) == HEADER_SIZE + SLOTS * 4 + ENTRIES * 24 == 56 + 32 + 384
-    assert HEADER.unpack_from(raw) == (b"TDMI", 2, 0, SLOTS, ENTRIES, T0, 7, T0 + 5, 90, 2, 0)
+    assert len(raw) == HEADER_SIZE + SLOTS * SLOT_SIZE + ENTRIES * 24 == 64 + 64 + 384
+    fields = HEADER.unpack_from(raw)
+    assert fields[:7] == (b"TDMI", 3, 0, SLOTS, ENTRIES, T0, 7)
+    assert fields[8:12] == (T0 + 5, 90, 2, 0)
+    assert fields[7] == crc32c(raw[:32]) and fields[12] == crc32c(raw[36:60])
     ha, hb = key_hash("t", "a"), key_hash("t", "b")
-    assert ENTRY.unpack_from(raw, 88)[:4] == (ha, 7, 0, 0)
-    assert ENTRY.unpack_from(raw, 112)[:4] == (hb, 90, 5, 2 if ha % SLOTS == hb % SLOTS else 0)
-    assert raw[88:112] == pack_entry(ha, 7, 0, 0)  # ends with the CRC32C of its 20 bytes
-    assert struct.unpack_from("<I", raw, 56 + (hb % SLOTS) * 4)[0] == 2
+    assert ENTRY.unpack_from(raw, 128)[:4] == (ha, 7, 0, 0)
+    assert ENTRY.unpack_from(raw, 152)[:4] == (hb, 90, 5, 2 if ha % SLOTS == hb % SLOTS else 0)
+    assert raw[128:152] == pack_entry(ha, 7, 0, 0)  # ends with the CRC32C of its 20 bytes
+    at = 64 + (hb % SLOTS) * 8
+    assert struct.unpack_from("<II", raw, at) == (2, crc32c(struct.pack("<QI", at, 2)))
 
 
 def test_take_dirty(opened):

@@ -266,7 +266,9 @@ def _index_file(store: Path) -> Path:
 def damage_keyindex(store: Path, fault: str, info: Template) -> Damage:
     path = _index_file(store)
     if fault == "bit-flip":
-        _flip(path, 56 + 4 * 64 + 24 * 3 + 5)  # entry 4's commit offset (24-byte entries)
+        _flip(
+            path, 64 + 8 * 64 + 24 * 3 + 5
+        )  # entry 4's commit offset (8-byte slots, 24-byte entries)
     elif fault == "truncation":
         with open(path, "r+b") as handle:
             handle.truncate(path.stat().st_size // 2)

@@ -28,6 +28,12 @@ from storeadapter.engine.tags import tag_hash
 from tests.engine.storetools import small_config
 
 ENTRY = struct.Struct("<QIQ")
+#: Where each field of a key index file's header is (docs/FORMAT.md, "Key index").
+KEY_HEADER_FIELDS = {
+    "magic": 0, "version": 4, "slots": 8, "capacity": 12, "begin_ms": 16,
+    "begin_offset": 24, "head_check": 32, "end_ms": 36, "end_offset": 44, "count": 52,
+    "flags": 56, "tail_check": 60,
+}  # fmt: skip
 BLOCK_HEADER = 16
 
 
@@ -357,7 +363,10 @@ def test_verify_finds_a_key_index_entry_that_fails_its_check(tmp_path, capsys):
     assert "fails its check" in out
 
 
-def test_a_key_index_of_the_version_before_checks_is_indexed_again_at_the_first_open(tmp_path):
+@pytest.mark.parametrize("version", [1, 2])  # before entry checks; before slot and header checks
+def test_a_key_index_of_a_version_before_checks_is_indexed_again_at_the_first_open(
+    tmp_path, version
+):
     path = tmp_path / "store"
     with MessageStore.open(path, small_config()) as store:
         store.create_topic("t", queues=2)
@@ -365,7 +374,7 @@ def test_a_key_index_of_the_version_before_checks_is_indexed_again_at_the_first_
             store.append("t", f"pay {i}".encode(), key=f"k{i}", dedup_id=f"payment-{i}")
     with open(_key_index_file(path), "r+b") as handle:
         handle.seek(4)
-        handle.write(struct.pack("<H", 1))  # as an engine before entry checks wrote it
+        handle.write(struct.pack("<H", version))  # as an engine before the checks wrote it
 
     with MessageStore.open(path, small_config()) as store:
         found = [len(store.query_by_key("t", f"k{i}")) for i in range(6)]
@@ -373,3 +382,87 @@ def test_a_key_index_of_the_version_before_checks_is_indexed_again_at_the_first_
 
     assert found == [1] * 6
     assert again.status == STATUS_DUPLICATE
+
+
+def _payments(path: Path) -> None:
+    with MessageStore.open(path, small_config()) as store:
+        store.create_topic("t", queues=2)
+        for i in range(6):
+            store.append("t", f"pay {i}".encode(), key=f"k{i}", dedup_id=f"payment-{i}")
+
+
+def _retry_and_look_up(path: Path) -> tuple[str, int, list[int], bool]:
+    """Retry payment-3 and look its key up: (status, messages stored, lookups, reported)."""
+    with MessageStore.open(path, small_config()) as store:
+        again = store.append("t", b"pay 3", key="k3", dedup_id="payment-3")
+        stored = sum(len(store.read("t", q, 0, max_messages=64)) for q in range(2))
+        found = [len(store.query_by_key("t", f"k{i}")) for i in range(6)]
+        stats = store.stats()
+        reported = bool(stats["corruptions"] or stats["index_problems"])
+    return again.status, stored, found, reported
+
+
+def _used_slot_positions(index_file: Path) -> list[int]:
+    """The byte of every slot that holds an entry number."""
+    data = index_file.read_bytes()
+    slots = struct.unpack_from("<I", data, 8)[0]
+    return [
+        KEY_HEADER_SIZE + slot * KEY_SLOT_SIZE
+        for slot in range(slots)
+        if struct.unpack_from("<I", data, KEY_HEADER_SIZE + slot * KEY_SLOT_SIZE)[0]
+    ]
+
+
+@pytest.mark.parametrize("bit", [0, 1, 5, 12, 31])
+def test_a_flipped_bit_in_a_key_index_slot_never_lets_a_key_or_a_retry_be_missed(tmp_path, bit):
+    path = tmp_path / "store"
+    _payments(path)
+    index_file = _key_index_file(path)
+    for at in _used_slot_positions(index_file):
+        _flip(index_file, at + bit // 8, bit % 8)
+
+    status, stored, found, reported = _retry_and_look_up(path)
+
+    assert status == STATUS_DUPLICATE
+    assert stored == 6
+    assert found == [1] * 6
+    assert reported
+
+
+@pytest.mark.parametrize("field", KEY_HEADER_FIELDS)
+def test_a_flipped_bit_in_a_key_index_header_field_indexes_the_file_again(tmp_path, field):
+    path = tmp_path / "store"
+    _payments(path)
+    index_file = _key_index_file(path)
+    _flip(index_file, KEY_HEADER_FIELDS[field], 1)
+
+    status, stored, found, reported = _retry_and_look_up(path)
+
+    assert status == STATUS_DUPLICATE
+    assert stored == 6
+    assert found == [1] * 6
+    assert reported
+
+
+def test_verify_finds_a_key_index_slot_that_fails_its_check(tmp_path, capsys):
+    path = tmp_path / "store"
+    _payments(path)
+    index_file = _key_index_file(path)
+    _flip(index_file, _used_slot_positions(index_file)[0] + 1, 3)
+
+    code, out = _verify(path, capsys)
+
+    assert code == EXIT_CORRUPT, out
+    assert "hash slots fail their check" in out
+
+
+@pytest.mark.parametrize("field", ["slots", "end_offset"])
+def test_verify_finds_a_key_index_header_field_that_fails_its_check(tmp_path, capsys, field):
+    path = tmp_path / "store"
+    _payments(path)
+    _flip(_key_index_file(path), KEY_HEADER_FIELDS[field], 2)
+
+    code, out = _verify(path, capsys)
+
+    assert code == EXIT_CORRUPT, out
+    assert "fails its check" in out

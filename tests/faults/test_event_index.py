@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import MessageStore, StoreFormatError
+from storeadapter.engine import DuplicateCommandError, MessageStore
 from storeadapter.engine.checks import check_event_index
 from storeadapter.engine.eventindex import (
     COUNT_AT,
@@ -30,6 +30,7 @@ from storeadapter.engine.eventindex import (
     EventIndex,
     counter_bytes,
     encode_entry,
+    stream_hash,
 )
 from tests.faults.faultharness import fault_config, start_holder
 from tests.faults.faultyfs import FaultyFS, skip_syncs
@@ -350,29 +351,58 @@ def test_the_checker_finds_an_unusable_header_and_a_missing_file(healthy):
     assert _reasons(healthy) == ["the event index is missing"]
 
 
-def test_a_store_with_a_damaged_index_entry_refuses_with_a_sentence_naming_the_file(healthy):
-    """Damage below the checkpoint is not repaired on open (that would read every entry):
-    the first lookup crossing it says which file to delete; the next opener rebuilds it."""
-    index = EventIndex.open(_index(healthy))
+def _zero_an_entry_inside_a_chain(
+    path: Path, newest_of_its_stream: bool = False
+) -> tuple[str, int]:
+    """Zero the entry before some stream's newest, or a stream's newest entry (not the
+    file's last: below the checkpoint, where lookups walk); return its stream and
+    version."""
+    index = EventIndex.open(_index(path))
     newest = {}
     for entry in index.entries(1, index.count):
         newest[entry.stream_hash] = entry
-    victim = next(e for e in newest.values() if e.previous)
-    at = index.entries_at + (victim.previous - 1) * ENTRY_SIZE
+    if newest_of_its_stream:
+        victim = min(newest.values(), key=lambda e: e.number)
+    else:
+        victim = index.entry(min(e.previous for e in newest.values() if e.previous))
+    at = index.entries_at + (victim.number - 1) * ENTRY_SIZE
     index.close()
-    with open(_index(healthy), "r+b") as handle:
+    with open(_index(path), "r+b") as handle:
         handle.seek(at)
         handle.write(bytes(ENTRY_SIZE))
+    stream = next(s for s in STREAMS if stream_hash(s) == victim.stream_hash)
+    return stream, victim.version
+
+
+def test_a_read_crossing_a_damaged_index_entry_repairs_the_index_and_answers(healthy):
+    """Damage below the checkpoint is not looked for on open (that would read every
+    entry): the first lookup crossing it indexes the events again from the last intact
+    entry's record, reports it, and answers as if nothing happened."""
+    acks = read_stream_acks(healthy.parent / "acks.txt")
+    _zero_an_entry_inside_a_chain(healthy)
 
     with MessageStore.open(healthy, fault_config("async")) as store:
-        failures = []
-        for stream in STREAMS:
-            try:
-                store.read_stream(TOPIC, stream)
-            except StoreFormatError as error:  # noqa: BLE001 - the sentence is what is checked
-                failures.append(str(error))
-        assert failures and all("events" in f and "delete" in f for f in failures), failures
-    _index(healthy).unlink()
+        versions = {stream: store.stream_version(TOPIC, stream) for stream in STREAMS}
+        check_streams(store, acks)
+        reported = store.stats()["corruptions"]
+
+    assert sum(versions.values()) == sum(last - first + 1 for _s, first, last, _c in acks)
+    assert any("event index" in c["reason"] for c in reported), reported
+    assert check_event_index(healthy) == []
+
+
+def test_an_append_crossing_a_damaged_index_entry_repairs_the_index_first(healthy):
+    acks = read_stream_acks(healthy.parent / "acks.txt")
+    stream, version = _zero_an_entry_inside_a_chain(healthy, newest_of_its_stream=True)
+    command = next(c for s, first, last, c in acks if s == stream and first <= version <= last)
+    at = max(ack[2] for ack in acks if ack[0] == stream)
+
     with MessageStore.open(healthy, fault_config("async")) as store:
-        assert all(store.read_stream(TOPIC, stream) is not None for stream in STREAMS)
+        with pytest.raises(DuplicateCommandError):
+            store.append_event(TOPIC, stream, b"again", command_id=command)
+        results = store.append_events(TOPIC, stream, [b"next"], expected_version=at)
+        reported = store.stats()["corruptions"]
+
+    assert results[0].version == at + 1
+    assert any("event index" in c["reason"] for c in reported), reported
     assert check_event_index(healthy) == []

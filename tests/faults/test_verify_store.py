@@ -191,7 +191,7 @@ def test_a_key_index_entry_naming_a_record_without_its_key_is_found(healthy, cap
     index_file = next(p for p in (healthy / "index").iterdir() if p.name.isdigit())
     data = bytearray(index_file.read_bytes())
     slots = struct.unpack_from("<I", data, 8)[0]
-    first_entry = 56 + 4 * slots
+    first_entry = 64 + 8 * slots  # header, 8-byte slots (format version 3)
     _hash, offset, diff, previous, _crc = ENTRY.unpack_from(data, first_entry)
     data[first_entry : first_entry + ENTRY_SIZE] = pack_entry(12345, offset, diff, previous)
     index_file.write_bytes(bytes(data))
@@ -204,7 +204,7 @@ def test_keys_the_key_index_lost_below_its_end_are_found(healthy, capsys):
     index_file = next(p for p in (healthy / "index").iterdir() if p.name.isdigit())
     data = bytearray(index_file.read_bytes())
     slots = struct.unpack_from("<I", data, 8)[0]
-    first_entry = 56 + 4 * slots
+    first_entry = 64 + 8 * slots  # header, 8-byte slots (format version 3)
     data[first_entry + ENTRY_SIZE * 10 : first_entry + ENTRY_SIZE * 20] = bytes(10 * ENTRY_SIZE)
     index_file.write_bytes(bytes(data))
     code, out = _verify(healthy, capsys)

@@ -15,10 +15,13 @@ from ..keyindex import (
     HEADER,
     HEADER_SIZE,
     MAGIC,
+    SLOT,
     SLOT_SIZE,
     VERSION,
     entry_intact,
     file_size,
+    header_problem,
+    slot_valid,
 )
 from ..metadata import TopicInfo
 from .commit_log import LogFacts
@@ -28,6 +31,7 @@ from .readonly import numbered_files, relative
 KIND = "index"
 COMPLETE = ".complete"
 _SHOWN_SLOTS = 5
+_FAILING = 0xFFFFFFFF  # a slot failing its check, already reported
 
 
 class _Entries:
@@ -81,9 +85,11 @@ def _check_file(store: Path, path: Path, entries: _Entries, findings: Findings) 
         raw = os.pread(fd, HEADER_SIZE, 0)
         problem = _header_problem(raw, size, int(path.name))
         if problem is not None:
-            findings.damage(name, f"{problem}: the engine skips the file (its keys are not found)")
+            findings.damage(
+                name, f"{problem}: the engine skips the file (the next open indexes its keys again)"
+            )
             return None
-        _, _, _, slots, capacity, _, _, _, end_offset, count, flags = HEADER.unpack(raw)
+        _, _, _, slots, capacity, _, _, _, _, end_offset, count, flags, _ = HEADER.unpack(raw)
         if flags & FLAG_REMOVED:
             findings.note(name, "flagged as being removed (a crash while deleting it): skipped")
             return None
@@ -96,7 +102,7 @@ def _check_file(store: Path, path: Path, entries: _Entries, findings: Findings) 
             return None
         entries_at = HEADER_SIZE + slots * SLOT_SIZE
         data = os.pread(fd, count * ENTRY_SIZE, entries_at)
-        table = array("I", os.pread(fd, slots * SLOT_SIZE, HEADER_SIZE))
+        table = _slot_table(name, os.pread(fd, slots * SLOT_SIZE, HEADER_SIZE), findings)
         heads, last_offset = _check_entries(name, data, slots, int(path.name), entries, findings)
         _check_slots(name, fd, table, heads, count, capacity, entries_at, findings)
     finally:
@@ -114,11 +120,13 @@ def _header_problem(raw: bytes, size: int, name_offset: int) -> str | None:
     """What the engine would skip the file for, or None."""
     if len(raw) < HEADER_SIZE:
         return f"{size} bytes, shorter than the {HEADER_SIZE}-byte header"
-    magic, version, _, slots, capacity, _, begin_offset, _, _, count, _ = HEADER.unpack(raw)
+    magic, version, _, slots, capacity, _, begin_offset, _, _, _, count, _, _ = HEADER.unpack(raw)
     if magic != MAGIC:
         return f"bad magic {magic!r}"
     if version != VERSION:
         return f"unknown version {version}"
+    if (problem := header_problem(raw)) is not None:
+        return problem
     if slots < 1 or capacity < 1 or count > capacity:
         return f"bad header (slots {slots}, capacity {capacity}, count {count})"
     if begin_offset != name_offset:
@@ -126,6 +134,29 @@ def _header_problem(raw: bytes, size: int, name_offset: int) -> str | None:
     if size > file_size(slots, capacity):
         return f"{size} bytes, expected {file_size(slots, capacity)}"
     return None
+
+
+def _slot_table(name: str, raw: bytes, findings: Findings) -> array:
+    """Each slot's entry number; a slot failing its check is reported and taken as
+    pointing to its newest entry (lookups of its keys read every entry, and the next put
+    into it writes it again)."""
+    table = array("I")
+    failing = []
+    for slot, (number, check) in enumerate(SLOT.iter_unpack(raw)):
+        position = HEADER_SIZE + slot * SLOT_SIZE
+        if slot_valid(position, number, check):
+            table.append(number)
+        else:
+            failing.append(slot)
+            table.append(_FAILING)
+    if failing:
+        shown = ", ".join(map(str, failing[:_SHOWN_SLOTS]))
+        findings.damage(
+            name,
+            f"{len(failing)} hash slots fail their check ({shown}): lookups of their keys "
+            "read every entry",
+        )
+    return table
 
 
 def _check_entries(
@@ -176,13 +207,15 @@ def _check_slots(
     left past the count, if it points there); a slot without entries must be 0."""
     wrong = []
     for slot, head in heads.items():
+        if slot < len(table) and table[slot] == _FAILING:
+            continue
         found = _resolve(fd, table[slot] if slot < len(table) else 0, count, capacity, entries_at)
         if found != head:
             at = found if isinstance(found, str) else f"entry {found}" if found else "no entry"
             wrong.append(f"slot {slot} leads to {at}, not to its newest entry {head}")
     if len(table) - table.count(0) > len(heads):
         for slot, value in enumerate(table):
-            if value and slot not in heads and len(wrong) <= _SHOWN_SLOTS:
+            if value and value != _FAILING and slot not in heads and len(wrong) <= _SHOWN_SLOTS:
                 found = _resolve(fd, value, count, capacity, entries_at)
                 if isinstance(found, str):
                     wrong.append(f"slot {slot} leads to {found}")
