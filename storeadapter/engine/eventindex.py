@@ -629,16 +629,7 @@ class EventIndex:
         the entries kept; 3. the file is cut after the last entry kept.
         """
         count, indexed_to, cuts = self.read_counters()
-        last = max(count, self.entries_in_file())
-        removed: list[EventEntry | None] = []
-        number = last
-        while number > 0:
-            entry = self.entry(number)
-            if entry is not None and entry.commit_offset < offset:
-                break
-            removed.append(entry)
-            number -= 1
-        kept = number
+        kept, removed = self._from_the_end(offset, count)
         if any(entry is None for entry in removed):
             # A damaged entry is not a cut: the events from the last entry kept on (its
             # record's start, a boundary its check vouches for) are indexed again.
@@ -663,6 +654,26 @@ class EventIndex:
                 self._unlink(removed)
             fileio.ftruncate(self.fd, self.entries_at + kept * ENTRY_SIZE)
         return len(removed)
+
+    def kept_below(self, offset: int) -> tuple[int, bool]:
+        """What ``truncate_from(offset)`` would keep: the number of its last entry kept,
+        and whether an entry it would remove fails its check."""
+        kept, removed = self._from_the_end(offset, self.read_counters()[0])
+        return kept, any(entry is None for entry in removed)
+
+    def _from_the_end(self, offset: int, count: int) -> tuple[int, list[EventEntry | None]]:
+        """Walking back from the last entry (of the count or of the file, whichever is
+        further): the newest intact entry whose record starts below ``offset``, and the
+        entries after it (newest first, None for each that fails its check)."""
+        removed: list[EventEntry | None] = []
+        number = max(count, self.entries_in_file())
+        while number > 0:
+            entry = self.entry(number)
+            if entry is not None and entry.commit_offset < offset:
+                break
+            removed.append(entry)
+            number -= 1
+        return number, removed
 
     def _unlink(self, removed: list[EventEntry]) -> None:
         """Point each slot whose newest entry is among ``removed`` (newest first) at the

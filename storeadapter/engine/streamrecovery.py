@@ -6,8 +6,10 @@ commit log's own recovery (recovery.py):
    indexes at the tail);
 2. each stream topic's index is cut where it can no longer be trusted: at the
    checkpoint's ``dispatched`` offset (the index was fsynced before the checkpoint was
-   written), or lower where the index's own ``indexed_to`` says so; a missing or
-   damaged index is made again, empty, from the topic's first record still in the log;
+   written), or lower where the index's own ``indexed_to`` says so, or after the last
+   whole append before entries at its end that fail their check (never inside an
+   append: ``_cut_after_whole_append``, as a lookup's ``repair_index`` cuts); a missing
+   or damaged index is made again, empty, from the topic's first record still in the log;
 3. the events from there to the tail are read back from the log (scanned natively, the
    events' fields read from the records' properties by the data plane) and indexed
    again, in log order, a chunk at a time (``rebuild``).
@@ -77,6 +79,7 @@ def recover_indexes(
     reports = []
     states = [state for state in topics if state.info.streams]
     starts: dict[str, int] = {}
+    boundaries: list[int] = []
     for state in states:
         info = state.info
         report = IndexRecovery(info.name)
@@ -105,14 +108,23 @@ def recover_indexes(
             if dispatched is not None:
                 start = max(start, min(index.indexed_to, dispatched, tail))
             start = max(start, info.created_offset)
-            report.entries_cut = index.truncate_from(start)
-            # A damaged entry at the end lowers indexed_to to a record boundary below it.
-            start = max(min(start, index.indexed_to), streams.log.min_offset, info.created_offset)
+            kept, damaged = index.kept_below(start)
+            if damaged:
+                report.entries_cut, boundary, start = _cut_after_whole_append(
+                    streams, index, info.created_offset, kept
+                )
+                boundaries.append(boundary)
+            else:
+                report.entries_cut = index.truncate_from(start)
+                start = max(
+                    min(start, index.indexed_to), streams.log.min_offset, info.created_offset
+                )
         report.cut_from = start
         streams.adopt(info.name, index)
         starts[info.name] = start
     if states:
-        counts = rebuild(streams, states, starts, tail)
+        scan_from = min([*boundaries, *starts.values()])
+        counts = rebuild(streams, states, starts, tail, scan_from)
         for report in reports:
             report.events_indexed = counts.get(report.topic, 0)
             index = streams.opened(report.topic)
@@ -135,11 +147,7 @@ def repair_index(streams: Streams, state: Topic, tail: int) -> str | None:
     )
     if first_bad is None:
         return None
-    kept = _before_its_group(streams, index, first_bad - 1)
-    cut = index.truncate_from(kept.commit_offset + 1 if kept is not None else info.created_offset)
-    start = max(index.indexed_to, streams.log.min_offset, info.created_offset)
-    # The kept entry's record is indexed: the events after it are indexed again.
-    after = start + 1 if kept is not None and start == kept.commit_offset else start
+    cut, start, after = _cut_after_whole_append(streams, index, info.created_offset, first_bad - 1)
     streams.cache.drop_topic(info.name)  # heads may name entries cut
     streams.mark_seen(info.name)
     indexed = rebuild(streams, [state], {info.name: after}, tail, start).get(info.name, 0)
@@ -149,6 +157,22 @@ def repair_index(streams: Streams, state: Topic, tail: int) -> str | None:
         f"entries cut (from the whole append before it on), {indexed} events indexed again "
         f"from offset {after}"
     )
+
+
+def _cut_after_whole_append(
+    streams: Streams, index: EventIndex, created_offset: int, number: int
+) -> tuple[int, int, int]:
+    """Where an index whose entries after ``number`` fail their check, or cannot be
+    trusted, is cut: after the last whole append up to entry ``number`` (only an
+    append's last entry is linked into the slots, so a cut inside an append would leave
+    a slot at an entry that links to nothing). Cut it there; return how many entries
+    were cut, the record boundary to scan the log from, and the offset from which
+    events are indexed again (past the kept entry's record, which stays indexed)."""
+    kept = _before_its_group(streams, index, number)
+    cut = index.truncate_from(kept.commit_offset + 1 if kept is not None else created_offset)
+    start = max(index.indexed_to, streams.log.min_offset, created_offset)
+    after = start + 1 if kept is not None and start == kept.commit_offset else start
+    return cut, start, after
 
 
 def _before_its_group(streams: Streams, index: EventIndex, number: int) -> EventEntry | None:

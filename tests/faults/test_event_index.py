@@ -406,3 +406,41 @@ def test_an_append_crossing_a_damaged_index_entry_repairs_the_index_first(health
     assert results[0].version == at + 1
     assert any("event index" in c["reason"] for c in reported), reported
     assert check_event_index(healthy) == []
+
+
+@pytest.mark.parametrize("damaged", [1, 2], ids=["its-last-entry", "its-last-two-entries"])
+def test_a_crash_recovery_cutting_inside_a_multi_event_append_loses_no_command(healthy, damaged):
+    """The newest entries fail their check and are those of an append of three events:
+    recovery's cut (after the last intact entry) would land inside that append, whose
+    members before its last are linked into no slot."""
+    acks_path = healthy.parent / "acks.txt"
+    with MessageStore.open(healthy, fault_config("async")) as store:
+        stream = STREAMS[0]
+        version = store.stream_version(TOPIC, stream)
+        results = store.append_events(
+            TOPIC, stream, [f"{stream}:{version + i}:group;".encode() for i in (1, 2, 3)],
+            expected_version=version, command_id="group",
+        )  # fmt: skip
+    with open(acks_path, "a") as acks:
+        acks.write(f"{stream} {results[0].version} {results[-1].version} group\n")
+    index = EventIndex.open(_index(healthy))
+    count, entries_at = index.count, index.entries_at
+    index.close()
+    with open(_index(healthy), "r+b") as handle:
+        for number in range(count - damaged + 1, count + 1):
+            at = entries_at + (number - 1) * ENTRY_SIZE + 3
+            handle.seek(at)
+            byte = handle.read(1)[0]
+            handle.seek(at)
+            handle.write(bytes([byte ^ 0x10]))
+    (healthy / "abort").touch()  # as after a crash: recovery looks at the index
+    acks = read_stream_acks(acks_path)
+
+    with MessageStore.open(healthy, fault_config("async", stream_cache_streams=1)) as store:
+        check_streams(store, acks)
+        for name in STREAMS:
+            at = max((last for s, _first, last, _c in acks if s == name), default=0)
+            (result,) = store.append_events(TOPIC, name, [b"next"], expected_version=at)
+            assert result.version == at + 1
+
+    assert check_event_index(healthy) == []
