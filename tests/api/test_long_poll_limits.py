@@ -5,7 +5,6 @@ while the poll waits."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ import pytest
 import requests
 
 from console.api.long_polls import TooManyLongPolls, long_poll_slot, waiting
-from tests.console.test_serving import PROJECT_ROOT, TIDEMARK, free_port, production_env
+from tests.console.test_serving import PROJECT_ROOT, TIDEMARK, production_env, serving
 
 POLLS = 20
 WAIT_S = 15
@@ -50,37 +49,8 @@ def server(tmp_path_factory) -> Iterator[tuple[str, str]]:
     )
     manage(env, "migrate", "--noinput", "-v", "0")
     key = manage(env, "shell", "-c", SETUP).strip().splitlines()[-1]
-    port = free_port()
-    log = (home / "gunicorn.log").open("w")
-    process = subprocess.Popen(
-        [str(TIDEMARK), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"]
-        + ["--threads", "4"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=home,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if requests.get(base + "/healthz", timeout=10).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("gunicorn did not start: " + (home / "gunicorn.log").read_text())
-            time.sleep(0.2)
+    with serving(env, home, "--threads", "4") as base:
         yield base, key
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
 
 
 def test_one_tokens_long_polls_leave_threads_for_health_checks(server):

@@ -6,6 +6,7 @@ nothing served static files)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -54,24 +55,14 @@ def production_env(home: Path) -> dict[str, str]:
     return env
 
 
-def run(env: dict[str, str], *args: str) -> None:
-    result = subprocess.run(
-        [str(TIDEMARK), *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert result.returncode == 0, result.stderr
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("serve")
-    env = production_env(home)
-    run(env, "manage", "collectstatic", "--noinput", "-v", "0")
-    run(env, "manage", "migrate", "--noinput", "-v", "0")
-    run(env, "manage", "createsuperuser", "--noinput", "--username", "ops", "--email", "o@x.io")
+@contextlib.contextmanager
+def serving(env: dict[str, str], home: Path, *options: str) -> Iterator[str]:
+    """``tidemark serve`` (gunicorn, one worker, then ``options``) on a free loopback
+    port, its base URL once /healthz answers; stopped by SIGTERM on leaving."""
     port = free_port()
     log = (home / "gunicorn.log").open("w")
     process = subprocess.Popen(
-        [str(TIDEMARK), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        [str(TIDEMARK), "serve", "--bind", f"127.0.0.1:{port}", "--workers", "1", *options],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -98,6 +89,24 @@ def server(tmp_path_factory) -> Iterator[str]:
             process.kill()
             process.wait()
         log.close()
+
+
+def run(env: dict[str, str], *args: str) -> None:
+    result = subprocess.run(
+        [str(TIDEMARK), *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory) -> Iterator[str]:
+    home = tmp_path_factory.mktemp("serve")
+    env = production_env(home)
+    run(env, "manage", "collectstatic", "--noinput", "-v", "0")
+    run(env, "manage", "migrate", "--noinput", "-v", "0")
+    run(env, "manage", "createsuperuser", "--noinput", "--username", "ops", "--email", "o@x.io")
+    with serving(env, home) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
