@@ -11,6 +11,7 @@ from pathlib import Path
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
+from whitenoise.compress import Compressor
 
 from console.api.names import PATH_NAME_PATTERN
 from console.env import (
@@ -231,6 +232,9 @@ STORAGES = {
     # Hashed names (cached for a year) and gzip + brotli copies, made by collectstatic.
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+# Source maps (the API docs' bundles ship 10 MB of them) are fetched only by a developer's
+# browser tools: compressing them with brotli took most of collectstatic's time.
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = (*Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 
 # Request errors, Celery task failures and the store's recovery and retention reports go to
 # stderr; TIDEMARK_LOG_FORMAT=json writes one JSON object a line.
