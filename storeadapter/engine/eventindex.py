@@ -32,6 +32,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from . import fileio
+from .checkedslots import SLOT, SLOT_SIZE, slot_bytes, slot_valid
 from .errors import StoreFormatError
 
 FILE_NAME = "events"
@@ -51,11 +52,6 @@ CUTS_AT = INDEXED_TO_AT + COUNTER.size  # 52
 _COUNT, _INDEXED_TO, _CUTS = 1, 2, 3
 _FIELD_CHECKED = struct.Struct("<BQ")
 HEADER_SIZE = 64
-# A slot: the newest entry's number and the CRC32C of its position in the file and that
-# number; an empty slot is 8 zero bytes.
-SLOT = struct.Struct("<II")
-SLOT_SIZE = SLOT.size
-_SLOT_CHECKED = struct.Struct("<QI")
 _CRC = struct.Struct("<I")
 # commit offset, stream hash, command hash, version, previous, jump, stream next,
 # command next, crc32c of the 44 bytes before it
@@ -202,19 +198,6 @@ def parse_counters(raw: bytes) -> tuple[int, int, int]:
             raise EventIndexDamage(f"its header's {name} fails its check")
         values.append(value)
     return values[0], values[1], values[2]
-
-
-def slot_bytes(position: int, number: int) -> bytes:
-    """The slot at byte ``position`` of the file holding entry ``number`` (0: empty)."""
-    if not number:
-        return bytes(SLOT_SIZE)
-    return SLOT.pack(number, crc32c(_SLOT_CHECKED.pack(position, number)))
-
-
-def slot_valid(position: int, number: int, check: int) -> bool:
-    if not number:
-        return not check
-    return check == crc32c(_SLOT_CHECKED.pack(position, number))
 
 
 class EventIndex:

@@ -31,6 +31,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import _native, fileio
+from .checkedslots import SLOT, SLOT_SIZE, slot_bytes, slot_valid
 from .segment import is_segment_name, segment_name
 
 MAGIC = b"TDMI"
@@ -53,10 +54,6 @@ _TAIL_AT = _HEAD_CHECK_AT + 4
 _TAIL_CHECK_AT = _TAIL_AT + _TAIL.size
 _FLAGS = struct.Struct("<I")
 _FLAGS_AT = _TAIL_AT + 20
-# entry number, CRC32C of (the slot's byte position, entry number); all zeros: empty
-SLOT = struct.Struct("<II")
-SLOT_SIZE = SLOT.size
-_SLOT_CHECKED = struct.Struct("<QI")
 # key hash, commit offset, time diff (ms from begin_ms), previous entry number, and the
 # CRC32C of those 20 bytes
 ENTRY = struct.Struct("<IQIII")
@@ -108,19 +105,6 @@ def header_problem(raw) -> str | None:
     if _CRC.unpack_from(raw, _TAIL_CHECK_AT)[0] != crc32c(bytes(raw[_TAIL_AT:_TAIL_CHECK_AT])):
         return "its header (end, count, flags) fails its check"
     return None
-
-
-def slot_bytes(position: int, number: int) -> bytes:
-    """The slot at byte ``position`` of the file holding entry ``number`` (0: empty)."""
-    if not number:
-        return bytes(SLOT_SIZE)
-    return SLOT.pack(number, crc32c(_SLOT_CHECKED.pack(position, number)))
-
-
-def slot_valid(position: int, number: int, check: int) -> bool:
-    if not number:
-        return not check
-    return check == crc32c(_SLOT_CHECKED.pack(position, number))
 
 
 def file_size(slots: int, capacity: int) -> int:
