@@ -2,6 +2,9 @@
 
 import pytest
 
+from console.monitoring import current
+from storeadapter.engine import clock
+
 
 @pytest.fixture
 def billing(store):
@@ -13,3 +16,13 @@ def billing(store):
     store.commit_offset("billing", "orders", 0, 3)
     store.commit_offset("billing", "orders", 1, 4)
     return store
+
+
+@pytest.fixture
+def now(monkeypatch):
+    """The engine's clock frozen at ``now["ms"]`` (set it to move time), with the
+    monitoring's cached figures dropped."""
+    time = {"ms": 1_800_000_000_000}
+    monkeypatch.setattr(clock, "now_ms", lambda: time["ms"])
+    current._cache.update(token=None, groups=None)
+    return time

@@ -8,19 +8,9 @@ import html
 
 import pytest
 
-from console.monitoring import current
 from console.monitoring.sampler import take_sample
-from storeadapter.engine import clock
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def now(monkeypatch):
-    time = {"ms": 1_800_000_000_000}
-    monkeypatch.setattr(clock, "now_ms", lambda: time["ms"])
-    current._cache.update(token=None, groups=None)
-    return time
 
 
 @pytest.fixture
