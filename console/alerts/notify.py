@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.mail import EmailMessage
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -149,14 +150,17 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
             next_attempt_at=None if final else now + timedelta(seconds=backoff_s(row.attempts)),
         )
         raise DeliveryFailed(text, final) from error
-    Notification.objects.filter(pk=row.pk).update(
-        state=Notification.SENT, sent_at=now, next_attempt_at=None
-    )
-    compose.record_told(row, said, now)
-    ids = [e.pk for e in said.fired + said.resolved + said.still]
-    AlertEvent.objects.filter(pk__in=ids).filter(
-        Q(last_notified_at__isnull=True) | Q(last_notified_at__lt=now)
-    ).update(last_notified_at=now)
+    # One commit: whoever sees it sent also sees whom it told and when (a crash between
+    # the two would leave a delivered page that no RESOLVED could follow).
+    with transaction.atomic():
+        Notification.objects.filter(pk=row.pk).update(
+            state=Notification.SENT, sent_at=now, next_attempt_at=None
+        )
+        compose.record_told(row, said, now)
+        ids = [e.pk for e in said.fired + said.resolved + said.still]
+        AlertEvent.objects.filter(pk__in=ids).filter(
+            Q(last_notified_at__isnull=True) | Q(last_notified_at__lt=now)
+        ).update(last_notified_at=now)
     row.refresh_from_db()
     return row
 

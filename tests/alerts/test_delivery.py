@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from aiosmtpd.controller import Controller
 
-from console.alerts import notify
+from console.alerts import compose, notify
 from console.alerts.models import AlertEvent, AlertRule, Notification
 from tests.alerts.alerttools import at, evaluate, group, make_rule
 
@@ -72,6 +72,22 @@ def test_a_refused_firing_mail_is_retried_and_marked_notified_only_once_sent(smt
     assert AlertEvent.objects.get().last_notified_at == at(60)
     (mail,) = smtp.received
     assert "Subject: [Tidemark] FIRING: billing lag (1 subject)" in mail
+
+
+def test_a_sent_mail_is_recorded_with_whom_it_told_in_one_commit(smtp, monkeypatch):
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag")
+    changes = evaluate(LAGGING, None, at(0))  # refused: pending
+
+    def crash(*args):
+        raise RuntimeError("the worker died after the server took the mail")
+
+    monkeypatch.setattr(compose, "record_told", crash)
+    with pytest.raises(RuntimeError):
+        notify.attempt(changes.notifications[0], at(60))
+
+    (row,) = Notification.objects.all()
+    assert row.state == Notification.SENDING  # not SENT: lost() makes it pending again
+    assert AlertEvent.objects.get().last_notified_at is None
 
 
 def test_a_refused_resolved_mail_is_not_lost(smtp):
