@@ -230,7 +230,7 @@ STATIC_ROOT = env_path("TIDEMARK_STATIC_ROOT", VAR_DIR / "static", PROJECT_DIR)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed names (cached for a year) and gzip + brotli copies, made by collectstatic.
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "console.assets.StaticStorage"},
 }
 # Source maps (the API docs' bundles ship 10 MB of them) are fetched only by a developer's
 # browser tools: compressing them with brotli took most of collectstatic's time.
