@@ -10,93 +10,30 @@ and reading the userinfo endpoint on its own.
 
 from __future__ import annotations
 
-import json
 import re
-import secrets
-import subprocess
-import sys
 import time
-from pathlib import Path
 from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
 import requests
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from console.accounts.models import SsoIdentity
 from console.accounts.roles import role_of
 from console.audit.models import AuditEntry
-
-SERVE = Path(__file__).resolve().parents[1] / "sso_provider" / "serve.py"
-PASSWORD = "provider-password-1"
-USERS = [
-    {"username": "alice", "email": "alice@example.org", "groups": ["tidemark-admins", "staff"]},
-    {"username": "oscar", "email": "oscar@example.org", "groups": ["sre"]},
-    {"username": "mallory", "email": "mallory@example.org", "groups": ["contractors"]},
-    # A name the console's local accounts already have (the `viewer` fixture's).
-    {"username": "vera", "email": "vera@example.org", "groups": ["sre"]},
-]
-ROLE_MAP = {"tidemark-admins": "admin", "sre": "operator"}
+from tests.sso_provider.harness import PASSWORD, configure_console, running_provider
 
 
 @pytest.fixture(scope="module")
 def provider(live_server, tmp_path_factory):
     """The provider process, its discovery document and its client's credentials."""
-    home = tmp_path_factory.mktemp("idp")
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (home / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    config = {
-        "db_path": str(home / "idp.sqlite3"),
-        "key_path": str(home / "key.pem"),
-        "client_id": "tidemark-console",
-        "client_secret": secrets.token_urlsafe(24),
-        "redirect_uri": f"{live_server.url}/accounts/sso/callback/",
-        "users": [{**user, "password": PASSWORD} for user in USERS],
-    }
-    (home / "config.json").write_text(json.dumps(config))
-    process = subprocess.Popen(
-        [sys.executable, str(SERVE), str(home / "config.json")],
-        stdout=subprocess.PIPE,
-        stderr=open(home / "stderr.log", "wb"),  # noqa: SIM115 (closed with the process)
-        text=True,
-    )
-    try:
-        line = process.stdout.readline()
-        if not line.startswith("listening "):
-            pytest.fail(f"the provider did not start: {(home / 'stderr.log').read_text()}")
-        base = f"http://127.0.0.1:{int(line.split()[1])}"
-        discovery = requests.get(f"{base}/o/.well-known/openid-configuration", timeout=10).json()
-        yield {"base": base, "discovery": discovery, **config}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with running_provider(tmp_path_factory.mktemp("idp"), live_server.url) as running:
+        yield running
 
 
 @pytest.fixture
 def sso_on(provider, settings):
-    """The console configured for the provider, as an operator would from its discovery
-    document."""
-    found = provider["discovery"]
-    settings.OIDC_RP_CLIENT_ID = provider["client_id"]
-    settings.OIDC_RP_CLIENT_SECRET = provider["client_secret"]
-    settings.OIDC_OP_AUTHORIZATION_ENDPOINT = found["authorization_endpoint"]
-    settings.OIDC_OP_TOKEN_ENDPOINT = found["token_endpoint"]
-    settings.OIDC_OP_USER_ENDPOINT = found["userinfo_endpoint"]
-    settings.OIDC_OP_JWKS_ENDPOINT = found["jwks_uri"]
-    settings.TIDEMARK_SSO_ISSUER = found["issuer"]
-    settings.TIDEMARK_SSO_ROLE_MAP = ROLE_MAP
-    settings.TIDEMARK_SSO_PROVIDER_NAME = "Example IdP"
+    """The console configured for the provider."""
+    configure_console(settings, provider)
     return provider
 
 
