@@ -26,7 +26,7 @@ import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import SuspiciousOperation
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
@@ -148,6 +148,11 @@ def _first_sign_in(
             Refusal("", f"the provider sent no {settings.TIDEMARK_SSO_USERNAME_CLAIM} claim"),
         )
         return None
+    model = get_user_model()
+    longest = model._meta.get_field(model.USERNAME_FIELD).max_length
+    if len(name) > longest:
+        _refuse(request, Refusal(name[:longest], f"the user name is longer than {longest}"))
+        return None
     if stored_name(name) is not None:
         _refuse(
             request,
@@ -158,7 +163,15 @@ def _first_sign_in(
             ),
         )
         return None
-    model = get_user_model()
+    try:
+        return _create(model, issuer, subject, name, role, claims)
+    except IntegrityError:
+        # The same identity (or name) signed in twice at once: the other one made the user.
+        _refuse(request, Refusal(name, "the same user was signing in twice at once; try again"))
+        return None
+
+
+def _create(model: Any, issuer: str, subject: str, name: str, role: str, claims: Mapping) -> Any:
     with transaction.atomic():
         user = model._default_manager.create_user(
             username=model.normalize_username(name), email=str(claims.get("email") or "")
@@ -180,6 +193,8 @@ class SsoBackend(OIDCAuthenticationBackend):
     the ID token's audience and issuer too, and leaves users and roles to `sign_in`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Sessions it opened are still read (get_user) after single sign-on is turned off.
+        self.UserModel = get_user_model()
         if enabled():
             super().__init__(*args, **kwargs)
 

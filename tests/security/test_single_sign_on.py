@@ -122,3 +122,15 @@ def test_the_login_page_has_no_provider_link_while_sign_on_is_off(live_server, p
 
     assert "sso/start" not in page.text
     assert requests.get(f"{live_server.url}/accounts/sso/start/", timeout=10).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_id_token_from_another_issuer_is_refused(live_server, sso_on, settings):
+    settings.TIDEMARK_SSO_ISSUER = "https://somebody-else.example/o"
+
+    answer = sign_on(live_server.url, "alice")
+
+    assert answer.status_code == 403
+    assert "is not TIDEMARK_SSO_ISSUER" in answer.text
+    assert not SsoIdentity.objects.exists()
+    assert answer.browser.get(f"{live_server.url}/", allow_redirects=False).status_code == 302

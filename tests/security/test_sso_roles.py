@@ -172,3 +172,20 @@ def test_check_deploy_stays_clean_with_single_sign_on_configured():
     )
 
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.django_db
+def test_a_name_longer_than_the_console_allows_is_refused(mapped):
+    asked = request()
+
+    assert sso.sign_in(asked, claims(["developers"], name="x" * 200)) is None
+    assert "longer than 150" in asked.sso_refusal.reason
+
+
+@pytest.mark.django_db
+def test_a_session_single_sign_on_opened_is_read_after_it_is_turned_off(mapped, client, store):
+    user = sso.sign_in(request(), claims(["developers"]))
+    client.force_login(user, backend="console.accounts.sso.SsoBackend")
+    mapped.OIDC_RP_CLIENT_ID = ""
+
+    assert client.get("/").status_code == 200
