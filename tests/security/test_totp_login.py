@@ -161,3 +161,27 @@ def test_api_tokens_work_for_a_user_with_totp(viewer, device):
     response = Client().get("/api/v1/topics/", HTTP_AUTHORIZATION=f"Token {key}")
 
     assert response.status_code == 200
+
+
+def test_the_django_admin_login_sends_to_the_console_login_with_its_code_step(
+    django_user_model, password
+):
+    staff = django_user_model.objects.create_superuser("root", password=password)
+    TOTPDevice.objects.create(user=staff, name="phone", confirmed=True)
+    client = Client()
+
+    sent = client.post(
+        "/admin/login/?next=/admin/auth/", {"username": "root", "password": password}
+    )
+
+    assert sent.status_code == 302
+    assert sent["Location"] == "/accounts/login/?next=/admin/auth/"
+    assert "_auth_user_id" not in client.session
+    assert password_step(client, staff, password)["Location"] == CODE
+
+
+def test_a_logged_in_user_who_is_no_staff_is_told_so_by_the_admin_login(as_viewer):
+    response = as_viewer.get("/admin/login/")
+
+    assert response.status_code == 403
+    assert "is not a Django admin (staff) account" in response.content.decode()
