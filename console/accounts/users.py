@@ -235,6 +235,13 @@ def _set_active(active: bool) -> Handler:
 
 
 def _reset_password(request: HttpRequest, user: Any) -> HttpResponse:
+    if SsoIdentity.objects.filter(user=user).exists():
+        messages.error(
+            request,
+            f"{user.get_username()} signs in through single sign-on and has no password here; "
+            "nothing was changed.",
+        )
+        return redirect(_list_url())
     password = generate_password()
     state = _state(user)
     with transaction.atomic():

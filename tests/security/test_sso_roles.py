@@ -189,3 +189,26 @@ def test_a_session_single_sign_on_opened_is_read_after_it_is_turned_off(mapped, 
     mapped.OIDC_RP_CLIENT_ID = ""
 
     assert client.get("/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_an_admin_cannot_give_a_single_sign_on_user_a_password(mapped, as_admin):
+    user = sso.sign_in(request(), claims(["developers"]))
+
+    response = as_admin.post(f"/accounts/users/{user.pk}/", {"action": "reset_password"})
+
+    assert response.status_code == 302
+    assert not type(user).objects.get(pk=user.pk).has_usable_password()
+    assert 'Reset password<span class="tm-visually-hidden"> of sam' not in (
+        as_admin.get("/accounts/users/").content.decode()
+    )
+
+
+@pytest.mark.django_db
+def test_a_provider_that_answers_with_an_error_gets_the_page_naming_it(settings, client):
+    configure(settings)
+
+    response = client.get("/accounts/sso/callback/?error=access_denied&state=x")
+
+    assert response.status_code == 403
+    assert "did not sign you in: <code>access_denied</code>" in response.content.decode()
