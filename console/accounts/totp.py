@@ -113,8 +113,8 @@ def _safe_next(request: HttpRequest, next_url: str) -> str:
     return next_url if next_url and allowed else settings.LOGIN_REDIRECT_URL
 
 
-def _page(request: HttpRequest, form: CodeForm, status: int = 200) -> HttpResponse:
-    response = render(request, "registration/login_code.html", {"form": form}, status=status)
+def _page(request: HttpRequest, form: CodeForm) -> HttpResponse:
+    response = render(request, "registration/login_code.html", {"form": form})
     add_never_cache_headers(response)
     return response
 
@@ -125,7 +125,11 @@ def login_code(request: HttpRequest) -> HttpResponse:
     """The code step of a login whose password was right; throttled as passwords are."""
     found = _pending(request)
     if found is None:
-        messages.info(request, "Log in with your password first (a login waits 5 minutes at most).")
+        seconds = settings.TIDEMARK_TOTP_STEP_SECONDS
+        messages.info(
+            request,
+            f"Log in with your password first; its code is asked for within {seconds} seconds.",
+        )
         return redirect("login")
     user, pending = found
     if request.method != "POST":
@@ -148,7 +152,7 @@ def login_code(request: HttpRequest) -> HttpResponse:
         form = CodeForm(request.POST)
         form.is_valid()
         form.add_error("code", "That code is not right, or was used already. Try the next one.")
-        return _page(request, form, status=200)
+        return _page(request, form)
     del request.session[PENDING_KEY]
     auth.login(request, user, backend=pending["backend"])
     otp_login(request, device)
