@@ -66,6 +66,24 @@ def env_list(name: str, default: list[str], environ: Mapping[str, str] | None = 
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_mapping(name: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Comma-separated ``key=value`` pairs (``admins=admin, ops=operator``); a key holds the
+    text before its last ``=``, so it may contain ``=`` itself. Blank items are dropped."""
+    value = _raw(name, environ)
+    mapping: dict[str, str] = {}
+    for item in (value or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, mapped = item.rpartition("=")
+        if not sep or not key.strip() or not mapped.strip():
+            raise ImproperlyConfigured(
+                f"{name}: {item.strip()!r} is not a name=value pair "
+                "(write them as name=value, separated by commas)."
+            )
+        mapping[key.strip()] = mapped.strip()
+    return mapping
+
+
 def env_path(
     name: str, default: Path | None, base_dir: Path, environ: Mapping[str, str] | None = None
 ) -> Path | None:

@@ -19,6 +19,7 @@ from console.env import (
     env_bool,
     env_int,
     env_list,
+    env_mapping,
     env_path,
     env_str,
     load_env_file,
@@ -83,6 +84,9 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    # Optional TOTP for local accounts (console/accounts/totp.py).
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "console.core",
     "console.health",
     "console.audit",
@@ -106,6 +110,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # request.user.is_verified(); a session of a user with TOTP that did not give a code is
+    # logged out (console/accounts/totp.py).
+    "django_otp.middleware.OTPMiddleware",
+    "console.accounts.totp.SecondFactorMiddleware",
     # Login for every page except views marked login_not_required and paths under /api/
     # (the API authenticates its own requests); see console/accounts/middleware.py.
     "console.accounts.middleware.LoginRequiredMiddleware",
@@ -160,6 +168,8 @@ AUTHENTICATION_BACKENDS = [
     "console.accounts.backends.PausedNameBackend",
     # Django's ModelBackend, finding the user by the name in any spelling ("ＡＤＭＩＮ" is admin).
     "console.accounts.backends.SameNameBackend",
+    # OpenID Connect (console/accounts/sso.py); answers nothing unless OIDC_RP_CLIENT_ID is set.
+    "console.accounts.sso.SsoBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("TIDEMARK_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("TIDEMARK_LOGIN_LOCKOUT_MINUTES", 15))
@@ -172,6 +182,8 @@ AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "console.accounts.lockouts.lockout_response"
 AXES_VERBOSE = False
+# Besides axes' defaults: the TOTP code a failed login step posted is not kept either.
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "code"]
 # Failures are counted per name in its canonical form (NFKC casefold): "VERA" is "vera".
 AXES_USERNAME_CALLABLE = "console.accounts.login_delay.axes_username"
 # Progressive delay per name, from any address (console/accounts/login_delay.py): past
@@ -190,6 +202,42 @@ TIDEMARK_PASSWORD_CHANGE_WINDOW_MINUTES = env_int("TIDEMARK_PASSWORD_CHANGE_WIND
 TIDEMARK_PASSWORD_RESETS_PER_HOUR = env_int("TIDEMARK_PASSWORD_RESETS_PER_HOUR", 3)
 #: A login lasts this long (hours), whatever the activity.
 SESSION_COOKIE_AGE = env_int("TIDEMARK_SESSION_HOURS", 12) * 3600
+
+# Optional TOTP for local accounts (django-otp; console/accounts/totp.py): a user enrols on
+# /accounts/account/, then every login asks for a code. Wrong codes count as wrong passwords
+# (the lockout and pause above), so django-otp's own per-device delay is off: one owner.
+OTP_TOTP_THROTTLE_FACTOR = 0
+#: The name authenticator apps show beside the user's name.
+OTP_TOTP_ISSUER = env_str("TIDEMARK_TOTP_ISSUER", "Tidemark")
+#: Seconds between a right password and its code before the login starts again.
+TIDEMARK_TOTP_STEP_SECONDS = env_int("TIDEMARK_TOTP_STEP_SECONDS", 300)
+
+# Single sign-on with OpenID Connect (mozilla-django-oidc; console/accounts/sso.py), beside
+# local passwords. Off unless OIDC_RP_CLIENT_ID is set; then the endpoints below are required
+# (the provider's discovery document lists them) and the login page offers the provider.
+# The callback to register at the provider: <console>/accounts/sso/callback/.
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_RP_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT", "")
+#: The provider's issuer (its ID tokens' ``iss``); users are told apart by (issuer, sub).
+TIDEMARK_SSO_ISSUER = env_str("TIDEMARK_SSO_ISSUER", "")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("TIDEMARK_SSO_TIMEOUT_S", 10)
+OIDC_AUTHENTICATION_CALLBACK_URL = "sso_callback"
+#: IdP group -> console role, e.g. "tidemark-admins=admin,sre=operator,dev=viewer"; a user
+#: in several mapped groups gets the strongest role, one in none is refused (and a user it
+#: made before loses their role).
+TIDEMARK_SSO_ROLE_MAP = env_mapping("TIDEMARK_SSO_ROLE_MAP")
+#: The claims holding the user's groups (a list) and the console user name.
+TIDEMARK_SSO_GROUPS_CLAIM = env_str("TIDEMARK_SSO_GROUPS_CLAIM", "groups")
+TIDEMARK_SSO_USERNAME_CLAIM = env_str("TIDEMARK_SSO_USERNAME_CLAIM", "preferred_username")
+#: The provider's name on the login page's button.
+TIDEMARK_SSO_PROVIDER_NAME = env_str("TIDEMARK_SSO_PROVIDER_NAME", "single sign-on")
 
 # Content-Security-Policy (django-csp): scripts only from the console itself. Styles may be
 # inline: Plotly and Swagger UI set them.

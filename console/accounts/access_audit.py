@@ -30,14 +30,21 @@ def _tried_name(credentials: dict | None) -> str:
     return str((credentials or {}).get("username") or "")
 
 
-def logged_in(request: HttpRequest, user: Any) -> None:
-    """Called by the login page once the session is open."""
-    record(user, "login", f"user {user.get_username()}", detail=f"from {_address(request)}")
+def logged_in(request: HttpRequest, user: Any, how: str = "") -> None:
+    """Called by the login pages once the session is open; ``how`` says by what means when
+    it was not a password alone ("with a TOTP code", "through <provider>")."""
+    detail = f"from {_address(request)}" + (f" {how}" if how else "")
+    record(user, "login", f"user {user.get_username()}", detail=detail)
 
 
 def login_failed(
     sender: Any, credentials: dict | None = None, request: HttpRequest | None = None, **kwargs: Any
 ) -> None:
+    if getattr(request, "sso_refusal", None) is not None:
+        return  # a single sign-on refused for a reason: audited with it (console/accounts/sso.py)
+    if credentials is not None and "code_verifier" in credentials:
+        record(None, "login.failure", f"single sign-on from {_address(request)}")
+        return
     record(None, "login.failure", f"login of {_tried_name(credentials)} from {_address(request)}")
 
 

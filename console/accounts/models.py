@@ -126,3 +126,23 @@ class PasswordChangeFailures(models.Model):
     )
     failures = models.PositiveIntegerField(default=0)
     last_failure = models.DateTimeField()
+
+
+class SsoIdentity(models.Model):
+    """The console user a single sign-on identity (the provider's issuer and subject) logs
+    in as (console/accounts/sso.py); made at that identity's first sign-on."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -7,15 +7,25 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpResponse
 from django.shortcuts import render
 
-from console.accounts import login_delay, password_change_limit
+from console.accounts import login_delay, password_change_limit, sso, totp
 from console.accounts.access_audit import logged_in, password_changed
 
 
 class AuditedLoginView(auth_views.LoginView):
     """Django's login; a browser that logs in is remembered as known for that user
-    (`login_delay`: its logins as that user are not paused)."""
+    (`login_delay`: its logins as that user are not paused). A user with TOTP is sent on to
+    the code step (`totp.login_code`) instead of being logged in; with single sign-on
+    configured the page links to the provider too (`sso`)."""
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["sso_enabled"] = sso.enabled()
+        context["sso_provider"] = settings.TIDEMARK_SSO_PROVIDER_NAME
+        return context
 
     def form_valid(self, form) -> HttpResponse:
+        if totp.has_totp(form.get_user()):
+            return totp.ask_for_code(self.request, form.get_user(), self.get_redirect_url())
         response = super().form_valid(form)
         user = form.get_user()
         logged_in(self.request, user)

@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from console.accounts import passwords, throttle, tokens, users
+from console.accounts import account, passwords, sso_views, throttle, tokens, totp, users
 
 urlpatterns = [
     # Logout stays reachable without a session (an expired session's logout button must not
@@ -13,6 +13,14 @@ urlpatterns = [
     path("users/", users.user_list, name="user_list"),
     path("users/unlock/", users.user_unlock, name="user_unlock"),
     path("users/<int:user_id>/", users.user_action, name="user_action"),
+    path("account/", account.account_page, name="account"),
+    path("account/totp/", account.totp_setup, name="totp_setup"),
+    path("account/totp/confirm/", account.totp_confirm, name="totp_confirm"),
+    path("account/totp/remove/", account.totp_remove, name="totp_remove"),
+    # The second step of a login with TOTP; single sign-on (404 while not configured).
+    path("login/code/", totp.login_code, name="login_code"),
+    path("sso/start/", sso_views.sso_start, name="sso_start"),
+    path("sso/callback/", sso_views.sso_callback, name="sso_callback"),
     path("tokens/", tokens.token_list, name="token_list"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token_revoke"),
     # Before Django's own: the same page, with an hourly limit of mails.

@@ -25,9 +25,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from console.accounts import lockouts
+from console.accounts import lockouts, totp
 from console.accounts.forms import UserCreateForm, UserRoleForm
+from console.accounts.models import SsoIdentity
 from console.accounts.roles import ADMIN, ROLES, ensure_role_groups, require_role, role_of
 from console.audit.log import record
 from console.core.post_only import post_only
@@ -63,11 +65,13 @@ def _target(user: Any) -> str:
     return f"user {user.get_username()}"
 
 
-def _set_role(user: Any, role: str) -> None:
-    """Replace the user's role groups with `role`'s group; other groups are kept."""
+def set_role(user: Any, role: str | None) -> None:
+    """Replace the user's role groups with `role`'s group (None: no role); other groups are
+    kept."""
     groups = ensure_role_groups()
     user.groups.remove(*Group.objects.filter(name__in=ROLES))
-    user.groups.add(groups[role])
+    if role is not None:
+        user.groups.add(groups[role])
 
 
 def _shown_once(request: HttpRequest, user: Any, password: str, created: bool) -> HttpResponse:
@@ -108,7 +112,17 @@ def user_list(request: HttpRequest) -> HttpResponse:
     else:
         form = UserCreateForm()
     users = get_user_model()._default_manager.order_by("username")
-    rows = [{"user": user, "role": assigned_role(user)} for user in users]
+    with_totp = set(TOTPDevice.objects.filter(confirmed=True).values_list("user_id", flat=True))
+    with_sso = set(SsoIdentity.objects.values_list("user_id", flat=True))
+    rows = [
+        {
+            "user": user,
+            "role": assigned_role(user),
+            "totp": user.pk in with_totp,
+            "sso": user.pk in with_sso,
+        }
+        for user in users
+    ]
     return render(
         request,
         "accounts/users.html",
@@ -123,7 +137,7 @@ def _create_user(request: HttpRequest, form: UserCreateForm) -> HttpResponse:
         user = get_user_model()._default_manager.create_user(
             username=data["username"], email=data["email"], password=password
         )
-        _set_role(user, data["role"])
+        set_role(user, data["role"])
         record(
             request.user,
             "user.create",
@@ -186,7 +200,7 @@ def _change_role(request: HttpRequest, user: Any) -> HttpResponse:
         messages.info(request, f"{name} is already {role}; nothing was changed.")
         return redirect(_list_url())
     with transaction.atomic():
-        _set_role(user, role)
+        set_role(user, role)
         record(request.user, "user.role", _target(user), before, _state(user), link=_list_url())
     messages.success(request, f"{name} is now {role}.")
     return redirect(_list_url())
@@ -221,6 +235,13 @@ def _set_active(active: bool) -> Handler:
 
 
 def _reset_password(request: HttpRequest, user: Any) -> HttpResponse:
+    if SsoIdentity.objects.filter(user=user).exists():
+        messages.error(
+            request,
+            f"{user.get_username()} signs in through single sign-on and has no password here; "
+            "nothing was changed.",
+        )
+        return redirect(_list_url())
     password = generate_password()
     state = _state(user)
     with transaction.atomic():
@@ -240,12 +261,35 @@ def _reset_password(request: HttpRequest, user: Any) -> HttpResponse:
     return _shown_once(request, user, password, created=False)
 
 
+def _reset_totp(request: HttpRequest, user: Any) -> HttpResponse:
+    """Remove the user's TOTP (a lost phone): their next login asks for the password only."""
+    name = user.get_username()
+    with transaction.atomic():
+        removed = totp.remove_devices(user)
+        if removed:
+            record(
+                request.user,
+                "user.totp.reset",
+                _target(user),
+                {"totp": True},
+                {"totp": False},
+                detail="two-factor reset by an admin",
+                link=_list_url(),
+            )
+    if removed:
+        messages.success(request, f"Two-factor of {name} is off; they can set it up again.")
+    else:
+        messages.info(request, f"{name} has no two-factor set up; nothing was changed.")
+    return redirect(_list_url())
+
+
 #: POST ``action`` → handler; every one needs the admin role (checked for the whole view).
 ACTIONS: dict[str, Handler] = {
     "role": _change_role,
     "deactivate": _set_active(False),
     "activate": _set_active(True),
     "reset_password": _reset_password,
+    "reset_totp": _reset_totp,
 }
 
 

@@ -15,3 +15,4 @@ class CoreConfig(AppConfig):
 
         checks.register(tidemark_checks.metrics_exposure, checks.Tags.security)
         checks.register(tidemark_checks.secret_key_placeholder, checks.Tags.security)
+        checks.register(tidemark_checks.single_sign_on, checks.Tags.security)

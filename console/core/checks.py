@@ -4,6 +4,10 @@ sentence what is unsafe and which setting fixes it.
 - tidemark.W001: behind a same-host TLS proxy, /metrics left to a loopback allow-list
   without a token is public (every client arrives from the proxy's 127.0.0.1).
 - tidemark.E001: SECRET_KEY is a known placeholder (refused with DEBUG off).
+- tidemark.E002: single sign-on is on (OIDC_RP_CLIENT_ID) but a setting it needs is empty.
+- tidemark.E003: TIDEMARK_SSO_ROLE_MAP maps a group to a name that is no role.
+- tidemark.W002: single sign-on is on but no group is mapped to a role: nobody gets in by it.
+- tidemark.W003: with DEBUG off, a provider endpoint is plain http.
 """
 
 from __future__ import annotations
@@ -70,3 +74,57 @@ def secret_key_placeholder(app_configs: Any, **kwargs: Any) -> list[Error]:
             id="tidemark.E001",
         )
     ]
+
+
+def single_sign_on(app_configs: Any, **kwargs: Any) -> list[Error | Warning]:
+    """tidemark.E002, E003, W002, W003: single sign-on configured (console/accounts/sso.py)
+    but missing a setting, mapping to no role, mapping nothing, or in plain http."""
+    if not settings.OIDC_RP_CLIENT_ID:
+        return []
+    from console.accounts.roles import ROLES
+    from console.accounts.sso import REQUIRED_SETTINGS
+
+    found: list[Error | Warning] = []
+    missing = [name for name in REQUIRED_SETTINGS if not getattr(settings, name, "")]
+    if missing:
+        found.append(
+            Error(
+                f"Single sign-on is on (OIDC_RP_CLIENT_ID is set) but {', '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} empty.",
+                hint="Copy them from the provider's /.well-known/openid-configuration "
+                "(issuer, authorization_endpoint, token_endpoint, userinfo_endpoint, "
+                "jwks_uri) and its client registration; or unset OIDC_RP_CLIENT_ID.",
+                id="tidemark.E002",
+            )
+        )
+    role_map = settings.TIDEMARK_SSO_ROLE_MAP
+    for group, role in role_map.items():
+        if role not in ROLES:
+            found.append(
+                Error(
+                    f"TIDEMARK_SSO_ROLE_MAP maps group {group!r} to {role!r}, which is not "
+                    f"a role (the roles are {', '.join(ROLES)}).",
+                    id="tidemark.E003",
+                )
+            )
+    if not role_map:
+        found.append(
+            Warning(
+                "Single sign-on is on but TIDEMARK_SSO_ROLE_MAP maps no group to a role: "
+                "every sign-on will be refused.",
+                hint="Set TIDEMARK_SSO_ROLE_MAP, e.g. tidemark-admins=admin,developers=viewer.",
+                id="tidemark.W002",
+            )
+        )
+    endpoints = [name for name in REQUIRED_SETTINGS if name.startswith("OIDC_OP_")]
+    plain = [name for name in endpoints if str(getattr(settings, name, "")).startswith("http:")]
+    if plain and not settings.DEBUG:
+        found.append(
+            Warning(
+                f"{', '.join(plain)} {'is' if len(plain) == 1 else 'are'} plain http: the "
+                "client secret and the tokens would cross the network unencrypted.",
+                hint="Use the provider's https:// endpoints.",
+                id="tidemark.W003",
+            )
+        )
+    return found

@@ -18,6 +18,7 @@ PAGES = [
     "/alerts/",
     "/tasks/",
     "/audit/",
+    "/accounts/account/",
     "/accounts/tokens/",
     "/accounts/users/",
 ]

@@ -113,6 +113,16 @@ ACCESS: dict[str, Rule] = {
     # Any logged-in user changes their own password.
     "password_change": page(read=LOGGED_IN, post=LOGGED_IN, other={"PUT": LOGGED_IN}),
     "password_change_done": page(read=LOGGED_IN),
+    # A login's TOTP step (without a right password first: back to the login page) and
+    # single sign-on (404 while not configured).
+    "login_code": page(read=ANONYMOUS, post=ANONYMOUS),
+    "sso_start": page(read=ANONYMOUS),
+    "sso_callback": page(read=ANONYMOUS),
+    # Any logged-in user's own account and two-factor.
+    "account": page(read=LOGGED_IN),
+    "totp_setup": form_action(post=LOGGED_IN),
+    "totp_confirm": form_action(post=LOGGED_IN),
+    "totp_remove": form_action(post=LOGGED_IN),
     # Console pages.
     "home": page(read=VIEWER),
     "user_list": page(read=ADMIN, post=ADMIN),

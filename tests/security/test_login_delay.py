@@ -103,14 +103,17 @@ def test_a_known_browser_of_another_user_is_still_paused(viewer, operator, passw
     assert try_login(viewer.username, password, "192.0.2.8", browser).status_code == 429
 
 
-def test_the_django_admin_login_is_paused_too(viewer, settings):
+def test_the_django_admin_login_is_the_consoles_and_paused_too(viewer, settings):
     spread_failures(viewer.username, settings.TIDEMARK_LOGIN_FREE_FAILURES)
 
-    paused = Client().post(
+    sent = Client().post(
         "/admin/login/",
         {"username": viewer.username, "password": "wrong"},
         REMOTE_ADDR="192.0.2.50",
     )
+    assert sent.status_code == 302
+    assert sent["Location"] == "/accounts/login/?next=/admin/"
+    paused = try_login(viewer.username, "wrong", "192.0.2.50")
 
     assert paused.status_code == 429
     assert int(paused["Retry-After"]) >= 1
