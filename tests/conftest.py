@@ -84,6 +84,31 @@ def private_redis(tmp_path_factory):
         server.wait(timeout=30)
 
 
+#: Where the longest test files are, the longest first. pytest-xdist hands whole files to
+#: its two workers in collection order: a long file handed out last leaves one worker idle
+#: while the other runs it (the Spark cluster's files take minutes each).
+LONGEST_FIRST = (
+    "tests/spark/test_cluster",
+    "tests/spark/",
+    "tests/faults/",
+    "tests/browser/",
+    "tests/monitoring/",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the longest files first (LONGEST_FIRST), each group in its collected order."""
+
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (n for n, where in enumerate(LONGEST_FIRST) if item.nodeid.startswith(where)),
+            len(LONGEST_FIRST),
+        )
+
+    items.sort(key=rank)
+
+
 @pytest.fixture
 def store_options() -> dict:
     """StoreConfig overrides for `store`; a test module overrides this fixture."""

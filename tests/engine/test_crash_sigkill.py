@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore
 from tests.engine.crash_writer import body_hash, body_is_intact, writer_config
 from tests.engine.storetools import read_all
@@ -72,6 +74,7 @@ def _check_queues_contiguous_and_intact(store: MessageStore) -> dict[str, tuple[
     return seen
 
 
+@pytest.mark.one_layout
 def test_sigkill_during_sync_appends_loses_no_acknowledged_message(tmp_path):
     path = tmp_path / "store"
     _create(path, "sync")
@@ -97,6 +100,7 @@ def test_sigkill_during_sync_appends_loses_no_acknowledged_message(tmp_path):
     assert len(acknowledged) > 10
 
 
+@pytest.mark.one_layout
 def test_sigkill_during_async_appends_never_leaves_the_store_corrupt(tmp_path):
     path = tmp_path / "store"
     _create(path, "async")

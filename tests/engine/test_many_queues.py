@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore, StoreConfig
 from storeadapter.engine.handles import HandleCache
 from tests.engine.storetools import INDEX_ENTRIES, INDEX_SLOTS
@@ -40,6 +42,7 @@ def _open_fds(under: Path) -> int:
     return count
 
 
+@pytest.mark.one_layout
 def test_thousands_of_queues_stay_within_the_open_file_limit(tmp_path):
     path = tmp_path / "store"
     with MessageStore.open(path, _config()) as store:

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore
 from tests.engine.million_producer import MESSAGES, SEED, load_bench
 
@@ -23,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 PRODUCER = Path(__file__).with_name("million_producer.py")
 
 
+@pytest.mark.one_layout
 def test_every_phase_at_twenty_thousand_queues_checks_out(tmp_path):
     command = [sys.executable, "bench/million.py", "--queues", str(QUEUES)]
     command += ["--messages", "120000", "--threads", "4", "--readers", "2"]
@@ -37,6 +40,7 @@ def test_every_phase_at_twenty_thousand_queues_checks_out(tmp_path):
     assert report["recovery_records"] is not None
 
 
+@pytest.mark.one_layout
 def test_a_put_phase_killed_in_the_middle_recovers_every_acknowledged_message(tmp_path):
     million = load_bench()
     path, acks = tmp_path / "store", tmp_path / "acks"

@@ -92,6 +92,7 @@ def _damage_tail(image: CrashImage, target: Path, cut: int, fill: str, checkpoin
     return path
 
 
+@pytest.mark.one_layout
 @pytest.mark.parametrize("checkpoint", ["kept", "removed"])
 @pytest.mark.parametrize("fill", ["zeros", "garbage"])
 def test_last_record_torn_at_every_byte_is_dropped_and_the_rest_kept(
@@ -128,6 +129,7 @@ def test_last_record_torn_at_every_byte_is_dropped_and_the_rest_kept(
         shutil.rmtree(path)
 
 
+@pytest.mark.one_layout
 @pytest.mark.parametrize("fill", ["zeros", "garbage"])
 def test_append_after_a_torn_tail_lands_where_the_tail_was_cut(crash_image, tmp_path, config, fill):
     last = crash_image.last
@@ -150,6 +152,7 @@ def test_append_after_a_torn_tail_lands_where_the_tail_was_cut(crash_image, tmp_
         shutil.rmtree(path)
 
 
+@pytest.mark.one_layout
 @pytest.mark.parametrize("fill", ["zeros", "garbage"])
 def test_second_recovery_after_a_torn_tail_changes_nothing(crash_image, tmp_path, config, fill):
     last = crash_image.last
