@@ -52,7 +52,9 @@ def can_blind() -> bool:
 
 class StandaloneCluster:
     """A master and ``workers`` workers of ``cores`` cores and ``memory`` each;
-    ``blind`` lists, per worker, directories it sees as empty."""
+    ``blind`` lists, per worker, directories it sees as empty; ``java_options`` go to every
+    JVM of the cluster (master, workers, and through ``driver_config`` the driver and the
+    executors)."""
 
     def __init__(
         self,
@@ -61,11 +63,13 @@ class StandaloneCluster:
         memory: str = "1g",
         blind: list[list[str]] | None = None,
         workdir: str | os.PathLike | None = None,
+        java_options: str = "",
     ) -> None:
         self.workers = workers
         self.cores = cores
         self.memory = memory
         self.blind = blind or [[] for _ in range(workers)]
+        self.java_options = java_options
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tidemark-cluster-"))
         self.port = free_port()
         self.ui_port = free_port()
@@ -82,6 +86,7 @@ class StandaloneCluster:
             "SPARK_NO_DAEMONIZE": "1",
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_DAEMON_MEMORY": "256m",
+            **({"SPARK_DAEMON_JAVA_OPTS": self.java_options} if self.java_options else {}),
         }
 
     def _launch(self, name: str, command: list[str]) -> None:
@@ -151,7 +156,14 @@ class StandaloneCluster:
     def driver_config(self, cores: int | None = None) -> dict[str, str]:
         """Settings for a driver on this machine using the cluster's executors."""
         total = cores or self.workers * self.cores
+        java = (
+            {"spark.driver.extraJavaOptions": self.java_options,
+             "spark.executor.extraJavaOptions": self.java_options}
+            if self.java_options
+            else {}
+        )  # fmt: skip
         return {
+            **java,
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.driver.port": str(free_port()),

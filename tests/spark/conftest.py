@@ -12,6 +12,7 @@ import pytest
 
 from storeadapter.engine import MessageStore, StoreConfig, clock
 from tests.engine.storetools import small_config
+from tests.spark.sparktools import SHORT_LIVED_JVM
 
 TIMESTAMP_COLUMNS = ("born_time", "store_time")
 
@@ -32,6 +33,7 @@ def spark():
         .config("spark.default.parallelism", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
+        .config("spark.driver.extraJavaOptions", SHORT_LIVED_JVM)
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
         .getOrCreate()
     )

@@ -10,6 +10,11 @@ from storeadapter.engine import Message, MessageStore, StoredMessage
 from tests.engine.storetools import read_everything
 
 HOUR_MS = 3_600_000
+#: Java options for the tests' short-lived JVMs (driver, executors, master and workers):
+#: the client compiler only and the serial collector. Most of a test's JVM time was the
+#: server compiler's and the parallel collector's threads, on two cores shared with the
+#: other test worker; a test's jobs are too short for their gains.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 COLUMNS = (
     "message_id",

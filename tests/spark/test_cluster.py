@@ -12,12 +12,14 @@ from storeadapter.spark import logview
 from storeadapter.spark.standalone import StandaloneCluster
 from tests.engine.storetools import small_config
 from tests.spark.clusterdriver import ClusterDriver
-from tests.spark.sparktools import HOUR_MS, engine_rows, engine_totals, fill
+from tests.spark.sparktools import HOUR_MS, SHORT_LIVED_JVM, engine_rows, engine_totals, fill
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with StandaloneCluster(workers=2, workdir=tmp_path_factory.mktemp("spark-cluster")) as found:
+    with StandaloneCluster(
+        workers=2, workdir=tmp_path_factory.mktemp("spark-cluster"), java_options=SHORT_LIVED_JVM
+    ) as found:
         yield found
 
 

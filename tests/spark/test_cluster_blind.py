@@ -12,7 +12,7 @@ import pytest
 from storeadapter.spark.standalone import StandaloneCluster, can_blind
 from tests.engine.storetools import small_config
 from tests.spark.clusterdriver import ClusterDriver, ClusterJobError
-from tests.spark.sparktools import HOUR_MS, fill
+from tests.spark.sparktools import HOUR_MS, SHORT_LIVED_JVM, fill
 
 NOT_THERE = "the file does not exist there, but the read was planned with it"
 
@@ -28,7 +28,9 @@ def driver(tmp_path_factory, hidden):
     if not can_blind():
         pytest.skip("a blind worker needs root and unshare (its own mount namespace)")
     workdir = tmp_path_factory.mktemp("blind-cluster")
-    with StandaloneCluster(workers=1, blind=[[str(hidden)]], workdir=workdir) as cluster:
+    with StandaloneCluster(
+        workers=1, blind=[[str(hidden)]], workdir=workdir, java_options=SHORT_LIVED_JVM
+    ) as cluster:
         config = {**cluster.driver_config(), "spark.task.maxFailures": "1"}
         found = ClusterDriver(cluster.master_url, config)
         yield found
