@@ -8,7 +8,7 @@ NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs 
 CARGO = cd native && cargo
 
 .DEFAULT_GOAL := help
-.PHONY: help install cargo browser redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
+.PHONY: help install cargo browser promtool redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -48,6 +48,14 @@ browser:
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The deploy files' Prometheus rules are checked and unit-tested with promtool (Debian's
+# prometheus package); install it when missing.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "installing Debian's prometheus for promtool (the rule files' tests)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+
 # Celery's broker: `make run` uses the Redis at REDIS_URL, or starts a private redis-server
 # when none answers; install Debian's redis-server when the command is missing.
 redis:
@@ -74,7 +82,7 @@ PG_LEFT_OUT = --ignore=tests/api/test_schema_fuzz.py --ignore=tests/console/test
 	--ignore=tests/console/test_tidemark_command.py --ignore=tests/console/test_without_spark.py \
 	--ignore=tests/console/test_private_redis.py --ignore=tests/console/test_packaging.py \
 	--ignore=tests/console/test_settings.py --ignore=tests/console/test_logging.py
-test: $(STAMP) browser redis test-native
+test: $(STAMP) browser promtool redis test-native
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not one_layout" tests/engine
 	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) $(PG_SUITES) $(PG_LEFT_OUT)

@@ -10,8 +10,10 @@ Three parts, each read when scraped:
   state set, and Burrow's number), lost to retention, consume and produce rates, drain
   time and answer, live members; per group, topic and queue lag, lag in seconds,
   committed offset, lost to retention and status in Burrow's numbers (a big topic is one
-  row, ``queue="all"``, as the sampler keeps it). These are the figures the pages and
-  alerts use; ``tidemark_sample_timestamp_seconds`` says when they were read;
+  row, ``queue="all"``, as the sampler keeps it); per queue a live member holds, that
+  member (``tidemark_queue_member_info``, read now, as the group's page does). These
+  are the figures the pages and alerts use; ``tidemark_sample_timestamp_seconds`` says
+  when they were read;
 - **background tasks**: per task its last success, age since then, interval, staleness
   (the rule of /tasks/), runs and failures;
 - **the alerting**: notifications by state and channel, the last delivery and the oldest
@@ -237,8 +239,8 @@ def topic_families() -> Iterator[Metric]:
     yield from (queues, start, end)
 
 
-def _members(groups: list[GroupMetrics]) -> dict[str, int]:
-    """Live members per group; none when the store cannot be read."""
+def _members(groups: list[GroupMetrics]) -> dict[str, list[dict]]:
+    """Live members per group (``group_members``); none when the store cannot be read."""
     from console.core.store import get_store
     from console.groups.detail import live_members
 
@@ -246,7 +248,7 @@ def _members(groups: list[GroupMetrics]) -> dict[str, int]:
         store = get_store()
     except Exception:  # noqa: BLE001 - tidemark_store_up already says the store is down
         return {}
-    return {group.group: len(live_members(store, group.group)) for group in groups}
+    return {group.group: live_members(store, group.group) for group in groups}
 
 
 def group_families() -> Iterator[Metric]:
@@ -297,6 +299,12 @@ def group_families() -> Iterator[Metric]:
         labels=["group"],
     )
     members = _gauge("group_members", "Live members of the group (consumers).", ["group"])
+    holders = _gauge(
+        "queue_member_info",
+        "1 for each queue a live member of the group holds: the member's consumer id and host "
+        "(kafka-lag-exporter's consumer_id and member_host).",
+        [*QUEUE_LABELS, "consumer_id", "member_host"],
+    )
     lag = _gauge("queue_lag_messages", "Messages behind the queue's end.", QUEUE_LABELS)
     seconds = _gauge(
         "queue_lag_seconds", "Age of the oldest unconsumed message in the queue.", QUEUE_LABELS
@@ -332,7 +340,11 @@ def group_families() -> Iterator[Metric]:
             drain_seconds.add_metric([name], 0.0 if answer == CAUGHT_UP else group.drain_seconds)
         drain.add_metric([name], {state: state == answer for state in DRAIN_STATES})
         if name in live:
-            members.add_metric([name], live[name])
+            members.add_metric([name], len(live[name]))
+            for member in live[name]:
+                for topic, queue in member["queues"]:
+                    holder = [member["consumer_id"], member["host"]]
+                    holders.add_metric([name, topic, str(queue), *holder], 1)
         for queue in group.queues:
             labels = [name, queue.topic, "all" if queue.queue == WHOLE_TOPIC else str(queue.queue)]
             lag.add_metric(labels, queue.lag)
@@ -343,7 +355,7 @@ def group_families() -> Iterator[Metric]:
             lost.add_metric(labels, queue.lost)
             status.add_metric(labels, queue_status_code(queue.status))
     yield from (group_lag, group_seconds, group_status, group_code, group_lost)
-    yield from (consumed, produced, drain_seconds, drain, members)
+    yield from (consumed, produced, drain_seconds, drain, members, holders)
     yield from (lag, seconds, committed, lost, status)
 
 

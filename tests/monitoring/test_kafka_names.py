@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "docs" / "deploy"
 RECORDING = DEPLOY / "tidemark-kafka-names.rules.yml"
 ALERTING = DEPLOY / "tidemark.rules.yml"
 DASHBOARD = DEPLOY / "tidemark-grafana-dashboard.json"
+RECORDING_TEST = DEPLOY / "tidemark-kafka-names.test.yml"
 
 #: Burrow's StatusConstant (core/protocol/evaluator.go), as its /metrics exports it.
 BURROW = {"NOTFOUND": 0, "OK": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
@@ -89,6 +92,25 @@ def test_live_members_per_group(client, traffic):
     assert value(samples, "tidemark_group_members", group="billing") == 0
 
 
+def test_each_queue_a_live_member_holds_names_it(client, traffic, clock):
+    member_heartbeat(
+        traffic.path, "archiver", "worker-1", ["audit"], queues=[("audit", 0)], now_ms=clock.ms
+    )
+
+    samples = scrape(client)
+
+    (held,) = samples["tidemark_queue_member_info"]
+    labels, one = held
+    assert one == 1
+    assert {k: labels[k] for k in ("group", "topic", "queue", "consumer_id")} == {
+        "group": "archiver",
+        "topic": "audit",
+        "queue": "0",
+        "consumer_id": "worker-1",
+    }
+    assert labels["member_host"]
+
+
 def test_lost_to_retention_and_drain_figures_per_group(client, traffic):
     samples = scrape(client)
 
@@ -118,6 +140,13 @@ FUNCTIONS = {
 }  # fmt: skip
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
             "unless", "bool", "offset", "inf", "nan"}  # fmt: skip
+
+
+def promtool() -> str:
+    """Prometheus' rule checker (Debian's prometheus package; ``make test`` installs it)."""
+    found = shutil.which("promtool")
+    assert found, "promtool is missing: apt-get install prometheus (make test does)"
+    return found
 
 
 def metric_names(expr: str) -> set[str]:
@@ -186,6 +215,25 @@ def test_every_recording_rule_reads_metrics_that_exist(client, traffic):
         missing = metric_names(rule["expr"]) - known
         assert not missing, (rule["record"], missing)
         known.add(rule["record"])  # later rules may read it
+
+
+@pytest.mark.parametrize("rules", [RECORDING, ALERTING], ids=lambda path: path.name)
+def test_promtool_takes_the_rules(rules):
+    checked = subprocess.run(
+        [promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_recording_rules_make_what_their_promtool_unit_test_expects():
+    tested = subprocess.run(
+        [promtool(), "test", "rules", str(RECORDING_TEST)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=DEPLOY,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
 def test_every_alerting_rule_reads_metrics_that_exist(client, traffic):
