@@ -157,6 +157,7 @@ impl<'py> Extras<'py> {
                 keys.append(key).ok()?;
             }
         }
+        super::untrack(&keys); // strings only (the dict of strings is never tracked)
         let properties = PyDict::new(py);
         if !parts.properties.is_empty() {
             for item in std::str::from_utf8(parts.properties).ok()?.split('\u{2}') {
