@@ -4,7 +4,10 @@ Fills a store (4 queues, batches of 500, async, 32 MiB segments), then times wit
 ``time.process_time`` (this process's CPU, so other processes on the machine weigh less
 than on the wall clock), best of ``--passes``:
 
-* ``read_1``: reads of one message, walking every queue: the fixed cost of a read;
+* ``read_at_end``: reads at a queue's end (no entry to read, nothing found): the fixed
+  cost of a read without its entries' ``pread``;
+* ``read_1``: reads of one message, walking every queue: the fixed cost of a read with
+  its ``pread``, plus one message;
 * ``read_32``: reads of 32 (the default ``max_messages``), per read and per message;
 * ``read_500``: reads of 500 (the batch ``make bench`` compares with SQLite), per message;
 * ``get_hot`` / ``get_random``: ``get`` of one id again and again / of random ids.
@@ -58,6 +61,14 @@ def _reads(store: MessageStore, batch: int, limit: int) -> tuple[float, int, int
     return time.process_time() - started, calls, total
 
 
+def _at_end(store: MessageStore, high: int) -> float:
+    read = store.read
+    started = time.process_time()
+    for _ in range(40_000):
+        read(TOPIC, 0, high, 32)
+    return time.process_time() - started
+
+
 def _gets(store: MessageStore, ids: list[str]) -> float:
     get = store.get
     started = time.process_time()
@@ -89,6 +100,9 @@ def measure(size: int, count: int, passes: int, workdir: Path) -> dict:
                 "calls": calls,
                 "messages": total,
             }
+        high = store.queue_range(TOPIC, 0)[1]
+        best = min(_at_end(store, high) for _ in range(passes))
+        result["read_at_end"] = {"ns_per_call": round(best / 40_000 * 1e9)}
         rng = random.Random(7)
         ids = []
         for queue in range(QUEUES):
@@ -121,7 +135,7 @@ def main() -> None:
     print(json.dumps(results))
     print(f"{'size':>6} {'figure':<12} {'ns/call':>9} {'ns/msg':>8}")
     for result in results:
-        for name in ("read_1", "read_32", "read_500", "get_hot", "get_random"):
+        for name in ("read_at_end", "read_1", "read_32", "read_500", "get_hot", "get_random"):
             figure = result[name]
             print(
                 f"{result['size']:>6} {name:<12} {figure['ns_per_call']:>9,} "
