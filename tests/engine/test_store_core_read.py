@@ -3,14 +3,17 @@ leaves to the long way (``_read_long_way``) whatever it must judge (issue 29).""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
 
 from storeadapter.engine import (
+    MessageStore,
     OffsetOutOfRangeError,
     QueueNotFoundError,
     StoreClosedError,
@@ -198,3 +201,16 @@ def test_a_closed_store_says_so_on_read(open_store, store_path):
 
     with pytest.raises(StoreClosedError):
         store.read("t", 0, 0)
+
+
+def test_a_closed_store_and_its_core_are_collected_when_let_go(open_store, store_path):
+    store = MessageStore.open(store_path, small_config(shared_layout_above=1024))
+    store.create_topic("t", queues=1)
+    store.append("t", b"payload")
+    assert store.read("t", 0, 0)[0].body == b"payload"
+    store.close()
+    gone = weakref.ref(store)
+    del store
+    gc.collect()
+
+    assert gone() is None

@@ -163,10 +163,14 @@ pub struct StoreCore {
     /// The registry's topics (name → Topic), and the one queue type read here.
     topics_by_name: Py<PyDict>,
     queue_type: Py<PyType>,
-    /// The engine's file seam (`fileio`) and its own `pread`: entries are read here only
-    /// while `fileio.pread` is that one (a fault test that replaced it sees every read).
-    fileio: Py<PyAny>,
+    /// The namespace of the engine's file seam (`fileio.__dict__`) and the seam's own
+    /// `pread`: entries are read here only while `fileio.pread` is that one (a fault
+    /// test that replaced it sees every read). A dict, read without an attribute look-up.
+    fileio: Py<PyDict>,
     genuine_pread: Py<PyAny>,
+    /// The store's `__dict__`, where its `_forked` flag lives (read without a look-up
+    /// through the store's classes).
+    store_dict: Py<PyDict>,
     followed: AtomicU64,
     closed: AtomicBool,
     table: Mutex<Table>,
@@ -201,8 +205,15 @@ impl StoreCore {
             message_type: message_type.clone().unbind(),
             topics_by_name: topics.clone().unbind(),
             queue_type: queue_type.clone().unbind(),
-            fileio: fileio.clone().unbind(),
+            fileio: fileio
+                .getattr(intern!(store.py(), "__dict__"))?
+                .cast_into::<PyDict>()?
+                .unbind(),
             genuine_pread: genuine_pread.clone().unbind(),
+            store_dict: store
+                .getattr(intern!(store.py(), "__dict__"))?
+                .cast_into::<PyDict>()?
+                .unbind(),
             followed: AtomicU64::new(NEVER_FOLLOWED),
             closed: AtomicBool::new(false),
             table: Mutex::new(Table::default()),
@@ -223,12 +234,7 @@ impl StoreCore {
         let Some(commit_offset) = self.canonical_offset(message_id) else {
             return Ok(None);
         };
-        if self
-            .store
-            .bind(py)
-            .getattr(intern!(py, "_forked"))?
-            .is_truthy()?
-        {
+        if self.forked(py)? {
             return Ok(None);
         }
         self.follow(py)?;
@@ -325,6 +331,12 @@ impl StoreCore {
         visit.call(&self.log)?;
         visit.call(&self.segments)?;
         visit.call(&self.shared)?;
+        visit.call(&self.message_type)?;
+        visit.call(&self.topics_by_name)?;
+        visit.call(&self.queue_type)?;
+        visit.call(&self.fileio)?;
+        visit.call(&self.genuine_pread)?;
+        visit.call(&self.store_dict)?;
         Ok(())
     }
 }
@@ -397,12 +409,7 @@ impl StoreCore {
         let (Ok(queue_id), Ok(offset)) = (u32::try_from(queue_id), u64::try_from(offset)) else {
             return Ok(None);
         };
-        if self
-            .store
-            .bind(py)
-            .getattr(intern!(py, "_forked"))?
-            .is_truthy()?
-        {
+        if self.forked(py)? {
             return Ok(None);
         }
         self.follow(py)?;
@@ -560,12 +567,8 @@ impl StoreCore {
         position: u64,
         count: u64,
     ) -> PyResult<Option<(i32, u64, u64)>> {
-        if !self
-            .fileio
-            .bind(py)
-            .getattr(intern!(py, "pread"))?
-            .is(self.genuine_pread.bind(py))
-        {
+        let pread = self.fileio.bind(py).get_item(intern!(py, "pread"))?;
+        if !pread.is_some_and(|pread| pread.is(self.genuine_pread.bind(py))) {
             return Ok(None);
         }
         let Ok(files) = queue.getattr(intern!(py, "_files"))?.cast_into::<PyList>() else {
@@ -626,6 +629,15 @@ impl StoreCore {
             };
             Some(value << 4 | u64::from(digit))
         })
+    }
+
+    /// Whether the store was opened before this process forked (`store._forked`; a
+    /// store without the flag in its namespace counts as forked: the long way decides).
+    fn forked(&self, py: Python<'_>) -> PyResult<bool> {
+        match self.store_dict.bind(py).get_item(intern!(py, "_forked"))? {
+            Some(flag) => flag.is_truthy(),
+            None => Ok(true),
+        }
     }
 
     /// Catch up with other processes (the store's `_follow`) when the shared sequence
