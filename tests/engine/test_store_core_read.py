@@ -214,3 +214,18 @@ def test_a_closed_store_and_its_core_are_collected_when_let_go(open_store, store
     gc.collect()
 
     assert gone() is None
+
+
+def test_reads_are_right_when_the_handle_cache_closed_the_queue_files(open_store, tmp_path):
+    store = open_store(
+        tmp_path / "few", small_config(shared_layout_above=1024, max_open_queue_files=2)
+    )
+    store.create_topic("t", queues=4)
+    _append_varied(store, 200)
+    wanted = {q: store._read_long_way("t", q, 0, 500) for q in range(4)}
+
+    for _ in range(3):
+        for queue in range(4):
+            assert store.read("t", queue, 0, 500) == wanted[queue]
+            assert store.read("t", queue, 7, 3) == wanted[queue][7:10]
+    assert store._registry.handles.open_count <= 2

@@ -141,6 +141,19 @@ impl Drop for View {
     }
 }
 
+/// What `read` needs of a `QueueFile`, all set when it is made: read once per object.
+struct FileFacts {
+    /// The object, held so that its address names no other while it is cached.
+    _file: Py<PyAny>,
+    first_index: u64,
+    entries: u64,
+    /// `file.handles._open`: owner → open descriptor.
+    open: Py<PyDict>,
+}
+
+/// Queue files' facts kept; past this many the cache starts again.
+const QUEUE_FILES: usize = 4096;
+
 /// A lock that a panic elsewhere does not make unusable (what it guards is a cache).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -175,6 +188,9 @@ pub struct StoreCore {
     closed: AtomicBool,
     table: Mutex<Table>,
     topics: Mutex<HashMap<Vec<u8>, Py<PyString>>>,
+    /// What never changes of a queue file (`QueueFile`: its first index, its entries and
+    /// its handle cache's table of open descriptors), by the object, which is held.
+    queue_files: Mutex<HashMap<usize, FileFacts>>,
 }
 
 #[pymethods]
@@ -218,6 +234,7 @@ impl StoreCore {
             closed: AtomicBool::new(false),
             table: Mutex::new(Table::default()),
             topics: Mutex::new(HashMap::new()),
+            queue_files: Mutex::new(HashMap::new()),
         })
     }
 
@@ -324,6 +341,8 @@ impl StoreCore {
         self.closed.store(true, Ordering::Release);
         let old = std::mem::take(&mut *lock(&self.table));
         drop(old);
+        let files = std::mem::take(&mut *lock(&self.queue_files));
+        drop(files);
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -427,10 +446,8 @@ impl StoreCore {
         {
             return Ok(None);
         }
-        let Ok(name) = state
-            .getattr(intern!(py, "name_bytes"))?
-            .cast_into::<PyBytes>()
-        else {
+        // The topic's name as its records hold it (`Topic.name_bytes`: the name encoded).
+        let Ok(name) = topic.cast::<PyString>()?.to_str() else {
             return Ok(None);
         };
         let low: u64 = consume_queue
@@ -577,7 +594,9 @@ impl StoreCore {
         let Ok(first) = files.get_item(0) else {
             return Ok(None);
         };
-        let first: u64 = first.getattr(intern!(py, "first_index"))?.extract()?;
+        let Some((first, _, _)) = self.file_facts(&first)? else {
+            return Ok(None);
+        };
         let per_file: u64 = queue.getattr(intern!(py, "entries_per_file"))?.extract()?;
         if position < first || per_file == 0 {
             return Ok(None);
@@ -585,27 +604,62 @@ impl StoreCore {
         let Ok(file) = files.get_item(((position - first) / per_file) as usize) else {
             return Ok(None);
         };
-        let file_first: u64 = file.getattr(intern!(py, "first_index"))?.extract()?;
-        let entries: u64 = file.getattr(intern!(py, "entries"))?.extract()?;
+        let Some((file_first, entries, open)) = self.file_facts(&file)? else {
+            return Ok(None);
+        };
         let Some(slot) = position
             .checked_sub(file_first)
             .filter(|&slot| slot < entries)
         else {
             return Ok(None);
         };
-        let open = file
-            .getattr(intern!(py, "handles"))?
-            .getattr(intern!(py, "_open"))?;
-        let Ok(open) = open.cast_into::<PyDict>() else {
-            return Ok(None);
-        };
-        let Some(fd) = open.get_item(&file)? else {
+        let Some(fd) = open.bind(py).get_item(&file)? else {
             return Ok(None);
         };
         if self.closed.load(Ordering::Acquire) {
             return Ok(None);
         }
         Ok(Some((fd.extract()?, slot, count.min(entries - slot))))
+    }
+
+    /// (first index, entries, table of open descriptors) of a queue file, read from the
+    /// object the first time; None when it is not what a `QueueFile` holds.
+    fn file_facts(&self, file: &Bound<'_, PyAny>) -> PyResult<Option<(u64, u64, Py<PyDict>)>> {
+        let py = file.py();
+        let key = file.as_ptr() as usize;
+        if let Some(facts) = lock(&self.queue_files).get(&key) {
+            return Ok(Some((
+                facts.first_index,
+                facts.entries,
+                facts.open.clone_ref(py),
+            )));
+        }
+        let first_index: u64 = file.getattr(intern!(py, "first_index"))?.extract()?;
+        let entries: u64 = file.getattr(intern!(py, "entries"))?.extract()?;
+        let open = file
+            .getattr(intern!(py, "handles"))?
+            .getattr(intern!(py, "_open"))?;
+        let Ok(open) = open.cast_into::<PyDict>() else {
+            return Ok(None);
+        };
+        let facts = FileFacts {
+            _file: file.clone().unbind(),
+            first_index,
+            entries,
+            open: open.clone().unbind(),
+        };
+        let old = {
+            let mut files = lock(&self.queue_files);
+            let old = if files.len() >= QUEUE_FILES {
+                std::mem::take(&mut *files)
+            } else {
+                HashMap::new()
+            };
+            files.insert(key, facts);
+            old
+        };
+        drop(old); // after the lock is let go: dropping may run Python code
+        Ok(Some((first_index, entries, open.unbind())))
     }
 
     /// The commit offset of `message_id` when it is this store's id as the store writes
