@@ -10,7 +10,10 @@ than on the wall clock), best of ``--passes``:
   its ``pread``, plus one message;
 * ``read_32``: reads of 32 (the default ``max_messages``), per read and per message;
 * ``read_500``: reads of 500 (the batch ``make bench`` compares with SQLite), per message;
-* ``get_hot`` / ``get_random``: ``get`` of one id again and again / of random ids.
+* ``get_hot`` / ``get_random``: ``get`` of one id again and again / of random ids;
+* ``sqlite_queue_500``: the plain SQLite queue table (bench/peers/sqlite_queue.py, issue
+  29's peer for reads) read back in batches of 500, per message, the same bodies and
+  count, in the same process; ``read_500_ratio`` is its CPU per message over Tidemark's.
 
 Prints one JSON line and a table. ``python bench/read_path.py --sizes 50 1024``
 (``--no-gc``: the same with the garbage collector off, to see its share).
@@ -77,6 +80,29 @@ def _gets(store: MessageStore, ids: list[str]) -> float:
     return time.process_time() - started
 
 
+def _sqlite_queue(size: int, count: int, passes: int, workdir: Path) -> float:
+    """CPU seconds of the best read-back of the SQLite queue peer, batches of 500."""
+    from peers.sqlite_queue import SqliteQueuePeer
+
+    peer = SqliteQueuePeer()
+    peer.setup(workdir, size)
+    try:
+        body = random.Random(size).randbytes(size)
+        peer.append([body] * count, 500)
+        peer.finish_append()
+        best = None
+        for _ in range(passes):
+            started = time.process_time()
+            total = sum(len(batch) for batch in peer.batches(500))
+            seconds = time.process_time() - started
+            if total != count:
+                raise SystemExit(f"sqlite_queue read {total} of {count}")
+            best = seconds if best is None else min(best, seconds)
+        return best
+    finally:
+        peer.teardown()
+
+
 def measure(size: int, count: int, passes: int, workdir: Path) -> dict:
     path = workdir / f"read-{size}"
     shutil.rmtree(path, ignore_errors=True)
@@ -114,10 +140,13 @@ def measure(size: int, count: int, passes: int, workdir: Path) -> dict:
         for name, wanted in (("get_hot", hot), ("get_random", ids)):
             best = min(_gets(store, wanted) for _ in range(passes))
             result[name] = {"ns_per_call": round(best / len(wanted) * 1e9)}
-        return result
     finally:
         store.close()
         shutil.rmtree(path, ignore_errors=True)
+    peer = _sqlite_queue(size, count, passes, workdir)
+    result["sqlite_queue_500"] = {"ns_per_call": round(peer / count * 1e9)}
+    result["read_500_ratio"] = round(peer / count * 1e9 / result["read_500"]["ns_per_message"], 2)
+    return result
 
 
 def main() -> None:
@@ -135,12 +164,17 @@ def main() -> None:
     print(json.dumps(results))
     print(f"{'size':>6} {'figure':<12} {'ns/call':>9} {'ns/msg':>8}")
     for result in results:
-        for name in ("read_at_end", "read_1", "read_32", "read_500", "get_hot", "get_random"):
+        names = ("read_at_end", "read_1", "read_32", "read_500", "get_hot", "get_random")
+        for name in (*names, "sqlite_queue_500"):
             figure = result[name]
             print(
                 f"{result['size']:>6} {name:<12} {figure['ns_per_call']:>9,} "
                 f"{figure.get('ns_per_message', figure['ns_per_call']):>8,}"
             )
+        print(
+            f"{result['size']:>6} read_500, messages per CPU second, Tidemark / sqlite_queue: "
+            f"{result['read_500_ratio']}x"
+        )
 
 
 if __name__ == "__main__":
