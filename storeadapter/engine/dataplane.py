@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from . import _native
+from . import _native, fileio
+from .consumequeue import ConsumeQueue
 from .errors import CorruptRecordError
 from .results import STATUS_OK, AppendResult, EventAppendResult, StoredMessage
 from .scan import ScanEvent
 from .segment import Segment
+
+#: The seam's own ``pread``: the core reads consume-queue entries itself only while
+#: ``fileio.pread`` is still this function (a fault test that replaces it sees them all).
+_PREAD = fileio.pread
 
 NATIVE_RUN = "native_run"
 Run = _native.Run
@@ -38,12 +43,15 @@ stream_hashes = _native.stream_hashes
 encode_placed = _native.encode_placed
 
 
-def store_core(store, log, shared_map, prefix: str) -> _native.StoreCore:
-    """The native core of an open store in this process: ``get`` in one call (see
-    ``native/src/python/store_core.rs``). It follows other processes through the store's
-    ``_follow`` when the shared sequence word in ``shared_map`` moved, and declines (None)
-    whatever it does not accept at once; the store's Python path answers those."""
-    return _native.StoreCore(store, log, shared_map, prefix, StoredMessage)
+def store_core(store, log, shared_map, prefix: str, topics: dict) -> _native.StoreCore:
+    """The native core of an open store in this process: ``get``, and ``read`` of a
+    queue with files of its own (``topics``: the registry's topics by name), each in one
+    call (see ``native/src/python/store_core.rs``). It follows other processes through
+    the store's ``_follow`` when the shared sequence word in ``shared_map`` moved, and
+    declines whatever it does not accept at once; the store's Python path answers those."""
+    return _native.StoreCore(
+        store, log, shared_map, prefix, StoredMessage, topics, ConsumeQueue, fileio, _PREAD
+    )
 
 
 def read_entries(

@@ -34,7 +34,18 @@ class Reading:
 
         An offset below the queue's minimum starts at the minimum; one at the maximum
         returns nothing. With ``tag``, only messages with that tag are returned.
+
+        One native call (the open store binds ``read`` to its core's
+        ``read_or_long_way``); what the core declines is read by ``_read_long_way``.
         """
+        return self._core.read_or_long_way(topic, queue, offset, max_messages, tag)
+
+    def _read_long_way(
+        self, topic: str, queue: int, offset: int, max_messages: int = 32, tag: str | None = None
+    ) -> list[StoredMessage]:
+        """``read`` in Python: for what the native core declines (a tag, arguments to
+        refuse, a topic or queue it does not know yet, a shared topic, an entry or record
+        to check the long way, a closed or forked store), saying what is wrong."""
         return self.read_result(topic, queue, offset, max_messages, tag).messages
 
     def read_result(

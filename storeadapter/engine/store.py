@@ -225,10 +225,14 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             clear_dead_writer=self._clear_dead_writer,
             publish_tail=self._publish_tail,
         )
-        self._core = dataplane.store_core(self, self.commitlog, self._shared.map, self._id_prefix)
-        # Reading.get's answers in one native call (no Python frame around it): the core
-        # calls _get_long_way itself for whatever it declines.
+        self._core = dataplane.store_core(
+            self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
+        )
+        # Reading.get's and Reading.read's answers in one native call (no Python frame
+        # around them): the core calls _get_long_way / _read_long_way itself for
+        # whatever it declines.
         self.get = self._core.get_or_long_way
+        self.read = self._core.read_or_long_way
         if alone:  # a joiner has nothing of its own to make durable yet
             self._flush_everything()
         if self._index_marker_pending:

@@ -85,7 +85,9 @@ impl Bytes {
 
 /// A new instance of `cls`, a tuple subclass without fields of its own (a NamedTuple
 /// such as StoredMessage), holding `items`: what `tuple.__new__(cls, items)` makes,
-/// without building the plain tuple first.
+/// without building the plain tuple first, and not tracked by the garbage collector
+/// (see `untrack`): every result type holds strings, numbers, bytes and the lists and
+/// dicts `Extras` makes, which are untracked too.
 pub(crate) fn new_record<'py, const N: usize>(
     py: Python<'py>,
     cls: &Bound<'py, PyType>,
@@ -105,8 +107,27 @@ pub(crate) fn new_record<'py, const N: usize>(
         for (i, item) in items.into_iter().enumerate() {
             ffi::PyTuple_SET_ITEM(object, i as ffi::Py_ssize_t, item.into_ptr());
         }
-        Ok(Bound::from_owned_ptr(py, object))
+        let record = Bound::from_owned_ptr(py, object);
+        untrack(&record);
+        Ok(record)
     }
+}
+
+/// Take a new container that holds no container of its own that is tracked (a result
+/// tuple, a message's keys list) off the garbage collector's lists.
+///
+/// A read makes two such containers per message; tracked, each young-generation
+/// collection walks them all (every 700 allocations, so more than once per read of
+/// 500), which cost reads at 50 B about 40 % of their CPU (docs/PERFORMANCE.md). No
+/// reference cycle can pass through one unless the caller builds it (appends a message
+/// to its own keys list): such a cycle would then be left to reference counting, which
+/// does not free it. CPython untracks plain tuples of atoms the same way, lazily.
+pub(crate) fn untrack(container: &Bound<'_, PyAny>) {
+    // SAFETY: `container` is a live object and the GIL is held; PyObject_GC_UnTrack
+    // accepts any object of a GC type whether tracked or not, and every container we
+    // make (tuple subclasses, lists) is of one. Its deallocator untracks it again, which
+    // is allowed.
+    unsafe { ffi::PyObject_GC_UnTrack(container.as_ptr().cast()) };
 }
 
 /// Refuse a `cls` that `new_record` cannot fill: not a tuple subclass, or one with
@@ -136,7 +157,8 @@ pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
         .map_err(|_| PyTypeError::new_err("a message id prefix is 8 hex digits"))
 }
 
-/// `prefix` and `offset` in 16 upper-case hex digits: a message id.
+/// `prefix` and `offset` in 16 upper-case hex digits: a message id, written straight
+/// into a new ASCII string (no UTF-8 decoding of what is ASCII by construction).
 pub(crate) fn message_id<'py>(
     py: Python<'py>,
     prefix: &[u8; 8],
@@ -148,5 +170,21 @@ pub(crate) fn message_id<'py>(
     for i in 0..16 {
         text[8 + i] = HEX[((offset >> (60 - 4 * i)) & 0xF) as usize];
     }
-    PyString::new(py, std::str::from_utf8(&text).unwrap_or_default())
+    if !text.is_ascii() {
+        // A prefix is 8 bytes the caller gave (`id_prefix`): only ASCII is written raw.
+        return PyString::new(py, &String::from_utf8_lossy(&text));
+    }
+    // SAFETY: the GIL is held. PyUnicode_New(24, 127) makes a compact ASCII string of 24
+    // one-byte characters (or NULL with an exception set, which PyErr::fetch takes);
+    // its data is 24 writable bytes until the string is shared, and every byte written
+    // is ASCII (checked above), as such a string requires.
+    unsafe {
+        let object = ffi::PyUnicode_New(24, 127);
+        if object.is_null() {
+            let _ = PyErr::fetch(py);
+            return PyString::new(py, std::str::from_utf8(&text).unwrap_or_default());
+        }
+        std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_1BYTE_DATA(object), 24);
+        Bound::from_owned_ptr(py, object).cast_into_unchecked()
+    }
 }

@@ -82,13 +82,21 @@ fn code(stop: Stop) -> u8 {
 
 /// What the messages of one read share, made once: the topic, the queue id, and the
 /// last store time (a batch's records share one, and born = store unless given).
-struct Shared<'py> {
+pub(super) struct Shared<'py> {
     topic: Bound<'py, PyAny>,
     queue: Bound<'py, PyAny>,
     time: Option<(i64, Bound<'py, PyAny>)>,
 }
 
 impl<'py> Shared<'py> {
+    pub(super) fn new(topic: Bound<'py, PyAny>, queue: Bound<'py, PyAny>) -> Shared<'py> {
+        Shared {
+            topic,
+            queue,
+            time: None,
+        }
+    }
+
     fn time(&mut self, py: Python<'py>, ms: i64) -> PyResult<Bound<'py, PyAny>> {
         match &self.time {
             Some((value, object)) if *value == ms => Ok(object.clone()),
@@ -104,7 +112,7 @@ impl<'py> Shared<'py> {
 /// The StoredMessage of an intact record; None when its text is not what a writer
 /// writes (not UTF-8, a property without a value), which the long way reports as Python
 /// does.
-fn stored_message<'py>(
+pub(super) fn stored_message<'py>(
     py: Python<'py>,
     message_type: &Bound<'py, PyType>,
     prefix: &[u8; 8],
@@ -157,6 +165,7 @@ impl<'py> Extras<'py> {
                 keys.append(key).ok()?;
             }
         }
+        super::untrack(&keys); // strings only (the dict of strings is never tracked)
         let properties = PyDict::new(py);
         if !parts.properties.is_empty() {
             for item in std::str::from_utf8(parts.properties).ok()?.split('\u{2}') {

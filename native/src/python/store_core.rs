@@ -1,5 +1,6 @@
 //! The store core: the hot read state of one open store in one process (its segment
-//! table and the shared state's sequence word), so that a `get` is one native call.
+//! table and the shared state's sequence word), so that a `get`, and a `read` of a
+//! queue with files of its own, is one native call.
 //!
 //! The core never decides what damage is: whatever it does not accept at once (an id
 //! not written as this store writes them, an offset outside the log, a record that fails
@@ -13,11 +14,13 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyType};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
-use super::reader::{checked_message, Extras};
+use super::reader::{checked_message, stored_message, Extras, Shared};
 use super::{check_record_type, id_prefix};
+use crate::consume_queue::ENTRY_SIZE;
+use crate::reader::{self as walk, Found, Stop, Wanted};
 use crate::record::{self, Parts};
 
 /// Where the shared state keeps its sequence word (sharedstate.py `_SEQUENCE_AT`): a
@@ -27,6 +30,10 @@ const SEQUENCE_AT: usize = 8;
 const NEVER_FOLLOWED: u64 = u64::MAX;
 /// Topic names kept as strings; past this many the cache starts again.
 const TOPIC_NAMES: usize = 4096;
+/// `reading.MAX_READ_MESSAGES`: a read asks for 1 to this many messages.
+const MAX_READ_MESSAGES: i64 = 10_000;
+/// `read`'s default `max_messages`.
+const DEFAULT_READ_MESSAGES: usize = 32;
 
 /// One mapped segment: its first commit offset, the offset past its end, its mapping.
 struct Mapped {
@@ -134,6 +141,19 @@ impl Drop for View {
     }
 }
 
+/// What `read` needs of a `QueueFile`, all set when it is made: read once per object.
+struct FileFacts {
+    /// The object, held so that its address names no other while it is cached.
+    _file: Py<PyAny>,
+    first_index: u64,
+    entries: u64,
+    /// `file.handles._open`: owner → open descriptor.
+    open: Py<PyDict>,
+}
+
+/// Queue files' facts kept; past this many the cache starts again.
+const QUEUE_FILES: usize = 4096;
+
 /// A lock that a panic elsewhere does not make unusable (what it guards is a cache).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
@@ -153,21 +173,40 @@ pub struct StoreCore {
     segments: Py<PyList>,
     shared: Py<PyAny>,
     message_type: Py<PyType>,
+    /// The registry's topics (name → Topic), and the one queue type read here.
+    topics_by_name: Py<PyDict>,
+    queue_type: Py<PyType>,
+    /// The namespace of the engine's file seam (`fileio.__dict__`) and the seam's own
+    /// `pread`: entries are read here only while `fileio.pread` is that one (a fault
+    /// test that replaced it sees every read). A dict, read without an attribute look-up.
+    fileio: Py<PyDict>,
+    genuine_pread: Py<PyAny>,
+    /// The store's `__dict__`, where its `_forked` flag lives (read without a look-up
+    /// through the store's classes).
+    store_dict: Py<PyDict>,
     followed: AtomicU64,
     closed: AtomicBool,
     table: Mutex<Table>,
     topics: Mutex<HashMap<Vec<u8>, Py<PyString>>>,
+    /// What never changes of a queue file (`QueueFile`: its first index, its entries and
+    /// its handle cache's table of open descriptors), by the object, which is held.
+    queue_files: Mutex<HashMap<usize, FileFacts>>,
 }
 
 #[pymethods]
 impl StoreCore {
     #[new]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         store: &Bound<'_, PyAny>,
         log: &Bound<'_, PyAny>,
         shared: &Bound<'_, PyAny>,
         prefix: &str,
         message_type: &Bound<'_, PyType>,
+        topics: &Bound<'_, PyDict>,
+        queue_type: &Bound<'_, PyType>,
+        fileio: &Bound<'_, PyAny>,
+        genuine_pread: &Bound<'_, PyAny>,
     ) -> PyResult<StoreCore> {
         check_record_type(message_type)?;
         let segments = log
@@ -180,10 +219,22 @@ impl StoreCore {
             segments: segments.unbind(),
             shared: shared.clone().unbind(),
             message_type: message_type.clone().unbind(),
+            topics_by_name: topics.clone().unbind(),
+            queue_type: queue_type.clone().unbind(),
+            fileio: fileio
+                .getattr(intern!(store.py(), "__dict__"))?
+                .cast_into::<PyDict>()?
+                .unbind(),
+            genuine_pread: genuine_pread.clone().unbind(),
+            store_dict: store
+                .getattr(intern!(store.py(), "__dict__"))?
+                .cast_into::<PyDict>()?
+                .unbind(),
             followed: AtomicU64::new(NEVER_FOLLOWED),
             closed: AtomicBool::new(false),
             table: Mutex::new(Table::default()),
             topics: Mutex::new(HashMap::new()),
+            queue_files: Mutex::new(HashMap::new()),
         })
     }
 
@@ -200,12 +251,7 @@ impl StoreCore {
         let Some(commit_offset) = self.canonical_offset(message_id) else {
             return Ok(None);
         };
-        if self
-            .store
-            .bind(py)
-            .getattr(intern!(py, "_forked"))?
-            .is_truthy()?
-        {
+        if self.forked(py)? {
             return Ok(None);
         }
         self.follow(py)?;
@@ -260,11 +306,43 @@ impl StoreCore {
         }
     }
 
+    /// What `MessageStore.read` answers (same arguments), in one native call: the
+    /// messages of a queue with files of its own from `offset` on, every record checked
+    /// as `Reader.read_queue` checks it. Whatever the core does not accept at once (a
+    /// tag, arguments the long way refuses, a topic or queue not known yet, a queue not
+    /// loaded, a shared topic's queue, an entry or record to be checked the long way, a
+    /// closed or forked store) goes to the store's `_read_long_way` with the arguments
+    /// as given, which answers, raises and reports damage as before.
+    #[pyo3(signature = (topic, queue, offset, *rest, **options))]
+    fn read_or_long_way<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        queue: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        rest: &Bound<'py, PyTuple>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(max_messages) = read_options(rest, options) {
+            if let Some(messages) = self.read(py, topic, queue, offset, max_messages)? {
+                return Ok(messages.into_any());
+            }
+        }
+        let mut args = vec![topic.clone(), queue.clone(), offset.clone()];
+        args.extend(rest.iter());
+        self.store
+            .bind(py)
+            .getattr(intern!(py, "_read_long_way"))?
+            .call(PyTuple::new(py, args)?, options)
+    }
+
     /// The store closed: every later call declines, and the mappings are let go.
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
         let old = std::mem::take(&mut *lock(&self.table));
         drop(old);
+        let files = std::mem::take(&mut *lock(&self.queue_files));
+        drop(files);
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -272,11 +350,318 @@ impl StoreCore {
         visit.call(&self.log)?;
         visit.call(&self.segments)?;
         visit.call(&self.shared)?;
+        visit.call(&self.message_type)?;
+        visit.call(&self.topics_by_name)?;
+        visit.call(&self.queue_type)?;
+        visit.call(&self.fileio)?;
+        visit.call(&self.genuine_pread)?;
+        visit.call(&self.store_dict)?;
         Ok(())
     }
 }
 
+/// `max_messages` of a read's other arguments when they are what the core reads: at
+/// most `max_messages` (an int from 1 to `MAX_READ_MESSAGES`) and `tag`, which must be
+/// None, positionally or by name. None for anything else (the long way judges it).
+fn read_options(rest: &Bound<'_, PyTuple>, options: Option<&Bound<'_, PyDict>>) -> Option<usize> {
+    let mut max_messages = None;
+    let mut tag = None;
+    match rest.len() {
+        0 => {}
+        1 => max_messages = Some(rest.get_item(0).ok()?),
+        2 => {
+            max_messages = Some(rest.get_item(0).ok()?);
+            tag = Some(rest.get_item(1).ok()?);
+        }
+        _ => return None,
+    }
+    if let Some(options) = options {
+        for (name, value) in options.iter() {
+            let slot = match name.cast::<PyString>().ok()?.to_str().ok()? {
+                "max_messages" => &mut max_messages,
+                "tag" => &mut tag,
+                _ => return None,
+            };
+            if slot.replace(value).is_some() {
+                return None; // given twice: the long way raises TypeError
+            }
+        }
+    }
+    if tag.is_some_and(|tag| !tag.is_none()) {
+        return None;
+    }
+    match max_messages {
+        None => Some(DEFAULT_READ_MESSAGES),
+        Some(value) => {
+            let count: i64 = exact_int(&value)?;
+            (1..=MAX_READ_MESSAGES)
+                .contains(&count)
+                .then_some(count as usize)
+        }
+    }
+}
+
+/// The value of an `int` (not a bool, nor another subclass) that fits in an i64.
+fn exact_int(value: &Bound<'_, PyAny>) -> Option<i64> {
+    if !value.is_exact_instance_of::<PyInt>() {
+        return None;
+    }
+    value.extract().ok()
+}
+
 impl StoreCore {
+    /// `read_or_long_way`'s messages, or None when the core declines.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        queue: &Bound<'py, PyAny>,
+        offset: &Bound<'py, PyAny>,
+        max_messages: usize,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        if self.closed.load(Ordering::Acquire) || !topic.is_exact_instance_of::<PyString>() {
+            return Ok(None);
+        }
+        let (Some(queue_id), Some(offset)) = (exact_int(queue), exact_int(offset)) else {
+            return Ok(None);
+        };
+        let (Ok(queue_id), Ok(offset)) = (u32::try_from(queue_id), u64::try_from(offset)) else {
+            return Ok(None);
+        };
+        if self.forked(py)? {
+            return Ok(None);
+        }
+        self.follow(py)?;
+        let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
+            return Ok(None);
+        };
+        let Ok(queues) = state.getattr(intern!(py, "queues"))?.cast_into::<PyList>() else {
+            return Ok(None); // a shared topic's lazily made queues
+        };
+        let Ok(consume_queue) = queues.get_item(queue_id as usize) else {
+            return Ok(None);
+        };
+        if !consume_queue.get_type().is(self.queue_type.bind(py))
+            || !consume_queue.getattr(intern!(py, "_loaded"))?.is_truthy()?
+        {
+            return Ok(None);
+        }
+        // The topic's name as its records hold it (`Topic.name_bytes`: the name encoded).
+        let Ok(name) = topic.cast::<PyString>()?.to_str() else {
+            return Ok(None);
+        };
+        let low: u64 = consume_queue
+            .getattr(intern!(py, "_min_offset"))?
+            .extract()?;
+        let high: u64 = consume_queue
+            .getattr(intern!(py, "_max_offset"))?
+            .extract()?;
+        let mut position = offset.max(low);
+        let messages = PyList::empty(py);
+        let mut shared = Shared::new(topic.clone(), queue.clone());
+        let mut found: Vec<Found> = Vec::new();
+        let mut buffer = Vec::new();
+        while messages.len() < max_messages && position < high {
+            let wanted_count = (max_messages - messages.len()) as u64;
+            let count = wanted_count.min(high - position);
+            if !self.read_entries(py, &consume_queue, position, count, &mut buffer)? {
+                return Ok(None); // a file deleted meanwhile: the long way reads what is left
+            }
+            let entries = &buffer[..];
+            let wanted = Wanted {
+                topic: name.as_bytes(),
+                queue_id,
+                first_queue_offset: position,
+                tag: None,
+                max_messages: max_messages - messages.len(),
+            };
+            let mut index = 0;
+            let total = entries.len() / ENTRY_SIZE;
+            while index < total && messages.len() < max_messages {
+                let at = index * ENTRY_SIZE;
+                if entries[at..at + ENTRY_SIZE].iter().all(|&b| b == 0) {
+                    index += 1; // not written: passed over, as the walk passes over it
+                    continue;
+                }
+                let pointed =
+                    u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or_default());
+                let Some((base, map)) = self.locate(py, pointed)? else {
+                    return Ok(None);
+                };
+                let Some(view) = View::of(map.bind(py)) else {
+                    return Ok(None);
+                };
+                let data = view.slice();
+                let wanted = Wanted {
+                    max_messages: max_messages - messages.len(),
+                    ..wanted
+                };
+                found.clear();
+                let (next, stop) =
+                    walk::read_entries(data, base, entries, index, &wanted, &mut found);
+                for item in &found {
+                    let record = &data[item.pos..item.pos + item.header.length as usize];
+                    let built = stored_message(
+                        py,
+                        self.message_type.bind(py),
+                        &self.prefix,
+                        &mut shared,
+                        record,
+                        &item.header,
+                    );
+                    match built {
+                        Some(message) => messages.append(message?)?,
+                        None => return Ok(None),
+                    }
+                }
+                match stop {
+                    Stop::End | Stop::Full => index = next,
+                    Stop::Slow => return Ok(None),
+                    Stop::Outside if next == index && found.is_empty() => {
+                        return Ok(None); // located, yet outside its segment: the long way
+                    }
+                    Stop::Outside => index = next,
+                }
+                if stop == Stop::End || stop == Stop::Full {
+                    break;
+                }
+            }
+            position += index as u64;
+            if index == 0 {
+                return Ok(None);
+            }
+        }
+        Ok(Some(messages))
+    }
+
+    /// Fill `buffer` with the packed entries of `queue` (a ConsumeQueue) from index
+    /// `position`, `count` of them or those up to the end of the file holding the first
+    /// (at least one). Read here with one `pread` of the descriptor the queue's handle
+    /// cache holds open for that file, else by the queue's `read` (which opens it, and
+    /// which a fault test sees). False when the entries are not all there to read (a
+    /// file deleted meanwhile).
+    fn read_entries(
+        &self,
+        py: Python<'_>,
+        queue: &Bound<'_, PyAny>,
+        position: u64,
+        count: u64,
+        buffer: &mut Vec<u8>,
+    ) -> PyResult<bool> {
+        if let Some((fd, slot, n)) = self.open_file_of(py, queue, position, count)? {
+            buffer.clear();
+            buffer.resize((n * ENTRY_SIZE as u64) as usize, 0);
+            // SAFETY: `fd` is a descriptor the store's handle cache holds open: the cache
+            // closes one only after taking it out of its table, from Python code, which
+            // cannot run while this call holds the GIL without calling back (nothing
+            // since the look-up); and the store closes the cache only after this core
+            // (checked in `open_file_of`). ManuallyDrop keeps the File from closing it.
+            let file = std::mem::ManuallyDrop::new(unsafe {
+                <std::fs::File as std::os::unix::io::FromRawFd>::from_raw_fd(fd)
+            });
+            let at = slot * ENTRY_SIZE as u64;
+            if std::os::unix::fs::FileExt::read_exact_at(&*file, buffer, at).is_ok() {
+                return Ok(true);
+            }
+        }
+        let data = queue.call_method1(intern!(py, "read"), (position, count))?;
+        let Ok(data) = data.cast_into::<PyBytes>() else {
+            return Ok(false);
+        };
+        buffer.clear();
+        buffer.extend_from_slice(data.as_bytes());
+        Ok(buffer.len() as u64 == count * ENTRY_SIZE as u64)
+    }
+
+    /// The open descriptor of the file of `queue` holding entry `position`, with the
+    /// entry's slot in it and how many of `count` entries from there it holds; None
+    /// when the file is not the one `ConsumeQueue._file_for` finds at once, its
+    /// descriptor is not open, the seam's `pread` was replaced, or the store closed.
+    fn open_file_of(
+        &self,
+        py: Python<'_>,
+        queue: &Bound<'_, PyAny>,
+        position: u64,
+        count: u64,
+    ) -> PyResult<Option<(i32, u64, u64)>> {
+        let pread = self.fileio.bind(py).get_item(intern!(py, "pread"))?;
+        if !pread.is_some_and(|pread| pread.is(self.genuine_pread.bind(py))) {
+            return Ok(None);
+        }
+        let Ok(files) = queue.getattr(intern!(py, "_files"))?.cast_into::<PyList>() else {
+            return Ok(None);
+        };
+        let Ok(first) = files.get_item(0) else {
+            return Ok(None);
+        };
+        let Some((first, _, _)) = self.file_facts(&first)? else {
+            return Ok(None);
+        };
+        let per_file: u64 = queue.getattr(intern!(py, "entries_per_file"))?.extract()?;
+        if position < first || per_file == 0 {
+            return Ok(None);
+        }
+        let Ok(file) = files.get_item(((position - first) / per_file) as usize) else {
+            return Ok(None);
+        };
+        let Some((file_first, entries, open)) = self.file_facts(&file)? else {
+            return Ok(None);
+        };
+        let Some(slot) = position
+            .checked_sub(file_first)
+            .filter(|&slot| slot < entries)
+        else {
+            return Ok(None);
+        };
+        let Some(fd) = open.bind(py).get_item(&file)? else {
+            return Ok(None);
+        };
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        Ok(Some((fd.extract()?, slot, count.min(entries - slot))))
+    }
+
+    /// (first index, entries, table of open descriptors) of a queue file, read from the
+    /// object the first time; None when it is not what a `QueueFile` holds.
+    fn file_facts(&self, file: &Bound<'_, PyAny>) -> PyResult<Option<(u64, u64, Py<PyDict>)>> {
+        let py = file.py();
+        let key = file.as_ptr() as usize;
+        if let Some(facts) = lock(&self.queue_files).get(&key) {
+            return Ok(Some((
+                facts.first_index,
+                facts.entries,
+                facts.open.clone_ref(py),
+            )));
+        }
+        let first_index: u64 = file.getattr(intern!(py, "first_index"))?.extract()?;
+        let entries: u64 = file.getattr(intern!(py, "entries"))?.extract()?;
+        let open = file
+            .getattr(intern!(py, "handles"))?
+            .getattr(intern!(py, "_open"))?;
+        let Ok(open) = open.cast_into::<PyDict>() else {
+            return Ok(None);
+        };
+        let facts = FileFacts {
+            _file: file.clone().unbind(),
+            first_index,
+            entries,
+            open: open.clone().unbind(),
+        };
+        let old = {
+            let mut files = lock(&self.queue_files);
+            let old = if files.len() >= QUEUE_FILES {
+                std::mem::take(&mut *files)
+            } else {
+                HashMap::new()
+            };
+            files.insert(key, facts);
+            old
+        };
+        drop(old); // after the lock is let go: dropping may run Python code
+        Ok(Some((first_index, entries, open.unbind())))
+    }
+
     /// The commit offset of `message_id` when it is this store's id as the store writes
     /// them (the prefix, then 16 upper-case hex digits).
     fn canonical_offset(&self, message_id: &Bound<'_, PyAny>) -> Option<u64> {
@@ -298,6 +683,15 @@ impl StoreCore {
             };
             Some(value << 4 | u64::from(digit))
         })
+    }
+
+    /// Whether the store was opened before this process forked (`store._forked`; a
+    /// store without the flag in its namespace counts as forked: the long way decides).
+    fn forked(&self, py: Python<'_>) -> PyResult<bool> {
+        match self.store_dict.bind(py).get_item(intern!(py, "_forked"))? {
+            Some(flag) => flag.is_truthy(),
+            None => Ok(true),
+        }
     }
 
     /// Catch up with other processes (the store's `_follow`) when the shared sequence

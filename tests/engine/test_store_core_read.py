@@ -1,0 +1,231 @@
+"""The native store core answers ``read`` in one call, as the Python path would, and
+leaves to the long way (``_read_long_way``) whatever it must judge (issue 29)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import (
+    MessageStore,
+    OffsetOutOfRangeError,
+    QueueNotFoundError,
+    StoreClosedError,
+    StoreError,
+    TopicNotFoundError,
+    fileio,
+)
+from tests.engine.storetools import flip_bit, small_config
+
+REPO = Path(__file__).resolve().parents[2]
+PRODUCER = Path(__file__).with_name("producer_process.py")
+
+
+@pytest.fixture
+def store(open_store, store_path):
+    """A store whose topic ``t`` has files per queue (whatever TIDEMARK_TEST_LAYOUT says):
+    the queues the core reads."""
+    opened = open_store(store_path, small_config(shared_layout_above=1024))
+    opened.create_topic("t", queues=4)
+    return opened
+
+
+def _append_varied(store, count):
+    return [
+        store.append(
+            "t",
+            f"body {i}".encode() * (i % 7 + 1),
+            queue=i % 4 if i % 5 else 0,
+            tag=None if i % 3 else f"tag{i % 5}",
+            key=[f"k{i}", f"j{i % 2}"] if i % 2 else None,
+            properties={"p": str(i), "q": "v"} if i % 4 == 1 else None,
+        )
+        for i in range(count)
+    ]
+
+
+def _no_long_way(monkeypatch, store):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"read went the long way: {args} {kwargs}")
+
+    monkeypatch.setattr(store, "_read_long_way", refuse)
+
+
+def test_reads_through_the_core_equal_the_long_way_across_segments_and_queue_files(
+    store, monkeypatch
+):
+    _append_varied(store, 400)
+    assert len(store.commitlog.segments) > 4
+    assert len(store._queue("t", 0).files) > 2  # 64 entries a queue file in the tests
+    wanted = {}
+    for queue in range(4):
+        high = store.queue_range("t", queue)[1]
+        for offset in (0, 1, 63, 64, 65, high - 1, high, high + 5):
+            for count in (1, 3, 32, 500):
+                wanted[queue, offset, count] = store._read_long_way("t", queue, offset, count)
+    _no_long_way(monkeypatch, store)
+
+    for (queue, offset, count), messages in wanted.items():
+        assert store.read("t", queue, offset, count) == messages
+    assert len(wanted[0, 0, 500]) == store.queue_range("t", 0)[1]
+
+
+def test_a_warm_read_runs_no_python_code(store):
+    _append_varied(store, 40)
+    store.read("t", 1, 0, 8)
+    calls = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        messages = store.read("t", 1, 0, 8)
+    finally:
+        sys.setprofile(None)
+    assert len(messages) == 8
+    assert calls == []
+
+
+def test_keyword_arguments_and_the_default_count_are_read_by_the_core(store, monkeypatch):
+    _append_varied(store, 200)
+    expected = store._read_long_way("t", 1, 2)
+    assert len(expected) == 32
+    _no_long_way(monkeypatch, store)
+
+    assert store.read("t", 1, 2) == expected
+    assert store.read("t", 1, 2, max_messages=32, tag=None) == expected
+    assert store.read(topic="t", queue=1, offset=2) == expected
+
+
+def test_reads_the_core_declines_answer_and_refuse_as_before(store):
+    _append_varied(store, 60)
+    tagged = store.read("t", 0, 0, 100, tag="tag0")
+    assert tagged and all(m.tag == "tag0" for m in tagged)
+    assert tagged == store._read_long_way("t", 0, 0, 100, "tag0")
+
+    with pytest.raises(QueueNotFoundError):
+        store.read("t", True, 0)
+    with pytest.raises(QueueNotFoundError):
+        store.read("t", 4, 0)
+    with pytest.raises(TopicNotFoundError):
+        store.read("nope", 0, 0)
+    with pytest.raises(OffsetOutOfRangeError):
+        store.read("t", 0, -1)
+    with pytest.raises(StoreError, match="max_messages"):
+        store.read("t", 0, 0, 0)
+    with pytest.raises(StoreError, match="max_messages"):
+        store.read("t", 0, 0, 10_001)
+    with pytest.raises(TypeError):
+        store.read("t", 0, 0, 5, limit=3)
+    with pytest.raises(TypeError):
+        store.read("t", 0, 0, 5, max_messages=3)
+
+
+def test_a_record_damaged_under_an_open_store_is_left_to_the_long_way_which_reports_it(
+    store, store_path
+):
+    results = _append_varied(store, 40)
+    victims = [r for r in results if r.queue == 2]
+    before = store.read("t", 2, 0, 100)
+    flip_bit(store_path, victims[3].commit_offset + 60, bit=2)  # inside the record's text
+
+    after = store.read("t", 2, 0, 100)
+    assert after == store._read_long_way("t", 2, 0, 100)
+    assert victims[3].message_id not in [m.message_id for m in after]
+    assert [m for m in before if m.message_id != victims[3].message_id] == after
+    reported = [c["commit_offset"] for c in store.stats()["corruptions"]]
+    assert victims[3].commit_offset in reported
+
+
+def test_a_replaced_seam_pread_sees_every_read_of_entries(store, monkeypatch):
+    _append_varied(store, 40)
+    store.read("t", 1, 0, 8)
+    seen = []
+    genuine = fileio.pread
+
+    def counting(fd, size, offset):
+        seen.append(size)
+        return genuine(fd, size, offset)
+
+    monkeypatch.setattr(fileio, "pread", counting)
+    assert len(store.read("t", 1, 0, 8)) == 8
+    assert seen == [8 * 20]
+
+
+def test_reads_below_the_minimum_start_at_it_after_retention(store, monkeypatch):
+    _append_varied(store, 400)
+    store.delete_expired(now_ms=2**62)
+    low, high = store.queue_range("t", 0)
+    assert 0 < low < high
+    expected = store._read_long_way("t", 0, 0, 10)
+    _no_long_way(monkeypatch, store)
+
+    assert store.read("t", 0, 0, 10) == expected
+    assert expected[0].queue_offset == low
+
+
+def test_appends_of_another_process_are_read_through_the_core(store, store_path, tmp_path):
+    store.append("t", b"before", queue=0)
+    assert [m.body for m in store.read("t", 0, 0)] == [b"before"]
+    acks = tmp_path / "acks"
+    child = subprocess.run(
+        [sys.executable, str(PRODUCER), str(store_path), "other", "40", str(acks)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr.decode()
+
+    ids = acks.read_text().split()
+    read = [m for q in range(4) for m in store.read("t", q, 0, 100)]
+    assert sorted(m.message_id for m in read if m.body != b"before") == sorted(ids)
+    assert sorted(m.body for m in read if m.body != b"before") == sorted(
+        f"other-{i}".encode() for i in range(40)
+    )
+
+
+def test_a_closed_store_says_so_on_read(open_store, store_path):
+    store = open_store(store_path, small_config(shared_layout_above=1024))
+    store.create_topic("t", queues=1)
+    store.append("t", b"payload")
+    store.close()
+
+    with pytest.raises(StoreClosedError):
+        store.read("t", 0, 0)
+
+
+def test_a_closed_store_and_its_core_are_collected_when_let_go(open_store, store_path):
+    store = MessageStore.open(store_path, small_config(shared_layout_above=1024))
+    store.create_topic("t", queues=1)
+    store.append("t", b"payload")
+    assert store.read("t", 0, 0)[0].body == b"payload"
+    store.close()
+    gone = weakref.ref(store)
+    del store
+    gc.collect()
+
+    assert gone() is None
+
+
+def test_reads_are_right_when_the_handle_cache_closed_the_queue_files(open_store, tmp_path):
+    store = open_store(
+        tmp_path / "few", small_config(shared_layout_above=1024, max_open_queue_files=2)
+    )
+    store.create_topic("t", queues=4)
+    _append_varied(store, 200)
+    wanted = {q: store._read_long_way("t", q, 0, 500) for q in range(4)}
+
+    for _ in range(3):
+        for queue in range(4):
+            assert store.read("t", queue, 0, 500) == wanted[queue]
+            assert store.read("t", queue, 7, 3) == wanted[queue][7:10]
+    assert store._registry.handles.open_count <= 2
