@@ -193,3 +193,10 @@ def test_a_wheel_built_from_the_sdist_installs_and_stores_a_message(tmp_path):
     assert {"native/Cargo.toml", "native/Cargo.lock", "native/src/lib.rs"} <= names
     assert "console/site/templates/base.html" in names
     assert not any(name.endswith(".so") for name in names)
+
+
+def test_the_crate_names_the_projects_license():
+    crate = tomllib.loads((ROOT / "native" / "Cargo.toml").read_text())["package"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    assert crate["license"] == project["license"]["text"] == "Apache-2.0"
