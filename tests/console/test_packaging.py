@@ -123,8 +123,8 @@ def test_a_wheel_built_from_the_sdist_installs_and_stores_a_message(tmp_path):
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name, follow_symlinks=False)
     dist = tmp_path / "dist"
-    env = {**os.environ, "CARGO_TARGET_DIR": os.environ.get("CARGO_TARGET_DIR", "")}
-    env["CARGO_TARGET_DIR"] = env["CARGO_TARGET_DIR"] or str(ROOT / "native" / "target")
+    env = dict(os.environ)
+    env["CARGO_TARGET_DIR"] = os.environ.get("CARGO_TARGET_DIR") or str(ROOT / "native" / "target")
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     built = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],
