@@ -299,6 +299,17 @@ except StoreSettingError as error:
     raise ImproperlyConfigured(str(error)) from None
 TIDEMARK_FLUSH_MODE = TIDEMARK_STORE_OPTIONS.get("flush_mode", "async")
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+#: Django's cache, where DRF counts the API's rate per user (console.accounts.throttle):
+#: Redis, so that every server process and host counts the same requests. A Redis that does
+#: not answer within a second fails no request (the throttle lets it through).
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "tidemark",
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+    }
+}
 SPARK_MASTER = env_str("SPARK_MASTER", "local[*]")
 #: /healthz/background: seconds within which some background task must have finished (a
 #: worker is alive), and the timeout of its checks.

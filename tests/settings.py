@@ -21,3 +21,7 @@ STORAGES = {
 # Whitenoise serves STATIC_ROOT once collectstatic wrote it; the tests never run that here,
 # so it looks files up when asked (and does not warn at start that STATIC_ROOT is missing).
 WHITENOISE_AUTOREFRESH = True
+# The API's rate is counted in each test process's memory, as before Redis held it (the
+# tests' Redis databases are each worker's own and flushed): tests/security/
+# test_rate_across_processes.py runs the console's own settings against the test Redis.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -13,6 +13,7 @@ is always a whole number of seconds from 1, so every 429 it causes carries Retry
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from datetime import timedelta
 
@@ -20,9 +21,12 @@ from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
+from redis import RedisError
 from rest_framework.throttling import UserRateThrottle
 
 from console.accounts.models import PasswordResetRequest
+
+logger = logging.getLogger(__name__)
 
 WINDOW = timedelta(hours=1)
 
@@ -67,9 +71,18 @@ class ThrottledPasswordResetView(auth_views.PasswordResetView):
 
 
 class ApiRateThrottle(UserRateThrottle):
-    """DRF's rate per user. DRF's own wait is None when more requests were counted than the
-    rate allows (requests racing past the check), and its 429 then has no Retry-After; here
-    it is the time until enough of them leave the window for one more."""
+    """DRF's rate per user, counted in Django's cache (Redis, settings.CACHES). DRF's own
+    wait is None when more requests were counted than the rate allows (requests racing past
+    the check), and its 429 then has no Retry-After; here it is the time until enough of
+    them leave the window for one more. When the cache's Redis does not answer, the request
+    is let through (and logged): the rate is a guard, Redis's absence is /readyz's to tell."""
+
+    def allow_request(self, request, view) -> bool:
+        try:
+            return super().allow_request(request, view)
+        except RedisError as error:
+            logger.warning("API rate not counted, Redis did not answer: %s", error)
+            return True
 
     def wait(self) -> float:
         wait = super().wait()

@@ -1,4 +1,4 @@
-//! Event streams (docs/FORMAT.md, "Events in the commit log" and "Event index"): the
+//! Event streams (docs/FORMAT.md, "Events in the commit log" and "The event index: file"): the
 //! records of appends to streams, their consume-queue entries and their event-index
 //! entries, encoded in one pass (what `eventrecords.encode_events`, the entry packing of
 //! `Writer._write_events` and `EventIndex.put_run` make in Python); and the fields an

@@ -32,6 +32,25 @@ const AT_TAG_LEN: usize = 51;
 const AT_KEYS_LEN: usize = 52;
 const AT_PROPS_LEN: usize = 54;
 
+/// The header's fields in their order on disk: name, byte position, size (the sizes are
+/// those of `Header`'s field types). Exported to Python as `_native.record_layout()`, which
+/// tests/engine/test_record_layout.py holds to `record.py`'s `HEADER_LAYOUT`.
+pub const HEADER_FIELDS: [(&str, usize, usize); 13] = [
+    ("length", AT_LENGTH, size_of::<u32>()),
+    ("magic", AT_MAGIC, size_of::<u32>()),
+    ("commit_offset", AT_COMMIT_OFFSET, size_of::<u64>()),
+    ("queue_offset", AT_QUEUE_OFFSET, size_of::<u64>()),
+    ("born_ms", AT_BORN_MS, size_of::<i64>()),
+    ("store_ms", AT_STORE_MS, size_of::<i64>()),
+    ("queue_id", AT_QUEUE_ID, size_of::<u32>()),
+    ("body_len", AT_BODY_LEN, size_of::<u32>()),
+    ("flags", AT_FLAGS, size_of::<u16>()),
+    ("topic_len", AT_TOPIC_LEN, size_of::<u8>()),
+    ("tag_len", AT_TAG_LEN, size_of::<u8>()),
+    ("keys_len", AT_KEYS_LEN, size_of::<u16>()),
+    ("props_len", AT_PROPS_LEN, size_of::<u16>()),
+];
+
 /// The 13 fields of a record's header, in their order on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Header {
@@ -387,6 +406,16 @@ mod tests {
         assert_eq!(MARKER_SIZE, AT_MAGIC + 4);
         assert_eq!(CRC_FROM_END, LENGTH_FROM_END + 4);
         assert_eq!(TRAILER_SIZE, CRC_FROM_END);
+    }
+
+    #[test]
+    fn the_exported_header_fields_follow_one_another_to_the_header_size() {
+        let mut at = 0;
+        for (name, pos, size) in HEADER_FIELDS {
+            assert_eq!(pos, at, "{name}");
+            at += size;
+        }
+        assert_eq!(at, HEADER_SIZE);
     }
 
     #[test]

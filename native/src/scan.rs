@@ -1,5 +1,6 @@
 //! Walking a commit-log segment record by record, explicit about bad bytes: the events
-//! of `scan.scan_segment` (docs/FORMAT.md, "What a reader does with bad bytes").
+//! of `scan.scan_segment` (docs/RECOVERY.md, "What a reader does with bad bytes (commit
+//! log)").
 //!
 //! Consecutive intact records come as one `Run`, which also carries what recovery
 //! dispatches for each record: its topic, its tag's hash and its keys and properties.

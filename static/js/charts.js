@@ -179,5 +179,4 @@
   } else {
     scan();
   }
-  document.addEventListener("htmx:afterSwap", scan);
 })();

@@ -41,6 +41,9 @@ tag_hash = _native.tag_hash
 #: command id (or None).
 stream_hashes = _native.stream_hashes
 encode_placed = _native.encode_placed
+#: The crate's record layout (magics, sizes, the header's fields as (name, position, size)),
+#: which tests/engine/test_record_layout.py holds to record.py's.
+record_layout = _native.record_layout
 
 
 def store_core(store, log, shared_map, prefix: str, topics: dict) -> _native.StoreCore:

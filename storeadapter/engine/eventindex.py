@@ -1,5 +1,6 @@
 """The event index of a stream topic: from a stream to its events, and from a stream's
-command id to the events the command produced (docs/FORMAT.md, "Event index").
+command id to the events the command produced (docs/FORMAT.md, "The event index: file";
+docs/RECOVERY.md, "The event index: use").
 
 One file per stream topic, ``consumequeue/<topic>/events``: a header, two tables of hash
 slots (streams, commands) and fixed 48-byte entries, one per event, appended in

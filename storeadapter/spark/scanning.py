@@ -1,8 +1,8 @@
 """Reading one planned range of a segment: exactly the records the plan expects, intact
 messages and reported bad stretches, or an error that says why not.
 
-This is the engine's ``scan_segment`` walk (docs/FORMAT.md, "What a reader does with
-bad bytes") with one change: each record's header is looked at first (its frame, the
+This is the engine's ``scan_segment`` walk (docs/RECOVERY.md, "What a reader does with
+bad bytes (commit log)") with one change: each record's header is looked at first (its frame, the
 offset it names, its topic, queue, queue offset and store time), and only a record the
 read wants is CRC-checked and decoded, with the engine's ``decode_record``. Bad bytes are
 searched past with the engine's ``find_next_record`` and reported as a ``Corruption``;

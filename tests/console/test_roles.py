@@ -251,12 +251,38 @@ def test_layout_has_skip_link_and_logout_post_form(as_viewer):
     assert 'method="post" action="/accounts/logout/"' in html
 
 
-def test_layout_loads_vendored_htmx_and_no_cdn(as_viewer):
+def test_layout_loads_no_cdn(as_viewer):
     html = as_viewer.get("/audit/").content.decode()
 
-    assert 'src="/static/js/htmx.min.js"' in html
     # Off-site assets only: the page's random CSRF token may spell "cdn" by chance.
     assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
+
+
+#: The scripts a page loads only when it has what they work on; the layout's one script
+#: (confirm.js, a few lines for any form's data-confirm) is on every page.
+SCRIPT_USES = {
+    "/static/js/htmx.min.js": re.compile(r"\shx-(?:get|post|put|patch|delete)="),
+    "/static/js/charts.js": re.compile(r"\sdata-chart-url="),
+}
+
+
+def test_every_page_loads_only_the_scripts_it_uses(as_admin, store):
+    from console.accounts.context_processors import NAV_ITEMS
+
+    for _, url, _ in NAV_ITEMS:
+        html = as_admin.get(url).content.decode()
+
+        loaded = set(re.findall(r'<script src="([^"]+)"', html))
+        assert loaded - set(SCRIPT_USES) == {"/static/js/confirm.js"}, url
+        for script, use in SCRIPT_USES.items():
+            assert (script in loaded) == bool(use.search(html)), (url, script)
+
+
+def test_the_tasks_page_loads_vendored_htmx_for_its_workers_line(as_viewer):
+    html = as_viewer.get("/tasks/").content.decode()
+
+    assert 'hx-get="/tasks/workers/"' in html
+    assert '<script src="/static/js/htmx.min.js" defer>' in html
 
 
 def test_vendored_htmx_file_exists():

@@ -1,6 +1,8 @@
 """The record's and the shared state's layouts are written once (record.py,
 sharedstate.py): the named positions agree with the structs they are made from, and
-both agree with docs/FORMAT.md, so a change in one place without the other fails."""
+both agree with docs/FORMAT.md, so a change in one place without the other fails. The
+crate (native/src/record.rs) has the record's layout too: its constants, exported by
+``dataplane.record_layout()``, agree with record.py's."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import re
 import struct
 from pathlib import Path
 
-from storeadapter.engine import record, sharedstate
+from storeadapter.engine import dataplane, record, sharedstate
 from storeadapter.engine.record import (
     HEADER,
     HEADER_LAYOUT,
@@ -96,6 +98,21 @@ def test_the_layout_is_the_documented_one() -> None:
     text = FORMAT_MD.read_text()
     assert f"| length − {TRAILER_SIZE} | 4 | u32  | crc" in text
     assert f"| length − {TRAILING_LENGTH_SIZE} | 4 | u32  | length" in text
+
+
+def test_the_crates_layout_constants_are_record_pys() -> None:
+    native = dataplane.record_layout()
+
+    assert native["header_fields"] == [
+        (name, record.FIELD_AT[name], record.FIELD[name].size) for name, _code in HEADER_LAYOUT
+    ]
+    assert native["record_magic"] == record.RECORD_MAGIC
+    assert native["end_of_segment_magic"] == record.END_OF_SEGMENT_MAGIC
+    assert native["header_size"] == HEADER_SIZE
+    assert native["trailer_size"] == native["crc_from_end"] == TRAILER_SIZE
+    assert native["length_from_end"] == TRAILING_LENGTH_SIZE
+    assert native["record_overhead"] == record.RECORD_OVERHEAD
+    assert native["marker_size"] == record.MARKER_SIZE
 
 
 def test_the_accessors_read_the_fields_they_name() -> None:

@@ -12,6 +12,7 @@ mod appending;
 mod entries;
 mod events;
 mod hashing;
+mod layout;
 mod reader;
 mod scan;
 mod store_core;
@@ -32,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::stream_hashes, m)?)?;
+    m.add_function(wrap_pyfunction!(layout::record_layout, m)?)?;
     m.add_class::<scan::Run>()?;
     m.add_class::<store_core::StoreCore>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;

@@ -8,7 +8,7 @@ publishing, left; they are not reported). Each problem is a dict::
     {"check": "event_index", "topic": ..., "file": <path inside the store>,
      "entry": <entry number or None>, "commit_offset": <offset or None>, "reason": ...}
 
-What is checked (docs/FORMAT.md, "Event index"):
+What is checked (docs/FORMAT.md, "The event index: file"):
 
 1. the file: present, its header (magic, version, entry size, slots, the topic's
    created offset, each part passing its check), ``count`` within the file;
