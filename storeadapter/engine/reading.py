@@ -10,6 +10,7 @@ What this class uses of the store: ``_check_open``, ``_follow``, ``_topic``, ``_
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 
 from .errors import (
     MessageNotFoundError,
@@ -17,10 +18,15 @@ from .errors import (
     StoreError,
 )
 from .message_id import parse_message_id
+from .queuebase import ENTRY, ENTRY_SIZE
 from .record import encode_tag, normalize_keys
-from .results import ReadResult, StoredMessage
+from .results import QueueBytes, ReadResult, StoredMessage
 
 MAX_READ_MESSAGES = 10_000
+#: Most consume-queue entries one ``queue_bytes`` call reads (20 bytes each).
+MAX_QUEUE_BYTES_ENTRIES = 1 << 20
+#: Entries read from the queue at a time by ``queue_bytes``.
+_BYTES_READ_ENTRIES = 8192
 _PULL_POLL_S = 0.002
 
 
@@ -159,6 +165,68 @@ class Reading:
             (queue.min_offset, queue.max_offset)
             for queue in (queues[i] for i in range(max(0, first), stop))
         ]
+
+    def queue_bytes(
+        self, topic: str, queue: int, start: int, max_entries: int = 65536
+    ) -> QueueBytes:
+        """The bytes of the records at queue offsets ``start`` on (at most ``max_entries``
+        of them, never past the queue's max offset), summed per commit-log segment.
+
+        Read from the consume queue's entries alone (each carries its record's size), so
+        no record is read: 20 bytes per message. Offsets below the queue's minimum (what
+        retention deleted) are skipped; a ``start`` at or past the max offset reads
+        nothing. ``next_offset`` is where the next call continues (the max offset once
+        caught up). Entries not written (a power loss's holes) count nothing.
+        """
+        self._check_open()
+        self._follow()
+        consume_queue = self._queue(topic, queue)
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {start!r}")
+        if (
+            not isinstance(max_entries, int)
+            or isinstance(max_entries, bool)
+            or not 1 <= max_entries <= MAX_QUEUE_BYTES_ENTRIES
+        ):
+            raise StoreError(
+                f"max_entries must be 1 to {MAX_QUEUE_BYTES_ENTRIES}, not {max_entries!r}"
+            )
+        low, high = consume_queue.min_offset, consume_queue.max_offset
+        index = max(start, low)
+        if index >= high:
+            return QueueBytes({}, max(index, start), low, high)
+        with self._follow_lock:
+            bases = [segment.base for segment in self.commitlog.segments]
+        by_segment: dict[int, int] = {}
+        end = min(high, index + max_entries)
+        # Entries of one queue are in commit-log order: the segment changes rarely, so
+        # each entry is compared with the current segment's end, and bisect finds the next.
+        segment_base = segment_end = -1
+        held = 0
+        while index < end:
+            data = consume_queue.read(index, min(_BYTES_READ_ENTRIES, end - index))
+            count = len(data) // ENTRY_SIZE
+            if not count:  # its file was deleted meanwhile: retention took those records
+                break
+            for offset, size, _tag in ENTRY.iter_unpack(data[: count * ENTRY_SIZE]):
+                if not size:
+                    continue
+                if not segment_base <= offset < segment_end:
+                    if segment_base >= 0 and held:
+                        by_segment[segment_base] = by_segment.get(segment_base, 0) + held
+                    held = 0
+                    at = bisect_right(bases, offset) - 1
+                    if at < 0:  # below the log's start: deleted by retention
+                        segment_base, segment_end = -1, bases[0] if bases else -1
+                        continue
+                    segment_base = bases[at]
+                    segment_end = bases[at + 1] if at + 1 < len(bases) else 1 << 63
+                if segment_base >= 0:
+                    held += size
+            index += count
+        if segment_base >= 0 and held:
+            by_segment[segment_base] = by_segment.get(segment_base, 0) + held
+        return QueueBytes(by_segment, index, low, high)
 
     def message_id(self, commit_offset: int) -> str:
         return self._reader.message_id(commit_offset)
