@@ -348,6 +348,11 @@ TIDEMARK_HEARTBEAT_INTERVAL_S = env_int("TIDEMARK_HEARTBEAT_INTERVAL_S", 60)
 TIDEMARK_BIG_TOPIC_QUEUES = env_int("TIDEMARK_BIG_TOPIC_QUEUES", 10_000)
 TIDEMARK_SAMPLE_QUEUE_BUDGET = env_int("TIDEMARK_SAMPLE_QUEUE_BUDGET", 250_000)
 TIDEMARK_SAMPLE_CHUNK_QUEUES = env_int("TIDEMARK_SAMPLE_CHUNK_QUEUES", 10_000)
+#: Topic sizes (console/monitoring/sizes.py): a sample counts the consume-queue entries
+#: appended since once every TIDEMARK_SIZE_EVERY_S, within a budget of this many entries
+#: (a queue read costs 64 at least).
+TIDEMARK_SIZE_EVERY_S = env_int("TIDEMARK_SIZE_EVERY_S", 60)
+TIDEMARK_SIZE_ENTRY_BUDGET = env_int("TIDEMARK_SIZE_ENTRY_BUDGET", 1_000_000)
 #: Freeze the objects alive after a web process's first response out of the garbage
 #: collector's full collections (console/core/middleware.py).
 TIDEMARK_GC_FREEZE = env_bool("TIDEMARK_GC_FREEZE", True)

@@ -50,7 +50,7 @@ from console.monitoring.models import (
     StoreSample,
     TopicSample,
 )
-from console.monitoring.sizes import SizeTally
+from console.monitoring.sizes import SizeTally, counting_due
 from console.monitoring.status import (
     judge,
     min_stop_span_ms,
@@ -167,12 +167,15 @@ class _Queues:
     resets: dict[int, list[ResetMove]]
 
 
-def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading, _BigTopics]:
+def _read_store(
+    store: MessageStore, now: int, forecast: bool, count_sizes: bool
+) -> tuple[_Reading, _BigTopics]:
     stats = store.stats(topics=False)
     sizes = SizeTally(store, [segment["base"] for segment in stats["segments"]])
     ranges = {}
     big: dict[str, TopicInfo] = {}
     queue_counts = {}
+    small: list[tuple[TopicInfo, list[tuple[int, int]]]] = []
     for info in store.topics():
         queue_counts[info.name] = info.queues
         if scale.is_big(info):
@@ -182,7 +185,9 @@ def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading
             ranges[info.name] = store.queue_ranges(info.name)
         except TopicNotFoundError:  # deleted since topics() was read
             continue
-        sizes.count(info, 0, ranges[info.name], now)
+        small.append((info, ranges[info.name]))
+    if count_sizes:
+        sizes.count_stalest_first(small, now)
     committed = {}
     for group in store.groups():
         try:
@@ -464,7 +469,9 @@ class _Sample:
         forecast = previous is None or (
             now // FORECAST_EVERY_MS != previous.ts_ms // FORECAST_EVERY_MS
         )
-        self.reading, self.big = _read_store(store, now, forecast)
+        self.reading, self.big = _read_store(
+            store, now, forecast, counting_due(now, previous.ts_ms if previous else None)
+        )
         self.prev_topics: dict[str, TopicSample] = {}
         self.prev_groups: dict[tuple[str, str], GroupSample] = {}
         if previous is not None:

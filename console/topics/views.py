@@ -37,7 +37,7 @@ from console.topics.listing import (
     ListedTopic,
     search_and_sort,
 )
-from console.topics.rates import topic_produce_rates
+from console.topics.rates import topic_produce_rates, topic_sizes
 from console.topics.reads import latest_messages
 from storeadapter.engine import (
     DuplicateCommandError,
@@ -66,8 +66,8 @@ LATEST_MESSAGES = 20
 #: Streams listed per page of a stream topic's page.
 STREAM_PAGE_SIZE = 50
 #: Sorts whose keys read only a topic's name, queue count, kind and sampled produce rate
-#: (see console/topics/listing.py), not its queues.
-METADATA_SORTS = frozenset({"name", "-name", "queues", "kind", "produce_rate"})
+#: and size (see console/topics/listing.py), not its queues.
+METADATA_SORTS = frozenset({"name", "-name", "queues", "kind", "produce_rate", "size"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class _TopicMetadata:
     queues: int
     kind: str
     produce_rate: float | None
+    size_bytes: int | None
 
 
 def _detail_url(topic: str, fragment: str = "") -> str:
@@ -124,10 +125,20 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     retry_hidden = sum(1 for k in kinds.values() if k == RETRY) if RETRY not in listed_kinds else 0
     total = len(infos)
     rates = topic_produce_rates()
+    sizes = topic_sizes()
     figures = scale.SampledFigures()
+
+    def listed(summary) -> ListedTopic:
+        name = summary.name
+        return ListedTopic(
+            summary, kinds[name], rates.get(name), sizes.get(name), sizes.state(name)
+        )
+
     if sort in METADATA_SORTS:
         metadata = [
-            _TopicMetadata(info.name, info.queues, kinds[info.name], rates.get(info.name))
+            _TopicMetadata(
+                info.name, info.queues, kinds[info.name], rates.get(info.name), sizes.get(info.name)
+            )
             for info in infos
         ]
         names = [t.name for t in search_and_sort(metadata, query, sort, PAGE_SORTS)]
@@ -135,20 +146,14 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     else:
         names = [t.name for t in search_and_sort(infos, query)]
         listing = search_and_sort(
-            [
-                ListedTopic(summary, kinds[summary.name], rates.get(summary.name))
-                for summary in topic_summaries(store, names, figures)
-            ],
+            [listed(summary) for summary in topic_summaries(store, names, figures)],
             "",
             sort,
             PAGE_SORTS,
         )
     page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = [
-        row
-        if isinstance(row, ListedTopic)
-        else ListedTopic(row, kinds[row.name], rates.get(row.name))
-        for row in page.object_list
+        row if isinstance(row, ListedTopic) else listed(row) for row in page.object_list
     ]
     return render(
         request,

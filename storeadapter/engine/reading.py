@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
+from collections.abc import Sequence
 
 from .errors import (
     MessageNotFoundError,
     OffsetOutOfRangeError,
+    QueueNotFoundError,
     StoreError,
 )
 from .message_id import parse_message_id
@@ -179,10 +181,28 @@ class Reading:
         caught up). Entries not written (a power loss's holes) count nothing.
         """
         self._check_open()
+        self._queue(topic, queue)
+        return self.queues_bytes(topic, [start], queue, max_entries)[0]
+
+    def queues_bytes(
+        self, topic: str, starts: Sequence[int], first: int = 0, max_entries: int = 65536
+    ) -> list[QueueBytes]:
+        """``queue_bytes`` of the queues ``first`` to ``first + len(starts) - 1``, each from
+        its start, in one call: at most ``max_entries`` entries in all, queue after queue
+        (a queue the budget did not reach answers its start as ``next_offset``)."""
+        self._check_open()
         self._follow()
-        consume_queue = self._queue(topic, queue)
-        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-            raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {start!r}")
+        queues = self._topic(topic).queues
+        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+            raise QueueNotFoundError(f"a queue id is an integer ≥ 0, not {first!r}")
+        if first + len(starts) > len(queues):
+            raise QueueNotFoundError(
+                f"topic {topic!r} has queues 0 to {len(queues) - 1}; there is no queue "
+                f"{first + len(starts) - 1}"
+            )
+        for start in starts:
+            if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+                raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {start!r}")
         if (
             not isinstance(max_entries, int)
             or isinstance(max_entries, bool)
@@ -191,42 +211,24 @@ class Reading:
             raise StoreError(
                 f"max_entries must be 1 to {MAX_QUEUE_BYTES_ENTRIES}, not {max_entries!r}"
             )
-        low, high = consume_queue.min_offset, consume_queue.max_offset
-        index = max(start, low)
-        if index >= high:
-            return QueueBytes({}, max(index, start), low, high)
-        with self._follow_lock:
-            bases = [segment.base for segment in self.commitlog.segments]
-        by_segment: dict[int, int] = {}
-        end = min(high, index + max_entries)
-        # Entries of one queue are in commit-log order: the segment changes rarely, so
-        # each entry is compared with the current segment's end, and bisect finds the next.
-        segment_base = segment_end = -1
-        held = 0
-        while index < end:
-            data = consume_queue.read(index, min(_BYTES_READ_ENTRIES, end - index))
-            count = len(data) // ENTRY_SIZE
-            if not count:  # its file was deleted meanwhile: retention took those records
-                break
-            for offset, size, _tag in ENTRY.iter_unpack(data[: count * ENTRY_SIZE]):
-                if not size:
-                    continue
-                if not segment_base <= offset < segment_end:
-                    if segment_base >= 0 and held:
-                        by_segment[segment_base] = by_segment.get(segment_base, 0) + held
-                    held = 0
-                    at = bisect_right(bases, offset) - 1
-                    if at < 0:  # below the log's start: deleted by retention
-                        segment_base, segment_end = -1, bases[0] if bases else -1
-                        continue
-                    segment_base = bases[at]
-                    segment_end = bases[at + 1] if at + 1 < len(bases) else 1 << 63
-                if segment_base >= 0:
-                    held += size
-            index += count
-        if segment_base >= 0 and held:
-            by_segment[segment_base] = by_segment.get(segment_base, 0) + held
-        return QueueBytes(by_segment, index, low, high)
+        bases: list[int] | None = None
+        budget = max_entries
+        answers = []
+        for queue_id, start in enumerate(starts, start=first):
+            consume_queue = queues[queue_id]
+            low, high = consume_queue.min_offset, consume_queue.max_offset
+            index = max(start, low)
+            if index >= high or budget <= 0:
+                answers.append(QueueBytes({}, start if budget <= 0 else index, low, high))
+                continue
+            if bases is None:
+                with self._follow_lock:
+                    bases = [segment.base for segment in self.commitlog.segments]
+            end = min(high, index + budget)
+            by_segment, next_offset = _sum_entries(consume_queue, index, end, bases)
+            budget -= next_offset - index
+            answers.append(QueueBytes(by_segment, next_offset, low, high))
+        return answers
 
     def message_id(self, commit_offset: int) -> str:
         return self._reader.message_id(commit_offset)
@@ -263,3 +265,37 @@ class Reading:
             # An append in this process wakes the wait at once; one in another process is
             # seen by the next look at the shared state, every few milliseconds.
             arrivals.wait(min(remaining, _PULL_POLL_S), lambda: consume_queue.max_offset <= offset)
+
+
+def _sum_entries(consume_queue, index: int, end: int, bases: list[int]) -> tuple[dict, int]:
+    """Bytes of the records of entries ``index`` to ``end - 1`` per segment base (those
+    below the log's first segment left out), and the index reached."""
+    by_segment: dict[int, int] = {}
+    # Entries of one queue are in commit-log order: the segment changes rarely, so each
+    # entry is compared with the current segment's end, and bisect finds the next.
+    segment_base = segment_end = -1
+    held = 0
+    while index < end:
+        data = consume_queue.read(index, min(_BYTES_READ_ENTRIES, end - index))
+        count = len(data) // ENTRY_SIZE
+        if not count:  # its file was deleted meanwhile: retention took those records
+            break
+        for offset, size, _tag in ENTRY.iter_unpack(data[: count * ENTRY_SIZE]):
+            if not size:
+                continue
+            if not segment_base <= offset < segment_end:
+                if segment_base >= 0 and held:
+                    by_segment[segment_base] = by_segment.get(segment_base, 0) + held
+                held = 0
+                at = bisect_right(bases, offset) - 1
+                if at < 0:  # below the log's start: deleted by retention
+                    segment_base, segment_end = -1, bases[0] if bases else -1
+                    continue
+                segment_base = bases[at]
+                segment_end = bases[at + 1] if at + 1 < len(bases) else 1 << 63
+            if segment_base >= 0:
+                held += size
+        index += count
+    if segment_base >= 0 and held:
+        by_segment[segment_base] = by_segment.get(segment_base, 0) + held
+    return by_segment, index

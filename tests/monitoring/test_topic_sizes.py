@@ -19,6 +19,12 @@ def store_options() -> dict:
     return {"segment_bytes": 4096, "retention_hours": 72}
 
 
+@pytest.fixture(autouse=True)
+def count_every_sample(settings):
+    """Samples here are 10 s apart: every one counts (the default is once a minute)."""
+    settings.TIDEMARK_SIZE_EVERY_S = 1
+
+
 def append(store, topic: str, count: int, queues: int = 3) -> list:
     return [store.append(topic, BODY, queue=i % queues) for i in range(count)]
 
@@ -141,13 +147,53 @@ def test_a_queue_added_is_counted_from_its_start(store, sample_at):
 
 
 def test_a_store_larger_than_the_budget_is_counted_over_several_samples(store, settings, sample_at):
-    settings.TIDEMARK_SIZE_ENTRY_BUDGET = 4
+    settings.TIDEMARK_SIZE_ENTRY_BUDGET = 100  # one queue read a sample (64 at least)
     store.create_topic("orders", queues=3)
-    results = append(store, "orders", 10)
+    results = append(store, "orders", 12)
 
     sizes = [size_at(sample_at(10 * i).ts_ms, "orders") for i in (1, 2, 3)]
 
-    assert sizes == [None, None, 10 * record_size(results)]
+    assert sizes == [None, None, 12 * record_size(results)]
+
+
+def test_the_topics_counted_longest_ago_are_counted_first(store, settings, sample_at):
+    settings.TIDEMARK_SIZE_ENTRY_BUDGET = 64  # one queue read a sample
+    for name in ("a", "b", "c"):
+        store.create_topic(name, queues=1)
+        store.append(name, BODY)
+    sample_at(10)  # counts a
+    sample_at(20)  # b
+    sample_at(30)  # c
+    for name in ("a", "b", "c"):
+        store.append(name, BODY)
+
+    counted = []
+    for seconds in (40, 50, 60):
+        store.append("a", BODY)  # a always has news, yet waits its turn
+        ts_ms = sample_at(seconds).ts_ms
+        counted.append(
+            sorted(
+                name
+                for name in ("a", "b", "c")
+                if TopicBytes.objects.get(topic=name).state["counted_ms"] == ts_ms
+            )
+        )
+
+    assert counted == [["a"], ["b"], ["c"]]
+
+
+def test_appends_are_counted_once_a_minute_by_default(store, settings, sample_at):
+    settings.TIDEMARK_SIZE_EVERY_S = 60
+    store.create_topic("orders", queues=1)
+    results = append(store, "orders", 2, queues=1)
+    sample_at(0)
+    results += append(store, "orders", 3, queues=1)
+
+    between = sample_at(30)
+    counted = sample_at(60)
+
+    assert size_at(between.ts_ms, "orders") == 2 * record_size(results)
+    assert size_at(counted.ts_ms, "orders") == 5 * record_size(results)
 
 
 def test_a_big_topic_is_counted_chunk_by_chunk(store, settings, sample_at):
