@@ -109,6 +109,8 @@ MIDDLEWARE = [
     # Login for every page except views marked login_not_required and paths under /api/
     # (the API authenticates its own requests); see console/accounts/middleware.py.
     "console.accounts.middleware.LoginRequiredMiddleware",
+    # What each page needs, from one table (console/accounts/permissions.py).
+    "console.accounts.permissions.PermissionMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "console.core.middleware.FreezeStartupObjectsMiddleware",

@@ -126,3 +126,24 @@ class PasswordChangeFailures(models.Model):
     )
     failures = models.PositiveIntegerField(default=0)
     last_failure = models.DateTimeField()
+
+
+class RoleRule(models.Model):
+    """One rule of a role (a Django group): on resources of ``kind`` whose name matches
+    ``pattern`` (a shell-style pattern: ``*``, ``?``, ``[…]``), the ``actions`` are allowed
+    (see console/accounts/permissions.py). A user gets the union of their roles' rules;
+    the built-in roles viewer, operator and admin are presets with rules of their own."""
+
+    KINDS = [("topic", "topic"), ("group", "consumer group")]
+
+    role = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="rules")
+    kind = models.CharField(max_length=10, choices=KINDS)
+    pattern = models.CharField(max_length=255)
+    actions = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["role__name", "kind", "pattern", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.role.name}: {self.kind} {self.pattern} → {', '.join(self.actions)}"

@@ -4,7 +4,7 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from console.accounts import passwords, throttle, tokens, users
+from console.accounts import passwords, role_pages, throttle, tokens, users
 
 urlpatterns = [
     # Logout stays reachable without a session (an expired session's logout button must not
@@ -13,6 +13,7 @@ urlpatterns = [
     path("users/", users.user_list, name="user_list"),
     path("users/unlock/", users.user_unlock, name="user_unlock"),
     path("users/<int:user_id>/", users.user_action, name="user_action"),
+    path("roles/", role_pages.role_list, name="role_list"),
     path("tokens/", tokens.token_list, name="token_list"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token_revoke"),
     # Before Django's own: the same page, with an hourly limit of mails.

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_http_methods
 
 from console.accounts import lockouts
 from console.accounts.forms import UserCreateForm, UserRoleForm
-from console.accounts.roles import ADMIN, ROLES, ensure_role_groups, require_role, role_of
+from console.accounts.roles import ADMIN, ROLES, ensure_role_groups, role_of
 from console.audit.log import record
 from console.core.post_only import post_only
 
@@ -89,7 +89,6 @@ def _shown_once(request: HttpRequest, user: Any, password: str, created: bool) -
 # ---------------------------------------------------------------------------- list
 
 
-@require_role(ADMIN)
 @require_http_methods(["GET", "HEAD", "POST"])
 def user_list(request: HttpRequest) -> HttpResponse:
     """Every user with role, state, last login and date joined; the create form."""
@@ -139,7 +138,6 @@ def _create_user(request: HttpRequest, form: UserCreateForm) -> HttpResponse:
 Handler = Callable[[HttpRequest, Any], HttpResponse]
 
 
-@require_role(ADMIN)
 @post_only(lambda user_id: _list_url())
 def user_action(request: HttpRequest, user_id: int) -> HttpResponse:
     """POST ``action``: role, deactivate, activate or reset_password; then back to the list."""
@@ -252,7 +250,6 @@ ACTIONS: dict[str, Handler] = {
 # ------------------------------------------------------------------------ lockouts
 
 
-@require_role(ADMIN)
 @post_only(lambda: _list_url())
 def user_unlock(request: HttpRequest) -> HttpResponse:
     """POST ``username`` and ``address``: lift that pair's login lockout (audited)."""

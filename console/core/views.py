@@ -5,7 +5,6 @@ from django.shortcuts import render
 from django.templatetags.static import static
 from django.views.decorators.http import require_safe
 
-from console.accounts.roles import require_role
 from console.core.store import get_store
 from console.monitoring import current, scale
 from storeadapter.disk_use import disk_use
@@ -19,7 +18,6 @@ def favicon(request: HttpRequest) -> HttpResponse:
     return HttpResponsePermanentRedirect(static("favicon.svg"))
 
 
-@require_role("viewer")
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     """The dashboard: the store at a glance and the groups furthest behind (a big topic's

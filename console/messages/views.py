@@ -10,7 +10,6 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from console.accounts.roles import require_role
 from console.core.store import get_store
 from console.messages import bodies, search
 from console.messages.forms import (
@@ -99,7 +98,6 @@ def _search_page(
     return render(request, "messages/search.html", context, status=status)
 
 
-@require_role("viewer")
 @require_safe
 def message_search(request: HttpRequest) -> HttpResponse:
     """The search form and, once submitted, a bounded page of results."""
@@ -125,7 +123,6 @@ def message_search(request: HttpRequest) -> HttpResponse:
     return _search_page(request, store, form, results)
 
 
-@require_role("viewer")
 @require_safe
 def message_export(request: HttpRequest) -> HttpResponse:
     """A queue range as JSON Lines (at most EXPORT_MAX messages), as a download.
@@ -186,7 +183,6 @@ def _neighbours(
     )
 
 
-@require_role("viewer")
 @require_safe
 def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
     """Every field of one message, its body as text, JSON or hex, and its neighbours."""
@@ -239,7 +235,6 @@ def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
     return render(request, "messages/detail.html", context)
 
 
-@require_role("viewer")
 @require_safe
 def message_body(request: HttpRequest, message_id: str) -> HttpResponse:
     """The whole body of a message, as a download."""

@@ -9,7 +9,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from console.accounts.roles import require_role
 from console.core.store import get_store
 from console.messages import bodies
 from console.streams.forms import PARAMETERS, VIEWS, StreamForm
@@ -67,7 +66,6 @@ def _page_links(request: HttpRequest, start: int, events, stream_version: int) -
     }
 
 
-@require_role("viewer")
 @require_safe
 def stream_page(request: HttpRequest) -> HttpResponse:
     store = get_store()
