@@ -175,11 +175,26 @@ class Permissions:
         """The items (names, or objects whose ``name(item)`` is one) the user may ``action``."""
         return [item for item in items if self.allows(kind, name(item), action)]
 
-    @property
-    def unscoped(self) -> bool:
-        """Whether a preset role lets the user view every topic and group (lists need no
-        filtering)."""
-        return any(g.pattern == "*" and VIEW in g.actions for g in self.grants if g.kind == TOPIC)
+    def unscoped(self, kind: str) -> bool:
+        """Whether a rule lets the user view every topic (or group): a list needs no
+        filtering."""
+        return any(g.kind == kind and g.pattern == "*" and VIEW in g.actions for g in self.grants)
+
+
+def visible_topics(user: Any, infos: list) -> list:
+    """The topics (objects with a ``name``) the user may view, in the same order."""
+    permissions = permissions_of(user)
+    if permissions.unscoped(TOPIC):
+        return list(infos)
+    return permissions.filter(TOPIC, infos, VIEW, lambda info: info.name)
+
+
+def visible_groups(user: Any, summaries: list) -> list:
+    """The groups (objects with a ``group`` name) the user may view, in the same order."""
+    permissions = permissions_of(user)
+    if permissions.unscoped(GROUP):
+        return list(summaries)
+    return permissions.filter(GROUP, summaries, VIEW, lambda summary: summary.group)
 
 
 _CACHE = "_tidemark_permissions"

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from console.accounts.permissions import visible_groups
 from console.core.post_only import post_only
 from console.core.store import get_store
 from console.groups.detail import (
@@ -67,7 +68,11 @@ def group_list(request: HttpRequest) -> HttpResponse:
     if sort not in GROUP_SORTS:
         sort = DEFAULT_GROUP_SORT
     summaries = filter_groups(
-        group_summaries(store, with_queues=False, figures=scale.SampledFigures()), query, topic
+        visible_groups(
+            request.user, group_summaries(store, with_queues=False, figures=scale.SampledFigures())
+        ),
+        query,
+        topic,
     )
     if sort != DEFAULT_GROUP_SORT:  # the summaries come most behind first
         summaries = sort_groups(summaries, sort)

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from console.accounts.permissions import READ, TOPIC, require, visible_topics
 from console.core.store import get_store
 from console.messages import bodies, search
 from console.messages.forms import (
@@ -83,7 +84,11 @@ def _search_page(
         for value, label in MODES
     ]
     try:
-        topic_names = [info.name for info in store.topics()] if mode != MODE_ID else []
+        topic_names = (
+            [info.name for info in visible_topics(request.user, store.topics())]
+            if mode != MODE_ID
+            else []
+        )
     except StoreError:
         topic_names = []
     context = {
@@ -120,6 +125,9 @@ def message_search(request: HttpRequest) -> HttpResponse:
             )
         except StoreError as error:
             form.add_error(_error_field(form.cleaned_data["mode"], error), str(error))
+    if results is not None and results.mode == MODE_ID:
+        for found in results.rows:  # by id, the topic shows only once the message is read
+            require(request.user, TOPIC, found.message.topic, READ)
     return _search_page(request, store, form, results)
 
 
@@ -191,6 +199,7 @@ def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
         message = store.get(message_id)
     except _UNREADABLE as error:
         return _not_found(request, message_id, error)
+    require(request.user, TOPIC, message.topic, READ)
     body = message.body
     view = request.GET.get("view")
     if view not in dict(BODY_VIEWS):
@@ -243,6 +252,7 @@ def message_body(request: HttpRequest, message_id: str) -> HttpResponse:
         message = store.get(message_id)
     except _UNREADABLE as error:
         return _not_found(request, message_id, error)
+    require(request.user, TOPIC, message.topic, READ)
     response = HttpResponse(message.body, content_type="application/octet-stream")
     response["Content-Disposition"] = f'attachment; filename="{message.message_id}.bin"'
     response["Content-Length"] = str(len(message.body))

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
+from console.accounts.permissions import READ, TOPIC, permissions_of, visible_topics
 from console.core.store import get_store
 from console.messages import bodies
 from console.streams.forms import PARAMETERS, VIEWS, StreamForm
@@ -70,7 +71,11 @@ def _page_links(request: HttpRequest, start: int, events, stream_version: int) -
 def stream_page(request: HttpRequest) -> HttpResponse:
     store = get_store()
     try:
-        topics = [info.name for info in store.topics() if info.streams]
+        topics = [
+            info.name
+            for info in visible_topics(request.user, store.topics())
+            if info.streams and permissions_of(request.user).allows(TOPIC, info.name, READ)
+        ]
     except StoreError:
         topics = []
     submitted = bool(PARAMETERS & set(request.GET))

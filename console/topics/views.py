@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from console.accounts.permissions import visible_groups, visible_topics
 from console.core.store import get_store
 from console.monitoring import scale
 from console.operations import topics as operations
@@ -117,7 +118,7 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     # topics' metadata and the samples (those sort keys read nothing else); message counts
     # and last writes are read only for the topics shown, or for those matching when the
     # sort is by one of them.
-    every_info = store.topics()
+    every_info = visible_topics(request.user, store.topics())
     kinds = {info.name: kind_of(info) for info in every_info}
     infos = [info for info in every_info if kinds[info.name] in listed_kinds]
     retry_hidden = sum(1 for k in kinds.values() if k == RETRY) if RETRY not in listed_kinds else 0
@@ -262,7 +263,10 @@ def _render_detail(
                 "last_write_ms": max(writes) if writes else None,
             }
             latest = latest_messages(store, topic, every_row, LATEST_MESSAGES)
-        summaries = topic_group_summaries(store, topic, with_queues=False, figures=figures)
+        summaries = visible_groups(
+            request.user,
+            topic_group_summaries(store, topic, with_queues=False, figures=figures),
+        )
         streams = _streams_context(request, store, info) if info.streams else {}
     except (StoreError, KeyError):  # deleted meanwhile
         return _not_found(request, topic)

@@ -37,6 +37,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
+from console.accounts.permissions import READ, TOPIC, require
 from console.accounts.roles import OPERATOR
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
@@ -472,6 +473,7 @@ class MessageDetail(APIView):
             message = get_store().get(message_id)
         except CorruptRecordError as error:
             raise ApiError(404, "message_corrupt", str(error)) from None
+        require(request.user, TOPIC, message.topic, READ)
         return Response(message_record(message))
 
 

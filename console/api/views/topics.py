@@ -26,6 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from console.accounts.permissions import visible_topics
 from console.accounts.roles import ADMIN, OPERATOR
 from console.api.pagination import Pagination, paginated
 from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
@@ -193,7 +194,11 @@ class TopicList(APIView):
                     sizes.get(summary.name),
                     sizes.state(summary.name),
                 )
-                for summary in topic_summaries(store, figures=scale.SampledFigures())
+                for summary in topic_summaries(
+                    store,
+                    [t.name for t in visible_topics(request.user, store.topics())],
+                    scale.SampledFigures(),
+                )
             ],
             query.get("q", ""),
             query["sort"],
