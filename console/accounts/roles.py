@@ -10,6 +10,11 @@ includes everything the ones before it may do:
 Superusers are admins. A logged-in user in none of the groups has no role and gets 403 on
 every page that checks a role.
 
+Console pages and API endpoints do not use the decorators below: what each URL needs
+(a level, or an action on a topic or group) is one table, checked by one function
+(console/accounts/permissions.py). The decorators remain for views outside that table
+(the API docs page) and for tests.
+
 Function views::
 
     @require_role("viewer")  # every method needs viewer
