@@ -104,7 +104,10 @@ def has_role(user: Any, role: str) -> bool:
 def request_role(request: HttpRequest) -> str | None:
     """`role_of(request.user)`, looked up once per request."""
     if not hasattr(request, _REQUEST_CACHE):
-        setattr(request, _REQUEST_CACHE, role_of(getattr(request, "user", None)))
+        from console.accounts.permissions import permissions_of  # it imports this module
+
+        user = getattr(request, "user", None)
+        setattr(request, _REQUEST_CACHE, permissions_of(user).level if user else None)
     return getattr(request, _REQUEST_CACHE)
 
 

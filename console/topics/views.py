@@ -18,7 +18,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from console.accounts.permissions import visible_groups, visible_topics
+from console.accounts.permissions import (
+    READ,
+    TOPIC,
+    permissions_of,
+    visible_groups,
+    visible_topics,
+)
 from console.core.store import get_store
 from console.monitoring import scale
 from console.operations import topics as operations
@@ -252,9 +258,12 @@ def _render_detail(
         rows = list(page.object_list)
         big = scale.is_big(info)
         figures = scale.SampledFigures()
+        # Message data only for a user who may read the topic (view shows its figures).
+        may_read = permissions_of(request.user).allows(TOPIC, topic, READ)
+        reading = LATEST_MESSAGES if may_read else 0
         if big:
             totals = _sampled_totals(topic)
-            latest = latest_messages(store, topic, rows, LATEST_MESSAGES)
+            latest = latest_messages(store, topic, rows, reading) if reading else []
         else:
             every_row = queue_rows(store, topic)
             writes = [row.last_write_ms for row in every_row if row.last_write_ms is not None]
@@ -262,7 +271,7 @@ def _render_detail(
                 "messages_total": sum(row.messages for row in every_row),
                 "last_write_ms": max(writes) if writes else None,
             }
-            latest = latest_messages(store, topic, every_row, LATEST_MESSAGES)
+            latest = latest_messages(store, topic, every_row, reading) if reading else []
         summaries = visible_groups(
             request.user,
             topic_group_summaries(store, topic, with_queues=False, figures=figures),
@@ -287,6 +296,7 @@ def _render_detail(
         "removable_queue": info.queues - 1 if info.queues > 1 else None,
         "consumers": consumers,
         "latest": latest,
+        "may_read": may_read,
         "latest_limit": LATEST_MESSAGES,
         "send_form": TestMessageForm(),
         "append_form": AppendEventForm(),

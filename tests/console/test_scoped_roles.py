@@ -275,3 +275,16 @@ def test_a_new_rule_applies_to_the_members_next_request(shop, admin, django_user
     )
 
     assert client.get("/topics/shipping/").status_code == 200
+
+
+def test_a_topic_page_shows_no_message_to_a_role_that_may_view_but_not_read(
+    shop, django_user_model
+):
+    shop.append("shipping", b"the-secret-address", queue=0)
+    looker = scoped_user(django_user_model, "lou", [("topic", "shipping", ["view"])])
+
+    response = as_page(looker).get("/topics/shipping/")
+
+    assert response.status_code == 200
+    assert b"the-secret-address" not in response.content
+    assert "do not allow reading this topic" in response.content.decode()
