@@ -241,6 +241,22 @@ class Need:
 PUBLIC = Need(public=True)
 
 
+def level_only(need: Need | None) -> Need | None:
+    """``need`` without its actions on resources: its level alone."""
+    if need is None or need.public:
+        return need
+    return Need(level=need.level)
+
+
+def reads_body(need: Need | None) -> bool:
+    """Whether checking ``need`` reads the posted form or JSON body."""
+    if need is None:
+        return False
+    return any(
+        each.source == "form" or each.actions_by_field is not None for each in (need, *need.extra)
+    )
+
+
 def level(name: str) -> Need:
     return Need(level=name)
 

@@ -196,6 +196,7 @@ def _path(template: str, world: dict, overrides: dict) -> str:
         "rule_id": world["rule_id"],
         "silence_id": world["silence_id"],
         "stream_id": "account-1",
+        "role": "team-a",
         **overrides,
     }
     return template.format(**values)

@@ -26,7 +26,8 @@ from console.api.serializers import StrictSerializer, refusals, validated
 
 class RuleSerializer(serializers.Serializer):
     id = serializers.IntegerField(allow_null=True, help_text="null for a preset's rules.")
-    kind = serializers.ChoiceField(choices=list(KINDS))
+    # Text, not an enum: the schema would give it the same enum name as other kinds.
+    kind = serializers.CharField(help_text=f"One of {', '.join(KINDS)}.")
     pattern = serializers.CharField()
     actions = serializers.ListField(child=serializers.ChoiceField(choices=list(ACTIONS)))
 
