@@ -117,6 +117,8 @@ MIDDLEWARE = [
     "console.api.middleware.NoStoreMiddleware",
     "console.api.middleware.JsonServerErrorMiddleware",
     "console.messages.no_store.MessageDataNoStoreMiddleware",
+    # Audited reads, when TIDEMARK_AUDIT_READS is on (console/audit/reads.py).
+    "console.audit.reads.ReadAuditMiddleware",
     # Last, as django-axes asks: it answers a locked-out login.
     "axes.middleware.AxesMiddleware",
 ]
@@ -354,6 +356,11 @@ TIDEMARK_SAMPLE_CHUNK_QUEUES = env_int("TIDEMARK_SAMPLE_CHUNK_QUEUES", 10_000)
 #: appended since once every TIDEMARK_SIZE_EVERY_S, within a budget of this many entries
 #: (a queue read costs 64 at least).
 TIDEMARK_SIZE_EVERY_S = env_int("TIDEMARK_SIZE_EVERY_S", 60)
+#: Audited reads (console/audit/reads.py): also record message reads, exports, pulls and
+#: API produces in the audit log, kept this many days and at most this many rows.
+TIDEMARK_AUDIT_READS = env_bool("TIDEMARK_AUDIT_READS", False)
+TIDEMARK_AUDIT_READS_KEEP_DAYS = env_int("TIDEMARK_AUDIT_READS_KEEP_DAYS", 30)
+TIDEMARK_AUDIT_READS_MAX_ROWS = env_int("TIDEMARK_AUDIT_READS_MAX_ROWS", 100_000)
 TIDEMARK_SIZE_ENTRY_BUDGET = env_int("TIDEMARK_SIZE_ENTRY_BUDGET", 1_000_000)
 #: Freeze the objects alive after a web process's first response out of the garbage
 #: collector's full collections (console/core/middleware.py).

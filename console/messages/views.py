@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from console.accounts.permissions import READ, TOPIC, require, visible_topics
+from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import bodies, search
 from console.messages.forms import (
@@ -125,6 +126,8 @@ def message_search(request: HttpRequest) -> HttpResponse:
             )
         except StoreError as error:
             form.add_error(_error_field(form.cleaned_data["mode"], error), str(error))
+    if results is not None:
+        note_count(request, len(results.rows))
     if results is not None and results.mode == MODE_ID:
         for found in results.rows:  # by id, the topic shows only once the message is read
             require(request.user, TOPIC, found.message.topic, READ)
@@ -200,6 +203,7 @@ def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
     except _UNREADABLE as error:
         return _not_found(request, message_id, error)
     require(request.user, TOPIC, message.topic, READ)
+    note_count(request, 1)
     body = message.body
     view = request.GET.get("view")
     if view not in dict(BODY_VIEWS):

@@ -53,6 +53,7 @@ from console.api.serializers import (
     validated,
 )
 from console.audit.log import record
+from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import search
 from console.messages.records import message_record
@@ -280,6 +281,7 @@ class TopicMessages(APIView):
                     dedup_id=one.dedup_id,
                 )
             ]
+        note_count(request, len(results))
         return Response(
             {"results": [_result_data(r) for r in results]}, status=status.HTTP_201_CREATED
         )
@@ -366,6 +368,7 @@ class QueueMessages(APIView):
                 )
         else:
             messages = store.pull(group, topic, queue, query["max"], offset=start)
+        note_count(request, len(messages))
         low, high = store.queue_range(topic, queue)
         next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
         return Response(
@@ -474,6 +477,7 @@ class MessageDetail(APIView):
         except CorruptRecordError as error:
             raise ApiError(404, "message_corrupt", str(error)) from None
         require(request.user, TOPIC, message.topic, READ)
+        note_count(request, 1)
         return Response(message_record(message))
 
 
@@ -632,6 +636,7 @@ class MessageSearch(APIView):
         query = validated(MessageSearchQuery, request.query_params)
         number, size = _paging(request)
         messages, total, has_next = _search(get_store(), query, number, size)
+        note_count(request, len(messages))
         if number > 1 and not messages:
             raise exceptions.NotFound(f"Page {number} is past the last page of these results.")
         url = request.build_absolute_uri()
