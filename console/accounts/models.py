@@ -147,3 +147,25 @@ class RoleRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role.name}: {self.kind} {self.pattern} → {', '.join(self.actions)}"
+
+
+class MaskRule(models.Model):
+    """Data masking (console/accounts/masking.py): on topics whose name matches
+    ``pattern``, a user who may view the topic but not read it sees its messages with
+    ``part`` (a JSON body's field ``field``, dotted for nested ones, ``*`` for the whole
+    body; a property named ``field`` or ``*`` for all; the keys) masked or removed."""
+
+    PARTS = [("body", "body field"), ("property", "property"), ("key", "keys")]
+    HOWS = [("mask", "mask"), ("remove", "remove")]
+
+    pattern = models.CharField(max_length=255)
+    part = models.CharField(max_length=10, choices=PARTS)
+    field = models.CharField(max_length=255, default="*")
+    how = models.CharField(max_length=10, choices=HOWS, default="mask")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pattern", "part", "field", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.how} {self.part} {self.field} on topics {self.pattern}"

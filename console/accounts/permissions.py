@@ -129,6 +129,7 @@ class Permissions:
     def __init__(self, user: Any) -> None:
         self.level: str | None = None
         self.grants: tuple[Grant, ...] = ()
+        self._mask_rules: list | None = None
         if user is None or not getattr(user, "is_authenticated", False):
             return
         if not getattr(user, "is_active", True):
@@ -153,8 +154,9 @@ class Permissions:
     def has_level(self, level: str) -> bool:
         return role_includes(self.level, level)
 
-    def allows(self, kind: str, name: str, action: str) -> bool:
-        """Whether the user may do ``action`` on the topic or group ``name``."""
+    def granted(self, kind: str, name: str, action: str) -> bool:
+        """Whether a rule of the user's roles allows ``action`` on ``name`` (masked
+        reading left out)."""
         if self.level is None:
             return False
         if any(grant.allows(kind, name, action) for grant in self.grants):
@@ -162,13 +164,61 @@ class Permissions:
         if kind == TOPIC and action in (VIEW, READ):
             for prefix in (_RETRY_PREFIX, _DLQ_PREFIX):
                 if name.startswith(prefix) and len(name) > len(prefix):
-                    return self.allows(GROUP, name[len(prefix) :], action)
+                    return self.granted(GROUP, name[len(prefix) :], action)
         return False
+
+    def allows(self, kind: str, name: str, action: str) -> bool:
+        """Whether the user may do ``action`` on the topic or group ``name``; reading a
+        topic the user may only view is allowed, masked, when a mask rule covers it
+        (console/accounts/masking.py)."""
+        if self.granted(kind, name, action):
+            return True
+        return (
+            kind == TOPIC
+            and action == READ
+            and self.granted(TOPIC, name, VIEW)
+            and bool(self._masks_matching(name))
+        )
+
+    @property
+    def mask_rules(self) -> list:
+        if self._mask_rules is None:
+            from console.accounts.models import MaskRule
+
+            self._mask_rules = list(MaskRule.objects.all()) if self.level is not None else []
+        return self._mask_rules
+
+    def _masks_matching(self, topic: str) -> list:
+        return [rule for rule in self.mask_rules if fnmatchcase(topic, rule.pattern)]
+
+    def masks_for(self, topic: str) -> list | None:
+        """None when the user reads ``topic`` whole; else the mask rules to apply to its
+        messages (empty: the user may not read it at all)."""
+        if self.granted(TOPIC, topic, READ):
+            return None
+        if not self.granted(TOPIC, topic, VIEW):
+            return []
+        return self._masks_matching(topic)
+
+    @property
+    def reads_masked(self) -> bool:
+        """Whether some topic may be read masked by the user (then reads go through the
+        masking store)."""
+        if any(g.kind == TOPIC and g.pattern == "*" and READ in g.actions for g in self.grants):
+            return False  # reads every topic whole: no query for the mask rules
+        return bool(self.mask_rules)
 
     def allows_some(self, kind: str, action: str) -> bool:
         """Whether some rule of the user allows ``action`` on some ``kind``."""
-        return self.level is not None and any(
-            grant.kind == kind and action in grant.actions for grant in self.grants
+        if self.level is None:
+            return False
+        if any(grant.kind == kind and action in grant.actions for grant in self.grants):
+            return True
+        return (
+            kind == TOPIC
+            and action == READ
+            and bool(self.mask_rules)
+            and any(grant.kind == TOPIC and VIEW in grant.actions for grant in self.grants)
         )
 
     def filter(self, kind: str, items: Iterable, action: str = VIEW, name=lambda item: item):
@@ -398,6 +448,8 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-roles": {"GET": A, "POST": A},
     "api-role-rule": {"DELETE": A},
     "api-role-members": {"POST": A},
+    "api-masks": {"GET": A, "POST": A},
+    "api-mask": {"DELETE": A},
     "api-alert-rules": {"GET": V, "POST": A},
     "api-alert-rule": {"GET": V, "PUT": A, "PATCH": A, "DELETE": A},
     "api-alert-events": {"GET": V},
@@ -498,7 +550,13 @@ class PermissionMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        from console.accounts.masking import current_request
+
+        token = current_request.set(request)
+        try:
+            return self.get_response(request)
+        finally:
+            current_request.reset(token)
 
     def process_view(self, request, view_func, view_args, view_kwargs):
         if request.path_info.startswith("/api/"):

@@ -47,7 +47,28 @@ def _member(add: bool):
     return change
 
 
+def _add_mask(request: HttpRequest) -> str:
+    rule = role_rules.add_mask(
+        request.user,
+        request.POST.get("pattern"),
+        request.POST.get("part"),
+        request.POST.get("field"),
+        request.POST.get("how"),
+    )
+    return f"Topics {rule.pattern}: {rule.part} {rule.field} is now {rule.how}ed for viewers."
+
+
+def _delete_mask(request: HttpRequest) -> str:
+    mask_id = request.POST.get("mask", "")
+    if not mask_id.isdigit():
+        raise role_rules.RoleError("Choose a mask rule to delete; nothing was deleted.")
+    role_rules.delete_mask(request.user, int(mask_id))
+    return f"Mask rule #{mask_id} deleted."
+
+
 ACTIONS = {
+    "add_mask": _add_mask,
+    "delete_mask": _delete_mask,
     "add_rule": _add_rule,
     "delete_rule": _delete_rule,
     "add_member": _member(True),
@@ -72,6 +93,7 @@ def role_list(request: HttpRequest) -> HttpResponse:
         "accounts/roles.html",
         {
             "roles": role_rules.roles(),
+            "masks": role_rules.masks(),
             "kinds": KINDS,
             "kind_actions": KIND_ACTIONS,
             "action_help": sorted(ACTION_HELP.items()),

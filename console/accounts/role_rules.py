@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
 
-from console.accounts.models import RoleRule
+from console.accounts.models import MaskRule, RoleRule
 from console.accounts.permissions import PRESETS, check_rule
 from console.accounts.roles import ROLES
 from console.audit.log import record
@@ -154,4 +154,48 @@ def set_member(actor: Any, role: Any, username: Any, member: bool) -> None:
             before={"member": user.get_username() if was else None},
             after={"member": user.get_username() if member else None},
             link="/accounts/roles/",
+        )
+
+
+# ------------------------------------------------------------------ mask rules
+
+
+def masks() -> list[MaskRule]:
+    return list(MaskRule.objects.all())
+
+
+def add_mask(actor: Any, pattern: Any, part: Any, field: Any, how: Any) -> MaskRule:
+    """Add a mask rule (console/accounts/masking.py), audited as ``mask.add``."""
+    if not isinstance(pattern, str) or not pattern.strip() or len(pattern) > 255:
+        raise RoleError("A mask rule's topic pattern is 1 to 255 characters, such as cards.*.")
+    parts = [value for value, _ in MaskRule.PARTS]
+    if part not in parts:
+        raise RoleError(f"A mask rule's part is one of {', '.join(parts)}, not {part!r}.")
+    hows = [value for value, _ in MaskRule.HOWS]
+    if how not in hows:
+        raise RoleError(f"A mask rule masks or removes ({', '.join(hows)}), not {how!r}.")
+    field = field.strip() if isinstance(field, str) and field.strip() else "*"
+    if len(field) > 255:
+        raise RoleError("A mask rule's field is at most 255 characters.")
+    with transaction.atomic():
+        rule = MaskRule.objects.create(pattern=pattern.strip(), part=part, field=field, how=how)
+        record(
+            actor,
+            "mask.add",
+            f"topics {rule.pattern}",
+            after={"part": part, "field": field, "how": how},
+            link="/accounts/roles/",
+        )
+    return rule
+
+
+def delete_mask(actor: Any, mask_id: Any) -> None:
+    with transaction.atomic():
+        rule = MaskRule.objects.filter(pk=mask_id).first()
+        if rule is None:
+            raise RoleError(f"There is no mask rule #{mask_id}; nothing was deleted.")
+        before = {"part": rule.part, "field": rule.field, "how": rule.how}
+        rule.delete()
+        record(
+            actor, "mask.delete", f"topics {rule.pattern}", before=before, link="/accounts/roles/"
         )

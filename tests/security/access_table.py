@@ -177,6 +177,8 @@ ACCESS: dict[str, Rule] = {
     "api-roles": api(read=ADMIN, post=ADMIN),
     "api-role-rule": api(delete=ADMIN, kwargs={"rule_id": 999_999}),
     "api-role-members": api(post=ADMIN, kwargs={"role": "team-a"}),
+    "api-masks": api(read=ADMIN, post=ADMIN),
+    "api-mask": api(delete=ADMIN, kwargs={"mask_id": 999_999}),
     "api-alert-rules": api(read=VIEWER, post=ADMIN),
     "api-alert-rule": api(
         read=VIEWER, put=ADMIN, patch=ADMIN, delete=ADMIN, kwargs={"rule_id": Ref("rule_id")}
