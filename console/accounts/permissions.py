@@ -47,7 +47,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from console.accounts.roles import ADMIN, OPERATOR, ROLES, VIEWER, role_includes, role_of
+from console.accounts.roles import ADMIN, OPERATOR, ROLES, VIEWER, role_includes
 
 TOPIC = "topic"
 GROUP = "group"
@@ -134,21 +134,24 @@ class Permissions:
             return
         if not getattr(user, "is_active", True):
             return
-        self.level = role_of(user)
         if user.is_superuser:
+            self.level = ADMIN
             self.grants = PRESETS[ADMIN]
             return
         from console.accounts.models import RoleRule
 
+        # Two queries: the user's groups and their rules (``role_of``'s answer from them).
         grants: list[Grant] = []
         names = set(user.groups.values_list("name", flat=True)) if user.pk else set()
         for name in ROLES:
             if name in names:
                 grants.extend(PRESETS[name])
-        for kind, pattern, actions in RoleRule.objects.filter(role__user=user).values_list(
-            "kind", "pattern", "actions"
-        ):
+                self.level = name  # ROLES is weakest first: the strongest stays
+        scoped = RoleRule.objects.filter(role__user=user) if user.pk else RoleRule.objects.none()
+        for kind, pattern, actions in scoped.values_list("kind", "pattern", "actions"):
             grants.append(Grant(kind, pattern, frozenset(actions)))
+        if self.level is None and len(grants):
+            self.level = VIEWER  # a scoped role sees the console-wide pages as a viewer
         self.grants = tuple(grants)
 
     def has_level(self, level: str) -> bool:
