@@ -6,6 +6,7 @@ from django.views.decorators.http import require_safe
 from console.accounts.permissions import may_open
 from console.audit.forms import AuditFilterForm
 from console.audit.models import AuditEntry
+from console.audit.visibility import visible_entries
 
 PAGE_SIZE = 50
 
@@ -14,7 +15,7 @@ PAGE_SIZE = 50
 def audit_list(request: HttpRequest) -> HttpResponse:
     """The audit log, newest first, 50 a page, filtered by the GET form."""
     form = AuditFilterForm(request.GET or None)
-    entries = AuditEntry.objects.all()
+    entries = visible_entries(request.user, AuditEntry.objects.all())
     if form.is_bound and not form.is_valid():
         entries = entries.none()
     elif form.is_bound:

@@ -288,3 +288,22 @@ def test_a_topic_page_shows_no_message_to_a_role_that_may_view_but_not_read(
     assert response.status_code == 200
     assert b"the-secret-address" not in response.content
     assert "do not allow reading this topic" in response.content.decode()
+
+
+def test_the_audit_log_shows_a_scoped_role_only_its_topics_groups_and_own_rows(
+    shop, payments, admin
+):
+    from console.audit.log import record
+
+    record(admin, "topic.create", "topic payments.in")
+    record(admin, "offset.reset", "group payments-app topic payments.in")
+    record(admin, "topic.create", "topic shipping")
+    record(admin, "user.create", "user zed")
+    record(payments, "message.send", "topic payments.out")
+
+    page = as_page(payments).get("/audit/")
+    api = as_api(payments).get("/api/v1/audit/").json()["results"]
+
+    expected = {"topic payments.in", "group payments-app topic payments.in", "topic payments.out"}
+    assert {entry.target for entry in page.context["page"]} == expected
+    assert {entry["target"] for entry in api} == expected
