@@ -117,12 +117,16 @@ MIDDLEWARE = [
     # Login for every page except views marked login_not_required and paths under /api/
     # (the API authenticates its own requests); see console/accounts/middleware.py.
     "console.accounts.middleware.LoginRequiredMiddleware",
+    # What each page needs, from one table (console/accounts/permissions.py).
+    "console.accounts.permissions.PermissionMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "console.core.middleware.FreezeStartupObjectsMiddleware",
     "console.api.middleware.NoStoreMiddleware",
     "console.api.middleware.JsonServerErrorMiddleware",
     "console.messages.no_store.MessageDataNoStoreMiddleware",
+    # Audited reads, when TIDEMARK_AUDIT_READS is on (console/audit/reads.py).
+    "console.audit.reads.ReadAuditMiddleware",
     # Last, as django-axes asks: it answers a locked-out login.
     "axes.middleware.AxesMiddleware",
 ]
@@ -407,6 +411,16 @@ TIDEMARK_HEARTBEAT_INTERVAL_S = env_int("TIDEMARK_HEARTBEAT_INTERVAL_S", 60)
 TIDEMARK_BIG_TOPIC_QUEUES = env_int("TIDEMARK_BIG_TOPIC_QUEUES", 10_000)
 TIDEMARK_SAMPLE_QUEUE_BUDGET = env_int("TIDEMARK_SAMPLE_QUEUE_BUDGET", 250_000)
 TIDEMARK_SAMPLE_CHUNK_QUEUES = env_int("TIDEMARK_SAMPLE_CHUNK_QUEUES", 10_000)
+#: Topic sizes (console/monitoring/sizes.py): a sample counts the consume-queue entries
+#: appended since once every TIDEMARK_SIZE_EVERY_S, within a budget of this many entries
+#: (a queue read costs 64 at least).
+TIDEMARK_SIZE_EVERY_S = env_int("TIDEMARK_SIZE_EVERY_S", 60)
+#: Audited reads (console/audit/reads.py): also record message reads, exports, pulls and
+#: API produces in the audit log, kept this many days and at most this many rows.
+TIDEMARK_AUDIT_READS = env_bool("TIDEMARK_AUDIT_READS", False)
+TIDEMARK_AUDIT_READS_KEEP_DAYS = env_int("TIDEMARK_AUDIT_READS_KEEP_DAYS", 30)
+TIDEMARK_AUDIT_READS_MAX_ROWS = env_int("TIDEMARK_AUDIT_READS_MAX_ROWS", 100_000)
+TIDEMARK_SIZE_ENTRY_BUDGET = env_int("TIDEMARK_SIZE_ENTRY_BUDGET", 1_000_000)
 #: Freeze the objects alive after a web process's first response out of the garbage
 #: collector's full collections (console/core/middleware.py).
 TIDEMARK_GC_FREEZE = env_bool("TIDEMARK_GC_FREEZE", True)

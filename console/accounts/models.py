@@ -146,3 +146,46 @@ class SsoIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class RoleRule(models.Model):
+    """One rule of a role (a Django group): on resources of ``kind`` whose name matches
+    ``pattern`` (a shell-style pattern: ``*``, ``?``, ``[…]``), the ``actions`` are allowed
+    (see console/accounts/permissions.py). A user gets the union of their roles' rules;
+    the built-in roles viewer, operator and admin are presets with rules of their own."""
+
+    KINDS = [("topic", "topic"), ("group", "consumer group")]
+
+    role = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="rules")
+    kind = models.CharField(max_length=10, choices=KINDS)
+    pattern = models.CharField(max_length=255)
+    actions = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["role__name", "kind", "pattern", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.role.name}: {self.kind} {self.pattern} → {', '.join(self.actions)}"
+
+
+class MaskRule(models.Model):
+    """Data masking (console/accounts/masking.py): on topics whose name matches
+    ``pattern``, a user who may view the topic but not read it sees its messages with
+    ``part`` (a JSON body's field ``field``, dotted for nested ones, ``*`` for the whole
+    body; a property named ``field`` or ``*`` for all; the keys) masked or removed."""
+
+    PARTS = [("body", "body field"), ("property", "property"), ("key", "keys")]
+    HOWS = [("mask", "mask"), ("remove", "remove")]
+
+    pattern = models.CharField(max_length=255)
+    part = models.CharField(max_length=10, choices=PARTS)
+    field = models.CharField(max_length=255, default="*")
+    how = models.CharField(max_length=10, choices=HOWS, default="mask")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pattern", "part", "field", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.how} {self.part} {self.field} on topics {self.pattern}"

@@ -10,6 +10,11 @@ includes everything the ones before it may do:
 Superusers are admins. A logged-in user in none of the groups has no role and gets 403 on
 every page that checks a role.
 
+Console pages and API endpoints do not use the decorators below: what each URL needs
+(a level, or an action on a topic or group) is one table, checked by one function
+(console/accounts/permissions.py). The decorators remain for views outside that table
+(the API docs page) and for tests.
+
 Function views::
 
     @require_role("viewer")  # every method needs viewer
@@ -40,7 +45,6 @@ from django.contrib.auth.models import Group
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import Resolver404, resolve
 
 VIEWER = "viewer"
 OPERATOR = "operator"
@@ -77,6 +81,12 @@ def role_of(user: Any) -> str | None:
     for role in reversed(ROLES):
         if role in names:
             return role
+    # A scoped role (a group with rules, console/accounts/permissions.py) sees the
+    # console-wide pages as a viewer; its rules say which topics and groups.
+    from console.accounts.models import RoleRule
+
+    if RoleRule.objects.filter(role__user=user).exists():
+        return VIEWER
     return None
 
 
@@ -94,7 +104,10 @@ def has_role(user: Any, role: str) -> bool:
 def request_role(request: HttpRequest) -> str | None:
     """`role_of(request.user)`, looked up once per request."""
     if not hasattr(request, _REQUEST_CACHE):
-        setattr(request, _REQUEST_CACHE, role_of(getattr(request, "user", None)))
+        from console.accounts.permissions import permissions_of  # it imports this module
+
+        user = getattr(request, "user", None)
+        setattr(request, _REQUEST_CACHE, permissions_of(user).level if user else None)
     return getattr(request, _REQUEST_CACHE)
 
 
@@ -189,29 +202,3 @@ class RoleRequiredMixin:
         if denied is not None:
             return denied
         return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
-
-
-def read_role_of(view: Callable[..., Any]) -> str | None:
-    """The role a GET of ``view`` needs, as its role decorator or mixin says (None: the
-    view checks no role itself)."""
-    view_class = getattr(view, "view_class", None)
-    if view_class is not None and issubclass(view_class, RoleRequiredMixin):
-        return view_class.required_role
-    current: Any = view
-    while current is not None:
-        role = getattr(current, _READ_ROLE, None)
-        if role is not None:
-            return role
-        current = getattr(current, "__wrapped__", None)
-    return None
-
-
-def may_read(request: HttpRequest, path: str) -> bool:
-    """Whether the request's user may open the console page at ``path`` (a path that is
-    no console page: True, the link is not the console's to hide)."""
-    try:
-        match = resolve(path.split("?", 1)[0].split("#", 1)[0])
-    except Resolver404:
-        return True
-    needed = read_role_of(match.func)
-    return needed is None or role_includes(request_role(request), needed)

@@ -21,7 +21,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.models import ApiToken
-from console.accounts.roles import ADMIN, VIEWER, has_role, require_role
+from console.accounts.roles import ADMIN, has_role
 from console.audit.log import record
 from console.core.post_only import post_only
 
@@ -67,7 +67,6 @@ def _visible_tokens(request: HttpRequest):
     return tokens.filter(user=request.user)
 
 
-@require_role(VIEWER)
 @require_http_methods(["GET", "HEAD", "POST"])
 def token_list(request: HttpRequest) -> HttpResponse:
     """The tokens the user may see, and the form that creates one."""
@@ -109,7 +108,6 @@ def token_list(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/tokens.html", context, status=400 if form.errors else 200)
 
 
-@require_role(VIEWER)
 @post_only(lambda token_id: _list_url())
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     """Revoke a token: its own user's, or anyone's for an admin."""

@@ -4,7 +4,16 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
-from console.accounts import account, passwords, sso_views, throttle, tokens, totp, users
+from console.accounts import (
+    account,
+    passwords,
+    role_pages,
+    sso_views,
+    throttle,
+    tokens,
+    totp,
+    users,
+)
 
 urlpatterns = [
     # Logout stays reachable without a session (an expired session's logout button must not
@@ -21,6 +30,7 @@ urlpatterns = [
     path("login/code/", totp.login_code, name="login_code"),
     path("sso/start/", sso_views.sso_start, name="sso_start"),
     path("sso/callback/", sso_views.sso_callback, name="sso_callback"),
+    path("roles/", role_pages.role_list, name="role_list"),
     path("tokens/", tokens.token_list, name="token_list"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token_revoke"),
     # Before Django's own: the same page, with an hourly limit of mails.

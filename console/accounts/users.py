@@ -30,7 +30,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from console.accounts import lockouts, totp
 from console.accounts.forms import UserCreateForm, UserRoleForm
 from console.accounts.models import SsoIdentity
-from console.accounts.roles import ADMIN, ROLES, ensure_role_groups, require_role, role_of
+from console.accounts.roles import ADMIN, ROLES, ensure_role_groups, role_of
 from console.audit.log import record
 from console.core.post_only import post_only
 
@@ -93,7 +93,6 @@ def _shown_once(request: HttpRequest, user: Any, password: str, created: bool) -
 # ---------------------------------------------------------------------------- list
 
 
-@require_role(ADMIN)
 @require_http_methods(["GET", "HEAD", "POST"])
 def user_list(request: HttpRequest) -> HttpResponse:
     """Every user with role, state, last login and date joined; the create form."""
@@ -153,7 +152,6 @@ def _create_user(request: HttpRequest, form: UserCreateForm) -> HttpResponse:
 Handler = Callable[[HttpRequest, Any], HttpResponse]
 
 
-@require_role(ADMIN)
 @post_only(lambda user_id: _list_url())
 def user_action(request: HttpRequest, user_id: int) -> HttpResponse:
     """POST ``action``: role, deactivate, activate or reset_password; then back to the list."""
@@ -296,7 +294,6 @@ ACTIONS: dict[str, Handler] = {
 # ------------------------------------------------------------------------ lockouts
 
 
-@require_role(ADMIN)
 @post_only(lambda: _list_url())
 def user_unlock(request: HttpRequest) -> HttpResponse:
     """POST ``username`` and ``address``: lift that pair's login lockout (audited)."""

@@ -139,7 +139,7 @@ def exception_handler(error: Exception, context: dict) -> Response | None:
     if isinstance(error, Http404):
         error = exceptions.NotFound(str(error) or "Not found.")
     elif isinstance(error, DjangoPermissionDenied):
-        error = exceptions.PermissionDenied()
+        error = exceptions.PermissionDenied(str(error) or None)
     if isinstance(error, StoreError):
         for kind, code_status, code in STORE_ERRORS:
             if isinstance(error, kind):

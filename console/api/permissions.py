@@ -1,18 +1,21 @@
-"""The console's roles, applied to API views."""
+"""The console's permissions, applied to API views: the one table of
+console/accounts/permissions.py (``NEEDS``), checked after the API's own authentication."""
 
 from __future__ import annotations
 
 from rest_framework.permissions import BasePermission
 
-from console.accounts.roles import ADMIN, SAFE_METHODS, VIEWER, role_includes, role_of
+from console.accounts.permissions import NEEDS, A, denial, level_only, need_for, reads_body
+from console.accounts.roles import SAFE_METHODS
 
 
 class RolePermission(BasePermission):
-    """Reads need viewer; changes need the view's ``change_role`` (admin by default).
+    """What ``NEEDS`` says the endpoint needs for the request's method: a console level, or
+    an action on the topic or group the URL (or the query, or the JSON body) names.
 
-    A view may name a role per method in ``method_roles`` ({"POST": "operator"}).
-    Anonymous requests get 401, users without the role 403, and a read-only token anything
-    but a read 403.
+    Anonymous requests get 401, users without it 403 with a sentence, and a read-only
+    token anything but a read 403. An endpoint missing from the table needs the admin
+    level (the table test lists every one).
     """
 
     message = "Your role does not allow this."
@@ -24,15 +27,23 @@ class RolePermission(BasePermission):
         if getattr(request.auth, "read_only", False) and method not in SAFE_METHODS:
             self.message = "This token is read-only: it may only read."
             return False
-        roles = getattr(view, "method_roles", {})
-        if method in roles:
-            needed = roles[method]
-        elif method in SAFE_METHODS:
-            needed = VIEWER
+        match = request.resolver_match
+        view_name = match.view_name if match else None
+        if view_name not in NEEDS:
+            need = A  # an endpoint the table does not list: admins only
         else:
-            needed = getattr(view, "change_role", ADMIN)
-        held = role_of(request.user)
-        if not role_includes(held, needed):
-            self.message = f"This needs the {needed} role; yours is {held or 'none'}."
+            need = need_for(view_name, method)
+            if need is None:
+                return True  # a method the endpoint does not take: the view answers 405
+        kwargs = match.kwargs if match else {}
+        # The level first, so that a body is parsed (and a bad one answered 400) only for
+        # a user who may send one at all.
+        refused = denial(request.user, level_only(need), kwargs)
+        body = None
+        if refused is None and reads_body(need):
+            body = request.data  # a parse error propagates: the view would answer it too
+        refused = refused or denial(request.user, need, kwargs, request.query_params, body)
+        if refused is not None:
+            self.message = refused.message
             return False
         return True

@@ -13,6 +13,7 @@ from console.api.views import (
     groups,
     messages,
     resets,
+    roles,
     storage,
     streams,
     tasks,
@@ -28,6 +29,7 @@ v1 = [
     *dlq.urlpatterns,
     *storage.urlpatterns,
     *audit.urlpatterns,
+    *roles.urlpatterns,
     *alerts.urlpatterns,
     *tasks.urlpatterns,
 ]

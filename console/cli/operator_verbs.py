@@ -5,6 +5,12 @@ Each sets Django up (the console's settings, its database for the Resets list an
 audit log) and opens the store at ``TIDEMARK_STORE_DIR`` (``--dir``). Changes are recorded
 as made by ``cli:<name>`` (``--as``, default: the login name), or by the console user of
 that name when there is one. A reset is previewed unless ``--execute`` is given.
+
+Acting as a console user, a command obeys that user's roles (console/accounts/
+permissions.py): ``groups`` lists the groups they may view, ``lag`` needs view on the
+group, ``reset-offsets`` reset, ``redrive-dlq`` redrive; a refusal exits 4 with a sentence.
+``cli:<name>`` (no console user of that name) is whoever runs the command on the store's
+machine, who can open the store's files anyway: no rule applies.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from typing import Any
 
 from storeadapter.engine import StoreError
 from storeadapter.engine.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR
+
+#: A console user's roles refuse the command.
+EXIT_NOT_ALLOWED = 4
 
 
 def _django() -> None:
@@ -50,6 +59,28 @@ def actor(name: str | None) -> Any:
     name = name or os.environ.get("TIDEMARK_CLI_USER") or getpass.getuser()
     user = get_user_model().objects.filter(username=name, is_active=True).first()
     return user or CliActor(name)
+
+
+class NotAllowed(Exception):
+    """The console user the command acts as may not do this (a sentence)."""
+
+
+def _allows(who: Any, kind: str, name: str, action: str) -> bool:
+    """Whether ``who`` may ``action`` the topic or group ``name``: a console user by their
+    roles' rules (console/accounts/permissions.py); ``cli:<name>``, who is no console user,
+    by the machine (whoever runs this can open the store's files anyway)."""
+    if isinstance(who, CliActor):
+        return True
+    from console.accounts.permissions import permissions_of
+
+    return permissions_of(who).allows(kind, name, action)
+
+
+def _require(who: Any, kind: str, name: str, action: str) -> None:
+    if not _allows(who, kind, name, action):
+        raise NotAllowed(
+            f"{who.get_username()}'s roles do not allow them to {action} the {kind} {name!r}"
+        )
 
 
 def _store_or_refuse():
@@ -83,8 +114,11 @@ def _groups(args: argparse.Namespace) -> int:
     from storeadapter.summaries import group_summaries
 
     store = _store_or_refuse()
+    who = actor(args.as_user)
     rows = []
     for summary in group_summaries(store, with_queues=False):
+        if not _allows(who, "group", summary.group, "view"):
+            continue
         members = len(live_members(store, summary.group))
         rows.append(
             {
@@ -111,6 +145,7 @@ def _lag(args: argparse.Namespace) -> int:
     store = _store_or_refuse()
     if args.group not in store.groups():
         raise StoreError(f"there is no consumer group named {args.group!r}")
+    _require(actor(args.as_user), "group", args.group, "view")
     summary = group_summary(store, args.group)
     rows = [q for q in summary.queues if args.topic is None or q.topic == args.topic]
     if args.json:
@@ -183,6 +218,7 @@ def _reset(args: argparse.Namespace) -> int:
     from storeadapter.offset_reset import preview_reset
 
     store = _store_or_refuse()
+    _require(actor(args.as_user), "group", args.group, "reset")
     mode, value = _mode(args)
     plan = preview_reset(store, args.group, args.topic, mode, value)
     rows = [
@@ -226,6 +262,7 @@ def _redrive(args: argparse.Namespace) -> int:
     from console.operations import groups as operations
 
     _store_or_refuse()
+    _require(actor(args.as_user), "group", args.group, "redrive")
     ids = None if args.all else args.ids
     outcome = operations.redrive(actor(args.as_user), args.group, ids)
     print(operations.redrive_sentence(outcome))
@@ -245,6 +282,9 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         except StoreError as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_STORE_ERROR
+        except NotAllowed as error:
+            print(f"error: {error}; nothing was done", file=sys.stderr)
+            return EXIT_NOT_ALLOWED
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
         finally:
@@ -256,11 +296,13 @@ def _guarded(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse
 def add_commands(commands: argparse._SubParsersAction) -> dict[str, Callable]:
     groups = commands.add_parser("groups", help="consumer groups: topics, lag, live members")
     groups.add_argument("--json", action="store_true")
+    groups.add_argument("--as", dest="as_user", help="the console user whose roles apply")
 
     lag = commands.add_parser("lag", help="a group's lag per queue (live)")
     lag.add_argument("--group", required=True)
     lag.add_argument("--topic")
     lag.add_argument("--json", action="store_true")
+    lag.add_argument("--as", dest="as_user", help="the console user whose roles apply")
 
     reset = commands.add_parser(
         "reset-offsets",

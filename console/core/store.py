@@ -24,5 +24,9 @@ def store_config() -> StoreConfig:
 
 
 def get_store() -> MessageStore:
-    """This process's open store at ``settings.TIDEMARK_STORE_DIR``."""
-    return store_at(settings.TIDEMARK_STORE_DIR, store_config())
+    """This process's open store at ``settings.TIDEMARK_STORE_DIR``; within a read-only
+    request of a user who reads some topic masked, a view of it that masks the messages
+    it returns (console/accounts/masking.py)."""
+    from console.accounts.masking import store_for_request
+
+    return store_for_request(store_at(settings.TIDEMARK_STORE_DIR, store_config()))

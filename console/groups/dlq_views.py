@@ -10,7 +10,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from console.accounts.roles import OPERATOR, change_requires_role
 from console.core.store import get_store
 from console.groups import dlq
 from console.groups.dlq import MAX_REDRIVE_IDS, dead_message_row, dead_messages, dlq_exists
@@ -21,7 +20,6 @@ from storeadapter.engine import StoreError, dlq_topic
 MAX_MESSAGE_ID_LENGTH = 100
 
 
-@change_requires_role(OPERATOR)
 @require_http_methods(["GET", "HEAD", "POST"])
 def dlq_page(request: HttpRequest, group: str) -> HttpResponse:
     """The group's dead letters, paged; operators redrive one, the selected, or all."""

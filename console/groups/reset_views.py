@@ -17,7 +17,6 @@ from django.shortcuts import redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
 
-from console.accounts.roles import OPERATOR, require_role
 from console.core.post_only import post_only
 from console.core.store import get_store
 from console.groups.detail import live_members
@@ -51,7 +50,6 @@ def _s(count: int) -> str:
     return "" if count == 1 else "s"
 
 
-@require_role(OPERATOR)
 @post_only(lambda group: detail_url(group, "reset"))
 def reset_preview(request: HttpRequest, group: str) -> HttpResponse:
     """What a reset would do, per queue, with the button that applies exactly that."""
@@ -70,7 +68,6 @@ def reset_preview(request: HttpRequest, group: str) -> HttpResponse:
     return _render_preview(request, plan)
 
 
-@require_role(OPERATOR)
 @post_only(lambda group: detail_url(group, "reset"))
 def reset_again(request: HttpRequest, group: str) -> HttpResponse:
     """A new preview of what a refused or expired preview asked for."""
@@ -85,7 +82,6 @@ def reset_again(request: HttpRequest, group: str) -> HttpResponse:
     return _render_preview(request, plan)
 
 
-@require_role(OPERATOR)
 @require_http_methods(["GET", "HEAD"])
 def reset_undo(request: HttpRequest, group: str, reset: int) -> HttpResponse:
     """The preview of undoing applied reset ``reset``: back to the offsets it replaced."""
@@ -120,7 +116,6 @@ def _render_preview(request: HttpRequest, plan: ResetPlan) -> HttpResponse:
     return render(request, "groups/preview.html", context)
 
 
-@require_role(OPERATOR)
 @post_only(lambda group: detail_url(group, "reset"))
 def reset_apply(request: HttpRequest, group: str) -> HttpResponse:
     """Apply a kept preview, or say why not (nothing is changed then)."""
@@ -183,7 +178,6 @@ def _render_refused(
     return render(request, "groups/reset_refused.html", context, status=409)
 
 
-@require_role("viewer")
 @require_http_methods(["GET", "HEAD"])
 def reset_list(request: HttpRequest, group: str) -> HttpResponse:
     """Every kept reset of the group, newest first, each with its undo."""

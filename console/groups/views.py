@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from console.accounts.roles import ADMIN, require_role
+from console.accounts.permissions import visible_groups
 from console.core.post_only import post_only
 from console.core.store import get_store
 from console.groups.detail import (
@@ -58,7 +58,6 @@ def not_found(request: HttpRequest, group: str) -> HttpResponse:
 # ---------------------------------------------------------------------------- list
 
 
-@require_role("viewer")
 @require_http_methods(["GET", "HEAD"])
 def group_list(request: HttpRequest) -> HttpResponse:
     """Every group, most behind first, with its lag, topics and live members."""
@@ -69,7 +68,11 @@ def group_list(request: HttpRequest) -> HttpResponse:
     if sort not in GROUP_SORTS:
         sort = DEFAULT_GROUP_SORT
     summaries = filter_groups(
-        group_summaries(store, with_queues=False, figures=scale.SampledFigures()), query, topic
+        visible_groups(
+            request.user, group_summaries(store, with_queues=False, figures=scale.SampledFigures())
+        ),
+        query,
+        topic,
     )
     if sort != DEFAULT_GROUP_SORT:  # the summaries come most behind first
         summaries = sort_groups(summaries, sort)
@@ -125,7 +128,6 @@ def history_lines(changes: list) -> list[HistoryRow]:
     return rows
 
 
-@require_role("viewer")
 @require_http_methods(["GET", "HEAD"])
 def group_detail(request: HttpRequest, group: str) -> HttpResponse:
     """One group: lag per queue, members, offset history; the reset form for operators."""
@@ -159,7 +161,6 @@ def render_detail(
     return render(request, "groups/detail.html", context)
 
 
-@require_role(ADMIN)
 @post_only(lambda group: detail_url(group, "delete"))
 def delete_group(request: HttpRequest, group: str) -> HttpResponse:
     """Forget a group; the admin types its name to confirm."""

@@ -10,7 +10,8 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from console.accounts.roles import require_role
+from console.accounts.permissions import READ, TOPIC, require, visible_topics
+from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import bodies, search
 from console.messages.forms import (
@@ -84,7 +85,11 @@ def _search_page(
         for value, label in MODES
     ]
     try:
-        topic_names = [info.name for info in store.topics()] if mode != MODE_ID else []
+        topic_names = (
+            [info.name for info in visible_topics(request.user, store.topics())]
+            if mode != MODE_ID
+            else []
+        )
     except StoreError:
         topic_names = []
     context = {
@@ -99,7 +104,6 @@ def _search_page(
     return render(request, "messages/search.html", context, status=status)
 
 
-@require_role("viewer")
 @require_safe
 def message_search(request: HttpRequest) -> HttpResponse:
     """The search form and, once submitted, a bounded page of results."""
@@ -122,10 +126,14 @@ def message_search(request: HttpRequest) -> HttpResponse:
             )
         except StoreError as error:
             form.add_error(_error_field(form.cleaned_data["mode"], error), str(error))
+    if results is not None:
+        note_count(request, len(results.rows))
+    if results is not None and results.mode == MODE_ID:
+        for found in results.rows:  # by id, the topic shows only once the message is read
+            require(request.user, TOPIC, found.message.topic, READ)
     return _search_page(request, store, form, results)
 
 
-@require_role("viewer")
 @require_safe
 def message_export(request: HttpRequest) -> HttpResponse:
     """A queue range as JSON Lines (at most EXPORT_MAX messages), as a download.
@@ -186,7 +194,6 @@ def _neighbours(
     )
 
 
-@require_role("viewer")
 @require_safe
 def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
     """Every field of one message, its body as text, JSON or hex, and its neighbours."""
@@ -195,6 +202,8 @@ def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
         message = store.get(message_id)
     except _UNREADABLE as error:
         return _not_found(request, message_id, error)
+    require(request.user, TOPIC, message.topic, READ)
+    note_count(request, 1)
     body = message.body
     view = request.GET.get("view")
     if view not in dict(BODY_VIEWS):
@@ -239,7 +248,6 @@ def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
     return render(request, "messages/detail.html", context)
 
 
-@require_role("viewer")
 @require_safe
 def message_body(request: HttpRequest, message_id: str) -> HttpResponse:
     """The whole body of a message, as a download."""
@@ -248,6 +256,7 @@ def message_body(request: HttpRequest, message_id: str) -> HttpResponse:
         message = store.get(message_id)
     except _UNREADABLE as error:
         return _not_found(request, message_id, error)
+    require(request.user, TOPIC, message.topic, READ)
     response = HttpResponse(message.body, content_type="application/octet-stream")
     response["Content-Disposition"] = f'attachment; filename="{message.message_id}.bin"'
     response["Content-Length"] = str(len(message.body))

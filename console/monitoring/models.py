@@ -86,6 +86,10 @@ class TopicSample(models.Model):
     #: A big topic's last write as the sampler saw it: the sample at which its max offsets
     #: last grew (None: not seen to grow yet).
     last_write_ms = models.BigIntegerField(null=True, blank=True)
+    #: Bytes of the records the topic holds (each record whole: headers, keys,
+    #: properties, body), as counted from its consume-queue entries (sizes.py); None
+    #: while the count has not caught up with every queue yet.
+    size_bytes = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -259,3 +263,27 @@ class TopicMinuteStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topic} in the minute at {self.minute_ms}"
+
+
+class TopicBytes(models.Model):
+    """What the sampler has counted of a topic's size (see sizes.py): for its queues
+    ``first_queue`` on (a small topic: one row for all of them; a big one: a row per
+    chunk), how far each queue's entries were read and the bytes of their records per
+    commit-log segment."""
+
+    topic = models.CharField(max_length=255)
+    first_queue = models.PositiveIntegerField()
+    #: {"created_ms": the topic's creation time, "generations": its queues' removal
+    #: count (a change means a queue was removed: counted again), "counted": per queue
+    #: the offset its entries were read up to, "segments": {segment base offset as text:
+    #: bytes of those records in that segment}}.
+    state = models.JSONField(default=dict)
+    updated_ms = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["topic", "first_queue"], name="mon_topic_bytes_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"bytes of {self.topic} from queue {self.first_queue}"

@@ -50,6 +50,7 @@ from console.monitoring.models import (
     StoreSample,
     TopicSample,
 )
+from console.monitoring.sizes import SizeTally, counting_due
 from console.monitoring.status import (
     judge,
     min_stop_span_ms,
@@ -64,6 +65,7 @@ from storeadapter.engine import (
     InvalidNameError,
     MessageStore,
     QueueNotFoundError,
+    TopicInfo,
     TopicNotFoundError,
 )
 from storeadapter.engine import clock as engine_clock
@@ -148,6 +150,9 @@ class _Reading:
     committed: dict[str, dict[tuple[str, int], int]]
     #: Earliest expiry per (group, topic); None when not read this time.
     expiry: dict[tuple[str, str], int] | None
+    #: Each topic's queue count, and its records' bytes counted so far (sizes.py).
+    queue_counts: dict[str, int]
+    sizes: SizeTally
 
 
 @dataclass
@@ -162,18 +167,27 @@ class _Queues:
     resets: dict[int, list[ResetMove]]
 
 
-def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading, _BigTopics]:
+def _read_store(
+    store: MessageStore, now: int, forecast: bool, count_sizes: bool
+) -> tuple[_Reading, _BigTopics]:
     stats = store.stats(topics=False)
+    sizes = SizeTally(store, [segment["base"] for segment in stats["segments"]])
     ranges = {}
-    big: dict[str, int] = {}
+    big: dict[str, TopicInfo] = {}
+    queue_counts = {}
+    small: list[tuple[TopicInfo, list[tuple[int, int]]]] = []
     for info in store.topics():
+        queue_counts[info.name] = info.queues
         if scale.is_big(info):
-            big[info.name] = info.queues
+            big[info.name] = info
             continue
         try:
             ranges[info.name] = store.queue_ranges(info.name)
         except TopicNotFoundError:  # deleted since topics() was read
             continue
+        small.append((info, ranges[info.name]))
+    if count_sizes:
+        sizes.count_stalest_first(small, now)
     committed = {}
     for group in store.groups():
         try:
@@ -189,11 +203,18 @@ def _read_store(store: MessageStore, now: int, forecast: bool) -> tuple[_Reading
         else None
     )
     reading = _Reading(
-        int(stats["disk_bytes"]), float(stats["disk_ratio"]), ranges, committed, expiry
+        int(stats["disk_bytes"]),
+        float(stats["disk_ratio"]),
+        ranges,
+        committed,
+        expiry,
+        queue_counts,
+        sizes,
     )
-    big_topics = _BigTopics(store, now, big, committed)
+    big_topics = _BigTopics(store, now, big, committed, sizes)
     big_topics.read()
     big_topics.as_virtual_queues(reading)
+    sizes.forget_deleted_segments(now)
     return reading, big_topics
 
 
@@ -220,12 +241,16 @@ class _BigTopics:
         self,
         store: MessageStore,
         now: int,
-        queues: dict[str, int],
+        infos: dict[str, TopicInfo],
         committed: dict[str, dict[tuple[str, int], int]],
+        sizes: SizeTally,
     ) -> None:
         self.store = store
         self.now = now
-        self.queues = queues
+        self.infos = infos
+        self.sizes = sizes
+        self.queues = {name: info.queues for name, info in infos.items()}
+        queues = self.queues
         #: topic → group → queue → committed offset, for the big topics only.
         self.committed: dict[str, dict[str, dict[int, int]]] = {name: {} for name in queues}
         for group, offsets in committed.items():
@@ -277,6 +302,7 @@ class _BigTopics:
 
     def _read_chunk(self, topic: str, first: int, count: int) -> None:
         ranges = self.store.queue_ranges(topic, first, count)
+        self.sizes.count(self.infos[topic], first, ranges, self.now)
         row = self.chunks[topic].get(first)
         before = row.lagging if row is not None else {}
         span = min_stop_span_ms()
@@ -443,7 +469,9 @@ class _Sample:
         forecast = previous is None or (
             now // FORECAST_EVERY_MS != previous.ts_ms // FORECAST_EVERY_MS
         )
-        self.reading, self.big = _read_store(store, now, forecast)
+        self.reading, self.big = _read_store(
+            store, now, forecast, counting_due(now, previous.ts_ms if previous else None)
+        )
         self.prev_topics: dict[str, TopicSample] = {}
         self.prev_groups: dict[tuple[str, str], GroupSample] = {}
         if previous is not None:
@@ -484,6 +512,9 @@ class _Sample:
     # ------------------------------------------------------------------------ topics
 
     def make_topic_rows(self) -> None:
+        sizes = self.reading.sizes.sizes(
+            {name: self.reading.queue_counts.get(name, 0) for name in self.reading.ranges}
+        )
         for name, ranges in self.reading.ranges.items():
             maxes = [high for _low, high in ranges]
             prev = self.prev_topics.get(name)
@@ -501,6 +532,7 @@ class _Sample:
                 queue_count=len(ranges),
                 sampled_queues=len(ranges),
                 oldest_ms=self.now,
+                size_bytes=sizes[name],
             )
             if name in self.big.queues:
                 row.aggregated = True
@@ -809,6 +841,12 @@ class _Sample:
             CommitWindow.objects.bulk_create(self.windows_new, batch_size=BATCH)
             _update_json(CommitWindow, "commits", self.windows_changed)
             self.chunk_rows = self.big.write()
+            self.chunk_rows += self.reading.sizes.write(
+                {(name, 0) for name in self.reading.ranges if name not in self.big.queues},
+                self.big.queues,
+                scale.chunk_queues(),
+                _update_json,
+            )
             duration_ms = (time.monotonic() - started) * 1000
             StoreSample.objects.filter(pk=store_row.pk).update(duration_ms=duration_ms)
         return duration_ms

@@ -7,13 +7,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from console.accounts.roles import require_role
 from console.core.store import get_store
 from storeadapter.disk_use import disk_use
 from storeadapter.summaries import segment_rows
 
 
-@require_role("viewer")
 @require_safe
 def storage(request: HttpRequest) -> HttpResponse:
     store = get_store()

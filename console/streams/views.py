@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from console.accounts.roles import require_role
+from console.accounts.permissions import READ, TOPIC, permissions_of, visible_topics
 from console.core.store import get_store
 from console.messages import bodies
 from console.streams.forms import PARAMETERS, VIEWS, StreamForm
@@ -67,12 +67,15 @@ def _page_links(request: HttpRequest, start: int, events, stream_version: int) -
     }
 
 
-@require_role("viewer")
 @require_safe
 def stream_page(request: HttpRequest) -> HttpResponse:
     store = get_store()
     try:
-        topics = [info.name for info in store.topics() if info.streams]
+        topics = [
+            info.name
+            for info in visible_topics(request.user, store.topics())
+            if info.streams and permissions_of(request.user).allows(TOPIC, info.name, READ)
+        ]
     except StoreError:
         topics = []
     submitted = bool(PARAMETERS & set(request.GET))

@@ -33,12 +33,16 @@ KIND_ORDER = (PLAIN, STREAM, RETRY, DLQ)
 
 @dataclass(frozen=True)
 class ListedTopic:
-    """A row of the topics page: the summary's figures, the kind and the produce rate
-    (messages per second; None before two samples)."""
+    """A row of the topics page and API: the summary's figures, the kind, the produce
+    rate (messages per second; None before two samples) and the size (bytes of the
+    records held, from the latest sample; None while unknown, ``size_state`` says why:
+    "counting" or "unsampled")."""
 
     summary: TopicSummary
     kind: str
     produce_rate: float | None
+    size_bytes: int | None = None
+    size_state: str = "unsampled"
 
     def __getattr__(self, name: str):
         if name == "summary":  # not set yet (copy, pickle): no recursion
@@ -50,13 +54,18 @@ class ListedTopic:
         return KIND_LABELS[self.kind]
 
 
-#: The page's sorts: the API's, and kind and produce rate.
+#: The page's (and the API's list) sorts: the summary's, and kind, produce rate and size.
 PAGE_SORTS: dict[str, tuple[str, Callable, bool]] = {
     **SORTS,
     "kind": ("Kind", lambda t: (KIND_ORDER.index(t.kind), t.name), False),
     "produce_rate": (
         "Highest produce rate",
         lambda t: (t.produce_rate is None, -(t.produce_rate or 0.0), t.name),
+        False,
+    ),
+    "size": (
+        "Largest size",
+        lambda t: (t.size_bytes is None, -(t.size_bytes or 0), t.name),
         False,
     ),
 }

@@ -1,4 +1,5 @@
-"""Each topic's produce rate (messages per second), from the monitoring samples.
+"""Each topic's produce rate (messages per second) and size (bytes of the records it
+holds), from the monitoring samples.
 
 The rate is measured between the latest sample and the one the monitoring measures every
 rate from (``console.monitoring.current``: the oldest within the rate window); nothing here
@@ -30,3 +31,24 @@ def topic_produce_rates() -> dict[str, float]:
         for topic, appended, ts_ms in now
         if topic in then
     }
+
+
+class SampledSizes(dict):
+    """Topic name → bytes of the records it holds, as of the latest sample; None while the
+    sampler is still counting the topic (console/monitoring/sizes.py). A topic the latest
+    sample did not see (none yet, or created since) is absent."""
+
+    def state(self, topic: str) -> str:
+        """ "known", "counting" (sampled, count not caught up) or "unsampled"."""
+        if topic not in self:
+            return "unsampled"
+        return "counting" if self[topic] is None else "known"
+
+
+def topic_sizes() -> SampledSizes:
+    """``SampledSizes`` of the latest sample."""
+    latest, _start = current.latest_two()
+    if latest is None:
+        return SampledSizes()
+    rows = TopicSample.objects.filter(ts_ms=latest.ts_ms).values_list("topic", "size_bytes")
+    return SampledSizes(rows)

@@ -18,7 +18,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from console.accounts.roles import ADMIN, OPERATOR, change_requires_role, check_role
+from console.accounts.permissions import (
+    READ,
+    TOPIC,
+    permissions_of,
+    visible_groups,
+    visible_topics,
+)
 from console.core.store import get_store
 from console.monitoring import scale
 from console.operations import topics as operations
@@ -37,7 +43,7 @@ from console.topics.listing import (
     ListedTopic,
     search_and_sort,
 )
-from console.topics.rates import topic_produce_rates
+from console.topics.rates import topic_produce_rates, topic_sizes
 from console.topics.reads import latest_messages
 from storeadapter.engine import (
     DuplicateCommandError,
@@ -66,8 +72,8 @@ LATEST_MESSAGES = 20
 #: Streams listed per page of a stream topic's page.
 STREAM_PAGE_SIZE = 50
 #: Sorts whose keys read only a topic's name, queue count, kind and sampled produce rate
-#: (see console/topics/listing.py), not its queues.
-METADATA_SORTS = frozenset({"name", "-name", "queues", "kind", "produce_rate"})
+#: and size (see console/topics/listing.py), not its queues.
+METADATA_SORTS = frozenset({"name", "-name", "queues", "kind", "produce_rate", "size"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class _TopicMetadata:
     queues: int
     kind: str
     produce_rate: float | None
+    size_bytes: int | None
 
 
 def _detail_url(topic: str, fragment: str = "") -> str:
@@ -93,7 +100,6 @@ def _queue_url(topic: str, queue: int) -> str:
 # ---------------------------------------------------------------------------- list
 
 
-@change_requires_role(ADMIN)
 @require_http_methods(["GET", "HEAD", "POST"])
 def topic_list(request: HttpRequest) -> HttpResponse:
     """Every topic, searched, sorted and paged; admins also get the create form."""
@@ -118,16 +124,26 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     # topics' metadata and the samples (those sort keys read nothing else); message counts
     # and last writes are read only for the topics shown, or for those matching when the
     # sort is by one of them.
-    every_info = store.topics()
+    every_info = visible_topics(request.user, store.topics())
     kinds = {info.name: kind_of(info) for info in every_info}
     infos = [info for info in every_info if kinds[info.name] in listed_kinds]
     retry_hidden = sum(1 for k in kinds.values() if k == RETRY) if RETRY not in listed_kinds else 0
     total = len(infos)
     rates = topic_produce_rates()
+    sizes = topic_sizes()
     figures = scale.SampledFigures()
+
+    def listed(summary) -> ListedTopic:
+        name = summary.name
+        return ListedTopic(
+            summary, kinds[name], rates.get(name), sizes.get(name), sizes.state(name)
+        )
+
     if sort in METADATA_SORTS:
         metadata = [
-            _TopicMetadata(info.name, info.queues, kinds[info.name], rates.get(info.name))
+            _TopicMetadata(
+                info.name, info.queues, kinds[info.name], rates.get(info.name), sizes.get(info.name)
+            )
             for info in infos
         ]
         names = [t.name for t in search_and_sort(metadata, query, sort, PAGE_SORTS)]
@@ -135,20 +151,14 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     else:
         names = [t.name for t in search_and_sort(infos, query)]
         listing = search_and_sort(
-            [
-                ListedTopic(summary, kinds[summary.name], rates.get(summary.name))
-                for summary in topic_summaries(store, names, figures)
-            ],
+            [listed(summary) for summary in topic_summaries(store, names, figures)],
             "",
             sort,
             PAGE_SORTS,
         )
     page = Paginator(listing, PAGE_SIZE).get_page(request.GET.get("page"))
     page.object_list = [
-        row
-        if isinstance(row, ListedTopic)
-        else ListedTopic(row, kinds[row.name], rates.get(row.name))
-        for row in page.object_list
+        row if isinstance(row, ListedTopic) else listed(row) for row in page.object_list
     ]
     return render(
         request,
@@ -207,7 +217,6 @@ class ConsumerLag:
 Handler = Callable[[HttpRequest, MessageStore, TopicInfo], "HttpResponse | dict"]
 
 
-@change_requires_role(OPERATOR)
 @require_http_methods(["GET", "HEAD", "POST"])
 def topic_detail(request: HttpRequest, topic: str) -> HttpResponse:
     """One topic: queues, consuming groups, latest messages; actions by role."""
@@ -218,14 +227,10 @@ def topic_detail(request: HttpRequest, topic: str) -> HttpResponse:
         return _not_found(request, topic)
     bound_forms: dict = {}
     if request.method == "POST":
-        action = ACTIONS.get(request.POST.get("action", ""))
-        if action is None:
+        handler = ACTIONS.get(request.POST.get("action", ""))
+        if handler is None:
             messages.error(request, "That action is not known; nothing was changed.")
             return redirect(_detail_url(topic))
-        role, handler = action
-        denied = check_role(request, role)
-        if denied is not None:
-            return denied
         result = handler(request, store, info)
         if isinstance(result, HttpResponse):
             return result
@@ -253,9 +258,12 @@ def _render_detail(
         rows = list(page.object_list)
         big = scale.is_big(info)
         figures = scale.SampledFigures()
+        # Message data only for a user who may read the topic (view shows its figures).
+        may_read = permissions_of(request.user).allows(TOPIC, topic, READ)
+        reading = LATEST_MESSAGES if may_read else 0
         if big:
             totals = _sampled_totals(topic)
-            latest = latest_messages(store, topic, rows, LATEST_MESSAGES)
+            latest = latest_messages(store, topic, rows, reading) if reading else []
         else:
             every_row = queue_rows(store, topic)
             writes = [row.last_write_ms for row in every_row if row.last_write_ms is not None]
@@ -263,8 +271,11 @@ def _render_detail(
                 "messages_total": sum(row.messages for row in every_row),
                 "last_write_ms": max(writes) if writes else None,
             }
-            latest = latest_messages(store, topic, every_row, LATEST_MESSAGES)
-        summaries = topic_group_summaries(store, topic, with_queues=False, figures=figures)
+            latest = latest_messages(store, topic, every_row, reading) if reading else []
+        summaries = visible_groups(
+            request.user,
+            topic_group_summaries(store, topic, with_queues=False, figures=figures),
+        )
         streams = _streams_context(request, store, info) if info.streams else {}
     except (StoreError, KeyError):  # deleted meanwhile
         return _not_found(request, topic)
@@ -285,6 +296,7 @@ def _render_detail(
         "removable_queue": info.queues - 1 if info.queues > 1 else None,
         "consumers": consumers,
         "latest": latest,
+        "may_read": may_read,
         "latest_limit": LATEST_MESSAGES,
         "send_form": TestMessageForm(),
         "append_form": AppendEventForm(),
@@ -495,13 +507,14 @@ def _delete_topic(request: HttpRequest, store: MessageStore, info: TopicInfo):
     return redirect("topics:list")
 
 
-#: POST ``action`` → (role needed, handler).
-ACTIONS: dict[str, tuple[str, Handler]] = {
-    "send": (OPERATOR, _send_message),
-    "append": (OPERATOR, _append_event),
-    "freeze": (OPERATOR, _set_frozen(True)),
-    "unfreeze": (OPERATOR, _set_frozen(False)),
-    "add_queues": (ADMIN, _add_queues),
-    "remove_queue": (ADMIN, _remove_queue),
-    "delete": (ADMIN, _delete_topic),
+#: POST ``action`` → handler; what each needs (produce or manage on the topic) is in
+#: console/accounts/permissions.py's table.
+ACTIONS: dict[str, Handler] = {
+    "send": _send_message,
+    "append": _append_event,
+    "freeze": _set_frozen(True),
+    "unfreeze": _set_frozen(False),
+    "add_queues": _add_queues,
+    "remove_queue": _remove_queue,
+    "delete": _delete_topic,
 }

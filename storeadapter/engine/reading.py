@@ -10,17 +10,25 @@ What this class uses of the store: ``_check_open``, ``_follow``, ``_topic``, ``_
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
+from collections.abc import Sequence
 
 from .errors import (
     MessageNotFoundError,
     OffsetOutOfRangeError,
+    QueueNotFoundError,
     StoreError,
 )
 from .message_id import parse_message_id
+from .queuebase import ENTRY, ENTRY_SIZE
 from .record import encode_tag, normalize_keys
-from .results import ReadResult, StoredMessage
+from .results import QueueBytes, ReadResult, StoredMessage
 
 MAX_READ_MESSAGES = 10_000
+#: Most consume-queue entries one ``queue_bytes`` call reads (20 bytes each).
+MAX_QUEUE_BYTES_ENTRIES = 1 << 20
+#: Entries read from the queue at a time by ``queue_bytes``.
+_BYTES_READ_ENTRIES = 8192
 _PULL_POLL_S = 0.002
 
 
@@ -171,6 +179,68 @@ class Reading:
             for queue in (queues[i] for i in range(max(0, first), stop))
         ]
 
+    def queue_bytes(
+        self, topic: str, queue: int, start: int, max_entries: int = 65536
+    ) -> QueueBytes:
+        """The bytes of the records at queue offsets ``start`` on (at most ``max_entries``
+        of them, never past the queue's max offset), summed per commit-log segment.
+
+        Read from the consume queue's entries alone (each carries its record's size), so
+        no record is read: 20 bytes per message. Offsets below the queue's minimum (what
+        retention deleted) are skipped; a ``start`` at or past the max offset reads
+        nothing. ``next_offset`` is where the next call continues (the max offset once
+        caught up). Entries not written (a power loss's holes) count nothing.
+        """
+        self._check_open()
+        self._queue(topic, queue)
+        return self.queues_bytes(topic, [start], queue, max_entries)[0]
+
+    def queues_bytes(
+        self, topic: str, starts: Sequence[int], first: int = 0, max_entries: int = 65536
+    ) -> list[QueueBytes]:
+        """``queue_bytes`` of the queues ``first`` to ``first + len(starts) - 1``, each from
+        its start, in one call: at most ``max_entries`` entries in all, queue after queue
+        (a queue the budget did not reach answers its start as ``next_offset``)."""
+        self._check_open()
+        self._follow()
+        queues = self._topic(topic).queues
+        if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+            raise QueueNotFoundError(f"a queue id is an integer ≥ 0, not {first!r}")
+        if first + len(starts) > len(queues):
+            raise QueueNotFoundError(
+                f"topic {topic!r} has queues 0 to {len(queues) - 1}; there is no queue "
+                f"{first + len(starts) - 1}"
+            )
+        for start in starts:
+            if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+                raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {start!r}")
+        if (
+            not isinstance(max_entries, int)
+            or isinstance(max_entries, bool)
+            or not 1 <= max_entries <= MAX_QUEUE_BYTES_ENTRIES
+        ):
+            raise StoreError(
+                f"max_entries must be 1 to {MAX_QUEUE_BYTES_ENTRIES}, not {max_entries!r}"
+            )
+        bases: list[int] | None = None
+        budget = max_entries
+        answers = []
+        for queue_id, start in enumerate(starts, start=first):
+            consume_queue = queues[queue_id]
+            low, high = consume_queue.min_offset, consume_queue.max_offset
+            index = max(start, low)
+            if index >= high or budget <= 0:
+                answers.append(QueueBytes({}, start if budget <= 0 else index, low, high))
+                continue
+            if bases is None:
+                with self._follow_lock:
+                    bases = [segment.base for segment in self.commitlog.segments]
+            end = min(high, index + budget)
+            by_segment, next_offset = _sum_entries(consume_queue, index, end, bases)
+            budget -= next_offset - index
+            answers.append(QueueBytes(by_segment, next_offset, low, high))
+        return answers
+
     def message_id(self, commit_offset: int) -> str:
         return self._reader.message_id(commit_offset)
 
@@ -206,3 +276,37 @@ class Reading:
             # An append in this process wakes the wait at once; one in another process is
             # seen by the next look at the shared state, every few milliseconds.
             arrivals.wait(min(remaining, _PULL_POLL_S), lambda: consume_queue.max_offset <= offset)
+
+
+def _sum_entries(consume_queue, index: int, end: int, bases: list[int]) -> tuple[dict, int]:
+    """Bytes of the records of entries ``index`` to ``end - 1`` per segment base (those
+    below the log's first segment left out), and the index reached."""
+    by_segment: dict[int, int] = {}
+    # Entries of one queue are in commit-log order: the segment changes rarely, so each
+    # entry is compared with the current segment's end, and bisect finds the next.
+    segment_base = segment_end = -1
+    held = 0
+    while index < end:
+        data = consume_queue.read(index, min(_BYTES_READ_ENTRIES, end - index))
+        count = len(data) // ENTRY_SIZE
+        if not count:  # its file was deleted meanwhile: retention took those records
+            break
+        for offset, size, _tag in ENTRY.iter_unpack(data[: count * ENTRY_SIZE]):
+            if not size:
+                continue
+            if not segment_base <= offset < segment_end:
+                if segment_base >= 0 and held:
+                    by_segment[segment_base] = by_segment.get(segment_base, 0) + held
+                held = 0
+                at = bisect_right(bases, offset) - 1
+                if at < 0:  # below the log's start: deleted by retention
+                    segment_base, segment_end = -1, bases[0] if bases else -1
+                    continue
+                segment_base = bases[at]
+                segment_end = bases[at + 1] if at + 1 < len(bases) else 1 << 63
+            if segment_base >= 0:
+                held += size
+        index += count
+    if segment_base >= 0 and held:
+        by_segment[segment_base] = by_segment.get(segment_base, 0) + held
+    return by_segment, index

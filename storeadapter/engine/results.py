@@ -66,6 +66,20 @@ class ReadResult(NamedTuple):
     max_offset: int
 
 
+class QueueBytes(NamedTuple):
+    """Bytes of a stretch of a queue's records, by the commit-log segment holding them.
+
+    ``by_segment`` maps a segment's base offset to the bytes of the stretch's records in
+    it (retention deletes whole segments, so what a deleted segment held is simply left
+    out); ``next_offset`` is the queue offset to continue from.
+    """
+
+    by_segment: dict[int, int]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
 class Corruption(NamedTuple):
     """A bad stretch of the commit log found by a reader, recovery or ``verify``."""
 

@@ -102,7 +102,7 @@ def test_the_list_sorts_by_messages(as_viewer, orders):
 
 
 def test_an_unknown_sort_or_filter_is_400(as_viewer, orders):
-    assert error_of(as_viewer.get("/api/v1/topics/?sort=size"))["code"] == "invalid"
+    assert error_of(as_viewer.get("/api/v1/topics/?sort=colour"))["code"] == "invalid"
     assert error_of(as_viewer.get("/api/v1/topics/?colour=red"))["code"] == "invalid"
 
 

@@ -308,3 +308,50 @@ def test_demo_admin_is_put_in_the_admin_group(django_user_model):
 
 def test_admins_see_the_users_page_in_the_nav(as_admin):
     assert 'href="/accounts/users/"' in as_admin.get("/audit/").content.decode()
+
+
+# Scoped roles (a group with rules: console/accounts/permissions.py).
+
+
+def _scoped(django_user_model, rules: list[tuple[str, str, list[str]]]):
+    from console.accounts.models import RoleRule
+
+    role = Group.objects.create(name="team-a")
+    for kind, pattern, actions in rules:
+        RoleRule.objects.create(role=role, kind=kind, pattern=pattern, actions=actions)
+    user = django_user_model.objects.create_user(username="tess", password=None)
+    user.groups.add(role)
+    return user
+
+
+def test_role_of_a_user_in_a_scoped_role_is_viewer(django_user_model):
+    user = _scoped(django_user_model, [("topic", "a.*", ["view"])])
+
+    assert role_of(user) == "viewer"
+
+
+def test_a_group_without_rules_gives_no_role(django_user_model):
+    assert role_of(_scoped(django_user_model, [])) is None
+
+
+def test_a_scoped_role_allows_its_actions_on_matching_names_only(django_user_model):
+    from console.accounts.permissions import permissions_of
+
+    permissions = permissions_of(_scoped(django_user_model, [("topic", "a.*", ["view"])]))
+
+    assert permissions.allows("topic", "a.orders", "view")
+    assert not permissions.allows("topic", "a.orders", "read")
+    assert not permissions.allows("topic", "b.orders", "view")
+    assert not permissions.allows("group", "a.orders", "view")
+
+
+@pytest.mark.urls(TEST_URLS)
+def test_a_scoped_role_may_open_a_topic_page_its_rules_cover(store, django_user_model, client):
+    store.create_topic("a.orders", 1)
+    store.create_topic("b.orders", 1)
+    client.force_login(_scoped(django_user_model, [("topic", "a.*", ["view"])]))
+
+    assert client.get("/topics/a.orders/").status_code == 200
+    assert client.get("/topics/b.orders/").status_code == 403
+    assert client.get("/t/operator-changes/").status_code == 200  # a viewer's GET
+    assert client.post("/t/operator-changes/").status_code == 403

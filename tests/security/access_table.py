@@ -128,6 +128,7 @@ ACCESS: dict[str, Rule] = {
     "user_list": page(read=ADMIN, post=ADMIN),
     "user_action": form_action(post=ADMIN, kwargs={"user_id": Ref("user_id")}),
     "user_unlock": form_action(post=ADMIN),
+    "role_list": page(read=ADMIN, post=ADMIN),
     "token_list": page(read=VIEWER, post=VIEWER),
     "token_revoke": form_action(post=VIEWER, kwargs={"token_id": Ref("token_id")}),
     "audit:list": page(read=VIEWER),
@@ -183,6 +184,11 @@ ACCESS: dict[str, Rule] = {
     "api-group-dlq-redrive": api(post=OPERATOR, kwargs=GROUP),
     "api-storage": api(read=VIEWER),
     "api-audit": api(read=VIEWER),
+    "api-roles": api(read=ADMIN, post=ADMIN),
+    "api-role-rule": api(delete=ADMIN, kwargs={"rule_id": 999_999}),
+    "api-role-members": api(post=ADMIN, kwargs={"role": "team-a"}),
+    "api-masks": api(read=ADMIN, post=ADMIN),
+    "api-mask": api(delete=ADMIN, kwargs={"mask_id": 999_999}),
     "api-alert-rules": api(read=VIEWER, post=ADMIN),
     "api-alert-rule": api(
         read=VIEWER, put=ADMIN, patch=ADMIN, delete=ADMIN, kwargs={"rule_id": Ref("rule_id")}

@@ -196,6 +196,8 @@ def _path(template: str, world: dict, overrides: dict) -> str:
         "rule_id": world["rule_id"],
         "silence_id": world["silence_id"],
         "stream_id": "account-1",
+        "role": "team-a",
+        "mask_id": 999_999,
         **overrides,
     }
     return template.format(**values)

@@ -14,6 +14,7 @@ from console.api.pagination import Pagination, paginated
 from console.api.serializers import QuerySerializer
 from console.audit.forms import AuditFilterForm
 from console.audit.models import AuditEntry
+from console.audit.visibility import visible_entries
 from console.core.bounds import date_in_range
 
 
@@ -45,7 +46,9 @@ class AuditList(APIView):
             field, errors = next(iter(form.errors.items()))
             raise ApiError(400, "invalid", f"{field}: {errors[0]}", {"fields": form.errors})
         paginator = Pagination()
-        page = paginator.paginate_queryset(form.filter(AuditEntry.objects.all()), request, self)
+        page = paginator.paginate_queryset(
+            form.filter(visible_entries(request.user, AuditEntry.objects.all())), request, self
+        )
         return paginator.get_paginated_response(AuditEntrySerializer(page, many=True).data)
 
 

@@ -20,6 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from console.accounts.permissions import visible_groups
 from console.accounts.roles import ADMIN
 from console.api.pagination import Pagination, paginated
 from console.api.serializers import QuerySerializer, validated
@@ -211,7 +212,10 @@ class GroupList(APIView):
         query = validated(GroupListQuery, request.query_params)
         store = get_store()
         summaries = filter_groups(
-            group_summaries(store, with_queues=False, figures=scale.SampledFigures()),
+            visible_groups(
+                request.user,
+                group_summaries(store, with_queues=False, figures=scale.SampledFigures()),
+            ),
             query.get("q", "").strip(),
             query.get("topic", "").strip(),
         )

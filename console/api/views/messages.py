@@ -37,6 +37,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
+from console.accounts.permissions import READ, TOPIC, require
 from console.accounts.roles import OPERATOR
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
@@ -52,6 +53,7 @@ from console.api.serializers import (
     validated,
 )
 from console.audit.log import record
+from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import search
 from console.messages.records import message_record
@@ -279,6 +281,7 @@ class TopicMessages(APIView):
                     dedup_id=one.dedup_id,
                 )
             ]
+        note_count(request, len(results))
         return Response(
             {"results": [_result_data(r) for r in results]}, status=status.HTTP_201_CREATED
         )
@@ -365,6 +368,7 @@ class QueueMessages(APIView):
                 )
         else:
             messages = store.pull(group, topic, queue, query["max"], offset=start)
+        note_count(request, len(messages))
         low, high = store.queue_range(topic, queue)
         next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
         return Response(
@@ -472,6 +476,8 @@ class MessageDetail(APIView):
             message = get_store().get(message_id)
         except CorruptRecordError as error:
             raise ApiError(404, "message_corrupt", str(error)) from None
+        require(request.user, TOPIC, message.topic, READ)
+        note_count(request, 1)
         return Response(message_record(message))
 
 
@@ -630,6 +636,7 @@ class MessageSearch(APIView):
         query = validated(MessageSearchQuery, request.query_params)
         number, size = _paging(request)
         messages, total, has_next = _search(get_store(), query, number, size)
+        note_count(request, len(messages))
         if number > 1 and not messages:
             raise exceptions.NotFound(f"Page {number} is past the last page of these results.")
         url = request.build_absolute_uri()

@@ -1,6 +1,7 @@
 """API: topics and their queues.
 
-- ``/api/v1/topics/``: GET list (``q`` name contains, ``sort``), POST create (admin).
+- ``/api/v1/topics/``: GET list (``q`` name contains, ``sort``; each topic with its kind,
+  produce rate and size from the monitoring samples), POST create (admin).
 - ``/api/v1/topics/<topic>/``: GET detail (with the first ``DETAIL_QUEUES`` queues),
   DELETE (admin).
 - ``/api/v1/topics/<topic>/queues/``: GET list (paged: only the page's queues are read),
@@ -25,13 +26,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from console.accounts.permissions import visible_topics
 from console.accounts.roles import ADMIN, OPERATOR
 from console.api.pagination import Pagination, paginated
 from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
 from console.core.store import get_store
 from console.monitoring import scale
 from console.operations import topics as operations
-from console.topics.listing import DEFAULT_SORT, SORTS, search_and_sort
+from console.topics.listing import DEFAULT_SORT, PAGE_SORTS, ListedTopic, search_and_sort
+from console.topics.rates import topic_produce_rates, topic_sizes
 from storeadapter.engine import QueueNotFoundError
 from storeadapter.engine.admin import MAX_SHARED_QUEUES
 from storeadapter.engine.errors import InvalidNameError
@@ -54,6 +57,28 @@ class TopicSerializer(serializers.Serializer):
         allow_null=True,
         help_text="A big topic's totals come from the sample at this time (0: not sampled "
         "yet); null when they were read live.",
+    )
+
+
+class ListedTopicSerializer(TopicSerializer):
+    kind = serializers.CharField(
+        help_text=f"One of {', '.join(KIND_LABELS)}: plain, stream, or a group's own retry "
+        "or dlq topic.",
+    )
+    produce_rate = serializers.FloatField(
+        allow_null=True,
+        help_text="Messages appended per second over the monitoring's rate window; null "
+        "before two samples.",
+    )
+    size_bytes = serializers.IntegerField(
+        allow_null=True,
+        help_text="Bytes of the records the topic holds (whole records), as of the latest "
+        "sample; null while unknown (size_state says why).",
+    )
+    size_state = serializers.ChoiceField(
+        choices=["known", "counting", "unsampled"],
+        help_text="known; counting (the sampler has not counted every queue's existing "
+        "records yet); unsampled (no sample has seen the topic yet).",
     )
 
 
@@ -83,7 +108,7 @@ class TopicDetailSerializer(TopicSerializer):
 
 class TopicListQuery(QuerySerializer):
     q = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    sort = serializers.ChoiceField(choices=list(SORTS), required=False, default=DEFAULT_SORT)
+    sort = serializers.ChoiceField(choices=list(PAGE_SORTS), required=False, default=DEFAULT_SORT)
 
 
 class TopicCreate(StrictSerializer):
@@ -152,18 +177,47 @@ class TopicList(APIView):
     @extend_schema(
         operation_id="topics_list",
         parameters=[TopicListQuery],
-        responses={200: paginated(TopicSerializer)},
+        responses={200: paginated(ListedTopicSerializer)},
     )
     def get(self, request: Request) -> Response:
         query = validated(TopicListQuery, request.query_params)
+        store = get_store()
+        kinds = {info.name: kind_of(info) for info in store.topics()}
+        rates = topic_produce_rates()
+        sizes = topic_sizes()
         topics = search_and_sort(
-            topic_summaries(get_store(), figures=scale.SampledFigures()),
+            [
+                ListedTopic(
+                    summary,
+                    kinds.get(summary.name, PLAIN),
+                    rates.get(summary.name),
+                    sizes.get(summary.name),
+                    sizes.state(summary.name),
+                )
+                for summary in topic_summaries(
+                    store,
+                    [t.name for t in visible_topics(request.user, store.topics())],
+                    scale.SampledFigures(),
+                )
+            ],
             query.get("q", ""),
             query["sort"],
+            PAGE_SORTS,
         )
         paginator = Pagination()
         page = paginator.paginate_queryset(topics, request, view=self)
-        return paginator.get_paginated_response([asdict(t) for t in page])
+        return paginator.get_paginated_response(
+            [
+                {
+                    **asdict(t.summary),
+                    "kind": t.kind,
+                    "produce_rate": t.produce_rate,
+                    "size_bytes": t.size_bytes,
+                    "size_state": t.size_state,
+                }
+                for t in page
+            ]
+        )
 
     @extend_schema(
         request=TopicCreate,

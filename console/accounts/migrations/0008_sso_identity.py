@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("accounts", "0005_password_change_failures"),
+        ("accounts", "0007_mask_rules"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
