@@ -162,6 +162,13 @@ impl Run {
         let mut follows = true;
         let mut marks = Vec::new();
         let mut max_store_ms = i64::MIN;
+        // A mask where the interval is a power of two (the time index's 128): a division
+        // per record was a tenth of the packing.
+        let mask = interval.is_power_of_two().then(|| interval - 1);
+        let on_mark = |queue_offset: u64| match mask {
+            Some(mask) => queue_offset & mask == 0,
+            None => queue_offset.is_multiple_of(interval),
+        };
         for (n, &i) in kept.iter().enumerate() {
             let header = &self.headers[i];
             Entry {
@@ -173,7 +180,7 @@ impl Run {
             if header.queue_offset != first.wrapping_add(n as u64) {
                 follows = false;
             }
-            if header.queue_offset.is_multiple_of(interval) {
+            if on_mark(header.queue_offset) {
                 marks.push((header.queue_offset, header.store_ms));
             }
             max_store_ms = max_store_ms.max(header.store_ms);
