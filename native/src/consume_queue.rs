@@ -40,17 +40,25 @@ pub fn entry_tag(tag_hash: u64) -> u32 {
 
 /// The check of an entry's first 16 bytes.
 pub fn check_of(head: &[u8]) -> u32 {
-    crc32c::crc32c(&head[..CHECKED_BYTES])
+    crate::crc::crc32c_16(head[..CHECKED_BYTES].try_into().expect("16 bytes"))
 }
 
 impl Entry {
     pub fn pack_into(&self, out: &mut Vec<u8>) {
         let at = out.len();
-        out.extend_from_slice(&self.commit_offset.to_le_bytes());
-        out.extend_from_slice(&self.size.to_le_bytes());
-        out.extend_from_slice(&entry_tag(self.tag_hash).to_le_bytes());
+        self.pack_unchecked_into(out);
         let check = check_of(&out[at..]);
-        out.extend_from_slice(&check.to_le_bytes());
+        out[at + CHECKED_BYTES..].copy_from_slice(&check.to_le_bytes());
+    }
+
+    /// The entry with a zero check: many packed this way are given their checks by one
+    /// `crc::seal_checks`.
+    pub fn pack_unchecked_into(&self, out: &mut Vec<u8>) {
+        let mut entry = [0u8; ENTRY_SIZE];
+        entry[0..8].copy_from_slice(&self.commit_offset.to_le_bytes());
+        entry[8..12].copy_from_slice(&self.size.to_le_bytes());
+        entry[12..16].copy_from_slice(&entry_tag(self.tag_hash).to_le_bytes());
+        out.extend_from_slice(&entry);
     }
 
     /// The entry's bytes as read: see `Stored`.
@@ -89,9 +97,15 @@ pub fn seal(entries: &mut [u8]) -> bool {
 
 /// Whether every entry of `entries` is sealed already (or not written).
 pub fn all_sealed(entries: &[u8]) -> bool {
-    entries
-        .chunks_exact(ENTRY_SIZE)
-        .all(|entry| checked(entry) || entry.iter().all(|&b| b == 0))
+    let mut rest = &entries[..entries.len() / ENTRY_SIZE * ENTRY_SIZE];
+    while let Some(found) = crate::crc::first_unchecked(rest, ENTRY_SIZE) {
+        let end = (found + 1) * ENTRY_SIZE;
+        if rest[found * ENTRY_SIZE..end].iter().any(|&b| b != 0) {
+            return false;
+        }
+        rest = &rest[end..];
+    }
+    true
 }
 
 #[cfg(test)]

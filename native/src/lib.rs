@@ -11,6 +11,7 @@
 
 pub mod appending;
 pub mod consume_queue;
+pub mod crc;
 pub mod events;
 pub mod key_index;
 pub mod reader;

@@ -216,6 +216,26 @@ pub fn check(data: &[u8], pos: usize, commit_offset: u64) -> Result<Header, Dama
     Ok(header)
 }
 
+/// The header of the record at `pos` when it passes every rule of `check` but the CRC
+/// (which the caller checks, several records at a time: `crc::crc32c_lanes`), and the
+/// bytes its CRC covers are `data[pos..pos + length - CRC_FROM_END]`.
+pub fn check_but_crc(data: &[u8], pos: usize, commit_offset: u64) -> Option<Header> {
+    if pos
+        .checked_add(HEADER_SIZE)
+        .is_none_or(|end| end > data.len())
+    {
+        return None;
+    }
+    let header = Header::parse(&data[pos..]);
+    let end = pos + header.length as usize;
+    let intact = header.magic == RECORD_MAGIC
+        && u64::from(header.length) == header.fields_length()
+        && end <= data.len()
+        && trailing_length(data, end) == header.length
+        && header.commit_offset == commit_offset;
+    intact.then_some(header)
+}
+
 /// Whether a record frame starts at `pos`: magic, and lengths that agree at both ends
 /// (`record.frame_intact`). A damaged record keeps its frame; the magic inside another
 /// record's body almost never has one.

@@ -5,7 +5,10 @@
 //! Consecutive intact records come as one `Run`, which also carries what recovery
 //! dispatches for each record: its topic, its tag's hash and its keys and properties.
 
+use std::borrow::Cow;
+
 use crate::consume_queue::Entry;
+use crate::crc::{crc32c_lanes, LANES};
 use crate::record::{self, Header, AT_MAGIC, END_OF_SEGMENT_MAGIC, MARKER_SIZE, RECORD_MAGIC};
 use crate::tags::TagHashes;
 
@@ -28,8 +31,10 @@ pub struct Run {
     pub topics: Vec<Vec<u8>>,
     /// The records with keys or properties: (record index, keys, properties).
     pub extras: Vec<(usize, Vec<u8>, Vec<u8>)>,
-    /// The records grouped by queue (`group_records`), once the run is complete.
+    /// The records grouped by queue (`group_records`), built as the records are pushed.
     pub groups: Vec<Group>,
+    /// The group of the last record pushed.
+    last_group: usize,
 }
 
 /// The records of one queue in a run (`Run::groups`), in log order.
@@ -42,7 +47,7 @@ pub struct Group {
 
 /// A group's consume-queue entries and time facts, ready to be written.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Packed {
+pub struct Packed<'a> {
     /// The queue offsets of the entries, when they do not follow on from the first.
     pub offsets: Option<Vec<u64>>,
     pub first_queue_offset: u64,
@@ -52,7 +57,7 @@ pub struct Packed {
     pub marks: Vec<(u64, i64)>,
     pub max_store_ms: i64,
     /// The records kept (those at or past the `since` offset given).
-    pub records: Vec<usize>,
+    pub records: Cow<'a, [usize]>,
 }
 
 impl Run {
@@ -76,13 +81,42 @@ impl Run {
                 parts.properties.to_vec(),
             ));
         }
+        self.place(topic as u32, header.queue_id);
         self.topic_of.push(topic as u32);
         self.tag_hashes.push(tags.hash(parts.tag));
         self.headers.push(header);
         self.length += u64::from(header.length);
     }
 
-    /// The records grouped by (topic, queue id), groups in the order first met.
+    /// Put the record about to be pushed in its queue's group (`group_records` as the
+    /// walk goes). Records of a batch go to its queues in turn, so after the group of the
+    /// last record the next one is tried before the others.
+    fn place(&mut self, topic: u32, queue_id: u32) {
+        let record = self.headers.len();
+        let hit = |g: &Group| g.topic == topic && g.queue_id == queue_id;
+        let count = self.groups.len();
+        let last = self.last_group;
+        let found = if last < count && hit(&self.groups[last]) {
+            Some(last)
+        } else if last + 1 < count && hit(&self.groups[last + 1]) {
+            Some(last + 1)
+        } else {
+            self.groups.iter().position(hit)
+        };
+        let group = found.unwrap_or_else(|| {
+            self.groups.push(Group {
+                topic,
+                queue_id,
+                records: Vec::new(),
+            });
+            count
+        });
+        self.groups[group].records.push(record);
+        self.last_group = group;
+    }
+
+    /// The records grouped by (topic, queue id), groups in the order first met: what
+    /// the walk builds in `groups` (the reference the tests hold it to).
     pub fn group_records(&self) -> Vec<Group> {
         let mut groups: Vec<Group> = Vec::new();
         let mut last = usize::MAX;
@@ -110,17 +144,32 @@ impl Run {
 
     /// The entries of `records` (one queue's, in log order) whose commit offsets are at
     /// or past `since`; None when none are.
-    pub fn pack(&self, records: &[usize], since: u64, interval: u64) -> Option<Packed> {
-        let kept: Vec<usize> = records
-            .iter()
-            .copied()
-            .filter(|&i| self.headers[i].commit_offset >= since)
-            .collect();
+    pub fn pack<'a>(&self, records: &'a [usize], since: u64, interval: u64) -> Option<Packed<'a>> {
+        // Commit offsets grow in log order: when the first record counts, all do.
+        let all = records
+            .first()
+            .is_some_and(|&i| self.headers[i].commit_offset >= since);
+        let kept: Cow<'a, [usize]> = if all {
+            Cow::Borrowed(records)
+        } else {
+            records
+                .iter()
+                .copied()
+                .filter(|&i| self.headers[i].commit_offset >= since)
+                .collect()
+        };
         let first = self.headers[*kept.first()?].queue_offset;
         let mut entries = Vec::with_capacity(kept.len() * crate::consume_queue::ENTRY_SIZE);
         let mut follows = true;
         let mut marks = Vec::new();
         let mut max_store_ms = i64::MIN;
+        // A mask where the interval is a power of two (the time index's 128): a division
+        // per record was a tenth of the packing.
+        let mask = interval.is_power_of_two().then(|| interval - 1);
+        let on_mark = |queue_offset: u64| match mask {
+            Some(mask) => queue_offset & mask == 0,
+            None => queue_offset.is_multiple_of(interval),
+        };
         for (n, &i) in kept.iter().enumerate() {
             let header = &self.headers[i];
             Entry {
@@ -128,15 +177,16 @@ impl Run {
                 size: header.length,
                 tag_hash: self.tag_hashes[i],
             }
-            .pack_into(&mut entries);
+            .pack_unchecked_into(&mut entries);
             if header.queue_offset != first.wrapping_add(n as u64) {
                 follows = false;
             }
-            if header.queue_offset.is_multiple_of(interval) {
+            if on_mark(header.queue_offset) {
                 marks.push((header.queue_offset, header.store_ms));
             }
             max_store_ms = max_store_ms.max(header.store_ms);
         }
+        crate::crc::seal_checks(&mut entries, crate::consume_queue::ENTRY_SIZE);
         let offsets =
             (!follows).then(|| kept.iter().map(|&i| self.headers[i].queue_offset).collect());
         Some(Packed {
@@ -267,16 +317,43 @@ pub fn intact_run(data: &[u8], base: u64, pos: usize, run_bytes: usize) -> Run {
     let mut tags = TagHashes::default();
     let stop = pos.saturating_add(run_bytes);
     let mut at = pos;
-    while at < stop {
-        match record::check(data, at, base + at as u64) {
-            Ok(header) => {
-                run.push(data, at, header, &mut tags);
-                at += header.length as usize;
+    // Up to LANES records framed (every rule but the CRC), then their CRCs together; the
+    // run ends before the first that fails either, as with `record::check` one by one.
+    let mut batch = [(0usize, Header::default()); LANES];
+    'walk: while at < stop {
+        let mut framed = 0;
+        let mut next = at;
+        while framed < LANES && next < stop {
+            let Some(header) = record::check_but_crc(data, next, base + next as u64) else {
+                break;
+            };
+            batch[framed] = (next, header);
+            framed += 1;
+            next += header.length as usize;
+        }
+        let covered = |&(start, header): &(usize, Header)| {
+            &data[start..start + header.length as usize - record::CRC_FROM_END]
+        };
+        let crcs = if framed == LANES {
+            crc32c_lanes(std::array::from_fn(|i| covered(&batch[i])))
+        } else {
+            let mut crcs = [0; LANES];
+            for (crc, record) in crcs.iter_mut().zip(&batch[..framed]) {
+                *crc = crc32c::crc32c(covered(record));
             }
-            Err(_) => break,
+            crcs
+        };
+        for (&(start, header), crc) in batch[..framed].iter().zip(crcs) {
+            if crc != record::stored_crc(data, start + header.length as usize) {
+                break 'walk;
+            }
+            run.push(data, start, header, &mut tags);
+            at = start + header.length as usize;
+        }
+        if framed < LANES {
+            break;
         }
     }
-    run.groups = run.group_records();
     run
 }
 
@@ -353,6 +430,37 @@ mod tests {
         assert_eq!(packed.offsets, None);
         assert_eq!(packed.marks, vec![(0, 7)]);
         assert_eq!(packed.entries.len(), 40);
+    }
+
+    #[test]
+    fn the_walks_groups_are_group_records() {
+        let queues = [0, 1, 2, 0, 1, 2, 2, 2, 1, 3, 0, 3, 1];
+        let records: Vec<(&[u8], u32, u64)> = queues
+            .iter()
+            .enumerate()
+            .map(|(i, &queue)| (b"ab".as_slice(), queue, i as u64))
+            .collect();
+        let data = segment(&records, 8192);
+        let run = intact_run(&data, 0, 0, RUN_BYTES);
+        assert_eq!(run.headers.len(), queues.len());
+        assert_eq!(run.groups, run.group_records());
+        assert_eq!(run.groups[2].records, vec![2, 5, 6, 7]);
+    }
+
+    #[test]
+    fn a_run_ends_before_a_bad_crc_wherever_it_falls_in_a_batch_of_crcs() {
+        let records: Vec<(&[u8], u32, u64)> = (0..11).map(|i| (b"body".as_slice(), 0, i)).collect();
+        let clean = segment(&records, 4096);
+        let length = 64 + 1 + 4;
+        for bad in 0..records.len() {
+            let mut data = clean.clone();
+            data[bad * length + 60] ^= 0x01; // the body of record `bad`
+            let run = intact_run(&data, 0, 0, RUN_BYTES);
+            assert_eq!(run.headers.len(), bad);
+            assert_eq!(run.length as usize, bad * length);
+        }
+        let run = intact_run(&clean, 0, 0, RUN_BYTES);
+        assert_eq!(run.headers.len(), records.len());
     }
 
     #[test]

@@ -62,9 +62,14 @@ class TimeIndex:
 
     def write_run(self, queue_offset: int, packed: bytes) -> None:
         """Write marks packed as in the file (MARK after MARK) from the mark of
-        ``queue_offset`` (a multiple of interval) on, in one pwrite."""
+        ``queue_offset`` (a multiple of interval) on, in one pwrite, unless the file holds
+        them already (recovery's case: a pwrite of the same bytes still costs the file
+        system an inode update). Either way the next sync fsyncs the file: marks found in
+        place may be in the page cache only."""
+        position = queue_offset // self.interval * MARK_SIZE
         with self.handles.use(self, self._open_fd) as fd:
-            fileio.pwrite_all(fd, packed, queue_offset // self.interval * MARK_SIZE)
+            if fileio.pread(fd, len(packed), position) != packed:
+                fileio.pwrite_all(fd, packed, position)
         self.dirty = True
 
     def bracket(self, timestamp_ms: int, low: int, high: int) -> tuple[int, int]:

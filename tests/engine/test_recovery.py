@@ -453,3 +453,22 @@ def test_a_damaged_checkpoint_slot_is_reported_and_the_other_one_used(tmp_path):
         problems = store.stats()["checkpoint_problems"]
     assert problems[0] == "slot 1 fails its check (magic, version or CRC32C)"
     assert problems[-1].startswith("recovery started from the valid slot")
+
+
+def test_recovery_leaves_time_marks_already_in_place_unwritten(open_store, store_path):
+    # Files per queue whatever TIDEMARK_TEST_LAYOUT says: their time index files.
+    config = small_config(shared_layout_above=1024)
+    store = open_store(store_path, config)
+    store.create_topic("t", queues=2)
+    for _ in range(4):
+        store.append_batch("t", [b"m" * 20] * 200)  # 400 a queue: marks at 0, 128, 256
+    store.close()
+    marks = sorted((store_path / "consumequeue" / "t").glob("*/timeindex"))
+    before = {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in marks}
+    simulate_crash(store_path)
+
+    reopened = open_store(store_path, config)
+
+    assert len(marks) == 2
+    assert reopened.stats()["last_recovery"]["records"] == 800
+    assert {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in marks} == before
