@@ -53,3 +53,111 @@ def test_page_and_page_size_have_their_bounds(schema, path):
     size = parameter(operation, "page_size")
     assert size["schema"]["minimum"] == 1
     assert "more than 500 is 500" in size["description"]
+
+
+# Rules across fields: the schema lists them (and says them in JSON Schema where OpenAPI
+# 3.0 can), and the 400 names the fields.
+
+SEARCH = "/api/v1/messages/"
+
+
+def fields_of(response) -> set[str]:
+    assert response.status_code == 400, response.content
+    return set(error_of(response)["details"]["fields"])
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("key=k&queue=0", {"key", "queue"}),
+        ("queue=0&since=0", {"queue", "since"}),
+        ("first_queue=0&key=k", {"first_queue", "since", "until"}),
+        ("from_offset=1", {"from_offset", "queue"}),
+        ("since=2000-01-02&until=2000-01-01", {"until"}),
+        ("queue=0&from_offset=5&to_offset=1", {"to_offset"}),
+        ("", {"key", "queue", "from_offset", "to_offset", "since", "until"}),
+    ],
+)
+def test_a_search_breaking_a_rule_across_fields_names_them(as_viewer, store, query, named):
+    store.create_topic("orders", queues=1)
+
+    assert fields_of(as_viewer.get(f"{SEARCH}?topic=orders&{query}")) == named
+
+
+def test_the_search_lists_its_rules_across_fields(schema):
+    operation = schema["paths"][SEARCH]["get"]
+
+    rules = operation["x-cross-field-rules"]
+    assert {"kind": "at_most_one", "groups": [["key"], ["queue", "from_offset", "to_offset"]]} in [
+        {k: v for k, v in rule.items() if k != "message"} for rule in rules
+    ]
+    assert {"kind": "not_before", "fields": ["since", "until"]} in [
+        {k: v for k, v in rule.items() if k != "message"} for rule in rules
+    ]
+    for rule in rules:
+        assert rule["message"] in operation["description"]
+
+
+def test_a_pull_without_offset_or_group_names_both(as_viewer, store, schema):
+    store.create_topic("orders", queues=1)
+
+    response = as_viewer.get("/api/v1/topics/orders/queues/0/messages/")
+
+    assert fields_of(response) == {"offset", "group"}
+    operation = schema["paths"]["/api/v1/topics/{topic}/queues/{queue}/messages/"]["get"]
+    assert operation["x-cross-field-rules"][0]["fields"] == ["offset", "group"]
+
+
+def test_an_export_range_out_of_order_names_to_offset(as_viewer, store, schema):
+    store.create_topic("orders", queues=1)
+
+    response = as_viewer.get(
+        "/api/v1/messages/export/?topic=orders&queue=0&from_offset=3&to_offset=1"
+    )
+
+    assert fields_of(response) == {"to_offset"}
+    assert "x-cross-field-rules" in schema["paths"]["/api/v1/messages/export/"]["get"]
+
+
+def test_key_and_keys_together_are_refused_by_the_schema_and_named(as_operator, store, schema):
+    store.create_topic("orders", queues=1)
+
+    response = as_operator.post(
+        "/api/v1/topics/orders/messages/", {"body": "x", "key": "a", "keys": ["b"]}, format="json"
+    )
+
+    assert fields_of(response) == {"key", "keys"}
+    body = schema["components"]["schemas"]["ProduceMessageRequest"]
+    assert {
+        "not": {
+            "required": ["key", "keys"],
+            "properties": {"key": {"type": "string"}, "keys": {"type": "array"}},
+        }
+    } in body["allOf"]
+
+
+@pytest.mark.parametrize("component", ["ProduceMessageRequest", "NewEventRequest"])
+def test_a_base64_body_has_its_pattern_in_the_schema(schema, component):
+    constraints = schema["components"]["schemas"][component]["allOf"]
+
+    body_patterns = [
+        branch["properties"]["body"]["pattern"]
+        for constraint in constraints
+        for branch in constraint.get("anyOf", [])
+        if "body" in branch.get("properties", {})
+    ]
+    assert body_patterns == ["^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"]
+
+
+@pytest.mark.parametrize(
+    ("component", "field", "values"),
+    [
+        ("TopicCreateRequest", "kind", ["plain", "stream"]),
+        ("RedriveAllRequest", "all", [True]),
+        ("ApplyPreviewRequest", "dry_run", [False]),
+    ],
+)
+def test_a_field_of_one_shape_of_a_body_says_its_one_value(schema, component, field, values):
+    constraints = schema["components"]["schemas"][component]["allOf"]
+
+    assert {"properties": {field: {"allOf": [{"enum": values}]}}} in constraints

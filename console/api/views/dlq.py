@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
+from console.api.rules import only
 from console.api.serializers import (
     StoredMessageSerializer,
     StrictSerializer,
@@ -76,6 +77,7 @@ class RedriveAll(StrictSerializer):
     unknown_messages = {"message_ids": "Send message_ids or all, not both."}
 
     all = serializers.BooleanField(help_text="true")
+    body_constraints = (only("all", True),)
 
     def validate_all(self, value: bool) -> bool:
         if not value:

@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.serializers import (
+    ENCODED_BODY,
     ErrorSerializer,
     QuerySerializer,
     StrictSerializer,
@@ -65,6 +66,8 @@ class NewEvent(StrictSerializer):
         choices=[("text", "UTF-8 text"), ("base64", "base64 of any bytes")], default="text"
     )
     event_type = TextField(required=False, allow_null=True, help_text="The event's type (tag).")
+
+    body_constraints = (ENCODED_BODY,)
 
     def validate(self, data: dict) -> dict:
         return decode_body(data)

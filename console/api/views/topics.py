@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 
 from console.accounts.roles import ADMIN, OPERATOR
 from console.api.pagination import Pagination, paginated
+from console.api.rules import only
 from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
 from console.core.store import get_store
 from console.monitoring import scale
@@ -101,6 +102,8 @@ class TopicCreate(StrictSerializer):
         help_text=f"One of {', '.join(CREATABLE_KIND_NAMES)}: plain (messages), or stream (the "
         "events of streams, appended with POST /api/v1/streams/<topic>/<stream id>/events/).",
     )
+
+    body_constraints = (only("kind", *CREATABLE_KIND_NAMES),)
 
     def validate_kind(self, value: str) -> str:
         if value not in CREATABLE_KIND_NAMES:
