@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
 #: The schema extension that lists an operation's rules.
@@ -157,7 +158,26 @@ def describe(rules: tuple[Rule, ...] | list[Rule]) -> str:
 
 class RulesSchema(AutoSchema):
     """The API's schema class: an operation says the cross-field rules of its query
-    parameters and body (the module's docstring)."""
+    parameters and body (the module's docstring); a "one of" body is required (as a
+    serializer's with required fields is); a DELETE that reads a body documents it."""
+
+    def _reads_body(self) -> bool:
+        if self.method == "DELETE":
+            return getattr(self.view, "delete_reads_body", False)
+        return self.method in ("POST", "PUT", "PATCH")
+
+    def _get_request_body(self, direction: str = "request") -> Any:
+        if self.method != "DELETE" or not self._reads_body():
+            return super()._get_request_body(direction)
+        self.method = "POST"  # drf-spectacular documents bodies of PUT, PATCH and POST
+        try:
+            return super()._get_request_body(direction)
+        finally:
+            self.method = "DELETE"
+
+    def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        return schema, required or isinstance(serializer, PolymorphicProxySerializer)
 
     def get_operation(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         operation = super().get_operation(*args, **kwargs)
@@ -166,7 +186,7 @@ class RulesSchema(AutoSchema):
         rules: list[Rule] = []
         for parameter in self.get_override_parameters():
             rules += [r for r in rules_of(parameter) if r not in rules]
-        body = self.get_request_serializer() if self.method in ("POST", "PUT", "PATCH") else None
+        body = self.get_request_serializer() if self._reads_body() else None
         for serializer in getattr(body, "serializers", None) or [body]:
             rules += [r for r in rules_of(serializer) if r not in rules]
         if rules:

@@ -161,3 +161,23 @@ def test_a_field_of_one_shape_of_a_body_says_its_one_value(schema, component, fi
     constraints = schema["components"]["schemas"][component]["allOf"]
 
     assert {"properties": {field: {"allOf": [{"enum": values}]}}} in constraints
+
+
+def test_purging_a_dlq_documents_the_confirm_body_it_reads(schema):
+    body = schema["paths"]["/api/v1/groups/{group}/dlq/"]["delete"]["requestBody"]
+
+    assert body["required"] is True
+    ref = body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    assert schema["components"]["schemas"][ref]["required"] == ["confirm"]
+
+
+def test_producing_requires_a_body_of_one_of_its_shapes(schema):
+    assert schema["paths"]["/api/v1/topics/{topic}/messages/"]["post"]["requestBody"]["required"]
+
+
+def test_a_stream_topic_in_the_path_has_the_pattern_of_a_topic_name(schema):
+    operation = schema["paths"][STREAM_EVENTS]["post"]
+
+    assert (
+        parameter(operation, "topic")["schema"]["pattern"] == "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,126}$"
+    )

@@ -195,6 +195,8 @@ def _require_group_or_dlq(group: str) -> None:
 
 class GroupDlq(APIView):
     method_roles = {"DELETE": OPERATOR}
+    #: DELETE reads {"confirm": "<group>"} (the schema documents it: RulesSchema).
+    delete_reads_body = True
 
     @extend_schema(responses={200: paginated(DeadMessageSerializer)})
     def get(self, request: Request, group: str) -> Response:

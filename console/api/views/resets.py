@@ -132,6 +132,7 @@ def _preview_request(mode: ResetMode) -> type[StrictSerializer]:
         "dry_run": serializers.BooleanField(
             default=True, help_text="True (the default): only preview, and keep the preview."
         ),
+        "body_constraints": (only("dry_run", True),),
     }
     value = _value_field(mode)
     if value is not None:
@@ -187,6 +188,8 @@ class UndoPreview(StrictSerializer):
         default=True, help_text="True (the default): only preview, and keep the preview."
     )
 
+    body_constraints = (only("dry_run", True),)
+
 
 def _reset_request(data: Any) -> dict:
     """The validated body of a reset POST: a preview in some mode, or an apply."""
@@ -217,13 +220,8 @@ UNDO_REQUEST = PolymorphicProxySerializer(
 )
 
 
-class BodySchema(RulesSchema):
-    """A "one of" request body is required: drf-spectacular marks only serializer bodies
-    with required fields so."""
-
-    def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:
-        schema, required = super()._get_request_for_media_type(serializer, direction)
-        return schema, required or isinstance(serializer, PolymorphicProxySerializer)
+#: The views' schema class (console.api.rules.RulesSchema says "one of" bodies required).
+BodySchema = RulesSchema
 
 
 # ------------------------------------------------------------------- answers

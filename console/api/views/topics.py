@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.accounts.roles import ADMIN, OPERATOR
+from console.api.names import PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
 from console.api.rules import only
 from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
@@ -103,7 +104,11 @@ class TopicCreate(StrictSerializer):
         "events of streams, appended with POST /api/v1/streams/<topic>/<stream id>/events/).",
     )
 
-    body_constraints = (only("kind", *CREATABLE_KIND_NAMES),)
+    body_constraints = (
+        only("kind", *CREATABLE_KIND_NAMES),
+        # The engine's rule for a name a person may create (check_new_topic_name).
+        {"properties": {"name": {"pattern": PATH_NAME_PATTERN}}},
+    )
 
     def validate_kind(self, value: str) -> str:
         if value not in CREATABLE_KIND_NAMES:
