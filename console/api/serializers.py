@@ -6,10 +6,11 @@ import base64
 import binascii
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
 from console.api.rules import Rule, only
+from console.core.bounds import EARLIEST_DATE, LATEST_DATE, date_in_range
 from console.messages.records import BODY_ENCODINGS
 
 
@@ -162,4 +163,24 @@ class TopicNameField(serializers.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", 127)
+        super().__init__(**kwargs)
+
+
+#: The years of console.core.bounds (1970 to 9998) as a pattern.
+BOUNDED_YEAR = r"(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9])"
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "date",
+        "pattern": rf"^{BOUNDED_YEAR}-",
+        "description": f"A date from {EARLIEST_DATE:%Y-%m-%d} to {LATEST_DATE:%Y-%m-%d}.",
+    }
+)
+class BoundedDateField(serializers.DateField):
+    """A date between console.core.bounds' bounds (the schema says them)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("validators", [date_in_range])
         super().__init__(**kwargs)

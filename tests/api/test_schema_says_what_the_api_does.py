@@ -4,6 +4,8 @@ the page bounds of every list."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.api.apitools import error_of
@@ -181,3 +183,24 @@ def test_a_stream_topic_in_the_path_has_the_pattern_of_a_topic_name(schema):
     assert (
         parameter(operation, "topic")["schema"]["pattern"] == "^[A-Za-z0-9_-][A-Za-z0-9._-]{0,126}$"
     )
+
+
+def test_a_time_has_the_pattern_of_the_times_it_promises_to_take(schema):
+    pattern = parameter(schema["paths"][SEARCH]["get"], "since")["schema"]["pattern"]
+
+    assert re.match(pattern, "2024-05-01T12:00:00Z") and re.match(pattern, "1714564800000")
+    assert not re.match(pattern, "yesterday")
+
+
+def test_an_audit_date_says_its_years(as_admin, schema):
+    date_to = parameter(schema["paths"]["/api/v1/audit/"]["get"], "date_to")["schema"]
+
+    assert not re.match(date_to["pattern"], "0193-09-07")
+    assert fields_of(as_admin.get("/api/v1/audit/?date_to=0193-09-07")) == {"date_to"}
+
+
+def test_text_that_refuses_nul_says_so(as_admin, schema):
+    user = parameter(schema["paths"]["/api/v1/audit/"]["get"], "user")["schema"]["oneOf"][0]
+
+    assert not re.match(user["pattern"], "a\x00b")
+    assert fields_of(as_admin.get("/api/v1/audit/?user=a%00b")) == {"user"}

@@ -113,10 +113,23 @@ class TextField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+#: The times the schema promises TimeParameter takes (it takes any ISO 8601 time within
+#: the bounds): milliseconds below 253,400,000,000,000, or a date (days 1 to 28 of a
+#: month, so that every date the pattern allows exists) of 1980 to 8999 with an optional
+#: time of day and offset (so that no offset takes it out of the bounds).
+TIME_PATTERN = (
+    r"^([0-9]{1,14}|[01][0-9]{14}|2[0-4][0-9]{13}|25[0-2][0-9]{12}|253[0-3][0-9]{11}"
+    r"|(19[89][0-9]|[2-8][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+    r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+    r"(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)$"
+)
+
+
 @extend_schema_field(
     {
         "type": "string",
         "maxLength": 64,
+        "pattern": TIME_PATTERN,
         "description": "Milliseconds since the epoch, or an ISO 8601 time "
         "(UTC when it names no offset), e.g. 2024-05-01T12:00:00Z; from "
         "1970-01-01T00:00:00Z (0) to 9999-12-31T23:59:59.999Z (253402300799999).",
