@@ -21,8 +21,9 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import PolymorphicProxySerializer
 from rest_framework import serializers
 
-#: The pattern of text without NUL characters (what a CharField takes).
-NO_NUL_PATTERN = "^[^\\x00]*$"
+#: The pattern of text without NUL characters (what a CharField takes). Not empty: a field
+#: that takes blank text is "this or empty" in drf-spectacular's schema (a oneOf).
+NO_NUL_PATTERN = "^[^\\x00]+$"
 #: The schema extension that lists an operation's rules.
 EXTENSION = "x-cross-field-rules"
 
@@ -201,15 +202,15 @@ class RulesSchema(AutoSchema):
         return operation
 
     def _map_serializer_field(self, field: Any, direction: str, bypass_extensions=False):
-        """A text field that refuses NUL characters (DRF's CharField does, unless a field
-        takes them as data) says so with a pattern, when it has none."""
+        """A text field of a request that refuses NUL characters (DRF's CharField does,
+        unless a field takes them as data) says so with a pattern, when it has none."""
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
         validators = field.validators
         refuses_nul = any(isinstance(v, ProhibitNullCharactersValidator) for v in validators)
         # A pattern (RegexField's, added later by drf-spectacular) says what it takes.
         patterned = any(isinstance(v, RegexValidator) for v in validators)
         plain = schema.get("type") == "string" and not {"pattern", "enum", "format"} & set(schema)
-        if refuses_nul and plain and not patterned:
+        if direction == "request" and refuses_nul and plain and not patterned:
             schema = {**schema, "pattern": NO_NUL_PATTERN}
         return schema
 

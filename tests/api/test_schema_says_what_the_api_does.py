@@ -204,3 +204,11 @@ def test_text_that_refuses_nul_says_so(as_admin, schema):
 
     assert not re.match(user["pattern"], "a\x00b")
     assert fields_of(as_admin.get("/api/v1/audit/?user=a%00b")) == {"user"}
+
+
+def test_audit_dates_out_of_order_name_date_to_and_the_schema_lists_the_rule(as_admin, schema):
+    response = as_admin.get("/api/v1/audit/?date_from=2024-05-02&date_to=2024-05-01")
+
+    assert fields_of(response) == {"date_to"}
+    rules = schema["paths"]["/api/v1/audit/"]["get"]["x-cross-field-rules"]
+    assert [rule["fields"] for rule in rules] == [["date_from", "date_to"]]

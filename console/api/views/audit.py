@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
+from console.api.rules import Rule
 from console.api.serializers import BoundedDateField, QuerySerializer
 from console.audit.forms import AuditFilterForm
 from console.audit.models import AuditEntry
@@ -29,6 +30,10 @@ class AuditQuery(QuerySerializer):
     target = serializers.CharField(required=False, allow_blank=True, max_length=200)
     date_from = BoundedDateField(required=False)
     date_to = BoundedDateField(required=False)
+
+    cross_field_rules = (
+        Rule.not_before("date_from", "date_to", message="The end date is before the start date."),
+    )
 
 
 class AuditList(APIView):
