@@ -334,7 +334,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["console.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["console.api.renderers.SafeJSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "console.api.pagination.Pagination",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "console.api.rules.RulesSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
     # DRF's UserRateThrottle, whose every 429 has a Retry-After of at least 1 second.
     "DEFAULT_THROTTLE_CLASSES": ["console.accounts.throttle.ApiRateThrottle"],

@@ -6,9 +6,11 @@ import base64
 import binascii
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema_field
 from rest_framework import serializers
 
+from console.api.rules import Rule, only
+from console.core.bounds import EARLIEST_DATE, LATEST_DATE, date_in_range
 from console.messages.records import BODY_ENCODINGS
 
 
@@ -30,6 +32,17 @@ def _json_type_error(field: serializers.Field, value: Any) -> str | None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         return None if ok else "Must be a number."
     return None
+
+
+#: What ``decode_body`` takes as base64: the standard alphabet, padded.
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+#: The schema of a body with ``encoding`` (``body_constraints``): base64 when it says so.
+ENCODED_BODY = {
+    "anyOf": [
+        only("encoding", "text"),
+        {"properties": {"body": {"pattern": BASE64_PATTERN}}},
+    ]
+}
 
 
 def decode_body(data: dict) -> dict:
@@ -56,6 +69,12 @@ class StrictSerializer(serializers.Serializer):
     #: What to say of a field this serializer does not take, by name, when "This field is
     #: not known." would not tell the client what to do.
     unknown_messages: dict[str, str] = {}
+    #: Rules across fields (console.api.rules.Rule): checked before ``validate``, and
+    #: said in the schema.
+    cross_field_rules: tuple[Rule, ...] = ()
+    #: JSON Schema the body's schema adds (allOf) for what its fields' schemas cannot
+    #: say alone, such as the one value a field may have in this shape of the body.
+    body_constraints: tuple[dict, ...] = ()
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -76,6 +95,12 @@ class StrictSerializer(serializers.Serializer):
                 if wrong:
                     raise serializers.ValidationError(wrong)
         return super().to_internal_value(data)
+
+    def run_validators(self, value: Any) -> None:
+        if isinstance(value, dict):
+            for rule in self.cross_field_rules:
+                rule.check(value)
+        super().run_validators(value)
 
 
 class QuerySerializer(StrictSerializer):
@@ -138,4 +163,24 @@ class TopicNameField(serializers.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("max_length", 127)
+        super().__init__(**kwargs)
+
+
+#: The years of console.core.bounds (1970 to 9998) as a pattern.
+BOUNDED_YEAR = r"(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9])"
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "date",
+        "pattern": rf"^{BOUNDED_YEAR}-",
+        "description": f"A date from {EARLIEST_DATE:%Y-%m-%d} to {LATEST_DATE:%Y-%m-%d}.",
+    }
+)
+class BoundedDateField(serializers.DateField):
+    """A date between console.core.bounds' bounds (the schema says them)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("validators", [date_in_range])
         super().__init__(**kwargs)

@@ -146,8 +146,8 @@ class TopicAdmin:
                     f"the limit of {limit}{hint}"
                 )
             first = state.info.queues
-            for queue_id in range(first, first + count):  # a removal cut short left them
-                self._offsets.drop_queue(topic, queue_id)
+            # A removal cut short may have left offsets on these ids.
+            self._offsets.drop_queues(topic, range(first, first + count))
             since = self._queue_since(state.info) + [self.commitlog.tail] * count
             try:
                 self._registry.add_queues(state, count)
@@ -231,7 +231,10 @@ class TopicAdmin:
 
     @staticmethod
     def _queue_since(info: TopicInfo) -> list[int]:
-        return [info.since(q) for q in range(info.queues)]
+        """Every queue's ``since`` (``info.since`` of each, computed as a whole)."""
+        floor, kept = info.created_offset, info.queue_since[: info.queues]
+        since = [offset if offset > floor else floor for offset in kept]
+        return since + [floor] * (info.queues - len(since))
 
     @staticmethod
     def _removed_generation(info: TopicInfo, queue: int) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from crc32c import crc32c
@@ -193,6 +193,14 @@ class TopicInfo:
         return self.created_offset
 
 
+_TOPIC_FIELDS = tuple(f.name for f in fields(TopicInfo))
+
+
+def _topic_json(info: TopicInfo) -> dict:
+    """A ``topics.json`` entry: ``asdict(info)`` without copying its lists."""
+    return {name: getattr(info, name) for name in _TOPIC_FIELDS}
+
+
 def topic_from_json(item: dict) -> TopicInfo:
     """A topic entry of ``topics.json``; KeyError, TypeError, ValueError or
     InvalidNameError when it lacks a field, has a bad value or names no valid topic."""
@@ -270,7 +278,9 @@ class TopicTable:
         data = {
             "version": FORMAT_VERSION,
             "last_id": self.last_id,
-            "topics": [asdict(t) for t in topics.values()],
+            # Field by field: asdict copies every item of the per-queue lists, ~1 s for
+            # a topic of a million queues.
+            "topics": [_topic_json(t) for t in topics.values()],
         }
         fileio.write_atomic(self.path, _dump_checked(data))
         self.topics.clear()

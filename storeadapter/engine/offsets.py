@@ -323,6 +323,16 @@ class OffsetStore:
             self._drop_queue(topic, queue)
             self._compact_if_large()
 
+    def drop_queues(self, topic: str, queues: range) -> None:
+        """Forget every group's offset on the queues ``queues`` of ``topic`` (one look
+        at the offsets, one journal write, however many queues)."""
+        held = sorted({k[2] for k in self.offsets if k[1] == topic and k[2] in queues})
+        if held:
+            self._append(*({"op": "drop_queue", "topic": topic, "queue": q} for q in held))
+            for queue in held:
+                self._drop_queue(topic, queue)
+            self._compact_if_large()
+
     def _drop_topic(self, topic: str) -> None:
         for key in [k for k in self.offsets if k[1] == topic]:
             self._unset(key)

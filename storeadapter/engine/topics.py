@@ -58,6 +58,10 @@ class LazyQueues:
         self._made[self._count] = queue
         self._count += 1
 
+    def grow(self, count: int) -> None:
+        """``count`` more queues at the end, made on first use as the others."""
+        self._count += count
+
     def pop(self) -> BlockQueue:
         queue = self[self._count - 1]
         del self._made[self._count - 1]
@@ -213,8 +217,8 @@ class TopicRegistry:
         for queue_id in reborn:
             topic.queues.forget(queue_id)
             blocks.recheck_queue(queue_id)
-        while len(topic.queues) < info.queues:
-            topic.queues.append(self._block_queue(topic, len(topic.queues)))
+        if len(topic.queues) < info.queues:
+            topic.queues.grow(info.queues - len(topic.queues))
         while len(topic.queues) > info.queues:
             topic.queues.pop().close()
             blocks.recheck_queue(len(topic.queues))
@@ -259,8 +263,7 @@ class TopicRegistry:
     def add_queues(self, topic: Topic, count: int) -> list[ConsumeQueue]:
         """Open (creating) ``count`` new queues at the end of ``topic``."""
         if topic.blocks is not None:
-            for queue_id in range(len(topic.queues), len(topic.queues) + count):
-                topic.queues.append(self._block_queue(topic, queue_id))
+            topic.queues.grow(count)
             return []
         added = []
         for queue_id in range(len(topic.queues), len(topic.queues) + count):

@@ -282,7 +282,7 @@ BAD_MESSAGES = [
     ("unknown-encoding", {"body": "x", "encoding": "hex"}, "encoding"),
     ("malformed-base64", {"body": "abc", "encoding": "base64"}, "body"),
     ("base64-bad-chars", {"body": "????", "encoding": "base64"}, "body"),
-    ("key-and-keys", {"body": "x", "key": "a", "keys": ["b"]}, "non_field_errors"),
+    ("key-and-keys", {"body": "x", "key": "a", "keys": ["b"]}, "keys"),
     ("number-key", {"body": "x", "key": 5}, "key"),
     ("keys-not-a-list", {"body": "x", "keys": "a"}, "keys"),
     ("number-in-keys", {"body": "x", "keys": ["a", 1]}, "keys"),

@@ -1,13 +1,17 @@
-"""A property-based fuzz of the whole API from its OpenAPI schema (schemathesis).
+"""A property-based fuzz of the whole API from its OpenAPI schema (schemathesis), with
+every check.
 
 Every operation gets generated requests, valid and invalid, sent as an admin (the role
-that reaches every code path) to the app in-process; no answer may be a 5xx, and every
-answer must match the schema: its status code, content type, headers and body; requests
-that break the schema must be refused.
+that reaches every code path) to the app in-process; no answer may be a 5xx, every answer
+must match the schema (its status code, content type, headers and body), requests that
+break the schema must be refused, and requests the schema allows must be accepted.
 
-Not checked: that every schema-valid request is accepted. Some rules span fields (one
-search mode at a time; ``offset`` or ``group``) and OpenAPI 3.0 cannot say them, so such
-requests get a 400 that is right.
+Some rules span fields (one search mode at a time; ``offset`` or ``group``; an order of
+two values) and OpenAPI 3.0 cannot say them of query parameters: the schema lists them
+under ``x-cross-field-rules`` (console.api.rules). A schema-valid request refused with a
+400 that says one of those rules, naming fields the rule is about, and that does break
+it, is a right refusal; so is a 400 from an operation of NOT_YET_SAID (what its schema does
+not say yet); any other refusal of a schema-valid request fails.
 """
 
 from __future__ import annotations
@@ -20,8 +24,26 @@ from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from console.accounts.models import ApiToken
+from console.api.rules import EXTENSION, NOT_BEFORE, Rule
 
 pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+#: Operations whose schema still says less than the API checks (issue 32, left): what it
+#: does not say. A schema-valid request to one of them may get a 400; every other check
+#: holds for them, and every check holds for every other operation.
+NOT_YET_SAID = {
+    "POST /api/v1/alerts/rules/": "the rule form's checks: a threshold per kind, no regexes "
+    "for a store-wide kind, a webhook URL as Django's URLValidator takes it",
+    "POST /api/v1/alerts/silences/": "that the rule exists, and that the end is in the future",
+    "POST /api/v1/alerts/test-email/": "that each recipient is an address Django's "
+    "EmailValidator takes",
+    "POST /api/v1/groups/{group}/reset/": "that offsets' keys are queue ids (OpenAPI 3.0 has "
+    "no propertyNames)",
+    "POST /api/v1/topics/{topic}/messages/": "that property names are not empty (OpenAPI 3.0 "
+    "has no propertyNames)",
+    "GET /api/v1/messages/": "that a page of a search by key or time lies within its first "
+    "10,000 messages (page × page_size)",
+}
 
 #: Long polls are capped at this many seconds in the fuzz, to keep it quick.
 FUZZ_WAIT_S = 0.01
@@ -59,7 +81,28 @@ schema.location = "/api/schema/?format=json"
 def test_no_request_breaks_the_api(case, populated, admin_token):
     if case.query and "wait" in case.query:
         case.query["wait"] = FUZZ_WAIT_S
-    case.call_and_validate(
-        headers={"Authorization": f"Token {admin_token}"},
-        excluded_checks=[positive_data_acceptance],
+    headers = {"Authorization": f"Token {admin_token}"}
+    response = case.call(headers=headers)
+    refused_rightly = refused_by_a_documented_rule(case, response) or (
+        response.status_code == 400 and case.operation.label in NOT_YET_SAID
     )
+    excluded = [positive_data_acceptance] if refused_rightly else []
+    case.validate_response(response, headers=headers, excluded_checks=excluded)
+
+
+def refused_by_a_documented_rule(case, response) -> bool:
+    """Whether ``response`` refuses ``case`` by a rule across fields that the operation's
+    schema lists, saying the rule and naming its fields, and ``case`` breaks it."""
+    if response.status_code != 400:
+        return False
+    error = response.json()["error"]
+    named = set(error["details"].get("fields", {}))
+    given = {**(case.query or {}), **(case.body if isinstance(case.body, dict) else {})}
+    for rule in map(Rule.from_json, case.operation.definition.raw.get(EXTENSION, [])):
+        if rule.message not in error["message"] or not named <= set(rule.names()):
+            continue
+        # An order is between parsed values (times, say): that both are given is what
+        # the request shows.
+        if rule.kind == NOT_BEFORE or rule.broken_by(given):
+            return True
+    return False

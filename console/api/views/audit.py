@@ -11,11 +11,11 @@ from rest_framework.views import APIView
 
 from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
-from console.api.serializers import QuerySerializer
+from console.api.rules import Rule
+from console.api.serializers import BoundedDateField, QuerySerializer
 from console.audit.forms import AuditFilterForm
 from console.audit.models import AuditEntry
 from console.audit.visibility import visible_entries
-from console.core.bounds import date_in_range
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
@@ -29,8 +29,12 @@ class AuditQuery(QuerySerializer):
     action = serializers.CharField(required=False, allow_blank=True, max_length=64)
     user = serializers.CharField(required=False, allow_blank=True, max_length=150)
     target = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    date_from = serializers.DateField(required=False, validators=[date_in_range])
-    date_to = serializers.DateField(required=False, validators=[date_in_range])
+    date_from = BoundedDateField(required=False)
+    date_to = BoundedDateField(required=False)
+
+    cross_field_rules = (
+        Rule.not_before("date_from", "date_to", message="The end date is before the start date."),
+    )
 
 
 class AuditList(APIView):

@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
+from console.api.rules import only
 from console.api.serializers import (
     StoredMessageSerializer,
     StrictSerializer,
@@ -76,6 +77,7 @@ class RedriveAll(StrictSerializer):
     unknown_messages = {"message_ids": "Send message_ids or all, not both."}
 
     all = serializers.BooleanField(help_text="true")
+    body_constraints = (only("all", True),)
 
     def validate_all(self, value: bool) -> bool:
         if not value:
@@ -193,6 +195,8 @@ def _require_group_or_dlq(group: str) -> None:
 
 class GroupDlq(APIView):
     method_roles = {"DELETE": OPERATOR}
+    #: DELETE reads {"confirm": "<group>"} (the schema documents it: RulesSchema).
+    delete_reads_body = True
 
     @extend_schema(responses={200: paginated(DeadMessageSerializer)})
     def get(self, request: Request, group: str) -> Response:

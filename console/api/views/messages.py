@@ -44,7 +44,9 @@ from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
+from console.api.rules import Rule
 from console.api.serializers import (
+    ENCODED_BODY,
     QuerySerializer,
     StoredMessageSerializer,
     StrictSerializer,
@@ -113,10 +115,23 @@ class TextField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+#: The times the schema promises TimeParameter takes (it takes any ISO 8601 time within
+#: the bounds): milliseconds below 253,400,000,000,000, or a date (days 1 to 28 of a
+#: month, so that every date the pattern allows exists) of 1980 to 8999 with an optional
+#: time of day and offset (so that no offset takes it out of the bounds).
+TIME_PATTERN = (
+    r"^([0-9]{1,14}|[01][0-9]{14}|2[0-4][0-9]{13}|25[0-2][0-9]{12}|253[0-3][0-9]{11}"
+    r"|(19[89][0-9]|[2-8][0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+    r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?"
+    r"(Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)$"
+)
+
+
 @extend_schema_field(
     {
         "type": "string",
         "maxLength": 64,
+        "pattern": TIME_PATTERN,
         "description": "Milliseconds since the epoch, or an ISO 8601 time "
         "(UTC when it names no offset), e.g. 2024-05-01T12:00:00Z; from "
         "1970-01-01T00:00:00Z (0) to 9999-12-31T23:59:59.999Z (253402300799999).",
@@ -164,6 +179,9 @@ class ProduceMessage(StrictSerializer):
     dedup_id = TextField(required=False, allow_null=True)
     queue = serializers.IntegerField(required=False, allow_null=True, min_value=0)
 
+    cross_field_rules = (Rule.at_most_one("key", "keys", message="Give key or keys, not both."),)
+    body_constraints = (ENCODED_BODY,)
+
     def validate_properties(self, value: dict | None) -> dict | None:
         for name in value or {}:
             if not name:
@@ -177,8 +195,6 @@ class ProduceMessage(StrictSerializer):
         return value
 
     def validate(self, data: dict) -> dict:
-        if data.get("key") is not None and data.get("keys") is not None:
-            raise serializers.ValidationError("Give key or keys, not both.")
         return decode_body(data)
 
 
@@ -311,12 +327,11 @@ class PullQuery(QuerySerializer):
         help_text="Seconds to wait for messages when there are none yet (long polling).",
     )
 
-    def validate(self, data: dict) -> dict:
-        if data.get("offset") is None and not data.get("group"):
-            raise serializers.ValidationError(
-                "Give offset, or group to start from its committed offset."
-            )
-        return data
+    cross_field_rules = (
+        Rule.at_least_one(
+            "offset", "group", message="Give offset, or group to start from its committed offset."
+        ),
+    )
 
 
 class PullResponse(serializers.Serializer):
@@ -482,13 +497,23 @@ class MessageDetail(APIView):
 
 
 MODE_KEY, MODE_RANGE, MODE_TIME = "key", "range", "time"
+RANGE_FIELDS = ("queue", "from_offset", "to_offset")
+TIME_FIELDS = ("since", "until")
+OFFSETS_IN_ORDER = "to_offset is not before from_offset."
 
 
 class MessageSearchQuery(QuerySerializer):
     """Exactly one search: topic+key (since/until optional), topic+queue (from_offset/
     to_offset optional), or topic+since/until."""
 
-    topic = serializers.RegexField(NAME_PATTERN, max_length=140, required=False)
+    topic = serializers.RegexField(
+        NAME_PATTERN,
+        max_length=140,
+        error_messages={
+            "required": "Name a topic, and search it by key, by queue (queue, from_offset, "
+            "to_offset) or by time (since, until)."
+        },
+    )
     key = TextField(required=False, max_length=1000, help_text="Messages with this key.")
     queue = serializers.IntegerField(required=False, min_value=0)
     from_offset = serializers.IntegerField(
@@ -509,44 +534,44 @@ class MessageSearchQuery(QuerySerializer):
         required=False, min_value=0, help_text="With since/until: the last queue (included)."
     )
 
+    cross_field_rules = (
+        Rule.at_most_one(
+            "key",
+            RANGE_FIELDS,
+            message="Search by key or by queue range, not both: leave out key, or queue, "
+            "from_offset and to_offset.",
+        ),
+        Rule.at_most_one(
+            RANGE_FIELDS,
+            TIME_FIELDS,
+            message="A queue range search takes offsets, not times: leave out since and "
+            "until, or search by time without queue, from_offset and to_offset.",
+        ),
+        Rule.at_least_one(
+            "key",
+            *RANGE_FIELDS,
+            *TIME_FIELDS,
+            message="Say what to search for: key, queue (with from_offset and to_offset), "
+            "or since and until.",
+        ),
+        Rule.requires(
+            ("first_queue", "last_queue"),
+            TIME_FIELDS,
+            message="first_queue and last_queue bound a search by time: give since or "
+            "until, or leave them out.",
+        ),
+        Rule.requires(
+            ("from_offset", "to_offset"),
+            ("queue",),
+            message="from_offset and to_offset are offsets of a queue: name it.",
+        ),
+        Rule.not_before("since", "until", message="until is not before since."),
+        Rule.not_before("from_offset", "to_offset", message=OFFSETS_IN_ORDER),
+    )
+
     def validate(self, data: dict) -> dict:
-        if not data.get("topic"):
-            raise serializers.ValidationError(
-                "Name a topic, and search it by key, by queue (queue, from_offset, "
-                "to_offset) or by time (since, until)."
-            )
         by_key = "key" in data
-        by_range = any(name in data for name in ("queue", "from_offset", "to_offset"))
-        by_time = any(name in data for name in ("since", "until"))
-        if by_key and by_range:
-            raise serializers.ValidationError(
-                "Search by key or by queue range, not both: leave out key, or queue, "
-                "from_offset and to_offset."
-            )
-        if by_range and by_time:
-            raise serializers.ValidationError(
-                "A queue range search takes offsets, not times: leave out since and until, "
-                "or search by time without queue, from_offset and to_offset."
-            )
-        if not (by_key or by_range or by_time):
-            raise serializers.ValidationError(
-                "Say what to search for: key, queue (with from_offset and to_offset), "
-                "or since and until."
-            )
-        if not by_time and any(name in data for name in ("first_queue", "last_queue")):
-            raise serializers.ValidationError(
-                "first_queue and last_queue bound a search by time: give since or until, "
-                "or leave them out."
-            )
-        if by_range and "queue" not in data:
-            raise serializers.ValidationError(
-                {"queue": ["from_offset and to_offset are offsets of a queue: name it."]}
-            )
-        if "since" in data and "until" in data and data["since"] > data["until"]:
-            raise serializers.ValidationError({"until": ["This time is before since."]})
-        start, end = data.get("from_offset"), data.get("to_offset")
-        if start is not None and end is not None and start > end:
-            raise serializers.ValidationError({"to_offset": ["This offset is before from_offset."]})
+        by_range = any(name in data for name in RANGE_FIELDS)
         data["mode"] = MODE_KEY if by_key else MODE_RANGE if by_range else MODE_TIME
         return data
 
@@ -667,11 +692,7 @@ class ExportQuery(QuerySerializer):
         required=False, min_value=0, help_text="The last offset, not included (default: the end)."
     )
 
-    def validate(self, data: dict) -> dict:
-        start, end = data.get("from_offset"), data.get("to_offset")
-        if start is not None and end is not None and start > end:
-            raise serializers.ValidationError({"to_offset": ["This offset is before from_offset."]})
-        return data
+    cross_field_rules = (Rule.not_before("from_offset", "to_offset", message=OFFSETS_IN_ORDER),)
 
 
 class JSONLinesRenderer(BaseRenderer):

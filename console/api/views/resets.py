@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import path
-from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -33,6 +32,7 @@ from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
+from console.api.rules import RulesSchema, only
 from console.api.serializers import StrictSerializer, refusals, validated
 from console.api.views.groups import OffsetChangeSerializer, change_data
 from console.core.store import get_store
@@ -132,6 +132,7 @@ def _preview_request(mode: ResetMode) -> type[StrictSerializer]:
         "dry_run": serializers.BooleanField(
             default=True, help_text="True (the default): only preview, and keep the preview."
         ),
+        "body_constraints": (only("dry_run", True),),
     }
     value = _value_field(mode)
     if value is not None:
@@ -170,6 +171,8 @@ class ApplyPreview(StrictSerializer):
         },
     )
 
+    body_constraints = (only("dry_run", False),)
+
     def validate_dry_run(self, value: bool) -> bool:
         if value:
             raise serializers.ValidationError("dry_run is false to apply a preview.")
@@ -184,6 +187,8 @@ class UndoPreview(StrictSerializer):
     dry_run = serializers.BooleanField(
         default=True, help_text="True (the default): only preview, and keep the preview."
     )
+
+    body_constraints = (only("dry_run", True),)
 
 
 def _reset_request(data: Any) -> dict:
@@ -215,13 +220,8 @@ UNDO_REQUEST = PolymorphicProxySerializer(
 )
 
 
-class BodySchema(AutoSchema):
-    """A "one of" request body is required: drf-spectacular marks only serializer bodies
-    with required fields so."""
-
-    def _get_request_for_media_type(self, serializer: Any, direction: str = "request") -> Any:
-        schema, required = super()._get_request_for_media_type(serializer, direction)
-        return schema, required or isinstance(serializer, PolymorphicProxySerializer)
+#: The views' schema class (console.api.rules.RulesSchema says "one of" bodies required).
+BodySchema = RulesSchema
 
 
 # ------------------------------------------------------------------- answers

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import re_path
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -23,7 +23,9 @@ from rest_framework.views import APIView
 
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
+from console.api.names import PATH_NAME_PATTERN
 from console.api.serializers import (
+    ENCODED_BODY,
     ErrorSerializer,
     QuerySerializer,
     StrictSerializer,
@@ -48,6 +50,11 @@ DEFAULT_LIMIT = 100
 MAX_EVENTS = 1000
 
 
+#: The topic in the path as the schema says it: the name of a topic a person creates (the
+#: URL's pattern also takes a group's %RETRY%/%DLQ% topics, never stream topics).
+TOPIC = OpenApiParameter("topic", str, OpenApiParameter.PATH, pattern=PATH_NAME_PATTERN)
+
+
 class EventsQuery(QuerySerializer):
     from_version = serializers.IntegerField(
         required=False, min_value=1, max_value=0xFFFFFFFF, default=1,
@@ -65,6 +72,8 @@ class NewEvent(StrictSerializer):
         choices=[("text", "UTF-8 text"), ("base64", "base64 of any bytes")], default="text"
     )
     event_type = TextField(required=False, allow_null=True, help_text="The event's type (tag).")
+
+    body_constraints = (ENCODED_BODY,)
 
     def validate(self, data: dict) -> dict:
         return decode_body(data)
@@ -168,7 +177,7 @@ class StreamEvents(APIView):
     method_roles = {"POST": OPERATOR}
 
     @extend_schema(
-        parameters=[EventsQuery],
+        parameters=[TOPIC, EventsQuery],
         responses={
             200: StreamEventsSerializer,
             **refusals((409, "wrong_topic_kind: the topic is not a stream topic.")),
@@ -193,6 +202,7 @@ class StreamEvents(APIView):
         )
 
     @extend_schema(
+        parameters=[TOPIC],
         request=AppendEvents,
         responses={201: AppendedSerializer, **CONFLICT, **STORE_DOWN},
     )
@@ -239,6 +249,7 @@ class StreamEvents(APIView):
         )
 
 
+#: (The path's topic is documented as TOPIC says: its regex takes %RETRY% names too.)
 #: A stream id in a URL is any text but a slash-free "events" end; the engine checks it.
 urlpatterns = [
     re_path(

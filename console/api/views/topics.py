@@ -28,7 +28,9 @@ from rest_framework.views import APIView
 
 from console.accounts.permissions import visible_topics
 from console.accounts.roles import ADMIN, OPERATOR
+from console.api.names import PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
+from console.api.rules import only
 from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
 from console.core.store import get_store
 from console.monitoring import scale
@@ -125,6 +127,12 @@ class TopicCreate(StrictSerializer):
         default=PLAIN,
         help_text=f"One of {', '.join(CREATABLE_KIND_NAMES)}: plain (messages), or stream (the "
         "events of streams, appended with POST /api/v1/streams/<topic>/<stream id>/events/).",
+    )
+
+    body_constraints = (
+        only("kind", *CREATABLE_KIND_NAMES),
+        # The engine's rule for a name a person may create (check_new_topic_name).
+        {"properties": {"name": {"pattern": PATH_NAME_PATTERN}}},
     )
 
     def validate_kind(self, value: str) -> str:
