@@ -34,7 +34,11 @@ class CommitLog:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.segments: list[Segment] = []
-        self._bases: list[int] = []
+        # What locate() reads: the segments' bases and the segments, one tuple replaced
+        # whole at each change, so that a thread locating never sees the two out of step
+        # while another adds or retires a segment (``segments`` itself is changed in place:
+        # the native core holds that list).
+        self._located: tuple[list[int], list[Segment]] = ([], [])
         self.tail = 0
         self.flushed = 0
         self.last_store_ms = 0  # the newest record's store time, as far as this process saw
@@ -123,7 +127,7 @@ class CommitLog:
         self.tail = tail
         while len(self.segments) > 1 and self.segments[-1].base > tail:
             segment = self.segments.pop()
-            self._bases.pop()
+            self._relocate()
             if segment in self.unsynced:
                 self.unsynced.remove(segment)
             segment.close()
@@ -135,7 +139,11 @@ class CommitLog:
 
     def _add(self, segment: Segment) -> None:
         self.segments.append(segment)
-        self._bases.append(segment.base)
+        self._relocate()
+
+    def _relocate(self) -> None:
+        segments = list(self.segments)
+        self._located = ([s.base for s in segments], segments)
 
     @property
     def min_offset(self) -> int:
@@ -188,10 +196,11 @@ class CommitLog:
 
     def locate(self, offset: int) -> tuple[Segment, int] | None:
         """The segment holding commit-log ``offset`` and the position in it, if any."""
-        index = bisect.bisect_right(self._bases, offset) - 1
+        bases, segments = self._located
+        index = bisect.bisect_right(bases, offset) - 1
         if index < 0:
             return None
-        segment = self.segments[index]
+        segment = segments[index]
         if offset >= segment.end:
             return None
         return segment, offset - segment.base
@@ -222,7 +231,7 @@ class CommitLog:
         dropped = []
         while len(self.segments) > 1 and self.segments[0].end <= offset:
             segment = self.segments.pop(0)
-            self._bases.pop(0)
+            self._relocate()
             if segment in self.unsynced:
                 self.unsynced.remove(segment)
             segment.retire()
@@ -263,7 +272,7 @@ class CommitLog:
         for segment in self.segments:
             segment.close()
         self.segments.clear()
-        self._bases.clear()
+        self._relocate()
 
 
 def _nothing(_end: int) -> None:
