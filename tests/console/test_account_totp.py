@@ -5,15 +5,13 @@ password; an admin resets a user's TOTP from the users page. Each change is audi
 from __future__ import annotations
 
 import re
-import time
-from base64 import b32decode
 
 import pytest
-from django_otp.oath import TOTP
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console.accounts.models import SsoIdentity
 from console.audit.models import AuditEntry
+from tests.totpcodes import app_code
 
 pytestmark = pytest.mark.django_db
 
@@ -21,9 +19,7 @@ ACCOUNT = "/accounts/account/"
 
 
 def code_from_secret(secret: str, steps_ahead: int = 0) -> str:
-    totp = TOTP(b32decode(secret))
-    totp.time = time.time() + steps_ahead * 30
-    return f"{totp.token():06d}"
+    return app_code(secret, steps_ahead)
 
 
 def shown_secret(page: str) -> str:

@@ -9,11 +9,11 @@ import time
 
 import pytest
 from django.test import Client
-from django_otp.oath import TOTP
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console.accounts.models import ApiToken
 from console.audit.models import AuditEntry
+from tests.totpcodes import app_code
 
 pytestmark = pytest.mark.django_db
 
@@ -25,9 +25,7 @@ ADDRESS = "198.51.100.4"
 def code_for(device: TOTPDevice, steps_ahead: int = 0) -> str:
     """The code the app shows now (or ``steps_ahead`` periods later: a code of the next
     period is accepted, and is not a replay of one used in this period)."""
-    totp = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
-    totp.time = time.time() + steps_ahead * device.step
-    return f"{totp.token():0{device.digits}d}"
+    return app_code(device.bin_key, steps_ahead, device.step, device.drift)
 
 
 @pytest.fixture
