@@ -73,7 +73,8 @@ redis:
 # disk flush, a worker process or a browser, and module fixtures start once.
 # The console, API and alerts suites run once more on PostgreSQL (TEST_DATABASE_URL;
 # Django's runner makes test_<name> and drops it), leaving out the tests that start their
-# own processes on their own SQLite files and the schema fuzz (no database question).
+# own processes on their own SQLite files (those files, and tests marked own_database) and
+# the schema fuzz (no database question).
 PYTEST_WORKERS ?= 2
 PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
 TEST_DATABASE_URL ?= postgres://root@127.0.0.1:5432/tidemark
@@ -85,7 +86,7 @@ PG_LEFT_OUT = --ignore=tests/api/test_schema_fuzz.py --ignore=tests/console/test
 test: $(STAMP) browser promtool redis test-native
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not one_layout" tests/engine
-	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) $(PG_SUITES) $(PG_LEFT_OUT)
+	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not own_database" $(PG_SUITES) $(PG_LEFT_OUT)
 
 # The random sweeps of several processes and power losses (tests/faults/
 # test_durability_sweeps.py: restart after a SIGKILLed writer, a process joining a writer;

@@ -53,6 +53,7 @@ def server(tmp_path_factory) -> Iterator[tuple[str, str]]:
         yield base, key
 
 
+@pytest.mark.own_database
 def test_one_tokens_long_polls_leave_threads_for_health_checks(server):
     base, key = server
     url = f"{base}/api/v1/topics/orders/queues/0/messages/?offset=0&wait={WAIT_S}"
