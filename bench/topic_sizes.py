@@ -32,17 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.console import STORE_OPTIONS  # noqa: E402
 from storeadapter.engine import MessageStore, StoreConfig  # noqa: E402
-
-STORE_OPTIONS = {
-    "segment_bytes": 16 << 20,
-    "index_slots": 4096,
-    "index_entries": 65_536,
-    "queue_file_entries": 10_000,
-    "disk_warn_ratio": 1.0,
-    "disk_force_ratio": 1.0,
-    "disk_reject_ratio": 1.0,
-}
 
 
 def build(store_dir: Path, topics: int, queues: int, messages: int) -> None:
