@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -172,3 +174,19 @@ def stall_fdatasync(monkeypatch) -> threading.Event:
 
     monkeypatch.setattr(fileio, "fdatasync", stalled)
     return release
+
+
+def append_in_another_process(store_path: Path, topic: str, count: int, acks: Path) -> list[str]:
+    """Have producer_process.py append ``count`` messages to ``topic`` of the store at
+    ``store_path`` in a process of its own; the message ids it acknowledged, in order."""
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("producer_process.py")), str(store_path)]
+        + [topic, str(count), str(acks)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr.decode()
+    return acks.read_text().split()

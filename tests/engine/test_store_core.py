@@ -3,19 +3,11 @@ declines (None) whatever the long way must judge."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from storeadapter.engine import CorruptRecordError, MessageNotFoundError, StoreClosedError
 from storeadapter.engine.record import decode_record
-from tests.engine.storetools import flip_bit
-
-REPO = Path(__file__).resolve().parents[2]
-PRODUCER = Path(__file__).with_name("producer_process.py")
+from tests.engine.storetools import append_in_another_process, flip_bit
 
 
 def _python_path(store, commit_offset):
@@ -99,17 +91,7 @@ def test_appends_of_another_process_are_got_through_the_core(open_store, store_p
     store.create_topic("t", queues=4)
     before = store.append("t", b"before", queue=0)
     assert store._core.get(before.message_id).body == b"before"
-    acks = tmp_path / "acks"
-    child = subprocess.run(
-        [sys.executable, str(PRODUCER), str(store_path), "other", "40", str(acks)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr.decode()
-
-    ids = acks.read_text().split()
+    ids = append_in_another_process(store_path, "other", 40, tmp_path / "acks")
     assert len(ids) == 40
     bodies = [store._core.get(message_id).body for message_id in ids]
     assert bodies == [f"other-{i}".encode() for i in range(40)]

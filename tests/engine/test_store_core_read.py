@@ -4,11 +4,8 @@ leaves to the long way (``_read_long_way``) whatever it must judge (issue 29).""
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
 import sys
 import weakref
-from pathlib import Path
 
 import pytest
 
@@ -21,10 +18,7 @@ from storeadapter.engine import (
     TopicNotFoundError,
     fileio,
 )
-from tests.engine.storetools import flip_bit, small_config
-
-REPO = Path(__file__).resolve().parents[2]
-PRODUCER = Path(__file__).with_name("producer_process.py")
+from tests.engine.storetools import append_in_another_process, flip_bit, small_config
 
 
 @pytest.fixture
@@ -175,17 +169,7 @@ def test_reads_below_the_minimum_start_at_it_after_retention(store, monkeypatch)
 def test_appends_of_another_process_are_read_through_the_core(store, store_path, tmp_path):
     store.append("t", b"before", queue=0)
     assert [m.body for m in store.read("t", 0, 0)] == [b"before"]
-    acks = tmp_path / "acks"
-    child = subprocess.run(
-        [sys.executable, str(PRODUCER), str(store_path), "other", "40", str(acks)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        timeout=120,
-    )
-    assert child.returncode == 0, child.stderr.decode()
-
-    ids = acks.read_text().split()
+    ids = append_in_another_process(store_path, "other", 40, tmp_path / "acks")
     read = [m for q in range(4) for m in store.read("t", q, 0, 100)]
     assert sorted(m.message_id for m in read if m.body != b"before") == sorted(ids)
     assert sorted(m.body for m in read if m.body != b"before") == sorted(
