@@ -30,11 +30,17 @@ def _add_rule(request: HttpRequest) -> str:
     return f"Role {rule.role.name} now allows {actions} on {rule.kind}s {rule.pattern}."
 
 
+def _chosen(request: HttpRequest, field: str, what: str) -> int:
+    """The id the form's ``field`` names, or RoleError asking to choose ``what``."""
+    value = request.POST.get(field, "")
+    if not value.isdigit():
+        raise role_rules.RoleError(f"Choose {what} to delete; nothing was deleted.")
+    return int(value)
+
+
 def _delete_rule(request: HttpRequest) -> str:
-    rule_id = request.POST.get("rule", "")
-    if not rule_id.isdigit():
-        raise role_rules.RoleError("Choose a rule to delete; nothing was deleted.")
-    role_rules.delete_rule(request.user, int(rule_id))
+    rule_id = _chosen(request, "rule", "a rule")
+    role_rules.delete_rule(request.user, rule_id)
     return f"Rule #{rule_id} deleted."
 
 
@@ -59,10 +65,8 @@ def _add_mask(request: HttpRequest) -> str:
 
 
 def _delete_mask(request: HttpRequest) -> str:
-    mask_id = request.POST.get("mask", "")
-    if not mask_id.isdigit():
-        raise role_rules.RoleError("Choose a mask rule to delete; nothing was deleted.")
-    role_rules.delete_mask(request.user, int(mask_id))
+    mask_id = _chosen(request, "mask", "a mask rule")
+    role_rules.delete_mask(request.user, mask_id)
     return f"Mask rule #{mask_id} deleted."
 
 
