@@ -101,8 +101,7 @@ test-native: lint-native
 
 lint-native: cargo
 	$(CARGO) fmt --check
-	$(CARGO) clippy --quiet --all-targets -- -D warnings
-	$(CARGO) clippy --quiet --features python -- -D warnings
+	$(CARGO) clippy --quiet --all-targets --features python -- -D warnings
 
 lint: $(STAMP) lint-native
 	$(VENV)/bin/ruff check .
