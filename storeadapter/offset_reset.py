@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
-from storeadapter.engine import MessageStore, OffsetChange, OffsetConflictError
+from storeadapter.engine import MessageStore, OffsetChange, OffsetConflictError, group_position
 from storeadapter.reset_modes import UNDO, ResetError, is_relative, mode_named
 from storeadapter.reset_moves import Moves
 
@@ -247,7 +247,7 @@ def preview_reset(
     planner = _Planner(store, topic, len(ranges))
     for queue, (low, high) in enumerate(ranges):
         committed = committed_offsets.get((topic, queue))
-        current = low if committed is None else committed
+        current = group_position(committed, low)
         wanted = targets.at(queue, low, high, current)
         if wanted is None:  # left as it is, committed or not
             planner.keep(queue, committed, current, low, high)
@@ -274,10 +274,9 @@ def preview_undo(
     planner = _Planner(store, topic, len(ranges))
     for queue, (low, high) in enumerate(ranges):
         committed = committed_offsets.get((topic, queue))
-        current = low if committed is None else committed
+        current = group_position(committed, low)
         if queue in before:
-            old = before[queue]
-            planner.add(queue, committed, current, low if old is None else old, low, high)
+            planner.add(queue, committed, current, group_position(before[queue], low), low, high)
         else:
             planner.keep(queue, committed, current, low, high)
     return planner.plan(group, UNDO, reset_id)
@@ -330,7 +329,7 @@ def _as_previewed(
             outside.append(f"{queue} ({target} is outside {low}–{high})")
             continue
         offset = committed.get((plan.topic, queue))
-        if _moves(offset, low if offset is None else offset, target):
+        if _moves(offset, group_position(offset, low), target):
             targets[queue] = target
     if outside:
         shown = ", ".join(outside[:5]) + (
@@ -354,7 +353,7 @@ def _shifted(
     expected: dict[int, int | None] = {}
     for queue, (low, high) in enumerate(ranges):
         offset = committed.get((plan.topic, queue))
-        current = low if offset is None else offset
+        current = group_position(offset, low)
         target = min(max(current + shift, low), high)
         if _moves(offset, current, target):
             targets[queue] = target
