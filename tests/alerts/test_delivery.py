@@ -13,6 +13,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from console.alerts import compose, notify
+from console.alerts.channels import CHANNELS
 from console.alerts.evaluate import evaluate as decide
 from console.alerts.models import AlertEvent, AlertRule, Notification
 from tests.alerts.alerttools import at, evaluate, group, make_rule
@@ -251,3 +252,7 @@ def test_a_webhook_that_cannot_be_reached_is_retried():
     row = Notification.objects.get()
     assert (row.state, row.next_attempt_at) == (Notification.PENDING, at(notify.backoff_s(1)))
     assert row.last_error.startswith("URLError: ") and "refused" in row.last_error
+
+
+def test_every_kind_of_notification_has_its_channel():
+    assert list(CHANNELS) == [kind for kind, _ in Notification.CHANNELS]
