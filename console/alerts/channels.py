@@ -1,11 +1,15 @@
 """The alert channels, one class per kind in one table (``CHANNELS``, as Healthchecks'
-``TRANSPORTS``): each knows a rule's targets on it, what a notification says there and how
-it is sent.
+``TRANSPORTS``): each knows a rule's targets on it, what a notification says there, how it
+is sent, and whether a failed attempt is worth another.
 
 - ``Email``: a rule's mail is one channel whoever is on its list; it is sent with Django's
-  mail backend.
+  mail backend. Every failure is worth retrying (a mail server that refuses now may take
+  the mail later).
 - ``Webhook``: each URL is a channel of its own; the body is Alertmanager's webhook
-  (version 4), POSTed as JSON.
+  (version 4), POSTed as JSON. As Alertmanager's notifier does, of the receiver's answers
+  only a 5xx (the receiver's trouble, which passes) is worth retrying: a 4xx (or a 3xx
+  not followed) refuses the request itself. No answer at all (refused, timed out) is
+  retried.
 
 The queue (outbox.py), the evaluation's choice of targets (evaluate.py), what each channel
 was told (compose.py) and the delivery (notify.py) ask the channel of a notification's
@@ -41,7 +45,7 @@ class DeliveryFailed(Exception):
 
 
 def post_json(url: str, body: dict) -> None:
-    """POST ``body`` as JSON; DeliveryFailed when the receiver answers an HTTP error."""
+    """POST ``body`` as JSON; HttpAnswerFailed when the receiver answers an HTTP error."""
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
@@ -53,7 +57,17 @@ def post_json(url: str, body: dict) -> None:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
             response.read(4096)
     except urllib.error.HTTPError as error:
-        raise DeliveryFailed(f"the webhook answered HTTP {error.code} {error.reason}") from None
+        raise HttpAnswerFailed(
+            f"the webhook answered HTTP {error.code} {error.reason}", error.code
+        ) from None
+
+
+class HttpAnswerFailed(DeliveryFailed):
+    """The receiver answered with an HTTP status other than 2xx (``status``)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Channel:
@@ -82,6 +96,10 @@ class Channel:
     def send(self, row: Notification) -> None:
         """Send the row's payload to its target; raises when it was not taken."""
         raise NotImplementedError
+
+    def worth_retrying(self, error: BaseException) -> bool:
+        """Whether an attempt that failed with ``error`` may succeed when made again."""
+        return True
 
 
 class Email(Channel):
@@ -120,6 +138,11 @@ class Webhook(Channel):
 
     def send(self, row: Notification) -> None:
         post_json(row.target, row.payload)
+
+    def worth_retrying(self, error: BaseException) -> bool:
+        """Alertmanager's rule: of the receiver's answers only a 5xx is retried; no answer
+        at all (refused, timed out) is."""
+        return not isinstance(error, HttpAnswerFailed) or error.status // 100 == 5
 
 
 #: Every kind of channel, by its ``kind``, in the order a rule's notifications are queued.

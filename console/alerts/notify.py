@@ -5,6 +5,8 @@ Each attempt sends what holds at that moment (console/alerts/compose.py), never 
 of when it was queued; a newer notification of the same rule and channel supersedes it
 (console/alerts/outbox.py). While it tells of a subject firing it is retried for as long
 as it takes; otherwise, after ``TIDEMARK_ALERT_MAX_ATTEMPTS`` attempts, it is ``failed``.
+A failure its channel says is not worth retrying (a webhook's 4xx answer, as Alertmanager
+has it) is ``failed`` at once, firing or not.
 
 A notification's events are marked notified (``AlertEvent.last_notified_at``) only after a
 delivery succeeded: a mail server that refuses never makes the page say "notified". Each
@@ -64,7 +66,9 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
     nothing new to say (both leave it ``superseded``). Raises DeliveryFailed when the
     attempt failed: it is then pending again, with the error and the time of its next
     attempt; ``final`` (``failed``) only after ``max_attempts()`` and only when it says
-    nothing of a subject firing now (a page is never dropped while its alert fires)."""
+    nothing of a subject firing now (a page is never dropped while its alert fires), or
+    at once when its channel says the failure is not worth retrying (the receiver refused
+    the request itself: sending it again would get the same answer)."""
     now = now or timezone.now()
     claimed = Notification.objects.filter(pk=notification_id, state=Notification.PENDING).update(
         state=Notification.SENDING, attempts=F("attempts") + 1, last_attempt_at=now
@@ -96,6 +100,9 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
     except Exception as error:
         text = error_text(error)
         final = row.attempts >= max_attempts() and not (said.fired or said.still)
+        if not channel.worth_retrying(error):
+            text = f"{text}; not retried: sending it again would get the same answer"
+            final = True
         Notification.objects.filter(pk=row.pk, state=Notification.SENDING).update(
             state=Notification.FAILED if final else Notification.PENDING,
             last_error=text,

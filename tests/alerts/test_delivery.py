@@ -231,6 +231,23 @@ def _first_attempt_at_a_webhook(url: str) -> pytest.ExceptionInfo:
     return failure
 
 
+@pytest.mark.parametrize(("status", "reason"), [(400, "Bad Request"), (404, "Not Found")])
+def test_a_webhook_answering_4xx_is_not_retried_even_while_firing(webhook, status, reason):
+    """As Alertmanager: a 4xx refuses the request itself; sending it again gets the same
+    answer."""
+    Receiver.status = status
+
+    failure = _first_attempt_at_a_webhook(webhook)
+
+    assert failure.value.final
+    row = Notification.objects.get()
+    assert (row.state, row.attempts, row.next_attempt_at) == (Notification.FAILED, 1, None)
+    assert row.last_error == (
+        f"the webhook answered HTTP {status} {reason}; not retried: sending it again would "
+        "get the same answer"
+    )
+
+
 @pytest.mark.parametrize(
     ("status", "reason"), [(500, "Internal Server Error"), (502, "Bad Gateway")]
 )
