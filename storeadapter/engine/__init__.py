@@ -37,7 +37,7 @@ from .errors import (
 from .membership import MemberInfo, group_members
 from .metadata import TopicInfo
 from .names import dlq_topic, retry_topic
-from .offsets import OffsetChange
+from .offsets import OffsetChange, group_position
 from .results import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -58,6 +58,7 @@ __all__ = [
     "Consumer",
     "MemberInfo",
     "group_members",
+    "group_position",
     "redrive_dlq",
     "STATUS_DUPLICATE",
     "STATUS_FLUSH_TIMEOUT",

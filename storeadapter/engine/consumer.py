@@ -52,6 +52,7 @@ from .errors import (
     TopicNotFoundError,
 )
 from .names import DEDUP_PROPERTY, check_name, dlq_topic, retry_topic
+from .offsets import group_position
 from .results import AppendResult, StoredMessage
 from .store import MessageStore
 
@@ -414,7 +415,7 @@ class Consumer:
             low, _ = store.queue_range(topic, queue)
         except (TopicNotFoundError, QueueNotFoundError):
             return None
-        return _QueueState(topic, queue, low if committed is None else committed, committed)
+        return _QueueState(topic, queue, group_position(committed, low), committed)
 
     def _commit(self, state: _QueueState, releasing: bool = False) -> None:
         """Commit the queue's lowest unfinished offset, or notice an operator's reset."""

@@ -7,11 +7,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from console.api import converters  # noqa: F401  (registers <name:...> before the views load)
+from console.api.views.resets import PREVIEW_REQUESTS
 from console.audit.models import AuditEntry
 from console.groups.models import PREVIEW_LIFETIME, AppliedReset, ResetPreview
 from storeadapter.engine.membership import heartbeat
 from storeadapter.offset_reset import LISTED_QUEUES, ResetPlan
-from storeadapter.reset_modes import MAX_TIME_MS
+from storeadapter.reset_modes import MAX_TIME_MS, RESET_MODES
 from tests.api.apitools import error_of, expected_status
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +89,13 @@ def test_undoing_needs_operator(clients, as_admin, billing, who):
 
 
 # Preview
+
+
+def test_each_mode_s_preview_request_has_its_value_field():
+    for mode in RESET_MODES:
+        fields = set(PREVIEW_REQUESTS[mode.name]().fields)
+        value = set() if mode.api_field is None else {mode.api_field}
+        assert fields == {"topic", "mode", "dry_run", *value}
 
 
 def test_a_preview_says_per_queue_what_would_happen_and_is_saved(as_operator, billing):
