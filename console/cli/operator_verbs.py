@@ -24,8 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from storeadapter.engine import StoreError
-from storeadapter.engine.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR
+from storeadapter.engine import EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR, StoreError, is_store
 from storeadapter.reset_modes import RESET_MODES, ResetMode
 
 #: A console user's roles refuse the command.
@@ -86,8 +85,6 @@ def _require(who: Any, kind: str, name: str, action: str) -> None:
 
 def _store_or_refuse():
     from django.conf import settings
-
-    from storeadapter.engine.verify import is_store
 
     path = settings.TIDEMARK_STORE_DIR
     if not is_store(path):

@@ -7,7 +7,7 @@ import re
 from django import forms
 
 from console.core.bounds import BoundedDateTimeField
-from storeadapter.engine.names import MAX_NAME_LENGTH
+from storeadapter.engine import MAX_NAME_LENGTH
 from storeadapter.reset_modes import MAX_NAMED_QUEUES, MAX_SHIFT, MODES_BY_NAME, RESET_MODES
 
 MODE_CHOICES = tuple((mode.name, mode.label) for mode in RESET_MODES)
