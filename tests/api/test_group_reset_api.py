@@ -15,6 +15,7 @@ from storeadapter.engine.membership import heartbeat
 from storeadapter.offset_reset import LISTED_QUEUES, ResetPlan
 from storeadapter.reset_modes import MAX_TIME_MS, RESET_MODES
 from tests.api.apitools import error_of, expected_status
+from tests.worlds import billing_on_orders
 
 pytestmark = pytest.mark.django_db
 
@@ -29,13 +30,7 @@ def undo_url(reset_id: int) -> str:
 @pytest.fixture
 def billing(store):
     """Group `billing` on `orders` (2 queues of 5 messages): at 2 on queue 0, 5 on queue 1."""
-    store.create_topic("orders", 2)
-    for queue in (0, 1):
-        for n in range(5):
-            store.append("orders", f"m{n}".encode(), queue=queue)
-    store.commit_offset("billing", "orders", 0, 2)
-    store.commit_offset("billing", "orders", 1, 5)
-    return store
+    return billing_on_orders(store, committed=(2, 5))
 
 
 def post(client, url, data=None):
