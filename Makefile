@@ -85,7 +85,7 @@ PG_TESTS = $(addprefix tests/monitoring/,test_downsample.py test_sampler.py test
 		test_task.py test_watchdog.py test_flap_damping.py test_for_duration.py test_email_flow.py) \
 	$(addprefix tests/security/,test_login_usernames.py test_login_delay.py \
 		test_login_lockouts.py test_password_change_throttle.py test_token_lifetime.py) \
-	$(addprefix tests/console/,test_users_page.py test_roles.py test_scoped_roles.py \
+	$(addprefix tests/console/pages/,test_users_page.py test_roles.py test_scoped_roles.py \
 		test_token_states.py test_account_totp.py test_audit.py test_audited_reads.py \
 		test_dlq_messages.py test_group_delete.py test_reset_undo_pages.py) \
 	tests/api/test_group_delete_dlq.py tests/api/test_commit_audit_api.py

@@ -4,7 +4,7 @@ Subprocesses the tests start inherit both variables. A developer's .env is not r
 tests set what they need themselves.
 
 Static files are served from their folders (no collectstatic, no manifest of hashed names);
-tests/console/test_serving.py runs gunicorn with the production storage.
+tests/console/deploy/test_serving.py runs gunicorn with the production storage.
 """
 
 import os

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from console.api.long_polls import TooManyLongPolls, long_poll_slot, waiting
-from tests.console.test_serving import PROJECT_ROOT, TIDEMARK, production_env, serving
+from tests.console.deploy.test_serving import PROJECT_ROOT, TIDEMARK, production_env, serving
 
 POLLS = 20
 WAIT_S = 15

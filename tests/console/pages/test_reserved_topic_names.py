@@ -20,7 +20,7 @@ from storeadapter.engine.names import check_new_topic_name
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RESERVED = ["%DLQ%billing", "%RETRY%billing"]
 
 

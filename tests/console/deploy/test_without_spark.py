@@ -9,7 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 SCRIPT = textwrap.dedent(
     """

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_a_suite_without_redis_starts_its_own(tmp_path):
@@ -26,7 +26,7 @@ def test_a_suite_without_redis_starts_its_own(tmp_path):
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/console/test_health.py::test_background_is_200_when_redis_and_a_worker_answer",
+            "tests/console/pages/test_health.py::test_background_is_200_when_redis_and_a_worker_answer",
         ],
         cwd=PROJECT_ROOT,
         env=env,

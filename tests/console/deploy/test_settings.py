@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from console.env import database_config, env_bool, env_list, env_path, env_str, secret_key
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_database_url_postgres_is_parsed(tmp_path):
@@ -121,7 +121,7 @@ def test_env_example_lists_every_variable_the_settings_read():
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     settings_text = (root / "console" / "settings.py").read_text()
     read = set(re.findall(r'env_\w+\(\s*"([A-Z0-9_]+)"', settings_text))
     listed = set(re.findall(r"^([A-Z0-9_]+)=", (root / ".env.example").read_text(), re.M))

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
 TIDEMARK = Path(sys.executable).parent / "tidemark"
 PASSWORD = "serve-test-passphrase-1"
 #: A year or more, and immutable: what whitenoise gives files with a hash in their name.
