@@ -365,6 +365,8 @@ SPECTACULAR_SETTINGS = {
         "QueueStatusEnum": "console.monitoring.metrics.QUEUE_STATUSES",
         "NotificationStateEnum": "console.alerts.models.Notification.STATES",
         "AlertEventStateEnum": "console.alerts.models.AlertEvent.STATES",
+        "KindEnum": "console.alerts.models.AlertRule.KINDS",
+        "NewRuleKindEnum": "console.api.views.alerts.NEW_RULE_KINDS",
         "ResetModeEnum": [*MODE_NAMES, UNDO],
         **{f"{name.capitalize()}ResetModeEnum": [name] for name in MODE_NAMES},
         "AppendStatusEnum": "console.api.views.messages.APPEND_STATUSES",
