@@ -367,6 +367,7 @@ SPECTACULAR_SETTINGS = {
         "AlertEventStateEnum": "console.alerts.models.AlertEvent.STATES",
         "KindEnum": "console.alerts.models.AlertRule.KINDS",
         "NewRuleKindEnum": "console.api.views.alerts.NEW_RULE_KINDS",
+        "RoleRuleKindEnum": "console.accounts.permissions.KINDS",
         "ResetModeEnum": [*MODE_NAMES, UNDO],
         **{f"{name.capitalize()}ResetModeEnum": [name] for name in MODE_NAMES},
         "AppendStatusEnum": "console.api.views.messages.APPEND_STATUSES",

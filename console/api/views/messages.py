@@ -44,7 +44,7 @@ from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
-from console.api.rules import Rule
+from console.api.rules import Rule, check, value_check
 from console.api.serializers import (
     ENCODED_BODY,
     QuerySerializer,
@@ -167,6 +167,31 @@ class TimeParameter(serializers.CharField):
 # Produce
 
 
+#: What a message's property names are (OpenAPI 3.0 cannot say it: no propertyNames).
+PROPERTY_NAMES = "A property name is not empty, and is UTF-8 text."
+
+
+@value_check("property_names")
+def _property_names(properties: Any) -> str | None:
+    for name in properties if isinstance(properties, dict) else ():
+        if not name:
+            return "A property name is empty."
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{name!r} is not UTF-8 text."
+    return None
+
+
+@value_check("messages_property_names")
+def _messages_property_names(messages: Any) -> str | None:
+    for message in messages if isinstance(messages, list) else ():
+        why = _property_names(message.get("properties")) if isinstance(message, dict) else None
+        if why is not None:
+            return why
+    return None
+
+
 class ProduceMessage(StrictSerializer):
     body = TextField(allow_blank=True, help_text="The body: text, or base64 with encoding.")
     encoding = serializers.ChoiceField(
@@ -179,20 +204,11 @@ class ProduceMessage(StrictSerializer):
     dedup_id = TextField(required=False, allow_null=True)
     queue = serializers.IntegerField(required=False, allow_null=True, min_value=0)
 
-    cross_field_rules = (Rule.at_most_one("key", "keys", message="Give key or keys, not both."),)
+    cross_field_rules = (
+        Rule.at_most_one("key", "keys", message="Give key or keys, not both."),
+        Rule.checked("properties", check="property_names", message=PROPERTY_NAMES),
+    )
     body_constraints = (ENCODED_BODY,)
-
-    def validate_properties(self, value: dict | None) -> dict | None:
-        for name in value or {}:
-            if not name:
-                raise serializers.ValidationError("A property name is not empty.")
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                raise serializers.ValidationError(
-                    "A property name is not valid UTF-8 text."
-                ) from None
-        return value
 
     def validate(self, data: dict) -> dict:
         return decode_body(data)
@@ -203,6 +219,11 @@ class ProduceBatch(StrictSerializer):
         child=ProduceMessage(),
         min_length=1,
         help_text="At most TIDEMARK_API_MAX_BATCH (1000) messages, written all or none.",
+    )
+
+    # Each message checks its own (ProduceMessage): said here too, where a client reads it.
+    cross_field_rules = (
+        Rule.checked("messages", check="messages_property_names", message=PROPERTY_NAMES),
     )
 
 
@@ -502,6 +523,46 @@ TIME_FIELDS = ("since", "until")
 OFFSETS_IN_ORDER = "to_offset is not before from_offset."
 
 
+def _whole(value: Any, default: int) -> int | None:
+    """A paging parameter as a number (``default`` when not given; None when not one)."""
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def search_reach(data: dict) -> int | None:
+    """How many messages the search of ``data`` reaches (by key or by time), or None (a
+    queue range: no bound)."""
+    if any(data.get(name) is not None for name in RANGE_FIELDS):
+        return None
+    return search.KEY_MAX if data.get("key") is not None else search.TIME_MAX
+
+
+@check("search_depth")
+def _search_depth(data: dict, fields: tuple[str, ...]) -> dict[str, str]:
+    reach = search_reach(data)
+    number = _whole(data.get("page"), 1)
+    size = _whole(data.get("page_size"), Pagination.page_size)
+    if reach is None or number is None or size is None or number < 1 or size < 1:
+        return {}
+    if (number - 1) * min(size, Pagination.max_page_size) < reach:
+        return {}
+    return {"page": ""}
+
+
+SEARCH_DEPTH = Rule.checked(
+    "page",
+    "page_size",
+    check="search_depth",
+    message=f"A search by key or by time reaches its first {search.KEY_MAX:,} messages only: "
+    f"(page − 1) × page_size ({Pagination.page_size} by default, at most "
+    f"{Pagination.max_page_size}) is below {search.KEY_MAX:,}; narrow it with since and until.",
+)
+
+
 class MessageSearchQuery(QuerySerializer):
     """Exactly one search: topic+key (since/until optional), topic+queue (from_offset/
     to_offset optional), or topic+since/until."""
@@ -567,6 +628,7 @@ class MessageSearchQuery(QuerySerializer):
         ),
         Rule.not_before("since", "until", message="until is not before since."),
         Rule.not_before("from_offset", "to_offset", message=OFFSETS_IN_ORDER),
+        SEARCH_DEPTH,
     )
 
     def validate(self, data: dict) -> dict:
@@ -606,14 +668,14 @@ def _paging(request: Request) -> tuple[int, int]:
 def _search(store: Any, query: dict, number: int, size: int) -> tuple[list, int | None, bool]:
     """(messages of the page, total or None, whether there is a next page)."""
     topic, mode = query["topic"], query["mode"]
-    reach = search.KEY_MAX if mode == MODE_KEY else search.TIME_MAX
-    if mode != MODE_RANGE and (number - 1) * size >= reach:
+    deep = SEARCH_DEPTH.broken_by({**query, "page": number, "page_size": size})
+    if deep:
+        said = [{"message": SEARCH_DEPTH.message, "code": "invalid"}]
         raise ApiError(
             400,
             "search_too_deep",
-            f"A search by {mode} reaches the first {reach:,} messages only; "
-            "narrow it with since and until.",
-            {"max_messages": reach},
+            SEARCH_DEPTH.message,
+            {"max_messages": search_reach(query), "fields": dict.fromkeys(deep, said)},
         )
     if mode == MODE_KEY:
         found = search.key_page(
