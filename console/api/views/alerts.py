@@ -62,6 +62,7 @@ from console.alerts.models import (
     Notification,
     Silence,
 )
+from console.alerts.visibility import visible_events, visible_notifications, visible_rules
 from console.api.errors import ApiError, error_body
 from console.api.pagination import Pagination, paginated
 from console.api.rules import Rule, check, value_check
@@ -608,7 +609,8 @@ class AlertRuleList(APIView):
     )
     def get(self, request: Request) -> Response:
         paginator = Pagination()
-        page = paginator.paginate_queryset(AlertRule.objects.all(), request, view=self)
+        rules = visible_rules(request.user, AlertRule.objects.all())
+        page = paginator.paginate_queryset(rules, request, view=self)
         return paginator.get_paginated_response(AlertRuleSerializer(page, many=True).data)
 
     @extend_schema(
@@ -632,7 +634,10 @@ class AlertRuleDetail(APIView):
 
     @extend_schema(operation_id="alerts_rules_retrieve", responses={200: AlertRuleSerializer})
     def get(self, request: Request, rule_id: int) -> Response:
-        return Response(AlertRuleSerializer(_rule(rule_id)).data)
+        rule = visible_rules(request.user, AlertRule.objects.filter(pk=rule_id)).first()
+        if rule is None:
+            raise ApiError(404, "rule_not_found", f"There is no alert rule {rule_id}.")
+        return Response(AlertRuleSerializer(rule).data)
 
     def _save(self, request: Request, rule: AlertRule, data: dict[str, Any]) -> Response:
         form = _rule_form(data, rule)
@@ -686,7 +691,7 @@ class AlertEventList(APIView):
     )
     def get(self, request: Request) -> Response:
         query = validated(AlertEventQuery, request.query_params)
-        events = AlertEvent.objects.all()
+        events = visible_events(request.user, AlertEvent.objects.all())
         if "state" in query:
             events = events.filter(state=query["state"])
         if "rule" in query:
@@ -709,7 +714,7 @@ class NotificationList(APIView):
     )
     def get(self, request: Request) -> Response:
         query = validated(NotificationQuery, request.query_params)
-        rows = Notification.objects.all()
+        rows = visible_notifications(request.user, Notification.objects.all())
         if "state" in query:
             rows = rows.filter(state=query["state"])
         paginator = Pagination()
