@@ -35,7 +35,8 @@ def home(request: HttpRequest) -> HttpResponse:
         request.user, group_summaries(store, with_queues=False, figures=figures)
     )
     metrics = {m.group: m for m in current.group_metrics()}
-    if topics is None and viewable(request.user, GROUP) is None:
+    store_wide = topics is None and viewable(request.user, GROUP) is None
+    if store_wide:
         rates = current.store_metrics()
     else:
         seen = [metrics[g.group] for g in groups if g.group in metrics]
@@ -51,6 +52,8 @@ def home(request: HttpRequest) -> HttpResponse:
         "backlog": sum(g.lag for g in groups),
         "behind": [(g, metrics.get(g.group)) for g in groups[:5]],
         "rates": rates,
+        # The store's history charts every team's traffic: not for a scoped role.
+        "store_chart": store_wide,
         "sample_interval_s": settings.TIDEMARK_SAMPLE_INTERVAL_S,
         "recovery": stats["last_recovery"],
         "retention": stats["last_retention"],

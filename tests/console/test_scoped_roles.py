@@ -411,3 +411,19 @@ def test_the_alerts_page_shows_every_rule_and_event_to_a_viewer(alerts_of_both_t
 
     assert len(response.context["rules"]) == 5
     assert len(response.context["firing_rows"]) == 3
+
+
+def test_the_store_wide_chart_is_not_drawn_nor_served_to_a_scoped_role(shop, payments):
+    client = as_page(payments)
+
+    home = client.get("/").content.decode()
+    chart = client.get("/monitoring/charts/dashboard/")
+
+    assert "/monitoring/charts/dashboard/" not in home
+    assert chart.status_code == 403
+    assert "topic and group pages" in chart.json()["error"]
+
+
+def test_the_store_wide_chart_is_drawn_for_a_viewer(shop, as_viewer):
+    assert "/monitoring/charts/dashboard/" in as_viewer.get("/").content.decode()
+    assert as_viewer.get("/monitoring/charts/dashboard/").status_code == 200

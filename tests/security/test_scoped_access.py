@@ -72,6 +72,8 @@ needs("groups:reset_undo", "GET HEAD", (G, "reset", "billing"))
 needs("groups:dlq", "GET HEAD", (G, "read", "billing"))
 needs("groups:dlq", "POST", (G, "redrive", "billing"))
 needs("groups:delete", "GET HEAD POST", (G, "manage", "billing"))
+# The store-wide history chart (its sample is the dashboard's) needs every topic and group.
+needs("monitoring:chart", "GET HEAD", (T, "view", "*"), (G, "view", "*"))
 needs("api-topics", "POST", (T, "manage", None))
 for key in ("api-topic", "api-queues", "api-queue"):
     needs(key, "GET HEAD", (T, "view", "orders"))
