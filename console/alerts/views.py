@@ -25,7 +25,12 @@ from console.alerts.evaluate import active_silences
 from console.alerts.forms import RuleForm, SilenceForm, TestEmailForm
 from console.alerts.models import AlertEvent, AlertRule, Notification, Silence
 from console.alerts.operations import index_url as _index_url
-from console.alerts.visibility import visible_events, visible_notifications, visible_rules
+from console.alerts.visibility import (
+    visible_events,
+    visible_notifications,
+    visible_rules,
+    visible_silences,
+)
 from console.core.post_only import post_only
 
 PAST_PAGE_SIZE = 25
@@ -60,7 +65,8 @@ def _index_page(request: HttpRequest, test_form: TestEmailForm) -> HttpResponse:
     pending = events.filter(state=AlertEvent.PENDING).order_by("since")
     past = events.filter(state=AlertEvent.RESOLVED).order_by("-resolved_at", "-id")
     page = Paginator(past, PAST_PAGE_SIZE).get_page(request.GET.get("page"))
-    ended = Silence.objects.filter(ends_at__lte=now).select_related("rule")[:RECENT_SILENCES]
+    shown = visible_silences(user, Silence.objects.select_related("rule"))
+    ended = shown.filter(ends_at__lte=now)[:RECENT_SILENCES]
     return render(
         request,
         "alerts/index.html",
@@ -69,9 +75,7 @@ def _index_page(request: HttpRequest, test_form: TestEmailForm) -> HttpResponse:
             "pending": pending,
             "page": page,
             "rules": visible_rules(user, AlertRule.objects.all()),
-            "silences": Silence.objects.filter(ends_at__gt=now)
-            .select_related("rule")
-            .order_by("ends_at"),
+            "silences": shown.filter(ends_at__gt=now).order_by("ends_at"),
             "ended_silences": ended,
             "notifications": visible_notifications(user, Notification.objects.all())[
                 :RECENT_NOTIFICATIONS

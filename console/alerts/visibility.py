@@ -8,7 +8,9 @@ user sees:
 - the rules of a store-wide kind or of every group, and the rules matching regexes whose
   group regex matches a group they may view and whose topic regex matches a topic they may
   view (an empty regex: any);
-- the notifications whose events they all see.
+- the notifications whose events they all see;
+- the silences of every rule or of a rule they see, whose group regex matches a group
+  they may view (or "store"/"monitoring") and whose topic regex a topic they may view.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from console.accounts.permissions import GROUP, TOPIC, viewable
+from console.alerts.kinds import MONITORING_SUBJECT, STORE_SUBJECT
 from console.alerts.models import AlertEvent, AlertRule
 from console.alerts.patterns import BrokenPattern, pattern_matches
 from console.core.store import get_store
@@ -39,13 +42,22 @@ def _matches_one(pattern: str, names: list[str]) -> bool:
         return False
 
 
-def visible_rules(user: Any, rules: QuerySet) -> QuerySet:
+def _names(user: Any) -> tuple[list[str], list[str]] | None:
+    """(the groups, the topics) the user may view; None: every one."""
     topics, groups = viewable(user, TOPIC), viewable(user, GROUP)
     if topics is None and groups is None:
-        return rules
+        return None
     store = get_store()
     group_names = [name for name in store.groups() if groups is None or groups(name)]
     topic_names = [i.name for i in store.topics() if topics is None or topics(i.name)]
+    return group_names, topic_names
+
+
+def visible_rules(user: Any, rules: QuerySet) -> QuerySet:
+    names = _names(user)
+    if names is None:
+        return rules
+    group_names, topic_names = names
     matching = rules.filter(scope=AlertRule.SCOPE_MATCH).exclude(kind__in=AlertRule.STORE_KINDS)
     hidden = [
         rule.pk
@@ -64,3 +76,21 @@ def visible_notifications(user: Any, notifications: QuerySet) -> QuerySet:
     events = AlertEvent.objects.all()
     hidden = events.exclude(pk__in=visible_events(user, events).values("pk"))
     return notifications.exclude(events__in=hidden)
+
+
+def visible_silences(user: Any, silences: QuerySet) -> QuerySet:
+    names = _names(user)
+    if names is None:
+        return silences
+    group_names, topic_names = names
+    subjects = [*group_names, STORE_SUBJECT, MONITORING_SUBJECT]
+    rules = visible_rules(user, AlertRule.objects.all()).values_list("pk", flat=True)
+    shown = set(rules)
+    hidden = [
+        silence.pk
+        for silence in silences
+        if (silence.rule_id is not None and silence.rule_id not in shown)
+        or not _matches_one(silence.subject_pattern, subjects)
+        or not _matches_one(silence.topic_pattern, topic_names)
+    ]
+    return silences.exclude(pk__in=hidden)

@@ -427,3 +427,23 @@ def test_the_store_wide_chart_is_not_drawn_nor_served_to_a_scoped_role(shop, pay
 def test_the_store_wide_chart_is_drawn_for_a_viewer(shop, as_viewer):
     assert "/monitoring/charts/dashboard/" in as_viewer.get("/").content.decode()
     assert as_viewer.get("/monitoring/charts/dashboard/").status_code == 200
+
+
+def test_the_alerts_page_and_api_show_only_the_silences_the_role_may_view(shop, payments):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.alerts.models import Silence
+
+    now = timezone.now()
+    for pattern in ("payments-.*", "shipping-.*", ""):
+        Silence.objects.create(
+            subject_pattern=pattern, starts_at=now, ends_at=now + timedelta(hours=1), reason="x"
+        )
+
+    page = as_page(payments).get("/alerts/").context["silences"]
+    api = as_api(payments).get("/api/v1/alerts/silences/").json()["results"]
+
+    assert sorted(s.subject_pattern for s in page) == ["", "payments-.*"]
+    assert sorted(s["subject_pattern"] for s in api) == ["", "payments-.*"]

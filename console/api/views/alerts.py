@@ -62,7 +62,12 @@ from console.alerts.models import (
     Notification,
     Silence,
 )
-from console.alerts.visibility import visible_events, visible_notifications, visible_rules
+from console.alerts.visibility import (
+    visible_events,
+    visible_notifications,
+    visible_rules,
+    visible_silences,
+)
 from console.api.errors import ApiError, error_body
 from console.api.pagination import Pagination, paginated
 from console.api.rules import Rule, check, value_check
@@ -736,7 +741,7 @@ class SilenceList(APIView):
     def get(self, request: Request) -> Response:
         query = validated(SilenceListQuery, request.query_params)
         now = timezone.now()
-        silences = Silence.objects.select_related("rule")
+        silences = visible_silences(request.user, Silence.objects.select_related("rule"))
         if "active" in query:
             in_force = Q(starts_at__lte=now, ends_at__gt=now)
             silences = silences.filter(in_force if query["active"] else ~in_force)
