@@ -368,6 +368,7 @@ SPECTACULAR_SETTINGS = {
         "KindEnum": "console.alerts.models.AlertRule.KINDS",
         "NewRuleKindEnum": "console.api.views.alerts.NEW_RULE_KINDS",
         "RoleRuleKindEnum": "console.accounts.permissions.KINDS",
+        "ConsumptionStateEnum": "storeadapter.message_track.STATES",
         "ResetModeEnum": [*MODE_NAMES, UNDO],
         **{f"{name.capitalize()}ResetModeEnum": [name] for name in MODE_NAMES},
         "AppendStatusEnum": "console.api.views.messages.APPEND_STATUSES",

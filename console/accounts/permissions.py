@@ -457,6 +457,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-messages": {"GET": on(TOPIC, READ, "topic", "query")},
     "api-messages-export": {"GET": on(TOPIC, READ, "topic", "query")},
     "api-message": {"GET": V},  # the view checks the message's topic
+    "api-message-consumption": {"GET": V},  # the view checks the message's topic
     "api-groups": {"GET": V},
     "api-group": {"GET": on(GROUP, VIEW), "DELETE": on(GROUP, MANAGE)},
     "api-group-reset": {"POST": on(GROUP, RESET)},

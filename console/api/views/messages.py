@@ -15,6 +15,7 @@ logic is `console.messages.search`, shared with the console's search page.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -37,7 +38,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from console.accounts.permissions import READ, TOPIC, require
+from console.accounts.permissions import GROUP, READ, TOPIC, permissions_of, require
 from console.accounts.roles import OPERATOR
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
@@ -61,6 +62,7 @@ from console.messages import search
 from console.messages.records import message_record
 from console.messages.time_queues import TimeSearchTooWide, time_queues
 from console.messages.time_queues import widest as time_queues_widest
+from storeadapter import message_track
 from storeadapter.engine import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -517,6 +519,97 @@ class MessageDetail(APIView):
         return Response(message_record(message))
 
 
+class MessageCopySerializer(serializers.Serializer):
+    message_id = serializers.CharField()
+    topic = serializers.CharField(help_text="The group's retry or dead-letter topic.")
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    state = serializers.ChoiceField(
+        choices=list(message_track.STATES),
+        help_text="A retry copy: CONSUMED or NOT_YET by the group; a dead letter: DEAD_LETTERED.",
+    )
+    retries = serializers.IntegerField(
+        allow_null=True, help_text="Tries that had failed when the copy was made."
+    )
+
+
+class GroupConsumptionSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    state = serializers.ChoiceField(
+        choices=list(message_track.STATES),
+        help_text="CONSUMED, NOT_YET or LOST_TO_RETENTION (deleted before the group got to it).",
+    )
+    committed_offset = serializers.IntegerField(
+        allow_null=True, help_text="The group's in the message's queue; null: never committed."
+    )
+    before = serializers.IntegerField(
+        help_text="NOT_YET: the queue's messages before this one the group has still to consume."
+    )
+    copies = MessageCopySerializer(many=True)
+
+
+class MessageConsumptionSerializer(serializers.Serializer):
+    message_id = serializers.CharField()
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    groups = GroupConsumptionSerializer(many=True)
+
+
+def consumption(user: Any, message: Any) -> list[message_track.GroupTrack]:
+    """Each group consuming the message's topic that ``user`` may view, with its state for
+    the message (storeadapter.message_track)."""
+    store = get_store()
+    groups = message_track.consuming_groups(store, message.topic)
+    return message_track.track(store, message, permissions_of(user).filter(GROUP, groups))
+
+
+class MessageConsumption(APIView):
+    """Was the message consumed by each group? From the committed offsets (instant): each
+    group consuming its topic (that your roles may view), and its retry and DLQ copies."""
+
+    @extend_schema(
+        operation_id="v1_messages_consumption",
+        parameters=[
+            OpenApiParameter(
+                "message_id",
+                {"type": "string", "pattern": MESSAGE_ID_PATTERN},
+                OpenApiParameter.PATH,
+                description="24 hex digits, as a produce answers.",
+            )
+        ],
+        responses={
+            200: MessageConsumptionSerializer,
+            **refusals((400, "That is not a message id.")),
+        },
+    )
+    def get(self, request: Request, message_id: str) -> Response:
+        try:
+            message = get_store().get(message_id)
+        except CorruptRecordError as error:
+            raise ApiError(404, "message_corrupt", str(error)) from None
+        require(request.user, TOPIC, message.topic, READ)
+        groups = [
+            {
+                "group": t.group,
+                "state": t.state,
+                "committed_offset": t.committed,
+                "before": t.before,
+                "copies": [asdict(copy) for copy in t.copies],
+            }
+            for t in consumption(request.user, message)
+        ]
+        return Response(
+            {
+                "message_id": message.message_id,
+                "topic": message.topic,
+                "queue": message.queue,
+                "queue_offset": message.queue_offset,
+                "groups": groups,
+            }
+        )
+
+
 MODE_KEY, MODE_RANGE, MODE_TIME = "key", "range", "time"
 RANGE_FIELDS = ("queue", "from_offset", "to_offset")
 TIME_FIELDS = ("since", "until")
@@ -823,4 +916,9 @@ urlpatterns = [
     path("messages/", MessageSearch.as_view(), name="api-messages"),
     path("messages/export/", MessageExport.as_view(), name="api-messages-export"),
     path("messages/<str:message_id>/", MessageDetail.as_view(), name="api-message"),
+    path(
+        "messages/<str:message_id>/consumption/",
+        MessageConsumption.as_view(),
+        name="api-message-consumption",
+    ),
 ]
