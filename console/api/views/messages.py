@@ -38,7 +38,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from console.accounts.permissions import GROUP, READ, TOPIC, permissions_of, require
+from console.accounts.permissions import READ, TOPIC, require
 from console.accounts.roles import OPERATOR
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
@@ -59,6 +59,7 @@ from console.audit.log import record
 from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import search
+from console.messages.consumption import group_consumption
 from console.messages.records import message_record
 from console.messages.time_queues import TimeSearchTooWide, time_queues
 from console.messages.time_queues import widest as time_queues_widest
@@ -556,14 +557,6 @@ class MessageConsumptionSerializer(serializers.Serializer):
     groups = GroupConsumptionSerializer(many=True)
 
 
-def consumption(user: Any, message: Any) -> list[message_track.GroupTrack]:
-    """Each group consuming the message's topic that ``user`` may view, with its state for
-    the message (storeadapter.message_track)."""
-    store = get_store()
-    groups = message_track.consuming_groups(store, message.topic)
-    return message_track.track(store, message, permissions_of(user).filter(GROUP, groups))
-
-
 class MessageConsumption(APIView):
     """Was the message consumed by each group? From the committed offsets (instant): each
     group consuming its topic (that your roles may view), and its retry and DLQ copies."""
@@ -597,7 +590,7 @@ class MessageConsumption(APIView):
                 "before": t.before,
                 "copies": [asdict(copy) for copy in t.copies],
             }
-            for t in consumption(request.user, message)
+            for t in group_consumption(request.user, message)
         ]
         return Response(
             {
