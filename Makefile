@@ -69,24 +69,30 @@ redis:
 # leaving out the long loops and scale runs marked one_layout (their subject is elsewhere).
 # The Celery tests use the Redis at TIDEMARK_TEST_REDIS_URL (127.0.0.1:6379/15), or a
 # private redis-server the session starts when none answers (tests/conftest.py).
-# Two workers (pytest-xdist), each test file whole on one of them: most tests wait on a
-# disk flush, a worker process or a browser, and module fixtures start once.
-# The console, API and alerts suites run once more on PostgreSQL (TEST_DATABASE_URL;
-# Django's runner makes test_<name> and drops it), leaving out the tests that start their
-# own processes on their own SQLite files (those files, and tests marked own_database) and
-# the schema fuzz (no database question).
-PYTEST_WORKERS ?= 2
-PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
+# Four workers (pytest-xdist) on two cores, each test file whole on one of them: most tests
+# wait on a disk flush, a worker process, a JVM or a browser (two workers kept the cores
+# about half busy), and module fixtures start once.
+# The tests whose subject is the database run once more on PostgreSQL (TEST_DATABASE_URL;
+# Django's runner makes test_<name> and drops it): raw SQL and bulk writes under unique
+# constraints (monitoring), the alert delivery bookkeeping (one transaction per send, its
+# ordering found a PostgreSQL-only bug), case-insensitive names, role rules, login delays,
+# tokens, audit rows, JSON columns (resets, dead letters). Every other console test reads
+# and writes through the same ORM calls and runs on SQLite only.
 TEST_DATABASE_URL ?= postgres://root@127.0.0.1:5432/tidemark
-PG_SUITES = tests/console tests/api tests/alerts
-PG_LEFT_OUT = --ignore=tests/api/test_schema_fuzz.py --ignore=tests/console/test_serving.py \
-	--ignore=tests/console/test_tidemark_command.py --ignore=tests/console/test_without_spark.py \
-	--ignore=tests/console/test_private_redis.py --ignore=tests/console/test_packaging.py \
-	--ignore=tests/console/test_settings.py --ignore=tests/console/test_logging.py
+PG_TESTS = $(addprefix tests/monitoring/,test_downsample.py test_sampler.py test_topic_sizes.py \
+		test_big_topics.py test_big_topic_dead_queue.py test_current.py test_prometheus.py) \
+	$(addprefix tests/alerts/,test_delivery.py test_delivery_order.py test_idempotence.py \
+		test_task.py test_watchdog.py test_flap_damping.py test_for_duration.py test_email_flow.py) \
+	$(addprefix tests/security/,test_login_usernames.py test_login_delay.py \
+		test_login_lockouts.py test_password_change_throttle.py test_token_lifetime.py) \
+	$(addprefix tests/console/,test_users_page.py test_roles.py test_scoped_roles.py \
+		test_token_states.py test_account_totp.py test_audit.py test_audited_reads.py \
+		test_dlq_messages.py test_group_delete.py test_reset_undo_pages.py) \
+	tests/api/test_group_delete_dlq.py tests/api/test_commit_audit_api.py
 test: $(STAMP) browser promtool redis test-native
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not one_layout" tests/engine
-	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not own_database" $(PG_SUITES) $(PG_LEFT_OUT)
+	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not own_database" $(PG_TESTS)
 
 # The random sweeps of several processes and power losses (tests/faults/
 # test_durability_sweeps.py: restart after a SIGKILLed writer, a process joining a writer;
@@ -101,8 +107,7 @@ test-native: lint-native
 
 lint-native: cargo
 	$(CARGO) fmt --check
-	$(CARGO) clippy --quiet --all-targets -- -D warnings
-	$(CARGO) clippy --quiet --features python -- -D warnings
+	$(CARGO) clippy --quiet --all-targets --features python -- -D warnings
 
 lint: $(STAMP) lint-native
 	$(VENV)/bin/ruff check .

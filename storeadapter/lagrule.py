@@ -4,15 +4,12 @@ CLI, the sampler and so the alerts share.
 Lag counts from the committed offset (Kafka, Burrow): messages retention deleted before
 the group consumed them are still behind, and counted as lost to retention; the lag does
 not drop when retention takes them. A queue the group never committed on counts from
-its first offset (where a new consumer starts).
+its first offset (where a new consumer starts: the engine's ``group_position``).
 """
 
 from __future__ import annotations
 
-
-def group_position(committed: int | None, low: int) -> int:
-    """Where the group stands in a queue whose offsets run from ``low``."""
-    return low if committed is None else committed
+from storeadapter.engine import group_position
 
 
 def queue_lag(committed: int | None, low: int, high: int) -> int:

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 
-from storeadapter.engine import MessageStore, OffsetChange, OffsetConflictError, StoreError
-from storeadapter.reset_modes import MODE_NAMES, UNDO, is_relative
+from storeadapter.engine import MessageStore, OffsetChange, OffsetConflictError, group_position
+from storeadapter.reset_modes import UNDO, ResetError, is_relative, mode_named
 from storeadapter.reset_moves import Moves
 
 #: A plan lists every queue of a topic with at most this many queues; of a bigger topic
@@ -37,10 +37,6 @@ LISTED_QUEUES = 1000
 #: read and the commit (each try takes milliseconds; consumers commit every second).
 APPLY_ATTEMPTS = 20
 REASON_PREFIX = "reset:"
-
-
-class ResetError(StoreError):
-    """A reset cannot be previewed or applied; the sentence says why."""
 
 
 class ResetOutdatedError(ResetError):
@@ -239,43 +235,26 @@ def preview_reset(
     ``latest``, ``offset`` (``value``: queue → offset), ``time`` (``value``: ms since the
     epoch: the first message stored then or later), ``shift`` (``value``: ±N from the
     current position), ``group`` (``value``: another group, whose committed offsets to
-    take). Targets outside a queue's range are clamped to it, and the plan says so.
+    take); each mode's ``targets`` in that table says where it puts each queue. Targets
+    outside a queue's range are clamped to it, and the plan says so.
     Every queue's range and committed offset are read in one call each; of a topic with
     more than ``LISTED_QUEUES`` queues, only the listed queues' time spans are read.
     """
-    if mode not in MODE_NAMES:
-        raise ResetError(f"a reset mode is one of {', '.join(MODE_NAMES)}, not {mode!r}")
-    if mode in ("time", "shift") and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ResetError(f"a {mode} reset needs a whole number, not {value!r}")
-    named: dict[int, int] = {}
-    if mode == "offset":
-        named = _queue_offsets(store, topic, value)
-    elif mode == "group":
-        named = _group_offsets(store, group, topic, value)
+    spec = mode_named(mode)
+    targets = spec.targets(store, group, topic, value)
     ranges = store.queue_ranges(topic)
     committed_offsets = store.committed_offsets(group, topic)
     planner = _Planner(store, topic, len(ranges))
     for queue, (low, high) in enumerate(ranges):
         committed = committed_offsets.get((topic, queue))
-        current = low if committed is None else committed
-        if mode == "earliest":
-            wanted = low
-        elif mode == "latest":
-            wanted = high
-        elif mode == "time":
-            wanted = store.offset_for_time(topic, queue, value)
-            planner.past_newest += wanted >= high
-        elif mode == "shift":
-            wanted = current + value
-        elif queue in named:
-            wanted = named[queue]
-        else:  # not named: left as it is, committed or not
+        current = group_position(committed, low)
+        wanted = targets.at(queue, low, high, current)
+        if wanted is None:  # left as it is, committed or not
             planner.keep(queue, committed, current, low, high)
             continue
+        planner.past_newest += spec.counts_past_newest and wanted >= high
         planner.add(queue, committed, current, wanted, low, high)
-    if mode == "offset":
-        value = {str(q): o for q, o in named.items()}
-    return planner.plan(group, mode, value)
+    return planner.plan(group, mode, targets.value)
 
 
 def preview_undo(
@@ -295,10 +274,9 @@ def preview_undo(
     planner = _Planner(store, topic, len(ranges))
     for queue, (low, high) in enumerate(ranges):
         committed = committed_offsets.get((topic, queue))
-        current = low if committed is None else committed
+        current = group_position(committed, low)
         if queue in before:
-            old = before[queue]
-            planner.add(queue, committed, current, low if old is None else old, low, high)
+            planner.add(queue, committed, current, group_position(before[queue], low), low, high)
         else:
             planner.keep(queue, committed, current, low, high)
     return planner.plan(group, UNDO, reset_id)
@@ -351,7 +329,7 @@ def _as_previewed(
             outside.append(f"{queue} ({target} is outside {low}–{high})")
             continue
         offset = committed.get((plan.topic, queue))
-        if _moves(offset, low if offset is None else offset, target):
+        if _moves(offset, group_position(offset, low), target):
             targets[queue] = target
     if outside:
         shown = ", ".join(outside[:5]) + (
@@ -375,7 +353,7 @@ def _shifted(
     expected: dict[int, int | None] = {}
     for queue, (low, high) in enumerate(ranges):
         offset = committed.get((plan.topic, queue))
-        current = low if offset is None else offset
+        current = group_position(offset, low)
         target = min(max(current + shift, low), high)
         if _moves(offset, current, target):
             targets[queue] = target
@@ -479,36 +457,3 @@ def _with_span(store: MessageStore, topic: str, queue: QueueReset) -> QueueReset
 
 def _optional_int(value: object) -> int | None:
     return None if value is None else int(value)
-
-
-def _queue_offsets(store: MessageStore, topic: str, value: object) -> dict[int, int]:
-    if not isinstance(value, dict) or not value:
-        raise ResetError("an offset reset needs an offset for at least one queue")
-    queues = store.topic(topic).queues
-    offsets = {}
-    for queue, offset in value.items():
-        try:
-            queue_id = int(queue)
-        except (TypeError, ValueError):
-            raise ResetError(f"{queue!r} is not a queue id") from None
-        if not 0 <= queue_id < queues:
-            raise ResetError(f"topic {topic!r} has queues 0 to {queues - 1}; not {queue_id}")
-        if not isinstance(offset, int) or isinstance(offset, bool):
-            raise ResetError(f"the offset for queue {queue_id} must be a whole number")
-        offsets[queue_id] = offset
-    return offsets
-
-
-def _group_offsets(store: MessageStore, group: str, topic: str, source: object) -> dict[int, int]:
-    """The offsets group ``source`` committed on ``topic``, by queue."""
-    if not isinstance(source, str) or not source:
-        raise ResetError("a reset to another group's offsets needs that group's name")
-    if source == group:
-        raise ResetError("a group's offsets cannot be copied onto the same group")
-    store.topic(topic)  # TopicNotFoundError before the group's offsets are read
-    offsets = {
-        queue: offset for (_t, queue), offset in store.committed_offsets(source, topic).items()
-    }
-    if not offsets:
-        raise ResetError(f"group {source!r} has no committed offsets on {topic!r} to copy")
-    return offsets

@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from storeadapter.engine import StoreConfig
-from storeadapter.engine.errors import ConfigError
+from storeadapter.engine import ConfigError, StoreConfig
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from storeadapter.engine import MessageStore
-from storeadapter.engine.eventrecords import STREAM_PROPERTY
+from storeadapter.engine import STREAM_PROPERTY, MessageStore
 
 #: Events read at most for one listing.
 SCAN_LIMIT = 200_000

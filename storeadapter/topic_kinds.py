@@ -7,8 +7,7 @@ its consumers, and never created here (``check_new_topic_name`` refuses those na
 
 from __future__ import annotations
 
-from storeadapter.engine import MessageStore, TopicInfo
-from storeadapter.engine.names import DLQ_PREFIX, RETRY_PREFIX
+from storeadapter.engine import DLQ_PREFIX, RETRY_PREFIX, MessageStore, TopicInfo
 
 PLAIN = "plain"
 STREAM = "stream"

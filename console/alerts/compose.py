@@ -20,9 +20,9 @@ from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
+from console.alerts.channels import channel_of
 from console.alerts.evaluate import Notice
 from console.alerts.models import AlertEvent, ChannelLog, Notification
-from console.alerts.outbox import channel_key
 
 FIRING, RESOLVED = AlertEvent.FIRING, AlertEvent.RESOLVED
 
@@ -31,7 +31,7 @@ def _heard(row: Notification, subjects: set[str]) -> dict[str, bool]:
     """What the row's channel was last told of each subject: True firing, False resolved."""
     logs = ChannelLog.objects.filter(
         rule_id=row.rule_id,
-        channel_key=channel_key(row.channel, row.target),
+        channel_key=channel_of(row).key(row.target),
         subject__in=subjects,
     )
     return {log.subject: log.firing for log in logs}
@@ -75,7 +75,7 @@ def notice(row: Notification, now: datetime) -> Notice | None:
 
 def record_told(row: Notification, said: Notice, now: datetime) -> None:
     """After a delivery succeeded: what its channel now knows of each subject."""
-    key = channel_key(row.channel, row.target)
+    key = channel_of(row).key(row.target)
     told = [(e, True) for e in said.fired + said.still] + [(e, False) for e in said.resolved]
     for event, firing in told:
         values = {"firing": firing, "event": event, "told_at": now, "channel": row.channel}

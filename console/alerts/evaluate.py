@@ -44,6 +44,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from console.alerts import outbox
+from console.alerts.channels import CHANNELS
 from console.alerts.kinds import Inputs, Monitoring, Reading
 from console.alerts.models import AlertEvent, AlertRule, Notification, Silence
 from console.monitoring.metrics import GroupMetrics, StoreMetrics
@@ -385,25 +386,18 @@ def _plan(rule: AlertRule, now: datetime, silences: list[Silence]) -> Notice | N
 
 
 def _channels(rule: AlertRule) -> list[tuple[str, str]]:
-    """(channel, target) pairs: the rule's addresses and webhook. The built-in staleness
+    """(channel, target) pairs: the rule's targets on each channel. The built-in staleness
     rule without its own falls back to every other enabled rule's."""
-    pairs = []
-    if rule.recipient_list():
-        pairs.append((Notification.EMAIL, "\n".join(rule.recipient_list())))
-    if rule.webhook_url:
-        pairs.append((Notification.WEBHOOK, rule.webhook_url))
+    pairs = _targets([rule])
     if pairs or rule.kind != AlertRule.MONITORING_STALE:
         return pairs
-    addresses: list[str] = []
-    hooks: list[str] = []
-    for other in AlertRule.objects.filter(enabled=True).exclude(pk=rule.pk):
-        addresses += [a for a in other.recipient_list() if a not in addresses]
-        if other.webhook_url and other.webhook_url not in hooks:
-            hooks.append(other.webhook_url)
-    if addresses:
-        pairs.append((Notification.EMAIL, "\n".join(addresses)))
-    pairs += [(Notification.WEBHOOK, hook) for hook in hooks]
-    return pairs
+    return _targets(list(AlertRule.objects.filter(enabled=True).exclude(pk=rule.pk)))
+
+
+def _targets(rules: list[AlertRule]) -> list[tuple[str, str]]:
+    return [
+        (kind, target) for kind, channel in CHANNELS.items() for target in channel.targets(rules)
+    ]
 
 
 # ------------------------------------------------------------------------------ the whole

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from django.db.models import Count, Max, Min
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from console.alerts import evaluate, freshness, heartbeat
+from console.alerts import channels, evaluate, freshness, heartbeat
 from console.alerts.models import AlertEvent, AlertRule, Notification
 
-CHANNELS = [channel for channel, _ in Notification.CHANNELS]
+CHANNELS = list(channels.CHANNELS)
 STATES = [state for state, _ in Notification.STATES]
 
 

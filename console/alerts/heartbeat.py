@@ -18,6 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from console.alerts import freshness, notify
+from console.alerts.channels import post_json
 from console.alerts.models import Heartbeat
 from console.alerts.render import console_url, iso
 
@@ -79,7 +80,7 @@ def beat(now: datetime | None = None) -> str:
         return f"not sent: the monitoring is stale ({health.reason})"
     row = last_sent()
     try:
-        notify.post_json(url, payload(row.first_at if row else now))
+        post_json(url, payload(row.first_at if row else now))
     except Exception as error:
         raise HeartbeatFailed(f"the heartbeat was not taken: {notify.error_text(error)}") from None
     if not Heartbeat.objects.filter(name=NAME).update(ok_at=now):

@@ -1,10 +1,12 @@
-"""Deliver: send a queued notification to its channel (email or webhook), once per
-attempt, and record how it went. The ``send_notification`` task (tasks.py) calls
+"""Deliver: send a queued notification to its channel (console/alerts/channels.py), once
+per attempt, and record how it went. The ``send_notification`` task (tasks.py) calls
 ``attempt`` and retries a failure with backoff (``backoff_s``, at most 10 minutes apart).
 Each attempt sends what holds at that moment (console/alerts/compose.py), never the state
 of when it was queued; a newer notification of the same rule and channel supersedes it
 (console/alerts/outbox.py). While it tells of a subject firing it is retried for as long
 as it takes; otherwise, after ``TIDEMARK_ALERT_MAX_ATTEMPTS`` attempts, it is ``failed``.
+A failure its channel says is not worth retrying (a webhook's 4xx answer, as Alertmanager
+has it) is ``failed`` at once, firing or not.
 
 A notification's events are marked notified (``AlertEvent.last_notified_at``) only after a
 delivery succeeded: a mail server that refuses never makes the page say "notified". Each
@@ -15,18 +17,15 @@ and ``lost`` hands such rows (and pending ones whose retry never came) back.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import EmailMessage
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from console.alerts import compose, outbox, render
+from console.alerts import compose, outbox
+from console.alerts.channels import DeliveryFailed, channel_of
 from console.alerts.evaluate import Notice
 from console.alerts.models import AlertEvent, Notification
 
@@ -36,15 +35,6 @@ MAX_BACKOFF_S = 600.0
 #: A notification left sending or overdue this long is taken as lost and sent again.
 LOST_AFTER = timedelta(minutes=15)
 MAX_ERROR_CHARS = 1000
-
-
-class DeliveryFailed(Exception):
-    """An attempt failed: the notification stays pending for a retry, or, ``final``, it
-    had its last attempt and is ``failed``."""
-
-    def __init__(self, message: str, final: bool = False) -> None:
-        super().__init__(message)
-        self.final = final
 
 
 def max_attempts() -> int:
@@ -58,47 +48,10 @@ def backoff_s(failures: int) -> float:
     return min(MAX_BACKOFF_S, base * 2 ** max(0, failures - 1))
 
 
-def send_email(row: Notification) -> None:
-    payload = row.payload
-    message = EmailMessage(payload["subject"], payload["body"], to=list(payload["to"]))
-    message.send(fail_silently=False)  # the backend's timeout is EMAIL_TIMEOUT
-
-
-def post_json(url: str, body: dict) -> None:
-    """POST ``body`` as JSON; DeliveryFailed when the receiver answers an HTTP error."""
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "Tidemark-alerts"},
-    )
-    timeout = float(getattr(settings, "TIDEMARK_WEBHOOK_TIMEOUT_S", 10))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            response.read(4096)
-    except urllib.error.HTTPError as error:
-        raise DeliveryFailed(f"the webhook answered HTTP {error.code} {error.reason}") from None
-
-
-def send_webhook(row: Notification) -> None:
-    post_json(row.target, row.payload)
-
-
-CHANNELS = {Notification.EMAIL: send_email, Notification.WEBHOOK: send_webhook}
-
-
 def error_text(error: BaseException) -> str:
     if isinstance(error, DeliveryFailed):
         return str(error)[:MAX_ERROR_CHARS]
     return f"{type(error).__name__}: {error}"[:MAX_ERROR_CHARS]
-
-
-def _render(row: Notification, said: Notice) -> tuple[str, dict]:
-    """The headline and the payload that say ``said`` on the row's channel."""
-    subject, body = render.email(said)
-    if row.channel == Notification.EMAIL:
-        return subject, {"subject": subject, "body": body, "to": row.target.splitlines()}
-    return subject, render.webhook(said)
 
 
 def _sections(said: Notice) -> dict[str, list[int]]:
@@ -113,7 +66,9 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
     nothing new to say (both leave it ``superseded``). Raises DeliveryFailed when the
     attempt failed: it is then pending again, with the error and the time of its next
     attempt; ``final`` (``failed``) only after ``max_attempts()`` and only when it says
-    nothing of a subject firing now (a page is never dropped while its alert fires)."""
+    nothing of a subject firing now (a page is never dropped while its alert fires), or
+    at once when its channel says the failure is not worth retrying (the receiver refused
+    the request itself: sending it again would get the same answer)."""
     now = now or timezone.now()
     claimed = Notification.objects.filter(pk=notification_id, state=Notification.PENDING).update(
         state=Notification.SENDING, attempts=F("attempts") + 1, last_attempt_at=now
@@ -134,16 +89,20 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
             state=Notification.SUPERSEDED, next_attempt_at=None, last_error=why
         )
         return None
-    row.headline, row.payload = _render(row, said)
+    channel = channel_of(row)
+    row.headline, row.payload = channel.render(said, row.target)
     row.sections = _sections(said)
     Notification.objects.filter(pk=row.pk).update(
         headline=row.headline[:300], payload=row.payload, sections=row.sections
     )
     try:
-        CHANNELS[row.channel](row)
+        channel.send(row)
     except Exception as error:
         text = error_text(error)
         final = row.attempts >= max_attempts() and not (said.fired or said.still)
+        if not channel.worth_retrying(error):
+            text = f"{text}; not retried: sending it again would get the same answer"
+            final = True
         Notification.objects.filter(pk=row.pk, state=Notification.SENDING).update(
             state=Notification.FAILED if final else Notification.PENDING,
             last_error=text,

@@ -10,12 +10,11 @@ flush, never an old one).
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from console.alerts import render
+from console.alerts.channels import CHANNELS, channel_of
 from console.alerts.models import Notification
 
 if TYPE_CHECKING:
@@ -25,17 +24,10 @@ if TYPE_CHECKING:
 SECTIONS = ("fired", "resolved", "still", "unsilenced", "reminded")
 
 
-def channel_key(channel: str, target: str) -> str:
-    """One key per channel of a rule: its mail whoever is on the list, or one webhook URL."""
-    if channel == Notification.EMAIL:
-        return Notification.EMAIL
-    return hashlib.sha256(f"{channel}\x00{target}".encode()).hexdigest()
-
-
 def same_channel(row: Notification):
     """The notifications of ``row``'s rule and channel (by its key)."""
     rows = Notification.objects.filter(rule_id=row.rule_id, channel=row.channel)
-    if row.channel == Notification.WEBHOOK:
+    if channel_of(row).per_target:
         rows = rows.filter(target=row.target)
     return rows
 
@@ -89,19 +81,15 @@ def queue(notice: Notice, channels: list[tuple[str, str]]) -> list[Notification]
         "reminded": [e.pk for e in notice.reminded],
     }
     events = notice.fired + notice.resolved + notice.still
-    subject, body = render.email(notice)
     made = []
     for channel, target in channels:
-        if channel == Notification.EMAIL:
-            payload = {"subject": subject, "body": body, "to": target.splitlines()}
-        else:
-            payload = render.webhook(notice)
+        headline, payload = CHANNELS[channel].render(notice, target)
         row = Notification.objects.create(
             rule=notice.rule,
             rule_name=notice.rule.name,
             channel=channel,
             target=target,
-            headline=subject,
+            headline=headline,
             payload=payload,
             sections=sections,
             created_at=notice.now,

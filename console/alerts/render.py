@@ -101,6 +101,11 @@ def headline(notice: Notice) -> str:
     return f"STILL FIRING: {name} ({_subjects(len(notice.still))})"
 
 
+def subject(notice: Notice) -> str:
+    """The mail's subject line, which also heads a notification's row on every channel."""
+    return f"[Tidemark] {headline(notice)}"
+
+
 def email(notice: Notice) -> tuple[str, str]:
     """The mail's subject line and body."""
     rule = notice.rule
@@ -130,7 +135,7 @@ def email(notice: Notice) -> tuple[str, str]:
         )
     lines.append("Silenced subjects are left out of this mail.")
     lines.append(f"Events, rules and silences: {console_url()}")
-    return f"[Tidemark] {headline(notice)}", "\n".join(lines) + "\n"
+    return subject(notice), "\n".join(lines) + "\n"
 
 
 def iso(moment: datetime | None) -> str:

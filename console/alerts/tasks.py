@@ -10,7 +10,8 @@ runs never overlap; the evaluation is safe without it too.
 
 ``console.alerts.tasks.send_notification`` makes one delivery attempt
 (console/alerts/notify.py); a failure is retried by Celery with capped exponential backoff
-(for as long as the notification tells of something firing).
+(for as long as the notification tells of something firing), unless its channel says it
+is not worth retrying (console/alerts/channels.py).
 
 ``console.alerts.tasks.send_heartbeat`` POSTs the always-firing heartbeat
 (console/alerts/heartbeat.py) every ``TIDEMARK_HEARTBEAT_INTERVAL_S`` (beat entry

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from storeadapter.engine import StoreError
-from storeadapter.engine.cli import EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR
+from storeadapter.engine import EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR, StoreError, is_store
+from storeadapter.reset_modes import RESET_MODES, ResetMode
 
 #: A console user's roles refuse the command.
 EXIT_NOT_ALLOWED = 4
@@ -85,8 +85,6 @@ def _require(who: Any, kind: str, name: str, action: str) -> None:
 
 def _store_or_refuse():
     from django.conf import settings
-
-    from storeadapter.engine.verify import is_store
 
     path = settings.TIDEMARK_STORE_DIR
     if not is_store(path):
@@ -198,18 +196,42 @@ def _parse_offsets(text: str) -> dict[int, int]:
         raise StoreError("; ".join(error.messages)) from None
 
 
+#: How a flag's text becomes the value of each kind a mode takes (a shift's flag is read
+#: as a whole number by argparse itself).
+_FLAG_VALUES: dict[str, Callable[[Any], Any]] = {
+    "nothing": lambda given: None,
+    "offsets": _parse_offsets,
+    "time": _parse_time,
+    "shift": int,
+    "group": str,
+}
+
+
+def _flag_dest(mode: ResetMode) -> str:
+    return mode.cli_flag.lstrip("-").replace("-", "_")
+
+
+def _add_mode_flags(to: argparse._MutuallyExclusiveGroup) -> None:
+    """One flag per reset mode, as the modes' table names them."""
+    for mode in RESET_MODES:
+        if mode.takes == "nothing":
+            to.add_argument(mode.cli_flag, action="store_true", help=mode.cli_help)
+        else:
+            to.add_argument(
+                mode.cli_flag,
+                type=int if mode.takes == "shift" else str,
+                metavar=mode.cli_metavar,
+                help=mode.cli_help,
+            )
+
+
 def _mode(args: argparse.Namespace) -> tuple[str, Any]:
-    if args.to_earliest:
-        return "earliest", None
-    if args.to_latest:
-        return "latest", None
-    if args.to_offsets is not None:
-        return "offset", _parse_offsets(args.to_offsets)
-    if args.to_datetime is not None:
-        return "time", _parse_time(args.to_datetime)
-    if args.shift_by is not None:
-        return "shift", args.shift_by
-    return "group", args.from_group
+    """The mode whose flag was given, and its value."""
+    for mode in RESET_MODES:
+        given = getattr(args, _flag_dest(mode))
+        if given is not None and given is not False:
+            return mode.name, _FLAG_VALUES[mode.takes](given)
+    raise StoreError(f"choose a reset: one of {', '.join(m.cli_flag for m in RESET_MODES)}")
 
 
 def _reset(args: argparse.Namespace) -> int:
@@ -314,12 +336,7 @@ def add_commands(commands: argparse._SubParsersAction) -> dict[str, Callable]:
     reset.add_argument("--group", required=True)
     reset.add_argument("--topic", required=True)
     to = reset.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true")
-    to.add_argument("--to-latest", action="store_true")
-    to.add_argument("--to-offsets", metavar="Q=O,...", help="queue=offset pairs")
-    to.add_argument("--to-datetime", metavar="ISO8601", help="UTC unless a zone is given")
-    to.add_argument("--shift-by", type=int, metavar="N")
-    to.add_argument("--from-group", metavar="GROUP", help="take another group's offsets")
+    _add_mode_flags(to)
     apply = reset.add_mutually_exclusive_group()
     apply.add_argument("--dry-run", action="store_true", help="preview only (the default)")
     apply.add_argument("--execute", action="store_true", help="apply the reset")

@@ -21,19 +21,17 @@ from console.audit.log import record
 from console.audit.models import RedrivenLetter
 from console.operations import groups as operations
 from storeadapter.engine import (
-    MessageStore,
-    StoredMessage,
-    StoreError,
-    TopicNotFoundError,
-    dlq_topic,
-)
-from storeadapter.engine.consumer import (
     LAST_ERROR,
     ORIGIN_MESSAGE_ID,
     ORIGIN_QUEUE,
     ORIGIN_QUEUE_OFFSET,
     ORIGIN_TOPIC,
     RETRY_COUNT,
+    MessageStore,
+    StoredMessage,
+    StoreError,
+    TopicNotFoundError,
+    dlq_topic,
 )
 
 BODY_PREVIEW_CHARS = 80

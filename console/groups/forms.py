@@ -7,12 +7,11 @@ import re
 from django import forms
 
 from console.core.bounds import BoundedDateTimeField
-from storeadapter.engine.names import MAX_NAME_LENGTH
+from storeadapter.engine import MAX_NAME_LENGTH
 from storeadapter.reset_modes import MAX_NAMED_QUEUES, MAX_SHIFT, MODES_BY_NAME, RESET_MODES
 
 MODE_CHOICES = tuple((mode.name, mode.label) for mode in RESET_MODES)
-#: The form's field that carries each kind of value a mode takes.
-VALUE_FIELDS = {"offsets": "offsets", "time": "when", "shift": "shift", "group": "source"}
+#: What to say when the chosen mode's field (its ``form_field``) is left empty.
 _MISSING = {
     "offsets": "Give at least one queue=offset line.",
     "when": "Choose the point in time to reset to.",
@@ -70,7 +69,7 @@ class ResetForm(forms.Form):
     def value_field(self) -> str | None:
         """The field holding the chosen mode's value (None: the mode takes none)."""
         mode = MODES_BY_NAME.get(self.cleaned_data.get("mode", ""))
-        return None if mode is None else VALUE_FIELDS.get(mode.takes)
+        return None if mode is None else mode.form_field
 
     def reset_value(self) -> int | str | dict[int, int] | None:
         """The ``value`` for ``preview_reset`` in the chosen mode."""

@@ -19,8 +19,7 @@ from django import forms
 from django.utils import timezone
 
 from console.messages.time_queues import TimeSearchTooWide, time_queues
-from storeadapter.engine import MessageStore, StoreError
-from storeadapter.engine.message_id import parse_message_id
+from storeadapter.engine import MessageStore, StoreError, parse_message_id
 
 MODE_ID, MODE_KEY, MODE_RANGE, MODE_TIME = "id", "key", "range", "time"
 MODES: tuple[tuple[str, str], ...] = (

@@ -66,13 +66,18 @@ class KeyPage:
     """A page of a key search: newest first, without a total (the index is not counted)."""
 
     number: int
-    has_next: bool
+    more: bool
+    #: Unknown without a count: the pager says "Page N" and offers no "Last".
+    paginator = None
 
     def has_previous(self) -> bool:
         return self.number > 1
 
+    def has_next(self) -> bool:
+        return self.more
+
     def has_other_pages(self) -> bool:
-        return self.has_previous() or self.has_next
+        return self.has_previous() or self.has_next()
 
     def previous_page_number(self) -> int:
         return self.number - 1

@@ -67,9 +67,10 @@ from storeadapter.engine import (
     QueueNotFoundError,
     TopicInfo,
     TopicNotFoundError,
+    group_position,
 )
 from storeadapter.engine import clock as engine_clock
-from storeadapter.lagrule import group_position, lost_to_retention, queue_lag
+from storeadapter.lagrule import lost_to_retention, queue_lag
 from storeadapter.reset_history import ResetMove, reset_moves
 
 #: The expiry forecast reads a consume-queue entry per group and queue, and more where

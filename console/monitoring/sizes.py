@@ -32,8 +32,13 @@ from collections.abc import Callable
 from django.conf import settings
 
 from console.monitoring.models import TopicBytes
-from storeadapter.engine import MessageStore, QueueNotFoundError, TopicInfo, TopicNotFoundError
-from storeadapter.engine.reading import MAX_QUEUE_BYTES_ENTRIES
+from storeadapter.engine import (
+    MAX_QUEUE_BYTES_ENTRIES,
+    MessageStore,
+    QueueNotFoundError,
+    TopicInfo,
+    TopicNotFoundError,
+)
 
 DEFAULT_ENTRY_BUDGET = 1_000_000
 DEFAULT_EVERY_S = 60

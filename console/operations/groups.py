@@ -28,6 +28,7 @@ from storeadapter.engine import (
     StoreError,
     TopicNotFoundError,
     dlq_topic,
+    group_position,
     redrive_dlq,
 )
 from storeadapter.offset_reset import ResetPlan, apply_reset, reset_reason
@@ -131,8 +132,8 @@ def _moves_of(store: Any, topic: str, changes: list[OffsetChange]) -> Moves:
     firsts = store.queue_ranges(topic) if any(c.old is None for c in changes) else None
     moves = Moves()
     for change in sorted(changes, key=lambda c: c.queue):
-        position = firsts[change.queue][0] if change.old is None else change.old
-        moves.add(change.queue, change.old, position, change.new)
+        low = 0 if firsts is None else firsts[change.queue][0]  # read when never committed
+        moves.add(change.queue, change.old, group_position(change.old, low), change.new)
     return moves
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from storeadapter.engine.eventrecords import MAX_STREAM_ID_LENGTH
+from storeadapter.engine import MAX_STREAM_ID_LENGTH
 
 VIEWS: tuple[tuple[str, str], ...] = (("text", "Text"), ("json", "JSON"), ("hex", "Hex"))
 #: Every query-string name the form reads; any of them means "show the stream".

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from django import forms
 
-from storeadapter.engine.admin import MAX_QUEUES_PER_TOPIC as MAX_FILE_QUEUES
-from storeadapter.engine.admin import MAX_SHARED_QUEUES
-from storeadapter.engine.errors import InvalidNameError
-from storeadapter.engine.eventrecords import MAX_COMMAND_ID_LENGTH, MAX_STREAM_ID_LENGTH
-from storeadapter.engine.names import MAX_NAME_LENGTH, check_new_topic_name
+from storeadapter.engine import (
+    MAX_COMMAND_ID_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_SHARED_QUEUES,
+    MAX_STREAM_ID_LENGTH,
+    InvalidNameError,
+    check_new_topic_name,
+)
+from storeadapter.engine import MAX_QUEUES_PER_TOPIC as MAX_FILE_QUEUES
 from storeadapter.topic_kinds import CREATABLE_KINDS, PLAIN
 
 # The engine's limits (it checks them again and says so in its own words): a topic of

@@ -7,8 +7,23 @@ with MessageStore.open("var/store", StoreConfig(flush_mode="sync")) as store:
     store.get(result.message_id).body
 """
 
+# Public as modules: the engine's command line (the console's `tidemark` builds on its
+# parser), the clock and the file seam (tests replace their functions).
+from . import cli, clock, fileio
+from .admin import MAX_QUEUES_PER_TOPIC, MAX_SHARED_QUEUES
 from .config import StoreConfig
-from .consumer import Consumer, redrive_dlq
+from .consumer import Consumer
+from .deadletters import (
+    LAST_ERROR,
+    ORIGIN_MESSAGE_ID,
+    ORIGIN_QUEUE,
+    ORIGIN_QUEUE_OFFSET,
+    ORIGIN_TOPIC,
+    RETRY_AT_MS,
+    RETRY_COUNT,
+    RETRY_PROPERTIES,
+    redrive_dlq,
+)
 from .errors import (
     ConfigError,
     CorruptRecordError,
@@ -34,10 +49,21 @@ from .errors import (
     TopicNotFoundError,
     WrongExpectedVersionError,
 )
+from .eventrecords import MAX_COMMAND_ID_LENGTH, MAX_STREAM_ID_LENGTH, STREAM_PROPERTY
+from .exitcodes import EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR, EXIT_USAGE
 from .membership import MemberInfo, group_members
-from .metadata import TopicInfo
-from .names import dlq_topic, retry_topic
-from .offsets import OffsetChange
+from .message_id import parse_message_id
+from .metadata import TopicInfo, is_store
+from .names import (
+    DLQ_PREFIX,
+    MAX_NAME_LENGTH,
+    RETRY_PREFIX,
+    check_new_topic_name,
+    dlq_topic,
+    retry_topic,
+)
+from .offsets import OffsetChange, group_position
+from .reading import MAX_QUEUE_BYTES_ENTRIES
 from .results import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -55,9 +81,38 @@ from .results import (
 from .store import MessageStore
 
 __all__ = [
+    "DLQ_PREFIX",
+    "EXIT_CORRUPT",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_STORE_ERROR",
+    "EXIT_USAGE",
+    "LAST_ERROR",
+    "MAX_COMMAND_ID_LENGTH",
+    "MAX_NAME_LENGTH",
+    "MAX_QUEUE_BYTES_ENTRIES",
+    "MAX_QUEUES_PER_TOPIC",
+    "MAX_SHARED_QUEUES",
+    "MAX_STREAM_ID_LENGTH",
+    "ORIGIN_MESSAGE_ID",
+    "ORIGIN_QUEUE",
+    "ORIGIN_QUEUE_OFFSET",
+    "ORIGIN_TOPIC",
+    "RETRY_AT_MS",
+    "RETRY_COUNT",
+    "RETRY_PREFIX",
+    "RETRY_PROPERTIES",
+    "STREAM_PROPERTY",
+    "check_new_topic_name",
+    "cli",
+    "clock",
+    "fileio",
+    "is_store",
+    "parse_message_id",
     "Consumer",
     "MemberInfo",
     "group_members",
+    "group_position",
     "redrive_dlq",
     "STATUS_DUPLICATE",
     "STATUS_FLUSH_TIMEOUT",

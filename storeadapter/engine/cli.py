@@ -18,13 +18,14 @@ from pathlib import Path
 
 from .config import StoreConfig
 from .errors import StoreError
+from .exitcodes import EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR
+from .metadata import is_store
 from .names import check_new_topic_name
 from .results import Message, StoredMessage
 from .store import MessageStore
 from .verify import LABELS as VERIFY_LABELS
-from .verify import is_store, verify_store
+from .verify import verify_store
 
-EXIT_OK, EXIT_CORRUPT, EXIT_USAGE, EXIT_STORE_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: The only command that may create a store where there is none; the others refuse.
 CREATES_STORE = frozenset({"create-topic"})
 

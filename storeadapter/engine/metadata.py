@@ -285,3 +285,9 @@ class TopicTable:
         fileio.write_atomic(self.path, _dump_checked(data))
         self.topics.clear()
         self.topics.update(topics)
+
+
+def is_store(path: Path) -> bool:
+    """Whether ``path`` is a Tidemark store (its store.json, or the commit log of one
+    whose store.json was lost)."""
+    return path.is_dir() and ((path / "store.json").is_file() or (path / "commitlog").is_dir())

@@ -67,6 +67,13 @@ class OffsetChange(NamedTuple):
     reason: str
 
 
+def group_position(committed: int | None, low: int) -> int:
+    """Where a group stands in a queue whose offsets run from ``low``: its committed
+    offset (the next message it consumes), or ``low`` where it never committed (where a
+    new consumer starts)."""
+    return low if committed is None else committed
+
+
 class ChangeLog:
     """One group's latest changes (at most HISTORY_PER_GROUP), oldest first.
 

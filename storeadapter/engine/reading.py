@@ -20,6 +20,7 @@ from .errors import (
     StoreError,
 )
 from .message_id import parse_message_id
+from .offsets import group_position
 from .queuebase import ENTRY, ENTRY_SIZE
 from .record import encode_tag, normalize_keys
 from .results import QueueBytes, ReadResult, StoredMessage
@@ -262,8 +263,9 @@ class Reading:
         if not isinstance(timeout_s, (int, float)) or isinstance(timeout_s, bool):
             raise StoreError(f"timeout_s is a number of seconds, not {timeout_s!r}")
         if offset is None:
-            committed = self.committed_offset(group, topic, queue)
-            offset = consume_queue.min_offset if committed is None else committed
+            offset = group_position(
+                self.committed_offset(group, topic, queue), consume_queue.min_offset
+            )
         elif not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise OffsetOutOfRangeError(f"a queue offset is an integer ≥ 0, not {offset!r}")
         deadline = time.monotonic() + max(0.0, timeout_s)

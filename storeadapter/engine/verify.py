@@ -25,7 +25,7 @@ from .checks.problems import DAMAGE, Findings, Problem, Progress
 from .checks.queue_files import check_files_topic
 from .checks.shared_blocks import check_shared_topic
 from .errors import StoreError
-from .metadata import LAYOUT_SHARED
+from .metadata import LAYOUT_SHARED, is_store
 from .results import Corruption
 
 #: What each kind of file is called in the summary.
@@ -111,10 +111,6 @@ def _counted(name: str, value: int) -> str:
     elif value == 1 and name.endswith("s"):
         name = name[:-1]
     return f"{value:,} {name}"
-
-
-def is_store(path: Path) -> bool:
-    return path.is_dir() and ((path / "store.json").is_file() or (path / "commitlog").is_dir())
 
 
 def verify_store(store: Path, progress: Progress | None = None) -> StoreReport:

@@ -13,6 +13,8 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from console.alerts import compose, notify
+from console.alerts.channels import CHANNELS
+from console.alerts.evaluate import evaluate as decide
 from console.alerts.models import AlertEvent, AlertRule, Notification
 from tests.alerts.alerttools import at, evaluate, group, make_rule
 
@@ -145,14 +147,15 @@ def test_a_firing_is_retried_past_the_last_attempt(settings, smtp):
 
 
 class Receiver(BaseHTTPRequestHandler):
-    """Answers 503 while ``failures`` last, then 200; keeps every body it took."""
+    """Answers ``status`` (503) while ``failures`` last, then 200; keeps every body it took."""
 
     failures = 1
+    status = 503
     bodies: list[dict] = []
 
     def do_POST(self):  # noqa: N802 - http.server's name
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        status = 503 if Receiver.failures > 0 else 200
+        status = Receiver.status if Receiver.failures > 0 else 200
         if Receiver.failures > 0:
             Receiver.failures -= 1
         else:
@@ -166,7 +169,7 @@ class Receiver(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def webhook():
-    Receiver.failures, Receiver.bodies = 1, []
+    Receiver.failures, Receiver.status, Receiver.bodies = 1, 503, []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -218,3 +221,55 @@ def test_a_resolution_reaches_the_webhook_with_its_end(webhook):
     resolved = Receiver.bodies[1]
     assert resolved["status"] == "resolved"
     assert resolved["alerts"][0]["endsAt"] == "2026-03-01T12:00:30Z"
+
+
+def _first_attempt_at_a_webhook(url: str) -> pytest.ExceptionInfo:
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag", recipients="", webhook_url=url)
+    changes = decide(LAGGING, None, at(0))
+    with pytest.raises(notify.DeliveryFailed) as failure:
+        notify.attempt(changes.notifications[0], at(0))
+    return failure
+
+
+@pytest.mark.parametrize(("status", "reason"), [(400, "Bad Request"), (404, "Not Found")])
+def test_a_webhook_answering_4xx_is_not_retried_even_while_firing(webhook, status, reason):
+    """As Alertmanager: a 4xx refuses the request itself; sending it again gets the same
+    answer."""
+    Receiver.status = status
+
+    failure = _first_attempt_at_a_webhook(webhook)
+
+    assert failure.value.final
+    row = Notification.objects.get()
+    assert (row.state, row.attempts, row.next_attempt_at) == (Notification.FAILED, 1, None)
+    assert row.last_error == (
+        f"the webhook answered HTTP {status} {reason}; not retried: sending it again would "
+        "get the same answer"
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "reason"), [(500, "Internal Server Error"), (502, "Bad Gateway")]
+)
+def test_a_webhook_answering_5xx_is_retried(webhook, status, reason):
+    Receiver.status = status
+
+    failure = _first_attempt_at_a_webhook(webhook)
+
+    assert not failure.value.final
+    row = Notification.objects.get()
+    assert (row.state, row.next_attempt_at) == (Notification.PENDING, at(notify.backoff_s(1)))
+    assert row.last_error == f"the webhook answered HTTP {status} {reason}"
+
+
+def test_a_webhook_that_cannot_be_reached_is_retried():
+    failure = _first_attempt_at_a_webhook(f"http://127.0.0.1:{free_port()}/hook")
+
+    assert not failure.value.final
+    row = Notification.objects.get()
+    assert (row.state, row.next_attempt_at) == (Notification.PENDING, at(notify.backoff_s(1)))
+    assert row.last_error.startswith("URLError: ") and "refused" in row.last_error
+
+
+def test_every_kind_of_notification_has_its_channel():
+    assert list(CHANNELS) == [kind for kind, _ in Notification.CHANNELS]

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from console.alerts import notify
+from console.alerts import channels
 from console.alerts.models import AlertEvent, AlertRule, Notification
 from tests.alerts.alerttools import (
     RECIPIENT,
@@ -226,10 +226,10 @@ def test_every_recipient_is_mailed(mailoutbox):
 
 
 def test_a_failing_mail_server_does_not_stop_the_evaluation(rule, mailoutbox, monkeypatch):
-    def refuse(notification):
+    def refuse(channel, notification):
         raise OSError("connection refused")
 
-    monkeypatch.setitem(notify.CHANNELS, Notification.EMAIL, refuse)
+    monkeypatch.setattr(channels.Email, "send", refuse)
     changes = evaluate(LAGGING, None, at(0))
     assert len(changes.notifications) == 1
     event = AlertEvent.objects.get()

@@ -8,7 +8,7 @@ import pytest
 
 from console.audit.models import AuditEntry
 from storeadapter.engine import TopicNotFoundError
-from tests.console.dlqworld import DLQ, dies, orders_bodies, poison_world
+from tests.worlds import DLQ, dies, orders_bodies, poison_world
 
 pytestmark = pytest.mark.django_db
 

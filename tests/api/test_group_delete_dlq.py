@@ -6,20 +6,15 @@ from __future__ import annotations
 import pytest
 
 from console.audit.models import AuditEntry
-from storeadapter.engine import dlq_topic
+from tests.worlds import DLQ, billing_before_dead_letters, dead_letter
 
 pytestmark = pytest.mark.django_db
-
-DLQ = dlq_topic("billing")
 
 
 @pytest.fixture
 def billing(store):
-    store.create_topic("orders", queues=1)
-    store.append("orders", b"m", queue=0)
-    store.commit_offset("billing", "orders", 0, 1)
-    store.create_topic(DLQ, 1)
-    store.append(DLQ, b"dead", queue=0)
+    billing_before_dead_letters(store).create_topic(DLQ, 1)
+    dead_letter(store, 0)
     return store
 
 

@@ -6,40 +6,20 @@ import pytest
 
 from console.audit.models import AuditEntry
 from console.groups.dlq import MAX_REDRIVE_IDS
-from storeadapter.engine import dlq_topic
 from tests.api.apitools import error_of, expected_status
+from tests.worlds import DLQ, billing_before_dead_letters, dead_letter, orders_bodies
 
 pytestmark = pytest.mark.django_db
 
 CLIENTS = ("anonymous", "nobody", "viewer", "operator", "admin")
 DLQ_URL = "/api/v1/groups/billing/dlq/"
 REDRIVE = "/api/v1/groups/billing/dlq/redrive/"
-DLQ = dlq_topic("billing")
-
-
-def dead_letter(store, origin_offset: int, body: bytes = b"dead") -> str:
-    return store.append(
-        DLQ,
-        body,
-        key="k1",
-        properties={
-            "ORIGIN_TOPIC": "orders",
-            "ORIGIN_QUEUE": "0",
-            "ORIGIN_QUEUE_OFFSET": str(origin_offset),
-            "ORIGIN_MESSAGE_ID": "0" * 24,
-            "RETRY_COUNT": "3",
-            "LAST_ERROR": "ValueError: bad total",
-        },
-    ).message_id
 
 
 @pytest.fixture
 def billing(store):
     """Group `billing` on `orders` (1 queue, 1 message), no dead letters yet."""
-    store.create_topic("orders", 1)
-    store.append("orders", b"first")
-    store.commit_offset("billing", "orders", 0, 1)
-    return store
+    return billing_before_dead_letters(store)
 
 
 @pytest.fixture
@@ -51,10 +31,6 @@ def letters(billing):
 
 def post(client, url, data=None):
     return client.post(url, data, format="json")
-
-
-def orders_bodies(store) -> list[bytes]:
-    return [m.body for m in store.read("orders", 0, 0, 100)]
 
 
 # Roles

@@ -7,12 +7,15 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from console.api import converters  # noqa: F401  (registers <name:...> before the views load)
+from console.api.views.resets import PREVIEW_REQUESTS
 from console.audit.models import AuditEntry
 from console.groups.models import PREVIEW_LIFETIME, AppliedReset, ResetPreview
 from storeadapter.engine.membership import heartbeat
 from storeadapter.offset_reset import LISTED_QUEUES, ResetPlan
-from storeadapter.reset_modes import MAX_TIME_MS
+from storeadapter.reset_modes import MAX_TIME_MS, RESET_MODES
 from tests.api.apitools import error_of, expected_status
+from tests.worlds import billing_on_orders
 
 pytestmark = pytest.mark.django_db
 
@@ -27,13 +30,7 @@ def undo_url(reset_id: int) -> str:
 @pytest.fixture
 def billing(store):
     """Group `billing` on `orders` (2 queues of 5 messages): at 2 on queue 0, 5 on queue 1."""
-    store.create_topic("orders", 2)
-    for queue in (0, 1):
-        for n in range(5):
-            store.append("orders", f"m{n}".encode(), queue=queue)
-    store.commit_offset("billing", "orders", 0, 2)
-    store.commit_offset("billing", "orders", 1, 5)
-    return store
+    return billing_on_orders(store, committed=(2, 5))
 
 
 def post(client, url, data=None):
@@ -87,6 +84,13 @@ def test_undoing_needs_operator(clients, as_admin, billing, who):
 
 
 # Preview
+
+
+def test_each_mode_s_preview_request_has_its_value_field():
+    for mode in RESET_MODES:
+        fields = set(PREVIEW_REQUESTS[mode.name]().fields)
+        value = set() if mode.api_field is None else {mode.api_field}
+        assert fields == {"topic", "mode", "dry_run", *value}
 
 
 def test_a_preview_says_per_queue_what_would_happen_and_is_saved(as_operator, billing):

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.worlds import billing_on_orders
+
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 CHROMIUM = "/usr/bin/chromium"
@@ -113,13 +115,7 @@ def store(settings, tmp_path, live_server):
 @pytest.fixture
 def billing(store):
     """Group `billing` on topic `orders` (2 queues of 5 messages): committed 3 and 4."""
-    store.create_topic("orders", 2)
-    for queue in (0, 1):
-        for n in range(5):
-            store.append("orders", f"m{n}".encode(), queue=queue)
-    store.commit_offset("billing", "orders", 0, 3)
-    store.commit_offset("billing", "orders", 1, 4)
-    return store
+    return billing_on_orders(store)
 
 
 @pytest.fixture(autouse=True)

@@ -37,7 +37,7 @@ def test_redrive_all_asks_for_confirmation(page: Page, url, log_in, operator, bi
 def test_a_message_redriven_and_dead_again_is_one_row_marked_redriven(
     page: Page, url, log_in, operator, store
 ):
-    from tests.console.dlqworld import dies, poison_world
+    from tests.worlds import dies, poison_world
 
     poison = poison_world(store)
     log_in(operator)

@@ -26,7 +26,7 @@ PAGES = [
 
 def test_no_page_is_wider_than_a_phone(page: Page, url, log_in, admin, billing):
     from console.accounts.models import ApiToken
-    from tests.console.dlqworld import DLQ
+    from tests.worlds import DLQ
 
     billing.create_topic(DLQ, 1)
     billing.append(DLQ, b"dead", properties={"ORIGIN_TOPIC": "orders", "LAST_ERROR": "x" * 200})

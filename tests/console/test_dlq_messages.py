@@ -13,7 +13,7 @@ import re
 import pytest
 
 from console.audit.models import AuditEntry
-from tests.console.dlqworld import DLQ, dies, orders_bodies, poison_world
+from tests.worlds import DLQ, dies, orders_bodies, poison_world
 
 pytestmark = [pytest.mark.django_db]
 

@@ -5,48 +5,24 @@ import html
 import pytest
 
 from console.audit.models import AuditEntry
-from storeadapter.engine import dlq_topic
+from tests.worlds import DLQ, billing_before_dead_letters, dead_letter, orders_bodies
 
 pytestmark = [pytest.mark.django_db]
 
 URL = "/groups/billing/dlq/"
-DLQ = dlq_topic("billing")
-
-
-def dead_letter(store, origin_queue: int, origin_offset: int, body: bytes) -> str:
-    return store.append(
-        DLQ,
-        body,
-        key="k1",
-        properties={
-            "ORIGIN_TOPIC": "orders",
-            "ORIGIN_QUEUE": str(origin_queue),
-            "ORIGIN_QUEUE_OFFSET": str(origin_offset),
-            "ORIGIN_MESSAGE_ID": "X",
-            "RETRY_COUNT": "3",
-            "LAST_ERROR": "ValueError: bad total",
-        },
-    ).message_id
 
 
 @pytest.fixture
 def billing(store):
     """Group `billing` on `orders` (1 queue), no dead letters yet."""
-    store.create_topic("orders", 1)
-    store.append("orders", b"first")
-    store.commit_offset("billing", "orders", 0, 1)
-    return store
+    return billing_before_dead_letters(store)
 
 
 @pytest.fixture
 def letters(billing):
     """Three dead letters of `billing`; returns their ids."""
     billing.create_topic(DLQ, 1)
-    return [dead_letter(billing, 0, n, f"dead-{n}".encode()) for n in range(3)]
-
-
-def orders_bodies(store) -> list[bytes]:
-    return [m.body for m in store.read("orders", 0, 0, 100)]
+    return [dead_letter(billing, n, f"dead-{n}".encode(), origin_id="X") for n in range(3)]
 
 
 def flashes(response) -> list[str]:
@@ -95,7 +71,7 @@ def test_lists_the_dead_letters_with_origin_error_and_tries(as_viewer, letters):
 def test_the_dead_letters_are_paged_by_50(as_viewer, billing):
     billing.create_topic(DLQ, 2)
     for n in range(53):
-        dead_letter(billing, 0, n, b"x")
+        dead_letter(billing, n, b"x", origin_id="X")
 
     first = as_viewer.get(URL)
     second = as_viewer.get(URL, {"page": 2})

@@ -6,6 +6,7 @@ import pytest
 
 from storeadapter.engine.membership import heartbeat
 from storeadapter.offset_reset import apply_reset, preview_reset, reset_reason
+from tests.worlds import billing_on_orders
 
 pytestmark = [pytest.mark.django_db]
 
@@ -15,13 +16,7 @@ URL = "/groups/billing/"
 @pytest.fixture
 def billing(store):
     """Group `billing` on topic `orders` (2 queues of 5 messages): at 2 on queue 0, 5 on 1."""
-    store.create_topic("orders", 2)
-    for queue in (0, 1):
-        for n in range(5):
-            store.append("orders", f"m{n}".encode(), queue=queue)
-    store.commit_offset("billing", "orders", 0, 2, who="worker-1")
-    store.commit_offset("billing", "orders", 1, 5, who="worker-2")
-    return store
+    return billing_on_orders(store, committed=(2, 5), who=("worker-1", "worker-2"))
 
 
 def text(response) -> str:

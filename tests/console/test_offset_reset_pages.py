@@ -6,9 +6,11 @@ import pytest
 from django.utils import timezone
 
 from console.audit.models import AuditEntry
+from console.groups.forms import ResetForm
 from console.groups.models import PREVIEW_LIFETIME, AppliedReset, ResetPreview
 from storeadapter.engine.membership import heartbeat
 from storeadapter.offset_reset import LISTED_QUEUES, ResetPlan
+from storeadapter.reset_modes import RESET_MODES
 from tests.console.resetpages import committed, flashes, text
 
 pytestmark = [pytest.mark.django_db]
@@ -32,6 +34,14 @@ def apply(client, response, **kwargs):
 
 
 # Preview
+
+
+def test_every_mode_s_value_has_its_field_on_the_form():
+    fields = ResetForm(topics=["orders"]).fields
+
+    for mode in RESET_MODES:
+        assert mode.form_field is None or mode.form_field in fields
+    assert {m.form_field for m in RESET_MODES} - {None} == {"offsets", "when", "shift", "source"}
 
 
 def test_preview_earliest_shows_the_messages_consumed_again(as_operator, billing):

@@ -84,6 +84,36 @@ def test_groups_lists_the_group_with_its_lag(home):
     assert result.stdout.split("\n")[1].split()[:3] == ["billing", "orders", "2"]
 
 
+@pytest.mark.parametrize(
+    ("group", "flag", "targets"),
+    [
+        ("billing", ["--to-latest"], [[0, 3, 5]]),
+        ("billing", ["--to-offsets", "0=1"], [[0, 3, 1]]),
+        ("billing", ["--to-datetime", "9999-01-01T00:00:00Z"], [[0, 3, 5]]),
+        ("billing", ["--shift-by", "1"], [[0, 3, 4]]),
+        ("copier", ["--from-group", "billing"], [[0, 0, 3]]),
+    ],
+)
+def test_each_mode_s_flag_previews_that_mode(home, group, flag, targets):
+    """Each mode's flag previews its targets (billing still at 3 on queue 0: these run
+    before the reset below is applied); a dry run changes nothing."""
+    result = tidemark(home, "reset-offsets", "--group", group, "--topic", "orders", *flag, "--json")
+
+    assert result.returncode == 0, result.stderr
+    preview = json.loads(result.stdout)
+    assert preview["dry_run"] is True
+    assert [row[:3] for row in preview["queues"]] == targets
+
+
+def test_a_reset_to_bad_offsets_is_one_sentence(home):
+    result = tidemark(
+        home, "reset-offsets", "--group", "billing", "--topic", "orders", "--to-offsets", "0=x"
+    )
+
+    assert result.returncode == 3
+    assert result.stderr == ("error: Line 1 (0=x) is not queue=offset with whole numbers ≥ 0.\n")
+
+
 def test_a_reset_is_a_dry_run_unless_executed_then_undoable_and_audited(home):
     preview = tidemark(
         home, "reset-offsets", "--group", "billing", "--topic", "orders", "--to-earliest"

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import MessageNotFoundError, MessageStore, dlq_topic, retry_topic
-from storeadapter.engine.consumer import (
+from storeadapter.engine import (
     LAST_ERROR,
     ORIGIN_MESSAGE_ID,
     ORIGIN_QUEUE,
@@ -25,7 +24,11 @@ from storeadapter.engine.consumer import (
     RETRY_COUNT,
     RETRY_PROPERTIES,
     Consumer,
+    MessageNotFoundError,
+    MessageStore,
+    dlq_topic,
     redrive_dlq,
+    retry_topic,
 )
 from storeadapter.engine.membership import group_members
 from tests.engine.storetools import read_all

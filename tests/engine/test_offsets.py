@@ -10,6 +10,7 @@ from storeadapter.engine import (
     OffsetOutOfRangeError,
     QueueNotFoundError,
     TopicNotFoundError,
+    group_position,
 )
 from storeadapter.engine.offsets import OffsetStore
 from tests.engine.storetools import simulate_crash
@@ -32,6 +33,16 @@ def test_commit_then_committed_round_trip(filled):
     assert filled.committed_offset("g", "t", 0) == 3
     assert filled.committed_offset("g", "t", 1) is None
     assert filled.committed_offset("other", "t", 0) is None
+
+
+def test_a_group_stands_at_its_committed_offset(filled):
+    filled.commit_offset("g", "t", 0, 3)
+
+    assert group_position(filled.committed_offset("g", "t", 0), low=0) == 3
+
+
+def test_a_group_stands_at_the_first_offset_of_a_queue_it_never_committed_on(filled):
+    assert group_position(filled.committed_offset("g", "t", 1), low=2) == 2
 
 
 def test_commit_returns_the_change(filled):

@@ -71,6 +71,7 @@ from storeadapter.engine import (
     AppendResult,
     CorruptRecordError,
     Message,
+    group_position,
 )
 
 #: The longest a pull waits for messages, in seconds.
@@ -390,8 +391,7 @@ class QueueMessages(APIView):
         start = query.get("offset")
         group = query.get("group") or ""
         if start is None:
-            committed = store.committed_offset(group, topic, queue)
-            start = low if committed is None else committed
+            start = group_position(store.committed_offset(group, topic, queue), low)
         elif start > high:
             raise ApiError(
                 400,

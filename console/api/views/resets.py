@@ -20,6 +20,7 @@ validated by serializers built from the modes' table, which also give the schema
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.urls import path
@@ -62,6 +63,7 @@ from storeadapter.reset_modes import (
     MAX_SHIFT,
     MAX_TIME_MS,
     MODE_NAMES,
+    MODES_BY_NAME,
     RESET_MODES,
     UNDO,
     ResetMode,
@@ -118,25 +120,29 @@ class QueueOffsetsField(serializers.DictField):
         return super().to_internal_value(data)
 
 
+#: The request field for each kind of value a mode takes (named by the mode's
+#: ``api_field``).
+_VALUE_FIELDS: dict[str, Callable[[], serializers.Field]] = {
+    "offsets": lambda: QueueOffsetsField(help_text='{"<queue>": offset}; other queues stay.'),
+    "time": lambda: serializers.IntegerField(
+        min_value=0, max_value=MAX_TIME_MS, help_text="Milliseconds since the epoch."
+    ),
+    "shift": lambda: serializers.IntegerField(
+        min_value=-MAX_SHIFT,
+        max_value=MAX_SHIFT,
+        help_text="Negative: consume again; positive: skip.",
+    ),
+    "group": lambda: serializers.RegexField(
+        PATH_NAME_PATTERN, max_length=127, help_text="The group whose offsets to take."
+    ),
+}
+
+
 def _value_field(mode: ResetMode) -> tuple[str, serializers.Field] | None:
     """The request field that carries the mode's value, if it takes one."""
-    if mode.takes == "offsets":
-        return "offsets", QueueOffsetsField(help_text='{"<queue>": offset}; other queues stay.')
-    if mode.takes == "time":
-        return "value", serializers.IntegerField(
-            min_value=0, max_value=MAX_TIME_MS, help_text="Milliseconds since the epoch."
-        )
-    if mode.takes == "shift":
-        return "value", serializers.IntegerField(
-            min_value=-MAX_SHIFT,
-            max_value=MAX_SHIFT,
-            help_text="Negative: consume again; positive: skip.",
-        )
-    if mode.takes == "group":
-        return "source", serializers.RegexField(
-            PATH_NAME_PATTERN, max_length=127, help_text="The group whose offsets to take."
-        )
-    return None
+    if mode.api_field is None:
+        return None
+    return mode.api_field, _VALUE_FIELDS[mode.takes]()
 
 
 def _preview_request(mode: ResetMode) -> type[StrictSerializer]:
@@ -425,9 +431,9 @@ def _preview_again(group: str, token: str) -> dict:
     if plan.mode == UNDO:
         return {"path": f"/api/v1/groups/{group}/resets/{plan.value}/undo/", "body": {}}
     body: dict[str, Any] = {"topic": plan.topic, "mode": plan.mode}
-    value = _value_field(next(m for m in RESET_MODES if m.name == plan.mode))
-    if value is not None:
-        body[value[0]] = plan.value
+    field = MODES_BY_NAME[plan.mode].api_field
+    if field is not None:
+        body[field] = plan.value
     return {"path": f"/api/v1/groups/{group}/reset/", "body": body}
 
 
@@ -481,7 +487,8 @@ class GroupReset(APIView):
                 f"Group {group!r} has no offsets on topic {topic!r}, so there is nothing to "
                 f"reset there; its topics: {', '.join(topics) or 'none'}.",
             )
-        value: Any = data.get("value", data.get("source"))
+        field = MODES_BY_NAME[data["mode"]].api_field
+        value: Any = None if field is None else data[field]
         if data["mode"] == "offset":
             value = {int(queue): offset for queue, offset in data["offsets"].items()}
             missing = sorted(queue for queue in value if queue >= info.queues)

@@ -37,10 +37,13 @@ from console.monitoring import scale
 from console.operations import topics as operations
 from console.topics.listing import DEFAULT_SORT, PAGE_SORTS, ListedTopic, search_and_sort
 from console.topics.rates import topic_produce_rates, topic_sizes
-from storeadapter.engine import QueueNotFoundError
-from storeadapter.engine.admin import MAX_SHARED_QUEUES
-from storeadapter.engine.errors import InvalidNameError
-from storeadapter.engine.names import MAX_NAME_LENGTH, check_new_topic_name
+from storeadapter.engine import (
+    MAX_NAME_LENGTH,
+    MAX_SHARED_QUEUES,
+    InvalidNameError,
+    QueueNotFoundError,
+    check_new_topic_name,
+)
 from storeadapter.summaries import QueueRow, QueueRowList, queue_rows, topic_summaries
 from storeadapter.topic_kinds import CREATABLE_KIND_NAMES, KIND_LABELS, PLAIN, kind_of
 
