@@ -179,7 +179,7 @@ PROPERTY_NAMES = "A property name is not empty, and is UTF-8 text."
 def _property_names(properties: Any) -> str | None:
     for name in properties if isinstance(properties, dict) else ():
         if not name:
-            return "A property name is empty."
+            return ""  # the rule's sentence says it
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
