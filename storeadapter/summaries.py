@@ -11,7 +11,7 @@ the garbage collector per request).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -217,11 +217,15 @@ class StoreTotals:
     messages: int
 
 
-def store_totals(store: MessageStore, figures: Figures = LIVE) -> StoreTotals:
+def store_totals(
+    store: MessageStore, figures: Figures = LIVE, only: Callable[[str], bool] | None = None
+) -> StoreTotals:
     """How many topics, queues and messages the store holds (no per-queue detail); a big
-    topic's messages as last sampled."""
+    topic's messages as last sampled. With ``only``, of the topics it takes alone."""
     topics = queues = messages = 0
     for info in store.topics():
+        if only is not None and not only(info.name):
+            continue
         if figures.is_big(info):
             sampled = figures.topic(info.name)
             topics += 1

@@ -21,7 +21,9 @@ admin (everything, and the console-wide features: users, roles, alert rules). An
 group is a scoped role: it holds ``RoleRule`` rows, edited by an admin on /accounts/roles/
 or through ``/api/v1/roles/``. A user gets the union of their roles' rules (an SSO login
 only has to put the user in groups). A user in a scoped role only sees the console as a
-viewer where no topic or group is concerned (dashboard totals, storage, alerts, tasks).
+viewer where no topic or group is concerned (the store's health: disk use, flushes,
+recovery; tasks); the store's totals, the retention report and the alerts count and show
+only the topics and groups the user may view (``viewable``).
 
 A group's own topics (``%RETRY%<group>``, ``%DLQ%<group>``) may also be viewed and read by
 whoever may view and read the group.
@@ -37,7 +39,7 @@ from the URL, the query string or the posted form or JSON). Pages are checked by
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -232,6 +234,15 @@ class Permissions:
         """Whether a rule lets the user view every topic (or group): a list needs no
         filtering."""
         return any(g.kind == kind and g.pattern == "*" and VIEW in g.actions for g in self.grants)
+
+
+def viewable(user: Any, kind: str) -> Callable[[str], bool] | None:
+    """None when the user may view every topic (or group); else whether they may view the
+    one named: what store-wide totals count for a scoped role."""
+    permissions = permissions_of(user)
+    if permissions.unscoped(kind):
+        return None
+    return lambda name: permissions.allows(kind, name, VIEW)
 
 
 def visible_topics(user: Any, infos: list) -> list:
@@ -446,6 +457,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-messages": {"GET": on(TOPIC, READ, "topic", "query")},
     "api-messages-export": {"GET": on(TOPIC, READ, "topic", "query")},
     "api-message": {"GET": V},  # the view checks the message's topic
+    "api-message-consumption": {"GET": V},  # the view checks the message's topic
     "api-groups": {"GET": V},
     "api-group": {"GET": on(GROUP, VIEW), "DELETE": on(GROUP, MANAGE)},
     "api-group-reset": {"POST": on(GROUP, RESET)},

@@ -28,6 +28,14 @@ class RoleError(Exception):
     """A change to a role that cannot be made, with a sentence saying why."""
 
 
+class NoSuchRoleThing(RoleError):
+    """What the change names (a user, a role, a rule) does not exist."""
+
+
+class BuiltInRoleError(RoleError):
+    """The change is to a built-in role, whose rules and members are not set here."""
+
+
 @dataclass(frozen=True)
 class RuleView:
     id: int | None
@@ -51,7 +59,7 @@ def _scoped_role_name(name: Any) -> str:
     if len(name) > MAX_ROLE_NAME:
         raise RoleError(f"A role's name is at most {MAX_ROLE_NAME} characters.")
     if name in ROLES:
-        raise RoleError(
+        raise BuiltInRoleError(
             f"{name} is a built-in role: its rules are fixed, and its members are set on the "
             "users page."
         )
@@ -133,12 +141,12 @@ def set_member(actor: Any, role: Any, username: Any, member: bool) -> None:
         raise RoleError("Name the user, such as ada.")
     user = get_user_model()._default_manager.filter(username__iexact=username.strip()).first()
     if user is None:
-        raise RoleError(f"There is no user named {username.strip()}.")
+        raise NoSuchRoleThing(f"There is no user named {username.strip()}.")
     with transaction.atomic():
         group = Group.objects.filter(name=name).first()
         if group is None:
             if not member:
-                raise RoleError(f"There is no role named {name}.")
+                raise NoSuchRoleThing(f"There is no role named {name}.")
             group = Group.objects.create(name=name)
         was = user.groups.filter(pk=group.pk).exists()
         if was == member:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -60,6 +60,40 @@ def parse_recipients(text: str) -> list[str]:
     if len(addresses) > MAX_RECIPIENTS:
         raise ValidationError(f"At most {MAX_RECIPIENTS} addresses, please.")
     return addresses
+
+
+def http_url(url: str) -> str:
+    """``url`` stripped when it is http(s) or empty, else ValidationError."""
+    url = url.strip()
+    if url and not url.lower().startswith(("http://", "https://")):
+        raise ValidationError("An http:// or https:// URL, please.")
+    return url
+
+
+def is_webhook_url(value: str) -> bool:
+    """Whether the rule form takes ``value`` as its webhook URL (empty: none)."""
+    try:
+        http_url(RuleForm.base_fields["webhook_url"].clean(value) or "")
+    except ValidationError:
+        return False
+    return True
+
+
+def is_one_address(value: str) -> bool:
+    """Whether ``value`` is one email address, exactly as the forms read a list of them."""
+    try:
+        return parse_recipients(value) == [value]
+    except ValidationError:
+        return False
+
+
+def pattern_error(value: str) -> str | None:
+    """Why the forms do not take ``value`` as a regex (RE2, or blank: none), or None."""
+    try:
+        clean_pattern(value)
+    except ValidationError as error:
+        return error.messages[0]
+    return None
 
 
 def clean_pattern(value: str) -> str:
@@ -179,10 +213,7 @@ class RuleForm(forms.ModelForm):
         return DEFAULT_GROUP_INTERVAL_SECONDS if value is None else value
 
     def clean_webhook_url(self) -> str:
-        url = (self.cleaned_data.get("webhook_url") or "").strip()
-        if url and not url.lower().startswith(("http://", "https://")):
-            raise ValidationError("An http:// or https:// URL, please.")
-        return url
+        return http_url(self.cleaned_data.get("webhook_url") or "")
 
     def clean_name(self) -> str:
         name = (self.cleaned_data.get("name") or "").strip()
@@ -238,6 +269,31 @@ class RuleForm(forms.ModelForm):
             except ValidationError as error:
                 self.add_error("threshold", error)
         return data
+
+
+LATE_START = "A silence starts at most 90 days ahead."
+
+
+def silence_start(starts_at: datetime | None, now: datetime) -> datetime:
+    """When a silence asked to start at ``starts_at`` starts: now when None or past."""
+    return now if starts_at is None or starts_at < now else starts_at
+
+
+def silence_problem(
+    starts_at: datetime | None, ends_at: datetime, now: datetime
+) -> tuple[str, str] | None:
+    """(field, sentence) of what the silence form refuses in a silence from ``starts_at``
+    to ``ends_at`` at ``now``, or None."""
+    start = silence_start(starts_at, now)
+    if start - now > MAX_SILENCE_START:
+        return "starts_at", LATE_START
+    if ends_at <= now:
+        return "ends_at", "The end must be in the future."
+    if ends_at <= start:
+        return "ends_at", "The end must come after the start."
+    if ends_at - start > MAX_SILENCE:
+        return "ends_at", "A silence lasts at most 90 days."
+    return None
 
 
 def _local_minute(moment) -> str:
@@ -299,12 +355,10 @@ class SilenceForm(forms.ModelForm):
         return clean_pattern(self.cleaned_data.get("topic_pattern", ""))
 
     def clean_starts_at(self):
-        starts_at = self.cleaned_data.get("starts_at") or self.now
-        if starts_at < self.now:
-            starts_at = self.now  # a start in the past means now
-        if starts_at - self.now > MAX_SILENCE_START:
-            raise ValidationError("A silence starts at most 90 days ahead.")
-        return starts_at
+        starts_at = self.cleaned_data.get("starts_at")
+        if starts_at is not None and starts_at - self.now > MAX_SILENCE_START:
+            raise ValidationError(LATE_START)
+        return silence_start(starts_at, self.now)
 
     def clean_reason(self) -> str:
         reason = (self.cleaned_data.get("reason") or "").strip()
@@ -317,12 +371,9 @@ class SilenceForm(forms.ModelForm):
         ends_at, starts_at = data.get("ends_at"), data.get("starts_at")
         if ends_at is None or starts_at is None:
             return data
-        if ends_at <= self.now:
-            self.add_error("ends_at", "The end must be in the future.")
-        elif ends_at <= starts_at:
-            self.add_error("ends_at", "The end must come after the start.")
-        elif ends_at - starts_at > MAX_SILENCE:
-            self.add_error("ends_at", "A silence lasts at most 90 days.")
+        problem = silence_problem(starts_at, ends_at, self.now)
+        if problem is not None:
+            self.add_error(*problem)
         return data
 
 

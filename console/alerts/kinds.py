@@ -172,6 +172,12 @@ class AlertKind:
             raise ValidationError("A number of 0 or more.")
         return threshold
 
+    def threshold_schema(self) -> dict[str, Any] | None:
+        """What ``clean_threshold`` takes, as JSON Schema (OpenAPI 3.0); None: anything."""
+        if not self.needs_threshold:
+            return None
+        return {"type": "number", "minimum": 0, "maximum": MAX_THRESHOLD}
+
     # ----------------------------------------------------------------- the wording
 
     def condition_text(self, threshold: float | None) -> str:
@@ -326,6 +332,9 @@ class ExpiryHours(AlertKind):
             raise ValidationError("A number of hours above 0.")
         return threshold
 
+    def threshold_schema(self) -> dict[str, Any] | None:
+        return {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": MAX_THRESHOLD}
+
     def condition_text(self, threshold: float | None) -> str:
         return f"expiry within {threshold or 0:g} h"
 
@@ -363,6 +372,15 @@ class DiskRatio(AlertKind):
         if threshold is None or not 0 < threshold < 1:
             raise ValidationError("A disk use ratio between 0 and 1, such as 0.8.")
         return threshold
+
+    def threshold_schema(self) -> dict[str, Any] | None:
+        return {
+            "type": "number",
+            "minimum": 0,
+            "exclusiveMinimum": True,
+            "maximum": 1,
+            "exclusiveMaximum": True,
+        }
 
     def condition_text(self, threshold: float | None) -> str:
         return f"disk use > {threshold:.0%}" if threshold is not None else "disk use"

@@ -25,6 +25,12 @@ from console.alerts.evaluate import active_silences
 from console.alerts.forms import RuleForm, SilenceForm, TestEmailForm
 from console.alerts.models import AlertEvent, AlertRule, Notification, Silence
 from console.alerts.operations import index_url as _index_url
+from console.alerts.visibility import (
+    visible_events,
+    visible_notifications,
+    visible_rules,
+    visible_silences,
+)
 from console.core.post_only import post_only
 
 PAST_PAGE_SIZE = 25
@@ -45,7 +51,9 @@ def _index_page(request: HttpRequest, test_form: TestEmailForm) -> HttpResponse:
     """The alerts page; the test-email form as given (a refused one keeps what was typed)."""
     now = timezone.now()
     silences = active_silences(now)
-    firing = list(AlertEvent.objects.filter(state=AlertEvent.FIRING).order_by("-started_at"))
+    user = request.user
+    events = visible_events(user, AlertEvent.objects.all())
+    firing = list(events.filter(state=AlertEvent.FIRING).order_by("-started_at"))
     firing_rows = [
         {
             "event": e,
@@ -54,10 +62,11 @@ def _index_page(request: HttpRequest, test_form: TestEmailForm) -> HttpResponse:
         }
         for e in firing
     ]
-    pending = AlertEvent.objects.filter(state=AlertEvent.PENDING).order_by("since")
-    past = AlertEvent.objects.filter(state=AlertEvent.RESOLVED).order_by("-resolved_at", "-id")
+    pending = events.filter(state=AlertEvent.PENDING).order_by("since")
+    past = events.filter(state=AlertEvent.RESOLVED).order_by("-resolved_at", "-id")
     page = Paginator(past, PAST_PAGE_SIZE).get_page(request.GET.get("page"))
-    ended = Silence.objects.filter(ends_at__lte=now).select_related("rule")[:RECENT_SILENCES]
+    shown = visible_silences(user, Silence.objects.select_related("rule"))
+    ended = shown.filter(ends_at__lte=now)[:RECENT_SILENCES]
     return render(
         request,
         "alerts/index.html",
@@ -65,12 +74,12 @@ def _index_page(request: HttpRequest, test_form: TestEmailForm) -> HttpResponse:
             "firing_rows": firing_rows,
             "pending": pending,
             "page": page,
-            "rules": AlertRule.objects.all(),
-            "silences": Silence.objects.filter(ends_at__gt=now)
-            .select_related("rule")
-            .order_by("ends_at"),
+            "rules": visible_rules(user, AlertRule.objects.all()),
+            "silences": shown.filter(ends_at__gt=now).order_by("ends_at"),
             "ended_silences": ended,
-            "notifications": Notification.objects.all()[:RECENT_NOTIFICATIONS],
+            "notifications": visible_notifications(user, Notification.objects.all())[
+                :RECENT_NOTIFICATIONS
+            ],
             "test_form": test_form,
             "now": now,
         },

@@ -8,11 +8,17 @@ in its description; a request body's schema also says them in JSON Schema where 
 3.0 can (``not``/``anyOf``). A rule about query parameters, or an order of two values,
 has no JSON Schema in OpenAPI 3.0: the description and the extension are what say it.
 
+What JSON Schema cannot say of a value at all (that a text is a regex RE2 takes, that a
+time is in the future, that a map's keys are queue ids: OpenAPI 3.0 has no
+``propertyNames``) is a ``checked`` rule: it names a check of ``CHECKS``, which the module
+that owns the rule registers with ``@check(name)`` or ``@value_check(name)``.
+
 A field counts as given when it is present and not null.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +37,43 @@ AT_MOST_ONE = "at_most_one"  # of these groups of fields, at most one given
 AT_LEAST_ONE = "at_least_one"  # of these fields, at least one given
 REQUIRES = "requires"  # any of ``fields`` given: one of ``then`` given too
 NOT_BEFORE = "not_before"  # fields[1] is not less than fields[0] when both given
+CHECKED = "checked"  # the named check (CHECKS) holds of the fields
+
+#: A check of a ``checked`` rule: (the request's data, the rule's fields) → the fields to
+#: name in the 400, each with why ("" to say only the rule; {} when it holds). The data is
+#: the validated values in the API, and the request's JSON (times as text) in a test that
+#: judges a refusal: a check takes both.
+Check = Callable[[dict, tuple[str, ...]], dict[str, str]]
+#: Every check, by name.
+CHECKS: dict[str, Check] = {}
+
+
+def check(name: str) -> Callable[[Check], Check]:
+    """Register a check of ``checked`` rules under ``name``."""
+
+    def register(function: Check) -> Check:
+        CHECKS[name] = function
+        return function
+
+    return register
+
+
+ValueCheck = Callable[[Any], "str | None"]
+
+
+def value_check(name: str) -> Callable[[ValueCheck], ValueCheck]:
+    """Register ``why_not(value)`` (None when the value passes, else why: a sentence or "")
+    as a check of each field given, under ``name``."""
+
+    def register(why_not: ValueCheck) -> ValueCheck:
+        def checked(data: dict, fields: tuple[str, ...]) -> dict[str, str]:
+            found = {n: why_not(data[n]) for n in fields if _given(data, n)}
+            return {n: why for n, why in found.items() if why is not None}
+
+        CHECKS[name] = checked
+        return why_not
+
+    return register
 
 
 def _given(data: dict, name: str) -> bool:
@@ -44,6 +87,8 @@ class Rule:
     fields: tuple
     message: str
     then: tuple[str, ...] = ()
+    #: CHECKED: the name of its check in CHECKS.
+    check_name: str = ""
 
     @staticmethod
     def at_most_one(*groups: tuple[str, ...] | str, message: str) -> Rule:
@@ -61,6 +106,10 @@ class Rule:
     @staticmethod
     def not_before(first: str, second: str, message: str) -> Rule:
         return Rule(NOT_BEFORE, (first, second), message)
+
+    @staticmethod
+    def checked(*names: str, check: str, message: str) -> Rule:
+        return Rule(CHECKED, names, message, check_name=check)
 
     def names(self) -> list[str]:
         """Every field the rule is about, in its order."""
@@ -82,6 +131,8 @@ class Rule:
             if asked and not any(_given(data, name) for name in self.then):
                 return [*asked, *self.then]
             return []
+        if self.kind == CHECKED:
+            return list(CHECKS[self.check_name](data, self.fields))
         first, second = self.fields
         if _given(data, first) and _given(data, second) and data[second] < data[first]:
             return [second]
@@ -89,6 +140,13 @@ class Rule:
 
     def check(self, data: dict) -> None:
         """Raise a ValidationError naming the fields when ``data`` breaks the rule."""
+        if self.kind == CHECKED:
+            why = CHECKS[self.check_name](data, self.fields)
+            if why:
+                raise serializers.ValidationError(
+                    {name: [f"{reason} {self.message}".lstrip()] for name, reason in why.items()}
+                )
+            return
         names = self.broken_by(data)
         if names:
             raise serializers.ValidationError({name: [self.message] for name in names})
@@ -101,13 +159,16 @@ class Rule:
             rule["fields"] = list(self.fields)
         if self.then:
             rule["then"] = list(self.then)
+        if self.check_name:
+            rule["check"] = self.check_name
         return rule
 
     @staticmethod
     def from_json(rule: dict[str, Any]) -> Rule:
         fields = rule.get("groups") or rule["fields"]
         fields = tuple(tuple(g) if isinstance(g, list) else g for g in fields)
-        return Rule(rule["kind"], fields, rule["message"], tuple(rule.get("then", ())))
+        then = tuple(rule.get("then", ()))
+        return Rule(rule["kind"], fields, rule["message"], then, rule.get("check", ""))
 
     def json_schema(self, properties: dict[str, Any]) -> dict[str, Any] | None:
         """The rule as JSON Schema over a body's ``properties`` (what makes a field

@@ -34,6 +34,22 @@ def _json_type_error(field: serializers.Field, value: Any) -> str | None:
     return None
 
 
+#: What Python's ``str.strip`` strips (``str.isspace``), as a character class that reads
+#: the same in Python and in ECMA 262 (whose ``\s`` differs).
+SPACE_CLASS = r"\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Text without NUL characters that is not blank once stripped (what a form's required
+#: text field takes).
+NOT_BLANK_PATTERN = f"^[^\\x00]*[^\\x00{SPACE_CLASS}][^\\x00]*$"
+#: Text that is blank once stripped.
+BLANK_PATTERN = f"^[{SPACE_CLASS}]*$"
+
+
+def not_blank_text(**kwargs: Any) -> serializers.RegexField:
+    """Text left as sent that a console form takes for a required field: not blank once
+    stripped, no NUL (the schema says it with NOT_BLANK_PATTERN)."""
+    return serializers.RegexField(NOT_BLANK_PATTERN, trim_whitespace=False, **kwargs)
+
+
 #: What ``decode_body`` takes as base64: the standard alphabet, padded.
 BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 #: The schema of a body with ``encoding`` (``body_constraints``): base64 when it says so.

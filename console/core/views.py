@@ -5,7 +5,7 @@ from django.shortcuts import render
 from django.templatetags.static import static
 from django.views.decorators.http import require_safe
 
-from console.accounts.permissions import visible_groups
+from console.accounts.permissions import GROUP, TOPIC, viewable, visible_groups
 from console.core.store import get_store
 from console.monitoring import current, scale
 from storeadapter.disk_use import disk_use
@@ -27,13 +27,20 @@ def home(request: HttpRequest) -> HttpResponse:
     stats = store.stats(topics=False)
     disk = disk_use(store)
     figures = scale.SampledFigures()
-    totals = store_totals(store, figures)
-    # The groups a scoped role may view (console/accounts/permissions.py); the store's own
-    # totals stay whole (store-wide figures name no topic or group).
+    # A scoped role counts the topics and groups it may view (console/accounts/
+    # permissions.py); the disk, flushes and recovery stay the store's own.
+    topics = viewable(request.user, TOPIC)
+    totals = store_totals(store, figures, only=topics)
     groups = visible_groups(
         request.user, group_summaries(store, with_queues=False, figures=figures)
     )
     metrics = {m.group: m for m in current.group_metrics()}
+    store_wide = topics is None and viewable(request.user, GROUP) is None
+    if store_wide:
+        rates = current.store_metrics()
+    else:
+        seen = [metrics[g.group] for g in groups if g.group in metrics]
+        rates = current.scoped_store_metrics(topics or (lambda name: True), seen)
     context = {
         "stats": stats,
         "disk": disk,
@@ -44,7 +51,9 @@ def home(request: HttpRequest) -> HttpResponse:
         "group_count": len(groups),
         "backlog": sum(g.lag for g in groups),
         "behind": [(g, metrics.get(g.group)) for g in groups[:5]],
-        "rates": current.store_metrics(),
+        "rates": rates,
+        # The store's history charts every team's traffic: not for a scoped role.
+        "store_chart": store_wide,
         "sample_interval_s": settings.TIDEMARK_SAMPLE_INTERVAL_S,
         "recovery": stats["last_recovery"],
         "retention": stats["last_retention"],

@@ -14,6 +14,7 @@ from console.accounts.permissions import READ, TOPIC, require, visible_topics
 from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import bodies, search
+from console.messages.consumption import consumption_rows
 from console.messages.forms import (
     MODE_ID,
     MODE_KEY,
@@ -244,6 +245,7 @@ def message_detail(request: HttpRequest, message_id: str) -> HttpResponse:
         "after": after,
         "neighbours_error": neighbours_error,
         "neighbour_count": NEIGHBOURS,
+        "consumption": consumption_rows(request.user, message),
     }
     return render(request, "messages/detail.html", context)
 

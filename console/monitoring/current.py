@@ -12,7 +12,7 @@ rows when the cache does not already hold it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django.conf import settings
 
@@ -384,6 +384,32 @@ def store_metrics() -> StoreMetrics | None:
         produce_rate=produce,
         consume_rate=consume,
         backlog=latest.backlog,
+    )
+
+
+def scoped_store_metrics(
+    topics: Callable[[str], bool], groups: list[GroupMetrics]
+) -> StoreMetrics | None:
+    """``store_metrics`` as a scoped role sees it: produced to the ``topics`` it takes,
+    consumed by ``groups`` (their metrics), their backlog; the disk as it is."""
+    whole = store_metrics()
+    if whole is None:
+        return None
+    latest, previous = latest_two()
+    produce = 0.0
+    if latest is not None and previous is not None:
+        then = _topic_rows(previous.ts_ms)
+        for name, row in _topic_rows(latest.ts_ms).items():
+            if name in then and topics(name):
+                before = then[name]
+                produce += lagmath.rate(before.appended, before.ts_ms, row.appended, row.ts_ms)
+    return StoreMetrics(
+        disk_bytes=whole.disk_bytes,
+        disk_ratio=whole.disk_ratio,
+        sampled_ms=whole.sampled_ms,
+        produce_rate=produce,
+        consume_rate=sum(group.consume_rate or 0.0 for group in groups),
+        backlog=sum(group.lag for group in groups),
     )
 
 

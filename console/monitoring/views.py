@@ -6,7 +6,8 @@ size), ``topic-history`` (``?topic=``: messages and bytes per minute from the Sp
 statistics job) and ``storage`` (disk use against the thresholds). ``?range=`` is one of 1h,
 6h, 24h, 7d, 30d and 90d (default 1h). Viewer role; mistakes are
 answered with a JSON sentence (400 for a bad range or a missing name, 404 for an unknown
-kind; a group or topic not sampled yet gets an empty chart that says so).
+kind; a group or topic not sampled yet gets an empty chart that says so). The store-wide
+``dashboard`` chart is refused (403) to a scoped role, which sees only some topics and groups.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
+from console.accounts.permissions import GROUP, TOPIC, viewable
 from console.monitoring import charts
 
 
@@ -35,6 +37,12 @@ def chart(request: HttpRequest, kind: str) -> HttpResponse:
             f"The range {range_name!r} is not offered; choose one of {', '.join(ranges)}.",
         )
     if kind == "dashboard":
+        if viewable(request.user, TOPIC) is not None or viewable(request.user, GROUP) is not None:
+            return _error(
+                403,
+                "The store's history charts every team's traffic; your roles see some topics "
+                "and groups: their charts are on the topic and group pages.",
+            )
         figure = charts.dashboard_figure(range_name)
     elif kind == "storage":
         figure = charts.storage_figure(range_name)

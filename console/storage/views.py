@@ -8,6 +8,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from console.core.store import get_store
+from console.storage.visibility import visible_retention
 from storeadapter.disk_use import disk_use
 from storeadapter.summaries import segment_rows
 
@@ -27,6 +28,6 @@ def storage(request: HttpRequest) -> HttpResponse:
         "over": disk.over(),
         "config": store.config,
         "recovery": stats["last_recovery"],
-        "retention": stats["last_retention"],
+        "retention": visible_retention(request.user, stats["last_retention"]),
     }
     return render(request, "storage/page.html", context)

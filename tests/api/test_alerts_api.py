@@ -223,11 +223,21 @@ def test_a_disk_rule_takes_a_ratio(as_admin):
 
 
 def test_recipients_are_cleaned_as_the_form_does(as_admin):
-    body = {**RULE, "recipients": ["ops@example.com", "OPS@example.com, b@example.com"]}
+    body = {**RULE, "recipients": ["ops@example.com", "OPS@example.com", "b@example.com"]}
 
     response = as_admin.post(RULES, body, format="json")
 
     assert response.json()["recipients"] == ["ops@example.com", "b@example.com"]
+
+
+def test_a_recipient_holding_two_addresses_is_refused_naming_the_field(as_admin):
+    body = {**RULE, "recipients": ["ops@example.com, b@example.com"]}
+
+    response = as_admin.post(RULES, body, format="json")
+
+    assert response.status_code == 400
+    assert "one email address" in response.json()["error"]["message"]
+    assert list(response.json()["error"]["details"]["fields"]) == ["recipients"]
 
 
 def test_rules_are_listed_by_name_and_paged(as_viewer):
@@ -606,7 +616,6 @@ BAD_SILENCES = [
     ({"subject_pattern": "x" * 300}, "subject_pattern"),
     ({"reason": "   "}, "reason"),
     ({"reason": ""}, "reason"),
-    ({"rule": 999999}, "rule"),
     ({"rule": "abc"}, "rule"),
     ({"rule": "1"}, "rule"),
     ({"colour": "red"}, "colour"),
@@ -624,6 +633,16 @@ def test_bad_silence_input_is_400_and_creates_nothing(as_operator, rule, change,
     assert field in error_of(response)["details"]["fields"]
     assert not Silence.objects.exists()
     assert not AuditEntry.objects.exists()
+
+
+def test_a_silence_of_a_rule_that_does_not_exist_is_404_and_creates_nothing(as_operator, rule):
+    body = {"rule": 999999, "ends_at": later(), "reason": "why"}
+
+    response = as_operator.post(SILENCES, body, format="json")
+
+    assert response.status_code == 404, response.content
+    assert error_of(response)["code"] == "rule_not_found"
+    assert not Silence.objects.exists()
 
 
 def test_silences_are_listed_with_an_active_filter(as_viewer, rule):

@@ -42,3 +42,34 @@ def test_find_a_message_by_key_and_open_it(page: Page, url, log_in, viewer, stor
     expect(fields).to_contain_text("created")
     expect(page.locator(".tm-properties")).to_contain_text("source")
     expect(page.locator("pre.tm-msg-body")).to_contain_text(re.compile(r'"order": 42'))
+
+
+def test_a_message_page_says_which_groups_consumed_it_and_opens_a_dead_letter(
+    page: Page, url, log_in, viewer, store
+):
+    store.create_topic("orders", 1)
+    first = store.append("orders", b"first", key="order-1")
+    poison = store.append("orders", b"poison", key="order-2")
+    store.commit_offset("billing", "orders", 0, 2)
+    store.commit_offset("shipping", "orders", 0, 0)
+    store.create_topic("%DLQ%billing", 1)
+    dead = store.append(
+        "%DLQ%billing",
+        b"poison",
+        key="order-2",
+        properties={"ORIGIN_MESSAGE_ID": poison.message_id, "RETRY_COUNT": "3"},
+    )
+    log_in(viewer)
+    page.goto(url(f"/messages/{poison.message_id}/"))
+
+    table = page.locator(".tm-consumption")
+    expect(page.get_by_role("heading", name="Consumed by")).to_be_visible()
+    expect(table.locator("tbody tr")).to_have_count(2)
+    expect(table.locator('tr[data-group="billing"]')).to_contain_text("consumed")
+    expect(table.locator('tr[data-group="shipping"]')).to_contain_text(
+        "not yet (1 message before it to consume)"
+    )
+    table.get_by_role("link", name="%DLQ%billing 0/0").click()
+
+    expect(page).to_have_url(url(f"/messages/{dead.message_id}/"))
+    assert first.message_id != dead.message_id

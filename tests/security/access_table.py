@@ -173,6 +173,7 @@ ACCESS: dict[str, Rule] = {
     "api-messages": api(read=VIEWER),
     "api-messages-export": api(read=VIEWER),
     "api-message": api(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
+    "api-message-consumption": api(read=VIEWER, kwargs={"message_id": Ref("message_id")}),
     "api-groups": api(read=VIEWER),
     "api-group": api(read=VIEWER, delete=ADMIN, kwargs=GROUP),
     "api-group-reset": api(post=OPERATOR, kwargs=GROUP),

@@ -11,10 +11,12 @@
 - ``/api/v1/alerts/silences/<id>/expire/``: POST ends it now (operator).
 - ``/api/v1/alerts/test-email/``: POST mails a test message (admin).
 
-The bodies' JSON types and unknown fields are refused here; everything else is the console's
-own forms (console/alerts/forms.py: regexes, recipients, thresholds per kind, silence ends),
-and every change goes through console/alerts/operations.py, which writes the same audit row
-as the /alerts/ pages. Times are ISO 8601.
+The bodies' JSON types and unknown fields are refused here, and what the console's own forms
+(console/alerts/forms.py) check is said by the schema: in JSON Schema (a threshold per kind,
+the scope's regexes, a name or reason not blank), or as ``checked`` rules (console.api.rules:
+a regex RE2 takes, one email address per recipient, a webhook URL, a silence's times),
+checked here before the form. Every change goes through console/alerts/operations.py, which
+writes the same audit row as the /alerts/ pages. Times are ISO 8601.
 """
 
 from __future__ import annotations
@@ -34,16 +36,22 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.accounts.roles import ADMIN, OPERATOR
-from console.alerts import operations
+from console.alerts import kinds, operations
 from console.alerts.evaluate import active_silences
 from console.alerts.forms import (
     MAX_DAMPING_SECONDS,
     MAX_FOR_SECONDS,
+    MAX_RECIPIENTS,
     MAX_REPEAT_SECONDS,
     MAX_URL_LENGTH,
+    MIN_REPEAT_SECONDS,
     RuleForm,
     SilenceForm,
     TestEmailForm,
+    is_one_address,
+    is_webhook_url,
+    pattern_error,
+    silence_problem,
 )
 from console.alerts.models import (
     DEFAULT_GROUP_INTERVAL_SECONDS,
@@ -54,9 +62,25 @@ from console.alerts.models import (
     Notification,
     Silence,
 )
+from console.alerts.visibility import (
+    visible_events,
+    visible_notifications,
+    visible_rules,
+    visible_silences,
+)
 from console.api.errors import ApiError, error_body
 from console.api.pagination import Pagination, paginated
-from console.api.serializers import ErrorSerializer, QuerySerializer, StrictSerializer, validated
+from console.api.rules import Rule, check, value_check
+from console.api.serializers import (
+    BLANK_PATTERN,
+    NOT_BLANK_PATTERN,
+    ErrorSerializer,
+    QuerySerializer,
+    StrictSerializer,
+    not_blank_text,
+    refusals,
+    validated,
+)
 
 #: The largest id a path or a body names (the database's bigint).
 MAX_ID = 2**63 - 1
@@ -112,10 +136,11 @@ class AlertRuleSerializer(serializers.ModelSerializer):
 
 
 class AddressList(serializers.ListField):
-    """Email addresses, each a JSON string (checked as addresses by the console's form)."""
+    """Email addresses, each a JSON string (the ``addresses`` check takes each as one)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("child", serializers.CharField(trim_whitespace=False))
+        kwargs.setdefault("max_length", MAX_RECIPIENTS)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
@@ -129,11 +154,89 @@ def _text(**kwargs: Any) -> serializers.CharField:
     return serializers.CharField(trim_whitespace=False, **kwargs)
 
 
+@value_check("regex")
+def _regex(value: Any) -> str | None:
+    return pattern_error(value) if isinstance(value, str) else ""
+
+
+@value_check("addresses")
+def _addresses(value: Any) -> str | None:
+    wrong = [item for item in value if not isinstance(item, str) or not is_one_address(item)]
+    return f"Not one address: {str(wrong[0])[:60]!r}." if wrong else None
+
+
+@value_check("webhook_url")
+def _webhook_url(value: Any) -> str | None:
+    return None if isinstance(value, str) and is_webhook_url(value) else ""
+
+
+REGEXES = Rule.checked(
+    "group_pattern",
+    "topic_pattern",
+    check="regex",
+    message="A regex is one RE2 takes (no back-references or look-arounds), or blank.",
+)
+ADDRESSES = Rule.checked(
+    "recipients",
+    check="addresses",
+    message="Each recipient is one email address, as Django's EmailValidator takes it.",
+)
+
+
+def _only(*values: Any) -> dict[str, Any]:
+    """A property's schema: one of ``values`` (in an allOf, as console.api.rules.only)."""
+    return {"allOf": [{"enum": list(values)}]}
+
+
+def _threshold_per_kind(offered: list[str]) -> dict[str, Any]:
+    """The threshold each kind takes (console.alerts.kinds), as JSON Schema over a body."""
+    branches = []
+    for key in offered:
+        branch: dict[str, Any] = {"properties": {"kind": _only(key)}}
+        schema = kinds.KINDS[key].threshold_schema()
+        if schema is not None:
+            branch["properties"]["threshold"] = schema
+            branch["required"] = ["threshold"]
+        branches.append(branch)
+    return {"anyOf": branches}
+
+
+def _given_regex(name: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"pattern": NOT_BLANK_PATTERN}}}
+
+
+#: The rule form's scope rules: all groups with no regex, or (but for the store-wide kinds)
+#: the matching scope with a group regex, a topic regex or both (blank is none).
+SCOPE_AND_REGEXES = {
+    "anyOf": [
+        {
+            "properties": {
+                "scope": _only(AlertRule.SCOPE_ALL),
+                "group_pattern": {"pattern": BLANK_PATTERN},
+                "topic_pattern": {"pattern": BLANK_PATTERN},
+            }
+        },
+        {
+            "required": ["scope"],
+            "properties": {
+                "scope": _only(AlertRule.SCOPE_MATCH),
+                "kind": {"not": _only(*AlertRule.STORE_KINDS)},
+            },
+            "anyOf": [_given_regex("group_pattern"), _given_regex("topic_pattern")],
+        },
+    ]
+}
+#: No reminders (0), or at least MIN_REPEAT_SECONDS apart.
+REPEAT = {
+    "properties": {"repeat_seconds": {"anyOf": [{"maximum": 0}, {"minimum": MIN_REPEAT_SECONDS}]}}
+}
+
+
 class AlertRuleWrite(StrictSerializer):
     """A rule as the console's rule form takes it; omitted fields take their defaults
     (PATCH: keep their values)."""
 
-    name = _text(max_length=RULE_NAME_LENGTH, help_text="Unique.")
+    name = not_blank_text(max_length=RULE_NAME_LENGTH, help_text="Unique.")
     enabled = serializers.BooleanField(default=True)
     kind = serializers.ChoiceField(choices=AlertRule.KINDS, help_text="The condition.")
     threshold = serializers.FloatField(
@@ -188,6 +291,38 @@ class AlertRuleWrite(StrictSerializer):
         default="",
         max_length=MAX_URL_LENGTH,
         help_text="An http(s) URL that gets an Alertmanager-style JSON POST; empty: none.",
+    )
+
+    cross_field_rules = (
+        REGEXES,
+        ADDRESSES,
+        Rule.checked(
+            "webhook_url",
+            check="webhook_url",
+            message="A webhook URL is blank, or an http(s) URL as Django's URLValidator takes "
+            "it (without a scheme: https).",
+        ),
+    )
+    body_constraints = (
+        _threshold_per_kind([key for key, _ in AlertRule.KINDS]),
+        SCOPE_AND_REGEXES,
+        REPEAT,
+    )
+
+
+#: The kinds a new rule may have (the built-in ones are made by the console itself).
+NEW_RULE_KINDS = kinds.choices(include_built_in=False)
+
+
+class AlertRuleCreate(AlertRuleWrite):
+    """A new rule as the console's rule form takes it; omitted fields take their defaults."""
+
+    kind = serializers.ChoiceField(choices=NEW_RULE_KINDS, help_text="The condition.")
+
+    body_constraints = (
+        _threshold_per_kind([key for key, _ in NEW_RULE_KINDS]),
+        SCOPE_AND_REGEXES,
+        REPEAT,
     )
 
 
@@ -360,7 +495,40 @@ class SilenceCreate(StrictSerializer):
         allow_null=True, default=None, help_text="Now when null; at most 90 days ahead."
     )
     ends_at = serializers.DateTimeField(help_text="After the start, at most 90 days later.")
-    reason = _text(max_length=REASON_LENGTH, help_text="Why it is silenced.")
+    reason = not_blank_text(max_length=REASON_LENGTH, help_text="Why it is silenced.")
+
+    cross_field_rules = (
+        Rule.checked(
+            "subject_pattern",
+            "topic_pattern",
+            check="regex",
+            message=REGEXES.message,
+        ),
+        Rule.checked(
+            "starts_at",
+            "ends_at",
+            check="silence_times",
+            message="A silence starts at most 90 days ahead (now when starts_at is null or "
+            "past) and ends in the future, after its start, at most 90 days later.",
+        ),
+    )
+
+
+def _time(value: Any) -> Any:
+    """A time of a body: the validated datetime, or its JSON text (None if not a time)."""
+    try:
+        return serializers.DateTimeField().to_internal_value(value)
+    except serializers.ValidationError:
+        return None
+
+
+@check("silence_times")
+def _silence_times(data: dict, fields: tuple[str, ...]) -> dict[str, str]:
+    starts_at, ends_at = _time(data.get("starts_at")), _time(data.get("ends_at"))
+    if ends_at is None:
+        return {}
+    problem = silence_problem(starts_at, ends_at, timezone.now())
+    return {} if problem is None else dict([problem])
 
 
 class SilenceActionResult(SilenceSerializer):
@@ -378,7 +546,9 @@ class SilenceActionResult(SilenceSerializer):
 class TestEmailSend(StrictSerializer):
     """Where to send the test email."""
 
-    recipients = AddressList(help_text="One or more email addresses.")
+    recipients = AddressList(min_length=1, help_text="One or more email addresses.")
+
+    cross_field_rules = (ADDRESSES,)
 
 
 class TestEmailResult(serializers.Serializer):
@@ -444,18 +614,19 @@ class AlertRuleList(APIView):
     )
     def get(self, request: Request) -> Response:
         paginator = Pagination()
-        page = paginator.paginate_queryset(AlertRule.objects.all(), request, view=self)
+        rules = visible_rules(request.user, AlertRule.objects.all())
+        page = paginator.paginate_queryset(rules, request, view=self)
         return paginator.get_paginated_response(AlertRuleSerializer(page, many=True).data)
 
     @extend_schema(
-        request=AlertRuleWrite,
+        request=AlertRuleCreate,
         responses={
             201: AlertRuleSerializer,
             409: OpenApiResponse(ErrorSerializer, description="A rule of that name exists."),
         },
     )
     def post(self, request: Request) -> Response:
-        form = _rule_form(validated(AlertRuleWrite, request.data))
+        form = _rule_form(validated(AlertRuleCreate, request.data))
         try:
             rule = operations.create_rule(request.user, form)
         except IntegrityError:  # created meanwhile by another request
@@ -468,7 +639,10 @@ class AlertRuleDetail(APIView):
 
     @extend_schema(operation_id="alerts_rules_retrieve", responses={200: AlertRuleSerializer})
     def get(self, request: Request, rule_id: int) -> Response:
-        return Response(AlertRuleSerializer(_rule(rule_id)).data)
+        rule = visible_rules(request.user, AlertRule.objects.filter(pk=rule_id)).first()
+        if rule is None:
+            raise ApiError(404, "rule_not_found", f"There is no alert rule {rule_id}.")
+        return Response(AlertRuleSerializer(rule).data)
 
     def _save(self, request: Request, rule: AlertRule, data: dict[str, Any]) -> Response:
         form = _rule_form(data, rule)
@@ -522,7 +696,7 @@ class AlertEventList(APIView):
     )
     def get(self, request: Request) -> Response:
         query = validated(AlertEventQuery, request.query_params)
-        events = AlertEvent.objects.all()
+        events = visible_events(request.user, AlertEvent.objects.all())
         if "state" in query:
             events = events.filter(state=query["state"])
         if "rule" in query:
@@ -545,7 +719,7 @@ class NotificationList(APIView):
     )
     def get(self, request: Request) -> Response:
         query = validated(NotificationQuery, request.query_params)
-        rows = Notification.objects.all()
+        rows = visible_notifications(request.user, Notification.objects.all())
         if "state" in query:
             rows = rows.filter(state=query["state"])
         paginator = Pagination()
@@ -567,7 +741,7 @@ class SilenceList(APIView):
     def get(self, request: Request) -> Response:
         query = validated(SilenceListQuery, request.query_params)
         now = timezone.now()
-        silences = Silence.objects.select_related("rule")
+        silences = visible_silences(request.user, Silence.objects.select_related("rule"))
         if "active" in query:
             in_force = Q(starts_at__lte=now, ends_at__gt=now)
             silences = silences.filter(in_force if query["active"] else ~in_force)
@@ -576,9 +750,14 @@ class SilenceList(APIView):
         data = SilenceSerializer(page, many=True, context={"now": now}).data
         return paginator.get_paginated_response(data)
 
-    @extend_schema(request=SilenceCreate, responses={201: SilenceSerializer})
+    @extend_schema(
+        request=SilenceCreate,
+        responses={201: SilenceSerializer, **refusals((404, "No such alert rule."))},
+    )
     def post(self, request: Request) -> Response:
         data = validated(SilenceCreate, request.data)
+        if data["rule"] is not None:
+            _rule(data["rule"])
         form = SilenceForm(
             {**data, "rule": data["rule"] or "", "starts_at": data["starts_at"] or ""}
         )

@@ -15,6 +15,7 @@ logic is `console.messages.search`, shared with the console's search page.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,7 +45,7 @@ from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
-from console.api.rules import Rule
+from console.api.rules import Rule, check, value_check
 from console.api.serializers import (
     ENCODED_BODY,
     QuerySerializer,
@@ -58,9 +59,11 @@ from console.audit.log import record
 from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import search
+from console.messages.consumption import group_consumption
 from console.messages.records import message_record
 from console.messages.time_queues import TimeSearchTooWide, time_queues
 from console.messages.time_queues import widest as time_queues_widest
+from storeadapter import message_track
 from storeadapter.engine import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -168,6 +171,31 @@ class TimeParameter(serializers.CharField):
 # Produce
 
 
+#: What a message's property names are (OpenAPI 3.0 cannot say it: no propertyNames).
+PROPERTY_NAMES = "A property name is not empty, and is UTF-8 text."
+
+
+@value_check("property_names")
+def _property_names(properties: Any) -> str | None:
+    for name in properties if isinstance(properties, dict) else ():
+        if not name:
+            return ""  # the rule's sentence says it
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{name!r} is not UTF-8 text."
+    return None
+
+
+@value_check("messages_property_names")
+def _messages_property_names(messages: Any) -> str | None:
+    for message in messages if isinstance(messages, list) else ():
+        why = _property_names(message.get("properties")) if isinstance(message, dict) else None
+        if why is not None:
+            return why
+    return None
+
+
 class ProduceMessage(StrictSerializer):
     body = TextField(allow_blank=True, help_text="The body: text, or base64 with encoding.")
     encoding = serializers.ChoiceField(
@@ -180,20 +208,11 @@ class ProduceMessage(StrictSerializer):
     dedup_id = TextField(required=False, allow_null=True)
     queue = serializers.IntegerField(required=False, allow_null=True, min_value=0)
 
-    cross_field_rules = (Rule.at_most_one("key", "keys", message="Give key or keys, not both."),)
+    cross_field_rules = (
+        Rule.at_most_one("key", "keys", message="Give key or keys, not both."),
+        Rule.checked("properties", check="property_names", message=PROPERTY_NAMES),
+    )
     body_constraints = (ENCODED_BODY,)
-
-    def validate_properties(self, value: dict | None) -> dict | None:
-        for name in value or {}:
-            if not name:
-                raise serializers.ValidationError("A property name is not empty.")
-            try:
-                name.encode("utf-8")
-            except UnicodeEncodeError:
-                raise serializers.ValidationError(
-                    "A property name is not valid UTF-8 text."
-                ) from None
-        return value
 
     def validate(self, data: dict) -> dict:
         return decode_body(data)
@@ -204,6 +223,11 @@ class ProduceBatch(StrictSerializer):
         child=ProduceMessage(),
         min_length=1,
         help_text="At most TIDEMARK_API_MAX_BATCH (1000) messages, written all or none.",
+    )
+
+    # Each message checks its own (ProduceMessage): said here too, where a client reads it.
+    cross_field_rules = (
+        Rule.checked("messages", check="messages_property_names", message=PROPERTY_NAMES),
     )
 
 
@@ -496,10 +520,133 @@ class MessageDetail(APIView):
         return Response(message_record(message))
 
 
+class MessageCopySerializer(serializers.Serializer):
+    message_id = serializers.CharField()
+    topic = serializers.CharField(help_text="The group's retry or dead-letter topic.")
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    state = serializers.ChoiceField(
+        choices=list(message_track.STATES),
+        help_text="A retry copy: CONSUMED or NOT_YET by the group; a dead letter: DEAD_LETTERED.",
+    )
+    retries = serializers.IntegerField(
+        allow_null=True, help_text="Tries that had failed when the copy was made."
+    )
+
+
+class GroupConsumptionSerializer(serializers.Serializer):
+    group = serializers.CharField()
+    state = serializers.ChoiceField(
+        choices=list(message_track.STATES),
+        help_text="CONSUMED, NOT_YET or LOST_TO_RETENTION (deleted before the group got to it).",
+    )
+    committed_offset = serializers.IntegerField(
+        allow_null=True, help_text="The group's in the message's queue; null: never committed."
+    )
+    before = serializers.IntegerField(
+        help_text="NOT_YET: the queue's messages before this one the group has still to consume."
+    )
+    copies = MessageCopySerializer(many=True)
+
+
+class MessageConsumptionSerializer(serializers.Serializer):
+    message_id = serializers.CharField()
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    groups = GroupConsumptionSerializer(many=True)
+
+
+class MessageConsumption(APIView):
+    """Was the message consumed by each group? From the committed offsets (instant): each
+    group consuming its topic (that your roles may view), and its retry and DLQ copies."""
+
+    @extend_schema(
+        operation_id="v1_messages_consumption",
+        parameters=[
+            OpenApiParameter(
+                "message_id",
+                {"type": "string", "pattern": MESSAGE_ID_PATTERN},
+                OpenApiParameter.PATH,
+                description="24 hex digits, as a produce answers.",
+            )
+        ],
+        responses={
+            200: MessageConsumptionSerializer,
+            **refusals((400, "That is not a message id.")),
+        },
+    )
+    def get(self, request: Request, message_id: str) -> Response:
+        try:
+            message = get_store().get(message_id)
+        except CorruptRecordError as error:
+            raise ApiError(404, "message_corrupt", str(error)) from None
+        require(request.user, TOPIC, message.topic, READ)
+        groups = [
+            {
+                "group": t.group,
+                "state": t.state,
+                "committed_offset": t.committed,
+                "before": t.before,
+                "copies": [asdict(copy) for copy in t.copies],
+            }
+            for t in group_consumption(request.user, message)
+        ]
+        return Response(
+            {
+                "message_id": message.message_id,
+                "topic": message.topic,
+                "queue": message.queue,
+                "queue_offset": message.queue_offset,
+                "groups": groups,
+            }
+        )
+
+
 MODE_KEY, MODE_RANGE, MODE_TIME = "key", "range", "time"
 RANGE_FIELDS = ("queue", "from_offset", "to_offset")
 TIME_FIELDS = ("since", "until")
 OFFSETS_IN_ORDER = "to_offset is not before from_offset."
+
+
+def _whole(value: Any, default: int) -> int | None:
+    """A paging parameter as a number (``default`` when not given; None when not one)."""
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def search_reach(data: dict) -> int | None:
+    """How many messages the search of ``data`` reaches (by key or by time), or None (a
+    queue range: no bound)."""
+    if any(data.get(name) is not None for name in RANGE_FIELDS):
+        return None
+    return search.KEY_MAX if data.get("key") is not None else search.TIME_MAX
+
+
+@check("search_depth")
+def _search_depth(data: dict, fields: tuple[str, ...]) -> dict[str, str]:
+    reach = search_reach(data)
+    number = _whole(data.get("page"), 1)
+    size = _whole(data.get("page_size"), Pagination.page_size)
+    if reach is None or number is None or size is None or number < 1 or size < 1:
+        return {}
+    if (number - 1) * min(size, Pagination.max_page_size) < reach:
+        return {}
+    return {"page": ""}
+
+
+SEARCH_DEPTH = Rule.checked(
+    "page",
+    "page_size",
+    check="search_depth",
+    message=f"A search by key or by time reaches its first {search.KEY_MAX:,} messages only: "
+    f"(page − 1) × page_size ({Pagination.page_size} by default, at most "
+    f"{Pagination.max_page_size}) is below {search.KEY_MAX:,}; narrow it with since and until.",
+)
 
 
 class MessageSearchQuery(QuerySerializer):
@@ -567,6 +714,7 @@ class MessageSearchQuery(QuerySerializer):
         ),
         Rule.not_before("since", "until", message="until is not before since."),
         Rule.not_before("from_offset", "to_offset", message=OFFSETS_IN_ORDER),
+        SEARCH_DEPTH,
     )
 
     def validate(self, data: dict) -> dict:
@@ -606,14 +754,14 @@ def _paging(request: Request) -> tuple[int, int]:
 def _search(store: Any, query: dict, number: int, size: int) -> tuple[list, int | None, bool]:
     """(messages of the page, total or None, whether there is a next page)."""
     topic, mode = query["topic"], query["mode"]
-    reach = search.KEY_MAX if mode == MODE_KEY else search.TIME_MAX
-    if mode != MODE_RANGE and (number - 1) * size >= reach:
+    deep = SEARCH_DEPTH.broken_by({**query, "page": number, "page_size": size})
+    if deep:
+        said = [{"message": SEARCH_DEPTH.message, "code": "invalid"}]
         raise ApiError(
             400,
             "search_too_deep",
-            f"A search by {mode} reaches the first {reach:,} messages only; "
-            "narrow it with since and until.",
-            {"max_messages": reach},
+            SEARCH_DEPTH.message,
+            {"max_messages": search_reach(query), "fields": dict.fromkeys(deep, said)},
         )
     if mode == MODE_KEY:
         found = search.key_page(
@@ -761,4 +909,9 @@ urlpatterns = [
     path("messages/", MessageSearch.as_view(), name="api-messages"),
     path("messages/export/", MessageExport.as_view(), name="api-messages-export"),
     path("messages/<str:message_id>/", MessageDetail.as_view(), name="api-message"),
+    path(
+        "messages/<str:message_id>/consumption/",
+        MessageConsumption.as_view(),
+        name="api-message-consumption",
+    ),
 ]

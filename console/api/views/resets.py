@@ -19,6 +19,7 @@ validated by serializers built from the modes' table, which also give the schema
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,7 @@ from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
-from console.api.rules import RulesSchema, only
+from console.api.rules import Rule, RulesSchema, only, value_check
 from console.api.serializers import StrictSerializer, refusals, validated
 from console.api.views.groups import OffsetChangeSerializer, change_data
 from console.core.store import get_store
@@ -77,8 +78,31 @@ _APPLY_ONLY = "Applying takes only the plan token: the preview fixed the rest."
 # ------------------------------------------------------------------- requests
 
 
+#: A queue id as a key of ``offsets``: digits, at most 9.
+QUEUE_ID_KEY = re.compile(r"[0-9]{1,9}")
+
+
+@value_check("queue_ids")
+def _queue_ids(offsets: Any) -> str | None:
+    for queue in offsets if isinstance(offsets, dict) else ():
+        if not isinstance(queue, str) or not QUEUE_ID_KEY.fullmatch(queue):
+            return f"{str(queue)[:40]!r} is not a queue id."
+    return None
+
+
+#: The keys of ``offsets`` (OpenAPI 3.0 cannot say them: it has no propertyNames).
+QUEUE_IDS = Rule.checked(
+    "offsets", check="queue_ids", message="The keys of offsets are queue ids (0 to 999999999)."
+)
+
+
+#: How many queues ``offsets`` names (QueueOffsetsField), as JSON Schema over a body.
+OFFSETS_COUNT = {"properties": {"offsets": {"minProperties": 1, "maxProperties": MAX_NAMED_QUEUES}}}
+
+
 class QueueOffsetsField(serializers.DictField):
-    """``{"<queue>": offset}``: queue ids as keys, whole numbers ≥ 0 as values."""
+    """``{"<queue>": offset}``: queue ids as keys (the QUEUE_IDS rule), whole numbers ≥ 0 as
+    values."""
 
     child = serializers.IntegerField(min_value=0, max_value=MAX_OFFSET)
 
@@ -89,10 +113,6 @@ class QueueOffsetsField(serializers.DictField):
             if len(data) > MAX_NAMED_QUEUES:
                 raise serializers.ValidationError(f"At most {MAX_NAMED_QUEUES} queues at once.")
             for queue, offset in data.items():
-                if not isinstance(queue, str) or not queue.isascii() or not queue.isdigit():
-                    raise serializers.ValidationError(f"{queue!r} is not a queue id.")
-                if len(queue) > 9:
-                    raise serializers.ValidationError(f"{queue!r} is not a queue id.")
                 if not isinstance(offset, int) or isinstance(offset, bool):
                     raise serializers.ValidationError(
                         f"The offset for queue {queue} must be a whole number."
@@ -143,6 +163,9 @@ def _preview_request(mode: ResetMode) -> type[StrictSerializer]:
     value = _value_field(mode)
     if value is not None:
         fields[value[0]] = value[1]
+    if mode.takes == "offsets":
+        fields["cross_field_rules"] = (QUEUE_IDS,)
+        fields["body_constraints"] = (*fields["body_constraints"], OFFSETS_COUNT)
     name = "".join(part.capitalize() for part in mode.name.split("_"))
     return type(f"{name}ResetPreview", (StrictSerializer,), fields)
 

@@ -15,16 +15,24 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from django.urls import path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.accounts import role_rules
-from console.accounts.permissions import ACTIONS, KINDS
+from console.accounts.models import MaskRule
+from console.accounts.permissions import ACTIONS, KIND_ACTIONS, KINDS
 from console.api.errors import ApiError
-from console.api.serializers import StrictSerializer, refusals, validated
+from console.api.rules import only
+from console.api.serializers import (
+    NOT_BLANK_PATTERN,
+    StrictSerializer,
+    not_blank_text,
+    refusals,
+    validated,
+)
 
 
 class RuleSerializer(serializers.Serializer):
@@ -43,20 +51,61 @@ class RoleSerializer(serializers.Serializer):
 
 
 class RuleAdd(StrictSerializer):
-    role = serializers.CharField(max_length=role_rules.MAX_ROLE_NAME)
-    kind = serializers.CharField(help_text=f"One of {', '.join(KINDS)}.")
-    pattern = serializers.CharField(max_length=255, help_text="Shell-style: *, ?, […].")
+    """A rule for a scoped role: on resources of ``kind`` matching ``pattern``, ``actions``."""
+
+    role = not_blank_text(
+        max_length=role_rules.MAX_ROLE_NAME, help_text="A scoped role (new: created)."
+    )
+    kind = serializers.ChoiceField(
+        choices=list(KINDS),
+        error_messages={
+            "invalid_choice": f"A rule's kind is one of {', '.join(KINDS)}, not {{input!r}}."
+        },
+    )
+    pattern = not_blank_text(max_length=255, help_text="Shell-style: *, ?, […].")
     actions = serializers.ListField(
-        child=serializers.CharField(max_length=20), help_text=f"Of {', '.join(ACTIONS)}."
+        child=serializers.CharField(max_length=20),
+        min_length=1,
+        help_text="; ".join(f"on a {kind}: {', '.join(KIND_ACTIONS[kind])}" for kind in KINDS),
+    )
+
+    # The actions a kind of resource has (console.accounts.permissions.KIND_ACTIONS).
+    body_constraints = (
+        {
+            "anyOf": [
+                {
+                    "properties": {
+                        **only("kind", kind)["properties"],
+                        "actions": {"items": {"allOf": [{"enum": list(KIND_ACTIONS[kind])}]}},
+                    }
+                }
+                for kind in KINDS
+            ]
+        },
     )
 
 
 class MemberChange(StrictSerializer):
-    username = serializers.CharField(max_length=150)
+    """Put a user in the role (``member`` true) or take them out."""
+
+    username = not_blank_text(max_length=150)
     member = serializers.BooleanField(default=True)
 
 
+#: A scoped role's name in a path.
+ROLE_PARAMETER = OpenApiParameter(
+    "role",
+    {"type": "string", "pattern": NOT_BLANK_PATTERN, "maxLength": role_rules.MAX_ROLE_NAME},
+    OpenApiParameter.PATH,
+)
+BUILT_IN = (409, "A built-in role: its rules are fixed, its members set on the users page.")
+
+
 def _refused(error: role_rules.RoleError) -> ApiError:
+    if isinstance(error, role_rules.NoSuchRoleThing):
+        return ApiError(404, "not_found", str(error))
+    if isinstance(error, role_rules.BuiltInRoleError):
+        return ApiError(409, "built_in_role", str(error))
     return ApiError(400, "invalid", str(error))
 
 
@@ -65,7 +114,7 @@ class RoleList(APIView):
     def get(self, request: Request) -> Response:
         return Response([asdict(role) for role in role_rules.roles()])
 
-    @extend_schema(request=RuleAdd, responses={201: RuleSerializer})
+    @extend_schema(request=RuleAdd, responses={201: RuleSerializer, **refusals(BUILT_IN)})
     def post(self, request: Request) -> Response:
         data = validated(RuleAdd, request.data)
         try:
@@ -89,7 +138,14 @@ class RoleRuleDetail(APIView):
 
 
 class RoleMembers(APIView):
-    @extend_schema(request=MemberChange, responses={204: None})
+    @extend_schema(
+        request=MemberChange,
+        parameters=[ROLE_PARAMETER],
+        responses={
+            204: None,
+            **refusals(BUILT_IN, (404, "No such user (or, taking one out, no such role).")),
+        },
+    )
     def post(self, request: Request, role: str) -> Response:
         data = validated(MemberChange, request.data)
         try:
@@ -108,10 +164,27 @@ class MaskSerializer(serializers.Serializer):
 
 
 class MaskAdd(StrictSerializer):
-    pattern = serializers.CharField(max_length=255)
-    part = serializers.CharField(max_length=10, help_text="body, property or key.")
-    field = serializers.CharField(max_length=255, default="*")
-    how = serializers.CharField(max_length=10, default="mask", help_text="mask or remove.")
+    """A mask rule: on topics matching ``pattern``, mask or remove a part's ``field``."""
+
+    pattern = not_blank_text(max_length=255, help_text="Topics whose name matches.")
+    part = serializers.ChoiceField(
+        choices=MaskRule.PARTS,
+        error_messages={
+            "invalid_choice": "A mask rule's part is one of "
+            f"{', '.join(value for value, _ in MaskRule.PARTS)}, not {{input!r}}."
+        },
+    )
+    field = serializers.CharField(
+        max_length=255, default="*", trim_whitespace=False, help_text="Blank: *."
+    )
+    how = serializers.ChoiceField(
+        choices=MaskRule.HOWS,
+        default="mask",
+        error_messages={
+            "invalid_choice": "A mask rule masks or removes "
+            f"({', '.join(value for value, _ in MaskRule.HOWS)}), not {{input!r}}."
+        },
+    )
 
 
 def _mask_data(rule) -> dict:

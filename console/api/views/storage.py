@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.core.store import get_store
+from console.storage.visibility import visible_retention
 from storeadapter.disk_use import disk_use
 from storeadapter.summaries import segment_rows
 
@@ -74,6 +75,7 @@ class Storage(APIView):
             "failed",
         )
         data = {key: stats[key] for key in keys}
+        data["last_retention"] = visible_retention(request.user, data["last_retention"])
         data["disk_ratio"] = round(disk.ratio, 4)
         data["disk_thresholds"] = {
             "warn_ratio": disk.warn_ratio,

@@ -307,3 +307,143 @@ def test_the_audit_log_shows_a_scoped_role_only_its_topics_groups_and_own_rows(
     expected = {"topic payments.in", "group payments-app topic payments.in", "topic payments.out"}
     assert {entry.target for entry in page.context["page"]} == expected
     assert {entry["target"] for entry in api} == expected
+
+
+# Store-wide totals and the alerts: a scoped role sees those of the topics and groups it may
+# view (the store's health, such as disk use and store-wide alerts, stays whole).
+
+
+def test_the_dashboard_totals_count_only_the_topics_the_role_may_view(shop, payments):
+    response = as_page(payments).get("/")
+
+    totals = [response.context[name] for name in ("topics", "queues", "message_count")]
+    assert totals == [2, 2, 2]
+
+
+def write_retention_report(store) -> None:
+    """A last retention report that dropped messages of a payments and a shipping queue."""
+    import json
+
+    rows = [
+        {"topic": topic, "queue": 0, "dropped": 1, "unconsumed_by_group": {group: 1}}
+        for topic, group in (("payments.in", "payments-app"), ("shipping", "shipping-app"))
+    ]
+    report = {"now_ms": 1, "deleted_segments": [], "freed_bytes": 0, "queues": rows}
+    (store.path / "retention.json").write_text(json.dumps(report))
+
+
+def test_the_storage_page_and_api_show_only_the_retention_rows_the_role_may_view(shop, payments):
+    write_retention_report(shop)
+
+    page = as_page(payments).get("/storage/").context["retention"]
+    api = as_api(payments).get("/api/v1/storage/").json()["last_retention"]
+
+    assert [row["topic"] for row in page["queues"]] == ["payments.in"]
+    assert [row["unconsumed_by_group"] for row in api["queues"]] == [{"payments-app": 1}]
+
+
+def test_the_storage_page_shows_every_retention_row_to_a_viewer(shop, as_viewer):
+    write_retention_report(shop)
+
+    page = as_viewer.get("/storage/").context["retention"]
+
+    assert [row["topic"] for row in page["queues"]] == ["payments.in", "shipping"]
+
+
+@pytest.fixture
+def alerts_of_both_teams(shop):
+    from django.utils import timezone
+
+    from console.alerts.models import AlertEvent, AlertRule
+
+    def rule(name, kind=AlertRule.LAG_MESSAGES, **fields):
+        return AlertRule.objects.create(name=name, kind=kind, threshold=0.5, **fields)
+
+    every = rule("every group")
+    rule("payments lag", scope=AlertRule.SCOPE_MATCH, group_pattern="payments-.*")
+    rule("shipping lag", scope=AlertRule.SCOPE_MATCH, group_pattern="shipping-.*")
+    rule("shipping topics", scope=AlertRule.SCOPE_MATCH, topic_pattern="ship.*")
+    disk = rule("disk", kind=AlertRule.DISK_RATIO)
+    now = timezone.now()
+    for subject, source in (("payments-app", every), ("shipping-app", every), ("store", disk)):
+        AlertEvent.objects.create(
+            rule=source,
+            rule_name=source.name,
+            kind=source.kind,
+            subject=subject,
+            state=AlertEvent.FIRING,
+            since=now,
+            started_at=now,
+        )
+
+
+def test_the_alerts_page_and_api_show_only_the_events_the_role_may_view(
+    alerts_of_both_teams, payments
+):
+    page = as_page(payments).get("/alerts/").context["firing_rows"]
+    api = as_api(payments).get("/api/v1/alerts/events/").json()["results"]
+
+    assert sorted(row["event"].subject for row in page) == ["payments-app", "store"]
+    assert sorted(event["subject"] for event in api) == ["payments-app", "store"]
+
+
+def test_the_alerts_page_and_api_show_only_the_rules_the_role_may_view(
+    alerts_of_both_teams, payments
+):
+    page = as_page(payments).get("/alerts/").context["rules"]
+    api = as_api(payments).get("/api/v1/alerts/rules/").json()["results"]
+
+    expected = ["disk", "every group", "payments lag"]
+    assert sorted(rule.name for rule in page) == expected
+    assert sorted(rule["name"] for rule in api) == expected
+
+
+def test_a_rule_the_role_may_not_view_is_a_404_in_the_api(alerts_of_both_teams, payments):
+    from console.alerts.models import AlertRule
+
+    hidden = AlertRule.objects.get(name="shipping lag")
+
+    assert as_api(payments).get(f"/api/v1/alerts/rules/{hidden.pk}/").status_code == 404
+
+
+def test_the_alerts_page_shows_every_rule_and_event_to_a_viewer(alerts_of_both_teams, as_viewer):
+    response = as_viewer.get("/alerts/")
+
+    assert len(response.context["rules"]) == 5
+    assert len(response.context["firing_rows"]) == 3
+
+
+def test_the_store_wide_chart_is_not_drawn_nor_served_to_a_scoped_role(shop, payments):
+    client = as_page(payments)
+
+    home = client.get("/").content.decode()
+    chart = client.get("/monitoring/charts/dashboard/")
+
+    assert "/monitoring/charts/dashboard/" not in home
+    assert chart.status_code == 403
+    assert "topic and group pages" in chart.json()["error"]
+
+
+def test_the_store_wide_chart_is_drawn_for_a_viewer(shop, as_viewer):
+    assert "/monitoring/charts/dashboard/" in as_viewer.get("/").content.decode()
+    assert as_viewer.get("/monitoring/charts/dashboard/").status_code == 200
+
+
+def test_the_alerts_page_and_api_show_only_the_silences_the_role_may_view(shop, payments):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from console.alerts.models import Silence
+
+    now = timezone.now()
+    for pattern in ("payments-.*", "shipping-.*", ""):
+        Silence.objects.create(
+            subject_pattern=pattern, starts_at=now, ends_at=now + timedelta(hours=1), reason="x"
+        )
+
+    page = as_page(payments).get("/alerts/").context["silences"]
+    api = as_api(payments).get("/api/v1/alerts/silences/").json()["results"]
+
+    assert sorted(s.subject_pattern for s in page) == ["", "payments-.*"]
+    assert sorted(s["subject_pattern"] for s in api) == ["", "payments-.*"]

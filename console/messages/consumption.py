@@ -1,0 +1,40 @@
+"""Was a message consumed by each group? (issue 34, item 3): storeadapter.message_track for
+the groups the user may view, shared by the message page and the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console.accounts.permissions import GROUP, permissions_of
+from console.core.store import get_store
+from storeadapter import message_track
+from storeadapter.message_track import GroupTrack
+
+#: What the page says of each state.
+STATE_TEXT = {
+    message_track.CONSUMED: "consumed",
+    message_track.NOT_YET: "not yet",
+    message_track.LOST: "lost to retention",
+    message_track.DEAD_LETTERED: "dead-lettered",
+}
+
+
+def consumption_rows(user: Any, message: Any) -> list[dict[str, Any]]:
+    """``group_consumption`` for the message page: each group's track with the words for its
+    state and for each copy's."""
+    return [
+        {
+            "track": track,
+            "said": STATE_TEXT[track.state],
+            "copies": [(copy, STATE_TEXT[copy.state]) for copy in track.copies],
+        }
+        for track in group_consumption(user, message)
+    ]
+
+
+def group_consumption(user: Any, message: Any) -> list[GroupTrack]:
+    """Each group consuming the message's topic that ``user`` may view, by name, with its
+    state for the message and its retry and DLQ copies of it."""
+    store = get_store()
+    groups = message_track.consuming_groups(store, message.topic)
+    return message_track.track(store, message, permissions_of(user).filter(GROUP, groups))
