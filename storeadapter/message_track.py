@@ -11,7 +11,7 @@ committed on is read from its first offset, storeadapter/lagrule.py):
 - ``LOST_TO_RETENTION``: retention deleted the message before the group got to it.
 
 And the group's retry and dead-letter copies of it (``%RETRY%<group>``, ``%DLQ%<group>``,
-made by storeadapter.engine.consumer with the message's id in ``ORIGIN_MESSAGE_ID``): found
+made by the engine's consumer with the message's id in ``ORIGIN_MESSAGE_ID``): found
 among the copies' topic's messages with the message's first key (the key index) or, for a
 message without keys, among the first ``COPY_SCAN`` stored from the message's store time
 on. A retry copy is ``CONSUMED`` or ``NOT_YET`` by the group as above; a dead-lettered
@@ -23,13 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from storeadapter.engine import (
+    ORIGIN_MESSAGE_ID,
+    RETRY_COUNT,
     MessageStore,
     QueueNotFoundError,
     StoredMessage,
     TopicNotFoundError,
+    dlq_topic,
+    retry_topic,
 )
-from storeadapter.engine.consumer import ORIGIN_MESSAGE_ID, RETRY_COUNT
-from storeadapter.engine.names import dlq_topic, retry_topic
 
 CONSUMED = "CONSUMED"
 NOT_YET = "NOT_YET"
