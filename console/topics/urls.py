@@ -1,10 +1,11 @@
 from django.urls import path
 
-from console.topics import views
+from console.topics import bulk, views
 
 app_name = "topics"
 
 urlpatterns = [
     path("", views.topic_list, name="list"),
+    path("delete/", bulk.delete_selected, name="delete_selected"),
     path("<str:topic>/", views.topic_detail, name="detail"),
 ]

@@ -134,6 +134,7 @@ ACCESS: dict[str, Rule] = {
     "audit:list": page(read=VIEWER),
     "topics:list": page(read=VIEWER, post=ADMIN),
     "topics:detail": page(read=VIEWER, post=OPERATOR, kwargs=TOPIC),
+    "topics:delete_selected": form_action(post=ADMIN),
     "messages:search": page(read=VIEWER),
     "streams:stream": page(read=VIEWER),
     "messages:export": page(read=VIEWER),
