@@ -449,6 +449,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "groups:reset_again": form_action(on(GROUP, RESET)),
     "groups:resets": pages(on(GROUP, VIEW)),
     "groups:reset_undo": pages(on(GROUP, RESET)),
+    "groups:reset_selected": form_action(on_each(GROUP, RESET)),
     "groups:dlq": pages(on(GROUP, READ), on(GROUP, REDRIVE)),
     "groups:delete": form_action(on(GROUP, MANAGE)),
     # API v1.

@@ -143,6 +143,7 @@ ACCESS: dict[str, Rule] = {
     "storage:page": page(read=VIEWER),
     "groups:list": page(read=VIEWER),
     "groups:detail": page(read=VIEWER, kwargs=GROUP),
+    "groups:reset_selected": form_action(post=OPERATOR),
     "groups:reset_preview": form_action(post=OPERATOR, kwargs=GROUP),
     "groups:reset_apply": form_action(post=OPERATOR, kwargs=GROUP),
     "groups:reset_again": form_action(post=OPERATOR, kwargs=GROUP),
