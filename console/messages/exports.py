@@ -30,7 +30,6 @@ first from ``since``, the same way; a queue range goes on from the next offset.
 from __future__ import annotations
 
 import heapq
-import itertools
 import json
 import re
 import time
@@ -120,17 +119,26 @@ def _trailer(
 
 def _bounded(
     messages: Iterator[StoredMessage],
+    skip: int,
     budget: Budget,
     on_message: Callable[[StoredMessage], None],
     where: Callable[[], dict],
     then: Continuation,
 ) -> Iterator[bytes]:
-    """The lines of ``messages`` within ``budget``, then the trailer (``where()``: the
-    parameters that continue after the last message given to ``on_message``)."""
+    """The lines of ``messages`` but the ``skip`` first within ``budget``, then the
+    trailer (``where()``: the parameters that continue after the last message given to
+    ``on_message``). Skipping counts against the seconds too: a skip the seconds do not
+    cover stops the export where it was asked to start."""
     deadline = time.monotonic() + budget.seconds
     count = 0
     stopped_by = None
     for message in messages:
+        if skip:
+            skip -= 1
+            if time.monotonic() > deadline:
+                stopped_by = STOPPED_BY_SECONDS
+                break
+            continue
         if count >= budget.records:
             stopped_by = STOPPED_BY_RECORDS
             break
@@ -150,12 +158,11 @@ def _key_messages(
     key: str,
     begin_ms: int | None,
     end_ms: int | None,
-    skip: int,
 ) -> Iterator[StoredMessage]:
     """The messages of ``topic`` with ``key`` stored from ``begin_ms`` to ``end_ms``,
-    newest first, less the ``skip`` newest; read through the key index EXPORT_CHUNK at a
-    time (each chunk ends where the last one did)."""
-    until, same = end_ms, skip
+    newest first; read through the key index EXPORT_CHUNK at a time (each chunk ends where
+    the last one did: up to its last message's millisecond, less those of it read)."""
+    until, same = end_ms, 0
     while True:
         found = store.query_by_key(topic, key, begin_ms, until, same + EXPORT_CHUNK)
         fresh = found[same:]
@@ -183,8 +190,8 @@ def key_export(
     def where() -> dict:
         return {"until": cursor.ms, "skip": cursor.same}
 
-    messages = _key_messages(store, topic, key, begin_ms, end_ms, skip)
-    return _bounded(messages, budget, cursor.passed, where, then)
+    messages = _key_messages(store, topic, key, begin_ms, end_ms)
+    return _bounded(messages, skip, budget, cursor.passed, where, then)
 
 
 def time_export(
@@ -209,7 +216,7 @@ def time_export(
     chunk = max(1, MERGE_WINDOW // max(1, len(queues)))
     streams = [_queue_since(store, topic, q, since_ms or 0, until_ms, chunk) for q in queues]
     merged = heapq.merge(*streams, key=_oldest_first)
-    return _bounded(itertools.islice(merged, skip, None), budget, cursor.passed, where, then)
+    return _bounded(merged, skip, budget, cursor.passed, where, then)
 
 
 def range_export(
@@ -230,7 +237,7 @@ def range_export(
     def where() -> dict:
         return {"from": position["next"]}
 
-    return _bounded(_queue_range(store, topic, queue, first, last), budget, passed, where, then)
+    return _bounded(_queue_range(store, topic, queue, first, last), 0, budget, passed, where, then)
 
 
 def _queue_range(

@@ -225,3 +225,35 @@ def test_an_export_is_an_audited_read(as_viewer, orders, settings):
     row = AuditEntry.objects.get(action="read.export")
     assert row.target == "topic orders"
     assert "mode=key" in row.detail and "key=k" in row.detail
+
+
+def test_a_key_export_reads_the_index_a_chunk_at_a_time_across_ties(
+    as_viewer, orders, now, monkeypatch
+):
+    monkeypatch.setattr(exports, "EXPORT_CHUNK", 2)
+    sent = []
+    for i in range(9):
+        now["ms"] = T0 + i // 4  # chunks of 2 end inside a millisecond of 4
+        sent.append(orders.append("orders", f"v{i}", key="k").message_id)
+
+    messages, trailer = lines_of(
+        as_viewer.get(EXPORT, {"mode": "key", "topic": "orders", "key": "k"})
+    )
+
+    assert [m["message_id"] for m in messages] == sent[::-1]
+    assert trailer["complete"] is True
+
+
+def test_a_skip_the_seconds_do_not_cover_stops_where_it_was_asked(
+    as_viewer, orders, now, monkeypatch
+):
+    for i in range(5):
+        orders.append("orders", f"v{i}", key="k")
+    ticks = iter(range(0, 1000, 2))
+    monkeypatch.setattr(exports.time, "monotonic", lambda: next(ticks))
+    asked = {"mode": "key", "topic": "orders", "key": "k", "max_seconds": 3}
+
+    messages, trailer = lines_of(as_viewer.get(EXPORT, {**asked, "until_ms": T0, "skip": 4}))
+
+    assert messages == []
+    assert (trailer["stopped_by"], trailer["next"]) == ("seconds", {"until_ms": T0, "skip": 4})
