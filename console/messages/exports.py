@@ -63,10 +63,12 @@ STOPPED_BY_RECORDS, STOPPED_BY_SECONDS = "records", "seconds"
 
 @dataclass(frozen=True)
 class Budget:
-    """How much one export may read: messages, and seconds from its first read."""
+    """How much one export may read: messages, and seconds from its first read; and who
+    is told how many messages it held, once sent (the audited read)."""
 
     records: int = DEFAULT_RECORDS
     seconds: float = DEFAULT_SECONDS
+    sent: Callable[[int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,8 @@ def _bounded(
         count += 1
     complete = stopped_by is None
     yield _trailer(complete, count, stopped_by, None if complete else where(), then)
+    if budget.sent is not None:
+        budget.sent(count)
 
 
 def _key_messages(
@@ -282,10 +286,12 @@ class ExportOptionsForm(forms.Form):
     since_ms = forms.IntegerField(required=False, min_value=0, max_value=MAX_TIME_MS)
     until_ms = forms.IntegerField(required=False, min_value=0, max_value=MAX_TIME_MS)
 
-    def budget(self) -> Budget:
+    def budget(self, sent: Callable[[int], None] | None = None) -> Budget:
         data = self.cleaned_data
         return Budget(
-            data.get("max_records") or DEFAULT_RECORDS, data.get("max_seconds") or DEFAULT_SECONDS
+            data.get("max_records") or DEFAULT_RECORDS,
+            data.get("max_seconds") or DEFAULT_SECONDS,
+            sent,
         )
 
 

@@ -7,6 +7,7 @@ All are reads: GET (and HEAD) only, for the viewer role and up. The store comes 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -15,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from console.accounts.permissions import READ, TOPIC, require, visible_topics
-from console.audit.reads import note_count
+from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
 from console.messages import bodies, exports, search
 from console.messages.consumption import consumption_rows
@@ -188,7 +189,8 @@ def message_export(request: HttpRequest) -> HttpResponse:
     params = {k: v for k, v in request.GET.items() if k not in _NOT_EXPORTED[:2]}
     params["mode"] = mode
     try:
-        lines, name = _export(store, form, options, params)
+        budget = options.budget(partial(note_streamed, request))
+        lines, name = _export(store, form, options, budget, params)
     except StoreError as error:
         form.add_error(_error_field(mode, error), str(error))
         return _search_page(request, store, form, None, status=400)
@@ -201,11 +203,12 @@ def _export(
     store: MessageStore,
     form: MessageSearchForm,
     options: exports.ExportOptionsForm,
+    budget: exports.Budget,
     params: dict,
 ) -> tuple[Iterator[bytes], str]:
     """The lines of the export the forms ask for, and its file name."""
     data, chosen = form.cleaned_data, options.cleaned_data
-    topic, budget, skip = data["topic"], options.budget(), chosen.get("skip") or 0
+    topic, skip = data["topic"], chosen.get("skip") or 0
     if data["mode"] == MODE_KEY:
         until_ms = chosen.get("until_ms")
         lines = exports.key_export(

@@ -144,3 +144,4 @@ def test_an_api_export_is_an_audited_read(as_viewer, orders, settings):
 
     row = AuditEntry.objects.get(action="read.export")
     assert row.target == "topic orders" and "key=k" in row.detail
+    assert row.after == {"count": 1}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -56,7 +57,7 @@ from console.api.serializers import (
     validated,
 )
 from console.audit.log import record
-from console.audit.reads import note_count
+from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
 from console.messages import exports, search
 from console.messages.consumption import group_consumption
@@ -909,6 +910,7 @@ class MessageExport(APIView):
         budget = exports.Budget(
             query.get("max_records") or exports.DEFAULT_RECORDS,
             query.get("max_seconds") or exports.DEFAULT_SECONDS,
+            partial(note_streamed, request),
         )
         skip = query.get("skip") or 0
         asked = {k: v for k, v in request.query_params.items() if k != "format"}

@@ -225,6 +225,7 @@ def test_an_export_is_an_audited_read(as_viewer, orders, settings):
     row = AuditEntry.objects.get(action="read.export")
     assert row.target == "topic orders"
     assert "mode=key" in row.detail and "key=k" in row.detail
+    assert row.after == {"count": 1}  # said once the export was sent
 
 
 def test_a_key_export_reads_the_index_a_chunk_at_a_time_across_ties(
