@@ -1,5 +1,6 @@
 """Bulk actions: an admin selects topics on the topic list and deletes them, typing their
-number on the confirmation page (a wrong number deletes nothing)."""
+number on the confirmation page (a wrong number deletes nothing); an operator resets the
+selected groups with one preview, one reset (and one undo) per group."""
 
 import re
 
@@ -38,3 +39,36 @@ def test_an_admin_deletes_the_selected_topics_after_typing_their_number(
     expect(page.locator("li.tm-message")).to_have_text("Deleted 2 topics: old.a, old.b.")
     expect(page.get_by_role("row", name=re.compile(r"^keep\b"))).to_be_visible()
     assert [t.name for t in store.topics()] == ["keep"]
+
+
+def test_an_operator_resets_the_selected_groups_with_one_preview(
+    page: Page, url, log_in, operator, billing
+):
+    billing.commit_offset("audit", "orders", 0, 1)
+    billing.commit_offset("audit", "orders", 1, 2)
+    log_in(operator)
+    page.goto(url("/groups/"))
+
+    page.get_by_label("Select billing").check()
+    page.get_by_label("Select audit").check()
+    page.get_by_role("button", name="Reset selected…").click()
+
+    form = page.get_by_role("form", name="Reset the selected groups")
+    form.get_by_label("Topic").select_option("orders")
+    form.get_by_label("Reset to").select_option("earliest")
+    form.get_by_role("button", name="Preview the resets").click()
+
+    expect(page.get_by_role("heading", level=1)).to_have_text("Reset 2 groups: preview")
+    rows = page.locator("table.tm-reset-preview tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.filter(has_text="billing")).to_contain_text("2 of 2")
+    assert billing.committed_offset("billing", "orders", 0) == 3
+    page.get_by_role("button", name="Apply the 2 resets").click()
+
+    expect(page).to_have_url(url("/groups/"))
+    flashes = page.locator("li.tm-message")
+    expect(flashes).to_have_count(2)
+    expect(flashes.filter(has_text="billing")).to_contain_text(re.compile(r"reset #\d+ applied"))
+    expect(flashes.get_by_role("link", name=re.compile("^Undo reset"))).to_have_count(2)
+    for group in ("billing", "audit"):
+        assert [billing.committed_offset(group, "orders", q) for q in (0, 1)] == [0, 0]
