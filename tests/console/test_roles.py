@@ -265,6 +265,7 @@ LAYOUT_SCRIPTS = {"/static/js/confirm.js", "/static/js/theme.js", "/static/js/sh
 SCRIPT_USES = {
     "/static/js/htmx.min.js": re.compile(r"\shx-(?:get|post|put|patch|delete)="),
     "/static/js/charts.js": re.compile(r"\sdata-chart-url="),
+    "/static/js/tail.js": re.compile(r"\sdata-tail-url="),
 }
 
 
