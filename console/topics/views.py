@@ -258,17 +258,22 @@ def topic_tail(request: HttpRequest, topic: str) -> HttpResponse:
     rate_text = request.GET.get("rate", "")
     rate = int(rate_text) if rate_text.isdigit() and int(rate_text) in TAIL_RATES else None
     error = None
+    if rate_text and rate is None:
+        shown = ", ".join(map(str, TAIL_RATES))
+        error = f"Show at most {shown} messages a second; {rate_text[:20]!r} is none of them."
     try:
         queues = tail.parse_queues(queues_text)
         cursor = tail.start(store, topic, queues)
-    except tail.TailError as refused:
-        error, queues, cursor = str(refused), None, tail.start(store, topic, None)
-    except QueueNotFoundError:
-        error = f"Topic {topic} has queues 0 to {info.queues - 1}; choose among them."
-        queues, cursor = None, tail.start(store, topic, None)
+    except (tail.TailError, QueueNotFoundError) as refused:
+        error = (
+            str(refused)
+            if isinstance(refused, tail.TailError)
+            else f"Topic {topic} has queues 0 to {info.queues - 1}; choose among them."
+        )
+        queues_text, queues, cursor = "", None, tail.start(store, topic, None)
     context = {
         "topic": info,
-        "queues_text": queues_text if error is None else "",
+        "queues_text": queues_text,
         "queues": queues,
         "cursor": str(cursor),
         "rate": rate or TAIL_DEFAULT_RATE,

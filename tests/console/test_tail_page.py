@@ -65,3 +65,10 @@ def test_a_role_that_may_only_view_the_topic_may_not_tail_it(orders, django_user
 
 def test_the_topic_page_links_to_its_tail(as_viewer, orders):
     assert b'href="/topics/orders/tail/"' in as_viewer.get("/topics/orders/").content
+
+
+def test_a_rate_the_page_does_not_offer_is_refused(as_viewer, orders):
+    response = as_viewer.get("/topics/orders/tail/", {"rate": "7"})
+
+    assert response.status_code == 400
+    assert "Show at most 10, 50, 100, 500, 1000 messages a second" in response.content.decode()
