@@ -67,6 +67,7 @@
     var kept = parseInt(box.getAttribute("data-tail-kept"), 10) || 500;
     var button = box.querySelector("[data-tail-pause]");
     var status = box.querySelector("[data-tail-status]");
+    var counter = box.querySelector("[data-tail-count]");
     var droppedNote = box.querySelector("[data-tail-dropped]");
     var rows = box.querySelector("[data-tail-rows]");
     var empty = box.querySelector("[data-tail-empty]");
@@ -81,8 +82,15 @@
       status.classList.toggle("tm-error", Boolean(isError));
     }
 
+    // The status (a live region) changes only when the tail's state does; the count of
+    // messages shown is beside it, outside the region, so a screen reader is not told
+    // of every poll.
     function live() {
-      say("Live: " + shown + " shown. Waiting for messages…", false);
+      say("Live: waiting for messages.", false);
+    }
+
+    function count() {
+      counter.textContent = shown + " shown" + (dropped ? ", " + dropped + " dropped" : "") + ".";
     }
 
     function pollUrl() {
@@ -115,6 +123,7 @@
           " from the view just now (" + dropped + " in all): more arrived than the cap of " +
           rate + " a second. They are in the topic: search for them on the messages page.";
       }
+      count();
     }
 
     function retryLater(ms) {
@@ -194,7 +203,7 @@
       }
       button.textContent = "Resume";
       button.setAttribute("aria-pressed", "true");
-      say("Paused: " + shown + " shown. Resume goes on from here (at most " + rate +
+      say("Paused. Resume goes on from here (at most " + rate +
         " a second of what arrived meanwhile).", false);
     }
 
@@ -206,6 +215,7 @@
     }
 
     button.hidden = false;
+    count();
     button.addEventListener("click", function () {
       if (paused) {
         resume();

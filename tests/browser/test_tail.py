@@ -18,7 +18,7 @@ def orders(store):
 
 def open_tail(page: Page, url, path: str = "/topics/orders/tail/") -> None:
     page.goto(url(path))
-    expect(page.locator("[data-tail-status]")).to_contain_text("Waiting for messages")
+    expect(page.locator("[data-tail-status]")).to_contain_text("Live: waiting for messages")
 
 
 def rows(page: Page):
@@ -52,6 +52,7 @@ def test_pause_holds_messages_back_and_resume_shows_them(page: Page, url, log_in
     page.get_by_role("button", name="Resume").click()
     expect(rows(page)).to_have_count(2)
     expect(rows(page).first).to_contain_text("while paused")
+    expect(page.locator("[data-tail-count]")).to_have_text("2 shown.")
     expect(page.get_by_role("button", name="Pause")).to_have_attribute("aria-pressed", "false")
 
 
