@@ -13,13 +13,18 @@ queues tailed, each body holding the wall-clock time just before its
 (long polls, ``wait`` 10 s, the rate cap at its most, 1,000 a second) and takes, for
 each message in an answer, the time the answer arrived minus the time in its body.
 
-Two runs: the tail of every queue (several queues: the server's waiting pulls take turns
-of 10 ms), and the tail of queue 0 alone (one pull waits the whole time). The first
+Three runs: the tail of every queue (several queues: the server's waiting pulls take
+turns of 10 ms), the tail of queue 0 alone (one pull waits the whole time), and the tail
+of every queue again while the console's pages are requested (below). The first
 ``--warmup`` seconds of each are left out. Reported: p50, p90, p99 and max of the
 latency, messages seen and dropped by the rate cap, polls, and the CPU seconds the
 server process spent per second of tailing (its /proc utime + stime; the producer's and
-this process's are not in it). Prints a table, then one JSON line. Timings only: no
-test asserts them.
+this process's are not in it). In the third run a thread of this process requests the
+console's pages (``PAGES``, a viewer's session) one after another, as fast as they are
+answered (a load well above a few people's); their p95 is set beside the same pages'
+before any tail (``--page-rounds`` rounds): the pages' latency with and without a tail,
+and the tail's with the pages. Prints a table, then one JSON line. Timings only: no test
+asserts them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +67,10 @@ from django.contrib.auth import get_user_model
 user = get_user_model().objects.create_user(username="tailer", password=None)
 user.groups.add(ensure_role_groups()["viewer"])
 get_store().create_topic("{topic}", queues={queues})
+from django.test import Client
+client = Client()
+client.force_login(user)
+print(client.cookies["sessionid"].value)
 print(ApiToken.issue(user, "tail bench")[1])
 """
 
@@ -171,11 +181,46 @@ def produce(store_dir: str, queues: int, rate: int, seconds: float, started) -> 
         store.close()
 
 
+#: The console's other pages, timed while nothing tails and while a tail runs.
+PAGES = ("/", "/topics/", f"/topics/{TOPIC}/", "/groups/", "/storage/")
+
+
+def time_pages(base: str, session_id: str, until: threading.Event, rounds: int) -> list[float]:
+    """Milliseconds of each page request, every page in turn, for ``rounds`` rounds or
+    until ``until`` is set."""
+    session = requests.Session()
+    session.cookies.set("sessionid", session_id)
+    times: list[float] = []
+    done = 0
+    while done < rounds and not until.is_set():
+        for page in PAGES:
+            began = time.perf_counter()
+            answer = session.get(base + page, timeout=60, allow_redirects=False)
+            times.append((time.perf_counter() - began) * 1000)
+            if answer.status_code != 200:
+                raise SystemExit(f"{page} answered {answer.status_code}")
+        done += 1
+    return times
+
+
+def quantile(values: list[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 2)
+
+
 def tail_run(
-    base: str, key: str, store_dir: str, worker: int, args, queues: str | None
+    base: str,
+    key: str,
+    store_dir: str,
+    worker: int,
+    args,
+    queues: str | None,
+    session_id: str | None,
 ) -> dict[str, object]:
     """One run: the tail of ``queues`` (None: every queue), the producer appending to
-    the queues tailed."""
+    the queues tailed; with ``session_id``, the pages requested meanwhile."""
     produce_queues = args.queues if queues is None else 1
     session = requests.Session()
     session.headers["Authorization"] = f"Token {key}"
@@ -198,7 +243,14 @@ def tail_run(
     cpu_before = cpu_seconds(worker)
     wall_before = time.perf_counter()
     warm_until_ns = time.time_ns() + int(args.warmup * 1e9)
+    pages_until = threading.Event()
+    page_times: list[float] = []
+    pages = threading.Thread(
+        target=lambda: page_times.extend(time_pages(base, session_id, pages_until, 10**9))
+    )
     started.set()
+    if session_id is not None:
+        pages.start()
     deadline = time.monotonic() + args.seconds + 2
     while time.monotonic() < deadline:
         answer = session.get(url, params={**query, "cursor": cursor}, timeout=WAIT_S + 30)
@@ -217,6 +269,9 @@ def tail_run(
             break
     wall = time.perf_counter() - wall_before
     cpu = cpu_seconds(worker) - cpu_before
+    pages_until.set()
+    if session_id is not None:
+        pages.join()
     producer.join(timeout=30)
     latencies.sort()
 
@@ -224,7 +279,7 @@ def tail_run(
         return round(latencies[min(len(latencies) - 1, int(fraction * len(latencies)))], 2)
 
     return {
-        "queues": queues or f"all {args.queues}",
+        "queues": (queues or f"all {args.queues}") + (" + pages" if session_id else ""),
         "messages_seen": seen,
         "dropped": dropped,
         "measured": len(latencies),
@@ -235,6 +290,9 @@ def tail_run(
         "max_ms": round(latencies[-1], 2) if latencies else None,
         "mean_ms": round(statistics.fmean(latencies), 2) if latencies else None,
         "server_cpu_s_per_s": round(cpu / wall, 3),
+        "pages_p50_ms": quantile(page_times, 0.50),
+        "pages_p95_ms": quantile(page_times, 0.95),
+        "pages_requests": len(page_times),
     }
 
 
@@ -245,48 +303,54 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--queues", type=int, default=4, help="the topic's queues")
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument(
+        "--page-rounds", type=int, default=40, help="rounds of the pages with no tail"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="tail-bench-") as tmp:
         home = Path(tmp)
         env = environment(home)
         manage(env, "migrate", "--noinput", "-v", "0")
-        key = manage(env, "shell", "-c", SETUP.format(topic=TOPIC, queues=args.queues))
-        key = key.strip().splitlines()[-1]
+        # The pages name their hashed static files: DEBUG off needs the manifest.
+        manage(env, "collectstatic", "--noinput", "-v", "0")
+        made = manage(env, "shell", "-c", SETUP.format(topic=TOPIC, queues=args.queues))
+        session_id, key = made.strip().splitlines()[-2:]
         runs = []
         with serving(env, home) as (base, worker):
-            for queues in (None, "0"):
-                runs.append(tail_run(base, key, str(home / "store"), worker, args, queues))
+            idle = time_pages(base, session_id, threading.Event(), args.page_rounds)
+            for queues, pages in ((None, None), ("0", None), (None, session_id)):
+                runs.append(tail_run(base, key, str(home / "store"), worker, args, queues, pages))
 
+    columns = (
+        ("tailing", "queues"),
+        ("p50 ms", "p50_ms"),
+        ("p90 ms", "p90_ms"),
+        ("p99 ms", "p99_ms"),
+        ("max ms", "max_ms"),
+        ("seen", "messages_seen"),
+        ("dropped", "dropped"),
+        ("polls", "polls"),
+        ("server CPU s/s", "server_cpu_s_per_s"),
+        ("pages p95 ms", "pages_p95_ms"),
+    )
+    idle_figures = {
+        "p50_ms": quantile(idle, 0.50),
+        "p95_ms": quantile(idle, 0.95),
+        "requests": len(idle),
+    }
     print(
         f"Live tail at {args.rate} appends/s over {args.seconds:g} s "
         f"(first {args.warmup:g} s left out), target p99 <= {TARGET_P99_MS:g} ms"
     )
-    header = (
-        "tailing",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "max ms",
-        "seen",
-        "dropped",
-        "polls",
-        "server CPU s/s",
-    )
-    print(" | ".join(f"{h:>14}" for h in header))
+    print(" | ".join(f"{title:>14}" for title, _ in columns))
     for run in runs:
-        row = (
-            run["queues"],
-            run["p50_ms"],
-            run["p90_ms"],
-            run["p99_ms"],
-            run["max_ms"],
-            run["messages_seen"],
-            run["dropped"],
-            run["polls"],
-            run["server_cpu_s_per_s"],
-        )
-        print(" | ".join(f"{str(v):>14}" for v in row))
+        shown = ("-" if run[name] is None else str(run[name]) for _, name in columns)
+        print(" | ".join(f"{value:>14}" for value in shown))
+    print(
+        f"Pages {', '.join(PAGES)} with no tail: p50 {idle_figures['p50_ms']} ms, "
+        f"p95 {idle_figures['p95_ms']} ms ({idle_figures['requests']} requests)"
+    )
     print(
         json.dumps(
             {
@@ -295,6 +359,7 @@ def main() -> None:
                 "seconds": args.seconds,
                 "target_p99_ms": TARGET_P99_MS,
                 "runs": runs,
+                "pages_no_tail": idle_figures,
             }
         )
     )
