@@ -81,3 +81,26 @@ def test_a_tail_of_one_queue_shows_only_that_queue(page: Page, url, log_in, view
 
     expect(rows(page)).to_have_count(1)
     expect(rows(page).first).to_contain_text("to queue 1")
+
+
+def test_a_user_who_reads_the_topic_masked_tails_it_masked(
+    page: Page, url, log_in, django_user_model, store
+):
+    from django.contrib.auth.models import Group
+
+    from console.accounts.models import MaskRule, RoleRule
+
+    store.create_topic("cards", 1)
+    MaskRule.objects.create(pattern="cards", part="body", field="card.number", how="mask")
+    role = Group.objects.create(name="support")
+    RoleRule.objects.create(role=role, kind="topic", pattern="*", actions=["view"])
+    user = django_user_model.objects.create_user(username="sue", password=None)
+    user.groups.add(role)
+    log_in(user)
+    open_tail(page, url, "/topics/cards/tail/")
+
+    store.append("cards", b'{"card": {"number": "4111-1111"}, "amount": 7}', queue=0)
+
+    expect(rows(page)).to_have_count(1)
+    expect(rows(page).first).to_contain_text("****")
+    expect(rows(page).first).not_to_contain_text("4111")

@@ -39,6 +39,18 @@ def test_the_console_follows_a_dark_system_preference(page: Page, url, log_in, v
     expect(page.get_by_role("button", name="Dark mode")).to_have_attribute("aria-pressed", "true")
 
 
+@pytest.mark.browser_context_args(color_scheme="dark")
+def test_a_browser_that_prefers_dark_gets_the_dark_theme_from_its_first_page(
+    page: Page, url, log_in, viewer, store
+):
+    page.add_init_script(RECORD_THEME_AT_BODY)
+    log_in(viewer)
+    page.goto(url("/groups/"))
+
+    assert body_background(page) == DARK_BG
+    assert page.evaluate("window.__themeAtBody") == "none"  # the stylesheet's media query
+
+
 def test_the_console_follows_a_light_system_preference(page: Page, url, log_in, viewer, store):
     page.emulate_media(color_scheme="light")
     log_in(viewer)
