@@ -111,7 +111,7 @@ def followed_queues(store: Any, topic: str, queues: list[int] | None) -> list[in
     """The queue ids the tail follows: ``queues`` (each checked to exist: the store's
     QueueNotFoundError otherwise), or every queue of ``topic``."""
     if queues is None:
-        return list(range(len(store.queue_ranges(topic))))
+        return list(range(store.topic(topic).queues))
     for queue in queues:
         store.queue_range(topic, queue)
     return list(queues)
@@ -120,8 +120,18 @@ def followed_queues(store: Any, topic: str, queues: list[int] | None) -> list[in
 def start(store: Any, topic: str, queues: list[int] | None) -> Cursor:
     """A cursor at the end of each followed queue now, its bucket full."""
     followed = followed_queues(store, topic, queues)
-    offsets = {queue: store.queue_range(topic, queue)[1] for queue in followed}
+    offsets = {queue: high for queue, (_, high) in _ranges(store, topic, followed).items()}
     return Cursor(offsets, engine_clock.now_ms() - BUCKET_MS)
+
+
+def _ranges(store: Any, topic: str, followed: list[int]) -> dict[int, tuple[int, int]]:
+    """(min offset, max offset) of each followed queue (sorted ids), in one call for the
+    span of ids they cover (a big topic's other queues are not read)."""
+    if not followed:
+        return {}
+    first = followed[0]
+    spanned = store.queue_ranges(topic, first, followed[-1] - first + 1)
+    return {queue: spanned[queue - first] for queue in followed}
 
 
 def _tokens(empty_at_ms: int, now_ms: int, rate: int) -> float:
@@ -164,15 +174,13 @@ def poll(
         cursor = start(store, topic, followed)
     deadline = time.monotonic() + max(0.0, min(wait_s, MAX_WAIT_S))
     positions: dict[int, int] = {}
-    for queue in followed:
-        low, high = store.queue_range(topic, queue)
+    for queue, (low, high) in _ranges(store, topic, followed).items():
         positions[queue] = max(low, min(cursor.offsets.get(queue, high), high))
     empty_at = min(cursor.empty_at_ms, engine_clock.now_ms())
     turn = 0
     while True:
         spans = {}
-        for queue in followed:
-            low, high = store.queue_range(topic, queue)
+        for queue, (low, high) in _ranges(store, topic, followed).items():
             first = max(low, positions[queue])
             if first < high:
                 spans[queue] = (first, high)

@@ -248,3 +248,16 @@ def test_the_schema_describes_the_tail(as_viewer):
     names = {p["name"] for p in operation["parameters"]}
     assert {"topic", "queues", "cursor", "wait", "rate"} <= names
     assert "429" in operation["responses"]
+
+
+def test_queues_far_apart_of_a_wide_topic_are_each_followed(as_viewer, store):
+    store.create_topic("wide", queues=64)
+    url = "/api/v1/topics/wide/tail/"
+    cursor = as_viewer.get(url, {"queues": "3,60"}).json()["cursor"]
+    for queue in (60, 30, 3):
+        store.append("wide", f"to{queue}".encode(), queue=queue)
+
+    answer = as_viewer.get(url, {"queues": "3,60", "cursor": cursor}).json()
+
+    assert bodies(answer) == ["to60", "to3"]
+    assert answer["cursor"].partition("@")[0] == "3:1,60:1"
