@@ -4,6 +4,10 @@
  * with, one poll after another, each waiting up to data-tail-wait seconds on the server
  * for messages; shows them newest first, keeping the newest data-tail-kept rows.
  *
+ * While messages keep coming, a poll starts at most every MIN_POLL_MS (a busy topic is
+ * shown in batches, a few a second, instead of one request per message); while none
+ * come, the next poll starts at once and waits on the server.
+ *
  * Pause stops polling (the poll in flight is cancelled, so it frees its server slot);
  * Resume goes on from where the tail stood. The rate cap (data-tail-rate a second) is
  * the server's: what it leaves out is counted in the answer's "dropped", which the page
@@ -14,6 +18,7 @@
   "use strict";
 
   var RETRY_MS = 5000;
+  var MIN_POLL_MS = 100;
 
   function text(value) {
     return value === null || value === undefined ? "" : String(value);
@@ -73,9 +78,10 @@
     var empty = box.querySelector("[data-tail-empty]");
     var paused = false;
     var inFlight = null;
-    var retryTimer = null;
+    var laterTimer = null;
     var shown = 0;
     var dropped = 0;
+    var startedAt = 0;
 
     function say(message, isError) {
       status.textContent = message;
@@ -126,9 +132,9 @@
       count();
     }
 
-    function retryLater(ms) {
-      retryTimer = setTimeout(function () {
-        retryTimer = null;
+    function pollLater(ms) {
+      laterTimer = setTimeout(function () {
+        laterTimer = null;
         poll();
       }, ms);
     }
@@ -139,6 +145,7 @@
       }
       var controller = new AbortController();
       inFlight = controller;
+      startedAt = Date.now();
       live();
       fetch(pollUrl(), {
         headers: { Accept: "application/json" },
@@ -164,7 +171,7 @@
             var seconds = parseInt(response.headers.get("Retry-After"), 10) || 5;
             say("The server has as many tails and long polls waiting as it serves: trying again in " +
               seconds + " s.", true);
-            retryLater(seconds * 1000);
+            pollLater(seconds * 1000);
             return;
           }
           if (!response.ok) {
@@ -173,7 +180,11 @@
           }
           cursor = done.body.cursor;
           show(done.body);
-          poll();
+          if (done.body.messages.length || done.body.dropped) {
+            pollLater(Math.max(0, startedAt + MIN_POLL_MS - Date.now()));
+          } else {
+            poll();
+          }
         })
         .catch(function (error) {
           if (inFlight === controller) {
@@ -187,7 +198,7 @@
           }
           say("The tail stopped: " + (error && error.message ? error.message : error) +
             " Trying again in " + RETRY_MS / 1000 + " s.", true);
-          retryLater(RETRY_MS);
+          pollLater(RETRY_MS);
         });
     }
 
@@ -197,9 +208,9 @@
         inFlight.abort();
         inFlight = null;
       }
-      if (retryTimer) {
-        clearTimeout(retryTimer);
-        retryTimer = null;
+      if (laterTimer) {
+        clearTimeout(laterTimer);
+        laterTimer = null;
       }
       button.textContent = "Resume";
       button.setAttribute("aria-pressed", "true");
