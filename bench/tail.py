@@ -13,9 +13,11 @@ queues tailed, each body holding the wall-clock time just before its
 (long polls, ``wait`` 10 s, the rate cap at its most, 1,000 a second) and takes, for
 each message in an answer, the time the answer arrived minus the time in its body.
 
-Three runs: the tail of every queue (several queues: the server's waiting pulls take
+Four runs: the tail of every queue (several queues: the server's waiting pulls take
 turns of 10 ms), the tail of queue 0 alone (one pull waits the whole time), and the tail
-of every queue again while the console's pages are requested (below). The first
+of every queue again while the console's pages are requested (below), and the tail of
+every queue paced as the console's tail page paces it (after an answer with messages,
+the next poll starts 100 ms after the one before at the soonest). The first
 ``--warmup`` seconds of each are left out. Reported: p50, p90, p99 and max of the
 latency, messages seen and dropped by the rate cap, polls, and the CPU seconds the
 server process spent per second of tailing (its /proc utime + stime; the producer's and
@@ -58,6 +60,9 @@ SEGMENT_BYTES = 16 << 20
 WAIT_S = 10
 TAIL_RATE = 1000
 TARGET_P99_MS = 200.0
+#: The console's tail page starts a poll at most this often while messages keep coming
+#: (MIN_POLL_MS in static/js/tail.js).
+PAGE_MIN_POLL_MS = 100
 
 SETUP = """
 from console.accounts.models import ApiToken
@@ -218,9 +223,12 @@ def tail_run(
     args,
     queues: str | None,
     session_id: str | None,
+    min_poll_ms: int = 0,
 ) -> dict[str, object]:
     """One run: the tail of ``queues`` (None: every queue), the producer appending to
-    the queues tailed; with ``session_id``, the pages requested meanwhile."""
+    the queues tailed; with ``session_id``, the pages requested meanwhile; with
+    ``min_poll_ms``, a poll after an answer with messages starts that long after the one
+    before at the soonest (as the console's tail page does)."""
     produce_queues = args.queues if queues is None else 1
     session = requests.Session()
     session.headers["Authorization"] = f"Token {key}"
@@ -252,7 +260,9 @@ def tail_run(
     if session_id is not None:
         pages.start()
     deadline = time.monotonic() + args.seconds + 2
+    poll_started = 0.0
     while time.monotonic() < deadline:
+        poll_started = time.monotonic()
         answer = session.get(url, params={**query, "cursor": cursor}, timeout=WAIT_S + 30)
         arrived_ns = time.time_ns()
         answer.raise_for_status()
@@ -267,6 +277,8 @@ def tail_run(
                 latencies.append((arrived_ns - sent_ns) / 1e6)
         if not producer.is_alive() and not data["messages"]:
             break
+        if min_poll_ms and data["messages"]:
+            time.sleep(max(0.0, poll_started + min_poll_ms / 1000 - time.monotonic()))
     wall = time.perf_counter() - wall_before
     cpu = cpu_seconds(worker) - cpu_before
     pages_until.set()
@@ -279,7 +291,9 @@ def tail_run(
         return round(latencies[min(len(latencies) - 1, int(fraction * len(latencies)))], 2)
 
     return {
-        "queues": (queues or f"all {args.queues}") + (" + pages" if session_id else ""),
+        "queues": (queues or f"all {args.queues}")
+        + (" + pages" if session_id else "")
+        + (", page pace" if min_poll_ms else ""),
         "messages_seen": seen,
         "dropped": dropped,
         "measured": len(latencies),
@@ -319,8 +333,15 @@ def main() -> None:
         runs = []
         with serving(env, home) as (base, worker):
             idle = time_pages(base, session_id, threading.Event(), args.page_rounds)
-            for queues, pages in ((None, None), ("0", None), (None, session_id)):
-                runs.append(tail_run(base, key, str(home / "store"), worker, args, queues, pages))
+            for queues, pages, pace in (
+                (None, None, 0),
+                ("0", None, 0),
+                (None, session_id, 0),
+                (None, None, PAGE_MIN_POLL_MS),
+            ):
+                runs.append(
+                    tail_run(base, key, str(home / "store"), worker, args, queues, pages, pace)
+                )
 
     columns = (
         ("tailing", "queues"),
