@@ -7,4 +7,5 @@ app_name = "topics"
 urlpatterns = [
     path("", views.topic_list, name="list"),
     path("<str:topic>/", views.topic_detail, name="detail"),
+    path("<str:topic>/tail/", views.topic_tail, name="tail"),
 ]
