@@ -8,7 +8,7 @@
 //! path (the long way) says what is wrong, as it always has.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::ffi;
@@ -169,6 +169,11 @@ struct FileAt {
 
 /// Queue files' facts kept; past this many the cache starts again.
 const QUEUE_FILES: usize = 4096;
+/// Queue files mapped at once; past this many, the others are read with `pread` until
+/// the facts' cache starts again (a read of a file newly mapped pays an `fstat`, an
+/// `mmap` and a page fault: reads over more files than this, in turn, would pay them
+/// again and again).
+const MAPPED_FILES: usize = 1024;
 
 /// A lock that a panic elsewhere does not make unusable (what it guards is a cache).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -207,6 +212,8 @@ pub struct StoreCore {
     /// What never changes of a queue file (`QueueFile`: its first index, its entries and
     /// its handle cache's table of open descriptors), by the object, which is held.
     queue_files: Mutex<HashMap<usize, FileFacts>>,
+    /// How many of `queue_files` are mapped (changed with that lock held).
+    mapped_files: AtomicUsize,
 }
 
 #[pymethods]
@@ -251,6 +258,7 @@ impl StoreCore {
             table: Mutex::new(Table::default()),
             topics: Mutex::new(HashMap::new()),
             queue_files: Mutex::new(HashMap::new()),
+            mapped_files: AtomicUsize::new(0),
         })
     }
 
@@ -363,7 +371,11 @@ impl StoreCore {
         self.closed.store(true, Ordering::Release);
         let old = std::mem::take(&mut *lock(&self.table));
         drop(old);
-        let files = std::mem::take(&mut *lock(&self.queue_files));
+        let files = {
+            let mut files = lock(&self.queue_files);
+            self.mapped_files.store(0, Ordering::Relaxed);
+            std::mem::take(&mut *files)
+        };
         drop(files);
     }
 
@@ -620,8 +632,14 @@ impl StoreCore {
             let Some(fd) = fd else {
                 return false;
             };
+            if self.mapped_files.load(Ordering::Relaxed) >= MAPPED_FILES {
+                return false;
+            }
             facts.map = Mapping::of(fd, (facts.entries * ENTRY_SIZE as u64) as usize);
             facts.unmappable = facts.map.is_none();
+            if facts.map.is_some() {
+                self.mapped_files.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let Some(map) = &facts.map else {
             return false;
@@ -633,6 +651,7 @@ impl StoreCore {
                 // Cut short under the mapping: never read through it again.
                 facts.map = None;
                 facts.unmappable = true;
+                self.mapped_files.fetch_sub(1, Ordering::Relaxed);
                 false
             }
         }
@@ -726,6 +745,7 @@ impl StoreCore {
         let old = {
             let mut files = lock(&self.queue_files);
             let old = if files.len() >= QUEUE_FILES {
+                self.mapped_files.store(0, Ordering::Relaxed);
                 std::mem::take(&mut *files)
             } else {
                 HashMap::new()
