@@ -9,6 +9,9 @@ const LINE: usize = 64;
 /// reads of 500 of 1 KiB records from 4 queues (docs/PERFORMANCE.md, issue 29 part 4),
 /// 2 took most of the gain, 4 to 12 the same as each other.
 pub const RECORDS_AHEAD: usize = 4;
+/// A record of at most this many bytes, read on its own (a `get`), is not asked for:
+/// its few lines come as fast when the check reads them.
+pub const WORTH_ASKING: u32 = 256;
 /// At most this many bytes of one record are asked for: past a page, the CPU's own
 /// prefetcher follows a record being read, and a large body would only push out what
 /// the walk still needs.

@@ -293,9 +293,12 @@ impl StoreCore {
         let pos = (commit_offset - base) as usize;
         if let Some(length) = data.get(pos..pos + 4) {
             // The record's lines asked for together (its length is its first 4 bytes),
-            // rather than one after another as its check reads them.
+            // rather than one after another as its check reads them; a record of a few
+            // lines is left to the CPU (the asking would cost more than it saves).
             let length = u32::from_le_bytes(length.try_into().unwrap_or_default());
-            prefetch::bytes(data, pos, length as usize);
+            if length > prefetch::WORTH_ASKING {
+                prefetch::bytes(data, pos, length as usize);
+            }
         }
         let Ok(header) = record::check(data, pos, commit_offset) else {
             return Ok(None);
