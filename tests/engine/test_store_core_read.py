@@ -238,3 +238,20 @@ def test_a_queue_file_cut_short_under_an_open_store_is_read_as_the_long_way_read
 
     after = store.read("t", 2, 0, 100)
     assert after == store._read_long_way("t", 2, 0, 100)
+
+
+def _mapped_deleted_queue_files() -> list[str]:
+    with open("/proc/self/maps") as maps:
+        return [line for line in maps if "consumequeue" in line and "(deleted)" in line]
+
+
+def test_queue_files_deleted_by_retention_are_not_kept_mapped(store):
+    _append_varied(store, 400)
+    for queue in range(4):
+        store.read("t", queue, 0, 500)  # maps every file of every queue
+    store.delete_expired(now_ms=2**62)
+    for _ in range(3):
+        for queue in range(4):
+            store.read("t", queue, 0, 500)
+
+    assert _mapped_deleted_queue_files() == []

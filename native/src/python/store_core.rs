@@ -8,7 +8,7 @@
 //! path (the long way) says what is wrong, as it always has.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::ffi;
@@ -145,8 +145,9 @@ impl Drop for View {
 
 /// What `read` needs of a `QueueFile`, all set when it is made: read once per object.
 struct FileFacts {
-    /// The object, held so that its address names no other while it is cached.
-    _file: Py<PyAny>,
+    /// The object, held so that its address names no other while it is cached (and the
+    /// key its handle cache's table knows it by).
+    file: Py<PyAny>,
     first_index: u64,
     entries: u64,
     /// `file.handles._open`: owner → open descriptor.
@@ -174,6 +175,28 @@ const QUEUE_FILES: usize = 4096;
 /// `mmap` and a page fault: reads over more files than this, in turn, would pay them
 /// again and again).
 const MAPPED_FILES: usize = 1024;
+
+/// The queue files' facts (by the `QueueFile` object's address), and which of them are
+/// mapped, with where the sweep of those is (`StoreCore::sweep_one`).
+#[derive(Default)]
+struct QueueFiles {
+    facts: HashMap<usize, FileFacts>,
+    mapped: Vec<usize>,
+    sweep: usize,
+}
+
+impl QueueFiles {
+    /// Let go of the mapping of the file `key`, if it has one.
+    fn unmap(&mut self, key: usize) {
+        if let Some(facts) = self.facts.get_mut(&key) {
+            if facts.map.take().is_some() {
+                if let Some(at) = self.mapped.iter().position(|&k| k == key) {
+                    self.mapped.swap_remove(at);
+                }
+            }
+        }
+    }
+}
 
 /// A lock that a panic elsewhere does not make unusable (what it guards is a cache).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -211,9 +234,10 @@ pub struct StoreCore {
     topics: Mutex<HashMap<Vec<u8>, Py<PyString>>>,
     /// What never changes of a queue file (`QueueFile`: its first index, its entries and
     /// its handle cache's table of open descriptors), by the object, which is held.
-    queue_files: Mutex<HashMap<usize, FileFacts>>,
-    /// How many of `queue_files` are mapped (changed with that lock held).
-    mapped_files: AtomicUsize,
+    /// A file is mapped only while the handle cache holds its descriptor open (it
+    /// closes those of files it deletes): a mapping of a deleted file would keep its
+    /// space in use.
+    queue_files: Mutex<QueueFiles>,
 }
 
 #[pymethods]
@@ -257,8 +281,7 @@ impl StoreCore {
             closed: AtomicBool::new(false),
             table: Mutex::new(Table::default()),
             topics: Mutex::new(HashMap::new()),
-            queue_files: Mutex::new(HashMap::new()),
-            mapped_files: AtomicUsize::new(0),
+            queue_files: Mutex::new(QueueFiles::default()),
         })
     }
 
@@ -374,11 +397,7 @@ impl StoreCore {
         self.closed.store(true, Ordering::Release);
         let old = std::mem::take(&mut *lock(&self.table));
         drop(old);
-        let files = {
-            let mut files = lock(&self.queue_files);
-            self.mapped_files.store(0, Ordering::Relaxed);
-            std::mem::take(&mut *files)
-        };
+        let files = std::mem::take(&mut *lock(&self.queue_files));
         drop(files);
     }
 
@@ -595,7 +614,7 @@ impl StoreCore {
         {
             buffer.clear();
             buffer.resize((n * ENTRY_SIZE as u64) as usize, 0);
-            if self.copy_mapped(key, fd, slot, buffer) {
+            if self.copy_mapped(py, key, fd, slot, buffer) {
                 return Ok(true);
             }
             if let Some(fd) = fd {
@@ -625,25 +644,39 @@ impl StoreCore {
 
     /// Copy `buffer`'s length of entries from `slot` of the queue file `key` (a key of
     /// `queue_files`) out of its mapping, mapping it through `fd` the first time; false
-    /// when they are not copied (no mapping, entries outside it, the file cut short).
-    fn copy_mapped(&self, key: usize, fd: Option<i32>, slot: u64, buffer: &mut [u8]) -> bool {
+    /// when they are not copied (the file not open in the handle cache, no mapping,
+    /// entries outside it, the file cut short).
+    fn copy_mapped(
+        &self,
+        py: Python<'_>,
+        key: usize,
+        fd: Option<i32>,
+        slot: u64,
+        buffer: &mut [u8],
+    ) -> bool {
         let mut files = lock(&self.queue_files);
-        let Some(facts) = files.get_mut(&key) else {
+        self.sweep_one(py, &mut files);
+        let Some(fd) = fd else {
+            files.unmap(key); // closed by the handle cache: let go of its mapping too
+            return false;
+        };
+        let mapped = files.mapped.len();
+        let Some(facts) = files.facts.get_mut(&key) else {
             return false;
         };
         if facts.map.is_none() && !facts.unmappable {
-            let Some(fd) = fd else {
-                return false;
-            };
-            if self.mapped_files.load(Ordering::Relaxed) >= MAPPED_FILES {
+            if mapped >= MAPPED_FILES {
                 return false;
             }
             facts.map = Mapping::of(fd, (facts.entries * ENTRY_SIZE as u64) as usize);
             facts.unmappable = facts.map.is_none();
             if facts.map.is_some() {
-                self.mapped_files.fetch_add(1, Ordering::Relaxed);
+                files.mapped.push(key);
             }
         }
+        let Some(facts) = files.facts.get(&key) else {
+            return false;
+        };
         let Some(map) = &facts.map else {
             return false;
         };
@@ -652,11 +685,30 @@ impl StoreCore {
             Copied::Outside => false,
             Copied::Cut => {
                 // Cut short under the mapping: never read through it again.
-                facts.map = None;
-                facts.unmappable = true;
-                self.mapped_files.fetch_sub(1, Ordering::Relaxed);
+                files.unmap(key);
+                if let Some(facts) = files.facts.get_mut(&key) {
+                    facts.unmappable = true;
+                }
                 false
             }
+        }
+    }
+
+    /// Look at one mapped file (in turn, one a read) and let go of its mapping if the
+    /// handle cache no longer holds it open: files deleted by retention, or closed to
+    /// make room, are let go of within as many reads as there are mappings.
+    fn sweep_one(&self, py: Python<'_>, files: &mut QueueFiles) {
+        if files.mapped.is_empty() {
+            return;
+        }
+        let at = files.sweep % files.mapped.len();
+        files.sweep = at + 1;
+        let key = files.mapped[at];
+        let open = files.facts.get(&key).is_some_and(|facts| {
+            matches!(facts.open.bind(py).contains(facts.file.bind(py)), Ok(true))
+        });
+        if !open {
+            files.unmap(key);
         }
     }
 
@@ -722,7 +774,7 @@ impl StoreCore {
     fn file_facts(&self, file: &Bound<'_, PyAny>) -> PyResult<Option<(u64, u64, Py<PyDict>)>> {
         let py = file.py();
         let key = file.as_ptr() as usize;
-        if let Some(facts) = lock(&self.queue_files).get(&key) {
+        if let Some(facts) = lock(&self.queue_files).facts.get(&key) {
             return Ok(Some((
                 facts.first_index,
                 facts.entries,
@@ -738,7 +790,7 @@ impl StoreCore {
             return Ok(None);
         };
         let facts = FileFacts {
-            _file: file.clone().unbind(),
+            file: file.clone().unbind(),
             first_index,
             entries,
             open: open.clone().unbind(),
@@ -747,13 +799,12 @@ impl StoreCore {
         };
         let old = {
             let mut files = lock(&self.queue_files);
-            let old = if files.len() >= QUEUE_FILES {
-                self.mapped_files.store(0, Ordering::Relaxed);
+            let old = if files.facts.len() >= QUEUE_FILES {
                 std::mem::take(&mut *files)
             } else {
-                HashMap::new()
+                QueueFiles::default()
             };
-            files.insert(key, facts);
+            files.facts.insert(key, facts);
             old
         };
         drop(old); // after the lock is let go: dropping may run Python code
