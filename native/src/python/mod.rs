@@ -13,6 +13,7 @@ mod entries;
 mod events;
 mod hashing;
 mod layout;
+mod mapped;
 mod reader;
 mod scan;
 mod store_core;
