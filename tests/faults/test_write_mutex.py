@@ -1,0 +1,152 @@
+"""The write mutex in `state` (native/src/pen.rs, writesession.py) between processes.
+
+A writer SIGKILLed while it holds the mutex leaves it to the next taker marked
+owner-dead; the next writer clears what the dead one wrote past the published tail
+and goes on, nothing acknowledged lost. A writer on the flock path (an older engine,
+here one with TIDEMARK_WRITE_LOCK=flock) waits while a writer with the mutex has the
+store open, so their writes never interleave.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import MessageStore, _native
+from storeadapter.engine.sharedstate import SharedState
+from storeadapter.engine.writesession import WRITE_LOCK_ENV
+from tests.engine.storetools import small_config
+from tests.faults.faultharness import (
+    check_store,
+    create_store,
+    fault_config,
+    populate,
+    read_acks,
+    start_holder,
+)
+from tests.faults.forkserver import ForkServer
+
+ENGINE = "storeadapter.engine"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    with ForkServer() as running:
+        yield running
+
+
+def _writer_killed_holding_the_mutex(server: ForkServer, tmp_path: Path, path: Path, mode: str):
+    """A store with a few messages and a member holding it open, whose last writer was
+    SIGKILLed in the middle of an append (records written, nothing published): it held
+    the mutex. Returns the member and the acknowledged messages."""
+    create_store(path, mode)
+    acked = populate(path, mode, 3, 1, tmp_path / "acks-0.txt")
+    holder = start_holder(server, tmp_path, path, mode)
+    outcome = server.run(
+        "tests.faults.faultharness:write_until_killed",
+        tmp_path / "a.stderr",
+        path=str(path),
+        mode=mode,
+        acks=str(tmp_path / "acks-a.txt"),
+        seed=2,
+        kill={"target": f"{ENGINE}.commitlog:CommitLog.write", "when": "after", "nth": 5},
+        limit=1000,
+    )
+    assert outcome.killed, outcome
+    return holder, acked + read_acks(tmp_path / "acks-a.txt")
+
+
+def test_a_writer_killed_holding_the_mutex_leaves_it_owner_dead(server, tmp_path):
+    path = tmp_path / "store"
+    holder, _ = _writer_killed_holding_the_mutex(server, tmp_path, path, "async")
+    try:
+        pen = _native.Pen.open(path / "state")
+        assert pen.lock() is True, "the next taker is told its last owner died"
+        pen.consistent()
+        pen.unlock()
+        assert pen.lock() is False
+        pen.unlock()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_next_writer_after_a_writer_killed_holding_the_mutex_clears_its_extent_and_goes_on(
+    server, tmp_path, mode
+):
+    path = tmp_path / "store"
+    holder, acked = _writer_killed_holding_the_mutex(server, tmp_path, path, mode)
+    state = SharedState(path / "state")
+    try:
+        assert state.write_pending(), "the dead writer had begun a write"
+        outcome = server.run(
+            "tests.faults.faultharness:append_small",
+            tmp_path / "b.stderr",
+            path=str(path),
+            mode=mode,
+            acks=str(tmp_path / "acks-b.txt"),
+        )
+        assert outcome.exit_code == 0, outcome
+        acked += read_acks(tmp_path / "acks-b.txt")
+        assert len(acked) > 3
+        assert not state.write_pending(), "the next writer cleared and published"
+    finally:
+        state.close()
+        holder.kill()
+        holder.wait()
+    with MessageStore.open(path, fault_config(mode)) as store:
+        found = check_store(store, acked, context=mode)
+        assert found.lost == [], found.lost
+        assert store.last_recovery.corruptions == []
+
+
+def _acked(acks: Path) -> list[str]:
+    return acks.read_text().split() if acks.exists() else []
+
+
+def test_a_flock_writer_waits_while_a_mutex_writer_has_the_store_open(tmp_path):
+    path = tmp_path / "store"
+    config = small_config(flush_mode="async")
+    acks = tmp_path / "old.acks"
+    with MessageStore.open(path, config) as store:
+        store.create_topic("t", queues=2)
+        before = [store.append("t", f"new-{n}".encode()) for n in range(10)]
+        old = subprocess.Popen(
+            [sys.executable, str(REPO / "tests/engine/producer_process.py"), str(path)]
+            + ["old", "40", str(acks)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO), WRITE_LOCK_ENV: "flock"},
+            stderr=subprocess.PIPE,
+        )
+        after = []
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            after.append(store.append("t", f"new-{10 + len(after)}".encode()))
+            time.sleep(0.01)
+        assert old.poll() is None, "the flock writer went on beside the mutex writer"
+        assert _acked(acks) == []
+    _, stderr = old.communicate(timeout=60)
+    assert old.returncode == 0, stderr.decode()
+    old_ids = _acked(acks)
+    assert len(old_ids) == 40
+    with MessageStore.open(path, config) as store:
+        ours = before + after
+        last_ours = max(r.commit_offset for r in ours)
+        theirs = [store.get(message_id) for message_id in old_ids]
+        assert min(m.commit_offset for m in theirs) > last_ours, "no interleaving"
+        for result in ours:
+            assert store.get(result.message_id).body == result_body(ours, result)
+        messages = sum(len(store.read("t", q, 0, 1000)) for q in range(2))
+        assert messages == len(ours) + 40
+
+
+def result_body(ours: list, result) -> bytes:
+    return f"new-{ours.index(result)}".encode()
