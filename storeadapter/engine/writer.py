@@ -320,7 +320,7 @@ class Writer:
         """
         outcomes: list = []
         published: list[tuple[int, int, int, int]] = []
-        with self._session.held() as failure:
+        with self._session as failure:
             end = self.commitlog.tail
             if failure is not None:  # a dead writer's clearing failed: the next one clears
                 return [failure] * len(group), end

@@ -102,7 +102,8 @@ def held_alone(pen: Pen) -> Iterator[None]:
 
 
 class WriteSession:
-    """The store's write sessions; see the module's docstring. Its steps that stay the
+    """The store's write sessions (``with session as failure:`` for an append,
+    ``with session.change():`` for a change); see the module's docstring. Its steps that stay the
     store's are passed in: ``check`` (raise if the store refuses writes),
     ``catch_up`` (follow what other processes published), ``tail`` (the commit log's
     tail), ``clear_dead_writer`` (take in what a dead writer left, up to its extent),
@@ -136,39 +137,65 @@ class WriteSession:
         self._failure_of = failure_of
         self._published = published
 
-    @contextmanager
-    def held(self) -> Iterator[DiskFullError | StoreFailedError | None]:
-        """Hold the pen, caught up, with a write begun; yields None, or the typed error
+    def __enter__(self) -> DiskFullError | StoreFailedError | None:
+        """Hold the pen, caught up, with a write begun; returns None, or the typed error
         of a dead writer's clearing that failed (the store then refuses writes, and the
         caller writes nothing: the next writer clears). Ending the write is the
-        caller's (``publish_tail`` or ``finish``); the pen is let go at the end."""
-        with self._thread_lock:
+        caller's (``publish_tail`` or ``finish``); ``__exit__`` lets go of the pen.
+
+        A class, not a generator, for appends' sake: this is on every append's path."""
+        self._thread_lock.acquire()
+        try:
             self._check()
             died = self.pen.lock()
+        except BaseException:
+            self._thread_lock.release()
+            raise
+        try:
+            self._follow_lock.acquire()
             try:
-                with self._follow_lock:
-                    self._catch_up()
-                    failure = None
-                    try:
-                        left = self._shared.begin_write(self._tail())
-                        if left is not None:
-                            self._clear_dead_writer(left)
-                    except OSError as error:
-                        self._fail(error)
-                        failure = self._failure_of(error)
-                        failure.__cause__ = error
-                    finally:
-                        if died:
-                            self.pen.consistent()
-                    yield failure
-            finally:
+                self._catch_up()
+                return self._begin(died)
+            except BaseException:
+                self._follow_lock.release()
+                raise
+        except BaseException:
+            try:
                 self.pen.unlock()
+            finally:
+                self._thread_lock.release()
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._follow_lock.release()
+        try:
+            self.pen.unlock()
+        finally:
+            self._thread_lock.release()
+
+    def _begin(self, died: bool) -> DiskFullError | StoreFailedError | None:
+        """Note that a write begins; first clear what the last writer left if it died
+        (or failed) before publishing; then, if the pen's last owner died, mark it
+        consistent (also when the clearing failed: the ``writing`` flag stays set)."""
+        try:
+            left = self._shared.begin_write(self._tail())
+            if left is not None:
+                self._clear_dead_writer(left)
+        except OSError as error:
+            self._fail(error)
+            failure = self._failure_of(error)
+            failure.__cause__ = error
+            return failure
+        finally:
+            if died:
+                self.pen.consistent()
+        return None
 
     @contextmanager
     def change(self) -> Iterator[None]:
         """A session for a change other than an append (topics, offsets, retention):
         raises a failed clearing's typed error; ends the write whatever happens."""
-        with self.held() as failure:
+        with self as failure:
             if failure is not None:
                 raise failure
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,3 +151,76 @@ def test_a_flock_writer_waits_while_a_mutex_writer_has_the_store_open(tmp_path):
 
 def result_body(ours: list, result) -> bytes:
     return f"new-{ours.index(result)}".encode()
+
+
+HOLD_THE_MUTEX = """
+import sys, time
+from pathlib import Path
+from storeadapter.engine import _native
+pen = _native.Pen.open(sys.argv[1])
+pen.lock()
+Path(sys.argv[2]).touch()
+time.sleep(float(sys.argv[3]))
+pen.unlock()
+"""
+
+
+def test_a_writer_waiting_for_the_mutex_lets_other_threads_run(tmp_path):
+    path = tmp_path / "store"
+    with MessageStore.open(path, small_config(flush_mode="async")) as store:
+        store.create_topic("t", queues=1)
+        ready = tmp_path / "held"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_THE_MUTEX, str(path / "state"), str(ready), "1.0"],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        while not ready.exists():
+            assert holder.poll() is None
+            time.sleep(0.01)
+        done = threading.Event()
+        appender = threading.Thread(target=lambda: (store.append("t", b"late"), done.set()))
+        started = time.monotonic()
+        appender.start()
+        spins = 0
+        while not done.is_set() and time.monotonic() - started < 0.5:
+            spins += 1  # runs only while the waiting appender has let go of the GIL
+        assert not done.is_set(), "the append waited for the other process"
+        appender.join(timeout=30)
+        assert done.is_set()
+        assert holder.wait(timeout=30) == 0
+        assert spins > 10_000
+        assert [m.body for m in store.read("t", 0, 0)] == [b"late"]
+
+
+def test_a_mutex_writer_opening_beside_a_flock_writer_stops_its_writes_until_it_closes(
+    tmp_path,
+):
+    path = tmp_path / "store"
+    config = small_config(flush_mode="async")
+    with MessageStore.open(path, config) as store:
+        store.create_topic("t", queues=2)
+    acks = tmp_path / "old.acks"
+    old = subprocess.Popen(
+        [sys.executable, str(REPO / "tests/engine/producer_process.py"), str(path)]
+        + ["old", "30000", str(acks)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), WRITE_LOCK_ENV: "flock"},
+        stderr=subprocess.PIPE,
+    )
+    while len(_acked(acks)) < 50:
+        assert old.poll() is None, "the flock writer finished before the other opened"
+        time.sleep(0.01)
+    with MessageStore.open(path, config) as store:
+        ours = [store.append("t", f"new-{n}".encode()) for n in range(20)]
+        seen = len(_acked(acks))
+        time.sleep(0.3)
+        assert len(_acked(acks)) == seen, "the flock writer wrote beside the mutex writer"
+    _, stderr = old.communicate(timeout=120)
+    assert old.returncode == 0, stderr.decode()
+    with MessageStore.open(path, config) as store:
+        low = min(r.commit_offset for r in ours)
+        high = max(r.commit_offset for r in ours)
+        theirs = [store.get(message_id).commit_offset for message_id in _acked(acks)]
+        assert len(theirs) == 30000
+        assert not [offset for offset in theirs if low <= offset <= high], "interleaved"
