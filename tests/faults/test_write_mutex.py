@@ -22,7 +22,7 @@ import pytest
 from storeadapter.engine import MessageStore, _native
 from storeadapter.engine.sharedstate import SharedState
 from storeadapter.engine.writesession import WRITE_LOCK_ENV
-from tests.engine.storetools import small_config
+from tests.engine.storetools import append_in_another_process, small_config
 from tests.faults.faultharness import (
     check_store,
     create_store,
@@ -224,3 +224,23 @@ def test_a_mutex_writer_opening_beside_a_flock_writer_stops_its_writes_until_it_
         theirs = [store.get(message_id).commit_offset for message_id in _acked(acks)]
         assert len(theirs) == 30000
         assert not [offset for offset in theirs if low <= offset <= high], "interleaved"
+
+
+def test_processes_write_on_the_flock_path_when_the_header_holds_a_foreign_mutex(tmp_path):
+    """A mutex of another pthread layout in `state` (another C library shares the
+    directory) is left alone: every process takes the per-write flock, none holds
+    `write.lock` shared, so writers in two processes both go on."""
+    path = tmp_path / "store"
+    config = small_config(flush_mode="async")
+    with MessageStore.open(path, config) as store:
+        store.create_topic("t", queues=2)
+    with open(path / "state", "r+b") as state:
+        state.seek(3968)
+        state.write(b"TDMX" + (1).to_bytes(4, "little") + (999).to_bytes(4, "little"))
+    foreign = (path / "state").read_bytes()[3968:4096]
+    with MessageStore.open(path, config) as store:
+        ours = [store.append("t", b"ours") for _ in range(5)]
+        theirs = append_in_another_process(path, "t", 30, tmp_path / "acks")
+        ours += [store.append("t", b"ours") for _ in range(5)]
+        assert len(theirs) == 30 and len(ours) == 10
+    assert (path / "state").read_bytes()[3968:4096] == foreign
