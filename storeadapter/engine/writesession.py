@@ -103,8 +103,8 @@ def held_alone(pen: Pen) -> Iterator[None]:
 
 class WriteSession:
     """The store's write sessions (``with session as failure:`` for an append,
-    ``with session.change():`` for a change); see the module's docstring. Its steps that stay the
-    store's are passed in: ``check`` (raise if the store refuses writes),
+    ``with session.change():`` for a change); see the module's docstring. Its steps
+    that stay the store's are passed in: ``check`` (raise if the store refuses writes),
     ``catch_up`` (follow what other processes published), ``tail`` (the commit log's
     tail), ``clear_dead_writer`` (take in what a dead writer left, up to its extent),
     ``fail`` (refuse writes from now on), ``failure_of`` (the typed error of a failed
@@ -141,7 +141,8 @@ class WriteSession:
         """Hold the pen, caught up, with a write begun; returns None, or the typed error
         of a dead writer's clearing that failed (the store then refuses writes, and the
         caller writes nothing: the next writer clears). Ending the write is the
-        caller's (``publish_tail`` or ``finish``); ``__exit__`` lets go of the pen.
+        caller's (``publish_tail``; ``change`` does it for changes); ``__exit__`` lets go
+        of the pen.
 
         A class, not a generator, for appends' sake: this is on every append's path."""
         self._thread_lock.acquire()
