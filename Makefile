@@ -73,6 +73,8 @@ redis:
 # Four workers (pytest-xdist) on two cores, each test file whole on one of them: most tests
 # wait on a disk flush, a worker process, a JVM or a browser (two workers kept the cores
 # about half busy), and module fixtures start once.
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
 # The tests whose subject is the database run once more on PostgreSQL (TEST_DATABASE_URL;
 # Django's runner makes test_<name> and drops it): raw SQL and bulk writes under unique
 # constraints (monitoring), the alert delivery bookkeeping (one transaction per send, its
