@@ -8,7 +8,7 @@ NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs 
 CARGO = cd native && cargo
 
 .DEFAULT_GOAL := help
-.PHONY: help install cargo browser promtool redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams clean distclean
+.PHONY: help install cargo browser promtool redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-spark  Spark's scan (local[1], local[2]) beside the engine's own scan"
 	@echo "make bench-million  a million queues, 20 million messages (bench/million.py)"
 	@echo "make bench-streams  a million event streams beside SQLite (bench/streams.py)"
+	@echo "make bench-tail  the live tail's latency from append at 1,000 msgs/s (bench/tail.py)"
 	@echo "make clean      remove caches and build output (keeps .venv and var/)"
 	@echo "make distclean  clean, and also remove .venv and var/ (database and store)"
 
@@ -72,6 +73,8 @@ redis:
 # Four workers (pytest-xdist) on two cores, each test file whole on one of them: most tests
 # wait on a disk flush, a worker process, a JVM or a browser (two workers kept the cores
 # about half busy), and module fixtures start once.
+PYTEST_WORKERS ?= 4
+PYTEST_PARALLEL = -n $(PYTEST_WORKERS) --dist loadfile
 # The tests whose subject is the database run once more on PostgreSQL (TEST_DATABASE_URL;
 # Django's runner makes test_<name> and drops it): raw SQL and bulk writes under unique
 # constraints (monitoring), the alert delivery bookkeeping (one transaction per send, its
@@ -143,6 +146,9 @@ bench-million: $(STAMP)
 
 bench-streams: $(STAMP)
 	$(VENV)/bin/python bench/streams.py $(STREAMS_ARGS)
+
+bench-tail: $(STAMP)
+	$(VENV)/bin/python bench/tail.py
 
 clean:
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static native/target

@@ -26,11 +26,16 @@ import gc
 import json
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from storeadapter.engine import MessageStore, StoreConfig
+# The engine of the tree this file is in (not whichever one the environment installed),
+# as bench/recovery_scan.py does: a before/after runs each tree's copy in turn.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from storeadapter.engine import MessageStore, StoreConfig  # noqa: E402
 
 TOPIC = "bench"
 QUEUES = 4

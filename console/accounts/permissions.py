@@ -440,6 +440,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "messages:export": pages(on(TOPIC, READ, "topic", "query")),
     "messages:detail": pages(V),  # the view checks the message's topic (``require``)
     "messages:body": pages(V),
+    "topics:tail": pages(on(TOPIC, READ)),
     "streams:stream": pages(on(TOPIC, READ, "topic", "query")),
     # Groups.
     "groups:list": pages(V),
@@ -462,6 +463,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-topic-messages": {"POST": on(TOPIC, PRODUCE)},
     "api-stream-events": {"GET": on(TOPIC, READ), "POST": on(TOPIC, PRODUCE)},
     "api-queue-messages": {"GET": on(TOPIC, READ)},
+    "api-topic-tail": {"GET": on(TOPIC, READ)},
     "api-queue-commit": {"POST": both(on(TOPIC, READ), on(GROUP, RESET, "group", "form"))},
     "api-messages": {"GET": on(TOPIC, READ, "topic", "query")},
     "api-messages-export": {"GET": on(TOPIC, READ, "topic", "query")},

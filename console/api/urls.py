@@ -16,6 +16,7 @@ from console.api.views import (
     roles,
     storage,
     streams,
+    tail,
     tasks,
     topics,
 )
@@ -23,6 +24,7 @@ from console.api.views import (
 v1 = [
     *topics.urlpatterns,
     *messages.urlpatterns,
+    *tail.urlpatterns,
     *streams.urlpatterns,
     *groups.urlpatterns,
     *resets.urlpatterns,

@@ -8,4 +8,5 @@ urlpatterns = [
     path("", views.topic_list, name="list"),
     path("delete/", bulk.delete_selected, name="delete_selected"),
     path("<str:topic>/", views.topic_detail, name="detail"),
+    path("<str:topic>/tail/", views.topic_tail, name="tail"),
 ]

@@ -27,6 +27,7 @@ from console.accounts.permissions import (
     visible_topics,
 )
 from console.core.store import get_store
+from console.messages import tail
 from console.monitoring import scale
 from console.operations import topics as operations
 from console.topics.forms import (
@@ -50,6 +51,7 @@ from storeadapter.engine import (
     DuplicateCommandError,
     InvalidNameError,
     MessageStore,
+    QueueNotFoundError,
     StoreError,
     TopicExistsError,
     TopicInfo,
@@ -243,6 +245,56 @@ def topic_detail(request: HttpRequest, topic: str) -> HttpResponse:
             return result
         bound_forms = result
     return _render_detail(request, store, topic, bound_forms)
+
+
+#: The rates a tail page offers (messages a second), and its default.
+TAIL_RATES = (10, 50, 100, 500, 1000)
+TAIL_DEFAULT_RATE = 50
+
+
+@require_http_methods(["GET", "HEAD"])
+def topic_tail(request: HttpRequest, topic: str) -> HttpResponse:
+    """The live tail of a topic (all queues, or ``?queues=0,2``): static/js/tail.js polls
+    the API's tail from the cursor the page starts at (console/messages/tail.py)."""
+    store = get_store()
+    try:
+        info = store.topic(topic)
+    except StoreError:
+        return _not_found(request, topic)
+    queues_text = request.GET.get("queues", "").strip()
+    rate_text = request.GET.get("rate", "")
+    rate = int(rate_text) if rate_text.isdigit() and int(rate_text) in TAIL_RATES else None
+    error = None
+    if rate_text and rate is None:
+        shown = ", ".join(map(str, TAIL_RATES))
+        error = f"Show at most {shown} messages a second; {rate_text[:20]!r} is none of them."
+    try:
+        queues = tail.parse_queues(queues_text)
+        cursor = tail.start(store, topic, queues)
+    except (tail.TailError, QueueNotFoundError) as refused:
+        error = (
+            str(refused)
+            if isinstance(refused, tail.TailError)
+            else f"Topic {topic} has queues 0 to {info.queues - 1}; choose among them."
+        )
+        queues_text, queues, cursor = "", None, tail.start(store, topic, None)
+    context = {
+        "topic": info,
+        "queues_text": queues_text,
+        "queues": queues,
+        "cursor": str(cursor),
+        "rate": rate or TAIL_DEFAULT_RATE,
+        "rates": TAIL_RATES,
+        "wait_s": TAIL_WAIT_S,
+        "error": error,
+        "kept": TAIL_KEPT_ROWS,
+    }
+    return render(request, "topics/tail.html", context, status=400 if error else 200)
+
+
+#: How long each of the tail page's polls waits, and how many rows the page keeps.
+TAIL_WAIT_S = 25
+TAIL_KEPT_ROWS = 500
 
 
 def _not_found(request: HttpRequest, topic: str) -> HttpResponse:

@@ -14,6 +14,8 @@ pub mod consume_queue;
 pub mod crc;
 pub mod events;
 pub mod key_index;
+pub mod pen;
+pub mod prefetch;
 pub mod reader;
 pub mod record;
 pub mod scan;

@@ -2,6 +2,7 @@
 //! they point at, as `Reading.read_result`'s inline fast path checks them.
 
 use crate::consume_queue::{self, Entry, Stored, ENTRY_SIZE};
+use crate::prefetch;
 use crate::record::{self, Header, RECORD_MAGIC, RECORD_OVERHEAD};
 
 /// Why a walk over entries stopped.
@@ -54,7 +55,16 @@ pub fn read_entries(
     let end = base + data.len() as u64;
     let wanted_tag = wanted.tag.map(|(hash, _)| consume_queue::entry_tag(hash));
     let mut index = start;
+    // The first records' lines asked for together, then each some entries ahead of the
+    // one being checked: their misses overlap each other and the checks.
+    for ahead in start..count.min(start + prefetch::RECORDS_AHEAD) {
+        prefetch_record(data, base, &entries[ahead * ENTRY_SIZE..]);
+    }
     while index < count {
+        if index + prefetch::RECORDS_AHEAD < count {
+            let ahead = (index + prefetch::RECORDS_AHEAD) * ENTRY_SIZE;
+            prefetch_record(data, base, &entries[ahead..]);
+        }
         let raw = &entries[index * ENTRY_SIZE..(index + 1) * ENTRY_SIZE];
         let entry = Entry::parse(raw);
         if entry.size == 0 && raw.iter().all(|&b| b == 0) {
@@ -103,6 +113,17 @@ pub fn read_entries(
         }
     }
     (index, Stop::End)
+}
+
+/// Ask for the record the entry at the start of `entry` points at, if it is in `data`.
+#[inline]
+fn prefetch_record(data: &[u8], base: u64, entry: &[u8]) {
+    let entry = Entry::parse(entry);
+    if let Some(pos) = entry.commit_offset.checked_sub(base) {
+        if pos < data.len() as u64 {
+            prefetch::bytes(data, pos as usize, entry.size as usize);
+        }
+    }
 }
 
 fn accept(

@@ -4,6 +4,10 @@
  * buttons (aria-pressed) pick 1 h, 6 h, 24 h or 7 d; the auto-refresh checkbox redraws the
  * chart every 10 s while the page is visible. plotly.min.js is loaded once, on first use,
  * from the data-plotly-src of this script's tag. Safe to include several times.
+ *
+ * The charts follow the console's theme (static/js/theme.js): their background, text and
+ * grid take the stylesheet's colours (--tm-card, --tm-fg, --tm-grid) when drawn, and are
+ * redrawn in the new ones on "tidemark:theme".
  */
 (function () {
   "use strict";
@@ -25,6 +29,46 @@
     ".tm-chart-plot{min-height:28rem}",
     ".tm-chart[aria-busy=true] .tm-chart-plot{opacity:.7}",
   ].join("\n");
+
+  function cssColor(name, fallback) {
+    var value = window.getComputedStyle(document.documentElement).getPropertyValue(name);
+    return value && value.trim() ? value.trim() : fallback;
+  }
+
+  // The layout changes that paint a figure in the theme in force: every axis of the
+  // figure (xaxis, yaxis2, ...) gets the grid colour.
+  function themeUpdate(layout) {
+    var grid = cssColor("--tm-grid", "#e3e7ee");
+    var fg = cssColor("--tm-fg", "#1d2430");
+    var update = {
+      paper_bgcolor: cssColor("--tm-card", "#ffffff"),
+      plot_bgcolor: cssColor("--tm-card", "#ffffff"),
+      "font.color": fg,
+    };
+    Object.keys(layout || {}).forEach(function (key) {
+      if (/^[xy]axis\d*$/.test(key)) {
+        update[key + ".gridcolor"] = grid;
+        update[key + ".linecolor"] = grid;
+        update[key + ".zerolinecolor"] = grid;
+      }
+    });
+    return update;
+  }
+
+  function themed(layout) {
+    var copy = JSON.parse(JSON.stringify(layout || {}));
+    var update = themeUpdate(copy);
+    Object.keys(update).forEach(function (path) {
+      var parts = path.split(".");
+      var target = copy;
+      for (var i = 0; i < parts.length - 1; i++) {
+        target[parts[i]] = target[parts[i]] || {};
+        target = target[parts[i]];
+      }
+      target[parts[parts.length - 1]] = update[path];
+    });
+    return copy;
+  }
 
   function addStyle() {
     var tag = document.createElement("style");
@@ -111,7 +155,7 @@
       return Promise.all([loadPlotly(), request])
         .then(function (done) {
           var figure = done[1];
-          return window.Plotly.react(plot, figure.data, figure.layout, {
+          return window.Plotly.react(plot, figure.data, themed(figure.layout), {
             responsive: true,
             displaylogo: false,
           });
@@ -171,6 +215,18 @@
   function scan() {
     Array.prototype.forEach.call(document.querySelectorAll("[data-chart-url]"), setup);
   }
+
+  // The theme changed: repaint every drawn chart (its data stays).
+  document.addEventListener("tidemark:theme", function () {
+    if (!window.Plotly) {
+      return;
+    }
+    Array.prototype.forEach.call(document.querySelectorAll("[data-chart-plot]"), function (plot) {
+      if (plot.layout) {
+        window.Plotly.relayout(plot, themeUpdate(plot.layout));
+      }
+    });
+  });
 
   window.TidemarkCharts = { scan: scan };
   addStyle();

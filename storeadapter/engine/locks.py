@@ -4,8 +4,11 @@
   one that gets it exclusively at open is alone, and runs recovery.
 * ``open.lock``: held exclusively while a process opens or closes the store, so those
   transitions (and the decision "am I alone?") never interleave.
-* ``write.lock``: held exclusively for each append batch or metadata change, so
-  writers in different processes take turns.
+* ``write.lock``: a process writing with the mutex in ``state`` (writesession.py)
+  holds it shared from open to close; one writing with the flock (older engines, or
+  where the mutex is unavailable) holds it exclusively for each append batch or
+  metadata change. So writers of either kind in different processes take turns, and
+  one of the flock kind waits while one of the mutex kind has the store open.
 
 ``flock`` locks belong to an open file, not a thread: threads of one process must also
 hold the store's thread lock. A process that forks gets copies of these open files, so
@@ -74,6 +77,14 @@ class StoreLocks:
         fcntl.flock(self._writing, fcntl.LOCK_EX)
 
     def unlock_writes(self) -> None:
+        fcntl.flock(self._writing, fcntl.LOCK_UN)
+
+    def share_writes(self) -> None:
+        """Hold ``write.lock`` shared until ``unshare_writes`` (or close): writers that
+        take it exclusively wait meanwhile (waits for one under way)."""
+        fcntl.flock(self._writing, fcntl.LOCK_SH)
+
+    def unshare_writes(self) -> None:
         fcntl.flock(self._writing, fcntl.LOCK_UN)
 
     def close(self) -> None:

@@ -16,7 +16,8 @@ them: opening and recovery, following other processes, the write lock, flushes, 
   time-index and key-index entries, dedup, appends to streams), clearing a failed
   write, and the failure that makes the store refuse writes;
 * the committed offsets (``OffsetStore``), the checkpoint, the shared state
-  (``SharedState``), the locks, the flusher (``FlushService``).
+  (``SharedState``), the locks and the write session (``WriteSession``), the flusher
+  (``FlushService``).
 
 Its public methods are defined here and in one mixin per concern: ``Appending``
 (``append`` and ``append_batch``: find the topic, then ask the writer), ``Reading``
@@ -25,10 +26,12 @@ Its public methods are defined here and in one mixin per concern: ``Appending``
 disk use); the appends to event streams are here, and ask the writer too.
 
 What is still shared: the writer is handed the commit log, the queues, the key index,
-the streams, the reader, the disk use, the shared state, the OS locks, the write and
-follow locks and the flusher, which the store's flushes, catch-ups and changes use as
-well; and it calls back the steps that stay the store's (``_check_open``,
-``_follow_to``, ``_clear_dead_writer``, ``_publish_tail``). The mixins other than
+the streams, the reader, the disk use and the flusher, which the store's flushes,
+catch-ups and changes use as well, and the write session (``WriteSession``,
+writesession.py), which the store's changes hold too (``_exclusive``): the one owner of
+the write lock (the pen), the catch-up, a dead writer's clearing and the publish; it
+calls back the steps that stay the store's (``_check_writable``, ``_catch_up``,
+``_clear_dead_writer``, ``_published_tail``). The mixins other than
 ``Appending`` and ``Reading`` still share attributes set here (``commitlog``,
 ``config``, ``path``, ``_registry``, ``_index``, ``_streams``, ``_offsets``,
 ``_table``, ``_shared`` and ``_seen``, the locks, ``_flusher``, ``_disk``) and the
@@ -88,6 +91,7 @@ from .streams import Streams
 from .topics import Topic, TopicRegistry
 from .upkeep import Upkeep
 from .writer import Writer
+from .writesession import Pen, WriteSession, held_alone, open_pen
 
 _INDEX_MARKER = ".complete"
 
@@ -110,6 +114,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._core = None  # the native read core (dataplane.store_core), made by _open
         self._follow_lock = threading.RLock()
         self._locks: StoreLocks | None = None
+        self._pen: Pen | None = None  # the write lock (writesession.py), made by _open
         self._shared: SharedState | None = None
         self._seen = SharedSnapshot(0, 0, 0, 0, 0)
         self._followed_sequence = -1  # the shared state's sequence when last caught up
@@ -147,9 +152,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         fileio.make_dir(self.path, parents=True, exist_ok=True)
         self._locks = StoreLocks(self.path)
         with self._locks.opening() as alone:
-            self._locks.lock_writes()
-            try:
-                self._shared = SharedState(self.path / "state")
+            self._shared = SharedState(self.path / "state")
+            self._pen = open_pen(self._locks, self._shared.path, alone)
+            with held_alone(self._pen):
                 self.identity = StoreIdentity.load_or_create(
                     self.path / "store.json",
                     self.config.queue_file_entries,
@@ -191,8 +196,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self._open_beside_others()
                 self._mark_unvouched_segments(self._unmarked[0][1])
                 self._streams.preload(self._registry.topics)
-            finally:
-                self._locks.unlock_writes()
         self.commitlog.last_store_ms = max(
             self.commitlog.last_store_ms, self.commitlog.store_time_before_tail()
         )
@@ -205,6 +208,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._fail,
             self._log_unsynced,
         )
+        self._session = WriteSession(
+            self._pen,
+            self._shared,
+            self._write_lock,
+            self._follow_lock,
+            check=self._check_writable,
+            catch_up=self._catch_up,
+            tail=lambda: self.commitlog.tail,
+            clear_dead_writer=self._clear_dead_writer,
+            fail=self._fail,
+            failure_of=lambda error: self._writer.write_failure(error),
+            published=self._published_tail,
+        )
         self._writer = Writer(
             self.path,
             self.config,
@@ -214,16 +230,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._streams,
             self._reader,
             self._disk,
-            self._shared,
-            self._locks,
-            self._write_lock,
-            self._follow_lock,
+            self._session,
             self._flusher,
             self._id_prefix,
-            check_open=self._check_open,
-            follow_to=self._follow_to,
-            clear_dead_writer=self._clear_dead_writer,
-            publish_tail=self._publish_tail,
         )
         self._core = dataplane.store_core(
             self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
@@ -524,36 +533,25 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._offsets.catch_up()
         self._seen = snapshot
 
+    def _catch_up(self) -> None:
+        """Follow everything other processes published (the caller holds the pen)."""
+        self._follow_to(self._shared.read())
+
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
-        """Hold the store's write lock (thread, then OS file), caught up with the others,
-        as a writer of changes other than appends (topics, offsets, retention).
+        """Hold a write session (writesession.py) as a writer of changes other than
+        appends (topics, offsets, retention): the thread lock, then the pen, caught up
+        with the others.
 
         The change is marked under way in the shared state while it runs: if this
         process dies in the middle, the next writer takes in what it wrote without
         publishing (``_clear_dead_writer``).
         """
-        with self._write_lock:
-            self._check_writable()
-            self._locks.lock_writes()
+        with self._session.change():
             try:
-                with self._follow_lock:
-                    self._follow_to(self._shared.read())
-                    left = self._shared.begin_write(self.commitlog.tail)
-                    if left is not None:
-                        try:
-                            self._clear_dead_writer(left)
-                        except OSError as error:  # still marked: the next writer clears
-                            self._fail(error)
-                            raise self._writer.write_failure(error) from error
-                    try:
-                        yield
-                    except OSError as error:
-                        raise self._io_failure(error) from error
-                    finally:
-                        self._shared.finish_write()
-            finally:
-                self._locks.unlock_writes()
+                yield
+            except OSError as error:
+                raise self._io_failure(error) from error
 
     def _clear_dead_writer(self, extent: int) -> None:
         """The last writer died (or failed) before publishing: clear what it wrote past
@@ -595,13 +593,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         """Make this process's writes visible to the others (caller holds the lock)."""
         self._seen = self._shared.write(**changes)
 
-    def _publish_tail(
-        self, tail: int, published: list[tuple[int, int, int, int]], finished: bool
-    ) -> None:
-        """Publish the tail the writer's appends moved to ``tail``, with the queue ends
-        they wrote (``published``), as seen; ``finished``: nothing is left past it to
-        clear (caller holds the lock)."""
-        ring_seq = self._shared.publish_tail(tail, published, finished=finished)
+    def _published_tail(self, tail: int, ring_seq: int) -> None:
+        """The write session published ``tail`` (notes up to ``ring_seq``): seen."""
         seen = self._seen
         self._seen = SharedSnapshot(tail, seen[1], seen[2], seen[3], seen[4], ring_seq)
 
@@ -1025,6 +1018,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self.commitlog.close()
         self._checkpoint.close()
         self._offsets.close()
+        self._pen = None
+        self._locks.unshare_writes()  # before open.lock: an older engine may be opening
         with self._locks.closing() as last:
             # A write left unfinished (its writer died or failed, and no one has written
             # since to clear it) keeps the shutdown unclean: the next open clears it.

@@ -11,20 +11,16 @@ too) and the flusher is told of.
 
 Its collaborators are passed in: the commit log, the queues (``TopicRegistry``, whose
 dirty set it adds to), the key index, the streams, the reader (records for dedup, and
-the pulls an append wakes), the disk use, the shared state, the OS locks, the store's
-write and follow locks (its flushes and changes take them too), the flusher, and the
-store's steps it must not take itself: ``check_open``, ``follow_to`` (catching up with
-other processes), ``clear_dead_writer`` (taking in what a writer that died left
-unpublished: topics and offsets too) and ``publish_tail`` (publishing the new tail,
-which the store's catch-up then counts as seen).
+the pulls an append wakes), the disk use, the write session (writesession.py: the
+locks, the catch-up, a dead writer's clearing and the publish, which the store's
+changes go through too) and the flusher.
 """
 
 from __future__ import annotations
 
 import errno
 import struct
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from itertools import repeat
 from pathlib import Path
 from zlib import crc32
@@ -49,7 +45,6 @@ from .errors import (
 from .flush import FlushService
 from .follow import unpublished_records
 from .keyindex import KeyIndex
-from .locks import StoreLocks
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
 from .reader import Reader
 from .record import (
@@ -67,11 +62,11 @@ from .results import (
     AppendResult,
     Message,
 )
-from .sharedstate import SharedSnapshot, SharedState
 from .streams import REFUSALS as STREAM_REFUSALS
 from .streams import Admitted, StreamAppend, StreamBatch, Streams
 from .tags import tag_hash
 from .topics import Topic, TopicRegistry
+from .writesession import WriteSession
 
 _CHUNK_BYTES = 8 << 20
 _DEDUP_CANDIDATES = 16
@@ -129,17 +124,9 @@ class Writer:
         streams: Streams,
         reader: Reader,
         disk: DiskUse,
-        shared: SharedState,
-        locks: StoreLocks,
-        write_lock: threading.Lock,
-        follow_lock: threading.RLock,
+        session: WriteSession,
         flusher: FlushService,
         id_prefix: str,
-        *,
-        check_open: Callable[[], None],
-        follow_to: Callable[[SharedSnapshot], None],
-        clear_dead_writer: Callable[[int], None],
-        publish_tail: Callable[[int, list, bool], None],
     ) -> None:
         self.path = path
         self.config = config
@@ -149,16 +136,9 @@ class Writer:
         self._streams = streams
         self._reader = reader
         self._disk = disk
-        self._shared = shared
-        self._locks = locks
-        self._write_lock = write_lock
-        self._follow_lock = follow_lock
+        self._session = session
         self._flusher = flusher
         self._id_prefix = id_prefix
-        self._check_open = check_open
-        self._follow_to = follow_to
-        self._clear_dead_writer = clear_dead_writer
-        self._publish_tail = publish_tail
         self._sync_mode = config.flush_mode == "sync"
         self._combiner = WriteCombiner(
             self.write_group,
@@ -330,77 +310,60 @@ class Writer:
         """Write the batches of a group under one hold of the write lock; return each
         batch's results (or the error it alone met) and the commit-log tail after them.
 
-        Steps: 1. take the thread lock, then the OS write lock, and catch up with what
-        other processes wrote; then per batch: 2. find messages whose dedup id is already
-        stored; 3. encode and write the others (``_write_records``); 4. write their
-        consume-queue and key-index entries; then 5. publish the new tail once. A batch
-        refused before it is written (its topic deleted, every queue frozen) fails alone;
-        a failed write fails it and every later batch, and the store refuses writes.
+        Steps: 1. hold a write session (the thread lock, then the pen, caught up with
+        what other processes wrote, a dead writer's extent cleared); then per batch:
+        2. find messages whose dedup id is already stored; 3. encode and write the
+        others (``_write_records``); 4. write their consume-queue and key-index
+        entries; then 5. publish the new tail once. A batch refused before it is
+        written (its topic deleted, every queue frozen) fails alone; a failed write
+        fails it and every later batch, and the store refuses writes.
         """
         outcomes: list = []
         published: list[tuple[int, int, int, int]] = []
-        with self._write_lock, self._follow_lock:
-            self._check_open()
-            if self.failure is not None:
-                raise StoreFailedError(self.failure_sentence())
-            self._locks.lock_writes()
-            try:
-                self._follow_to(self._shared.read())
-                self._streams.begin_hold()
-                now = clock.now_ms()
-                end = self.commitlog.tail
+        with self._session as failure:
+            end = self.commitlog.tail
+            if failure is not None:  # a dead writer's clearing failed: the next one clears
+                return [failure] * len(group), end
+            self._streams.begin_hold()
+            now = clock.now_ms()
+            whole = True
+            for state, batch, plain in group:
+                if self.failure is not None:
+                    outcomes.append(StoreFailedError(self.failure_sentence()))
+                    continue
                 try:
-                    self._begin_write()
-                except OSError as error:  # the clearing failed: the next writer clears
+                    results = self._write_batch(state, batch, plain, now, published)
+                except _REFUSED_ALONE as error:
+                    outcomes.append(error)
+                    continue
+                except STREAM_REFUSALS as error:
+                    if type(batch) is not StreamAppend:
+                        raise
+                    outcomes.append(error)
+                    continue
+                except OSError as error:
+                    # The batches before it are published; what this one wrote is
+                    # cleared now if the disk lets it, else left marked as the
+                    # writer's extent for the next writer (or the next open) to clear.
                     self.fail(error)
-                    return [self.write_failure(error)] * len(group), end
-                whole = True
-                for state, batch, plain in group:
-                    if self.failure is not None:
-                        outcomes.append(StoreFailedError(self.failure_sentence()))
-                        continue
-                    try:
-                        results = self._write_batch(state, batch, plain, now, published)
-                    except _REFUSED_ALONE as error:
-                        outcomes.append(error)
-                        continue
-                    except STREAM_REFUSALS as error:
-                        if type(batch) is not StreamAppend:
-                            raise
-                        outcomes.append(error)
-                        continue
-                    except OSError as error:
-                        # The batches before it are published; what this one wrote is
-                        # cleared now if the disk lets it, else left marked as the
-                        # writer's extent for the next writer (or the next open) to clear.
-                        self.fail(error)
-                        self.commitlog.abandon_past(end)
-                        outcomes.append(self.write_failure(error))
-                        whole = self._clear_failed_write(end)
-                        continue
-                    outcomes.append(results)
-                    end = self.commitlog.tail
-                self._publish_tail(end, published, whole)
-            finally:
-                self._locks.unlock_writes()
+                    self.commitlog.abandon_past(end)
+                    outcomes.append(self.write_failure(error))
+                    whole = self._clear_failed_write(end)
+                    continue
+                outcomes.append(results)
+                end = self.commitlog.tail
+            self._session.publish_tail(end, published, whole)
         arrivals = self._reader.arrivals
         if arrivals.waiting:
             arrivals.wake()
         return outcomes, end
-
-    def _begin_write(self) -> None:
-        """Note in the shared state that a write past the tail begins; first clear what
-        the last writer left there if it died (or failed) before publishing."""
-        left = self._shared.begin_write(self.commitlog.tail)
-        if left is not None:
-            self._clear_dead_writer(left)
 
     def _clear_failed_write(self, tail: int) -> bool:
         """Zero what a batch that failed part-way wrote past ``tail`` (the space was
         reserved: zeros fit even on a full disk); whether that worked."""
         try:
             log = self.commitlog
-            extent = self._shared.extent()
+            extent = self._session.extent()
             self.erase_unpublished_entries(extent)
             log.clear_after_tail(log.writable_segment(), extent)
             self._index.truncate_from(tail)

@@ -4,6 +4,7 @@ leaves to the long way (``_read_long_way``) whatever it must judge (issue 29).""
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import weakref
 
@@ -213,3 +214,44 @@ def test_reads_are_right_when_the_handle_cache_closed_the_queue_files(open_store
             assert store.read("t", queue, 0, 500) == wanted[queue]
             assert store.read("t", queue, 7, 3) == wanted[queue][7:10]
     assert store._registry.handles.open_count <= 2
+
+
+def test_entries_appended_after_a_read_are_seen_by_the_next_read(store, monkeypatch):
+    _append_varied(store, 40)
+    first = store.read("t", 3, 0, 100)
+    more = _append_varied(store, 40)
+    expected = store._read_long_way("t", 3, 0, 100)
+    _no_long_way(monkeypatch, store)
+
+    assert store.read("t", 3, 0, 100) == expected
+    assert expected[: len(first)] == first
+    assert {r.message_id for r in more if r.queue == 3} <= {m.message_id for m in expected}
+
+
+def test_a_queue_file_cut_short_under_an_open_store_is_read_as_the_long_way_reads_it(
+    store, store_path
+):
+    _append_varied(store, 40)
+    assert store.read("t", 2, 0, 100)
+    queue_file = store_path / "consumequeue" / "t" / "2" / "00000000000000000000"
+    os.truncate(queue_file, 0)  # every page of entries the earlier read used is gone
+
+    after = store.read("t", 2, 0, 100)
+    assert after == store._read_long_way("t", 2, 0, 100)
+
+
+def _mapped_deleted_queue_files() -> list[str]:
+    with open("/proc/self/maps") as maps:
+        return [line for line in maps if "consumequeue" in line and "(deleted)" in line]
+
+
+def test_queue_files_deleted_by_retention_are_not_kept_mapped(store):
+    _append_varied(store, 400)
+    for queue in range(4):
+        store.read("t", queue, 0, 500)  # maps every file of every queue
+    store.delete_expired(now_ms=2**62)
+    for _ in range(3):
+        for queue in range(4):
+            store.read("t", queue, 0, 500)
+
+    assert _mapped_deleted_queue_files() == []

@@ -13,6 +13,8 @@ mod entries;
 mod events;
 mod hashing;
 mod layout;
+mod mapped;
+mod pen;
 mod reader;
 mod scan;
 mod store_core;
@@ -36,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layout::record_layout, m)?)?;
     m.add_class::<scan::Run>()?;
     m.add_class::<store_core::StoreCore>()?;
+    m.add_class::<pen::Pen>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     Ok(())
 }

@@ -17,9 +17,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
+use super::mapped::{Copied, Mapping};
 use super::reader::{checked_message, stored_message, Extras, Shared};
 use super::{check_record_type, id_prefix};
 use crate::consume_queue::ENTRY_SIZE;
+use crate::prefetch;
 use crate::reader::{self as walk, Found, Stop, Wanted};
 use crate::record::{self, Parts};
 
@@ -143,16 +145,58 @@ impl Drop for View {
 
 /// What `read` needs of a `QueueFile`, all set when it is made: read once per object.
 struct FileFacts {
-    /// The object, held so that its address names no other while it is cached.
-    _file: Py<PyAny>,
+    /// The object, held so that its address names no other while it is cached (and the
+    /// key its handle cache's table knows it by).
+    file: Py<PyAny>,
     first_index: u64,
     entries: u64,
     /// `file.handles._open`: owner → open descriptor.
     open: Py<PyDict>,
+    /// The file mapped, once it has been read through an open descriptor; and whether
+    /// it may not be (it could not be, or was cut short under its mapping).
+    map: Option<Mapping>,
+    unmappable: bool,
+}
+
+/// Where a read's entries are: the queue file (its key in `StoreCore::queue_files` and
+/// its descriptor when the handle cache holds it open), the first entry's slot in it,
+/// and how many of the entries wanted it holds from there.
+struct FileAt {
+    key: usize,
+    fd: Option<i32>,
+    slot: u64,
+    count: u64,
 }
 
 /// Queue files' facts kept; past this many the cache starts again.
 const QUEUE_FILES: usize = 4096;
+/// Queue files mapped at once; past this many, the others are read with `pread` until
+/// the facts' cache starts again (a read of a file newly mapped pays an `fstat`, an
+/// `mmap` and a page fault: reads over more files than this, in turn, would pay them
+/// again and again).
+const MAPPED_FILES: usize = 1024;
+
+/// The queue files' facts (by the `QueueFile` object's address), and which of them are
+/// mapped, with where the sweep of those is (`StoreCore::sweep_one`).
+#[derive(Default)]
+struct QueueFiles {
+    facts: HashMap<usize, FileFacts>,
+    mapped: Vec<usize>,
+    sweep: usize,
+}
+
+impl QueueFiles {
+    /// Let go of the mapping of the file `key`, if it has one.
+    fn unmap(&mut self, key: usize) {
+        if let Some(facts) = self.facts.get_mut(&key) {
+            if facts.map.take().is_some() {
+                if let Some(at) = self.mapped.iter().position(|&k| k == key) {
+                    self.mapped.swap_remove(at);
+                }
+            }
+        }
+    }
+}
 
 /// A lock that a panic elsewhere does not make unusable (what it guards is a cache).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -190,7 +234,10 @@ pub struct StoreCore {
     topics: Mutex<HashMap<Vec<u8>, Py<PyString>>>,
     /// What never changes of a queue file (`QueueFile`: its first index, its entries and
     /// its handle cache's table of open descriptors), by the object, which is held.
-    queue_files: Mutex<HashMap<usize, FileFacts>>,
+    /// A file is mapped only while the handle cache holds its descriptor open (it
+    /// closes those of files it deletes): a mapping of a deleted file would keep its
+    /// space in use.
+    queue_files: Mutex<QueueFiles>,
 }
 
 #[pymethods]
@@ -234,7 +281,7 @@ impl StoreCore {
             closed: AtomicBool::new(false),
             table: Mutex::new(Table::default()),
             topics: Mutex::new(HashMap::new()),
-            queue_files: Mutex::new(HashMap::new()),
+            queue_files: Mutex::new(QueueFiles::default()),
         })
     }
 
@@ -267,6 +314,15 @@ impl StoreCore {
         };
         let data = data.slice();
         let pos = (commit_offset - base) as usize;
+        if let Some(length) = data.get(pos..pos + 4) {
+            // The record's lines asked for together (its length is its first 4 bytes),
+            // rather than one after another as its check reads them; a record of a few
+            // lines is left to the CPU (the asking would cost more than it saves).
+            let length = u32::from_le_bytes(length.try_into().unwrap_or_default());
+            if length > prefetch::WORTH_ASKING {
+                prefetch::bytes(data, pos, length as usize);
+            }
+        }
         let Ok(header) = record::check(data, pos, commit_offset) else {
             return Ok(None);
         };
@@ -536,10 +592,11 @@ impl StoreCore {
 
     /// Fill `buffer` with the packed entries of `queue` (a ConsumeQueue) from index
     /// `position`, `count` of them or those up to the end of the file holding the first
-    /// (at least one). Read here with one `pread` of the descriptor the queue's handle
-    /// cache holds open for that file, else by the queue's `read` (which opens it, and
-    /// which a fault test sees). False when the entries are not all there to read (a
-    /// file deleted meanwhile).
+    /// (at least one). Copied here from the file's mapping (made the first time through
+    /// the descriptor the queue's handle cache holds open), or read with one `pread` of
+    /// that descriptor, else by the queue's `read` (which opens it, and which a fault
+    /// test sees). False when the entries are not all there to read (a file deleted or
+    /// cut short meanwhile).
     fn read_entries(
         &self,
         py: Python<'_>,
@@ -548,20 +605,32 @@ impl StoreCore {
         count: u64,
         buffer: &mut Vec<u8>,
     ) -> PyResult<bool> {
-        if let Some((fd, slot, n)) = self.open_file_of(py, queue, position, count)? {
+        if let Some(FileAt {
+            key,
+            fd,
+            slot,
+            count: n,
+        }) = self.file_of(py, queue, position, count)?
+        {
             buffer.clear();
             buffer.resize((n * ENTRY_SIZE as u64) as usize, 0);
-            // SAFETY: `fd` is a descriptor the store's handle cache holds open: the cache
-            // closes one only after taking it out of its table, from Python code, which
-            // cannot run while this call holds the GIL without calling back (nothing
-            // since the look-up); and the store closes the cache only after this core
-            // (checked in `open_file_of`). ManuallyDrop keeps the File from closing it.
-            let file = std::mem::ManuallyDrop::new(unsafe {
-                <std::fs::File as std::os::unix::io::FromRawFd>::from_raw_fd(fd)
-            });
-            let at = slot * ENTRY_SIZE as u64;
-            if std::os::unix::fs::FileExt::read_exact_at(&*file, buffer, at).is_ok() {
+            if self.copy_mapped(py, key, fd, slot, buffer) {
                 return Ok(true);
+            }
+            if let Some(fd) = fd {
+                // SAFETY: `fd` is a descriptor the store's handle cache holds open: the
+                // cache closes one only after taking it out of its table, from Python
+                // code, which cannot run while this call holds the GIL without calling
+                // back (nothing since the look-up); and the store closes the cache only
+                // after this core (checked in `file_of`). ManuallyDrop keeps the File
+                // from closing it.
+                let file = std::mem::ManuallyDrop::new(unsafe {
+                    <std::fs::File as std::os::unix::io::FromRawFd>::from_raw_fd(fd)
+                });
+                let at = slot * ENTRY_SIZE as u64;
+                if std::os::unix::fs::FileExt::read_exact_at(&*file, buffer, at).is_ok() {
+                    return Ok(true);
+                }
             }
         }
         let data = queue.call_method1(intern!(py, "read"), (position, count))?;
@@ -573,17 +642,88 @@ impl StoreCore {
         Ok(buffer.len() as u64 == count * ENTRY_SIZE as u64)
     }
 
-    /// The open descriptor of the file of `queue` holding entry `position`, with the
-    /// entry's slot in it and how many of `count` entries from there it holds; None
-    /// when the file is not the one `ConsumeQueue._file_for` finds at once, its
-    /// descriptor is not open, the seam's `pread` was replaced, or the store closed.
-    fn open_file_of(
+    /// Copy `buffer`'s length of entries from `slot` of the queue file `key` (a key of
+    /// `queue_files`) out of its mapping, mapping it through `fd` the first time; false
+    /// when they are not copied (the file not open in the handle cache, no mapping,
+    /// entries outside it, the file cut short).
+    fn copy_mapped(
+        &self,
+        py: Python<'_>,
+        key: usize,
+        fd: Option<i32>,
+        slot: u64,
+        buffer: &mut [u8],
+    ) -> bool {
+        let mut files = lock(&self.queue_files);
+        self.sweep_one(py, &mut files);
+        let Some(fd) = fd else {
+            files.unmap(key); // closed by the handle cache: let go of its mapping too
+            return false;
+        };
+        let mapped = files.mapped.len();
+        let Some(facts) = files.facts.get_mut(&key) else {
+            return false;
+        };
+        if facts.map.is_none() && !facts.unmappable {
+            if mapped >= MAPPED_FILES {
+                return false;
+            }
+            facts.map = Mapping::of(fd, (facts.entries * ENTRY_SIZE as u64) as usize);
+            facts.unmappable = facts.map.is_none();
+            if facts.map.is_some() {
+                files.mapped.push(key);
+            }
+        }
+        let Some(facts) = files.facts.get(&key) else {
+            return false;
+        };
+        let Some(map) = &facts.map else {
+            return false;
+        };
+        match map.copy((slot * ENTRY_SIZE as u64) as usize, buffer) {
+            Copied::Done => true,
+            Copied::Outside => false,
+            Copied::Cut => {
+                // Cut short under the mapping: never read through it again.
+                files.unmap(key);
+                if let Some(facts) = files.facts.get_mut(&key) {
+                    facts.unmappable = true;
+                }
+                false
+            }
+        }
+    }
+
+    /// Look at one mapped file (in turn, one a read) and let go of its mapping if the
+    /// handle cache no longer holds it open: files deleted by retention, or closed to
+    /// make room, are let go of within as many reads as there are mappings.
+    fn sweep_one(&self, py: Python<'_>, files: &mut QueueFiles) {
+        if files.mapped.is_empty() {
+            return;
+        }
+        let at = files.sweep % files.mapped.len();
+        files.sweep = at + 1;
+        let key = files.mapped[at];
+        let open = files.facts.get(&key).is_some_and(|facts| {
+            matches!(facts.open.bind(py).contains(facts.file.bind(py)), Ok(true))
+        });
+        if !open {
+            files.unmap(key);
+        }
+    }
+
+    /// The file of `queue` holding entry `position` (its key in `queue_files` and its
+    /// descriptor if the queue's handle cache holds it open), with the entry's slot in
+    /// it and how many of `count` entries from there it holds; None when the file is
+    /// not the one `ConsumeQueue._file_for` finds at once, the seam's `pread` was
+    /// replaced, or the store closed.
+    fn file_of(
         &self,
         py: Python<'_>,
         queue: &Bound<'_, PyAny>,
         position: u64,
         count: u64,
-    ) -> PyResult<Option<(i32, u64, u64)>> {
+    ) -> PyResult<Option<FileAt>> {
         let pread = self.fileio.bind(py).get_item(intern!(py, "pread"))?;
         if !pread.is_some_and(|pread| pread.is(self.genuine_pread.bind(py))) {
             return Ok(None);
@@ -613,13 +753,20 @@ impl StoreCore {
         else {
             return Ok(None);
         };
-        let Some(fd) = open.bind(py).get_item(&file)? else {
-            return Ok(None);
+        let fd = match open.bind(py).get_item(&file)? {
+            Some(fd) => Some(fd.extract()?),
+            None => None,
         };
         if self.closed.load(Ordering::Acquire) {
             return Ok(None);
         }
-        Ok(Some((fd.extract()?, slot, count.min(entries - slot))))
+        let key = file.as_ptr() as usize;
+        Ok(Some(FileAt {
+            key,
+            fd,
+            slot,
+            count: count.min(entries - slot),
+        }))
     }
 
     /// (first index, entries, table of open descriptors) of a queue file, read from the
@@ -627,7 +774,7 @@ impl StoreCore {
     fn file_facts(&self, file: &Bound<'_, PyAny>) -> PyResult<Option<(u64, u64, Py<PyDict>)>> {
         let py = file.py();
         let key = file.as_ptr() as usize;
-        if let Some(facts) = lock(&self.queue_files).get(&key) {
+        if let Some(facts) = lock(&self.queue_files).facts.get(&key) {
             return Ok(Some((
                 facts.first_index,
                 facts.entries,
@@ -643,19 +790,21 @@ impl StoreCore {
             return Ok(None);
         };
         let facts = FileFacts {
-            _file: file.clone().unbind(),
+            file: file.clone().unbind(),
             first_index,
             entries,
             open: open.clone().unbind(),
+            map: None,
+            unmappable: false,
         };
         let old = {
             let mut files = lock(&self.queue_files);
-            let old = if files.len() >= QUEUE_FILES {
+            let old = if files.facts.len() >= QUEUE_FILES {
                 std::mem::take(&mut *files)
             } else {
-                HashMap::new()
+                QueueFiles::default()
             };
-            files.insert(key, facts);
+            files.facts.insert(key, facts);
             old
         };
         drop(old); // after the lock is let go: dropping may run Python code

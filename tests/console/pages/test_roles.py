@@ -258,11 +258,14 @@ def test_layout_loads_no_cdn(as_viewer):
     assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
 
 
-#: The scripts a page loads only when it has what they work on; the layout's one script
-#: (confirm.js, a few lines for any form's data-confirm) is on every page.
+#: The scripts a page loads only when it has what they work on; the layout's own (confirm.js
+#: for any form's data-confirm, theme.js for dark mode, shortcuts.js for the keys) are on
+#: every page.
+LAYOUT_SCRIPTS = {"/static/js/confirm.js", "/static/js/theme.js", "/static/js/shortcuts.js"}
 SCRIPT_USES = {
     "/static/js/htmx.min.js": re.compile(r"\shx-(?:get|post|put|patch|delete)="),
     "/static/js/charts.js": re.compile(r"\sdata-chart-url="),
+    "/static/js/tail.js": re.compile(r"\sdata-tail-url="),
 }
 
 
@@ -273,7 +276,7 @@ def test_every_page_loads_only_the_scripts_it_uses(as_admin, store):
         html = as_admin.get(url).content.decode()
 
         loaded = set(re.findall(r'<script src="([^"]+)"', html))
-        assert loaded - set(SCRIPT_USES) == {"/static/js/confirm.js"}, url
+        assert loaded - set(SCRIPT_USES) == LAYOUT_SCRIPTS, url
         for script, use in SCRIPT_USES.items():
             assert (script in loaded) == bool(use.search(html)), (url, script)
 

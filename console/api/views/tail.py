@@ -1,0 +1,136 @@
+"""API: the live tail of a topic (issue 34, item 2), the console's tail page's source too.
+
+- ``/api/v1/topics/<topic>/tail/``: GET the messages appended to the topic's queues (all,
+  or ``queues``) past ``cursor`` (none: from now on), waiting up to ``wait`` seconds for
+  some (long polling), at most ``rate`` a second; the answer's ``cursor`` is the next
+  poll's, its ``dropped`` says how many messages the rate cap left out (viewer: reading
+  the topic).
+
+Tailing only reads, from the offsets in the cursor: it never reads or moves a group's
+committed offset. A poll that waits holds one of the long-poll slots that pulls hold
+(console.api.long_polls): 429 with Retry-After past the caps. The logic is
+``console.messages.tail``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import path
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.api import converters  # noqa: F401  (registers <name:...>)
+from console.api.errors import ApiError
+from console.api.long_polls import long_poll_slot
+from console.api.serializers import (
+    QuerySerializer,
+    StoredMessageSerializer,
+    refusals,
+    validated,
+)
+from console.audit.reads import note_count
+from console.core.store import get_store
+from console.messages import tail
+from console.messages.records import message_record
+
+
+class TailQuery(QuerySerializer):
+    queues = serializers.RegexField(
+        tail.QUEUES_PATTERN,
+        max_length=tail.QUEUES_MAX_LENGTH,
+        required=False,
+        help_text="The queue ids to follow, comma-separated, such as 0,2 (default: every "
+        "queue). A cursor's queues that are not followed are left out.",
+    )
+    cursor = serializers.RegexField(
+        tail.CURSOR_PATTERN,
+        max_length=tail.CURSOR_MAX_LENGTH,
+        required=False,
+        help_text="The previous answer's cursor (default: start at the queues' ends now). "
+        "A queue it does not name starts at that queue's end; an offset past a queue's end "
+        "is that end.",
+    )
+    wait = serializers.FloatField(
+        required=False,
+        min_value=0,
+        max_value=tail.MAX_WAIT_S,
+        default=0,
+        help_text="Seconds to wait for messages when none arrived past the cursor (long polling).",
+    )
+    rate = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=tail.MAX_RATE,
+        default=tail.DEFAULT_RATE,
+        help_text="The most messages a second the tail answers (a bucket of one second's "
+        "worth). Past it the tail keeps the newest and counts the others in 'dropped'.",
+    )
+
+
+class TailResponse(serializers.Serializer):
+    messages = StoredMessageSerializer(
+        many=True, help_text="The messages, in the order they were appended."
+    )
+    cursor = serializers.CharField(help_text="The cursor to poll with next.")
+    dropped = serializers.IntegerField(
+        min_value=0,
+        help_text="Messages appended past the cursor that the rate cap left out of this "
+        "answer (the cursor is past them).",
+    )
+    queues = serializers.ListField(
+        child=serializers.IntegerField(min_value=0), help_text="The queue ids followed."
+    )
+
+
+def _poll_holder(request: Request) -> str:
+    """Whose long polls a tail counts among: its token's, or its user's (a session)."""
+    token = getattr(request.auth, "pk", None)
+    return f"token:{token}" if token is not None else f"user:{request.user.pk}"
+
+
+class TopicTail(APIView):
+    """GET the messages appended to a topic past a cursor, waiting up to ``wait`` seconds
+    for some; never moves a group's offsets."""
+
+    @extend_schema(
+        parameters=[TailQuery],
+        responses={
+            200: TailResponse,
+            **refusals((429, "Too many long polls waiting (for this token or the server).")),
+        },
+    )
+    def get(self, request: Request, topic: str) -> Response:
+        query = validated(TailQuery, request.query_params)
+        try:
+            queues = tail.parse_queues(query.get("queues"))
+            cursor = tail.Cursor.parse(query["cursor"]) if query.get("cursor") else None
+        except tail.TailError as error:
+            raise ApiError(400, "invalid", str(error)) from error
+        store = get_store()
+        # A topic or queue that does not exist is a 404 before any slot is held.
+        followed = tail.followed_queues(store, topic, queues)
+        if query["wait"] > 0:
+            with long_poll_slot(_poll_holder(request), query["wait"]):
+                answer = tail.poll(store, topic, followed, cursor, query["rate"], query["wait"])
+        else:
+            answer = tail.poll(store, topic, followed, cursor, query["rate"], 0.0)
+        note_count(request, len(answer.messages))
+        return Response(answer_data(answer))
+
+
+def answer_data(answer: tail.TailAnswer) -> dict[str, Any]:
+    return {
+        "messages": [message_record(m) for m in answer.messages],
+        "cursor": str(answer.cursor),
+        "dropped": answer.dropped,
+        "queues": answer.queues,
+    }
+
+
+urlpatterns = [
+    path("topics/<name:topic>/tail/", TopicTail.as_view(), name="api-topic-tail"),
+]

@@ -1,0 +1,361 @@
+//! The pen: a robust, process-shared, error-checking pthread mutex in the `state`
+//! file's header, the write lock of every process that has the store open
+//! (docs/FORMAT.md, "Shared state"; docs/RECOVERY.md, "Several processes").
+//!
+//! Taking it uncontended is one atomic instruction in this process, no system call.
+//! A process that died holding it leaves it to the next taker with `EOWNERDEAD`
+//! (`Taken::OwnerDied`): that writer clears what the dead one left, then marks the
+//! mutex consistent (`consistent`) before it lets go.
+//!
+//! The mutex sits at `MUTEX_AT` in the header, after a marker at `MARKER_AT` that says
+//! it was initialised, for which pthread layout (`pthread_mutex_t`'s size) and in which
+//! boot of the machine (`BOOT_AT`). An opener holding `open.lock` initialises it again
+//! when no process can be using it: no marker (a store an older engine made), a marker
+//! of an earlier boot, or no other process has the store open (`alone`). A mutex from
+//! before a crash of every process or a reboot may name an owner the kernel never
+//! marked dead, and would be waited for forever. An opener that finds a marker of
+//! another layout does not touch it and keeps the `flock` path.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::ptr;
+
+/// The marker's offset in `state` (16 bytes: magic, version, `pthread_mutex_t` size,
+/// zero), and the mutex's (up to `MUTEX_ROOM` bytes, to the end of the header).
+pub const MARKER_AT: usize = 3968;
+pub const MUTEX_AT: usize = 4032;
+pub const MUTEX_ROOM: usize = 64;
+/// The header's size: what is mapped here.
+pub const HEADER_BYTES: usize = 4096;
+pub const MARKER_MAGIC: &[u8; 4] = b"TDMX";
+pub const MARKER_VERSION: u32 = 1;
+/// The boot id (16 bytes, `/proc/sys/kernel/random/boot_id`; zeros where there is
+/// none) of the boot in which the mutex was last initialised.
+pub const BOOT_AT: usize = 3984;
+
+/// How a lock was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// The mutex was free (or freed by its owner).
+    Free,
+    /// Its last owner died holding it: clear what it left, then call `consistent`.
+    OwnerDied,
+}
+
+/// What `open` found in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A mutex of this layout, ready (initialised now or by an earlier opener).
+    Ready,
+    /// A marker of another layout (another libc or architecture shares the store):
+    /// left alone; the caller keeps the `flock` path.
+    Foreign,
+}
+
+/// The mutex in a store's `state` file, through a mapping of the header of its own.
+pub struct Pen {
+    map: *mut u8,
+}
+
+// SAFETY: the mapping is process-wide and lives until `Drop`; the pthread mutex it
+// holds is made for use from any thread (and process); `Pen` hands out no references
+// into the mapping, only calls pthread functions on it.
+unsafe impl Send for Pen {}
+// SAFETY: as for `Send`: every method goes through the pthread functions, which are
+// thread-safe on a process-shared mutex.
+unsafe impl Sync for Pen {}
+
+fn check(code: libc::c_int) -> io::Result<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(code))
+    }
+}
+
+fn marker() -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    bytes[..4].copy_from_slice(MARKER_MAGIC);
+    bytes[4..8].copy_from_slice(&MARKER_VERSION.to_le_bytes());
+    let size = std::mem::size_of::<libc::pthread_mutex_t>() as u32;
+    bytes[8..12].copy_from_slice(&size.to_le_bytes());
+    bytes
+}
+
+/// This boot's id as 16 bytes (zeros when the kernel does not tell it).
+fn boot_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    let Ok(text) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") else {
+        return id;
+    };
+    let digits: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+    if digits.len() != 32 {
+        return id;
+    }
+    for (byte, pair) in id.iter_mut().zip(digits.chunks(2)) {
+        let text = std::str::from_utf8(pair).unwrap_or("00");
+        *byte = u8::from_str_radix(text, 16).unwrap_or(0);
+    }
+    id
+}
+
+impl Pen {
+    /// Map the header of the `state` file at `path` (at least `HEADER_BYTES` long) and
+    /// find the mutex, initialising it when no marker is there yet. The caller holds
+    /// `open.lock` exclusively, so no other process initialises or uses it meanwhile.
+    pub fn open(path: &Path, alone: bool) -> io::Result<(Pen, Found)> {
+        if std::mem::size_of::<libc::pthread_mutex_t>() > MUTEX_ROOM {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "pthread_mutex_t does not fit the state header's room",
+            ));
+        }
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        if file.metadata()?.len() < HEADER_BYTES as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the state file is shorter than its header",
+            ));
+        }
+        // SAFETY: a fresh shared mapping of the file's first HEADER_BYTES (checked to
+        // exist above); the kernel picks the address; the descriptor may close after.
+        let map = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                HEADER_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let pen = Pen { map: map.cast() };
+        let wanted = marker();
+        let mut found = [0u8; 16];
+        // SAFETY: MARKER_AT + 16 <= HEADER_BYTES, inside the mapping made above.
+        unsafe { ptr::copy_nonoverlapping(pen.map.add(MARKER_AT), found.as_mut_ptr(), 16) };
+        let boot = boot_id();
+        let mut booted = [0u8; 16];
+        // SAFETY: BOOT_AT + 16 <= MUTEX_AT, inside the mapping.
+        unsafe { ptr::copy_nonoverlapping(pen.map.add(BOOT_AT), booted.as_mut_ptr(), 16) };
+        if found == wanted && booted == boot && !alone {
+            return Ok((pen, Found::Ready));
+        }
+        if found != wanted && found[..4] == MARKER_MAGIC[..] {
+            return Ok((pen, Found::Foreign));
+        }
+        pen.initialise()?;
+        // SAFETY: as above; boot id and marker go in after the mutex is whole.
+        unsafe {
+            ptr::copy_nonoverlapping(boot.as_ptr(), pen.map.add(BOOT_AT), 16);
+            ptr::copy_nonoverlapping(wanted.as_ptr(), pen.map.add(MARKER_AT), 16);
+        }
+        Ok((pen, Found::Ready))
+    }
+
+    fn mutex(&self) -> *mut libc::pthread_mutex_t {
+        // SAFETY: MUTEX_AT + MUTEX_ROOM == HEADER_BYTES, inside the mapping; MUTEX_AT
+        // is 64-byte aligned in a page-aligned mapping, enough for pthread_mutex_t.
+        unsafe { self.map.add(MUTEX_AT).cast() }
+    }
+
+    fn initialise(&self) -> io::Result<()> {
+        let mut attr = std::mem::MaybeUninit::<libc::pthread_mutexattr_t>::uninit();
+        // SAFETY: pthread_mutexattr_init initialises `attr`, which is used only after it
+        // succeeded and destroyed once; the mutex's bytes are in our mapping and no
+        // process uses them (the caller holds open.lock, and no marker was there).
+        unsafe {
+            check(libc::pthread_mutexattr_init(attr.as_mut_ptr()))?;
+            let attr = attr.as_mut_ptr();
+            let made = check(libc::pthread_mutexattr_setpshared(
+                attr,
+                libc::PTHREAD_PROCESS_SHARED,
+            ))
+            .and_then(|_| {
+                check(libc::pthread_mutexattr_setrobust(
+                    attr,
+                    libc::PTHREAD_MUTEX_ROBUST,
+                ))
+            })
+            .and_then(|_| {
+                check(libc::pthread_mutexattr_settype(
+                    attr,
+                    libc::PTHREAD_MUTEX_ERRORCHECK,
+                ))
+            })
+            .and_then(|_| check(libc::pthread_mutex_init(self.mutex(), attr)));
+            libc::pthread_mutexattr_destroy(attr);
+            made
+        }
+    }
+
+    /// Take the mutex if it is free; None when another thread or process holds it.
+    pub fn try_lock(&self) -> io::Result<Option<Taken>> {
+        // SAFETY: the mutex was initialised (`open` returned Ready) and stays mapped.
+        match unsafe { libc::pthread_mutex_trylock(self.mutex()) } {
+            0 => Ok(Some(Taken::Free)),
+            libc::EOWNERDEAD => Ok(Some(Taken::OwnerDied)),
+            libc::EBUSY => Ok(None),
+            code => Err(io::Error::from_raw_os_error(code)),
+        }
+    }
+
+    /// Take the mutex, waiting for it.
+    pub fn lock(&self) -> io::Result<Taken> {
+        // SAFETY: as in `try_lock`.
+        match unsafe { libc::pthread_mutex_lock(self.mutex()) } {
+            0 => Ok(Taken::Free),
+            libc::EOWNERDEAD => Ok(Taken::OwnerDied),
+            code => Err(io::Error::from_raw_os_error(code)),
+        }
+    }
+
+    /// Mark the mutex consistent after `Taken::OwnerDied` (the caller holds it).
+    pub fn consistent(&self) -> io::Result<()> {
+        // SAFETY: as in `try_lock`; pthread refuses (EINVAL) when it is not ours to mark.
+        check(unsafe { libc::pthread_mutex_consistent(self.mutex()) })
+    }
+
+    /// Let go of the mutex (EPERM when this thread does not hold it).
+    pub fn unlock(&self) -> io::Result<()> {
+        // SAFETY: as in `try_lock`; the error-checking type refuses a non-owner.
+        check(unsafe { libc::pthread_mutex_unlock(self.mutex()) })
+    }
+}
+
+impl Drop for Pen {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `open`, unmapped once; nothing refers into it.
+        unsafe { libc::munmap(self.map.cast(), HEADER_BYTES) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn state_file(dir: &Path) -> std::path::PathBuf {
+        let path = dir.join("state");
+        std::fs::write(&path, vec![0u8; HEADER_BYTES * 2]).unwrap();
+        path
+    }
+
+    fn temp_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("tdm-pen-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn first_open_initialises_and_writes_the_marker() {
+        let path = state_file(&temp_dir("marker"));
+        let (pen, found) = Pen::open(&path, false).unwrap();
+        assert_eq!(found, Found::Ready);
+        drop(pen);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[MARKER_AT..MARKER_AT + 16], &marker());
+        assert!(
+            bytes[..MARKER_AT].iter().all(|b| *b == 0),
+            "no other header byte changes"
+        );
+        assert_eq!(&bytes[BOOT_AT..BOOT_AT + 16], &boot_id());
+        let (_again, found) = Pen::open(&path, false).unwrap();
+        assert_eq!(found, Found::Ready);
+    }
+
+    #[test]
+    fn a_held_mutex_is_busy_and_refuses_a_second_lock_by_its_owner() {
+        let path = state_file(&temp_dir("busy"));
+        let (pen, _) = Pen::open(&path, false).unwrap();
+        let (other, _) = Pen::open(&path, false).unwrap();
+        assert_eq!(pen.lock().unwrap(), Taken::Free);
+        assert_eq!(pen.lock().unwrap_err().raw_os_error(), Some(libc::EDEADLK));
+        let other = Arc::new(other);
+        let seen = {
+            let other = Arc::clone(&other);
+            std::thread::spawn(move || other.try_lock().unwrap())
+                .join()
+                .unwrap()
+        };
+        assert_eq!(seen, None);
+        pen.unlock().unwrap();
+        assert_eq!(other.try_lock().unwrap(), Some(Taken::Free));
+        other.unlock().unwrap();
+    }
+
+    #[test]
+    fn an_owner_that_dies_holding_it_leaves_it_owner_died_until_marked_consistent() {
+        let path = state_file(&temp_dir("dead"));
+        let (pen, _) = Pen::open(&path, false).unwrap();
+        let pen = Arc::new(pen);
+        {
+            let pen = Arc::clone(&pen);
+            std::thread::spawn(move || assert_eq!(pen.lock().unwrap(), Taken::Free))
+                .join()
+                .unwrap();
+        }
+        assert_eq!(pen.lock().unwrap(), Taken::OwnerDied);
+        pen.consistent().unwrap();
+        pen.unlock().unwrap();
+        assert_eq!(pen.lock().unwrap(), Taken::Free);
+        pen.unlock().unwrap();
+    }
+
+    /// Leave the mutex in `path` held by an owner no kernel will mark dead, as a copy
+    /// of the file made mid-write (or a file kept across a reboot) holds it.
+    fn held_by_a_stale_owner(path: &Path) {
+        let owner = path.to_path_buf();
+        let copy = std::thread::spawn(move || {
+            let (pen, _) = Pen::open(&owner, false).unwrap();
+            pen.lock().unwrap();
+            let copy = std::fs::read(&owner).unwrap();
+            pen.unlock().unwrap();
+            copy
+        })
+        .join()
+        .unwrap();
+        std::fs::write(path, copy).unwrap();
+        let (pen, _) = Pen::open(path, false).unwrap();
+        assert_eq!(pen.try_lock().unwrap(), None, "held, by no one alive");
+    }
+
+    #[test]
+    fn an_opener_alone_initialises_a_held_mutex_again() {
+        let path = state_file(&temp_dir("alone"));
+        held_by_a_stale_owner(&path);
+        let (fresh, found) = Pen::open(&path, true).unwrap();
+        assert_eq!(found, Found::Ready);
+        assert_eq!(fresh.try_lock().unwrap(), Some(Taken::Free));
+        fresh.unlock().unwrap();
+    }
+
+    #[test]
+    fn a_mutex_of_an_earlier_boot_is_initialised_again() {
+        let path = state_file(&temp_dir("boot"));
+        held_by_a_stale_owner(&path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[BOOT_AT] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let (again, _) = Pen::open(&path, false).unwrap();
+        assert_eq!(again.try_lock().unwrap(), Some(Taken::Free));
+        again.unlock().unwrap();
+    }
+
+    #[test]
+    fn a_foreign_marker_is_left_alone() {
+        let path = state_file(&temp_dir("foreign"));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[MARKER_AT..MARKER_AT + 4].copy_from_slice(MARKER_MAGIC);
+        bytes[MARKER_AT + 8] = 200;
+        std::fs::write(&path, &bytes).unwrap();
+        let (_pen, found) = Pen::open(&path, false).unwrap();
+        assert_eq!(found, Found::Foreign);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+}
