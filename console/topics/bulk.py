@@ -1,4 +1,4 @@
-"""/topics/delete/: delete the topics selected on the topic list.
+"""/topics/selected/delete/: delete the topics selected on the topic list.
 
 The list's "Delete selected…" posts the chosen names here; the answer is a confirmation
 page that lists them (queues, messages) and asks the admin to type how many topics there

@@ -6,7 +6,8 @@ app_name = "topics"
 
 urlpatterns = [
     path("", views.topic_list, name="list"),
-    path("delete/", bulk.delete_selected, name="delete_selected"),
+    # Two parts: no topic's own URL has this shape.
+    path("selected/delete/", bulk.delete_selected, name="delete_selected"),
     path("<str:topic>/", views.topic_detail, name="detail"),
     path("<str:topic>/tail/", views.topic_tail, name="tail"),
 ]

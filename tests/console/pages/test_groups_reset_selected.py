@@ -171,3 +171,12 @@ def test_a_scoped_role_may_not_apply_a_preview_of_a_group_it_may_not_reset(
     assert response.status_code == 403
     assert offsets(groups, "billing") == [3, 4]
     assert offsets(groups, "audit") == [1, 2]
+
+
+def test_a_group_named_selected_keeps_its_own_page(as_operator, store):
+    store.create_topic("orders", 1)
+    store.commit_offset("selected", "orders", 0, 0)
+
+    response = as_operator.get("/groups/selected/")
+
+    assert response.status_code == 200

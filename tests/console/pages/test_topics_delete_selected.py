@@ -1,4 +1,4 @@
-"""/topics/delete/: deleting the topics selected on the topic list, after a confirmation
+"""/topics/selected/delete/: deleting the topics selected on the topic list, after a confirmation
 page where the admin types how many topics, or their names; each deletion audited, each
 topic checked against the user's roles (a request naming one they may not manage deletes
 none)."""
@@ -14,7 +14,7 @@ from console.audit.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 
-URL = "/topics/delete/"
+URL = "/topics/selected/delete/"
 
 
 @pytest.fixture
@@ -138,3 +138,13 @@ def test_a_get_goes_back_to_the_list(as_admin, topics):
 
     assert response.status_code == 303
     assert response["Location"] == "/topics/"
+
+
+@pytest.mark.parametrize("name", ["delete", "selected"])
+def test_a_topic_named_like_the_bulk_page_keeps_its_own_page(as_admin, store, name):
+    store.create_topic(name, 1)
+
+    response = as_admin.get(f"/topics/{name}/")
+
+    assert response.status_code == 200
+    assert response.context["topic"].name == name
