@@ -329,6 +329,13 @@ def on(kind: str, action: str, key: str | None = None, source: str = "url") -> N
     return Need(level=VIEWER, kind=kind, action=action, source=source, key=key or kind)
 
 
+def on_each(kind: str, action: str) -> Need:
+    """``action`` on each of several resources a form selects: the user must be allowed it
+    on some ``kind`` here, and the view checks each one selected (refusing the request
+    whole, naming those it may not act on)."""
+    return Need(level=VIEWER, kind=kind, action=action, source="form", key="")
+
+
 def both(first: Need, second: Need) -> Need:
     """Both needs (the first's level)."""
     return Need(
@@ -428,6 +435,7 @@ NEEDS: dict[str, dict[str, Need]] = {
             },
         ),
     ),
+    "topics:delete_selected": form_action(on_each(TOPIC, MANAGE)),
     "messages:search": pages(on(TOPIC, READ, "topic", "query")),
     "messages:export": pages(on(TOPIC, READ, "topic", "query")),
     "messages:detail": pages(V),  # the view checks the message's topic (``require``)
@@ -442,6 +450,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "groups:reset_again": form_action(on(GROUP, RESET)),
     "groups:resets": pages(on(GROUP, VIEW)),
     "groups:reset_undo": pages(on(GROUP, RESET)),
+    "groups:reset_selected": form_action(on_each(GROUP, RESET)),
     "groups:dlq": pages(on(GROUP, READ), on(GROUP, REDRIVE)),
     "groups:delete": form_action(on(GROUP, MANAGE)),
     # API v1.

@@ -5,7 +5,8 @@ With ``TIDEMARK_AUDIT_READS`` on, ``ReadAuditMiddleware`` writes one audit row p
 answered request (status below 400) to a URL of ``READ_ACTIONS``: who, the action
 (``read.search``, ``read.message``, ``read.export``, ``read.pull``, ``read.stream``,
 ``read.dlq``, ``write.produce``), the topic or group, the path and query asked, and how
-many messages when the view said (``note_count``). Offset commits, resets, event appends
+many messages when the view said (``note_count``; an export, streamed after the row is
+written, says it once sent: ``note_streamed``). Offset commits, resets, event appends
 and test messages are audited at every level already.
 
 Read rows are kept bounded: older than ``TIDEMARK_AUDIT_READS_KEEP_DAYS`` or past the
@@ -46,6 +47,7 @@ READ_PREFIXES = ("read.", "write.")
 #: A purge runs every this many read rows written.
 PURGE_EVERY = 500
 _COUNT = "_tidemark_read_count"
+_ROW = "_tidemark_read_row"
 
 
 def enabled() -> bool:
@@ -101,8 +103,17 @@ def audit_read(request: Any, view_name: str, kwargs: dict, status: int) -> None:
         after={"count": count} if count is not None else None,
         detail=(request.path + (f"?{query}" if query else ""))[:2000],
     )
+    setattr(getattr(request, "_request", request), _ROW, row)
     if row.pk % PURGE_EVERY == 0:
         purge()
+
+
+def note_streamed(request: Any, count: int) -> None:
+    """Say how many messages a streamed answer (an export) held, once it has been sent:
+    its read row, written when the answer started, gets the count."""
+    row = getattr(getattr(request, "_request", request), _ROW, None)
+    if row is not None:
+        AuditEntry.objects.filter(pk=row.pk).update(after={"count": int(count)})
 
 
 class ReadAuditMiddleware:

@@ -1,11 +1,13 @@
 from django.urls import path
 
-from console.groups import dlq_views, reset_views, views
+from console.groups import bulk_reset, dlq_views, reset_views, views
 
 app_name = "groups"
 
 urlpatterns = [
     path("", views.group_list, name="list"),
+    # Two parts: no group's own URL has this shape.
+    path("selected/reset/", bulk_reset.reset_selected, name="reset_selected"),
     path("<str:group>/", views.group_detail, name="detail"),
     path("<str:group>/reset/preview/", reset_views.reset_preview, name="reset_preview"),
     path("<str:group>/reset/apply/", reset_views.reset_apply, name="reset_apply"),

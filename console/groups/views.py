@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
-from console.accounts.permissions import visible_groups
+from console.accounts.permissions import GROUP, RESET, permissions_of, visible_groups
 from console.core.post_only import post_only
 from console.core.store import get_store
 from console.groups.detail import (
@@ -78,6 +78,9 @@ def group_list(request: HttpRequest) -> HttpResponse:
         summaries = sort_groups(summaries, sort)
     page = Paginator(summaries, PAGE_SIZE).get_page(request.GET.get("page"))
     rows = group_rows(store, list(page))
+    # The groups of the page the user may reset (the "Reset selected…" checkboxes).
+    permissions = permissions_of(request.user)
+    resettable = {row.group for row in rows if permissions.allows(GROUP, row.group, RESET)}
     context = {
         "page": page,
         "rows": rows,
@@ -87,6 +90,7 @@ def group_list(request: HttpRequest) -> HttpResponse:
         "sort": sort,
         "name_sort": "-name" if sort == "name" else "name",
         "sort_label": GROUP_SORTS[sort][0],
+        "resettable": resettable,
     }
     return render(request, "groups/list.html", context)
 

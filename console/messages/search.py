@@ -2,10 +2,10 @@
 a limit.
 
 The search logic is here once, for the console page and the API alike: `key_page`,
-`range_span` + `read_span`, `time_page` and `export_span` + `export_lines` return plain
-messages and numbers. The console's `by_*` functions wrap them into `Results` for the
-page. Engine errors (`StoreError`) are left to the caller: the page shows their sentence
-on the form, the API answers them as 4xx.
+`range_span` + `read_span` and `time_page` return plain messages and numbers (exports of
+them are console.messages.exports'). The console's `by_*` functions wrap them into
+`Results` for the page. Engine errors (`StoreError`) are left to the caller: the page
+shows their sentence on the form, the API answers them as 4xx.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 from django.core.paginator import Page, Paginator
 from django.urls import reverse
 
-from console.messages import bodies, records
+from console.messages import bodies
 from console.messages.forms import MODE_ID, MODE_KEY, MODE_RANGE, MODE_TIME
 from storeadapter.engine import MessageStore, StoredMessage
 
@@ -36,7 +36,7 @@ TIME_PER_QUEUE = 20
 TIME_SHOWN = 500
 #: Queues a page of the per-queue table of a search by time lists.
 QUEUE_TABLE_PAGE = 100
-#: Messages one export holds at most, and how many are read at a time.
+#: Messages one export holds by default, and how many are read at a time.
 EXPORT_MAX = 10_000
 EXPORT_CHUNK = 500
 #: The most messages a search by time over all queues (the API's) reaches.
@@ -201,11 +201,6 @@ class Span(NamedTuple):
     def count(self) -> int:
         return self.last - self.first
 
-    @property
-    def export_last(self) -> int:
-        """Where an export of the span ends: it holds EXPORT_MAX messages at most."""
-        return min(self.last, self.first + EXPORT_MAX)
-
 
 def range_span(
     store: MessageStore, topic: str, queue: int, start: int | None, end: int | None
@@ -295,15 +290,6 @@ def time_page(
     return _page_of(_merged(streams, wanted), number, size, wanted, TIME_MAX)
 
 
-def export_span(
-    store: MessageStore, topic: str, queue: int, start: int | None, end: int | None
-) -> tuple[int, int]:
-    """The offsets first ≤ o < last an export of this queue range holds: the range clamped
-    to the queue, and to its first EXPORT_MAX offsets."""
-    span = range_span(store, topic, queue, start, end)
-    return span.first, span.export_last
-
-
 def export_filename(topic: str, queue: int, first: int, last: int) -> str:
     """The file name an export is downloaded as: safe characters only."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"{topic}-queue{queue}-{first}-{last}.jsonl")
@@ -369,12 +355,9 @@ def by_range(
     elif low == high:
         results.summary = f"Queue {queue} of topic {topic} holds no messages."
     if last > first:
-        export_end = span.export_last
-        query = urlencode({"topic": topic, "queue": queue, "from": first, "to": export_end})
+        query = urlencode({"topic": topic, "queue": queue, "from": first, "to": last})
         results.export_url = f"{reverse('messages:export')}?{query}"
-        results.export_label = f"offsets {first:,} to {export_end - 1:,}" + (
-            f", the first {EXPORT_MAX:,} of this range" if export_end < last else ""
-        )
+        results.export_label = f"offsets {first:,} to {last - 1:,}"
     return results
 
 
@@ -420,19 +403,3 @@ def by_time(
             "browse a queue from its starting offset (below) to see more."
         )
     return results
-
-
-def export_lines(
-    store: MessageStore, topic: str, queue: int, first: int, last: int
-) -> Iterator[bytes]:
-    """JSON Lines of the messages of one queue at offsets first ≤ o < last, read in chunks."""
-    position = first
-    while position < last:
-        read = store.read_result(topic, queue, position, min(EXPORT_CHUNK, last - position))
-        for message in read.messages:
-            if message.queue_offset >= last:
-                return
-            yield records.export_line(message)
-        if read.next_offset <= position:
-            return
-        position = read.next_offset

@@ -6,20 +6,26 @@ All are reads: GET (and HEAD) only, for the viewer role and up. The store comes 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from functools import partial
+from urllib.parse import urlencode
+
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from console.accounts.permissions import READ, TOPIC, require, visible_topics
-from console.audit.reads import note_count
+from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
-from console.messages import bodies, search
+from console.messages import bodies, exports, search
 from console.messages.consumption import consumption_rows
 from console.messages.forms import (
     MODE_ID,
     MODE_KEY,
     MODE_NAMES,
     MODE_RANGE,
+    MODE_TIME,
     MODES,
     SEARCH_PARAMETERS,
     MessageSearchForm,
@@ -129,39 +135,119 @@ def message_search(request: HttpRequest) -> HttpResponse:
             form.add_error(_error_field(form.cleaned_data["mode"], error), str(error))
     if results is not None:
         note_count(request, len(results.rows))
+        if results.mode in (MODE_KEY, MODE_TIME) and results.rows:
+            results.export_url = export_url({**request.GET.dict(), "mode": results.mode})
+            results.export_label = (
+                "every message with this key, newest first"
+                if results.mode == MODE_KEY
+                else "every message stored from this time on, oldest first"
+            )
     if results is not None and results.mode == MODE_ID:
         for found in results.rows:  # by id, the topic shows only once the message is read
             require(request.user, TOPIC, found.message.topic, READ)
     return _search_page(request, store, form, results)
 
 
+#: Query-string names of the page that are no part of the search an export repeats.
+_NOT_EXPORTED = ("page", "queue_page", "skip", "since_ms", "until_ms", "max_records", "max_seconds")
+
+
+def export_url(params: dict) -> str:
+    """The page's export of a search (``params``: the search's query string)."""
+    kept = {k: v for k, v in params.items() if k not in _NOT_EXPORTED and v not in ("", None)}
+    return f"{reverse('messages:export')}?{urlencode(kept)}"
+
+
+#: The page's names for where an export goes on (to the millisecond, unlike its form's).
+_PAGE_NAMES = {"since": "since_ms", "until": "until_ms"}
+
+
 @require_safe
 def message_export(request: HttpRequest) -> HttpResponse:
-    """A queue range as JSON Lines (at most EXPORT_MAX messages), as a download.
-
-    ?topic=&queue=&from=&to= (``to`` not included; ``from``/``to`` default to the queue's
-    first and end offsets). Bad parameters show the search form with its errors (400).
+    """A search's result set as JSON Lines, as a download (console.messages.exports): a
+    queue range (?topic=&queue=&from=&to=, ``to`` not included), a search by key
+    (?mode=key&topic=&key=&since=&until=) or by time (?mode=time&topic=&at=&first_queue=
+    &last_queue=); ``max_records``/``max_seconds`` bound it, and its last line says how
+    far it got and the URL that continues it. Bad parameters show the search form with
+    its errors (400).
     """
     store = get_store()
     data = request.GET.copy()
-    data["mode"] = MODE_RANGE
+    mode = data.get("mode") or MODE_RANGE
+    data["mode"] = mode
     form = MessageSearchForm(data, store=store)
-    if not form.is_valid():
+    options = exports.ExportOptionsForm(request.GET)
+    valid = form.is_valid() & options.is_valid()
+    if valid and mode == MODE_ID:
+        form.add_error(None, "An export is of a search by key, by queue range or by time.")
+        valid = False
+    if not valid:
+        for name, errors in options.errors.items():
+            for error in errors:
+                form.add_error(None, f"{name}: {error}")
         return _search_page(request, store, form, None, status=400)
-    topic, queue = form.cleaned_data["topic"], form.cleaned_data["queue"]
-    start, end = form.cleaned_data.get("from"), form.cleaned_data.get("to")
+    params = {k: v for k, v in request.GET.items() if k not in _NOT_EXPORTED[:2]}
+    params["mode"] = mode
     try:
-        first, last = search.export_span(store, topic, queue, start, end)
+        budget = options.budget(partial(note_streamed, request))
+        lines, name = _export(store, form, options, budget, params)
     except StoreError as error:
-        form.add_error(_error_field(MODE_RANGE, error), str(error))
+        form.add_error(_error_field(mode, error), str(error))
         return _search_page(request, store, form, None, status=400)
-    name = search.export_filename(topic, queue, first, last)
-    response = StreamingHttpResponse(
-        search.export_lines(store, topic, queue, first, last),
-        content_type="application/x-ndjson; charset=utf-8",
-    )
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+def _export(
+    store: MessageStore,
+    form: MessageSearchForm,
+    options: exports.ExportOptionsForm,
+    budget: exports.Budget,
+    params: dict,
+) -> tuple[Iterator[bytes], str]:
+    """The lines of the export the forms ask for, and its file name."""
+    data, chosen = form.cleaned_data, options.cleaned_data
+    topic, skip = data["topic"], chosen.get("skip") or 0
+    if data["mode"] == MODE_KEY:
+        until_ms = chosen.get("until_ms")
+        lines = exports.key_export(
+            store,
+            topic,
+            data["key"],
+            form.begin_ms,
+            form.end_ms if until_ms is None else until_ms,
+            skip,
+            budget,
+            exports.Continuation(reverse("messages:export"), params, _PAGE_NAMES),
+        )
+        return lines, exports.filename(topic, "key")
+    if data["mode"] == MODE_TIME:
+        since_ms = chosen.get("since_ms")
+        lines = exports.time_export(
+            store,
+            topic,
+            to_ms(data["at"]) if since_ms is None else since_ms,
+            None,
+            data["queues"],
+            skip,
+            budget,
+            exports.Continuation(reverse("messages:export"), params, _PAGE_NAMES),
+        )
+        return lines, exports.filename(topic, "time")
+    queue = data["queue"]
+    first, last = search.range_span(store, topic, queue, data.get("from"), data.get("to"))[2:4]
+    first += skip
+    lines = exports.range_export(
+        store,
+        topic,
+        queue,
+        min(first, last),
+        last,
+        budget,
+        exports.Continuation(reverse("messages:export"), params),
+    )
+    return lines, search.export_filename(topic, queue, first, last)
 
 
 def _not_found(request: HttpRequest, message_id: str, error: StoreError) -> HttpResponse:

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from console.accounts.permissions import (
+    MANAGE,
     READ,
     TOPIC,
     permissions_of,
@@ -162,6 +163,11 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     page.object_list = [
         row if isinstance(row, ListedTopic) else listed(row) for row in page.object_list
     ]
+    # The topics of the page the user may delete (the "Delete selected…" checkboxes).
+    permissions = permissions_of(request.user)
+    manageable = {
+        row.name for row in page.object_list if permissions.allows(TOPIC, row.name, MANAGE)
+    }
     return render(
         request,
         "topics/list.html",
@@ -176,6 +182,7 @@ def topic_list(request: HttpRequest) -> HttpResponse:
             "retry_hidden": retry_hidden,
             "total": total,
             "form": form,
+            "manageable": manageable,
         },
     )
 

@@ -59,6 +59,8 @@ def needs(key: str, methods: str, *parts: tuple[str, str, str | None]) -> None:
 
 needs("topics:list", "POST", (T, "manage", None))
 needs("topics:detail", "GET HEAD", (T, "view", "orders"))
+# The selected topics (groups) are posted, not in the sample URL: the view checks each.
+needs("topics:delete_selected", "GET HEAD POST", (T, "manage", None))
 needs("topics:detail", "POST", (T, "produce|manage", "orders"))
 for key in ("messages:search", "messages:export", "streams:stream"):
     needs(key, "GET HEAD", (T, "read", None))
@@ -67,6 +69,7 @@ needs("messages:body", "GET HEAD", (T, "read", "orders"))
 needs("groups:detail", "GET HEAD", (G, "view", "billing"))
 for key in ("groups:reset_preview", "groups:reset_apply", "groups:reset_again"):
     needs(key, "GET HEAD POST", (G, "reset", "billing"))
+needs("groups:reset_selected", "GET HEAD POST", (G, "reset", None))
 needs("groups:resets", "GET HEAD", (G, "view", "billing"))
 needs("groups:reset_undo", "GET HEAD", (G, "reset", "billing"))
 needs("groups:dlq", "GET HEAD", (G, "read", "billing"))

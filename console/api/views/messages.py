@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -56,9 +57,9 @@ from console.api.serializers import (
     validated,
 )
 from console.audit.log import record
-from console.audit.reads import note_count
+from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
-from console.messages import search
+from console.messages import exports, search
 from console.messages.consumption import group_consumption
 from console.messages.records import message_record
 from console.messages.time_queues import TimeSearchTooWide, time_queues
@@ -830,17 +831,36 @@ class MessageSearch(APIView):
         )
 
 
-class ExportQuery(QuerySerializer):
-    topic = serializers.RegexField(NAME_PATTERN, max_length=140)
-    queue = serializers.IntegerField(min_value=0)
-    from_offset = serializers.IntegerField(
-        required=False, min_value=0, help_text="The first offset (default: the queue's first)."
+class ExportQuery(MessageSearchQuery):
+    """The search to export (as ``/api/v1/messages/`` takes it) and the export's budget."""
+
+    skip = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=exports.MAX_SKIP,
+        help_text="Leave out this many messages at the start of the result set: what a "
+        "continued export's last line gives.",
     )
-    to_offset = serializers.IntegerField(
-        required=False, min_value=0, help_text="The last offset, not included (default: the end)."
+    max_records = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=exports.MAX_RECORDS,
+        help_text=f"Messages at most (default {exports.DEFAULT_RECORDS:,}).",
+    )
+    max_seconds = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=exports.MAX_SECONDS,
+        help_text=f"Seconds of reading at most (default {exports.DEFAULT_SECONDS}).",
     )
 
-    cross_field_rules = (Rule.not_before("from_offset", "to_offset", message=OFFSETS_IN_ORDER),)
+    cross_field_rules = tuple(
+        rule for rule in MessageSearchQuery.cross_field_rules if rule is not SEARCH_DEPTH
+    )
+
+
+#: The API's names for where an export goes on.
+EXPORT_NAMES = {"from": "from_offset"}
 
 
 class JSONLinesRenderer(BaseRenderer):
@@ -856,8 +876,11 @@ class JSONLinesRenderer(BaseRenderer):
 
 
 class MessageExport(APIView):
-    """GET a queue range as JSON Lines (the console export's lines), at most 10,000
-    messages: the range is clamped to what the queue holds."""
+    """GET a search's result set as JSON Lines (console.messages.exports), exactly one
+    search as ``/api/v1/messages/`` takes it: by key (newest first), a queue range, or by
+    time (oldest first). Bounded by ``max_records`` and ``max_seconds``; the last line is
+    ``{"export": {"complete", "messages", "stopped_by", "next", "continue"}}``: how far it
+    got and, when not complete, the URL that exports the rest."""
 
     renderer_classes = [JSONRenderer, JSONLinesRenderer]
 
@@ -873,7 +896,9 @@ class MessageExport(APIView):
         parameters=[ExportQuery],
         responses={
             (200, "application/x-ndjson"): OpenApiResponse(
-                OpenApiTypes.STR, description="One JSON object per line, per message."
+                OpenApiTypes.STR,
+                description="One JSON object per line, per message; the last line says "
+                "how far the export got and how to continue it.",
             ),
             **refusals((404, "No such topic or queue.")),
         },
@@ -881,15 +906,43 @@ class MessageExport(APIView):
     def get(self, request: Request) -> StreamingHttpResponse:
         query = validated(ExportQuery, request.query_params)
         store = get_store()
-        topic, queue = query["topic"], query["queue"]
-        first, last = search.export_span(
-            store, topic, queue, query.get("from_offset"), query.get("to_offset")
+        topic, mode = query["topic"], query["mode"]
+        budget = exports.Budget(
+            query.get("max_records") or exports.DEFAULT_RECORDS,
+            query.get("max_seconds") or exports.DEFAULT_SECONDS,
+            partial(note_streamed, request),
         )
-        response = StreamingHttpResponse(
-            search.export_lines(store, topic, queue, first, last),
-            content_type="application/x-ndjson; charset=utf-8",
-        )
-        name = search.export_filename(topic, queue, first, last)
+        skip = query.get("skip") or 0
+        asked = {k: v for k, v in request.query_params.items() if k != "format"}
+        then = exports.Continuation(request.path, asked, EXPORT_NAMES)
+        since, until = query.get("since"), query.get("until")
+        if mode == MODE_KEY:
+            store.topic(topic)
+            lines = exports.key_export(store, topic, query["key"], since, until, skip, budget, then)
+            name = exports.filename(topic, "key")
+        elif mode == MODE_TIME:
+            try:
+                queues = time_queues(
+                    topic,
+                    store.topic(topic).queues,
+                    query.get("first_queue"),
+                    query.get("last_queue"),
+                )
+            except TimeSearchTooWide as error:
+                raise ApiError(
+                    400, "search_too_wide", str(error), {"max_queues": time_queues_widest()}
+                ) from None
+            lines = exports.time_export(store, topic, since, until, queues, skip, budget, then)
+            name = exports.filename(topic, "time")
+        else:
+            queue = query["queue"]
+            span = search.range_span(
+                store, topic, queue, query.get("from_offset"), query.get("to_offset")
+            )
+            first = min(span.first + skip, span.last)
+            lines = exports.range_export(store, topic, queue, first, span.last, budget, then)
+            name = search.export_filename(topic, queue, first, span.last)
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
 

@@ -342,8 +342,11 @@ def test_unknown_topic_is_a_form_error(as_viewer, orders, query):
 
 
 def read_lines(response) -> list[dict]:
+    """The messages of an export (its last line, the trailer, left out)."""
     data = b"".join(response.streaming_content)
-    return [json.loads(line) for line in data.decode("utf-8").splitlines()]
+    lines = [json.loads(line) for line in data.decode("utf-8").splitlines()]
+    assert "export" in lines[-1]
+    return lines[:-1]
 
 
 def test_export_returns_json_lines_with_base64_for_binary_bodies(as_viewer, orders):
@@ -369,9 +372,11 @@ def test_export_stops_at_10000_messages(as_viewer, orders):
 
     response = as_viewer.get("/messages/export/", {"topic": "orders", "queue": 0})
 
-    lines = read_lines(response)
+    data = b"".join(response.streaming_content).decode("utf-8").splitlines()
+    lines, trailer = data[:-1], json.loads(data[-1])["export"]
     assert len(lines) == 10_000
-    assert lines[-1]["queue_offset"] == 9_999
+    assert json.loads(lines[-1])["queue_offset"] == 9_999
+    assert trailer["next"] == {"from": 10_000}
 
 
 def test_queue_range_results_link_to_the_export(as_viewer, orders):
