@@ -100,9 +100,27 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     """An open store directory. Use ``MessageStore.open(path, config)``; close it when done.
 
     Thread-safe, and several processes may open the same directory: appends take the
-    store's write lock (a thread lock, then an OS file lock, per batch) and first catch
-    up with what other processes appended; readers never take it.
+    store's write lock (a thread lock, then the write mutex in `state`; see
+    writesession.py) and first catch up with what other processes appended; readers
+    never take it.
     """
+
+    # The parts `_open` makes, once, before the store is handed out (`__init__` sets the
+    # rest). `get` and `read` are bound there too: to the native core's calls.
+    identity: StoreIdentity
+    commitlog: CommitLog
+    last_recovery: RecoveryReport
+    _id_prefix: str
+    _table: TopicTable
+    _registry: TopicRegistry
+    _checkpoint: Checkpoint
+    _index: KeyIndex
+    _reader: Reader
+    _streams: Streams
+    _offsets: OffsetStore
+    _flusher: FlushService
+    _session: WriteSession
+    _writer: Writer
 
     def __init__(self, path: Path, config: StoreConfig) -> None:
         self.path = path
