@@ -19,13 +19,14 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.accounts.permissions import visible_groups
 from console.accounts.roles import ADMIN
 from console.api.pagination import Pagination, paginated
 from console.api.serializers import QuerySerializer, validated
 from console.core.store import get_store
-from console.groups.detail import filter_groups, group_detail, group_rows
+from console.groups.detail import GroupRow, LagRow, filter_groups, group_detail, group_rows
 from console.groups.dlq import dlq_exists
 from console.monitoring import scale
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
@@ -38,17 +39,25 @@ from storeadapter.summaries import group_summaries
 # ------------------------------------------------------------------- serializers
 
 
-class GroupSerializer(serializers.Serializer):
-    group = serializers.CharField()
-    lag = serializers.IntegerField(help_text="Messages behind, over all its queues.")
-    topics = serializers.ListField(child=serializers.CharField())
-    queues_behind = serializers.IntegerField(help_text="Queues with a lag above 0.")
-    members = serializers.IntegerField(help_text="Live members (heartbeat within 10 s).")
+class GroupSerializer(DataclassSerializer):
+    """A consumer group as the list shows it (the console's ``GroupRow``)."""
+
+    topics = serializers.ListField(child=serializers.CharField(), source="topic_names")
     status = serializers.ChoiceField(
         choices=list(GROUP_STATUSES),
         allow_null=True,
         help_text="Burrow-style status from the latest metrics sample; null before one.",
     )
+
+    class Meta:
+        dataclass = GroupRow
+        ref_name = "Group"
+        fields = ("group", "lag", "topics", "queues_behind", "members", "status")
+        extra_kwargs = {
+            "lag": {"help_text": "Messages behind, over all its queues."},
+            "queues_behind": {"help_text": "Queues with a lag above 0."},
+            "members": {"help_text": "Live members (heartbeat within 10 s)."},
+        }
 
 
 class GroupListQuery(QuerySerializer):
@@ -56,21 +65,28 @@ class GroupListQuery(QuerySerializer):
     topic = serializers.CharField(required=False, allow_blank=True, max_length=200)
 
 
-class GroupQueueSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    committed = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
-    max_offset = serializers.IntegerField()
-    lag = serializers.IntegerField()
-    owner = serializers.CharField(allow_null=True, help_text="The live member holding it.")
-    last_commit_ms = serializers.IntegerField(allow_null=True)
+class GroupQueueSerializer(DataclassSerializer):
+    """One queue of the group: its lag, owner and last commit (the console's ``LagRow``)."""
+
     status = serializers.ChoiceField(
         choices=list(QUEUE_STATUSES), allow_null=True, help_text="From the latest sample."
     )
-    lag_seconds = serializers.FloatField(allow_null=True, help_text="From the latest sample.")
-    lost = serializers.IntegerField(
-        help_text="Of its lag, the messages retention deleted before the group consumed them."
-    )
+
+    class Meta:
+        dataclass = LagRow
+        ref_name = "GroupQueue"
+        fields = ("topic", "queue", "committed", "max_offset", "lag", "owner")
+        fields += ("last_commit_ms", "status", "lag_seconds", "lost")
+        extra_kwargs = {
+            "committed": {"help_text": "None: never committed."},
+            "owner": {"help_text": "The live member holding it."},
+            "lag_seconds": {"help_text": "From the latest sample.", "required": True},
+            "lost": {
+                "help_text": "Of its lag, the messages retention deleted before the group "
+                "consumed them.",
+                "required": True,
+            },
+        }
 
 
 class GroupMetricsSerializer(serializers.Serializer):
@@ -222,17 +238,7 @@ class GroupList(APIView):
         paginator = Pagination()
         page = paginator.paginate_queryset(summaries, request, view=self)
         return paginator.get_paginated_response(
-            [
-                {
-                    "group": row.group,
-                    "lag": row.lag,
-                    "topics": row.topic_names,
-                    "queues_behind": row.queues_behind,
-                    "members": row.members,
-                    "status": row.status,
-                }
-                for row in group_rows(store, page)
-            ]
+            GroupSerializer(group_rows(store, page), many=True).data
         )
 
 
@@ -263,21 +269,7 @@ class GroupDetail(APIView):
                     }
                     for big in detail.big_topics.values()
                 ],
-                "queues": [
-                    {
-                        "topic": r.topic,
-                        "queue": r.queue,
-                        "committed": r.committed,
-                        "max_offset": r.max_offset,
-                        "lag": r.lag,
-                        "owner": r.owner,
-                        "last_commit_ms": r.last_commit_ms,
-                        "status": r.status,
-                        "lag_seconds": r.lag_seconds,
-                        "lost": r.lost,
-                    }
-                    for r in detail.rows
-                ],
+                "queues": GroupQueueSerializer(detail.rows, many=True).data,
                 "members": [
                     {
                         **member,
