@@ -19,17 +19,17 @@ from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.accounts.permissions import visible_groups
 from console.accounts.roles import ADMIN
 from console.api.pagination import Pagination, paginated
+from console.api.read_models import GroupQueueSerializer, GroupSerializer
 from console.api.serializers import QuerySerializer, validated
 from console.core.store import get_store
-from console.groups.detail import GroupRow, LagRow, filter_groups, group_detail, group_rows
+from console.groups.detail import filter_groups, group_detail, group_rows
 from console.groups.dlq import dlq_exists
 from console.monitoring import scale
-from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
+from console.monitoring.metrics import GROUP_STATUSES, GroupMetrics
 from console.operations import groups as operations
 from console.operations.groups import require_group
 from storeadapter.engine import OffsetChange
@@ -39,54 +39,9 @@ from storeadapter.summaries import group_summaries
 # ------------------------------------------------------------------- serializers
 
 
-class GroupSerializer(DataclassSerializer):
-    """A consumer group as the list shows it (the console's ``GroupRow``)."""
-
-    topics = serializers.ListField(child=serializers.CharField(), source="topic_names")
-    status = serializers.ChoiceField(
-        choices=list(GROUP_STATUSES),
-        allow_null=True,
-        help_text="Burrow-style status from the latest metrics sample; null before one.",
-    )
-
-    class Meta:
-        dataclass = GroupRow
-        ref_name = "Group"
-        fields = ("group", "lag", "topics", "queues_behind", "members", "status")
-        extra_kwargs = {
-            "lag": {"help_text": "Messages behind, over all its queues."},
-            "queues_behind": {"help_text": "Queues with a lag above 0."},
-            "members": {"help_text": "Live members (heartbeat within 10 s)."},
-        }
-
-
 class GroupListQuery(QuerySerializer):
     q = serializers.CharField(required=False, allow_blank=True, max_length=200)
     topic = serializers.CharField(required=False, allow_blank=True, max_length=200)
-
-
-class GroupQueueSerializer(DataclassSerializer):
-    """One queue of the group: its lag, owner and last commit (the console's ``LagRow``)."""
-
-    status = serializers.ChoiceField(
-        choices=list(QUEUE_STATUSES), allow_null=True, help_text="From the latest sample."
-    )
-
-    class Meta:
-        dataclass = LagRow
-        ref_name = "GroupQueue"
-        fields = ("topic", "queue", "committed", "max_offset", "lag", "owner")
-        fields += ("last_commit_ms", "status", "lag_seconds", "lost")
-        extra_kwargs = {
-            "committed": {"help_text": "None: never committed."},
-            "owner": {"help_text": "The live member holding it."},
-            "lag_seconds": {"help_text": "From the latest sample.", "required": True},
-            "lost": {
-                "help_text": "Of its lag, the messages retention deleted before the group "
-                "consumed them.",
-                "required": True,
-            },
-        }
 
 
 class GroupMetricsSerializer(serializers.Serializer):

@@ -1,0 +1,65 @@
+"""The read models' serializers: the API answers with them and the CLI's ``--json`` prints
+them, so each shape is written once, by the dataclass the console already reads.
+
+A ``DataclassSerializer`` (djangorestframework-dataclasses) takes its fields and their
+types from the dataclass; what the type cannot say (a choice, a help text, a field the
+answer leaves out, an API name that differs from the attribute's) is said here, and
+drf-spectacular reads all of it into the schema. ``ref_name`` keeps the schema's
+component names. This module has no views or URLs, so the CLI can import it without
+the API's routes.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+from rest_framework_dataclasses.serializers import DataclassSerializer
+
+from console.groups.detail import GroupRow, LagRow
+from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES
+
+# ------------------------------------------------------------------------ groups
+
+
+class GroupSerializer(DataclassSerializer):
+    """A consumer group as the list shows it (the console's ``GroupRow``)."""
+
+    topics = serializers.ListField(child=serializers.CharField(), source="topic_names")
+    status = serializers.ChoiceField(
+        choices=list(GROUP_STATUSES),
+        allow_null=True,
+        help_text="Burrow-style status from the latest metrics sample; null before one.",
+    )
+
+    class Meta:
+        dataclass = GroupRow
+        ref_name = "Group"
+        fields = ("group", "lag", "topics", "queues_behind", "members", "status")
+        extra_kwargs = {
+            "lag": {"help_text": "Messages behind, over all its queues."},
+            "queues_behind": {"help_text": "Queues with a lag above 0."},
+            "members": {"help_text": "Live members (heartbeat within 10 s)."},
+        }
+
+
+class GroupQueueSerializer(DataclassSerializer):
+    """One queue of the group: its lag, owner and last commit (the console's ``LagRow``)."""
+
+    status = serializers.ChoiceField(
+        choices=list(QUEUE_STATUSES), allow_null=True, help_text="From the latest sample."
+    )
+
+    class Meta:
+        dataclass = LagRow
+        ref_name = "GroupQueue"
+        fields = ("topic", "queue", "committed", "max_offset", "lag", "owner")
+        fields += ("last_commit_ms", "status", "lag_seconds", "lost")
+        extra_kwargs = {
+            "committed": {"help_text": "None: never committed."},
+            "owner": {"help_text": "The live member holding it."},
+            "lag_seconds": {"help_text": "From the latest sample.", "required": True},
+            "lost": {
+                "help_text": "Of its lag, the messages retention deleted before the group "
+                "consumed them.",
+                "required": True,
+            },
+        }
