@@ -5,8 +5,8 @@ A ``DataclassSerializer`` (djangorestframework-dataclasses) takes its fields and
 types from the dataclass; what the type cannot say (a choice, a help text, a field the
 answer leaves out, an API name that differs from the attribute's) is said here, and
 drf-spectacular reads all of it into the schema. ``ref_name`` keeps the schema's
-component names. This module has no views or URLs, so the CLI can import it without
-the API's routes.
+component names. This module has no views or URLs, so the CLI imports it without the
+API's routes.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.groups.detail import GroupRow, LagRow
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES
+from storeadapter.summaries import GroupQueueLag
 
 # ------------------------------------------------------------------------ groups
 
@@ -39,6 +40,16 @@ class GroupSerializer(DataclassSerializer):
             "queues_behind": {"help_text": "Queues with a lag above 0."},
             "members": {"help_text": "Live members (heartbeat within 10 s)."},
         }
+
+
+class QueueLagSerializer(DataclassSerializer):
+    """A queue's lag as the store has it (``GroupQueueLag``): the rows of the CLI's
+    ``tidemark lag --json``, whose fields are ``GroupQueue``'s first ones."""
+
+    class Meta:
+        dataclass = GroupQueueLag
+        ref_name = "QueueLag"
+        fields = ("topic", "queue", "committed", "max_offset", "lag", "lost")
 
 
 class GroupQueueSerializer(DataclassSerializer):
