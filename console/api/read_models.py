@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.groups.detail import GroupRow, LagRow
-from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES
+from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
 from storeadapter.summaries import GroupQueueLag
 
 # ------------------------------------------------------------------------ groups
@@ -71,6 +71,34 @@ class GroupQueueSerializer(DataclassSerializer):
             "lost": {
                 "help_text": "Of its lag, the messages retention deleted before the group "
                 "consumed them.",
+                "required": True,
+            },
+        }
+
+
+class GroupMetricsSerializer(DataclassSerializer):
+    """The group's latest metrics sample (the monitoring's ``GroupMetrics``)."""
+
+    status = serializers.ChoiceField(choices=list(GROUP_STATUSES))
+
+    class Meta:
+        dataclass = GroupMetrics
+        ref_name = "GroupMetrics"
+        fields = ("status", "sampled_ms", "lag_seconds", "consume_rate", "produce_rate")
+        fields += ("drain_seconds", "expiry_risk_hours", "lost", "drain_state")
+        extra_kwargs = {
+            "consume_rate": {"help_text": "Messages per second."},
+            "produce_rate": {"help_text": "Messages per second."},
+            "drain_seconds": {"help_text": "null: never (not draining)."},
+            "expiry_risk_hours": {
+                "help_text": "Hours until retention deletes unconsumed messages; null: none."
+            },
+            "lost": {
+                "help_text": "Of its lag, the messages retention deleted unconsumed (sampled).",
+                "required": True,
+            },
+            "drain_state": {
+                "help_text": "caught up, draining, not draining or not measured yet.",
                 "required": True,
             },
         }

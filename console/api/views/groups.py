@@ -23,13 +23,17 @@ from rest_framework.views import APIView
 from console.accounts.permissions import visible_groups
 from console.accounts.roles import ADMIN
 from console.api.pagination import Pagination, paginated
-from console.api.read_models import GroupQueueSerializer, GroupSerializer
+from console.api.read_models import (
+    GroupMetricsSerializer,
+    GroupQueueSerializer,
+    GroupSerializer,
+)
 from console.api.serializers import QuerySerializer, validated
 from console.core.store import get_store
 from console.groups.detail import filter_groups, group_detail, group_rows
 from console.groups.dlq import dlq_exists
 from console.monitoring import scale
-from console.monitoring.metrics import GROUP_STATUSES, GroupMetrics
+from console.monitoring.metrics import GROUP_STATUSES
 from console.operations import groups as operations
 from console.operations.groups import require_group
 from storeadapter.engine import OffsetChange
@@ -42,24 +46,6 @@ from storeadapter.summaries import group_summaries
 class GroupListQuery(QuerySerializer):
     q = serializers.CharField(required=False, allow_blank=True, max_length=200)
     topic = serializers.CharField(required=False, allow_blank=True, max_length=200)
-
-
-class GroupMetricsSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=list(GROUP_STATUSES))
-    sampled_ms = serializers.IntegerField()
-    lag_seconds = serializers.FloatField(allow_null=True)
-    consume_rate = serializers.FloatField(help_text="Messages per second.")
-    produce_rate = serializers.FloatField(help_text="Messages per second.")
-    drain_seconds = serializers.FloatField(allow_null=True, help_text="null: never (not draining).")
-    expiry_risk_hours = serializers.FloatField(
-        allow_null=True, help_text="Hours until retention deletes unconsumed messages; null: none."
-    )
-    lost = serializers.IntegerField(
-        help_text="Of its lag, the messages retention deleted unconsumed (sampled)."
-    )
-    drain_state = serializers.CharField(
-        help_text="caught up, draining, not draining or not measured yet."
-    )
 
 
 class MemberQueueSerializer(serializers.Serializer):
@@ -165,14 +151,6 @@ def change_data(change: OffsetChange) -> dict:
     }
 
 
-def _metrics_data(metrics: GroupMetrics | None) -> dict | None:
-    if metrics is None:
-        return None
-    fields = ("status", "sampled_ms", "lag_seconds", "consume_rate", "produce_rate")
-    fields += ("drain_seconds", "expiry_risk_hours", "lost", "drain_state")
-    return {name: getattr(metrics, name) for name in fields}
-
-
 class GroupList(APIView):
     @extend_schema(
         operation_id="v1_groups_list",
@@ -234,7 +212,9 @@ class GroupDetail(APIView):
                 ],
                 "has_dlq": dlq_exists(store, group),
                 "status": detail.metrics.status if detail.metrics else None,
-                "metrics": _metrics_data(detail.metrics),
+                "metrics": (
+                    GroupMetricsSerializer(detail.metrics).data if detail.metrics else None
+                ),
             }
         )
 
