@@ -96,6 +96,16 @@ def test_groups_lists_the_group_with_its_lag(home):
     assert result.stdout.split("\n")[1].split()[:3] == ["billing", "orders", "2"]
 
 
+def test_groups_json_rows_use_the_api_field_names(home):
+    from console.api.read_models import GroupSerializer
+
+    result = tidemark(home, "groups", "--json")
+
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert set(row) <= set(GroupSerializer().fields)
+
+
 @pytest.mark.parametrize(
     ("group", "flag", "targets"),
     [
