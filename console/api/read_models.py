@@ -102,3 +102,16 @@ class GroupMetricsSerializer(DataclassSerializer):
                 "required": True,
             },
         }
+
+
+# The engine's ``OffsetChange`` is a named tuple, not a dataclass: its fields are listed.
+class OffsetChangeSerializer(serializers.Serializer):
+    """One change of a committed offset: ``old`` is null for a group's first commit."""
+
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    old = serializers.IntegerField(allow_null=True)
+    new = serializers.IntegerField()
+    time_ms = serializers.IntegerField()
+    who = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField(allow_blank=True)

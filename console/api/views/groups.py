@@ -27,6 +27,7 @@ from console.api.read_models import (
     GroupMetricsSerializer,
     GroupQueueSerializer,
     GroupSerializer,
+    OffsetChangeSerializer,
 )
 from console.api.serializers import QuerySerializer, validated
 from console.core.store import get_store
@@ -107,17 +108,9 @@ class GroupDetailSerializer(serializers.Serializer):
     metrics = GroupMetricsSerializer(allow_null=True, help_text="null before the first sample.")
 
 
-class OffsetChangeSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    old = serializers.IntegerField(allow_null=True)
-    new = serializers.IntegerField()
-    time_ms = serializers.IntegerField()
-    who = serializers.CharField(allow_blank=True)
-    reason = serializers.CharField(allow_blank=True)
-
-
 class HistoryEntrySerializer(OffsetChangeSerializer):
+    """An offset change in the group's history, with its reason in words."""
+
     label = serializers.CharField(allow_blank=True, help_text="The reason, for people.")
     reset_id = serializers.IntegerField(
         allow_null=True,
@@ -136,19 +129,7 @@ class HistoryQuery(QuerySerializer):
 
 def _history_entry(change: OffsetChange) -> dict:
     label, reset_id = describe_reason(change.reason)
-    return {**change_data(change), "label": label, "reset_id": reset_id}
-
-
-def change_data(change: OffsetChange) -> dict:
-    return {
-        "topic": change.topic,
-        "queue": change.queue,
-        "old": change.old,
-        "new": change.new,
-        "time_ms": change.time_ms,
-        "who": change.who,
-        "reason": change.reason,
-    }
+    return {**OffsetChangeSerializer(change).data, "label": label, "reset_id": reset_id}
 
 
 class GroupList(APIView):
