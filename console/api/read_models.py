@@ -22,7 +22,7 @@ from storeadapter.summaries import GroupQueueLag
 
 
 class GroupSerializer(DataclassSerializer):
-    """A consumer group as the list shows it (the console's ``GroupRow``)."""
+    """A consumer group as the list shows it."""
 
     topics = serializers.ListField(child=serializers.CharField(), source="topic_names")
     status = serializers.ChoiceField(
@@ -53,7 +53,7 @@ class QueueLagSerializer(DataclassSerializer):
 
 
 class GroupQueueSerializer(DataclassSerializer):
-    """One queue of the group: its lag, owner and last commit (the console's ``LagRow``)."""
+    """One queue of the group: its lag, owner and last commit."""
 
     status = serializers.ChoiceField(
         choices=list(QUEUE_STATUSES), allow_null=True, help_text="From the latest sample."
@@ -77,7 +77,7 @@ class GroupQueueSerializer(DataclassSerializer):
 
 
 class GroupMetricsSerializer(DataclassSerializer):
-    """The group's latest metrics sample (the monitoring's ``GroupMetrics``)."""
+    """The group's latest metrics sample."""
 
     status = serializers.ChoiceField(choices=list(GROUP_STATUSES))
 
