@@ -138,6 +138,7 @@ def _groups(args: argparse.Namespace) -> int:
 
 
 def _lag(args: argparse.Namespace) -> int:
+    from console.api.read_models import QueueLagSerializer
     from storeadapter.summaries import group_summary
 
     store = _store_or_refuse()
@@ -147,20 +148,7 @@ def _lag(args: argparse.Namespace) -> int:
     summary = group_summary(store, args.group)
     rows = [q for q in summary.queues if args.topic is None or q.topic == args.topic]
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "topic": q.topic,
-                        "queue": q.queue,
-                        "committed": q.committed,
-                        "end": q.max_offset,
-                        "lag": q.lag,
-                    }
-                    for q in rows
-                ]
-            )
-        )
+        print(json.dumps(QueueLagSerializer(rows, many=True).data))
         return EXIT_OK
     _table(
         [

@@ -23,12 +23,18 @@ from rest_framework.views import APIView
 from console.accounts.permissions import visible_groups
 from console.accounts.roles import ADMIN
 from console.api.pagination import Pagination, paginated
+from console.api.read_models import (
+    GroupMetricsSerializer,
+    GroupQueueSerializer,
+    GroupSerializer,
+    OffsetChangeSerializer,
+)
 from console.api.serializers import QuerySerializer, validated
 from console.core.store import get_store
 from console.groups.detail import filter_groups, group_detail, group_rows
 from console.groups.dlq import dlq_exists
 from console.monitoring import scale
-from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
+from console.monitoring.metrics import GROUP_STATUSES
 from console.operations import groups as operations
 from console.operations.groups import require_group
 from storeadapter.engine import OffsetChange
@@ -38,57 +44,9 @@ from storeadapter.summaries import group_summaries
 # ------------------------------------------------------------------- serializers
 
 
-class GroupSerializer(serializers.Serializer):
-    group = serializers.CharField()
-    lag = serializers.IntegerField(help_text="Messages behind, over all its queues.")
-    topics = serializers.ListField(child=serializers.CharField())
-    queues_behind = serializers.IntegerField(help_text="Queues with a lag above 0.")
-    members = serializers.IntegerField(help_text="Live members (heartbeat within 10 s).")
-    status = serializers.ChoiceField(
-        choices=list(GROUP_STATUSES),
-        allow_null=True,
-        help_text="Burrow-style status from the latest metrics sample; null before one.",
-    )
-
-
 class GroupListQuery(QuerySerializer):
     q = serializers.CharField(required=False, allow_blank=True, max_length=200)
     topic = serializers.CharField(required=False, allow_blank=True, max_length=200)
-
-
-class GroupQueueSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    committed = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
-    max_offset = serializers.IntegerField()
-    lag = serializers.IntegerField()
-    owner = serializers.CharField(allow_null=True, help_text="The live member holding it.")
-    last_commit_ms = serializers.IntegerField(allow_null=True)
-    status = serializers.ChoiceField(
-        choices=list(QUEUE_STATUSES), allow_null=True, help_text="From the latest sample."
-    )
-    lag_seconds = serializers.FloatField(allow_null=True, help_text="From the latest sample.")
-    lost = serializers.IntegerField(
-        help_text="Of its lag, the messages retention deleted before the group consumed them."
-    )
-
-
-class GroupMetricsSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=list(GROUP_STATUSES))
-    sampled_ms = serializers.IntegerField()
-    lag_seconds = serializers.FloatField(allow_null=True)
-    consume_rate = serializers.FloatField(help_text="Messages per second.")
-    produce_rate = serializers.FloatField(help_text="Messages per second.")
-    drain_seconds = serializers.FloatField(allow_null=True, help_text="null: never (not draining).")
-    expiry_risk_hours = serializers.FloatField(
-        allow_null=True, help_text="Hours until retention deletes unconsumed messages; null: none."
-    )
-    lost = serializers.IntegerField(
-        help_text="Of its lag, the messages retention deleted unconsumed (sampled)."
-    )
-    drain_state = serializers.CharField(
-        help_text="caught up, draining, not draining or not measured yet."
-    )
 
 
 class MemberQueueSerializer(serializers.Serializer):
@@ -150,17 +108,9 @@ class GroupDetailSerializer(serializers.Serializer):
     metrics = GroupMetricsSerializer(allow_null=True, help_text="null before the first sample.")
 
 
-class OffsetChangeSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    old = serializers.IntegerField(allow_null=True)
-    new = serializers.IntegerField()
-    time_ms = serializers.IntegerField()
-    who = serializers.CharField(allow_blank=True)
-    reason = serializers.CharField(allow_blank=True)
-
-
 class HistoryEntrySerializer(OffsetChangeSerializer):
+    """An offset change in the group's history, with its reason in words."""
+
     label = serializers.CharField(allow_blank=True, help_text="The reason, for people.")
     reset_id = serializers.IntegerField(
         allow_null=True,
@@ -179,27 +129,7 @@ class HistoryQuery(QuerySerializer):
 
 def _history_entry(change: OffsetChange) -> dict:
     label, reset_id = describe_reason(change.reason)
-    return {**change_data(change), "label": label, "reset_id": reset_id}
-
-
-def change_data(change: OffsetChange) -> dict:
-    return {
-        "topic": change.topic,
-        "queue": change.queue,
-        "old": change.old,
-        "new": change.new,
-        "time_ms": change.time_ms,
-        "who": change.who,
-        "reason": change.reason,
-    }
-
-
-def _metrics_data(metrics: GroupMetrics | None) -> dict | None:
-    if metrics is None:
-        return None
-    fields = ("status", "sampled_ms", "lag_seconds", "consume_rate", "produce_rate")
-    fields += ("drain_seconds", "expiry_risk_hours", "lost", "drain_state")
-    return {name: getattr(metrics, name) for name in fields}
+    return {**OffsetChangeSerializer(change).data, "label": label, "reset_id": reset_id}
 
 
 class GroupList(APIView):
@@ -222,17 +152,7 @@ class GroupList(APIView):
         paginator = Pagination()
         page = paginator.paginate_queryset(summaries, request, view=self)
         return paginator.get_paginated_response(
-            [
-                {
-                    "group": row.group,
-                    "lag": row.lag,
-                    "topics": row.topic_names,
-                    "queues_behind": row.queues_behind,
-                    "members": row.members,
-                    "status": row.status,
-                }
-                for row in group_rows(store, page)
-            ]
+            GroupSerializer(group_rows(store, page), many=True).data
         )
 
 
@@ -263,21 +183,7 @@ class GroupDetail(APIView):
                     }
                     for big in detail.big_topics.values()
                 ],
-                "queues": [
-                    {
-                        "topic": r.topic,
-                        "queue": r.queue,
-                        "committed": r.committed,
-                        "max_offset": r.max_offset,
-                        "lag": r.lag,
-                        "owner": r.owner,
-                        "last_commit_ms": r.last_commit_ms,
-                        "status": r.status,
-                        "lag_seconds": r.lag_seconds,
-                        "lost": r.lost,
-                    }
-                    for r in detail.rows
-                ],
+                "queues": GroupQueueSerializer(detail.rows, many=True).data,
                 "members": [
                     {
                         **member,
@@ -287,7 +193,9 @@ class GroupDetail(APIView):
                 ],
                 "has_dlq": dlq_exists(store, group),
                 "status": detail.metrics.status if detail.metrics else None,
-                "metrics": _metrics_data(detail.metrics),
+                "metrics": (
+                    GroupMetricsSerializer(detail.metrics).data if detail.metrics else None
+                ),
             }
         )
 

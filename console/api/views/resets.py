@@ -34,9 +34,9 @@ from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
+from console.api.read_models import OffsetChangeSerializer
 from console.api.rules import Rule, RulesSchema, only, value_check
 from console.api.serializers import StrictSerializer, refusals, validated
-from console.api.views.groups import OffsetChangeSerializer, change_data
 from console.core.store import get_store
 from console.groups.detail import live_members
 from console.groups.models import AppliedReset, ResetPreview
@@ -402,7 +402,7 @@ def _applied_data(applied: AppliedResult) -> dict:
         "topic": plan.topic,
         "mode": plan.mode,
         "changed": len(applied.changes),
-        "changes": [change_data(c) for c in applied.changes[:LISTED_QUEUES]],
+        "changes": OffsetChangeSerializer(applied.changes[:LISTED_QUEUES], many=True).data,
         "consumed_again": 0 if reset is None else reset.consumed_again,
         "skipped": 0 if reset is None else reset.skipped,
     }

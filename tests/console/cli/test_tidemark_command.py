@@ -72,8 +72,20 @@ def test_lag_lists_each_queue_as_the_store_has_it(home):
 
     assert result.returncode == 0, result.stderr
     rows = {row["queue"]: row for row in json.loads(result.stdout)}
-    assert (rows[0]["committed"], rows[0]["end"], rows[0]["lag"]) == (3, 5, 2)
+    assert (rows[0]["committed"], rows[0]["max_offset"], rows[0]["lag"]) == (3, 5, 2)
     assert (rows[1]["committed"], rows[1]["lag"]) == (None, 0)
+
+
+def test_lag_json_rows_use_the_api_field_names(home):
+    from console.api.read_models import GroupQueueSerializer
+
+    result = tidemark(home, "lag", "--group", "billing", "--json")
+
+    assert result.returncode == 0, result.stderr
+    api_fields = set(GroupQueueSerializer().fields)
+    for row in json.loads(result.stdout):
+        assert set(row) == {"topic", "queue", "committed", "max_offset", "lag", "lost"}
+        assert set(row) <= api_fields
 
 
 def test_groups_lists_the_group_with_its_lag(home):
@@ -82,6 +94,16 @@ def test_groups_lists_the_group_with_its_lag(home):
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[0].split() == ["GROUP", "TOPICS", "LAG", "MEMBERS"]
     assert result.stdout.split("\n")[1].split()[:3] == ["billing", "orders", "2"]
+
+
+def test_groups_json_rows_use_the_api_field_names(home):
+    from console.api.read_models import GroupSerializer
+
+    result = tidemark(home, "groups", "--json")
+
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads(result.stdout)
+    assert set(row) <= set(GroupSerializer().fields)
 
 
 @pytest.mark.parametrize(
