@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +46,9 @@ class CommitLog:
         self.unsynced: list[Segment] = []
         # Called with the end of every write before it is made (the writer's extent).
         self.before_write: Callable[[int], None] = _nothing
+        # Held while the flush thread maps in a segment's pages (warming.Warmer), which
+        # holds the segment's mapping exported meanwhile: segments are closed only under it.
+        self.closing = threading.Lock()
 
     def open(self, limit: int | None = None, repair: bool = True) -> None:
         """Open the segment files in the directory; they must follow one another.
@@ -130,7 +134,8 @@ class CommitLog:
             self._relocate()
             if segment in self.unsynced:
                 self.unsynced.remove(segment)
-            segment.close()
+            with self.closing:
+                segment.close()
 
     def mark_unsynced(self, segment: Segment) -> None:
         """Have this process's next flush fsync ``segment`` (another process wrote it)."""
@@ -269,8 +274,9 @@ class CommitLog:
         return sum(os.fstat(s.fd).st_blocks * 512 for s in self.segments if s.fd >= 0)
 
     def close(self) -> None:
-        for segment in self.segments:
-            segment.close()
+        with self.closing:
+            for segment in self.segments:
+                segment.close()
         self.segments.clear()
         self._relocate()
 

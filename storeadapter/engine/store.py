@@ -90,6 +90,7 @@ from .streamrecovery import cut_partial_group
 from .streams import Streams
 from .topics import Topic, TopicRegistry
 from .upkeep import Upkeep
+from .warming import Warmer, WarmService
 from .writer import Writer
 from .writesession import Pen, WriteSession, held_alone, open_pen
 
@@ -219,6 +220,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         )
         self._registry.on_load = self._on_queue_load
         self._disk.measure()
+        # What this process writes or follows from now on, mapped in ahead of its readers.
+        self._warm = WarmService(Warmer(self.commitlog, self.commitlog.tail))
         self._flusher = FlushService(
             self._sync_log,
             self._flush_everything,
@@ -250,6 +253,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._disk,
             self._session,
             self._flusher,
+            self._warm,
             self._id_prefix,
         )
         self._core = dataplane.store_core(
@@ -266,6 +270,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             fileio.touch(self.path / "index" / _INDEX_MARKER)
             fileio.fsync_dir(self.path / "index")
         self._flusher.start(self.commitlog.flushed)
+        self._warm.start()
 
     def _open_alone(self) -> None:
         """No other process has the store open: recover it, then publish the state."""
@@ -756,6 +761,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # below it after a crash is reported, never cut off as a torn tail.
                 self._checkpoint.save_flushed(target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
+            self._warm.behind(target)
             return target
 
     def _flush_everything(self) -> int:
@@ -803,6 +809,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._checkpoint.save(target, target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
+            self._warm.soon(target)  # what this process followed, and appended last
             return target
 
     def _adopt_files(self, files: list) -> None:
@@ -1020,6 +1027,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if self._closed:
             return
         self._flusher.stop()
+        self._warm.stop()
         clean = self._writer.failure is None and not self._forked
         if clean:
             try:

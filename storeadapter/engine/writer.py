@@ -66,6 +66,7 @@ from .streams import REFUSALS as STREAM_REFUSALS
 from .streams import Admitted, StreamAppend, StreamBatch, Streams
 from .tags import tag_hash
 from .topics import Topic, TopicRegistry
+from .warming import WarmService
 from .writesession import WriteSession
 
 _CHUNK_BYTES = 8 << 20
@@ -126,6 +127,7 @@ class Writer:
         disk: DiskUse,
         session: WriteSession,
         flusher: FlushService,
+        warm: WarmService,
         id_prefix: str,
     ) -> None:
         self.path = path
@@ -138,6 +140,7 @@ class Writer:
         self._disk = disk
         self._session = session
         self._flusher = flusher
+        self._warm = warm  # maps in what async appends write (warming.py)
         self._id_prefix = id_prefix
         self._sync_mode = config.flush_mode == "sync"
         self._combiner = WriteCombiner(
@@ -302,6 +305,7 @@ class Writer:
         outcomes, end = self.write_group([(state, batch, plain)])
         if end - self._flusher.flushed > self.config.flush_dirty_bytes:
             self._flusher.kick()
+        self._warm.behind(end)
         if isinstance(outcomes[0], BaseException):
             raise outcomes[0]
         return outcomes[0]

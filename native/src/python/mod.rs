@@ -18,6 +18,7 @@ mod pen;
 mod reader;
 mod scan;
 mod store_core;
+mod warm;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -36,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hashing::tag_hash, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::stream_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(layout::record_layout, m)?)?;
+    m.add_function(wrap_pyfunction!(warm::populate, m)?)?;
     m.add_class::<scan::Run>()?;
     m.add_class::<store_core::StoreCore>()?;
     m.add_class::<pen::Pen>()?;
