@@ -120,6 +120,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     _streams: Streams
     _offsets: OffsetStore
     _flusher: FlushService
+    _warm: WarmService
     _session: WriteSession
     _writer: Writer
 
