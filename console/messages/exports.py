@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 from django import forms
 
 from console.messages import records
-from console.messages.search import EXPORT_CHUNK, EXPORT_MAX, _oldest_first
+from console.messages.search import EXPORT_CHUNK, EXPORT_MAX, _oldest_first, queue_since
 from storeadapter.engine import MessageStore, StoredMessage
 
 #: The most messages one export holds, and the default.
@@ -224,7 +224,9 @@ def time_export(
     # Each queue is read a fixed chunk at a time: all of them hold MERGE_WINDOW messages
     # at most (and one each), however many queues there are.
     chunk = max(1, MERGE_WINDOW // max(1, len(queues)))
-    streams = [_queue_since(store, topic, q, since_ms or 0, until_ms, chunk) for q in queues]
+    streams = [
+        queue_since(store, topic, q, since_ms or 0, until_ms, chunk, most=chunk) for q in queues
+    ]
     merged = heapq.merge(*streams, key=_oldest_first)
     return _bounded(merged, skip, budget, cursor.passed, where, then)
 
@@ -261,23 +263,6 @@ def _queue_range(
                 return
             yield message
         if read.next_offset <= position:
-            return
-        position = read.next_offset
-
-
-def _queue_since(
-    store: MessageStore, topic: str, queue: int, since_ms: int, until_ms: int | None, chunk: int
-) -> Iterator[StoredMessage]:
-    """The messages of one queue stored from ``since_ms`` to ``until_ms`` (both
-    included), oldest first, ``chunk`` at a time."""
-    position = store.offset_for_time(topic, queue, since_ms)
-    while True:
-        read = store.read_result(topic, queue, position, chunk)
-        for message in read.messages:
-            if until_ms is not None and message.store_time_ms > until_ms:
-                return
-            yield message
-        if read.next_offset <= position or read.next_offset >= read.max_offset:
             return
         position = read.next_offset
 

@@ -244,11 +244,18 @@ def _oldest_first(message: StoredMessage) -> tuple[int, int]:
     return (message.store_time_ms, message.commit_offset)
 
 
-def _queue_since(
-    store: MessageStore, topic: str, queue: int, since_ms: int, until_ms: int | None, chunk: int
+def queue_since(
+    store: MessageStore,
+    topic: str,
+    queue: int,
+    since_ms: int,
+    until_ms: int | None,
+    chunk: int,
+    most: int = EXPORT_CHUNK,
 ) -> Iterator[StoredMessage]:
     """The messages of one queue stored from `since_ms` to `until_ms` (both included),
-    oldest first, read lazily in chunks that double from `chunk` (up to EXPORT_CHUNK)."""
+    oldest first, read lazily in chunks that double from `chunk` up to `most` (an export
+    merging many queues keeps each at `chunk`: `most=chunk`)."""
     position = store.offset_for_time(topic, queue, since_ms)
     while True:
         read = store.read_result(topic, queue, position, chunk)
@@ -259,7 +266,7 @@ def _queue_since(
         if read.next_offset <= position or read.next_offset >= read.max_offset:
             return
         position = read.next_offset
-        chunk = min(chunk * 2, EXPORT_CHUNK)
+        chunk = min(chunk * 2, most)
 
 
 def _merged(streams: list[Iterator[StoredMessage]], wanted: int) -> list[StoredMessage]:
@@ -286,7 +293,7 @@ def time_page(
     """
     wanted = min(number * size + 1, TIME_MAX)
     chunk = max(1, min(EXPORT_CHUNK, -(-wanted // max(1, len(queues)))))
-    streams = [_queue_since(store, topic, q, since_ms or 0, until_ms, chunk) for q in queues]
+    streams = [queue_since(store, topic, q, since_ms or 0, until_ms, chunk) for q in queues]
     return _page_of(_merged(streams, wanted), number, size, wanted, TIME_MAX)
 
 
@@ -373,7 +380,7 @@ def by_time(
     """
     chunk = max(1, min(TIME_PER_QUEUE, -(-(TIME_SHOWN + 1) // max(1, len(queues)))))
     streams = [
-        itertools.islice(_queue_since(store, topic, q, at_ms, None, chunk), TIME_PER_QUEUE)
+        itertools.islice(queue_since(store, topic, q, at_ms, None, chunk), TIME_PER_QUEUE)
         for q in queues
     ]
     messages = _merged(streams, TIME_SHOWN + 1)
