@@ -22,6 +22,7 @@ import hashlib
 import json
 import urllib.error
 import urllib.request
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -70,7 +71,7 @@ class HttpAnswerFailed(DeliveryFailed):
         self.status = status
 
 
-class Channel:
+class Channel(ABC):
     """A kind of channel. ``kind`` is the Notification's ``channel``."""
 
     kind: ClassVar[str]
@@ -78,10 +79,11 @@ class Channel:
     #: being one channel of a rule whoever its targets are (the rule's mail).
     per_target: ClassVar[bool]
 
+    @abstractmethod
     def targets(self, rules: Iterable[AlertRule]) -> list[str]:
         """The targets of ``rules`` on this channel (one rule's, or the rules' a rule
         without channels of its own borrows), each once, in order."""
-        raise NotImplementedError
+        ...
 
     def key(self, target: str) -> str:
         """One key per channel of a rule (what ``ChannelLog`` records what it was told by)."""
@@ -89,13 +91,15 @@ class Channel:
             return self.kind
         return hashlib.sha256(f"{self.kind}\x00{target}".encode()).hexdigest()
 
+    @abstractmethod
     def render(self, notice: Notice, target: str) -> tuple[str, dict]:
         """The headline and the payload that say ``notice`` to ``target``."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def send(self, row: Notification) -> None:
         """Send the row's payload to its target; raises when it was not taken."""
-        raise NotImplementedError
+        ...
 
     def worth_retrying(self, error: BaseException) -> bool:
         """Whether an attempt that failed with ``error`` may succeed when made again."""
