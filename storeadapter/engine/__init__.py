@@ -7,9 +7,10 @@ with MessageStore.open("var/store", StoreConfig(flush_mode="sync")) as store:
     store.get(result.message_id).body
 """
 
-# Public as modules: the engine's command line (the console's `tidemark` builds on its
-# parser), the clock and the file seam (tests replace their functions).
-from . import cli, clock, fileio
+# Public as modules: the clock and the file seam (tests replace their functions), and the
+# engine's command line (the console's `tidemark` builds on its parser), imported when
+# first asked for (__getattr__): it loads every store check, which no other user needs.
+from . import clock, fileio
 from .admin import MAX_QUEUES_PER_TOPIC, MAX_SHARED_QUEUES
 from .config import StoreConfig
 from .consumer import Consumer
@@ -156,3 +157,11 @@ __all__ = [
     "dlq_topic",
     "retry_topic",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "cli":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.cli")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
