@@ -82,6 +82,7 @@ from .results import (
     Corruption,
     EventAppendResult,
     EventSlice,
+    StoredMessage,
 )
 from .retention import RetentionReport
 from .segment import segment_name
@@ -260,11 +261,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._core = dataplane.store_core(
             self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
         )
-        # Reading.get's and Reading.read's answers in one native call (no Python frame
-        # around them): the core calls _get_long_way / _read_long_way itself for
-        # whatever it declines.
-        self.get = self._core.get_or_long_way
-        self.read = self._core.read_or_long_way
+        # The first read or get starts warming (warming.py), then binds them to the core.
+        self.get = self._first_get
+        self.read = self._first_read
         if alone:  # a joiner has nothing of its own to make durable yet
             self._flush_everything()
         if self._index_marker_pending:
@@ -272,6 +271,22 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             fileio.fsync_dir(self.path / "index")
         self._flusher.start(self.commitlog.flushed)
         self._warm.start()
+
+    def _first_read(self, *args, **kwargs) -> list[StoredMessage]:
+        self._reads_begin()
+        return self.read(*args, **kwargs)
+
+    def _first_get(self, message_id: str) -> StoredMessage:
+        self._reads_begin()
+        return self.get(message_id)
+
+    def _reads_begin(self) -> None:
+        """This process's first read: warming starts, and ``get`` and ``read`` answer
+        in one native call from now on (no Python frame around them: the core calls
+        ``_get_long_way`` / ``_read_long_way`` itself for whatever it declines)."""
+        self.get = self._core.get_or_long_way
+        self.read = self._core.read_or_long_way
+        self._warm.engage(self.commitlog.tail)
 
     def _open_alone(self) -> None:
         """No other process has the store open: recover it, then publish the state."""

@@ -15,8 +15,12 @@ followed, and the last bytes appended),
 not on the flush thread itself: a dirty-bytes flush's fsync takes 40-180 ms here, and a
 reader that starts meanwhile would find the last of those bytes cold.
 
-Only what was written since the store opened is warmed (older records are read, or not,
-as before), at most ``bound`` bytes a step, so that a store's close never waits long.
+Warming starts at the process's first read (``engage``): a process that only appends
+has no reader to warm for, and pays nothing. At the first read, what was written since
+the store opened is warmed, at most the last ``WARM_BACK_BYTES`` of it (bytes written
+that recently are still in the page cache; older ones would be read from the disk).
+Older records are read, or not, as before; each step maps at most ``bound`` bytes, so
+that a store's close never waits long.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from .commitlog import CommitLog
 WARM_BYTES = 32 << 20
 #: Async appends ask for what they wrote to be mapped in every this many bytes.
 WARM_ASK_BYTES = 4 << 20
+#: At a process's first read, at most this many of the last bytes written since the
+#: store opened are mapped in.
+WARM_BACK_BYTES = 256 << 20
 
 
 class Warmer:
@@ -80,6 +87,8 @@ class WarmService:
         self._cond = threading.Condition()
         self._wanted = False
         self._stopping = False
+        #: Whether this process has read: until then, asks are ignored.
+        self.engaged = False
         #: The log's end when warming was last asked for.
         self.asked = warmer.warmed
         self._thread = threading.Thread(target=self._run, name="tidemark-warm", daemon=True)
@@ -87,8 +96,21 @@ class WarmService:
     def start(self) -> None:
         self._thread.start()
 
+    def engage(self, tail: int) -> None:
+        """The process's first read: map in what was written since the store opened (at
+        most its last ``WARM_BACK_BYTES``) up to ``tail``, and from now on what is
+        written or followed when asked."""
+        with self._cond:
+            if self.engaged:
+                return
+            self.engaged = True
+            self._warmer.warmed = max(self._warmer.warmed, tail - WARM_BACK_BYTES)
+        self.soon(tail)
+
     def soon(self, end: int) -> None:
         """Ask for the log up to ``end`` (and whatever is past it by then) to be mapped in."""
+        if not self.engaged:
+            return
         with self._cond:
             self.asked = end
             self._wanted = True
@@ -97,7 +119,7 @@ class WarmService:
     def behind(self, end: int) -> None:
         """Ask for the log up to ``end`` to be mapped in if it is ``WARM_ASK_BYTES`` past
         the last ask (one wake-up per that many bytes written)."""
-        if end - self.asked > WARM_ASK_BYTES:
+        if self.engaged and end - self.asked > WARM_ASK_BYTES:
             self.soon(end)
 
     def _run(self) -> None:

@@ -39,17 +39,45 @@ def _quiet_config():
     return small_config(segment_bytes=SEGMENT, flush_interval_ms=600_000, flush_dirty_bytes=1 << 40)
 
 
-def test_records_appended_are_mapped_in_before_any_read(open_store, store_path):
+def _wait_resident(segment, least: int) -> int:
+    deadline = time.monotonic() + 10
+    while _resident(segment) < least and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _resident(segment)
+
+
+def test_a_process_that_only_appends_maps_nothing_in(open_store, store_path):
+    store = open_store(cfg=small_config(segment_bytes=SEGMENT, flush_interval_ms=10))
+    store.create_topic("t", queues=2)
+    written = _append(store, 3000)
+    segment = segment_paths(store_path)[0]
+    store.flush()
+    time.sleep(0.2)  # flushes ran, and would have asked for warming
+
+    assert store._warm.engaged is False
+    assert _resident(segment) < written // 2
+
+
+def test_at_the_first_read_what_was_appended_is_mapped_in(open_store, store_path):
     store = open_store(cfg=small_config(segment_bytes=SEGMENT, flush_interval_ms=10))
     store.create_topic("t", queues=2)
     written = _append(store, 3000)
     segment = segment_paths(store_path)[0]
 
-    deadline = time.monotonic() + 10
-    while _resident(segment) < written - 4096 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    store.read("t", 0, 0, 1)
 
-    assert _resident(segment) >= written - 4096
+    assert _wait_resident(segment, written - 4096) >= written - 4096
+
+
+def test_after_the_first_get_what_is_appended_next_is_mapped_in(open_store, store_path):
+    store = open_store(cfg=small_config(segment_bytes=SEGMENT, flush_interval_ms=10))
+    store.create_topic("t", queues=2)
+    first = store.append("t", BODY)
+    store.get(first.message_id)
+    written = _append(store, 3000)
+    segment = segment_paths(store_path)[0]
+
+    assert _wait_resident(segment, written - 4096) >= written - 4096
 
 
 def test_a_pass_maps_in_at_most_its_bound_and_the_next_goes_on_from_there(open_store, store_path):
