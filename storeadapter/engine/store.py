@@ -485,7 +485,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         left by a writer that died before publishing, records deleted by retention)."""
         topic, queue_id = queue.owner
         trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
-        queue.advance_min(self.commitlog.min_offset)
+        queue.advance_min(self.queue_floor(self._registry.topic_of(topic)))
         self._restore_lost_end(queue)
 
     def _restore_lost_end(self, queue: ConsumeQueue) -> None:
@@ -537,8 +537,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if snapshot == seen:
             return
         if snapshot.topics_version != seen.topics_version:
+            floors = {n: t.info.retained_from for n, t in self._registry.topics.items()}
             self._table = TopicTable(self.path / "topics.json")
             self._registry.reload(self._table)
+            self._follow_topic_floors(floors)
         if snapshot.min_offset > self.commitlog.min_offset:
             self.commitlog.drop_below(snapshot.min_offset)
             self._advance_queue_mins()

@@ -205,7 +205,11 @@ class Writer:
     def plain_body_limit(self, state: Topic) -> int:
         """The largest body that fits, for a message with no key, tag or properties."""
         fits = self.commitlog.capacity() - RECORD_OVERHEAD - len(state.name_bytes)
-        return min(self.config.max_message_bytes, fits)
+        return min(self.max_body(state), fits)
+
+    def max_body(self, state: Topic) -> int:
+        """The topic's ``max_message_bytes``: its own setting, else the store's."""
+        return state.info.settings.get("max_message_bytes", self.config.max_message_bytes)
 
     def prepare(
         self, state, body, key, tag, queue, properties, born_ms, dedup_id=None
@@ -216,9 +220,10 @@ class Writer:
             body = bytes(body)
         elif not isinstance(body, bytes):
             raise InvalidMessageError(f"a body is bytes or str, not {type(body).__name__}")
-        if len(body) > self.config.max_message_bytes:
+        limit = self.max_body(state)
+        if len(body) > limit:
             raise MessageTooLargeError(
-                f"the body is {len(body)} bytes; the limit is {self.config.max_message_bytes}"
+                f"the body is {len(body)} bytes; the limit of topic {state.info.name!r} is {limit}"
             )
         if queue is not None:
             if not isinstance(queue, int) or isinstance(queue, bool):
@@ -840,7 +845,10 @@ class Writer:
     ) -> dict[str, AppendResult]:
         """Results of messages already stored under the batch's dedup ids, by id."""
         found: dict[str, AppendResult] = {}
-        since = now - self.config.dedup_window_s * 1000
+        window_s = state.info.settings.get("dedup_window_s", self.config.dedup_window_s)
+        if window_s <= 0:  # no dedup
+            return found
+        since = now - window_s * 1000
         for item in batch:
             dedup_id = item[9]
             if dedup_id is None or dedup_id in found:
