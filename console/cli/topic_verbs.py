@@ -70,7 +70,12 @@ def _topic_settings(args: argparse.Namespace) -> int:
         return EXIT_OK
     _table(
         [
-            [r["name"], f"{r['value']:g}", r["unit"], "topic" if r["own"] is not None else "store"]
+            [
+                r["name"],
+                TopicSetting.show(r["value"]),
+                r["unit"],
+                "topic" if r["own"] is not None else "store",
+            ]
             for r in rows
         ],
         ["SETTING", "VALUE", "UNIT", "FROM"],

@@ -209,10 +209,10 @@ class TopicSettingsForm(forms.Form):
                 max_value=setting.high,
                 initial=own.get(setting.name),
                 widget=forms.NumberInput(
-                    attrs={"placeholder": f"store default: {defaults[setting.name]:g}"}
+                    attrs={"placeholder": f"store default: {setting.show(defaults[setting.name])}"}
                 ),
                 help_text=f"{setting.help} {setting.low:,} to {setting.high:,}; empty: the "
-                f"store's default ({defaults[setting.name]:g} {setting.unit}).",
+                f"store's default ({setting.show(defaults[setting.name])} {setting.unit}).",
             )
 
     def changes(self) -> dict[str, int | None]:

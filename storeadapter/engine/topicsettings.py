@@ -44,6 +44,11 @@ class TopicSetting:
         """The store-wide value a topic without this setting uses."""
         return getattr(config, self.name)
 
+    @staticmethod
+    def show(value: int | float) -> str:
+        """A value as a person reads it: whole numbers with thousands separators."""
+        return f"{int(value):,}" if float(value).is_integer() else f"{value:,}"
+
     def check(self, value: object) -> int:
         """``value`` if it is a whole number within bounds, else InvalidSettingError."""
         if not isinstance(value, int) or isinstance(value, bool):

@@ -206,9 +206,7 @@ def test_a_shorter_retention_drops_the_topics_old_messages_only(store, clock, di
     assert store.get(old_t[0].message_id).body == b"x" * 200
 
 
-def test_a_shorter_retention_holds_after_a_reopen_and_in_other_processes(
-    open_store, clock, disk
-):
+def test_a_shorter_retention_holds_after_a_reopen_and_in_other_processes(open_store, clock, disk):
     store = open_store()
     store.create_topic("short", queues=2)
     store.set_topic_settings("short", {"retention_hours": 10})
