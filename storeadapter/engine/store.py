@@ -666,7 +666,14 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             raise StreamTopicError(
                 f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
             )
-        append = self._streams.request(stream_id, events, expected_version, command_id, event_type)
+        append = self._streams.request(
+            stream_id,
+            events,
+            expected_version,
+            command_id,
+            event_type,
+            max_bytes=self._writer.max_body(state),
+        )
         return self._writer.append_prepared(state, append)
 
     def append_to_streams(
@@ -686,7 +693,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             raise StreamTopicError(
                 f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
             )
-        batch = self._streams.request_many(appends)
+        batch = self._streams.request_many(appends, self._writer.max_body(state))
         if not batch:
             return []
         return self._writer.append_prepared(state, batch)

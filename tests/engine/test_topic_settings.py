@@ -245,3 +245,16 @@ def test_a_longer_retention_keeps_the_segments_of_its_messages(store, clock, dis
     assert later.deleted_segments
     with pytest.raises(MessageNotFoundError):
         store.get(kept[0].message_id)
+
+
+def test_an_event_over_a_stream_topics_own_limit_is_refused(open_store):
+    store = open_store()
+    store.create_stream_topic("ledger", queues=1)
+    store.set_topic_settings("ledger", {"max_message_bytes": 50})
+
+    with pytest.raises(MessageTooLargeError):
+        store.append_event("ledger", "acct-1", b"x" * 51)
+    with pytest.raises(MessageTooLargeError):
+        store.append_to_streams("ledger", [("acct-2", [b"x" * 51])])
+
+    assert store.append_event("ledger", "acct-1", b"x" * 50).version == 1
