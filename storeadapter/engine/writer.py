@@ -77,7 +77,7 @@ _DEDUP_CANDIDATES = 16
 _Prepared = tuple
 _BODY_AND_QUEUE = frozenset(("body", "queue"))
 # Errors that refuse one batch of a write group before anything of it is written.
-_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError)
+_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError, MessageTooLargeError)
 # What the checks of an append to a stream refuse it with (nothing of it written yet).
 _STREAM_REFUSED = (TopicNotFoundError, QueueFrozenError, *STREAM_REFUSALS)
 
@@ -205,7 +205,8 @@ class Writer:
     def plain_body_limit(self, state: Topic) -> int:
         """The largest body that fits, for a message with no key, tag or properties."""
         fits = self.commitlog.capacity() - RECORD_OVERHEAD - len(state.name_bytes)
-        return min(self.max_body(state), fits)
+        own = state.info.settings.get("max_message_bytes", self.config.max_message_bytes)
+        return own if own < fits else fits
 
     def max_body(self, state: Topic) -> int:
         """The topic's ``max_message_bytes``: its own setting, else the store's."""
@@ -367,6 +368,16 @@ class Writer:
             arrivals.wake()
         return outcomes, end
 
+    def _check_topic_limit(self, state: Topic, batch: list, plain: bool) -> None:
+        """A topic's own ``max_message_bytes`` again, as caught up under the lock: another
+        process may have lowered it after this batch was prepared."""
+        limit = self.max_body(state)
+        largest = max(map(len, batch if plain else [item[5] for item in batch]), default=0)
+        if largest > limit:
+            raise MessageTooLargeError(
+                f"the body is {largest} bytes; the limit of topic {state.info.name!r} is {limit}"
+            )
+
     def _clear_failed_write(self, tail: int) -> bool:
         """Zero what a batch that failed part-way wrote past ``tail`` (the space was
         reserved: zeros fit even on a full disk); whether that worked."""
@@ -445,6 +456,8 @@ class Writer:
         ``published`` as (topic id, queue, next offset, time)."""
         if self._registry.topics.get(state.info.name) is not state:
             raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
+        if "max_message_bytes" in state.info.settings and type(batch) is list:
+            self._check_topic_limit(state, batch, plain)
         if type(batch) is StreamAppend:
             outcome = self._write_events(state, [batch], now, published)[0]
             if isinstance(outcome, BaseException):

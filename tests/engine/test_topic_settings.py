@@ -4,6 +4,10 @@ dedup and retention; a store written before them reads as the store's defaults."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +262,42 @@ def test_an_event_over_a_stream_topics_own_limit_is_refused(open_store):
         store.append_to_streams("ledger", [("acct-2", [b"x" * 51])])
 
     assert store.append_event("ledger", "acct-1", b"x" * 50).version == 1
+
+
+def test_a_change_made_by_another_process_is_honoured_here(open_store, store_path, config):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    assert store.append("t", b"x" * 101).status == STATUS_OK
+    repo = Path(__file__).resolve().parents[2]
+    script = (
+        "import sys; from storeadapter.engine import MessageStore; "
+        "from tests.engine.storetools import small_config; "
+        "s = MessageStore.open(sys.argv[1], small_config()); "
+        "s.set_topic_settings('t', {'max_message_bytes': 100}); s.close()"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(store_path)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr.decode()
+
+    with pytest.raises(MessageTooLargeError):
+        store.append("t", b"x" * 101)
+    assert store.topic_settings("t")["max_message_bytes"] == 100
+
+
+def test_the_expiry_forecast_uses_the_topics_own_hours(store, clock, disk):
+    store.create_topic("short", queues=2)
+    store.set_topic_settings("short", {"retention_hours": 10})
+    _fill(store, clock, "short", 0)
+    _fill(store, clock, "t", 0)
+    _fill(store, clock, "t", 1)
+    store.commit_offset("g", "short", 0, 0)
+    store.commit_offset("g", "t", 0, 0)
+
+    rows = {row["topic"]: row for row in store.expiry_forecast(now_ms=START_MS + HOUR_MS)}
+
+    assert rows["short"]["expires_at_ms"] - rows["t"]["expires_at_ms"] <= -60 * HOUR_MS
