@@ -21,6 +21,7 @@ from storeadapter.engine import (
     fileio,
 )
 from storeadapter.engine import clock as store_clock
+from storeadapter.engine.verify import verify_store
 from tests.engine.storetools import MAX_MESSAGE_BYTES, read_all, segment_paths
 
 HOUR_MS = 3_600_000
@@ -301,3 +302,18 @@ def test_the_expiry_forecast_uses_the_topics_own_hours(store, clock, disk):
     rows = {row["topic"]: row for row in store.expiry_forecast(now_ms=START_MS + HOUR_MS)}
 
     assert rows["short"]["expires_at_ms"] - rows["t"]["expires_at_ms"] <= -60 * HOUR_MS
+
+
+def test_verify_reports_damaged_settings_as_damage(open_store, store_path):
+    store = open_store()
+    store.create_topic("t", queues=1)
+    store.close()
+    data = json.loads((store_path / "topics.json").read_text())
+    del data["crc32c"]
+    data["topics"][0]["settings"] = {"colour": 3}
+    (store_path / "topics.json").write_text(json.dumps(data))
+
+    report = verify_store(store_path)
+
+    assert not report.ok
+    assert any("colour" in problem.reason for problem in report.problems)
