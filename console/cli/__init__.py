@@ -2,10 +2,11 @@
 
 Engine subcommands (``create-topic``, ``produce``, ``consume``, ``stat``, ``verify``, …)
 run as ``python -m storeadapter.engine`` runs them, without Django. The operator verbs
-(``groups``, ``lag``, ``reset-offsets``, ``redrive-dlq``) go through the console's own
-services, so a reset made here is in the group's Resets list (undoable) and in the audit
-log; ``serve`` starts gunicorn, ``manage`` runs a Django management command (``migrate``,
-``collectstatic``, ``createsuperuser``). ``.env`` is read first, as the console reads it.
+(``groups``, ``lag``, ``reset-offsets``, ``redrive-dlq``, ``topic-settings``) go through
+the console's own services, so a reset made here is in the group's Resets list
+(undoable) and in the audit log; ``serve`` starts gunicorn, ``manage`` runs a Django
+management command (``migrate``, ``collectstatic``, ``createsuperuser``). ``.env`` is
+read first, as the console reads it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from console.cli import operator_verbs, serving
+from console.cli import operator_verbs, serving, topic_verbs
 from console.env import load_env_file, project_dir
 from storeadapter.engine import cli as engine_cli
 
@@ -35,6 +36,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     )
     handlers = {}
     handlers.update(operator_verbs.add_commands(commands))
+    handlers.update(topic_verbs.add_commands(commands))
     handlers.update(serving.add_commands(commands))
     return parser, handlers
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from console.audit.log import record
 from console.core.store import get_store
 from console.monitoring.scale import SampledFigures, is_big
-from storeadapter.engine import AppendResult, EventAppendResult, TopicInfo
+from storeadapter.engine import TOPIC_SETTINGS, AppendResult, EventAppendResult, TopicInfo
 from storeadapter.summaries import queue_rows
 from storeadapter.topic_kinds import PLAIN, create_topic_of_kind
 
@@ -162,3 +162,40 @@ def append_typed_event(
         link=reverse("messages:detail", args=[result.message_id]),
     )
     return result
+
+
+def set_topic_settings(user: Any, topic: str, changes: dict[str, int | None]) -> dict[str, Any]:
+    """Set some of a topic's own settings (None: back to the store's default), audited
+    with who and each changed setting's value before → after (null: the store's default).
+
+    Returns ``{"changed": {name: (before, after)}, "settings": effective values}``; no
+    audit row when nothing changed. The engine's refusals (InvalidSettingError,
+    TopicNotFoundError) propagate.
+    """
+    store = get_store()
+    own_before = dict(store.topic(topic).settings)
+    own_after = store.set_topic_settings(topic, changes).settings
+    changed = {
+        name: (own_before.get(name), own_after.get(name))
+        for name in changes
+        if own_before.get(name) != own_after.get(name)
+    }
+    if changed:
+        defaults = {s.name: s.default(store.config) for s in TOPIC_SETTINGS}
+
+        def shown(name: str, value: int | None) -> str:
+            return f"{value}" if value is not None else f"store default ({defaults[name]})"
+
+        record(
+            user,
+            "topic.settings",
+            f"topic {topic}",
+            before={name: was for name, (was, _) in changed.items()},
+            after={name: now for name, (_, now) in changed.items()},
+            detail="; ".join(
+                f"{name} {shown(name, was)} → {shown(name, now)}"
+                for name, (was, now) in changed.items()
+            ),
+            link=topic_url(topic) + "#settings",
+        )
+    return {"changed": changed, "settings": store.topic_settings(topic)}

@@ -9,6 +9,7 @@ from storeadapter.engine import (
     MAX_NAME_LENGTH,
     MAX_SHARED_QUEUES,
     MAX_STREAM_ID_LENGTH,
+    TOPIC_SETTINGS,
     InvalidNameError,
     check_new_topic_name,
 )
@@ -192,3 +193,28 @@ def parse_properties(text: str) -> dict[str, str]:
     if len(properties) > MAX_PROPERTIES:
         raise forms.ValidationError(f"At most {MAX_PROPERTIES} properties, please.")
     return properties
+
+
+class TopicSettingsForm(forms.Form):
+    """A topic's own settings, one field per row of the engine's table (TOPIC_SETTINGS);
+    an empty field means the store's default."""
+
+    def __init__(self, *args, own: dict[str, int], defaults: dict, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for setting in TOPIC_SETTINGS:
+            self.fields[setting.name] = forms.IntegerField(
+                label=f"{setting.label} ({setting.unit})",
+                required=False,
+                min_value=setting.low,
+                max_value=setting.high,
+                initial=own.get(setting.name),
+                widget=forms.NumberInput(
+                    attrs={"placeholder": f"store default: {setting.show(defaults[setting.name])}"}
+                ),
+                help_text=f"{setting.help} {setting.low:,} to {setting.high:,}; empty: the "
+                f"store's default ({setting.show(defaults[setting.name])} {setting.unit}).",
+            )
+
+    def changes(self) -> dict[str, int | None]:
+        """Every setting as the form gave it (None: the store's default)."""
+        return {s.name: self.cleaned_data.get(s.name) for s in TOPIC_SETTINGS}

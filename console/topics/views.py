@@ -37,6 +37,7 @@ from console.topics.forms import (
     QueueForm,
     TestMessageForm,
     TopicCreateForm,
+    TopicSettingsForm,
 )
 from console.topics.listing import (
     DEFAULT_SORT,
@@ -48,6 +49,7 @@ from console.topics.listing import (
 from console.topics.rates import topic_produce_rates, topic_sizes
 from console.topics.reads import latest_messages
 from storeadapter.engine import (
+    TOPIC_SETTINGS,
     DuplicateCommandError,
     InvalidNameError,
     MessageStore,
@@ -362,6 +364,8 @@ def _render_detail(
         **streams,
         "add_form": AddQueuesForm(),
         "delete_form": DeleteTopicForm(topic=topic),
+        "settings_rows": _settings_rows(store, info),
+        "settings_form": TopicSettingsForm(own=info.settings, defaults=_defaults(store)),
         **bound_forms,
     }
     return render(request, "topics/detail.html", context)
@@ -566,6 +570,60 @@ def _delete_topic(request: HttpRequest, store: MessageStore, info: TopicInfo):
     return redirect("topics:list")
 
 
+def _defaults(store: MessageStore) -> dict:
+    return {setting.name: setting.default(store.config) for setting in TOPIC_SETTINGS}
+
+
+@dataclass(frozen=True)
+class SettingRow:
+    name: str
+    label: str
+    unit: str
+    value: int | float
+    own: int | None
+    default: int | float
+
+
+def _settings_rows(store: MessageStore, info: TopicInfo) -> list[SettingRow]:
+    defaults = _defaults(store)
+    return [
+        SettingRow(
+            s.name,
+            s.label,
+            s.unit,
+            info.settings.get(s.name, defaults[s.name]),
+            info.settings.get(s.name),
+            defaults[s.name],
+        )
+        for s in TOPIC_SETTINGS
+    ]
+
+
+def _set_settings(request: HttpRequest, store: MessageStore, info: TopicInfo):
+    form = TopicSettingsForm(request.POST, own=info.settings, defaults=_defaults(store))
+    if not form.is_valid():
+        return {"settings_form": form}
+    try:
+        outcome = operations.set_topic_settings(request.user, info.name, form.changes())
+    except StoreError as error:
+        form.add_error(None, str(error))
+        return {"settings_form": form}
+    changed = outcome["changed"]
+    if not changed:
+        messages.info(request, "The settings were already so; nothing was changed.")
+    else:
+        shown = "; ".join(
+            f"{name} {_setting_text(was)} → {_setting_text(now)}"
+            for name, (was, now) in changed.items()
+        )
+        messages.success(request, f"Saved the settings of {info.name}: {shown}.")
+    return redirect(_detail_url(info.name, "settings"))
+
+
+def _setting_text(value: int | None) -> str:
+    return "store default" if value is None else f"{value:,}"
+
+
 #: POST ``action`` → handler; what each needs (produce or manage on the topic) is in
 #: console/accounts/permissions.py's table.
 ACTIONS: dict[str, Handler] = {
@@ -576,4 +634,5 @@ ACTIONS: dict[str, Handler] = {
     "add_queues": _add_queues,
     "remove_queue": _remove_queue,
     "delete": _delete_topic,
+    "settings": _set_settings,
 }

@@ -80,6 +80,12 @@ from .results import (
     StoredMessage,
 )
 from .store import MessageStore
+from .topicsettings import (
+    SETTINGS_BY_NAME,
+    TOPIC_SETTINGS,
+    InvalidSettingError,
+    TopicSetting,
+)
 
 __all__ = [
     "DLQ_PREFIX",
@@ -127,6 +133,10 @@ __all__ = [
     "EventAppendResult",
     "EventSlice",
     "InvalidMessageError",
+    "InvalidSettingError",
+    "SETTINGS_BY_NAME",
+    "TOPIC_SETTINGS",
+    "TopicSetting",
     "InvalidMessageIdError",
     "InvalidNameError",
     "Message",

@@ -6,6 +6,7 @@ A part of ``MessageStore`` (store.py), which mixes it in; it uses the store's st
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import replace
 
 from . import clock, fileio
@@ -21,6 +22,7 @@ from .errors import (
 from .metadata import LAYOUT_FILES, LAYOUT_SHARED, LAYOUTS, TopicInfo
 from .names import check_name
 from .topics import Topic
+from .topicsettings import check_changes, effective
 
 #: A topic whose queues have files of their own has at most this many queues.
 MAX_QUEUES_PER_TOPIC = 1024
@@ -245,6 +247,29 @@ class TopicAdmin:
         generations[queue] += 1
         return generations
 
+    def set_topic_settings(self, topic: str, changes: Mapping[str, int | None]) -> TopicInfo:
+        """Set some of a topic's settings (topicsettings.py; None: back to the store's
+        default) and return the topic. InvalidSettingError for an unknown name or a
+        value out of bounds; nothing is changed then. Every process sees the change."""
+        checked = check_changes(changes)
+        with self._exclusive():
+            state = self._topic(topic)
+            settings = dict(state.info.settings)
+            for name, value in checked.items():
+                if value is None:
+                    settings.pop(name, None)
+                else:
+                    settings[name] = value
+            if settings != state.info.settings:
+                self._change_topic(state, settings=settings)
+            return self._topic_copy(state.info)
+
+    def topic_settings(self, topic: str) -> dict[str, int | float]:
+        """Every setting's value for ``topic``: its own, else the store's default."""
+        self._check_open()
+        self._follow()
+        return effective(self._topic(topic).info.settings, self.config)
+
     def _change_topic(self, state: Topic, offsets_changed: bool = False, **changes) -> None:
         """Save a topic's new metadata and tell the other processes (caller holds the lock)."""
         info = replace(state.info, **changes)
@@ -265,6 +290,7 @@ class TopicAdmin:
         copy.frozen = list(info.frozen)
         copy.queue_since = list(info.queue_since)
         copy.queue_generation = list(info.queue_generation)
+        copy.settings = dict(info.settings)
         return copy
 
     @staticmethod

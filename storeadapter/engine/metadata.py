@@ -12,6 +12,7 @@ from crc32c import crc32c
 from . import clock, fileio
 from .errors import InvalidNameError, StoreFormatError
 from .names import check_name
+from .topicsettings import settings_from_json
 
 #: The format this engine writes. Version 2 gave consume-queue entries a check
 #: (docs/FORMAT.md, "Consume queues"); a version 1 store is read too, and its entries are
@@ -175,6 +176,12 @@ class TopicInfo:
     # a queue added back under a removed one's id is a new incarnation even when no
     # record was appended in between (its ``since`` is then the same).
     queue_generation: list[int] = field(default_factory=list)
+    # The topic's own settings (topicsettings.py), only those set: the others are the
+    # store's. Not written when empty, so a store without any is as it was.
+    settings: dict[str, int] = field(default_factory=dict)
+    # The commit-log offset below which the topic's records are past its own (shorter)
+    # retention: its queues start at their first entry at or past it. Never goes back.
+    retained_from: int = 0
 
     def generation(self, queue: int) -> int:
         """How many queues of id ``queue`` were removed before this one."""
@@ -194,11 +201,18 @@ class TopicInfo:
 
 
 _TOPIC_FIELDS = tuple(f.name for f in fields(TopicInfo))
+#: Fields written only when they differ from their default (added after version 2: an
+#: entry without them is what an engine before them wrote).
+_OPTIONAL_FIELDS = {"settings": {}, "retained_from": 0}
 
 
 def _topic_json(info: TopicInfo) -> dict:
     """A ``topics.json`` entry: ``asdict(info)`` without copying its lists."""
-    return {name: getattr(info, name) for name in _TOPIC_FIELDS}
+    entry = {name: getattr(info, name) for name in _TOPIC_FIELDS}
+    for name, default in _OPTIONAL_FIELDS.items():
+        if entry[name] == default:
+            del entry[name]
+    return entry
 
 
 def topic_from_json(item: dict) -> TopicInfo:
@@ -217,6 +231,8 @@ def topic_from_json(item: dict) -> TopicInfo:
         int(item.get("blocks_per_file", 0)),
         item.get("streams", False) is True,
         [int(g) for g in item.get("queue_generation", [])],
+        settings_from_json(item.get("settings"), item.get("name")),
+        int(item.get("retained_from", 0)),
     )
     if info.layout not in LAYOUTS or (
         info.layout == LAYOUT_SHARED and (info.block_entries <= 0 or info.blocks_per_file <= 0)

@@ -4,6 +4,11 @@ A segment goes when it is older than ``retention_hours`` (its newest record, bou
 the first record of the next segment, since store times never go back), oldest first.
 Past ``disk_force_ratio`` the oldest go even unexpired, until disk use is back under
 ``disk_warn_ratio``. The active segment never goes.
+
+A topic's own ``retention_hours`` (topicsettings.py): longer than the store's, the
+segments holding its records not yet past its hours stay (``keep_from``); shorter, its
+queues start past the segments older than its hours (``expired_below``, kept as the
+topic's ``retained_from``) although other topics' records in them stay.
 """
 
 from __future__ import annotations
@@ -62,11 +67,14 @@ def choose_segments(
     force_ratio: float,
     warn_ratio: float,
     bytes_to_ratio: float,
+    keep_from: int | None = None,
 ) -> list[tuple[Segment, str]]:
     """The segments to delete, oldest first, each with its reason (expired or disk).
 
     ``bytes_to_ratio`` converts freed bytes into a drop of the disk-use ratio, so the
-    plan can stop forcing once deletions would bring use under ``warn_ratio``.
+    plan can stop forcing once deletions would bring use under ``warn_ratio``. A segment
+    ending past ``keep_from`` holds records a topic's longer retention keeps: it goes
+    only when the disk forces it.
     """
     cutoff = now_ms - retention_ms
     chosen: list[tuple[Segment, str]] = []
@@ -74,7 +82,11 @@ def choose_segments(
     for position in range(len(log.segments) - 1):
         segment = log.segments[position]
         newest = segment_newest_time(log, position)
-        if newest is not None and newest < cutoff:
+        if (
+            newest is not None
+            and newest < cutoff
+            and (keep_from is None or segment.end <= keep_from)
+        ):
             chosen.append((segment, "expired"))
         elif forcing:
             chosen.append((segment, "disk"))
@@ -84,3 +96,26 @@ def choose_segments(
         if forcing and disk_ratio < warn_ratio:
             forcing = False
     return chosen
+
+
+def expired_below(log: CommitLog, cutoff_ms: int) -> int:
+    """The end of the last sealed segment, from the oldest on, whose records are all
+    older than ``cutoff_ms`` (0 when none is): what a topic retained until ``cutoff_ms``
+    no longer has."""
+    below = 0
+    for position in range(len(log.segments) - 1):
+        newest = segment_newest_time(log, position)
+        if newest is None or newest >= cutoff_ms:
+            break
+        below = log.segments[position].end
+    return below
+
+
+def first_segment_from(log: CommitLog, cutoff_ms: int) -> int:
+    """The base of the oldest segment holding a record at or after ``cutoff_ms`` (the
+    active segment's when no sealed one does)."""
+    below = expired_below(log, cutoff_ms)
+    for segment in log.segments:
+        if segment.end > below:
+            return segment.base
+    return log.tail

@@ -500,7 +500,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         left by a writer that died before publishing, records deleted by retention)."""
         topic, queue_id = queue.owner
         trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
-        queue.advance_min(self.commitlog.min_offset)
+        queue.advance_min(self.queue_floor(self._registry.topic_of(topic)))
         self._restore_lost_end(queue)
 
     def _restore_lost_end(self, queue: ConsumeQueue) -> None:
@@ -552,8 +552,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if snapshot == seen:
             return
         if snapshot.topics_version != seen.topics_version:
+            floors = {n: t.info.retained_from for n, t in self._registry.topics.items()}
             self._table = TopicTable(self.path / "topics.json")
             self._registry.reload(self._table)
+            self._follow_topic_floors(floors)
         if snapshot.min_offset > self.commitlog.min_offset:
             self.commitlog.drop_below(snapshot.min_offset)
             self._advance_queue_mins()
@@ -679,7 +681,14 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             raise StreamTopicError(
                 f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
             )
-        append = self._streams.request(stream_id, events, expected_version, command_id, event_type)
+        append = self._streams.request(
+            stream_id,
+            events,
+            expected_version,
+            command_id,
+            event_type,
+            max_bytes=self._writer.max_body(state),
+        )
         return self._writer.append_prepared(state, append)
 
     def append_to_streams(
@@ -699,7 +708,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             raise StreamTopicError(
                 f"topic {topic!r} is not a stream topic: create one with create_stream_topic"
             )
-        batch = self._streams.request_many(appends)
+        batch = self._streams.request_many(appends, self._writer.max_body(state))
         if not batch:
             return []
         return self._writer.append_prepared(state, batch)

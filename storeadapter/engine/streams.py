@@ -294,12 +294,15 @@ class Streams:
         expected_version: object,
         command_id: object,
         event_type: object,
+        max_bytes: int | None = None,
     ) -> StreamAppend:
-        """Check an append's arguments (InvalidMessageError with a sentence)."""
+        """Check an append's arguments (InvalidMessageError with a sentence); a body is at
+        most ``max_bytes`` (the topic's own limit), else the store's."""
         stream_id = check_stream_id(stream_id)
         expected = check_version(expected_version, "expected_version", allow_none=True)
         command = check_command_id(command_id)
-        bodies, types = check_events(events, event_type, self._max_bytes)
+        limit = self._max_bytes if max_bytes is None else max_bytes
+        bodies, types = check_events(events, event_type, limit)
         return StreamAppend(stream_id, bodies, types, expected, command)
 
     def begin_hold(self) -> None:
@@ -307,10 +310,10 @@ class Streams:
         self._fresh.clear()
         self._admitted.clear()
 
-    def request_many(self, appends: object) -> StreamBatch:
+    def request_many(self, appends: object, max_bytes: int | None = None) -> StreamBatch:
         """Check the arguments of several appends: each a dict with ``stream_id``,
         ``events`` and, optionally, ``expected_version``, ``command_id`` and
-        ``event_type``, or a tuple of those in that order."""
+        ``event_type``, or a tuple of those in that order (bodies as ``request``)."""
         if isinstance(appends, (str, bytes, Mapping)) or not isinstance(appends, Iterable):
             raise InvalidMessageError("appends are a list of dicts (or tuples), one per stream")
         batch = StreamBatch()
@@ -330,7 +333,7 @@ class Streams:
                     "an append is a dict (stream_id, events, expected_version, command_id, "
                     "event_type) or a tuple of them in that order"
                 )
-            batch.append(self.request(*fields))
+            batch.append(self.request(*fields, max_bytes=max_bytes))
         return batch
 
     def admit(self, state: Topic, append: StreamAppend) -> Admitted:

@@ -12,7 +12,15 @@ from collections.abc import Callable, Collection
 
 from . import clock, fileio
 from .consumequeue import ConsumeQueue
-from .retention import QueueDrop, RetentionReport, choose_segments, segment_newest_time
+from .metadata import LAYOUT_FILES
+from .retention import (
+    QueueDrop,
+    RetentionReport,
+    choose_segments,
+    expired_below,
+    first_segment_from,
+    segment_newest_time,
+)
 from .segment import segment_name
 
 
@@ -46,7 +54,50 @@ class Upkeep:
             self.config.disk_force_ratio,
             self.config.disk_warn_ratio,
             1 / total if total else 0.0,
+            self._kept_by_topics(now, retention_ms),
         )
+
+    def _topic_retention_ms(self, info) -> int:
+        hours = info.settings.get("retention_hours", self.config.retention_hours)
+        return int(hours * 3_600_000)
+
+    def _kept_by_topics(self, now: int, retention_ms: int) -> int | None:
+        """The lowest commit-log offset a topic retained longer than the store still
+        keeps (its first record not past its hours); None when no topic keeps any.
+
+        A topic with files per queue: exactly, from each queue's time index; a shared
+        topic (its queues are too many to look at): every segment from the first with a
+        record not past its hours."""
+        keep: int | None = None
+        for topic in self._registry.topics.values():
+            own_ms = self._topic_retention_ms(topic.info)
+            if own_ms <= retention_ms:
+                continue
+            cutoff = now - own_ms
+            if topic.info.layout != LAYOUT_FILES:
+                found = first_segment_from(self.commitlog, cutoff)
+                keep = found if keep is None else min(keep, found)
+                continue
+            for queue in topic.queues:
+                offset = self._reader.offset_for_time(queue, cutoff)
+                entry = queue.entry(offset) if offset < queue.max_offset else None
+                if entry is not None:
+                    keep = entry[0] if keep is None else min(keep, entry[0])
+        return keep
+
+    def _topic_floors(self, now: int) -> dict[str, int]:
+        """The topics retained shorter than the store whose queues must now start
+        further on: name → their new ``retained_from`` (a commit-log offset)."""
+        retention_ms = int(self.config.retention_hours * 3_600_000)
+        floors = {}
+        for name, topic in self._registry.topics.items():
+            own_ms = self._topic_retention_ms(topic.info)
+            if own_ms >= retention_ms:
+                continue
+            below = expired_below(self.commitlog, now - own_ms)
+            if below > max(topic.info.retained_from, self.commitlog.min_offset):
+                floors[name] = below
+        return floors
 
     def delete_expired(
         self,
@@ -79,7 +130,8 @@ class Upkeep:
                         ]
                         plan = plan[:position]
                         break
-            if plan:
+            floors = self._topic_floors(now)
+            if plan or floors:
                 # Every queue of a topic with files per queue; the queues used so far of a
                 # shared one (a million queues are not all loaded to report on them).
                 before = {
@@ -87,15 +139,20 @@ class Upkeep:
                     for name, topic in self._registry.topics.items()
                     for queue in topic.made_queues()
                 }
-                new_min = plan[-1][0].end
-                for segment, reason in plan:
-                    report.deleted_segments.append({**_segment_info(segment), "reason": reason})
-                    report.freed_bytes += os.fstat(segment.fd).st_blocks * 512
-                self.commitlog.drop_below(new_min)
+                for name, floor in floors.items():  # topics retained shorter
+                    self._change_topic(self._registry.topics[name], retained_from=floor)
+                if plan:
+                    new_min = plan[-1][0].end
+                    for segment, reason in plan:
+                        report.deleted_segments.append({**_segment_info(segment), "reason": reason})
+                        report.freed_bytes += os.fstat(segment.fd).st_blocks * 512
+                    self.commitlog.drop_below(new_min)
                 self._advance_queue_mins()
-                report.index_files_deleted = self._index.delete_below(new_min)
+                if plan:
+                    report.index_files_deleted = self._index.delete_below(new_min)
                 report.queues = self._queue_drops(before)
-                self._publish(min_offset=self.commitlog.min_offset)
+                if plan:
+                    self._publish(min_offset=self.commitlog.min_offset)
             report.disk_ratio_after = self._disk.measure()
         self.last_retention = report
         fileio.write_atomic(self.path / "retention.json", json.dumps(report.as_dict()).encode())
@@ -132,7 +189,6 @@ class Upkeep:
         self._check_open()
         self._follow()
         now = clock.now_ms() if now_ms is None else now_ms
-        retention_ms = int(self.config.retention_hours * 3_600_000)
         log = self.commitlog
         segments = list(log.segments)
         bases = [segment.base for segment in segments]
@@ -145,6 +201,7 @@ class Upkeep:
             topic = self._registry.topics.get(name)
             if topic is None or queue_id >= len(topic.queues):
                 continue
+            retention_ms = self._topic_retention_ms(topic.info)
             queue = topic.queues[queue_id]
             start = max(committed, queue.min_offset)
             entry = queue.entry(start) if start < queue.max_offset else None
@@ -191,17 +248,40 @@ class Upkeep:
                 low = middle + 1
         return low - start
 
-    def _advance_queue_mins(self) -> None:
-        """Move every loaded queue's minimum up to the log's first offset; the files
-        wholly below it go, and their directories are fsynced."""
-        log_min = self.commitlog.min_offset
-        for queue in self._registry.loaded_queues():
-            queue.advance_min(log_min)
-            if queue.files_removed:
-                queue.sync_directory()
-        for topic in self._registry.shared_topics():
-            if drop_unused_blocks(topic, log_min):
+    def _advance_queue_mins(self, names: Collection[str] | None = None) -> None:
+        """Move every loaded queue's minimum (of the topics ``names``, else all) up to
+        its floor (``queue_floor``); the files wholly below it go, and their directories
+        are fsynced."""
+        for name, topic in self._registry.topics.items():
+            if names is not None and name not in names:
+                continue
+            floor = self.queue_floor(topic)
+            for queue in topic.made_queues():
+                if not queue.loaded:
+                    continue
+                queue.advance_min(floor)
+                if queue.files_removed:
+                    queue.sync_directory()
+            if topic.blocks is not None and drop_unused_blocks(topic, floor):
                 fileio.fsync_dir(topic.blocks.directory)
+
+    def queue_floor(self, topic) -> int:
+        """The commit-log offset the queues of ``topic`` (a registry's Topic, or None)
+        start at or past: the log's first, or the topic's ``retained_from`` when its own
+        retention is past it."""
+        log_min = self.commitlog.min_offset
+        return max(log_min, topic.info.retained_from) if topic is not None else log_min
+
+    def _follow_topic_floors(self, before: dict[str, int]) -> None:
+        """After another process changed topics.json: advance the queues of the topics
+        whose ``retained_from`` moved (``before``: name → it, as it was here)."""
+        moved = {
+            name
+            for name, topic in self._registry.topics.items()
+            if topic.info.retained_from > before.get(name, 0)
+        }
+        if moved:
+            self._advance_queue_mins(moved)
 
 
 def _segment_info(segment) -> dict:

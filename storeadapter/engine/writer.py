@@ -77,7 +77,7 @@ _DEDUP_CANDIDATES = 16
 _Prepared = tuple
 _BODY_AND_QUEUE = frozenset(("body", "queue"))
 # Errors that refuse one batch of a write group before anything of it is written.
-_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError)
+_REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError, MessageTooLargeError)
 # What the checks of an append to a stream refuse it with (nothing of it written yet).
 _STREAM_REFUSED = (TopicNotFoundError, QueueFrozenError, *STREAM_REFUSALS)
 
@@ -205,7 +205,12 @@ class Writer:
     def plain_body_limit(self, state: Topic) -> int:
         """The largest body that fits, for a message with no key, tag or properties."""
         fits = self.commitlog.capacity() - RECORD_OVERHEAD - len(state.name_bytes)
-        return min(self.config.max_message_bytes, fits)
+        own = state.info.settings.get("max_message_bytes", self.config.max_message_bytes)
+        return own if own < fits else fits
+
+    def max_body(self, state: Topic) -> int:
+        """The topic's ``max_message_bytes``: its own setting, else the store's."""
+        return state.info.settings.get("max_message_bytes", self.config.max_message_bytes)
 
     def prepare(
         self, state, body, key, tag, queue, properties, born_ms, dedup_id=None
@@ -216,9 +221,10 @@ class Writer:
             body = bytes(body)
         elif not isinstance(body, bytes):
             raise InvalidMessageError(f"a body is bytes or str, not {type(body).__name__}")
-        if len(body) > self.config.max_message_bytes:
+        limit = self.max_body(state)
+        if len(body) > limit:
             raise MessageTooLargeError(
-                f"the body is {len(body)} bytes; the limit is {self.config.max_message_bytes}"
+                f"the body is {len(body)} bytes; the limit of topic {state.info.name!r} is {limit}"
             )
         if queue is not None:
             if not isinstance(queue, int) or isinstance(queue, bool):
@@ -362,6 +368,16 @@ class Writer:
             arrivals.wake()
         return outcomes, end
 
+    def _check_topic_limit(self, state: Topic, batch: list, plain: bool) -> None:
+        """A topic's own ``max_message_bytes`` again, as caught up under the lock: another
+        process may have lowered it after this batch was prepared."""
+        limit = self.max_body(state)
+        largest = max(map(len, batch if plain else [item[5] for item in batch]), default=0)
+        if largest > limit:
+            raise MessageTooLargeError(
+                f"the body is {largest} bytes; the limit of topic {state.info.name!r} is {limit}"
+            )
+
     def _clear_failed_write(self, tail: int) -> bool:
         """Zero what a batch that failed part-way wrote past ``tail`` (the space was
         reserved: zeros fit even on a full disk); whether that worked."""
@@ -440,6 +456,8 @@ class Writer:
         ``published`` as (topic id, queue, next offset, time)."""
         if self._registry.topics.get(state.info.name) is not state:
             raise TopicNotFoundError(f"topic {state.info.name!r} was deleted meanwhile")
+        if "max_message_bytes" in state.info.settings and type(batch) is list:
+            self._check_topic_limit(state, batch, plain)
         if type(batch) is StreamAppend:
             outcome = self._write_events(state, [batch], now, published)[0]
             if isinstance(outcome, BaseException):
@@ -840,7 +858,10 @@ class Writer:
     ) -> dict[str, AppendResult]:
         """Results of messages already stored under the batch's dedup ids, by id."""
         found: dict[str, AppendResult] = {}
-        since = now - self.config.dedup_window_s * 1000
+        window_s = state.info.settings.get("dedup_window_s", self.config.dedup_window_s)
+        if window_s <= 0:  # no dedup
+            return found
+        since = now - window_s * 1000
         for item in batch:
             dedup_id = item[9]
             if dedup_id is None or dedup_id in found:

@@ -167,6 +167,7 @@ ACCESS: dict[str, Rule] = {
     "api-topic": api(read=VIEWER, delete=ADMIN, kwargs=TOPIC),
     "api-queues": api(read=VIEWER, post=ADMIN, kwargs=TOPIC),
     "api-queue": api(read=VIEWER, delete=ADMIN, kwargs=QUEUE),
+    "api-topic-settings": api(read=VIEWER, patch=OPERATOR, kwargs=TOPIC),
     "api-queue-freeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-queue-unfreeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-topic-messages": api(post=OPERATOR, kwargs=TOPIC),

@@ -78,11 +78,12 @@ needs("groups:delete", "GET HEAD POST", (G, "manage", "billing"))
 # The store-wide history chart (its sample is the dashboard's) needs every topic and group.
 needs("monitoring:chart", "GET HEAD", (T, "view", "*"), (G, "view", "*"))
 needs("api-topics", "POST", (T, "manage", None))
-for key in ("api-topic", "api-queues", "api-queue"):
+for key in ("api-topic", "api-queues", "api-queue", "api-topic-settings"):
     needs(key, "GET HEAD", (T, "view", "orders"))
 needs("api-topic", "DELETE", (T, "manage", "orders"))
 needs("api-queues", "POST", (T, "manage", "orders"))
 needs("api-queue", "DELETE", (T, "manage", "orders"))
+needs("api-topic-settings", "PATCH", (T, "produce", "orders"))
 for key in ("api-queue-freeze", "api-queue-unfreeze", "api-topic-messages"):
     needs(key, "POST", (T, "produce", "orders"))
 needs("api-stream-events", "GET HEAD", (T, "read", "accounts"))

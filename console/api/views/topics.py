@@ -13,6 +13,9 @@ time) and ``sampled_queues`` (how many queues that sample read); a small topic's
 live and those fields are null.
 - ``/api/v1/topics/<topic>/queues/<queue>/``: GET one queue, DELETE remove it (admin).
 - ``/api/v1/topics/<topic>/queues/<queue>/freeze/`` and ``unfreeze/``: POST (operator).
+- ``/api/v1/topics/<topic>/settings/``: GET the topic's settings (each its value, the
+  topic's own or null, the store's default), PATCH some of them (operator; null: back to
+  the store's default), audited. Both built from the engine's table (TOPIC_SETTINGS).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from console.topics.rates import topic_produce_rates, topic_sizes
 from storeadapter.engine import (
     MAX_NAME_LENGTH,
     MAX_SHARED_QUEUES,
+    TOPIC_SETTINGS,
     InvalidNameError,
     QueueNotFoundError,
     check_new_topic_name,
@@ -158,6 +162,86 @@ class QueuesAdd(StrictSerializer):
 
 class QueueActionResult(QueueSerializer):
     changed = serializers.BooleanField()
+
+
+class SettingNumber(serializers.FloatField):
+    """A number as the store has it: whole numbers as integers (a store-wide default,
+    such as retention hours, may have a fraction)."""
+
+    def to_representation(self, value):
+        return int(value) if float(value).is_integer() else float(value)
+
+
+def _setting_serializer(setting) -> type[serializers.Serializer]:
+    fields = {
+        "value": SettingNumber(help_text=f"In force for the topic, in {setting.unit}."),
+        "own": serializers.IntegerField(
+            allow_null=True,
+            min_value=setting.low,
+            max_value=setting.high,
+            help_text="The topic's own value; null: it uses the store's default.",
+        ),
+        "default": SettingNumber(help_text=f"The store's default, in {setting.unit}."),
+        "unit": serializers.CharField(),
+    }
+    name = "".join(part.title() for part in setting.name.split("_")) + "Setting"
+    return type(
+        name,
+        (serializers.Serializer,),
+        {**fields, "__module__": __name__, "__doc__": setting.help},
+    )
+
+
+#: A topic's settings: ``topic``, and per setting of the table its value, own and default.
+TopicSettingsSerializer = type(
+    "TopicSettingsSerializer",
+    (serializers.Serializer,),
+    {
+        "__module__": __name__,
+        "topic": serializers.CharField(),
+        **{s.name: _setting_serializer(s)(help_text=s.help) for s in TOPIC_SETTINGS},
+    },
+)
+
+#: PATCH's body: some of a topic's settings; a number sets the topic's own value, null
+#: puts it back to the store's default, a setting not given is left as it is.
+TopicSettingsUpdate = type(
+    "TopicSettingsUpdate",
+    (StrictSerializer,),
+    {
+        "__module__": __name__,
+        "__doc__": "Some of a topic's settings; null: back to the store's default.",
+        **{
+            s.name: serializers.IntegerField(
+                required=False,
+                allow_null=True,
+                min_value=s.low,
+                max_value=s.high,
+                help_text=f"{s.help} In {s.unit}, {s.low:,} to {s.high:,}; null: the "
+                "store's default.",
+            )
+            for s in TOPIC_SETTINGS
+        },
+    },
+)
+
+
+def _settings_data(topic: str) -> dict:
+    store = get_store()
+    own = store.topic(topic).settings
+    values = store.topic_settings(topic)
+    return {
+        "topic": topic,
+        **{
+            s.name: {
+                "value": values[s.name],
+                "own": own.get(s.name),
+                "default": s.default(store.config),
+                "unit": s.unit,
+            }
+            for s in TOPIC_SETTINGS
+        },
+    }
 
 
 def _topic_data(topic: str) -> dict:
@@ -306,9 +390,28 @@ class QueueUnfreeze(QueueFreeze):
     frozen = False
 
 
+class TopicSettings(APIView):
+    method_roles = {"PATCH": OPERATOR}
+
+    @extend_schema(operation_id="topic_settings_retrieve", responses={200: TopicSettingsSerializer})
+    def get(self, request: Request, topic: str) -> Response:
+        return Response(_settings_data(topic))
+
+    @extend_schema(
+        operation_id="topic_settings_update",
+        request=TopicSettingsUpdate,
+        responses={200: TopicSettingsSerializer},
+    )
+    def patch(self, request: Request, topic: str) -> Response:
+        data = validated(TopicSettingsUpdate, request.data)
+        operations.set_topic_settings(request.user, topic, dict(data))
+        return Response(_settings_data(topic))
+
+
 urlpatterns = [
     path("topics/", TopicList.as_view(), name="api-topics"),
     path("topics/<name:topic>/", TopicDetail.as_view(), name="api-topic"),
+    path("topics/<name:topic>/settings/", TopicSettings.as_view(), name="api-topic-settings"),
     path("topics/<name:topic>/queues/", QueueList.as_view(), name="api-queues"),
     path("topics/<name:topic>/queues/<int:queue>/", QueueDetail.as_view(), name="api-queue"),
     path(

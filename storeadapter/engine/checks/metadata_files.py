@@ -9,7 +9,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InvalidNameError
+from ..errors import InvalidNameError, StoreFormatError
 from ..metadata import (
     CHECKSUM_FIELD,
     IDENTITY_FIELDS,
@@ -123,6 +123,9 @@ def _parse_topics(data: dict, findings: Findings) -> dict[str, TopicInfo]:
             info = topic_from_json(item)
         except InvalidNameError as error:
             findings.damage(TOPICS_JSON, f"topic {position} has a name that is not valid: {error}")
+            continue
+        except StoreFormatError as error:  # its settings (topicsettings.py)
+            findings.damage(TOPICS_JSON, f"topic {position}: {error}")
             continue
         except (KeyError, TypeError, ValueError, AttributeError):
             findings.damage(TOPICS_JSON, f"topic {position} has missing fields or bad values")
