@@ -15,7 +15,10 @@ from rest_framework import serializers
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.groups.detail import GroupRow, LagRow
+from console.groups.resets import KeptPlanView
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
+from storeadapter.offset_reset import PlanView, QueueReset
+from storeadapter.reset_modes import MODE_NAMES, UNDO
 from storeadapter.summaries import GroupQueueLag
 
 # ------------------------------------------------------------------------ groups
@@ -115,3 +118,95 @@ class OffsetChangeSerializer(serializers.Serializer):
     time_ms = serializers.IntegerField()
     who = serializers.CharField(allow_blank=True)
     reason = serializers.CharField(allow_blank=True)
+
+
+# ------------------------------------------------------------------------ resets
+
+
+class QueueResetSerializer(DataclassSerializer):
+    """One queue of a reset's preview: where the group is on it and where it would go."""
+
+    consumed_again = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+
+    class Meta:
+        dataclass = QueueReset
+        ref_name = "QueueReset"
+        fields = ("queue", "committed", "current", "target", "min_offset", "max_offset")
+        fields += ("clamped", "span_from_ms", "span_to_ms", "planned", "consumed_again")
+        fields += ("skipped",)
+        extra_kwargs = {
+            "committed": {"help_text": "None: never committed."},
+            "current": {"help_text": "Where the group consumes from now."},
+            "clamped": {
+                "help_text": "Why the target was moved into the queue's range.",
+                "required": True,
+            },
+            "span_from_ms": {"required": True},
+            "span_to_ms": {"required": True},
+            "planned": {
+                "help_text": "False: the reset leaves this queue alone.",
+                "required": True,
+            },
+        }
+
+
+class PlanViewSerializer(DataclassSerializer):
+    """A reset's plan: every queue's current offset and target, and the counts over every
+    queue (the rows of ``tidemark reset-offsets --json``; the API's preview adds how to
+    apply it)."""
+
+    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
+    value = serializers.JSONField(
+        allow_null=True,
+        help_text="time: ms; shift: N; offset: the offsets asked for; group: the source "
+        "group; undo: the id of the reset undone.",
+    )
+    queues = QueueResetSerializer(
+        many=True,
+        help_text="Every queue of the topic; of a topic with more than 1,000 queues, the "
+        "first 1,000 that move (listed_all false; the counts cover every queue).",
+    )
+
+    class Meta:
+        dataclass = PlanView
+        ref_name = "ResetPlanView"
+        fields = ("group", "topic", "mode", "value", "queues", "past_newest", "span_from_ms")
+        fields += ("span_to_ms", "queue_count", "listed_all", "changes", "consumed_again")
+        fields += ("skipped", "clamped", "relative")
+        extra_kwargs = {
+            "past_newest": {
+                "help_text": "time: queues the time is after the newest message of (there the "
+                "same as latest)."
+            },
+            "span_from_ms": {"help_text": "Over the listed queues."},
+            "span_to_ms": {"help_text": "Over the listed queues."},
+            "queue_count": {"help_text": "Queues of the topic."},
+            "listed_all": {"help_text": "Whether queues lists every queue."},
+            "changes": {"help_text": "Queues whose offset would move now."},
+            "clamped": {
+                "help_text": "Queues whose target was moved into their range (of a big topic: "
+                "of those that move)."
+            },
+            "relative": {
+                "help_text": "True for a shift: applied from the offsets at the moment of applying."
+            },
+        }
+
+
+class ResetPlanSerializer(PlanViewSerializer):
+    """A reset's preview, kept under its token until it expires."""
+
+    class Meta(PlanViewSerializer.Meta):
+        dataclass = KeptPlanView
+        ref_name = "ResetPlan"
+        fields = PlanViewSerializer.Meta.fields[:10] + ("token",)
+        fields += PlanViewSerializer.Meta.fields[10:] + ("live_members", "expires_ms")
+        extra_kwargs = {
+            **PlanViewSerializer.Meta.extra_kwargs,
+            "token": {"help_text": "Apply with dry_run false and this as plan."},
+            "live_members": {
+                "help_text": "The group's live members: they continue from the new offsets."
+            },
+            "expires_ms": {"help_text": "Until when the preview can be applied."},
+        }

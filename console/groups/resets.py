@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -22,7 +23,7 @@ from console.groups.models import (
     ResetPreview,
 )
 from storeadapter.engine import MessageStore
-from storeadapter.offset_reset import ResetError, ResetPlan, preview_reset, preview_undo
+from storeadapter.offset_reset import PlanView, ResetError, ResetPlan, preview_reset, preview_undo
 from storeadapter.reset_modes import UNDO
 from storeadapter.reset_moves import NEVER, Moves
 
@@ -53,6 +54,27 @@ def keep_preview(plan: ResetPlan) -> ResetPreview:
     ResetPreview.objects.filter(created_at__lt=now - PREVIEW_LIFETIME - PREVIEW_KEPT).delete()
     return ResetPreview.objects.create(
         token=secrets.token_hex(8), group=plan.group, plan=plan.as_dict(), created_at=now
+    )
+
+
+@dataclass(frozen=True)
+class KeptPlanView(PlanView):
+    """A kept preview as the API answers it: the plan's view, the token that applies it
+    and until when, and the group's live members (they continue from the new offsets)."""
+
+    token: str
+    live_members: int
+    expires_ms: int
+
+
+def kept_view(plan: ResetPlan, kept: ResetPreview, live_members: int) -> KeptPlanView:
+    """``plan``'s view with the token and expiry of ``kept``, where it is kept."""
+    view = plan.view()
+    return KeptPlanView(
+        **{f.name: getattr(view, f.name) for f in fields(view)},
+        token=kept.token,
+        live_members=live_members,
+        expires_ms=int(kept.expires_at.timestamp() * 1000),
     )
 
 

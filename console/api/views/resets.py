@@ -34,7 +34,7 @@ from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
-from console.api.read_models import OffsetChangeSerializer
+from console.api.read_models import OffsetChangeSerializer, ResetPlanSerializer
 from console.api.rules import Rule, RulesSchema, only, value_check
 from console.api.serializers import StrictSerializer, refusals, validated
 from console.core.store import get_store
@@ -45,6 +45,7 @@ from console.groups.resets import (
     applied_reset,
     applied_resets,
     keep_preview,
+    kept_view,
     moved_queues,
     preview_undo_of,
 )
@@ -256,61 +257,6 @@ BodySchema = RulesSchema
 # ------------------------------------------------------------------- answers
 
 
-class QueueResetSerializer(serializers.Serializer):
-    queue = serializers.IntegerField()
-    committed = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
-    current = serializers.IntegerField(help_text="Where the group consumes from now.")
-    target = serializers.IntegerField()
-    min_offset = serializers.IntegerField()
-    max_offset = serializers.IntegerField()
-    clamped = serializers.CharField(
-        allow_null=True, help_text="Why the target was moved into the queue's range."
-    )
-    span_from_ms = serializers.IntegerField(allow_null=True)
-    span_to_ms = serializers.IntegerField(allow_null=True)
-    planned = serializers.BooleanField(help_text="False: the reset leaves this queue alone.")
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-
-
-class ResetPlanSerializer(serializers.Serializer):
-    group = serializers.CharField()
-    topic = serializers.CharField()
-    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
-    value = serializers.JSONField(
-        allow_null=True,
-        help_text="time: ms; shift: N; offset: the offsets asked for; group: the source "
-        "group; undo: the id of the reset undone.",
-    )
-    queues = QueueResetSerializer(
-        many=True,
-        help_text="Every queue of the topic; of a topic with more than 1,000 queues, the "
-        "first 1,000 that move (listed_all false; the counts cover every queue).",
-    )
-    queue_count = serializers.IntegerField(help_text="Queues of the topic.")
-    listed_all = serializers.BooleanField(help_text="Whether queues lists every queue.")
-    span_from_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
-    span_to_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
-    token = serializers.CharField(help_text="Apply with dry_run false and this as plan.")
-    changes = serializers.IntegerField(help_text="Queues whose offset would move now.")
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-    clamped = serializers.IntegerField(
-        help_text="Queues whose target was moved into their range (of a big topic: of "
-        "those that move)."
-    )
-    past_newest = serializers.IntegerField(
-        help_text="time: queues the time is after the newest message of (there the same as latest)."
-    )
-    relative = serializers.BooleanField(
-        help_text="True for a shift: applied from the offsets at the moment of applying."
-    )
-    live_members = serializers.IntegerField(
-        help_text="The group's live members: they continue from the new offsets."
-    )
-    expires_ms = serializers.IntegerField(help_text="Until when the preview can be applied.")
-
-
 class ResetAppliedSerializer(serializers.Serializer):
     reset_id = serializers.IntegerField(
         allow_null=True,
@@ -375,23 +321,10 @@ OUTDATED = refusals(
 )
 
 
-def _plan_data(plan: ResetPlan, kept: ResetPreview) -> dict:
-    data = plan.as_dict()
-    for internal in ("moves", "total_queues", "clamped_total"):
-        data.pop(internal, None)
-    return {
-        **data,
-        "queue_count": plan.queue_count,
-        "listed_all": plan.listed_all,
-        "token": kept.token,
-        "changes": plan.moved,
-        "consumed_again": plan.consumed_again,
-        "skipped": plan.skipped,
-        "clamped": plan.clamped,
-        "relative": plan.relative,
-        "live_members": len(live_members(get_store(), plan.group)),
-        "expires_ms": int(kept.expires_at.timestamp() * 1000),
-    }
+def _preview_answer(plan: ResetPlan) -> Response:
+    """Keep ``plan`` and answer with its view, the token and the group's live members."""
+    live = len(live_members(get_store(), plan.group))
+    return Response(ResetPlanSerializer(kept_view(plan, keep_preview(plan), live)).data)
 
 
 def _applied_data(applied: AppliedResult) -> dict:
@@ -497,7 +430,7 @@ class GroupReset(APIView):
                     f"topic {topic!r} has queues 0 to {info.queues - 1}, not {missing[0]}"
                 )
         plan = preview_reset(store, group, topic, data["mode"], value)
-        return Response(_plan_data(plan, keep_preview(plan)))
+        return _preview_answer(plan)
 
 
 class GroupResets(APIView):
@@ -540,7 +473,7 @@ class GroupResetUndo(APIView):
             return _apply(request, group, data["plan"], undoing=reset)
         require_group(group)
         plan = preview_undo_of(get_store(), applied_reset(group, reset))
-        return Response(_plan_data(plan, keep_preview(plan)))
+        return _preview_answer(plan)
 
 
 urlpatterns = [
