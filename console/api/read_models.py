@@ -15,8 +15,9 @@ from rest_framework import serializers
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.groups.detail import GroupRow, LagRow
-from console.groups.resets import KeptPlanView
+from console.groups.resets import KeptPlanView, MovedQueue, ResetDetail, ResetEntry
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
+from console.operations.groups import ResetApplied
 from storeadapter.offset_reset import PlanView, QueueReset
 from storeadapter.reset_modes import MODE_NAMES, UNDO
 from storeadapter.summaries import GroupQueueLag
@@ -209,4 +210,69 @@ class ResetPlanSerializer(PlanViewSerializer):
                 "help_text": "The group's live members: they continue from the new offsets."
             },
             "expires_ms": {"help_text": "Until when the preview can be applied."},
+        }
+
+
+class ResetAppliedSerializer(DataclassSerializer):
+    """What applying a preview did: the queues moved, each with its real offset before."""
+
+    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
+    changes = OffsetChangeSerializer(
+        many=True, help_text="The first 1,000 of them: old is each queue's real offset before."
+    )
+
+    class Meta:
+        dataclass = ResetApplied
+        ref_name = "ResetApplied"
+        fields = ("reset_id", "group", "topic", "mode", "changed", "changes", "consumed_again")
+        fields += ("skipped",)
+        extra_kwargs = {
+            "reset_id": {
+                "help_text": "Its id in resets/ (undo: resets/<id>/undo/); null: no queue moved."
+            },
+            "changed": {"help_text": "Queues whose offset moved."},
+        }
+
+
+class AppliedResetSerializer(DataclassSerializer):
+    """An applied reset or undo of the group."""
+
+    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
+    value = serializers.JSONField(allow_null=True, help_text="As in the preview.")
+
+    class Meta:
+        dataclass = ResetEntry
+        ref_name = "AppliedReset"
+        fields = ("id", "group", "topic", "mode", "value", "undoes", "undone_by", "who")
+        fields += ("applied_ms", "moved", "consumed_again", "skipped")
+        extra_kwargs = {
+            "undoes": {"help_text": "An undo: the reset undone."},
+            "undone_by": {"help_text": "The undos applied of this reset."},
+            "who": {"allow_blank": True},
+            "moved": {"help_text": "Queues whose offset moved."},
+        }
+
+
+class MovedQueueSerializer(DataclassSerializer):
+    """A queue the reset moved."""
+
+    class Meta:
+        dataclass = MovedQueue
+        ref_name = "MovedQueue"
+        fields = ("queue", "before", "after")
+        extra_kwargs = {"before": {"help_text": "None: never committed."}}
+
+
+class AppliedResetDetailSerializer(AppliedResetSerializer):
+    """An applied reset with each queue's offset before and after."""
+
+    queues = MovedQueueSerializer(many=True, help_text="The first 1,000 queues moved.")
+
+    class Meta(AppliedResetSerializer.Meta):
+        dataclass = ResetDetail
+        ref_name = "AppliedResetDetail"
+        fields = AppliedResetSerializer.Meta.fields + ("queues", "listed_all")
+        extra_kwargs = {
+            **AppliedResetSerializer.Meta.extra_kwargs,
+            "listed_all": {"help_text": "Whether queues lists every queue moved."},
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
+from itertools import islice
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -23,7 +24,14 @@ from console.groups.models import (
     ResetPreview,
 )
 from storeadapter.engine import MessageStore
-from storeadapter.offset_reset import PlanView, ResetError, ResetPlan, preview_reset, preview_undo
+from storeadapter.offset_reset import (
+    LISTED_QUEUES,
+    PlanView,
+    ResetError,
+    ResetPlan,
+    preview_reset,
+    preview_undo,
+)
 from storeadapter.reset_modes import UNDO
 from storeadapter.reset_moves import NEVER, Moves
 
@@ -134,6 +142,70 @@ def replaced_offsets(reset: AppliedReset) -> Iterator[tuple[int, int | None]]:
 def moved_queues(reset: AppliedReset) -> Iterator[tuple[int, int | None, int]]:
     """(queue, before, after) of every queue the reset moved."""
     return Moves.decode(reset.changes).changes()
+
+
+@dataclass(frozen=True)
+class MovedQueue:
+    """A queue an applied reset moved: its offset before (None: never committed) and
+    after."""
+
+    queue: int
+    before: int | None
+    after: int
+
+
+@dataclass(frozen=True)
+class ResetEntry:
+    """An applied reset as the group's Resets list says it."""
+
+    id: int
+    group: str
+    topic: str
+    mode: str
+    value: int | str | dict[str, int] | None
+    undoes: int | None
+    undone_by: list[int]
+    who: str
+    applied_ms: int
+    moved: int
+    consumed_again: int
+    skipped: int
+
+    @classmethod
+    def of(cls, reset: AppliedReset) -> ResetEntry:
+        """``reset``'s entry (its ``undone_by`` prefetched or read here)."""
+        return cls(
+            id=reset.pk,
+            group=reset.group,
+            topic=reset.topic,
+            mode=reset.mode,
+            value=reset.value,
+            undoes=reset.undoes_id,
+            undone_by=sorted(undo.pk for undo in reset.undone_by.all()),
+            who=reset.who,
+            applied_ms=int(reset.applied_at.timestamp() * 1000),
+            moved=reset.moved,
+            consumed_again=reset.consumed_again,
+            skipped=reset.skipped,
+        )
+
+
+@dataclass(frozen=True)
+class ResetDetail(ResetEntry):
+    """An applied reset with the first ``LISTED_QUEUES`` queues it moved."""
+
+    queues: list[MovedQueue]
+    listed_all: bool
+
+    @classmethod
+    def of(cls, reset: AppliedReset) -> ResetDetail:
+        entry = ResetEntry.of(reset)
+        queues = [MovedQueue(*moved) for moved in islice(moved_queues(reset), LISTED_QUEUES)]
+        return cls(
+            **{f.name: getattr(entry, f.name) for f in fields(entry)},
+            queues=queues,
+            listed_all=reset.moved <= len(queues),
+        )
 
 
 def preview_undo_of(store: MessageStore, reset: AppliedReset) -> ResetPlan:

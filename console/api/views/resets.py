@@ -34,26 +34,31 @@ from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
-from console.api.read_models import OffsetChangeSerializer, ResetPlanSerializer
+from console.api.read_models import (
+    AppliedResetDetailSerializer,
+    AppliedResetSerializer,
+    ResetAppliedSerializer,
+    ResetPlanSerializer,
+)
 from console.api.rules import Rule, RulesSchema, only, value_check
 from console.api.serializers import StrictSerializer, refusals, validated
 from console.core.store import get_store
 from console.groups.detail import live_members
-from console.groups.models import AppliedReset, ResetPreview
+from console.groups.models import ResetPreview
 from console.groups.resets import (
     PreviewExpiredError,
+    ResetDetail,
+    ResetEntry,
     applied_reset,
     applied_resets,
     keep_preview,
     kept_view,
-    moved_queues,
     preview_undo_of,
 )
 from console.operations import groups as operations
-from console.operations.groups import AppliedResult, require_group
+from console.operations.groups import require_group
 from storeadapter.engine import QueueNotFoundError
 from storeadapter.offset_reset import (
-    LISTED_QUEUES,
     ResetOutdatedError,
     ResetPlan,
     preview_reset,
@@ -257,50 +262,6 @@ BodySchema = RulesSchema
 # ------------------------------------------------------------------- answers
 
 
-class ResetAppliedSerializer(serializers.Serializer):
-    reset_id = serializers.IntegerField(
-        allow_null=True,
-        help_text="Its id in resets/ (undo: resets/<id>/undo/); null: no queue moved.",
-    )
-    group = serializers.CharField()
-    topic = serializers.CharField()
-    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
-    changed = serializers.IntegerField(help_text="Queues whose offset moved.")
-    changes = OffsetChangeSerializer(
-        many=True, help_text="The first 1,000 of them: old is each queue's real offset before."
-    )
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-
-
-class AppliedResetSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    group = serializers.CharField()
-    topic = serializers.CharField()
-    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
-    value = serializers.JSONField(allow_null=True, help_text="As in the preview.")
-    undoes = serializers.IntegerField(allow_null=True, help_text="An undo: the reset undone.")
-    undone_by = serializers.ListField(
-        child=serializers.IntegerField(), help_text="The undos applied of this reset."
-    )
-    who = serializers.CharField(allow_blank=True)
-    applied_ms = serializers.IntegerField()
-    moved = serializers.IntegerField(help_text="Queues whose offset moved.")
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-
-
-class MovedQueueSerializer(serializers.Serializer):
-    queue = serializers.IntegerField()
-    before = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
-    after = serializers.IntegerField()
-
-
-class AppliedResetDetailSerializer(AppliedResetSerializer):
-    queues = MovedQueueSerializer(many=True, help_text="The first 1,000 queues moved.")
-    listed_all = serializers.BooleanField(help_text="Whether queues lists every queue moved.")
-
-
 PREVIEW_OR_APPLIED = OpenApiResponse(
     PolymorphicProxySerializer(
         component_name="ResetPreviewOrApplied",
@@ -325,37 +286,6 @@ def _preview_answer(plan: ResetPlan) -> Response:
     """Keep ``plan`` and answer with its view, the token and the group's live members."""
     live = len(live_members(get_store(), plan.group))
     return Response(ResetPlanSerializer(kept_view(plan, keep_preview(plan), live)).data)
-
-
-def _applied_data(applied: AppliedResult) -> dict:
-    reset, plan = applied.reset, applied.plan
-    return {
-        "reset_id": None if reset is None else reset.pk,
-        "group": plan.group,
-        "topic": plan.topic,
-        "mode": plan.mode,
-        "changed": len(applied.changes),
-        "changes": OffsetChangeSerializer(applied.changes[:LISTED_QUEUES], many=True).data,
-        "consumed_again": 0 if reset is None else reset.consumed_again,
-        "skipped": 0 if reset is None else reset.skipped,
-    }
-
-
-def _reset_data(reset: AppliedReset) -> dict:
-    return {
-        "id": reset.pk,
-        "group": reset.group,
-        "topic": reset.topic,
-        "mode": reset.mode,
-        "value": reset.value,
-        "undoes": reset.undoes_id,
-        "undone_by": sorted(undo.pk for undo in reset.undone_by.all()),
-        "who": reset.who,
-        "applied_ms": int(reset.applied_at.timestamp() * 1000),
-        "moved": reset.moved,
-        "consumed_again": reset.consumed_again,
-        "skipped": reset.skipped,
-    }
 
 
 def _preview_again(group: str, token: str) -> dict:
@@ -389,7 +319,7 @@ def _apply(request: Request, group: str, token: str, undoing: int | bool) -> Res
             "details.preview_again and apply the new token.",
             {"preview_again": _preview_again(group, token)},
         ) from None
-    return Response(_applied_data(applied))
+    return Response(ResetAppliedSerializer(applied.view()).data)
 
 
 # ------------------------------------------------------------------------ views
@@ -442,21 +372,17 @@ class GroupResets(APIView):
         paginator = Pagination()
         resets = applied_resets(group).prefetch_related("undone_by")
         page = paginator.paginate_queryset(resets, request, view=self)
-        return paginator.get_paginated_response([_reset_data(r) for r in page])
+        return paginator.get_paginated_response(
+            AppliedResetSerializer([ResetEntry.of(r) for r in page], many=True).data
+        )
 
 
 class GroupResetDetail(APIView):
     @extend_schema(responses={200: AppliedResetDetailSerializer})
     def get(self, request: Request, group: str, reset: int) -> Response:
         require_group(group)
-        applied = applied_reset(group, reset)
-        queues = []
-        for queue, before, after in moved_queues(applied):
-            if len(queues) == LISTED_QUEUES:
-                break
-            queues.append({"queue": queue, "before": before, "after": after})
         return Response(
-            {**_reset_data(applied), "queues": queues, "listed_all": applied.moved <= len(queues)}
+            AppliedResetDetailSerializer(ResetDetail.of(applied_reset(group, reset))).data
         )
 
 
