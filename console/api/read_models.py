@@ -18,9 +18,11 @@ from console.groups.detail import GroupRow, LagRow
 from console.groups.resets import KeptPlanView, MovedQueue, ResetDetail, ResetEntry
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
 from console.operations.groups import ResetApplied
+from console.storage.report import StorageReport
+from storeadapter.disk_use import DiskUse
 from storeadapter.offset_reset import PlanView, QueueReset
 from storeadapter.reset_modes import MODE_NAMES, UNDO
-from storeadapter.summaries import GroupQueueLag
+from storeadapter.summaries import GroupQueueLag, SegmentRow
 
 # ------------------------------------------------------------------------ groups
 
@@ -276,3 +278,50 @@ class AppliedResetDetailSerializer(AppliedResetSerializer):
             **AppliedResetSerializer.Meta.extra_kwargs,
             "listed_all": {"help_text": "Whether queues lists every queue moved."},
         }
+
+
+# ----------------------------------------------------------------------- storage
+
+
+class NumberField(serializers.FloatField):
+    """A number answered as the read model holds it (72 stays 72: JSON has one number)."""
+
+    def to_representation(self, value: float) -> float:
+        return value
+
+
+class SegmentSerializer(DataclassSerializer):
+    class Meta:
+        dataclass = SegmentRow
+        ref_name = "Segment"
+        fields = ("name", "base", "size", "disk_bytes", "used_bytes", "first_store_ms")
+        fields += ("last_store_ms", "expires_at_ms")
+
+
+class ThresholdsSerializer(DataclassSerializer):
+    warn_ratio = NumberField()
+    force_ratio = NumberField()
+    reject_ratio = NumberField()
+
+    class Meta:
+        dataclass = DiskUse
+        ref_name = "Thresholds"
+        fields = ("warn_ratio", "force_ratio", "reject_ratio")
+
+
+class StorageSerializer(DataclassSerializer):
+    retention_hours = NumberField()
+    commit_log = serializers.DictField(child=serializers.IntegerField())
+    last_recovery = serializers.DictField(allow_null=True)
+    last_retention = serializers.DictField(allow_null=True)
+    corruptions = serializers.ListField(child=serializers.DictField())
+    disk_thresholds = ThresholdsSerializer()
+    segments = SegmentSerializer(many=True)
+
+    class Meta:
+        dataclass = StorageReport
+        ref_name = "Storage"
+        fields = ("path", "store_id", "flush_mode", "segment_bytes", "segment_count")
+        fields += ("disk_bytes", "retention_hours", "last_flush_ms", "commit_log")
+        fields += ("last_recovery", "last_retention", "corruptions", "failed", "disk_ratio")
+        fields += ("disk_thresholds", "segments")
