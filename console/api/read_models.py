@@ -11,15 +11,20 @@ API's routes.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.groups.detail import GroupRow, LagRow
 from console.groups.resets import KeptPlanView, MovedQueue, ResetDetail, ResetEntry
+from console.messages.records import BODY_ENCODINGS, json_body
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
 from console.operations.groups import ResetApplied
 from console.storage.report import StorageReport
+from console.streams.reading import EventsAppended, StreamPage
 from storeadapter.disk_use import DiskUse
+from storeadapter.engine import STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT, STATUS_OK
 from storeadapter.offset_reset import PlanView, QueueReset
 from storeadapter.reset_modes import MODE_NAMES, UNDO
 from storeadapter.summaries import GroupQueueLag, SegmentRow
@@ -325,3 +330,86 @@ class StorageSerializer(DataclassSerializer):
         fields += ("disk_bytes", "retention_hours", "last_flush_ms", "commit_log")
         fields += ("last_recovery", "last_retention", "corruptions", "failed", "disk_ratio")
         fields += ("disk_thresholds", "segments")
+
+
+# ---------------------------------------------------------- messages and events
+
+#: What an append answers per message (the schema's AppendStatusEnum).
+APPEND_STATUSES = [STATUS_OK, STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT]
+
+
+class BodyField(serializers.CharField):
+    """A body's bytes as JSON: UTF-8 text when it decodes, else base64 (its
+    ``body_encoding`` says which)."""
+
+    def to_representation(self, value: bytes) -> str:
+        return json_body(value)[0]
+
+
+class BodyEncodingField(serializers.ChoiceField):
+    """How ``body`` holds the bytes: "text" (UTF-8) or "base64"."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=list(BODY_ENCODINGS), source="body", **kwargs)
+
+    def to_representation(self, value: bytes) -> str:
+        return json_body(value)[1]
+
+
+# The engine's StoredEvent and EventAppendResult are named tuples: their fields are listed.
+class StoredEventSerializer(serializers.Serializer):
+    """An event of the stream."""
+
+    version = serializers.IntegerField()
+    event_type = serializers.CharField(allow_null=True)
+    command_id = serializers.CharField(allow_null=True)
+    store_time_ms = serializers.IntegerField()
+    message_id = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    body = BodyField()
+    body_encoding = BodyEncodingField()
+
+
+class StreamEventsSerializer(DataclassSerializer):
+    """A page of a stream's events, in version order."""
+
+    events = StoredEventSerializer(many=True)
+
+    class Meta:
+        dataclass = StreamPage
+        ref_name = "StreamEvents"
+        fields = ("topic", "stream_id", "stream_version", "first_kept_version")
+        fields += ("deleted_by_retention", "events", "next_from_version")
+        extra_kwargs = {
+            "stream_version": {"help_text": "The stream's newest version."},
+            "first_kept_version": {"help_text": "The oldest version retention has not deleted."},
+            "deleted_by_retention": {
+                "help_text": "True when the read started at first_kept_version, later than asked."
+            },
+            "next_from_version": {
+                "help_text": "from_version of the next page; null at the newest."
+            },
+        }
+
+
+class AppendedEventSerializer(serializers.Serializer):
+    """Where an event landed."""
+
+    version = serializers.IntegerField()
+    message_id = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    store_time_ms = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=APPEND_STATUSES)
+
+
+class AppendedSerializer(DataclassSerializer):
+    """The events appended, all or none."""
+
+    results = AppendedEventSerializer(many=True)
+
+    class Meta:
+        dataclass = EventsAppended
+        ref_name = "Appended"
+        fields = ("stream_version", "results")

@@ -46,6 +46,7 @@ from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
+from console.api.read_models import APPEND_STATUSES
 from console.api.rules import Rule, check, value_check
 from console.api.serializers import (
     ENCODED_BODY,
@@ -66,9 +67,6 @@ from console.messages.time_queues import TimeSearchTooWide, time_queues
 from console.messages.time_queues import widest as time_queues_widest
 from storeadapter import message_track
 from storeadapter.engine import (
-    STATUS_DUPLICATE,
-    STATUS_FLUSH_TIMEOUT,
-    STATUS_OK,
     AppendResult,
     CorruptRecordError,
     Message,
@@ -237,10 +235,6 @@ ProduceRequest = PolymorphicProxySerializer(
     serializers=[ProduceMessage, ProduceBatch],
     resource_type_field_name=None,
 )
-
-
-#: What an append answers per message (the schema's AppendStatusEnum).
-APPEND_STATUSES = [STATUS_OK, STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT]
 
 
 class AppendResultSerializer(serializers.Serializer):
