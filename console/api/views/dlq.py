@@ -26,9 +26,9 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
+from console.api.read_models import StoredMessageSerializer
 from console.api.rules import only
 from console.api.serializers import (
-    StoredMessageSerializer,
     StrictSerializer,
     refusals,
     validated,

@@ -26,9 +26,9 @@ from rest_framework.views import APIView
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
+from console.api.read_models import StoredMessageSerializer
 from console.api.serializers import (
     QuerySerializer,
-    StoredMessageSerializer,
     refusals,
     validated,
 )
