@@ -17,11 +17,12 @@ from rest_framework import serializers
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.groups.detail import GroupRow, LagRow
+from console.groups.dlq import Purged
 from console.groups.resets import KeptPlanView, MovedQueue, ResetDetail, ResetEntry
 from console.messages.consumption import Consumption
 from console.messages.records import BODY_ENCODINGS, json_body, message_record
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
-from console.operations.groups import ResetApplied
+from console.operations.groups import Redriven, ResetApplied
 from console.storage.report import StorageReport
 from console.streams.reading import EventsAppended, StreamPage
 from storeadapter import message_track
@@ -508,3 +509,52 @@ class MessageConsumptionSerializer(DataclassSerializer):
         dataclass = Consumption
         ref_name = "MessageConsumption"
         fields = ("message_id", "topic", "queue", "queue_offset", "groups")
+
+
+# --------------------------------------------------------------------------- DLQ
+
+
+class PurgedSerializer(DataclassSerializer):
+    """What a purge of the group's dead letters deleted."""
+
+    class Meta:
+        dataclass = Purged
+        ref_name = "Purged"
+        fields = ("messages", "copies")
+        extra_kwargs = {
+            "messages": {"help_text": "Dead messages deleted."},
+            "copies": {"help_text": "Copies deleted from the DLQ topic."},
+        }
+
+
+class DuplicateField(serializers.BooleanField):
+    """Whether an append's status says it was stored before (so not stored again)."""
+
+    def to_representation(self, value: str) -> bool:
+        return value == STATUS_DUPLICATE
+
+
+class RedrivenSerializer(serializers.Serializer):
+    """Where a dead letter was sent (an ``AppendResult``, a named tuple)."""
+
+    message_id = serializers.CharField()
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+    queue_offset = serializers.IntegerField()
+    duplicate = DuplicateField(source="status", help_text="Redriven before, so not sent again.")
+
+
+class RedriveResultSerializer(DataclassSerializer):
+    """What a redrive did."""
+
+    redriven = serializers.IntegerField(
+        source="handled", help_text="Dead letters handled: sent + duplicates."
+    )
+    sent = serializers.IntegerField(help_text="Appended to their topics now.")
+    duplicates = serializers.IntegerField(help_text="Redriven before, not sent again.")
+    messages = RedrivenSerializer(many=True, source="results")
+
+    class Meta:
+        dataclass = Redriven
+        ref_name = "RedriveResult"
+        fields = ("redriven", "sent", "duplicates", "messages")

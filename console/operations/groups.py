@@ -210,6 +210,11 @@ class Redriven:
     results: list[AppendResult]
 
     @property
+    def handled(self) -> int:
+        """Dead letters handled: sent + duplicates."""
+        return len(self.results)
+
+    @property
     def sent(self) -> int:
         return sum(1 for r in self.results if r.status != STATUS_DUPLICATE)
 

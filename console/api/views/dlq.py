@@ -26,7 +26,11 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
-from console.api.read_models import StoredMessageSerializer
+from console.api.read_models import (
+    PurgedSerializer,
+    RedriveResultSerializer,
+    StoredMessageSerializer,
+)
 from console.api.rules import only
 from console.api.serializers import (
     StrictSerializer,
@@ -46,7 +50,6 @@ from console.groups.dlq import (
 )
 from console.messages.records import message_record
 from console.operations.groups import GroupNotFoundError, Redriven
-from storeadapter.engine import STATUS_DUPLICATE
 
 MESSAGE_ID_PATTERN = r"^[0-9A-Fa-f]{24}$"
 
@@ -146,11 +149,6 @@ class PurgeRequest(StrictSerializer):
     confirm = serializers.CharField(help_text="The group's name, to confirm.")
 
 
-class PurgedSerializer(serializers.Serializer):
-    messages = serializers.IntegerField(help_text="Dead messages deleted.")
-    copies = serializers.IntegerField(help_text="Copies deleted from the DLQ topic.")
-
-
 def dead_message_record(dead: DeadMessage) -> dict:
     topic, queue, offset = dead.original or (None, None, None)
     return {
@@ -169,21 +167,6 @@ def dead_message_record(dead: DeadMessage) -> dict:
         ],
         "waiting": dead.waiting,
     }
-
-
-class RedrivenSerializer(serializers.Serializer):
-    message_id = serializers.CharField()
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    duplicate = serializers.BooleanField(help_text="Redriven before, so not sent again.")
-
-
-class RedriveResultSerializer(serializers.Serializer):
-    redriven = serializers.IntegerField(help_text="Dead letters handled: sent + duplicates.")
-    sent = serializers.IntegerField(help_text="Appended to their topics now.")
-    duplicates = serializers.IntegerField(help_text="Redriven before, not sent again.")
-    messages = RedrivenSerializer(many=True)
 
 
 def _require_group_or_dlq(group: str) -> None:
@@ -222,7 +205,7 @@ class GroupDlq(APIView):
                 "nothing was deleted.",
             )
         purged = dlq.purge(request.user, get_store(), group)
-        return Response({"messages": purged.messages, "copies": purged.copies})
+        return Response(PurgedSerializer(purged).data)
 
 
 class GroupRedrive(APIView):
@@ -246,23 +229,7 @@ class GroupRedrive(APIView):
             outcome = dlq.redrive(request.user, get_store(), group, ids)
         except dlq.NothingWaiting:
             outcome = Redriven([])
-        return Response(
-            {
-                "redriven": len(outcome.results),
-                "sent": outcome.sent,
-                "duplicates": outcome.duplicates,
-                "messages": [
-                    {
-                        "message_id": r.message_id,
-                        "topic": r.topic,
-                        "queue": r.queue,
-                        "queue_offset": r.queue_offset,
-                        "duplicate": r.status == STATUS_DUPLICATE,
-                    }
-                    for r in outcome.results
-                ],
-            }
-        )
+        return Response(RedriveResultSerializer(outcome).data)
 
 
 urlpatterns = [
