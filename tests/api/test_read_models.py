@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rest_framework import serializers
+
 from console.api.read_models import StoredMessageSerializer
 from console.messages.records import message_record
 from storeadapter.engine import StoredMessage
@@ -17,5 +19,8 @@ def test_a_message_s_record_has_the_schema_s_fields_in_their_order():
     assert list(message_record(MESSAGE)) == list(StoredMessageSerializer().fields)
 
 
-def test_a_message_answers_through_its_serializer_as_its_record():
+def test_a_message_s_record_is_what_the_serializer_s_fields_make_of_it():
+    by_fields = serializers.Serializer.to_representation(StoredMessageSerializer(), MESSAGE)
+
+    assert by_fields == message_record(MESSAGE)
     assert StoredMessageSerializer(MESSAGE).data == message_record(MESSAGE)
