@@ -22,6 +22,7 @@ from console.groups.resets import KeptPlanView, MovedQueue, ResetDetail, ResetEn
 from console.messages.bodies import store_time
 from console.messages.consumption import Consumption
 from console.messages.records import BODY_ENCODINGS, json_body, message_record
+from console.messages.tail import TailAnswer
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
 from console.operations.groups import Redriven, ResetApplied
 from console.storage.report import StorageReport
@@ -639,3 +640,25 @@ class DeadMessageSerializer(StoredMessageSerializer):
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         return serializers.Serializer.to_representation(self, instance)
+
+
+class TailSerializer(DataclassSerializer):
+    """A poll of a topic's tail."""
+
+    messages = StoredMessageSerializer(
+        many=True, help_text="The messages, in the order they were appended."
+    )
+    cursor = serializers.CharField(help_text="The cursor to poll with next.")
+    dropped = serializers.IntegerField(
+        min_value=0,
+        help_text="Messages appended past the cursor that the rate cap left out of this "
+        "answer (the cursor is past them).",
+    )
+    queues = serializers.ListField(
+        child=serializers.IntegerField(min_value=0), help_text="The queue ids followed."
+    )
+
+    class Meta:
+        dataclass = TailAnswer
+        ref_name = "TailResponse"
+        fields = ("messages", "cursor", "dropped", "queues")
