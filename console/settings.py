@@ -371,7 +371,7 @@ SPECTACULAR_SETTINGS = {
         "ConsumptionStateEnum": "storeadapter.message_track.STATES",
         "ResetModeEnum": [*MODE_NAMES, UNDO],
         **{f"{name.capitalize()}ResetModeEnum": [name] for name in MODE_NAMES},
-        "AppendStatusEnum": "console.api.views.messages.APPEND_STATUSES",
+        "AppendStatusEnum": "console.api.read_models.APPEND_STATUSES",
     },
     "PATH_CONVERTER_OVERRIDES": {
         "name": {"type": "string", "pattern": PATH_NAME_PATTERN},

@@ -165,6 +165,26 @@ class ResetPlan:
         times = [q.span_to_ms for q in self.queues if q.span_to_ms is not None]
         return max(times, default=None)
 
+    def view(self) -> PlanView:
+        """The plan as an operator reads it (``PlanView``)."""
+        return PlanView(
+            group=self.group,
+            topic=self.topic,
+            mode=self.mode,
+            value=self.value,
+            queues=list(self.queues),
+            past_newest=self.past_newest,
+            span_from_ms=self.span_from_ms,
+            span_to_ms=self.span_to_ms,
+            queue_count=self.queue_count,
+            listed_all=self.listed_all,
+            changes=self.moved,
+            consumed_again=self.consumed_again,
+            skipped=self.skipped,
+            clamped=self.clamped,
+            relative=self.relative,
+        )
+
     def as_dict(self) -> dict:
         """The plan as JSON (``from_dict`` reads it back); a big topic's moves as text."""
         data = {
@@ -220,6 +240,30 @@ class ResetPlan:
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ResetError(f"this is not a reset preview ({error})") from None
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """A plan as an operator reads it (the API's preview, ``tidemark reset-offsets
+    --json``): its listed queues and its counts over every queue, without what the plan
+    keeps only to be applied (a big topic's ``moves``, ``total_queues``,
+    ``clamped_total``). ``changes`` counts the queues that would move now."""
+
+    group: str
+    topic: str
+    mode: str
+    value: int | str | dict[str, int] | None
+    queues: list[QueueReset]
+    past_newest: int
+    span_from_ms: int | None
+    span_to_ms: int | None
+    queue_count: int
+    listed_all: bool
+    changes: int
+    consumed_again: int
+    skipped: int
+    clamped: int
+    relative: bool
 
 
 def preview_reset(

@@ -11,7 +11,6 @@ from rest_framework import serializers
 
 from console.api.rules import Rule, only
 from console.core.bounds import EARLIEST_DATE, LATEST_DATE, date_in_range
-from console.messages.records import BODY_ENCODINGS
 
 
 def _json_type_error(field: serializers.Field, value: Any) -> str | None:
@@ -153,25 +152,6 @@ def refusals(*answers: tuple[int, str]) -> dict[int, OpenApiResponse]:
     """``extend_schema(responses=...)`` entries for the errors an operation can give beyond
     those its shape implies (console.api.schema): ``refusals((409, "The topic exists."))``."""
     return {status: OpenApiResponse(ErrorSerializer, description=text) for status, text in answers}
-
-
-class StoredMessageSerializer(serializers.Serializer):
-    """A stored message; ``body`` is UTF-8 text when it decodes, else base64."""
-
-    message_id = serializers.CharField()
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    commit_offset = serializers.IntegerField()
-    born_time_ms = serializers.IntegerField()
-    store_time_ms = serializers.IntegerField()
-    store_time = serializers.CharField(help_text="The store time as ISO 8601, in UTC.")
-    tag = serializers.CharField(allow_null=True)
-    keys = serializers.ListField(child=serializers.CharField())
-    properties = serializers.DictField(child=serializers.CharField())
-    body = serializers.CharField()
-    body_encoding = serializers.ChoiceField(choices=list(BODY_ENCODINGS))
-    body_bytes = serializers.IntegerField()
 
 
 class TopicNameField(serializers.CharField):

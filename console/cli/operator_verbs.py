@@ -237,7 +237,9 @@ def _reset(args: argparse.Namespace) -> int:
     ]
     if not args.execute:
         if args.json:
-            print(json.dumps({"dry_run": True, "changes": plan.moved, "queues": rows}))
+            from console.api.read_models import PlanViewSerializer
+
+            print(json.dumps({"dry_run": True, **PlanViewSerializer(plan.view()).data}))
             return EXIT_OK
         _table(rows, ["QUEUE", "CURRENT", "TARGET", "CONSUMED-AGAIN", "SKIPPED", "CLAMPED"])
         print(
@@ -252,10 +254,12 @@ def _reset(args: argparse.Namespace) -> int:
     if applied.reset is None:
         print("every queue was already where the reset puts it; nothing changed", file=sys.stderr)
         return EXIT_OK
-    changes = [[c.queue, c.old, c.new] for c in applied.changes]
     if args.json:
-        print(json.dumps({"reset_id": applied.reset.pk, "changes": changes}))
+        from console.api.read_models import ResetAppliedSerializer
+
+        print(json.dumps(ResetAppliedSerializer(applied.view()).data))
     else:
+        changes = [[c.queue, c.old, c.new] for c in applied.changes]
         _table(changes, ["QUEUE", "OLD", "NEW"])
         print(
             f"applied reset #{applied.reset.pk}: {applied.reset.moved:,} queue(s) moved; undo "

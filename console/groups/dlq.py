@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
@@ -130,8 +131,22 @@ def _number(text: str | None) -> int | None:
 
 # ------------------------------------------------------------------ dead messages
 
-#: Where a message sits: (topic, queue, queue offset).
-Place = tuple[str, int, int]
+
+class Place(NamedTuple):
+    """Where a message sits."""
+
+    topic: str
+    queue: int
+    queue_offset: int
+
+
+@dataclass(frozen=True)
+class DeadCopy:
+    """A copy of a dead message in the DLQ, and its redrive (None: not redriven)."""
+
+    message_id: str
+    store_time_ms: int
+    redriven: RedrivenLetter | None
 
 
 @dataclass
@@ -145,6 +160,19 @@ class DeadMessage:
     @property
     def latest(self) -> StoredMessage:
         return self.copies[-1]
+
+    @cached_property
+    def origin(self) -> dict:
+        """Where its latest copy came from and why it died (``dead_letter_origin``)."""
+        return dead_letter_origin(self.latest)
+
+    @property
+    def marked_copies(self) -> list[DeadCopy]:
+        """Its copies, oldest first, each with its redrive."""
+        return [
+            DeadCopy(copy.message_id, copy.store_time_ms, self.redrives.get(copy.message_id))
+            for copy in self.copies
+        ]
 
     @property
     def waiting(self) -> bool:
@@ -162,7 +190,7 @@ def _origin(message: StoredMessage) -> Place | None:
     topic = props.get(ORIGIN_TOPIC)
     if topic is None or queue is None or offset is None:
         return None
-    return (topic, queue, offset)
+    return Place(topic, queue, offset)
 
 
 def dead_letter_copies(store: MessageStore, group: str) -> list[StoredMessage]:
@@ -179,10 +207,8 @@ def dead_messages(store: MessageStore, group: str) -> list[DeadMessage]:
     by_copy = {r.dlq_message_id: r for r in redrives}
     # A message a redrive sent → the place the copy it was sent from came from.
     came_from: dict[Place, Place] = {
-        (r.sent_topic, r.sent_queue, r.sent_offset): (
-            r.origin_topic,
-            r.origin_queue,
-            r.origin_offset,
+        (r.sent_topic, r.sent_queue, r.sent_offset): Place(
+            r.origin_topic, r.origin_queue, r.origin_offset
         )
         for r in redrives
     }

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from itertools import islice
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -22,7 +24,14 @@ from console.groups.models import (
     ResetPreview,
 )
 from storeadapter.engine import MessageStore
-from storeadapter.offset_reset import ResetError, ResetPlan, preview_reset, preview_undo
+from storeadapter.offset_reset import (
+    LISTED_QUEUES,
+    PlanView,
+    ResetError,
+    ResetPlan,
+    preview_reset,
+    preview_undo,
+)
 from storeadapter.reset_modes import UNDO
 from storeadapter.reset_moves import NEVER, Moves
 
@@ -53,6 +62,27 @@ def keep_preview(plan: ResetPlan) -> ResetPreview:
     ResetPreview.objects.filter(created_at__lt=now - PREVIEW_LIFETIME - PREVIEW_KEPT).delete()
     return ResetPreview.objects.create(
         token=secrets.token_hex(8), group=plan.group, plan=plan.as_dict(), created_at=now
+    )
+
+
+@dataclass(frozen=True)
+class KeptPlanView(PlanView):
+    """A kept preview as the API answers it: the plan's view, the token that applies it
+    and until when, and the group's live members (they continue from the new offsets)."""
+
+    token: str
+    live_members: int
+    expires_ms: int
+
+
+def kept_view(plan: ResetPlan, kept: ResetPreview, live_members: int) -> KeptPlanView:
+    """``plan``'s view with the token and expiry of ``kept``, where it is kept."""
+    view = plan.view()
+    return KeptPlanView(
+        **{f.name: getattr(view, f.name) for f in fields(view)},
+        token=kept.token,
+        live_members=live_members,
+        expires_ms=int(kept.expires_at.timestamp() * 1000),
     )
 
 
@@ -112,6 +142,70 @@ def replaced_offsets(reset: AppliedReset) -> Iterator[tuple[int, int | None]]:
 def moved_queues(reset: AppliedReset) -> Iterator[tuple[int, int | None, int]]:
     """(queue, before, after) of every queue the reset moved."""
     return Moves.decode(reset.changes).changes()
+
+
+@dataclass(frozen=True)
+class MovedQueue:
+    """A queue an applied reset moved: its offset before (None: never committed) and
+    after."""
+
+    queue: int
+    before: int | None
+    after: int
+
+
+@dataclass(frozen=True)
+class ResetEntry:
+    """An applied reset as the group's Resets list says it."""
+
+    id: int
+    group: str
+    topic: str
+    mode: str
+    value: int | str | dict[str, int] | None
+    undoes: int | None
+    undone_by: list[int]
+    who: str
+    applied_ms: int
+    moved: int
+    consumed_again: int
+    skipped: int
+
+    @classmethod
+    def of(cls, reset: AppliedReset) -> ResetEntry:
+        """``reset``'s entry (its ``undone_by`` prefetched or read here)."""
+        return cls(
+            id=reset.pk,
+            group=reset.group,
+            topic=reset.topic,
+            mode=reset.mode,
+            value=reset.value,
+            undoes=reset.undoes_id,
+            undone_by=sorted(undo.pk for undo in reset.undone_by.all()),
+            who=reset.who,
+            applied_ms=int(reset.applied_at.timestamp() * 1000),
+            moved=reset.moved,
+            consumed_again=reset.consumed_again,
+            skipped=reset.skipped,
+        )
+
+
+@dataclass(frozen=True)
+class ResetDetail(ResetEntry):
+    """An applied reset with the first ``LISTED_QUEUES`` queues it moved."""
+
+    queues: list[MovedQueue]
+    listed_all: bool
+
+    @classmethod
+    def of(cls, reset: AppliedReset) -> ResetDetail:
+        entry = ResetEntry.of(reset)
+        queues = [MovedQueue(*moved) for moved in islice(moved_queues(reset), LISTED_QUEUES)]
+        return cls(
+            **{f.name: getattr(entry, f.name) for f in fields(entry)},
+            queues=queues,
+            listed_all=reset.moved <= len(queues),
+        )
 
 
 def preview_undo_of(store: MessageStore, reset: AppliedReset) -> ResetPlan:

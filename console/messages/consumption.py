@@ -3,6 +3,7 @@ the groups the user may view, shared by the message page and the API."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from console.accounts.permissions import GROUP, permissions_of
@@ -38,3 +39,25 @@ def group_consumption(user: Any, message: Any) -> list[GroupTrack]:
     store = get_store()
     groups = message_track.consuming_groups(store, message.topic)
     return message_track.track(store, message, permissions_of(user).filter(GROUP, groups))
+
+
+@dataclass(frozen=True)
+class Consumption:
+    """A message's place and, for each group consuming its topic (that the user may
+    view), whether it consumed it (``group_consumption``)."""
+
+    message_id: str
+    topic: str
+    queue: int
+    queue_offset: int
+    groups: list[GroupTrack]
+
+    @classmethod
+    def of(cls, user: Any, message: Any) -> Consumption:
+        return cls(
+            message_id=message.message_id,
+            topic=message.topic,
+            queue=message.queue,
+            queue_offset=message.queue_offset,
+            groups=group_consumption(user, message),
+        )

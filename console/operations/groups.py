@@ -31,7 +31,7 @@ from storeadapter.engine import (
     group_position,
     redrive_dlq,
 )
-from storeadapter.offset_reset import ResetPlan, apply_reset, reset_reason
+from storeadapter.offset_reset import LISTED_QUEUES, ResetPlan, apply_reset, reset_reason
 from storeadapter.reset_modes import UNDO
 from storeadapter.reset_moves import Moves
 from storeadapter.summaries import group_summary
@@ -64,6 +64,35 @@ class AppliedResult:
     plan: ResetPlan
     reset: AppliedReset | None
     changes: list[OffsetChange]
+
+    def view(self) -> ResetApplied:
+        """What was applied as the API and ``tidemark reset-offsets --json`` say it."""
+        reset, plan = self.reset, self.plan
+        return ResetApplied(
+            reset_id=None if reset is None else reset.pk,
+            group=plan.group,
+            topic=plan.topic,
+            mode=plan.mode,
+            changed=len(self.changes),
+            changes=self.changes[:LISTED_QUEUES],
+            consumed_again=0 if reset is None else reset.consumed_again,
+            skipped=0 if reset is None else reset.skipped,
+        )
+
+
+@dataclass(frozen=True)
+class ResetApplied:
+    """An applied preview as its answer says it: the reset's id (None: no queue moved),
+    how many queues moved and the first ``LISTED_QUEUES`` of their offset changes."""
+
+    reset_id: int | None
+    group: str
+    topic: str
+    mode: str
+    changed: int
+    changes: list[OffsetChange]
+    consumed_again: int
+    skipped: int
 
 
 def apply_kept_preview(
@@ -179,6 +208,11 @@ class Redriven:
     (the others had been redriven within the store's dedup window: not sent again)."""
 
     results: list[AppendResult]
+
+    @property
+    def handled(self) -> int:
+        """Dead letters handled: sent + duplicates."""
+        return len(self.results)
 
     @property
     def sent(self) -> int:

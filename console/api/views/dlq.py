@@ -26,9 +26,13 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.pagination import Pagination, paginated
+from console.api.read_models import (
+    DeadMessageSerializer,
+    PurgedSerializer,
+    RedriveResultSerializer,
+)
 from console.api.rules import only
 from console.api.serializers import (
-    StoredMessageSerializer,
     StrictSerializer,
     refusals,
     validated,
@@ -38,15 +42,10 @@ from console.core.store import get_store
 from console.groups import dlq
 from console.groups.dlq import (
     MAX_REDRIVE_IDS,
-    DeadMessage,
-    dead_letter_origin,
     dead_messages,
     dlq_exists,
-    redriven_mark,
 )
-from console.messages.records import message_record
 from console.operations.groups import GroupNotFoundError, Redriven
-from storeadapter.engine import STATUS_DUPLICATE
 
 MESSAGE_ID_PATTERN = r"^[0-9A-Fa-f]{24}$"
 
@@ -101,89 +100,8 @@ REDRIVE_REQUEST = PolymorphicProxySerializer(
 )
 
 
-class DeadLetterSerializer(StoredMessageSerializer):
-    """A dead letter: the message as stored in the DLQ, where it came from, and why it died."""
-
-    origin_topic = serializers.CharField(allow_null=True)
-    origin_queue = serializers.IntegerField(allow_null=True)
-    origin_offset = serializers.IntegerField(allow_null=True)
-    origin_message_id = serializers.CharField(allow_null=True)
-    retry_count = serializers.IntegerField(allow_null=True)
-    last_error = serializers.CharField(allow_blank=True)
-
-
-class PlaceSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-
-
-class RedriveMarkSerializer(PlaceSerializer):
-    at = serializers.DateTimeField()
-    by = serializers.CharField(allow_blank=True, help_text="The user who redrove it.")
-    message_id = serializers.CharField(help_text="The message the redrive appended.")
-
-
-class CopySerializer(serializers.Serializer):
-    message_id = serializers.CharField(help_text="The copy's id in the DLQ.")
-    store_time_ms = serializers.IntegerField()
-    redriven = RedriveMarkSerializer(allow_null=True, help_text="null: not redriven.")
-
-
-class DeadMessageSerializer(DeadLetterSerializer):
-    """A dead message: its latest copy in the DLQ, the original, and every copy."""
-
-    original = PlaceSerializer(
-        allow_null=True, help_text="The original message's place (null: unknown origin)."
-    )
-    copies = CopySerializer(many=True, help_text="Oldest first; the last is this one.")
-    waiting = serializers.BooleanField(
-        help_text="Its latest copy was not redriven yet: a redrive of all sends it."
-    )
-
-
 class PurgeRequest(StrictSerializer):
     confirm = serializers.CharField(help_text="The group's name, to confirm.")
-
-
-class PurgedSerializer(serializers.Serializer):
-    messages = serializers.IntegerField(help_text="Dead messages deleted.")
-    copies = serializers.IntegerField(help_text="Copies deleted from the DLQ topic.")
-
-
-def dead_message_record(dead: DeadMessage) -> dict:
-    topic, queue, offset = dead.original or (None, None, None)
-    return {
-        **message_record(dead.latest),
-        **dead_letter_origin(dead.latest),
-        "original": None
-        if topic is None
-        else {"topic": topic, "queue": queue, "queue_offset": offset},
-        "copies": [
-            {
-                "message_id": copy.message_id,
-                "store_time_ms": copy.store_time_ms,
-                "redriven": redriven_mark(dead.redrives.get(copy.message_id)),
-            }
-            for copy in dead.copies
-        ],
-        "waiting": dead.waiting,
-    }
-
-
-class RedrivenSerializer(serializers.Serializer):
-    message_id = serializers.CharField()
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    duplicate = serializers.BooleanField(help_text="Redriven before, so not sent again.")
-
-
-class RedriveResultSerializer(serializers.Serializer):
-    redriven = serializers.IntegerField(help_text="Dead letters handled: sent + duplicates.")
-    sent = serializers.IntegerField(help_text="Appended to their topics now.")
-    duplicates = serializers.IntegerField(help_text="Redriven before, not sent again.")
-    messages = RedrivenSerializer(many=True)
 
 
 def _require_group_or_dlq(group: str) -> None:
@@ -204,7 +122,7 @@ class GroupDlq(APIView):
         listing = dead_messages(get_store(), group)
         paginator = Pagination()
         page = paginator.paginate_queryset(listing, request, view=self)
-        return paginator.get_paginated_response([dead_message_record(d) for d in page])
+        return paginator.get_paginated_response(DeadMessageSerializer(page, many=True).data)
 
     @extend_schema(
         request=PurgeRequest,
@@ -222,7 +140,7 @@ class GroupDlq(APIView):
                 "nothing was deleted.",
             )
         purged = dlq.purge(request.user, get_store(), group)
-        return Response({"messages": purged.messages, "copies": purged.copies})
+        return Response(PurgedSerializer(purged).data)
 
 
 class GroupRedrive(APIView):
@@ -246,23 +164,7 @@ class GroupRedrive(APIView):
             outcome = dlq.redrive(request.user, get_store(), group, ids)
         except dlq.NothingWaiting:
             outcome = Redriven([])
-        return Response(
-            {
-                "redriven": len(outcome.results),
-                "sent": outcome.sent,
-                "duplicates": outcome.duplicates,
-                "messages": [
-                    {
-                        "message_id": r.message_id,
-                        "topic": r.topic,
-                        "queue": r.queue,
-                        "queue_offset": r.queue_offset,
-                        "duplicate": r.status == STATUS_DUPLICATE,
-                    }
-                    for r in outcome.results
-                ],
-            }
-        )
+        return Response(RedriveResultSerializer(outcome).data)
 
 
 urlpatterns = [

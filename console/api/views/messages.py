@@ -15,7 +15,6 @@ logic is `console.messages.search`, shared with the console's search page.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -46,11 +45,15 @@ from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
 from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
+from console.api.read_models import (
+    AppendResultSerializer,
+    MessageConsumptionSerializer,
+    StoredMessageSerializer,
+)
 from console.api.rules import Rule, check, value_check
 from console.api.serializers import (
     ENCODED_BODY,
     QuerySerializer,
-    StoredMessageSerializer,
     StrictSerializer,
     decode_body,
     refusals,
@@ -60,16 +63,10 @@ from console.audit.log import record
 from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
 from console.messages import exports, search
-from console.messages.consumption import group_consumption
-from console.messages.records import message_record
+from console.messages.consumption import Consumption
 from console.messages.time_queues import TimeSearchTooWide, time_queues
 from console.messages.time_queues import widest as time_queues_widest
-from storeadapter import message_track
 from storeadapter.engine import (
-    STATUS_DUPLICATE,
-    STATUS_FLUSH_TIMEOUT,
-    STATUS_OK,
-    AppendResult,
     CorruptRecordError,
     Message,
     group_position,
@@ -239,19 +236,6 @@ ProduceRequest = PolymorphicProxySerializer(
 )
 
 
-#: What an append answers per message (the schema's AppendStatusEnum).
-APPEND_STATUSES = [STATUS_OK, STATUS_DUPLICATE, STATUS_FLUSH_TIMEOUT]
-
-
-class AppendResultSerializer(serializers.Serializer):
-    message_id = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    commit_offset = serializers.IntegerField()
-    store_time_ms = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=APPEND_STATUSES)
-
-
 class ProduceResponse(serializers.Serializer):
     results = AppendResultSerializer(many=True)
 
@@ -266,17 +250,6 @@ def _message(data: dict) -> Message:
         properties=data.get("properties") or None,
         dedup_id=data.get("dedup_id"),
     )
-
-
-def _result_data(result: AppendResult) -> dict[str, Any]:
-    return {
-        "message_id": result.message_id,
-        "queue": result.queue,
-        "queue_offset": result.queue_offset,
-        "commit_offset": result.commit_offset,
-        "store_time_ms": result.store_time_ms,
-        "status": result.status,
-    }
 
 
 class TopicMessages(APIView):
@@ -324,9 +297,7 @@ class TopicMessages(APIView):
                 )
             ]
         note_count(request, len(results))
-        return Response(
-            {"results": [_result_data(r) for r in results]}, status=status.HTTP_201_CREATED
-        )
+        return Response(ProduceResponse({"results": results}).data, status=status.HTTP_201_CREATED)
 
 
 # Consume and commit
@@ -412,11 +383,9 @@ class QueueMessages(APIView):
         low, high = store.queue_range(topic, queue)
         next_offset = messages[-1].queue_offset + 1 if messages else max(start, low)
         return Response(
-            {
-                "messages": [message_record(m) for m in messages],
-                "next_offset": next_offset,
-                "max_offset": high,
-            }
+            PullResponse(
+                {"messages": messages, "next_offset": next_offset, "max_offset": high}
+            ).data
         )
 
 
@@ -518,44 +487,7 @@ class MessageDetail(APIView):
             raise ApiError(404, "message_corrupt", str(error)) from None
         require(request.user, TOPIC, message.topic, READ)
         note_count(request, 1)
-        return Response(message_record(message))
-
-
-class MessageCopySerializer(serializers.Serializer):
-    message_id = serializers.CharField()
-    topic = serializers.CharField(help_text="The group's retry or dead-letter topic.")
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    state = serializers.ChoiceField(
-        choices=list(message_track.STATES),
-        help_text="A retry copy: CONSUMED or NOT_YET by the group; a dead letter: DEAD_LETTERED.",
-    )
-    retries = serializers.IntegerField(
-        allow_null=True, help_text="Tries that had failed when the copy was made."
-    )
-
-
-class GroupConsumptionSerializer(serializers.Serializer):
-    group = serializers.CharField()
-    state = serializers.ChoiceField(
-        choices=list(message_track.STATES),
-        help_text="CONSUMED, NOT_YET or LOST_TO_RETENTION (deleted before the group got to it).",
-    )
-    committed_offset = serializers.IntegerField(
-        allow_null=True, help_text="The group's in the message's queue; null: never committed."
-    )
-    before = serializers.IntegerField(
-        help_text="NOT_YET: the queue's messages before this one the group has still to consume."
-    )
-    copies = MessageCopySerializer(many=True)
-
-
-class MessageConsumptionSerializer(serializers.Serializer):
-    message_id = serializers.CharField()
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    groups = GroupConsumptionSerializer(many=True)
+        return Response(StoredMessageSerializer(message).data)
 
 
 class MessageConsumption(APIView):
@@ -583,25 +515,8 @@ class MessageConsumption(APIView):
         except CorruptRecordError as error:
             raise ApiError(404, "message_corrupt", str(error)) from None
         require(request.user, TOPIC, message.topic, READ)
-        groups = [
-            {
-                "group": t.group,
-                "state": t.state,
-                "committed_offset": t.committed,
-                "before": t.before,
-                "copies": [asdict(copy) for copy in t.copies],
-            }
-            for t in group_consumption(request.user, message)
-        ]
-        return Response(
-            {
-                "message_id": message.message_id,
-                "topic": message.topic,
-                "queue": message.queue,
-                "queue_offset": message.queue_offset,
-                "groups": groups,
-            }
-        )
+        consumption = Consumption.of(request.user, message)
+        return Response(MessageConsumptionSerializer(consumption).data)
 
 
 MODE_KEY, MODE_RANGE, MODE_TIME = "key", "range", "time"
@@ -822,12 +737,14 @@ class MessageSearch(APIView):
                 else replace_query_param(url, "page", number - 1)
             )
         return Response(
-            {
-                "count": total,
-                "next": replace_query_param(url, "page", number + 1) if has_next else None,
-                "previous": previous,
-                "results": [message_record(m) for m in messages],
-            }
+            MessagePageSerializer(
+                {
+                    "count": total,
+                    "next": replace_query_param(url, "page", number + 1) if has_next else None,
+                    "previous": previous,
+                    "results": messages,
+                }
+            ).data
         )
 
 

@@ -34,25 +34,31 @@ from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
-from console.api.read_models import OffsetChangeSerializer
+from console.api.read_models import (
+    AppliedResetDetailSerializer,
+    AppliedResetSerializer,
+    ResetAppliedSerializer,
+    ResetPlanSerializer,
+)
 from console.api.rules import Rule, RulesSchema, only, value_check
 from console.api.serializers import StrictSerializer, refusals, validated
 from console.core.store import get_store
 from console.groups.detail import live_members
-from console.groups.models import AppliedReset, ResetPreview
+from console.groups.models import ResetPreview
 from console.groups.resets import (
     PreviewExpiredError,
+    ResetDetail,
+    ResetEntry,
     applied_reset,
     applied_resets,
     keep_preview,
-    moved_queues,
+    kept_view,
     preview_undo_of,
 )
 from console.operations import groups as operations
-from console.operations.groups import AppliedResult, require_group
+from console.operations.groups import require_group
 from storeadapter.engine import QueueNotFoundError
 from storeadapter.offset_reset import (
-    LISTED_QUEUES,
     ResetOutdatedError,
     ResetPlan,
     preview_reset,
@@ -256,105 +262,6 @@ BodySchema = RulesSchema
 # ------------------------------------------------------------------- answers
 
 
-class QueueResetSerializer(serializers.Serializer):
-    queue = serializers.IntegerField()
-    committed = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
-    current = serializers.IntegerField(help_text="Where the group consumes from now.")
-    target = serializers.IntegerField()
-    min_offset = serializers.IntegerField()
-    max_offset = serializers.IntegerField()
-    clamped = serializers.CharField(
-        allow_null=True, help_text="Why the target was moved into the queue's range."
-    )
-    span_from_ms = serializers.IntegerField(allow_null=True)
-    span_to_ms = serializers.IntegerField(allow_null=True)
-    planned = serializers.BooleanField(help_text="False: the reset leaves this queue alone.")
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-
-
-class ResetPlanSerializer(serializers.Serializer):
-    group = serializers.CharField()
-    topic = serializers.CharField()
-    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
-    value = serializers.JSONField(
-        allow_null=True,
-        help_text="time: ms; shift: N; offset: the offsets asked for; group: the source "
-        "group; undo: the id of the reset undone.",
-    )
-    queues = QueueResetSerializer(
-        many=True,
-        help_text="Every queue of the topic; of a topic with more than 1,000 queues, the "
-        "first 1,000 that move (listed_all false; the counts cover every queue).",
-    )
-    queue_count = serializers.IntegerField(help_text="Queues of the topic.")
-    listed_all = serializers.BooleanField(help_text="Whether queues lists every queue.")
-    span_from_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
-    span_to_ms = serializers.IntegerField(allow_null=True, help_text="Over the listed queues.")
-    token = serializers.CharField(help_text="Apply with dry_run false and this as plan.")
-    changes = serializers.IntegerField(help_text="Queues whose offset would move now.")
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-    clamped = serializers.IntegerField(
-        help_text="Queues whose target was moved into their range (of a big topic: of "
-        "those that move)."
-    )
-    past_newest = serializers.IntegerField(
-        help_text="time: queues the time is after the newest message of (there the same as latest)."
-    )
-    relative = serializers.BooleanField(
-        help_text="True for a shift: applied from the offsets at the moment of applying."
-    )
-    live_members = serializers.IntegerField(
-        help_text="The group's live members: they continue from the new offsets."
-    )
-    expires_ms = serializers.IntegerField(help_text="Until when the preview can be applied.")
-
-
-class ResetAppliedSerializer(serializers.Serializer):
-    reset_id = serializers.IntegerField(
-        allow_null=True,
-        help_text="Its id in resets/ (undo: resets/<id>/undo/); null: no queue moved.",
-    )
-    group = serializers.CharField()
-    topic = serializers.CharField()
-    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
-    changed = serializers.IntegerField(help_text="Queues whose offset moved.")
-    changes = OffsetChangeSerializer(
-        many=True, help_text="The first 1,000 of them: old is each queue's real offset before."
-    )
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-
-
-class AppliedResetSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    group = serializers.CharField()
-    topic = serializers.CharField()
-    mode = serializers.ChoiceField(choices=[*MODE_NAMES, UNDO])
-    value = serializers.JSONField(allow_null=True, help_text="As in the preview.")
-    undoes = serializers.IntegerField(allow_null=True, help_text="An undo: the reset undone.")
-    undone_by = serializers.ListField(
-        child=serializers.IntegerField(), help_text="The undos applied of this reset."
-    )
-    who = serializers.CharField(allow_blank=True)
-    applied_ms = serializers.IntegerField()
-    moved = serializers.IntegerField(help_text="Queues whose offset moved.")
-    consumed_again = serializers.IntegerField()
-    skipped = serializers.IntegerField()
-
-
-class MovedQueueSerializer(serializers.Serializer):
-    queue = serializers.IntegerField()
-    before = serializers.IntegerField(allow_null=True, help_text="None: never committed.")
-    after = serializers.IntegerField()
-
-
-class AppliedResetDetailSerializer(AppliedResetSerializer):
-    queues = MovedQueueSerializer(many=True, help_text="The first 1,000 queues moved.")
-    listed_all = serializers.BooleanField(help_text="Whether queues lists every queue moved.")
-
-
 PREVIEW_OR_APPLIED = OpenApiResponse(
     PolymorphicProxySerializer(
         component_name="ResetPreviewOrApplied",
@@ -375,54 +282,10 @@ OUTDATED = refusals(
 )
 
 
-def _plan_data(plan: ResetPlan, kept: ResetPreview) -> dict:
-    data = plan.as_dict()
-    for internal in ("moves", "total_queues", "clamped_total"):
-        data.pop(internal, None)
-    return {
-        **data,
-        "queue_count": plan.queue_count,
-        "listed_all": plan.listed_all,
-        "token": kept.token,
-        "changes": plan.moved,
-        "consumed_again": plan.consumed_again,
-        "skipped": plan.skipped,
-        "clamped": plan.clamped,
-        "relative": plan.relative,
-        "live_members": len(live_members(get_store(), plan.group)),
-        "expires_ms": int(kept.expires_at.timestamp() * 1000),
-    }
-
-
-def _applied_data(applied: AppliedResult) -> dict:
-    reset, plan = applied.reset, applied.plan
-    return {
-        "reset_id": None if reset is None else reset.pk,
-        "group": plan.group,
-        "topic": plan.topic,
-        "mode": plan.mode,
-        "changed": len(applied.changes),
-        "changes": OffsetChangeSerializer(applied.changes[:LISTED_QUEUES], many=True).data,
-        "consumed_again": 0 if reset is None else reset.consumed_again,
-        "skipped": 0 if reset is None else reset.skipped,
-    }
-
-
-def _reset_data(reset: AppliedReset) -> dict:
-    return {
-        "id": reset.pk,
-        "group": reset.group,
-        "topic": reset.topic,
-        "mode": reset.mode,
-        "value": reset.value,
-        "undoes": reset.undoes_id,
-        "undone_by": sorted(undo.pk for undo in reset.undone_by.all()),
-        "who": reset.who,
-        "applied_ms": int(reset.applied_at.timestamp() * 1000),
-        "moved": reset.moved,
-        "consumed_again": reset.consumed_again,
-        "skipped": reset.skipped,
-    }
+def _preview_answer(plan: ResetPlan) -> Response:
+    """Keep ``plan`` and answer with its view, the token and the group's live members."""
+    live = len(live_members(get_store(), plan.group))
+    return Response(ResetPlanSerializer(kept_view(plan, keep_preview(plan), live)).data)
 
 
 def _preview_again(group: str, token: str) -> dict:
@@ -456,7 +319,7 @@ def _apply(request: Request, group: str, token: str, undoing: int | bool) -> Res
             "details.preview_again and apply the new token.",
             {"preview_again": _preview_again(group, token)},
         ) from None
-    return Response(_applied_data(applied))
+    return Response(ResetAppliedSerializer(applied.view()).data)
 
 
 # ------------------------------------------------------------------------ views
@@ -497,7 +360,7 @@ class GroupReset(APIView):
                     f"topic {topic!r} has queues 0 to {info.queues - 1}, not {missing[0]}"
                 )
         plan = preview_reset(store, group, topic, data["mode"], value)
-        return Response(_plan_data(plan, keep_preview(plan)))
+        return _preview_answer(plan)
 
 
 class GroupResets(APIView):
@@ -509,21 +372,17 @@ class GroupResets(APIView):
         paginator = Pagination()
         resets = applied_resets(group).prefetch_related("undone_by")
         page = paginator.paginate_queryset(resets, request, view=self)
-        return paginator.get_paginated_response([_reset_data(r) for r in page])
+        return paginator.get_paginated_response(
+            AppliedResetSerializer([ResetEntry.of(r) for r in page], many=True).data
+        )
 
 
 class GroupResetDetail(APIView):
     @extend_schema(responses={200: AppliedResetDetailSerializer})
     def get(self, request: Request, group: str, reset: int) -> Response:
         require_group(group)
-        applied = applied_reset(group, reset)
-        queues = []
-        for queue, before, after in moved_queues(applied):
-            if len(queues) == LISTED_QUEUES:
-                break
-            queues.append({"queue": queue, "before": before, "after": after})
         return Response(
-            {**_reset_data(applied), "queues": queues, "listed_all": applied.moved <= len(queues)}
+            AppliedResetDetailSerializer(ResetDetail.of(applied_reset(group, reset))).data
         )
 
 
@@ -540,7 +399,7 @@ class GroupResetUndo(APIView):
             return _apply(request, group, data["plan"], undoing=reset)
         require_group(group)
         plan = preview_undo_of(get_store(), applied_reset(group, reset))
-        return Response(_plan_data(plan, keep_preview(plan)))
+        return _preview_answer(plan)
 
 
 urlpatterns = [

@@ -12,8 +12,6 @@ Appending events is data traffic, like producing messages: not written to the au
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.urls import re_path
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -24,6 +22,7 @@ from rest_framework.views import APIView
 from console.accounts.roles import OPERATOR
 from console.api.errors import ApiError
 from console.api.names import PATH_NAME_PATTERN
+from console.api.read_models import AppendedSerializer, StreamEventsSerializer
 from console.api.serializers import (
     ENCODED_BODY,
     ErrorSerializer,
@@ -33,15 +32,10 @@ from console.api.serializers import (
     refusals,
     validated,
 )
-from console.api.views.messages import APPEND_STATUSES, STORE_DOWN, TextField
+from console.api.views.messages import STORE_DOWN, TextField
 from console.core.store import get_store
-from console.messages.records import json_body
-from storeadapter.engine import (
-    DuplicateCommandError,
-    EventAppendResult,
-    StoredEvent,
-    WrongExpectedVersionError,
-)
+from console.streams.reading import EventsAppended, StreamPage
+from storeadapter.engine import DuplicateCommandError, WrongExpectedVersionError
 
 #: The most events one GET returns, and how many when not asked.
 MAX_LIMIT = 1000
@@ -94,74 +88,6 @@ class AppendEvents(StrictSerializer):
     )  # fmt: skip
 
 
-class StoredEventSerializer(serializers.Serializer):
-    version = serializers.IntegerField()
-    event_type = serializers.CharField(allow_null=True)
-    command_id = serializers.CharField(allow_null=True)
-    store_time_ms = serializers.IntegerField()
-    message_id = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    body = serializers.CharField()
-    body_encoding = serializers.ChoiceField(choices=["text", "base64"])
-
-
-class StreamEventsSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    stream_id = serializers.CharField()
-    stream_version = serializers.IntegerField(help_text="The stream's newest version.")
-    first_kept_version = serializers.IntegerField(
-        help_text="The oldest version retention has not deleted."
-    )
-    deleted_by_retention = serializers.BooleanField(
-        help_text="True when the read started at first_kept_version, later than asked."
-    )
-    events = StoredEventSerializer(many=True)
-    next_from_version = serializers.IntegerField(
-        allow_null=True, help_text="from_version of the next page; null at the newest."
-    )
-
-
-class AppendedEventSerializer(serializers.Serializer):
-    version = serializers.IntegerField()
-    message_id = serializers.CharField()
-    queue = serializers.IntegerField()
-    queue_offset = serializers.IntegerField()
-    store_time_ms = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=APPEND_STATUSES)
-
-
-class AppendedSerializer(serializers.Serializer):
-    stream_version = serializers.IntegerField()
-    results = AppendedEventSerializer(many=True)
-
-
-def event_data(event: StoredEvent) -> dict[str, Any]:
-    body, encoding = json_body(event.body)
-    return {
-        "version": event.version,
-        "event_type": event.event_type,
-        "command_id": event.command_id,
-        "store_time_ms": event.store_time_ms,
-        "message_id": event.message_id,
-        "queue": event.queue,
-        "queue_offset": event.queue_offset,
-        "body": body,
-        "body_encoding": encoding,
-    }
-
-
-def _appended(result: EventAppendResult) -> dict[str, Any]:
-    return {
-        "version": result.version,
-        "message_id": result.message_id,
-        "queue": result.queue,
-        "queue_offset": result.queue_offset,
-        "store_time_ms": result.store_time_ms,
-        "status": result.status,
-    }
-
-
 CONFLICT = {
     409: OpenApiResponse(
         ErrorSerializer,
@@ -186,20 +112,7 @@ class StreamEvents(APIView):
     def get(self, request: Request, topic: str, stream_id: str) -> Response:
         query = validated(EventsQuery, request.query_params)
         events = get_store().read_stream(topic, stream_id, query["from_version"], query["limit"])
-        following = events[-1].version + 1 if events else None
-        if following is not None and following > events.stream_version:
-            following = None
-        return Response(
-            {
-                "topic": topic,
-                "stream_id": stream_id,
-                "stream_version": events.stream_version,
-                "first_kept_version": events.first_kept_version,
-                "deleted_by_retention": events.deleted_by_retention,
-                "events": [event_data(e) for e in events],
-                "next_from_version": following,
-            }
-        )
+        return Response(StreamEventsSerializer(StreamPage.of(topic, stream_id, events)).data)
 
     @extend_schema(
         parameters=[TOPIC],
@@ -244,8 +157,7 @@ class StreamEvents(APIView):
                 {"version": error.version, "first_version": error.first_version},
             ) from None
         return Response(
-            {"stream_version": results[-1].version, "results": [_appended(r) for r in results]},
-            status=status.HTTP_201_CREATED,
+            AppendedSerializer(EventsAppended.of(results)).data, status=status.HTTP_201_CREATED
         )
 
 

@@ -14,8 +14,6 @@ committed offset. A poll that waits holds one of the long-poll slots that pulls 
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.urls import path
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -26,16 +24,15 @@ from rest_framework.views import APIView
 from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
+from console.api.read_models import TailSerializer
 from console.api.serializers import (
     QuerySerializer,
-    StoredMessageSerializer,
     refusals,
     validated,
 )
 from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import tail
-from console.messages.records import message_record
 
 
 class TailQuery(QuerySerializer):
@@ -71,21 +68,6 @@ class TailQuery(QuerySerializer):
     )
 
 
-class TailResponse(serializers.Serializer):
-    messages = StoredMessageSerializer(
-        many=True, help_text="The messages, in the order they were appended."
-    )
-    cursor = serializers.CharField(help_text="The cursor to poll with next.")
-    dropped = serializers.IntegerField(
-        min_value=0,
-        help_text="Messages appended past the cursor that the rate cap left out of this "
-        "answer (the cursor is past them).",
-    )
-    queues = serializers.ListField(
-        child=serializers.IntegerField(min_value=0), help_text="The queue ids followed."
-    )
-
-
 def _poll_holder(request: Request) -> str:
     """Whose long polls a tail counts among: its token's, or its user's (a session)."""
     token = getattr(request.auth, "pk", None)
@@ -99,7 +81,7 @@ class TopicTail(APIView):
     @extend_schema(
         parameters=[TailQuery],
         responses={
-            200: TailResponse,
+            200: TailSerializer,
             **refusals((429, "Too many long polls waiting (for this token or the server).")),
         },
     )
@@ -119,16 +101,7 @@ class TopicTail(APIView):
         else:
             answer = tail.poll(store, topic, followed, cursor, query["rate"], 0.0)
         note_count(request, len(answer.messages))
-        return Response(answer_data(answer))
-
-
-def answer_data(answer: tail.TailAnswer) -> dict[str, Any]:
-    return {
-        "messages": [message_record(m) for m in answer.messages],
-        "cursor": str(answer.cursor),
-        "dropped": answer.dropped,
-        "queues": answer.queues,
-    }
+        return Response(TailSerializer(answer).data)
 
 
 urlpatterns = [

@@ -124,7 +124,22 @@ def test_each_mode_s_flag_previews_that_mode(home, group, flag, targets):
     assert result.returncode == 0, result.stderr
     preview = json.loads(result.stdout)
     assert preview["dry_run"] is True
-    assert [row[:3] for row in preview["queues"]] == targets
+    moving = [q for q in preview["queues"] if q["current"] != q["target"]]
+    assert [[q["queue"], q["current"], q["target"]] for q in moving] == targets
+
+
+def test_a_reset_preview_json_is_the_api_s_plan_without_its_token(home):
+    from console.api.read_models import ResetPlanSerializer
+
+    result = tidemark(
+        home, "reset-offsets", "--group", "billing", "--topic", "orders", "--to-latest", "--json"
+    )
+
+    assert result.returncode == 0, result.stderr
+    preview = json.loads(result.stdout)
+    kept_only = {"token", "live_members", "expires_ms"}
+    assert set(preview) == set(ResetPlanSerializer().fields) - kept_only | {"dry_run"}
+    assert (preview["changes"], preview["queue_count"], preview["skipped"]) == (1, 2, 2)
 
 
 def test_a_reset_to_bad_offsets_is_one_sentence(home):
@@ -160,7 +175,8 @@ def test_a_reset_is_a_dry_run_unless_executed_then_undoable_and_audited(home):
 
     assert applied.returncode == 0, applied.stderr
     outcome = json.loads(applied.stdout)
-    assert outcome["changes"] == [[0, 3, 0]]
+    assert [(c["queue"], c["old"], c["new"]) for c in outcome["changes"]] == [(0, 3, 0)]
+    assert (outcome["changed"], outcome["consumed_again"]) == (1, 3)
     lag = json.loads(tidemark(home, "lag", "--group", "billing", "--json").stdout)
     assert lag[0]["committed"] == 0
     with sqlite3.connect(Path(home["ROOT"]) / "db.sqlite3") as db:
