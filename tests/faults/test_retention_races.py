@@ -142,3 +142,42 @@ def test_a_flush_of_queue_files_a_dead_retention_deleted_does_not_fail_appends(s
     with MessageStore.open(path, fault_config("async")) as fresh:
         found = check_store(fresh, acked, context="after the dead retention")
     assert found.lost == [] and found.removed
+
+
+def test_the_next_writer_publishes_the_minimum_a_dead_retention_left_unpublished(server, tmp_path):
+    """Retention deleted segments and queue files, and was killed before publishing the
+    log's new first offset. The next writer, which clears what a dead writer left,
+    finishes the run: the processes that have the store open move their minimums."""
+    path = tmp_path / "store"
+    create_store(path)
+    populate(path, "async", 300, 1, tmp_path / "acks1.txt")
+    store = MessageStore.open(path, fault_config("async", **IDLE_FLUSHER))
+    try:
+        before = {queue: store.queue_range(TOPIC, queue) for queue in range(QUEUES)}
+        outcome = server.run(
+            "tests.faults.faultharness:expire_until_killed",
+            tmp_path / "retention.stderr",
+            path=str(path),
+            mode="async",
+            kill={"target": "storeadapter.engine.keyindex:KeyIndex.delete_below"},
+            now_ms=FAR_FUTURE_MS,
+        )
+        assert outcome.killed, outcome
+        outcome = server.run(
+            "tests.faults.faultharness:append_small",
+            tmp_path / "append.stderr",
+            path=str(path),
+            mode="async",
+            acks=str(tmp_path / "acks2.txt"),
+        )
+        assert outcome.exit_code == 0, outcome
+        with MessageStore.open(path, fault_config("async")) as fresh:
+            truth = {queue: fresh.queue_range(TOPIC, queue) for queue in range(QUEUES)}
+            log_min = fresh.stats()["commit_log"]["min_offset"]
+        assert log_min > 0
+        assert store.stats()["commit_log"]["min_offset"] == log_min
+        for queue in range(QUEUES):
+            assert store.queue_range(TOPIC, queue) == truth[queue]
+            assert truth[queue][0] > before[queue][0], (queue, before[queue], truth[queue])
+    finally:
+        store.close()
