@@ -400,7 +400,10 @@ class ConsumeQueue(QueueBase):
 
     def _vanished(self, index: int) -> None:
         """A read found the file holding entry ``index`` gone: retention deleted it, so
-        every entry up to that file's end is below the log's minimum."""
+        every entry up to that file's end is below the log's minimum. (Below the
+        queue's minimum, no file is expected: nothing to note.)"""
+        if index < self._min_offset:
+            return
         end = index - index % self.entries_per_file + self.entries_per_file
         if end > self._vanished_end:
             self._vanished_end = end
