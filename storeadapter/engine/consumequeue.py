@@ -25,6 +25,8 @@ from .segment import is_segment_name, segment_name
 from .timeindex import TimeIndex
 
 _TAIL_READ_ENTRIES = 4096
+#: Listings of a queue's directory made while its files are deleted under them.
+_LIST_TRIES = 8
 TIME_INDEX_INTERVAL = 128
 
 
@@ -130,8 +132,17 @@ class QueueFile:
         return ENTRY.unpack(data)[1] if len(data) == ENTRY_SIZE else 0
 
     def sync(self) -> None:
-        with self.handles.use(self, self._open_fd) as fd:
+        """fdatasync the file. None when it is gone: another process's retention deleted
+        it (it deletes only files wholly below the queue's new minimum, whose entries
+        point at records it deleted first), so it holds nothing to make durable."""
+        try:
+            fd = self.handles.acquire(self, self._open_fd)
+        except FileNotFoundError:
+            return
+        try:
             fileio.fdatasync(fd)
+        finally:
+            self.handles.release(self)
 
     def close(self) -> None:
         self.handles.forget(self)
@@ -148,7 +159,15 @@ class ConsumeQueue(QueueBase):
     objects to walk per queue (each full collection walks them all).
     """
 
-    __slots__ = ("_directory", "entries_per_file", "handles", "dirty", "time_index", "_files")
+    __slots__ = (
+        "_directory",
+        "entries_per_file",
+        "handles",
+        "dirty",
+        "time_index",
+        "_files",
+        "_vanished_end",
+    )
 
     def __init__(
         self,
@@ -164,6 +183,9 @@ class ConsumeQueue(QueueBase):
         self.dirty: set[QueueFile] = set()
         self.time_index = TimeIndex(directory, TIME_INDEX_INTERVAL, handles)
         self._files: list[QueueFile] = []
+        # The end of the newest file a read found gone (another process's retention
+        # deleted it), 0 for none: every entry below it is below the log's minimum.
+        self._vanished_end = 0
 
     @property
     def directory(self) -> Path:
@@ -178,6 +200,20 @@ class ConsumeQueue(QueueBase):
 
     def _load(self) -> None:
         self._loaded = True
+        for _ in range(_LIST_TRIES - 1):
+            try:
+                self._list_files()
+                break
+            except FileNotFoundError:  # its last file listed went meanwhile: list again
+                for queue_file in self._files:
+                    queue_file.close()
+        else:
+            self._list_files()
+        if self.on_load is not None:
+            self.on_load(self)
+
+    def _list_files(self) -> None:
+        """The queue's files as its directory lists them, and its ends from them."""
         try:
             names = sorted(p.name for p in self.directory.iterdir() if is_segment_name(p.name))
         except FileNotFoundError:
@@ -194,8 +230,6 @@ class ConsumeQueue(QueueBase):
         if self._files:
             self._min_offset = self._files[0].first_index
             self._max_offset = max(self._find_end(self._files[-1]), self._min_offset)
-        if self.on_load is not None:
-            self.on_load(self)
 
     @property
     def files(self) -> list[QueueFile]:
@@ -237,7 +271,14 @@ class ConsumeQueue(QueueBase):
         first_index = index - index % self.entries_per_file
         path = self.directory / segment_name(first_index)
         if path.exists():  # created by another process since this one looked
-            queue_file = QueueFile.existing(path, self.entries_per_file, self.handles)
+            try:
+                queue_file = QueueFile.existing(path, self.entries_per_file, self.handles)
+            except FileNotFoundError:
+                # Deleted just now by another process's retention: its entries are all
+                # below the queue's minimum, and no write goes there (see ``_put``).
+                if create:
+                    raise
+                return None
         elif create:
             queue_file = QueueFile.create(
                 self.directory, first_index, self.entries_per_file, self.handles
@@ -257,6 +298,12 @@ class ConsumeQueue(QueueBase):
         self._put(index, entries)
 
     def _put(self, index: int, entries: bytes) -> None:
+        """Write ``entries`` from ``index``. Appends, and the erasing of a dead writer's
+        entries, write at or past the queue's published end (under the write lock);
+        queue files are deleted (by retention, and by processes following its new
+        minimum) only when wholly below the queue's minimum, which is never past its
+        end, and a process's last file stays. So such a write never meets a deleted
+        file (one that did would fail the write, as any other file error)."""
         count = len(entries) // ENTRY_SIZE
         files = self.files
         last = files[-1] if files else None
@@ -279,18 +326,21 @@ class ConsumeQueue(QueueBase):
         self.changes += 1
 
     def read(self, index: int, count: int) -> bytes:
-        """Packed entries from ``index``, at most ``count`` and never past ``max_offset``."""
+        """Packed entries from ``index``, at most ``count`` and never past ``max_offset``;
+        fewer when a file holding them is gone (retention deleted it)."""
         count = min(count, self.max_offset - index)
         parts = []
         while count > 0:
             queue_file = self._file_for(index, create=False)
             if queue_file is None:
+                self._vanished(index)
                 break
             slot = index - queue_file.first_index
             n = min(count, queue_file.entries - slot)
             data = queue_file.pread(slot, n)
             parts.append(data)
             if len(data) < n * ENTRY_SIZE:  # the file was deleted meanwhile
+                self._vanished(index)
                 break
             index += n
             count -= n
@@ -302,9 +352,11 @@ class ConsumeQueue(QueueBase):
             return None
         queue_file = self._file_for(index, create=False)
         if queue_file is None:
+            self._vanished(index)
             return None
         data = queue_file.pread(index - queue_file.first_index, 1)
         if len(data) != ENTRY_SIZE:
+            self._vanished(index)
             return None
         value = unpack_entry(data)
         return value if value[1] else None
@@ -346,8 +398,22 @@ class ConsumeQueue(QueueBase):
             ):
                 self._remove_file(queue_file)
 
+    def _vanished(self, index: int) -> None:
+        """A read found the file holding entry ``index`` gone: retention deleted it, so
+        every entry up to that file's end is below the log's minimum. (Below the
+        queue's minimum, no file is expected: nothing to note.)"""
+        if index < self._min_offset:
+            return
+        end = index - index % self.entries_per_file + self.entries_per_file
+        if end > self._vanished_end:
+            self._vanished_end = end
+
     def _before_advance(self) -> None:
         self._forget_deleted_files()
+        self._vanished_end = 0
+
+    def _lost_files(self) -> bool:
+        return self._vanished_end > 0
 
     def _dropped_below(self, index: int) -> None:
         for queue_file in list(self._files[:-1]):  # the last file stays: it marks the end
@@ -358,7 +424,11 @@ class ConsumeQueue(QueueBase):
         """Let go of the oldest files that are gone: another process's retention deleted
         them, every entry they held being below its new minimum."""
         files = self.files
-        while len(files) > 1 and not os.path.exists(files[0].path):
+        vanished_end = self._vanished_end
+        while len(files) > 1 and (
+            files[0].first_index + files[0].entries <= vanished_end
+            or not os.path.exists(files[0].path)
+        ):
             gone = files.pop(0)
             self.dirty.discard(gone)
             gone.close()

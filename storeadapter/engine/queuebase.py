@@ -62,6 +62,8 @@ def entry_not_written(data, at: int = 0) -> bool:
 
 #: Entries read at a time when looking for the first written one.
 SCAN_ENTRIES = 4096
+#: Looks at a queue's entries ``advance_min`` makes while files vanish under it.
+_ADVANCE_TRIES = 8
 
 
 class QueueBase(ABC):
@@ -136,8 +138,28 @@ class QueueBase(ABC):
 
     def advance_min(self, log_min: int) -> int:
         """Move the minimum offset past entries whose records are below ``log_min``
-        (retention deleted them). Return the new minimum."""
-        self._before_advance()
+        (retention deleted them). Return the new minimum.
+
+        Another process's retention may delete the queue's oldest files while this runs
+        (it holds the write lock; this process need not): an entry read from a file that
+        vanished is not "unwritten", so a look that met one (``_lost_files``) is
+        started again, once the vanished files are let go of. A look that keeps meeting
+        them leaves the minimum where it was: never past an entry still in the queue."""
+        for _ in range(_ADVANCE_TRIES):
+            self._before_advance()
+            low = self._new_min(log_min)
+            if not self._lost_files():
+                break
+        else:
+            return self._min_offset
+        if low <= self._min_offset:
+            return self._min_offset
+        self._min_offset = low
+        self._dropped_below(low)
+        return low
+
+    def _new_min(self, log_min: int) -> int:
+        """The first index whose entry is not below ``log_min`` (``advance_min``)."""
         low, high = self.min_offset, self.max_offset
         if log_min and low < high and self.entry(low) is None:
             # Unwritten entries at the start: a power loss took their writes after
@@ -152,15 +174,18 @@ class QueueBase(ABC):
             while low < high:
                 middle = (low + high) // 2
                 probe = self._first_written(middle, high)
-                if probe < high and self.entry(probe)[0] < log_min:
+                found = self.entry(probe) if probe < high else None
+                if found is not None and found[0] < log_min:
                     low = probe + 1
-                else:
+                else:  # (None below high: its file vanished, and the look is redone)
                     high = middle
-        if low <= self._min_offset:
-            return self._min_offset
-        self._min_offset = low
-        self._dropped_below(low)
         return low
+
+    def _lost_files(self) -> bool:
+        """Whether a read since the last ``_before_advance`` met a file that vanished
+        (another process's retention deleted it); queues whose files are never deleted
+        under them say no."""
+        return False
 
     def _before_advance(self) -> None:  # noqa: B027 - optional hook
         """Called before the minimum is moved."""

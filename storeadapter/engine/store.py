@@ -610,10 +610,30 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         for shared in self._registry.shared_topics():
             shared.blocks.discard_unpublished(tail)
         self._offsets.catch_up()
+        self._finish_dead_retention()
         self._publish(
+            min_offset=self.commitlog.min_offset,
             topics_version=self._seen.topics_version + 1,
             offsets_version=self._seen.offsets_version + 1,
         )
+
+    def _finish_dead_retention(self) -> None:
+        """If the dead writer was a retention run that deleted segments and died before
+        publishing the log's new first offset (``delete_expired``), finish its run: the
+        log starts at its first segment left, the queues' minimums move up (their files
+        wholly below go) and so do the key index's; the caller publishes it. Until then
+        the other processes still list the files it deleted (docs/RECOVERY.md,
+        "Retention")."""
+        segments = self.commitlog.segments
+        first = 0
+        while first < len(segments) - 1 and not os.path.exists(segments[first].path):
+            first += 1
+        if not first:
+            return
+        new_min = segments[first].base
+        self.commitlog.drop_below(new_min)
+        self._advance_queue_mins()
+        self._index.delete_below(new_min)
 
     def _io_failure(self, error: OSError) -> DiskFullError | StoreIOError:
         """The typed error of a topic, offset or retention change whose file could not be
