@@ -164,12 +164,9 @@ def scan_runs(
     natively: the same events, but consecutive intact records come as NATIVE_RUN events
     whose ``header`` is a ``Run`` (``count``, ``headers()``, ``queues()``, ``pack()``)."""
     position: int | None = start
-    # The segment's file, when it has one open: runs are read from it rather than from
-    # the mapping's first touch (a segment held in memory has none).
-    fd = getattr(segment, "fd", -1)
     while position is not None:
         events, position = _native.scan_step(
-            segment.map, segment.base, position, sealed, durable_end, fd=fd
+            segment.map, segment.base, position, sealed, durable_end
         )
         for kind, offset, length, reason, run in events:
             yield ScanEvent(kind, offset, length, reason, run)

@@ -3,12 +3,10 @@ same corrupt stretches with the same reasons, the same end, on random logs with 
 
 from __future__ import annotations
 
-import os
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storeadapter.engine import _native, dataplane
+from storeadapter.engine import dataplane
 from storeadapter.engine.scan import RECORD, scan_segment
 from storeadapter.engine.timeindex import MARK
 from tests.engine.nativecases import encode
@@ -105,23 +103,6 @@ def test_a_run_gives_the_key_index_items_of_its_records():
     assert [item[1] for item in items] == ["k1", "k2", "\x01dedup\x01d1", "k3"]
 
 
-class FileSegment(FakeSegment):
-    """A segment whose bytes are also in an open file: the native scan reads runs of
-    large records from the file (into a buffer) instead of from the mapping."""
-
-    def __init__(self, data: bytes, base: int, path) -> None:
-        super().__init__(data, base)
-        path.write_bytes(data)
-        self.fd = os.open(path, os.O_RDONLY)
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def _records(events: list[tuple]) -> list[tuple]:
-    return [e for e in events if e[0] != dataplane.NATIVE_RUN]
-
-
 LARGE = 16384
 
 
@@ -132,9 +113,7 @@ LARGE = 16384
     sealed=st.booleans(),
     durable=st.integers(0, LARGE + 100),
 )
-def test_runs_read_from_the_file_scan_to_the_same_events_as_the_mapping(
-    tmp_path_factory, sizes, damage, sealed, durable
-):
+def test_runs_of_large_records_scan_to_the_same_events_as_python(sizes, damage, sealed, durable):
     data = bytearray()
     for i, size in enumerate(sizes):
         if len(data) + size + 200 > LARGE - 8:
@@ -145,41 +124,5 @@ def test_runs_read_from_the_file_scan_to_the_same_events_as_the_mapping(
     data += bytes(LARGE - len(data))
     for at, mask in damage:
         data[at] ^= mask
-    segment = FileSegment(bytes(data), 0, tmp_path_factory.mktemp("seg") / "segment")
-    try:
-        expected = _python_events(FakeSegment(bytes(data), 0), sealed, durable)
-        assert _native_events(segment, sealed, durable) == expected
-    finally:
-        segment.close()
-
-
-def test_a_record_crossing_the_end_of_what_was_read_is_found_by_the_next_step(tmp_path):
-    # Records longer than what is read past a run's bytes: the read copy ends inside
-    # the second, so its run ends there and the next step reads from it.
-    base = 1 << 30
-    data = bytearray()
-    for i in range(3):
-        data += encode(base + len(data), i, body=bytes([i]) * (300 << 10))
-    data += bytes(64)
-    segment = FileSegment(bytes(data), base, tmp_path / "segment")
-    try:
-
-        def runs(fd: int) -> list[int]:
-            found = []
-            position = 0
-            while position is not None:
-                events, position = _native.scan_step(
-                    segment.map, base, position, False, 0, 320 << 10, fd=fd
-                )
-                found += [e[4].count for e in events if e[0] == "native_run"]
-            return found
-
-        # From the mapping, the first run holds the two records starting in its first
-        # 320 KiB; read from the file, each run ends where the copy (576 KiB) does.
-        assert runs(-1) == [2, 1]
-        assert runs(segment.fd) == [1, 1, 1]
-        assert _native_events(segment, False, 0) == _python_events(
-            FakeSegment(bytes(data), base), False, 0
-        )
-    finally:
-        segment.close()
+    segment = FakeSegment(bytes(data), 0)
+    assert _native_events(segment, sealed, durable) == _python_events(segment, sealed, durable)

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use super::Bytes;
-use crate::record::{self, Header};
+use crate::record::Header;
 use crate::scan::{self, Event};
 
 /// The events of `segment` (its mapping; its first byte is commit offset `base`) from
@@ -14,12 +14,13 @@ use crate::scan::{self, Event};
 /// `(kind, offset, length, reason, run)` and where to go on from (None once the scan is
 /// over). Kinds are those of `scan.ScanEvent`; a run's is "native_run", with a `Run`.
 ///
-/// `fd`, when given (not -1), is the segment's open file: a run is then looked for in a
-/// copy of its next bytes read into a buffer this thread keeps (`read_run`), and the
-/// mapping is read only for what is not a run there.
+/// Every run is read from the mapping, whatever its records' size: the first touch's
+/// faults map up to 16 pages each (the kernel's fault-around) and copy nothing, which
+/// cost less CPU than one `pread` of each run into a kept buffer, on a store filled just
+/// before and more on an older one whose page cache holds 4 KiB folios (measured, issue
+/// 29 part 6 in docs/PERFORMANCE.md).
 #[pyfunction]
-#[pyo3(signature = (segment, base, start, sealed, durable_end, run_bytes=scan::RUN_BYTES, fd=-1))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (segment, base, start, sealed, durable_end, run_bytes=scan::RUN_BYTES))]
 pub fn scan_step<'py>(
     py: Python<'py>,
     segment: &Bound<'py, PyAny>,
@@ -28,14 +29,11 @@ pub fn scan_step<'py>(
     sealed: bool,
     durable_end: u64,
     run_bytes: usize,
-    fd: i32,
 ) -> PyResult<(Bound<'py, PyList>, Option<usize>)> {
     let data = Bytes::of(segment)?;
     let data = data.slice();
-    let (events, next) = py.detach(|| {
-        read_run(fd, data, base, start, run_bytes)
-            .unwrap_or_else(|| scan::scan_step(data, base, start, sealed, durable_end, run_bytes))
-    });
+    let (events, next) =
+        py.detach(|| scan::scan_step(data, base, start, sealed, durable_end, run_bytes));
     let out = PyList::empty(py);
     for event in events {
         let item = match event {
@@ -68,66 +66,6 @@ pub fn scan_step<'py>(
         out.append(item)?;
     }
     Ok((out, next))
-}
-
-/// Bytes read past a run's `run_bytes` for its last records.
-const WINDOW_SLACK: usize = 256 << 10;
-/// A run is read into a buffer when its first record is at least this long.
-const WINDOW_RECORDS_FROM: u32 = 512;
-
-thread_local! {
-    /// The buffer `read_run` reads into, kept for the next run (a fresh one would be
-    /// faulted in page by page, which is what reading instead of mapping saves).
-    static WINDOW: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The run of intact records at in-segment `start` of the segment file `fd` (mapped as
-/// `data`, first byte commit offset `base`), when its first record is a large one,, found in a copy of its next `run_bytes` (and
-/// a little more) read with one `pread`, as `scan::scan_step` would find it in the
-/// mapping (or a first part of it: a record crossing the copy's end ends it, and the
-/// next step goes on from there). None when there is no such run there or the read
-/// fails: the caller scans the mapping, which says what is there instead.
-///
-/// Reading is cheaper than the mapping's first touch: a fresh mapping is faulted in page
-/// by page (page-table work for each 4 KiB, and its unmapping later), while the copy is
-/// one kernel pass that also leaves the bytes in the CPU's caches for the checks.
-fn read_run(
-    fd: i32,
-    data: &[u8],
-    base: u64,
-    start: usize,
-    run_bytes: usize,
-) -> Option<(Vec<Event>, Option<usize>)> {
-    let size = data.len();
-    if fd < 0 || start.saturating_add(4) > size {
-        return None;
-    }
-    // Small records are checked slower than they are read from memory: for them the
-    // copy would cost more than the mapping's faults (measured, issue 29 part 4).
-    if record::u32_at(data, start) < WINDOW_RECORDS_FROM {
-        return None;
-    }
-    let len = run_bytes.saturating_add(WINDOW_SLACK).min(size - start);
-    WINDOW.with(|window| {
-        let mut window = window.try_borrow_mut().ok()?;
-        if window.len() < len {
-            window.resize(len, 0);
-        }
-        let buffer = &mut window[..len];
-        // SAFETY: `fd` is the segment's descriptor, held open by its Segment for the
-        // scan (the caller passes `segment.fd`); ManuallyDrop keeps the File from
-        // closing it.
-        let file = std::mem::ManuallyDrop::new(unsafe {
-            <std::fs::File as std::os::unix::io::FromRawFd>::from_raw_fd(fd)
-        });
-        std::os::unix::fs::FileExt::read_exact_at(&*file, buffer, start as u64).ok()?;
-        let run = scan::intact_run(buffer, base + start as u64, 0, run_bytes);
-        if run.headers.is_empty() {
-            return None;
-        }
-        let next = start + run.length as usize;
-        Some((vec![Event::Run(run)], Some(next)))
-    })
 }
 
 /// Consecutive intact records of a segment, as a scan found them.
