@@ -950,6 +950,19 @@ class MessageExport(APIView):
         return response
 
 
+#: What a filter expression must be (JSON Schema cannot say "compiles").
+FILTER_EXPRESSION = "The expression must compile as CEL over a message's fields."
+
+
+@value_check("filter_expression")
+def _filter_expression(expression: Any) -> str | None:
+    try:
+        filters.compile_filter(str(expression))
+    except filters.FilterSyntaxError as error:
+        return f"{error}."
+    return None
+
+
 class FilterQuery(QuerySerializer):
     expression = serializers.CharField(
         max_length=filters.MAX_EXPRESSION,
@@ -957,7 +970,7 @@ class FilterQuery(QuerySerializer):
         validators=[ProhibitNullCharactersValidator()],
         help_text="A CEL expression over a message's fields: topic, queue, offset, "
         "commit_offset, born_ms, stored_ms, tag, key, keys, properties, text (the body as "
-        'text), body (the body parsed as JSON), body_size. E.g. body.order.total > 100 && '
+        "text), body (the body parsed as JSON), body_size. E.g. body.order.total > 100 && "
         'tag == "paid".',
     )
     queues = serializers.RegexField(
@@ -994,6 +1007,19 @@ class FilterQuery(QuerySerializer):
         help_text="The most matching messages one answer holds.",
     )
 
+    cross_field_rules = (
+        Rule.checked("expression", check="filter_expression", message=FILTER_EXPRESSION),
+    )
+
+    def run_validators(self, value: Any) -> None:
+        # The expression's compile error answers first, with where it goes wrong.
+        if isinstance(value, dict) and isinstance(value.get("expression"), str):
+            try:
+                filters.compile_filter(value["expression"])
+            except filters.FilterSyntaxError as error:
+                raise filter_error(error) from error
+        super().run_validators(value)
+
 
 class FilterResponse(serializers.Serializer):
     messages = StoredMessageSerializer(many=True, help_text="The matches, by queue and offset.")
@@ -1017,12 +1043,19 @@ class FilterResponse(serializers.Serializer):
 
 
 def filter_error(error: filters.FilterSyntaxError) -> ApiError:
-    """The 400 of an expression that does not compile: where it goes wrong."""
+    """The 400 of an expression that does not compile: where it goes wrong (``position``
+    counts characters from 0; ``line`` and ``column`` from 1)."""
+    sentence = f"{error}. {FILTER_EXPRESSION}"
     return ApiError(
         400,
         "invalid_filter",
-        str(error),
-        {"position": error.position, "line": error.line, "column": error.column},
+        f"expression: {sentence}",
+        {
+            "fields": {"expression": [sentence]},
+            "position": error.position,
+            "line": error.line,
+            "column": error.column,
+        },
     )
 
 
