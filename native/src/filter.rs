@@ -27,6 +27,7 @@
 //! most the expression's length times the record's size. A name that is not a variable
 //! above fails to compile, with its position.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock};
@@ -38,6 +39,9 @@ use cel::common::types::{
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{Context, Env, Program, Value};
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
 
 use crate::record::{Header, Parts};
 
@@ -82,6 +86,53 @@ pub struct Filter {
     source: String,
     program: Program,
     env: Arc<Env>,
+    /// The parts of the body's JSON the expression reaches (see `Paths`).
+    paths: Paths,
+}
+
+/// The parts of a JSON body an expression can reach: `body.order.total` reaches
+/// `order.total` only, so a body is parsed keeping that and skipping the rest (no value
+/// made of it). A path that ends (`body.order` used as a value, `body.items[0]`) keeps
+/// all under it; `body` used alone keeps everything.
+#[derive(Debug, Default, Clone)]
+pub struct Paths {
+    all: bool,
+    children: HashMap<String, Paths>,
+}
+
+impl Paths {
+    fn add(&mut self, path: &[String]) {
+        if self.all {
+            return;
+        }
+        match path.split_first() {
+            None => {
+                self.all = true;
+                self.children.clear();
+            }
+            Some((first, rest)) => self.children.entry(first.clone()).or_default().add(rest),
+        }
+    }
+}
+
+/// The fields of `expr` when it is a chain of field selections from the variable `body`
+/// (`body.a.b` → [a, b]), outermost last.
+fn body_path(expr: &IdedExpr) -> Option<Vec<String>> {
+    let mut fields = Vec::new();
+    let mut at = expr;
+    loop {
+        match &at.expr {
+            Expr::Select(select) => {
+                fields.push(select.field.clone());
+                at = &select.operand;
+            }
+            Expr::Ident(name) if name == "body" => {
+                fields.reverse();
+                return Some(fields);
+            }
+            _ => return None,
+        }
+    }
 }
 
 impl std::fmt::Debug for Filter {
@@ -185,12 +236,15 @@ impl Filter {
             bound: Vec::new(),
             comprehensions: 0,
             depth: 0,
+            paths: Paths::default(),
         };
         check.walk(program.expression())?;
+        let paths = check.paths;
         Ok(Filter {
             source: source.to_string(),
             program,
             env: Arc::new(env),
+            paths,
         })
     }
 
@@ -226,6 +280,7 @@ impl Filter {
     ) -> Result<bool, String> {
         let vars = RecordVars {
             fields,
+            paths: &self.paths,
             body: OnceLock::new(),
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| {
@@ -253,6 +308,7 @@ struct Check<'a> {
     bound: Vec<String>,
     comprehensions: usize,
     depth: usize,
+    paths: Paths,
 }
 
 impl Check<'_> {
@@ -286,6 +342,9 @@ impl Check<'_> {
     fn walk_node(&mut self, expr: &IdedExpr) -> Result<(), CompileError> {
         match &expr.expr {
             Expr::Ident(name) => {
+                if name == "body" && !self.bound.iter().any(|b| b == "body") {
+                    self.paths.add(&[]);
+                }
                 if !VARIABLES.contains(&name.as_str()) && !self.bound.iter().any(|b| b == name) {
                     return Err(self.at(
                         expr,
@@ -303,7 +362,15 @@ impl Check<'_> {
                 }
                 call.args.iter().try_for_each(|arg| self.walk(arg))
             }
-            Expr::Select(select) => self.walk(&select.operand),
+            Expr::Select(select) => {
+                if !self.bound.iter().any(|b| b == "body") {
+                    if let Some(path) = body_path(expr) {
+                        self.paths.add(&path);
+                        return Ok(());
+                    }
+                }
+                self.walk(&select.operand)
+            }
             Expr::List(list) => list.elements.iter().try_for_each(|e| self.walk(e)),
             Expr::Map(map) => map.entries.iter().try_for_each(|entry| match &entry.expr {
                 EntryExpr::MapEntry(e) => {
@@ -381,6 +448,7 @@ impl<'a> Fields<'a> {
 /// The variables of one record, made as the evaluation asks for them.
 struct RecordVars<'f, 'a> {
     fields: &'f Fields<'a>,
+    paths: &'f Paths,
     body: OnceLock<Box<dyn Val + 'static>>,
 }
 
@@ -435,17 +503,127 @@ impl VariableResolver for RecordVars<'_, '_> {
             }
             "text" => CowVal::owned(text(f.body)),
             "body_size" => CowVal::owned(CelInt::from(f.body.len() as i64)),
-            "body" => CowVal::Borrowed(&**self.body.get_or_init(|| json_body(f.body))),
+            "body" => CowVal::Borrowed(&**self.body.get_or_init(|| json_body(f.body, self.paths))),
             _ => return None,
         })
     }
 }
 
-/// The body parsed as JSON, as a CEL value (`null` when it is not JSON).
-fn json_body(body: &[u8]) -> Box<dyn Val + 'static> {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(value) => json_value(value, 0),
-        Err(_) => Box::new(CelNull),
+/// The body parsed as JSON, as a CEL value keeping what `paths` reaches (`null` when
+/// it is not JSON).
+fn json_body(body: &[u8], paths: &Paths) -> Box<dyn Val + 'static> {
+    let done = std::cell::RefCell::new(None);
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    let picked = Pick {
+        paths,
+        depth: 0,
+        done: Some(&done),
+    }
+    .deserialize(&mut reader);
+    match picked {
+        Ok(value) if reader.end().is_ok() => value,
+        Ok(_) => Box::new(CelNull),
+        Err(_) => done.into_inner().unwrap_or_else(|| Box::new(CelNull)),
+    }
+}
+
+/// The error that stops reading a body once every member it reaches was found.
+const DONE: &str = "tidemark: every member reached";
+
+/// Deserializes JSON into a CEL value, keeping the members of objects that `paths`
+/// names and skipping the others unparsed (serde's IgnoredAny: no value made).
+/// At the top level (`done` given) reading stops as soon as every member `paths` names
+/// was found: the object made so far is put in `done` and an error ends the parse, so
+/// the rest of the body is neither read nor checked as JSON (reading "on demand").
+struct Pick<'p> {
+    paths: &'p Paths,
+    depth: usize,
+    done: Option<&'p std::cell::RefCell<Option<Box<dyn Val + 'static>>>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Pick<'_> {
+    type Value = Box<dyn Val + 'static>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        if self.paths.all || self.depth > MAX_JSON_DEPTH {
+            let depth = self.depth;
+            return serde_json::Value::deserialize(d).map(|v| json_value(v, depth));
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Pick<'_> {
+    type Value = Box<dyn Val + 'static>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Box::new(CelNull))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Box::new(CelBool::from(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Box::new(CelInt::from(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(match i64::try_from(v) {
+            Ok(i) => Box::new(CelInt::from(i)),
+            Err(_) => Box::new(CelUInt::from(v)),
+        })
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Box::new(CelDouble::from(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Box::new(CelString::from(v.to_string())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Box::new(CelString::from(v)))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        // Fields selected from a list fail when evaluated; the list is kept whole.
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<serde_json::Value>()? {
+            items.push(json_value(item, self.depth + 1));
+        }
+        Ok(Box::new(CelList::from(items)))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept: HashMap<CelMapKey<'static>, Box<dyn Val + 'static>> = HashMap::new();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match self.paths.children.get(key.as_ref()) {
+                Some(child) => {
+                    let value = map.next_value_seed(Pick {
+                        paths: child,
+                        depth: self.depth + 1,
+                        done: None,
+                    })?;
+                    kept.insert(CelMapKey::String(CelString::from(key.into_owned())), value);
+                    if let Some(done) = self.done {
+                        if kept.len() == self.paths.children.len() {
+                            *done.borrow_mut() = Some(Box::new(CelMap::from(kept)));
+                            return Err(serde::de::Error::custom(DONE));
+                        }
+                    }
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Box::new(CelMap::from(kept)))
     }
 }
 
@@ -540,6 +718,32 @@ mod tests {
             Ok(true)
         );
         assert_eq!(eval("body == null", &f), Ok(true));
+    }
+
+    #[test]
+    fn the_parts_of_the_body_not_reached_are_skipped_yet_what_is_reached_is_whole() {
+        let body = br#"{"order": {"total": 5, "lines": [1, 2]}, "pad": "xxxx", "n": 1}"#;
+        let f = fields(b"", body);
+        assert_eq!(
+            eval("body.order.total == 5 && size(body.order) == 2", &f),
+            Ok(true)
+        );
+        assert_eq!(
+            eval("has(body.order.lines) && body.order.lines[1] == 2", &f),
+            Ok(true)
+        );
+        assert_eq!(eval("size(body) == 3 && body.pad == 'xxxx'", &f), Ok(true));
+        assert_eq!(eval("!has(body.order.missing)", &f), Ok(true));
+        assert_eq!(
+            eval("[1].all(body, body == 1) && body.n == 1", &f),
+            Ok(true)
+        );
+        let bad = fields(b"", br#"{"order": {"total": 5}} trailing"#);
+        assert_eq!(eval("body == null", &bad), Ok(true));
+        // Read on demand: once `order` is found the rest is not read.
+        let torn = fields(b"", br#"{"order": {"total": 5}, "pad": "xx"#);
+        assert_eq!(eval("body.order.total == 5", &torn), Ok(true));
+        assert_eq!(eval("body == null", &torn), Ok(true));
     }
 
     #[test]
