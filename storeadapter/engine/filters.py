@@ -153,7 +153,6 @@ def scan(
     start_queue, start_offset = parse_cursor(cursor) if cursor else (None, 0)
     if start_queue is not None:
         chosen = [q for q in chosen if q >= start_queue]
-    core = _native_scan(store)
     result = FilterResult()
     started = time.monotonic()
     for queue in chosen:
@@ -174,15 +173,9 @@ def scan(
                 )
                 result.seconds = time.monotonic() - started
                 return result
-            answer = None
-            if core is not None:
-                answer = core.scan_filtered(
-                    compiled, topic, queue, position, high, left_records, left_matches, left_s
-                )
-            if answer is None:
-                answer = _scan_read(
-                    store, compiled, topic, queue, position, high, left_records, left_matches
-                )
+            answer = scan_queue(
+                store, compiled, topic, queue, position, high, left_records, left_matches, left_s
+            )
             found, next_position, scanned, errors, first_error = answer
             result.messages.extend(found)
             result.scanned += scanned
@@ -194,6 +187,31 @@ def scan(
             position = next_position
     result.seconds = time.monotonic() - started
     return result
+
+
+def scan_queue(
+    store: Any,
+    compiled: Any,
+    topic: str,
+    queue: int,
+    start: int,
+    end: int,
+    max_records: int,
+    max_matches: int,
+    max_seconds: float,
+) -> tuple[list, int, int, int, str | None]:
+    """One step of a scan of queue ``queue`` from offset ``start`` up to ``end``: (the
+    matches, the offset to go on from, records looked at, evaluation errors, the first
+    error). Natively on a MessageStore's queue the core reads; else through
+    ``store.read``, one chunk."""
+    core = _native_scan(store)
+    if core is not None:
+        answer = core.scan_filtered(
+            compiled, topic, queue, start, end, max_records, max_matches, max_seconds
+        )
+        if answer is not None:
+            return answer
+    return _scan_read(store, compiled, topic, queue, start, end, max_records, max_matches)
 
 
 def _scan_read(

@@ -1042,16 +1042,16 @@ class FilterResponse(serializers.Serializer):
     seconds = serializers.FloatField(help_text="How long the scan took.")
 
 
-def filter_error(error: filters.FilterSyntaxError) -> ApiError:
-    """The 400 of an expression that does not compile: where it goes wrong (``position``
-    counts characters from 0; ``line`` and ``column`` from 1)."""
+def filter_error(error: filters.FilterSyntaxError, name: str = "expression") -> ApiError:
+    """The 400 of an expression (the parameter ``name``) that does not compile: where it
+    goes wrong (``position`` counts characters from 0; ``line`` and ``column`` from 1)."""
     sentence = f"{error}. {FILTER_EXPRESSION}"
     return ApiError(
         400,
         "invalid_filter",
-        f"expression: {sentence}",
+        f"{name}: {sentence}",
         {
-            "fields": {"expression": [sentence]},
+            "fields": {name: [sentence]},
             "position": error.position,
             "line": error.line,
             "column": error.column,
