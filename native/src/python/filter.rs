@@ -8,9 +8,9 @@
 //! Python: compiling and evaluating catch them (an evaluation that panics is an
 //! evaluation error for that record).
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::filter::{self, Fields};
 
@@ -36,6 +36,50 @@ impl Filter {
         self.inner.source()
     }
 
+    /// The messages of `messages` (StoredMessage tuples: id, topic, queue, queue offset,
+    /// commit offset, born ms, store ms, tag, keys, properties, body) that match, in one
+    /// call: the Spark source's batches. A message whose evaluation fails is left out.
+    fn keep<'py>(
+        &self,
+        py: Python<'py>,
+        messages: &Bound<'py, PyList>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let kept = PyList::empty(py);
+        let root = self.inner.context();
+        let mut keys = Vec::new();
+        let mut props = Vec::new();
+        for message in messages.iter() {
+            let fields = message.cast::<PyTuple>()?;
+            if fields.len() < 11 {
+                return Err(PyTypeError::new_err("keep takes StoredMessage tuples"));
+            }
+            let topic = fields.get_item(1)?;
+            let tag = fields.get_item(7)?;
+            let body = fields.get_item(10)?;
+            let body = body.cast::<PyBytes>()?;
+            join_keys(&fields.get_item(8)?.cast_into::<PyList>()?, &mut keys)?;
+            join_properties(&fields.get_item(9)?.cast_into::<PyDict>()?, &mut props)?;
+            let tag_text: Option<String> = tag.extract()?;
+            let topic_text: String = topic.extract()?;
+            let record = Fields {
+                topic: topic_text.as_bytes(),
+                queue: fields.get_item(2)?.extract()?,
+                offset: fields.get_item(3)?.extract()?,
+                commit_offset: fields.get_item(4)?.extract()?,
+                born_ms: fields.get_item(5)?.extract()?,
+                stored_ms: fields.get_item(6)?.extract()?,
+                tag: tag_text.as_deref().unwrap_or_default().as_bytes(),
+                keys: &keys,
+                properties: &props,
+                body: body.as_bytes(),
+            };
+            if let Ok(true) = self.inner.matches_fields(&root, &record) {
+                kept.append(message)?;
+            }
+        }
+        Ok(kept)
+    }
+
     /// (matched, error sentence or None) for one message's fields.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (topic, queue, offset, commit_offset, born_ms, stored_ms, tag, keys, properties, body))]
@@ -53,21 +97,9 @@ impl Filter {
         body: &[u8],
     ) -> PyResult<(bool, Option<String>)> {
         let mut joined_keys = Vec::new();
-        for (n, key) in keys.iter().enumerate() {
-            if n > 0 {
-                joined_keys.push(0x1f);
-            }
-            joined_keys.extend_from_slice(key.extract::<String>()?.as_bytes());
-        }
+        join_keys(keys, &mut joined_keys)?;
         let mut joined_props = Vec::new();
-        for (n, (name, value)) in properties.iter().enumerate() {
-            if n > 0 {
-                joined_props.push(0x02);
-            }
-            joined_props.extend_from_slice(name.extract::<String>()?.as_bytes());
-            joined_props.push(0x01);
-            joined_props.extend_from_slice(value.str()?.to_str()?.as_bytes());
-        }
+        join_properties(properties, &mut joined_props)?;
         let fields = Fields {
             topic: topic.as_bytes(),
             queue,
@@ -86,4 +118,30 @@ impl Filter {
             Err(error) => (false, Some(error)),
         })
     }
+}
+
+/// Keys as a record holds them (joined by U+001F), into `out`.
+fn join_keys(keys: &Bound<'_, PyList>, out: &mut Vec<u8>) -> PyResult<()> {
+    out.clear();
+    for (n, key) in keys.iter().enumerate() {
+        if n > 0 {
+            out.push(0x1f);
+        }
+        out.extend_from_slice(key.cast::<PyString>()?.to_str()?.as_bytes());
+    }
+    Ok(())
+}
+
+/// Properties as a record holds them (name U+0001 value, joined by U+0002), into `out`.
+fn join_properties(properties: &Bound<'_, PyDict>, out: &mut Vec<u8>) -> PyResult<()> {
+    out.clear();
+    for (n, (name, value)) in properties.iter().enumerate() {
+        if n > 0 {
+            out.push(0x02);
+        }
+        out.extend_from_slice(name.cast::<PyString>()?.to_str()?.as_bytes());
+        out.push(0x01);
+        out.extend_from_slice(value.str()?.to_str()?.as_bytes());
+    }
+    Ok(())
 }
