@@ -503,6 +503,20 @@ impl VariableResolver for RecordVars<'_, '_> {
             }
             "text" => CowVal::owned(text(f.body)),
             "body_size" => CowVal::owned(CelInt::from(f.body.len() as i64)),
+            // The interpreter asks for a dotted name whole first: `properties.region` is
+            // answered from the record's bytes, with no map made (absent: the map is
+            // asked for, and its selection fails as it would).
+            qualified if qualified.starts_with("properties.") => {
+                let name = &qualified["properties.".len()..];
+                if name.contains('.') {
+                    return None;
+                }
+                let value = f.properties.split(|&b| b == 0x02).find_map(|item| {
+                    let mut pair = item.splitn(2, |&b| b == 0x01);
+                    (pair.next()? == name.as_bytes()).then(|| pair.next().unwrap_or_default())
+                })?;
+                CowVal::owned(text(value))
+            }
             "body" => CowVal::Borrowed(&**self.body.get_or_init(|| json_body(f.body, self.paths))),
             _ => return None,
         })
@@ -706,6 +720,15 @@ mod tests {
         let f = fields(b"", b"plain text");
         assert_eq!(eval(r#"key == "k1" && "k2" in keys"#, &f), Ok(true));
         assert_eq!(eval(r#"properties.region == "eu""#, &f), Ok(true));
+        assert_eq!(
+            eval(r#"properties.tier == "gold" && size(properties) == 2"#, &f),
+            Ok(true)
+        );
+        assert!(eval(r#"properties.missing == "x""#, &f).is_err());
+        assert_eq!(
+            eval(r#"!has(properties.missing) && has(properties.tier)"#, &f),
+            Ok(true)
+        );
         assert_eq!(
             eval(
                 r#"queue == 3 && offset == 7 && stored_ms - born_ms == 1000"#,
