@@ -39,6 +39,9 @@ DEFAULT_MAX_SECONDS = 5.0
 MAX_SECONDS = 60.0
 DEFAULT_MAX_MATCHES = 100
 MAX_MATCHES = 10_000
+#: The longest one native call scans (it holds the GIL): the scan hands back between
+#: slices, so the console's other threads are not kept waiting for a whole budget.
+SLICE_S = 0.05
 #: Messages read at a time from a store that is not scanned natively.
 _READ_CHUNK = 500
 #: A cursor: the queue and the queue offset a scan goes on from.
@@ -174,7 +177,15 @@ def scan(
                 result.seconds = time.monotonic() - started
                 return result
             answer = scan_queue(
-                store, compiled, topic, queue, position, high, left_records, left_matches, left_s
+                store,
+                compiled,
+                topic,
+                queue,
+                position,
+                high,
+                left_records,
+                left_matches,
+                min(left_s, SLICE_S),
             )
             found, next_position, scanned, errors, first_error = answer
             result.messages.extend(found)
