@@ -32,8 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from storeadapter.engine import MessageStore, StoreConfig  # noqa: E402
-from storeadapter.engine import filters  # noqa: E402
+from storeadapter.engine import MessageStore, StoreConfig, filters  # noqa: E402
 
 TOPIC = "orders"
 QUEUES = 4
