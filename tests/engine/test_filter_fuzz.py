@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storeadapter.engine import filters
+from storeadapter.engine import MessageStore, filters
 from storeadapter.engine.filters import FilterSyntaxError
 
 _ATOMS = [
@@ -168,3 +169,36 @@ class _raises_syntax:
     def __exit__(self, kind, value, traceback):
         assert kind is FilterSyntaxError, kind
         return True
+
+
+_HOSTILE_BODIES = [
+    b"",
+    b"\xff\xfe\x00binary",
+    b"[" * 5000 + b"]" * 5000,
+    b'{"a": ' * 500 + b"1" + b"}" * 500,
+    b'{"a": {"b": 1}, "a": "dup"}',
+    b'{"a": "\\ud800"}',
+    b'{"a": 1e999, "b": -0, "c": 18446744073709551616}',
+    json.dumps({"a": {"b": [1, 2, {"c": "x" * 10000}]}}).encode(),
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_store(tmp_path_factory):
+    store = MessageStore.open(tmp_path_factory.mktemp("hostile") / "store")
+    store.create_topic("h", queues=2, layout="files")
+    for n, body in enumerate(_HOSTILE_BODIES * 3):
+        store.append("h", body, key=f"k{n}", tag="t" if n % 2 else None, properties={"p": str(n)})
+    yield store
+    store.close()
+
+
+@settings(max_examples=300, deadline=5000, suppress_health_check=list(HealthCheck))
+@given(expressions())
+def test_the_native_scan_of_hostile_bodies_answers_or_refuses_the_expression(hostile_store, text):
+    try:
+        result = filters.scan(hostile_store, "h", text, max_seconds=2)
+    except FilterSyntaxError:
+        return
+    assert result.scanned == len(_HOSTILE_BODIES) * 3
+    assert result.errors <= result.scanned
