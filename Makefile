@@ -8,7 +8,7 @@ NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs 
 CARGO = cd native && cargo
 
 .DEFAULT_GOAL := help
-.PHONY: help install cargo browser promtool redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail clean distclean
+.PHONY: help install cargo browser promtool redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail bench-filter clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench-million  a million queues, 20 million messages (bench/million.py)"
 	@echo "make bench-streams  a million event streams beside SQLite (bench/streams.py)"
 	@echo "make bench-tail  the live tail's latency from append at 1,000 msgs/s (bench/tail.py)"
+	@echo "make bench-filter  filter expressions over 1,000,000 messages beside a Python loop (bench/filter.py)"
 	@echo "make clean      remove caches and build output (keeps .venv and var/)"
 	@echo "make distclean  clean, and also remove .venv and var/ (database and store)"
 
@@ -149,6 +150,9 @@ bench-streams: $(STAMP)
 
 bench-tail: $(STAMP)
 	$(VENV)/bin/python bench/tail.py
+
+bench-filter: $(STAMP)
+	$(VENV)/bin/python bench/filter.py
 
 clean:
 	rm -rf .pytest_cache .ruff_cache build dist *.egg-info var/static native/target

@@ -23,8 +23,8 @@ from django.core.paginator import Page, Paginator
 from django.urls import reverse
 
 from console.messages import bodies
-from console.messages.forms import MODE_ID, MODE_KEY, MODE_RANGE, MODE_TIME
-from storeadapter.engine import MessageStore, StoredMessage
+from console.messages.forms import MODE_FILTER, MODE_ID, MODE_KEY, MODE_RANGE, MODE_TIME
+from storeadapter.engine import MessageStore, StoredMessage, filters
 
 #: Messages a page of a queue range shows.
 RANGE_PAGE = 500
@@ -39,6 +39,8 @@ QUEUE_TABLE_PAGE = 100
 #: Messages one export holds by default, and how many are read at a time.
 EXPORT_MAX = 10_000
 EXPORT_CHUNK = 500
+#: Matches a page of a filter scan shows.
+FILTER_PAGE = 100
 #: The most messages a search by time over all queues (the API's) reaches.
 TIME_MAX = 10_000
 
@@ -112,6 +114,8 @@ class Results:
     queue_starts: list[QueueStart] = field(default_factory=list)
     #: The page of the per-queue table shown (search by time).
     queue_table: Page | None = None
+    #: A filter scan that stopped before the end: the page that goes on from there.
+    continue_url: str = ""
 
 
 def page_number(value: Any) -> int:
@@ -410,3 +414,36 @@ def by_time(
             "browse a queue from its starting offset (below) to see more."
         )
     return results
+
+
+#: Why a filter scan stopped, as the page says it.
+_STOPPED = {
+    "matches": "it found a page of matches",
+    "records": "it looked at its budget of records",
+    "seconds": "it used its time budget",
+}
+
+
+def by_filter(store: MessageStore, topic: str, expression: str, cursor: str | None) -> Results:
+    """The messages of `topic` that `expression` matches: one budgeted scan
+    (storeadapter.engine.filters) from `cursor` (the start when None), by queue and
+    offset; when it stops before the end, `continue_url` goes on from there."""
+    result = filters.scan(store, topic, expression, cursor=cursor, max_matches=FILTER_PAGE)
+    found = Results(MODE_FILTER, [row(m) for m in result.messages])
+    found.summary = (
+        f"{len(result.messages):,} matching of {result.scanned:,} records scanned"
+        f"{' from ' + cursor if cursor else ''} in {result.seconds:.2f} s."
+    )
+    if result.errors:
+        found.notes.append(
+            f"The expression could not be evaluated on {result.errors:,} records (not "
+            f"matched); the first: {result.first_error}"
+        )
+    if result.cursor is not None:
+        found.notes.append(
+            f"The scan stopped at queue {result.cursor.replace(':', ', offset ')} because "
+            f"{_STOPPED.get(result.stopped, result.stopped)}."
+        )
+        query = {"mode": MODE_FILTER, "topic": topic, "expression": expression}
+        found.continue_url = "?" + urlencode({**query, "cursor": result.cursor})
+    return found

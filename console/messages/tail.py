@@ -21,8 +21,11 @@ those chosen) from now on, answered to long polls. One logic for the console's t
 The store comes from ``get_store``: on a read by a user who reads the topic masked it
 masks each message, as on the messages pages.
 
-Filter expressions (item 1) would select messages after the read, before the rate cap
-counts them (``_newest``); the tail takes none yet.
+4. A **filter** (an expression of item 1, ``storeadapter.engine.filters``) selects what
+   the tail shows: the new records of each queue are scanned natively (the newest
+   ``FILTER_SCAN`` of each queue at most, per poll), and only the matches reach the rate
+   cap. ``dropped`` then counts the matches the cap left out and the records too many to
+   be scanned; records that do not match are not dropped, they are not wanted.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from storeadapter.engine import StoredMessage
+from storeadapter.engine import StoredMessage, filters
 from storeadapter.engine import clock as engine_clock
 
 #: The most messages a second a tail shows, and how many when not asked.
@@ -43,6 +46,8 @@ DEFAULT_RATE = 100
 MAX_WAIT_S = 30.0
 #: While several queues are followed, how long each of the waiting pulls lasts.
 WAIT_SLICE_S = 0.01
+#: With a filter, the most new records of one queue a poll scans (the newest).
+FILTER_SCAN = 100_000
 #: The rate cap's bucket holds this much time's worth of tokens.
 BUCKET_MS = 1000
 #: "queue:offset" pairs, comma-separated (none: every queue from its end), "@", and the
@@ -158,6 +163,30 @@ def _newest(
     return found[-room:] if room else []
 
 
+def _newest_matching(
+    store: Any, topic: str, spans: dict[int, tuple[int, int]], room: int, compiled: Any
+) -> tuple[list[StoredMessage], int]:
+    """The newest ``room`` messages of ``spans`` that ``compiled`` matches, and how many
+    others are left out (matches past ``room``, and records past ``FILTER_SCAN`` a
+    queue, not scanned)."""
+    found: list[StoredMessage] = []
+    unscanned = 0
+    for queue, (first, end) in spans.items():
+        begin = max(first, end - FILTER_SCAN)
+        unscanned += begin - first
+        while begin < end:
+            matched, begin_next, _, _, _ = filters.scan_queue(
+                store, compiled, topic, queue, begin, end, end - begin, filters.MAX_MATCHES, 5.0
+            )
+            found.extend(matched)
+            if begin_next <= begin:
+                break
+            begin = begin_next
+    found.sort(key=lambda message: message.commit_offset)
+    shown = found[-room:] if room else []
+    return shown, unscanned + len(found) - len(shown)
+
+
 def poll(
     store: Any,
     topic: str,
@@ -165,10 +194,13 @@ def poll(
     cursor: Cursor | None,
     rate: int = DEFAULT_RATE,
     wait_s: float = 0.0,
+    expression: str | None = None,
 ) -> TailAnswer:
-    """The messages appended past ``cursor`` (None: from now on) to the followed queues,
-    waiting up to ``wait_s`` for some; at most what the rate cap allows (see the module's
-    docstring). Raises the store's TopicNotFoundError or QueueNotFoundError."""
+    """The messages appended past ``cursor`` (None: from now on) to the followed queues
+    that ``expression`` matches (all when None), waiting up to ``wait_s`` for some; at
+    most what the rate cap allows (see the module's docstring). Raises the store's
+    TopicNotFoundError or QueueNotFoundError, and FilterSyntaxError."""
+    compiled = filters.compile_filter(expression) if expression else None
     followed = followed_queues(store, topic, queues)
     if cursor is None:
         cursor = start(store, topic, followed)
@@ -189,13 +221,18 @@ def poll(
         remaining = deadline - time.monotonic()
         if spans and tokens >= 1:
             room = int(tokens)
-            shown = _newest(store, topic, spans, room)
-            arrived = sum(end - first for first, end in spans.values())
+            if compiled is None:
+                shown = _newest(store, topic, spans, room)
+                dropped = sum(end - first for first, end in spans.values()) - len(shown)
+            else:
+                shown, dropped = _newest_matching(store, topic, spans, room, compiled)
             for queue, (_, end) in spans.items():
                 positions[queue] = end
+            if compiled is not None and not shown and not dropped:
+                continue  # nothing new matched: wait on (the bucket is untouched)
             # Tokens not spent stay in the bucket: it was empty that much later.
             empty_at = now - math.floor((tokens - len(shown)) * 1000 / rate)
-            return TailAnswer(shown, Cursor(positions, empty_at), arrived - len(shown), followed)
+            return TailAnswer(shown, Cursor(positions, empty_at), dropped, followed)
         if remaining <= 0:
             return TailAnswer([], Cursor(positions, empty_at), 0, followed)
         if spans:

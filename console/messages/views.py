@@ -21,6 +21,7 @@ from console.core.store import get_store
 from console.messages import bodies, exports, search
 from console.messages.consumption import consumption_rows
 from console.messages.forms import (
+    MODE_FILTER,
     MODE_ID,
     MODE_KEY,
     MODE_NAMES,
@@ -76,6 +77,8 @@ def _run(
         return search.by_range(
             store, data["topic"], data["queue"], data.get("from"), data.get("to"), page
         )
+    if mode == MODE_FILTER:
+        return search.by_filter(store, data["topic"], data["expression"], data.get("cursor"))
     return search.by_time(store, data["topic"], to_ms(data["at"]), data["queues"], table_page)
 
 

@@ -13,6 +13,7 @@ pub mod appending;
 pub mod consume_queue;
 pub mod crc;
 pub mod events;
+pub mod filter;
 pub mod key_index;
 pub mod pen;
 pub mod prefetch;

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .config import StoreConfig
 from .errors import StoreError
-from .exitcodes import EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR
+from .exitcodes import EXIT_CORRUPT, EXIT_INTERRUPTED, EXIT_OK, EXIT_STORE_ERROR, EXIT_USAGE
 from .metadata import is_store
 from .names import check_new_topic_name
 from .results import Message, StoredMessage
@@ -82,6 +82,30 @@ def build_parser(prog: str = "python -m storeadapter.engine") -> argparse.Argume
     consume.add_argument("--group", help="start at the group's committed offset")
     consume.add_argument("--commit", action="store_true", help="commit what was printed")
     consume.add_argument("--format", choices=("text", "json", "hex"), default="text")
+
+    filtering = commands.add_parser(
+        "filter",
+        help="print the messages of a topic that a filter expression matches",
+        description=(
+            "Scan a topic's queues (in queue order) and print the messages a CEL expression\n"
+            "matches, evaluated natively per record: topic, queue, offset, commit_offset,\n"
+            "born_ms, stored_ms, tag, key, keys, properties, text, body (JSON), body_size;\n"
+            "e.g. 'body.order.total > 100 && tag == \"paid\"'. The scan is bounded; when it\n"
+            "stops before the end it says the --cursor to go on from. An expression that\n"
+            "does not compile exits 2 with its position."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    filtering.add_argument("topic")
+    filtering.add_argument("expression")
+    filtering.add_argument(
+        "--queue", type=int, action="append", help="a queue to scan (repeat; default: every)"
+    )
+    filtering.add_argument("--cursor", help="go on from here (queue:offset), as told before")
+    filtering.add_argument("--max", type=int, default=100, help="matches to print at most")
+    filtering.add_argument("--max-records", type=int, default=1_000_000, help="records at most")
+    filtering.add_argument("--max-seconds", type=float, default=5.0, help="seconds at most")
+    filtering.add_argument("--format", choices=("text", "json", "hex"), default="text")
 
     get = commands.add_parser("get", help="print one message by id")
     get.add_argument("message_id")
@@ -221,6 +245,38 @@ def _consume(store: MessageStore, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _filter(store: MessageStore, args: argparse.Namespace) -> int:
+    from . import filters
+
+    if args.max < 1 or args.max_records < 1 or args.max_seconds <= 0:
+        raise StoreError("--max and --max-records must be at least 1, --max-seconds above 0")
+    try:
+        result = filters.scan(
+            store,
+            args.topic,
+            args.expression,
+            queues=args.queue,
+            cursor=args.cursor,
+            max_records=args.max_records,
+            max_seconds=args.max_seconds,
+            max_matches=args.max,
+        )
+    except filters.FilterSyntaxError as error:
+        line = args.expression.split("\n")[error.line - 1] if args.expression else ""
+        print(f"error: the expression does not compile: {error}", file=sys.stderr)
+        print(f"  {line}\n  {' ' * (error.column - 1)}^", file=sys.stderr)
+        return EXIT_USAGE
+    for message in result.messages:
+        print(_show(message, args.format))
+    summary = f"{len(result.messages)} matched of {result.scanned} records scanned"
+    if result.errors:
+        summary += f"; {result.errors} could not be evaluated (first: {result.first_error})"
+    if result.cursor is not None:
+        summary += f"; stopped ({result.stopped}): go on with --cursor {result.cursor}"
+    print(summary, file=sys.stderr)
+    return EXIT_OK
+
+
 def _get(store: MessageStore, args: argparse.Namespace) -> int:
     print(_show(store.get(args.message_id), args.format))
     return EXIT_OK
@@ -295,5 +351,6 @@ COMMANDS = {
     "produce": _produce,
     "consume": _consume,
     "get": _get,
+    "filter": _filter,
     "stat": _stat,
 }

@@ -41,6 +41,7 @@ COMMON_READ_OPTIONS = (
     "minPartitions",
     "startingOffsets",
     "failOnDataLoss",
+    "filter",
 )
 BATCH_READ_OPTIONS = (*COMMON_READ_OPTIONS, "endingOffsets")
 STREAM_READ_OPTIONS = (*COMMON_READ_OPTIONS, "maxOffsetsPerTrigger", "maxBytesPerTrigger")

@@ -71,6 +71,10 @@ class RecordFilter:
     queue_starts: dict[tuple[bytes, int], int] = field(default_factory=dict)
     queue_ends: dict[tuple[bytes, int], int] = field(default_factory=dict)
     messages_only: bool = False
+    #: A filter expression (storeadapter.engine.filters) the messages kept must match,
+    #: evaluated on the executors by the engine's crate; damaged stretches' rows (which
+    #: have no fields to match) are left out when it is given.
+    expression: str | None = None
 
     def matches_time(self, store_ms: int) -> bool:
         return (self.since_ms is None or store_ms >= self.since_ms) and (
@@ -182,6 +186,7 @@ class Selection:
     queue_starts: dict[str, dict[int, int]] = field(default_factory=dict)
     queue_ends: dict[str, dict[int, int]] = field(default_factory=dict)
     messages_only: bool = False
+    expression: str | None = None
 
     def narrow_topics(self, names: Iterable[str]) -> None:
         names = set(names)
@@ -254,6 +259,7 @@ class Selection:
             per_queue(self.queue_starts),
             per_queue(self.queue_ends),
             self.messages_only,
+            self.expression,
         )
 
 

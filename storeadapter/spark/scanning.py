@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from storeadapter.engine import filters
 from storeadapter.engine._native import read_members
 from storeadapter.engine.errors import CorruptRecordError, StoreFormatError
 from storeadapter.engine.record import (
@@ -238,7 +239,8 @@ def scan_range(
     since_ms = wanted.since_ms
     until_ms = wanted.until_ms
     by_offset = wanted.by_offset
-    keep_damage = not wanted.messages_only
+    keep_damage = not wanted.messages_only and wanted.expression is None
+    compiled = filters.compile_filter(wanted.expression) if wanted.expression else None
     pos = log_range.start
     if pos:
         pos, stretch, foreign = resync(segment, pos, limit)
@@ -268,7 +270,7 @@ def scan_range(
                 members += found
                 counters.skipped += passed
                 counters.decoded += len(batch)
-                yield from batch
+                yield from batch if compiled is None else compiled.keep(batch)
                 if why != _NATIVE_SLOW:
                     continue
             length, magic = MARKER.unpack_from(view, pos)
@@ -316,7 +318,8 @@ def scan_range(
                             reason = error.reason
                         else:
                             counters.decoded += 1
-                            yield message
+                            if compiled is None or filters.matches(compiled, message)[0]:
+                                yield message
                             pos = end
                             continue
                     else:

@@ -131,7 +131,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from storeadapter.engine import Message, MessageStore, StoreConfig
+from storeadapter.engine import Message, MessageStore, StoreConfig, filters
 from storeadapter.engine.errors import StoreFormatError
 from storeadapter.engine.results import Corruption, StoredMessage
 
@@ -219,6 +219,11 @@ def _selection(options) -> Selection:
         selection.narrow_since(parse_time(options.get("since"), "since"))
     if options.get("until") is not None:
         selection.narrow_until(parse_time(options.get("until"), "until"))
+    expression = options.get("filter")
+    if expression is not None:
+        # Compiled here, on the driver, so a bad one fails the read with its position.
+        filters.compile_filter(str(expression))
+        selection.expression = str(expression)
     return selection
 
 

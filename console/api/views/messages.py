@@ -5,6 +5,8 @@
 - ``/api/v1/topics/<topic>/queues/<queue>/commit/``: POST a group's offset (operator).
 - ``/api/v1/messages/``: GET a bounded, paged search: by key, queue range or time.
 - ``/api/v1/messages/export/``: GET a queue range as JSON Lines.
+- ``/api/v1/topics/<topic>/filter/``: GET the messages a filter expression matches, within a
+  scan budget, with a cursor to go on (viewer).
 - ``/api/v1/messages/<id>/``: GET one message.
 
 Producing and pulling are data traffic, not console changes: they are not written to the
@@ -62,13 +64,15 @@ from console.api.serializers import (
 from console.audit.log import record
 from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
-from console.messages import exports, search
+from console.messages import exports, search, tail
 from console.messages.consumption import Consumption
+from console.messages.records import message_record
 from console.messages.time_queues import TimeSearchTooWide, time_queues
 from console.messages.time_queues import widest as time_queues_widest
 from storeadapter.engine import (
     CorruptRecordError,
     Message,
+    filters,
     group_position,
 )
 
@@ -864,6 +868,164 @@ class MessageExport(APIView):
         return response
 
 
+#: What a filter expression must be (JSON Schema cannot say "compiles").
+FILTER_EXPRESSION = "The expression must compile as CEL over a message's fields."
+
+
+@value_check("filter_expression")
+def _filter_expression(expression: Any) -> str | None:
+    try:
+        filters.compile_filter(str(expression))
+    except filters.FilterSyntaxError as error:
+        return f"{error}."
+    return None
+
+
+class FilterQuery(QuerySerializer):
+    expression = serializers.CharField(
+        max_length=filters.MAX_EXPRESSION,
+        trim_whitespace=False,
+        validators=[ProhibitNullCharactersValidator()],
+        help_text="A CEL expression over a message's fields: topic, queue, offset, "
+        "commit_offset, born_ms, stored_ms, tag, key, keys, properties, text (the body as "
+        "text), body (the body parsed as JSON), body_size. E.g. body.order.total > 100 && "
+        'tag == "paid".',
+    )
+    queues = serializers.RegexField(
+        tail.QUEUES_PATTERN,
+        max_length=tail.QUEUES_MAX_LENGTH,
+        required=False,
+        help_text="The queue ids to scan, comma-separated (default: every queue).",
+    )
+    cursor = serializers.RegexField(
+        filters.CURSOR_PATTERN,
+        max_length=30,
+        required=False,
+        help_text="Go on from here: the previous answer's cursor (queue:offset).",
+    )
+    max_records = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=filters.MAX_RECORDS,
+        default=filters.DEFAULT_MAX_RECORDS,
+        help_text="The most records this request looks at (its scan budget).",
+    )
+    max_seconds = serializers.FloatField(
+        required=False,
+        min_value=0.001,
+        max_value=filters.MAX_SECONDS,
+        default=filters.DEFAULT_MAX_SECONDS,
+        help_text="About the longest this request scans (its time budget).",
+    )
+    max_matches = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=filters.MAX_MATCHES,
+        default=filters.DEFAULT_MAX_MATCHES,
+        help_text="The most matching messages one answer holds.",
+    )
+
+    cross_field_rules = (
+        Rule.checked("expression", check="filter_expression", message=FILTER_EXPRESSION),
+    )
+
+    def run_validators(self, value: Any) -> None:
+        # The expression's compile error answers first, with where it goes wrong.
+        if isinstance(value, dict) and isinstance(value.get("expression"), str):
+            try:
+                filters.compile_filter(value["expression"])
+            except filters.FilterSyntaxError as error:
+                raise filter_error(error) from error
+        super().run_validators(value)
+
+
+class FilterResponse(serializers.Serializer):
+    messages = StoredMessageSerializer(many=True, help_text="The matches, by queue and offset.")
+    cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Where to go on from (pass it as cursor), null when every queue was "
+        "scanned to its end.",
+    )
+    stopped = serializers.ChoiceField(
+        choices=["end", "matches", "records", "seconds"],
+        help_text="Why the scan stopped: the queues' end, max_matches found, or the budget.",
+    )
+    scanned = serializers.IntegerField(min_value=0, help_text="Records looked at.")
+    errors = serializers.IntegerField(
+        min_value=0, help_text="Records the expression could not be evaluated on (not matched)."
+    )
+    first_error = serializers.CharField(
+        allow_null=True, help_text="The first of those evaluation errors, if any."
+    )
+    seconds = serializers.FloatField(help_text="How long the scan took.")
+
+
+def filter_error(error: filters.FilterSyntaxError, name: str = "expression") -> ApiError:
+    """The 400 of an expression (the parameter ``name``) that does not compile: where it
+    goes wrong (``position`` counts characters from 0; ``line`` and ``column`` from 1)."""
+    sentence = f"{error}. {FILTER_EXPRESSION}"
+    return ApiError(
+        400,
+        "invalid_filter",
+        f"{name}: {sentence}",
+        {
+            "fields": {name: [sentence]},
+            "position": error.position,
+            "line": error.line,
+            "column": error.column,
+        },
+    )
+
+
+class TopicFilter(APIView):
+    """GET the messages of a topic that a filter expression matches, scanned within a
+    budget (records, seconds, matches); the answer's cursor goes on from where it
+    stopped. The expression is evaluated by the engine's crate over the scan. An
+    expression that does not compile is a 400 whose details give its position."""
+
+    @extend_schema(
+        parameters=[FilterQuery],
+        responses={
+            200: FilterResponse,
+            **refusals(
+                (400, "The expression does not compile (details: position, line, column)."),
+                (404, "No such topic or queue."),
+            ),
+        },
+    )
+    def get(self, request: Request, topic: str) -> Response:
+        query = validated(FilterQuery, request.query_params)
+        try:
+            queues = tail.parse_queues(query.get("queues"))
+        except tail.TailError as error:
+            raise ApiError(400, "invalid", str(error)) from error
+        try:
+            result = filters.scan(
+                get_store(),
+                topic,
+                query["expression"],
+                queues=queues,
+                cursor=query.get("cursor"),
+                max_records=query["max_records"],
+                max_seconds=query["max_seconds"],
+                max_matches=query["max_matches"],
+            )
+        except filters.FilterSyntaxError as error:
+            raise filter_error(error) from error
+        note_count(request, len(result.messages))
+        return Response(
+            {
+                "messages": [message_record(m) for m in result.messages],
+                "cursor": result.cursor,
+                "stopped": result.stopped,
+                "scanned": result.scanned,
+                "errors": result.errors,
+                "first_error": result.first_error,
+                "seconds": round(result.seconds, 3),
+            }
+        )
+
+
 urlpatterns = [
     path("topics/<name:topic>/messages/", TopicMessages.as_view(), name="api-topic-messages"),
     path(
@@ -876,6 +1038,7 @@ urlpatterns = [
         QueueCommit.as_view(),
         name="api-queue-commit",
     ),
+    path("topics/<name:topic>/filter/", TopicFilter.as_view(), name="api-topic-filter"),
     path("messages/", MessageSearch.as_view(), name="api-messages"),
     path("messages/export/", MessageExport.as_view(), name="api-messages-export"),
     path("messages/<str:message_id>/", MessageDetail.as_view(), name="api-message"),

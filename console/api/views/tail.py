@@ -4,7 +4,7 @@
   or ``queues``) past ``cursor`` (none: from now on), waiting up to ``wait`` seconds for
   some (long polling), at most ``rate`` a second; the answer's ``cursor`` is the next
   poll's, its ``dropped`` says how many messages the rate cap left out (viewer: reading
-  the topic).
+  the topic). ``filter``: only the messages a filter expression matches (item 1).
 
 Tailing only reads, from the offsets in the cursor: it never reads or moves a group's
 committed offset. A poll that waits holds one of the long-poll slots that pulls hold
@@ -14,6 +14,9 @@ committed offset. A poll that waits holds one of the long-poll slots that pulls 
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.validators import ProhibitNullCharactersValidator
 from django.urls import path
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -25,14 +28,17 @@ from console.api import converters  # noqa: F401  (registers <name:...>)
 from console.api.errors import ApiError
 from console.api.long_polls import long_poll_slot
 from console.api.read_models import TailSerializer
+from console.api.rules import Rule
 from console.api.serializers import (
     QuerySerializer,
     refusals,
     validated,
 )
+from console.api.views.messages import FILTER_EXPRESSION, filter_error
 from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import tail
+from storeadapter.engine import filters
 
 
 class TailQuery(QuerySerializer):
@@ -66,6 +72,27 @@ class TailQuery(QuerySerializer):
         help_text="The most messages a second the tail answers (a bucket of one second's "
         "worth). Past it the tail keeps the newest and counts the others in 'dropped'.",
     )
+    filter = serializers.CharField(
+        max_length=filters.MAX_EXPRESSION,
+        required=False,
+        trim_whitespace=False,
+        validators=[ProhibitNullCharactersValidator()],
+        help_text="Only the messages this filter expression matches (as "
+        "/api/v1/topics/<topic>/filter/'s expression); the others are not counted as "
+        "dropped.",
+    )
+
+    cross_field_rules = (
+        Rule.checked("filter", check="filter_expression", message=FILTER_EXPRESSION),
+    )
+
+    def run_validators(self, value: Any) -> None:
+        if isinstance(value, dict) and isinstance(value.get("filter"), str):
+            try:
+                filters.compile_filter(value["filter"])
+            except filters.FilterSyntaxError as error:
+                raise filter_error(error, "filter") from error
+        super().run_validators(value)
 
 
 def _poll_holder(request: Request) -> str:
@@ -92,14 +119,17 @@ class TopicTail(APIView):
             cursor = tail.Cursor.parse(query["cursor"]) if query.get("cursor") else None
         except tail.TailError as error:
             raise ApiError(400, "invalid", str(error)) from error
+        expression = query.get("filter") or None
         store = get_store()
         # A topic or queue that does not exist is a 404 before any slot is held.
         followed = tail.followed_queues(store, topic, queues)
         if query["wait"] > 0:
             with long_poll_slot(_poll_holder(request), query["wait"]):
-                answer = tail.poll(store, topic, followed, cursor, query["rate"], query["wait"])
+                answer = tail.poll(
+                    store, topic, followed, cursor, query["rate"], query["wait"], expression
+                )
         else:
-            answer = tail.poll(store, topic, followed, cursor, query["rate"], 0.0)
+            answer = tail.poll(store, topic, followed, cursor, query["rate"], 0.0, expression)
         note_count(request, len(answer.messages))
         return Response(TailSerializer(answer).data)
 

@@ -11,6 +11,7 @@ use pyo3::types::{PyString, PyTuple, PyType};
 mod appending;
 mod entries;
 mod events;
+mod filter;
 mod hashing;
 mod layout;
 mod mapped;
@@ -39,6 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(layout::record_layout, m)?)?;
     m.add_function(wrap_pyfunction!(warm::populate, m)?)?;
     m.add_class::<scan::Run>()?;
+    m.add_class::<filter::Filter>()?;
     m.add_class::<store_core::StoreCore>()?;
     m.add_class::<pen::Pen>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use pyo3::ffi;
 use pyo3::intern;
@@ -17,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
+use super::filter::Filter;
 use super::mapped::{Copied, Mapping};
 use super::reader::{checked_message, stored_message, Extras, Shared};
 use super::{check_record_type, id_prefix};
@@ -36,6 +38,8 @@ const TOPIC_NAMES: usize = 4096;
 const MAX_READ_MESSAGES: i64 = 10_000;
 /// `read`'s default `max_messages`.
 const DEFAULT_READ_MESSAGES: usize = 32;
+/// Entries a filtered scan reads at a time (its clock is looked at between them).
+const FILTER_STEP: usize = 4096;
 
 /// One mapped segment: its first commit offset, the offset past its end, its mapping.
 struct Mapped {
@@ -392,6 +396,146 @@ impl StoreCore {
             .call(PyTuple::new(py, args)?, options)
     }
 
+    /// The messages of `queue` of `topic` from queue offset `offset` up to `end` that
+    /// `filter` (a Filter) matches, evaluated here record by record: at most
+    /// `max_matches` of them, looking at at most `max_records` records and for about
+    /// `max_seconds`. Returns (messages, the offset to go on from, records looked at,
+    /// records whose evaluation failed, the first such failure's sentence), or None when
+    /// the core declines the queue (see `read_or_long_way`): the caller then reads it
+    /// the long way and evaluates each message with `Filter.matches`.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn scan_filtered<'py>(
+        &self,
+        py: Python<'py>,
+        filter: &Bound<'py, Filter>,
+        topic: &Bound<'py, PyAny>,
+        queue: &Bound<'py, PyAny>,
+        offset: u64,
+        end: u64,
+        max_records: u64,
+        max_matches: usize,
+        max_seconds: f64,
+    ) -> PyResult<Option<(Bound<'py, PyList>, u64, u64, u64, Option<String>)>> {
+        let started = Instant::now();
+        let budget = Duration::from_secs_f64(max_seconds.clamp(0.0, 3600.0));
+        let filter = &filter.get().inner;
+        let root = filter.context();
+        if self.closed.load(Ordering::Acquire) || !topic.is_exact_instance_of::<PyString>() {
+            return Ok(None);
+        }
+        let Some(queue_id) = exact_int(queue).and_then(|q| u32::try_from(q).ok()) else {
+            return Ok(None);
+        };
+        if self.forked(py)? {
+            return Ok(None);
+        }
+        self.follow(py)?;
+        let Some(consume_queue) = self.loaded_queue(py, topic, queue_id)? else {
+            return Ok(None);
+        };
+        let Ok(name) = topic.cast::<PyString>()?.to_str() else {
+            return Ok(None);
+        };
+        let low: u64 = consume_queue
+            .getattr(intern!(py, "_min_offset"))?
+            .extract()?;
+        let high: u64 = consume_queue
+            .getattr(intern!(py, "_max_offset"))?
+            .extract()?;
+        let end = end.min(high);
+        let mut position = offset.max(low);
+        let messages = PyList::empty(py);
+        let mut shared = Shared::new(topic.clone(), queue.clone());
+        let mut found: Vec<Found> = Vec::new();
+        let mut buffer = Vec::new();
+        let (mut scanned, mut errors, mut first_error) = (0u64, 0u64, None);
+        'scan: while position < end
+            && scanned < max_records
+            && messages.len() < max_matches
+            && started.elapsed() < budget
+        {
+            let count = (end - position)
+                .min(max_records - scanned)
+                .min(FILTER_STEP as u64);
+            if !self.read_entries(py, &consume_queue, position, count, &mut buffer)? {
+                return Ok(None);
+            }
+            let entries = &buffer[..];
+            let total = entries.len() / ENTRY_SIZE;
+            let mut index = 0;
+            while index < total {
+                let at = index * ENTRY_SIZE;
+                if entries[at..at + ENTRY_SIZE].iter().all(|&b| b == 0) {
+                    index += 1;
+                    continue;
+                }
+                let pointed =
+                    u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or_default());
+                let Some((base, map)) = self.locate(py, pointed)? else {
+                    return Ok(None);
+                };
+                let Some(view) = View::of(map.bind(py)) else {
+                    return Ok(None);
+                };
+                let data = view.slice();
+                let wanted = Wanted {
+                    topic: name.as_bytes(),
+                    queue_id,
+                    first_queue_offset: position,
+                    tag: None,
+                    max_messages: total,
+                };
+                found.clear();
+                let (next, stop) =
+                    walk::read_entries(data, base, entries, index, &wanted, &mut found);
+                for item in &found {
+                    let record = &data[item.pos..item.pos + item.header.length as usize];
+                    let parts = Parts::of(record, &item.header);
+                    scanned += 1;
+                    match filter.matches(&root, &item.header, &parts) {
+                        Ok(true) => {
+                            let built = stored_message(
+                                py,
+                                self.message_type.bind(py),
+                                &self.prefix,
+                                &mut shared,
+                                record,
+                                &item.header,
+                            );
+                            match built {
+                                Some(message) => messages.append(message?)?,
+                                None => return Ok(None),
+                            }
+                            if messages.len() >= max_matches {
+                                position = item.header.queue_offset + 1;
+                                break 'scan;
+                            }
+                        }
+                        Ok(false) => {}
+                        Err(error) => {
+                            errors += 1;
+                            first_error.get_or_insert(error);
+                        }
+                    }
+                }
+                match stop {
+                    Stop::End | Stop::Full => index = next,
+                    Stop::Slow => return Ok(None),
+                    Stop::Outside if next == index && found.is_empty() => return Ok(None),
+                    Stop::Outside => index = next,
+                }
+                if stop == Stop::End || stop == Stop::Full {
+                    break;
+                }
+            }
+            if index == 0 {
+                return Ok(None);
+            }
+            position += index as u64;
+        }
+        Ok(Some((messages, position, scanned, errors, first_error)))
+    }
+
     /// The store closed: every later call declines, and the mappings are let go.
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -466,6 +610,31 @@ fn exact_int(value: &Bound<'_, PyAny>) -> Option<i64> {
 }
 
 impl StoreCore {
+    /// The loaded ConsumeQueue of queue `queue_id` of `topic` (a str) with files of its
+    /// own, or None (a topic or queue not known, a shared topic's, not loaded).
+    fn loaded_queue<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        queue_id: u32,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
+            return Ok(None);
+        };
+        let Ok(queues) = state.getattr(intern!(py, "queues"))?.cast_into::<PyList>() else {
+            return Ok(None);
+        };
+        let Ok(consume_queue) = queues.get_item(queue_id as usize) else {
+            return Ok(None);
+        };
+        if !consume_queue.get_type().is(self.queue_type.bind(py))
+            || !consume_queue.getattr(intern!(py, "_loaded"))?.is_truthy()?
+        {
+            return Ok(None);
+        }
+        Ok(Some(consume_queue))
+    }
+
     /// `read_or_long_way`'s messages, or None when the core declines.
     fn read<'py>(
         &self,

@@ -1,0 +1,170 @@
+"""Filter expressions over a topic (issue 34, item 1; targets: at least 1,000,000
+records a second scanned on one core, and at least 5x a Python loop that decodes each
+message and evaluates the same condition).
+
+    .venv/bin/python bench/filter.py [--count N] [--size BYTES] [--dir PATH]
+
+Builds a store of ``--count`` messages (default 1,000,000) of ``--size`` bytes (1 KiB)
+over 4 queues with files of their own: each body a JSON object ``{"order": {"total":
+n, ...}, "pad": "..."}``, tag "paid" or "open", a key and a property. Then, for each
+expression, in the same run:
+
+* **native**: ``storeadapter.engine.filters.scan`` (the crate evaluates the compiled
+  expression per record inside the store core's scan; no Python per record);
+* **python**: the peer, a Python loop over the same store's ``read`` (500 messages a
+  call, the engine's native read) that decodes each message (``json.loads`` of the
+  body when the condition needs it) and evaluates the same condition in Python.
+
+Both read the same warm store (one untimed pass first). Each figure is the CPU seconds
+of this process (``time.process_time``: one core, robust under load) and records per
+CPU second. Prints a table, then one JSON line. Timings only: no test asserts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from storeadapter.engine import MessageStore, StoreConfig, filters  # noqa: E402
+
+TOPIC = "orders"
+QUEUES = 4
+BATCH = 1000
+READ_CHUNK = 500
+
+
+def _paid_and_big(m) -> bool:
+    return m.tag == "paid" and json.loads(m.body)["order"]["total"] > 100
+
+
+def _big_and_paid(m) -> bool:
+    return json.loads(m.body)["order"]["total"] > 100 and m.tag == "paid"
+
+
+def _region_and_key(m) -> bool:
+    return m.properties.get("region") == "eu" and m.keys[0].startswith("k1")
+
+
+#: (name, CEL expression, the same condition in Python).
+CASES = [
+    ("tag, then body JSON", 'tag == "paid" && body.order.total > 100', _paid_and_big),
+    ("body JSON, then tag", 'body.order.total > 100 && tag == "paid"', _big_and_paid),
+    ("property and key", 'properties.region == "eu" && key.startsWith("k1")', _region_and_key),
+]
+
+
+def build_store(path: Path, count: int, size: int) -> None:
+    rng = random.Random(34)
+    config = StoreConfig(segment_bytes=256 << 20, flush_mode="async")
+    with MessageStore.open(path, config) as store:
+        store.create_topic(TOPIC, queues=QUEUES, layout="files")
+        for start in range(0, count, BATCH):
+            batch = []
+            for i in range(start, min(count, start + BATCH)):
+                head = json.dumps({"order": {"total": rng.randrange(200), "id": i}, "pad": ""})
+                body = head[:-2] + "x" * max(0, size - len(head)) + '"}'
+                batch.append(
+                    {
+                        "body": body.encode(),
+                        "tag": "paid" if i % 4 == 0 else "open",
+                        "key": f"k{i}",
+                        "queue": i % QUEUES,
+                        "properties": {"region": "eu" if i % 3 else "us"},
+                    }
+                )
+            store.append_batch(TOPIC, batch)
+        store.flush()
+
+
+def native(store: MessageStore, expression: str, count: int) -> tuple[float, int, int]:
+    cpu = time.process_time()
+    matched = 0
+    scanned = 0
+    cursor = None
+    while True:
+        result = filters.scan(
+            store,
+            TOPIC,
+            expression,
+            cursor=cursor,
+            max_records=count,
+            max_seconds=600,
+            max_matches=filters.MAX_MATCHES,
+        )
+        matched += len(result.messages)
+        scanned += result.scanned
+        cursor = result.cursor
+        if cursor is None:
+            break
+    return time.process_time() - cpu, scanned, matched
+
+
+def python_loop(store: MessageStore, condition) -> tuple[float, int, int]:
+    cpu = time.process_time()
+    matched = 0
+    scanned = 0
+    for queue in range(QUEUES):
+        low, high = store.queue_range(TOPIC, queue)
+        position = low
+        while position < high:
+            batch = store.read(TOPIC, queue, position, READ_CHUNK)
+            if not batch:
+                break
+            for message in batch:
+                scanned += 1
+                if condition(message):
+                    matched += 1
+            position = batch[-1].queue_offset + 1
+    return time.process_time() - cpu, scanned, matched
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--dir", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        path = Path(tmp) / "store"
+        started = time.monotonic()
+        build_store(path, args.count, args.size)
+        built_s = time.monotonic() - started
+        rows = []
+        with MessageStore.open(path) as store:
+            python_loop(store, lambda m: False)  # warm the page cache and mappings
+            for name, expression, condition in CASES:
+                n_cpu, n_scanned, n_matched = native(store, expression, args.count)
+                p_cpu, p_scanned, p_matched = python_loop(store, condition)
+                assert n_matched == p_matched, (name, n_matched, p_matched)
+                rows.append(
+                    {
+                        "case": name,
+                        "expression": expression,
+                        "records": n_scanned,
+                        "matched": n_matched,
+                        "native_cpu_s": round(n_cpu, 3),
+                        "native_records_per_s": round(n_scanned / n_cpu),
+                        "python_cpu_s": round(p_cpu, 3),
+                        "python_records_per_s": round(p_scanned / p_cpu),
+                        "ratio": round(p_cpu / n_cpu, 1),
+                    }
+                )
+    print(f"{args.count:,} messages of {args.size} B in {QUEUES} queues (built in {built_s:.0f} s)")
+    print(f"{'case':22} {'native rec/s':>14} {'python rec/s':>14} {'ratio':>7} {'matched':>9}")
+    for row in rows:
+        print(
+            f"{row['case']:22} {row['native_records_per_s']:>14,} "
+            f"{row['python_records_per_s']:>14,} {row['ratio']:>6}x {row['matched']:>9,}"
+        )
+    print(json.dumps({"bench": "filter", "count": args.count, "size": args.size, "cases": rows}))
+
+
+if __name__ == "__main__":
+    main()
