@@ -10,7 +10,7 @@ with MessageStore.open("var/store", StoreConfig(flush_mode="sync")) as store:
 # Public as modules: the clock and the file seam (tests replace their functions), and the
 # engine's command line (the console's `tidemark` builds on its parser), imported when
 # first asked for (__getattr__): it loads every store check, which no other user needs.
-from . import clock, fileio
+from . import clock, fileio, filters
 from .admin import MAX_QUEUES_PER_TOPIC, MAX_SHARED_QUEUES
 from .config import StoreConfig
 from .consumer import Consumer
@@ -114,6 +114,7 @@ __all__ = [
     "cli",
     "clock",
     "fileio",
+    "filters",
     "is_store",
     "parse_message_id",
     "Consumer",
