@@ -26,12 +26,12 @@ from pathlib import Path
 from zlib import crc32
 
 from . import clock, dataplane
-from .blockqueue import BlockQueue
 from .combining import WriteCombiner
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL
 from .diskuse import DiskUse
+from .dispatch import WRITTEN, Dispatcher, Run, truncate_all
 from .errors import (
     DiskFullError,
     InvalidMessageError,
@@ -43,7 +43,6 @@ from .errors import (
     TopicNotFoundError,
 )
 from .flush import FlushService
-from .follow import unpublished_records
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
 from .reader import Reader
@@ -122,6 +121,7 @@ class Writer:
         commitlog: CommitLog,
         registry: TopicRegistry,
         index: KeyIndex,
+        dispatchers: list[Dispatcher],
         streams: Streams,
         reader: Reader,
         disk: DiskUse,
@@ -134,7 +134,8 @@ class Writer:
         self.config = config
         self.commitlog = commitlog
         self._registry = registry
-        self._index = index
+        self._index = index  # looked up for dedup ids; written through the dispatchers
+        self._dispatchers = dispatchers
         self._streams = streams
         self._reader = reader
         self._disk = disk
@@ -368,11 +369,8 @@ class Writer:
         try:
             log = self.commitlog
             extent = self._session.extent()
-            self.erase_unpublished_entries(extent)
+            truncate_all(self._dispatchers, tail, extent)
             log.clear_after_tail(log.writable_segment(), extent)
-            self._index.truncate_from(tail)
-            for shared in self._registry.shared_topics():
-                shared.blocks.discard_unpublished(tail)
         except OSError:
             return False
         return True
@@ -396,27 +394,6 @@ class Writer:
         """Raise StoreFailedError if the store refuses writes."""
         if self.failure is not None:
             raise StoreFailedError(self.failure_sentence())
-
-    def erase_unpublished_entries(self, extent: int) -> None:
-        """Erase the consume-queue entries of the records an unpublished write left past
-        the tail (up to ``extent``), before those records are cleared: the next records
-        written there belong to other queues, and a checkpoint past them would vouch
-        for the stale entries. (Shared topics discard theirs with their blocks.)"""
-        registry = self._registry
-        for name, queue_id, queue_offset, commit_offset in unpublished_records(
-            self.commitlog, extent
-        ):
-            topic = registry.topic_of(name)
-            if (
-                topic is None
-                or topic.blocks is not None
-                or not 0 <= queue_id < len(topic.queues)
-                or commit_offset < topic.info.created_offset
-            ):
-                continue
-            queue = topic.queues[queue_id]
-            if queue.erase_unpublished(queue_offset, commit_offset):
-                registry.dirty.add(queue.flush_target)
 
     def write_failure(self, error: OSError) -> DiskFullError | StoreFailedError:
         if error.errno == errno.ENOSPC:
@@ -448,21 +425,15 @@ class Writer:
         if type(batch) is StreamBatch:
             return self._write_events(state, batch, now, published)
         duplicates = {} if plain else self._find_duplicates(state, batch, now)
-        results, next_offsets, entries, index_items, targets = self._write_records(
+        results, next_offsets, entries, index_items, targets, marks = self._write_records(
             state, batch, now, duplicates, plain
         )
-        try:
-            self._dispatch(state, targets, next_offsets, entries)
-            if index_items:
-                self._index.put_many(index_items)
-        except OSError:
-            for queue_id, packed in entries.items():  # in memory: back to the published end
-                first = next_offsets[queue_id] - len(packed) // ENTRY_SIZE
-                if packed and targets[queue_id].max_offset > first:
-                    targets[queue_id].max_offset = first
-            raise
-        if state.blocks is not None:
-            state.blocks.publish_end(self.commitlog.tail)
+        written = [
+            (targets[queue_id], next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
+            for queue_id, packed in entries.items()
+            if packed
+        ]
+        self._dispatch(Run(WRITTEN, state, self.commitlog.tail, written, marks, index_items))
         topic_id = state.info.id
         published.extend((topic_id, q, next_offsets[q], now) for q in entries if entries[q])
         return results
@@ -573,29 +544,17 @@ class Writer:
             else:
                 entries[queue_id].append(packed)
             next_offsets[queue_id] = row[6] + len(results)
-        targets = {queue_id: queues[queue_id] for queue_id in entries}
-        joined = {queue_id: b"".join(parts) for queue_id, parts in entries.items()}
+        written = []
+        marks = []
         for queue_id, base in bases.items():
+            queue = queues[queue_id]
+            written.append((queue, base, b"".join(entries[queue_id])))
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
             for queue_offset in range(mark, next_offsets[queue_id], TIME_INDEX_INTERVAL):
-                targets[queue_id].time_index.write([(queue_offset, now)])
-        try:
-            self._dispatch(state, targets, next_offsets, joined)
-            self._streams.indexed(
-                state,
-                index,
-                [(append, admitted) for _i, append, admitted in laid],
-                index_entries,
-                placed,
-                end,
-            )
-        except OSError:
-            for queue_id, base in bases.items():  # in memory: back to the published end
-                if targets[queue_id].max_offset > base:
-                    targets[queue_id].max_offset = base
-            raise
-        if state.blocks is not None:
-            state.blocks.publish_end(end)
+                marks.append((queue, [(queue_offset, now)]))
+        appended = [(append, admitted) for _i, append, admitted in laid]
+        events = (index, appended, index_entries, placed, end)
+        self._dispatch(Run(WRITTEN, state, end, written, marks, (), events))
         topic_id = state.info.id
         published.extend((topic_id, q, next_offsets[q], now) for q in next_offsets)
         for (i, _append, _admitted), (_packed, _last, results, _chain) in zip(
@@ -630,14 +589,15 @@ class Writer:
         now: int,
         duplicates: dict[str, AppendResult],
         plain: bool = False,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict, list]:
         """Encode the batch at the commit-log tail and write it, one pwrite per segment.
 
         A record is ``record.encode_head`` + body + ``record.encode_trailer``, inlined
         here because this loop is the hot path. A record that does not fit in what is
         left of the segment closes it with an end-of-segment marker and goes to a new one.
         Returns the results, each queue's next offset, the packed consume-queue entries
-        per queue, the key-index items and the queues written to, by id.
+        per queue, the key-index items, the queues written to, by id, and the time marks
+        (per mark, its queue and [(queue offset, store time)]).
         """
         topic_name = state.info.name
         writable = state.writable
@@ -661,7 +621,7 @@ class Writer:
 
     def _write_plain(
         self, state: Topic, bodies: list[bytes], now: int, segment, end: int
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict, list]:
         """``_write_records`` for bodies alone, all fitting in the segment (up to commit
         offset ``end``): encoded, entries packed and results made by one native call."""
         count = len(bodies)
@@ -683,16 +643,17 @@ class Writer:
         width = len(turn)
         next_offsets: dict[int, int] = {}
         entries: dict[int, bytes] = {}
+        marks = []
         for j, queue_id in enumerate(turn):
             entries[queue_id] = packed[j]
             base = bases[j]
             end_offset = next_offsets[queue_id] = base + count // width + (j < count % width)
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
             if mark < end_offset:
-                time_index = targets[queue_id].time_index
+                queue = targets[queue_id]
                 for queue_offset in range(mark, end_offset, TIME_INDEX_INTERVAL):
-                    time_index.write([(queue_offset, now)])
-        return results, next_offsets, entries, [], targets
+                    marks.append((queue, [(queue_offset, now)]))
+        return results, next_offsets, entries, [], targets, marks
 
     def _write_general(
         self,
@@ -701,7 +662,7 @@ class Writer:
         now: int,
         duplicates: dict[str, AppendResult | int],
         segment,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
+    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict, list]:
         """``_write_records`` for any prepared batch, a message at a time."""
         topic_name = state.info.name
         topic_bytes = state.name_bytes
@@ -801,8 +762,9 @@ class Writer:
             self._write_rows(segment, chunk_start, rows, topic_bytes, entries)
         log.tail = tail
         log.last_store_ms = now
-        for queue_id, queue_offset in time_marks:
-            targets[queue_id].time_index.write([(queue_offset, now)])
+        marks = [
+            (targets[queue_id], [(queue_offset, now)]) for queue_id, queue_offset in time_marks
+        ]
         written = _results(self._id_prefix, topic_name, queue_ids, offsets, starts, now)
         results = written
         if skipped:
@@ -817,6 +779,7 @@ class Writer:
             {queue_id: b"".join(packed) for queue_id, packed in entries.items()},
             index_items,
             targets,
+            marks,
         )
 
     def _write_rows(
@@ -867,23 +830,15 @@ class Writer:
                     break
         return found
 
-    def _dispatch(
-        self, state: Topic, targets: dict, next_offsets: dict[int, int], entries: dict[int, bytes]
-    ) -> None:
-        dirty = self._registry.dirty
-        if state.blocks is not None:
-            writes = [
-                (targets[queue_id], next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
-                for queue_id, packed in entries.items()
-                if packed
-            ]
-            if writes:
-                BlockQueue.write_many(state.blocks, writes)
-                dirty.add(state.blocks)
-            return
-        for queue_id, packed in entries.items():
-            if not packed:
-                continue
-            queue = targets[queue_id]
-            queue.write(next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
-            dirty.add(queue.flush_target)
+    def _dispatch(self, run: Run) -> None:
+        """Step 4: hand the records just written to every index of the store's list
+        (dispatch.py); if one fails, the queues' ends in memory go back to the published
+        ones (the caller clears what was written)."""
+        try:
+            for dispatcher in self._dispatchers:
+                dispatcher.dispatch(run)
+        except OSError:
+            for queue, first, _packed in run.entries:
+                if queue.max_offset > first:
+                    queue.max_offset = first
+            raise
