@@ -54,10 +54,13 @@ class Run:
     ``(queue, marks)``, a list of (queue offset, store ms) or, for consecutive marks
     packed as in the file, a tuple of ``TimeIndex.write_run``'s arguments. ``keys``:
     key-index items (topic, key, commit offset, store ms). ``events``: the arguments
-    of ``Streams.indexed`` after its first (a stream topic's appends), or None.
+    of ``Streams.indexed`` after its first (a stream topic's appends, ``WRITTEN``), or
+    (topic name, events read back from the log) for ``Streams.replayed`` (``REPLAYED``),
+    or None.
     ``topic``: the topic when every record is of one (the writer's), else None.
-    ``end``: the commit-log offset after the run. ``redispatched``: how many entries a
-    ``REPLAYED`` run found missing or different, counted by the queue dispatcher.
+    ``end``: the commit-log offset after the run (a replayed run: the tail it is
+    replayed up to). ``redispatched``: how many entries a ``REPLAYED`` run put in that
+    were missing or different (queue entries, or events indexed again).
     """
 
     __slots__ = ("mode", "topic", "end", "entries", "marks", "keys", "events", "redispatched")
@@ -137,8 +140,13 @@ class EventIndexDispatch:
         self.registry = registry
 
     def dispatch(self, run: Run) -> None:
-        if run.events is not None:
-            self.streams.indexed(run.topic, *run.events)
+        events = run.events
+        if events is None:
+            return
+        if run.mode == WRITTEN:
+            self.streams.indexed(run.topic, *events)
+        else:  # read back from the log: (topic name, its events in log order)
+            run.redispatched += self.streams.replayed(*events, run.end)
 
     def truncate_from(self, offset: int, extent: int) -> int:
         self.streams.truncate_from(self.registry.topics, offset)

@@ -217,6 +217,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self.dispatchers = make_dispatchers(
                     self._registry, self.commitlog, self._index, self._streams
                 )
+                self._streams.dispatchers = self.dispatchers
                 if alone:
                     self._open_alone()
                 else:

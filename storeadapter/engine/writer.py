@@ -3,15 +3,17 @@
 It owns the write path: preparing messages (``prepare``, ``prepare_batch``), the
 group-commit combiner of sync mode (``WriteCombiner``), writing a group of batches under
 one hold of the write lock (``write_group``: the catch-up, the shared write extent begun
-and finished, each batch's records, consume-queue, time-index and key-index entries,
-the dedup lookups, the appends to event streams, then the new tail published), clearing
+and finished, each batch's records, then what they mean for the indexes handed to the
+store's dispatchers (dispatch.py: time marks, key-index, event-index and consume-queue
+entries), the dedup lookups, the appends to event streams, then the new tail
+published), clearing
 what a failed write left, and the store's failure: the error that made it refuse
 writes (``failure``), which ``fail`` sets (the store's own failed flushes and changes
 too) and the flusher is told of.
 
-Its collaborators are passed in: the commit log, the queues (``TopicRegistry``, whose
-dirty set it adds to), the key index, the streams, the reader (records for dedup, and
-the pulls an append wakes), the disk use, the write session (writesession.py: the
+Its collaborators are passed in: the commit log, the queues (``TopicRegistry``), the key
+index (dedup lookups), the store's list of dispatchers, the streams, the reader (records
+for dedup, and the pulls an append wakes), the disk use, the write session (writesession.py: the
 locks, the catch-up, a dead writer's clearing and the publish, which the store's
 changes go through too) and the flusher.
 """
@@ -318,10 +320,11 @@ class Writer:
         Steps: 1. hold a write session (the thread lock, then the pen, caught up with
         what other processes wrote, a dead writer's extent cleared); then per batch:
         2. find messages whose dedup id is already stored; 3. encode and write the
-        others (``_write_records``); 4. write their consume-queue and key-index
-        entries; then 5. publish the new tail once. A batch refused before it is
-        written (its topic deleted, every queue frozen) fails alone; a failed write
-        fails it and every later batch, and the store refuses writes.
+        others (``_write_records``); 4. hand them to the dispatchers (time marks,
+        key-index and consume-queue entries); then 5. publish the new tail once. A
+        batch refused before it is written (its topic deleted, every queue frozen)
+        fails alone; a failed write fails it and every later batch, and the store
+        refuses writes.
         """
         outcomes: list = []
         published: list[tuple[int, int, int, int]] = []

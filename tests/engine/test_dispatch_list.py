@@ -22,6 +22,8 @@ class Recorder:
         self.fail: OSError | None = None
 
     def dispatch(self, run: Run) -> None:
+        if run.events is not None:
+            self.seen.append((run.mode, "events"))
         spans: dict[int, list[int]] = {}
         for queue, first, data in run.entries:
             end = data if run.mode == FOLLOWED else first + len(data) // 20
@@ -78,6 +80,18 @@ def test_recoverys_runs_reach_the_list(tmp_path, recorders):
         pass
     replayed = [seen[1] for seen in recorders[1].seen if seen[0] == REPLAYED]
     assert replayed == [{0: [0, 1]}]
+
+
+def test_the_event_indexs_recovery_reaches_the_list(tmp_path, recorders):
+    path = tmp_path / "s"
+    with MessageStore.open(path, _config()) as store:
+        store.create_stream_topic("accounts", queues=1)
+        store.append_event("accounts", "s-1", b"e1")
+    (path / "consumequeue" / "accounts" / "events").unlink()  # indexed again from the log
+    with MessageStore.open(path, _config()) as store:
+        assert store.stream_version("accounts", "s-1") == 1
+    assert (WRITTEN, "events") in recorders[0].seen
+    assert (REPLAYED, "events") in recorders[1].seen
 
 
 def test_the_restore_of_a_lost_queue_end_reaches_the_list(tmp_path, recorders):
