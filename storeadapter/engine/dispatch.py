@@ -27,7 +27,7 @@ blocks), whose shared blocks' allocation end is published last.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from .blockqueue import BlockQueue
 from .follow import mark_written, unpublished_records
@@ -45,7 +45,7 @@ REPLAYED = 1  # recovery found them in the log: entries are written where they d
 FOLLOWED = 2  # another process wrote them: entries are on disk; ends are taken in
 
 
-class Run:
+class Run(NamedTuple):
     """A run of records in the commit log, as the indexes see it.
 
     ``entries``: per queue ``(queue, first, data)``: for ``WRITTEN`` and ``REPLAYED``,
@@ -56,40 +56,26 @@ class Run:
     key-index items (topic, key, commit offset, store ms). ``events``: the arguments
     of ``Streams.indexed`` after its first (a stream topic's appends, ``WRITTEN``), or
     (topic name, events read back from the log) for ``Streams.replayed`` (``REPLAYED``),
-    or None.
-    ``topic``: the topic when every record is of one (the writer's), else None.
-    ``end``: the commit-log offset after the run (a replayed run: the tail it is
-    replayed up to). ``redispatched``: how many entries a ``REPLAYED`` run put in that
-    were missing or different (queue entries, or events indexed again).
+    or None. ``topic``: the topic when every record is of one (the writer's), else
+    None. ``end``: the commit-log offset after the run (a replayed run: the tail it is
+    replayed up to). A tuple: the writer makes one per batch with ``tuple.__new__``.
     """
 
-    __slots__ = ("mode", "topic", "end", "entries", "marks", "keys", "events", "redispatched")
-
-    def __init__(
-        self,
-        mode: int,
-        topic: Topic | None,
-        end: int,
-        entries: list[tuple],
-        marks: list[tuple] | tuple = (),
-        keys: list[tuple] | tuple = (),
-        events: tuple | None = None,
-    ) -> None:
-        self.mode = mode
-        self.topic = topic
-        self.end = end
-        self.entries = entries
-        self.marks = marks
-        self.keys = keys
-        self.events = events
-        self.redispatched = 0
+    mode: int
+    topic: Topic | None
+    end: int
+    entries: list[tuple]
+    marks: list[tuple] | tuple = ()
+    keys: list[tuple] | tuple = ()
+    events: tuple | None = None
 
 
 class Dispatcher(Protocol):
     """One index kept in step with the commit log."""
 
-    def dispatch(self, run: Run) -> None:
-        """Put into the index what ``run``'s records mean for it."""
+    def dispatch(self, run: Run) -> int:
+        """Put into the index what ``run``'s records mean for it; return how many
+        entries a replayed run put in that were missing or different (else 0)."""
 
     def truncate_from(self, offset: int, extent: int) -> int:
         """Remove what records at or past ``offset`` (up to ``extent``, still in the log)
@@ -103,12 +89,13 @@ class TimeIndexDispatch:
 
     __slots__ = ()
 
-    def dispatch(self, run: Run) -> None:
+    def dispatch(self, run: Run) -> int:
         for queue, marks in run.marks:
             if type(marks) is tuple:
                 queue.time_index.write_run(*marks)
             else:
                 queue.time_index.write(marks)
+        return 0
 
     def truncate_from(self, offset: int, extent: int) -> int:
         return 0
@@ -122,9 +109,10 @@ class KeyIndexDispatch:
     def __init__(self, index: KeyIndex) -> None:
         self.index = index
 
-    def dispatch(self, run: Run) -> None:
+    def dispatch(self, run: Run) -> int:
         if run.keys:
             self.index.put_many(run.keys)
+        return 0
 
     def truncate_from(self, offset: int, extent: int) -> int:
         return self.index.truncate_from(offset)
@@ -139,14 +127,15 @@ class EventIndexDispatch:
         self.streams = streams
         self.registry = registry
 
-    def dispatch(self, run: Run) -> None:
+    def dispatch(self, run: Run) -> int:
         events = run.events
         if events is None:
-            return
+            return 0
         if run.mode == WRITTEN:
             self.streams.indexed(run.topic, *events)
-        else:  # read back from the log: (topic name, its events in log order)
-            run.redispatched += self.streams.replayed(*events, run.end)
+            return 0
+        # Read back from the log: (topic name, its events in log order).
+        return self.streams.replayed(*events, run.end)
 
     def truncate_from(self, offset: int, extent: int) -> int:
         self.streams.truncate_from(self.registry.topics, offset)
@@ -163,34 +152,30 @@ class QueueDispatch:
         self.registry = registry
         self.log = log
 
-    def dispatch(self, run: Run) -> None:
+    def dispatch(self, run: Run) -> int:
         mode = run.mode
-        if mode == WRITTEN:
-            self._written(run)
-        elif mode == REPLAYED:
-            for queue, first, packed in run.entries:
-                run.redispatched += self._replay(queue, first, packed)
-        else:
-            dirty = self.registry.dirty
-            for queue, start, end in run.entries:
-                if end > start:
-                    mark_written(queue, start, end)
-                if end > queue.max_offset:
-                    queue.max_offset = end
-                dirty.add(queue.flush_target)
-
-    def _written(self, run: Run) -> None:
         dirty = self.registry.dirty
-        blocks = run.topic.blocks
-        if blocks is not None:
-            if run.entries:
-                BlockQueue.write_many(blocks, run.entries)
-                dirty.add(blocks)
-            blocks.publish_end(run.end)
-            return
-        for queue, first, packed in run.entries:
-            queue.write(first, packed)
+        if mode == WRITTEN:
+            blocks = run.topic.blocks
+            if blocks is not None:
+                if run.entries:
+                    BlockQueue.write_many(blocks, run.entries)
+                    dirty.add(blocks)
+                blocks.publish_end(run.end)
+                return 0
+            for queue, first, packed in run.entries:
+                queue.write(first, packed)
+                dirty.add(queue.flush_target)
+            return 0
+        if mode == REPLAYED:
+            return sum(self._replay(queue, first, packed) for queue, first, packed in run.entries)
+        for queue, start, end in run.entries:
+            if end > start:
+                mark_written(queue, start, end)
+            if end > queue.max_offset:
+                queue.max_offset = end
             dirty.add(queue.flush_target)
+        return 0
 
     @staticmethod
     def _replay(queue, first: int, packed: bytes) -> int:
@@ -253,11 +238,10 @@ def make_dispatchers(
     ]
 
 
-def dispatch_all(dispatchers: list[Dispatcher], run: Run) -> Run:
-    """Hand ``run`` to every dispatcher of the list, in order; return it."""
-    for dispatcher in dispatchers:
-        dispatcher.dispatch(run)
-    return run
+def dispatch_all(dispatchers: list[Dispatcher], run: Run) -> int:
+    """Hand ``run`` to every dispatcher of the list, in order; return how many entries
+    they put in that were missing or different (a replayed run's count)."""
+    return sum([dispatcher.dispatch(run) for dispatcher in dispatchers])
 
 
 def truncate_all(dispatchers: list[Dispatcher], offset: int, extent: int) -> int:

@@ -511,8 +511,8 @@ class _Gatherer:
         self._count = 0
         marks, self._marks = self._marks, []
         if entries or marks or keys:
-            replayed = dispatch_all(self._dispatchers, Run(REPLAYED, None, 0, entries, marks, keys))
-            self._report.redispatched += replayed.redispatched
+            run = Run(REPLAYED, None, 0, entries, marks, keys)
+            self._report.redispatched += dispatch_all(self._dispatchers, run)
 
 
 def _split(items: list, found: list) -> list[tuple]:

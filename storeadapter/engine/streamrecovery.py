@@ -232,7 +232,7 @@ def _index_found(streams: Streams, pending: dict, counts: dict[str, int], tail: 
     replayed run; count those indexed."""
     for name, found in pending.items():
         run = Run(REPLAYED, None, tail, [], events=(name, found))
-        counts[name] = counts.get(name, 0) + dispatch_all(streams.dispatchers, run).redispatched
+        counts[name] = counts.get(name, 0) + dispatch_all(streams.dispatchers, run)
 
 
 def index_events(

@@ -21,7 +21,7 @@ class Recorder:
         self.seen: list[tuple] = []
         self.fail: OSError | None = None
 
-    def dispatch(self, run: Run) -> None:
+    def dispatch(self, run: Run) -> int:
         if run.events is not None:
             self.seen.append((run.mode, "events"))
         spans: dict[int, list[int]] = {}
@@ -32,6 +32,7 @@ class Recorder:
         if self.fail is not None:
             error, self.fail = self.fail, None
             raise error
+        return 0
 
     def truncate_from(self, offset: int, extent: int) -> int:
         self.seen.append(("truncate", offset, extent))
