@@ -9,7 +9,8 @@ store's one list (``dispatchers``, made by ``make_dispatchers``), in the list's 
 
 - the writer, for the records it just wrote (``WRITTEN``);
 - recovery, for the intact records its scan found (``REPLAYED``: an entry is written
-  only where the file holds something else), and the restore of a queue's lost end;
+  only where the file holds something else), the restore of a queue's lost end, and
+  the event indexes' recovery and repair (events read back from the log);
 - the catch-up, for what other processes wrote and published (``FOLLOWED``: the
   entries are on disk already; the queue's end is raised and its files marked for
   this process's flush).
@@ -18,7 +19,9 @@ Undoing is named once too: ``truncate_from(offset, extent)`` removes from each i
 what records at or past ``offset`` put there (a writer that died or failed before
 publishing wrote them, up to ``extent``; their records are still in the log, and are
 cleared after every dispatcher let go of them). It returns how many entries went,
-where the index counts them.
+where the index counts them. Recovery's own cuts (a queue trimmed against the log, the
+key index at the tail, an event index where it stops being trusted) keep their trust
+rules and are not made through the list.
 
 One dispatcher per index, in the order they are written: the time index, the key
 index, the event index, then the queue entries (per-queue files or a shared topic's

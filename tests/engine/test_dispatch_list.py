@@ -121,6 +121,18 @@ def test_what_another_store_published_reaches_the_list_as_followed(tmp_path, rec
     assert (WRITTEN, {0: [3]}) in recorders[1].seen
 
 
+def test_what_another_store_published_reaches_the_list_when_its_notes_are_gone(tmp_path, recorders):
+    path = tmp_path / "s"
+    with MessageStore.open(path, _config()) as first, MessageStore.open(path, _config()) as second:
+        first.create_topic("t", queues=1)
+        first.append("t", b"a")
+        assert [m.body for m in second.read("t", 0, 0)] == [b"a"]
+        second._shared.notes = lambda since, until: None  # the ring moved past them
+        first.append_batch("t", [b"b", b"c"])
+        assert [m.body for m in second.read("t", 0, 0)] == [b"a", b"b", b"c"]
+    assert (FOLLOWED, {0: [1, 2]}) in recorders[1].seen
+
+
 def test_a_dead_writers_clearing_truncates_through_the_list(tmp_path, recorders):
     with MessageStore.open(tmp_path / "s", _config()) as store:
         store.create_topic("t", queues=1)
