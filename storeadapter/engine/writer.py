@@ -439,14 +439,9 @@ class Writer:
         if type(batch) is StreamBatch:
             return self._write_events(state, batch, now, published)
         duplicates = {} if plain else self._find_duplicates(state, batch, now)
-        results, next_offsets, entries, index_items, targets, marks = self._write_records(
+        results, next_offsets, written, index_items, marks = self._write_records(
             state, batch, now, duplicates, plain
         )
-        written = []
-        for queue_id, packed in entries.items():
-            if packed:
-                first = next_offsets[queue_id] - len(packed) // ENTRY_SIZE
-                written.append((targets[queue_id], first, packed))
         # Step 4, inlined (the hot path): the store's dispatchers, in their order.
         run = _new_run(
             Run, (WRITTEN, state, self.commitlog.tail, written, marks, index_items, None)
@@ -458,7 +453,8 @@ class Writer:
             _back_to_published(written)
             raise
         topic_id = state.info.id
-        published.extend((topic_id, q, next_offsets[q], now) for q in entries if entries[q])
+        for queue_id, end in next_offsets.items():
+            published.append((topic_id, queue_id, end, now))
         return results
 
     def _write_events(
@@ -618,15 +614,16 @@ class Writer:
         now: int,
         duplicates: dict[str, AppendResult],
         plain: bool = False,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict, list]:
+    ) -> tuple[list[AppendResult], dict[int, int], list[tuple], list[tuple], list]:
         """Encode the batch at the commit-log tail and write it, one pwrite per segment.
 
         A record is ``record.encode_head`` + body + ``record.encode_trailer``, inlined
         here because this loop is the hot path. A record that does not fit in what is
         left of the segment closes it with an end-of-segment marker and goes to a new one.
-        Returns the results, each queue's next offset, the packed consume-queue entries
-        per queue, the key-index items, the queues written to, by id, and the time marks
-        (per mark, its queue and [(queue offset, store time)]).
+        Returns the results, each queue's next offset (by id; only queues written to),
+        each queue's entries as the dispatchers take them (queue, first queue offset,
+        packed entries), the key-index items and the time marks (per mark, its queue
+        and [(queue offset, store time)]).
         """
         topic_name = state.info.name
         writable = state.writable
@@ -650,7 +647,7 @@ class Writer:
 
     def _write_plain(
         self, state: Topic, bodies: list[bytes], now: int, segment, end: int
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict, list]:
+    ) -> tuple[list[AppendResult], dict[int, int], list[tuple], list[tuple], list]:
         """``_write_records`` for bodies alone, all fitting in the segment (up to commit
         offset ``end``): encoded, entries packed and results made by one native call."""
         count = len(bodies)
@@ -671,18 +668,18 @@ class Writer:
         state.round_robin = rr + count
         width = len(turn)
         next_offsets: dict[int, int] = {}
-        entries: dict[int, bytes] = {}
+        written = []
         marks = []
         for j, queue_id in enumerate(turn):
-            entries[queue_id] = packed[j]
+            queue = targets[queue_id]
             base = bases[j]
+            written.append((queue, base, packed[j]))
             end_offset = next_offsets[queue_id] = base + count // width + (j < count % width)
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
             if mark < end_offset:
-                queue = targets[queue_id]
                 for queue_offset in range(mark, end_offset, TIME_INDEX_INTERVAL):
                     marks.append((queue, [(queue_offset, now)]))
-        return results, next_offsets, entries, [], targets, marks
+        return results, next_offsets, written, [], marks
 
     def _write_general(
         self,
@@ -691,7 +688,7 @@ class Writer:
         now: int,
         duplicates: dict[str, AppendResult | int],
         segment,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict, list]:
+    ) -> tuple[list[AppendResult], dict[int, int], list[tuple], list[tuple], list]:
         """``_write_records`` for any prepared batch, a message at a time."""
         topic_name = state.info.name
         topic_bytes = state.name_bytes
@@ -805,9 +802,11 @@ class Writer:
         return (
             results,
             next_offsets,
-            {queue_id: b"".join(packed) for queue_id, packed in entries.items()},
+            [
+                (targets[queue_id], next_offsets[queue_id] - len(parts), b"".join(parts))
+                for queue_id, parts in entries.items()
+            ],
             index_items,
-            targets,
             marks,
         )
 
