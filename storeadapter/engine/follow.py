@@ -36,11 +36,11 @@ from .segment import is_segment_name, segment_name
 Resolver = Callable[[bytes, int], tuple[ConsumeQueue, int] | None]
 
 
-def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]:
-    """Advance ``log.tail`` to ``end``, raising queue ends for the records passed.
-
-    Returns the queues whose records it passed (their entries are not yet fsynced by
-    this process: marked for its next flush). Segments passed are marked too.
+def follow_log(log: CommitLog, end: int, resolve: Resolver) -> list[tuple]:
+    """Advance ``log.tail`` to ``end``; return, for a followed run (dispatch.py), each
+    queue whose records it passed with the span of queue offsets passed: (queue, lowest,
+    highest + 1). The queue dispatcher raises their ends and marks their entries for
+    this process's next flush (not yet fsynced by it). Segments passed are marked here.
     """
     spans: dict = {}  # queue -> (lowest, highest) queue offset passed
     cache: dict[tuple[bytes, int], tuple[ConsumeQueue, int] | None] = {}
@@ -53,13 +53,11 @@ def follow_log(log: CommitLog, end: int, resolve: Resolver) -> set[ConsumeQueue]
     except BaseException:
         log.tail = followed
         raise
-    for queue, (low, high) in spans.items():
-        mark_written(queue, low, high + 1)
-    return set(spans)
+    return [(queue, low, high + 1) for queue, (low, high) in spans.items()]
 
 
 def _walk(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, cache: dict) -> None:
-    """``follow_log``'s walk: note each queue's span of queue offsets, raise its end."""
+    """``follow_log``'s walk: note each queue's span of queue offsets."""
     while pos < end:
         found = log.locate(pos)
         if found is None:
@@ -95,8 +93,6 @@ def _walk(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, ca
             # these entries already, and they are not fsynced by this process yet.
             low, high = spans.get(queue, (queue_offset, queue_offset))
             spans[queue] = (min(low, queue_offset), max(high, queue_offset))
-            if queue_offset >= queue.max_offset:
-                queue.max_offset = queue_offset + 1
         pos += length
 
 

@@ -43,10 +43,10 @@ from .checkpoint import CheckpointState
 from .commitlog import CommitLog
 from .consumequeue import ENTRY, ENTRY_SIZE, TIME_INDEX_INTERVAL, ConsumeQueue
 from .dataplane import NATIVE_RUN
-from .follow import mark_written, trim_queue_end
+from .dispatch import REPLAYED, Dispatcher, Run, dispatch_all
+from .follow import trim_queue_end
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY
-from .queuebase import seal_entries
 from .record import (
     COMMIT_OFFSET,
     HEADER_SIZE,
@@ -134,6 +134,7 @@ def recover(
     log: CommitLog,
     loaded_queues: Callable[[], list[ConsumeQueue]],
     resolve: QueueResolver,
+    dispatchers: list[Dispatcher],
     start: int,
     clean_shutdown: bool,
     durable_end: int = 0,
@@ -142,6 +143,9 @@ def recover(
     cut_tail: Callable[[CommitLog, int, int], int] | None = None,
 ) -> RecoveryReport:
     """Scan the log from ``start`` and repair the queues (see the module docstring).
+
+    The intact records found go to ``dispatchers`` (the store's list, dispatch.py) as
+    replayed runs; their key-index items are gathered only when ``index`` is given.
 
     ``durable_end`` is the checkpoint's flushed offset, the durable watermark: bad bytes
     below it are damage, not the tail. ``dispatched`` is the checkpoint's: queue entries
@@ -155,7 +159,7 @@ def recover(
     first = 0
     while first < len(log.segments) and log.segments[first].end <= start:
         first += 1
-    dispatcher = _Dispatcher(resolve, report, index)
+    dispatcher = _Gatherer(resolve, report, index, dispatchers)
     for position in range(first, len(log.segments)):
         segment = log.segments[position]
         last = position == len(log.segments) - 1
@@ -267,23 +271,30 @@ class _Target:
         self.pieces: list[tuple[int, list[int] | None, bytes]] = []
 
 
-class _Dispatcher:
-    """Collects the consume-queue entries of scanned records and writes those that differ.
+class _Gatherer:
+    """Gathers what scanned records mean for the indexes (consume-queue entries, time
+    marks, key-index items) and hands it to the dispatchers as one replayed run
+    (dispatch.py) every ``_FLUSH_EVERY`` entries and at the end of each segment.
 
     Records come in runs (see ``scan.intact_run``); a run's records are grouped by queue
-    and their entries packed with one call per group. Entries are compared with what is
-    on disk a run of queue offsets at a time, so an intact queue costs one read and no
-    write.
+    and their entries packed with one call per group. The queue dispatcher compares
+    entries with what is on disk a run of queue offsets at a time, so an intact queue
+    costs one read and no write.
     """
 
     def __init__(
-        self, resolve: QueueResolver, report: RecoveryReport, index: KeyIndex | None
+        self,
+        resolve: QueueResolver,
+        report: RecoveryReport,
+        index: KeyIndex | None,
+        dispatchers: list[Dispatcher],
     ) -> None:
         self._resolve = resolve
         self._report = report
-        self._index = index
+        self._dispatchers = dispatchers
         self._index_from = (index.end_offset or 0) if index is not None else None
         self._index_items: list[tuple[str, str, int, int]] = []
+        self._marks: list[tuple] = []
         self._last_store_ms = 0
         self._targets: dict[tuple[bytes, int], _Target | None] = {}
         self._by_topic: dict[bytes, dict[int, _Target | None]] = {}
@@ -315,10 +326,8 @@ class _Dispatcher:
             if packed is None:
                 continue
             first, offsets, entries, marks, store_ms = packed
-            if type(marks) is tuple:  # consecutive marks, packed as in the file
-                target.queue.time_index.write_run(*marks)
-            elif marks:
-                target.queue.time_index.write(marks)
+            if marks:  # a tuple: consecutive marks, packed as in the file
+                self._marks.append((target.queue, marks))
             if store_ms > self._last_store_ms:
                 self._last_store_ms = store_ms
             if not target.pieces:
@@ -458,7 +467,7 @@ class _Dispatcher:
                 if not qo % TIME_INDEX_INTERVAL
             ]
         if marks:
-            target.queue.time_index.write(marks)
+            self._marks.append((target.queue, marks))
         store_ms = max(map(itemgetter(store_at), records))
         if store_ms > self._last_store_ms:
             self._last_store_ms = store_ms
@@ -468,52 +477,42 @@ class _Dispatcher:
         self._count += count
 
     def finish(self) -> None:
-        if self._index_items:
-            self._index_items.sort(key=_COMMIT_OFFSET)  # gathered queue by queue
-            self._index.put_many(self._index_items)
-            self._report.indexed_keys += len(self._index_items)
+        """Hand what was gathered to the dispatchers, as one replayed run."""
+        keys = self._index_items
+        if keys:
+            keys.sort(key=_COMMIT_OFFSET)  # gathered queue by queue
+            self._report.indexed_keys += len(keys)
             self._index_items = []
+        entries = []
         for target in self._pending.values():
+            queue = target.queue
             run_first = run_end = -1
             run: list[bytes] = []
             for first, offsets, packed in target.pieces:
                 if offsets is None:
                     if first != run_end:
-                        self._write_run(target.queue, run_first, run)
+                        if run:
+                            entries.append((queue, run_first, b"".join(run)))
                         run_first, run = first, []
                     run.append(packed)
                     run_end = first + len(packed) // ENTRY_SIZE
                     continue
                 for i, queue_offset in enumerate(offsets):
                     if queue_offset != run_end:
-                        self._write_run(target.queue, run_first, run)
+                        if run:
+                            entries.append((queue, run_first, b"".join(run)))
                         run_first, run = queue_offset, []
                     run.append(packed[i * ENTRY_SIZE : (i + 1) * ENTRY_SIZE])
                     run_end = queue_offset + 1
-            self._write_run(target.queue, run_first, run)
+            if run:
+                entries.append((queue, run_first, b"".join(run)))
             target.pieces = []
         self._pending.clear()
         self._count = 0
-
-    def _write_run(self, queue: ConsumeQueue, first: int, pieces: list[bytes]) -> None:
-        """Write entries for queue offsets from ``first`` on where they differ on disk."""
-        if not pieces:
-            return
-        wanted = seal_entries(b"".join(pieces))  # as written: compared with what is there
-        if first < queue.min_offset:
-            wanted = wanted[(queue.min_offset - first) * ENTRY_SIZE :]
-            first = queue.min_offset
-            if not wanted:
-                return
-        count = len(wanted) // ENTRY_SIZE
-        existing = queue.read(first, count) if first < queue.max_offset else b""
-        if existing == wanted:
-            # In place, but perhaps only in the page cache (a writer killed before its
-            # flush): the checkpoint after recovery vouches for them, so they are fsynced.
-            mark_written(queue, first, first + count)
-            return
-        queue.write(first, wanted)
-        self._report.redispatched += _differing_entries(existing, wanted)
+        marks, self._marks = self._marks, []
+        if entries or marks or keys:
+            run = Run(REPLAYED, None, 0, entries, marks, keys)
+            self._report.redispatched += dispatch_all(self._dispatchers, run)
 
 
 def _split(items: list, found: list) -> list[tuple]:
@@ -532,22 +531,6 @@ def _split(items: list, found: list) -> list[tuple]:
     for target, item in zip(found, items, strict=True):
         groups.setdefault(target, []).append(item)
     return list(groups.items())
-
-
-def _differing_entries(existing: bytes, wanted: bytes) -> int:
-    """How many entries of ``wanted`` ``existing`` lacks or holds otherwise."""
-    common = min(len(existing), len(wanted)) // ENTRY_SIZE * ENTRY_SIZE
-    differing = (len(wanted) - common) // ENTRY_SIZE
-    block = 64 * ENTRY_SIZE
-    for start in range(0, common, block):
-        stop = min(start + block, common)
-        if existing[start:stop] != wanted[start:stop]:
-            differing += sum(
-                1
-                for i in range(start, stop, ENTRY_SIZE)
-                if existing[i : i + ENTRY_SIZE] != wanted[i : i + ENTRY_SIZE]
-            )
-    return differing
 
 
 def _interleave(packed: bytearray, at: int, size: int, values: array) -> None:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from .commitlog import CommitLog
 from .consumequeue import TIME_INDEX_INTERVAL
+from .dispatch import REPLAYED, Dispatcher, Run, dispatch_all
 from .queuebase import ENTRY, QueueBase
 from .record import HEADER_SIZE, QUEUE_ID, QUEUE_OFFSET, STORE_MS, TAG_LEN, TOPIC_LEN
 from .scan import RECORD, scan_segment
@@ -29,11 +30,17 @@ class Restored(NamedTuple):
 
 
 def restore_queue_end(
-    log: CommitLog, queue: QueueBase, since: int, lost_from: int, tail: int
+    log: CommitLog,
+    queue: QueueBase,
+    since: int,
+    lost_from: int,
+    tail: int,
+    dispatchers: list[Dispatcher],
 ) -> Restored:
     """Write back the entries of ``queue`` from queue offset ``lost_from`` on, from the
     records between the last entry before it (or ``since``, where the queue's records
-    begin) and ``tail``. The caller fsyncs what was written."""
+    begin) and ``tail``, as a replayed run through ``dispatchers`` (the store's list,
+    dispatch.py). The caller fsyncs what was written."""
     topic, queue_id = queue.owner
     start = max(since, log.min_offset, _after_last_entry(queue, lost_from))
     entries: list[tuple[int, bytes, int]] = []
@@ -58,15 +65,19 @@ def restore_queue_end(
     if not entries:
         return Restored(0, 0, lost_from, lost_from)
     entries.sort()
+    runs = []
     run_start = 0
     for i in range(1, len(entries) + 1):
         if i == len(entries) or entries[i][0] != entries[i - 1][0] + 1:
             run = entries[run_start:i]
-            queue.write(run[0][0], b"".join(entry for _, entry, _ in run))
+            runs.append((queue, run[0][0], b"".join(entry for _, entry, _ in run)))
             run_start = i
-    for index, _, store_ms in entries:
-        if not index % TIME_INDEX_INTERVAL:
-            queue.time_index.write([(index, store_ms)])
+    marks = [
+        (queue, [(index, store_ms)])
+        for index, _, store_ms in entries
+        if not index % TIME_INDEX_INTERVAL
+    ]
+    dispatch_all(dispatchers, Run(REPLAYED, None, tail, runs, marks))
     first_offset = ENTRY.unpack(entries[0][1])[0]
     return Restored(len(entries), first_offset, entries[0][0], entries[-1][0] + 1)
 

@@ -57,6 +57,7 @@ from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, ConsumeQueue, QueueFile
 from .diskuse import DiskUse
+from .dispatch import FOLLOWED, Dispatcher, Run, dispatch_all, make_dispatchers, truncate_all
 from .entrychecks import seal_old_entries
 from .errors import (
     CorruptRecordError,
@@ -68,7 +69,7 @@ from .errors import (
     StreamTopicError,
 )
 from .flush import FlushService
-from .follow import follow_log, mark_records_written, mark_written, trim_queue_end
+from .follow import follow_log, mark_records_written, trim_queue_end
 from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
@@ -124,6 +125,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     _warm: WarmService
     _session: WriteSession
     _writer: Writer
+    dispatchers: list[Dispatcher]
 
     def __init__(self, path: Path, config: StoreConfig) -> None:
         self.path = path
@@ -211,6 +213,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._streams.exclusive = self._exclusive
                 self._index.on_damage = self._note_index_damage
                 self._index.records_with_key = self._reader.records_with_key
+                # Every index the log's records go to, in one list: the writer, recovery,
+                # the catch-up, a queue's restore and a dead writer's clearing use it.
+                self.dispatchers = make_dispatchers(
+                    self._registry, self.commitlog, self._index, self._streams
+                )
+                self._streams.dispatchers = self.dispatchers
                 if alone:
                     self._open_alone()
                 else:
@@ -250,6 +258,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.commitlog,
             self._registry,
             self._index,
+            self.dispatchers,
             self._streams,
             self._reader,
             self._disk,
@@ -309,6 +318,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.commitlog,
             self._registry.loaded_queues,
             self._registry.resolve,
+            self.dispatchers,
             start,
             clean,
             durable_end=state.commitlog_flushed if state else 0,
@@ -422,9 +432,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         except (OSError, ValueError, TypeError):
             return RecoveryReport(clean_shutdown=True)
 
-    def _apply_notes(self, notes: list[tuple[int, int, int, int]], tail: int) -> set:
-        """Take the queue ends other processes noted when they published up to ``tail``."""
-        grown = set()
+    def _apply_notes(self, notes: list[tuple[int, int, int, int]], tail: int) -> list[tuple]:
+        """Read the queue ends other processes noted when they published up to ``tail``:
+        (queue, its end here, its new end) of each queue that grew, for a followed run."""
+        ends: dict = {}
         log = self.commitlog
         unseen = False
         followed = log.tail
@@ -438,10 +449,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # Loaded only now, it shows the new entries already: which files hold
                 # them is found by walking their records before the next checkpoint.
                 unseen = unseen or not queue.loaded
-                if end > queue.max_offset:
-                    mark_written(queue, queue.max_offset, end)
-                    queue.max_offset = end
-                    grown.add(queue)
+                if end > max(queue.max_offset, ends.get(queue, 0)):
+                    ends[queue] = end
             if store_ms > log.last_store_ms:
                 log.last_store_ms = store_ms
         for segment in log.segments:
@@ -449,7 +458,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 log.mark_unsynced(segment)
         if unseen:
             self._unmarked.append((followed, tail))
-        return grown
+        return [(queue, queue.max_offset, end) for queue, end in ends.items()]
 
     def _drop_leftover_offsets(self) -> None:
         """Forget committed offsets on topics and queues that no longer exist (a
@@ -515,7 +524,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             return
         short = queue.max_offset
         restored = restore_queue_end(
-            self.commitlog, queue, topic.info.since(queue_id), short, self.commitlog.tail
+            self.commitlog,
+            queue,
+            topic.info.since(queue_id),
+            short,
+            self.commitlog.tail,
+            self.dispatchers,
         )
         for queue_file in queue.take_dirty():
             queue_file.sync()
@@ -566,10 +580,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.commitlog.refresh(snapshot.tail)
             notes = self._shared.notes(seen.ring_seq, snapshot.ring_seq)
             if notes is None:
-                grown = follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
+                ends = follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
             else:
-                grown = self._apply_notes(notes, snapshot.tail)
-            self._registry.dirty.update(q.flush_target for q in grown)
+                ends = self._apply_notes(notes, snapshot.tail)
+            dispatch_all(self.dispatchers, Run(FOLLOWED, None, snapshot.tail, ends))
         if snapshot.offsets_version != seen.offsets_version:
             self._offsets.catch_up()
         self._seen = snapshot
@@ -602,13 +616,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         tail = log.tail
         self._table = TopicTable(self.path / "topics.json")
         self._registry.reload(self._table)
+        truncate_all(self.dispatchers, tail, extent)  # reads its records: before they go
         if extent > tail:
-            self._writer.erase_unpublished_entries(extent)
             log.clear_after_tail(log.writable_segment(), extent)
-        self._index.truncate_from(tail)
-        self._streams.truncate_from(self._registry.topics, tail)
-        for shared in self._registry.shared_topics():
-            shared.blocks.discard_unpublished(tail)
         self._offsets.catch_up()
         self._finish_dead_retention()
         self._publish(

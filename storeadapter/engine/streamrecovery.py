@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from . import dataplane
 from .commitlog import CommitLog
 from .dataplane import NATIVE_RUN
+from .dispatch import REPLAYED, Run, dispatch_all
 from .errors import CorruptRecordError
 from .eventindex import (
     EventEntry,
@@ -227,13 +228,14 @@ def rebuild(
 
 
 def _index_found(streams: Streams, pending: dict, counts: dict[str, int], tail: int) -> None:
+    """Hand each topic's events found to the store's dispatchers (dispatch.py), as a
+    replayed run; count those indexed."""
     for name, found in pending.items():
-        index = streams.opened(name)
-        counts[name] = counts.get(name, 0) + _index_records(streams, index, name, found, tail)
-        streams.mark_seen(name)
+        run = Run(REPLAYED, None, tail, [], events=(name, found))
+        counts[name] = counts.get(name, 0) + dispatch_all(streams.dispatchers, run)
 
 
-def _index_records(
+def index_events(
     streams: Streams,
     index: EventIndex,
     name: str,

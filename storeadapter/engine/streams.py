@@ -63,7 +63,7 @@ from .record import RECORD_OVERHEAD
 from .results import Corruption, EventSlice, StoredMessage
 from .streamcache import StreamCache, StreamHead
 from .streamreads import ChainDamage, damaged, retrying
-from .streamrecovery import recover_indexes, repair_index
+from .streamrecovery import index_events, recover_indexes, repair_index
 from .topics import Topic
 
 RecordReader = Callable[[int], StoredMessage | None]
@@ -159,6 +159,9 @@ class Streams:
         # Holds the store's write lock, caught up with the others (set by the store): a
         # read that meets a damaged index entry repairs the index under it.
         self.exclusive: Callable[[], AbstractContextManager[None]] | None = None
+        # The store's dispatchers (dispatch.py; set by the store): events read back from
+        # the log by recovery or a repair are indexed through them.
+        self.dispatchers: list = []
         # Topics whose index a lookup found damaged and could not repair then: the next
         # hold of the write lock repairs it before admitting an append to the topic.
         self._damaged: set[str] = set()
@@ -642,6 +645,14 @@ class Streams:
         )  # fmt: skip
 
     # ------------------------------------------------------- upkeep, recovery
+
+    def replayed(self, name: str, found: list[tuple], tail: int) -> int:
+        """Index events of topic ``name`` read back from the log, in log order (as
+        ``dataplane.Run.events`` gives them; recovery's, a repair's), below ``tail``;
+        return how many were indexed (the event dispatcher's, dispatch.py)."""
+        count = index_events(self, self.opened(name), name, found, tail)
+        self.mark_seen(name)
+        return count
 
     def truncate_from(self, topics: dict[str, Topic], offset: int) -> None:
         """Cut every stream topic's index at ``offset`` (a dead writer's entries past

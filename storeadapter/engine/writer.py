@@ -3,15 +3,17 @@
 It owns the write path: preparing messages (``prepare``, ``prepare_batch``), the
 group-commit combiner of sync mode (``WriteCombiner``), writing a group of batches under
 one hold of the write lock (``write_group``: the catch-up, the shared write extent begun
-and finished, each batch's records, consume-queue, time-index and key-index entries,
-the dedup lookups, the appends to event streams, then the new tail published), clearing
+and finished, each batch's records, then what they mean for the indexes handed to the
+store's dispatchers (dispatch.py: time marks, key-index, event-index and consume-queue
+entries), the dedup lookups, the appends to event streams, then the new tail
+published), clearing
 what a failed write left, and the store's failure: the error that made it refuse
 writes (``failure``), which ``fail`` sets (the store's own failed flushes and changes
 too) and the flusher is told of.
 
-Its collaborators are passed in: the commit log, the queues (``TopicRegistry``, whose
-dirty set it adds to), the key index, the streams, the reader (records for dedup, and
-the pulls an append wakes), the disk use, the write session (writesession.py: the
+Its collaborators are passed in: the commit log, the queues (``TopicRegistry``), the key
+index (dedup lookups), the store's list of dispatchers, the streams, the reader (records
+for dedup, and the pulls an append wakes), the disk use, the write session (writesession.py: the
 locks, the catch-up, a dead writer's clearing and the publish, which the store's
 changes go through too) and the flusher.
 """
@@ -26,12 +28,12 @@ from pathlib import Path
 from zlib import crc32
 
 from . import clock, dataplane
-from .blockqueue import BlockQueue
 from .combining import WriteCombiner
 from .commitlog import CommitLog
 from .config import StoreConfig
 from .consumequeue import ENTRY_SIZE, TIME_INDEX_INTERVAL
 from .diskuse import DiskUse
+from .dispatch import WRITTEN, Dispatcher, Run, truncate_all
 from .errors import (
     DiskFullError,
     InvalidMessageError,
@@ -43,7 +45,6 @@ from .errors import (
     TopicNotFoundError,
 )
 from .flush import FlushService
-from .follow import unpublished_records
 from .keyindex import KeyIndex
 from .names import DEDUP_KEY_PREFIX, DEDUP_PROPERTY, check_dedup_id
 from .reader import Reader
@@ -80,6 +81,17 @@ _BODY_AND_QUEUE = frozenset(("body", "queue"))
 _REFUSED_ALONE = (TopicNotFoundError, QueueFrozenError, MessageTooLargeError)
 # What the checks of an append to a stream refuse it with (nothing of it written yet).
 _STREAM_REFUSED = (TopicNotFoundError, QueueFrozenError, *STREAM_REFUSALS)
+
+
+_new_run = tuple.__new__  # a Run made without a Python-level call
+
+
+def _back_to_published(written: list[tuple]) -> None:
+    """A dispatcher failed: the queues' ends in memory go back to the published ones
+    (what was written is cleared by the caller)."""
+    for queue, first, _packed in written:
+        if queue.max_offset > first:
+            queue.max_offset = first
 
 
 def _results(
@@ -122,6 +134,7 @@ class Writer:
         commitlog: CommitLog,
         registry: TopicRegistry,
         index: KeyIndex,
+        dispatchers: list[Dispatcher],
         streams: Streams,
         reader: Reader,
         disk: DiskUse,
@@ -134,7 +147,8 @@ class Writer:
         self.config = config
         self.commitlog = commitlog
         self._registry = registry
-        self._index = index
+        self._index = index  # looked up for dedup ids; written through the dispatchers
+        self._dispatchers = dispatchers
         self._streams = streams
         self._reader = reader
         self._disk = disk
@@ -323,10 +337,11 @@ class Writer:
         Steps: 1. hold a write session (the thread lock, then the pen, caught up with
         what other processes wrote, a dead writer's extent cleared); then per batch:
         2. find messages whose dedup id is already stored; 3. encode and write the
-        others (``_write_records``); 4. write their consume-queue and key-index
-        entries; then 5. publish the new tail once. A batch refused before it is
-        written (its topic deleted, every queue frozen) fails alone; a failed write
-        fails it and every later batch, and the store refuses writes.
+        others (``_write_records``); 4. hand them to the dispatchers (time marks,
+        key-index and consume-queue entries); then 5. publish the new tail once. A
+        batch refused before it is written (its topic deleted, every queue frozen)
+        fails alone; a failed write fails it and every later batch, and the store
+        refuses writes.
         """
         outcomes: list = []
         published: list[tuple[int, int, int, int]] = []
@@ -384,11 +399,8 @@ class Writer:
         try:
             log = self.commitlog
             extent = self._session.extent()
-            self.erase_unpublished_entries(extent)
+            truncate_all(self._dispatchers, tail, extent)
             log.clear_after_tail(log.writable_segment(), extent)
-            self._index.truncate_from(tail)
-            for shared in self._registry.shared_topics():
-                shared.blocks.discard_unpublished(tail)
         except OSError:
             return False
         return True
@@ -412,27 +424,6 @@ class Writer:
         """Raise StoreFailedError if the store refuses writes."""
         if self.failure is not None:
             raise StoreFailedError(self.failure_sentence())
-
-    def erase_unpublished_entries(self, extent: int) -> None:
-        """Erase the consume-queue entries of the records an unpublished write left past
-        the tail (up to ``extent``), before those records are cleared: the next records
-        written there belong to other queues, and a checkpoint past them would vouch
-        for the stale entries. (Shared topics discard theirs with their blocks.)"""
-        registry = self._registry
-        for name, queue_id, queue_offset, commit_offset in unpublished_records(
-            self.commitlog, extent
-        ):
-            topic = registry.topic_of(name)
-            if (
-                topic is None
-                or topic.blocks is not None
-                or not 0 <= queue_id < len(topic.queues)
-                or commit_offset < topic.info.created_offset
-            ):
-                continue
-            queue = topic.queues[queue_id]
-            if queue.erase_unpublished(queue_offset, commit_offset):
-                registry.dirty.add(queue.flush_target)
 
     def write_failure(self, error: OSError) -> DiskFullError | StoreFailedError:
         if error.errno == errno.ENOSPC:
@@ -466,23 +457,22 @@ class Writer:
         if type(batch) is StreamBatch:
             return self._write_events(state, batch, now, published)
         duplicates = {} if plain else self._find_duplicates(state, batch, now)
-        results, next_offsets, entries, index_items, targets = self._write_records(
+        results, next_offsets, written, index_items, marks = self._write_records(
             state, batch, now, duplicates, plain
         )
+        # Step 4, inlined (the hot path): the store's dispatchers, in their order.
+        run = _new_run(
+            Run, (WRITTEN, state, self.commitlog.tail, written, marks, index_items, None)
+        )
         try:
-            self._dispatch(state, targets, next_offsets, entries)
-            if index_items:
-                self._index.put_many(index_items)
+            for dispatcher in self._dispatchers:
+                dispatcher.dispatch(run)
         except OSError:
-            for queue_id, packed in entries.items():  # in memory: back to the published end
-                first = next_offsets[queue_id] - len(packed) // ENTRY_SIZE
-                if packed and targets[queue_id].max_offset > first:
-                    targets[queue_id].max_offset = first
+            _back_to_published(written)
             raise
-        if state.blocks is not None:
-            state.blocks.publish_end(self.commitlog.tail)
         topic_id = state.info.id
-        published.extend((topic_id, q, next_offsets[q], now) for q in entries if entries[q])
+        for queue_id, end in next_offsets.items():
+            published.append((topic_id, queue_id, end, now))
         return results
 
     def _write_events(
@@ -591,29 +581,23 @@ class Writer:
             else:
                 entries[queue_id].append(packed)
             next_offsets[queue_id] = row[6] + len(results)
-        targets = {queue_id: queues[queue_id] for queue_id in entries}
-        joined = {queue_id: b"".join(parts) for queue_id, parts in entries.items()}
+        written = []
+        marks = []
         for queue_id, base in bases.items():
+            queue = queues[queue_id]
+            written.append((queue, base, b"".join(entries[queue_id])))
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
             for queue_offset in range(mark, next_offsets[queue_id], TIME_INDEX_INTERVAL):
-                targets[queue_id].time_index.write([(queue_offset, now)])
+                marks.append((queue, [(queue_offset, now)]))
+        appended = [(append, admitted) for _i, append, admitted in laid]
+        events = (index, appended, index_entries, placed, end)
+        run = Run(WRITTEN, state, end, written, marks, (), events)
         try:
-            self._dispatch(state, targets, next_offsets, joined)
-            self._streams.indexed(
-                state,
-                index,
-                [(append, admitted) for _i, append, admitted in laid],
-                index_entries,
-                placed,
-                end,
-            )
+            for dispatcher in self._dispatchers:
+                dispatcher.dispatch(run)
         except OSError:
-            for queue_id, base in bases.items():  # in memory: back to the published end
-                if targets[queue_id].max_offset > base:
-                    targets[queue_id].max_offset = base
+            _back_to_published(written)
             raise
-        if state.blocks is not None:
-            state.blocks.publish_end(end)
         topic_id = state.info.id
         published.extend((topic_id, q, next_offsets[q], now) for q in next_offsets)
         for (i, _append, _admitted), (_packed, _last, results, _chain) in zip(
@@ -648,14 +632,16 @@ class Writer:
         now: int,
         duplicates: dict[str, AppendResult],
         plain: bool = False,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
+    ) -> tuple[list[AppendResult], dict[int, int], list[tuple], list[tuple], list]:
         """Encode the batch at the commit-log tail and write it, one pwrite per segment.
 
         A record is ``record.encode_head`` + body + ``record.encode_trailer``, inlined
         here because this loop is the hot path. A record that does not fit in what is
         left of the segment closes it with an end-of-segment marker and goes to a new one.
-        Returns the results, each queue's next offset, the packed consume-queue entries
-        per queue, the key-index items and the queues written to, by id.
+        Returns the results, each queue's next offset (by id; only queues written to),
+        each queue's entries as the dispatchers take them (queue, first queue offset,
+        packed entries), the key-index items and the time marks (per mark, its queue
+        and [(queue offset, store time)]).
         """
         topic_name = state.info.name
         writable = state.writable
@@ -679,7 +665,7 @@ class Writer:
 
     def _write_plain(
         self, state: Topic, bodies: list[bytes], now: int, segment, end: int
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
+    ) -> tuple[list[AppendResult], dict[int, int], list[tuple], list[tuple], list]:
         """``_write_records`` for bodies alone, all fitting in the segment (up to commit
         offset ``end``): encoded, entries packed and results made by one native call."""
         count = len(bodies)
@@ -700,17 +686,18 @@ class Writer:
         state.round_robin = rr + count
         width = len(turn)
         next_offsets: dict[int, int] = {}
-        entries: dict[int, bytes] = {}
+        written = []
+        marks = []
         for j, queue_id in enumerate(turn):
-            entries[queue_id] = packed[j]
+            queue = targets[queue_id]
             base = bases[j]
+            written.append((queue, base, packed[j]))
             end_offset = next_offsets[queue_id] = base + count // width + (j < count % width)
             mark = -(-base // TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL
             if mark < end_offset:
-                time_index = targets[queue_id].time_index
                 for queue_offset in range(mark, end_offset, TIME_INDEX_INTERVAL):
-                    time_index.write([(queue_offset, now)])
-        return results, next_offsets, entries, [], targets
+                    marks.append((queue, [(queue_offset, now)]))
+        return results, next_offsets, written, [], marks
 
     def _write_general(
         self,
@@ -719,7 +706,7 @@ class Writer:
         now: int,
         duplicates: dict[str, AppendResult | int],
         segment,
-    ) -> tuple[list[AppendResult], dict[int, int], dict[int, bytes], list[tuple], dict]:
+    ) -> tuple[list[AppendResult], dict[int, int], list[tuple], list[tuple], list]:
         """``_write_records`` for any prepared batch, a message at a time."""
         topic_name = state.info.name
         topic_bytes = state.name_bytes
@@ -819,8 +806,9 @@ class Writer:
             self._write_rows(segment, chunk_start, rows, topic_bytes, entries)
         log.tail = tail
         log.last_store_ms = now
-        for queue_id, queue_offset in time_marks:
-            targets[queue_id].time_index.write([(queue_offset, now)])
+        marks = [
+            (targets[queue_id], [(queue_offset, now)]) for queue_id, queue_offset in time_marks
+        ]
         written = _results(self._id_prefix, topic_name, queue_ids, offsets, starts, now)
         results = written
         if skipped:
@@ -832,9 +820,12 @@ class Writer:
         return (
             results,
             next_offsets,
-            {queue_id: b"".join(packed) for queue_id, packed in entries.items()},
+            [
+                (targets[queue_id], next_offsets[queue_id] - len(parts), b"".join(parts))
+                for queue_id, parts in entries.items()
+            ],
             index_items,
-            targets,
+            marks,
         )
 
     def _write_rows(
@@ -887,24 +878,3 @@ class Writer:
                     )
                     break
         return found
-
-    def _dispatch(
-        self, state: Topic, targets: dict, next_offsets: dict[int, int], entries: dict[int, bytes]
-    ) -> None:
-        dirty = self._registry.dirty
-        if state.blocks is not None:
-            writes = [
-                (targets[queue_id], next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
-                for queue_id, packed in entries.items()
-                if packed
-            ]
-            if writes:
-                BlockQueue.write_many(state.blocks, writes)
-                dirty.add(state.blocks)
-            return
-        for queue_id, packed in entries.items():
-            if not packed:
-                continue
-            queue = targets[queue_id]
-            queue.write(next_offsets[queue_id] - len(packed) // ENTRY_SIZE, packed)
-            dirty.add(queue.flush_target)
