@@ -65,6 +65,17 @@ from console.api.read_models.streams import (
     StoredEventSerializer,
     StreamEventsSerializer,
 )
+from console.api.read_models.topics import (
+    ListedTopicSerializer,
+    QueueActionResultSerializer,
+    QueueSerializer,
+    SettingNumber,
+    SettingRowSerializer,
+    TopicDetailSerializer,
+    TopicSerializer,
+    TopicSettingsSerializer,
+    setting_serializer,
+)
 
 __all__ = [
     "APPEND_STATUSES",
@@ -83,6 +94,7 @@ __all__ = [
     "GroupMetricsSerializer",
     "GroupQueueSerializer",
     "GroupSerializer",
+    "ListedTopicSerializer",
     "MessageConsumptionSerializer",
     "MessageCopySerializer",
     "MovedQueueSerializer",
@@ -91,14 +103,18 @@ __all__ = [
     "PlaceSerializer",
     "PlanViewSerializer",
     "PurgedSerializer",
+    "QueueActionResultSerializer",
     "QueueLagSerializer",
     "QueueResetSerializer",
+    "QueueSerializer",
     "RedriveMarkSerializer",
     "RedriveResultSerializer",
     "RedrivenSerializer",
     "ResetAppliedSerializer",
     "ResetPlanSerializer",
     "SegmentSerializer",
+    "SettingNumber",
+    "SettingRowSerializer",
     "StorageSerializer",
     "StoreTimeField",
     "StoredEventSerializer",
@@ -106,4 +122,8 @@ __all__ = [
     "StreamEventsSerializer",
     "TailSerializer",
     "ThresholdsSerializer",
+    "TopicDetailSerializer",
+    "TopicSerializer",
+    "TopicSettingsSerializer",
+    "setting_serializer",
 ]
