@@ -3,11 +3,14 @@ changes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
-from console.groups.detail import GroupRow, LagRow
+from console.groups.detail import BigTopic, GroupDetail, GroupRow, LagRow
 from console.monitoring.metrics import GROUP_STATUSES, QUEUE_STATUSES, GroupMetrics
+from storeadapter.offset_reset import describe_reason
 from storeadapter.summaries import GroupQueueLag
 
 
@@ -105,3 +108,118 @@ class OffsetChangeSerializer(serializers.Serializer):
     time_ms = serializers.IntegerField()
     who = serializers.CharField(allow_blank=True)
     reason = serializers.CharField(allow_blank=True)
+
+
+class ReasonLabelField(serializers.CharField):
+    """A history reason for people (``describe_reason``): ``reset to earliest``, ..."""
+
+    def to_representation(self, value: str) -> str:
+        return describe_reason(value)[0]
+
+
+class ReasonResetIdField(serializers.IntegerField):
+    """The id of the applied reset a history reason names (``describe_reason``), or None."""
+
+    def to_representation(self, value: str) -> int | None:
+        return describe_reason(value)[1]
+
+
+class HistoryEntrySerializer(OffsetChangeSerializer):
+    """An offset change in the group's history, with its reason in words."""
+
+    label = ReasonLabelField(source="reason", allow_blank=True, help_text="The reason, for people.")
+    reset_id = ReasonResetIdField(
+        source="reason",
+        allow_null=True,
+        help_text="The applied reset this change was part of (resets/<id>/); null for a "
+        "consumer's commit.",
+    )
+
+
+# A member is the engine's ``group_members`` dict: its fields are listed.
+class MemberQueueSerializer(serializers.Serializer):
+    """A queue a member holds (a ``[topic, queue]`` pair of its heartbeat)."""
+
+    topic = serializers.CharField()
+    queue = serializers.IntegerField()
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        topic, queue = instance
+        return {"topic": topic, "queue": int(queue)}
+
+
+class GroupMemberSerializer(serializers.Serializer):
+    """A live member of the group, as its last heartbeat says."""
+
+    consumer_id = serializers.CharField()
+    pid = serializers.IntegerField()
+    host = serializers.CharField(allow_blank=True)
+    topics = serializers.ListField(child=serializers.CharField())
+    queues = MemberQueueSerializer(many=True)
+    started_ms = serializers.IntegerField()
+    heartbeat_ms = serializers.IntegerField()
+    heartbeat_age_ms = serializers.IntegerField()
+
+
+class BigTopicLagSerializer(DataclassSerializer):
+    """A big topic of the group: its lag from the sampler, and which page of its queues
+    the answer lists."""
+
+    lag = serializers.IntegerField(
+        source="sampled.lag", allow_null=True, help_text="From the sampler; null: not yet."
+    )
+    queues_behind = serializers.IntegerField(source="sampled.queues_behind", allow_null=True)
+    sampled_ms = serializers.IntegerField(
+        source="sampled.sampled_ms", allow_null=True, help_text="The sample's time."
+    )
+    queues = serializers.IntegerField(
+        source="page.paginator.count", help_text="The topic's queues."
+    )
+    queue_page = serializers.IntegerField(
+        source="page.number", help_text="The page of its queues in ``queues``."
+    )
+    queue_pages = serializers.IntegerField(source="page.paginator.num_pages")
+
+    class Meta:
+        dataclass = BigTopic
+        ref_name = "BigTopicLag"
+        fields = ("topic", "lag", "queues_behind", "sampled_ms", "queues", "queue_page")
+        fields += ("queue_pages",)
+
+
+class GroupDetailSerializer(DataclassSerializer):
+    """A group: its lag per queue with owners and last commits, its big topics, its live
+    members, whether it has a DLQ, its latest metrics."""
+
+    lag = serializers.IntegerField()
+    lost = serializers.IntegerField(
+        source="summary.lost",
+        help_text="Of its lag, the messages retention deleted before the group consumed "
+        "them (queues read now; a big topic's are in its sampled metrics).",
+    )
+    topics = serializers.ListField(child=serializers.CharField(), source="summary.topics")
+    big_topics = BigTopicLagSerializer(
+        many=True,
+        source="big_topic_list",
+        help_text="Topics with too many queues to read per request: their lag is the "
+        "sampler's and ``queues`` holds one page of theirs (``?topic=&queue_page=``).",
+    )
+    queues = GroupQueueSerializer(
+        many=True,
+        source="rows",
+        help_text="Every queue of its topics; of a big topic (see big_topics), one page.",
+    )
+    members = GroupMemberSerializer(many=True)
+    status = serializers.ChoiceField(
+        choices=list(GROUP_STATUSES), source="metrics.status", allow_null=True
+    )
+    metrics = GroupMetricsSerializer(allow_null=True, help_text="null before the first sample.")
+
+    class Meta:
+        dataclass = GroupDetail
+        ref_name = "GroupDetail"
+        fields = ("group", "lag", "lost", "topics", "big_topics", "queues", "members")
+        fields += ("has_dlq", "status", "metrics")
+        extra_kwargs = {
+            "has_dlq": {"help_text": "Whether the group has a DLQ topic.", "required": True}
+        }
