@@ -108,30 +108,23 @@ def _table(rows: list[list[Any]], header: list[str]) -> None:
 
 
 def _groups(args: argparse.Namespace) -> int:
-    from console.groups.detail import live_members
+    from console.api.read_models import GroupSerializer
+    from console.groups.detail import group_rows
     from storeadapter.summaries import group_summaries
 
     store = _store_or_refuse()
     who = actor(args.as_user)
-    rows = []
-    for summary in group_summaries(store, with_queues=False):
-        if not _allows(who, "group", summary.group, "view"):
-            continue
-        members = len(live_members(store, summary.group))
-        rows.append(
-            {
-                "group": summary.group,
-                "topics": summary.topics,
-                "lag": summary.lag,
-                "queues_behind": summary.queues_behind,
-                "members": members,
-            }
-        )
+    summaries = [
+        summary
+        for summary in group_summaries(store, with_queues=False)
+        if _allows(who, "group", summary.group, "view")
+    ]
+    rows = group_rows(store, summaries)
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps(GroupSerializer(rows, many=True).data))
     else:
         _table(
-            [[r["group"], ",".join(r["topics"]), r["lag"], r["members"]] for r in rows],
+            [[r.group, ",".join(r.topic_names), r.lag, r.members] for r in rows],
             ["GROUP", "TOPICS", "LAG", "MEMBERS"],
         )
     return EXIT_OK

@@ -53,18 +53,10 @@ def _topic_settings(args: argparse.Namespace) -> int:
     else:
         _require(who, "topic", args.topic, "view")
         changed = {}
-    own = store.topic(args.topic).settings
-    values = store.topic_settings(args.topic)
-    rows = [
-        {
-            "name": s.name,
-            "value": values[s.name],
-            "own": own.get(s.name),
-            "default": s.default(store.config),
-            "unit": s.unit,
-        }
-        for s in TOPIC_SETTINGS
-    ]
+    from console.api.read_models import SettingRowSerializer
+    from console.topics.detail import topic_settings
+
+    rows = SettingRowSerializer(topic_settings(store, args.topic).settings, many=True).data
     if args.json:
         print(json.dumps({"topic": args.topic, "settings": rows, "changed": list(changed)}))
         return EXIT_OK

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from django.core.paginator import Page, Paginator
 
+from console.groups.dlq import dlq_exists
 from console.monitoring import current, scale
 from console.monitoring.metrics import GROUP_STATUSES, GroupMetrics
 from console.topics.listing import search_and_sort
@@ -214,10 +215,16 @@ class GroupDetail:
     metrics: GroupMetrics | None = None
     #: Big topics (their rows in ``rows`` are the page shown), by name.
     big_topics: dict[str, BigTopic] = field(default_factory=dict)
+    #: Whether the group's DLQ topic exists.
+    has_dlq: bool = False
 
     @property
     def lag(self) -> int:
         return self.summary.lag
+
+    @property
+    def big_topic_list(self) -> list[BigTopic]:
+        return list(self.big_topics.values())
 
     def topic_tables(self) -> list[dict]:
         """The rows by topic: ``{"topic", "rows", "lag"}`` each."""
@@ -280,4 +287,6 @@ def group_detail(
                 q.lost,
             )
         )
-    return GroupDetail(group, summary, rows, members, history, metrics, big_topics)
+    return GroupDetail(
+        group, summary, rows, members, history, metrics, big_topics, dlq_exists(store, group)
+    )

@@ -26,7 +26,6 @@ from console.groups.detail import (
     sort_groups,
 )
 from console.groups.detail import group_detail as read_group_detail
-from console.groups.dlq import dlq_exists
 from console.groups.forms import ResetForm
 from console.groups.models import AppliedReset
 from console.groups.resets import applied_resets
@@ -159,7 +158,7 @@ def render_detail(
         "reset_form": reset_form,
         "resets": list(applied_resets(group)[:RESETS_SHOWN]),
         "resets_shown": RESETS_SHOWN,
-        "has_dlq": dlq_exists(store, group),
+        "has_dlq": detail.has_dlq,
         "metrics": detail.metrics,
     }
     return render(request, "groups/detail.html", context)

@@ -1,5 +1,5 @@
 """A stream's events and an append's results as the API answers them (read models for
-console/api/read_models.py)."""
+console/api/read_models/)."""
 
 from __future__ import annotations
 

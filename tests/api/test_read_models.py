@@ -1,4 +1,4 @@
-"""The read models' serializers (console/api/read_models.py) say what the answers hold."""
+"""The read models' serializers (the console/api/read_models package) say what the answers hold."""
 
 from __future__ import annotations
 

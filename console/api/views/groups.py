@@ -24,21 +24,16 @@ from console.accounts.permissions import visible_groups
 from console.accounts.roles import ADMIN
 from console.api.pagination import Pagination, paginated
 from console.api.read_models import (
-    GroupMetricsSerializer,
-    GroupQueueSerializer,
+    GroupDetailSerializer,
     GroupSerializer,
-    OffsetChangeSerializer,
+    HistoryEntrySerializer,
 )
 from console.api.serializers import QuerySerializer, validated
 from console.core.store import get_store
 from console.groups.detail import filter_groups, group_detail, group_rows
-from console.groups.dlq import dlq_exists
 from console.monitoring import scale
-from console.monitoring.metrics import GROUP_STATUSES
 from console.operations import groups as operations
 from console.operations.groups import require_group
-from storeadapter.engine import OffsetChange
-from storeadapter.offset_reset import describe_reason
 from storeadapter.summaries import group_summaries
 
 # ------------------------------------------------------------------- serializers
@@ -47,32 +42,6 @@ from storeadapter.summaries import group_summaries
 class GroupListQuery(QuerySerializer):
     q = serializers.CharField(required=False, allow_blank=True, max_length=200)
     topic = serializers.CharField(required=False, allow_blank=True, max_length=200)
-
-
-class MemberQueueSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-
-
-class GroupMemberSerializer(serializers.Serializer):
-    consumer_id = serializers.CharField()
-    pid = serializers.IntegerField()
-    host = serializers.CharField(allow_blank=True)
-    topics = serializers.ListField(child=serializers.CharField())
-    queues = MemberQueueSerializer(many=True)
-    started_ms = serializers.IntegerField()
-    heartbeat_ms = serializers.IntegerField()
-    heartbeat_age_ms = serializers.IntegerField()
-
-
-class BigTopicLagSerializer(serializers.Serializer):
-    topic = serializers.CharField()
-    lag = serializers.IntegerField(allow_null=True, help_text="From the sampler; null: not yet.")
-    queues_behind = serializers.IntegerField(allow_null=True)
-    sampled_ms = serializers.IntegerField(allow_null=True, help_text="The sample's time.")
-    queues = serializers.IntegerField(help_text="The topic's queues.")
-    queue_page = serializers.IntegerField(help_text="The page of its queues in ``queues``.")
-    queue_pages = serializers.IntegerField()
 
 
 class GroupDetailQuery(QuerySerializer):
@@ -85,51 +54,12 @@ class GroupDetailQuery(QuerySerializer):
     queue_page = serializers.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
 
 
-class GroupDetailSerializer(serializers.Serializer):
-    group = serializers.CharField()
-    lag = serializers.IntegerField()
-    lost = serializers.IntegerField(
-        help_text="Of its lag, the messages retention deleted before the group consumed "
-        "them (queues read now; a big topic's are in its sampled metrics)."
-    )
-    topics = serializers.ListField(child=serializers.CharField())
-    queues = GroupQueueSerializer(
-        many=True,
-        help_text="Every queue of its topics; of a big topic (see big_topics), one page.",
-    )
-    big_topics = BigTopicLagSerializer(
-        many=True,
-        help_text="Topics with too many queues to read per request: their lag is the "
-        "sampler's and ``queues`` holds one page of theirs (``?topic=&queue_page=``).",
-    )
-    members = GroupMemberSerializer(many=True)
-    has_dlq = serializers.BooleanField(help_text="Whether the group has a DLQ topic.")
-    status = serializers.ChoiceField(choices=list(GROUP_STATUSES), allow_null=True)
-    metrics = GroupMetricsSerializer(allow_null=True, help_text="null before the first sample.")
-
-
-class HistoryEntrySerializer(OffsetChangeSerializer):
-    """An offset change in the group's history, with its reason in words."""
-
-    label = serializers.CharField(allow_blank=True, help_text="The reason, for people.")
-    reset_id = serializers.IntegerField(
-        allow_null=True,
-        help_text="The applied reset this change was part of (resets/<id>/); null for a "
-        "consumer's commit.",
-    )
-
-
 class HistoryQuery(QuerySerializer):
     topic = serializers.CharField(required=False, allow_blank=True, max_length=200)
     queue = serializers.IntegerField(required=False, min_value=0, max_value=2**31 - 1)
 
 
 # ------------------------------------------------------------------------ views
-
-
-def _history_entry(change: OffsetChange) -> dict:
-    label, reset_id = describe_reason(change.reason)
-    return {**OffsetChangeSerializer(change).data, "label": label, "reset_id": reset_id}
 
 
 class GroupList(APIView):
@@ -165,39 +95,7 @@ class GroupDetail(APIView):
         require_group(group)
         store = get_store()
         detail = group_detail(store, group, {query.get("topic", ""): query.get("queue_page")})
-        return Response(
-            {
-                "group": group,
-                "lag": detail.lag,
-                "lost": detail.summary.lost,
-                "topics": list(detail.summary.topics),
-                "big_topics": [
-                    {
-                        "topic": big.topic,
-                        "lag": big.sampled.lag if big.sampled else None,
-                        "queues_behind": big.sampled.queues_behind if big.sampled else None,
-                        "sampled_ms": big.sampled.sampled_ms if big.sampled else None,
-                        "queues": big.page.paginator.count,
-                        "queue_page": big.page.number,
-                        "queue_pages": big.page.paginator.num_pages,
-                    }
-                    for big in detail.big_topics.values()
-                ],
-                "queues": GroupQueueSerializer(detail.rows, many=True).data,
-                "members": [
-                    {
-                        **member,
-                        "queues": [{"topic": t, "queue": int(q)} for t, q in member["queues"]],
-                    }
-                    for member in detail.members
-                ],
-                "has_dlq": dlq_exists(store, group),
-                "status": detail.metrics.status if detail.metrics else None,
-                "metrics": (
-                    GroupMetricsSerializer(detail.metrics).data if detail.metrics else None
-                ),
-            }
-        )
+        return Response(GroupDetailSerializer(detail).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, group: str) -> Response:
@@ -224,7 +122,7 @@ class GroupHistory(APIView):
         ]
         paginator = Pagination()
         page = paginator.paginate_queryset(picked, request, view=self)
-        return paginator.get_paginated_response([_history_entry(c) for c in page])
+        return paginator.get_paginated_response(HistoryEntrySerializer(page, many=True).data)
 
 
 urlpatterns = [

@@ -20,8 +20,6 @@ live and those fields are null.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from django.urls import path
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
@@ -33,11 +31,19 @@ from console.accounts.permissions import visible_topics
 from console.accounts.roles import ADMIN, OPERATOR
 from console.api.names import PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
+from console.api.read_models import (
+    ListedTopicSerializer,
+    QueueActionResultSerializer,
+    QueueSerializer,
+    TopicDetailSerializer,
+    TopicSettingsSerializer,
+)
 from console.api.rules import only
 from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
 from console.core.store import get_store
 from console.monitoring import scale
 from console.operations import topics as operations
+from console.topics.detail import QueueAction, queue_row, topic_detail, topic_settings
 from console.topics.listing import DEFAULT_SORT, PAGE_SORTS, ListedTopic, search_and_sort
 from console.topics.rates import topic_produce_rates, topic_sizes
 from storeadapter.engine import (
@@ -45,74 +51,10 @@ from storeadapter.engine import (
     MAX_SHARED_QUEUES,
     TOPIC_SETTINGS,
     InvalidNameError,
-    QueueNotFoundError,
     check_new_topic_name,
 )
-from storeadapter.summaries import QueueRow, QueueRowList, queue_rows, topic_summaries
-from storeadapter.topic_kinds import CREATABLE_KIND_NAMES, KIND_LABELS, PLAIN, kind_of
-
-#: Queues listed in a topic's detail; ``queues/`` pages through all of them.
-DETAIL_QUEUES = 1024
-
-
-class TopicSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    queues = serializers.IntegerField()
-    frozen_queues = serializers.IntegerField()
-    messages = serializers.IntegerField()
-    last_write_ms = serializers.IntegerField(allow_null=True)
-    created_ms = serializers.IntegerField()
-    sampled_ms = serializers.IntegerField(
-        allow_null=True,
-        help_text="A big topic's totals come from the sample at this time (0: not sampled "
-        "yet); null when they were read live.",
-    )
-
-
-class ListedTopicSerializer(TopicSerializer):
-    kind = serializers.CharField(
-        help_text=f"One of {', '.join(KIND_LABELS)}: plain, stream, or a group's own retry "
-        "or dlq topic.",
-    )
-    produce_rate = serializers.FloatField(
-        allow_null=True,
-        help_text="Messages appended per second over the monitoring's rate window; null "
-        "before two samples.",
-    )
-    size_bytes = serializers.IntegerField(
-        allow_null=True,
-        help_text="Bytes of the records the topic holds (whole records), as of the latest "
-        "sample; null while unknown (size_state says why).",
-    )
-    size_state = serializers.ChoiceField(
-        choices=["known", "counting", "unsampled"],
-        help_text="known; counting (the sampler has not counted every queue's existing "
-        "records yet); unsampled (no sample has seen the topic yet).",
-    )
-
-
-class QueueSerializer(serializers.Serializer):
-    queue = serializers.IntegerField()
-    min_offset = serializers.IntegerField()
-    max_offset = serializers.IntegerField()
-    messages = serializers.IntegerField()
-    frozen = serializers.BooleanField()
-    last_write_ms = serializers.IntegerField(allow_null=True)
-
-
-class TopicDetailSerializer(TopicSerializer):
-    # Text, not an enum: the schema would give it the same enum name as TopicCreate's kind.
-    kind = serializers.CharField(
-        help_text=f"One of {', '.join(KIND_LABELS)}: plain, stream, or a group's own retry "
-        "or dlq topic.",
-    )
-    layout = serializers.ChoiceField(choices=["files", "shared"])
-    sampled_queues = serializers.IntegerField(
-        allow_null=True, help_text="Queues the sample read (fewer when it rotates)."
-    )
-    queue_list = QueueSerializer(
-        many=True, help_text=f"The first {DETAIL_QUEUES} queues; queues/ pages through all."
-    )
+from storeadapter.summaries import QueueRowList, topic_summaries
+from storeadapter.topic_kinds import CREATABLE_KIND_NAMES, PLAIN, kind_of
 
 
 class TopicListQuery(QuerySerializer):
@@ -160,49 +102,6 @@ class QueuesAdd(StrictSerializer):
     count = serializers.IntegerField(min_value=1, max_value=MAX_SHARED_QUEUES)
 
 
-class QueueActionResult(QueueSerializer):
-    changed = serializers.BooleanField()
-
-
-class SettingNumber(serializers.FloatField):
-    """A number as the store has it: whole numbers as integers (a store-wide default,
-    such as retention hours, may have a fraction)."""
-
-    def to_representation(self, value):
-        return int(value) if float(value).is_integer() else float(value)
-
-
-def _setting_serializer(setting) -> type[serializers.Serializer]:
-    fields = {
-        "value": SettingNumber(help_text=f"In force for the topic, in {setting.unit}."),
-        "own": serializers.IntegerField(
-            allow_null=True,
-            min_value=setting.low,
-            max_value=setting.high,
-            help_text="The topic's own value; null: it uses the store's default.",
-        ),
-        "default": SettingNumber(help_text=f"The store's default, in {setting.unit}."),
-        "unit": serializers.CharField(),
-    }
-    name = "".join(part.title() for part in setting.name.split("_")) + "Setting"
-    return type(
-        name,
-        (serializers.Serializer,),
-        {**fields, "__module__": __name__, "__doc__": setting.help},
-    )
-
-
-#: A topic's settings: ``topic``, and per setting of the table its value, own and default.
-TopicSettingsSerializer = type(
-    "TopicSettingsSerializer",
-    (serializers.Serializer,),
-    {
-        "__module__": __name__,
-        "topic": serializers.CharField(),
-        **{s.name: _setting_serializer(s)(help_text=s.help) for s in TOPIC_SETTINGS},
-    },
-)
-
 #: PATCH's body: some of a topic's settings; a number sets the topic's own value, null
 #: puts it back to the store's default, a setting not given is left as it is.
 TopicSettingsUpdate = type(
@@ -226,44 +125,12 @@ TopicSettingsUpdate = type(
 )
 
 
-def _settings_data(topic: str) -> dict:
-    store = get_store()
-    own = store.topic(topic).settings
-    values = store.topic_settings(topic)
-    return {
-        "topic": topic,
-        **{
-            s.name: {
-                "value": values[s.name],
-                "own": own.get(s.name),
-                "default": s.default(store.config),
-                "unit": s.unit,
-            }
-            for s in TOPIC_SETTINGS
-        },
-    }
+def _topic_detail(topic: str) -> dict:
+    return TopicDetailSerializer(topic_detail(get_store(), topic)).data
 
 
-def _topic_data(topic: str) -> dict:
-    store = get_store()
-    info = store.topic(topic)
-    figures = scale.SampledFigures()
-    summary = topic_summaries(store, [topic], figures)[0]
-    sampled = figures.topic(topic) if figures.is_big(info) else None
-    return {
-        **asdict(summary),
-        "kind": kind_of(info),
-        "layout": info.layout,
-        "sampled_queues": sampled.sampled_queues if sampled else None,
-        "queue_list": [asdict(row) for row in queue_rows(store, topic, 0, DETAIL_QUEUES)],
-    }
-
-
-def _queue_row(topic: str, queue: int) -> QueueRow:
-    rows = queue_rows(get_store(), topic, queue, 1)
-    if not rows:
-        raise QueueNotFoundError(f"topic {topic!r} has no queue {queue}")
-    return rows[0]
+def _settings(topic: str) -> dict:
+    return TopicSettingsSerializer(topic_settings(get_store(), topic)).data
 
 
 class TopicList(APIView):
@@ -301,18 +168,7 @@ class TopicList(APIView):
         )
         paginator = Pagination()
         page = paginator.paginate_queryset(topics, request, view=self)
-        return paginator.get_paginated_response(
-            [
-                {
-                    **asdict(t.summary),
-                    "kind": t.kind,
-                    "produce_rate": t.produce_rate,
-                    "size_bytes": t.size_bytes,
-                    "size_state": t.size_state,
-                }
-                for t in page
-            ]
-        )
+        return paginator.get_paginated_response(ListedTopicSerializer(page, many=True).data)
 
     @extend_schema(
         request=TopicCreate,
@@ -321,7 +177,7 @@ class TopicList(APIView):
     def post(self, request: Request) -> Response:
         data = validated(TopicCreate, request.data)
         info = operations.create_topic(request.user, data["name"], data["queues"], data["kind"])
-        return Response(_topic_data(info.name), status=status.HTTP_201_CREATED)
+        return Response(_topic_detail(info.name), status=status.HTTP_201_CREATED)
 
 
 class TopicDetail(APIView):
@@ -329,7 +185,7 @@ class TopicDetail(APIView):
 
     @extend_schema(responses={200: TopicDetailSerializer})
     def get(self, request: Request, topic: str) -> Response:
-        return Response(_topic_data(topic))
+        return Response(_topic_detail(topic))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, topic: str) -> Response:
@@ -346,13 +202,13 @@ class QueueList(APIView):
         rows = QueueRowList(store, store.topic(topic))
         paginator = Pagination()
         page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response([asdict(row) for row in page])
+        return paginator.get_paginated_response(QueueSerializer(page, many=True).data)
 
     @extend_schema(request=QueuesAdd, responses={201: TopicDetailSerializer})
     def post(self, request: Request, topic: str) -> Response:
         data = validated(QueuesAdd, request.data)
         operations.add_queues(request.user, topic, data["count"])
-        return Response(_topic_data(topic), status=status.HTTP_201_CREATED)
+        return Response(_topic_detail(topic), status=status.HTTP_201_CREATED)
 
 
 class QueueDetail(APIView):
@@ -360,7 +216,7 @@ class QueueDetail(APIView):
 
     @extend_schema(responses={200: QueueSerializer})
     def get(self, request: Request, topic: str, queue: int) -> Response:
-        return Response(asdict(_queue_row(topic, queue)))
+        return Response(QueueSerializer(queue_row(get_store(), topic, queue)).data)
 
     @extend_schema(
         responses={
@@ -380,10 +236,11 @@ class QueueFreeze(APIView):
     method_roles = {"POST": OPERATOR}
     frozen = True
 
-    @extend_schema(request=None, responses={200: QueueActionResult})
+    @extend_schema(request=None, responses={200: QueueActionResultSerializer})
     def post(self, request: Request, topic: str, queue: int) -> Response:
         changed = operations.set_frozen(request.user, topic, queue, self.frozen)
-        return Response({**asdict(_queue_row(topic, queue)), "changed": changed})
+        row = queue_row(get_store(), topic, queue)
+        return Response(QueueActionResultSerializer(QueueAction(row, changed)).data)
 
 
 class QueueUnfreeze(QueueFreeze):
@@ -395,7 +252,7 @@ class TopicSettings(APIView):
 
     @extend_schema(operation_id="topic_settings_retrieve", responses={200: TopicSettingsSerializer})
     def get(self, request: Request, topic: str) -> Response:
-        return Response(_settings_data(topic))
+        return Response(_settings(topic))
 
     @extend_schema(
         operation_id="topic_settings_update",
@@ -405,7 +262,7 @@ class TopicSettings(APIView):
     def patch(self, request: Request, topic: str) -> Response:
         data = validated(TopicSettingsUpdate, request.data)
         operations.set_topic_settings(request.user, topic, dict(data))
-        return Response(_settings_data(topic))
+        return Response(_settings(topic))
 
 
 urlpatterns = [

@@ -40,6 +40,14 @@ def test_without_flags_it_prints_the_settings(orders, verbs, capsys):
     assert all(r["own"] is None and r["value"] == r["default"] for r in rows)
 
 
+def test_json_settings_are_the_api_s_with_their_names(orders, verbs, capsys, as_viewer):
+    assert verbs("topic-settings", "--topic", "orders", "--json") == 0
+
+    rows = json.loads(capsys.readouterr().out)["settings"]
+    api = as_viewer.get("/api/v1/topics/orders/settings/").json()
+    assert {r.pop("name"): r for r in rows} == {k: v for k, v in api.items() if k != "topic"}
+
+
 def test_flags_set_the_settings_and_the_change_is_audited(orders, verbs, capsys):
     code = verbs(
         "topic-settings",
