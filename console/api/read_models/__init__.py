@@ -46,6 +46,9 @@ from console.api.read_models.groups import (
 )
 from console.api.read_models.messages import (
     AppendResultSerializer,
+    Committed,
+    CommittedSerializer,
+    FilterSerializer,
     GroupConsumptionSerializer,
     MessageConsumptionSerializer,
     MessageCopySerializer,
@@ -95,9 +98,12 @@ __all__ = [
     "BodyBytesField",
     "BodyEncodingField",
     "BodyField",
+    "Committed",
+    "CommittedSerializer",
     "CopySerializer",
     "DeadMessageSerializer",
     "DuplicateField",
+    "FilterSerializer",
     "GroupConsumptionSerializer",
     "GroupDetailSerializer",
     "GroupMemberSerializer",

@@ -3,6 +3,7 @@ each group, a poll of a topic's tail."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rest_framework import serializers
@@ -19,7 +20,7 @@ from console.messages.consumption import Consumption
 from console.messages.records import message_record
 from console.messages.tail import TailAnswer
 from storeadapter import message_track
-from storeadapter.engine import StoredMessage
+from storeadapter.engine import StoredMessage, filters
 from storeadapter.message_track import Copy, GroupTrack
 
 
@@ -137,3 +138,58 @@ class TailSerializer(DataclassSerializer):
         dataclass = TailAnswer
         ref_name = "TailResponse"
         fields = ("messages", "cursor", "dropped", "queues")
+
+
+class FilterSerializer(DataclassSerializer):
+    """What a filter expression's scan found, and how far it got."""
+
+    messages = StoredMessageSerializer(many=True, help_text="The matches, by queue and offset.")
+    cursor = serializers.CharField(
+        allow_null=True,
+        help_text="Where to go on from (pass it as cursor), null when every queue was "
+        "scanned to its end.",
+    )
+    stopped = serializers.ChoiceField(
+        choices=["end", "matches", "records", "seconds"],
+        help_text="Why the scan stopped: the queues' end, max_matches found, or the budget.",
+    )
+    scanned = serializers.IntegerField(min_value=0, help_text="Records looked at.")
+    errors = serializers.IntegerField(
+        min_value=0, help_text="Records the expression could not be evaluated on (not matched)."
+    )
+    first_error = serializers.CharField(
+        allow_null=True, help_text="The first of those evaluation errors, if any."
+    )
+    seconds = serializers.SerializerMethodField(help_text="How long the scan took.")
+
+    class Meta:
+        dataclass = filters.FilterResult
+        ref_name = "FilterResponse"
+        fields = ("messages", "cursor", "stopped", "scanned", "errors", "first_error", "seconds")
+
+    def get_seconds(self, result: filters.FilterResult) -> float:
+        return round(result.seconds, 3)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A group's offset committed on one queue, and the one it replaced."""
+
+    group: str
+    topic: str
+    queue: int
+    offset: int
+    previous: int | None
+
+
+class CommittedSerializer(DataclassSerializer):
+    """A group's offset committed on one queue."""
+
+    previous = serializers.IntegerField(
+        allow_null=True, help_text="The offset before (null: the group's first commit)."
+    )
+
+    class Meta:
+        dataclass = Committed
+        ref_name = "CommitResponse"
+        fields = ("group", "topic", "queue", "offset", "previous")

@@ -49,6 +49,9 @@ from console.api.names import NAME_PATTERN
 from console.api.pagination import Pagination
 from console.api.read_models import (
     AppendResultSerializer,
+    Committed,
+    CommittedSerializer,
+    FilterSerializer,
     MessageConsumptionSerializer,
     StoredMessageSerializer,
 )
@@ -66,7 +69,6 @@ from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
 from console.messages import exports, search, tail
 from console.messages.consumption import Consumption
-from console.messages.records import message_record
 from console.messages.time_queues import TimeSearchTooWide, time_queues
 from console.messages.time_queues import widest as time_queues_widest
 from storeadapter.engine import (
@@ -404,16 +406,6 @@ class CommitRequest(StrictSerializer):
     )
 
 
-class CommitResponse(serializers.Serializer):
-    group = serializers.CharField()
-    topic = serializers.CharField()
-    queue = serializers.IntegerField()
-    offset = serializers.IntegerField()
-    previous = serializers.IntegerField(
-        allow_null=True, help_text="The offset before (null: the group's first commit)."
-    )
-
-
 class QueueCommit(APIView):
     """POST a consumer group's offset on one queue (409 when ``expected`` is not met)."""
 
@@ -422,7 +414,7 @@ class QueueCommit(APIView):
     @extend_schema(
         request=CommitRequest,
         responses={
-            200: CommitResponse,
+            200: CommittedSerializer,
             **refusals((409, "The committed offset is not the expected one.")),
         },
     )
@@ -458,15 +450,8 @@ class QueueCommit(APIView):
                 after={"offset": offset},
                 detail="committed through the API",
             )
-        return Response(
-            {
-                "group": group,
-                "topic": topic,
-                "queue": queue,
-                "offset": offset,
-                "previous": offset if change is None else change.old,
-            }
-        )
+        previous = offset if change is None else change.old
+        return Response(CommittedSerializer(Committed(group, topic, queue, offset, previous)).data)
 
 
 # Read, search and export
@@ -939,27 +924,6 @@ class FilterQuery(QuerySerializer):
         super().run_validators(value)
 
 
-class FilterResponse(serializers.Serializer):
-    messages = StoredMessageSerializer(many=True, help_text="The matches, by queue and offset.")
-    cursor = serializers.CharField(
-        allow_null=True,
-        help_text="Where to go on from (pass it as cursor), null when every queue was "
-        "scanned to its end.",
-    )
-    stopped = serializers.ChoiceField(
-        choices=["end", "matches", "records", "seconds"],
-        help_text="Why the scan stopped: the queues' end, max_matches found, or the budget.",
-    )
-    scanned = serializers.IntegerField(min_value=0, help_text="Records looked at.")
-    errors = serializers.IntegerField(
-        min_value=0, help_text="Records the expression could not be evaluated on (not matched)."
-    )
-    first_error = serializers.CharField(
-        allow_null=True, help_text="The first of those evaluation errors, if any."
-    )
-    seconds = serializers.FloatField(help_text="How long the scan took.")
-
-
 def filter_error(error: filters.FilterSyntaxError, name: str = "expression") -> ApiError:
     """The 400 of an expression (the parameter ``name``) that does not compile: where it
     goes wrong (``position`` counts characters from 0; ``line`` and ``column`` from 1)."""
@@ -986,7 +950,7 @@ class TopicFilter(APIView):
     @extend_schema(
         parameters=[FilterQuery],
         responses={
-            200: FilterResponse,
+            200: FilterSerializer,
             **refusals(
                 (400, "The expression does not compile (details: position, line, column)."),
                 (404, "No such topic or queue."),
@@ -1013,17 +977,7 @@ class TopicFilter(APIView):
         except filters.FilterSyntaxError as error:
             raise filter_error(error) from error
         note_count(request, len(result.messages))
-        return Response(
-            {
-                "messages": [message_record(m) for m in result.messages],
-                "cursor": result.cursor,
-                "stopped": result.stopped,
-                "scanned": result.scanned,
-                "errors": result.errors,
-                "first_error": result.first_error,
-                "seconds": round(result.seconds, 3),
-            }
-        )
+        return Response(FilterSerializer(result).data)
 
 
 urlpatterns = [
