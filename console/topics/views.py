@@ -58,6 +58,7 @@ from storeadapter.engine import (
     TopicExistsError,
     TopicInfo,
     WrongExpectedVersionError,
+    filters,
 )
 from storeadapter.engine import clock as engine_clock
 from storeadapter.stream_listing import find_streams, stream_rows
@@ -256,8 +257,9 @@ TAIL_DEFAULT_RATE = 50
 
 @require_http_methods(["GET", "HEAD"])
 def topic_tail(request: HttpRequest, topic: str) -> HttpResponse:
-    """The live tail of a topic (all queues, or ``?queues=0,2``): static/js/tail.js polls
-    the API's tail from the cursor the page starts at (console/messages/tail.py)."""
+    """The live tail of a topic (all queues, or ``?queues=0,2``; only what a
+    ``?filter=`` expression matches): static/js/tail.js polls the API's tail from the
+    cursor the page starts at (console/messages/tail.py)."""
     store = get_store()
     try:
         info = store.topic(topic)
@@ -280,10 +282,19 @@ def topic_tail(request: HttpRequest, topic: str) -> HttpResponse:
             else f"Topic {topic} has queues 0 to {info.queues - 1}; choose among them."
         )
         queues_text, queues, cursor = "", None, tail.start(store, topic, None)
+    expression = request.GET.get("filter", "").strip()
+    if expression:
+        try:
+            filters.compile_filter(expression)
+        except filters.FilterSyntaxError as refused:
+            error = f"The filter expression does not compile: {refused}."
+            expression = ""
     context = {
         "topic": info,
         "queues_text": queues_text,
         "queues": queues,
+        "expression": expression,
+        "expression_max": filters.MAX_EXPRESSION,
         "cursor": str(cursor),
         "rate": rate or TAIL_DEFAULT_RATE,
         "rates": TAIL_RATES,

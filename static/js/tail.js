@@ -67,6 +67,7 @@
     var url = box.getAttribute("data-tail-url");
     var cursor = box.getAttribute("data-tail-cursor");
     var queues = box.getAttribute("data-tail-queues");
+    var expression = box.getAttribute("data-tail-filter");
     var rate = box.getAttribute("data-tail-rate");
     var wait = box.getAttribute("data-tail-wait");
     var kept = parseInt(box.getAttribute("data-tail-kept"), 10) || 500;
@@ -104,6 +105,9 @@
         "&rate=" + encodeURIComponent(rate);
       if (queues) {
         query += "&queues=" + encodeURIComponent(queues);
+      }
+      if (expression) {
+        query += "&filter=" + encodeURIComponent(expression);
       }
       return url + "?" + query;
     }

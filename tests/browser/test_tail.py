@@ -104,3 +104,16 @@ def test_a_user_who_reads_the_topic_masked_tails_it_masked(
     expect(rows(page)).to_have_count(1)
     expect(rows(page).first).to_contain_text("****")
     expect(rows(page).first).not_to_contain_text("4111")
+
+
+def test_a_filtered_tail_shows_only_what_the_expression_matches(
+    page: Page, url, log_in, viewer, orders
+):
+    log_in(viewer)
+    open_tail(page, url, '/topics/orders/tail/?filter=tag == "paid"')
+    orders.append("orders", b"not paid", queue=0, tag="open")
+    orders.append("orders", b"was paid", queue=1, tag="paid")
+
+    expect(rows(page)).to_have_count(1)
+    expect(rows(page).first).to_contain_text("was paid")
+    expect(page.get_by_label("Filter expression")).to_have_value('tag == "paid"')

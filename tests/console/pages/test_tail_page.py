@@ -72,3 +72,20 @@ def test_a_rate_the_page_does_not_offer_is_refused(as_viewer, orders):
 
     assert response.status_code == 400
     assert "Show at most 10, 50, 100, 500, 1000 messages a second" in response.content.decode()
+
+
+def test_a_filter_expression_goes_to_every_poll(as_viewer, orders):
+    html = as_viewer.get("/topics/orders/tail/", {"filter": 'tag == "paid"'}).content.decode()
+
+    assert 'data-tail-filter="tag == &quot;paid&quot;"' in html
+    assert "only what <code>tag == &quot;paid&quot;</code> matches" in html
+
+
+def test_a_filter_that_does_not_compile_is_refused_saying_where(as_viewer, orders):
+    response = as_viewer.get("/topics/orders/tail/", {"filter": "tag == "})
+
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "The filter expression does not compile" in html
+    assert "line 1, column" in html
+    assert 'data-tail-filter=""' in html
