@@ -183,9 +183,80 @@ fn error_at(source: &str, message: impl Into<String>, position: usize) -> Compil
     }
 }
 
+/// The stack of the thread an expression is compiled on: the parser and the checks
+/// recurse per level of nesting, more than a caller's thread may have room for (a debug
+/// build's test thread has 2 MiB); the depth bounds keep them far below this.
+const COMPILE_STACK: usize = 64 << 20;
+
+/// Where `source` first nests deeper than `MAX_DEPTH` (brackets, or conditionals
+/// chained), outside string literals: refused before the parser recurses into it.
+fn too_deep(source: &str) -> Option<usize> {
+    let chars: Vec<char> = source.chars().collect();
+    let (mut depth, mut conditionals, mut i) = (0usize, 0usize, 0usize);
+    let limit = usize::from(MAX_DEPTH);
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '"' | '\'' => {
+                let raw = i > 0 && matches!(chars[i - 1], 'r' | 'R');
+                let triple = chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c);
+                let quotes = if triple { 3 } else { 1 };
+                i += quotes;
+                loop {
+                    match chars.get(i) {
+                        None => return None, // unterminated: the parser says where
+                        Some('\\') if !raw => i += 2,
+                        Some(&q)
+                            if q == c
+                                && (!triple
+                                    || (chars.get(i + 1) == Some(&c)
+                                        && chars.get(i + 2) == Some(&c))) =>
+                        {
+                            i += quotes;
+                            break;
+                        }
+                        Some(_) => i += 1,
+                    }
+                }
+                continue;
+            }
+            '(' | '[' | '{' => {
+                depth += 1;
+                if depth > limit {
+                    return Some(i);
+                }
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '?' => {
+                conditionals += 1;
+                if conditionals > limit {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 impl Filter {
-    /// Compile `source`; the error says what is wrong and where.
+    /// Compile `source`; the error says what is wrong and where. The work is done on a
+    /// thread of its own with a large stack (`COMPILE_STACK`), so that no expression can
+    /// overflow the caller's.
     pub fn compile(source: &str) -> Result<Filter, CompileError> {
+        let owned = source.to_owned();
+        let compiling = std::thread::Builder::new()
+            .name("tidemark-filter-compile".into())
+            .stack_size(COMPILE_STACK)
+            .spawn(move || Filter::compile_here(&owned));
+        match compiling.map(|thread| thread.join()) {
+            Ok(Ok(result)) => result,
+            _ => Err(error_at(source, "the expression could not be compiled", 0)),
+        }
+    }
+
+    fn compile_here(source: &str) -> Result<Filter, CompileError> {
         if source.len() > MAX_SOURCE {
             return Err(error_at(
                 source,
@@ -195,6 +266,13 @@ impl Filter {
         }
         if source.trim().is_empty() {
             return Err(error_at(source, "the expression is empty", 0));
+        }
+        if let Some(position) = too_deep(source) {
+            return Err(error_at(
+                source,
+                format!("the expression nests deeper than {MAX_DEPTH}"),
+                position,
+            ));
         }
         let env = Env::stdlib();
         let parsed = catch_unwind(AssertUnwindSafe(|| {
@@ -793,6 +871,23 @@ mod tests {
     fn nested_comprehensions_do_not_compile() {
         assert!(Filter::compile("keys.all(a, keys.all(b, a == b))").is_err());
         assert!(Filter::compile("keys.all(a, a != '')").is_ok());
+    }
+
+    #[test]
+    fn nesting_past_the_bound_is_refused_where_it_goes_too_deep() {
+        let deep = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
+        let error = Filter::compile(&deep).expect_err("refused");
+        assert_eq!(error.position, usize::from(MAX_DEPTH));
+        let conditionals = "true ? 1 : ".repeat(200) + "0";
+        assert!(Filter::compile(&conditionals).is_err());
+        let in_text = format!("text == \"{}\"", "(".repeat(1000));
+        assert!(Filter::compile(&in_text).is_ok());
+        let raw = format!(
+            "text == r\"\\\" || {}1{}",
+            "(".repeat(1000),
+            ")".repeat(1000)
+        );
+        assert!(Filter::compile(&raw).is_err());
     }
 
     #[test]

@@ -5,6 +5,7 @@ is a FilterSyntaxError with its position."""
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -108,3 +109,24 @@ def test_an_unknown_name_fails_to_compile_at_its_position():
 def test_a_bad_cursor_is_refused(orders):
     with pytest.raises(FilterCursorError):
         filters.scan(orders, "orders", "true", cursor="zero")
+
+
+def test_deep_nesting_is_refused_where_it_goes_too_deep_even_on_a_small_stack():
+    answers = []
+
+    def compile_deep() -> None:
+        try:
+            filters.compile_filter("(" * 2000 + "1" + ")" * 2000)
+        except FilterSyntaxError as error:
+            answers.append(error)
+
+    threading.stack_size(256 << 10)
+    try:
+        thread = threading.Thread(target=compile_deep)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(0)
+
+    assert [error.position for error in answers] == [64]
+    assert "nests deeper than 64" in answers[0].message
