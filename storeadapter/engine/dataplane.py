@@ -1,4 +1,7 @@
-"""The engine's side of its native data plane (``native/``, built as ``_native``).
+"""The engine's side of its native data plane (``native/``, built as ``_native``), and
+its one door: every other module takes the crate's calls from here. The module is
+checked at import (``NATIVE_INTERFACE``): an engine never runs on one built from another
+``native/`` (``make install`` builds it again). ``_native.pyi`` says what it offers.
 
 The crate does the work per record over buffers: encoding a batch, checking and
 decoding records, scanning a segment, packing entries, hashing. It never opens, writes
@@ -14,13 +17,30 @@ at once (a damaged record is reported by them, with their reasons).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from . import _native, fileio
-from .consumequeue import ConsumeQueue
 from .errors import CorruptRecordError
 from .results import STATUS_OK, AppendResult, EventAppendResult, StoredMessage
 from .scan import ScanEvent
 from .segment import Segment
+
+#: The interface of the ``_native`` this engine is written against (the crate's
+#: ``INTERFACE``, native/src/python/mod.rs).
+NATIVE_INTERFACE = 1
+
+
+def _check_native(module) -> None:
+    built = getattr(module, "INTERFACE", None)
+    if built != NATIVE_INTERFACE:
+        raise ImportError(
+            f"{Path(module.__file__).name} was built from another version of native/ "
+            f"(interface {built}; this engine needs {NATIVE_INTERFACE}): build it again "
+            "with `make install`"
+        )
+
+
+_check_native(_native)
 
 #: The seam's own ``pread``: the core reads consume-queue entries itself only while
 #: ``fileio.pread`` is still this function (a fault test that replaces it sees them all).
@@ -37,6 +57,15 @@ READ_SLOW = 3
 
 key_hash = _native.key_hash
 tag_hash = _native.tag_hash
+canonical_offset = _native.canonical_offset
+#: The raw decode (``decode_at`` below binds it to the engine's types).
+decode_record = _native.decode_at
+seal_entries = _native.seal_entries
+populate = _native.populate
+read_members = _native.read_members
+Filter = _native.Filter
+Pen = _native.Pen
+StoreCore = _native.StoreCore
 #: (``eventindex.stream_hash``, ``eventindex.command_hash`` or 0) of a stream id and a
 #: command id (or None).
 stream_hashes = _native.stream_hashes
@@ -52,6 +81,8 @@ def store_core(store, log, shared_map, prefix: str, topics: dict) -> _native.Sto
     call (see ``native/src/python/store_core.rs``). It follows other processes through
     the store's ``_follow`` when the shared sequence word in ``shared_map`` moved, and
     declines whatever it does not accept at once; the store's Python path answers those."""
+    from .consumequeue import ConsumeQueue  # consumequeue's modules take their calls here
+
     return _native.StoreCore(
         store, log, shared_map, prefix, StoredMessage, topics, ConsumeQueue, fileio, _PREAD
     )

@@ -9,7 +9,7 @@ serve the record if it is the entry's, and report the entry as damaged otherwise
 
 from __future__ import annotations
 
-from . import _native
+from . import dataplane
 from .queuebase import ENTRY, ENTRY_SIZE, QueueBase, entry_checked, entry_not_written, pack_entry
 from .reader import Reader
 from .tags import tag_hash
@@ -44,7 +44,7 @@ def _seal_queue(queue: QueueBase, topic: str, queue_id: int, reader: Reader) -> 
         data = queue.read(index, min(_CHUNK, end - index))
         if not data:
             break
-        if _native.seal_entries(data) is data:  # every entry has its check already
+        if dataplane.seal_entries(data) is data:  # every entry has its check already
             index += len(data) // ENTRY_SIZE
             continue
         rewritten = bytearray(data)

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _native
+from . import dataplane
 from .errors import StoreError
 
 #: The longest expression accepted, in bytes (the crate's bound).
@@ -48,7 +48,7 @@ _READ_CHUNK = 500
 CURSOR_PATTERN = r"^[0-9]{1,6}:[0-9]{1,19}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 
-Filter = _native.Filter
+Filter = dataplane.Filter
 
 
 class FilterSyntaxError(StoreError, ValueError):
@@ -74,7 +74,7 @@ def compile_filter(expression: str) -> Any:
     if not isinstance(expression, str):
         raise FilterSyntaxError("the expression must be text", 0, 1, 1)
     try:
-        return _native.Filter(expression)
+        return dataplane.Filter(expression)
     except ValueError as error:
         message, position, line, column = error.args
         raise FilterSyntaxError(message, position, line, column) from None

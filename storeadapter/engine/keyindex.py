@@ -30,7 +30,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from . import _native, fileio
+from . import dataplane, fileio
 from .checkedslots import SLOT, SLOT_SIZE, slot_bytes, slot_valid
 from .segment import is_segment_name, segment_name
 
@@ -73,7 +73,7 @@ _HEADER_READS = 3  # reads again of a header failing its check before it counts
 
 #: ``key_hash(topic, key)``: the stored 32-bit hash of a key, CRC32C of ``topic NUL key``
 #: in UTF-8, never 0 (native; tests/engine/test_native_hashes.py holds it to that).
-key_hash = _native.key_hash
+key_hash = dataplane.key_hash
 
 
 def pack_entry(hashed: int, commit_offset: int, diff: int, previous: int) -> bytes:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from crc32c import crc32c
 
-from . import _native
+from . import dataplane
 
 #: A consume-queue entry: commit-log offset, record size (0 = not written), and 8 bytes
 #: that are the tag hash and the check (``CHECKED_ENTRY``), or in an entry written before
@@ -30,7 +30,7 @@ _NOT_WRITTEN = bytes(ENTRY_SIZE)
 
 #: ``entries`` with every written entry given its check (the object itself if all have
 #: one): what every write of entries goes through, so no entry is written unchecked.
-seal_entries = _native.seal_entries
+seal_entries = dataplane.seal_entries
 
 
 def entry_tag(tag_hash: int) -> int:

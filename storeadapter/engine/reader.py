@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from . import _native, dataplane
+from . import dataplane
 from .commitlog import CommitLog
 from .consumequeue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .errors import CorruptRecordError, MessageNotFoundError
@@ -41,8 +41,8 @@ from .tags import tag_hash
 _TAG_SCAN_CHUNK = 1024
 # A damaged consume-queue entry's record is looked for among at most this many records.
 _FIND_RECORDS = 4096
-_canonical_offset = _native.canonical_offset
-_decode_at = _native.decode_at
+_canonical_offset = dataplane.canonical_offset
+_decode_at = dataplane.decode_record
 
 
 class CorruptionLog:

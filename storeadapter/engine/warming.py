@@ -7,7 +7,7 @@ process's mapping of the segment has no page-table entries for them until someth
 loads from them. A reader's first load of each run of pages faulted (about 80 ns a 1 KiB
 message, a quarter of a read's CPU here: docs/PERFORMANCE.md, issue 29 part 5).
 ``MADV_POPULATE_READ`` does the same page-table work in one call, off the reader's
-path and without the GIL (``_native.populate``; Python's ``mmap.madvise`` keeps it).
+path and without the GIL (``dataplane.populate``; Python's ``mmap.madvise`` keeps it).
 
 It runs on a thread of its own (``WarmService``), asked every ``WARM_ASK_BYTES`` by
 async appends and by sync mode's fsyncs, and after each full flush (what this process
@@ -28,7 +28,7 @@ from __future__ import annotations
 import errno
 import threading
 
-from . import _native
+from . import dataplane
 from .commitlog import CommitLog
 
 #: Bytes mapped in by one step: about 2-5 ms here.
@@ -69,7 +69,7 @@ class Warmer:
                 # EFAULT (a segment cut short under its mapping) leaves the rest of that
                 # segment to the readers, which meet the damage as before.
                 try:
-                    failed = _native.populate(segment.map, start, stop)
+                    failed = dataplane.populate(segment.map, start, stop)
                 except ValueError:  # the mapping is closed: nothing left to map in
                     continue
                 if failed == errno.EINVAL:

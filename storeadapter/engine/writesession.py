@@ -74,12 +74,12 @@ def open_pen(locks: StoreLocks, state_path: Path, alone: bool) -> Pen:
     native/src/pen.rs): the mutex in ``state`` when the platform and the header allow,
     with ``write.lock`` then held shared until close (waiting for an older engine's
     write under way); else the flock."""
-    from . import _native
+    from . import dataplane
 
     if os.environ.get(WRITE_LOCK_ENV, "").strip().lower() == "flock":
         return FlockPen(locks)
     try:
-        pen = _native.Pen.open(state_path, alone)
+        pen = dataplane.Pen.open(state_path, alone)
     except OSError:  # robust process-shared mutexes refused by the platform
         return FlockPen(locks)
     if pen is None:  # the header holds a mutex of another pthread layout

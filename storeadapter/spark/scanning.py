@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from storeadapter.engine import filters
-from storeadapter.engine._native import read_members
+from storeadapter.engine.dataplane import read_members
 from storeadapter.engine.errors import CorruptRecordError, StoreFormatError
 from storeadapter.engine.record import (
     COMMIT_OFFSET,

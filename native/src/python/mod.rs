@@ -44,8 +44,16 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store_core::StoreCore>()?;
     m.add_class::<pen::Pen>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
+    m.add("INTERFACE", INTERFACE)?;
+    m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
+
+/// The interface this module offers `storeadapter/engine/dataplane.py` (which checks it
+/// at import, so an engine never runs on a module built from another `native/`): one
+/// more whenever a function, class, method or argument is added, removed or changed,
+/// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
+pub const INTERFACE: u32 = 1;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

@@ -1,0 +1,190 @@
+"""What the crate (``native/``, built as ``storeadapter.engine._native``) offers: the
+engine takes it through ``dataplane.py`` only, which checks ``INTERFACE`` at import.
+
+Change this file with the crate's module (``native/src/python/``) and bump
+``INTERFACE`` there and ``dataplane.NATIVE_INTERFACE`` here;
+tests/engine/test_native_door.py holds the names to the module's.
+"""
+
+from collections.abc import Buffer, Callable, Sequence
+from typing import Any
+
+#: The interface the module offers (``dataplane.NATIVE_INTERFACE`` must equal it).
+INTERFACE: int
+#: The crate's version (native/Cargo.toml).
+VERSION: str
+#: Bytes of records a scan step reads at most.
+RUN_BYTES: int
+
+# Records: encoding a batch (each returns the records' bytes and their results).
+def encode_plain(
+    bodies: Sequence[bytes],
+    topic: Any,
+    tail: int,
+    now: int,
+    turn: int,
+    bases: Sequence[int],
+    prefix: str,
+    topic_name: str,
+    status: str,
+    result_type: type,
+) -> tuple[Any, ...]: ...
+def encode_placed(records: Sequence[Any], topic: Any) -> tuple[Any, ...]: ...
+def encode_events(
+    topic: Any,
+    store_ms: int,
+    start: int,
+    first_number: int,
+    appends: Sequence[Any],
+    prefix: str,
+    topic_name: str,
+    status: str,
+    result_type: type,
+) -> tuple[Any, ...]: ...
+
+# Records: checking and decoding.
+def check_at(segment: Buffer, pos: int, commit_offset: int) -> tuple[Any, ...]: ...
+def decode_at(
+    segment: Buffer,
+    pos: int,
+    commit_offset: int,
+    message_id: str | None,
+    expected_length: int,
+    message_type: type,
+) -> Any: ...
+def read_entries(
+    segment: Buffer,
+    base: int,
+    entries: Buffer,
+    start: int,
+    topic: bytes,
+    topic_name: str,
+    queue_id: int,
+    first_queue_offset: int,
+    prefix: str,
+    wanted_hash: int,
+    wanted_tag: bytes | None,
+    max_messages: int,
+    message_type: type,
+    messages: list[Any],
+) -> tuple[int, int]: ...
+def read_members(
+    segment: Buffer,
+    pos: int,
+    stop: int,
+    base: int,
+    topics: Any,
+    queues: Any,
+    since_ms: int,
+    until_ms: int,
+    offsets: Any,
+    prefix: str,
+    max_messages: int,
+    message_type: type,
+    messages: list[Any],
+) -> tuple[Any, ...]: ...
+def canonical_offset(message_id: str, prefix: str) -> int | None: ...
+
+# Scanning a segment (recovery, verify): events, with runs of intact records.
+def scan_step(
+    segment: Buffer,
+    base: int,
+    start: int,
+    sealed: bool,
+    durable_end: int,
+    run_bytes: int = ...,
+) -> tuple[list[tuple[str, int, int, str, Run | None]], int | None]: ...
+
+class Run:
+    """Consecutive intact records found by ``scan_step``."""
+
+    @property
+    def count(self) -> int: ...
+    def headers(self) -> list[tuple[Any, ...]]: ...
+    def queues(self) -> Any: ...
+    def events(self, topics: Any) -> Any: ...
+    def pack(
+        self,
+        sinces: Any,
+        interval: int,
+        index_from: int,
+        dedup_property: bytes | None,
+        dedup_prefix: bytes | None,
+    ) -> Any: ...
+
+# Consume-queue entries and hashes.
+def seal_entries(entries: Buffer) -> Buffer: ...
+def entry_checked(entry: bytes) -> bool: ...
+def key_hash(topic: bytes, key: bytes) -> int: ...
+def tag_hash(tag: bytes) -> int: ...
+def stream_hashes(stream_id: bytes, command_id: bytes | None) -> tuple[int, int]: ...
+
+# The record layout the crate writes (tests/engine/test_record_layout.py).
+def record_layout() -> dict[str, Any]: ...
+
+# Maps in a mapping's pages (MADV_POPULATE_READ); the errno it met, or 0.
+def populate(map: Buffer, start: int, end: int) -> int: ...
+
+class Filter:
+    """A compiled filter expression (filters.py); ``ValueError(message, position, line,
+    column)`` when it does not compile."""
+
+    def __new__(cls, source: str) -> Filter: ...
+    @property
+    def source(self) -> str: ...
+    def matches(
+        self,
+        topic: str,
+        queue: int,
+        offset: int,
+        commit_offset: int,
+        born_ms: int,
+        stored_ms: int,
+        tag: str | None,
+        keys: Sequence[str],
+        properties: dict[str, str],
+        body: bytes,
+    ) -> bool: ...
+    def keep(self, messages: Sequence[Any]) -> tuple[list[Any], int, str | None]: ...
+
+class Pen:
+    """The robust, process-shared write mutex in the ``state`` header (writesession.py)."""
+
+    @staticmethod
+    def open(state_path: Any, alone: bool) -> Pen | None: ...
+    def lock(self) -> bool: ...
+    def unlock(self) -> None: ...
+    def consistent(self) -> None: ...
+
+class StoreCore:
+    """An open store's reads in one call each (dataplane.store_core)."""
+
+    def __new__(
+        cls,
+        store: Any,
+        log: Any,
+        shared: Buffer,
+        prefix: str,
+        message_type: type,
+        topics: dict[str, Any],
+        queue_type: type,
+        fileio: Any,
+        genuine_pread: Callable[..., Any],
+    ) -> StoreCore: ...
+    def get(self, message_id: str) -> Any | None: ...
+    def get_or_long_way(self, message_id: str) -> Any: ...
+    def read_or_long_way(
+        self, topic: str, queue: int, offset: int, *rest: Any, **options: Any
+    ) -> list[Any]: ...
+    def scan_filtered(
+        self,
+        filter: Filter,
+        topic: str,
+        queue: int,
+        offset: int,
+        end: int,
+        max_records: int,
+        max_matches: int,
+        max_seconds: float,
+    ) -> tuple[Any, ...]: ...
+    def close(self) -> None: ...
