@@ -293,3 +293,22 @@ def test_an_expression_export_that_does_not_compile_shows_the_form(as_viewer, or
 
     assert response.status_code == 400
     assert response.context["form"].errors["expression"]
+
+
+def test_an_expression_search_that_matched_none_links_an_export_only_if_it_stopped_short(
+    as_viewer, orders, monkeypatch
+):
+    from console.messages import search
+
+    orders.append_batch("orders", [Message(b"open", tag="open", queue=0) for _ in range(3)])
+    query = {"mode": "filter", "topic": "orders", "expression": 'tag == "paid"'}
+    whole = as_viewer.get("/messages/", query)
+    scan = search.filters.scan
+    monkeypatch.setattr(
+        search.filters, "scan", lambda *args, **kwargs: scan(*args, **kwargs, max_records=1)
+    )
+
+    stopped = as_viewer.get("/messages/", query)
+
+    assert whole.context["results"].export_url == ""
+    assert stopped.context["results"].export_url.startswith(EXPORT)
