@@ -467,6 +467,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-queue-messages": {"GET": on(TOPIC, READ)},
     "api-topic-tail": {"GET": on(TOPIC, READ)},
     "api-topic-filter": {"GET": on(TOPIC, READ)},
+    "api-topic-filter-export": {"GET": on(TOPIC, READ)},
     "api-queue-commit": {"POST": both(on(TOPIC, READ), on(GROUP, RESET, "group", "form"))},
     "api-messages": {"GET": on(TOPIC, READ, "topic", "query")},
     "api-messages-export": {"GET": on(TOPIC, READ, "topic", "query")},

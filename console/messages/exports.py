@@ -1,5 +1,5 @@
-"""Exports of any search's result set (by key, by time, a queue range) as JSON Lines, for
-the messages page and the API alike.
+"""Exports of any search's result set (by key, by time, a queue range, a filter
+expression) as JSON Lines, for the messages page and the API alike.
 
 An export streams: it reads a chunk of messages at a time (EXPORT_CHUNK), writes each as
 a line (``console.messages.records.export_line``) and keeps nothing else, so its memory
@@ -24,7 +24,9 @@ messages and ``seconds`` of reading. Its last line is always the trailer::
 Continuing: a search by key reads newest first, so the rest are the messages stored up to
 ``until`` (the last exported message's time) less the ``skip`` first of them, which were
 exported already (messages stored in the same millisecond); a search by time reads oldest
-first from ``since``, the same way; a queue range goes on from the next offset.
+first from ``since``, the same way; a queue range goes on from the next offset; a filter
+export from its ``cursor`` ("queue:offset", the scan's own: just past the last record it
+looked at).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from django import forms
 
 from console.messages import records
 from console.messages.search import EXPORT_CHUNK, EXPORT_MAX, _oldest_first, queue_since
-from storeadapter.engine import MessageStore, StoredMessage
+from storeadapter.engine import MessageStore, StoredMessage, filters
 
 #: The most messages one export holds, and the default.
 MAX_RECORDS = 100_000
@@ -59,6 +61,10 @@ MAX_TIME_MS = 253_402_300_799_999
 KEY_CHUNK_MAX = 8 * EXPORT_CHUNK
 #: The most messages a time export's queues hold read ahead, together.
 MERGE_WINDOW = 2 * EXPORT_CHUNK
+
+#: The most records one scan of a filter export looks at before the export writes what
+#: it found and scans on (its seconds are the export's remaining ones).
+FILTER_SCAN_RECORDS = 1_000_000
 
 STOPPED_BY_RECORDS, STOPPED_BY_SECONDS = "records", "seconds"
 
@@ -265,6 +271,81 @@ def _queue_range(
         if read.next_offset <= position:
             return
         position = read.next_offset
+
+
+def filter_export(
+    store: MessageStore,
+    topic: str,
+    expression: str,
+    queues: list[int] | None,
+    cursor: str | None,
+    budget: Budget,
+    then: Continuation,
+) -> Iterator[bytes]:
+    """JSON Lines of the messages of ``topic`` (its ``queues``, every one when None) that
+    ``expression`` matches, by queue and offset from ``cursor`` (the start when None),
+    then the trailer (``next``: ``{"cursor": …}``).
+
+    Scans a chunk of matches at a time (at most EXPORT_CHUNK, FILTER_SCAN_RECORDS records
+    looked at, the budget's remaining seconds), writes them and scans on from the scan's
+    cursor, so memory holds one chunk however many match and a rare match stops at the
+    seconds budget. The budget's records are the messages exported. When they run out
+    exactly where a scan stopped short of the end, the export says ``records`` without
+    knowing whether more match: continuing it may give none (and then says complete).
+
+    The expression, the cursor, the topic and the queues are checked here, before the
+    first line (FilterSyntaxError, FilterCursorError, TopicNotFoundError,
+    QueueNotFoundError), so a caller can refuse them rather than break off a stream."""
+    compiled = filters.compile_filter(expression)
+    if cursor:
+        filters.parse_cursor(cursor)
+    store.topic(topic)
+    for queue in queues or ():
+        store.queue_range(topic, queue)
+    return _filter_lines(store, topic, compiled, queues, cursor, budget, then)
+
+
+def _filter_lines(
+    store: MessageStore,
+    topic: str,
+    compiled: Any,
+    queues: list[int] | None,
+    cursor: str | None,
+    budget: Budget,
+    then: Continuation,
+) -> Iterator[bytes]:
+    deadline = time.monotonic() + budget.seconds
+    count = 0
+    stopped_by = None
+    while True:
+        left_records = budget.records - count
+        left_s = deadline - time.monotonic()
+        if left_records <= 0:
+            stopped_by = STOPPED_BY_RECORDS
+            break
+        if left_s <= 0:
+            stopped_by = STOPPED_BY_SECONDS
+            break
+        result = filters.scan(
+            store,
+            topic,
+            compiled,
+            queues=queues,
+            cursor=cursor,
+            max_records=FILTER_SCAN_RECORDS,
+            max_seconds=min(left_s, filters.MAX_SECONDS),
+            max_matches=min(EXPORT_CHUNK, left_records),
+        )
+        for message in result.messages:
+            yield records.export_line(message)
+        count += len(result.messages)
+        if result.cursor is None:
+            break
+        cursor = result.cursor
+    complete = stopped_by is None
+    yield _trailer(complete, count, stopped_by, None if complete else {"cursor": cursor}, then)
+    if budget.sent is not None:
+        budget.sent(count)
 
 
 class ExportOptionsForm(forms.Form):

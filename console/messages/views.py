@@ -138,17 +138,23 @@ def message_search(request: HttpRequest) -> HttpResponse:
             form.add_error(_error_field(form.cleaned_data["mode"], error), str(error))
     if results is not None:
         note_count(request, len(results.rows))
-        if results.mode in (MODE_KEY, MODE_TIME) and results.rows:
+        exportable = results.rows or (results.mode == MODE_FILTER and results.continue_url)
+        if results.mode in EXPORT_LABELS and exportable:
             results.export_url = export_url({**request.GET.dict(), "mode": results.mode})
-            results.export_label = (
-                "every message with this key, newest first"
-                if results.mode == MODE_KEY
-                else "every message stored from this time on, oldest first"
-            )
+            results.export_label = EXPORT_LABELS[results.mode]
     if results is not None and results.mode == MODE_ID:
         for found in results.rows:  # by id, the topic shows only once the message is read
             require(request.user, TOPIC, found.message.topic, READ)
     return _search_page(request, store, form, results)
+
+
+#: What the export link of a search's results exports, by mode (a queue range's says its
+#: offsets: console.messages.search.by_range).
+EXPORT_LABELS = {
+    MODE_KEY: "every message with this key, newest first",
+    MODE_TIME: "every message stored from this time on, oldest first",
+    MODE_FILTER: "every message this expression matches, by queue and offset",
+}
 
 
 #: Query-string names of the page that are no part of the search an export repeats.
@@ -169,10 +175,10 @@ _PAGE_NAMES = {"since": "since_ms", "until": "until_ms"}
 def message_export(request: HttpRequest) -> HttpResponse:
     """A search's result set as JSON Lines, as a download (console.messages.exports): a
     queue range (?topic=&queue=&from=&to=, ``to`` not included), a search by key
-    (?mode=key&topic=&key=&since=&until=) or by time (?mode=time&topic=&at=&first_queue=
-    &last_queue=); ``max_records``/``max_seconds`` bound it, and its last line says how
-    far it got and the URL that continues it. Bad parameters show the search form with
-    its errors (400).
+    (?mode=key&topic=&key=&since=&until=), by time (?mode=time&topic=&at=&first_queue=
+    &last_queue=) or by expression (?mode=filter&topic=&expression=&cursor=);
+    ``max_records``/``max_seconds`` bound it, and its last line says how far it got and
+    the URL that continues it. Bad parameters show the search form with its errors (400).
     """
     store = get_store()
     data = request.GET.copy()
@@ -182,7 +188,9 @@ def message_export(request: HttpRequest) -> HttpResponse:
     options = exports.ExportOptionsForm(request.GET)
     valid = form.is_valid() & options.is_valid()
     if valid and mode == MODE_ID:
-        form.add_error(None, "An export is of a search by key, by queue range or by time.")
+        form.add_error(
+            None, "An export is of a search by key, by queue range, by time or by expression."
+        )
         valid = False
     if not valid:
         for name, errors in options.errors.items():
@@ -238,6 +246,17 @@ def _export(
             exports.Continuation(reverse("messages:export"), params, _PAGE_NAMES),
         )
         return lines, exports.filename(topic, "time")
+    if data["mode"] == MODE_FILTER:
+        lines = exports.filter_export(
+            store,
+            topic,
+            data["expression"],
+            None,
+            data.get("cursor") or None,
+            budget,
+            exports.Continuation(reverse("messages:export"), params),
+        )
+        return lines, exports.filename(topic, "filter")
     queue = data["queue"]
     first, last = search.range_span(store, topic, queue, data.get("from"), data.get("to"))[2:4]
     first += skip

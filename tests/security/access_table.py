@@ -173,6 +173,7 @@ ACCESS: dict[str, Rule] = {
     "api-topic-messages": api(post=OPERATOR, kwargs=TOPIC),
     "api-topic-tail": api(read=VIEWER, kwargs=TOPIC),
     "api-topic-filter": api(read=VIEWER, kwargs=TOPIC),
+    "api-topic-filter-export": api(read=VIEWER, kwargs=TOPIC),
     "api-stream-events": api(read=VIEWER, post=OPERATOR, kwargs=STREAM),
     "api-queue-messages": api(read=VIEWER, kwargs=QUEUE),
     "api-queue-commit": api(post=OPERATOR, kwargs=QUEUE),

@@ -5,6 +5,8 @@
 - ``/api/v1/topics/<topic>/queues/<queue>/commit/``: POST a group's offset (operator).
 - ``/api/v1/messages/``: GET a bounded, paged search: by key, queue range or time.
 - ``/api/v1/messages/export/``: GET a queue range as JSON Lines.
+- ``/api/v1/topics/<topic>/filter/export/``: GET every message a filter expression matches
+  as JSON Lines (bounded as the export above is).
 - ``/api/v1/topics/<topic>/filter/``: GET the messages a filter expression matches, within a
   scan budget, with a cursor to go on (viewer).
 - ``/api/v1/messages/<id>/``: GET one message.
@@ -980,6 +982,73 @@ class TopicFilter(APIView):
         return Response(FilterSerializer(result).data)
 
 
+class FilterExportQuery(FilterQuery):
+    """The filter to export (as ``/api/v1/topics/<topic>/filter/`` takes it: expression,
+    queues, cursor) and the export's budget."""
+
+    max_records = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=exports.MAX_RECORDS,
+        help_text=f"Messages at most (default {exports.DEFAULT_RECORDS:,}).",
+    )
+    max_seconds = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=exports.MAX_SECONDS,
+        help_text=f"Seconds of reading at most (default {exports.DEFAULT_SECONDS}).",
+    )
+    max_matches = None
+
+
+class TopicFilterExport(MessageExport):
+    """GET every message of a topic that a filter expression matches as JSON Lines
+    (console.messages.exports.filter_export), by queue and offset from ``cursor``.
+    Bounded by ``max_records`` (messages exported) and ``max_seconds``; the last line is
+    ``{"export": {"complete", "messages", "stopped_by", "next", "continue"}}``, ``next``
+    being ``{"cursor": "queue:offset"}``. An expression that does not compile is a 400
+    whose details give its position."""
+
+    @extend_schema(
+        parameters=[FilterExportQuery],
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="One JSON object per line, per matching message; the last line "
+                "says how far the export got and how to continue it.",
+            ),
+            **refusals(
+                (400, "The expression does not compile (details: position, line, column)."),
+                (404, "No such topic or queue."),
+            ),
+        },
+    )
+    def get(self, request: Request, topic: str) -> StreamingHttpResponse:
+        query = validated(FilterExportQuery, request.query_params)
+        try:
+            queues = tail.parse_queues(query.get("queues"))
+        except tail.TailError as error:
+            raise ApiError(400, "invalid", str(error)) from error
+        budget = exports.Budget(
+            query.get("max_records") or exports.DEFAULT_RECORDS,
+            query.get("max_seconds") or exports.DEFAULT_SECONDS,
+            partial(note_streamed, request),
+        )
+        asked = {k: v for k, v in request.query_params.items() if k != "format"}
+        then = exports.Continuation(request.path, asked)
+        try:
+            lines = exports.filter_export(
+                get_store(), topic, query["expression"], queues, query.get("cursor"), budget, then
+            )
+        except filters.FilterSyntaxError as error:
+            raise filter_error(error) from error
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{exports.filename(topic, "filter")}"'
+        )
+        return response
+
+
 urlpatterns = [
     path("topics/<name:topic>/messages/", TopicMessages.as_view(), name="api-topic-messages"),
     path(
@@ -993,6 +1062,11 @@ urlpatterns = [
         name="api-queue-commit",
     ),
     path("topics/<name:topic>/filter/", TopicFilter.as_view(), name="api-topic-filter"),
+    path(
+        "topics/<name:topic>/filter/export/",
+        TopicFilterExport.as_view(),
+        name="api-topic-filter-export",
+    ),
     path("messages/", MessageSearch.as_view(), name="api-messages"),
     path("messages/export/", MessageExport.as_view(), name="api-messages-export"),
     path("messages/<str:message_id>/", MessageDetail.as_view(), name="api-message"),

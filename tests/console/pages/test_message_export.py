@@ -258,3 +258,57 @@ def test_a_skip_the_seconds_do_not_cover_stops_where_it_was_asked(
 
     assert messages == []
     assert (trailer["stopped_by"], trailer["next"]) == ("seconds", {"until_ms": T0, "skip": 4})
+
+
+def test_expression_search_results_link_to_their_export(as_viewer, orders):
+    orders.append("orders", "v", tag="paid", queue=0)
+    search = {"mode": "filter", "topic": "orders", "expression": 'tag == "paid"'}
+
+    response = as_viewer.get("/messages/", search)
+
+    url = response.context["results"].export_url
+    assert urlsplit(url).path == EXPORT and dict(parse_qsl(urlsplit(url).query)) == search
+    assert b"Export JSON Lines" in response.content
+
+
+def test_an_expression_export_holds_every_match_and_continues_from_its_cursor(as_viewer, orders):
+    orders.append_batch(
+        "orders",
+        [Message(f"m{i}".encode(), tag="paid" if i % 2 else "open", queue=i % 2) for i in range(8)],
+    )
+    search = {"mode": "filter", "topic": "orders", "expression": 'tag == "paid"'}
+
+    first = as_viewer.get(EXPORT, {**search, "max_records": 3})
+    messages, trailer = lines_of(first)
+    assert len(messages) == 3 and trailer["stopped_by"] == "records"
+    assert "cursor" in trailer["next"] and "mode=filter" in trailer["continue"]
+    found, requests = export_all(as_viewer, dict(parse_qsl(urlsplit(trailer["continue"]).query)))
+
+    assert [m["body"] for m in messages + found] == ["m1", "m3", "m5", "m7"]
+    assert first["Content-Disposition"] == 'attachment; filename="orders-filter.jsonl"'
+
+
+def test_an_expression_export_that_does_not_compile_shows_the_form(as_viewer, orders):
+    response = as_viewer.get(EXPORT, {"mode": "filter", "topic": "orders", "expression": "tag =="})
+
+    assert response.status_code == 400
+    assert response.context["form"].errors["expression"]
+
+
+def test_an_expression_search_that_matched_none_links_an_export_only_if_it_stopped_short(
+    as_viewer, orders, monkeypatch
+):
+    from console.messages import search
+
+    orders.append_batch("orders", [Message(b"open", tag="open", queue=0) for _ in range(3)])
+    query = {"mode": "filter", "topic": "orders", "expression": 'tag == "paid"'}
+    whole = as_viewer.get("/messages/", query)
+    scan = search.filters.scan
+    monkeypatch.setattr(
+        search.filters, "scan", lambda *args, **kwargs: scan(*args, **kwargs, max_records=1)
+    )
+
+    stopped = as_viewer.get("/messages/", query)
+
+    assert whole.context["results"].export_url == ""
+    assert stopped.context["results"].export_url.startswith(EXPORT)
