@@ -344,7 +344,7 @@ fn json_at(body: &[u8], path: &[String]) -> Option<Json> {
     };
     match seed.deserialize(&mut reader) {
         // Stopped at the member (top level): the rest is not read, as in `Pick`.
-        Err(_) if stopped.get() => found,
+        _ if stopped.get() => found,
         Ok(true) if reader.end().is_ok() => found,
         _ => None,
     }
@@ -358,8 +358,6 @@ struct Seek<'p, 'f> {
     top: Option<&'f std::cell::Cell<bool>>,
     found: &'f mut Option<Json>,
 }
-
-const STOP: &str = "tidemark: member found";
 
 impl<'de> DeserializeSeed<'de> for Seek<'_, '_> {
     type Value = bool;
@@ -411,8 +409,10 @@ impl<'de> Visitor<'de> for Seek<'_, '_> {
                 })?;
                 if let Some(stopped) = self.top {
                     if whole && self.found.is_some() {
+                        // Left unread: serde_json then fails on the rest (a cheap
+                        // error, no message made), and `json_at` keeps what was found.
                         stopped.set(true);
-                        return Err(serde::de::Error::custom(STOP));
+                        return Ok(true);
                     }
                     *self.found = None;
                     return Ok(false);
