@@ -45,6 +45,8 @@ use serde::Deserialize;
 
 use crate::record::{Header, Parts};
 
+mod fast;
+
 /// The longest expression compiled, in bytes.
 pub const MAX_SOURCE: usize = 4096;
 /// The deepest nesting the parser accepts.
@@ -88,6 +90,8 @@ pub struct Filter {
     env: Arc<Env>,
     /// The parts of the body's JSON the expression reaches (see `Paths`).
     paths: Paths,
+    /// The typed pre-pass (`fast`): answers a record without the interpreter when sure.
+    fast: Option<fast::Node>,
 }
 
 /// The parts of a JSON body an expression can reach: `body.order.total` reaches
@@ -318,11 +322,13 @@ impl Filter {
         };
         check.walk(program.expression())?;
         let paths = check.paths;
+        let fast = fast::compile(program.expression(), &paths);
         Ok(Filter {
             source: source.to_string(),
             program,
             env: Arc::new(env),
             paths,
+            fast,
         })
     }
 
@@ -356,6 +362,17 @@ impl Filter {
         root: &Context<'_, '_>,
         fields: &Fields<'_>,
     ) -> Result<bool, String> {
+        if let Some(fast) = &self.fast {
+            let sure = catch_unwind(AssertUnwindSafe(|| fast.eval(fields, &mut None)));
+            if let Ok(Some(answer)) = sure {
+                return Ok(answer);
+            }
+        }
+        self.matches_cel(root, fields)
+    }
+
+    /// `matches_fields` by the interpreter alone (no pre-pass).
+    pub fn matches_cel(&self, root: &Context<'_, '_>, fields: &Fields<'_>) -> Result<bool, String> {
         let vars = RecordVars {
             fields,
             paths: &self.paths,
@@ -900,5 +917,150 @@ mod tests {
         assert_eq!(eval(&long, &f), Ok(true));
         let chain = vec!["queue == 3"; 250].join(" && ");
         assert_eq!(eval(&chain, &f), Ok(true));
+    }
+
+    mod pre_pass {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn field() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("tag".to_string()),
+                Just("key".to_string()),
+                Just("topic".to_string()),
+                Just("text".to_string()),
+                Just("queue".to_string()),
+                Just("offset".to_string()),
+                Just("commit_offset".to_string()),
+                Just("born_ms".to_string()),
+                Just("stored_ms".to_string()),
+                Just("body_size".to_string()),
+                Just("properties.region".to_string()),
+                Just("properties[\"tier\"]".to_string()),
+                Just("properties.missing".to_string()),
+                Just("body.order.total".to_string()),
+                Just("body.order".to_string()),
+                Just("body.n".to_string()),
+            ]
+        }
+
+        fn literal() -> impl Strategy<Value = String> {
+            prop_oneof![
+                (-3i64..12).prop_map(|i| i.to_string()),
+                Just("1000".to_string()),
+                Just("\"paid\"".to_string()),
+                Just("\"eu\"".to_string()),
+                Just("\"k1\"".to_string()),
+                Just("\"\"".to_string()),
+                Just("\"orders\"".to_string()),
+                Just("5u".to_string()),
+                Just("2.5".to_string()),
+                Just("true".to_string()),
+                Just("null".to_string()),
+            ]
+        }
+
+        fn leaf() -> impl Strategy<Value = String> {
+            let op = prop_oneof![
+                Just("=="),
+                Just("!="),
+                Just("<"),
+                Just("<="),
+                Just(">"),
+                Just(">=")
+            ];
+            prop_oneof![
+                4 => (field(), op, literal()).prop_map(|(f, o, l)| format!("{f} {o} {l}")),
+                1 => (field(), literal()).prop_map(|(f, l)| format!("{f}.startsWith({l})")),
+                1 => Just("keys.size() == 2".to_string()),
+            ]
+        }
+
+        fn expression() -> impl Strategy<Value = String> {
+            leaf().prop_recursive(4, 16, 2, |inner| {
+                prop_oneof![
+                    (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) && ({b})")),
+                    (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a}) || ({b})")),
+                    inner.prop_map(|a| format!("!({a})")),
+                ]
+            })
+        }
+
+        fn body() -> impl Strategy<Value = Vec<u8>> {
+            prop_oneof![
+                Just(br#"{"order": {"total": 7, "id": 1}, "pad": "xx"}"#.to_vec()),
+                Just(br#"{"order": {"total": 150}, "n": 3}"#.to_vec()),
+                Just(br#"{"order": {"total": 2.5}}"#.to_vec()),
+                Just(br#"{"order": {"total": "7"}}"#.to_vec()),
+                Just(br#"{"order": {"total": 1, "total": 9}}"#.to_vec()),
+                Just(br#"{"order": {"total": 5}, "pad": "torn"#.to_vec()),
+                Just(br#"{"order": {"total": 5, "x": bad}}"#.to_vec()),
+                Just(br#"{"order": 5}"#.to_vec()),
+                Just(br#"{"order": {"total": 18446744073709551615}}"#.to_vec()),
+                Just(br#"{"n": "paid", "order": {}}"#.to_vec()),
+                Just(br#"{"order": {"total": 3}} trailing"#.to_vec()),
+                Just(br#"[1, 2]"#.to_vec()),
+                Just(b"paid".to_vec()),
+                Just(b"\xff\xfe".to_vec()),
+                Just(b"".to_vec()),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+            /// Whatever the pre-pass answers, CEL answers the same; where CEL fails,
+            /// the pre-pass is not sure (so CEL decides, error and sentence included).
+            #[test]
+            fn the_pre_pass_agrees_with_cel(
+                source in expression(),
+                tag in prop_oneof![Just(&b"paid"[..]), Just(&b""[..]), Just(&b"\xff"[..]), Just(&b"open"[..])],
+                keys in prop_oneof![Just(&b"k1\x1fk2"[..]), Just(&b""[..]), Just(&b"k10"[..])],
+                properties in prop_oneof![
+                    Just(&b"region\x01eu\x02tier\x01gold"[..]),
+                    Just(&b""[..]),
+                    Just(&b"region\x01us"[..]),
+                    Just(&b"region\x01eu\x02region\x01us"[..]),
+                ],
+                body in body(),
+                queue in 0u32..5,
+                offset in prop_oneof![Just(0u64), Just(7u64), Just(u64::MAX)],
+            ) {
+                let Ok(filter) = Filter::compile(&source) else { return Ok(()); };
+                let f = Fields {
+                    topic: b"orders",
+                    queue,
+                    offset,
+                    commit_offset: 100,
+                    born_ms: -5,
+                    stored_ms: 2_000,
+                    tag,
+                    keys,
+                    properties,
+                    body: &body,
+                };
+                let root = filter.context();
+                let cel = filter.matches_cel(&root, &f);
+                if let Some(fast) = &filter.fast {
+                    if let Some(answer) = fast.eval(&f, &mut None) {
+                        prop_assert_eq!(Ok(answer), cel.clone(), "{}", source);
+                    }
+                }
+                prop_assert_eq!(filter.matches_fields(&root, &f), cel, "{}", source);
+            }
+        }
+
+        #[test]
+        fn the_common_shapes_are_taken() {
+            for source in [
+                r#"tag == "paid" && body.order.total > 100"#,
+                r#"body.order.total > 100 && tag == "paid""#,
+                r#"properties.region == "eu" && key.startsWith("k1")"#,
+                r#"!(queue == 3) || properties["tier"] != "gold""#,
+            ] {
+                let filter = Filter::compile(source).expect("compiles");
+                let fast = filter.fast.as_ref().expect("taken");
+                assert!(!format!("{fast:?}").contains("Cel"), "{source}: {fast:?}");
+            }
+        }
     }
 }
