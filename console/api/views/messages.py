@@ -868,7 +868,23 @@ def _filter_expression(expression: Any) -> str | None:
     return None
 
 
-class FilterQuery(QuerySerializer):
+class CompilesFirst:
+    """A query whose filter expression (the field ``expression_field``) must compile:
+    its compile error answers before any other, saying where it goes wrong."""
+
+    expression_field = "expression"
+
+    def run_validators(self, value: Any) -> None:
+        name = self.expression_field
+        if isinstance(value, dict) and isinstance(value.get(name), str):
+            try:
+                filters.compile_filter(value[name])
+            except filters.FilterSyntaxError as error:
+                raise filter_error(error, name) from error
+        super().run_validators(value)  # type: ignore[misc]
+
+
+class FilterQuery(CompilesFirst, QuerySerializer):
     expression = serializers.CharField(
         max_length=filters.MAX_EXPRESSION,
         trim_whitespace=False,
@@ -915,15 +931,6 @@ class FilterQuery(QuerySerializer):
     cross_field_rules = (
         Rule.checked("expression", check="filter_expression", message=FILTER_EXPRESSION),
     )
-
-    def run_validators(self, value: Any) -> None:
-        # The expression's compile error answers first, with where it goes wrong.
-        if isinstance(value, dict) and isinstance(value.get("expression"), str):
-            try:
-                filters.compile_filter(value["expression"])
-            except filters.FilterSyntaxError as error:
-                raise filter_error(error) from error
-        super().run_validators(value)
 
 
 def filter_error(error: filters.FilterSyntaxError, name: str = "expression") -> ApiError:

@@ -14,8 +14,6 @@ committed offset. A poll that waits holds one of the long-poll slots that pulls 
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.validators import ProhibitNullCharactersValidator
 from django.urls import path
 from drf_spectacular.utils import extend_schema
@@ -34,14 +32,16 @@ from console.api.serializers import (
     refusals,
     validated,
 )
-from console.api.views.messages import FILTER_EXPRESSION, filter_error
+from console.api.views.messages import FILTER_EXPRESSION, CompilesFirst
 from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import tail
 from storeadapter.engine import filters
 
 
-class TailQuery(QuerySerializer):
+class TailQuery(CompilesFirst, QuerySerializer):
+    expression_field = "filter"
+
     queues = serializers.RegexField(
         tail.QUEUES_PATTERN,
         max_length=tail.QUEUES_MAX_LENGTH,
@@ -85,14 +85,6 @@ class TailQuery(QuerySerializer):
     cross_field_rules = (
         Rule.checked("filter", check="filter_expression", message=FILTER_EXPRESSION),
     )
-
-    def run_validators(self, value: Any) -> None:
-        if isinstance(value, dict) and isinstance(value.get("filter"), str):
-            try:
-                filters.compile_filter(value["filter"])
-            except filters.FilterSyntaxError as error:
-                raise filter_error(error, "filter") from error
-        super().run_validators(value)
 
 
 def _poll_holder(request: Request) -> str:
