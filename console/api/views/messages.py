@@ -739,6 +739,22 @@ class MessageSearch(APIView):
         )
 
 
+#: An export's budget, as every export query takes it (DRF copies a declared field for
+#: each serializer it makes, so one declaration serves both queries).
+EXPORT_MAX_RECORDS = serializers.IntegerField(
+    required=False,
+    min_value=1,
+    max_value=exports.MAX_RECORDS,
+    help_text=f"Messages at most (default {exports.DEFAULT_RECORDS:,}).",
+)
+EXPORT_MAX_SECONDS = serializers.IntegerField(
+    required=False,
+    min_value=1,
+    max_value=exports.MAX_SECONDS,
+    help_text=f"Seconds of reading at most (default {exports.DEFAULT_SECONDS}).",
+)
+
+
 class ExportQuery(MessageSearchQuery):
     """The search to export (as ``/api/v1/messages/`` takes it) and the export's budget."""
 
@@ -749,18 +765,8 @@ class ExportQuery(MessageSearchQuery):
         help_text="Leave out this many messages at the start of the result set: what a "
         "continued export's last line gives.",
     )
-    max_records = serializers.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=exports.MAX_RECORDS,
-        help_text=f"Messages at most (default {exports.DEFAULT_RECORDS:,}).",
-    )
-    max_seconds = serializers.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=exports.MAX_SECONDS,
-        help_text=f"Seconds of reading at most (default {exports.DEFAULT_SECONDS}).",
-    )
+    max_records = EXPORT_MAX_RECORDS
+    max_seconds = EXPORT_MAX_SECONDS
 
     cross_field_rules = tuple(
         rule for rule in MessageSearchQuery.cross_field_rules if rule is not SEARCH_DEPTH
@@ -993,18 +999,8 @@ class FilterExportQuery(FilterQuery):
     """The filter to export (as ``/api/v1/topics/<topic>/filter/`` takes it: expression,
     queues, cursor) and the export's budget."""
 
-    max_records = serializers.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=exports.MAX_RECORDS,
-        help_text=f"Messages at most (default {exports.DEFAULT_RECORDS:,}).",
-    )
-    max_seconds = serializers.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=exports.MAX_SECONDS,
-        help_text=f"Seconds of reading at most (default {exports.DEFAULT_SECONDS}).",
-    )
+    max_records = EXPORT_MAX_RECORDS
+    max_seconds = EXPORT_MAX_SECONDS
     max_matches = None
 
 
