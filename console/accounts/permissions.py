@@ -466,6 +466,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-stream-events": {"GET": on(TOPIC, READ), "POST": on(TOPIC, PRODUCE)},
     "api-queue-messages": {"GET": on(TOPIC, READ)},
     "api-topic-tail": {"GET": on(TOPIC, READ)},
+    "api-topic-tail-export": {"GET": on(TOPIC, READ)},
     "api-topic-filter": {"GET": on(TOPIC, READ)},
     "api-topic-filter-export": {"GET": on(TOPIC, READ)},
     "api-queue-commit": {"POST": both(on(TOPIC, READ), on(GROUP, RESET, "group", "form"))},

@@ -172,6 +172,7 @@ ACCESS: dict[str, Rule] = {
     "api-queue-unfreeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-topic-messages": api(post=OPERATOR, kwargs=TOPIC),
     "api-topic-tail": api(read=VIEWER, kwargs=TOPIC),
+    "api-topic-tail-export": api(read=VIEWER, kwargs=TOPIC),
     "api-topic-filter": api(read=VIEWER, kwargs=TOPIC),
     "api-topic-filter-export": api(read=VIEWER, kwargs=TOPIC),
     "api-stream-events": api(read=VIEWER, post=OPERATOR, kwargs=STREAM),
