@@ -457,6 +457,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     # API v1.
     "api-topics": {"GET": V, "POST": on(TOPIC, MANAGE, "name", "form")},
     "api-topic": {"GET": on(TOPIC, VIEW), "DELETE": on(TOPIC, MANAGE)},
+    "api-topics-delete-selected": {"POST": on_each(TOPIC, MANAGE)},
     "api-queues": {"GET": on(TOPIC, VIEW), "POST": on(TOPIC, MANAGE)},
     "api-queue": {"GET": on(TOPIC, VIEW), "DELETE": on(TOPIC, MANAGE)},
     "api-topic-settings": {"GET": on(TOPIC, VIEW), "PATCH": on(TOPIC, PRODUCE)},

@@ -165,6 +165,7 @@ ACCESS: dict[str, Rule] = {
     # API v1.
     "api-topics": api(read=VIEWER, post=ADMIN),
     "api-topic": api(read=VIEWER, delete=ADMIN, kwargs=TOPIC),
+    "api-topics-delete-selected": api(post=ADMIN),
     "api-queues": api(read=VIEWER, post=ADMIN, kwargs=TOPIC),
     "api-queue": api(read=VIEWER, delete=ADMIN, kwargs=QUEUE),
     "api-topic-settings": api(read=VIEWER, patch=OPERATOR, kwargs=TOPIC),

@@ -78,6 +78,7 @@ needs("groups:delete", "GET HEAD POST", (G, "manage", "billing"))
 # The store-wide history chart (its sample is the dashboard's) needs every topic and group.
 needs("monitoring:chart", "GET HEAD", (T, "view", "*"), (G, "view", "*"))
 needs("api-topics", "POST", (T, "manage", None))
+needs("api-topics-delete-selected", "POST", (T, "manage", None))
 for key in ("api-topic", "api-queues", "api-queue", "api-topic-settings"):
     needs(key, "GET HEAD", (T, "view", "orders"))
 needs("api-topic", "DELETE", (T, "manage", "orders"))

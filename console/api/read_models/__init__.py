@@ -81,13 +81,17 @@ from console.api.read_models.topics import (
     QueueSerializer,
     SettingNumber,
     SettingRowSerializer,
+    TopicDeletedSerializer,
     TopicDetailSerializer,
+    TopicsDeletedSerializer,
     TopicSerializer,
     TopicSettingsSerializer,
     setting_serializer,
 )
 
 __all__ = [
+    "TopicDeletedSerializer",
+    "TopicsDeletedSerializer",
     "APPEND_STATUSES",
     "AppendResultSerializer",
     "AppendedEventSerializer",
