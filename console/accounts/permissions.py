@@ -478,6 +478,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-groups": {"GET": V},
     "api-group": {"GET": on(GROUP, VIEW), "DELETE": on(GROUP, MANAGE)},
     "api-group-reset": {"POST": on(GROUP, RESET)},
+    "api-selected-groups-reset": {"POST": on_each(GROUP, RESET)},
     "api-group-resets": {"GET": on(GROUP, VIEW)},
     "api-group-reset-detail": {"GET": on(GROUP, VIEW)},
     "api-group-reset-undo": {"POST": on(GROUP, RESET)},

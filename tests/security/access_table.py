@@ -186,6 +186,7 @@ ACCESS: dict[str, Rule] = {
     "api-groups": api(read=VIEWER),
     "api-group": api(read=VIEWER, delete=ADMIN, kwargs=GROUP),
     "api-group-reset": api(post=OPERATOR, kwargs=GROUP),
+    "api-selected-groups-reset": api(post=OPERATOR),
     "api-group-resets": api(read=VIEWER, kwargs=GROUP),
     "api-group-reset-detail": api(read=VIEWER, kwargs=RESET),
     "api-group-reset-undo": api(post=OPERATOR, kwargs=RESET),

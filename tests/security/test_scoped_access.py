@@ -103,6 +103,7 @@ needs("api-topic-filter-export", "GET HEAD", (T, "read", "orders"))
 needs("api-group", "GET HEAD", (G, "view", "billing"))
 needs("api-group", "DELETE", (G, "manage", "billing"))
 needs("api-group-reset", "POST", (G, "reset", "billing"))
+needs("api-selected-groups-reset", "POST", (G, "reset", None))
 for key in ("api-group-resets", "api-group-reset-detail", "api-group-history"):
     needs(key, "GET HEAD", (G, "view", "billing"))
 needs("api-group-reset-undo", "POST", (G, "reset", "billing"))

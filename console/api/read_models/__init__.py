@@ -63,6 +63,8 @@ from console.api.read_models.resets import (
     QueueResetSerializer,
     ResetAppliedSerializer,
     ResetPlanSerializer,
+    SelectedResetAppliedSerializer,
+    SelectedResetPreviewSerializer,
 )
 from console.api.read_models.storage import (
     SegmentSerializer,
@@ -90,6 +92,8 @@ from console.api.read_models.topics import (
 )
 
 __all__ = [
+    "SelectedResetAppliedSerializer",
+    "SelectedResetPreviewSerializer",
     "TopicDeletedSerializer",
     "TopicsDeletedSerializer",
     "APPEND_STATUSES",
