@@ -96,7 +96,10 @@ def test_each_group_is_audited_on_its_own(as_operator, groups):
     apply(as_operator, [p["token"] for p in preview(as_operator)["previews"]])
 
     rows = AuditEntry.objects.filter(action="offset.reset").order_by("pk")
-    assert [row.target for row in rows] == ["group billing topic orders", "group audit topic orders"]
+    assert [row.target for row in rows] == [
+        "group billing topic orders",
+        "group audit topic orders",
+    ]
 
 
 def test_a_group_the_user_may_not_reset_refuses_the_preview_whole(groups, django_user_model):
