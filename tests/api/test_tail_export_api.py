@@ -10,7 +10,11 @@ import json
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
+from django.contrib.auth.models import Group
+from rest_framework.test import APIClient
 
+from console.accounts.models import MaskRule, RoleRule
+from console.audit.models import AuditEntry
 from storeadapter.engine import Message
 from tests.api.apitools import error_of, expected_status
 
@@ -128,3 +132,60 @@ def test_a_tail_export_never_moves_or_makes_a_groups_offsets(as_viewer, orders):
     assert orders.committed_offset("billing", "orders", 1) is None
     assert orders.groups() == ["billing"]
     assert len(orders.offset_history("billing")) == 1
+
+
+@pytest.fixture
+def team_user(django_user_model):
+    """A user whose role views every topic and reads only team-*."""
+    role = Group.objects.create(name="team-a")
+    RoleRule.objects.create(role=role, kind="topic", pattern="*", actions=["view"])
+    RoleRule.objects.create(role=role, kind="topic", pattern="team-*", actions=["read"])
+    user = django_user_model.objects.create_user(username="tina", password=None)
+    user.groups.add(role)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_a_role_that_may_not_read_the_topic_may_not_export_its_tail(team_user, orders):
+    assert team_user.get(EXPORT, {"cursor": OPENED}).status_code == 403
+
+
+def test_a_role_that_reads_the_topic_exports_its_tail(team_user, store):
+    store.create_topic("team-orders", 1)
+    store.append("team-orders", b'{"id": 7}', queue=0)
+
+    found, _ = split(team_user.get("/api/v1/topics/team-orders/tail/export/", {"cursor": "0:0@0"}))
+
+    assert found == [7]
+
+
+def test_a_masked_reader_exports_the_tail_as_they_see_it(team_user, store):
+    store.create_topic("cards", 1)
+    MaskRule.objects.create(pattern="cards", part="body", field="card.number", how="mask")
+    store.append("cards", json.dumps({"card": {"number": "4111"}}).encode(), queue=0)
+
+    response = team_user.get("/api/v1/topics/cards/tail/export/", {"cursor": "0:0@0"})
+
+    text = b"".join(response.streaming_content).decode()
+    assert text.count("\n") == 2 and "4111" not in text
+
+
+def test_a_tail_export_is_an_audited_read(as_viewer, orders, settings):
+    settings.TIDEMARK_AUDIT_READS = True
+
+    split(as_viewer.get(EXPORT, {"cursor": OPENED, "queues": "0"}))
+
+    row = AuditEntry.objects.get(action="read.export")
+    assert row.target == "topic orders" and "cursor" in row.detail
+    assert row.after == {"count": 5}
+
+
+def test_the_schema_describes_the_tail_export(as_viewer):
+    schema = as_viewer.get("/api/schema/?format=json").json()
+
+    operation = schema["paths"]["/api/v1/topics/{topic}/tail/export/"]["get"]
+    names = {p["name"] for p in operation["parameters"]}
+    assert {"cursor", "queues", "filter", "max_records", "max_seconds"} <= names
+    assert not {"wait", "rate"} & names
+    assert "application/x-ndjson" in operation["responses"]["200"]["content"]
