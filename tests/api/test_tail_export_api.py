@@ -189,3 +189,25 @@ def test_the_schema_describes_the_tail_export(as_viewer):
     assert {"cursor", "queues", "filter", "max_records", "max_seconds"} <= names
     assert not {"wait", "rate"} & names
     assert "application/x-ndjson" in operation["responses"]["200"]["content"]
+
+
+@pytest.mark.parametrize("expression", [None, "true"])
+def test_a_tail_export_out_of_seconds_says_so_and_continues_where_it_stood(
+    as_viewer, orders, monkeypatch, expression
+):
+    from types import SimpleNamespace
+
+    from console.messages import exports
+
+    ticks = iter(range(0, 10**6, 2))  # each look at the clock: 2 s later
+    monkeypatch.setattr(exports, "time", SimpleNamespace(monotonic=lambda: next(ticks)))
+    query = {"cursor": OPENED, "max_seconds": 1, **({"filter": expression} if expression else {})}
+
+    found, trailer = split(as_viewer.get(EXPORT, query))
+
+    assert (trailer["complete"], trailer["stopped_by"]) == (False, "seconds")
+    monkeypatch.undo()
+    rest, trailer = split(
+        as_viewer.get(EXPORT, dict(parse_qsl(urlsplit(trailer["continue"]).query)))
+    )
+    assert found + rest == list(range(10)) and trailer["complete"] is True
