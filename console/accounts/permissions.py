@@ -457,6 +457,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     # API v1.
     "api-topics": {"GET": V, "POST": on(TOPIC, MANAGE, "name", "form")},
     "api-topic": {"GET": on(TOPIC, VIEW), "DELETE": on(TOPIC, MANAGE)},
+    "api-topics-delete-selected": {"POST": on_each(TOPIC, MANAGE)},
     "api-queues": {"GET": on(TOPIC, VIEW), "POST": on(TOPIC, MANAGE)},
     "api-queue": {"GET": on(TOPIC, VIEW), "DELETE": on(TOPIC, MANAGE)},
     "api-topic-settings": {"GET": on(TOPIC, VIEW), "PATCH": on(TOPIC, PRODUCE)},
@@ -466,6 +467,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-stream-events": {"GET": on(TOPIC, READ), "POST": on(TOPIC, PRODUCE)},
     "api-queue-messages": {"GET": on(TOPIC, READ)},
     "api-topic-tail": {"GET": on(TOPIC, READ)},
+    "api-topic-tail-export": {"GET": on(TOPIC, READ)},
     "api-topic-filter": {"GET": on(TOPIC, READ)},
     "api-topic-filter-export": {"GET": on(TOPIC, READ)},
     "api-queue-commit": {"POST": both(on(TOPIC, READ), on(GROUP, RESET, "group", "form"))},
@@ -476,6 +478,7 @@ NEEDS: dict[str, dict[str, Need]] = {
     "api-groups": {"GET": V},
     "api-group": {"GET": on(GROUP, VIEW), "DELETE": on(GROUP, MANAGE)},
     "api-group-reset": {"POST": on(GROUP, RESET)},
+    "api-selected-groups-reset": {"POST": on_each(GROUP, RESET)},
     "api-group-resets": {"GET": on(GROUP, VIEW)},
     "api-group-reset-detail": {"GET": on(GROUP, VIEW)},
     "api-group-reset-undo": {"POST": on(GROUP, RESET)},

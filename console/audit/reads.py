@@ -38,6 +38,7 @@ READ_ACTIONS: dict[tuple[str, str], tuple[str, str, str]] = {
     ("api-messages", "GET"): ("read.search", "topic", "topic"),
     ("api-messages-export", "GET"): ("read.export", "topic", "topic"),
     ("api-topic-filter-export", "GET"): ("read.export", "topic", "topic"),
+    ("api-topic-tail-export", "GET"): ("read.export", "topic", "topic"),
     ("api-message", "GET"): ("read.message", "message_id", "message"),
     ("api-queue-messages", "GET"): ("read.pull", "topic", "topic"),
     ("api-stream-events", "GET"): ("read.stream", "topic", "topic"),

@@ -2,7 +2,8 @@
 
 Engine subcommands (``create-topic``, ``produce``, ``consume``, ``stat``, ``verify``, …)
 run as ``python -m storeadapter.engine`` runs them, without Django. The operator verbs
-(``groups``, ``lag``, ``reset-offsets``, ``redrive-dlq``, ``topic-settings``) go through
+(``groups``, ``lag``, ``reset-offsets``, ``redrive-dlq``, ``topic-settings``, ``filter
+--jsonl``) go through
 the console's own services, so a reset made here is in the group's Resets list
 (undoable) and in the audit log; ``serve`` starts gunicorn, ``manage`` runs a Django
 management command (``migrate``, ``collectstatic``, ``createsuperuser``). ``.env`` is
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from console.cli import operator_verbs, serving, topic_verbs
+from console.cli import export_verbs, operator_verbs, serving, topic_verbs
 from console.env import load_env_file, project_dir
 from storeadapter.engine import cli as engine_cli
 
@@ -38,6 +39,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     handlers.update(operator_verbs.add_commands(commands))
     handlers.update(topic_verbs.add_commands(commands))
     handlers.update(serving.add_commands(commands))
+    handlers.update(export_verbs.add_commands(commands))
     return parser, handlers
 
 
@@ -46,14 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_env_file(project_dir(Path(__file__).resolve().parents[2]))
     parser, handlers = build_parser()
     args = parser.parse_args(argv)
-    if args.command not in handlers:
+    handler = handlers.get(args.command)
+    # A handler that says it does not handle these arguments leaves them to the engine
+    # (``filter`` without --jsonl).
+    if handler is None or not getattr(handler, "handles", lambda _args: True)(args):
         return engine_cli.main(argv, prog=PROG)
     if "--dir" in argv or any(arg.startswith("--dir=") for arg in argv):
         os.environ["TIDEMARK_STORE_DIR"] = str(Path(args.dir).resolve())
     from django.core.exceptions import ImproperlyConfigured
 
     try:
-        return handlers[args.command](args)
+        return handler(args)
     except ImproperlyConfigured as error:
         # A setting from the environment is missing or wrong: the sentence says which.
         print(f"tidemark cannot start: {error}", file=sys.stderr)

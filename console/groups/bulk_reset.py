@@ -14,11 +14,18 @@ Three steps, each a POST from the one before (``step``):
 
 Each group is checked against the user's roles at every step: a request naming a group
 the user may not reset is refused whole (403), the sentence naming those groups.
+
+The rule is this module's, for the page and the API's ``/api/v1/selected/groups/reset/``
+alike: ``selection``, ``refused``, ``unknown``, ``not_consuming``, ``preview_each`` (one
+kept preview per group, all or none) and ``apply_each`` (one reset, one undo and one
+audit row per group; a group whose reset is refused is reported with its sentence, the
+others go on).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -52,6 +59,12 @@ def _listing(names: list[str]) -> str:
     return ", ".join(names)
 
 
+def selection(values: list[str], what: str = "group") -> list[str] | str:
+    """The groups (or tokens) chosen, in order and once each; or a sentence saying what
+    is wrong."""
+    return _chosen(values, what)
+
+
 def _chosen(values: list[str], what: str) -> list[str] | str:
     chosen = list(dict.fromkeys(v.strip() for v in values if v.strip()))
     if not chosen:
@@ -63,21 +76,45 @@ def _chosen(values: list[str], what: str) -> list[str] | str:
     return chosen
 
 
+def refused(user: Any, groups: list[str]) -> list[str]:
+    """The groups of ``groups`` that ``user``'s roles do not let them reset."""
+    permissions = permissions_of(user)
+    return [group for group in groups if not permissions.allows(GROUP, group, RESET)]
+
+
+def refusal_sentence(groups: list[str]) -> str:
+    which = "group" if len(groups) == 1 else "groups"
+    return (
+        f"Your roles do not allow you to reset the {which} {_listing(groups)}; nothing was changed."
+    )
+
+
+def unknown(store: MessageStore, groups: list[str]) -> list[str]:
+    """The groups of ``groups`` the store does not know."""
+    known = set(store.groups())
+    return [group for group in groups if group not in known]
+
+
+def unknown_sentence(groups: list[str]) -> str:
+    return f"There is no group {_listing(groups)}; nothing was changed."
+
+
+def not_consuming(store: MessageStore, groups: list[str], topic: str) -> list[str]:
+    """The groups of ``groups`` that have no offsets on ``topic``."""
+    figures = scale.SampledFigures()
+    return [
+        group
+        for group in groups
+        if topic not in group_summary(store, group, with_queues=False, figures=figures).topics
+    ]
+
+
 def _refusal(request: HttpRequest, groups: list[str]) -> HttpResponse | None:
     """The 403 for the groups the user may not reset, or None when they may reset all."""
-    permissions = permissions_of(request.user)
-    refused = [group for group in groups if not permissions.allows(GROUP, group, RESET)]
-    if not refused:
+    not_allowed = refused(request.user, groups)
+    if not not_allowed:
         return None
-    which = "group" if len(refused) == 1 else "groups"
-    return forbidden_page(
-        request,
-        Denial(
-            False,
-            f"Your roles do not allow you to reset the {which} {_listing(refused)}; "
-            "nothing was changed.",
-        ),
-    )
+    return forbidden_page(request, Denial(False, refusal_sentence(not_allowed)))
 
 
 def _common_topics(store: MessageStore, groups: list[str]) -> list[str]:
@@ -96,6 +133,77 @@ class Previewed:
     group: str
     plan: ResetPlan
     token: str
+    kept: ResetPreview | None = None
+
+
+class PreviewRefused(Exception):
+    """One group's reset could not be previewed: nothing was previewed (``group``, and the
+    store's ``error``)."""
+
+    def __init__(self, group: str, error: StoreError) -> None:
+        super().__init__(f"{group}: {error}. Nothing was previewed.")
+        self.group = group
+        self.error = error
+
+
+def preview_each(
+    store: MessageStore, groups: list[str], topic: str, mode: str, value: Any
+) -> list[Previewed]:
+    """Each group's reset to the same target planned and kept (its own token); all or
+    none: PreviewRefused when one cannot be planned (then none is kept)."""
+    plans = []
+    for group in groups:
+        try:
+            plans.append(preview_reset(store, group, topic, mode, value))
+        except StoreError as error:
+            raise PreviewRefused(group, error) from error
+    shown = []
+    for plan in plans:
+        kept = keep_preview(plan)
+        shown.append(Previewed(plan.group, plan, kept.token, kept))
+    return shown
+
+
+def kept_groups(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The group of each kept preview of ``tokens``, and the tokens not kept (applied
+    already, or never made)."""
+    kept = dict(ResetPreview.objects.filter(token__in=tokens).values_list("token", "group"))
+    return kept, [token for token in tokens if token not in kept]
+
+
+def missing_tokens_sentence(tokens: list[str]) -> str:
+    return (
+        f"The reset previews {_listing(tokens)} cannot be used (applied already, or never "
+        "made); nothing was changed. Preview again."
+    )
+
+
+@dataclass(frozen=True)
+class AppliedOne:
+    """One group's part of applying the previews: what was applied (None when refused),
+    or the sentence saying why its offsets stay."""
+
+    group: str
+    token: str
+    applied: operations.AppliedResult | None
+    error: str | None = None
+
+
+def apply_each(user: Any, tokens: list[str], kept: dict[str, str]) -> list[AppliedOne]:
+    """Apply each kept preview (``kept``: token → group, checked by the caller: roles) to
+    its group by ``console.operations.groups.apply_kept_preview``: one reset, its undo and
+    its audit row per group; a refused one does not stop the others."""
+    outcomes = []
+    for token in tokens:
+        group = kept[token]
+        try:
+            applied = operations.apply_kept_preview(user, group, token, undoing=False)
+        except StoreError as error:
+            sentence = f"The reset was refused: {error}. Its offsets stay."
+            outcomes.append(AppliedOne(group, token, None, sentence))
+        else:
+            outcomes.append(AppliedOne(group, token, applied))
+    return outcomes
 
 
 def _form_page(
@@ -110,17 +218,12 @@ def _preview(request: HttpRequest, store: MessageStore, groups: list[str]) -> Ht
     if not form.is_valid():
         return _form_page(request, groups, form)
     data = form.cleaned_data
-    plans = []
-    for group in groups:
-        try:
-            plans.append(
-                preview_reset(store, group, data["topic"], data["mode"], form.reset_value())
-            )
-        except StoreError as error:
-            form.add_error(None, f"{group}: {error}. Nothing was previewed.")
-            return _form_page(request, groups, form)
-    shown = [Previewed(plan.group, plan, keep_preview(plan).token) for plan in plans]
-    first = plans[0]
+    try:
+        shown = preview_each(store, groups, data["topic"], data["mode"], form.reset_value())
+    except PreviewRefused as refusal:
+        form.add_error(None, str(refusal))
+        return _form_page(request, groups, form)
+    first = shown[0].plan
     context = {
         "previews": shown,
         "count": len(shown),
@@ -142,24 +245,17 @@ def _apply(request: HttpRequest) -> HttpResponse:
     if isinstance(tokens, str):
         messages.error(request, f"{tokens} Nothing was changed.")
         return redirect(back)
-    kept = dict(ResetPreview.objects.filter(token__in=tokens).values_list("token", "group"))
-    missing = [token for token in tokens if token not in kept]
+    kept, missing = kept_groups(tokens)
     if missing:
-        messages.error(
-            request,
-            f"The reset previews {_listing(missing)} cannot be used (applied already, or "
-            "never made); nothing was changed. Preview again.",
-        )
+        messages.error(request, missing_tokens_sentence(missing))
         return redirect(back)
-    refused = _refusal(request, list(dict.fromkeys(kept[token] for token in tokens)))
-    if refused is not None:
-        return refused
-    for token in tokens:
-        group = kept[token]
-        try:
-            applied = operations.apply_kept_preview(request.user, group, token, undoing=False)
-        except StoreError as error:
-            messages.error(request, f"{group}: the reset was refused: {error}. Its offsets stay.")
+    refusal = _refusal(request, list(dict.fromkeys(kept[token] for token in tokens)))
+    if refusal is not None:
+        return refusal
+    for outcome in apply_each(request.user, tokens, kept):
+        group, applied = outcome.group, outcome.applied
+        if applied is None:
+            messages.error(request, f"{group}: {outcome.error}")
             continue
         reset = applied.reset
         if reset is None:
@@ -194,14 +290,13 @@ def reset_selected(request: HttpRequest) -> HttpResponse:
     if isinstance(groups, str):
         messages.error(request, f"{groups} Nothing was changed.")
         return redirect(reverse("groups:list"))
-    refused = _refusal(request, groups)
-    if refused is not None:
-        return refused
+    refusal = _refusal(request, groups)
+    if refusal is not None:
+        return refusal
     store = get_store()
-    known = set(store.groups())
-    unknown = [group for group in groups if group not in known]
-    if unknown:
-        messages.error(request, f"There is no group {_listing(unknown)}; nothing was changed.")
+    not_known = unknown(store, groups)
+    if not_known:
+        messages.error(request, unknown_sentence(not_known))
         return redirect(reverse("groups:list"))
     if request.POST.get("step") == "preview":
         return _preview(request, store, groups)

@@ -26,7 +26,8 @@ Continuing: a search by key reads newest first, so the rest are the messages sto
 exported already (messages stored in the same millisecond); a search by time reads oldest
 first from ``since``, the same way; a queue range goes on from the next offset; a filter
 export from its ``cursor`` ("queue:offset", the scan's own: just past the last record it
-looked at).
+looked at); a tail export from its ``cursor`` (the live tail's, "queue:offset,…@ms": the
+next offset of each queue it follows).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from urllib.parse import urlencode
 
 from django import forms
 
-from console.messages import records
+from console.messages import records, tail
 from console.messages.search import EXPORT_CHUNK, EXPORT_MAX, _oldest_first, queue_since
 from storeadapter.engine import MessageStore, StoredMessage, filters
 
@@ -344,6 +345,116 @@ def _filter_lines(
         cursor = result.cursor
     complete = stopped_by is None
     yield _trailer(complete, count, stopped_by, None if complete else {"cursor": cursor}, then)
+    if budget.sent is not None:
+        budget.sent(count)
+
+
+class _OutOfTime(Exception):
+    """A tail export's scan of one queue ran out of the export's seconds."""
+
+
+def tail_export(
+    store: MessageStore,
+    topic: str,
+    queues: list[int] | None,
+    cursor: tail.Cursor,
+    expression: str | None,
+    budget: Budget,
+    then: Continuation,
+) -> Iterator[bytes]:
+    """JSON Lines of the live tail's results: the messages appended to ``topic``'s queues
+    (``queues``, every one when None) past ``cursor``'s offsets, up to the queues' ends
+    when the export starts, that ``expression`` matches (all when None), in append order
+    (by commit-log offset, queues merged); then the trailer (``next``: ``{"cursor": …}``,
+    a tail cursor, which the tail itself takes too). The cursor is read as the tail reads
+    it: a queue it does not name starts at that queue's end, an offset outside a queue's
+    offsets is the nearest of them. No rate cap: the budget bounds the export. Reads
+    offsets only, as the tail does: no group's committed offset is read or moved.
+
+    The expression, the topic and the queues are checked here, before the first line
+    (FilterSyntaxError, TopicNotFoundError, QueueNotFoundError)."""
+    compiled = filters.compile_filter(expression) if expression else None
+    followed = tail.followed_queues(store, topic, queues)
+    return _tail_lines(store, topic, followed, cursor, compiled, budget, then)
+
+
+def _tail_queue(
+    store: MessageStore,
+    topic: str,
+    queue: int,
+    first: int,
+    end: int,
+    compiled: Any,
+    chunk: int,
+    deadline: float,
+) -> Iterator[StoredMessage]:
+    """Queue ``queue``'s messages first ≤ offset < end (those ``compiled`` matches), a
+    chunk at a time; _OutOfTime when a filter's scan passes ``deadline`` short of ``end``."""
+    if compiled is None:
+        yield from _queue_range(store, topic, queue, first, end)
+        return
+    position = first
+    while position < end:
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            raise _OutOfTime
+        matched, position_next, _, _, _ = filters.scan_queue(
+            store,
+            compiled,
+            topic,
+            queue,
+            position,
+            end,
+            FILTER_SCAN_RECORDS,
+            chunk,
+            min(left_s, filters.MAX_SECONDS),
+        )
+        yield from matched
+        if position_next <= position:
+            return
+        position = position_next
+
+
+def _tail_lines(
+    store: MessageStore,
+    topic: str,
+    followed: list[int],
+    cursor: tail.Cursor,
+    compiled: Any,
+    budget: Budget,
+    then: Continuation,
+) -> Iterator[bytes]:
+    deadline = time.monotonic() + budget.seconds
+    positions: dict[int, int] = {}
+    ends: dict[int, int] = {}
+    for queue, (low, high) in tail.queue_spans(store, topic, followed).items():
+        positions[queue] = max(low, min(cursor.offsets.get(queue, high), high))
+        ends[queue] = high
+    # Each queue is read a fixed chunk at a time, as a time export's are.
+    chunk = max(1, MERGE_WINDOW // max(1, len(followed)))
+    streams = [
+        _tail_queue(store, topic, q, positions[q], ends[q], compiled, chunk, deadline)
+        for q in followed
+    ]
+    merged = heapq.merge(*streams, key=lambda message: message.commit_offset)
+    count = 0
+    stopped_by = None
+    try:
+        for message in merged:
+            if count >= budget.records:
+                stopped_by = STOPPED_BY_RECORDS
+                break
+            if time.monotonic() > deadline:
+                stopped_by = STOPPED_BY_SECONDS
+                break
+            yield records.export_line(message)
+            positions[message.queue] = message.queue_offset + 1
+            count += 1
+    except _OutOfTime:
+        stopped_by = STOPPED_BY_SECONDS
+    complete = stopped_by is None
+    after = None if complete else {"cursor": str(tail.Cursor(positions, cursor.empty_at_ms))}
+    yield _trailer(complete, count, stopped_by, after, then)
     if budget.sent is not None:
         budget.sent(count)
 

@@ -125,11 +125,11 @@ def followed_queues(store: Any, topic: str, queues: list[int] | None) -> list[in
 def start(store: Any, topic: str, queues: list[int] | None) -> Cursor:
     """A cursor at the end of each followed queue now, its bucket full."""
     followed = followed_queues(store, topic, queues)
-    offsets = {queue: high for queue, (_, high) in _ranges(store, topic, followed).items()}
+    offsets = {queue: high for queue, (_, high) in queue_spans(store, topic, followed).items()}
     return Cursor(offsets, engine_clock.now_ms() - BUCKET_MS)
 
 
-def _ranges(store: Any, topic: str, followed: list[int]) -> dict[int, tuple[int, int]]:
+def queue_spans(store: Any, topic: str, followed: list[int]) -> dict[int, tuple[int, int]]:
     """(min offset, max offset) of each followed queue (sorted ids), in one call for the
     span of ids they cover (a big topic's other queues are not read)."""
     if not followed:
@@ -206,13 +206,13 @@ def poll(
         cursor = start(store, topic, followed)
     deadline = time.monotonic() + max(0.0, min(wait_s, MAX_WAIT_S))
     positions: dict[int, int] = {}
-    for queue, (low, high) in _ranges(store, topic, followed).items():
+    for queue, (low, high) in queue_spans(store, topic, followed).items():
         positions[queue] = max(low, min(cursor.offsets.get(queue, high), high))
     empty_at = min(cursor.empty_at_ms, engine_clock.now_ms())
     turn = 0
     while True:
         spans = {}
-        for queue, (low, high) in _ranges(store, topic, followed).items():
+        for queue, (low, high) in queue_spans(store, topic, followed).items():
             first = max(low, positions[queue])
             if first < high:
                 spans[queue] = (first, high)

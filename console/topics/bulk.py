@@ -6,11 +6,18 @@ are, or their names, as deleting one topic asks for its name. Posted again with 
 each topic is deleted by ``console.operations.topics.delete_topic`` and audited on its own
 (``topic.delete``). Each name is checked against the user's roles first: a request naming
 a topic the user may not manage is refused whole (403), the sentence naming those topics.
+
+The rule is this module's, for the page and the API's ``/api/v1/selected/topics/delete/``
+alike: ``selection`` (what was chosen), ``refused`` (the roles, per topic), ``missing``,
+``confirmed`` (the typed confirmation) and ``delete_each`` (one deletion and one audit row
+per topic; a topic that fails is reported with its sentence, the others go on).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -31,9 +38,9 @@ MAX_SELECTED = 100
 MAX_NAME = 300
 
 
-def _selected(request: HttpRequest) -> list[str] | str:
+def selection(values: list[str]) -> list[str] | str:
     """The names selected, in order and once each; or a sentence saying what is wrong."""
-    chosen = [name.strip() for name in request.POST.getlist("topics")]
+    chosen = [name.strip() for name in values]
     chosen = list(dict.fromkeys(name for name in chosen if name))
     if not chosen:
         return "Select at least one topic to delete."
@@ -46,6 +53,60 @@ def _selected(request: HttpRequest) -> list[str] | str:
 
 def _listing(names: list[str]) -> str:
     return ", ".join(names)
+
+
+def refused(user: Any, chosen: list[str]) -> list[str]:
+    """The topics of ``chosen`` that ``user``'s roles do not let them delete (manage)."""
+    permissions = permissions_of(user)
+    return [name for name in chosen if not permissions.allows(TOPIC, name, MANAGE)]
+
+
+def refusal_sentence(names: list[str]) -> str:
+    which = "topic" if len(names) == 1 else "topics"
+    return (
+        f"Your roles do not allow you to delete the {which} {_listing(names)}; nothing was deleted."
+    )
+
+
+def missing(store: MessageStore, chosen: list[str]) -> list[str]:
+    """The topics of ``chosen`` the store does not hold."""
+    existing = {info.name for info in store.topics()}
+    return [name for name in chosen if name not in existing]
+
+
+def missing_sentence(names: list[str]) -> str:
+    which = "topic" if len(names) == 1 else "topics"
+    return f"There is no {which} {_listing(names)} any more; nothing was deleted."
+
+
+def unconfirmed_sentence(chosen: list[str]) -> str:
+    return f"That is not {len(chosen)} nor the topics' names; nothing was deleted."
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """One selected topic's outcome: deleted (with the messages it held, as
+    ``delete_topic`` counts them), or not, with the sentence saying why."""
+
+    topic: str
+    deleted: bool
+    messages: int | None = None
+    error: str | None = None
+
+
+def delete_each(user: Any, chosen: list[str]) -> list[Deleted]:
+    """Delete each topic of ``chosen`` (checked by the caller: roles, existence,
+    confirmation) by ``console.operations.topics.delete_topic``, each audited on its own;
+    one that fails does not stop the others."""
+    outcomes = []
+    for name in chosen:
+        try:
+            held = operations.delete_topic(user, name)
+        except (StoreError, KeyError) as error:
+            outcomes.append(Deleted(name, False, error=f"{error}"))
+        else:
+            outcomes.append(Deleted(name, True, messages=held))
+    return outcomes
 
 
 def confirmed(typed: str, chosen: list[str]) -> bool:
@@ -76,30 +137,17 @@ def _confirm_page(
 def delete_selected(request: HttpRequest) -> HttpResponse:
     """Confirm, then delete, the topics selected on the list (see the module)."""
     back = reverse("topics:list")
-    chosen = _selected(request)
+    chosen = selection(request.POST.getlist("topics"))
     if isinstance(chosen, str):
         messages.error(request, f"{chosen} Nothing was deleted.")
         return redirect(back)
-    permissions = permissions_of(request.user)
-    refused = [name for name in chosen if not permissions.allows(TOPIC, name, MANAGE)]
-    if refused:
-        which = "topic" if len(refused) == 1 else "topics"
-        return forbidden_page(
-            request,
-            Denial(
-                False,
-                f"Your roles do not allow you to delete the {which} {_listing(refused)}; "
-                "nothing was deleted.",
-            ),
-        )
+    not_allowed = refused(request.user, chosen)
+    if not_allowed:
+        return forbidden_page(request, Denial(False, refusal_sentence(not_allowed)))
     store = get_store()
-    existing = {info.name for info in store.topics()}
-    missing = [name for name in chosen if name not in existing]
-    if missing:
-        which = "topic" if len(missing) == 1 else "topics"
-        messages.error(
-            request, f"There is no {which} {_listing(missing)} any more; nothing was deleted."
-        )
+    gone = missing(store, chosen)
+    if gone:
+        messages.error(request, missing_sentence(gone))
         return redirect(back)
     if "confirm" not in request.POST:
         return _confirm_page(request, store, chosen)
@@ -108,16 +156,11 @@ def delete_selected(request: HttpRequest) -> HttpResponse:
             request,
             store,
             chosen,
-            f"That is not {len(chosen)} nor the topics' names; nothing was deleted.",
+            unconfirmed_sentence(chosen),
         )
-    deleted, failed = [], []
-    for name in chosen:
-        try:
-            operations.delete_topic(request.user, name)
-        except (StoreError, KeyError) as error:
-            failed.append(f"{name} ({error})")
-        else:
-            deleted.append(name)
+    outcomes = delete_each(request.user, chosen)
+    deleted = [each.topic for each in outcomes if each.deleted]
+    failed = [f"{each.topic} ({each.error})" for each in outcomes if not each.deleted]
     if deleted:
         noun = "topic" if len(deleted) == 1 else "topics"
         messages.success(request, f"Deleted {len(deleted)} {noun}: {_listing(deleted)}.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -289,8 +290,15 @@ def topic_tail(request: HttpRequest, topic: str) -> HttpResponse:
         except filters.FilterSyntaxError as refused:
             error = f"The filter expression does not compile: {refused}."
             expression = ""
+    asked = {"cursor": str(cursor), "queues": queues_text, "filter": expression}
+    export_url = (
+        reverse("api-topic-tail-export", args=[info.name])
+        + "?"
+        + urlencode({name: value for name, value in asked.items() if value})
+    )
     context = {
         "topic": info,
+        "export_url": export_url,
         "queues_text": queues_text,
         "queues": queues,
         "expression": expression,

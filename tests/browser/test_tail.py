@@ -117,3 +117,22 @@ def test_a_filtered_tail_shows_only_what_the_expression_matches(
     expect(rows(page)).to_have_count(1)
     expect(rows(page).first).to_contain_text("was paid")
     expect(page.get_by_label("Filter expression")).to_have_value('tag == "paid"')
+
+
+def test_the_export_link_downloads_what_arrived_since_the_page_opened(
+    page: Page, url, log_in, viewer, orders
+):
+    log_in(viewer)
+    open_tail(page, url)
+    orders.append("orders", b"after the page", queue=1)
+    expect(rows(page)).to_have_count(1)
+
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Export JSON Lines").click()
+
+    text = download.value.path().read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) == 2 and "after the page" in lines[0]
+    assert "before the page" not in text
+    assert '"complete": true' in lines[1]
+    assert download.value.suggested_filename == "orders-tail.jsonl"

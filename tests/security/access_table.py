@@ -165,6 +165,7 @@ ACCESS: dict[str, Rule] = {
     # API v1.
     "api-topics": api(read=VIEWER, post=ADMIN),
     "api-topic": api(read=VIEWER, delete=ADMIN, kwargs=TOPIC),
+    "api-topics-delete-selected": api(post=ADMIN),
     "api-queues": api(read=VIEWER, post=ADMIN, kwargs=TOPIC),
     "api-queue": api(read=VIEWER, delete=ADMIN, kwargs=QUEUE),
     "api-topic-settings": api(read=VIEWER, patch=OPERATOR, kwargs=TOPIC),
@@ -172,6 +173,7 @@ ACCESS: dict[str, Rule] = {
     "api-queue-unfreeze": api(post=OPERATOR, kwargs=QUEUE),
     "api-topic-messages": api(post=OPERATOR, kwargs=TOPIC),
     "api-topic-tail": api(read=VIEWER, kwargs=TOPIC),
+    "api-topic-tail-export": api(read=VIEWER, kwargs=TOPIC),
     "api-topic-filter": api(read=VIEWER, kwargs=TOPIC),
     "api-topic-filter-export": api(read=VIEWER, kwargs=TOPIC),
     "api-stream-events": api(read=VIEWER, post=OPERATOR, kwargs=STREAM),
@@ -184,6 +186,7 @@ ACCESS: dict[str, Rule] = {
     "api-groups": api(read=VIEWER),
     "api-group": api(read=VIEWER, delete=ADMIN, kwargs=GROUP),
     "api-group-reset": api(post=OPERATOR, kwargs=GROUP),
+    "api-selected-groups-reset": api(post=OPERATOR),
     "api-group-resets": api(read=VIEWER, kwargs=GROUP),
     "api-group-reset-detail": api(read=VIEWER, kwargs=RESET),
     "api-group-reset-undo": api(post=OPERATOR, kwargs=RESET),

@@ -63,6 +63,8 @@ from console.api.read_models.resets import (
     QueueResetSerializer,
     ResetAppliedSerializer,
     ResetPlanSerializer,
+    SelectedResetAppliedSerializer,
+    SelectedResetPreviewSerializer,
 )
 from console.api.read_models.storage import (
     SegmentSerializer,
@@ -81,13 +83,19 @@ from console.api.read_models.topics import (
     QueueSerializer,
     SettingNumber,
     SettingRowSerializer,
+    TopicDeletedSerializer,
     TopicDetailSerializer,
+    TopicsDeletedSerializer,
     TopicSerializer,
     TopicSettingsSerializer,
     setting_serializer,
 )
 
 __all__ = [
+    "SelectedResetAppliedSerializer",
+    "SelectedResetPreviewSerializer",
+    "TopicDeletedSerializer",
+    "TopicsDeletedSerializer",
     "APPEND_STATUSES",
     "AppendResultSerializer",
     "AppendedEventSerializer",

@@ -165,3 +165,47 @@ class AppliedResetDetailSerializer(AppliedResetSerializer):
             **AppliedResetSerializer.Meta.extra_kwargs,
             "listed_all": {"help_text": "Whether queues lists every queue moved."},
         }
+
+
+class SelectedResetPreviewSerializer(serializers.Serializer):
+    """One preview of a reset of several groups to the same target: each group's plan,
+    kept under its own token, and the totals."""
+
+    topic = serializers.CharField()
+    mode = serializers.ChoiceField(choices=list(MODE_NAMES))
+    groups = serializers.IntegerField(help_text="Groups previewed.")
+    moved = serializers.IntegerField(help_text="Queues that would move, over every group.")
+    consumed_again = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    clamped = serializers.IntegerField()
+    previews = ResetPlanSerializer(
+        many=True, help_text="Each group's preview; apply them with their tokens."
+    )
+
+
+class GroupResetOutcomeSerializer(serializers.Serializer):
+    """One group's part of applying the previews."""
+
+    group = serializers.CharField()
+    plan = serializers.CharField(help_text="The preview's token.")
+    applied = serializers.BooleanField()
+    reset_id = serializers.IntegerField(
+        allow_null=True, help_text="The reset made; null when refused or nothing moved."
+    )
+    undo = serializers.CharField(
+        allow_null=True, help_text="Where to preview its undo (POST); null without a reset."
+    )
+    changed = serializers.IntegerField(help_text="Queues whose offset moved.")
+    consumed_again = serializers.IntegerField()
+    skipped = serializers.IntegerField()
+    error = serializers.CharField(
+        allow_null=True, help_text="Why its offsets stay (a sentence); null when applied."
+    )
+
+
+class SelectedResetAppliedSerializer(serializers.Serializer):
+    """What applying the previews did: one result per group, in the order sent."""
+
+    applied = serializers.IntegerField(help_text="Previews applied.")
+    failed = serializers.IntegerField(help_text="Previews refused (each says why).")
+    results = GroupResetOutcomeSerializer(many=True)

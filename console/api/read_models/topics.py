@@ -9,6 +9,7 @@ from rest_framework import serializers
 from rest_framework_dataclasses.serializers import DataclassSerializer
 
 from console.api.read_models.fields import NumberField
+from console.topics.bulk import Deleted
 from console.topics.detail import DETAIL_QUEUES, QueueAction, SettingValue, TopicDetail
 from console.topics.listing import ListedTopic
 from storeadapter.engine import TOPIC_SETTINGS, TopicSetting
@@ -180,3 +181,24 @@ class SettingRowSerializer(DataclassSerializer):
         dataclass = SettingValue
         ref_name = "SettingRow"
         fields = ("name", "value", "own", "default", "unit")
+
+
+class TopicDeletedSerializer(DataclassSerializer):
+    """One selected topic's outcome (``console.topics.bulk.Deleted``)."""
+
+    class Meta:
+        dataclass = Deleted
+        ref_name = "TopicDeleted"
+        fields = ("topic", "deleted", "messages", "error")
+        extra_kwargs = {
+            "messages": {"help_text": "Messages it held (a big topic: as last sampled)."},
+            "error": {"help_text": "Why it was not deleted (a sentence); null when it was."},
+        }
+
+
+class TopicsDeletedSerializer(serializers.Serializer):
+    """What deleting the selected topics did: one result per topic, in the order sent."""
+
+    deleted = serializers.IntegerField(help_text="Topics deleted.")
+    failed = serializers.IntegerField(help_text="Topics not deleted (each says why).")
+    results = TopicDeletedSerializer(many=True)

@@ -11,6 +11,13 @@
 - ``/api/v1/groups/<group>/resets/<id>/undo/``: POST (operator), the undo of reset
   ``<id>``, previewed and applied in the same two steps.
 
+- ``/api/v1/selected/groups/reset/``: POST (operator) resets several groups to the same
+  target, as the group list's "Reset selected…" does (its rule: console.groups.
+  bulk_reset): ``groups`` and a reset's preview body answer one preview for all (each
+  group's plan under its own token; a group the user may not reset refuses it whole,
+  403); ``dry_run`` false with ``plans`` (the tokens) applies them: one reset, one undo
+  and one audit row per group, the answer saying per group what was applied or why not.
+
 A preview is refused when applied only if it no longer means what it said (409
 ``preview_outdated``, with the request that previews it again), expired (400
 ``preview_expired``) or is unknown (404 ``preview_not_found``). Request bodies are
@@ -39,10 +46,13 @@ from console.api.read_models import (
     AppliedResetSerializer,
     ResetAppliedSerializer,
     ResetPlanSerializer,
+    SelectedResetAppliedSerializer,
+    SelectedResetPreviewSerializer,
 )
 from console.api.rules import Rule, RulesSchema, only, value_check
 from console.api.serializers import StrictSerializer, refusals, validated
 from console.core.store import get_store
+from console.groups import bulk_reset
 from console.groups.detail import live_members
 from console.groups.models import ResetPreview
 from console.groups.resets import (
@@ -350,17 +360,104 @@ class GroupReset(APIView):
                 f"Group {group!r} has no offsets on topic {topic!r}, so there is nothing to "
                 f"reset there; its topics: {', '.join(topics) or 'none'}.",
             )
-        field = MODES_BY_NAME[data["mode"]].api_field
-        value: Any = None if field is None else data[field]
-        if data["mode"] == "offset":
-            value = {int(queue): offset for queue, offset in data["offsets"].items()}
-            missing = sorted(queue for queue in value if queue >= info.queues)
-            if missing:
-                raise QueueNotFoundError(
-                    f"topic {topic!r} has queues 0 to {info.queues - 1}, not {missing[0]}"
-                )
-        plan = preview_reset(store, group, topic, data["mode"], value)
+        plan = preview_reset(store, group, topic, data["mode"], _mode_value(data, info))
         return _preview_answer(plan)
+
+
+def _mode_value(data: dict, info: Any) -> Any:
+    """The value a validated preview body gives its mode (offsets by queue id, checked
+    against the topic ``info``'s queues: QueueNotFoundError)."""
+    field = MODES_BY_NAME[data["mode"]].api_field
+    value: Any = None if field is None else data[field]
+    if data["mode"] == "offset":
+        value = {int(queue): offset for queue, offset in data["offsets"].items()}
+        missing = sorted(queue for queue in value if queue >= info.queues)
+        if missing:
+            raise QueueNotFoundError(
+                f"topic {info.name!r} has queues 0 to {info.queues - 1}, not {missing[0]}"
+            )
+    return value
+
+
+# --------------------------------------------------------------- selected groups
+
+
+def _selected_groups() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.RegexField(PATH_NAME_PATTERN, max_length=127),
+        min_length=1,
+        max_length=bulk_reset.MAX_SELECTED,
+        help_text=f"The groups to reset, 1 to {bulk_reset.MAX_SELECTED} (each once; in this "
+        "order), each with offsets on the topic.",
+    )
+
+
+def _selected_preview_request(mode_request: type[StrictSerializer]) -> type[StrictSerializer]:
+    """``mode_request`` (a group's preview body) with the groups selected."""
+    return type(
+        f"Selected{mode_request.__name__}",
+        (mode_request,),
+        {
+            "__module__": __name__,
+            "__doc__": f"{mode_request.__doc__} For each group selected.",
+            "unknown_messages": {
+                "plans": "Plan tokens are applied with dry_run false; drop them to preview."
+            },
+            "groups": _selected_groups(),
+        },
+    )
+
+
+#: The body previewing a reset of the selected groups in each mode, by mode name.
+SELECTED_PREVIEW_REQUESTS = {
+    name: _selected_preview_request(request) for name, request in PREVIEW_REQUESTS.items()
+}
+
+
+class ApplySelected(StrictSerializer):
+    """Apply the previews of the selected groups, each exactly as previewed."""
+
+    unknown_messages = dict.fromkeys(
+        ("groups", "topic", "mode", "value", "offsets", "source"), _APPLY_ONLY
+    )
+
+    dry_run = serializers.BooleanField(help_text="False: apply the previews named by plans.")
+    plans = serializers.ListField(
+        child=serializers.RegexField(TOKEN_PATTERN),
+        min_length=1,
+        max_length=bulk_reset.MAX_SELECTED,
+        help_text="The tokens of the previews to apply (the selected preview's).",
+    )
+
+    body_constraints = (only("dry_run", False),)
+
+    def validate_dry_run(self, value: bool) -> bool:
+        if value:
+            raise serializers.ValidationError("dry_run is false to apply previews.")
+        return value
+
+
+def _selected_request(data: Any) -> dict:
+    if isinstance(data, dict) and data.get("dry_run") is False:
+        return validated(ApplySelected, data)
+    mode = data.get("mode") if isinstance(data, dict) else None
+    request = SELECTED_PREVIEW_REQUESTS.get(mode) if isinstance(mode, str) else None
+    if request is None:
+        validated(ResetModeRequest, data)
+    return validated(request, data)
+
+
+SELECTED_RESET_REQUEST = PolymorphicProxySerializer(
+    component_name="SelectedResetRequest",
+    serializers=[*SELECTED_PREVIEW_REQUESTS.values(), ApplySelected],
+    resource_type_field_name=None,
+)
+
+
+def _refuse_groups(request: Request, groups: list[str]) -> None:
+    not_allowed = bulk_reset.refused(request.user, groups)
+    if not_allowed:
+        raise ApiError(403, "permission_denied", bulk_reset.refusal_sentence(not_allowed))
 
 
 class GroupResets(APIView):
@@ -402,7 +499,116 @@ class GroupResetUndo(APIView):
         return _preview_answer(plan)
 
 
+class SelectedGroupsReset(APIView):
+    """Preview a reset of several groups to the same target (one preview for all), or
+    apply their kept previews (one reset and one undo per group); per-group results."""
+
+    method_roles = {"POST": OPERATOR}
+    schema = BodySchema()
+
+    @extend_schema(
+        request=SELECTED_RESET_REQUEST,
+        responses={
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    component_name="SelectedResetPreviewOrApplied",
+                    serializers=[SelectedResetPreviewSerializer, SelectedResetAppliedSerializer],
+                    resource_type_field_name=None,
+                ),
+                description="dry_run true: the preview of each group, kept under its token; "
+                "false: what was applied to each group, or why not.",
+            ),
+            **refusals(
+                (
+                    404,
+                    "A group or topic is not there, a group has no offsets on the topic, "
+                    "or a preview is not kept (applied already, or never made).",
+                ),
+                (409, "A group's reset cannot be previewed (nothing was previewed)."),
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = _selected_request(request.data)
+        if not data["dry_run"]:
+            return self._apply(request, list(dict.fromkeys(data["plans"])))
+        groups = bulk_reset.selection(data["groups"])
+        if isinstance(groups, str):
+            raise ApiError(400, "invalid", groups, {"fields": {"groups": [groups]}})
+        _refuse_groups(request, groups)
+        store = get_store()
+        not_known = bulk_reset.unknown(store, groups)
+        if not_known:
+            raise ApiError(404, "not_found", bulk_reset.unknown_sentence(not_known))
+        topic = data["topic"]
+        info = store.topic(topic)  # TopicNotFoundError: 404
+        elsewhere = bulk_reset.not_consuming(store, groups, topic)
+        if elsewhere:
+            raise ApiError(
+                404,
+                "topic_not_consumed",
+                f"The groups {', '.join(elsewhere)} have no offsets on topic {topic!r}: reset "
+                "selected groups on a topic they all consume; nothing was previewed.",
+            )
+        try:
+            shown = bulk_reset.preview_each(
+                store, groups, topic, data["mode"], _mode_value(data, info)
+            )
+        except bulk_reset.PreviewRefused as refusal:
+            raise ApiError(409, "preview_refused", str(refusal), {"group": refusal.group}) from None
+        views = [
+            kept_view(p.plan, p.kept, len(live_members(store, p.group)))
+            for p in shown
+            if p.kept is not None
+        ]
+        answer = {
+            "topic": topic,
+            "mode": data["mode"],
+            "groups": len(shown),
+            "moved": sum(p.plan.moved for p in shown),
+            "consumed_again": sum(p.plan.consumed_again for p in shown),
+            "skipped": sum(p.plan.skipped for p in shown),
+            "clamped": sum(p.plan.clamped for p in shown),
+            "previews": views,
+        }
+        return Response(SelectedResetPreviewSerializer(answer).data)
+
+    def _apply(self, request: Request, tokens: list[str]) -> Response:
+        kept, missing = bulk_reset.kept_groups(tokens)
+        if missing:
+            raise ApiError(404, "preview_not_found", bulk_reset.missing_tokens_sentence(missing))
+        _refuse_groups(request, list(dict.fromkeys(kept[token] for token in tokens)))
+        results = []
+        for outcome in bulk_reset.apply_each(request.user, tokens, kept):
+            applied = outcome.applied
+            view = applied.view() if applied is not None else None
+            reset_id = view.reset_id if view is not None else None
+            results.append(
+                {
+                    "group": outcome.group,
+                    "plan": outcome.token,
+                    "applied": applied is not None,
+                    "reset_id": reset_id,
+                    "undo": None
+                    if reset_id is None
+                    else f"/api/v1/groups/{outcome.group}/resets/{reset_id}/undo/",
+                    "changed": view.changed if view is not None else 0,
+                    "consumed_again": view.consumed_again if view is not None else 0,
+                    "skipped": view.skipped if view is not None else 0,
+                    "error": outcome.error,
+                }
+            )
+        done = sum(1 for each in results if each["applied"])
+        answer = {"applied": done, "failed": len(results) - done, "results": results}
+        return Response(SelectedResetAppliedSerializer(answer).data)
+
+
 urlpatterns = [
+    path(
+        "selected/groups/reset/",
+        SelectedGroupsReset.as_view(),
+        name="api-selected-groups-reset",
+    ),
     path("groups/<name:group>/reset/", GroupReset.as_view(), name="api-group-reset"),
     path("groups/<name:group>/resets/", GroupResets.as_view(), name="api-group-resets"),
     path(

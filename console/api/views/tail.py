@@ -6,6 +6,11 @@
   poll's, its ``dropped`` says how many messages the rate cap left out (viewer: reading
   the topic). ``filter``: only the messages a filter expression matches (item 1).
 
+- ``/api/v1/topics/<topic>/tail/export/``: GET the tail's results from ``cursor`` (the
+  tail's) up to the queues' ends now as JSON Lines (``queues`` and ``filter`` as the tail
+  takes them), bounded as the other exports are; the last line says how far it got and
+  the URL (with the tail cursor) that continues it (console.messages.exports).
+
 Tailing only reads, from the offsets in the cursor: it never reads or moves a group's
 committed offset. A poll that waits holds one of the long-poll slots that pulls hold
 (console.api.long_polls): 429 with Retry-After past the caps. The logic is
@@ -14,9 +19,13 @@ committed offset. A poll that waits holds one of the long-poll slots that pulls 
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.core.validators import ProhibitNullCharactersValidator
+from django.http import StreamingHttpResponse
 from django.urls import path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -32,10 +41,17 @@ from console.api.serializers import (
     refusals,
     validated,
 )
-from console.api.views.messages import FILTER_EXPRESSION, CompilesFirst
-from console.audit.reads import note_count
+from console.api.views.messages import (
+    EXPORT_MAX_RECORDS,
+    EXPORT_MAX_SECONDS,
+    FILTER_EXPRESSION,
+    CompilesFirst,
+    MessageExport,
+    filter_error,
+)
+from console.audit.reads import note_count, note_streamed
 from console.core.store import get_store
-from console.messages import tail
+from console.messages import exports, tail
 from storeadapter.engine import filters
 
 
@@ -126,6 +142,75 @@ class TopicTail(APIView):
         return Response(TailSerializer(answer).data)
 
 
+class TailExportQuery(TailQuery):
+    """What the tail export takes: the tail's queues, cursor (required: where the tail
+    stood) and filter, and the export's budget (no wait, no rate cap)."""
+
+    cursor = serializers.RegexField(
+        tail.CURSOR_PATTERN,
+        max_length=tail.CURSOR_MAX_LENGTH,
+        help_text="Where the export starts: a tail's cursor (the tail page's, or a tail "
+        "answer's), such as 0:15,1:20@1732846200000; a continued export's last line gives "
+        "the next. A queue it does not name starts at that queue's end.",
+    )
+    wait = None
+    rate = None
+    max_records = EXPORT_MAX_RECORDS
+    max_seconds = EXPORT_MAX_SECONDS
+
+
+class TopicTailExport(MessageExport):
+    """GET the live tail's results as JSON Lines (console.messages.exports.tail_export):
+    the messages appended past ``cursor`` up to the queues' ends now, in append order,
+    only what ``filter`` matches when given. Bounded by ``max_records`` and
+    ``max_seconds``; the last line is ``{"export": {"complete", "messages",
+    "stopped_by", "next", "continue"}}``, ``next`` being ``{"cursor": <tail cursor>}``.
+    Never moves a group's offsets."""
+
+    @extend_schema(
+        parameters=[TailExportQuery],
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="One JSON object per line, per message; the last line says "
+                "how far the export got and how to continue it.",
+            ),
+            **refusals(
+                (400, "The filter does not compile (details: position, line, column)."),
+                (404, "No such topic or queue."),
+            ),
+        },
+    )
+    def get(self, request: Request, topic: str) -> StreamingHttpResponse:
+        query = validated(TailExportQuery, request.query_params)
+        try:
+            queues = tail.parse_queues(query.get("queues"))
+            cursor = tail.Cursor.parse(query["cursor"])
+        except tail.TailError as error:
+            raise ApiError(400, "invalid", str(error)) from error
+        budget = exports.Budget(
+            query.get("max_records") or exports.DEFAULT_RECORDS,
+            query.get("max_seconds") or exports.DEFAULT_SECONDS,
+            partial(note_streamed, request),
+        )
+        asked = {k: v for k, v in request.query_params.items() if k != "format"}
+        then = exports.Continuation(request.path, asked)
+        try:
+            lines = exports.tail_export(
+                get_store(), topic, queues, cursor, query.get("filter") or None, budget, then
+            )
+        except filters.FilterSyntaxError as error:
+            raise filter_error(error, "filter") from error
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+        response["Content-Disposition"] = (
+            f'attachment; filename="{exports.filename(topic, "tail")}"'
+        )
+        return response
+
+
 urlpatterns = [
     path("topics/<name:topic>/tail/", TopicTail.as_view(), name="api-topic-tail"),
+    path(
+        "topics/<name:topic>/tail/export/", TopicTailExport.as_view(), name="api-topic-tail-export"
+    ),
 ]

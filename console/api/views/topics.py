@@ -16,6 +16,12 @@ live and those fields are null.
 - ``/api/v1/topics/<topic>/settings/``: GET the topic's settings (each its value, the
   topic's own or null, the store's default), PATCH some of them (operator; null: back to
   the store's default), audited. Both built from the engine's table (TOPIC_SETTINGS).
+- ``/api/v1/selected/topics/delete/``: POST (admin) ``{"topics": [...], "confirm": ...}``
+  deletes the topics selected, as the topic list's "Delete selected…" does (its rule:
+  console.topics.bulk): ``confirm`` is how many topics, or their names; a topic the user
+  may not manage refuses the request whole (403), one not there too (404); then one
+  deletion and one audit row per topic, the answer saying per topic whether it was
+  deleted (or the sentence why not).
 """
 
 from __future__ import annotations
@@ -29,20 +35,29 @@ from rest_framework.views import APIView
 
 from console.accounts.permissions import visible_topics
 from console.accounts.roles import ADMIN, OPERATOR
-from console.api.names import PATH_NAME_PATTERN
+from console.api.errors import ApiError
+from console.api.names import NAME_PATTERN, PATH_NAME_PATTERN
 from console.api.pagination import Pagination, paginated
 from console.api.read_models import (
     ListedTopicSerializer,
     QueueActionResultSerializer,
     QueueSerializer,
     TopicDetailSerializer,
+    TopicsDeletedSerializer,
     TopicSettingsSerializer,
 )
-from console.api.rules import only
-from console.api.serializers import QuerySerializer, StrictSerializer, refusals, validated
+from console.api.rules import Rule, check, only
+from console.api.serializers import (
+    QuerySerializer,
+    StrictSerializer,
+    not_blank_text,
+    refusals,
+    validated,
+)
 from console.core.store import get_store
 from console.monitoring import scale
 from console.operations import topics as operations
+from console.topics import bulk
 from console.topics.detail import QueueAction, queue_row, topic_detail, topic_settings
 from console.topics.listing import DEFAULT_SORT, PAGE_SORTS, ListedTopic, search_and_sort
 from console.topics.rates import topic_produce_rates, topic_sizes
@@ -193,6 +208,76 @@ class TopicDetail(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+#: What the typed confirmation must be (a rule across fields: the schema lists it).
+CONFIRM_SELECTED = "confirm is how many topics are selected, or their names; nothing was deleted."
+
+
+@check("typed_confirmation")
+def _typed_confirmation(data: dict, fields: tuple[str, ...]) -> dict[str, str]:
+    """``confirm`` against the ``topics`` selected (console.topics.bulk.confirmed)."""
+    names, typed = data.get("topics"), data.get("confirm")
+    if not isinstance(names, list) or not isinstance(typed, str):
+        return {}
+    chosen = bulk.selection([name for name in names if isinstance(name, str)])
+    if isinstance(chosen, str) or bulk.confirmed(typed, chosen):
+        return {}
+    return {"confirm": f"That is not {len(chosen)} nor the topics' names."}
+
+
+class DeleteSelected(StrictSerializer):
+    """The topics to delete, and the typed confirmation."""
+
+    topics = serializers.ListField(
+        child=serializers.RegexField(NAME_PATTERN, max_length=MAX_NAME_LENGTH),
+        min_length=1,
+        max_length=bulk.MAX_SELECTED,
+        help_text=f"The topics' names, 1 to {bulk.MAX_SELECTED} (each once; in this order).",
+    )
+    confirm = not_blank_text(
+        max_length=bulk.MAX_SELECTED * (MAX_NAME_LENGTH + 1),
+        help_text="How many topics are selected, or their names (separated by commas or "
+        "spaces, in any order): as the page asks.",
+    )
+
+    cross_field_rules = (
+        Rule.checked("topics", "confirm", check="typed_confirmation", message=CONFIRM_SELECTED),
+    )
+
+    def validate_topics(self, value: list[str]) -> list[str]:
+        chosen = bulk.selection(value)
+        if isinstance(chosen, str):
+            raise serializers.ValidationError(chosen)
+        return chosen
+
+
+class TopicsDeleteSelected(APIView):
+    """Delete the selected topics (typed confirmation), each audited; per-topic results."""
+
+    @extend_schema(
+        request=DeleteSelected,
+        responses={
+            200: TopicsDeletedSerializer,
+            **refusals(
+                (400, "Not a selection, or confirm is not the count nor the names."),
+                (404, "A topic selected is not there (nothing was deleted)."),
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(DeleteSelected, request.data)
+        chosen = data["topics"]
+        not_allowed = bulk.refused(request.user, chosen)
+        if not_allowed:
+            raise ApiError(403, "permission_denied", bulk.refusal_sentence(not_allowed))
+        gone = bulk.missing(get_store(), chosen)
+        if gone:
+            raise ApiError(404, "not_found", bulk.missing_sentence(gone), {"missing": gone})
+        outcomes = bulk.delete_each(request.user, chosen)
+        deleted = sum(1 for each in outcomes if each.deleted)
+        answer = {"deleted": deleted, "failed": len(outcomes) - deleted, "results": outcomes}
+        return Response(TopicsDeletedSerializer(answer).data)
+
+
 class QueueList(APIView):
     change_role = ADMIN
 
@@ -267,6 +352,11 @@ class TopicSettings(APIView):
 
 urlpatterns = [
     path("topics/", TopicList.as_view(), name="api-topics"),
+    path(
+        "selected/topics/delete/",
+        TopicsDeleteSelected.as_view(),
+        name="api-topics-delete-selected",
+    ),
     path("topics/<name:topic>/", TopicDetail.as_view(), name="api-topic"),
     path("topics/<name:topic>/settings/", TopicSettings.as_view(), name="api-topic-settings"),
     path("topics/<name:topic>/queues/", QueueList.as_view(), name="api-queues"),

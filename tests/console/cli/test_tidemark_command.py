@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 TIDEMARK = Path(sys.executable).parent / "tidemark"
+#: The tree these tests are in: its packages, not those the venv was installed from.
+TREE = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +30,7 @@ def home(tmp_path_factory) -> dict[str, str]:
         DATABASE_URL=f"sqlite:///{root / 'db.sqlite3'}",
         TIDEMARK_STORE_DIR=str(root / "store"),
         TIDEMARK_CLI_USER="ops-anna",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(TREE), os.environ.get("PYTHONPATH")])),
     )
     for args in (
         ["manage", "migrate", "--noinput", "-v", "0"],
@@ -213,3 +216,20 @@ def test_redrive_dlq_of_a_group_without_dead_letters_sends_nothing(home):
 
     assert result.returncode == 0, result.stderr
     assert "Sent 0 dead letters" in result.stdout
+
+
+def test_filter_jsonl_writes_json_lines_ending_with_the_trailer(home):
+    result = tidemark(home, "filter", "orders", "queue == 0", "--jsonl", "--max", "2")
+
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [m["queue_offset"] for m in lines[:-1]] == [0, 1]
+    assert lines[-1]["export"]["continue"].startswith("tidemark --dir ")
+
+
+def test_filter_without_jsonl_is_the_engines_printed_scan(home):
+    result = tidemark(home, "filter", "orders", "queue == 0", "--max", "2")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].startswith("0:0\t")
+    assert "go on with --cursor" in result.stderr

@@ -89,3 +89,31 @@ def test_a_filter_that_does_not_compile_is_refused_saying_where(as_viewer, order
     assert "The filter expression does not compile" in html
     assert "line 1, column" in html
     assert 'data-tail-filter=""' in html
+
+
+def test_the_tail_page_links_the_export_of_what_arrived_since_it_opened(as_viewer, orders):
+    html = as_viewer.get("/topics/orders/tail/", {"queues": "1", "filter": 'tag == "a"'}).content
+    html = html.decode()
+
+    start = html.index('data-tail-export href="') + len('data-tail-export href="')
+    link = html[start : html.index('"', start)].replace("&amp;", "&")
+    path, _, query = link.partition("?")
+    from urllib.parse import parse_qs
+
+    asked = {name: values[0] for name, values in parse_qs(query).items()}
+    assert path == "/api/v1/topics/orders/tail/export/"
+    assert asked["cursor"].startswith("1:1@") and asked["queues"] == "1"
+    assert asked["filter"] == 'tag == "a"'
+
+
+def test_the_tail_export_link_exports_what_arrived_since_the_page_opened(as_viewer, orders):
+    html = as_viewer.get("/topics/orders/tail/").content.decode()
+    start = html.index('data-tail-export href="') + len('data-tail-export href="')
+    link = html[start : html.index('"', start)].replace("&amp;", "&")
+    orders.append("orders", b"new", queue=2)
+
+    response = as_viewer.get(link)
+
+    lines = b"".join(response.streaming_content).decode().splitlines()
+    assert [line for line in lines if '"new"' in line]
+    assert '"complete": true' in lines[-1] and len(lines) == 2
