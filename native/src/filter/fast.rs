@@ -5,11 +5,13 @@
 //! value made and no interpreter.
 //!
 //! Every node answers `Some(bool)` only when it is sure CEL gives that bool; anything
-//! else (a type that does not compare, a missing property or JSON member, text that is
-//! not UTF-8, a shape not listed above) is `None`, and the record is then evaluated by
-//! CEL, so results, errors and their sentences are CEL's own. `&&` and `||` are sure
-//! only when the left side decides, or both sides are sure (no error-absorbing rule of
-//! CEL is relied on).
+//! else (a type that does not compare, a missing property or JSON member, JSON the
+//! member reader is not sure of, a shape not listed above) is `None`, and the record is
+//! then evaluated by CEL, so results, errors and their sentences are CEL's own. `&&` and
+//! `||` are sure only when the left side decides, or both sides are sure. Text fields
+//! are compared as bytes (`bytes_of`), body members read by hand (`json_at`); the one
+//! rule of CEL's relied on is `x && false == false` for any x, an error included
+//! (`required_tag`: the scan passes over records of another tag).
 
 use cel::common::ast::{operators, Expr, IdedExpr, LiteralValue};
 
