@@ -7,7 +7,8 @@ Runs, in this order: the machine's limits (bench/limits.py); per body size, Tide
 append/read/get/recovery figures (bench/engine.py's ``run_size``, plus one thread of
 single sync appends) and then every peer (bench/peers/) on the same bodies and counts;
 key and time lookups, 1/2/4 producer processes and append-to-pull latency
-(bench/engine_two.py); Spark's scan (bench/spark_scan.py); the console's pages at 1,000
+(bench/engine_two.py); filter expressions over 1,000,000 messages of 1 KiB beside a
+Python loop (bench/filter.py); Spark's scan (bench/spark_scan.py); the console's pages at 1,000
 topics, 10,000 queues and 200 groups (bench/console.py) and the alert evaluation on that
 store; the monitoring's periodic jobs at scale (bench/monitoring_scale.py: the status
 evaluation at 1,000 groups x 20 queues, a sample of 100,000 lagging queues); the limits
@@ -20,7 +21,7 @@ machine limit that bounds it, its ratio to each like-for-like peer, and the targ
 issue 9 with a pass/miss mark. Timings only: no test asserts them. ``--only`` takes
 section names: limits (always measured), tidemark, peers or any peer name (sqlite,
 sqlite_full, redis = redis_everysec + redis_always, jetstream, persist_queue, queuelib),
-lookups, processes, latency, console, alerts, monitoring, spark; ``--tiny`` runs each on
+lookups, processes, latency, filter, console, alerts, monitoring, spark; ``--tiny`` runs each on
 tiny counts. docs/PERFORMANCE.md says how each figure and each peer is measured.
 """
 
@@ -46,6 +47,7 @@ sys.path.insert(0, str(BENCH))
 
 import engine  # noqa: E402
 import engine_two  # noqa: E402
+import filter as filter_bench  # noqa: E402
 import limits  # noqa: E402
 import monitoring_scale  # noqa: E402
 import spark_scan  # noqa: E402
@@ -87,6 +89,7 @@ FULL = {
     "mon_queues": 100_000,
     "mon_rounds": 3,
     "spark_masters": "local[1],local[2]",
+    "filter_count": 1_000_000,
 }
 QUICK = {
     "count": 5_000,
@@ -108,6 +111,7 @@ QUICK = {
     "mon_queues": 10_000,
     "mon_rounds": 2,
     "spark_masters": "local[2]",
+    "filter_count": 50_000,
 }
 #: Tiny counts: every section runs in seconds (tests/bench/test_compare_runs.py).
 TINY = {
@@ -131,6 +135,7 @@ TINY = {
     "mon_group_queues": 3,
     "mon_queues": 200,
     "mon_rounds": 1,
+    "filter_count": 400,
 }
 
 SECTIONS = (
@@ -141,6 +146,7 @@ SECTIONS = (
     "console",
     "alerts",
     "monitoring",
+    "filter",
     "spark",
 )
 ALERT_TARGET_S = 2.0
@@ -577,6 +583,24 @@ def targets(report: dict) -> list[dict]:
             ALERT_TARGET_S,
             "s",
         )
+    filtered = report.get("filter")
+    for row in filtered["cases"] if filtered else ():
+        _check(
+            rows,
+            f"filter {row['case']} >= 1M records/s, one core",
+            "native records/s",
+            row["native_records_per_s"],
+            filter_bench.TARGET_RECORDS_PER_S,
+            "rec/s",
+        )
+        _check(
+            rows,
+            f"filter {row['case']} >= 5x a Python loop",
+            "native / Python loop",
+            row["ratio"],
+            filter_bench.TARGET_RATIO,
+            "x",
+        )
     watched = report.get("monitoring", {})
     for key, label, count in (
         ("status_evaluation", "status evaluation", "group_queue_pairs"),
@@ -772,7 +796,7 @@ def format_more(report: dict) -> str:
 
 def format_targets(rows: list[dict]) -> str:
     lines = [
-        "Targets (issues 9 and 22)",
+        "Targets (issues 9, 22 and 34)",
         f"{'target':<72} {'measured':>12} {'needed':>10}  mark",
         "-" * 104,
     ]
@@ -798,6 +822,8 @@ def format_report(report: dict) -> str:
     more = format_more(report)
     if more.count("\n") > 2:
         parts.append(more)
+    if report.get("filter"):
+        parts.append(filter_bench.format_table(report["filter"]))
     if report.get("targets"):
         parts.append(format_targets(report["targets"]))
     machine = report["machine"]
@@ -933,6 +959,11 @@ def main() -> None:
             )
         if two:
             report["engine_two"] = two
+        if "filter" in sections:
+            _settle()
+            report["filter"] = timed(
+                "filter", filter_bench.run, workdir, settings["filter_count"], 1024
+            )
         if "spark" in sections:
             _settle()
             report["spark"] = timed(

@@ -92,6 +92,8 @@ pub struct Filter {
     paths: Paths,
     /// The typed pre-pass (`fast`): answers a record without the interpreter when sure.
     fast: Option<fast::Node>,
+    /// The tag every match has (`fast::required_tag`), with its tag hash.
+    tag: Option<(u64, Vec<u8>)>,
 }
 
 /// The parts of a JSON body an expression can reach: `body.order.total` reaches
@@ -323,18 +325,29 @@ impl Filter {
         check.walk(program.expression())?;
         let paths = check.paths;
         let fast = fast::compile(program.expression(), &paths);
+        let tag = fast.as_ref().and_then(fast::required_tag).map(|tag| {
+            let tag = tag.as_bytes().to_vec();
+            (crate::tags::tag_hash(&tag), tag)
+        });
         Ok(Filter {
             source: source.to_string(),
             program,
             env: Arc::new(env),
             paths,
             fast,
+            tag,
         })
     }
 
     /// The expression as given.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// The tag hash and tag every match has, if the expression says (a `tag == "…"`
+    /// among its top-level `&&`s): records of other tags need not be read.
+    pub fn tag(&self) -> Option<(u64, &[u8])> {
+        self.tag.as_ref().map(|(hash, tag)| (*hash, tag.as_slice()))
     }
 
     /// A context to evaluate records in (one a scan: it holds the environment).
@@ -957,6 +970,9 @@ mod tests {
                 Just("2.5".to_string()),
                 Just("true".to_string()),
                 Just("null".to_string()),
+                Just("\"\\uFFFD\"".to_string()),
+                Just("\"k1\\uFFFD\"".to_string()),
+                Just("\"é\"".to_string()),
             ]
         }
 
@@ -1003,6 +1019,61 @@ mod tests {
                 Just(b"paid".to_vec()),
                 Just(b"\xff\xfe".to_vec()),
                 Just(b"".to_vec()),
+                // Hostile JSON for the hand-written member reader (fast::json_at).
+                Just(br#"{"\u006frder": {"total": 150}, "order": {"total": 7}}"#.to_vec()),
+                Just(br#"{"order": {"to\u0074al": 150, "total": 7}}"#.to_vec()),
+                Just(br#"{"order": {"total": 7}, "order": {"total": 150}}"#.to_vec()),
+                Just(br#"{"order": {"total": -0}}"#.to_vec()),
+                Just(br#"{"order": {"total": 1e2}}"#.to_vec()),
+                Just(br#"{"order": {"total": 1.0}}"#.to_vec()),
+                Just(br#"{"order": {"total": 01}}"#.to_vec()),
+                Just(br#"{"order": {"total": -}}"#.to_vec()),
+                Just(br#"{"order": {"total": 5,}}"#.to_vec()),
+                Just(br#"{"order": {"total": 5 "x": 1}}"#.to_vec()),
+                Just(br#"{"order": {"total": 9223372036854775807}}"#.to_vec()),
+                Just(br#"{"order": {"total": 9223372036854775808}}"#.to_vec()),
+                Just(br#"{"order": {"total": -9223372036854775808}}"#.to_vec()),
+                Just(br#"{"order": {"total": -9223372036854775809}}"#.to_vec()),
+                Just(br#"{"order": {"total": 123456789012345678901234567890}}"#.to_vec()),
+                Just(br#"{"order": {"total": "pa\u0069d"}}"#.to_vec()),
+                Just(br#"{"n": "paid"}"#.to_vec()),
+                Just(br#"{"n": 5x}"#.to_vec()),
+                Just(br#"{"n": 5"#.to_vec()),
+                Just(br#"{"x": "\ud800", "order": {"total": 5}}"#.to_vec()),
+                Just(br#"{"x": 1e999, "order": {"total": 5, "y": [1, {"z": null}]}}"#.to_vec()),
+                Just(b"{\"x\": \"\xff\", \"order\": {\"total\": 5}}".to_vec()),
+                Just(b"{\"order\": {\"y\": \"\xff\", \"total\": 5}}".to_vec()),
+                Just(b"{\"\xff\": 1, \"order\": {\"total\": 5}}".to_vec()),
+                Just(b"{\"x\": \"a\tb\", \"order\": {\"total\": 5}}".to_vec()),
+                Just(b"\xef\xbb\xbf{\"order\": {\"total\": 5}}".to_vec()),
+                Just(b" \r\n\t{ \"order\" :\n{ \"total\" : 5 } }".to_vec()),
+                Just(
+                    [
+                        &b"{\"x\": "[..],
+                        &b"["[..].repeat(40),
+                        &b"]"[..].repeat(40),
+                        &br#", "order": {"total": 5}}"#[..]
+                    ]
+                    .concat()
+                ),
+                Just(
+                    [
+                        &b"{\"x\": "[..],
+                        &b"["[..].repeat(200),
+                        &b"]"[..].repeat(200),
+                        &br#", "order": {"total": 5}}"#[..]
+                    ]
+                    .concat()
+                ),
+                Just(
+                    [
+                        &br#"{"order": {"total": 5, "x": "#[..],
+                        &b"["[..].repeat(200),
+                        &b"]"[..].repeat(200),
+                        &b"}}"[..]
+                    ]
+                    .concat()
+                ),
             ]
         }
 
@@ -1013,13 +1084,14 @@ mod tests {
             #[test]
             fn the_pre_pass_agrees_with_cel(
                 source in expression(),
-                tag in prop_oneof![Just(&b"paid"[..]), Just(&b""[..]), Just(&b"\xff"[..]), Just(&b"open"[..])],
-                keys in prop_oneof![Just(&b"k1\x1fk2"[..]), Just(&b""[..]), Just(&b"k10"[..])],
+                tag in prop_oneof![Just(&b"paid"[..]), Just(&b""[..]), Just(&b"\xff"[..]), Just(&b"open"[..]), Just("\u{FFFD}".as_bytes())],
+                keys in prop_oneof![Just(&b"k1\x1fk2"[..]), Just(&b""[..]), Just(&b"k10"[..]), Just(&b"k1\xff"[..]), Just(&b"\xffk1"[..])],
                 properties in prop_oneof![
                     Just(&b"region\x01eu\x02tier\x01gold"[..]),
                     Just(&b""[..]),
                     Just(&b"region\x01us"[..]),
                     Just(&b"region\x01eu\x02region\x01us"[..]),
+                    Just(&b"region\x01e\xff\x02tier\x01\xffgold"[..]),
                 ],
                 body in body(),
                 queue in 0u32..5,
@@ -1046,6 +1118,37 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(filter.matches_fields(&root, &f), cel, "{}", source);
+            }
+        }
+
+        /// The scan passes over records of another tag when a `tag == "…"` is among
+        /// the top-level `&&`s: CEL answers false for them whatever the rest gives,
+        /// an error included.
+        #[test]
+        fn a_required_tag_is_one_cel_answers_false_without() {
+            for (source, tag) in [
+                (r#"tag == "paid" && body.order.total > 100"#, Some("paid")),
+                (r#"body.order.total > 100 && tag == "paid""#, Some("paid")),
+                (
+                    r#"(queue == 1 && tag == "paid") && key != "" "#,
+                    Some("paid"),
+                ),
+                (r#"tag == "paid" || queue == 1"#, None),
+                (r#"!(tag == "paid") && queue == 1"#, None),
+                (r#"tag != "paid" && queue == 1"#, None),
+                (r#"tag == "" && queue == 1"#, None),
+                (r#"tag == "\uFFFD" && queue == 1"#, None),
+                (r#"has(body.x) && tag == "paid""#, Some("paid")), // CEL for the rest
+            ] {
+                let filter = Filter::compile(source).expect("compiles");
+                let want = tag.map(|t| (crate::tags::tag_hash(t.as_bytes()), t.as_bytes()));
+                assert_eq!(filter.tag(), want, "{source}");
+                if tag.is_some() {
+                    // Another tag, a body that fails the rest: CEL says false.
+                    let f = fields(b"open", b"not json");
+                    let root = filter.context();
+                    assert_eq!(filter.matches_cel(&root, &f), Ok(false), "{source}");
+                }
             }
         }
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = "tidemark,sqlite,lookups,processes,latency,console,alerts,monitoring"
+SECTIONS = "tidemark,sqlite,lookups,processes,latency,filter,console,alerts,monitoring"
 
 
 def test_the_bench_runs_every_section_to_its_end_and_prints_its_table(tmp_path):
@@ -45,7 +45,9 @@ def test_the_bench_runs_every_section_to_its_end_and_prints_its_table(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     line, table = result.stdout.split("\n", 1)
     report = json.loads(line)
-    assert {"tidemark", "peers", "engine_two", "console", "monitoring"} <= set(report)
+    assert {"tidemark", "peers", "engine_two", "filter", "console", "monitoring"} <= set(report)
+    assert [case["records"] for case in report["filter"]["cases"]] == [400, 400, 400]
+    assert "Filter expressions over 400 messages" in table and "filter property and key" in table
     assert report["console"]["alerts"]["evaluations"]
     assert "alert evaluation, steady (s)" in table
     assert "status evaluation" in table and "sample, every queue lagging" in table

@@ -130,3 +130,31 @@ def test_deep_nesting_is_refused_where_it_goes_too_deep_even_on_a_small_stack():
 
     assert [error.position for error in answers] == [64]
     assert "nests deeper than 64" in answers[0].message
+
+
+def test_a_tag_the_expression_requires_passes_over_other_tags_yet_counts_them(orders):
+    expression = 'tag == "paid" && body.order.total >= 0'
+    whole = filters.scan(orders, "orders", expression)
+    assert _ids(whole) == list(range(1, 40, 2)) and whole.scanned == 40
+    first = filters.scan(orders, "orders", expression, max_records=15)
+    assert first.scanned == 15 and first.stopped == "records" and first.cursor == "0:15"
+    rest = filters.scan(orders, "orders", expression, cursor=first.cursor)
+    assert sorted(_ids(first) + _ids(rest)) == list(range(1, 40, 2))
+
+
+def test_records_of_another_tag_are_false_not_errors_whatever_the_rest_gives(
+    open_store, store_path
+):
+    store = open_store(store_path)
+    store.create_topic("orders", queues=1, layout="files")
+    for tag, body in [
+        ("paid", b'{"order": {"total": 10}}'),
+        ("paid", b"not json"),
+        ("open", b"not json"),
+        ("open", b'{"order": {"total": 10}}'),
+        (None, b"not json"),
+    ]:
+        store.append("orders", body, tag=tag)
+    result = filters.scan(store, "orders", 'body.order.total > 5 && tag == "paid"')
+    assert [m.body for m in result.messages] == [b'{"order": {"total": 10}}']
+    assert result.scanned == 5 and result.errors == 1

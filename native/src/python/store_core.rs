@@ -25,7 +25,7 @@ use super::{check_record_type, id_prefix};
 use crate::consume_queue::ENTRY_SIZE;
 use crate::prefetch;
 use crate::reader::{self as walk, Found, Stop, Wanted};
-use crate::record::{self, Parts};
+use crate::record::{self, Header, Parts};
 
 /// Where the shared state keeps its sequence word (sharedstate.py `_SEQUENCE_AT`): a
 /// little-endian u64 that changes with every write another process publishes.
@@ -443,96 +443,60 @@ impl StoreCore {
             .getattr(intern!(py, "_max_offset"))?
             .extract()?;
         let end = end.min(high);
-        let mut position = offset.max(low);
         let messages = PyList::empty(py);
         let mut shared = Shared::new(topic.clone(), queue.clone());
-        let mut found: Vec<Found> = Vec::new();
-        let mut buffer = Vec::new();
-        let (mut scanned, mut errors, mut first_error) = (0u64, 0u64, None);
-        'scan: while position < end
-            && scanned < max_records
-            && messages.len() < max_matches
-            && started.elapsed() < budget
-        {
-            let count = (end - position)
-                .min(max_records - scanned)
-                .min(FILTER_STEP as u64);
-            if !self.read_entries(py, &consume_queue, position, count, &mut buffer)? {
-                return Ok(None);
+        let (mut errors, mut first_error) = (0u64, None);
+        let chunk = |position: u64, records: u64| {
+            if position >= end
+                || records >= max_records
+                || messages.len() >= max_matches
+                || started.elapsed() >= budget
+            {
+                return 0;
             }
-            let entries = &buffer[..];
-            let total = entries.len() / ENTRY_SIZE;
-            let mut index = 0;
-            while index < total {
-                let at = index * ENTRY_SIZE;
-                if entries[at..at + ENTRY_SIZE].iter().all(|&b| b == 0) {
-                    index += 1;
-                    continue;
-                }
-                let pointed =
-                    u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or_default());
-                let Some((base, map)) = self.locate(py, pointed)? else {
-                    return Ok(None);
-                };
-                let Some(view) = View::of(map.bind(py)) else {
-                    return Ok(None);
-                };
-                let data = view.slice();
-                let wanted = Wanted {
-                    topic: name.as_bytes(),
-                    queue_id,
-                    first_queue_offset: position,
-                    tag: None,
-                    max_messages: total,
-                };
-                found.clear();
-                let (next, stop) =
-                    walk::read_entries(data, base, entries, index, &wanted, &mut found);
-                for item in &found {
-                    let record = &data[item.pos..item.pos + item.header.length as usize];
-                    let parts = Parts::of(record, &item.header);
-                    scanned += 1;
-                    match filter.matches(&root, &item.header, &parts) {
-                        Ok(true) => {
-                            let built = stored_message(
-                                py,
-                                self.message_type.bind(py),
-                                &self.prefix,
-                                &mut shared,
-                                record,
-                                &item.header,
-                            );
-                            match built {
-                                Some(message) => messages.append(message?)?,
-                                None => return Ok(None),
-                            }
-                            if messages.len() >= max_matches {
-                                position = item.header.queue_offset + 1;
-                                break 'scan;
-                            }
+            (end - position)
+                .min(max_records - records)
+                .min(FILTER_STEP as u64)
+        };
+        let walked = self.walk_queue(
+            py,
+            &consume_queue,
+            (name.as_bytes(), queue_id),
+            offset.max(low),
+            filter.tag(),
+            chunk,
+            |record, header| {
+                let parts = Parts::of(record, header);
+                match filter.matches(&root, header, &parts) {
+                    Ok(true) => {
+                        let built = stored_message(
+                            py,
+                            self.message_type.bind(py),
+                            &self.prefix,
+                            &mut shared,
+                            record,
+                            header,
+                        );
+                        match built {
+                            Some(message) => messages.append(message?)?,
+                            None => return Ok(Flow::Decline),
                         }
-                        Ok(false) => {}
-                        Err(error) => {
-                            errors += 1;
-                            first_error.get_or_insert(error);
+                        if messages.len() >= max_matches {
+                            return Ok(Flow::Done);
                         }
                     }
+                    Ok(false) => {}
+                    Err(error) => {
+                        errors += 1;
+                        first_error.get_or_insert(error);
+                    }
                 }
-                match stop {
-                    Stop::End | Stop::Full => index = next,
-                    Stop::Slow => return Ok(None),
-                    Stop::Outside if next == index && found.is_empty() => return Ok(None),
-                    Stop::Outside => index = next,
-                }
-                if stop == Stop::End || stop == Stop::Full {
-                    break;
-                }
-            }
-            if index == 0 {
-                return Ok(None);
-            }
-            position += index as u64;
-        }
+                Ok(Flow::Go)
+            },
+        )?;
+        let Some((position, scanned)) = walked else {
+            return Ok(None);
+        };
         Ok(Some((messages, position, scanned, errors, first_error)))
     }
 
@@ -601,6 +565,28 @@ fn read_options(rest: &Bound<'_, PyTuple>, options: Option<&Bound<'_, PyDict>>) 
     }
 }
 
+/// How an entry walk goes on after handing over a record.
+enum Flow {
+    /// On to the next record.
+    Go,
+    /// Stop after this record.
+    Done,
+    /// The core declines: the caller goes the long way.
+    Decline,
+}
+
+/// How many of `entries`' entries from index `from` up to `to` are written (not zero).
+fn written(entries: &[u8], from: usize, to: usize) -> u64 {
+    entries[from * ENTRY_SIZE..to * ENTRY_SIZE]
+        .chunks_exact(ENTRY_SIZE)
+        .filter(|entry| {
+            let (head, tail) = entry.split_at(8);
+            u64::from_ne_bytes(head.try_into().unwrap_or_default()) != 0
+                || tail.iter().any(|&b| b != 0)
+        })
+        .count() as u64
+}
+
 /// The value of an `int` (not a bool, nor another subclass) that fits in an i64.
 fn exact_int(value: &Bound<'_, PyAny>) -> Option<i64> {
     if !value.is_exact_instance_of::<PyInt>() {
@@ -657,20 +643,9 @@ impl StoreCore {
             return Ok(None);
         }
         self.follow(py)?;
-        let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
-            return Ok(None);
+        let Some(consume_queue) = self.loaded_queue(py, topic, queue_id)? else {
+            return Ok(None); // not known, a shared topic's lazily made queues, not loaded
         };
-        let Ok(queues) = state.getattr(intern!(py, "queues"))?.cast_into::<PyList>() else {
-            return Ok(None); // a shared topic's lazily made queues
-        };
-        let Ok(consume_queue) = queues.get_item(queue_id as usize) else {
-            return Ok(None);
-        };
-        if !consume_queue.get_type().is(self.queue_type.bind(py))
-            || !consume_queue.getattr(intern!(py, "_loaded"))?.is_truthy()?
-        {
-            return Ok(None);
-        }
         // The topic's name as its records hold it (`Topic.name_bytes`: the name encoded).
         let Ok(name) = topic.cast::<PyString>()?.to_str() else {
             return Ok(None);
@@ -681,28 +656,79 @@ impl StoreCore {
         let high: u64 = consume_queue
             .getattr(intern!(py, "_max_offset"))?
             .extract()?;
-        let mut position = offset.max(low);
         let messages = PyList::empty(py);
         let mut shared = Shared::new(topic.clone(), queue.clone());
+        let chunk = |position: u64, _records: u64| {
+            if messages.len() >= max_messages || position >= high {
+                return 0;
+            }
+            ((max_messages - messages.len()) as u64).min(high - position)
+        };
+        let walked = self.walk_queue(
+            py,
+            &consume_queue,
+            (name.as_bytes(), queue_id),
+            offset.max(low),
+            None,
+            chunk,
+            |record, header| {
+                let built = stored_message(
+                    py,
+                    self.message_type.bind(py),
+                    &self.prefix,
+                    &mut shared,
+                    record,
+                    header,
+                );
+                match built {
+                    Some(message) => messages.append(message?)?,
+                    None => return Ok(Flow::Decline),
+                }
+                Ok(Flow::Go)
+            },
+        )?;
+        if walked.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(messages))
+    }
+
+    /// The one walk over a queue's entries (`read`, `scan_filtered`): from queue offset
+    /// `position` of queue `queue_id` of topic `topic` (its name as records hold it) on,
+    /// a chunk of entries at a time (`chunk(position, records so far)`: how many the next
+    /// may be, 0 to stop), each entry checked against its record (`walk::read_entries`),
+    /// each record accepted handed to `each` with its header. With `tag` (a tag hash and
+    /// the tag), only records of that tag are handed over: entries of another tag hash
+    /// are passed over unread. Returns the queue offset to go on from and the records
+    /// looked at (written entries passed, handed over or not), or None when the core
+    /// declines (a file gone meanwhile, an entry or record to be checked the long way,
+    /// `each` declining): the caller then goes the long way.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_queue<'py>(
+        &self,
+        py: Python<'py>,
+        consume_queue: &Bound<'py, PyAny>,
+        (topic, queue_id): (&[u8], u32),
+        mut position: u64,
+        tag: Option<(u64, &[u8])>,
+        chunk: impl Fn(u64, u64) -> u64,
+        mut each: impl FnMut(&[u8], &Header) -> PyResult<Flow>,
+    ) -> PyResult<Option<(u64, u64)>> {
         let mut found: Vec<Found> = Vec::new();
         let mut buffer = Vec::new();
-        while messages.len() < max_messages && position < high {
-            let wanted_count = (max_messages - messages.len()) as u64;
-            let count = wanted_count.min(high - position);
-            if !self.read_entries(py, &consume_queue, position, count, &mut buffer)? {
+        let mut records = 0u64;
+        loop {
+            let count = chunk(position, records);
+            if count == 0 {
+                return Ok(Some((position, records)));
+            }
+            if !self.read_entries(py, consume_queue, position, count, &mut buffer)? {
                 return Ok(None); // a file deleted meanwhile: the long way reads what is left
             }
             let entries = &buffer[..];
-            let wanted = Wanted {
-                topic: name.as_bytes(),
-                queue_id,
-                first_queue_offset: position,
-                tag: None,
-                max_messages: max_messages - messages.len(),
-            };
-            let mut index = 0;
             let total = entries.len() / ENTRY_SIZE;
-            while index < total && messages.len() < max_messages {
+            let mut index = 0;
+            while index < total {
                 let at = index * ENTRY_SIZE;
                 if entries[at..at + ENTRY_SIZE].iter().all(|&b| b == 0) {
                     index += 1; // not written: passed over, as the walk passes over it
@@ -718,27 +744,29 @@ impl StoreCore {
                 };
                 let data = view.slice();
                 let wanted = Wanted {
-                    max_messages: max_messages - messages.len(),
-                    ..wanted
+                    topic,
+                    queue_id,
+                    first_queue_offset: position,
+                    tag,
+                    max_messages: total,
                 };
                 found.clear();
                 let (next, stop) =
                     walk::read_entries(data, base, entries, index, &wanted, &mut found);
+                let mut passed = index;
                 for item in &found {
+                    records += written(entries, passed, item.entry + 1);
+                    passed = item.entry + 1;
                     let record = &data[item.pos..item.pos + item.header.length as usize];
-                    let built = stored_message(
-                        py,
-                        self.message_type.bind(py),
-                        &self.prefix,
-                        &mut shared,
-                        record,
-                        &item.header,
-                    );
-                    match built {
-                        Some(message) => messages.append(message?)?,
-                        None => return Ok(None),
+                    match each(record, &item.header)? {
+                        Flow::Go => {}
+                        Flow::Done => {
+                            return Ok(Some((item.header.queue_offset + 1, records)));
+                        }
+                        Flow::Decline => return Ok(None),
                     }
                 }
+                records += written(entries, passed, next.max(passed));
                 match stop {
                     Stop::End | Stop::Full => index = next,
                     Stop::Slow => return Ok(None),
@@ -751,12 +779,11 @@ impl StoreCore {
                     break;
                 }
             }
-            position += index as u64;
             if index == 0 {
                 return Ok(None);
             }
+            position += index as u64;
         }
-        Ok(Some(messages))
     }
 
     /// Fill `buffer` with the packed entries of `queue` (a ConsumeQueue) from index
