@@ -177,6 +177,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         with self._locks.opening() as alone:
             self._shared = SharedState(self.path / "state")
             self._pen = open_pen(self._locks, self._shared.path, alone)
+            if not alone:
+                # Joined: wait for the pen (behind a writer, maybe for long) without
+                # open.lock, so other processes' opens and closes do not queue behind.
+                self._locks.step_aside()
             with held_alone(self._pen):
                 self.identity = StoreIdentity.load_or_create(
                     self.path / "store.json",
