@@ -579,10 +579,14 @@ impl AppendCore {
         if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
             return declined();
         }
-        let segment = log.getattr(intern!(py, "active"))?;
-        if segment.is_none() {
+        // The active segment (`CommitLog.active`, read without its property's frame).
+        let segments = log
+            .getattr(intern!(py, "segments"))?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        let Some(segment) = segments.iter().last() else {
             return declined();
-        }
+        };
         let base =
             u64::try_from(int_attr(&segment, intern!(py, "base"))?).map_err(|_| Stop::Declined)?;
         let end_of_segment =
