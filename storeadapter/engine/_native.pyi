@@ -188,3 +188,26 @@ class StoreCore:
         max_seconds: float,
     ) -> tuple[Any, ...]: ...
     def close(self) -> None: ...
+
+class AppendCore:
+    """An open store's common ``append`` in one call (nativeappend.append_core)."""
+
+    def __new__(
+        cls,
+        store: Any,
+        pen: Pen,
+        dispatchers: list[Any],
+        state_map: Buffer,
+        prefix: str,
+        result_type: type,
+        snapshot_type: type,
+        queue_type: type,
+        genuine: Sequence[tuple[Any, str, Any]],
+        max_body: int,
+        dirty_limit: int,
+        warm_ask: int,
+    ) -> AppendCore: ...
+    def append(self, state: Any, body: bytes) -> Any | None: ...
+    @property
+    def appended(self) -> int: ...
+    def close(self) -> None: ...

@@ -3,8 +3,9 @@
 ``MessageStore``'s public append methods (store.py mixes this class in). Each one finds
 the topic and hands the messages to the ``Writer`` (writer.py), which validates and
 prepares them, writes them under the write lock and publishes them; plain bodies that
-fit go its fast path unprepared. What this class uses of the store: ``_registry``,
-``_topic`` and ``_writer``. (Appends to event streams are in store.py.)
+fit go its fast path unprepared, a single one first to the native append
+(nativeappend.py). What this class uses of the store: ``_registry``, ``_topic``,
+``_writer``, ``_appender``, ``_disk`` and ``config``. (Appends to event streams are in store.py.)
 """
 
 from __future__ import annotations
@@ -47,10 +48,16 @@ class Appending:
             and tag is None
             and queue is None
             and not properties
-            and len(body) <= writer.plain_body_limit(state)
             and dedup_id is None
         ):
-            return writer.append_prepared(state, [body], plain=True)[0]
+            # One native call for the common case (nativeappend.py); None: declined.
+            appender = self._appender
+            if appender is not None and self._disk.ratio < self.config.disk_reject_ratio:
+                result = appender.append(state, body)
+                if result is not None:
+                    return result
+            if len(body) <= writer.plain_body_limit(state):
+                return writer.append_prepared(state, [body], plain=True)[0]
         prepared = writer.prepare(state, body, key, tag, queue, properties, None, dedup_id)
         return writer.append_prepared(state, [prepared])[0]
 

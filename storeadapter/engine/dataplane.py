@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 1
+NATIVE_INTERFACE = 2
 
 
 def _check_native(module) -> None:
@@ -66,6 +66,7 @@ read_members = _native.read_members
 Filter = _native.Filter
 Pen = _native.Pen
 StoreCore = _native.StoreCore
+AppendCore = _native.AppendCore
 #: (``eventindex.stream_hash``, ``eventindex.command_hash`` or 0) of a stream id and a
 #: command id (or None).
 stream_hashes = _native.stream_hashes

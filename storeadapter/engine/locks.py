@@ -3,7 +3,9 @@
 * ``lock``: every process holds a shared lock on it while it has the store open. The
   one that gets it exclusively at open is alone, and runs recovery.
 * ``open.lock``: held exclusively while a process opens or closes the store, so those
-  transitions (and the decision "am I alone?") never interleave.
+  transitions (and the decision "am I alone?") never interleave. A process joining a
+  store open elsewhere lets go of it once joined, before it waits for the pen (the
+  write lock): never wait for the pen while holding ``open.lock``.
 * ``write.lock``: a process writing with the mutex in ``state`` (writesession.py)
   holds it shared from open to close; one writing with the flock (older engines, or
   where the mutex is unavailable) holds it exclusively for each append batch or
@@ -30,14 +32,18 @@ class StoreLocks:
         self._session = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._opening = os.open(directory / "open.lock", os.O_RDWR | os.O_CREAT, 0o644)
         self._writing = os.open(directory / "write.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._holds_opening = False
 
     @contextmanager
     def opening(self) -> Iterator[bool]:
         """Hold the open lock; yield True when no other process has the store open.
 
-        On success the session is joined (a shared lock is held until ``closing``).
+        On success the session is joined (a shared lock is held until ``closing``). A
+        process that is not alone may let go of the open lock early (``step_aside``),
+        once joined, before it waits for the pen.
         """
         fcntl.flock(self._opening, fcntl.LOCK_EX)
+        self._holds_opening = True
         try:
             # Members hold the session lock shared; only a process opening or closing,
             # under the open lock, holds it exclusively. Held exclusively now, it belongs
@@ -48,6 +54,9 @@ class StoreLocks:
                 fcntl.flock(self._session, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 alone = True
             except BlockingIOError:
+                # A refused conversion has dropped the shared lock (flock(2): the old
+                # lock goes first): join again, so this process counts from now on.
+                fcntl.flock(self._session, fcntl.LOCK_SH)
                 alone = False
             yield alone
             fcntl.flock(self._session, fcntl.LOCK_SH)
@@ -55,6 +64,14 @@ class StoreLocks:
             fcntl.flock(self._session, fcntl.LOCK_UN)
             raise
         finally:
+            self.step_aside()
+
+    def step_aside(self) -> None:
+        """Let go of the open lock inside ``opening`` (a joiner, before it waits for the
+        pen: a writer may keep the pen for long, and every process opening or closing
+        the store would wait behind this one). Its session lock keeps it counted."""
+        if self._holds_opening:
+            self._holds_opening = False
             fcntl.flock(self._opening, fcntl.LOCK_UN)
 
     @contextmanager

@@ -13,6 +13,7 @@ process, recovery rebuilds it from the log.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
@@ -40,6 +41,8 @@ _HEADER_SIZE = 4096
 RING_ENTRY = struct.Struct("<QIIQq")
 RING_ENTRIES = 8192
 _SIZE = _HEADER_SIZE + RING_ENTRIES * RING_ENTRY.size
+# What posix_fallocate answers where the file system cannot reserve space at all.
+_NOT_RESERVABLE = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
 class SharedSnapshot(NamedTuple):
@@ -73,6 +76,15 @@ class SharedState:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self.fd).st_size < _SIZE:
             os.ftruncate(self.fd, _SIZE)
+        # Every page reserved (again, for a file an older engine left sparse): a store
+        # into a hole of the mapping on a full disk would be a SIGBUS, not an error.
+        # A no-op once reserved; refused where the file system cannot reserve at all.
+        try:
+            os.posix_fallocate(self.fd, 0, _SIZE)
+        except OSError as error:
+            if error.errno not in _NOT_RESERVABLE:
+                os.close(self.fd)
+                raise
         self.map = mmap.mmap(self.fd, _SIZE)
 
     def read(self) -> SharedSnapshot:

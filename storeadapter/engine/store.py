@@ -74,6 +74,7 @@ from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
+from .nativeappend import append_core
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
@@ -135,6 +136,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._flush_lock = threading.Lock()
         self._closed = False
         self._core = None  # the native read core (dataplane.store_core), made by _open
+        self._appender = None  # the native append (nativeappend.py), made by _open
         self._follow_lock = threading.RLock()
         self._locks: StoreLocks | None = None
         self._pen: Pen | None = None  # the write lock (writesession.py), made by _open
@@ -177,6 +179,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         with self._locks.opening() as alone:
             self._shared = SharedState(self.path / "state")
             self._pen = open_pen(self._locks, self._shared.path, alone)
+            if not alone:
+                # Joined: wait for the pen (behind a writer, maybe for long) without
+                # open.lock, so other processes' opens and closes do not queue behind.
+                self._locks.step_aside()
             with held_alone(self._pen):
                 self.identity = StoreIdentity.load_or_create(
                     self.path / "store.json",
@@ -270,6 +276,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._core = dataplane.store_core(
             self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
         )
+        self._appender = append_core(self)
         # The first read or get starts warming (warming.py), then binds them to the core.
         self.get = self._first_get
         self.read = self._first_read
@@ -1092,6 +1099,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 clean = False
         self._closed = True
         self._core.close()
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None  # it holds the store: no cycle left to collect
         self._reader.arrivals.wake()
         self._registry.close()
         self._index.close()

@@ -393,6 +393,16 @@ class Writer:
                 f"the body is {largest} bytes; the limit of topic {state.info.name!r} is {limit}"
             )
 
+    def native_write_failed(self, error: OSError, tail: int) -> DiskFullError | StoreFailedError:
+        """The native append's write past ``tail`` failed (it holds the pen; its write
+        is begun, with its extent marked): fail the store, clear what it wrote if the
+        disk lets it, publish ``tail`` as ``write_group`` does; the typed error."""
+        self.fail(error)
+        failure = self.write_failure(error)
+        whole = self._clear_failed_write(tail)
+        self._session.publish_tail(tail, [], whole)
+        return failure
+
     def _clear_failed_write(self, tail: int) -> bool:
         """Zero what a batch that failed part-way wrote past ``tail`` (the space was
         reserved: zeros fit even on a full disk); whether that worked."""

@@ -192,6 +192,17 @@ class WriteSession:
                 self.pen.consistent()
         return None
 
+    def settle_dead_owner(self) -> None:
+        """The native append (nativeappend.py), holding the thread lock and the pen,
+        found the pen's last owner dead: catch up, clear what that writer left and mark
+        the pen consistent, as ``__enter__`` does, and end the write. The caller lets go
+        of the pen and writes the long way. A failed clearing leaves the store failed
+        (the long way then raises its error)."""
+        with self._follow_lock:
+            self._catch_up()
+            if self._begin(True) is None:
+                self._shared.finish_write()
+
     @contextmanager
     def change(self) -> Iterator[None]:
         """A session for a change other than an append (topics, offsets, retention):

@@ -47,7 +47,7 @@ def test_the_stub_names_everything_the_module_offers_and_nothing_else():
 
 
 def test_the_stub_names_every_method_of_each_class():
-    for name in ("Filter", "Pen", "Run", "StoreCore"):
+    for name in ("AppendCore", "Filter", "Pen", "Run", "StoreCore"):
         cls = getattr(_native, name)
         offered = {a for a in vars(cls) if not a.startswith("__")}
 

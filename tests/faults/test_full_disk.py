@@ -7,6 +7,8 @@ twin for each case where mounting is not allowed (issue 17, cases 1, 6 and 8).
   acknowledged message is replaced, after a clean restart either.
 * A segment roll on a full disk fails with DiskFullError before anything is acknowledged
   into the new segment: no sparse segment that fails later, mid-record.
+* Single appends (the native one-call append among them) on a full disk end in
+  DiskFullError, never a SIGBUS: the ``state`` file's mapping is reserved whole.
 * Topic changes whose ``topics.json`` cannot be saved raise a typed StoreError and leave
   the store as it was, in memory and after a reopen.
 """
@@ -14,7 +16,10 @@ twin for each case where mounting is not allowed (issue 17, cases 1, 6 and 8).
 from __future__ import annotations
 
 import errno
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +42,7 @@ from tests.faults.faultharness import (
 from tests.faults.faultyfs import FaultyFS
 from tests.faults.smalldisk import small_disk
 
+REPO = Path(__file__).resolve().parents[2]
 SEGMENT = 64 << 10
 MODES = ("sync", "async")
 
@@ -231,3 +237,64 @@ def test_a_failed_batch_is_cleared_by_its_own_writer_when_no_other_writes_after(
             body = make_body(rng, "after", number, 40)
             acked += _acks([reopened.append(TOPIC, body)], [body])
     _check_clean_restart(path, "sync", acked)
+
+
+_SINGLE_APPENDS = r"""
+import sys
+from pathlib import Path
+from storeadapter.engine import DiskFullError, MessageStore
+from tests.faults.smalldisk import SmallDisk
+from tests.faults.test_full_disk import single_append_config
+
+mount = Path(sys.argv[1])
+store = MessageStore.open(mount / "store", single_append_config())
+store.create_topic("t", queues=4)
+for _ in range(8):  # each queue's files made (a new file meets a full disk in Python)
+    store.append("t", b"before")
+SmallDisk(mount).fill()
+acknowledged = 8
+try:
+    for _ in range(5000):
+        store.append("t", b"x" * 50)
+        acknowledged += 1
+except DiskFullError:
+    print("DiskFullError", acknowledged, store._appender.appended)
+"""
+
+
+def single_append_config() -> StoreConfig:
+    """Room for thousands of single appends in one segment and one file per queue, so
+    that the disk fills at a queue file's new page, under the native append."""
+    return StoreConfig(
+        segment_bytes=1 << 20,
+        queue_file_entries=1024,
+        index_slots=64,
+        index_entries=512,
+        flush_mode="async",
+        flush_interval_ms=600_000,
+        disk_warn_ratio=1.0,
+        disk_force_ratio=1.0,
+        disk_reject_ratio=1.0,
+    )
+
+
+def test_single_appends_on_a_full_disk_end_in_disk_full_error_never_a_sigbus(tmp_path):
+    # Run in a child: a store into a hole of a mapping on a full disk kills the process
+    # with SIGBUS (the `state` file's ring of notes was sparse, on every path).
+    with small_disk(tmp_path) as disk:
+        child = subprocess.run(
+            [sys.executable, "-c", _SINGLE_APPENDS, str(disk.path)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert child.returncode == 0, child.stderr[-2000:]
+        word, acknowledged, native = child.stdout.split()
+        assert word == "DiskFullError"
+        assert int(native) > 0, "the native append wrote until the disk was full"
+        disk.free()
+        with MessageStore.open(disk.path / "store", single_append_config()) as store:
+            ranges = [store.queue_range("t", queue) for queue in range(4)]
+            assert sum(high - low for low, high in ranges) == int(acknowledged)

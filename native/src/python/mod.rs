@@ -8,6 +8,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 
+mod append_core;
 mod appending;
 mod entries;
 mod events;
@@ -43,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filter::Filter>()?;
     m.add_class::<store_core::StoreCore>()?;
     m.add_class::<pen::Pen>()?;
+    m.add_class::<append_core::AppendCore>()?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     m.add("INTERFACE", INTERFACE)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
@@ -53,7 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 1;
+pub const INTERFACE: u32 = 2;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

@@ -20,6 +20,13 @@ pub struct Pen {
     mutex: Mutex,
 }
 
+impl Pen {
+    /// The mutex itself, for the append core (append_core.rs).
+    pub(crate) fn mutex(&self) -> &Mutex {
+        &self.mutex
+    }
+}
+
 #[pymethods]
 impl Pen {
     /// Open the mutex in the `state` file at `path` (the caller holds `open.lock`;

@@ -1,0 +1,753 @@
+//! `_native.AppendCore`: one native call for the common `append` (issue 31, part 3).
+//!
+//! The common case is a plain body (no key, tag, properties, queue or dedup id) to a
+//! topic with files per queue, in async mode, that fits in the active segment, whose
+//! queue entry goes to the queue's last file and is not one the time index marks. The
+//! call then does what `Writer.write_group` does for it, in this order, holding the GIL
+//! throughout (so no other thread of this process runs meanwhile): take the pen without
+//! waiting; check that no other process published since this one caught up (the
+//! sequence word) and that no write is left unfinished; mark the write begun with its
+//! extent; store the record into the segment's mapping (segments are reserved whole
+//! with `fallocate`, so the store cannot fault on a full disk); `pwrite` the queue
+//! entry into the queue's file; publish the tail with the queue's note; let go of the
+//! pen; build the `AppendResult`.
+//!
+//! Everything else it declines with None before it writes anything, and the caller
+//! takes today's Python path: another thread or process writing, a follow, a dead
+//! writer (its mutex is settled by the store first), a segment roll, a new queue file,
+//! a time mark, a topic setting of its own, a failed or closed store, and any fault plan
+//! a test installed (a replaced `fileio` function or engine method on the append
+//! path): those keep their kill points and fault sites in Python.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use pyo3::exceptions::PyOSError;
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple, PyType};
+
+use super::pen::Pen;
+use super::{check_record_type, id_prefix, message_id, new_record};
+use crate::consume_queue::{Entry, ENTRY_SIZE};
+use crate::pen::Taken;
+use crate::record::{encode_at, Fields, MARKER_SIZE, RECORD_OVERHEAD};
+
+// The `state` header (sharedstate.py, FORMAT.md "Shared state"): where each word sits.
+const SEQUENCE_AT: usize = 8;
+const TAIL_AT: usize = 16;
+const WRITING_AT: usize = 56;
+const RING_SEQ_AT: usize = 64;
+const EXTENT_AT: usize = 72;
+const RING_AT: usize = 4096;
+const RING_ENTRY: usize = 32;
+const RING_ENTRIES: u64 = 8192;
+/// consumequeue.TIME_INDEX_INTERVAL: an entry at a multiple of it gets a time mark.
+const TIME_INDEX_INTERVAL: u64 = 128;
+/// Queue files whose descriptors are kept open here (the last file of a queue each).
+const OPEN_FILES: usize = 256;
+
+/// The last file of a queue, opened for writing its entries: the file object is held,
+/// so no other object takes its place in memory while the entry is kept.
+struct Tail {
+    file: Py<PyAny>,
+    fd: OwnedFd,
+}
+
+#[pyclass(module = "storeadapter.engine._native", frozen)]
+pub struct AppendCore {
+    store: Py<PyAny>,
+    store_dict: Py<PyDict>,
+    log: Py<PyAny>,
+    writer: Py<PyAny>,
+    topics: Py<PyDict>,
+    dirty: Py<PySet>,
+    pen: Py<Pen>,
+    /// The store's list of dispatchers and its items when the core was made: the core
+    /// does their work for a plain record, and declines once the list is not that.
+    dispatchers: Py<PyList>,
+    dispatcher_items: Vec<Py<PyAny>>,
+    state_map: Py<PyAny>,
+    write_lock: Py<PyAny>,
+    follow_lock: Py<PyAny>,
+    queue_type: Py<PyType>,
+    result_type: Py<PyType>,
+    snapshot_type: Py<PyType>,
+    status: Py<PyString>,
+    /// (namespace: a module's or class's `__dict__`, name, the genuine object): all
+    /// must still be in place.
+    genuine: Vec<(Py<PyAny>, Py<PyString>, Py<PyAny>)>,
+    flusher: Py<PyAny>,
+    warm: Py<PyAny>,
+    arrivals: Py<PyAny>,
+    prefix: [u8; 8],
+    max_body: usize,
+    dirty_limit: i64,
+    warm_ask: i64,
+    capacity: usize,
+    tails: Mutex<HashMap<usize, Tail>>,
+    appended: AtomicU64,
+}
+
+/// Why the call stops short: declined (the caller goes the long way), or a Python error.
+enum Stop {
+    Declined,
+    Failed(PyErr),
+}
+
+impl From<PyErr> for Stop {
+    fn from(error: PyErr) -> Stop {
+        Stop::Failed(error)
+    }
+}
+
+impl From<pyo3::CastError<'_, '_>> for Stop {
+    fn from(error: pyo3::CastError<'_, '_>) -> Stop {
+        Stop::Failed(error.into())
+    }
+}
+
+impl From<std::convert::Infallible> for Stop {
+    fn from(never: std::convert::Infallible) -> Stop {
+        match never {}
+    }
+}
+
+type Step<T> = Result<T, Stop>;
+
+fn declined<T>() -> Step<T> {
+    Err(Stop::Declined)
+}
+
+fn int_attr(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> Step<i64> {
+    Ok(object.getattr(name)?.extract::<i64>()?)
+}
+
+/// A writable view of a mapping (an `mmap`) for one call.
+struct WritableView {
+    buffer: ffi::Py_buffer,
+}
+
+impl WritableView {
+    fn of(object: &Bound<'_, PyAny>) -> Option<WritableView> {
+        let mut buffer = std::mem::MaybeUninit::<ffi::Py_buffer>::uninit();
+        // SAFETY: `object` is live (the caller holds it and the GIL); on success
+        // PyObject_GetBuffer fills `buffer` and takes an export that `Drop` releases.
+        if unsafe {
+            ffi::PyObject_GetBuffer(object.as_ptr(), buffer.as_mut_ptr(), ffi::PyBUF_WRITABLE)
+        } != 0
+        {
+            // SAFETY: the GIL is held; a refused export leaves an exception to clear.
+            unsafe { ffi::PyErr_Clear() };
+            return None;
+        }
+        // SAFETY: PyObject_GetBuffer succeeded, so it initialised `buffer`.
+        Some(WritableView {
+            buffer: unsafe { buffer.assume_init() },
+        })
+    }
+
+    fn len(&self) -> usize {
+        usize::try_from(self.buffer.len).unwrap_or(0)
+    }
+
+    fn ptr(&self) -> *mut u8 {
+        self.buffer.buf.cast()
+    }
+
+    /// The bytes `[at, at + len)`, which the caller alone writes (it holds the pen).
+    #[allow(clippy::mut_from_ref)]
+    fn slice(&self, at: usize, len: usize) -> Option<&mut [u8]> {
+        if self.ptr().is_null() || at.checked_add(len)? > self.len() {
+            return None;
+        }
+        // SAFETY: a writable PyBUF export is `len()` contiguous bytes at `buf`, kept
+        // alive (an mmap refuses to close or resize while exported) until `Drop`. The
+        // range is inside it; only the pen's holder writes past the published tail,
+        // and readers read only below it, so no other reference aliases these bytes.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr().add(at), len) })
+    }
+
+    /// The 8-byte word at `at` (8-aligned in an mmap, whose base is page-aligned).
+    fn word(&self, at: usize) -> &AtomicU64 {
+        assert!(at + 8 <= self.len() && at.is_multiple_of(8) && !self.ptr().is_null());
+        // SAFETY: in bounds and aligned (asserted; the mapping starts on a page); the
+        // mapping outlives the view, and other processes use these words as u64s too.
+        unsafe { &*self.ptr().add(at).cast::<AtomicU64>() }
+    }
+}
+
+impl Drop for WritableView {
+    fn drop(&mut self) {
+        // SAFETY: the buffer was filled by a successful PyObject_GetBuffer; the GIL is
+        // held wherever a view is dropped (it lives within one call).
+        unsafe { ffi::PyBuffer_Release(&mut self.buffer) };
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[pymethods]
+impl AppendCore {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        store: &Bound<'_, PyAny>,
+        pen: Py<Pen>,
+        dispatchers: &Bound<'_, PyList>,
+        state_map: &Bound<'_, PyAny>,
+        prefix: &str,
+        result_type: &Bound<'_, PyType>,
+        snapshot_type: &Bound<'_, PyType>,
+        queue_type: &Bound<'_, PyType>,
+        genuine: Vec<(Bound<'_, PyAny>, Bound<'_, PyString>, Bound<'_, PyAny>)>,
+        max_body: usize,
+        dirty_limit: i64,
+        warm_ask: i64,
+    ) -> PyResult<AppendCore> {
+        check_record_type(result_type)?;
+        check_record_type(snapshot_type)?;
+        let log = store.getattr(intern!(py, "commitlog"))?;
+        let registry = store.getattr(intern!(py, "_registry"))?;
+        let capacity: usize = log.call_method0(intern!(py, "capacity"))?.extract()?;
+        Ok(AppendCore {
+            store_dict: store
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into()?
+                .unbind(),
+            log: log.unbind(),
+            writer: store.getattr(intern!(py, "_writer"))?.unbind(),
+            topics: registry
+                .getattr(intern!(py, "topics"))?
+                .cast_into()?
+                .unbind(),
+            dirty: registry
+                .getattr(intern!(py, "dirty"))?
+                .cast_into()?
+                .unbind(),
+            write_lock: store.getattr(intern!(py, "_write_lock"))?.unbind(),
+            follow_lock: store.getattr(intern!(py, "_follow_lock"))?.unbind(),
+            store: store.clone().unbind(),
+            pen,
+            dispatcher_items: dispatchers.iter().map(Bound::unbind).collect(),
+            dispatchers: dispatchers.clone().unbind(),
+            state_map: state_map.clone().unbind(),
+            queue_type: queue_type.clone().unbind(),
+            result_type: result_type.clone().unbind(),
+            snapshot_type: snapshot_type.clone().unbind(),
+            status: PyString::new(py, "OK").unbind(),
+            genuine: genuine
+                .into_iter()
+                .map(|(d, n, o)| (d.unbind(), n.unbind(), o.unbind()))
+                .collect(),
+            flusher: store.getattr(intern!(py, "_flusher"))?.unbind(),
+            warm: store.getattr(intern!(py, "_warm"))?.unbind(),
+            arrivals: store
+                .getattr(intern!(py, "_reader"))?
+                .getattr(intern!(py, "arrivals"))?
+                .unbind(),
+            prefix: id_prefix(prefix)?,
+            max_body,
+            dirty_limit,
+            warm_ask,
+            capacity,
+            tails: Mutex::new(HashMap::new()),
+            appended: AtomicU64::new(0),
+        })
+    }
+
+    /// Append `body` (bytes) to topic `state` (the registry's `Topic`) as
+    /// `MessageStore.append` would with no other argument; its `AppendResult`, or None
+    /// when declined (see the module docs). Raises the typed error of a failed write
+    /// (the store then refuses writes, as after any failed write).
+    fn append<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        body: &[u8],
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.try_append(py, state, body) {
+            Ok(result) => Ok(Some(result)),
+            Err(Stop::Declined) => Ok(None),
+            Err(Stop::Failed(error)) => Err(error),
+        }
+    }
+
+    /// How many appends this core made (tests see that the native path was taken).
+    #[getter]
+    fn appended(&self) -> u64 {
+        self.appended.load(Ordering::Relaxed)
+    }
+
+    /// Close the queue files' descriptors kept here.
+    fn close(&self) {
+        if let Ok(mut tails) = self.tails.lock() {
+            tails.clear();
+        }
+    }
+}
+
+impl AppendCore {
+    fn still_genuine(&self, py: Python<'_>) -> Step<()> {
+        for (namespace, name, genuine) in &self.genuine {
+            match namespace.bind(py).get_item(name.bind(py)) {
+                Ok(found) if found.is(genuine.bind(py)) => {}
+                _ => return declined(),
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything checked before the pen: the store, the topic, the body.
+    fn check_store(&self, py: Python<'_>) -> Step<()> {
+        let store = self.store_dict.bind(py);
+        for flag in [intern!(py, "_closed"), intern!(py, "_forked")] {
+            match store.get_item(flag)? {
+                Some(value) if !value.is_truthy()? => {}
+                _ => return declined(),
+            }
+        }
+        let dispatchers = self.dispatchers.bind(py);
+        if dispatchers.len() != self.dispatcher_items.len()
+            || dispatchers
+                .iter()
+                .zip(&self.dispatcher_items)
+                .any(|(now, then)| !now.is(then.bind(py)))
+        {
+            return declined();
+        }
+        if !self
+            .writer
+            .bind(py)
+            .getattr(intern!(py, "failure"))?
+            .is_none()
+        {
+            return declined(); // the long way raises the store's failure
+        }
+        self.still_genuine(py)
+    }
+
+    fn try_append<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        body: &[u8],
+    ) -> Step<Bound<'py, PyAny>> {
+        self.check_store(py)?;
+        let info = state.getattr(intern!(py, "_info"))?;
+        let name = info
+            .getattr(intern!(py, "name"))?
+            .cast_into::<PyString>()
+            .map_err(PyErr::from)?;
+        match self.topics.bind(py).get_item(&name)? {
+            Some(current) if current.is(state) => {}
+            _ => return declined(), // deleted meanwhile: the long way says so
+        }
+        if info.getattr(intern!(py, "streams"))?.is_truthy()?
+            || !state.getattr(intern!(py, "blocks"))?.is_none()
+            || info
+                .getattr(intern!(py, "settings"))?
+                .contains(intern!(py, "max_message_bytes"))?
+        {
+            return declined();
+        }
+        let topic = state.getattr(intern!(py, "name_bytes"))?;
+        let topic: &[u8] = topic.extract()?;
+        let length = RECORD_OVERHEAD + topic.len() + body.len();
+        if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
+            return declined();
+        }
+        let writable = state
+            .getattr(intern!(py, "writable"))?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        if writable.is_empty() {
+            return declined();
+        }
+        let round_robin = int_attr(state, intern!(py, "round_robin"))?;
+        let queue_id: i64 = writable
+            .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
+            .extract()?;
+        let queue = state.getattr(intern!(py, "queues"))?.get_item(queue_id)?;
+        if !queue.get_type().is(self.queue_type.bind(py))
+            || !queue.getattr(intern!(py, "_loaded"))?.is_truthy()?
+            || queue.getattr(intern!(py, "closed"))?.is_truthy()?
+        {
+            return declined();
+        }
+        let queue_offset = u64::try_from(int_attr(&queue, intern!(py, "_max_offset"))?)
+            .map_err(|_| Stop::Declined)?;
+        if queue_offset.is_multiple_of(TIME_INDEX_INTERVAL) {
+            return declined(); // a time mark: the long way writes it
+        }
+        let files = queue
+            .getattr(intern!(py, "_files"))?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        let Some(last) = files.iter().last() else {
+            return declined();
+        };
+        let first_index = u64::try_from(int_attr(&last, intern!(py, "first_index"))?)
+            .map_err(|_| Stop::Declined)?;
+        let entries =
+            u64::try_from(int_attr(&last, intern!(py, "entries"))?).map_err(|_| Stop::Declined)?;
+        let Some(slot) = queue_offset
+            .checked_sub(first_index)
+            .filter(|s| *s < entries)
+        else {
+            return declined(); // a new queue file: the long way creates it
+        };
+        let write_lock = self.write_lock.bind(py);
+        if !write_lock
+            .call_method1(intern!(py, "acquire"), (false,))?
+            .is_truthy()?
+        {
+            return declined(); // another thread is in a write session
+        }
+        let outcome = self.under_thread_lock(
+            py,
+            state,
+            &info,
+            &name,
+            &queue,
+            queue_id,
+            queue_offset,
+            &last,
+            slot,
+            topic,
+            body,
+            length,
+            round_robin,
+        );
+        write_lock.call_method0(intern!(py, "release"))?;
+        let (result, end) = outcome?;
+        self.after(py, end)?;
+        Ok(result)
+    }
+
+    /// What `Writer.append_prepared` does after an async write: ask for a flush past
+    /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls.
+    fn after(&self, py: Python<'_>, end: i64) -> PyResult<()> {
+        let flusher = self.flusher.bind(py);
+        let flushed: i64 = flusher.getattr(intern!(py, "flushed"))?.extract()?;
+        if end - flushed > self.dirty_limit {
+            flusher.call_method0(intern!(py, "kick"))?;
+        }
+        let warm = self.warm.bind(py);
+        if warm.getattr(intern!(py, "engaged"))?.is_truthy()? {
+            let asked: i64 = warm.getattr(intern!(py, "asked"))?.extract()?;
+            if end - asked > self.warm_ask {
+                warm.call_method1(intern!(py, "soon"), (end,))?;
+            }
+        }
+        let arrivals = self.arrivals.bind(py);
+        if arrivals.getattr(intern!(py, "waiting"))?.is_truthy()? {
+            arrivals.call_method0(intern!(py, "wake"))?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn under_thread_lock<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        info: &Bound<'py, PyAny>,
+        name: &Bound<'py, PyString>,
+        queue: &Bound<'py, PyAny>,
+        queue_id: i64,
+        queue_offset: u64,
+        last: &Bound<'py, PyAny>,
+        slot: u64,
+        topic: &[u8],
+        body: &[u8],
+        length: usize,
+        round_robin: i64,
+    ) -> Step<(Bound<'py, PyAny>, i64)> {
+        let follow_lock = self.follow_lock.bind(py);
+        if !follow_lock
+            .call_method1(intern!(py, "acquire"), (false,))?
+            .is_truthy()?
+        {
+            return declined();
+        }
+        let pen = self.pen.get();
+        let taken = pen.mutex().try_lock().unwrap_or_default();
+        let outcome = match taken {
+            None => declined(), // another process writes: the long way waits
+            Some(Taken::OwnerDied) => {
+                // Its last owner died holding it: the store settles it (clears what
+                // that writer left, marks it consistent), then the long way writes.
+                let settled = self
+                    .store
+                    .bind(py)
+                    .getattr(intern!(py, "_session"))
+                    .and_then(|s| s.call_method0(intern!(py, "settle_dead_owner")));
+                let _ = pen.mutex().unlock();
+                settled?;
+                declined()
+            }
+            Some(Taken::Free) => {
+                let outcome = self.under_pen(
+                    py,
+                    state,
+                    info,
+                    name,
+                    queue,
+                    queue_id,
+                    queue_offset,
+                    last,
+                    slot,
+                    topic,
+                    body,
+                    length,
+                    round_robin,
+                );
+                let unlocked = pen.mutex().unlock();
+                match (outcome, unlocked) {
+                    (Ok(result), Ok(())) => Ok(result),
+                    (Err(stop), _) => Err(stop),
+                    (Ok(_), Err(error)) => Err(Stop::Failed(PyOSError::new_err(error.to_string()))),
+                }
+            }
+        };
+        follow_lock.call_method0(intern!(py, "release"))?;
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn under_pen<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        info: &Bound<'py, PyAny>,
+        name: &Bound<'py, PyString>,
+        queue: &Bound<'py, PyAny>,
+        queue_id: i64,
+        queue_offset: u64,
+        last: &Bound<'py, PyAny>,
+        slot: u64,
+        topic: &[u8],
+        body: &[u8],
+        length: usize,
+        round_robin: i64,
+    ) -> Step<(Bound<'py, PyAny>, i64)> {
+        let store = self.store.bind(py);
+        let log = self.log.bind(py);
+        let Some(header) = WritableView::of(self.state_map.bind(py)) else {
+            return declined();
+        };
+        if header.len() < RING_AT + RING_ENTRIES as usize * RING_ENTRY {
+            return declined();
+        }
+        // 1. Caught up: no other process published since this one last followed.
+        let sequence = header.word(SEQUENCE_AT).load(Ordering::Acquire);
+        if sequence & 1 == 1 {
+            return declined();
+        }
+        if i64::try_from(sequence).ok() != Some(int_attr(store, intern!(py, "_followed_sequence"))?)
+        {
+            // Moved since this process last looked (by its own long way, or by another
+            // process): the store's `_follow` decides. Nothing to follow leaves `_seen`
+            // as it was; anything followed may move what was read above: declined.
+            let seen = store.getattr(intern!(py, "_seen"))?;
+            store.call_method0(intern!(py, "_follow"))?;
+            if !store.getattr(intern!(py, "_seen"))?.is(&seen)
+                || i64::try_from(sequence).ok()
+                    != Some(int_attr(store, intern!(py, "_followed_sequence"))?)
+            {
+                return declined();
+            }
+        }
+        if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
+            return declined(); // a write left unfinished: the long way clears it
+        }
+        // 2. The segment at the tail has room (else the long way rolls).
+        let tail =
+            u64::try_from(int_attr(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
+        if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
+            return declined();
+        }
+        // The active segment (`CommitLog.active`, read without its property's frame).
+        let segments = log
+            .getattr(intern!(py, "segments"))?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        let Some(segment) = segments.iter().last() else {
+            return declined();
+        };
+        let base =
+            u64::try_from(int_attr(&segment, intern!(py, "base"))?).map_err(|_| Stop::Declined)?;
+        let end_of_segment =
+            u64::try_from(int_attr(&segment, intern!(py, "end"))?).map_err(|_| Stop::Declined)?;
+        let end = tail + length as u64;
+        if tail < base || end + MARKER_SIZE as u64 > end_of_segment {
+            return declined();
+        }
+        let Some(map) = WritableView::of(&segment.getattr(intern!(py, "map"))?) else {
+            return declined();
+        };
+        let fd = self.queue_file_fd(py, queue, last)?;
+        let last_store_ms = int_attr(log, intern!(py, "last_store_ms"))?;
+        let now = now_ms().max(last_store_ms);
+        // 3. The write begins: its extent marked, so that a death from here on is
+        //    cleared by the next writer (sharedstate.begin_write + raise_extent).
+        header.word(EXTENT_AT).store(end, Ordering::Relaxed);
+        header.word(WRITING_AT).store(1, Ordering::Release);
+        // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
+        //    record into the mapping.
+        let mut entry = Vec::with_capacity(ENTRY_SIZE);
+        Entry {
+            commit_offset: tail,
+            size: length as u32,
+            tag_hash: 0,
+        }
+        .pack_into(&mut entry);
+        let file = std::mem::ManuallyDrop::new(
+            // SAFETY: `fd` is a descriptor this core owns (in `tails`), open until the
+            // core closes it; the File is never dropped (ManuallyDrop), so not closed.
+            unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) },
+        );
+        if let Err(error) = file.write_all_at(&entry, slot * ENTRY_SIZE as u64) {
+            let error =
+                PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()));
+            let failure = self
+                .writer
+                .bind(py)
+                .call_method1(intern!(py, "native_write_failed"), (error, tail))?;
+            return Err(Stop::Failed(PyErr::from_value(failure)));
+        }
+        let Some(out) = map.slice((tail - base) as usize, length) else {
+            return declined();
+        };
+        let fields = Fields {
+            commit_offset: tail,
+            queue_offset,
+            born_ms: now,
+            store_ms: now,
+            queue_id: queue_id as u32,
+            topic,
+            tag: b"",
+            keys: b"",
+            properties: b"",
+        };
+        encode_at(out, &fields, body);
+        drop(map);
+        // 5. This process's state, as the long way leaves it.
+        log.setattr(intern!(py, "tail"), end)?;
+        log.setattr(intern!(py, "last_store_ms"), now)?;
+        state.setattr(intern!(py, "round_robin"), round_robin + 1)?;
+        queue.setattr(intern!(py, "_max_offset"), queue_offset + 1)?;
+        let changes = int_attr(queue, intern!(py, "changes"))?;
+        queue.setattr(intern!(py, "changes"), changes + 1)?;
+        queue
+            .getattr(intern!(py, "dirty"))?
+            .cast_into::<PySet>()
+            .map_err(PyErr::from)?
+            .add(last)?;
+        self.dirty.bind(py).add(queue)?;
+        // 6. Publish (sharedstate.publish_tail): the note, then the tail, the write
+        //    finished, the ring sequence, each under an odd sequence word.
+        let ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire) + 1;
+        let topic_id = int_attr(info, intern!(py, "id"))?;
+        let at = RING_AT + (ring_seq % RING_ENTRIES) as usize * RING_ENTRY;
+        let Some(note) = header.slice(at, RING_ENTRY) else {
+            return declined();
+        };
+        note[0..8].copy_from_slice(&ring_seq.to_le_bytes());
+        note[8..12].copy_from_slice(&(topic_id as u32).to_le_bytes());
+        note[12..16].copy_from_slice(&(queue_id as u32).to_le_bytes());
+        note[16..24].copy_from_slice(&(queue_offset + 1).to_le_bytes());
+        note[24..32].copy_from_slice(&now.to_le_bytes());
+        let odd = sequence | 1;
+        header.word(SEQUENCE_AT).store(odd, Ordering::Release);
+        fence(Ordering::SeqCst);
+        header.word(TAIL_AT).store(end, Ordering::Relaxed);
+        header.word(WRITING_AT).store(0, Ordering::Relaxed);
+        header.word(EXTENT_AT).store(0, Ordering::Relaxed);
+        header.word(RING_SEQ_AT).store(ring_seq, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        header.word(SEQUENCE_AT).store(odd + 1, Ordering::Release);
+        // 7. Seen: what `_published_tail` notes, and the sequence just written.
+        let seen = store
+            .getattr(intern!(py, "_seen"))?
+            .cast_into::<PyTuple>()
+            .map_err(PyErr::from)?;
+        let snapshot_type = self.snapshot_type.bind(py);
+        let snapshot = new_record(
+            py,
+            snapshot_type,
+            [
+                end.into_pyobject(py)?.into_any(),
+                seen.get_item(1)?,
+                seen.get_item(2)?,
+                seen.get_item(3)?,
+                seen.get_item(4)?,
+                ring_seq.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        store.setattr(intern!(py, "_seen"), snapshot)?;
+        store.setattr(intern!(py, "_followed_sequence"), odd + 1)?;
+        self.appended.fetch_add(1, Ordering::Relaxed);
+        let result_type = self.result_type.bind(py);
+        let result = new_record(
+            py,
+            result_type,
+            [
+                message_id(py, &self.prefix, tail).into_any(),
+                name.clone().into_any(),
+                queue_id.into_pyobject(py)?.into_any(),
+                queue_offset.into_pyobject(py)?.into_any(),
+                tail.into_pyobject(py)?.into_any(),
+                now.into_pyobject(py)?.into_any(),
+                self.status.bind(py).clone().into_any(),
+            ],
+        )?;
+        Ok((result, end as i64))
+    }
+
+    /// The descriptor of `last`, the last file of `queue`, opened here for writing its
+    /// entries (kept while it stays the queue's last file; at most `OPEN_FILES`).
+    fn queue_file_fd(
+        &self,
+        py: Python<'_>,
+        queue: &Bound<'_, PyAny>,
+        last: &Bound<'_, PyAny>,
+    ) -> Step<i32> {
+        let key = queue.as_ptr() as usize;
+        let mut tails = self.tails.lock().map_err(|_| Stop::Declined)?;
+        if let Some(kept) = tails.get(&key) {
+            if kept.file.bind(py).is(last) {
+                return Ok(kept.fd.as_raw_fd());
+            }
+        }
+        let path: String = last.getattr(intern!(py, "_path"))?.extract()?;
+        let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
+            return declined(); // gone or refused: the long way reports it
+        };
+        if tails.len() >= OPEN_FILES {
+            tails.clear();
+        }
+        let fd = OwnedFd::from(file);
+        let raw = fd.as_raw_fd();
+        tails.insert(
+            key,
+            Tail {
+                file: last.clone().unbind(),
+                fd,
+            },
+        );
+        Ok(raw)
+    }
+}

@@ -1,0 +1,92 @@
+"""The one native call for a common ``append`` (nativeappend.py, append_core.rs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from storeadapter.engine import MessageStore, StoreConfig, fileio
+from tests.engine.storetools import read_all, small_config
+
+
+def _async_config(**overrides) -> StoreConfig:
+    return small_config(flush_mode="async", **overrides)
+
+
+def _queue_files(path: Path) -> dict[str, bytes]:
+    root = path / "consumequeue"
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name.isdigit()
+    }
+
+
+def _append_plain(path: Path, native: bool, count: int, **overrides) -> tuple[list, int]:
+    with MessageStore.open(path, _async_config(**overrides)) as store:
+        store.create_topic("t", queues=3, layout="files")
+        if not native:
+            store._appender = None
+        results = [store.append("t", b"body-%d" % i) for i in range(count)]
+        taken = 0 if store._appender is None else store._appender.appended
+    return results, taken
+
+
+def test_plain_appends_in_async_mode_take_the_native_call(tmp_path):
+    roomy = {"segment_bytes": 1 << 20, "queue_file_entries": 1024}
+    _, taken = _append_plain(tmp_path / "s", True, 300, **roomy)
+
+    # At most all but the first entry of each queue (100 each: a time mark, which the
+    # long way writes); an append also goes the long way when it meets another thread
+    # of the store (the flusher) holding the store's locks.
+    assert 0 < taken <= 300 - 3
+
+
+def test_rolls_and_new_queue_files_go_the_long_way_between_native_appends(tmp_path):
+    results, taken = _append_plain(tmp_path / "s", True, 300)  # tiny segments and files
+
+    assert 0 < taken < 300
+    assert [r.commit_offset for r in results] == sorted(r.commit_offset for r in results)
+    assert [r.queue_offset for r in results if r.queue == 0] == list(range(100))
+
+
+def test_native_appends_leave_the_queue_files_the_long_way_leaves(tmp_path):
+    native, _ = _append_plain(tmp_path / "native", True, 400)
+    python, _ = _append_plain(tmp_path / "python", False, 400)
+
+    assert _queue_files(tmp_path / "native") == _queue_files(tmp_path / "python")
+    assert [r[1:5] for r in native] == [r[1:5] for r in python]
+
+
+def test_native_appends_read_back_after_a_reopen(tmp_path):
+    path = tmp_path / "s"
+    results, _ = _append_plain(path, True, 300)
+
+    with MessageStore.open(path, _async_config()) as store:
+        bodies = sorted(m.body for q in range(3) for m in read_all(store, "t", q))
+        assert bodies == sorted(b"body-%d" % i for i in range(300))
+        assert store.get(results[-1].message_id).body == b"body-299"
+
+
+def test_a_replaced_file_call_turns_the_native_append_down(tmp_path, monkeypatch):
+    calls = []
+    genuine = fileio.pwrite_all
+
+    def recording(fd, data, offset):
+        calls.append(len(data))
+        genuine(fd, data, offset)
+
+    with MessageStore.open(tmp_path / "s", _async_config()) as store:
+        store.create_topic("t", queues=1, layout="files")
+        store.append("t", b"first")  # a time mark: the long way
+        monkeypatch.setattr(fileio, "pwrite_all", recording)
+        before = store._appender.appended
+        store.append("t", b"second")
+
+        assert store._appender.appended == before
+        assert calls, "the long way wrote through the replaced call"
+        assert [m.body for m in read_all(store, "t", 0)] == [b"first", b"second"]
+
+
+def test_sync_mode_appends_go_the_long_way(tmp_path):
+    with MessageStore.open(tmp_path / "s", small_config(flush_mode="sync")) as store:
+        assert store._appender is None
