@@ -66,7 +66,7 @@ def _acks(results, bodies) -> list[Ack]:
 
 def _spill_batch(store: MessageStore, rng: random.Random) -> list[bytes]:
     """Bodies that fill what is left of the active segment and go on into the next."""
-    left = SEGMENT - store.stats()["commit_log"]["tail"] % SEGMENT
+    left = SEGMENT - store.stats().commit_log.tail % SEGMENT
     size = min(12_000, max(200, left // 3))
     return [sized_body("fails", n, size) for n in range(6)]
 
@@ -138,12 +138,12 @@ def test_a_segment_roll_on_a_full_disk_fails_before_anything_is_acknowledged_int
         path = disk.path / "store"
         store, acked = _start(path, mode, rng)
         disk.fill(leave=8192)  # room for a page or two of a sparse segment, not for a segment
-        segments = len(store.stats()["segments"])
+        segments = len(store.stats().segments)
         with pytest.raises(DiskFullError):
             for number in range(400):  # until a roll is needed
                 body = sized_body("roll", number, 300)
                 acked += _acks([store.append(TOPIC, body)], [body])
-        assert len(store.stats()["segments"]) == segments, "a segment was added"
+        assert len(store.stats().segments) == segments, "a segment was added"
         assert not any(ack.commit_offset >= segments * SEGMENT for ack in acked)
         commitlog = sorted(p.name for p in (path / "commitlog").iterdir())
         assert len(commitlog) == segments, f"a new segment file was left: {commitlog}"

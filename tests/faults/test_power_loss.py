@@ -143,11 +143,11 @@ class Workload:
             store.flush()
             self.flushed = len(self.sent)
         else:
-            self.floor = store.stats()["segments"][-1]["base"]  # what may go meanwhile
+            self.floor = store.stats().segments[-1].base  # what may go meanwhile
             self.fs.fake_usage = FORCED
             store.delete_expired()
             self.fs.fake_usage = CALM
-            self.floor = store.stats()["commit_log"]["min_offset"]
+            self.floor = store.stats().commit_log.min_offset
 
     def _note(self, result, body: bytes, key: str | None) -> None:
         assert result.status == "OK", result
@@ -233,7 +233,7 @@ def observe(image: PowerLossImage, path: Path, sent: list[Sent], mode: str) -> O
             key: store.committed_offset(*key) if key[1] in topics else None
             for key in acknowledged.offsets
         }
-        recovery = store.stats()["last_recovery"]
+        recovery = store.stats().last_recovery
         appended_after = {}
         for name in topics:
             before = store.queue_range(name, 0)[1]

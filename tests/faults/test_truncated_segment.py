@@ -47,7 +47,7 @@ def _check_served(store: MessageStore, ids: list[str]) -> None:
     assert [m.message_id for m in served] == ids[:-1]
     with pytest.raises(StoreError):
         store.get(ids[-1])
-    assert store.stats()["corruptions"], stats["corruptions"]
+    assert store.stats().corruptions, stats.corruptions
 
 
 @pytest.mark.parametrize("layout", ["files", "shared"])
