@@ -119,7 +119,7 @@ def test_a_batch_failing_half_way_with_enospc_from_the_fault_filesystem(tmp_path
     path = tmp_path / "store"
     with FaultyFS(path, real_sync=False) as fs:
         store, acked = _start(path, mode, rng)
-        next_segment = f"{(store.stats()['commit_log']['tail'] // SEGMENT + 1) * SEGMENT:020d}"
+        next_segment = f"{(store.stats().commit_log.tail // SEGMENT + 1) * SEGMENT:020d}"
         fs.fail("pwrite_all", errno.ENOSPC, path_part=next_segment, times=None)
         with pytest.raises(DiskFullError):
             store.append_batch(TOPIC, _spill_batch(store, rng))
@@ -218,7 +218,7 @@ def test_a_failed_batch_is_cleared_by_its_own_writer_when_no_other_writes_after(
     with FaultyFS(path) as fs:
         store, acked = _start(path, "sync", rng)
         reader = MessageStore.open(path, disk_config("sync"))
-        next_segment = f"{(store.stats()['commit_log']['tail'] // SEGMENT + 1) * SEGMENT:020d}"
+        next_segment = f"{(store.stats().commit_log.tail // SEGMENT + 1) * SEGMENT:020d}"
         fs.fail("pwrite_all", errno.ENOSPC, path_part=next_segment, times=None)
         with pytest.raises(DiskFullError):
             store.append_batch(TOPIC, _spill_batch(store, rng))
