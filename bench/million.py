@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> dict:
     producer.join()
 
     reopen_kill_s, store = timed_open(path)
-    recovery = store.stats(topics=False).get("last_recovery") or {}
+    recovery = store.stats(topics=False).last_recovery
     store.close()
     reopen_clean_s, store = timed_open(path)
     store.close()
@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> dict:
         "store_bytes": directory_bytes(path),
         "reopen_after_kill_s": round(reopen_kill_s, 2),
         "reopen_clean_s": round(reopen_clean_s, 2),
-        "recovery_records": recovery.get("records"),
+        "recovery_records": recovery.records,
         "bad_checks": bad,
         "producer_errors": put["errors"],
         "ok": bad == 0 and not put["errors"],

@@ -123,7 +123,7 @@ def append_child(
         "events_per_s": round(streams * events / wall),
         "events_per_cpu_s": round(streams * events / cpu),
         "memory": memory,
-        "cached_streams": store.stats(topics=False)["streams"]["cached_streams"],
+        "cached_streams": store.stats(topics=False).streams.cached_streams,
     }
     Path(out).write_text(json.dumps(result))
     while True:  # the parent kills this process: a crash, not a close

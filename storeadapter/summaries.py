@@ -160,16 +160,16 @@ def topic_summaries(
             summaries.append(_sampled_summary(info, figures.topic(info.name)))
             continue
         try:
-            queues = store.topic_stats(info.name)["queues"]
+            queues = store.topic_stats(info.name).queues
         except TopicNotFoundError:  # deleted since topics() was read
             continue
-        writes = [q["last_store_time_ms"] for q in queues.values() if q["last_store_time_ms"]]
+        writes = [q.last_store_time_ms for q in queues.values() if q.last_store_time_ms]
         summaries.append(
             TopicSummary(
                 info.name,
                 info.queues,
                 len(info.frozen),
-                sum(q["messages"] for q in queues.values()),
+                sum(q.messages for q in queues.values()),
                 max(writes) if writes else None,
                 info.created_ms,
             )
@@ -248,15 +248,15 @@ def queue_rows(
     """The queues of ``topic``: range, message count, frozen or not, last write; only
     queues ``first`` to ``first + count - 1`` with ``count``."""
     info = store.topic(topic)
-    queues = store.topic_stats(topic, first, count)["queues"]
+    queues = store.topic_stats(topic, first, count).queues
     return [
         QueueRow(
             queue,
-            row["min_offset"],
-            row["max_offset"],
-            row["messages"],
+            row.min_offset,
+            row.max_offset,
+            row.messages,
             queue in info.frozen,
-            row["last_store_time_ms"],
+            row.last_store_time_ms,
         )
         for queue, row in sorted(queues.items())
     ]
@@ -425,20 +425,20 @@ def topic_group_summaries(
 def segment_rows(store: MessageStore) -> list[SegmentRow]:
     """The commit-log segments with their time span and when retention will take them."""
     stats = store.stats(topics=False)
-    retention_ms = int(stats["retention_hours"] * 3_600_000)
-    segments = stats["segments"]
-    firsts = [store.segment_first_store_time(s["base"]) for s in segments]
+    retention_ms = int(stats.retention_hours * 3_600_000)
+    segments = stats.segments
+    firsts = [store.segment_first_store_time(s.base) for s in segments]
     rows = []
     for position, segment in enumerate(segments):
         last = firsts[position + 1] if position + 1 < len(segments) else None
         sealed = position + 1 < len(segments)
         rows.append(
             SegmentRow(
-                segment["name"],
-                segment["base"],
-                segment["size"],
-                segment["disk_bytes"],
-                segment["used_bytes"],
+                segment.name,
+                segment.base,
+                segment.size,
+                segment.disk_bytes,
+                segment.used_bytes,
                 firsts[position],
                 last,
                 last + retention_ms if sealed and last is not None else None,

@@ -12,7 +12,7 @@ its outcome, duration and message land in ``TaskRun`` for /tasks/.
   once in the ``TIDEMARK_RETENTION_HOUR`` hour (UTC, like RocketMQ's deleteWhen "04"), or
   at once whenever disk use is at or past the store's ``disk_warn_ratio``. Whether it
   already deleted in today's window is read from the engine's own retention report
-  (``stats()["last_retention"]``, kept in the store directory), so the answer is the same
+  (``stats().last_retention``, kept in the store directory), so the answer is the same
   for every worker and survives restarts: a second check in the same window does nothing.
   With ``TIDEMARK_ARCHIVE_DIR`` set it first archives the segments due (archiving.py), and
   retention keeps a segment whose archive failed or was not verified (read back equal to
@@ -145,7 +145,7 @@ def expire_segments() -> str:
     window = retention_window(now, hour)
     if ratio >= warn:
         why = f"disk use {ratio:.0%} is at or past the {warn:.0%} warning"
-    elif window is not None and not deleted_within(stats.get("last_retention"), *window):
+    elif window is not None and not deleted_within(stats.last_retention, *window):
         why = f"retention hour {hour:02d}:00 UTC"
     elif window is not None:
         return (

@@ -55,7 +55,7 @@ def home(request: HttpRequest) -> HttpResponse:
         # The store's history charts every team's traffic: not for a scoped role.
         "store_chart": store_wide,
         "sample_interval_s": settings.TIDEMARK_SAMPLE_INTERVAL_S,
-        "recovery": stats["last_recovery"],
-        "retention": stats["last_retention"],
+        "recovery": stats.last_recovery,
+        "retention": stats.last_retention,
     }
     return render(request, "home.html", context)

@@ -62,6 +62,7 @@ from console.monitoring.metrics import (
     WHOLE_TOPIC,
     GroupMetrics,
 )
+from storeadapter.engine import StoreStats
 
 PREFIX = "tidemark"
 QUEUE_LABELS = ["group", "topic", "queue"]
@@ -102,17 +103,17 @@ def store_families() -> Iterator[Metric]:
         up.add_metric([], 0)
         yield up
         return
-    up.add_metric([], 0 if stats["failed"] else 1)
+    up.add_metric([], 0 if stats.failed else 1)
     yield up
 
     gauges = [
         ("store_disk_used_ratio", "Used over total of the store's file system.", disk.ratio),
         ("store_disk_used_bytes", "Used bytes of the store's file system.", disk.used_bytes),
         ("store_disk_total_bytes", "Size of the store's file system.", disk.total_bytes),
-        ("store_segments", "Commit-log segments on disk.", stats["segment_count"]),
-        ("store_log_bytes", "Disk space the commit-log segments take.", stats["disk_bytes"]),
-        ("store_segment_bytes", "Size of new commit-log segments.", stats["segment_bytes"]),
-        ("store_retention_seconds", "How long segments are kept.", stats["retention_hours"] * 3600),
+        ("store_segments", "Commit-log segments on disk.", stats.segment_count),
+        ("store_log_bytes", "Disk space the commit-log segments take.", stats.disk_bytes),
+        ("store_segment_bytes", "Size of new commit-log segments.", stats.segment_bytes),
+        ("store_retention_seconds", "How long segments are kept.", stats.retention_hours * 3600),
     ]
     for name, doc, value in gauges:
         family = _gauge(name, doc)
@@ -131,25 +132,25 @@ def store_families() -> Iterator[Metric]:
     ):
         thresholds.add_metric([name], ratio)
     yield thresholds
-    log = stats["commit_log"]
+    log = stats.commit_log
     offsets = _gauge(
         "store_commit_log_offset",
         "Commit-log byte offsets: first kept (min), end (tail), fsynced up to (flushed).",
         ["position"],
     )
     for position in ("min_offset", "tail", "flushed"):
-        offsets.add_metric([position.removesuffix("_offset")], log[position])
+        offsets.add_metric([position.removesuffix("_offset")], getattr(log, position))
     yield offsets
     yield from _store_times(stats)
 
 
-def _store_times(stats: dict) -> Iterator[Metric]:
-    flushed = _seconds(stats.get("last_flush_ms"))
+def _store_times(stats: StoreStats) -> Iterator[Metric]:
+    flushed = _seconds(stats.last_flush_ms)
     if flushed:
         family = _gauge("store_last_flush_timestamp_seconds", "When the store last fsynced.")
         family.add_metric([], flushed)
         yield family
-    retention = stats.get("last_retention") or {}
+    retention = stats.last_retention or {}
     if retention.get("now_ms") is not None:
         for name, doc, value in (
             (
@@ -171,34 +172,34 @@ def _store_times(stats: dict) -> Iterator[Metric]:
             family = _gauge(name, doc)
             family.add_metric([], value)
             yield family
-    recovery = stats.get("last_recovery") or {}
-    if recovery.get("finished_ms"):
+    recovery = stats.last_recovery
+    if recovery.finished_ms:
         for name, doc, value in (
             (
                 "store_last_recovery_timestamp_seconds",
                 "When the store was last opened by a first process (and recovered if it "
                 "had crashed).",
-                recovery["finished_ms"] / 1000,
+                recovery.finished_ms / 1000,
             ),
             (
                 "store_last_recovery_clean",
                 "1 when the last opening found a clean shutdown, 0 after a crash.",
-                1 if recovery.get("clean_shutdown") else 0,
+                1 if recovery.clean_shutdown else 0,
             ),
             (
                 "store_last_recovery_duration_seconds",
                 "How long the last recovery took.",
-                (recovery.get("duration_ms") or 0) / 1000,
+                (recovery.duration_ms or 0) / 1000,
             ),
             (
                 "store_last_recovery_truncated_bytes",
                 "Bytes of torn tail the last recovery cut.",
-                recovery.get("truncated_bytes", 0),
+                recovery.truncated_bytes,
             ),
             (
                 "store_last_recovery_corruptions",
                 "Damaged stretches the last recovery reported.",
-                len(recovery.get("corruptions") or []),
+                len(recovery.corruptions),
             ),
         ):
             family = _gauge(name, doc)

@@ -172,7 +172,7 @@ def _read_store(
     store: MessageStore, now: int, forecast: bool, count_sizes: bool
 ) -> tuple[_Reading, _BigTopics]:
     stats = store.stats(topics=False)
-    sizes = SizeTally(store, [segment["base"] for segment in stats["segments"]])
+    sizes = SizeTally(store, [segment.base for segment in stats.segments])
     ranges = {}
     big: dict[str, TopicInfo] = {}
     queue_counts = {}
@@ -204,8 +204,8 @@ def _read_store(
         else None
     )
     reading = _Reading(
-        int(stats["disk_bytes"]),
-        float(stats["disk_ratio"]),
+        int(stats.disk_bytes),
+        float(stats.disk_ratio),
         ranges,
         committed,
         expiry,

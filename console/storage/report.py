@@ -4,7 +4,7 @@ segments."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from console.storage.visibility import visible_retention
@@ -41,19 +41,20 @@ def storage_report(store: MessageStore, user: Any) -> StorageReport:
     stats = store.stats(topics=False)
     disk = disk_use(store)
     return StorageReport(
-        path=stats["path"],
-        store_id=stats["store_id"],
-        flush_mode=stats["flush_mode"],
-        segment_bytes=stats["segment_bytes"],
-        segment_count=stats["segment_count"],
-        disk_bytes=stats["disk_bytes"],
-        retention_hours=stats["retention_hours"],
-        last_flush_ms=stats["last_flush_ms"],
-        commit_log=stats["commit_log"],
-        last_recovery=stats["last_recovery"],
-        last_retention=visible_retention(user, stats["last_retention"]),
-        corruptions=stats["corruptions"],
-        failed=stats["failed"],
+        path=stats.path,
+        store_id=stats.store_id,
+        flush_mode=stats.flush_mode,
+        segment_bytes=stats.segment_bytes,
+        segment_count=stats.segment_count,
+        disk_bytes=stats.disk_bytes,
+        retention_hours=stats.retention_hours,
+        last_flush_ms=stats.last_flush_ms,
+        # The API's shapes: plain dicts, as stat --json prints them.
+        commit_log=asdict(stats.commit_log),
+        last_recovery=stats.last_recovery.as_dict(),
+        last_retention=visible_retention(user, stats.last_retention),
+        corruptions=[c._asdict() for c in stats.corruptions],
+        failed=stats.failed,
         disk_ratio=round(disk.ratio, 4),
         disk_thresholds=disk,
         segments=segment_rows(store),

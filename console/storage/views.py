@@ -27,7 +27,7 @@ def storage(request: HttpRequest) -> HttpResponse:
         ],
         "over": disk.over(),
         "config": store.config,
-        "recovery": stats["last_recovery"],
-        "retention": visible_retention(request.user, stats["last_retention"]),
+        "recovery": stats.last_recovery,
+        "retention": visible_retention(request.user, stats.last_retention),
     }
     return render(request, "storage/page.html", context)

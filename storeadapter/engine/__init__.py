@@ -65,6 +65,7 @@ from .names import (
 )
 from .offsets import OffsetChange, group_position
 from .reading import MAX_QUEUE_BYTES_ENTRIES
+from .recovery import RecoveryReport
 from .results import (
     STATUS_DUPLICATE,
     STATUS_FLUSH_TIMEOUT,
@@ -80,6 +81,15 @@ from .results import (
     StoredMessage,
 )
 from .store import MessageStore
+from .storestats import (
+    CommitLogStats,
+    IndexFileProblem,
+    QueueStats,
+    SegmentStats,
+    StoreStats,
+    StreamStats,
+    TopicStats,
+)
 from .topicsettings import (
     SETTINGS_BY_NAME,
     TOPIC_SETTINGS,
@@ -151,7 +161,15 @@ __all__ = [
     "QueueInUseError",
     "QueueNotFoundError",
     "QueueBytes",
+    "QueueStats",
     "ReadResult",
+    "TopicStats",
+    "StreamStats",
+    "StoreStats",
+    "SegmentStats",
+    "RecoveryReport",
+    "IndexFileProblem",
+    "CommitLogStats",
     "StoreClosedError",
     "StoreConfig",
     "StoreError",

@@ -181,9 +181,9 @@ def _delete_topic(store: MessageStore, args: argparse.Namespace) -> int:
 
 
 def _topics(store: MessageStore, args: argparse.Namespace) -> int:
-    stats = store.stats()["topics"]
+    stats = store.stats().topics
     for info in store.topics():
-        print(f"{info.name}\t{info.queues} queues\t{stats[info.name]['messages']} messages")
+        print(f"{info.name}\t{info.queues} queues\t{stats[info.name].messages} messages")
     return EXIT_OK
 
 
@@ -294,22 +294,22 @@ def _show(message: StoredMessage, style: str) -> str:
 def _stat(store: MessageStore, args: argparse.Namespace) -> int:
     stats = store.stats()
     if args.json:
-        print(json.dumps(stats, indent=2))
+        print(json.dumps(stats.as_dict(), indent=2))
         return EXIT_OK
-    log = stats["commit_log"]
-    print(f"store      {stats['path']} (id {stats['store_id']}, flush {stats['flush_mode']})")
-    print(f"segments   {stats['segment_count']}, {stats['disk_bytes']:,} bytes on disk")
-    print(f"log        offsets {log['min_offset']:,} to {log['tail']:,}")
-    recovery = stats["last_recovery"]
+    log = stats.commit_log
+    print(f"store      {stats.path} (id {stats.store_id}, flush {stats.flush_mode})")
+    print(f"segments   {stats.segment_count}, {stats.disk_bytes:,} bytes on disk")
+    print(f"log        offsets {log.min_offset:,} to {log.tail:,}")
+    recovery = stats.last_recovery
     print(
-        f"recovery   {'clean' if recovery['clean_shutdown'] else 'after a crash'}, "
-        f"{recovery['duration_ms']} ms, {recovery['truncated_bytes']} bytes truncated, "
-        f"{len(recovery['corruptions'])} corrupt stretches"
+        f"recovery   {'clean' if recovery.clean_shutdown else 'after a crash'}, "
+        f"{recovery.duration_ms} ms, {recovery.truncated_bytes} bytes truncated, "
+        f"{len(recovery.corruptions)} corrupt stretches"
     )
-    for name, topic in stats["topics"].items():
-        print(f"topic      {name}: {topic['messages']:,} messages")
-        for queue, info in topic["queues"].items():
-            print(f"  queue {queue:<4} offsets {info['min_offset']:,} to {info['max_offset']:,}")
+    for name, topic in stats.topics.items():
+        print(f"topic      {name}: {topic.messages:,} messages")
+        for queue, info in topic.queues.items():
+            print(f"  queue {queue:<4} offsets {info.min_offset:,} to {info.max_offset:,}")
     return EXIT_OK
 
 

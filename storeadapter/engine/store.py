@@ -42,6 +42,7 @@ store's own steps (``_check_open``, ``_follow``, ``_exclusive``, ``_publish``, `
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import json
 import os
@@ -89,6 +90,14 @@ from .results import (
 from .retention import RetentionReport
 from .segment import segment_name
 from .sharedstate import SharedSnapshot, SharedState
+from .storestats import (
+    CommitLogStats,
+    IndexFileProblem,
+    QueueStats,
+    SegmentStats,
+    StoreStats,
+    TopicStats,
+)
 from .streamrecovery import cut_partial_group
 from .streams import Streams
 from .topics import Topic, TopicRegistry
@@ -979,10 +988,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     # ------------------------------------------------------------------- stats
 
-    def stats(self, *, topics: bool = True) -> dict:
+    def stats(self, *, topics: bool = True) -> StoreStats:
         """Segments, disk use, per-topic and per-queue offsets, flush state, last recovery.
 
-        ``topics=False`` leaves out the ``"topics"`` key (every queue of every topic):
+        ``topics=False`` leaves ``topics`` None (every queue of every topic is not read):
         for callers that show only the store-wide figures, on stores with many queues.
         """
         self._check_open()
@@ -992,55 +1001,50 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # meanwhile, closing the segments it deletes.
         with self._follow_lock:
             segments = [
-                {
-                    "name": segment_name(s.base),
-                    "base": s.base,
-                    "size": s.size,
-                    "disk_bytes": os.fstat(s.fd).st_blocks * 512,
-                    "used_bytes": max(0, min(log.tail, s.end) - s.base),
-                }
+                SegmentStats(
+                    name=segment_name(s.base),
+                    base=s.base,
+                    size=s.size,
+                    disk_bytes=os.fstat(s.fd).st_blocks * 512,
+                    used_bytes=max(0, min(log.tail, s.end) - s.base),
+                )
                 for s in list(log.segments)
             ]
-        result = {
-            "path": str(self.path),
-            "store_id": self._id_prefix,
-            "flush_mode": self.config.flush_mode,
-            "segment_bytes": self.config.segment_bytes,
-            "segments": segments,
-            "segment_count": len(segments),
-            "disk_bytes": sum(s["disk_bytes"] for s in segments),
-            "commit_log": {
-                "min_offset": log.min_offset,
-                "tail": log.tail,
-                "flushed": self._flusher.flushed,
-            },
-            "last_flush_ms": self._flusher.last_flush_ms,
-        }
-        if topics:
-            result["topics"] = {
+        commit_log = CommitLogStats(log.min_offset, log.tail, self._flusher.flushed)
+        topic_figures = (
+            {
                 name: self._topic_stats(state)
                 for name, state in sorted(self._registry.topics.items())
             }
-        result.update(
-            {
-                "groups": self.groups(),
-                "last_recovery": self.last_recovery.as_dict(),
-                "last_retention": self._read_json("retention.json"),
-                "disk_ratio": round(self._disk.measure(), 4),
-                "retention_hours": self.config.retention_hours,
-                "corruptions": [c._asdict() for c in self._reader.corruptions.recent()],
-                "index_problems": [
-                    {"file": p.path.name, "reason": p.reason} for p in self._index.problems
-                ],
-                "offsets_dropped_bytes": self._offsets.dropped_bytes,
-                "checkpoint_problems": list(self._checkpoint.problems),
-                "streams": self._streams.stats(self._registry.topics),
-                "failed": None if self._writer.failure is None else str(self._writer.failure),
-            }
+            if topics
+            else None
         )
-        return result
+        return StoreStats(
+            path=str(self.path),
+            store_id=self._id_prefix,
+            flush_mode=self.config.flush_mode,
+            segment_bytes=self.config.segment_bytes,
+            segments=segments,
+            segment_count=len(segments),
+            disk_bytes=sum(s.disk_bytes for s in segments),
+            commit_log=commit_log,
+            last_flush_ms=self._flusher.last_flush_ms,
+            topics=topic_figures,
+            groups=self.groups(),
+            # A copy: the store's own report changes when it follows another process.
+            last_recovery=copy.deepcopy(self.last_recovery),
+            last_retention=self._read_json("retention.json"),
+            disk_ratio=round(self._disk.measure(), 4),
+            retention_hours=self.config.retention_hours,
+            corruptions=list(self._reader.corruptions.recent()),
+            index_problems=[IndexFileProblem(p.path.name, p.reason) for p in self._index.problems],
+            offsets_dropped_bytes=self._offsets.dropped_bytes,
+            checkpoint_problems=list(self._checkpoint.problems),
+            streams=self._streams.stats(self._registry.topics),
+            failed=None if self._writer.failure is None else str(self._writer.failure),
+        )
 
-    def topic_stats(self, name: str, first: int = 0, count: int | None = None) -> dict:
+    def topic_stats(self, name: str, first: int = 0, count: int | None = None) -> TopicStats:
         """One topic's part of ``stats()``: per queue min and max offsets, messages and
         last store time, and the topic's message count; of the queues ``first`` to
         ``first + count - 1`` (default: every queue; a page of a topic with very many)."""
@@ -1057,23 +1061,23 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._reader.corruptions.note(Corruption(error.offset, 0, error.reason))
             return None
 
-    def _topic_stats(self, state: Topic, first: int = 0, count: int | None = None) -> dict:
+    def _topic_stats(self, state: Topic, first: int = 0, count: int | None = None) -> TopicStats:
         queue_stats = {}
         queues = state.queues
         stop = len(queues) if count is None else min(len(queues), first + max(0, count))
         for queue_id in range(max(0, first), stop):
             queue = queues[queue_id]
-            queue_stats[queue_id] = {
-                "min_offset": queue.min_offset,
-                "max_offset": queue.max_offset,
-                "messages": queue.max_offset - queue.min_offset,
-                "last_store_time_ms": self._last_store_time(queue),
-            }
-        return {
-            "queues": queue_stats,
-            "messages": sum(q["messages"] for q in queue_stats.values()),
-            "created_ms": state.info.created_ms,
-        }
+            queue_stats[queue_id] = QueueStats(
+                min_offset=queue.min_offset,
+                max_offset=queue.max_offset,
+                messages=queue.max_offset - queue.min_offset,
+                last_store_time_ms=self._last_store_time(queue),
+            )
+        return TopicStats(
+            queues=queue_stats,
+            messages=sum(q.messages for q in queue_stats.values()),
+            created_ms=state.info.created_ms,
+        )
 
     def _read_json(self, name: str) -> dict | None:
         try:

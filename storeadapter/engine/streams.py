@@ -61,6 +61,7 @@ from .eventrecords import (
 )
 from .record import RECORD_OVERHEAD
 from .results import Corruption, EventSlice, StoredMessage
+from .storestats import StreamStats
 from .streamcache import StreamCache, StreamHead
 from .streamreads import ChainDamage, damaged, retrying
 from .streamrecovery import index_events, recover_indexes, repair_index
@@ -266,7 +267,7 @@ class Streams:
             if state is None or state.info.created_offset != index.created_offset:
                 self.forget(name)
 
-    def stats(self, topics: dict[str, Topic]) -> dict:
+    def stats(self, topics: dict[str, Topic]) -> StreamStats:
         """The cache's use, and each stream topic's indexed events."""
         indexed = {}
         for name, state in sorted(topics.items()):
@@ -275,11 +276,7 @@ class Streams:
                     indexed[name] = self.index(state).read_counters()[0]
                 except (StoreFormatError, OSError):
                     indexed[name] = None
-        return {
-            "cached_streams": len(self.cache),
-            "cache_capacity": self.cache.capacity,
-            "indexed_events": indexed,
-        }
+        return StreamStats(len(self.cache), self.cache.capacity, indexed)
 
     def close(self) -> None:
         with self._lock:

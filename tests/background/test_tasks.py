@@ -34,7 +34,7 @@ def fill_old_segments(store, clock, sealed: int = 3, topic: str = "orders") -> N
     """Append until ``sealed`` segments are full, all stored 80 h before AT_RETENTION_HOUR."""
     clock.set(AT_RETENTION_HOUR - timedelta(hours=80))
     store.create_topic(topic, queues=1)
-    while store.stats(topics=False)["segment_count"] < sealed + 1:
+    while store.stats(topics=False).segment_count < sealed + 1:
         store.append(topic, BODY)
 
 
@@ -109,10 +109,10 @@ def test_expiry_deletes_expired_segments_at_the_retention_hour(run_in_worker, st
 
     assert row.last_outcome == TaskRun.OK
     assert "deleted 3 segments (3 expired)" in row.last_message
-    report = store.stats(topics=False)["last_retention"]
+    report = store.stats(topics=False).last_retention
     assert len(report["deleted_segments"]) == 3
     assert report["now_ms"] == clock.ms
-    assert store.stats(topics=False)["segment_count"] == 1
+    assert store.stats(topics=False).segment_count == 1
 
 
 def test_expiry_does_not_delete_twice_in_the_same_window(run_in_worker, store, clock, monkeypatch):
@@ -152,7 +152,7 @@ def test_expiry_outside_the_retention_hour_only_checks(run_in_worker, store, clo
     assert deletions == []
     assert row.last_outcome == TaskRun.OK
     assert "nothing to do" in row.last_message
-    assert store.stats(topics=False)["segment_count"] == 3
+    assert store.stats(topics=False).segment_count == 3
 
 
 @pytest.mark.parametrize(
@@ -178,7 +178,7 @@ def test_expiry_deletes_at_once_past_the_disk_warning(run_in_worker, store, cloc
     assert row.last_outcome == TaskRun.OK
     assert row.last_message.startswith("disk use 80% is at or past the 75% warning")
     assert "deleted 2 segments (2 expired)" in row.last_message
-    assert store.stats(topics=False)["segment_count"] == 1
+    assert store.stats(topics=False).segment_count == 1
 
 
 def test_expiry_message_counts_unconsumed_messages_dropped_per_group(run_in_worker, store, clock):

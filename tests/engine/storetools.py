@@ -138,7 +138,7 @@ def read_everything(store: MessageStore) -> dict[tuple[str, int], list[StoredMes
 
 
 def tail(store: MessageStore) -> int:
-    return store.stats()["commit_log"]["tail"]
+    return store.stats().commit_log.tail
 
 
 def lose_queue_files(store_path: Path, topic: str, queues=None, how: str = "deleted") -> None:

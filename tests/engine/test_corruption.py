@@ -83,12 +83,12 @@ def test_flipped_bit_in_an_old_record_is_reported_by_recovery_and_skipped(
 
     reopened = open_store()
 
-    report = reopened.stats()["last_recovery"]
-    assert victim.commit_offset in [c["commit_offset"] for c in report["corruptions"]]
-    assert report["truncated_at"] is None
+    report = reopened.stats().last_recovery
+    assert victim.commit_offset in [c.commit_offset for c in report.corruptions]
+    assert report.truncated_at is None
     assert tail(reopened) == end
     assert read_everything(reopened) == _without(before, victim)
-    assert victim.commit_offset in [c["commit_offset"] for c in reopened.stats()["corruptions"]]
+    assert victim.commit_offset in [c.commit_offset for c in reopened.stats().corruptions]
 
 
 @pytest.mark.parametrize("where", list(FLIPS))
@@ -105,9 +105,9 @@ def test_flipped_bit_in_an_old_record_is_skipped_and_reported_by_readers(
     reopened = open_store()  # clean shutdown: recovery does not rescan the old segment
 
     assert read_all(reopened, "t", victim.queue) == _without(before, victim)[("t", victim.queue)]
-    corruptions = reopened.stats()["corruptions"]
-    assert [c["commit_offset"] for c in corruptions] == [victim.commit_offset]
-    assert corruptions[0]["reason"]
+    corruptions = reopened.stats().corruptions
+    assert [c.commit_offset for c in corruptions] == [victim.commit_offset]
+    assert corruptions[0].reason
 
 
 @pytest.mark.parametrize("where", list(FLIPS))
@@ -178,9 +178,9 @@ def test_corrupt_record_in_the_last_segment_does_not_truncate_what_follows(open_
 
     reopened = open_store()
 
-    report = reopened.stats()["last_recovery"]
-    assert [c["commit_offset"] for c in report["corruptions"]] == [victim.commit_offset]
-    assert report["truncated_at"] is None
+    report = reopened.stats().last_recovery
+    assert [c.commit_offset for c in report.corruptions] == [victim.commit_offset]
+    assert report.truncated_at is None
     assert tail(reopened) == end
     assert read_everything(reopened) == _without(before, victim)
 
@@ -198,8 +198,8 @@ def test_without_a_checkpoint_a_bad_record_in_the_last_segment_ends_the_log(open
 
     reopened = open_store()
 
-    report = reopened.stats()["last_recovery"]
-    assert report["truncated_at"] == victim.commit_offset
+    report = reopened.stats().last_recovery
+    assert report.truncated_at == victim.commit_offset
     assert tail(reopened) == victim.commit_offset
     assert [r for r in results if r.commit_offset >= victim.commit_offset] != []
     after = reopened.append("t", b"after the cut", queue=victim.queue)

@@ -70,7 +70,7 @@ def _check_queues_contiguous_and_intact(store: MessageStore) -> dict[str, tuple[
             assert body_is_intact(message.body), f"damaged body at {message.message_id}"
             assert message.message_id not in seen
             seen[message.message_id] = (queue, message.queue_offset)
-    assert store.stats()["corruptions"] == []
+    assert store.stats().corruptions == []
     return seen
 
 
@@ -88,7 +88,7 @@ def test_sigkill_during_sync_appends_loses_no_acknowledged_message(tmp_path):
             acknowledged[message_id] = (int(queue), int(queue_offset), digest)
 
         with MessageStore.open(path, writer_config("sync")) as store:
-            assert store.stats()["last_recovery"]["clean_shutdown"] is False
+            assert store.stats().last_recovery.clean_shutdown is False
             seen = _check_queues_contiguous_and_intact(store)
             for message_id, (queue, queue_offset, digest) in acknowledged.items():
                 message = store.get(message_id)

@@ -68,7 +68,7 @@ def test_sync_append_returns_ok_after_an_fsync_covered_it(sync_store, monkeypatc
 
     assert result.status == STATUS_OK
     assert synced, "append returned before any fdatasync"
-    assert sync_store.stats()["commit_log"]["flushed"] >= tail(sync_store)
+    assert sync_store.stats().commit_log.flushed >= tail(sync_store)
 
 
 def test_sync_append_batch_returns_ok_for_every_message(sync_store):
@@ -122,7 +122,7 @@ def test_fsync_failure_in_sync_mode_fails_the_append_and_every_later_write(sync_
         with pytest.raises(StoreFailedError):
             write()
     assert sync_store.failed
-    assert sync_store.stats()["failed"]
+    assert sync_store.stats().failed
 
 
 def test_store_stays_failed_even_when_fsync_works_again(sync_store, monkeypatch):
@@ -174,7 +174,7 @@ def test_reopen_after_an_fsync_failure_writes_again_and_keeps_acknowledged_messa
 
     reopened = open_store(cfg=_config("sync"))
 
-    assert reopened.stats()["last_recovery"]["clean_shutdown"] is False
+    assert reopened.stats().last_recovery.clean_shutdown is False
     for i, result in enumerate(acknowledged):
         message = reopened.get(result.message_id)
         assert (message.body, message.queue_offset) == (f"ack {i}".encode(), result.queue_offset)

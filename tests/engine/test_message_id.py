@@ -17,14 +17,14 @@ HEADER_SIZE = 56  # docs/FORMAT.md: the fixed record header; the body follows to
 
 
 def _id(store, commit_offset: int) -> str:
-    prefix = store.stats()["store_id"]
+    prefix = store.stats().store_id
     return f"{prefix}{commit_offset:016X}"
 
 
 def test_message_id_is_24_hex_digits_with_the_store_prefix(store):
     results = [store.append("t", f"m{i}") for i in range(5)]
 
-    prefix = store.stats()["store_id"]
+    prefix = store.stats().store_id
     assert all(re.fullmatch(r"[0-9A-F]{24}", r.message_id) for r in results)
     assert all(r.message_id.startswith(prefix) for r in results)
     assert len({r.message_id for r in results}) == 5
@@ -134,7 +134,7 @@ def test_id_pointing_at_record_magic_inside_a_body_is_not_found_and_not_a_corrup
 
     with pytest.raises(MessageNotFoundError):
         store.get(_id(store, inside))
-    assert store.stats()["corruptions"] == []
+    assert store.stats().corruptions == []
 
 
 def test_every_offset_of_the_log_is_either_a_message_or_not_found(store):

@@ -67,7 +67,7 @@ def test_a_put_phase_killed_in_the_middle_recovers_every_acknowledged_message(tm
         acknowledged[queue] = acknowledged.get(queue, 0) + 1
 
     with MessageStore.open(path, million.config()) as store:
-        assert store.stats(topics=False)["last_recovery"]["clean_shutdown"] is False
+        assert store.stats(topics=False).last_recovery.clean_shutdown is False
         for queue in range(QUEUES):
             low, high = store.queue_range(million.TOPIC, queue)
             assert low == 0 and high >= acknowledged.get(queue, 0), queue

@@ -115,7 +115,7 @@ def test_a_store_joined_later_sees_everything_already_written(open_store):
 
     second = open_store()
 
-    assert second.stats()["topics"]["t"]["messages"] == 200
+    assert second.stats().topics["t"].messages == 200
     assert len(_assert_dense_and_unique(second, "t")) == 200
 
 

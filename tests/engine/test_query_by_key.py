@@ -71,7 +71,7 @@ def test_a_deleted_index_is_rebuilt_from_the_log_on_open(open_store, store_path)
     reopened = open_store()
 
     assert len(reopened.query_by_key("t", "k2", limit=100)) == 20
-    assert reopened.stats()["last_recovery"]["indexed_keys"] == 100
+    assert reopened.stats().last_recovery.indexed_keys == 100
 
 
 def _damage_oldest_index_file(open_store, store_path) -> list:
@@ -95,7 +95,7 @@ def test_keys_of_a_damaged_older_index_file_are_indexed_again(open_store, store_
     assert sorted(m.message_id for m in found) == sorted(
         r.message_id for i, r in enumerate(results) if i % 5 == 2
     )
-    assert reopened.stats()["index_problems"][0]["reason"] == "bad magic b'XXXX'"
+    assert reopened.stats().index_problems[0].reason == "bad magic b'XXXX'"
 
 
 def test_an_index_indexed_again_is_not_reported_at_the_next_open(open_store, store_path):
@@ -104,7 +104,7 @@ def test_an_index_indexed_again_is_not_reported_at_the_next_open(open_store, sto
 
     reopened = open_store()
 
-    assert reopened.stats()["index_problems"] == []
+    assert reopened.stats().index_problems == []
     assert len(reopened.query_by_key("t", "k0", limit=1000)) == 240
 
 
@@ -125,7 +125,7 @@ def test_index_entries_past_a_torn_tail_are_dropped(open_store, store_path):
     reopened = open_store()
 
     assert [m.message_id for m in reopened.query_by_key("t", "k")] == [kept.message_id]
-    assert reopened.stats()["last_recovery"]["dropped_index_entries"] == 1
+    assert reopened.stats().last_recovery.dropped_index_entries == 1
 
 
 def test_keys_appended_by_another_store_object_are_found(open_store):

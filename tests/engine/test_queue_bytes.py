@@ -22,8 +22,8 @@ def test_a_topic_alone_in_one_segment_holds_the_whole_log(store):
     for i in range(10):
         store.append("t", b"x" * (10 + i), queue=i % 4)
 
-    assert store.stats(topics=False)["segment_count"] == 1
-    assert _held(store) == store.stats(topics=False)["commit_log"]["tail"]
+    assert store.stats(topics=False).segment_count == 1
+    assert _held(store) == store.stats(topics=False).commit_log.tail
 
 
 def test_a_longer_body_counts_its_extra_bytes(store):
@@ -54,7 +54,7 @@ def test_reading_in_steps_adds_up_to_reading_at_once(store):
 
 def test_records_are_summed_per_segment_they_are_in(store):
     results = [store.append("t", b"z" * 200, queue=0) for _ in range(40)]
-    bases = [s["base"] for s in store.stats(topics=False)["segments"]]
+    bases = [s.base for s in store.stats(topics=False).segments]
     assert len(bases) > 1
 
     by_segment = store.queue_bytes("t", 0, 0).by_segment
@@ -76,7 +76,7 @@ def test_retention_leaves_the_deleted_segments_out(store, monkeypatch):
     held = store.queue_bytes("t", 0, 0)
 
     assert low > 0
-    assert min(held.by_segment) >= store.stats(topics=False)["commit_log"]["min_offset"]
+    assert min(held.by_segment) >= store.stats(topics=False).commit_log.min_offset
     assert held.next_offset == high
 
 

@@ -54,7 +54,7 @@ def test_the_restoration_is_reported_with_the_lost_range(tmp_path):
 
     with MessageStore.open(path, _config()) as store:
         store.read("t", 0, 0)
-        reasons = [c["reason"] for c in store.stats()["corruptions"]]
+        reasons = [c.reason for c in store.stats().corruptions]
 
     assert any(
         "t/0 had lost its entries 10 to 29" in r and "20 were restored" in r for r in reasons
@@ -103,7 +103,7 @@ def test_the_restored_entries_are_on_disk_for_the_next_open(tmp_path):
 
     with MessageStore.open(path, _config()) as store:
         assert [m.body for m in read_all(store, "t", 0)] == bodies
-        assert store.stats()["corruptions"] == []
+        assert store.stats().corruptions == []
 
 
 def test_a_queue_whose_records_are_gone_too_is_left_short_and_not_searched_again(tmp_path):
@@ -134,7 +134,7 @@ def test_a_queue_removed_and_added_again_does_not_inherit_the_old_witness(tmp_pa
         store.remove_queue("t", 1)
         store.add_queues("t", 1)
         assert store.queue_range("t", 1) == (0, 0)
-        assert store.stats()["corruptions"] == []
+        assert store.stats().corruptions == []
 
 
 def _created(path: Path) -> int:
@@ -226,7 +226,7 @@ def test_a_damaged_block_in_the_middle_of_a_shared_topic_is_rebuilt(tmp_path):
     with MessageStore.open(path, small_config(**SHARED_LAYOUT)) as store:
         for queue, bodies in sent.items():
             assert [m.body for m in read_all(store, "s", queue)] == bodies
-        reasons = [c["reason"] for c in store.stats()["corruptions"]]
+        reasons = [c.reason for c in store.stats().corruptions]
         assert any("shared topic s had 1 unreadable blocks" in r for r in reasons)
 
 
@@ -238,7 +238,7 @@ def test_a_rebuilt_shared_topic_is_not_reported_again_at_the_next_open(tmp_path)
     MessageStore.open(path, small_config(**SHARED_LAYOUT)).close()
 
     with MessageStore.open(path, small_config(**SHARED_LAYOUT)) as store:
-        assert store.stats()["corruptions"] == []
+        assert store.stats().corruptions == []
         for queue, bodies in sent.items():
             assert [m.body for m in read_all(store, "s", queue)] == bodies
         assert store.append("s", b"next", queue=0).queue_offset == len(sent[0])

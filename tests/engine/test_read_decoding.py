@@ -106,7 +106,7 @@ def test_records_longer_than_the_one_unpack_limit_are_read_too(open_store, tmp_p
 
     assert [m.body for m in store.read("big", 0, 0, 10)] == bodies
     assert [store.get(r.message_id).body for r in results] == bodies
-    assert store.stats()["corruptions"] == []
+    assert store.stats().corruptions == []
 
 
 def test_many_record_shapes_while_the_shape_cache_is_tiny(store, monkeypatch):
@@ -140,8 +140,8 @@ def test_a_damaged_record_is_reported_and_never_served(open_store, store_path, w
     messages = read_all(reopened, "t", 0)
 
     assert [m.body for m in messages] == [b"body 0", b"body 1", b"body 3", b"body 4"]
-    corruptions = reopened.stats()["corruptions"]
-    assert victim.commit_offset in [c["commit_offset"] for c in corruptions]
+    corruptions = reopened.stats().corruptions
+    assert victim.commit_offset in [c.commit_offset for c in corruptions]
     with pytest.raises((CorruptRecordError, MessageNotFoundError)):
         reopened.get(victim.message_id)
 

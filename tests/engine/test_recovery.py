@@ -108,7 +108,7 @@ def test_last_record_torn_at_every_byte_is_dropped_and_the_rest_kept(
         path = _damage_tail(crash_image, tmp_path / f"cut-{cut}", cut, fill, checkpoint)
 
         with MessageStore.open(path, config) as store:
-            report = store.stats()["last_recovery"]
+            report = store.stats().last_recovery
             assert read_everything(store) == expected, f"cut at byte {cut}"
             assert tail(store) == last.commit_offset, f"cut at byte {cut}"
             assert store.queue_range("t", last.queue) == (0, last.queue_offset)
@@ -116,15 +116,15 @@ def test_last_record_torn_at_every_byte_is_dropped_and_the_rest_kept(
                 store.get(last.message_id)
             for result in crash_image.results[:-1]:
                 assert store.get(result.message_id).message_id == result.message_id
-            assert report["clean_shutdown"] is False
-            assert report["dropped_queue_entries"] == 1, f"cut at byte {cut}"
+            assert report.clean_shutdown is False
+            assert report.dropped_queue_entries == 1, f"cut at byte {cut}"
             if fill == "zeros" and cut == 0:
-                assert report["truncated_at"] is None
+                assert report.truncated_at is None
             else:
-                assert report["truncated_at"] == last.commit_offset, f"cut at byte {cut}"
+                assert report.truncated_at == last.commit_offset, f"cut at byte {cut}"
             if fill == "garbage":
-                assert report["truncated_bytes"] == length
-            assert report["corruptions"] == []
+                assert report.truncated_bytes == length
+            assert report.corruptions == []
         assert read_log_bytes(path, last.commit_offset, length) == bytes(length)
         shutil.rmtree(path)
 
@@ -164,12 +164,12 @@ def test_second_recovery_after_a_torn_tail_changes_nothing(crash_image, tmp_path
         simulate_crash(path)
 
         with MessageStore.open(path, config) as store:
-            report = store.stats()["last_recovery"]
+            report = store.stats().last_recovery
             assert read_everything(store) == first
-            assert report["redispatched"] == 0, f"cut at byte {cut}"
-            assert report["truncated_at"] is None
-            assert report["dropped_queue_entries"] == 0
-            assert report["corruptions"] == []
+            assert report.redispatched == 0, f"cut at byte {cut}"
+            assert report.truncated_at is None
+            assert report.dropped_queue_entries == 0
+            assert report.corruptions == []
         shutil.rmtree(path)
 
 
@@ -187,8 +187,8 @@ def test_garbage_after_the_tail_is_truncated_and_reported(open_store, store_path
 
     reopened = open_store()
 
-    report = reopened.stats()["last_recovery"]
-    assert (report["truncated_at"], report["truncated_bytes"]) == (end, 100)
+    report = reopened.stats().last_recovery
+    assert (report.truncated_at, report.truncated_bytes) == (end, 100)
     assert read_everything(reopened) == before
     assert tail(reopened) == end
     assert all(
@@ -226,8 +226,8 @@ def test_unflushed_records_lost_at_the_tail_drop_their_queue_entries(open_store,
 
     reopened = open_store()
 
-    report = reopened.stats()["last_recovery"]
-    assert report["dropped_queue_entries"] == 3
+    report = reopened.stats().last_recovery
+    assert report.dropped_queue_entries == 3
     assert tail(reopened) == lost[0].commit_offset
     for queue in range(2):
         gone = sum(1 for r in lost if r.queue == queue)
@@ -276,7 +276,7 @@ def test_lost_consume_queue_entries_are_rebuilt_from_the_log(
     reopened = open_store()
 
     assert read_everything(reopened) == before
-    assert reopened.stats()["last_recovery"]["redispatched"] == total
+    assert reopened.stats().last_recovery.redispatched == total
     for messages in before.values():
         for message in messages:
             assert reopened.get(message.message_id) == message
@@ -291,8 +291,8 @@ def test_rebuilding_one_topics_queues_leaves_the_other_topic_alone(open_store, s
     reopened = open_store()
 
     assert read_everything(reopened) == before
-    assert reopened.stats()["last_recovery"]["redispatched"] == 40
-    assert reopened.stats()["last_recovery"]["records"] >= 80
+    assert reopened.stats().last_recovery.redispatched == 40
+    assert reopened.stats().last_recovery.records >= 80
 
 
 def test_rebuild_of_consume_queues_is_idempotent(open_store, store_path):
@@ -305,9 +305,9 @@ def test_rebuild_of_consume_queues_is_idempotent(open_store, store_path):
 
     reopened = open_store()
 
-    report = reopened.stats()["last_recovery"]
-    assert (report["redispatched"], report["dropped_queue_entries"]) == (0, 0)
-    assert report["truncated_at"] is None
+    report = reopened.stats().last_recovery
+    assert (report.redispatched, report.dropped_queue_entries) == (0, 0)
+    assert report.truncated_at is None
     assert read_everything(reopened) == before
 
 
@@ -330,11 +330,11 @@ def test_full_recovery_of_an_intact_store_changes_nothing(open_store, store_path
 
     reopened = open_store()
 
-    report = reopened.stats()["last_recovery"]
-    assert report["redispatched"] == 0
-    assert report["dropped_queue_entries"] == 0
-    assert report["truncated_at"] is None
-    assert report["records"] == 150
+    report = reopened.stats().last_recovery
+    assert report.redispatched == 0
+    assert report.dropped_queue_entries == 0
+    assert report.truncated_at is None
+    assert report.records == 150
     assert read_everything(reopened) == before
 
 
@@ -411,7 +411,7 @@ def test_zero_length_consume_queue_file_left_by_a_crash_is_repaired(open_store, 
 def test_clean_close_is_reported_as_a_clean_shutdown(open_store):
     open_store().close()
 
-    assert open_store().stats()["last_recovery"]["clean_shutdown"] is True
+    assert open_store().stats().last_recovery.clean_shutdown is True
 
 
 def test_abort_marker_exists_while_open_and_goes_on_close(open_store, store_path):
@@ -427,7 +427,7 @@ def test_crash_is_reported_as_an_unclean_shutdown(open_store, store_path):
     open_store().close()
     simulate_crash(store_path, keep_checkpoint=True)
 
-    assert open_store().stats()["last_recovery"]["clean_shutdown"] is False
+    assert open_store().stats().last_recovery.clean_shutdown is False
 
 
 def test_an_intact_checkpoint_reports_no_problem(tmp_path):
@@ -435,7 +435,7 @@ def test_an_intact_checkpoint_reports_no_problem(tmp_path):
     for _ in range(3):  # new, then reopened twice (both slots written by then)
         with MessageStore.open(path, QUIET) as store:
             store.create_topic(f"t{len(store.topics())}", queues=1)
-            assert store.stats()["checkpoint_problems"] == []
+            assert store.stats().checkpoint_problems == []
 
 
 def test_a_damaged_checkpoint_slot_is_reported_and_the_other_one_used(tmp_path):
@@ -450,7 +450,7 @@ def test_a_damaged_checkpoint_slot_is_reported_and_the_other_one_used(tmp_path):
     (path / "checkpoint").write_bytes(bytes(data))
 
     with MessageStore.open(path, QUIET) as store:
-        problems = store.stats()["checkpoint_problems"]
+        problems = store.stats().checkpoint_problems
     assert problems[0] == "slot 1 fails its check (magic, version or CRC32C)"
     assert problems[-1].startswith("recovery started from the valid slot")
 
@@ -470,5 +470,5 @@ def test_recovery_leaves_time_marks_already_in_place_unwritten(open_store, store
     reopened = open_store(store_path, config)
 
     assert len(marks) == 2
-    assert reopened.stats()["last_recovery"]["records"] == 800
+    assert reopened.stats().last_recovery.records == 800
     assert {path: (path.read_bytes(), path.stat().st_mtime_ns) for path in marks} == before

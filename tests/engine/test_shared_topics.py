@@ -109,8 +109,8 @@ def test_queue_ranges_and_topic_stats_take_a_page_of_queues(tmp_path):
         assert store.queue_ranges("m", 4998, 10) == [(0, 0), (0, 1)]
         assert store.queue_ranges("m", 6000, 10) == []
         stats = store.topic_stats("m", 10, 2)
-        assert sorted(stats["queues"]) == [10, 11]
-        assert stats["messages"] == 3
+        assert sorted(stats.queues) == [10, 11]
+        assert stats.messages == 3
         assert len(store.queue_ranges("m")) == 5000
 
 

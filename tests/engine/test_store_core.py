@@ -53,7 +53,7 @@ def test_a_record_damaged_under_an_open_store_is_declined_and_reported_by_the_lo
     assert store._core.get(victim.message_id) is None
     with pytest.raises(CorruptRecordError):
         store.get(victim.message_id)
-    reported = [c["commit_offset"] for c in store.stats()["corruptions"]]
+    reported = [c.commit_offset for c in store.stats().corruptions]
     assert victim.commit_offset in reported
     assert store._core.get(results[5].message_id) == _python_path(store, results[5].commit_offset)
 

@@ -136,7 +136,7 @@ def test_a_record_damaged_under_an_open_store_is_left_to_the_long_way_which_repo
     assert after == store._read_long_way("t", 2, 0, 100)
     assert victims[3].message_id not in [m.message_id for m in after]
     assert [m for m in before if m.message_id != victims[3].message_id] == after
-    reported = [c["commit_offset"] for c in store.stats()["corruptions"]]
+    reported = [c.commit_offset for c in store.stats().corruptions]
     assert victims[3].commit_offset in reported
 
 

@@ -114,7 +114,7 @@ def test_a_crash_cut_index_is_completed_from_the_log(open_store, store_path, tmp
 
     with MessageStore.open(image, small_config()) as recovered:
         assert [e.version for e in recovered.read_stream(TOPIC, "s-0")] == [1, 2, 3]
-        assert recovered.stats()["streams"]["indexed_events"] == {TOPIC: 12}
+        assert recovered.stats().streams.indexed_events == {TOPIC: 12}
 
 
 def test_a_group_a_crash_kept_in_part_is_dropped_whole(open_store, store_path, tmp_path):
@@ -196,7 +196,7 @@ def test_the_cache_holds_no_more_streams_than_its_setting(open_store):
         store.append_event(TOPIC, f"s-{i}", b"x")
         store.append_event(TOPIC, f"s-{i // 2}", b"y")
 
-    assert store.stats()["streams"]["cached_streams"] == 8
+    assert store.stats().streams.cached_streams == 8
     assert store.stream_version(TOPIC, "s-0") == 3
     assert store.append_event(TOPIC, "s-1", b"z", expected_version=3).version == 4
 
@@ -210,7 +210,7 @@ def test_an_opener_preloads_the_most_recently_written_streams(open_store, store_
 
     reopened = open_store(cfg=small_config(stream_cache_streams=10))
 
-    assert reopened.stats()["streams"]["cached_streams"] == 10
+    assert reopened.stats().streams.cached_streams == 10
     assert reopened.append_event(TOPIC, "s-29", b"y", expected_version=1).version == 2
     assert reopened.append_event(TOPIC, "s-0", b"y", expected_version=1).version == 2
 

@@ -186,8 +186,8 @@ def check_store(
     """
     found = StoreCheck()
     stats = store.stats()
-    found.log_min = stats["commit_log"]["min_offset"]
-    assert stats["corruptions"] == [], f"{context}: corruptions {stats['corruptions']}"
+    found.log_min = stats.commit_log.min_offset
+    assert stats.corruptions == [], f"{context}: corruptions {stats.corruptions}"
     for queue in range(store.topic(topic).queues):
         low, high = store.queue_range(topic, queue)
         found.ranges[queue] = (low, high)

@@ -36,7 +36,13 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import Message, MessageStore, StoreError, StoreFormatError
+from storeadapter.engine import (
+    Message,
+    MessageStore,
+    RecoveryReport,
+    StoreError,
+    StoreFormatError,
+)
 from tests.engine.storetools import (
     read_everything,
     segment_paths,
@@ -128,7 +134,7 @@ def template() -> Template:
                 high = store.queue_range(topic, queue)[1]
                 store.commit_offset("g", topic, queue, high)
                 offsets[("g", topic, queue)] = high
-        tail = store.stats()["commit_log"]["tail"]
+        tail = store.stats().commit_log.tail
     ordered = sorted(sent, key=lambda s: s.commit_offset)
     ends = [s.commit_offset for s in ordered[1:]] + [tail]
     with_lengths = tuple(
@@ -390,7 +396,7 @@ DAMAGE = {
 class Outcome:
     error: StoreError | None
     damage: Damage
-    recovery: dict | None = None
+    recovery: RecoveryReport | None = None
     corruptions: list | None = None
     index_problems: list | None = None
     offsets_dropped_bytes: int | None = None
@@ -447,11 +453,11 @@ def outcome(kind: str, fault: str) -> Outcome:
         return Outcome(
             None,
             damage,
-            stats["last_recovery"],
-            stats["corruptions"],
-            stats.get("index_problems"),
-            stats.get("offsets_dropped_bytes"),
-            stats.get("checkpoint_problems"),
+            stats.last_recovery,
+            stats.corruptions,
+            stats.index_problems,
+            stats.offsets_dropped_bytes,
+            stats.checkpoint_problems,
             not_read,
             not_got,
             not_found_by_key,
@@ -509,9 +515,9 @@ def test_every_intact_message_is_found_by_key_after_damage(kind, fault):
 
 
 def _log_report(result: Outcome) -> set[int]:
-    found = {c["commit_offset"] for c in result.recovery["corruptions"] + result.corruptions}
-    if result.recovery["truncated_at"] is not None:
-        found.add(result.recovery["truncated_at"])
+    found = {c.commit_offset for c in result.recovery.corruptions + result.corruptions}
+    if result.recovery.truncated_at is not None:
+        found.add(result.recovery.truncated_at)
     return found
 
 
@@ -519,7 +525,7 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
     """Whether the engine said what it found, where it can tell."""
     if kind == "commitlog":
         if fault == "garbage-tail":
-            return result.recovery["truncated_at"] == template().tail
+            return result.recovery.truncated_at == template().tail
         low, high = result.damage.touched
         return any(low <= offset < high or offset == low for offset in _log_report(result)) or (
             fault == "zeroed-page" and any(low <= o <= high for o in _log_report(result))
@@ -529,7 +535,7 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
     if kind == "keyindex":  # a flipped entry fails its CRC when a lookup crosses it
         return bool(result.index_problems) or (fault == "bit-flip" and bool(result.corruptions))
     if kind == "checkpoint":  # recovery starts from the older slot, or scans the whole log
-        started = result.recovery["started_at"]
+        started = result.recovery.started_at
         if fault == "bit-flip":
             began = started < template().tail
         else:
@@ -587,7 +593,7 @@ def test_an_entry_pointing_at_another_intact_record_is_reported_and_the_right_on
 
     with MessageStore.open(path, matrix_config()) as store:
         served = store.read("t", 0, 0, max_messages=1000)
-        reported = [c["commit_offset"] for c in store.stats()["corruptions"]]
+        reported = [c.commit_offset for c in store.stats().corruptions]
 
     assert [(m.queue_offset, m.body) for m in served] == [
         (s.queue_offset, s.body) for s in sorted(expected, key=lambda s: s.queue_offset)

@@ -72,7 +72,7 @@ def test_entries_of_a_dead_writer_do_not_survive_into_a_checkpoint_over_later_re
     with MessageStore.open(path, fault_config(mode)) as store:
         found = check_store(store, acked, context=mode)
         assert found.lost == [], found.lost
-        assert store.stats()["corruptions"] == []
+        assert store.stats().corruptions == []
 
 
 def test_entries_of_a_batch_that_failed_on_a_full_disk_do_not_survive_into_a_checkpoint(
@@ -116,4 +116,4 @@ def test_entries_of_a_batch_that_failed_on_a_full_disk_do_not_survive_into_a_che
     with MessageStore.open(path, fault_config("sync")) as reopened:
         found = check_store(reopened, acked, context="after the failed batch")
         assert found.lost == [], found.lost
-        assert reopened.stats()["corruptions"] == []
+        assert reopened.stats().corruptions == []

@@ -92,7 +92,7 @@ def test_a_flipped_tag_hash_bit_never_makes_a_tag_filtered_read_skip_the_message
 
     with MessageStore.open(path, small_config()) as store:
         read = store.read("t", 0, 0, max_messages=32, tag="a")
-        reported = {c["commit_offset"] for c in store.stats()["corruptions"]}
+        reported = {c.commit_offset for c in store.stats().corruptions}
 
     assert [m.queue_offset for m in read] == list(range(10))
     assert sent[3].commit_offset in reported
@@ -141,7 +141,7 @@ def test_an_old_stores_entries_get_their_checks_at_its_first_open(tagged_store):
 
     with MessageStore.open(path, small_config()) as store:
         read = store.read("t", 0, 0, max_messages=32, tag="a")
-        reported = store.stats()["corruptions"]
+        reported = store.stats().corruptions
 
     assert [m.queue_offset for m in read] == list(range(10))
     assert reported == []
@@ -158,7 +158,7 @@ def test_an_entry_without_a_check_is_verified_against_its_record_and_not_reporte
         _write_entry_as_old(entry_file, at, tag_hash(b"a"))  # as an older engine left it
 
         read = store.read("t", 0, 0, max_messages=32, tag="a")
-        reported = store.stats()["corruptions"]
+        reported = store.stats().corruptions
 
     assert [m.queue_offset for m in read] == list(range(10))
     assert reported == []
@@ -172,7 +172,7 @@ def test_an_old_stores_damaged_entry_keeps_no_check_and_is_reported_when_read(ta
 
     with MessageStore.open(path, small_config()) as store:
         read = store.read("t", 0, 0, max_messages=32, tag="a")
-        reported = {c["commit_offset"] for c in store.stats()["corruptions"]}
+        reported = {c.commit_offset for c in store.stats().corruptions}
 
     assert [m.queue_offset for m in read] == list(range(10))
     assert reported == {sent[2].commit_offset}
@@ -254,7 +254,7 @@ def test_a_flipped_bit_in_a_stream_slot_never_makes_a_stream_read_as_new(stream_
         versions = {stream: store.stream_version("s", stream) for stream in "abcde"}
         with pytest.raises(WrongExpectedVersionError):
             store.append_event("s", "c", b"again", expected_version=0)
-        reported = store.stats()["corruptions"]
+        reported = store.stats().corruptions
 
     assert versions == dict.fromkeys("abcde", 4)
     assert reported
@@ -339,7 +339,7 @@ def test_a_flipped_key_index_entry_never_lets_a_retried_message_be_stored_twice(
     with MessageStore.open(path, small_config()) as store:
         again = store.append("t", b"pay 3", dedup_id="payment-3")
         stored = sum(len(store.read("t", q, 0, max_messages=64)) for q in range(2))
-        reported = store.stats()["corruptions"]
+        reported = store.stats().corruptions
 
     assert again.status == STATUS_DUPLICATE
     assert stored == 6
@@ -398,7 +398,7 @@ def _retry_and_look_up(path: Path) -> tuple[str, int, list[int], bool]:
         stored = sum(len(store.read("t", q, 0, max_messages=64)) for q in range(2))
         found = [len(store.query_by_key("t", f"k{i}")) for i in range(6)]
         stats = store.stats()
-        reported = bool(stats["corruptions"] or stats["index_problems"])
+        reported = bool(stats.corruptions or stats.index_problems)
     return again.status, stored, found, reported
 
 

@@ -248,14 +248,14 @@ def test_appends_resume_once_disk_use_falls_under_the_reject_ratio(disk):
 
 
 def _fill_segments(store: MessageStore, count: int) -> None:
-    while len(store.stats()["segments"]) < count:
+    while len(store.stats().segments) < count:
         store.append_batch("t", [b"x" * 900] * 4)
 
 
 def test_retention_past_the_force_ratio_deletes_unexpired_oldest_segments_down_to_warn(disk):
     store = disk.store
     _fill_segments(store, 20)
-    bases = [s["base"] for s in store.stats()["segments"]]
+    bases = [s.base for s in store.stats().segments]
     disk.fake_usage = _usage(0.86)
 
     report = store.delete_expired()
@@ -263,29 +263,29 @@ def test_retention_past_the_force_ratio_deletes_unexpired_oldest_segments_down_t
     # 0.86 - k/40 < 0.5 first holds for k = 15 segments of 4096 bytes each.
     assert [s["base"] for s in report.deleted_segments] == bases[:15]
     assert {s["reason"] for s in report.deleted_segments} == {"disk"}
-    assert [s["base"] for s in store.stats()["segments"]] == bases[15:]
+    assert [s.base for s in store.stats().segments] == bases[15:]
 
 
 def test_retention_under_the_force_ratio_keeps_unexpired_segments(disk):
     store = disk.store
     _fill_segments(store, 6)
-    bases = [s["base"] for s in store.stats()["segments"]]
+    bases = [s.base for s in store.stats().segments]
     disk.fake_usage = _usage(0.79)
 
     report = store.delete_expired()
 
     assert report.deleted_segments == []
-    assert [s["base"] for s in store.stats()["segments"]] == bases
+    assert [s.base for s in store.stats().segments] == bases
 
 
 def test_forced_retention_never_deletes_the_active_segment(disk):
     store = disk.store
     _fill_segments(store, 3)
-    active = store.stats()["segments"][-1]["base"]
+    active = store.stats().segments[-1].base
     disk.fake_usage = _usage(1.0)
 
     store.delete_expired()
 
-    assert [s["base"] for s in store.stats()["segments"]] == [active]
+    assert [s.base for s in store.stats().segments] == [active]
     low, high = store.queue_range("t", 0)
     assert store.read("t", 0, low, max_messages=1000)[-1].queue_offset == high - 1

@@ -49,9 +49,9 @@ def test_bit_rot_in_the_newest_acknowledged_record_is_reported_not_truncated(ser
     newest = max(acked, key=lambda ack: ack.commit_offset)
     flip_bit(path, newest.commit_offset + HEADER_SIZE + len(TOPIC) + 20)
     with MessageStore.open(path, fault_config("sync")) as store:
-        recovery = store.stats()["last_recovery"]
-        assert recovery["truncated_at"] is None, recovery
-        assert newest.commit_offset in [c["commit_offset"] for c in recovery["corruptions"]]
+        recovery = store.stats().last_recovery
+        assert recovery.truncated_at is None, recovery
+        assert newest.commit_offset in [c.commit_offset for c in recovery.corruptions]
         queue = newest.queue
         assert store.queue_range(TOPIC, queue)[1] == newest.queue_offset + 1
         committed = store.committed_offset("g", TOPIC, queue)
@@ -60,7 +60,7 @@ def test_bit_rot_in_the_newest_acknowledged_record_is_reported_not_truncated(ser
         assert result.queue_offset == committed
         assert [m.body for m in store.read(TOPIC, queue, committed)] == [b"the next one"]
         assert store.read(TOPIC, queue, newest.queue_offset, 1)[0].body == b"the next one"
-        assert newest.commit_offset in [c["commit_offset"] for c in store.stats()["corruptions"]]
+        assert newest.commit_offset in [c.commit_offset for c in store.stats().corruptions]
 
 
 def _async_config() -> StoreConfig:
@@ -84,7 +84,7 @@ def test_a_group_committed_past_what_a_power_loss_kept_gets_the_next_message(tmp
         assert high == 5
         committed = store.committed_offset("g", TOPIC, 0)
         assert committed == 5
-        clamped = store.stats()["last_recovery"]["offsets_clamped"]
+        clamped = store.stats().last_recovery.offsets_clamped
         assert [
             (c["group"], c["topic"], c["queue"], c["committed"], c["end"]) for c in clamped
         ] == [("g", TOPIC, 0, 10, 5)]

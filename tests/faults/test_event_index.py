@@ -384,10 +384,10 @@ def test_a_read_crossing_a_damaged_index_entry_repairs_the_index_and_answers(hea
     with MessageStore.open(healthy, fault_config("async")) as store:
         versions = {stream: store.stream_version(TOPIC, stream) for stream in STREAMS}
         check_streams(store, acks)
-        reported = store.stats()["corruptions"]
+        reported = store.stats().corruptions
 
     assert sum(versions.values()) == sum(last - first + 1 for _s, first, last, _c in acks)
-    assert any("event index" in c["reason"] for c in reported), reported
+    assert any("event index" in c.reason for c in reported), reported
     assert check_event_index(healthy) == []
 
 
@@ -401,10 +401,10 @@ def test_an_append_crossing_a_damaged_index_entry_repairs_the_index_first(health
         with pytest.raises(DuplicateCommandError):
             store.append_event(TOPIC, stream, b"again", command_id=command)
         results = store.append_events(TOPIC, stream, [b"next"], expected_version=at)
-        reported = store.stats()["corruptions"]
+        reported = store.stats().corruptions
 
     assert results[0].version == at + 1
-    assert any("event index" in c["reason"] for c in reported), reported
+    assert any("event index" in c.reason for c in reported), reported
     assert check_event_index(healthy) == []
 
 

@@ -72,7 +72,7 @@ def _acks(results, bodies) -> list[Ack]:
 
 def _spill_batch(store: MessageStore, rng: random.Random) -> list[bytes]:
     """Bodies that fill what is left of the active segment and go on into the next."""
-    left = SEGMENT - store.stats()["commit_log"]["tail"] % SEGMENT
+    left = SEGMENT - store.stats().commit_log.tail % SEGMENT
     size = min(12_000, max(200, left // 3))
     return [sized_body("fails", n, size) for n in range(6)]
 
@@ -125,7 +125,7 @@ def test_a_batch_failing_half_way_with_enospc_from_the_fault_filesystem(tmp_path
     path = tmp_path / "store"
     with FaultyFS(path, real_sync=False) as fs:
         store, acked = _start(path, mode, rng)
-        next_segment = f"{(store.stats()['commit_log']['tail'] // SEGMENT + 1) * SEGMENT:020d}"
+        next_segment = f"{(store.stats().commit_log.tail // SEGMENT + 1) * SEGMENT:020d}"
         fs.fail("pwrite_all", errno.ENOSPC, path_part=next_segment, times=None)
         with pytest.raises(DiskFullError):
             store.append_batch(TOPIC, _spill_batch(store, rng))
@@ -144,12 +144,12 @@ def test_a_segment_roll_on_a_full_disk_fails_before_anything_is_acknowledged_int
         path = disk.path / "store"
         store, acked = _start(path, mode, rng)
         disk.fill(leave=8192)  # room for a page or two of a sparse segment, not for a segment
-        segments = len(store.stats()["segments"])
+        segments = len(store.stats().segments)
         with pytest.raises(DiskFullError):
             for number in range(400):  # until a roll is needed
                 body = sized_body("roll", number, 300)
                 acked += _acks([store.append(TOPIC, body)], [body])
-        assert len(store.stats()["segments"]) == segments, "a segment was added"
+        assert len(store.stats().segments) == segments, "a segment was added"
         assert not any(ack.commit_offset >= segments * SEGMENT for ack in acked)
         commitlog = sorted(p.name for p in (path / "commitlog").iterdir())
         assert len(commitlog) == segments, f"a new segment file was left: {commitlog}"
@@ -224,7 +224,7 @@ def test_a_failed_batch_is_cleared_by_its_own_writer_when_no_other_writes_after(
     with FaultyFS(path) as fs:
         store, acked = _start(path, "sync", rng)
         reader = MessageStore.open(path, disk_config("sync"))
-        next_segment = f"{(store.stats()['commit_log']['tail'] // SEGMENT + 1) * SEGMENT:020d}"
+        next_segment = f"{(store.stats().commit_log.tail // SEGMENT + 1) * SEGMENT:020d}"
         fs.fail("pwrite_all", errno.ENOSPC, path_part=next_segment, times=None)
         with pytest.raises(DiskFullError):
             store.append_batch(TOPIC, _spill_batch(store, rng))

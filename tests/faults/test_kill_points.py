@@ -298,12 +298,12 @@ def test_kill_during_retention_leaves_a_consistent_store(server, tmp_path, full_
     with MessageStore.open(path, fault_config("sync")) as store:
         found = check_store(store, acked, context=f"retention {point}")
         assert found.lost == [], f"{point}: lost {found.lost[:3]} (log min {found.log_min})"
-        segments = [s["base"] for s in store.stats()["segments"]]
+        segments = [s.base for s in store.stats().segments]
         assert found.log_min == segments[0], f"{point}: the log's min is not a segment start"
         _check_keys(store, found)
         store.delete_expired(now_ms=FAR_FUTURE_MS)  # finishing the job is fine too
         found = check_store(store, acked, context=f"retention {point}, then again")
-        assert found.lost == [] and len(store.stats()["segments"]) == 1
+        assert found.lost == [] and len(store.stats().segments) == 1
         assert found.removed, "retention removed nothing"
         _check_keys(store, found)
 
@@ -387,7 +387,7 @@ def crashed_store(tmp_path_factory) -> tuple[Path, list[Ack], dict]:
     create_store(path)
     acked = populate(path, "async", 400, 5, root / "acks.txt")
     with MessageStore.open(path, fault_config("sync")) as store:
-        tail = store.stats()["commit_log"]["tail"]
+        tail = store.stats().commit_log.tail
         first = store.read(TOPIC, 0, 0, 1)[0]
     (path / "abort").touch()
     (path / "checkpoint").unlink()
@@ -423,7 +423,7 @@ def _state(store: MessageStore, acked: list[Ack]) -> dict:
     assert found.lost == []
     _check_keys(store, found)
     return {
-        "tail": store.stats()["commit_log"]["tail"],
+        "tail": store.stats().commit_log.tail,
         "ranges": found.ranges,
         "messages": sorted(
             (m.queue, m.queue_offset, m.message_id) for m in found.messages.values()

@@ -62,7 +62,7 @@ def test_one_bad_frame_loses_that_change_alone_and_its_bytes_are_kept(tmp_path):
         for group in GROUPS:
             for queue in range(QUEUES):
                 assert store.committed_offset(group, TOPIC, queue) == 2 * ROUNDS, (group, queue)
-        damage = store.stats()["last_recovery"]["offsets_damage"]
+        damage = store.stats().last_recovery.offsets_damage
         assert len(damage) == 1, damage
         kept = path / "offsets" / damage[0]["kept_in"]
         assert damage[0]["length"] == length
@@ -80,7 +80,7 @@ def test_a_torn_journal_tail_is_cut_but_its_bytes_are_kept(tmp_path):
     with MessageStore.open(path, fault_config("sync")) as store:
         assert store.committed_offset(GROUPS[-1], TOPIC, QUEUES - 1) == 2 * (ROUNDS - 1)
         assert store.committed_offset(GROUPS[0], TOPIC, 0) == 2 * ROUNDS
-        damage = store.stats()["last_recovery"]["offsets_damage"]
+        damage = store.stats().last_recovery.offsets_damage
         assert [d["length"] for d in damage] == [11]
         assert (path / "offsets" / damage[0]["kept_in"]).read_bytes() == torn
 

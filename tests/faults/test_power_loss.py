@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import Message, MessageStore, StoreConfig
+from storeadapter.engine import Message, MessageStore, RecoveryReport, StoreConfig
 from tests.engine.storetools import read_all, small_config
 from tests.faults.faultyfs import FaultyFS, PowerLossImage, skip_syncs
 
@@ -143,11 +143,11 @@ class Workload:
             store.flush()
             self.flushed = len(self.sent)
         else:
-            self.floor = store.stats()["segments"][-1]["base"]  # what may go meanwhile
+            self.floor = store.stats().segments[-1].base  # what may go meanwhile
             self.fs.fake_usage = FORCED
             store.delete_expired()
             self.fs.fake_usage = CALM
-            self.floor = store.stats()["commit_log"]["min_offset"]
+            self.floor = store.stats().commit_log.min_offset
 
     def _note(self, result, body: bytes, key: str | None) -> None:
         assert result.status == "OK", result
@@ -206,7 +206,7 @@ class Observation:
     got: dict[str, object]  # message id -> StoredMessage or the error get() raised
     by_key: dict[tuple[str, str], set[str]]
     offsets: dict[tuple[str, str, int], int | None]
-    recovery: dict
+    recovery: RecoveryReport
     appended_after: dict[str, tuple[int, int]]  # topic -> (queue max before, new offset)
 
 
@@ -233,7 +233,7 @@ def observe(image: PowerLossImage, path: Path, sent: list[Sent], mode: str) -> O
             key: store.committed_offset(*key) if key[1] in topics else None
             for key in acknowledged.offsets
         }
-        recovery = store.stats()["last_recovery"]
+        recovery = store.stats().last_recovery
         appended_after = {}
         for name in topics:
             before = store.queue_range(name, 0)[1]
@@ -383,7 +383,7 @@ def test_created_topics_and_committed_offsets_survive_power_loss(case):
         if missing:
             yield f"topics {sorted(missing)} lost"
         clamped = {
-            (c["group"], c["topic"], c["queue"]): c for c in observation.recovery["offsets_clamped"]
+            (c["group"], c["topic"], c["queue"]): c for c in observation.recovery.offsets_clamped
         }
         for key, offset in acknowledged.offsets.items():
             kept = observation.offsets[key]
@@ -428,7 +428,7 @@ def test_power_loss_images_cover_mid_operation_cuts_segment_rolls_and_losses():
     assert sum(label.startswith("call") for label in labels) >= 10
     assert len({item.queue_offset for item in run.sent}) > 16  # queue files rolled
     observed = observations("async", SEEDS[0], "durable")
-    tails = [o.recovery["tail"] for o in observed]
+    tails = [o.recovery.tail for o in observed]
     assert max(tails) > 3 * 4096
     lost = [o for o in observed if sum(map(len, o.queues.values())) < o.acknowledged.messages]
     assert lost, "no image lost anything: the layer drops nothing"

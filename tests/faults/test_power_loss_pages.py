@@ -51,7 +51,7 @@ def test_records_after_a_lost_page_are_never_served_in_place_of_later_ones(tmp_p
         store.create_topic(TOPIC, queues=2)
         durable = _append(store, "durable", 10)
         store.flush()
-        tail = store.stats()["commit_log"]["tail"]
+        tail = store.stats().commit_log.tail
         _append(store, "unflushed", 50)  # acknowledged (async), never flushed
         first_changed = tail // PAGE
         image = fs.capture("after the unflushed batch")

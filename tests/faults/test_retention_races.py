@@ -173,9 +173,9 @@ def test_the_next_writer_publishes_the_minimum_a_dead_retention_left_unpublished
         assert outcome.exit_code == 0, outcome
         with MessageStore.open(path, fault_config("async")) as fresh:
             truth = {queue: fresh.queue_range(TOPIC, queue) for queue in range(QUEUES)}
-            log_min = fresh.stats()["commit_log"]["min_offset"]
+            log_min = fresh.stats().commit_log.min_offset
         assert log_min > 0
-        assert store.stats()["commit_log"]["min_offset"] == log_min
+        assert store.stats().commit_log.min_offset == log_min
         for queue in range(QUEUES):
             assert store.queue_range(TOPIC, queue) == truth[queue]
             assert truth[queue][0] > before[queue][0], (queue, before[queue], truth[queue])

@@ -117,9 +117,9 @@ def test_acknowledged_messages_are_readable_unless_retention_removed_their_segme
     ]
     with MessageStore.open(path, fault_config("async")) as store:
         found = check_store(store, acked, context="after the stress run")
-        segments = store.stats()["segments"]
+        segments = store.stats().segments
     assert found.lost == [], f"lost {len(found.lost)} acknowledged, e.g. {found.lost[:3]}"
-    assert found.log_min == segments[0]["base"]
+    assert found.log_min == segments[0].base
     assert deleted, "retention deleted nothing: the run proved little"
     assert max(end for _, end in deleted) == found.log_min
     assert all(a.commit_offset < found.log_min for a in found.removed)

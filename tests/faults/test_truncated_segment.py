@@ -1,7 +1,7 @@
 """A segment file cut short inside its last (acknowledged) record (issue 29).
 
 The store serves every intact message and reports the cut record as corruption (a
-``StoreError`` in ``stats()["corruptions"]`` or raised by ``get``), never an untyped
+``StoreError`` in ``stats().corruptions`` or raised by ``get``), never an untyped
 error from unpacking bytes the file no longer has. The file is cut under an open store
 (the cut stays inside the record's last page: a page wholly past the end of a mapped
 file would not be readable at all) and before a fresh open after a crash.
@@ -47,7 +47,7 @@ def _check_served(store: MessageStore, ids: list[str]) -> None:
     assert [m.message_id for m in served] == ids[:-1]
     with pytest.raises(StoreError):
         store.get(ids[-1])
-    assert store.stats()["corruptions"], stats["corruptions"]
+    assert store.stats().corruptions, stats.corruptions
 
 
 @pytest.mark.parametrize("layout", ["files", "shared"])

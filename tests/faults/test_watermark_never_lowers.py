@@ -44,9 +44,9 @@ def test_a_peers_full_flush_keeps_the_writers_higher_durable_watermark(server, t
     assert read_checkpoint(path / "checkpoint").commitlog_flushed > newest.commit_offset
     flip_bit(path, newest.commit_offset + HEADER_SIZE + len(TOPIC) + 20)
     with MessageStore.open(path, fault_config("sync")) as store:
-        recovery = store.stats()["last_recovery"]
-        assert recovery["truncated_at"] is None, recovery
-        assert newest.commit_offset in [c["commit_offset"] for c in recovery["corruptions"]]
+        recovery = store.stats().last_recovery
+        assert recovery.truncated_at is None, recovery
+        assert newest.commit_offset in [c.commit_offset for c in recovery.corruptions]
         assert store.queue_range(TOPIC, newest.queue)[1] == newest.queue_offset + 1
         result = store.append(TOPIC, b"the next one", queue=newest.queue)
         assert result.queue_offset == newest.queue_offset + 1

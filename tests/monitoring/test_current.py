@@ -157,7 +157,7 @@ def test_store_metrics_from_the_last_two_samples(two_groups, clock):
     assert metrics.produce_rate == pytest.approx(10.0)
     assert metrics.consume_rate == pytest.approx(9.0)
     assert metrics.backlog == (90 + 100) + (0 + 10)
-    assert metrics.disk_bytes == two_groups.stats(topics=False)["disk_bytes"]
+    assert metrics.disk_bytes == two_groups.stats(topics=False).disk_bytes
 
 
 def test_metrics_are_read_without_the_store(two_groups, monkeypatch):

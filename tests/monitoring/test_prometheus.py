@@ -80,15 +80,15 @@ def test_store_figures_match_the_store(client, traffic):
     stats = traffic.stats(topics=False)
     disk = disk_use(traffic)
     assert value(samples, "tidemark_store_up") == 1
-    assert value(samples, "tidemark_store_segments") == stats["segment_count"]
-    assert value(samples, "tidemark_store_log_bytes") == stats["disk_bytes"]
+    assert value(samples, "tidemark_store_segments") == stats.segment_count
+    assert value(samples, "tidemark_store_log_bytes") == stats.disk_bytes
     assert value(samples, "tidemark_store_disk_used_ratio") == pytest.approx(disk.ratio, abs=0.01)
     assert value(samples, "tidemark_store_disk_threshold_ratio", threshold="reject") == (
         disk.reject_ratio
     )
     tail = value(samples, "tidemark_store_commit_log_offset", position="tail")
-    assert tail == stats["commit_log"]["tail"]
-    recovered = stats["last_recovery"]["finished_ms"] / 1000
+    assert tail == stats.commit_log.tail
+    recovered = stats.last_recovery.finished_ms / 1000
     assert value(samples, "tidemark_store_last_recovery_timestamp_seconds") == recovered
     assert value(samples, "tidemark_store_last_recovery_clean") in (0, 1)
     assert "tidemark_sample_timestamp_seconds" in samples

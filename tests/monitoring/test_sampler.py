@@ -63,8 +63,8 @@ def test_a_sample_writes_the_store_totals_and_disk_use(store, sample_at):
     assert (row.topics, row.queues, row.groups) == (2, 3, 1)
     assert row.messages == 8
     assert row.backlog == 2 + 3
-    assert row.disk_bytes == stats["disk_bytes"]
-    assert row.disk_ratio == pytest.approx(stats["disk_ratio"])
+    assert row.disk_bytes == stats.disk_bytes
+    assert row.disk_ratio == pytest.approx(stats.disk_ratio)
 
 
 def test_counters_add_what_was_appended_and_consumed_between_samples(store, sample_at):

@@ -52,9 +52,9 @@ def old_log(store, fake_clock):
     store.create_topic("a", queues=2)
     store.create_topic("late", queues=1)
     i = 0
-    while store.stats(topics=False)["segment_count"] < 6:
+    while store.stats(topics=False).segment_count < 6:
         fake_clock.ms = OLD_MS + i * 1000
-        if store.stats(topics=False)["segment_count"] > 1:
+        if store.stats(topics=False).segment_count > 1:
             store.append("late", f"late {i}".encode(), key=f"k{i}")
         store.append("a", f"message {i} ".encode() * 20, key=f"k{i}")
         i += 1
@@ -64,7 +64,7 @@ def old_log(store, fake_clock):
 
 
 def segment_names(store) -> list[str]:
-    return [segment["name"] for segment in store.stats(topics=False)["segments"]]
+    return [segment.name for segment in store.stats(topics=False).segments]
 
 
 def test_expiry_archives_every_segment_before_deleting_it(
@@ -198,7 +198,7 @@ def test_retention_keeps_a_segment_whose_archive_does_not_read_back(
     assert result.failed()
     assert read_manifest(archive_dir)["segments"] == {}
     assert {s["name"] for s in plan} <= set(segment_names(store))
-    report = store.stats(topics=False)["last_retention"]
+    report = store.stats(topics=False).last_retention
     assert report["deleted_segments"] == []
     assert [s["name"] for s in report["held_segments"]] == [s["name"] for s in plan]
     run = TaskRun.objects.get(name=EXPIRE_TASK)

@@ -146,4 +146,4 @@ def test_a_plain_send_posted_to_a_stream_topic_points_to_the_append_form(account
     page = response.content.decode()
     assert "accounts is a stream topic: append an event to a stream instead" in page
     assert "create_stream_topic" not in page
-    assert accounts.topic_stats("accounts")["messages"] == 0
+    assert accounts.topic_stats("accounts").messages == 0

@@ -177,7 +177,7 @@ def test_send_with_a_bad_properties_line_is_a_form_error(as_operator, orders):
 
     assert response.status_code == 200
     assert "is not name=value" in response.context["send_form"].errors["properties"][0]
-    assert orders.stats()["topics"]["orders"]["messages"] == 0
+    assert orders.stats().topics["orders"].messages == 0
     assert not AuditEntry.objects.exists()
 
 
@@ -185,7 +185,7 @@ def test_send_rejected_by_the_engine_is_a_form_error(as_operator, orders):
     response = as_operator.post(URL, {"action": "send", "body": "b", "properties": "DEDUP_ID=x"})
 
     assert "reserved" in response.context["send_form"].non_field_errors()[0]
-    assert orders.stats()["topics"]["orders"]["messages"] == 0
+    assert orders.stats().topics["orders"].messages == 0
     assert not AuditEntry.objects.exists()
 
 
@@ -193,14 +193,14 @@ def test_send_without_a_body_is_a_form_error(as_operator, orders):
     response = as_operator.post(URL, {"action": "send", "body": ""})
 
     assert response.context["send_form"].errors["body"]
-    assert orders.stats()["topics"]["orders"]["messages"] == 0
+    assert orders.stats().topics["orders"].messages == 0
 
 
 def test_viewer_send_gets_403_and_sends_nothing(as_viewer, orders):
     response = as_viewer.post(URL, {"action": "send", "body": "hello"})
 
     assert response.status_code == 403
-    assert orders.stats()["topics"]["orders"]["messages"] == 0
+    assert orders.stats().topics["orders"].messages == 0
     assert not AuditEntry.objects.exists()
 
 
