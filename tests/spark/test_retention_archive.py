@@ -46,13 +46,13 @@ def archive_dir(settings, tmp_path):
 
 @pytest.fixture
 def old_log(store, fake_clock):
-    """Topic ``a`` in every segment; topic ``late`` only from the second segment on; five
-    sealed segments, all 80 hours old at RUN_MS."""
+    """Topic ``a`` in every segment; topic ``late`` only from the second segment on; three
+    sealed segments (each archived by two Spark jobs), all 80 hours old at RUN_MS."""
     fake_clock.ms = OLD_MS
     store.create_topic("a", queues=2)
     store.create_topic("late", queues=1)
     i = 0
-    while store.stats(topics=False).segment_count < 6:
+    while store.stats(topics=False).segment_count < 4:
         fake_clock.ms = OLD_MS + i * 1000
         if store.stats(topics=False).segment_count > 1:
             store.append("late", f"late {i}".encode(), key=f"k{i}")
