@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema_field
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 
 from console.api.rules import Rule, only
@@ -152,6 +154,25 @@ def refusals(*answers: tuple[int, str]) -> dict[int, OpenApiResponse]:
     """``extend_schema(responses=...)`` entries for the errors an operation can give beyond
     those its shape implies (console.api.schema): ``refusals((409, "The topic exists."))``."""
     return {status: OpenApiResponse(ErrorSerializer, description=text) for status, text in answers}
+
+
+def jsonl_export_schema(
+    query: type[serializers.Serializer], what: str, *answers: tuple[int, str]
+) -> Callable:
+    """The ``extend_schema`` of a JSON Lines export: ``query``'s parameters, a 200 of one
+    JSON object per line per ``what`` whose last line says how far the export got, and
+    the ``answers`` refused as ``refusals`` takes them."""
+    return extend_schema(
+        parameters=[query],
+        responses={
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description=f"One JSON object per line, per {what}; the last line says "
+                "how far the export got and how to continue it.",
+            ),
+            **refusals(*answers),
+        },
+    )
 
 
 class TopicNameField(serializers.CharField):

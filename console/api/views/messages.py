@@ -27,10 +27,8 @@ from django.conf import settings
 from django.core.validators import ProhibitNullCharactersValidator
 from django.http import StreamingHttpResponse
 from django.urls import path
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
-    OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
     extend_schema_field,
@@ -63,6 +61,7 @@ from console.api.serializers import (
     QuerySerializer,
     StrictSerializer,
     decode_body,
+    jsonl_export_schema,
     refusals,
     validated,
 )
@@ -806,17 +805,7 @@ class MessageExport(APIView):
             return JSONRenderer(), JSONRenderer.media_type
         return renderer, media_type
 
-    @extend_schema(
-        parameters=[ExportQuery],
-        responses={
-            (200, "application/x-ndjson"): OpenApiResponse(
-                OpenApiTypes.STR,
-                description="One JSON object per line, per message; the last line says "
-                "how far the export got and how to continue it.",
-            ),
-            **refusals((404, "No such topic or queue.")),
-        },
-    )
+    @jsonl_export_schema(ExportQuery, "message", (404, "No such topic or queue."))
     def get(self, request: Request) -> StreamingHttpResponse:
         query = validated(ExportQuery, request.query_params)
         store = get_store()
@@ -1012,19 +1001,11 @@ class TopicFilterExport(MessageExport):
     being ``{"cursor": "queue:offset"}``. An expression that does not compile is a 400
     whose details give its position."""
 
-    @extend_schema(
-        parameters=[FilterExportQuery],
-        responses={
-            (200, "application/x-ndjson"): OpenApiResponse(
-                OpenApiTypes.STR,
-                description="One JSON object per line, per matching message; the last line "
-                "says how far the export got and how to continue it.",
-            ),
-            **refusals(
-                (400, "The expression does not compile (details: position, line, column)."),
-                (404, "No such topic or queue."),
-            ),
-        },
+    @jsonl_export_schema(
+        FilterExportQuery,
+        "matching message",
+        (400, "The expression does not compile (details: position, line, column)."),
+        (404, "No such topic or queue."),
     )
     def get(self, request: Request, topic: str) -> StreamingHttpResponse:
         query = validated(FilterExportQuery, request.query_params)

@@ -24,8 +24,7 @@ from functools import partial
 from django.core.validators import ProhibitNullCharactersValidator
 from django.http import StreamingHttpResponse
 from django.urls import path
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -38,6 +37,7 @@ from console.api.read_models import TailSerializer
 from console.api.rules import Rule
 from console.api.serializers import (
     QuerySerializer,
+    jsonl_export_schema,
     refusals,
     validated,
 )
@@ -167,19 +167,11 @@ class TopicTailExport(MessageExport):
     "stopped_by", "next", "continue"}}``, ``next`` being ``{"cursor": <tail cursor>}``.
     Never moves a group's offsets."""
 
-    @extend_schema(
-        parameters=[TailExportQuery],
-        responses={
-            (200, "application/x-ndjson"): OpenApiResponse(
-                OpenApiTypes.STR,
-                description="One JSON object per line, per message; the last line says "
-                "how far the export got and how to continue it.",
-            ),
-            **refusals(
-                (400, "The filter does not compile (details: position, line, column)."),
-                (404, "No such topic or queue."),
-            ),
-        },
+    @jsonl_export_schema(
+        TailExportQuery,
+        "message",
+        (400, "The filter does not compile (details: position, line, column)."),
+        (404, "No such topic or queue."),
     )
     def get(self, request: Request, topic: str) -> StreamingHttpResponse:
         query = validated(TailExportQuery, request.query_params)
