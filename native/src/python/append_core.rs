@@ -120,6 +120,24 @@ impl From<std::convert::Infallible> for Stop {
 
 type Step<T> = Result<T, Stop>;
 
+/// What `try_append` found for one append before it takes the locks: the topic's state
+/// and info, its name, the queue picked and its last file, where the entry goes, and
+/// the record's parts.
+struct Planned<'a, 'py> {
+    state: &'a Bound<'py, PyAny>,
+    info: Bound<'py, PyAny>,
+    name: Bound<'py, PyString>,
+    queue: Bound<'py, PyAny>,
+    queue_id: i64,
+    queue_offset: u64,
+    last: Bound<'py, PyAny>,
+    slot: u64,
+    topic: &'a [u8],
+    body: &'a [u8],
+    length: usize,
+    round_robin: i64,
+}
+
 fn declined<T>() -> Step<T> {
     Err(Stop::Declined)
 }
@@ -415,21 +433,21 @@ impl AppendCore {
         {
             return declined(); // another thread is in a write session
         }
-        let outcome = self.under_thread_lock(
-            py,
+        let plan = Planned {
             state,
-            &info,
-            &name,
-            &queue,
+            info,
+            name,
+            queue,
             queue_id,
             queue_offset,
-            &last,
+            last,
             slot,
             topic,
             body,
             length,
             round_robin,
-        );
+        };
+        let outcome = self.under_thread_lock(py, &plan);
         write_lock.call_method0(intern!(py, "release"))?;
         let (result, end) = outcome?;
         self.after(py, end)?;
@@ -458,22 +476,10 @@ impl AppendCore {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn under_thread_lock<'py>(
         &self,
         py: Python<'py>,
-        state: &Bound<'py, PyAny>,
-        info: &Bound<'py, PyAny>,
-        name: &Bound<'py, PyString>,
-        queue: &Bound<'py, PyAny>,
-        queue_id: i64,
-        queue_offset: u64,
-        last: &Bound<'py, PyAny>,
-        slot: u64,
-        topic: &[u8],
-        body: &[u8],
-        length: usize,
-        round_robin: i64,
+        plan: &Planned<'_, 'py>,
     ) -> Step<(Bound<'py, PyAny>, i64)> {
         let follow_lock = self.follow_lock.bind(py);
         if !follow_lock
@@ -499,21 +505,7 @@ impl AppendCore {
                 declined()
             }
             Some(Taken::Free) => {
-                let outcome = self.under_pen(
-                    py,
-                    state,
-                    info,
-                    name,
-                    queue,
-                    queue_id,
-                    queue_offset,
-                    last,
-                    slot,
-                    topic,
-                    body,
-                    length,
-                    round_robin,
-                );
+                let outcome = self.under_pen(py, plan);
                 let unlocked = pen.mutex().unlock();
                 match (outcome, unlocked) {
                     (Ok(result), Ok(())) => Ok(result),
@@ -526,23 +518,23 @@ impl AppendCore {
         outcome
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn under_pen<'py>(
         &self,
         py: Python<'py>,
-        state: &Bound<'py, PyAny>,
-        info: &Bound<'py, PyAny>,
-        name: &Bound<'py, PyString>,
-        queue: &Bound<'py, PyAny>,
-        queue_id: i64,
-        queue_offset: u64,
-        last: &Bound<'py, PyAny>,
-        slot: u64,
-        topic: &[u8],
-        body: &[u8],
-        length: usize,
-        round_robin: i64,
+        plan: &Planned<'_, 'py>,
     ) -> Step<(Bound<'py, PyAny>, i64)> {
+        let Planned {
+            state,
+            info,
+            name,
+            queue,
+            last,
+            topic,
+            body,
+            ..
+        } = plan;
+        let (queue_id, queue_offset, slot) = (plan.queue_id, plan.queue_offset, plan.slot);
+        let (length, round_robin) = (plan.length, plan.round_robin);
         let store = self.store.bind(py);
         let log = self.log.bind(py);
         let Some(header) = WritableView::of(self.state_map.bind(py)) else {
