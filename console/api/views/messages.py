@@ -805,19 +805,37 @@ class MessageExport(APIView):
             return JSONRenderer(), JSONRenderer.media_type
         return renderer, media_type
 
+    @staticmethod
+    def budget(request: Request, query: dict) -> exports.Budget:
+        """The export's bound from ``max_records`` and ``max_seconds`` (or the defaults),
+        each streamed line noted for the read audit."""
+        return exports.Budget(
+            query.get("max_records") or exports.DEFAULT_RECORDS,
+            query.get("max_seconds") or exports.DEFAULT_SECONDS,
+            partial(note_streamed, request),
+        )
+
+    @staticmethod
+    def continuation(request: Request, names: dict[str, str] | None = None) -> exports.Continuation:
+        """How the last line says to go on: this path with the query asked (but ``format``)."""
+        asked = {k: v for k, v in request.query_params.items() if k != "format"}
+        return exports.Continuation(request.path, asked, names or {})
+
+    @staticmethod
+    def streamed(lines, filename: str) -> StreamingHttpResponse:
+        """The JSON Lines streamed as an attachment named ``filename``."""
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
     @jsonl_export_schema(ExportQuery, "message", (404, "No such topic or queue."))
     def get(self, request: Request) -> StreamingHttpResponse:
         query = validated(ExportQuery, request.query_params)
         store = get_store()
         topic, mode = query["topic"], query["mode"]
-        budget = exports.Budget(
-            query.get("max_records") or exports.DEFAULT_RECORDS,
-            query.get("max_seconds") or exports.DEFAULT_SECONDS,
-            partial(note_streamed, request),
-        )
+        budget = self.budget(request, query)
         skip = query.get("skip") or 0
-        asked = {k: v for k, v in request.query_params.items() if k != "format"}
-        then = exports.Continuation(request.path, asked, EXPORT_NAMES)
+        then = self.continuation(request, EXPORT_NAMES)
         since, until = query.get("since"), query.get("until")
         if mode == MODE_KEY:
             store.topic(topic)
@@ -845,9 +863,7 @@ class MessageExport(APIView):
             first = min(span.first + skip, span.last)
             lines = exports.range_export(store, topic, queue, first, span.last, budget, then)
             name = search.export_filename(topic, queue, first, span.last)
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{name}"'
-        return response
+        return self.streamed(lines, name)
 
 
 #: What a filter expression must be (JSON Schema cannot say "compiles").
@@ -1013,24 +1029,14 @@ class TopicFilterExport(MessageExport):
             queues = tail.parse_queues(query.get("queues"))
         except tail.TailError as error:
             raise ApiError(400, "invalid", str(error)) from error
-        budget = exports.Budget(
-            query.get("max_records") or exports.DEFAULT_RECORDS,
-            query.get("max_seconds") or exports.DEFAULT_SECONDS,
-            partial(note_streamed, request),
-        )
-        asked = {k: v for k, v in request.query_params.items() if k != "format"}
-        then = exports.Continuation(request.path, asked)
+        budget, then = self.budget(request, query), self.continuation(request)
         try:
             lines = exports.filter_export(
                 get_store(), topic, query["expression"], queues, query.get("cursor"), budget, then
             )
         except filters.FilterSyntaxError as error:
             raise filter_error(error) from error
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
-        response["Content-Disposition"] = (
-            f'attachment; filename="{exports.filename(topic, "filter")}"'
-        )
-        return response
+        return self.streamed(lines, exports.filename(topic, "filter"))
 
 
 urlpatterns = [

@@ -236,15 +236,22 @@ class UndoPreview(StrictSerializer):
     body_constraints = (only("dry_run", True),)
 
 
-def _reset_request(data: Any) -> dict:
-    """The validated body of a reset POST: a preview in some mode, or an apply."""
+def _preview_or_apply(data: Any, apply: type, previews: dict[str, type]) -> dict:
+    """The validated body of a reset POST: ``apply`` when dry_run is false, else the
+    preview serializer of its mode in ``previews`` (an unknown mode refused by
+    ResetModeRequest, with the modes listed)."""
     if isinstance(data, dict) and data.get("dry_run") is False:
-        return validated(ApplyPreview, data)
+        return validated(apply, data)
     mode = data.get("mode") if isinstance(data, dict) else None
-    request = PREVIEW_REQUESTS.get(mode) if isinstance(mode, str) else None
+    request = previews.get(mode) if isinstance(mode, str) else None
     if request is None:
         validated(ResetModeRequest, data)
     return validated(request, data)
+
+
+def _reset_request(data: Any) -> dict:
+    """The validated body of a reset POST: a preview in some mode, or an apply."""
+    return _preview_or_apply(data, ApplyPreview, PREVIEW_REQUESTS)
 
 
 def _undo_request(data: Any) -> dict:
@@ -438,13 +445,8 @@ class ApplySelected(StrictSerializer):
 
 
 def _selected_request(data: Any) -> dict:
-    if isinstance(data, dict) and data.get("dry_run") is False:
-        return validated(ApplySelected, data)
-    mode = data.get("mode") if isinstance(data, dict) else None
-    request = SELECTED_PREVIEW_REQUESTS.get(mode) if isinstance(mode, str) else None
-    if request is None:
-        validated(ResetModeRequest, data)
-    return validated(request, data)
+    """The validated body of a selected groups' reset: one preview for all, or an apply."""
+    return _preview_or_apply(data, ApplySelected, SELECTED_PREVIEW_REQUESTS)
 
 
 SELECTED_RESET_REQUEST = PolymorphicProxySerializer(

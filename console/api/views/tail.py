@@ -19,8 +19,6 @@ committed offset. A poll that waits holds one of the long-poll slots that pulls 
 
 from __future__ import annotations
 
-from functools import partial
-
 from django.core.validators import ProhibitNullCharactersValidator
 from django.http import StreamingHttpResponse
 from django.urls import path
@@ -49,7 +47,7 @@ from console.api.views.messages import (
     MessageExport,
     filter_error,
 )
-from console.audit.reads import note_count, note_streamed
+from console.audit.reads import note_count
 from console.core.store import get_store
 from console.messages import exports, tail
 from storeadapter.engine import filters
@@ -180,24 +178,14 @@ class TopicTailExport(MessageExport):
             cursor = tail.Cursor.parse(query["cursor"])
         except tail.TailError as error:
             raise ApiError(400, "invalid", str(error)) from error
-        budget = exports.Budget(
-            query.get("max_records") or exports.DEFAULT_RECORDS,
-            query.get("max_seconds") or exports.DEFAULT_SECONDS,
-            partial(note_streamed, request),
-        )
-        asked = {k: v for k, v in request.query_params.items() if k != "format"}
-        then = exports.Continuation(request.path, asked)
+        budget, then = self.budget(request, query), self.continuation(request)
         try:
             lines = exports.tail_export(
                 get_store(), topic, queues, cursor, query.get("filter") or None, budget, then
             )
         except filters.FilterSyntaxError as error:
             raise filter_error(error, "filter") from error
-        response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
-        response["Content-Disposition"] = (
-            f'attachment; filename="{exports.filename(topic, "tail")}"'
-        )
-        return response
+        return self.streamed(lines, exports.filename(topic, "tail"))
 
 
 urlpatterns = [
