@@ -92,6 +92,28 @@ pub struct AppendCore {
     capacity: usize,
     tails: Mutex<HashMap<usize, Tail>>,
     appended: AtomicU64,
+    /// The seam generation at which `genuine` was last found all in place
+    /// (`NEVER_CHECKED` until then).
+    seam_checked: AtomicU64,
+}
+
+/// The seam generation: moved by `seam_changed`, which the engine's seam (seam.py)
+/// calls whenever a function or method of the long way is replaced or put back. A core
+/// looks its genuine objects up again only when it moved.
+static SEAM_GENERATION: AtomicU64 = AtomicU64::new(0);
+const NEVER_CHECKED: u64 = u64::MAX;
+
+/// Note that a fault plan was installed or removed (seam.py calls it on every
+/// replacement of a module function or class attribute of the long way).
+#[pyfunction]
+pub fn seam_changed() -> u64 {
+    SEAM_GENERATION.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+/// The seam generation (tests see that installing a plan moved it).
+#[pyfunction]
+pub fn seam_generation() -> u64 {
+    SEAM_GENERATION.load(Ordering::SeqCst)
 }
 
 /// Why the call stops short: declined (the caller goes the long way), or a Python error.
@@ -282,6 +304,7 @@ impl AppendCore {
             capacity,
             tails: Mutex::new(HashMap::new()),
             appended: AtomicU64::new(0),
+            seam_checked: AtomicU64::new(NEVER_CHECKED),
         })
     }
 
@@ -317,13 +340,20 @@ impl AppendCore {
 }
 
 impl AppendCore {
+    /// The long way's functions are the genuine ones: looked up again only when the
+    /// seam generation moved since they last were (a plan installed or removed).
     fn still_genuine(&self, py: Python<'_>) -> Step<()> {
+        let generation = SEAM_GENERATION.load(Ordering::SeqCst);
+        if generation == self.seam_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         for (namespace, name, genuine) in &self.genuine {
             match namespace.bind(py).get_item(name.bind(py)) {
                 Ok(found) if found.is(genuine.bind(py)) => {}
                 _ => return declined(),
             }
         }
+        self.seam_checked.store(generation, Ordering::Relaxed);
         Ok(())
     }
 
