@@ -206,6 +206,7 @@ class AppendCore:
         max_body: int,
         dirty_limit: int,
         warm_ask: int,
+        slotted: tuple[type, type, type],
     ) -> AppendCore: ...
     def append(self, state: Any, body: bytes) -> Any | None: ...
     @property

@@ -17,7 +17,9 @@ from .commitlog import CommitLog
 from .consumequeue import ConsumeQueue, QueueFile
 from .dispatch import EventIndexDispatch, KeyIndexDispatch, QueueDispatch, TimeIndexDispatch
 from .results import AppendResult
+from .segment import Segment
 from .sharedstate import SharedSnapshot, SharedState
+from .topics import Topic
 from .warming import WARM_ASK_BYTES
 from .writer import Writer
 from .writesession import WriteSession
@@ -69,6 +71,7 @@ def append_core(store) -> dataplane.AppendCore | None:
         store.config.max_message_bytes,
         store.config.flush_dirty_bytes,
         WARM_ASK_BYTES,
+        (Topic, QueueFile, Segment),
     )
 
 

@@ -33,6 +33,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use super::pen::Pen;
+use super::slots::Slot;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::pen::Taken;
@@ -59,12 +60,92 @@ struct Tail {
     fd: OwnedFd,
 }
 
+/// The slots the call reads and writes, of a topic's state (`Topic`), a consume queue,
+/// a queue file and a segment, with those classes (an object of another type: declined).
+struct Slots {
+    topic_type: Py<PyType>,
+    file_type: Py<PyType>,
+    segment_type: Py<PyType>,
+    info: Slot,
+    name_bytes: Slot,
+    queues: Slot,
+    round_robin: Slot,
+    writable: Slot,
+    blocks: Slot,
+    max_offset: Slot,
+    loaded: Slot,
+    closed: Slot,
+    files: Slot,
+    changes: Slot,
+    dirty: Slot,
+    first_index: Slot,
+    entries: Slot,
+    base: Slot,
+    end: Slot,
+    map: Slot,
+}
+
+impl Slots {
+    fn new(
+        queue_type: &Bound<'_, PyType>,
+        slotted: (Bound<'_, PyType>, Bound<'_, PyType>, Bound<'_, PyType>),
+    ) -> PyResult<Slots> {
+        let (topic, file, segment) = slotted;
+        Ok(Slots {
+            info: Slot::of(&topic, "_info")?,
+            name_bytes: Slot::of(&topic, "name_bytes")?,
+            queues: Slot::of(&topic, "queues")?,
+            round_robin: Slot::of(&topic, "round_robin")?,
+            writable: Slot::of(&topic, "writable")?,
+            blocks: Slot::of(&topic, "blocks")?,
+            max_offset: Slot::of(queue_type, "_max_offset")?,
+            loaded: Slot::of(queue_type, "_loaded")?,
+            closed: Slot::of(queue_type, "closed")?,
+            files: Slot::of(queue_type, "_files")?,
+            changes: Slot::of(queue_type, "changes")?,
+            dirty: Slot::of(queue_type, "dirty")?,
+            first_index: Slot::of(&file, "first_index")?,
+            entries: Slot::of(&file, "entries")?,
+            base: Slot::of(&segment, "base")?,
+            end: Slot::of(&segment, "end")?,
+            map: Slot::of(&segment, "map")?,
+            topic_type: topic.unbind(),
+            file_type: file.unbind(),
+            segment_type: segment.unbind(),
+        })
+    }
+}
+
+/// A slot's value; declined when unset (the long way raises what it raises).
+fn get<'py>(slot: Slot, object: &Bound<'py, PyAny>) -> Step<Bound<'py, PyAny>> {
+    slot.get(object).ok_or(Stop::Declined)
+}
+
+fn get_int(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
+    Ok(get(slot, object)?.extract::<i64>()?)
+}
+
+fn get_u64(slot: Slot, object: &Bound<'_, PyAny>) -> Step<u64> {
+    u64::try_from(get_int(slot, object)?).map_err(|_| Stop::Declined)
+}
+
+/// An attribute kept in an object's `__dict__` (the commit log, the writer, the store).
+fn item<'py>(dict: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> Step<Bound<'py, PyAny>> {
+    dict.get_item(name)?.ok_or(Stop::Declined)
+}
+
+fn item_int(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> Step<i64> {
+    Ok(item(dict, name)?.extract::<i64>()?)
+}
+
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct AppendCore {
     store: Py<PyAny>,
     store_dict: Py<PyDict>,
-    log: Py<PyAny>,
+    log_dict: Py<PyDict>,
     writer: Py<PyAny>,
+    writer_dict: Py<PyDict>,
+    slots: Slots,
     topics: Py<PyDict>,
     dirty: Py<PySet>,
     pen: Py<Pen>,
@@ -147,7 +228,7 @@ type Step<T> = Result<T, Stop>;
 /// the record's parts.
 struct Planned<'a, 'py> {
     state: &'a Bound<'py, PyAny>,
-    info: Bound<'py, PyAny>,
+    topic_id: i64,
     name: Bound<'py, PyString>,
     queue: Bound<'py, PyAny>,
     queue_id: i64,
@@ -162,10 +243,6 @@ struct Planned<'a, 'py> {
 
 fn declined<T>() -> Step<T> {
     Err(Stop::Declined)
-}
-
-fn int_attr(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> Step<i64> {
-    Ok(object.getattr(name)?.extract::<i64>()?)
 }
 
 /// A writable view of a mapping (an `mmap`) for one call.
@@ -255,19 +332,26 @@ impl AppendCore {
         max_body: usize,
         dirty_limit: i64,
         warm_ask: i64,
+        slotted: (Bound<'_, PyType>, Bound<'_, PyType>, Bound<'_, PyType>),
     ) -> PyResult<AppendCore> {
         check_record_type(result_type)?;
         check_record_type(snapshot_type)?;
         let log = store.getattr(intern!(py, "commitlog"))?;
         let registry = store.getattr(intern!(py, "_registry"))?;
         let capacity: usize = log.call_method0(intern!(py, "capacity"))?.extract()?;
+        let writer = store.getattr(intern!(py, "_writer"))?;
         Ok(AppendCore {
+            slots: Slots::new(queue_type, slotted)?,
+            log_dict: log.getattr(intern!(py, "__dict__"))?.cast_into()?.unbind(),
+            writer_dict: writer
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into()?
+                .unbind(),
+            writer: writer.unbind(),
             store_dict: store
                 .getattr(intern!(py, "__dict__"))?
                 .cast_into()?
                 .unbind(),
-            log: log.unbind(),
-            writer: store.getattr(intern!(py, "_writer"))?.unbind(),
             topics: registry
                 .getattr(intern!(py, "topics"))?
                 .cast_into()?
@@ -375,12 +459,7 @@ impl AppendCore {
         {
             return declined();
         }
-        if !self
-            .writer
-            .bind(py)
-            .getattr(intern!(py, "failure"))?
-            .is_none()
-        {
+        if !item(self.writer_dict.bind(py), intern!(py, "failure"))?.is_none() {
             return declined(); // the long way raises the store's failure
         }
         self.still_genuine(py)
@@ -393,7 +472,11 @@ impl AppendCore {
         body: &[u8],
     ) -> Step<Bound<'py, PyAny>> {
         self.check_store(py)?;
-        let info = state.getattr(intern!(py, "_info"))?;
+        let slots = &self.slots;
+        if !state.get_type().is(slots.topic_type.bind(py)) {
+            return declined();
+        }
+        let info = get(slots.info, state)?;
         let name = info
             .getattr(intern!(py, "name"))?
             .cast_into::<PyString>()
@@ -403,53 +486,61 @@ impl AppendCore {
             _ => return declined(), // deleted meanwhile: the long way says so
         }
         if info.getattr(intern!(py, "streams"))?.is_truthy()?
-            || !state.getattr(intern!(py, "blocks"))?.is_none()
+            || !get(slots.blocks, state)?.is_none()
             || info
                 .getattr(intern!(py, "settings"))?
                 .contains(intern!(py, "max_message_bytes"))?
         {
             return declined();
         }
-        let topic = state.getattr(intern!(py, "name_bytes"))?;
+        let topic_id = info.getattr(intern!(py, "id"))?.extract::<i64>()?;
+        let topic = get(slots.name_bytes, state)?;
         let topic: &[u8] = topic.extract()?;
         let length = RECORD_OVERHEAD + topic.len() + body.len();
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
             return declined();
         }
-        let writable = state
-            .getattr(intern!(py, "writable"))?
+        let writable = get(slots.writable, state)?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
         if writable.is_empty() {
             return declined();
         }
-        let round_robin = int_attr(state, intern!(py, "round_robin"))?;
+        let round_robin = get_int(slots.round_robin, state)?;
         let queue_id: i64 = writable
             .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
             .extract()?;
-        let queue = state.getattr(intern!(py, "queues"))?.get_item(queue_id)?;
+        let queues = get(slots.queues, state)?;
+        let queue = match queues.cast::<PyList>() {
+            Ok(list) => list.get_item(usize::try_from(queue_id).map_err(|_| Stop::Declined)?)?,
+            Err(_) => queues.get_item(queue_id)?,
+        };
         if !queue.get_type().is(self.queue_type.bind(py))
-            || !queue.getattr(intern!(py, "_loaded"))?.is_truthy()?
-            || queue.getattr(intern!(py, "closed"))?.is_truthy()?
+            || !get(slots.loaded, &queue)?.is_truthy()?
+            || get(slots.closed, &queue)?.is_truthy()?
         {
             return declined();
         }
-        let queue_offset = u64::try_from(int_attr(&queue, intern!(py, "_max_offset"))?)
-            .map_err(|_| Stop::Declined)?;
+        let queue_offset = get_u64(slots.max_offset, &queue)?;
         if queue_offset.is_multiple_of(TIME_INDEX_INTERVAL) {
             return declined(); // a time mark: the long way writes it
         }
-        let files = queue
-            .getattr(intern!(py, "_files"))?
+        let files = get(slots.files, &queue)?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
-        let Some(last) = files.iter().last() else {
+        let Some(last) = files
+            .len()
+            .checked_sub(1)
+            .map(|i| files.get_item(i))
+            .transpose()?
+        else {
             return declined();
         };
-        let first_index = u64::try_from(int_attr(&last, intern!(py, "first_index"))?)
-            .map_err(|_| Stop::Declined)?;
-        let entries =
-            u64::try_from(int_attr(&last, intern!(py, "entries"))?).map_err(|_| Stop::Declined)?;
+        if !last.get_type().is(slots.file_type.bind(py)) {
+            return declined();
+        }
+        let first_index = get_u64(slots.first_index, &last)?;
+        let entries = get_u64(slots.entries, &last)?;
         let Some(slot) = queue_offset
             .checked_sub(first_index)
             .filter(|s| *s < entries)
@@ -465,7 +556,7 @@ impl AppendCore {
         }
         let plan = Planned {
             state,
-            info,
+            topic_id,
             name,
             queue,
             queue_id,
@@ -555,7 +646,6 @@ impl AppendCore {
     ) -> Step<(Bound<'py, PyAny>, i64)> {
         let Planned {
             state,
-            info,
             name,
             queue,
             last,
@@ -566,7 +656,9 @@ impl AppendCore {
         let (queue_id, queue_offset, slot) = (plan.queue_id, plan.queue_offset, plan.slot);
         let (length, round_robin) = (plan.length, plan.round_robin);
         let store = self.store.bind(py);
-        let log = self.log.bind(py);
+        let store_dict = self.store_dict.bind(py);
+        let log = self.log_dict.bind(py);
+        let slots = &self.slots;
         let Some(header) = WritableView::of(self.state_map.bind(py)) else {
             return declined();
         };
@@ -578,7 +670,8 @@ impl AppendCore {
         if sequence & 1 == 1 {
             return declined();
         }
-        if i64::try_from(sequence).ok() != Some(int_attr(store, intern!(py, "_followed_sequence"))?)
+        if i64::try_from(sequence).ok()
+            != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
         {
             // Moved since this process last looked (by its own long way, or by another
             // process): the store's `_follow` decides. Nothing to follow leaves `_seen`
@@ -587,7 +680,7 @@ impl AppendCore {
             store.call_method0(intern!(py, "_follow"))?;
             if !store.getattr(intern!(py, "_seen"))?.is(&seen)
                 || i64::try_from(sequence).ok()
-                    != Some(int_attr(store, intern!(py, "_followed_sequence"))?)
+                    != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
             {
                 return declined();
             }
@@ -597,31 +690,36 @@ impl AppendCore {
         }
         // 2. The segment at the tail has room (else the long way rolls).
         let tail =
-            u64::try_from(int_attr(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
+            u64::try_from(item_int(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
         if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
             return declined();
         }
         // The active segment (`CommitLog.active`, read without its property's frame).
-        let segments = log
-            .getattr(intern!(py, "segments"))?
+        let segments = item(log, intern!(py, "segments"))?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
-        let Some(segment) = segments.iter().last() else {
+        let Some(segment) = segments
+            .len()
+            .checked_sub(1)
+            .map(|i| segments.get_item(i))
+            .transpose()?
+        else {
             return declined();
         };
-        let base =
-            u64::try_from(int_attr(&segment, intern!(py, "base"))?).map_err(|_| Stop::Declined)?;
-        let end_of_segment =
-            u64::try_from(int_attr(&segment, intern!(py, "end"))?).map_err(|_| Stop::Declined)?;
+        if !segment.get_type().is(slots.segment_type.bind(py)) {
+            return declined();
+        }
+        let base = get_u64(slots.base, &segment)?;
+        let end_of_segment = get_u64(slots.end, &segment)?;
         let end = tail + length as u64;
         if tail < base || end + MARKER_SIZE as u64 > end_of_segment {
             return declined();
         }
-        let Some(map) = WritableView::of(&segment.getattr(intern!(py, "map"))?) else {
+        let Some(map) = WritableView::of(&get(slots.map, &segment)?) else {
             return declined();
         };
         let fd = self.queue_file_fd(py, queue, last)?;
-        let last_store_ms = int_attr(log, intern!(py, "last_store_ms"))?;
+        let last_store_ms = item_int(log, intern!(py, "last_store_ms"))?;
         let now = now_ms().max(last_store_ms);
         // 3. The write begins: its extent marked, so that a death from here on is
         //    cleared by the next writer (sharedstate.begin_write + raise_extent).
@@ -667,14 +765,19 @@ impl AppendCore {
         encode_at(out, &fields, body);
         drop(map);
         // 5. This process's state, as the long way leaves it.
-        log.setattr(intern!(py, "tail"), end)?;
-        log.setattr(intern!(py, "last_store_ms"), now)?;
-        state.setattr(intern!(py, "round_robin"), round_robin + 1)?;
-        queue.setattr(intern!(py, "_max_offset"), queue_offset + 1)?;
-        let changes = int_attr(queue, intern!(py, "changes"))?;
-        queue.setattr(intern!(py, "changes"), changes + 1)?;
-        queue
-            .getattr(intern!(py, "dirty"))?
+        log.set_item(intern!(py, "tail"), end)?;
+        log.set_item(intern!(py, "last_store_ms"), now)?;
+        slots
+            .round_robin
+            .set(state, (round_robin + 1).into_pyobject(py)?.into_any());
+        slots
+            .max_offset
+            .set(queue, (queue_offset + 1).into_pyobject(py)?.into_any());
+        let changes = get_int(slots.changes, queue)?;
+        slots
+            .changes
+            .set(queue, (changes + 1).into_pyobject(py)?.into_any());
+        get(slots.dirty, queue)?
             .cast_into::<PySet>()
             .map_err(PyErr::from)?
             .add(last)?;
@@ -682,7 +785,7 @@ impl AppendCore {
         // 6. Publish (sharedstate.publish_tail): the note, then the tail, the write
         //    finished, the ring sequence, each under an odd sequence word.
         let ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire) + 1;
-        let topic_id = int_attr(info, intern!(py, "id"))?;
+        let topic_id = plan.topic_id;
         let at = RING_AT + (ring_seq % RING_ENTRIES) as usize * RING_ENTRY;
         let Some(note) = header.slice(at, RING_ENTRY) else {
             return declined();
@@ -702,8 +805,7 @@ impl AppendCore {
         fence(Ordering::SeqCst);
         header.word(SEQUENCE_AT).store(odd + 1, Ordering::Release);
         // 7. Seen: what `_published_tail` notes, and the sequence just written.
-        let seen = store
-            .getattr(intern!(py, "_seen"))?
+        let seen = item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
         let snapshot_type = self.snapshot_type.bind(py);
@@ -719,8 +821,8 @@ impl AppendCore {
                 ring_seq.into_pyobject(py)?.into_any(),
             ],
         )?;
-        store.setattr(intern!(py, "_seen"), snapshot)?;
-        store.setattr(intern!(py, "_followed_sequence"), odd + 1)?;
+        store_dict.set_item(intern!(py, "_seen"), snapshot)?;
+        store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
         self.appended.fetch_add(1, Ordering::Relaxed);
         let result_type = self.result_type.bind(py);
         let result = new_record(

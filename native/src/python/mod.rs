@@ -19,6 +19,7 @@ mod mapped;
 mod pen;
 mod reader;
 mod scan;
+mod slots;
 mod store_core;
 mod warm;
 
