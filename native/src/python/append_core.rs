@@ -197,6 +197,18 @@ pub fn seam_generation() -> u64 {
     SEAM_GENERATION.load(Ordering::SeqCst)
 }
 
+/// A write under the pen, ready to go: the `state` header (caught up), the sequence
+/// word read, the log's tail, the active segment and its bounds, the time of the write.
+struct Ready<'py> {
+    header: WritableView,
+    sequence: u64,
+    tail: u64,
+    base: u64,
+    end_of_segment: u64,
+    segment: Bound<'py, PyAny>,
+    now: i64,
+}
+
 /// Why the call stops short: declined (the caller goes the long way), or a Python error.
 enum Stop {
     Declined,
@@ -568,7 +580,7 @@ impl AppendCore {
             length,
             round_robin,
         };
-        let outcome = self.under_thread_lock(py, &plan);
+        let outcome = self.under_thread_lock(py, || self.under_pen(py, &plan));
         write_lock.call_method0(intern!(py, "release"))?;
         let (result, end) = outcome?;
         self.after(py, end)?;
@@ -597,11 +609,9 @@ impl AppendCore {
         Ok(())
     }
 
-    fn under_thread_lock<'py>(
-        &self,
-        py: Python<'py>,
-        plan: &Planned<'_, 'py>,
-    ) -> Step<(Bound<'py, PyAny>, i64)> {
+    /// Take the follow lock and the pen without waiting (the caller holds the thread
+    /// lock), run `write` under them, let go.
+    fn under_thread_lock<R>(&self, py: Python<'_>, write: impl FnOnce() -> Step<R>) -> Step<R> {
         let follow_lock = self.follow_lock.bind(py);
         if !follow_lock
             .call_method1(intern!(py, "acquire"), (false,))?
@@ -626,7 +636,7 @@ impl AppendCore {
                 declined()
             }
             Some(Taken::Free) => {
-                let outcome = self.under_pen(py, plan);
+                let outcome = write();
                 let unlocked = pen.mutex().unlock();
                 match (outcome, unlocked) {
                     (Ok(result), Ok(())) => Ok(result),
@@ -639,22 +649,10 @@ impl AppendCore {
         outcome
     }
 
-    fn under_pen<'py>(
-        &self,
-        py: Python<'py>,
-        plan: &Planned<'_, 'py>,
-    ) -> Step<(Bound<'py, PyAny>, i64)> {
-        let Planned {
-            state,
-            name,
-            queue,
-            last,
-            topic,
-            body,
-            ..
-        } = plan;
-        let (queue_id, queue_offset, slot) = (plan.queue_id, plan.queue_offset, plan.slot);
-        let (length, round_robin) = (plan.length, plan.round_robin);
+    /// Steps 1 and 2 of a write under the pen: caught up (no other process published
+    /// since this one last followed; nothing left unfinished), the tail and the active
+    /// segment, the time of the write.
+    fn ready<'py>(&self, py: Python<'py>) -> Step<Ready<'py>> {
         let store = self.store.bind(py);
         let store_dict = self.store_dict.bind(py);
         let log = self.log_dict.bind(py);
@@ -688,13 +686,13 @@ impl AppendCore {
         if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
             return declined(); // a write left unfinished: the long way clears it
         }
-        // 2. The segment at the tail has room (else the long way rolls).
+        // 2. The tail and the active segment (`CommitLog.active`, read without its
+        //    property's frame); the caller checks its room (else the long way rolls).
         let tail =
             u64::try_from(item_int(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
         if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
             return declined();
         }
-        // The active segment (`CommitLog.active`, read without its property's frame).
         let segments = item(log, intern!(py, "segments"))?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
@@ -711,20 +709,170 @@ impl AppendCore {
         }
         let base = get_u64(slots.base, &segment)?;
         let end_of_segment = get_u64(slots.end, &segment)?;
-        let end = tail + length as u64;
-        if tail < base || end + MARKER_SIZE as u64 > end_of_segment {
+        if tail < base {
             return declined();
         }
-        let Some(map) = WritableView::of(&get(slots.map, &segment)?) else {
-            return declined();
-        };
-        let fd = self.queue_file_fd(py, queue, last)?;
         let last_store_ms = item_int(log, intern!(py, "last_store_ms"))?;
-        let now = now_ms().max(last_store_ms);
-        // 3. The write begins: its extent marked, so that a death from here on is
-        //    cleared by the next writer (sharedstate.begin_write + raise_extent).
-        header.word(EXTENT_AT).store(end, Ordering::Relaxed);
-        header.word(WRITING_AT).store(1, Ordering::Release);
+        Ok(Ready {
+            header,
+            sequence,
+            tail,
+            base,
+            end_of_segment,
+            segment,
+            now: now_ms().max(last_store_ms),
+        })
+    }
+
+    /// The mapping of the active segment, when `[tail, end)` and a marker after it fit.
+    fn room(&self, ready: &Ready<'_>, end: u64) -> Step<WritableView> {
+        if end + MARKER_SIZE as u64 > ready.end_of_segment {
+            return declined();
+        }
+        WritableView::of(&get(self.slots.map, &ready.segment)?).ok_or(Stop::Declined)
+    }
+
+    /// Step 3: the write begins: its extent marked, so that a death from here on is
+    /// cleared by the next writer (sharedstate.begin_write + raise_extent).
+    fn begin(ready: &Ready<'_>, end: u64) {
+        ready.header.word(EXTENT_AT).store(end, Ordering::Relaxed);
+        ready.header.word(WRITING_AT).store(1, Ordering::Release);
+    }
+
+    /// A failed write of an entry or a time mark: the store fails with the typed error
+    /// (`Writer.native_write_failed` clears what was written past `tail`, publishes).
+    fn write_failed(&self, py: Python<'_>, error: PyErr, tail: u64) -> Stop {
+        match self
+            .writer
+            .bind(py)
+            .call_method1(intern!(py, "native_write_failed"), (error, tail))
+        {
+            Ok(failure) => Stop::Failed(PyErr::from_value(failure)),
+            Err(error) => Stop::Failed(error),
+        }
+    }
+
+    /// Entries `data` into the queue file `fd` at entry `slot`; an OSError when it fails.
+    fn write_entries(fd: i32, data: &[u8], slot: u64) -> PyResult<()> {
+        let file = std::mem::ManuallyDrop::new(
+            // SAFETY: `fd` is a descriptor this core owns (in `tails`), open until the
+            // core closes it; the File is never dropped (ManuallyDrop), so not closed.
+            unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) },
+        );
+        file.write_all_at(data, slot * ENTRY_SIZE as u64)
+            .map_err(|error| {
+                PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()))
+            })
+    }
+
+    /// What a write leaves of a queue in this process, as the long way leaves it: its
+    /// end, its change count, its last file dirty, the queue dirty in the registry.
+    fn moved_queue(
+        &self,
+        py: Python<'_>,
+        queue: &Bound<'_, PyAny>,
+        last: &Bound<'_, PyAny>,
+        end_offset: u64,
+    ) -> Step<()> {
+        let slots = &self.slots;
+        slots
+            .max_offset
+            .set(queue, end_offset.into_pyobject(py)?.into_any());
+        let changes = get_int(slots.changes, queue)?;
+        slots
+            .changes
+            .set(queue, (changes + 1).into_pyobject(py)?.into_any());
+        get(slots.dirty, queue)?
+            .cast_into::<PySet>()
+            .map_err(PyErr::from)?
+            .add(last)?;
+        self.dirty.bind(py).add(queue)?;
+        Ok(())
+    }
+
+    /// Steps 5 to 7: the log's tail and store time in this process; publish
+    /// (sharedstate.publish_tail: the notes `(queue id, new queue end)` of topic
+    /// `topic_id`, then the tail, the write finished, the ring sequence, each under an
+    /// odd sequence word); seen (what `_published_tail` notes, the sequence written).
+    fn publish(
+        &self,
+        py: Python<'_>,
+        ready: &Ready<'_>,
+        end: u64,
+        topic_id: i64,
+        notes: &[(i64, u64)],
+    ) -> Step<()> {
+        let header = &ready.header;
+        let now = ready.now;
+        let log = self.log_dict.bind(py);
+        log.set_item(intern!(py, "tail"), end)?;
+        log.set_item(intern!(py, "last_store_ms"), now)?;
+        let mut ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire);
+        for &(queue_id, end_offset) in notes {
+            ring_seq += 1;
+            let at = RING_AT + (ring_seq % RING_ENTRIES) as usize * RING_ENTRY;
+            let Some(note) = header.slice(at, RING_ENTRY) else {
+                return declined();
+            };
+            note[0..8].copy_from_slice(&ring_seq.to_le_bytes());
+            note[8..12].copy_from_slice(&(topic_id as u32).to_le_bytes());
+            note[12..16].copy_from_slice(&(queue_id as u32).to_le_bytes());
+            note[16..24].copy_from_slice(&end_offset.to_le_bytes());
+            note[24..32].copy_from_slice(&now.to_le_bytes());
+        }
+        let odd = ready.sequence | 1;
+        header.word(SEQUENCE_AT).store(odd, Ordering::Release);
+        fence(Ordering::SeqCst);
+        header.word(TAIL_AT).store(end, Ordering::Relaxed);
+        header.word(WRITING_AT).store(0, Ordering::Relaxed);
+        header.word(EXTENT_AT).store(0, Ordering::Relaxed);
+        header.word(RING_SEQ_AT).store(ring_seq, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        header.word(SEQUENCE_AT).store(odd + 1, Ordering::Release);
+        let store_dict = self.store_dict.bind(py);
+        let seen = item(store_dict, intern!(py, "_seen"))?
+            .cast_into::<PyTuple>()
+            .map_err(PyErr::from)?;
+        let snapshot = new_record(
+            py,
+            self.snapshot_type.bind(py),
+            [
+                end.into_pyobject(py)?.into_any(),
+                seen.get_item(1)?,
+                seen.get_item(2)?,
+                seen.get_item(3)?,
+                seen.get_item(4)?,
+                ring_seq.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        store_dict.set_item(intern!(py, "_seen"), snapshot)?;
+        store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
+        Ok(())
+    }
+
+    fn under_pen<'py>(
+        &self,
+        py: Python<'py>,
+        plan: &Planned<'_, 'py>,
+    ) -> Step<(Bound<'py, PyAny>, i64)> {
+        let Planned {
+            state,
+            name,
+            queue,
+            last,
+            topic,
+            body,
+            ..
+        } = plan;
+        let (queue_id, queue_offset, slot) = (plan.queue_id, plan.queue_offset, plan.slot);
+        let (length, round_robin) = (plan.length, plan.round_robin);
+        let ready = self.ready(py)?;
+        let tail = ready.tail;
+        let end = tail + length as u64;
+        let map = self.room(&ready, end)?;
+        let fd = self.queue_file_fd(py, queue, last)?;
+        let now = ready.now;
+        Self::begin(&ready, end);
         // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
         //    record into the mapping.
         let mut entry = Vec::with_capacity(ENTRY_SIZE);
@@ -734,21 +882,10 @@ impl AppendCore {
             tag_hash: 0,
         }
         .pack_into(&mut entry);
-        let file = std::mem::ManuallyDrop::new(
-            // SAFETY: `fd` is a descriptor this core owns (in `tails`), open until the
-            // core closes it; the File is never dropped (ManuallyDrop), so not closed.
-            unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) },
-        );
-        if let Err(error) = file.write_all_at(&entry, slot * ENTRY_SIZE as u64) {
-            let error =
-                PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()));
-            let failure = self
-                .writer
-                .bind(py)
-                .call_method1(intern!(py, "native_write_failed"), (error, tail))?;
-            return Err(Stop::Failed(PyErr::from_value(failure)));
+        if let Err(error) = Self::write_entries(fd, &entry, slot) {
+            return Err(self.write_failed(py, error, tail));
         }
-        let Some(out) = map.slice((tail - base) as usize, length) else {
+        let Some(out) = map.slice((tail - ready.base) as usize, length) else {
             return declined();
         };
         let fields = Fields {
@@ -764,70 +901,22 @@ impl AppendCore {
         };
         encode_at(out, &fields, body);
         drop(map);
-        // 5. This process's state, as the long way leaves it.
-        log.set_item(intern!(py, "tail"), end)?;
-        log.set_item(intern!(py, "last_store_ms"), now)?;
-        slots
+        // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
+        self.slots
             .round_robin
             .set(state, (round_robin + 1).into_pyobject(py)?.into_any());
-        slots
-            .max_offset
-            .set(queue, (queue_offset + 1).into_pyobject(py)?.into_any());
-        let changes = get_int(slots.changes, queue)?;
-        slots
-            .changes
-            .set(queue, (changes + 1).into_pyobject(py)?.into_any());
-        get(slots.dirty, queue)?
-            .cast_into::<PySet>()
-            .map_err(PyErr::from)?
-            .add(last)?;
-        self.dirty.bind(py).add(queue)?;
-        // 6. Publish (sharedstate.publish_tail): the note, then the tail, the write
-        //    finished, the ring sequence, each under an odd sequence word.
-        let ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire) + 1;
-        let topic_id = plan.topic_id;
-        let at = RING_AT + (ring_seq % RING_ENTRIES) as usize * RING_ENTRY;
-        let Some(note) = header.slice(at, RING_ENTRY) else {
-            return declined();
-        };
-        note[0..8].copy_from_slice(&ring_seq.to_le_bytes());
-        note[8..12].copy_from_slice(&(topic_id as u32).to_le_bytes());
-        note[12..16].copy_from_slice(&(queue_id as u32).to_le_bytes());
-        note[16..24].copy_from_slice(&(queue_offset + 1).to_le_bytes());
-        note[24..32].copy_from_slice(&now.to_le_bytes());
-        let odd = sequence | 1;
-        header.word(SEQUENCE_AT).store(odd, Ordering::Release);
-        fence(Ordering::SeqCst);
-        header.word(TAIL_AT).store(end, Ordering::Relaxed);
-        header.word(WRITING_AT).store(0, Ordering::Relaxed);
-        header.word(EXTENT_AT).store(0, Ordering::Relaxed);
-        header.word(RING_SEQ_AT).store(ring_seq, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        header.word(SEQUENCE_AT).store(odd + 1, Ordering::Release);
-        // 7. Seen: what `_published_tail` notes, and the sequence just written.
-        let seen = item(store_dict, intern!(py, "_seen"))?
-            .cast_into::<PyTuple>()
-            .map_err(PyErr::from)?;
-        let snapshot_type = self.snapshot_type.bind(py);
-        let snapshot = new_record(
+        self.moved_queue(py, queue, last, queue_offset + 1)?;
+        self.publish(
             py,
-            snapshot_type,
-            [
-                end.into_pyobject(py)?.into_any(),
-                seen.get_item(1)?,
-                seen.get_item(2)?,
-                seen.get_item(3)?,
-                seen.get_item(4)?,
-                ring_seq.into_pyobject(py)?.into_any(),
-            ],
+            &ready,
+            end,
+            plan.topic_id,
+            &[(queue_id, queue_offset + 1)],
         )?;
-        store_dict.set_item(intern!(py, "_seen"), snapshot)?;
-        store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
         self.appended.fetch_add(1, Ordering::Relaxed);
-        let result_type = self.result_type.bind(py);
         let result = new_record(
             py,
-            result_type,
+            self.result_type.bind(py),
             [
                 message_id(py, &self.prefix, tail).into_any(),
                 name.clone().into_any(),
