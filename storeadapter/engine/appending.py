@@ -3,8 +3,8 @@
 ``MessageStore``'s public append methods (store.py mixes this class in). Each one finds
 the topic and hands the messages to the ``Writer`` (writer.py), which validates and
 prepares them, writes them under the write lock and publishes them; plain bodies that
-fit go its fast path unprepared, a single one first to the native append
-(nativeappend.py). What this class uses of the store: ``_registry``, ``_topic``,
+fit go its fast path unprepared, a single one or a list of bodies first to the native
+append (nativeappend.py). What this class uses of the store: ``_registry``, ``_topic``,
 ``_writer``, ``_appender``, ``_disk`` and ``config``. (Appends to event streams are in store.py.)
 """
 
@@ -77,5 +77,11 @@ class Appending:
         writer = self._writer
         limit = writer.plain_body_limit(state)
         if set(map(type, messages)) == _BYTES_ONLY and max(map(len, messages)) <= limit:
+            # One native call for a plain batch (nativeappend.py); None: declined.
+            appender = self._appender
+            if appender is not None and self._disk.ratio < self.config.disk_reject_ratio:
+                results = appender.append_batch(state, messages)
+                if results is not None:
+                    return results
             return writer.append_prepared(state, messages, plain=True)
         return writer.append_prepared(state, writer.prepare_batch(state, messages, limit))

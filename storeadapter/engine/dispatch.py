@@ -86,7 +86,7 @@ class Dispatcher(Protocol):
         put into the index; return how many entries went (0 where not counted)."""
 
 
-class TimeIndexDispatch:
+class TimeIndexDispatch(metaclass=Watched):
     """Each queue's time index: a mark (queue offset, store time) every
     ``TIME_INDEX_INTERVAL`` entries. Its marks past an undone write go with their
     queue's entries (``ConsumeQueue.erase_unpublished``)."""

@@ -19,6 +19,7 @@ from .dispatch import EventIndexDispatch, KeyIndexDispatch, QueueDispatch, TimeI
 from .results import AppendResult
 from .segment import Segment
 from .sharedstate import SharedSnapshot, SharedState
+from .timeindex import TimeIndex
 from .topics import Topic
 from .warming import WARM_ASK_BYTES
 from .writer import Writer
@@ -34,6 +35,8 @@ _SEAM = (
     (ConsumeQueue, "_put"),
     (QueueFile, "pwrite"),
     (QueueDispatch, "dispatch"),
+    (TimeIndexDispatch, "dispatch"),
+    (TimeIndex, "write"),
     (SharedState, "begin_write"),
     (SharedState, "raise_extent"),
     (SharedState, "publish_tail"),

@@ -30,11 +30,12 @@ use pyo3::exceptions::PyOSError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use super::pen::Pen;
 use super::slots::Slot;
 use super::{check_record_type, id_prefix, message_id, new_record};
+use crate::appending;
 use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::pen::Taken;
 use crate::record::{encode_at, Fields, MARKER_SIZE, RECORD_OVERHEAD};
@@ -78,6 +79,7 @@ struct Slots {
     files: Slot,
     changes: Slot,
     dirty: Slot,
+    time_index: Slot,
     first_index: Slot,
     entries: Slot,
     base: Slot,
@@ -104,6 +106,7 @@ impl Slots {
             files: Slot::of(queue_type, "_files")?,
             changes: Slot::of(queue_type, "changes")?,
             dirty: Slot::of(queue_type, "dirty")?,
+            time_index: Slot::of(queue_type, "time_index")?,
             first_index: Slot::of(&file, "first_index")?,
             entries: Slot::of(&file, "entries")?,
             base: Slot::of(&segment, "base")?,
@@ -173,6 +176,7 @@ pub struct AppendCore {
     capacity: usize,
     tails: Mutex<HashMap<usize, Tail>>,
     appended: AtomicU64,
+    batched: AtomicU64,
     /// The seam generation at which `genuine` was last found all in place
     /// (`NEVER_CHECKED` until then).
     seam_checked: AtomicU64,
@@ -207,6 +211,25 @@ struct Ready<'py> {
     end_of_segment: u64,
     segment: Bound<'py, PyAny>,
     now: i64,
+}
+
+/// The topic of a plain write (`plain_topic`).
+struct PlainTopic<'py> {
+    topic_id: i64,
+    name: Bound<'py, PyString>,
+    name_bytes: Bound<'py, PyBytes>,
+    writable: Bound<'py, PyList>,
+    round_robin: i64,
+}
+
+/// A queue of a batch's turn with room in its last file for its share (`queue_room`).
+struct QueueRoom<'py> {
+    queue_id: i64,
+    queue: Bound<'py, PyAny>,
+    last: Bound<'py, PyAny>,
+    base: u64,
+    slot: u64,
+    count: u64,
 }
 
 /// Why the call stops short: declined (the caller goes the long way), or a Python error.
@@ -400,6 +423,7 @@ impl AppendCore {
             capacity,
             tails: Mutex::new(HashMap::new()),
             appended: AtomicU64::new(0),
+            batched: AtomicU64::new(0),
             seam_checked: AtomicU64::new(NEVER_CHECKED),
         })
     }
@@ -419,6 +443,29 @@ impl AppendCore {
             Err(Stop::Declined) => Ok(None),
             Err(Stop::Failed(error)) => Err(error),
         }
+    }
+
+    /// Append `bodies` (a list of bytes) to topic `state` as `MessageStore.append_batch`
+    /// would: to the writable queues in turn, in one write; their `AppendResult`s, or None
+    /// when declined (as `append`, and also when the batch needs a new queue file or a
+    /// segment roll). Raises the typed error of a failed write.
+    fn append_batch<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        bodies: &Bound<'py, PyList>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        match self.try_batch(py, state, bodies) {
+            Ok(results) => Ok(Some(results)),
+            Err(Stop::Declined) => Ok(None),
+            Err(Stop::Failed(error)) => Err(error),
+        }
+    }
+
+    /// How many batches this core wrote.
+    #[getter]
+    fn batched(&self) -> u64 {
+        self.batched.load(Ordering::Relaxed)
     }
 
     /// How many appends this core made (tests see that the native path was taken).
@@ -475,6 +522,253 @@ impl AppendCore {
             return declined(); // the long way raises the store's failure
         }
         self.still_genuine(py)
+    }
+
+    /// The topic of a plain write: `state` still the registry's, files per queue, no
+    /// `max_message_bytes` of its own, not a stream topic. Its name, id, name's bytes,
+    /// writable queues and round-robin.
+    fn plain_topic<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+    ) -> Step<PlainTopic<'py>> {
+        let slots = &self.slots;
+        if !state.get_type().is(slots.topic_type.bind(py)) {
+            return declined();
+        }
+        let info = get(slots.info, state)?;
+        let name = info
+            .getattr(intern!(py, "name"))?
+            .cast_into::<PyString>()
+            .map_err(PyErr::from)?;
+        match self.topics.bind(py).get_item(&name)? {
+            Some(current) if current.is(state) => {}
+            _ => return declined(), // deleted meanwhile: the long way says so
+        }
+        if info.getattr(intern!(py, "streams"))?.is_truthy()?
+            || !get(slots.blocks, state)?.is_none()
+            || info
+                .getattr(intern!(py, "settings"))?
+                .contains(intern!(py, "max_message_bytes"))?
+        {
+            return declined();
+        }
+        let writable = get(slots.writable, state)?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        if writable.is_empty() {
+            return declined();
+        }
+        Ok(PlainTopic {
+            topic_id: info.getattr(intern!(py, "id"))?.extract::<i64>()?,
+            name,
+            name_bytes: get(slots.name_bytes, state)?
+                .cast_into::<PyBytes>()
+                .map_err(PyErr::from)?,
+            writable,
+            round_robin: get_int(slots.round_robin, state)?,
+        })
+    }
+
+    /// Queue `queue_id` of `state` when `count` entries from its end fit in its last
+    /// file (else the long way makes a new one): the queue, that file, its end, and the
+    /// slot of the first entry in the file.
+    fn queue_room<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        queue_id: i64,
+        count: u64,
+    ) -> Step<QueueRoom<'py>> {
+        let slots = &self.slots;
+        let queues = get(slots.queues, state)?;
+        let queue = match queues.cast::<PyList>() {
+            Ok(list) => list.get_item(usize::try_from(queue_id).map_err(|_| Stop::Declined)?)?,
+            Err(_) => queues.get_item(queue_id)?,
+        };
+        if !queue.get_type().is(self.queue_type.bind(py))
+            || !get(slots.loaded, &queue)?.is_truthy()?
+            || get(slots.closed, &queue)?.is_truthy()?
+        {
+            return declined();
+        }
+        let base = get_u64(slots.max_offset, &queue)?;
+        let files = get(slots.files, &queue)?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        let Some(last) = files
+            .len()
+            .checked_sub(1)
+            .map(|i| files.get_item(i))
+            .transpose()?
+        else {
+            return declined();
+        };
+        if !last.get_type().is(slots.file_type.bind(py)) {
+            return declined();
+        }
+        let first_index = get_u64(slots.first_index, &last)?;
+        let entries = get_u64(slots.entries, &last)?;
+        let Some(slot) = base
+            .checked_sub(first_index)
+            .filter(|s| s + count <= entries)
+        else {
+            return declined(); // a new queue file: the long way creates it
+        };
+        Ok(QueueRoom {
+            queue_id,
+            queue,
+            last,
+            base,
+            slot,
+            count,
+        })
+    }
+
+    fn try_batch<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        bodies: &Bound<'py, PyList>,
+    ) -> Step<Bound<'py, PyList>> {
+        self.check_store(py)?;
+        let topic = self.plain_topic(py, state)?;
+        let count = bodies.len();
+        if count == 0 || topic.name_bytes.as_bytes().len() > 255 {
+            return declined();
+        }
+        let held: Vec<Bound<'py, PyBytes>> = bodies
+            .iter()
+            .map(|item| item.cast_into::<PyBytes>().map_err(|_| Stop::Declined))
+            .collect::<Step<_>>()?;
+        let slices: Vec<&[u8]> = held.iter().map(|b| b.as_bytes()).collect();
+        if slices.iter().any(|b| b.len() > self.max_body) {
+            return declined();
+        }
+        let name_bytes = topic.name_bytes.as_bytes();
+        let length = appending::plain_length(name_bytes, &slices);
+        if length > self.capacity {
+            return declined();
+        }
+        // The turn: the writable queues from the round-robin on, as `_write_plain`.
+        let writable = &topic.writable;
+        let width = count.min(writable.len());
+        let mut rooms = Vec::with_capacity(width);
+        for j in 0..width {
+            let queue_id: i64 = writable
+                .get_item(
+                    (topic.round_robin + j as i64).rem_euclid(writable.len() as i64) as usize,
+                )?
+                .extract()?;
+            let share = (count / width + usize::from(j < count % width)) as u64;
+            rooms.push(self.queue_room(py, state, queue_id, share)?);
+        }
+        let write_lock = self.write_lock.bind(py);
+        if !write_lock
+            .call_method1(intern!(py, "acquire"), (false,))?
+            .is_truthy()?
+        {
+            return declined(); // another thread is in a write session
+        }
+        let outcome = self.under_thread_lock(py, || {
+            self.batch_under_pen(py, state, &topic, &rooms, &slices, length)
+        });
+        write_lock.call_method0(intern!(py, "release"))?;
+        let (results, end) = outcome?;
+        self.after(py, end)?;
+        Ok(results)
+    }
+
+    fn batch_under_pen<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        topic: &PlainTopic<'py>,
+        rooms: &[QueueRoom<'py>],
+        bodies: &[&[u8]],
+        length: usize,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
+        let ready = self.ready(py)?;
+        let tail = ready.tail;
+        let end = tail + length as u64;
+        let map = self.room(&ready, end)?;
+        let fds = rooms
+            .iter()
+            .map(|room| self.queue_file_fd(py, &room.queue, &room.last))
+            .collect::<Step<Vec<i32>>>()?;
+        let now = ready.now;
+        let turn: Vec<u32> = rooms.iter().map(|room| room.queue_id as u32).collect();
+        let bases: Vec<u64> = rooms.iter().map(|room| room.base).collect();
+        let batch = appending::PlainBatch {
+            topic: topic.name_bytes.as_bytes(),
+            tail,
+            now,
+            turn: &turn,
+            bases: &bases,
+        };
+        let Some(out) = map.slice((tail - ready.base) as usize, length) else {
+            return declined();
+        };
+        Self::begin(&ready, end);
+        // 4. The records into the mapping, then each queue's entries (one pwrite a
+        //    queue), then the time marks (`TimeIndex.write`, one call a mark, as
+        //    `TimeIndexDispatch` does); a failure clears all of it past the tail.
+        let placed = appending::encode_plain(&batch, bodies, out);
+        drop(map);
+        for ((room, fd), entries) in rooms.iter().zip(&fds).zip(&placed.entries) {
+            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
+                return Err(self.write_failed(py, error, tail));
+            }
+        }
+        for room in rooms {
+            let mut mark = room.base.div_ceil(TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL;
+            while mark < room.base + room.count {
+                let time_index = get(self.slots.time_index, &room.queue)?;
+                if let Err(error) =
+                    time_index.call_method1(intern!(py, "write"), (vec![(mark, now)],))
+                {
+                    if error.is_instance_of::<PyOSError>(py) {
+                        return Err(self.write_failed(py, error, tail));
+                    }
+                    return Err(Stop::Failed(error));
+                }
+                mark += TIME_INDEX_INTERVAL;
+            }
+        }
+        // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
+        self.slots.round_robin.set(
+            state,
+            (topic.round_robin + bodies.len() as i64)
+                .into_pyobject(py)?
+                .into_any(),
+        );
+        let mut notes = Vec::with_capacity(rooms.len());
+        for room in rooms {
+            self.moved_queue(py, &room.queue, &room.last, room.base + room.count)?;
+            notes.push((room.queue_id, room.base + room.count));
+        }
+        self.publish(py, &ready, end, topic.topic_id, &notes)?;
+        self.batched.fetch_add(1, Ordering::Relaxed);
+        let results = PyList::empty(py);
+        let status = self.status.bind(py);
+        let result_type = self.result_type.bind(py);
+        let stored = now.into_pyobject(py)?.into_any();
+        for i in 0..placed.starts.len() {
+            results.append(new_record(
+                py,
+                result_type,
+                [
+                    message_id(py, &self.prefix, placed.starts[i]).into_any(),
+                    topic.name.clone().into_any(),
+                    placed.queue_ids[i].into_pyobject(py)?.into_any(),
+                    placed.queue_offsets[i].into_pyobject(py)?.into_any(),
+                    placed.starts[i].into_pyobject(py)?.into_any(),
+                    stored.clone(),
+                    status.clone().into_any(),
+                ],
+            )?)?;
+        }
+        Ok((results, end as i64))
     }
 
     fn try_append<'py>(
