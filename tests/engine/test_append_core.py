@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore, StoreConfig, fileio
 from tests.engine.storetools import read_all, small_config
 
@@ -165,3 +167,28 @@ def test_a_replaced_time_index_write_turns_the_native_batch_down(tmp_path, monke
 
         assert store._appender.batched == before
         assert calls, "the long way wrote the time mark through the replaced method"
+
+
+def test_the_native_calls_leave_a_disk_past_its_reject_ratio_to_the_long_way(tmp_path):
+    from storeadapter.engine import DiskFullError
+
+    with MessageStore.open(tmp_path / "s", _async_config()) as store:
+        store.create_topic("t", queues=1, layout="files")
+        store.append("t", b"first")
+        store._disk.ratio = 0.999
+        before = (store._appender.appended, store._appender.batched)
+        with pytest.raises(DiskFullError):
+            store.append("t", b"refused")
+        with pytest.raises(DiskFullError):
+            store.append_batch("t", [b"refused"] * 3)
+        assert (store._appender.appended, store._appender.batched) == before
+
+
+def test_an_unknown_topic_is_left_to_the_long_way(tmp_path):
+    from storeadapter.engine import TopicNotFoundError
+
+    with MessageStore.open(tmp_path / "s", _async_config()) as store:
+        with pytest.raises(TopicNotFoundError):
+            store.append("nowhere", b"x")
+        with pytest.raises((TypeError, TopicNotFoundError)):  # as the long way answers it
+            store.append(["not", "a", "name"], b"x")  # type: ignore[arg-type]

@@ -148,6 +148,9 @@ pub struct AppendCore {
     log_dict: Py<PyDict>,
     writer: Py<PyAny>,
     writer_dict: Py<PyDict>,
+    /// The store's `DiskUse` (its `ratio`) and `disk_reject_ratio`.
+    disk_dict: Py<PyDict>,
+    reject_ratio: f64,
     slots: Slots,
     topics: Py<PyDict>,
     dirty: Py<PySet>,
@@ -383,6 +386,15 @@ impl AppendCore {
                 .cast_into()?
                 .unbind(),
             writer: writer.unbind(),
+            disk_dict: store
+                .getattr(intern!(py, "_disk"))?
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into()?
+                .unbind(),
+            reject_ratio: store
+                .getattr(intern!(py, "config"))?
+                .getattr(intern!(py, "disk_reject_ratio"))?
+                .extract()?,
             store_dict: store
                 .getattr(intern!(py, "__dict__"))?
                 .cast_into()?
@@ -428,17 +440,22 @@ impl AppendCore {
         })
     }
 
-    /// Append `body` (bytes) to topic `state` (the registry's `Topic`) as
-    /// `MessageStore.append` would with no other argument; its `AppendResult`, or None
-    /// when declined (see the module docs). Raises the typed error of a failed write
-    /// (the store then refuses writes, as after any failed write).
+    /// Append `body` (bytes) to the topic named `topic` as `MessageStore.append` would
+    /// with no other argument; its `AppendResult`, or None when declined (see the module
+    /// docs; also when the topic is not in the registry, or the disk is past
+    /// `disk_reject_ratio`: the long way loads it or raises). Raises the typed error of
+    /// a failed write (the store then refuses writes, as after any failed write).
     fn append<'py>(
         &self,
         py: Python<'py>,
-        state: &Bound<'py, PyAny>,
+        topic: &Bound<'py, PyAny>,
         body: &[u8],
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.try_append(py, state, body) {
+        let found = match self.topics.bind(py).get_item(topic) {
+            Ok(Some(state)) => state,
+            _ => return Ok(None),
+        };
+        match self.try_append(py, &found, body) {
             Ok(result) => Ok(Some(result)),
             Err(Stop::Declined) => Ok(None),
             Err(Stop::Failed(error)) => Err(error),
@@ -520,6 +537,10 @@ impl AppendCore {
         }
         if !item(self.writer_dict.bind(py), intern!(py, "failure"))?.is_none() {
             return declined(); // the long way raises the store's failure
+        }
+        match item(self.disk_dict.bind(py), intern!(py, "ratio"))?.extract::<f64>() {
+            Ok(ratio) if ratio < self.reject_ratio => {}
+            _ => return declined(), // the long way refuses it (DiskFullError)
         }
         self.still_genuine(py)
     }
@@ -779,40 +800,18 @@ impl AppendCore {
     ) -> Step<Bound<'py, PyAny>> {
         self.check_store(py)?;
         let slots = &self.slots;
-        if !state.get_type().is(slots.topic_type.bind(py)) {
-            return declined();
-        }
-        let info = get(slots.info, state)?;
-        let name = info
-            .getattr(intern!(py, "name"))?
-            .cast_into::<PyString>()
-            .map_err(PyErr::from)?;
-        match self.topics.bind(py).get_item(&name)? {
-            Some(current) if current.is(state) => {}
-            _ => return declined(), // deleted meanwhile: the long way says so
-        }
-        if info.getattr(intern!(py, "streams"))?.is_truthy()?
-            || !get(slots.blocks, state)?.is_none()
-            || info
-                .getattr(intern!(py, "settings"))?
-                .contains(intern!(py, "max_message_bytes"))?
-        {
-            return declined();
-        }
-        let topic_id = info.getattr(intern!(py, "id"))?.extract::<i64>()?;
-        let topic = get(slots.name_bytes, state)?;
-        let topic: &[u8] = topic.extract()?;
+        let PlainTopic {
+            topic_id,
+            name,
+            name_bytes,
+            writable,
+            round_robin,
+        } = self.plain_topic(py, state)?;
+        let topic = name_bytes.as_bytes();
         let length = RECORD_OVERHEAD + topic.len() + body.len();
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
             return declined();
         }
-        let writable = get(slots.writable, state)?
-            .cast_into::<PyList>()
-            .map_err(PyErr::from)?;
-        if writable.is_empty() {
-            return declined();
-        }
-        let round_robin = get_int(slots.round_robin, state)?;
         let queue_id: i64 = writable
             .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
             .extract()?;
