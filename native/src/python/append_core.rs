@@ -85,6 +85,7 @@ struct Slots {
     base: Slot,
     end: Slot,
     map: Slot,
+    fd: Slot,
 }
 
 impl Slots {
@@ -112,6 +113,7 @@ impl Slots {
             base: Slot::of(&segment, "base")?,
             end: Slot::of(&segment, "end")?,
             map: Slot::of(&segment, "map")?,
+            fd: Slot::of(&segment, "fd")?,
             topic_type: topic.unbind(),
             file_type: file.unbind(),
             segment_type: segment.unbind(),
@@ -727,15 +729,19 @@ impl AppendCore {
             turn: &turn,
             bases: &bases,
         };
-        let Some(out) = map.slice((tail - ready.base) as usize, length) else {
-            return declined();
-        };
-        Self::begin(&ready, end);
-        // 4. The records into the mapping, then each queue's entries (one pwrite a
-        //    queue), then the time marks (`TimeIndex.write`, one call a mark, as
-        //    `TimeIndexDispatch` does); a failure clears all of it past the tail.
-        let placed = appending::encode_plain(&batch, bodies, out);
         drop(map);
+        let segment_fd =
+            i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
+        let mut out = vec![0u8; length];
+        let placed = appending::encode_plain(&batch, bodies, &mut out);
+        Self::begin(&ready, end);
+        // 4. The records with one pwrite (as the long way: no page faults on the
+        //    mapping's first touches), then each queue's entries (one pwrite a queue),
+        //    then the time marks (`TimeIndex.write`, one call a mark, as
+        //    `TimeIndexDispatch` does); a failure clears all of it past the tail.
+        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
+            return Err(self.write_failed(py, error, tail));
+        }
         for ((room, fd), entries) in rooms.iter().zip(&fds).zip(&placed.entries) {
             if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
                 return Err(self.write_failed(py, error, tail));
@@ -1047,15 +1053,21 @@ impl AppendCore {
 
     /// Entries `data` into the queue file `fd` at entry `slot`; an OSError when it fails.
     fn write_entries(fd: i32, data: &[u8], slot: u64) -> PyResult<()> {
+        Self::write_at(fd, data, slot * ENTRY_SIZE as u64)
+    }
+
+    /// `data` into the file `fd` at `position`; an OSError when it fails.
+    fn write_at(fd: i32, data: &[u8], position: u64) -> PyResult<()> {
         let file = std::mem::ManuallyDrop::new(
-            // SAFETY: `fd` is a descriptor this core owns (in `tails`), open until the
-            // core closes it; the File is never dropped (ManuallyDrop), so not closed.
+            // SAFETY: `fd` is a queue file's descriptor this core owns (in `tails`, open
+            // until the core closes it) or the active segment's, whose `Segment` the
+            // caller holds for the call; the File is never dropped (ManuallyDrop), so
+            // the descriptor is not closed here.
             unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) },
         );
-        file.write_all_at(data, slot * ENTRY_SIZE as u64)
-            .map_err(|error| {
-                PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()))
-            })
+        file.write_all_at(data, position).map_err(|error| {
+            PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()))
+        })
     }
 
     /// What a write leaves of a queue in this process, as the long way leaves it: its
