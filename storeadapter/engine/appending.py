@@ -3,9 +3,9 @@
 ``MessageStore``'s public append methods (store.py mixes this class in). Each one finds
 the topic and hands the messages to the ``Writer`` (writer.py), which validates and
 prepares them, writes them under the write lock and publishes them; plain bodies that
-fit go its fast path unprepared, a single one first to the native append
-(nativeappend.py). What this class uses of the store: ``_registry``, ``_topic``,
-``_writer``, ``_appender``, ``_disk`` and ``config``. (Appends to event streams are in store.py.)
+fit go its fast path unprepared, a single one or a list of bodies first to the native
+append (nativeappend.py). What this class uses of the store: ``_registry``, ``_topic``,
+``_writer`` and ``_appender``. (Appends to event streams are in store.py.)
 """
 
 from __future__ import annotations
@@ -40,24 +40,26 @@ class Appending:
         ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
         InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
         """
-        state = self._registry.topics.get(topic) or self._topic(topic)
-        writer = self._writer
-        if (
+        plain = (
             type(body) is bytes
             and key is None
             and tag is None
             and queue is None
             and not properties
             and dedup_id is None
-        ):
-            # One native call for the common case (nativeappend.py); None: declined.
+        )
+        if plain:
+            # One native call for the common case (nativeappend.py): it finds the topic
+            # and checks the disk itself; None: declined.
             appender = self._appender
-            if appender is not None and self._disk.ratio < self.config.disk_reject_ratio:
-                result = appender.append(state, body)
+            if appender is not None:
+                result = appender.append(topic, body)
                 if result is not None:
                     return result
-            if len(body) <= writer.plain_body_limit(state):
-                return writer.append_prepared(state, [body], plain=True)[0]
+        state = self._registry.topics.get(topic) or self._topic(topic)
+        writer = self._writer
+        if plain and len(body) <= writer.plain_body_limit(state):
+            return writer.append_prepared(state, [body], plain=True)[0]
         prepared = writer.prepare(state, body, key, tag, queue, properties, None, dedup_id)
         return writer.append_prepared(state, [prepared])[0]
 
@@ -77,5 +79,11 @@ class Appending:
         writer = self._writer
         limit = writer.plain_body_limit(state)
         if set(map(type, messages)) == _BYTES_ONLY and max(map(len, messages)) <= limit:
+            # One native call for a plain batch (nativeappend.py); None: declined.
+            appender = self._appender
+            if appender is not None:
+                results = appender.append_batch(state, messages)
+                if results is not None:
+                    return results
             return writer.append_prepared(state, messages, plain=True)
         return writer.append_prepared(state, writer.prepare_batch(state, messages, limit))

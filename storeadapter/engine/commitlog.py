@@ -20,10 +20,11 @@ from .record import (
     record_store_time,
     trailing_length,
 )
+from .seam import Watched
 from .segment import Segment, is_segment_name, segment_name
 
 
-class CommitLog:
+class CommitLog(metaclass=Watched):
     """The ordered segments of a store and the position the next record goes to.
 
     ``tail`` is the published end: every byte before it belongs to a complete record

@@ -21,6 +21,7 @@ from pathlib import Path
 from . import fileio
 from .handles import HandleCache
 from .queuebase import ENTRY, ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
+from .seam import Watched, WatchedABC
 from .segment import is_segment_name, segment_name
 from .timeindex import TimeIndex
 
@@ -30,7 +31,7 @@ _LIST_TRIES = 8
 TIME_INDEX_INTERVAL = 128
 
 
-class QueueFile:
+class QueueFile(metaclass=Watched):
     """One file of a queue; its descriptor is opened on use through the handle cache.
 
     Its path is kept as a string (a ``Path`` is two objects for the garbage collector to
@@ -148,7 +149,7 @@ class QueueFile:
         self.handles.forget(self)
 
 
-class ConsumeQueue(QueueBase):
+class ConsumeQueue(QueueBase, metaclass=WatchedABC):
     """The entries of one queue of one topic; ``max_offset`` is the next index to write.
 
     ``on_load`` is called once the queue's files have been looked at, before any other

@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 2
+NATIVE_INTERFACE = 3
 
 
 def _check_native(module) -> None:
@@ -67,6 +67,10 @@ Filter = _native.Filter
 Pen = _native.Pen
 StoreCore = _native.StoreCore
 AppendCore = _native.AppendCore
+#: The seam generation (seam.py): moved whenever a function of the write path is
+#: replaced or put back; the native append looks its genuine functions up again then.
+seam_changed = _native.seam_changed
+seam_generation = _native.seam_generation
 #: (``eventindex.stream_hash``, ``eventindex.command_hash`` or 0) of a stream id and a
 #: command id (or None).
 stream_hashes = _native.stream_hashes

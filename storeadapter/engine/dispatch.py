@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from .blockqueue import BlockQueue
 from .follow import mark_written, unpublished_records
 from .queuebase import ENTRY_SIZE, seal_entries
+from .seam import Watched
 
 if TYPE_CHECKING:
     from .commitlog import CommitLog
@@ -85,7 +86,7 @@ class Dispatcher(Protocol):
         put into the index; return how many entries went (0 where not counted)."""
 
 
-class TimeIndexDispatch:
+class TimeIndexDispatch(metaclass=Watched):
     """Each queue's time index: a mark (queue offset, store time) every
     ``TIME_INDEX_INTERVAL`` entries. Its marks past an undone write go with their
     queue's entries (``ConsumeQueue.erase_unpublished``)."""
@@ -145,7 +146,7 @@ class EventIndexDispatch:
         return 0
 
 
-class QueueDispatch:
+class QueueDispatch(metaclass=Watched):
     """The consume queues: per-queue files, or a shared topic's blocks (whose
     allocation end a written run publishes, and an undone write's blocks discard)."""
 

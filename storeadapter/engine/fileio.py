@@ -22,6 +22,8 @@ import os
 import shutil
 from pathlib import Path
 
+from .seam import watch_module
+
 
 def fdatasync(fd: int) -> None:
     """Make the file's data durable (size changes excluded)."""
@@ -198,3 +200,6 @@ def disk_usage(path: Path) -> tuple[int, int]:
     """(used bytes, total bytes) of the file system holding ``path``."""
     usage = shutil.disk_usage(path)
     return usage.total - usage.free, usage.total
+
+
+watch_module(__name__)  # replacing a function here moves the seam generation (seam.py)

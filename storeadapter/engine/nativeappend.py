@@ -1,13 +1,15 @@
 """The one native call for a common ``append`` (``_native.AppendCore``,
 native/src/python/append_core.rs; docs/PERFORMANCE.md, "Issue 31 (part 3)").
 
-A plain body to a topic with files per queue, in async mode, on the mutex pen: the
-core does the whole write session in one call, or declines and the store takes its
-Python path (``Writer``). It declines while a fault plan is installed: a test that
-replaces one of the functions or methods listed in ``_SEAM`` (a failing disk in
-``fileio``, a kill point on an engine method) finds the store writing through them, as
-before. Those genuine objects are taken here, when the engine is imported, before any
-test can replace them.
+A plain body (``append``) or a list of plain bodies (``append_batch``) to a topic with
+files per queue, in async mode, on the mutex pen: the core does the whole write session
+in one call, or declines and the store takes its Python path (``Writer``). It declines
+while a fault plan is installed: a test that replaces one of the functions or methods
+listed in ``_SEAM`` (a failing disk in ``fileio``, a kill point on an engine method)
+finds the store writing through them, as before. Those genuine objects are taken here,
+when the engine is imported, before any test can replace them; the core looks them up
+again only when the seam generation moved (seam.py: their modules and classes are
+watched, so replacing one moves it).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from .commitlog import CommitLog
 from .consumequeue import ConsumeQueue, QueueFile
 from .dispatch import EventIndexDispatch, KeyIndexDispatch, QueueDispatch, TimeIndexDispatch
 from .results import AppendResult
+from .segment import Segment
 from .sharedstate import SharedSnapshot, SharedState
+from .timeindex import TimeIndex
+from .topics import Topic
 from .warming import WARM_ASK_BYTES
 from .writer import Writer
 from .writesession import WriteSession
@@ -32,6 +37,8 @@ _SEAM = (
     (ConsumeQueue, "_put"),
     (QueueFile, "pwrite"),
     (QueueDispatch, "dispatch"),
+    (TimeIndexDispatch, "dispatch"),
+    (TimeIndex, "write"),
     (SharedState, "begin_write"),
     (SharedState, "raise_extent"),
     (SharedState, "publish_tail"),
@@ -69,6 +76,7 @@ def append_core(store) -> dataplane.AppendCore | None:
         store.config.max_message_bytes,
         store.config.flush_dirty_bytes,
         WARM_ASK_BYTES,
+        (Topic, QueueFile, Segment),
     )
 
 

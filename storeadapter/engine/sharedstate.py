@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from .seam import Watched
+
 STATE_MAGIC = b"TDMS"
 _VERSION = 1
 # The file's header, the one place its layout is written (docs/FORMAT.md, "state"):
@@ -70,7 +72,7 @@ def header_snapshot(fields: tuple, notes_trusted: bool = True) -> SharedSnapshot
     return SharedSnapshot(*fields[_SHARED_ITEMS], fields[_RING_SEQ_ITEM] if notes_trusted else -1)
 
 
-class SharedState:
+class SharedState(metaclass=Watched):
     def __init__(self, path: Path) -> None:
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -17,13 +17,14 @@ from pathlib import Path
 
 from . import fileio
 from .handles import HandleCache
+from .seam import Watched
 
 MARK = struct.Struct("<Qq")
 MARK_SIZE = MARK.size
 FILE_NAME = "timeindex"
 
 
-class TimeIndex:
+class TimeIndex(metaclass=Watched):
     # One per queue, alive while the store is open: slots and a string path keep the
     # objects the garbage collector walks few (see ConsumeQueue).
     __slots__ = ("_path", "interval", "handles", "dirty")

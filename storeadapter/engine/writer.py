@@ -63,6 +63,7 @@ from .results import (
     AppendResult,
     Message,
 )
+from .seam import Watched
 from .streams import REFUSALS as STREAM_REFUSALS
 from .streams import Admitted, StreamAppend, StreamBatch, Streams
 from .tags import tag_hash
@@ -124,7 +125,7 @@ def _results(
     )
 
 
-class Writer:
+class Writer(metaclass=Watched):
     """The write path of ``MessageStore``; see the module's docstring."""
 
     def __init__(

@@ -35,6 +35,7 @@ from typing import Protocol
 
 from .errors import DiskFullError, StoreFailedError
 from .locks import StoreLocks
+from .seam import Watched
 from .sharedstate import SharedState
 
 #: Set to "flock" to write as older engines do (an exclusive flock per write).
@@ -101,7 +102,7 @@ def held_alone(pen: Pen) -> Iterator[None]:
         pen.unlock()
 
 
-class WriteSession:
+class WriteSession(metaclass=Watched):
     """The store's write sessions (``with session as failure:`` for an append,
     ``with session.change():`` for a change); see the module's docstring. Its steps
     that stay the store's are passed in: ``check`` (raise if the store refuses writes),

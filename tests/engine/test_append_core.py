@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore, StoreConfig, fileio
 from tests.engine.storetools import read_all, small_config
 
@@ -90,3 +92,103 @@ def test_a_replaced_file_call_turns_the_native_append_down(tmp_path, monkeypatch
 def test_sync_mode_appends_go_the_long_way(tmp_path):
     with MessageStore.open(tmp_path / "s", small_config(flush_mode="sync")) as store:
         assert store._appender is None
+
+
+# ------------------------------------------------------------------ append_batch
+
+
+def _batch_plain(path: Path, native: bool, batches: int, size: int, **overrides) -> tuple:
+    with MessageStore.open(path, _async_config(**overrides)) as store:
+        store.create_topic("t", queues=3, layout="files")
+        if not native:
+            store._appender = None
+        results = [
+            r
+            for b in range(batches)
+            for r in store.append_batch("t", [b"b%d-%d" % (b, i) for i in range(size)])
+        ]
+        taken = 0 if store._appender is None else store._appender.batched
+    return results, taken
+
+
+def _index_files(path: Path) -> dict[str, bytes]:
+    """The queue files and time indexes; of a mark (its slot's word, store ms) the
+    first word alone (two runs store at other times). Not ``queue-ends``: its slots are
+    written by flushes, as many as the flusher's timing made."""
+    root = path / "consumequeue"
+    found = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.name != "queue-ends":
+            data = p.read_bytes()
+            if p.name == "timeindex":
+                data = b"".join(data[i : i + 8] for i in range(0, len(data), 16))
+            found[str(p.relative_to(root))] = data
+    return found
+
+
+def test_plain_batches_in_async_mode_take_one_native_call(tmp_path):
+    roomy = {"segment_bytes": 1 << 20, "queue_file_entries": 4096}
+    results, taken = _batch_plain(tmp_path / "s", True, 20, 50, **roomy)
+
+    # Time marks (every 128th entry of a queue) are written by the native batch too.
+    assert taken >= 18  # another thread (the flusher) holding a lock sends one the long way
+    assert [r.commit_offset for r in results] == sorted(r.commit_offset for r in results)
+    assert [r.queue_offset for r in results if r.queue == 0] == list(range(334))
+
+
+def test_native_batches_leave_the_queue_files_and_time_marks_the_long_way_leaves(tmp_path):
+    native, taken = _batch_plain(tmp_path / "native", True, 30, 40)  # tiny segments, files
+    python, _ = _batch_plain(tmp_path / "python", False, 30, 40)
+
+    assert taken > 0
+    assert _index_files(tmp_path / "native") == _index_files(tmp_path / "python")
+    assert [r[1:5] for r in native] == [r[1:5] for r in python]
+    with MessageStore.open(tmp_path / "native", _async_config()) as store:
+        bodies = sorted(m.body for q in range(3) for m in read_all(store, "t", q))
+        assert bodies == sorted(b"b%d-%d" % (b, i) for b in range(30) for i in range(40))
+        assert store.get(native[-1].message_id).body == b"b29-39"
+
+
+def test_a_replaced_time_index_write_turns_the_native_batch_down(tmp_path, monkeypatch):
+    from storeadapter.engine.timeindex import TimeIndex
+
+    calls = []
+    genuine = TimeIndex.write
+
+    def recording(self, marks):
+        calls.append(marks)
+        genuine(self, marks)
+
+    with MessageStore.open(tmp_path / "s", _async_config()) as store:
+        store.create_topic("t", queues=1, layout="files")
+        monkeypatch.setattr(TimeIndex, "write", recording)
+        before = store._appender.batched
+        store.append_batch("t", [b"x"] * 10)
+
+        assert store._appender.batched == before
+        assert calls, "the long way wrote the time mark through the replaced method"
+
+
+def test_the_native_calls_leave_a_disk_past_its_reject_ratio_to_the_long_way(tmp_path):
+    from storeadapter.engine import DiskFullError
+
+    with MessageStore.open(tmp_path / "s", _async_config()) as store:
+        store.create_topic("t", queues=1, layout="files")
+        store.append("t", b"first")
+        store._disk.ratio = 0.999
+        before = (store._appender.appended, store._appender.batched)
+        with pytest.raises(DiskFullError):
+            store.append("t", b"refused")
+        with pytest.raises(DiskFullError):
+            store.append_batch("t", [b"refused"] * 3)
+        assert (store._appender.appended, store._appender.batched) == before
+
+
+def test_an_unknown_topic_is_left_to_the_long_way(tmp_path):
+    from storeadapter.engine import TopicNotFoundError
+
+    with MessageStore.open(tmp_path / "s", _async_config()) as store:
+        with pytest.raises(TopicNotFoundError):
+            store.append("nowhere", b"x")
+        with pytest.raises((TypeError, TopicNotFoundError)):  # as the long way answers it
+            store.append(["not", "a", "name"], b"x")  # type: ignore[arg-type]

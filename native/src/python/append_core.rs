@@ -30,10 +30,12 @@ use pyo3::exceptions::PyOSError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use super::pen::Pen;
+use super::slots::Slot;
 use super::{check_record_type, id_prefix, message_id, new_record};
+use crate::appending;
 use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::pen::Taken;
 use crate::record::{encode_at, Fields, MARKER_SIZE, RECORD_OVERHEAD};
@@ -59,12 +61,99 @@ struct Tail {
     fd: OwnedFd,
 }
 
+/// The slots the call reads and writes, of a topic's state (`Topic`), a consume queue,
+/// a queue file and a segment, with those classes (an object of another type: declined).
+struct Slots {
+    topic_type: Py<PyType>,
+    file_type: Py<PyType>,
+    segment_type: Py<PyType>,
+    info: Slot,
+    name_bytes: Slot,
+    queues: Slot,
+    round_robin: Slot,
+    writable: Slot,
+    blocks: Slot,
+    max_offset: Slot,
+    loaded: Slot,
+    closed: Slot,
+    files: Slot,
+    changes: Slot,
+    dirty: Slot,
+    time_index: Slot,
+    first_index: Slot,
+    entries: Slot,
+    base: Slot,
+    end: Slot,
+    map: Slot,
+    fd: Slot,
+}
+
+impl Slots {
+    fn new(
+        queue_type: &Bound<'_, PyType>,
+        slotted: (Bound<'_, PyType>, Bound<'_, PyType>, Bound<'_, PyType>),
+    ) -> PyResult<Slots> {
+        let (topic, file, segment) = slotted;
+        Ok(Slots {
+            info: Slot::of(&topic, "_info")?,
+            name_bytes: Slot::of(&topic, "name_bytes")?,
+            queues: Slot::of(&topic, "queues")?,
+            round_robin: Slot::of(&topic, "round_robin")?,
+            writable: Slot::of(&topic, "writable")?,
+            blocks: Slot::of(&topic, "blocks")?,
+            max_offset: Slot::of(queue_type, "_max_offset")?,
+            loaded: Slot::of(queue_type, "_loaded")?,
+            closed: Slot::of(queue_type, "closed")?,
+            files: Slot::of(queue_type, "_files")?,
+            changes: Slot::of(queue_type, "changes")?,
+            dirty: Slot::of(queue_type, "dirty")?,
+            time_index: Slot::of(queue_type, "time_index")?,
+            first_index: Slot::of(&file, "first_index")?,
+            entries: Slot::of(&file, "entries")?,
+            base: Slot::of(&segment, "base")?,
+            end: Slot::of(&segment, "end")?,
+            map: Slot::of(&segment, "map")?,
+            fd: Slot::of(&segment, "fd")?,
+            topic_type: topic.unbind(),
+            file_type: file.unbind(),
+            segment_type: segment.unbind(),
+        })
+    }
+}
+
+/// A slot's value; declined when unset (the long way raises what it raises).
+fn get<'py>(slot: Slot, object: &Bound<'py, PyAny>) -> Step<Bound<'py, PyAny>> {
+    slot.get(object).ok_or(Stop::Declined)
+}
+
+fn get_int(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
+    Ok(get(slot, object)?.extract::<i64>()?)
+}
+
+fn get_u64(slot: Slot, object: &Bound<'_, PyAny>) -> Step<u64> {
+    u64::try_from(get_int(slot, object)?).map_err(|_| Stop::Declined)
+}
+
+/// An attribute kept in an object's `__dict__` (the commit log, the writer, the store).
+fn item<'py>(dict: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> Step<Bound<'py, PyAny>> {
+    dict.get_item(name)?.ok_or(Stop::Declined)
+}
+
+fn item_int(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> Step<i64> {
+    Ok(item(dict, name)?.extract::<i64>()?)
+}
+
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct AppendCore {
     store: Py<PyAny>,
     store_dict: Py<PyDict>,
-    log: Py<PyAny>,
+    log_dict: Py<PyDict>,
     writer: Py<PyAny>,
+    writer_dict: Py<PyDict>,
+    /// The store's `DiskUse` (its `ratio`) and `disk_reject_ratio`.
+    disk_dict: Py<PyDict>,
+    reject_ratio: f64,
+    slots: Slots,
     topics: Py<PyDict>,
     dirty: Py<PySet>,
     pen: Py<Pen>,
@@ -92,6 +181,60 @@ pub struct AppendCore {
     capacity: usize,
     tails: Mutex<HashMap<usize, Tail>>,
     appended: AtomicU64,
+    batched: AtomicU64,
+    /// The seam generation at which `genuine` was last found all in place
+    /// (`NEVER_CHECKED` until then).
+    seam_checked: AtomicU64,
+}
+
+/// The seam generation: moved by `seam_changed`, which the engine's seam (seam.py)
+/// calls whenever a function or method of the long way is replaced or put back. A core
+/// looks its genuine objects up again only when it moved.
+static SEAM_GENERATION: AtomicU64 = AtomicU64::new(0);
+const NEVER_CHECKED: u64 = u64::MAX;
+
+/// Note that a fault plan was installed or removed (seam.py calls it on every
+/// replacement of a module function or class attribute of the long way).
+#[pyfunction]
+pub fn seam_changed() -> u64 {
+    SEAM_GENERATION.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+/// The seam generation (tests see that installing a plan moved it).
+#[pyfunction]
+pub fn seam_generation() -> u64 {
+    SEAM_GENERATION.load(Ordering::SeqCst)
+}
+
+/// A write under the pen, ready to go: the `state` header (caught up), the sequence
+/// word read, the log's tail, the active segment and its bounds, the time of the write.
+struct Ready<'py> {
+    header: WritableView,
+    sequence: u64,
+    tail: u64,
+    base: u64,
+    end_of_segment: u64,
+    segment: Bound<'py, PyAny>,
+    now: i64,
+}
+
+/// The topic of a plain write (`plain_topic`).
+struct PlainTopic<'py> {
+    topic_id: i64,
+    name: Bound<'py, PyString>,
+    name_bytes: Bound<'py, PyBytes>,
+    writable: Bound<'py, PyList>,
+    round_robin: i64,
+}
+
+/// A queue of a batch's turn with room in its last file for its share (`queue_room`).
+struct QueueRoom<'py> {
+    queue_id: i64,
+    queue: Bound<'py, PyAny>,
+    last: Bound<'py, PyAny>,
+    base: u64,
+    slot: u64,
+    count: u64,
 }
 
 /// Why the call stops short: declined (the caller goes the long way), or a Python error.
@@ -125,7 +268,7 @@ type Step<T> = Result<T, Stop>;
 /// the record's parts.
 struct Planned<'a, 'py> {
     state: &'a Bound<'py, PyAny>,
-    info: Bound<'py, PyAny>,
+    topic_id: i64,
     name: Bound<'py, PyString>,
     queue: Bound<'py, PyAny>,
     queue_id: i64,
@@ -140,10 +283,6 @@ struct Planned<'a, 'py> {
 
 fn declined<T>() -> Step<T> {
     Err(Stop::Declined)
-}
-
-fn int_attr(object: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) -> Step<i64> {
-    Ok(object.getattr(name)?.extract::<i64>()?)
 }
 
 /// A writable view of a mapping (an `mmap`) for one call.
@@ -233,19 +372,35 @@ impl AppendCore {
         max_body: usize,
         dirty_limit: i64,
         warm_ask: i64,
+        slotted: (Bound<'_, PyType>, Bound<'_, PyType>, Bound<'_, PyType>),
     ) -> PyResult<AppendCore> {
         check_record_type(result_type)?;
         check_record_type(snapshot_type)?;
         let log = store.getattr(intern!(py, "commitlog"))?;
         let registry = store.getattr(intern!(py, "_registry"))?;
         let capacity: usize = log.call_method0(intern!(py, "capacity"))?.extract()?;
+        let writer = store.getattr(intern!(py, "_writer"))?;
         Ok(AppendCore {
+            slots: Slots::new(queue_type, slotted)?,
+            log_dict: log.getattr(intern!(py, "__dict__"))?.cast_into()?.unbind(),
+            writer_dict: writer
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into()?
+                .unbind(),
+            writer: writer.unbind(),
+            disk_dict: store
+                .getattr(intern!(py, "_disk"))?
+                .getattr(intern!(py, "__dict__"))?
+                .cast_into()?
+                .unbind(),
+            reject_ratio: store
+                .getattr(intern!(py, "config"))?
+                .getattr(intern!(py, "disk_reject_ratio"))?
+                .extract()?,
             store_dict: store
                 .getattr(intern!(py, "__dict__"))?
                 .cast_into()?
                 .unbind(),
-            log: log.unbind(),
-            writer: store.getattr(intern!(py, "_writer"))?.unbind(),
             topics: registry
                 .getattr(intern!(py, "topics"))?
                 .cast_into()?
@@ -282,24 +437,54 @@ impl AppendCore {
             capacity,
             tails: Mutex::new(HashMap::new()),
             appended: AtomicU64::new(0),
+            batched: AtomicU64::new(0),
+            seam_checked: AtomicU64::new(NEVER_CHECKED),
         })
     }
 
-    /// Append `body` (bytes) to topic `state` (the registry's `Topic`) as
-    /// `MessageStore.append` would with no other argument; its `AppendResult`, or None
-    /// when declined (see the module docs). Raises the typed error of a failed write
-    /// (the store then refuses writes, as after any failed write).
+    /// Append `body` (bytes) to the topic named `topic` as `MessageStore.append` would
+    /// with no other argument; its `AppendResult`, or None when declined (see the module
+    /// docs; also when the topic is not in the registry, or the disk is past
+    /// `disk_reject_ratio`: the long way loads it or raises). Raises the typed error of
+    /// a failed write (the store then refuses writes, as after any failed write).
     fn append<'py>(
         &self,
         py: Python<'py>,
-        state: &Bound<'py, PyAny>,
+        topic: &Bound<'py, PyAny>,
         body: &[u8],
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.try_append(py, state, body) {
+        let found = match self.topics.bind(py).get_item(topic) {
+            Ok(Some(state)) => state,
+            _ => return Ok(None),
+        };
+        match self.try_append(py, &found, body) {
             Ok(result) => Ok(Some(result)),
             Err(Stop::Declined) => Ok(None),
             Err(Stop::Failed(error)) => Err(error),
         }
+    }
+
+    /// Append `bodies` (a list of bytes) to topic `state` as `MessageStore.append_batch`
+    /// would: to the writable queues in turn, in one write; their `AppendResult`s, or None
+    /// when declined (as `append`, and also when the batch needs a new queue file or a
+    /// segment roll). Raises the typed error of a failed write.
+    fn append_batch<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        bodies: &Bound<'py, PyList>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        match self.try_batch(py, state, bodies) {
+            Ok(results) => Ok(Some(results)),
+            Err(Stop::Declined) => Ok(None),
+            Err(Stop::Failed(error)) => Err(error),
+        }
+    }
+
+    /// How many batches this core wrote.
+    #[getter]
+    fn batched(&self) -> u64 {
+        self.batched.load(Ordering::Relaxed)
     }
 
     /// How many appends this core made (tests see that the native path was taken).
@@ -317,13 +502,20 @@ impl AppendCore {
 }
 
 impl AppendCore {
+    /// The long way's functions are the genuine ones: looked up again only when the
+    /// seam generation moved since they last were (a plan installed or removed).
     fn still_genuine(&self, py: Python<'_>) -> Step<()> {
+        let generation = SEAM_GENERATION.load(Ordering::SeqCst);
+        if generation == self.seam_checked.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         for (namespace, name, genuine) in &self.genuine {
             match namespace.bind(py).get_item(name.bind(py)) {
                 Ok(found) if found.is(genuine.bind(py)) => {}
                 _ => return declined(),
             }
         }
+        self.seam_checked.store(generation, Ordering::Relaxed);
         Ok(())
     }
 
@@ -345,25 +537,29 @@ impl AppendCore {
         {
             return declined();
         }
-        if !self
-            .writer
-            .bind(py)
-            .getattr(intern!(py, "failure"))?
-            .is_none()
-        {
+        if !item(self.writer_dict.bind(py), intern!(py, "failure"))?.is_none() {
             return declined(); // the long way raises the store's failure
+        }
+        match item(self.disk_dict.bind(py), intern!(py, "ratio"))?.extract::<f64>() {
+            Ok(ratio) if ratio < self.reject_ratio => {}
+            _ => return declined(), // the long way refuses it (DiskFullError)
         }
         self.still_genuine(py)
     }
 
-    fn try_append<'py>(
+    /// The topic of a plain write: `state` still the registry's, files per queue, no
+    /// `max_message_bytes` of its own, not a stream topic. Its name, id, name's bytes,
+    /// writable queues and round-robin.
+    fn plain_topic<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
-        body: &[u8],
-    ) -> Step<Bound<'py, PyAny>> {
-        self.check_store(py)?;
-        let info = state.getattr(intern!(py, "_info"))?;
+    ) -> Step<PlainTopic<'py>> {
+        let slots = &self.slots;
+        if !state.get_type().is(slots.topic_type.bind(py)) {
+            return declined();
+        }
+        let info = get(slots.info, state)?;
         let name = info
             .getattr(intern!(py, "name"))?
             .cast_into::<PyString>()
@@ -373,53 +569,289 @@ impl AppendCore {
             _ => return declined(), // deleted meanwhile: the long way says so
         }
         if info.getattr(intern!(py, "streams"))?.is_truthy()?
-            || !state.getattr(intern!(py, "blocks"))?.is_none()
+            || !get(slots.blocks, state)?.is_none()
             || info
                 .getattr(intern!(py, "settings"))?
                 .contains(intern!(py, "max_message_bytes"))?
         {
             return declined();
         }
-        let topic = state.getattr(intern!(py, "name_bytes"))?;
-        let topic: &[u8] = topic.extract()?;
-        let length = RECORD_OVERHEAD + topic.len() + body.len();
-        if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
-            return declined();
-        }
-        let writable = state
-            .getattr(intern!(py, "writable"))?
+        let writable = get(slots.writable, state)?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
         if writable.is_empty() {
             return declined();
         }
-        let round_robin = int_attr(state, intern!(py, "round_robin"))?;
-        let queue_id: i64 = writable
-            .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
-            .extract()?;
-        let queue = state.getattr(intern!(py, "queues"))?.get_item(queue_id)?;
+        Ok(PlainTopic {
+            topic_id: info.getattr(intern!(py, "id"))?.extract::<i64>()?,
+            name,
+            name_bytes: get(slots.name_bytes, state)?
+                .cast_into::<PyBytes>()
+                .map_err(PyErr::from)?,
+            writable,
+            round_robin: get_int(slots.round_robin, state)?,
+        })
+    }
+
+    /// Queue `queue_id` of `state` when `count` entries from its end fit in its last
+    /// file (else the long way makes a new one): the queue, that file, its end, and the
+    /// slot of the first entry in the file.
+    fn queue_room<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        queue_id: i64,
+        count: u64,
+    ) -> Step<QueueRoom<'py>> {
+        let slots = &self.slots;
+        let queues = get(slots.queues, state)?;
+        let queue = match queues.cast::<PyList>() {
+            Ok(list) => list.get_item(usize::try_from(queue_id).map_err(|_| Stop::Declined)?)?,
+            Err(_) => queues.get_item(queue_id)?,
+        };
         if !queue.get_type().is(self.queue_type.bind(py))
-            || !queue.getattr(intern!(py, "_loaded"))?.is_truthy()?
-            || queue.getattr(intern!(py, "closed"))?.is_truthy()?
+            || !get(slots.loaded, &queue)?.is_truthy()?
+            || get(slots.closed, &queue)?.is_truthy()?
         {
             return declined();
         }
-        let queue_offset = u64::try_from(int_attr(&queue, intern!(py, "_max_offset"))?)
-            .map_err(|_| Stop::Declined)?;
+        let base = get_u64(slots.max_offset, &queue)?;
+        let files = get(slots.files, &queue)?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        let Some(last) = files
+            .len()
+            .checked_sub(1)
+            .map(|i| files.get_item(i))
+            .transpose()?
+        else {
+            return declined();
+        };
+        if !last.get_type().is(slots.file_type.bind(py)) {
+            return declined();
+        }
+        let first_index = get_u64(slots.first_index, &last)?;
+        let entries = get_u64(slots.entries, &last)?;
+        let Some(slot) = base
+            .checked_sub(first_index)
+            .filter(|s| s + count <= entries)
+        else {
+            return declined(); // a new queue file: the long way creates it
+        };
+        Ok(QueueRoom {
+            queue_id,
+            queue,
+            last,
+            base,
+            slot,
+            count,
+        })
+    }
+
+    fn try_batch<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        bodies: &Bound<'py, PyList>,
+    ) -> Step<Bound<'py, PyList>> {
+        self.check_store(py)?;
+        let topic = self.plain_topic(py, state)?;
+        let count = bodies.len();
+        if count == 0 || topic.name_bytes.as_bytes().len() > 255 {
+            return declined();
+        }
+        let held: Vec<Bound<'py, PyBytes>> = bodies
+            .iter()
+            .map(|item| item.cast_into::<PyBytes>().map_err(|_| Stop::Declined))
+            .collect::<Step<_>>()?;
+        let slices: Vec<&[u8]> = held.iter().map(|b| b.as_bytes()).collect();
+        if slices.iter().any(|b| b.len() > self.max_body) {
+            return declined();
+        }
+        let name_bytes = topic.name_bytes.as_bytes();
+        let length = appending::plain_length(name_bytes, &slices);
+        if length > self.capacity {
+            return declined();
+        }
+        // The turn: the writable queues from the round-robin on, as `_write_plain`.
+        let writable = &topic.writable;
+        let width = count.min(writable.len());
+        let mut rooms = Vec::with_capacity(width);
+        for j in 0..width {
+            let queue_id: i64 = writable
+                .get_item(
+                    (topic.round_robin + j as i64).rem_euclid(writable.len() as i64) as usize,
+                )?
+                .extract()?;
+            let share = (count / width + usize::from(j < count % width)) as u64;
+            rooms.push(self.queue_room(py, state, queue_id, share)?);
+        }
+        let write_lock = self.write_lock.bind(py);
+        if !write_lock
+            .call_method1(intern!(py, "acquire"), (false,))?
+            .is_truthy()?
+        {
+            return declined(); // another thread is in a write session
+        }
+        let outcome = self.under_thread_lock(py, || {
+            self.batch_under_pen(py, state, &topic, &rooms, &slices, length)
+        });
+        write_lock.call_method0(intern!(py, "release"))?;
+        let (results, end) = outcome?;
+        self.after(py, end)?;
+        Ok(results)
+    }
+
+    fn batch_under_pen<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        topic: &PlainTopic<'py>,
+        rooms: &[QueueRoom<'py>],
+        bodies: &[&[u8]],
+        length: usize,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
+        let ready = self.ready(py)?;
+        let tail = ready.tail;
+        let end = tail + length as u64;
+        let map = self.room(&ready, end)?;
+        let fds = rooms
+            .iter()
+            .map(|room| self.queue_file_fd(py, &room.queue, &room.last))
+            .collect::<Step<Vec<i32>>>()?;
+        let now = ready.now;
+        let turn: Vec<u32> = rooms.iter().map(|room| room.queue_id as u32).collect();
+        let bases: Vec<u64> = rooms.iter().map(|room| room.base).collect();
+        let batch = appending::PlainBatch {
+            topic: topic.name_bytes.as_bytes(),
+            tail,
+            now,
+            turn: &turn,
+            bases: &bases,
+        };
+        drop(map);
+        let segment_fd =
+            i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
+        let mut out = vec![0u8; length];
+        let placed = appending::encode_plain(&batch, bodies, &mut out);
+        Self::begin(&ready, end);
+        // 4. The records with one pwrite (as the long way: no page faults on the
+        //    mapping's first touches), then each queue's entries (one pwrite a queue),
+        //    then the time marks (`TimeIndex.write`, one call a mark, as
+        //    `TimeIndexDispatch` does); a failure clears all of it past the tail.
+        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
+            return Err(self.write_failed(py, error, tail));
+        }
+        for ((room, fd), entries) in rooms.iter().zip(&fds).zip(&placed.entries) {
+            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
+                return Err(self.write_failed(py, error, tail));
+            }
+        }
+        for room in rooms {
+            let mut mark = room.base.div_ceil(TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL;
+            while mark < room.base + room.count {
+                let time_index = get(self.slots.time_index, &room.queue)?;
+                if let Err(error) =
+                    time_index.call_method1(intern!(py, "write"), (vec![(mark, now)],))
+                {
+                    if error.is_instance_of::<PyOSError>(py) {
+                        return Err(self.write_failed(py, error, tail));
+                    }
+                    return Err(Stop::Failed(error));
+                }
+                mark += TIME_INDEX_INTERVAL;
+            }
+        }
+        // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
+        self.slots.round_robin.set(
+            state,
+            (topic.round_robin + bodies.len() as i64)
+                .into_pyobject(py)?
+                .into_any(),
+        );
+        let mut notes = Vec::with_capacity(rooms.len());
+        for room in rooms {
+            self.moved_queue(py, &room.queue, &room.last, room.base + room.count)?;
+            notes.push((room.queue_id, room.base + room.count));
+        }
+        self.publish(py, &ready, end, topic.topic_id, &notes)?;
+        self.batched.fetch_add(1, Ordering::Relaxed);
+        let results = PyList::empty(py);
+        let status = self.status.bind(py);
+        let result_type = self.result_type.bind(py);
+        let stored = now.into_pyobject(py)?.into_any();
+        for i in 0..placed.starts.len() {
+            results.append(new_record(
+                py,
+                result_type,
+                [
+                    message_id(py, &self.prefix, placed.starts[i]).into_any(),
+                    topic.name.clone().into_any(),
+                    placed.queue_ids[i].into_pyobject(py)?.into_any(),
+                    placed.queue_offsets[i].into_pyobject(py)?.into_any(),
+                    placed.starts[i].into_pyobject(py)?.into_any(),
+                    stored.clone(),
+                    status.clone().into_any(),
+                ],
+            )?)?;
+        }
+        Ok((results, end as i64))
+    }
+
+    fn try_append<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        body: &[u8],
+    ) -> Step<Bound<'py, PyAny>> {
+        self.check_store(py)?;
+        let slots = &self.slots;
+        let PlainTopic {
+            topic_id,
+            name,
+            name_bytes,
+            writable,
+            round_robin,
+        } = self.plain_topic(py, state)?;
+        let topic = name_bytes.as_bytes();
+        let length = RECORD_OVERHEAD + topic.len() + body.len();
+        if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
+            return declined();
+        }
+        let queue_id: i64 = writable
+            .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
+            .extract()?;
+        let queues = get(slots.queues, state)?;
+        let queue = match queues.cast::<PyList>() {
+            Ok(list) => list.get_item(usize::try_from(queue_id).map_err(|_| Stop::Declined)?)?,
+            Err(_) => queues.get_item(queue_id)?,
+        };
+        if !queue.get_type().is(self.queue_type.bind(py))
+            || !get(slots.loaded, &queue)?.is_truthy()?
+            || get(slots.closed, &queue)?.is_truthy()?
+        {
+            return declined();
+        }
+        let queue_offset = get_u64(slots.max_offset, &queue)?;
         if queue_offset.is_multiple_of(TIME_INDEX_INTERVAL) {
             return declined(); // a time mark: the long way writes it
         }
-        let files = queue
-            .getattr(intern!(py, "_files"))?
+        let files = get(slots.files, &queue)?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
-        let Some(last) = files.iter().last() else {
+        let Some(last) = files
+            .len()
+            .checked_sub(1)
+            .map(|i| files.get_item(i))
+            .transpose()?
+        else {
             return declined();
         };
-        let first_index = u64::try_from(int_attr(&last, intern!(py, "first_index"))?)
-            .map_err(|_| Stop::Declined)?;
-        let entries =
-            u64::try_from(int_attr(&last, intern!(py, "entries"))?).map_err(|_| Stop::Declined)?;
+        if !last.get_type().is(slots.file_type.bind(py)) {
+            return declined();
+        }
+        let first_index = get_u64(slots.first_index, &last)?;
+        let entries = get_u64(slots.entries, &last)?;
         let Some(slot) = queue_offset
             .checked_sub(first_index)
             .filter(|s| *s < entries)
@@ -435,7 +867,7 @@ impl AppendCore {
         }
         let plan = Planned {
             state,
-            info,
+            topic_id,
             name,
             queue,
             queue_id,
@@ -447,7 +879,7 @@ impl AppendCore {
             length,
             round_robin,
         };
-        let outcome = self.under_thread_lock(py, &plan);
+        let outcome = self.under_thread_lock(py, || self.under_pen(py, &plan));
         write_lock.call_method0(intern!(py, "release"))?;
         let (result, end) = outcome?;
         self.after(py, end)?;
@@ -476,11 +908,9 @@ impl AppendCore {
         Ok(())
     }
 
-    fn under_thread_lock<'py>(
-        &self,
-        py: Python<'py>,
-        plan: &Planned<'_, 'py>,
-    ) -> Step<(Bound<'py, PyAny>, i64)> {
+    /// Take the follow lock and the pen without waiting (the caller holds the thread
+    /// lock), run `write` under them, let go.
+    fn under_thread_lock<R>(&self, py: Python<'_>, write: impl FnOnce() -> Step<R>) -> Step<R> {
         let follow_lock = self.follow_lock.bind(py);
         if !follow_lock
             .call_method1(intern!(py, "acquire"), (false,))?
@@ -505,7 +935,7 @@ impl AppendCore {
                 declined()
             }
             Some(Taken::Free) => {
-                let outcome = self.under_pen(py, plan);
+                let outcome = write();
                 let unlocked = pen.mutex().unlock();
                 match (outcome, unlocked) {
                     (Ok(result), Ok(())) => Ok(result),
@@ -518,25 +948,14 @@ impl AppendCore {
         outcome
     }
 
-    fn under_pen<'py>(
-        &self,
-        py: Python<'py>,
-        plan: &Planned<'_, 'py>,
-    ) -> Step<(Bound<'py, PyAny>, i64)> {
-        let Planned {
-            state,
-            info,
-            name,
-            queue,
-            last,
-            topic,
-            body,
-            ..
-        } = plan;
-        let (queue_id, queue_offset, slot) = (plan.queue_id, plan.queue_offset, plan.slot);
-        let (length, round_robin) = (plan.length, plan.round_robin);
+    /// Steps 1 and 2 of a write under the pen: caught up (no other process published
+    /// since this one last followed; nothing left unfinished), the tail and the active
+    /// segment, the time of the write.
+    fn ready<'py>(&self, py: Python<'py>) -> Step<Ready<'py>> {
         let store = self.store.bind(py);
-        let log = self.log.bind(py);
+        let store_dict = self.store_dict.bind(py);
+        let log = self.log_dict.bind(py);
+        let slots = &self.slots;
         let Some(header) = WritableView::of(self.state_map.bind(py)) else {
             return declined();
         };
@@ -548,7 +967,8 @@ impl AppendCore {
         if sequence & 1 == 1 {
             return declined();
         }
-        if i64::try_from(sequence).ok() != Some(int_attr(store, intern!(py, "_followed_sequence"))?)
+        if i64::try_from(sequence).ok()
+            != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
         {
             // Moved since this process last looked (by its own long way, or by another
             // process): the store's `_follow` decides. Nothing to follow leaves `_seen`
@@ -557,7 +977,7 @@ impl AppendCore {
             store.call_method0(intern!(py, "_follow"))?;
             if !store.getattr(intern!(py, "_seen"))?.is(&seen)
                 || i64::try_from(sequence).ok()
-                    != Some(int_attr(store, intern!(py, "_followed_sequence"))?)
+                    != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
             {
                 return declined();
             }
@@ -565,38 +985,199 @@ impl AppendCore {
         if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
             return declined(); // a write left unfinished: the long way clears it
         }
-        // 2. The segment at the tail has room (else the long way rolls).
+        // 2. The tail and the active segment (`CommitLog.active`, read without its
+        //    property's frame); the caller checks its room (else the long way rolls).
         let tail =
-            u64::try_from(int_attr(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
+            u64::try_from(item_int(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
         if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
             return declined();
         }
-        // The active segment (`CommitLog.active`, read without its property's frame).
-        let segments = log
-            .getattr(intern!(py, "segments"))?
+        let segments = item(log, intern!(py, "segments"))?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
-        let Some(segment) = segments.iter().last() else {
+        let Some(segment) = segments
+            .len()
+            .checked_sub(1)
+            .map(|i| segments.get_item(i))
+            .transpose()?
+        else {
             return declined();
         };
-        let base =
-            u64::try_from(int_attr(&segment, intern!(py, "base"))?).map_err(|_| Stop::Declined)?;
-        let end_of_segment =
-            u64::try_from(int_attr(&segment, intern!(py, "end"))?).map_err(|_| Stop::Declined)?;
-        let end = tail + length as u64;
-        if tail < base || end + MARKER_SIZE as u64 > end_of_segment {
+        if !segment.get_type().is(slots.segment_type.bind(py)) {
             return declined();
         }
-        let Some(map) = WritableView::of(&segment.getattr(intern!(py, "map"))?) else {
+        let base = get_u64(slots.base, &segment)?;
+        let end_of_segment = get_u64(slots.end, &segment)?;
+        if tail < base {
             return declined();
-        };
+        }
+        let last_store_ms = item_int(log, intern!(py, "last_store_ms"))?;
+        Ok(Ready {
+            header,
+            sequence,
+            tail,
+            base,
+            end_of_segment,
+            segment,
+            now: now_ms().max(last_store_ms),
+        })
+    }
+
+    /// The mapping of the active segment, when `[tail, end)` and a marker after it fit.
+    fn room(&self, ready: &Ready<'_>, end: u64) -> Step<WritableView> {
+        if end + MARKER_SIZE as u64 > ready.end_of_segment {
+            return declined();
+        }
+        WritableView::of(&get(self.slots.map, &ready.segment)?).ok_or(Stop::Declined)
+    }
+
+    /// Step 3: the write begins: its extent marked, so that a death from here on is
+    /// cleared by the next writer (sharedstate.begin_write + raise_extent).
+    fn begin(ready: &Ready<'_>, end: u64) {
+        ready.header.word(EXTENT_AT).store(end, Ordering::Relaxed);
+        ready.header.word(WRITING_AT).store(1, Ordering::Release);
+    }
+
+    /// A failed write of an entry or a time mark: the store fails with the typed error
+    /// (`Writer.native_write_failed` clears what was written past `tail`, publishes).
+    fn write_failed(&self, py: Python<'_>, error: PyErr, tail: u64) -> Stop {
+        match self
+            .writer
+            .bind(py)
+            .call_method1(intern!(py, "native_write_failed"), (error, tail))
+        {
+            Ok(failure) => Stop::Failed(PyErr::from_value(failure)),
+            Err(error) => Stop::Failed(error),
+        }
+    }
+
+    /// Entries `data` into the queue file `fd` at entry `slot`; an OSError when it fails.
+    fn write_entries(fd: i32, data: &[u8], slot: u64) -> PyResult<()> {
+        Self::write_at(fd, data, slot * ENTRY_SIZE as u64)
+    }
+
+    /// `data` into the file `fd` at `position`; an OSError when it fails.
+    fn write_at(fd: i32, data: &[u8], position: u64) -> PyResult<()> {
+        let file = std::mem::ManuallyDrop::new(
+            // SAFETY: `fd` is a queue file's descriptor this core owns (in `tails`, open
+            // until the core closes it) or the active segment's, whose `Segment` the
+            // caller holds for the call; the File is never dropped (ManuallyDrop), so
+            // the descriptor is not closed here.
+            unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) },
+        );
+        file.write_all_at(data, position).map_err(|error| {
+            PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()))
+        })
+    }
+
+    /// What a write leaves of a queue in this process, as the long way leaves it: its
+    /// end, its change count, its last file dirty, the queue dirty in the registry.
+    fn moved_queue(
+        &self,
+        py: Python<'_>,
+        queue: &Bound<'_, PyAny>,
+        last: &Bound<'_, PyAny>,
+        end_offset: u64,
+    ) -> Step<()> {
+        let slots = &self.slots;
+        slots
+            .max_offset
+            .set(queue, end_offset.into_pyobject(py)?.into_any());
+        let changes = get_int(slots.changes, queue)?;
+        slots
+            .changes
+            .set(queue, (changes + 1).into_pyobject(py)?.into_any());
+        get(slots.dirty, queue)?
+            .cast_into::<PySet>()
+            .map_err(PyErr::from)?
+            .add(last)?;
+        self.dirty.bind(py).add(queue)?;
+        Ok(())
+    }
+
+    /// Steps 5 to 7: the log's tail and store time in this process; publish
+    /// (sharedstate.publish_tail: the notes `(queue id, new queue end)` of topic
+    /// `topic_id`, then the tail, the write finished, the ring sequence, each under an
+    /// odd sequence word); seen (what `_published_tail` notes, the sequence written).
+    fn publish(
+        &self,
+        py: Python<'_>,
+        ready: &Ready<'_>,
+        end: u64,
+        topic_id: i64,
+        notes: &[(i64, u64)],
+    ) -> Step<()> {
+        let header = &ready.header;
+        let now = ready.now;
+        let log = self.log_dict.bind(py);
+        log.set_item(intern!(py, "tail"), end)?;
+        log.set_item(intern!(py, "last_store_ms"), now)?;
+        let mut ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire);
+        for &(queue_id, end_offset) in notes {
+            ring_seq += 1;
+            let at = RING_AT + (ring_seq % RING_ENTRIES) as usize * RING_ENTRY;
+            let Some(note) = header.slice(at, RING_ENTRY) else {
+                return declined();
+            };
+            note[0..8].copy_from_slice(&ring_seq.to_le_bytes());
+            note[8..12].copy_from_slice(&(topic_id as u32).to_le_bytes());
+            note[12..16].copy_from_slice(&(queue_id as u32).to_le_bytes());
+            note[16..24].copy_from_slice(&end_offset.to_le_bytes());
+            note[24..32].copy_from_slice(&now.to_le_bytes());
+        }
+        let odd = ready.sequence | 1;
+        header.word(SEQUENCE_AT).store(odd, Ordering::Release);
+        fence(Ordering::SeqCst);
+        header.word(TAIL_AT).store(end, Ordering::Relaxed);
+        header.word(WRITING_AT).store(0, Ordering::Relaxed);
+        header.word(EXTENT_AT).store(0, Ordering::Relaxed);
+        header.word(RING_SEQ_AT).store(ring_seq, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        header.word(SEQUENCE_AT).store(odd + 1, Ordering::Release);
+        let store_dict = self.store_dict.bind(py);
+        let seen = item(store_dict, intern!(py, "_seen"))?
+            .cast_into::<PyTuple>()
+            .map_err(PyErr::from)?;
+        let snapshot = new_record(
+            py,
+            self.snapshot_type.bind(py),
+            [
+                end.into_pyobject(py)?.into_any(),
+                seen.get_item(1)?,
+                seen.get_item(2)?,
+                seen.get_item(3)?,
+                seen.get_item(4)?,
+                ring_seq.into_pyobject(py)?.into_any(),
+            ],
+        )?;
+        store_dict.set_item(intern!(py, "_seen"), snapshot)?;
+        store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
+        Ok(())
+    }
+
+    fn under_pen<'py>(
+        &self,
+        py: Python<'py>,
+        plan: &Planned<'_, 'py>,
+    ) -> Step<(Bound<'py, PyAny>, i64)> {
+        let Planned {
+            state,
+            name,
+            queue,
+            last,
+            topic,
+            body,
+            ..
+        } = plan;
+        let (queue_id, queue_offset, slot) = (plan.queue_id, plan.queue_offset, plan.slot);
+        let (length, round_robin) = (plan.length, plan.round_robin);
+        let ready = self.ready(py)?;
+        let tail = ready.tail;
+        let end = tail + length as u64;
+        let map = self.room(&ready, end)?;
         let fd = self.queue_file_fd(py, queue, last)?;
-        let last_store_ms = int_attr(log, intern!(py, "last_store_ms"))?;
-        let now = now_ms().max(last_store_ms);
-        // 3. The write begins: its extent marked, so that a death from here on is
-        //    cleared by the next writer (sharedstate.begin_write + raise_extent).
-        header.word(EXTENT_AT).store(end, Ordering::Relaxed);
-        header.word(WRITING_AT).store(1, Ordering::Release);
+        let now = ready.now;
+        Self::begin(&ready, end);
         // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
         //    record into the mapping.
         let mut entry = Vec::with_capacity(ENTRY_SIZE);
@@ -606,21 +1187,10 @@ impl AppendCore {
             tag_hash: 0,
         }
         .pack_into(&mut entry);
-        let file = std::mem::ManuallyDrop::new(
-            // SAFETY: `fd` is a descriptor this core owns (in `tails`), open until the
-            // core closes it; the File is never dropped (ManuallyDrop), so not closed.
-            unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) },
-        );
-        if let Err(error) = file.write_all_at(&entry, slot * ENTRY_SIZE as u64) {
-            let error =
-                PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()));
-            let failure = self
-                .writer
-                .bind(py)
-                .call_method1(intern!(py, "native_write_failed"), (error, tail))?;
-            return Err(Stop::Failed(PyErr::from_value(failure)));
+        if let Err(error) = Self::write_entries(fd, &entry, slot) {
+            return Err(self.write_failed(py, error, tail));
         }
-        let Some(out) = map.slice((tail - base) as usize, length) else {
+        let Some(out) = map.slice((tail - ready.base) as usize, length) else {
             return declined();
         };
         let fields = Fields {
@@ -636,66 +1206,22 @@ impl AppendCore {
         };
         encode_at(out, &fields, body);
         drop(map);
-        // 5. This process's state, as the long way leaves it.
-        log.setattr(intern!(py, "tail"), end)?;
-        log.setattr(intern!(py, "last_store_ms"), now)?;
-        state.setattr(intern!(py, "round_robin"), round_robin + 1)?;
-        queue.setattr(intern!(py, "_max_offset"), queue_offset + 1)?;
-        let changes = int_attr(queue, intern!(py, "changes"))?;
-        queue.setattr(intern!(py, "changes"), changes + 1)?;
-        queue
-            .getattr(intern!(py, "dirty"))?
-            .cast_into::<PySet>()
-            .map_err(PyErr::from)?
-            .add(last)?;
-        self.dirty.bind(py).add(queue)?;
-        // 6. Publish (sharedstate.publish_tail): the note, then the tail, the write
-        //    finished, the ring sequence, each under an odd sequence word.
-        let ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire) + 1;
-        let topic_id = int_attr(info, intern!(py, "id"))?;
-        let at = RING_AT + (ring_seq % RING_ENTRIES) as usize * RING_ENTRY;
-        let Some(note) = header.slice(at, RING_ENTRY) else {
-            return declined();
-        };
-        note[0..8].copy_from_slice(&ring_seq.to_le_bytes());
-        note[8..12].copy_from_slice(&(topic_id as u32).to_le_bytes());
-        note[12..16].copy_from_slice(&(queue_id as u32).to_le_bytes());
-        note[16..24].copy_from_slice(&(queue_offset + 1).to_le_bytes());
-        note[24..32].copy_from_slice(&now.to_le_bytes());
-        let odd = sequence | 1;
-        header.word(SEQUENCE_AT).store(odd, Ordering::Release);
-        fence(Ordering::SeqCst);
-        header.word(TAIL_AT).store(end, Ordering::Relaxed);
-        header.word(WRITING_AT).store(0, Ordering::Relaxed);
-        header.word(EXTENT_AT).store(0, Ordering::Relaxed);
-        header.word(RING_SEQ_AT).store(ring_seq, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        header.word(SEQUENCE_AT).store(odd + 1, Ordering::Release);
-        // 7. Seen: what `_published_tail` notes, and the sequence just written.
-        let seen = store
-            .getattr(intern!(py, "_seen"))?
-            .cast_into::<PyTuple>()
-            .map_err(PyErr::from)?;
-        let snapshot_type = self.snapshot_type.bind(py);
-        let snapshot = new_record(
+        // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
+        self.slots
+            .round_robin
+            .set(state, (round_robin + 1).into_pyobject(py)?.into_any());
+        self.moved_queue(py, queue, last, queue_offset + 1)?;
+        self.publish(
             py,
-            snapshot_type,
-            [
-                end.into_pyobject(py)?.into_any(),
-                seen.get_item(1)?,
-                seen.get_item(2)?,
-                seen.get_item(3)?,
-                seen.get_item(4)?,
-                ring_seq.into_pyobject(py)?.into_any(),
-            ],
+            &ready,
+            end,
+            plan.topic_id,
+            &[(queue_id, queue_offset + 1)],
         )?;
-        store.setattr(intern!(py, "_seen"), snapshot)?;
-        store.setattr(intern!(py, "_followed_sequence"), odd + 1)?;
         self.appended.fetch_add(1, Ordering::Relaxed);
-        let result_type = self.result_type.bind(py);
         let result = new_record(
             py,
-            result_type,
+            self.result_type.bind(py),
             [
                 message_id(py, &self.prefix, tail).into_any(),
                 name.clone().into_any(),

@@ -19,6 +19,7 @@ mod mapped;
 mod pen;
 mod reader;
 mod scan;
+mod slots;
 mod store_core;
 mod warm;
 
@@ -45,6 +46,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store_core::StoreCore>()?;
     m.add_class::<pen::Pen>()?;
     m.add_class::<append_core::AppendCore>()?;
+    m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
+    m.add_function(wrap_pyfunction!(append_core::seam_generation, m)?)?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     m.add("INTERFACE", INTERFACE)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
@@ -55,7 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 2;
+pub const INTERFACE: u32 = 3;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn
