@@ -121,7 +121,7 @@ fn prefetch_record(data: &[u8], base: u64, entry: &[u8]) {
     let entry = Entry::parse(entry);
     if let Some(pos) = entry.commit_offset.checked_sub(base) {
         if pos < data.len() as u64 {
-            prefetch::bytes(data, pos as usize, entry.size as usize);
+            prefetch::ahead(data, pos as usize, entry.size as usize);
         }
     }
 }
