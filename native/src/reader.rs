@@ -149,7 +149,7 @@ fn accept(
         && usize::from(header.topic_len) == wanted.topic.len()
         && &record[topic_at..topic_at + wanted.topic.len()] == wanted.topic
         && u64::from(header.length) == header.fields_length()
-        && crc32c::crc32c(&record[..size - record::CRC_FROM_END])
+        && crate::crc::crc32c(&record[..size - record::CRC_FROM_END])
             == record::stored_crc(record, size);
     intact.then_some(header)
 }
