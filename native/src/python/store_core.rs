@@ -451,11 +451,15 @@ impl StoreCore {
         let messages = PyList::empty(py);
         let mut shared = Shared::new(topic.clone(), queue.clone());
         let (mut errors, mut first_error) = (0u64, None);
+        let first = offset.max(low);
+        // The time is looked at only after a chunk: a call whose budget is over before
+        // it starts (its process descheduled for longer, under load) still walks one,
+        // so an answer that made no progress always means there is nothing to read.
         let chunk = |position: u64, records: u64| {
             if position >= end
                 || records >= max_records
                 || messages.len() >= max_matches
-                || started.elapsed() >= budget
+                || (position > first && started.elapsed() >= budget)
             {
                 return 0;
             }
@@ -467,7 +471,7 @@ impl StoreCore {
             py,
             &consume_queue,
             (name.as_bytes(), queue_id),
-            offset.max(low),
+            first,
             filter.tag(),
             chunk,
             |record, header| {
