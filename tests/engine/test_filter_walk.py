@@ -15,7 +15,7 @@ from storeadapter.engine import MessageStore, filters
 from tests.engine.storetools import flip_bit, record_length, small_config
 
 TOPIC = "orders"
-COUNT = 150  # 75 a queue: several hand-overs of 16 in each
+COUNT = 150  # 75 a queue: many hand-overs in each
 
 EXPRESSIONS = [
     'properties.region == "eu" && key.startsWith("k1")',
@@ -103,7 +103,7 @@ def test_damaged_records_among_the_batches_are_reported_and_the_rest_still_match
     before, _, _ = _answer(store, expression)
     store.close()
     # Queue 0's offsets 51 (a short body: the crate's CRC) and 55 (a long one: folded),
-    # past three hand-overs of 16; both match the expression.
+    # each in a later hand-over than the first; both match the expression.
     victims = [results[102], results[110]]
     assert [(v.queue, v.queue_offset) for v in victims] == [(0, 51), (0, 55)]
     assert all((v.queue, v.queue_offset) in before for v in victims)
