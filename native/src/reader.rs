@@ -121,7 +121,7 @@ fn prefetch_record(data: &[u8], base: u64, entry: &[u8]) {
     let entry = Entry::parse(entry);
     if let Some(pos) = entry.commit_offset.checked_sub(base) {
         if pos < data.len() as u64 {
-            prefetch::bytes(data, pos as usize, entry.size as usize);
+            prefetch::ahead(data, pos as usize, entry.size as usize);
         }
     }
 }
@@ -149,7 +149,7 @@ fn accept(
         && usize::from(header.topic_len) == wanted.topic.len()
         && &record[topic_at..topic_at + wanted.topic.len()] == wanted.topic
         && u64::from(header.length) == header.fields_length()
-        && crc32c::crc32c(&record[..size - record::CRC_FROM_END])
+        && crate::crc::crc32c(&record[..size - record::CRC_FROM_END])
             == record::stored_crc(record, size);
     intact.then_some(header)
 }

@@ -40,6 +40,14 @@ const MAX_READ_MESSAGES: i64 = 10_000;
 const DEFAULT_READ_MESSAGES: usize = 32;
 /// Entries a filtered scan reads at a time (its clock is looked at between them).
 const FILTER_STEP: usize = 4096;
+/// How many records an entry walk checks before it hands them over (`walk_queue`): a
+/// few, so each is evaluated or copied while the check has left its lines in the CPU's
+/// nearest caches, not after a whole chunk of entries has pushed them out. Measured on
+/// the property filter over 1,000,000 records of 1 KiB (ns a record): 4: 187-201, 8:
+/// 193-207, 16: 205-222, 48: 208-226. (Each call asks again for the records ahead of
+/// its first entry, already asked for by the call before: leaving that out measured
+/// worse, 220-236 against 191-200.)
+const HAND_OVER: usize = 4;
 
 /// One mapped segment: its first commit offset, the offset past its end, its mapping.
 struct Mapped {
@@ -446,11 +454,15 @@ impl StoreCore {
         let messages = PyList::empty(py);
         let mut shared = Shared::new(topic.clone(), queue.clone());
         let (mut errors, mut first_error) = (0u64, None);
+        let first = offset.max(low);
+        // The time is looked at only after a chunk: a call whose budget is over before
+        // it starts (its process descheduled for longer, under load) still walks one,
+        // so an answer that made no progress always means there is nothing to read.
         let chunk = |position: u64, records: u64| {
             if position >= end
                 || records >= max_records
                 || messages.len() >= max_matches
-                || started.elapsed() >= budget
+                || (position > first && started.elapsed() >= budget)
             {
                 return 0;
             }
@@ -462,7 +474,7 @@ impl StoreCore {
             py,
             &consume_queue,
             (name.as_bytes(), queue_id),
-            offset.max(low),
+            first,
             filter.tag(),
             chunk,
             |record, header| {
@@ -728,6 +740,9 @@ impl StoreCore {
             let entries = &buffer[..];
             let total = entries.len() / ENTRY_SIZE;
             let mut index = 0;
+            // The segment the last entry pointed into, kept for this chunk's next entries
+            // (located and exported once, not once for every `HAND_OVER` records).
+            let mut segment: Option<(u64, View)> = None;
             while index < total {
                 let at = index * ENTRY_SIZE;
                 if entries[at..at + ENTRY_SIZE].iter().all(|&b| b == 0) {
@@ -736,19 +751,31 @@ impl StoreCore {
                 }
                 let pointed =
                     u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or_default());
-                let Some((base, map)) = self.locate(py, pointed)? else {
+                let inside = |(base, view): &(u64, View)| {
+                    pointed
+                        .checked_sub(*base)
+                        .is_some_and(|at| at < view.slice().len() as u64)
+                };
+                if !segment.as_ref().is_some_and(inside) {
+                    drop(segment.take()); // its export let go before another is taken
+                    let Some((base, map)) = self.locate(py, pointed)? else {
+                        return Ok(None);
+                    };
+                    let Some(view) = View::of(map.bind(py)) else {
+                        return Ok(None);
+                    };
+                    segment = Some((base, view));
+                }
+                let Some((base, view)) = &segment else {
                     return Ok(None);
                 };
-                let Some(view) = View::of(map.bind(py)) else {
-                    return Ok(None);
-                };
-                let data = view.slice();
+                let (base, data) = (*base, view.slice());
                 let wanted = Wanted {
                     topic,
                     queue_id,
                     first_queue_offset: position,
                     tag,
-                    max_messages: total,
+                    max_messages: HAND_OVER,
                 };
                 found.clear();
                 let (next, stop) =
@@ -768,6 +795,7 @@ impl StoreCore {
                 }
                 records += written(entries, passed, next.max(passed));
                 match stop {
+                    // `HAND_OVER` found: the walk goes on from the next entry.
                     Stop::End | Stop::Full => index = next,
                     Stop::Slow => return Ok(None),
                     Stop::Outside if next == index && found.is_empty() => {
@@ -775,7 +803,7 @@ impl StoreCore {
                     }
                     Stop::Outside => index = next,
                 }
-                if stop == Stop::End || stop == Stop::Full {
+                if stop == Stop::End {
                     break;
                 }
             }
