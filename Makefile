@@ -11,9 +11,12 @@ export CARGO_BUILD_JOBS ?= 2
 unexport PYTHONDONTWRITEBYTECODE
 NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs native/src/*/*.rs)
 CARGO = cd native && cargo
+# The lint and the crate's tests build apart from the install's release build (make test runs
+# them side by side).
+CARGO_CHECK = cd native && CARGO_TARGET_DIR=target/check cargo
 
 .DEFAULT_GOAL := help
-.PHONY: help install cargo browser promtool redis test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail bench-filter clean distclean
+.PHONY: help install cargo browser promtool redis test-tools test-ready test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail bench-filter clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -48,28 +51,38 @@ cargo:
 		echo "cargo is missing: install Rust with rustup (https://rustup.rs), then run make again"; \
 		exit 1; }
 
-# Browser tests drive Debian's chromium through Playwright; install it when missing.
-browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-		echo "installing Debian's chromium for the browser tests"; \
+# Debian packages, named by the command each gives, installed in one apt-get when any is
+# missing: $(call debian,command:package ...).
+define debian
+	@missing=; for tool in $(1); do \
+		command -v $${tool%%:*} >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; done; \
+	test -z "$$missing" || { echo "installing Debian's$$missing"; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; }
+endef
+
+# Browser tests drive Debian's chromium through Playwright.
+browser:
+	$(call debian,chromium:chromium)
 
 # The deploy files' Prometheus rules are checked and unit-tested with promtool (Debian's
-# prometheus package); install it when missing.
+# prometheus package).
 promtool:
-	@command -v promtool >/dev/null 2>&1 || { \
-		echo "installing Debian's prometheus for promtool (the rule files' tests)"; \
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+	$(call debian,promtool:prometheus)
 
 # Celery's broker: `make run` uses the Redis at REDIS_URL, or starts a private redis-server
-# when none answers; install Debian's redis-server when the command is missing.
+# when none answers.
 redis:
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "installing Debian's redis-server for the Celery broker"; \
-		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	$(call debian,redis-server:redis-server)
+
+# Everything the suite needs, made side by side: the install (pip's downloads and builds,
+# the crate's release build), Debian's tools (apt) and the crate's lint and tests (cargo,
+# in a target directory of their own: sharing the install's, they would wait for its lock).
+test-tools:
+	$(call debian,chromium:chromium promtool:prometheus redis-server:redis-server)
+
+test-ready:
+	$(MAKE) --no-print-directory -j3 $(STAMP) test-tools test-native
 
 # pytest exits non-zero on any failure, and with 5 when no test ran. The engine suite
 # runs a second time with every topic shared (all queues' entries in shared block files),
@@ -103,7 +116,7 @@ PG_TESTS = $(addprefix tests/monitoring/,test_downsample.py test_sampler.py test
 # worker collecting the whole suite would pay again. Its report follows the first pass's.
 FUZZ_TESTS = tests/api/test_schema_fuzz.py
 FUZZ_RUN = $(VENV)/schema-fuzz
-test: $(STAMP) browser promtool redis test-native
+test: test-ready
 	rm -rf $(FUZZ_RUN) && mkdir -p $(FUZZ_RUN)
 	TIDEMARK_TEST_REDIS_URL=$${TIDEMARK_TEST_REDIS_URL:-redis://127.0.0.1:6379/7} \
 		$(VENV)/bin/python -m pytest -p no:xdist --basetemp=$(FUZZ_RUN)/tmp $(FUZZ_TESTS) \
@@ -123,11 +136,11 @@ soak: $(STAMP)
 
 # The crate's own tests (the byte-level core, without Python), clippy and rustfmt.
 test-native: lint-native
-	$(CARGO) test --quiet
+	$(CARGO_CHECK) test --quiet
 
 lint-native: cargo
 	$(CARGO) fmt --check
-	$(CARGO) clippy --quiet --all-targets --features python -- -D warnings
+	$(CARGO_CHECK) clippy --quiet --all-targets --features python -- -D warnings
 
 lint: $(STAMP) lint-native
 	$(VENV)/bin/ruff check .
