@@ -18,6 +18,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from django.utils.log import configure_logging
@@ -42,9 +43,15 @@ class Ran:
 
 
 def run_main(*args: str) -> Ran:
-    """``tidemark ARGS`` through ``console.cli.main``; argparse's exits are exit codes."""
+    """``tidemark ARGS`` through ``console.cli.main``; argparse's exits are exit codes. What
+    the command puts in the environment (``--dir``, the .env file) goes with it, as with a
+    process's."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        mock.patch.dict(os.environ),
+    ):
         try:
             code = main(list(args))
         except SystemExit as exit_:
