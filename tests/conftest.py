@@ -94,7 +94,6 @@ LONGEST_FIRST = (
     "tests/faults/",
     "tests/console/deploy/",
     "tests/browser/",
-    "tests/console/cli/",
     "tests/monitoring/",
 )
 

@@ -62,3 +62,26 @@ def clients(anonymous, as_nobody, as_viewer, as_operator, as_admin) -> dict[str,
         "operator": as_operator,
         "admin": as_admin,
     }
+
+
+@pytest.fixture(scope="session")
+def served_schema_json(django_db_setup, django_db_blocker) -> bytes:
+    """/api/schema/?format=json as a viewer gets it, fetched once a session: it is made from
+    the code, not from the database (the viewer and their token are rolled back)."""
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        reader = _client_for(get_user_model(), "schema-reader", "viewer")
+        response = reader.get("/api/schema/?format=json")
+        transaction.set_rollback(True)
+    assert response.status_code == 200, response.content[:500]
+    return response.content
+
+
+@pytest.fixture
+def served_schema(served_schema_json) -> dict:
+    """The served OpenAPI schema (served_schema_json), a copy of its own for each test."""
+    import json
+
+    return json.loads(served_schema_json)

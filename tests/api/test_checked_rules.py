@@ -23,8 +23,9 @@ SILENCES = "/api/v1/alerts/silences/"
 
 
 @pytest.fixture
-def schema(as_viewer) -> dict:
-    return as_viewer.get("/api/schema/?format=json").json()
+def schema(served_schema) -> dict:
+    """What /api/schema/ serves (fetched once a session: tests/api/conftest.py)."""
+    return served_schema
 
 
 @pytest.fixture

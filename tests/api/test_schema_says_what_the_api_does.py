@@ -16,8 +16,9 @@ STREAM_EVENTS = "/api/v1/streams/{topic}/{stream_id}/events/"
 
 
 @pytest.fixture
-def schema(as_viewer) -> dict:
-    return as_viewer.get("/api/schema/?format=json").json()
+def schema(served_schema) -> dict:
+    """What /api/schema/ serves (fetched once a session: tests/api/conftest.py)."""
+    return served_schema
 
 
 def parameter(operation: dict, name: str) -> dict:
