@@ -111,19 +111,8 @@ PG_TESTS = $(addprefix tests/monitoring/,test_downsample.py test_sampler.py test
 		test_token_states.py test_account_totp.py test_audit.py test_audited_reads.py \
 		test_dlq_messages.py test_group_delete.py test_reset_undo_pages.py) \
 	tests/api/test_group_delete_dlq.py tests/api/test_commit_audit_api.py
-# The API's schema fuzz runs in a process of its own beside the first pass: schemathesis
-# makes its 60 operations' tests while collecting (16-20 s of CPU), which every xdist
-# worker collecting the whole suite would pay again. Its report follows the first pass's.
-FUZZ_TESTS = tests/api/test_schema_fuzz.py
-FUZZ_RUN = $(VENV)/schema-fuzz
 test: test-ready
-	rm -rf $(FUZZ_RUN) && mkdir -p $(FUZZ_RUN)
-	TIDEMARK_TEST_REDIS_URL=$${TIDEMARK_TEST_REDIS_URL:-redis://127.0.0.1:6379/7} \
-		$(VENV)/bin/python -m pytest -p no:xdist --basetemp=$(FUZZ_RUN)/tmp $(FUZZ_TESTS) \
-		> $(FUZZ_RUN)/report 2>&1 & fuzz=$$!; \
-	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) --ignore=$(FUZZ_TESTS); first=$$?; \
-	wait $$fuzz; fuzzed=$$?; echo "--- $(FUZZ_TESTS), run beside it:"; cat $(FUZZ_RUN)/report; \
-	test $$first -eq 0 && test $$fuzzed -eq 0
+	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not one_layout" tests/engine
 	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not own_database" $(PG_TESTS)
 
