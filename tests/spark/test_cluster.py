@@ -5,10 +5,9 @@ archive, and archive → retention → replay, each exact in counts and checksum
 Blind executors: each worker runs in its own mount namespace with an empty tmpfs over one
 directory (``hidden``), while the driver sees the files there. The tests above keep their
 stores elsewhere; the blind tests put the stores (and, in one test, the archive) in
-``hidden``, with a driver of their own whose one executor is blind: a read, a stream and an
-archive each fail with a sentence naming the file and the host, never returning partial
-data; retention then deletes nothing. One cluster for both, not one each: the JVMs' start
-is most of these tests' CPU.
+``hidden``: a read, a stream and an archive each fail with a sentence naming the file and
+the host, never returning partial data; retention then deletes nothing. One cluster and
+one driver for both, not one each: the JVMs' start is most of these tests' CPU.
 """
 
 from __future__ import annotations
@@ -35,12 +34,9 @@ def hidden(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, hidden):
-    """Two workers of two cores each: the tests' driver has an executor of one core on
-    each, the blind tests' driver one executor beside them."""
     blind = [[str(hidden)], [str(hidden)]] if can_blind() else None
     with StandaloneCluster(
         workers=2,
-        cores=2,
         blind=blind,
         workdir=tmp_path_factory.mktemp("spark-cluster"),
         java_options=SHORT_LIVED_JVM,
@@ -50,9 +46,7 @@ def cluster(tmp_path_factory, hidden):
 
 @pytest.fixture(scope="module")
 def driver(cluster):
-    found = ClusterDriver(
-        cluster.master_url, {**cluster.driver_config(cores=2), "spark.executor.cores": "1"}
-    )
+    found = ClusterDriver(cluster.master_url, cluster.driver_config())
     yield found
     found.close()
 
@@ -133,19 +127,11 @@ def test_archive_then_retention_then_replay_on_the_cluster(
     )
 
 
-@pytest.fixture(scope="module")
-def blind_driver(cluster):
-    """A driver with one executor, and no second attempt at a failed task."""
+@pytest.fixture
+def blind_driver(driver):
     if not can_blind():
         pytest.skip("a blind worker needs root and unshare (its own mount namespace)")
-    config = {
-        **cluster.driver_config(cores=1),
-        "spark.executor.cores": "1",
-        "spark.task.maxFailures": "1",
-    }
-    found = ClusterDriver(cluster.master_url, config)
-    yield found
-    found.close()
+    return driver
 
 
 @pytest.fixture
@@ -193,7 +179,9 @@ def test_a_blind_read_fails_naming_the_segment_and_the_host(
 def test_a_blind_stream_fails_and_commits_no_batch(
     blind_driver, open_store, hidden_store_path, tmp_path
 ):
-    store = open_store(hidden_store_path)
+    # One segment, so one task at a time: a task killed when another one failed the job
+    # could leave its Parquet file behind for a moment.
+    store = open_store(hidden_store_path, small_config(segment_bytes=64 << 10))
     store.create_topic("orders", queues=2)
     store.create_topic("audit", queues=1)
     fill(store, 0, 300)
