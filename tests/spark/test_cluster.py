@@ -129,6 +129,8 @@ def test_archive_then_retention_then_replay_on_the_cluster(
 
 @pytest.fixture
 def blind_driver(driver):
+    """The cluster tests' driver: a task that fails is tried again (four attempts in all,
+    Spark's default) and fails each time, the job with it."""
     if not can_blind():
         pytest.skip("a blind worker needs root and unshare (its own mount namespace)")
     return driver
