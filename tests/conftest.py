@@ -86,10 +86,10 @@ def private_redis(tmp_path_factory):
 
 #: Where the longest test files are, the longest first. pytest-xdist hands whole files to
 #: its workers in collection order: a long file handed out last leaves the other workers
-#: idle while one runs it (the Spark cluster's files take minutes each; the deploy files
+#: idle while one runs it (the Spark cluster's file takes minutes; the deploy files
 #: build a wheel, collect static files and start gunicorn).
 LONGEST_FIRST = (
-    "tests/spark/test_cluster",
+    "tests/spark/test_cluster.py",
     "tests/spark/",
     "tests/faults/",
     "tests/console/deploy/",
