@@ -10,10 +10,11 @@ export CARGO_BUILD_JOBS ?= 2
 # instead of 5, and 0.25 s more to start each console or engine process.
 unexport PYTHONDONTWRITEBYTECODE
 NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs native/src/*/*.rs)
-CARGO = cd native && cargo
-# The lint and the crate's tests build apart from the install's release build (make test runs
-# them side by side).
-CARGO_CHECK = cd native && CARGO_TARGET_DIR=target/check cargo
+# Cargo is not handed make's jobserver (make test's -j3 keeps its pipe from recipes, and
+# cargo warned of it). The lint and the crate's tests build apart from the install's
+# release build (make test runs them side by side).
+CARGO = cd native && MAKEFLAGS= cargo
+CARGO_CHECK = cd native && MAKEFLAGS= CARGO_TARGET_DIR=target/check cargo
 
 .DEFAULT_GOAL := help
 .PHONY: help install cargo browser promtool redis test-tools test-ready test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail bench-filter clean distclean
@@ -41,7 +42,7 @@ help:
 $(STAMP): pyproject.toml $(NATIVE_SOURCES) | cargo
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --upgrade pip
-	$(VENV)/bin/pip install -e '.[dev,bench,spark,postgres]'
+	MAKEFLAGS= $(VENV)/bin/pip install -e '.[dev,bench,spark,postgres]'
 	touch $@
 
 install: $(STAMP)
