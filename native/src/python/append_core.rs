@@ -1316,14 +1316,20 @@ impl AppendCore {
     /// closes a descriptor only after taking it out of `_open` (under the GIL), so one
     /// found there stays open for the write.
     fn time_index_fd(&self, py: Python<'_>, time_index: &Bound<'_, PyAny>) -> Step<Option<i32>> {
+        // Called after the write began: nothing here declines (an unset or odd slot
+        // leaves the mark to `TimeIndex.write`).
         let slots = &self.slots;
-        if !time_index.get_type().is(slots.time_index_type.bind(py))
-            || get_u64(slots.interval, time_index)? != TIME_INDEX_INTERVAL
-        {
+        if !time_index.get_type().is(slots.time_index_type.bind(py)) {
             return Ok(None);
         }
-        let open = get(slots.handles, time_index)?.getattr(intern!(py, "_open"))?;
-        let Ok(open) = open.cast_into::<PyDict>() else {
+        let interval = slots.interval.get(time_index).map(|i| i.extract::<u64>());
+        if !matches!(interval, Some(Ok(TIME_INDEX_INTERVAL))) {
+            return Ok(None);
+        }
+        let Some(handles) = slots.handles.get(time_index) else {
+            return Ok(None);
+        };
+        let Ok(open) = handles.getattr(intern!(py, "_open"))?.cast_into::<PyDict>() else {
             return Ok(None);
         };
         match open.get_item(time_index)? {
