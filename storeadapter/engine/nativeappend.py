@@ -76,7 +76,7 @@ def append_core(store) -> dataplane.AppendCore | None:
         store.config.max_message_bytes,
         store.config.flush_dirty_bytes,
         WARM_ASK_BYTES,
-        (Topic, QueueFile, Segment),
+        (Topic, QueueFile, Segment, TimeIndex),
     )
 
 

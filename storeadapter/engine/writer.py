@@ -173,7 +173,26 @@ class Writer(metaclass=Watched):
 
     def prepare_batch(self, state: Topic, messages: list, limit: int) -> list[_Prepared]:
         """Validate and prepare ``messages`` (``append_batch``'s items, not all plain
-        bodies that fit within ``limit``) for ``append_prepared``."""
+        bodies that fit within ``limit``) for ``append_prepared``.
+
+        One native call prepares bytes, str and dicts of body, queue, key, tag and
+        properties (``_native.prepare_items``: the same tuples); it leaves a batch with
+        any other item, or any item ``prepare`` refuses, to the loop below, which raises
+        the typed error."""
+        prepared = dataplane.prepare_items(
+            messages,
+            len(state.queues),
+            state.info.frozen,
+            self.max_body(state),
+            RECORD_OVERHEAD + len(state.name_bytes),
+            self.commitlog.capacity(),
+        )
+        if prepared is not None:
+            return prepared
+        return self.prepare_batch_python(state, messages, limit)
+
+    def prepare_batch_python(self, state: Topic, messages: list, limit: int) -> list[_Prepared]:
+        """``prepare_batch`` an item at a time, in Python."""
         prepared = []
         queue_count = len(state.queues)
         frozen = state.info.frozen

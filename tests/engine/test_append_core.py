@@ -37,10 +37,10 @@ def test_plain_appends_in_async_mode_take_the_native_call(tmp_path):
     roomy = {"segment_bytes": 1 << 20, "queue_file_entries": 1024}
     _, taken = _append_plain(tmp_path / "s", True, 300, **roomy)
 
-    # At most all but the first entry of each queue (100 each: a time mark, which the
-    # long way writes); an append also goes the long way when it meets another thread
-    # of the store (the flusher) holding the store's locks.
-    assert 0 < taken <= 300 - 3
+    # Time marks too (a queue's first opens its time index through TimeIndex.write);
+    # an append goes the long way when it meets another thread of the store (the
+    # flusher) holding the store's locks.
+    assert 0 < taken <= 300
 
 
 def test_rolls_and_new_queue_files_go_the_long_way_between_native_appends(tmp_path):
@@ -79,7 +79,7 @@ def test_a_replaced_file_call_turns_the_native_append_down(tmp_path, monkeypatch
 
     with MessageStore.open(tmp_path / "s", _async_config()) as store:
         store.create_topic("t", queues=1, layout="files")
-        store.append("t", b"first")  # a time mark: the long way
+        store.append("t", b"first")  # its time mark opens the time index
         monkeypatch.setattr(fileio, "pwrite_all", recording)
         before = store._appender.appended
         store.append("t", b"second")
@@ -192,3 +192,98 @@ def test_an_unknown_topic_is_left_to_the_long_way(tmp_path):
             store.append("nowhere", b"x")
         with pytest.raises((TypeError, TopicNotFoundError)):  # as the long way answers it
             store.append(["not", "a", "name"], b"x")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ time marks
+
+
+def _marks(store: MessageStore, path: Path, queues: int) -> dict[int, list[tuple]]:
+    """Each queue's time index as (queue offset + 1, store ms) marks, each checked
+    against the store time of the message at its offset."""
+    import struct
+
+    found = {}
+    for q in range(queues):
+        data = (path / "consumequeue" / "t" / str(q) / "timeindex").read_bytes()
+        marks = [struct.unpack_from("<Qq", data, i) for i in range(0, len(data), 16)]
+        stored = {m.queue_offset: m.store_time_ms for m in read_all(store, "t", q)}
+        for mark, (word, ms) in enumerate(marks):
+            assert word == mark * 128 + 1, (q, mark, word)
+            assert stored[word - 1] == ms, (q, mark)
+        found[q] = [word for word, _ in marks]
+    return found
+
+
+def _singles(path: Path, native: bool, count: int) -> tuple[dict, int]:
+    roomy = {"segment_bytes": 1 << 20, "queue_file_entries": 4096}
+    with MessageStore.open(path, _async_config(**roomy)) as store:
+        store.create_topic("t", queues=2, layout="files")
+        if not native:
+            store._appender = None
+        for i in range(count):
+            store.append("t", b"s-%d" % i)
+        marked = 0 if store._appender is None else store._appender.marked
+        return _marks(store, path, 2), marked
+
+
+def test_native_single_appends_write_the_time_marks_the_long_way_writes(tmp_path):
+    native, marked = _singles(tmp_path / "native", True, 1100)
+    python, _ = _singles(tmp_path / "python", False, 1100)
+
+    # The first mark of a queue opens its file the long way (TimeIndex.write); the
+    # others (every 128th entry) are written by the core.
+    assert marked > 0
+    assert native == python
+    assert _index_files(tmp_path / "native") == _index_files(tmp_path / "python")
+
+
+def test_native_batches_write_time_marks_with_the_messages_store_times(tmp_path):
+    roomy = {"segment_bytes": 1 << 20, "queue_file_entries": 4096}
+    path = tmp_path / "s"
+    with MessageStore.open(path, _async_config(**roomy)) as store:
+        store.create_topic("t", queues=3, layout="files")
+        for b in range(20):
+            store.append_batch("t", [b"b%d-%d" % (b, i) for i in range(60)])
+        assert store._appender.marked > 0
+        assert _marks(store, path, 3) == {q: [1, 129, 257, 385] for q in range(3)}
+
+
+def test_a_native_time_mark_leaves_the_time_index_to_be_synced(tmp_path):
+    roomy = {"segment_bytes": 1 << 20, "queue_file_entries": 4096}
+    with MessageStore.open(tmp_path / "s", _async_config(**roomy)) as store:
+        store.create_topic("t", queues=1, layout="files")
+        for _ in range(127):
+            store.append("t", b"x")
+        store.flush()
+        time_index = store._registry.topics["t"].queues[0].time_index
+        assert not time_index.dirty
+        before = store._appender.marked
+        for _ in range(5):  # the flusher may hold a lock for one: the long way
+            store.append("t", b"x")
+            if store._appender.marked > before or time_index.dirty:
+                break
+        assert time_index.dirty
+        store.flush()
+        assert not time_index.dirty
+
+
+def test_a_replaced_time_index_write_turns_the_native_append_down(tmp_path, monkeypatch):
+    from storeadapter.engine.timeindex import TimeIndex
+
+    calls = []
+    genuine = TimeIndex.write
+
+    def recording(self, marks):
+        calls.append(marks)
+        genuine(self, marks)
+
+    with MessageStore.open(tmp_path / "s", _async_config()) as store:
+        store.create_topic("t", queues=1, layout="files")
+        for _ in range(128):
+            store.append("t", b"x")
+        monkeypatch.setattr(TimeIndex, "write", recording)
+        before = (store._appender.appended, store._appender.marked)
+        store.append("t", b"marked")
+
+        assert (store._appender.appended, store._appender.marked) == before
+        assert calls == [[(128, calls[0][0][1])]]

@@ -2,20 +2,21 @@
 //!
 //! The common case is a plain body (no key, tag, properties, queue or dedup id) to a
 //! topic with files per queue, in async mode, that fits in the active segment, whose
-//! queue entry goes to the queue's last file and is not one the time index marks. The
-//! call then does what `Writer.write_group` does for it, in this order, holding the GIL
-//! throughout (so no other thread of this process runs meanwhile): take the pen without
-//! waiting; check that no other process published since this one caught up (the
-//! sequence word) and that no write is left unfinished; mark the write begun with its
-//! extent; store the record into the segment's mapping (segments are reserved whole
-//! with `fallocate`, so the store cannot fault on a full disk); `pwrite` the queue
-//! entry into the queue's file; publish the tail with the queue's note; let go of the
-//! pen; build the `AppendResult`.
+//! queue entry goes to the queue's last file. The call then does what
+//! `Writer.write_group` does for it, in this order, holding the GIL throughout (so no
+//! other thread of this process runs meanwhile): take the pen without waiting; check
+//! that no other process published since this one caught up (the sequence word) and
+//! that no write is left unfinished; mark the write begun with its extent; `pwrite` the
+//! queue entry into the queue's file; store the record into the segment's mapping
+//! (segments are reserved whole with `fallocate`, so the store cannot fault on a full
+//! disk); `pwrite` its time mark when the entry is one the time index marks (every
+//! 128th; part 5); publish the tail with the queue's note; let go of the pen; build the
+//! `AppendResult`.
 //!
 //! Everything else it declines with None before it writes anything, and the caller
 //! takes today's Python path: another thread or process writing, a follow, a dead
 //! writer (its mutex is settled by the store first), a segment roll, a new queue file,
-//! a time mark, a topic setting of its own, a failed or closed store, and any fault plan
+//! a topic setting of its own, a failed or closed store, and any fault plan
 //! a test installed (a replaced `fileio` function or engine method on the append
 //! path): those keep their kill points and fault sites in Python.
 
@@ -30,7 +31,7 @@ use pyo3::exceptions::PyOSError;
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use super::pen::Pen;
 use super::slots::Slot;
@@ -51,6 +52,8 @@ const RING_ENTRY: usize = 32;
 const RING_ENTRIES: u64 = 8192;
 /// consumequeue.TIME_INDEX_INTERVAL: an entry at a multiple of it gets a time mark.
 const TIME_INDEX_INTERVAL: u64 = 128;
+/// timeindex.MARK_SIZE: a mark's bytes (the queue offset plus one, the store ms; LE).
+const MARK_SIZE: usize = 16;
 /// Queue files whose descriptors are kept open here (the last file of a queue each).
 const OPEN_FILES: usize = 256;
 
@@ -67,6 +70,7 @@ struct Slots {
     topic_type: Py<PyType>,
     file_type: Py<PyType>,
     segment_type: Py<PyType>,
+    time_index_type: Py<PyType>,
     info: Slot,
     name_bytes: Slot,
     queues: Slot,
@@ -86,14 +90,14 @@ struct Slots {
     end: Slot,
     map: Slot,
     fd: Slot,
+    handles: Slot,
+    marks_dirty: Slot,
+    interval: Slot,
 }
 
 impl Slots {
-    fn new(
-        queue_type: &Bound<'_, PyType>,
-        slotted: (Bound<'_, PyType>, Bound<'_, PyType>, Bound<'_, PyType>),
-    ) -> PyResult<Slots> {
-        let (topic, file, segment) = slotted;
+    fn new(queue_type: &Bound<'_, PyType>, slotted: Slotted<'_>) -> PyResult<Slots> {
+        let (topic, file, segment, time_index) = slotted;
         Ok(Slots {
             info: Slot::of(&topic, "_info")?,
             name_bytes: Slot::of(&topic, "name_bytes")?,
@@ -114,12 +118,24 @@ impl Slots {
             end: Slot::of(&segment, "end")?,
             map: Slot::of(&segment, "map")?,
             fd: Slot::of(&segment, "fd")?,
+            handles: Slot::of(&time_index, "handles")?,
+            marks_dirty: Slot::of(&time_index, "dirty")?,
+            interval: Slot::of(&time_index, "interval")?,
+            time_index_type: time_index.unbind(),
             topic_type: topic.unbind(),
             file_type: file.unbind(),
             segment_type: segment.unbind(),
         })
     }
 }
+
+/// The slotted classes: a topic's state, a queue file, a segment, a time index.
+type Slotted<'py> = (
+    Bound<'py, PyType>,
+    Bound<'py, PyType>,
+    Bound<'py, PyType>,
+    Bound<'py, PyType>,
+);
 
 /// A slot's value; declined when unset (the long way raises what it raises).
 fn get<'py>(slot: Slot, object: &Bound<'py, PyAny>) -> Step<Bound<'py, PyAny>> {
@@ -182,6 +198,7 @@ pub struct AppendCore {
     tails: Mutex<HashMap<usize, Tail>>,
     appended: AtomicU64,
     batched: AtomicU64,
+    marked: AtomicU64,
     /// The seam generation at which `genuine` was last found all in place
     /// (`NEVER_CHECKED` until then).
     seam_checked: AtomicU64,
@@ -372,7 +389,7 @@ impl AppendCore {
         max_body: usize,
         dirty_limit: i64,
         warm_ask: i64,
-        slotted: (Bound<'_, PyType>, Bound<'_, PyType>, Bound<'_, PyType>),
+        slotted: Slotted<'_>,
     ) -> PyResult<AppendCore> {
         check_record_type(result_type)?;
         check_record_type(snapshot_type)?;
@@ -438,6 +455,7 @@ impl AppendCore {
             tails: Mutex::new(HashMap::new()),
             appended: AtomicU64::new(0),
             batched: AtomicU64::new(0),
+            marked: AtomicU64::new(0),
             seam_checked: AtomicU64::new(NEVER_CHECKED),
         })
     }
@@ -485,6 +503,12 @@ impl AppendCore {
     #[getter]
     fn batched(&self) -> u64 {
         self.batched.load(Ordering::Relaxed)
+    }
+
+    /// How many time marks this core wrote itself (not through `TimeIndex.write`).
+    #[getter]
+    fn marked(&self) -> u64 {
+        self.marked.load(Ordering::Relaxed)
     }
 
     /// How many appends this core made (tests see that the native path was taken).
@@ -737,8 +761,8 @@ impl AppendCore {
         Self::begin(&ready, end);
         // 4. The records with one pwrite (as the long way: no page faults on the
         //    mapping's first touches), then each queue's entries (one pwrite a queue),
-        //    then the time marks (`TimeIndex.write`, one call a mark, as
-        //    `TimeIndexDispatch` does); a failure clears all of it past the tail.
+        //    then the time marks (`write_marks`: one pwrite a queue); a failure clears
+        //    all of it past the tail.
         if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
             return Err(self.write_failed(py, error, tail));
         }
@@ -748,19 +772,13 @@ impl AppendCore {
             }
         }
         for room in rooms {
-            let mut mark = room.base.div_ceil(TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL;
-            while mark < room.base + room.count {
-                let time_index = get(self.slots.time_index, &room.queue)?;
-                if let Err(error) =
-                    time_index.call_method1(intern!(py, "write"), (vec![(mark, now)],))
-                {
-                    if error.is_instance_of::<PyOSError>(py) {
-                        return Err(self.write_failed(py, error, tail));
-                    }
-                    return Err(Stop::Failed(error));
-                }
-                mark += TIME_INDEX_INTERVAL;
-            }
+            self.write_marks(
+                py,
+                &room.queue,
+                room.base..room.base + room.count,
+                now,
+                tail,
+            )?;
         }
         // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
         self.slots.round_robin.set(
@@ -833,9 +851,6 @@ impl AppendCore {
             return declined();
         }
         let queue_offset = get_u64(slots.max_offset, &queue)?;
-        if queue_offset.is_multiple_of(TIME_INDEX_INTERVAL) {
-            return declined(); // a time mark: the long way writes it
-        }
         let files = get(slots.files, &queue)?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
@@ -1060,8 +1075,9 @@ impl AppendCore {
     fn write_at(fd: i32, data: &[u8], position: u64) -> PyResult<()> {
         let file = std::mem::ManuallyDrop::new(
             // SAFETY: `fd` is a queue file's descriptor this core owns (in `tails`, open
-            // until the core closes it) or the active segment's, whose `Segment` the
-            // caller holds for the call; the File is never dropped (ManuallyDrop), so
+            // until the core closes it), the active segment's, whose `Segment` the
+            // caller holds for the call, or a time index's, which its HandleCache keeps
+            // open while the GIL is held (`time_index_fd`); the File is never dropped (ManuallyDrop), so
             // the descriptor is not closed here.
             unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) },
         );
@@ -1206,6 +1222,7 @@ impl AppendCore {
         };
         encode_at(out, &fields, body);
         drop(map);
+        self.write_marks(py, queue, queue_offset..queue_offset + 1, now, tail)?;
         // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
         self.slots
             .round_robin
@@ -1233,6 +1250,92 @@ impl AppendCore {
             ],
         )?;
         Ok((result, end as i64))
+    }
+
+    /// The time marks of the queue offsets in `offsets` that the index marks (every
+    /// `TIME_INDEX_INTERVAL`-th), stored at `now`: the bytes `TimeIndex.write` writes
+    /// (`MARK`: the offset plus one, the store ms), with one `pwrite` into the
+    /// descriptor the time index's `HandleCache` holds open, and the index left dirty
+    /// (the next sync fsyncs it), as `TimeIndex.write` leaves it. When the cache holds
+    /// no descriptor for it (its first mark since open, or evicted) the core calls
+    /// `TimeIndex.write` itself, which opens (or creates) the file and caches it. A
+    /// failed write fails the store (`write_failed`: all of it past `tail` cleared).
+    fn write_marks(
+        &self,
+        py: Python<'_>,
+        queue: &Bound<'_, PyAny>,
+        offsets: std::ops::Range<u64>,
+        now: i64,
+        tail: u64,
+    ) -> Step<()> {
+        let first = offsets.start.div_ceil(TIME_INDEX_INTERVAL) * TIME_INDEX_INTERVAL;
+        if first >= offsets.end {
+            return Ok(());
+        }
+        let marks: Vec<u64> = (first..offsets.end)
+            .step_by(TIME_INDEX_INTERVAL as usize)
+            .collect();
+        let time_index = get(self.slots.time_index, queue)?;
+        let written = match self.time_index_fd(py, &time_index)? {
+            Some(fd) => {
+                let mut packed = Vec::with_capacity(marks.len() * MARK_SIZE);
+                for &mark in &marks {
+                    packed.extend_from_slice(&(mark + 1).to_le_bytes());
+                    packed.extend_from_slice(&now.to_le_bytes());
+                }
+                // Consecutive marks of one queue sit in consecutive slots.
+                let position = first / TIME_INDEX_INTERVAL * MARK_SIZE as u64;
+                let written = Self::write_at(fd, &packed, position);
+                if written.is_ok() {
+                    self.slots
+                        .marks_dirty
+                        .set(&time_index, PyBool::new(py, true).to_owned().into_any());
+                    self.marked.fetch_add(marks.len() as u64, Ordering::Relaxed);
+                }
+                written
+            }
+            None => {
+                let marks: Vec<(u64, i64)> = marks.iter().map(|&mark| (mark, now)).collect();
+                time_index
+                    .call_method1(intern!(py, "write"), (marks,))
+                    .map(drop)
+            }
+        };
+        match written {
+            Ok(()) => Ok(()),
+            Err(error) if error.is_instance_of::<PyOSError>(py) => {
+                Err(self.write_failed(py, error, tail))
+            }
+            Err(error) => Err(Stop::Failed(error)),
+        }
+    }
+
+    /// The descriptor `time_index`'s `HandleCache` holds open for it, or None (not
+    /// open now; or not a plain `TimeIndex` of the core's interval: the caller calls
+    /// its `write`). The GIL is held from here to the caller's `pwrite`, and the cache
+    /// closes a descriptor only after taking it out of `_open` (under the GIL), so one
+    /// found there stays open for the write.
+    fn time_index_fd(&self, py: Python<'_>, time_index: &Bound<'_, PyAny>) -> Step<Option<i32>> {
+        // Called after the write began: nothing here declines (an unset or odd slot
+        // leaves the mark to `TimeIndex.write`).
+        let slots = &self.slots;
+        if !time_index.get_type().is(slots.time_index_type.bind(py)) {
+            return Ok(None);
+        }
+        let interval = slots.interval.get(time_index).map(|i| i.extract::<u64>());
+        if !matches!(interval, Some(Ok(TIME_INDEX_INTERVAL))) {
+            return Ok(None);
+        }
+        let Some(handles) = slots.handles.get(time_index) else {
+            return Ok(None);
+        };
+        let Ok(open) = handles.getattr(intern!(py, "_open"))?.cast_into::<PyDict>() else {
+            return Ok(None);
+        };
+        match open.get_item(time_index)? {
+            Some(fd) => Ok(i32::try_from(fd.extract::<i64>()?).ok()),
+            None => Ok(None),
+        }
     }
 
     /// The descriptor of `last`, the last file of `queue`, opened here for writing its

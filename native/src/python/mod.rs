@@ -17,6 +17,7 @@ mod hashing;
 mod layout;
 mod mapped;
 mod pen;
+mod prepare;
 mod reader;
 mod scan;
 mod slots;
@@ -41,6 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hashing::stream_hashes, m)?)?;
     m.add_function(wrap_pyfunction!(layout::record_layout, m)?)?;
     m.add_function(wrap_pyfunction!(warm::populate, m)?)?;
+    m.add_function(wrap_pyfunction!(prepare::prepare_items, m)?)?;
     m.add_class::<scan::Run>()?;
     m.add_class::<filter::Filter>()?;
     m.add_class::<store_core::StoreCore>()?;
@@ -58,7 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 3;
+pub const INTERFACE: u32 = 5;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

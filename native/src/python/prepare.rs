@@ -1,0 +1,236 @@
+//! `_native.prepare_items`: `append_batch`'s items made ready for `Writer.append_prepared`
+//! in one call (issue 31, part 5): bytes, str and dicts of `body` (bytes or str),
+//! `queue` (int), `key` (str or list of str), `tag` (str) and `properties` (dict of str
+//! to str), each as the tuple `Writer.prepare` makes of it. Anything else, and any item
+//! `Writer.prepare` would refuse, makes the whole call None: the Python path then
+//! prepares the batch and raises its typed error, with nothing written.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+
+use crate::tags::tag_hash;
+
+/// record.MAX_TAG_BYTES, MAX_KEYS_BYTES, MAX_PROPERTIES_BYTES.
+const MAX_TAG_BYTES: usize = 255;
+const MAX_KEYS_BYTES: usize = 0xFFFF;
+const MAX_PROPERTIES_BYTES: usize = 0xFFFF;
+/// record.KEY_SEPARATOR, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR: never inside a field.
+const KEY_SEPARATOR: u8 = 0x1f;
+const NAME_VALUE_SEPARATOR: u8 = 0x01;
+const PROPERTY_SEPARATOR: u8 = 0x02;
+/// names.DEDUP_PROPERTY: reserved (`dedup_id=` sets it).
+const DEDUP_PROPERTY: &str = "DEDUP_ID";
+
+/// Not an item this call prepares: the Python path decides.
+struct Refused;
+
+impl From<PyErr> for Refused {
+    fn from(_: PyErr) -> Refused {
+        Refused
+    }
+}
+
+fn clean(text: &str) -> bool {
+    !text
+        .bytes()
+        .any(|b| b == KEY_SEPARATOR || b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+}
+
+/// An exact `str` as UTF-8 (a lone surrogate, which `str.encode` refuses: refused).
+fn text<'a>(value: &'a Bound<'_, PyAny>) -> Result<&'a str, Refused> {
+    if !value.is_exact_instance_of::<PyString>() {
+        return Err(Refused);
+    }
+    Ok(value.cast::<PyString>().map_err(|_| Refused)?.to_str()?)
+}
+
+/// What `Writer.prepare` checks of one message and the tuple it makes.
+struct Limits<'py> {
+    queue_count: i64,
+    frozen: Bound<'py, PyAny>,
+    max_body: usize,
+    fixed: usize,
+    capacity: usize,
+}
+
+fn body_bytes<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+) -> Result<Bound<'py, PyBytes>, Refused> {
+    if body.is_exact_instance_of::<PyBytes>() {
+        return Ok(body.cast::<PyBytes>().map_err(|_| Refused)?.clone());
+    }
+    Ok(PyBytes::new(py, text(body)?.as_bytes()))
+}
+
+fn prepare_one<'py>(
+    py: Python<'py>,
+    item: &Bound<'py, PyAny>,
+    limits: &Limits<'py>,
+) -> Result<Bound<'py, PyTuple>, Refused> {
+    let none = py.None().into_bound(py);
+    let (body, queue, key, tag, properties) = if item.is_exact_instance_of::<PyDict>() {
+        let dict = item.cast::<PyDict>().map_err(|_| Refused)?;
+        let (mut body, mut queue, mut key, mut tag, mut properties) =
+            (None, None, None, None, None);
+        for (name, value) in dict.iter() {
+            let place = match text(&name)? {
+                "body" => &mut body,
+                "queue" => &mut queue,
+                "key" => &mut key,
+                "tag" => &mut tag,
+                "properties" => &mut properties,
+                _ => return Err(Refused), // born_time_ms, dedup_id, unknown: Python's
+            };
+            *place = Some(value);
+        }
+        (body.ok_or(Refused)?, queue, key, tag, properties)
+    } else if item.is_exact_instance_of::<PyBytes>() || item.is_exact_instance_of::<PyString>() {
+        (item.clone(), None, None, None, None)
+    } else {
+        return Err(Refused);
+    };
+    let body = body_bytes(py, &body)?;
+    if body.as_bytes().len() > limits.max_body {
+        return Err(Refused);
+    }
+    let queue = match queue.filter(|q| !q.is_none()) {
+        None => none.clone(),
+        Some(q) => {
+            if !q.is_exact_instance_of::<PyInt>() || q.is_instance_of::<PyBool>() {
+                return Err(Refused);
+            }
+            let id: i64 = q.extract()?;
+            if !(0..limits.queue_count).contains(&id) || limits.frozen.contains(&q)? {
+                return Err(Refused);
+            }
+            q
+        }
+    };
+    // Keys: a str or a list of str, each non-empty without separators.
+    let mut keys: Vec<Bound<'py, PyString>> = Vec::new();
+    match key.filter(|k| !k.is_none()) {
+        None => {}
+        Some(k) if k.is_exact_instance_of::<PyString>() => {
+            keys.push(k.cast_into::<PyString>().map_err(|_| Refused)?);
+        }
+        Some(k) if k.is_exact_instance_of::<PyList>() => {
+            for one in k.cast::<PyList>().map_err(|_| Refused)?.iter() {
+                if !one.is_exact_instance_of::<PyString>() {
+                    return Err(Refused);
+                }
+                keys.push(one.cast_into::<PyString>().map_err(|_| Refused)?);
+            }
+        }
+        Some(_) => return Err(Refused),
+    }
+    let mut keys_bytes = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let k = k.to_str()?;
+        if k.is_empty() || !clean(k) {
+            return Err(Refused);
+        }
+        if i > 0 {
+            keys_bytes.push(KEY_SEPARATOR);
+        }
+        keys_bytes.extend_from_slice(k.as_bytes());
+    }
+    if keys_bytes.len() > MAX_KEYS_BYTES {
+        return Err(Refused);
+    }
+    let tag_bytes: &[u8] = match tag.as_ref().filter(|t| !t.is_none()) {
+        None => b"",
+        Some(t) => {
+            let t = text(t)?;
+            if t.is_empty() || t.len() > MAX_TAG_BYTES || !clean(t) {
+                return Err(Refused);
+            }
+            t.as_bytes()
+        }
+    };
+    let mut properties_bytes = Vec::new();
+    match properties.filter(|p| !p.is_none()) {
+        None => {}
+        Some(p) if p.is_exact_instance_of::<PyDict>() => {
+            for (i, (name, value)) in p.cast::<PyDict>().map_err(|_| Refused)?.iter().enumerate() {
+                let (name, value) = (text(&name)?, text(&value)?);
+                if name.is_empty() || !clean(name) || !clean(value) || name == DEDUP_PROPERTY {
+                    return Err(Refused);
+                }
+                if i > 0 {
+                    properties_bytes.push(PROPERTY_SEPARATOR);
+                }
+                properties_bytes.extend_from_slice(name.as_bytes());
+                properties_bytes.push(NAME_VALUE_SEPARATOR);
+                properties_bytes.extend_from_slice(value.as_bytes());
+            }
+        }
+        Some(_) => return Err(Refused),
+    }
+    if properties_bytes.len() > MAX_PROPERTIES_BYTES {
+        return Err(Refused);
+    }
+    let length = limits.fixed
+        + tag_bytes.len()
+        + keys_bytes.len()
+        + properties_bytes.len()
+        + body.as_bytes().len();
+    if length > limits.capacity {
+        return Err(Refused);
+    }
+    let route = match keys.first() {
+        Some(first) => PyBytes::new(py, first.to_str()?.as_bytes()).into_any(),
+        None => none.clone(),
+    };
+    let index_keys = PyTuple::new(py, &keys)?;
+    Ok(PyTuple::new(
+        py,
+        [
+            queue,
+            route,
+            PyBytes::new(py, tag_bytes).into_any(),
+            PyBytes::new(py, &keys_bytes).into_any(),
+            PyBytes::new(py, &properties_bytes).into_any(),
+            body.into_any(),
+            none.clone(),
+            tag_hash(tag_bytes)
+                .into_pyobject(py)
+                .unwrap_or_else(|never| match never {})
+                .into_any(),
+            index_keys.into_any(),
+            none,
+        ],
+    )?)
+}
+
+/// `items` (a list of `append_batch`'s items) prepared as `Writer.prepare` prepares
+/// each: `(queue, route key, tag, keys, properties, body, None, tag hash, index keys,
+/// None)`; None when any item is one this call leaves to Python (see the module docs).
+/// `queue_count`, `frozen`: the topic's queues; `max_body`: its body limit; `fixed`:
+/// `RECORD_OVERHEAD` plus its name's bytes; `capacity`: a segment's.
+#[pyfunction]
+pub fn prepare_items<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyList>,
+    queue_count: i64,
+    frozen: Bound<'py, PyAny>,
+    max_body: usize,
+    fixed: usize,
+    capacity: usize,
+) -> PyResult<Option<Bound<'py, PyList>>> {
+    let limits = Limits {
+        queue_count,
+        frozen,
+        max_body,
+        fixed,
+        capacity,
+    };
+    let prepared = PyList::empty(py);
+    for item in items.iter() {
+        match prepare_one(py, &item, &limits) {
+            Ok(tuple) => prepared.append(tuple)?,
+            Err(Refused) => return Ok(None),
+        }
+    }
+    Ok(Some(prepared))
+}
