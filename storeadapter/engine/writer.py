@@ -179,7 +179,14 @@ class Writer(metaclass=Watched):
         properties (``_native.prepare_items``: the same tuples); it leaves a batch with
         any other item, or any item ``prepare`` refuses, to the loop below, which raises
         the typed error."""
-        prepared = dataplane.prepare_items(
+        prepared = self.prepare_batch_native(state, messages)
+        if prepared is not None:
+            return prepared
+        return self.prepare_batch_python(state, messages, limit)
+
+    def prepare_batch_native(self, state: Topic, messages: list) -> list[_Prepared] | None:
+        """``prepare_batch`` in one native call; None when it leaves the batch to Python."""
+        return dataplane.prepare_items(
             messages,
             len(state.queues),
             state.info.frozen,
@@ -187,9 +194,6 @@ class Writer(metaclass=Watched):
             RECORD_OVERHEAD + len(state.name_bytes),
             self.commitlog.capacity(),
         )
-        if prepared is not None:
-            return prepared
-        return self.prepare_batch_python(state, messages, limit)
 
     def prepare_batch_python(self, state: Topic, messages: list, limit: int) -> list[_Prepared]:
         """``prepare_batch`` an item at a time, in Python."""

@@ -149,19 +149,10 @@ def test_native_batches_leave_the_queue_files_and_time_marks_the_long_way_leaves
         assert store.get(native[-1].message_id).body == b"b29-39"
 
 
-def test_a_replaced_time_index_write_turns_the_native_batch_down(tmp_path, monkeypatch):
-    from storeadapter.engine.timeindex import TimeIndex
-
-    calls = []
-    genuine = TimeIndex.write
-
-    def recording(self, marks):
-        calls.append(marks)
-        genuine(self, marks)
-
+def test_a_replaced_time_index_write_turns_the_native_batch_down(tmp_path, time_index_writes):
     with MessageStore.open(tmp_path / "s", _async_config()) as store:
         store.create_topic("t", queues=1, layout="files")
-        monkeypatch.setattr(TimeIndex, "write", recording)
+        calls = time_index_writes()
         before = store._appender.batched
         store.append_batch("t", [b"x"] * 10)
 
@@ -195,6 +186,26 @@ def test_an_unknown_topic_is_left_to_the_long_way(tmp_path):
 
 
 # ------------------------------------------------------------------ time marks
+
+
+@pytest.fixture
+def time_index_writes(monkeypatch):
+    """Replace ``TimeIndex.write`` (when called) by one that records its marks and writes
+    them; returns the list of recorded calls."""
+    from storeadapter.engine.timeindex import TimeIndex
+
+    def replace() -> list:
+        calls = []
+        genuine = TimeIndex.write
+
+        def recording(self, marks):
+            calls.append(marks)
+            genuine(self, marks)
+
+        monkeypatch.setattr(TimeIndex, "write", recording)
+        return calls
+
+    return replace
 
 
 def _marks(store: MessageStore, path: Path, queues: int) -> dict[int, list[tuple]]:
@@ -267,21 +278,12 @@ def test_a_native_time_mark_leaves_the_time_index_to_be_synced(tmp_path):
         assert not time_index.dirty
 
 
-def test_a_replaced_time_index_write_turns_the_native_append_down(tmp_path, monkeypatch):
-    from storeadapter.engine.timeindex import TimeIndex
-
-    calls = []
-    genuine = TimeIndex.write
-
-    def recording(self, marks):
-        calls.append(marks)
-        genuine(self, marks)
-
+def test_a_replaced_time_index_write_turns_the_native_append_down(tmp_path, time_index_writes):
     with MessageStore.open(tmp_path / "s", _async_config()) as store:
         store.create_topic("t", queues=1, layout="files")
         for _ in range(128):
             store.append("t", b"x")
-        monkeypatch.setattr(TimeIndex, "write", recording)
+        calls = time_index_writes()
         before = (store._appender.appended, store._appender.marked)
         store.append("t", b"marked")
 

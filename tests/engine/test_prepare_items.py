@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from storeadapter.engine import MessageStore, dataplane
+from storeadapter.engine import MessageStore
 from storeadapter.engine.errors import (
     InvalidMessageError,
     MessageTooLargeError,
     QueueFrozenError,
     QueueNotFoundError,
 )
-from storeadapter.engine.record import RECORD_OVERHEAD
 from tests.engine.storetools import read_all, small_config
 
 MAX_BODY = 4096
@@ -89,16 +88,7 @@ def store(tmp_path):
 
 
 def _native(store, items):
-    state = store._registry.topics["t"]
-    writer = store._writer
-    return dataplane.prepare_items(
-        items,
-        len(state.queues),
-        state.info.frozen,
-        writer.max_body(state),
-        RECORD_OVERHEAD + len(state.name_bytes),
-        writer.commitlog.capacity(),
-    )
+    return store._writer.prepare_batch_native(store._registry.topics["t"], items)
 
 
 def _python(store, items):
