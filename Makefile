@@ -76,12 +76,13 @@ promtool:
 redis:
 	$(call debian,redis-server:redis-server)
 
-# Everything the suite needs, made side by side: the install (pip's downloads and builds,
-# the crate's release build), Debian's tools (apt) and the crate's lint and tests (cargo,
-# in a target directory of their own: sharing the install's, they would wait for its lock).
+# The Debian tools the suite uses: the three above, in one apt-get.
 test-tools:
 	$(call debian,chromium:chromium promtool:prometheus redis-server:redis-server)
 
+# Everything the suite needs, made side by side: the install (pip's downloads and builds,
+# the crate's release build), Debian's tools (apt) and the crate's lint and tests (cargo,
+# in a target directory of their own: sharing the install's, they would wait for its lock).
 test-ready:
 	$(MAKE) --no-print-directory -j3 $(STAMP) test-tools test-native
 
