@@ -24,9 +24,9 @@ BATCH = 500
 def items(kind: str, start: int, count: int) -> list:
     body = b"x" * 50
     if kind == "tag":
-        return [{"body": body, "tag": "t%d" % (i % 8)} for i in range(start, start + count)]
+        return [{"body": body, "tag": f"t{i % 8}"} for i in range(start, start + count)]
     return [
-        {"body": body, "key": "k%d" % i, "tag": "t%d" % (i % 8), "properties": {"r": "eu"}}
+        {"body": body, "key": f"k{i}", "tag": f"t{i % 8}", "properties": {"r": "eu"}}
         for i in range(start, start + count)
     ]
 
