@@ -124,3 +124,25 @@ def test_dedup_ids_and_born_times_go_the_long_way(tmp_path):
         store.append_batch("t", [{"body": b"y", "dedup_id": "d1"}])
         assert store._appender.batched == 0
         assert len(_records(store)) == 2
+
+
+def test_a_batch_over_more_queue_files_than_the_core_keeps_open_is_written(tmp_path):
+    # max_open_queue_files bounds the core's descriptors too: a batch over more queues
+    # goes the long way; one over fewer makes room first (taking a descriptor never
+    # closes another of the same batch).
+    config = small_config(flush_mode="async", max_open_queue_files=8, **_ROOMY)
+    with MessageStore.open(tmp_path / "s", config) as store:
+        store.create_topic("t", queues=12, layout="files")
+
+        def spread(queues) -> list:
+            return [{"body": b"%d" % q, "queue": q, "tag": "x"} for q in queues for _ in range(3)]
+
+        store.append_batch("t", spread(range(12)))  # the first files: the long way
+        store.append_batch("t", spread(range(12)))
+        assert store._appender.batched == 0
+        store.append_batch("t", spread(range(6)))
+        store.append_batch("t", spread(range(6, 12)))
+        store.append_batch("t", spread(range(3, 9)))
+        assert store._appender.batched == 3
+        counts = [len(read_all(store, "t", q)) for q in range(12)]
+        assert counts == [9, 9, 9, 12, 12, 12, 12, 12, 12, 9, 9, 9]

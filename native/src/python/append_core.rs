@@ -192,6 +192,9 @@ pub struct AppendCore {
     arrivals: Py<PyAny>,
     prefix: [u8; 8],
     max_body: usize,
+    /// How many queue files' descriptors `tails` keeps: `OPEN_FILES`, or the store's
+    /// `max_open_queue_files` when lower.
+    open_files: usize,
     dirty_limit: i64,
     warm_ask: i64,
     capacity: usize,
@@ -397,7 +400,12 @@ impl AppendCore {
         let registry = store.getattr(intern!(py, "_registry"))?;
         let capacity: usize = log.call_method0(intern!(py, "capacity"))?.extract()?;
         let writer = store.getattr(intern!(py, "_writer"))?;
+        let open_files: usize = store
+            .getattr(intern!(py, "config"))?
+            .getattr(intern!(py, "max_open_queue_files"))?
+            .extract()?;
         Ok(AppendCore {
+            open_files: open_files.clamp(1, OPEN_FILES),
             slots: Slots::new(queue_type, slotted)?,
             log_dict: log.getattr(intern!(py, "__dict__"))?.cast_into()?.unbind(),
             writer_dict: writer
@@ -859,6 +867,7 @@ impl AppendCore {
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(&ready, end)?;
+        self.room_for_fds(rooms.len())?;
         let fds = rooms
             .iter()
             .map(|room| self.queue_file_fd(py, &room.queue, &room.last))
@@ -995,6 +1004,7 @@ impl AppendCore {
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(&ready, end)?;
+        self.room_for_fds(rooms.len())?;
         let fds = rooms
             .iter()
             .map(|room| self.queue_file_fd(py, &room.queue, &room.last))
@@ -1596,6 +1606,20 @@ impl AppendCore {
 
     /// The descriptor of `last`, the last file of `queue`, opened here for writing its
     /// entries (kept while it stays the queue's last file; at most `OPEN_FILES`).
+    /// Make room in `tails` for a batch's `count` queue files before their descriptors
+    /// are taken, so that taking one never closes another of the same batch; declined
+    /// when they are more than it keeps.
+    fn room_for_fds(&self, count: usize) -> Step<()> {
+        if count > self.open_files {
+            return declined();
+        }
+        let mut tails = self.tails.lock().map_err(|_| Stop::Declined)?;
+        if tails.len() + count > self.open_files {
+            tails.clear();
+        }
+        Ok(())
+    }
+
     fn queue_file_fd(
         &self,
         py: Python<'_>,
@@ -1613,7 +1637,7 @@ impl AppendCore {
         let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
             return declined(); // gone or refused: the long way reports it
         };
-        if tails.len() >= OPEN_FILES {
+        if tails.len() >= self.open_files {
             tails.clear();
         }
         let fd = OwnedFd::from(file);
