@@ -86,4 +86,12 @@ class Appending:
                 if results is not None:
                     return results
             return writer.append_prepared(state, messages, plain=True)
-        return writer.append_prepared(state, writer.prepare_batch(state, messages, limit))
+        prepared = writer.prepare_batch(state, messages, limit)
+        # One native call for a batch of prepared dict items (nativeappend.py); None:
+        # declined (a born time, a dedup id, a roll, a new queue file...).
+        appender = self._appender
+        if appender is not None:
+            results = appender.append_items(state, prepared)
+            if results is not None:
+                return results
+        return writer.append_prepared(state, prepared)

@@ -105,7 +105,7 @@ class TimeIndexDispatch(metaclass=Watched):
         return 0
 
 
-class KeyIndexDispatch:
+class KeyIndexDispatch(metaclass=Watched):
     """The key index (``keyindex.KeyIndex``): message keys and dedup ids."""
 
     __slots__ = ("index",)

@@ -32,6 +32,7 @@ from crc32c import crc32c
 
 from . import dataplane, fileio
 from .checkedslots import SLOT, SLOT_SIZE, slot_bytes, slot_valid
+from .seam import Watched
 from .segment import is_segment_name, segment_name
 
 MAGIC = b"TDMI"
@@ -344,7 +345,7 @@ class _Batch:
         return self.count > 0 or commit_offset == self.file.begin_offset
 
 
-class KeyIndex:
+class KeyIndex(metaclass=Watched):
     """The index files of one store directory (``<store>/index``).
 
     Thread-safe within a process; across processes, one writer at a time.

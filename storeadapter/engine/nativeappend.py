@@ -1,7 +1,9 @@
 """The one native call for a common ``append`` (``_native.AppendCore``,
 native/src/python/append_core.rs; docs/PERFORMANCE.md, "Issue 31 (part 3)").
 
-A plain body (``append``) or a list of plain bodies (``append_batch``) to a topic with
+A plain body (``append``), a list of plain bodies (``append_batch``), or a batch of
+prepared dict items (``append_items``: placed, tagged and keyed as
+``Writer._write_general`` does, the keys handed to ``KeyIndex.put_many``) to a topic with
 files per queue, in async mode, on the mutex pen: the core does the whole write session
 in one call, or declines and the store takes its Python path (``Writer``). It declines
 while a fault plan is installed: a test that replaces one of the functions or methods
@@ -18,6 +20,7 @@ from . import clock, dataplane, fileio
 from .commitlog import CommitLog
 from .consumequeue import ConsumeQueue, QueueFile
 from .dispatch import EventIndexDispatch, KeyIndexDispatch, QueueDispatch, TimeIndexDispatch
+from .keyindex import KeyIndex
 from .results import AppendResult
 from .segment import Segment
 from .sharedstate import SharedSnapshot, SharedState
@@ -48,6 +51,9 @@ _SEAM = (
     (Writer, "write_group"),
     (Writer, "_write_records"),
     (Writer, "_write_plain"),
+    (Writer, "_write_general"),
+    (KeyIndexDispatch, "dispatch"),
+    (KeyIndex, "put_many"),
 )
 _GENUINE = [(vars(owner), name, vars(owner)[name]) for owner, name in _SEAM]
 # The dispatchers whose work for a plain record the native append does (the entry; the

@@ -106,6 +106,15 @@ def test_a_batch_of_every_valid_item_is_prepared_as_the_python_loop_prepares_it(
     assert _native(store, VALID) == _python(store, VALID)
 
 
+def test_tags_repeated_and_more_than_the_kept_ones_hash_as_the_python_loop_hashes(store):
+    # The native call keeps the first 16 distinct tags' hashes; the others are hashed
+    # each time.
+    items = [{"body": b"x", "tag": f"t{i % 40}-ü"} for i in range(120)]
+    items += [{"body": b"y"}, {"body": b"z", "tag": "t3-ü"}]
+
+    assert _native(store, items) == _python(store, items)
+
+
 @pytest.mark.parametrize("item", [i for i, _ in REFUSED], ids=range(len(REFUSED)))
 def test_an_item_prepare_refuses_leaves_the_batch_to_the_python_loop(store, item):
     assert _native(store, [b"ok", item]) is None

@@ -192,6 +192,9 @@ pub struct AppendCore {
     arrivals: Py<PyAny>,
     prefix: [u8; 8],
     max_body: usize,
+    /// How many queue files' descriptors `tails` keeps: `OPEN_FILES`, or the store's
+    /// `max_open_queue_files` when lower.
+    open_files: usize,
     dirty_limit: i64,
     warm_ask: i64,
     capacity: usize,
@@ -397,7 +400,12 @@ impl AppendCore {
         let registry = store.getattr(intern!(py, "_registry"))?;
         let capacity: usize = log.call_method0(intern!(py, "capacity"))?.extract()?;
         let writer = store.getattr(intern!(py, "_writer"))?;
+        let open_files: usize = store
+            .getattr(intern!(py, "config"))?
+            .getattr(intern!(py, "max_open_queue_files"))?
+            .extract()?;
         Ok(AppendCore {
+            open_files: open_files.clamp(1, OPEN_FILES),
             slots: Slots::new(queue_type, slotted)?,
             log_dict: log.getattr(intern!(py, "__dict__"))?.cast_into()?.unbind(),
             writer_dict: writer
@@ -493,6 +501,26 @@ impl AppendCore {
         bodies: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         match self.try_batch(py, state, bodies) {
+            Ok(results) => Ok(Some(results)),
+            Err(Stop::Declined) => Ok(None),
+            Err(Stop::Failed(error)) => Err(error),
+        }
+    }
+
+    /// Write `items` (a list of `Writer.prepare`'s tuples: a dict batch prepared by
+    /// `prepare_items`) to topic `state` as `Writer._write_general` would, in one
+    /// write: each item to its explicit queue, else to the writable queue its first
+    /// key's CRC32 picks, else to the next in the round-robin; tags, keys and properties
+    /// in the records, tag hashes in the entries, the keys handed to the key index's
+    /// `put_many` in one call. Their `AppendResult`s, or None when declined (as
+    /// `append_batch`, and also for an item with a born time or a dedup id).
+    fn append_items<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: &Bound<'py, PyList>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        match self.try_items(py, state, items) {
             Ok(results) => Ok(Some(results)),
             Err(Stop::Declined) => Ok(None),
             Err(Stop::Failed(error)) => Err(error),
@@ -726,6 +754,243 @@ impl AppendCore {
         Ok(results)
     }
 
+    fn try_items<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: &Bound<'py, PyList>,
+    ) -> Step<Bound<'py, PyList>> {
+        self.check_store(py)?;
+        let topic = self.plain_topic(py, state)?;
+        let count = items.len();
+        let name_len = topic.name_bytes.as_bytes().len();
+        if count == 0 || name_len > 255 {
+            return declined();
+        }
+        let writable: Vec<i64> = topic.writable.extract()?;
+        let mut round_robin = topic.round_robin;
+        let mut held = Vec::with_capacity(count);
+        // Per item: its queue and its slot among `shares` (the queues in first-use order).
+        let mut places: Vec<(usize, u32)> = Vec::with_capacity(count);
+        let mut shares: Vec<(i64, u64)> = Vec::new();
+        let mut length = 0usize;
+        for item in items.iter() {
+            let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
+            if tuple.len() != 10 || !tuple.get_item(6)?.is_none() || !tuple.get_item(9)?.is_none() {
+                return declined(); // a born time or a dedup id: the long way
+            }
+            let fields: [Bound<'py, PyBytes>; 4] = [
+                tuple.get_item(2)?.cast_into().map_err(PyErr::from)?,
+                tuple.get_item(3)?.cast_into().map_err(PyErr::from)?,
+                tuple.get_item(4)?.cast_into().map_err(PyErr::from)?,
+                tuple.get_item(5)?.cast_into().map_err(PyErr::from)?,
+            ];
+            if fields[3].as_bytes().len() > self.max_body || fields[0].as_bytes().len() > 255 {
+                return declined();
+            }
+            let explicit = tuple.get_item(0)?;
+            let route_key = tuple.get_item(1)?;
+            let queue_id = if !explicit.is_none() {
+                explicit.extract::<i64>()?
+            } else if !route_key.is_none() {
+                let key = route_key.cast_into::<PyBytes>().map_err(PyErr::from)?;
+                writable[crate::events::crc32_ieee(key.as_bytes()) as usize % writable.len()]
+            } else {
+                let id = writable[round_robin.rem_euclid(writable.len() as i64) as usize];
+                round_robin += 1;
+                id
+            };
+            let share = match shares.iter().position(|(id, _)| *id == queue_id) {
+                Some(at) => at,
+                None => {
+                    shares.push((queue_id, 0));
+                    shares.len() - 1
+                }
+            };
+            shares[share].1 += 1;
+            places.push((share, u32::try_from(queue_id).map_err(|_| Stop::Declined)?));
+            length += crate::record::RECORD_OVERHEAD
+                + name_len
+                + fields.iter().map(|f| f.as_bytes().len()).sum::<usize>();
+            let hashed: u64 = tuple.get_item(7)?.extract()?;
+            let keys = tuple
+                .get_item(8)?
+                .cast_into::<PyTuple>()
+                .map_err(PyErr::from)?;
+            held.push((fields, hashed, keys));
+        }
+        if length > self.capacity {
+            return declined();
+        }
+        let mut rooms = Vec::with_capacity(shares.len());
+        for (queue_id, share) in &shares {
+            rooms.push(self.queue_room(py, state, *queue_id, *share)?);
+        }
+        let write_lock = self.write_lock.bind(py);
+        if !write_lock
+            .call_method1(intern!(py, "acquire"), (false,))?
+            .is_truthy()?
+        {
+            return declined(); // another thread is in a write session
+        }
+        let outcome = self.under_thread_lock(py, || {
+            self.items_under_pen(
+                py,
+                state,
+                &topic,
+                &rooms,
+                &held,
+                &places,
+                round_robin,
+                length,
+            )
+        });
+        write_lock.call_method0(intern!(py, "release"))?;
+        let (results, end) = outcome?;
+        self.after(py, end)?;
+        Ok(results)
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn items_under_pen<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        topic: &PlainTopic<'py>,
+        rooms: &[QueueRoom<'py>],
+        held: &[([Bound<'py, PyBytes>; 4], u64, Bound<'py, PyTuple>)],
+        places: &[(usize, u32)],
+        round_robin: i64,
+        length: usize,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
+        let ready = self.ready(py)?;
+        let tail = ready.tail;
+        let end = tail + length as u64;
+        let map = self.room(&ready, end)?;
+        self.room_for_fds(rooms.len())?;
+        let fds = rooms
+            .iter()
+            .map(|room| self.queue_file_fd(py, &room.queue, &room.last))
+            .collect::<Step<Vec<i32>>>()?;
+        drop(map);
+        let now = ready.now;
+        let segment_fd =
+            i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
+        let name_bytes = topic.name_bytes.as_bytes();
+        // The records in order, each at the next offset of its queue (`_write_general`).
+        let mut next: Vec<u64> = rooms.iter().map(|room| room.base).collect();
+        let mut at = tail;
+        let mut records = Vec::with_capacity(held.len());
+        let mut queue_offsets = Vec::with_capacity(held.len());
+        let mut starts = Vec::with_capacity(held.len());
+        for ((fields, hashed, _), (share, queue_id)) in held.iter().zip(places) {
+            let queue_offset = next[*share];
+            next[*share] += 1;
+            let record = appending::Placed {
+                fields: crate::record::Fields {
+                    commit_offset: at,
+                    queue_offset,
+                    born_ms: now,
+                    store_ms: now,
+                    queue_id: *queue_id,
+                    topic: name_bytes,
+                    tag: fields[0].as_bytes(),
+                    keys: fields[1].as_bytes(),
+                    properties: fields[2].as_bytes(),
+                },
+                body: fields[3].as_bytes(),
+                tag_hash: *hashed,
+            };
+            starts.push(at);
+            queue_offsets.push(queue_offset);
+            at += crate::record::record_length(&record.fields, record.body.len()) as u64;
+            records.push(record);
+        }
+        if at != end {
+            return declined(); // never: the lengths are the records'
+        }
+        let (out, packed) = appending::encode_placed(&records);
+        let mut entries: Vec<Vec<u8>> = rooms
+            .iter()
+            .map(|room| Vec::with_capacity(room.count as usize * ENTRY_SIZE))
+            .collect();
+        for (i, (share, _)) in places.iter().enumerate() {
+            entries[*share].extend_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
+        }
+        Self::begin(&ready, end);
+        // The records with one pwrite, each queue's entries with one, the time marks,
+        // then the key index's items in one `put_many`; a failure clears all of it.
+        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
+            return Err(self.write_failed(py, error, tail));
+        }
+        for ((room, fd), entries) in rooms.iter().zip(&fds).zip(&entries) {
+            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
+                return Err(self.write_failed(py, error, tail));
+            }
+        }
+        for room in rooms {
+            self.write_marks(
+                py,
+                &room.queue,
+                room.base..room.base + room.count,
+                now,
+                tail,
+            )?;
+        }
+        let stored = now.into_pyobject(py)?.into_any();
+        let index_items = PyList::empty(py);
+        for ((_, _, keys), start) in held.iter().zip(&starts) {
+            for key in keys.iter() {
+                index_items.append((
+                    topic.name.clone(),
+                    key,
+                    start.into_pyobject(py)?,
+                    stored.clone(),
+                ))?;
+            }
+        }
+        if !index_items.is_empty() {
+            let key_index = self
+                .dispatcher_items
+                .get(KEY_INDEX_DISPATCHER)
+                .ok_or(Stop::Declined)?
+                .bind(py)
+                .getattr(intern!(py, "index"))?;
+            if let Err(error) = key_index.call_method1(intern!(py, "put_many"), (index_items,)) {
+                return Err(self.write_failed(py, error, tail));
+            }
+        }
+        self.slots
+            .round_robin
+            .set(state, round_robin.into_pyobject(py)?.into_any());
+        let mut notes = Vec::with_capacity(rooms.len());
+        for room in rooms {
+            self.moved_queue(py, &room.queue, &room.last, room.base + room.count)?;
+            notes.push((room.queue_id, room.base + room.count));
+        }
+        self.publish(py, &ready, end, topic.topic_id, &notes)?;
+        self.batched.fetch_add(1, Ordering::Relaxed);
+        let results = PyList::empty(py);
+        let status = self.status.bind(py);
+        let result_type = self.result_type.bind(py);
+        for i in 0..starts.len() {
+            results.append(new_record(
+                py,
+                result_type,
+                [
+                    message_id(py, &self.prefix, starts[i]).into_any(),
+                    topic.name.clone().into_any(),
+                    places[i].1.into_pyobject(py)?.into_any(),
+                    queue_offsets[i].into_pyobject(py)?.into_any(),
+                    starts[i].into_pyobject(py)?.into_any(),
+                    stored.clone(),
+                    status.clone().into_any(),
+                ],
+            )?)?;
+        }
+        Ok((results, end as i64))
+    }
+
     fn batch_under_pen<'py>(
         &self,
         py: Python<'py>,
@@ -739,6 +1004,7 @@ impl AppendCore {
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(&ready, end)?;
+        self.room_for_fds(rooms.len())?;
         let fds = rooms
             .iter()
             .map(|room| self.queue_file_fd(py, &room.queue, &room.last))
@@ -1340,6 +1606,20 @@ impl AppendCore {
 
     /// The descriptor of `last`, the last file of `queue`, opened here for writing its
     /// entries (kept while it stays the queue's last file; at most `OPEN_FILES`).
+    /// Make room in `tails` for a batch's `count` queue files before their descriptors
+    /// are taken, so that taking one never closes another of the same batch; declined
+    /// when they are more than it keeps.
+    fn room_for_fds(&self, count: usize) -> Step<()> {
+        if count > self.open_files {
+            return declined();
+        }
+        let mut tails = self.tails.lock().map_err(|_| Stop::Declined)?;
+        if tails.len() + count > self.open_files {
+            tails.clear();
+        }
+        Ok(())
+    }
+
     fn queue_file_fd(
         &self,
         py: Python<'_>,
@@ -1357,7 +1637,7 @@ impl AppendCore {
         let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
             return declined(); // gone or refused: the long way reports it
         };
-        if tails.len() >= OPEN_FILES {
+        if tails.len() >= self.open_files {
             tails.clear();
         }
         let fd = OwnedFd::from(file);
@@ -1372,3 +1652,7 @@ impl AppendCore {
         Ok(raw)
     }
 }
+
+/// Where `KeyIndexDispatch` stands in the store's dispatchers (nativeappend.py's
+/// `_KNOWN_DISPATCHERS`, which the core is only made for).
+const KEY_INDEX_DISPATCHER: usize = 1;

@@ -5,6 +5,8 @@
 //! `Writer.prepare` would refuse, makes the whole call None: the Python path then
 //! prepares the batch and raises its typed error, with nothing written.
 
+use std::cell::RefCell;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
 
@@ -51,6 +53,26 @@ struct Limits<'py> {
     max_body: usize,
     fixed: usize,
     capacity: usize,
+    /// The batch's first `TAGS_KEPT` distinct tags and their hashes (a batch's items
+    /// mostly share a few tags; the hash is BLAKE2b's, ~900 instructions).
+    tags: RefCell<Vec<(Vec<u8>, u64)>>,
+}
+
+/// How many distinct tags of a batch `Limits::tag_hash` keeps.
+const TAGS_KEPT: usize = 16;
+
+impl Limits<'_> {
+    fn tag_hash(&self, tag: &[u8]) -> u64 {
+        let mut kept = self.tags.borrow_mut();
+        if let Some((_, hash)) = kept.iter().find(|(bytes, _)| bytes.as_slice() == tag) {
+            return *hash;
+        }
+        let hash = tag_hash(tag);
+        if kept.len() < TAGS_KEPT {
+            kept.push((tag.to_vec(), hash));
+        }
+        hash
+    }
 }
 
 fn body_bytes<'py>(
@@ -193,7 +215,8 @@ fn prepare_one<'py>(
             PyBytes::new(py, &properties_bytes).into_any(),
             body.into_any(),
             none.clone(),
-            tag_hash(tag_bytes)
+            limits
+                .tag_hash(tag_bytes)
                 .into_pyobject(py)
                 .unwrap_or_else(|never| match never {})
                 .into_any(),
@@ -224,6 +247,7 @@ pub fn prepare_items<'py>(
         max_body,
         fixed,
         capacity,
+        tags: RefCell::new(Vec::new()),
     };
     let prepared = PyList::empty(py);
     for item in items.iter() {
