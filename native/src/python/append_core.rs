@@ -301,6 +301,15 @@ struct Planned<'a, 'py> {
     round_robin: i64,
 }
 
+/// A step's outcome as Python sees it: its value, None when declined, or the error.
+fn answer<T>(step: Step<T>) -> PyResult<Option<T>> {
+    match step {
+        Ok(value) => Ok(Some(value)),
+        Err(Stop::Declined) => Ok(None),
+        Err(Stop::Failed(error)) => Err(error),
+    }
+}
+
 fn declined<T>() -> Step<T> {
     Err(Stop::Declined)
 }
@@ -483,11 +492,7 @@ impl AppendCore {
             Ok(Some(state)) => state,
             _ => return Ok(None),
         };
-        match self.try_append(py, &found, body) {
-            Ok(result) => Ok(Some(result)),
-            Err(Stop::Declined) => Ok(None),
-            Err(Stop::Failed(error)) => Err(error),
-        }
+        answer(self.try_append(py, &found, body))
     }
 
     /// Append `bodies` (a list of bytes) to topic `state` as `MessageStore.append_batch`
@@ -500,11 +505,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         bodies: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        match self.try_batch(py, state, bodies) {
-            Ok(results) => Ok(Some(results)),
-            Err(Stop::Declined) => Ok(None),
-            Err(Stop::Failed(error)) => Err(error),
-        }
+        answer(self.try_batch(py, state, bodies))
     }
 
     /// Write `items` (a list of `Writer.prepare`'s tuples: a dict batch prepared by
@@ -520,11 +521,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        match self.try_items(py, state, items) {
-            Ok(results) => Ok(Some(results)),
-            Err(Stop::Declined) => Ok(None),
-            Err(Stop::Failed(error)) => Err(error),
-        }
+        answer(self.try_items(py, state, items))
     }
 
     /// How many batches this core wrote.
@@ -1089,7 +1086,6 @@ impl AppendCore {
         body: &[u8],
     ) -> Step<Bound<'py, PyAny>> {
         self.check_store(py)?;
-        let slots = &self.slots;
         let PlainTopic {
             topic_id,
             name,
@@ -1105,40 +1101,13 @@ impl AppendCore {
         let queue_id: i64 = writable
             .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
             .extract()?;
-        let queues = get(slots.queues, state)?;
-        let queue = match queues.cast::<PyList>() {
-            Ok(list) => list.get_item(usize::try_from(queue_id).map_err(|_| Stop::Declined)?)?,
-            Err(_) => queues.get_item(queue_id)?,
-        };
-        if !queue.get_type().is(self.queue_type.bind(py))
-            || !get(slots.loaded, &queue)?.is_truthy()?
-            || get(slots.closed, &queue)?.is_truthy()?
-        {
-            return declined();
-        }
-        let queue_offset = get_u64(slots.max_offset, &queue)?;
-        let files = get(slots.files, &queue)?
-            .cast_into::<PyList>()
-            .map_err(PyErr::from)?;
-        let Some(last) = files
-            .len()
-            .checked_sub(1)
-            .map(|i| files.get_item(i))
-            .transpose()?
-        else {
-            return declined();
-        };
-        if !last.get_type().is(slots.file_type.bind(py)) {
-            return declined();
-        }
-        let first_index = get_u64(slots.first_index, &last)?;
-        let entries = get_u64(slots.entries, &last)?;
-        let Some(slot) = queue_offset
-            .checked_sub(first_index)
-            .filter(|s| *s < entries)
-        else {
-            return declined(); // a new queue file: the long way creates it
-        };
+        let QueueRoom {
+            queue,
+            last,
+            base: queue_offset,
+            slot,
+            ..
+        } = self.queue_room(py, state, queue_id, 1)?;
         let write_lock = self.write_lock.bind(py);
         if !write_lock
             .call_method1(intern!(py, "acquire"), (false,))?
