@@ -917,23 +917,17 @@ impl AppendCore {
         Self::begin(&ready, end);
         // The records with one pwrite, each queue's entries with one, the time marks,
         // then the key index's items in one `put_many`; a failure clears all of it.
-        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
-            return Err(self.write_failed(py, error, tail));
-        }
-        for ((room, fd), entries) in rooms.iter().zip(&fds).zip(&entries) {
-            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
-                return Err(self.write_failed(py, error, tail));
-            }
-        }
-        for room in rooms {
-            self.write_marks(
-                py,
-                &room.queue,
-                room.base..room.base + room.count,
-                now,
-                tail,
-            )?;
-        }
+        self.write_run(
+            py,
+            segment_fd,
+            &out,
+            tail - ready.base,
+            rooms,
+            &fds,
+            &entries,
+            now,
+            tail,
+        )?;
         let stored = now.into_pyobject(py)?.into_any();
         let index_items = PyList::empty(py);
         for ((_, _, keys), start) in held.iter().zip(&starts) {
@@ -1026,23 +1020,17 @@ impl AppendCore {
         //    mapping's first touches), then each queue's entries (one pwrite a queue),
         //    then the time marks (`write_marks`: one pwrite a queue); a failure clears
         //    all of it past the tail.
-        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
-            return Err(self.write_failed(py, error, tail));
-        }
-        for ((room, fd), entries) in rooms.iter().zip(&fds).zip(&placed.entries) {
-            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
-                return Err(self.write_failed(py, error, tail));
-            }
-        }
-        for room in rooms {
-            self.write_marks(
-                py,
-                &room.queue,
-                room.base..room.base + room.count,
-                now,
-                tail,
-            )?;
-        }
+        self.write_run(
+            py,
+            segment_fd,
+            &out,
+            tail - ready.base,
+            rooms,
+            &fds,
+            &placed.entries,
+            now,
+            tail,
+        )?;
         // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
         self.slots.round_robin.set(
             state,
@@ -1286,6 +1274,43 @@ impl AppendCore {
     fn begin(ready: &Ready<'_>, end: u64) {
         ready.header.word(EXTENT_AT).store(end, Ordering::Relaxed);
         ready.header.word(WRITING_AT).store(1, Ordering::Release);
+    }
+
+    /// A batch's run written past `tail`: its records with one pwrite at `position` of the
+    /// segment (as the long way: no page faults on the mapping's first touches), each
+    /// queue's entries with one pwrite at its room's slot, then the time marks; a failure
+    /// clears all of it past `tail` (`write_failed`).
+    #[allow(clippy::too_many_arguments)]
+    fn write_run<'py>(
+        &self,
+        py: Python<'py>,
+        segment_fd: i32,
+        records: &[u8],
+        position: u64,
+        rooms: &[QueueRoom<'py>],
+        fds: &[i32],
+        entries: &[Vec<u8>],
+        now: i64,
+        tail: u64,
+    ) -> Step<()> {
+        if let Err(error) = Self::write_at(segment_fd, records, position) {
+            return Err(self.write_failed(py, error, tail));
+        }
+        for ((room, fd), entries) in rooms.iter().zip(fds).zip(entries) {
+            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
+                return Err(self.write_failed(py, error, tail));
+            }
+        }
+        for room in rooms {
+            self.write_marks(
+                py,
+                &room.queue,
+                room.base..room.base + room.count,
+                now,
+                tail,
+            )?;
+        }
+        Ok(())
     }
 
     /// A failed write of an entry or a time mark: the store fails with the typed error
