@@ -140,13 +140,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def __init__(self, path: Path, config: StoreConfig) -> None:
         self.path = path
         self.config = config
-        self._write_lock = threading.Lock()
+        # Between this process's threads: the write lock (a write session's, and the
+        # flush's) and the follow lock (reentrant). Native (``dataplane.ThreadLock``), so
+        # the native append takes them without a Python call; waiting releases the GIL.
+        self._write_lock = dataplane.ThreadLock()
         self._sync_mode = config.flush_mode == "sync"
         self._flush_lock = threading.Lock()
         self._closed = False
         self._core = None  # the native read core (dataplane.store_core), made by _open
         self._appender = None  # the native append (nativeappend.py), made by _open
-        self._follow_lock = threading.RLock()
+        self._follow_lock = dataplane.ThreadLock(reentrant=True)
         self._locks: StoreLocks | None = None
         self._pen: Pen | None = None  # the write lock (writesession.py), made by _open
         self._shared: SharedState | None = None

@@ -27,7 +27,6 @@ The pen is one of two locks, chosen per process when it opens the store
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Protocol
 from .errors import DiskFullError, StoreFailedError
 from .locks import StoreLocks
 from .seam import Watched
+from .dataplane import ThreadLock
 from .sharedstate import SharedState
 
 #: Set to "flock" to write as older engines do (an exclusive flock per write).
@@ -115,8 +115,8 @@ class WriteSession(metaclass=Watched):
         self,
         pen: Pen,
         shared: SharedState,
-        thread_lock: threading.Lock,
-        follow_lock: threading.RLock,
+        thread_lock: ThreadLock,
+        follow_lock: ThreadLock,
         *,
         check: Callable[[], None],
         catch_up: Callable[[], None],

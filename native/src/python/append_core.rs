@@ -34,6 +34,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use super::pen::Pen;
+use super::thread_lock::ThreadLock;
 use super::slots::Slot;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
@@ -178,8 +179,9 @@ pub struct AppendCore {
     dispatchers: Py<PyList>,
     dispatcher_items: Vec<Py<PyAny>>,
     state_map: Py<PyAny>,
-    write_lock: Py<PyAny>,
-    follow_lock: Py<PyAny>,
+    /// The store's thread lock and follow lock (store.py), tried here without a call.
+    write_lock: Py<ThreadLock>,
+    follow_lock: Py<ThreadLock>,
     queue_type: Py<PyType>,
     result_type: Py<PyType>,
     snapshot_type: Py<PyType>,
@@ -376,6 +378,12 @@ impl Drop for WritableView {
     }
 }
 
+/// Let go of a thread lock the core took.
+fn release(lock: &ThreadLock) -> PyResult<()> {
+    lock.release_lock()
+        .map_err(pyo3::exceptions::PyRuntimeError::new_err)
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -443,8 +451,14 @@ impl AppendCore {
                 .getattr(intern!(py, "dirty"))?
                 .cast_into()?
                 .unbind(),
-            write_lock: store.getattr(intern!(py, "_write_lock"))?.unbind(),
-            follow_lock: store.getattr(intern!(py, "_follow_lock"))?.unbind(),
+            write_lock: store
+                .getattr(intern!(py, "_write_lock"))?
+                .cast_into::<ThreadLock>()?
+                .unbind(),
+            follow_lock: store
+                .getattr(intern!(py, "_follow_lock"))?
+                .cast_into::<ThreadLock>()?
+                .unbind(),
             store: store.clone().unbind(),
             pen,
             dispatcher_items: dispatchers.iter().map(Bound::unbind).collect(),
@@ -735,17 +749,14 @@ impl AppendCore {
             let share = (count / width + usize::from(j < count % width)) as u64;
             rooms.push(self.queue_room(py, state, queue_id, share)?);
         }
-        let write_lock = self.write_lock.bind(py);
-        if !write_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let outcome = self.under_thread_lock(py, || {
             self.batch_under_pen(py, state, &topic, &rooms, &slices, length)
         });
-        write_lock.call_method0(intern!(py, "release"))?;
+        release(write_lock)?;
         let (results, end) = outcome?;
         self.after(py, end)?;
         Ok(results)
@@ -823,11 +834,8 @@ impl AppendCore {
         for (queue_id, share) in &shares {
             rooms.push(self.queue_room(py, state, *queue_id, *share)?);
         }
-        let write_lock = self.write_lock.bind(py);
-        if !write_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let outcome = self.under_thread_lock(py, || {
@@ -842,7 +850,7 @@ impl AppendCore {
                 length,
             )
         });
-        write_lock.call_method0(intern!(py, "release"))?;
+        release(write_lock)?;
         let (results, end) = outcome?;
         self.after(py, end)?;
         Ok(results)
@@ -1096,11 +1104,8 @@ impl AppendCore {
             slot,
             ..
         } = self.queue_room(py, state, queue_id, 1)?;
-        let write_lock = self.write_lock.bind(py);
-        if !write_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let plan = Planned {
@@ -1118,7 +1123,7 @@ impl AppendCore {
             round_robin,
         };
         let outcome = self.under_thread_lock(py, || self.under_pen(py, &plan));
-        write_lock.call_method0(intern!(py, "release"))?;
+        release(write_lock)?;
         let (result, end) = outcome?;
         self.after(py, end)?;
         Ok(result)
@@ -1149,11 +1154,8 @@ impl AppendCore {
     /// Take the follow lock and the pen without waiting (the caller holds the thread
     /// lock), run `write` under them, let go.
     fn under_thread_lock<R>(&self, py: Python<'_>, write: impl FnOnce() -> Step<R>) -> Step<R> {
-        let follow_lock = self.follow_lock.bind(py);
-        if !follow_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let follow_lock = self.follow_lock.get();
+        if !follow_lock.try_acquire() {
             return declined();
         }
         let pen = self.pen.get();
@@ -1182,7 +1184,7 @@ impl AppendCore {
                 }
             }
         };
-        follow_lock.call_method0(intern!(py, "release"))?;
+        release(follow_lock)?;
         outcome
     }
 
