@@ -222,6 +222,16 @@ class AppendCore:
         slotted: tuple[type, type, type, type],
     ) -> AppendCore: ...
     def append(self, topic: str, body: bytes) -> Any | None: ...
+    def append_or_long_way(
+        self,
+        topic: str,
+        body: bytes | str,
+        key: str | list[str] | None = None,
+        tag: str | None = None,
+        queue: int | None = None,
+        properties: Any = None,
+        dedup_id: str | None = None,
+    ) -> Any: ...
     def append_batch(self, state: Any, bodies: list[bytes]) -> list[Any] | None: ...
     def append_items(self, state: Any, items: list[tuple]) -> list[Any] | None: ...
     @property

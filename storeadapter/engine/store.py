@@ -289,6 +289,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
         )
         self._appender = append_core(self)
+        if self._appender is not None:
+            # ``append`` in one native call, no Python frame around it: the core calls
+            # ``_append_long_way`` itself for what it declines (appending.py).
+            self.append = self._appender.append_or_long_way
         # The first read or get starts warming (warming.py), then binds them to the core.
         self.get = self._first_get
         self.read = self._first_read
@@ -1109,6 +1113,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if self._appender is not None:
             self._appender.close()
             self._appender = None  # it holds the store: no cycle left to collect
+            self.__dict__.pop("append", None)  # its bound call holds the core
         self._reader.arrivals.wake()
         self._registry.close()
         self._index.close()

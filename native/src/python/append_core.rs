@@ -34,8 +34,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use super::pen::Pen;
-use super::thread_lock::ThreadLock;
 use super::slots::Slot;
+use super::thread_lock::ThreadLock;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
 use crate::consume_queue::{Entry, ENTRY_SIZE};
@@ -192,6 +192,10 @@ pub struct AppendCore {
     flusher: Py<PyAny>,
     warm: Py<PyAny>,
     arrivals: Py<PyAny>,
+    /// Their `__dict__`s: `flushed`, `engaged`, `asked`, `waiting` are read from them.
+    flusher_dict: Py<PyDict>,
+    warm_dict: Py<PyDict>,
+    arrivals_dict: Py<PyDict>,
     prefix: [u8; 8],
     max_body: usize,
     /// How many queue files' descriptors `tails` keeps: `OPEN_FILES`, or the store's
@@ -201,6 +205,8 @@ pub struct AppendCore {
     warm_ask: i64,
     capacity: usize,
     tails: Mutex<HashMap<usize, Tail>>,
+    /// The facts of the topics appended to lately, by their info's address.
+    topic_facts: Mutex<HashMap<usize, TopicFacts>>,
     appended: AtomicU64,
     batched: AtomicU64,
     marked: AtomicU64,
@@ -234,11 +240,29 @@ struct Ready<'py> {
     header: WritableView,
     sequence: u64,
     tail: u64,
+    /// The log's `tail` as the int object its `__dict__` holds (the result's offset).
+    tail_object: Bound<'py, PyAny>,
+    /// The log's `last_store_ms` before the write.
+    last_store_ms: i64,
     base: u64,
     end_of_segment: u64,
     segment: Bound<'py, PyAny>,
     now: i64,
 }
+
+/// What the core keeps of a topic's info (`TopicInfo`, which a change replaces whole,
+/// never changes in place: topics.py, admin.py `_change_topic`), keyed by the info
+/// object, which it holds so that no other object takes its address meanwhile.
+struct TopicFacts {
+    info: Py<PyAny>,
+    name: Py<PyString>,
+    topic_id: i64,
+    /// Not a stream topic, no `max_message_bytes` of its own.
+    plain: bool,
+}
+
+/// How many topics' facts are kept (emptied when full).
+const TOPIC_FACTS: usize = 64;
 
 /// The topic of a plain write (`plain_topic`).
 struct PlainTopic<'py> {
@@ -378,6 +402,14 @@ impl Drop for WritableView {
     }
 }
 
+/// An object's `__dict__` (its plain attributes, read without a look-up by name).
+fn instance_dict(object: &Bound<'_, PyAny>) -> PyResult<Py<PyDict>> {
+    Ok(object
+        .getattr(pyo3::intern!(object.py(), "__dict__"))?
+        .cast_into::<PyDict>()?
+        .unbind())
+}
+
 /// Let go of a thread lock the core took.
 fn release(lock: &ThreadLock) -> PyResult<()> {
     lock.release_lock()
@@ -472,6 +504,13 @@ impl AppendCore {
                 .into_iter()
                 .map(|(d, n, o)| (d.unbind(), n.unbind(), o.unbind()))
                 .collect(),
+            flusher_dict: instance_dict(&store.getattr(intern!(py, "_flusher"))?)?,
+            warm_dict: instance_dict(&store.getattr(intern!(py, "_warm"))?)?,
+            arrivals_dict: instance_dict(
+                &store
+                    .getattr(intern!(py, "_reader"))?
+                    .getattr(intern!(py, "arrivals"))?,
+            )?,
             flusher: store.getattr(intern!(py, "_flusher"))?.unbind(),
             warm: store.getattr(intern!(py, "_warm"))?.unbind(),
             arrivals: store
@@ -484,6 +523,7 @@ impl AppendCore {
             warm_ask,
             capacity,
             tails: Mutex::new(HashMap::new()),
+            topic_facts: Mutex::new(HashMap::new()),
             appended: AtomicU64::new(0),
             batched: AtomicU64::new(0),
             marked: AtomicU64::new(0),
@@ -507,6 +547,43 @@ impl AppendCore {
             _ => return Ok(None),
         };
         answer(self.try_append(py, &found, body))
+    }
+
+    /// What `MessageStore.append` answers (same arguments, same results, same errors), in
+    /// one native call: a plain body (bytes; no key, tag, queue, properties or dedup id)
+    /// goes to `append`; whatever that declines, and every other message, goes to the
+    /// store's `_append_long_way` with the arguments as given. The store binds its
+    /// `append` to this (no Python frame around the call).
+    #[pyo3(signature = (topic, body, key = None, tag = None, queue = None, properties = None, dedup_id = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn append_or_long_way<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        body: &Bound<'py, PyAny>,
+        key: Option<&Bound<'py, PyAny>>,
+        tag: Option<&Bound<'py, PyAny>>,
+        queue: Option<&Bound<'py, PyAny>>,
+        properties: Option<&Bound<'py, PyAny>>,
+        dedup_id: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // `not properties` of `Appending.append`'s plain test, for None and a dict.
+        let no_properties = match properties {
+            None => true,
+            Some(given) => given.cast_exact::<PyDict>().is_ok_and(|d| d.is_empty()),
+        };
+        if key.is_none() && tag.is_none() && queue.is_none() && dedup_id.is_none() && no_properties
+        {
+            if let Ok(bytes) = body.cast_exact::<PyBytes>() {
+                if let Some(result) = self.append(py, topic, bytes.as_bytes())? {
+                    return Ok(result);
+                }
+            }
+        }
+        self.store.bind(py).call_method1(
+            intern!(py, "_append_long_way"),
+            (topic, body, key, tag, queue, properties, dedup_id),
+        )
     }
 
     /// Append `bodies` (a list of bytes) to topic `state` as `MessageStore.append_batch`
@@ -610,33 +687,28 @@ impl AppendCore {
         self.still_genuine(py)
     }
 
-    /// The topic of a plain write: `state` still the registry's, files per queue, no
-    /// `max_message_bytes` of its own, not a stream topic. Its name, id, name's bytes,
-    /// writable queues and round-robin.
+    /// The topic of a plain write: `state` still the registry's (`from_registry`: the
+    /// caller just found it there), files per queue, no `max_message_bytes` of its own,
+    /// not a stream topic. Its name, id, name's bytes, writable queues and round-robin.
     fn plain_topic<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
+        from_registry: bool,
     ) -> Step<PlainTopic<'py>> {
         let slots = &self.slots;
         if !state.get_type().is(slots.topic_type.bind(py)) {
             return declined();
         }
         let info = get(slots.info, state)?;
-        let name = info
-            .getattr(intern!(py, "name"))?
-            .cast_into::<PyString>()
-            .map_err(PyErr::from)?;
-        match self.topics.bind(py).get_item(&name)? {
-            Some(current) if current.is(state) => {}
-            _ => return declined(), // deleted meanwhile: the long way says so
+        let (name, topic_id, plain) = self.topic_facts(py, &info)?;
+        if !from_registry {
+            match self.topics.bind(py).get_item(&name)? {
+                Some(current) if current.is(state) => {}
+                _ => return declined(), // deleted meanwhile: the long way says so
+            }
         }
-        if info.getattr(intern!(py, "streams"))?.is_truthy()?
-            || !get(slots.blocks, state)?.is_none()
-            || info
-                .getattr(intern!(py, "settings"))?
-                .contains(intern!(py, "max_message_bytes"))?
-        {
+        if !plain || !get(slots.blocks, state)?.is_none() {
             return declined();
         }
         let writable = get(slots.writable, state)?
@@ -646,7 +718,7 @@ impl AppendCore {
             return declined();
         }
         Ok(PlainTopic {
-            topic_id: info.getattr(intern!(py, "id"))?.extract::<i64>()?,
+            topic_id,
             name,
             name_bytes: get(slots.name_bytes, state)?
                 .cast_into::<PyBytes>()
@@ -654,6 +726,54 @@ impl AppendCore {
             writable,
             round_robin: get_int(slots.round_robin, state)?,
         })
+    }
+
+    /// A topic info's name, id and whether a plain write may go to it (not a stream
+    /// topic, no `max_message_bytes` of its own): read once per info object (a topic
+    /// change replaces the info, so a new object is read again).
+    fn topic_facts<'py>(
+        &self,
+        py: Python<'py>,
+        info: &Bound<'py, PyAny>,
+    ) -> Step<(Bound<'py, PyString>, i64, bool)> {
+        let key = info.as_ptr() as usize;
+        {
+            let facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
+            if let Some(known) = facts.get(&key) {
+                if known.info.bind(py).is(info) {
+                    return Ok((known.name.bind(py).clone(), known.topic_id, known.plain));
+                }
+            }
+        }
+        let name = info
+            .getattr(intern!(py, "name"))?
+            .cast_into::<PyString>()
+            .map_err(PyErr::from)?;
+        let plain = !info.getattr(intern!(py, "streams"))?.is_truthy()?
+            && !info
+                .getattr(intern!(py, "settings"))?
+                .contains(intern!(py, "max_message_bytes"))?;
+        let topic_id = info.getattr(intern!(py, "id"))?.extract::<i64>()?;
+        let old = {
+            let mut facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
+            let old = if facts.len() >= TOPIC_FACTS {
+                std::mem::take(&mut *facts)
+            } else {
+                HashMap::new()
+            };
+            facts.insert(
+                key,
+                TopicFacts {
+                    info: info.clone().unbind(),
+                    name: name.clone().unbind(),
+                    topic_id,
+                    plain,
+                },
+            );
+            old
+        };
+        drop(old); // after the lock is let go: dropping may run Python code
+        Ok((name, topic_id, plain))
     }
 
     /// Queue `queue_id` of `state` when `count` entries from its end fit in its last
@@ -718,7 +838,7 @@ impl AppendCore {
         bodies: &Bound<'py, PyList>,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
-        let topic = self.plain_topic(py, state)?;
+        let topic = self.plain_topic(py, state, false)?;
         let count = bodies.len();
         if count == 0 || topic.name_bytes.as_bytes().len() > 255 {
             return declined();
@@ -769,7 +889,7 @@ impl AppendCore {
         items: &Bound<'py, PyList>,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
-        let topic = self.plain_topic(py, state)?;
+        let topic = self.plain_topic(py, state, false)?;
         let count = items.len();
         let name_len = topic.name_bytes.as_bytes().len();
         if count == 0 || name_len > 255 {
@@ -1088,7 +1208,7 @@ impl AppendCore {
             name_bytes,
             writable,
             round_robin,
-        } = self.plain_topic(py, state)?;
+        } = self.plain_topic(py, state, true)?;
         let topic = name_bytes.as_bytes();
         let length = RECORD_OVERHEAD + topic.len() + body.len();
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
@@ -1131,22 +1251,30 @@ impl AppendCore {
 
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
     /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls.
+    /// (Their fields are read from their `__dict__`s: plain attributes, no descriptor.)
     fn after(&self, py: Python<'_>, end: i64) -> PyResult<()> {
-        let flusher = self.flusher.bind(py);
-        let flushed: i64 = flusher.getattr(intern!(py, "flushed"))?.extract()?;
-        if end - flushed > self.dirty_limit {
-            flusher.call_method0(intern!(py, "kick"))?;
+        fn field<'py>(
+            dict: &Py<PyDict>,
+            name: &Bound<'py, PyString>,
+        ) -> PyResult<Bound<'py, PyAny>> {
+            dict.bind(name.py())
+                .get_item(name)?
+                .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err(name.to_string()))
         }
-        let warm = self.warm.bind(py);
-        if warm.getattr(intern!(py, "engaged"))?.is_truthy()? {
-            let asked: i64 = warm.getattr(intern!(py, "asked"))?.extract()?;
+        let flushed: i64 = field(&self.flusher_dict, intern!(py, "flushed"))?.extract()?;
+        if end - flushed > self.dirty_limit {
+            self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
+        }
+        if field(&self.warm_dict, intern!(py, "engaged"))?.is_truthy()? {
+            let asked: i64 = field(&self.warm_dict, intern!(py, "asked"))?.extract()?;
             if end - asked > self.warm_ask {
-                warm.call_method1(intern!(py, "soon"), (end,))?;
+                self.warm
+                    .bind(py)
+                    .call_method1(intern!(py, "soon"), (end,))?;
             }
         }
-        let arrivals = self.arrivals.bind(py);
-        if arrivals.getattr(intern!(py, "waiting"))?.is_truthy()? {
-            arrivals.call_method0(intern!(py, "wake"))?;
+        if field(&self.arrivals_dict, intern!(py, "waiting"))?.is_truthy()? {
+            self.arrivals.bind(py).call_method0(intern!(py, "wake"))?;
         }
         Ok(())
     }
@@ -1227,8 +1355,8 @@ impl AppendCore {
         }
         // 2. The tail and the active segment (`CommitLog.active`, read without its
         //    property's frame); the caller checks its room (else the long way rolls).
-        let tail =
-            u64::try_from(item_int(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
+        let tail_object = item(log, intern!(py, "tail"))?;
+        let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
         if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
             return declined();
         }
@@ -1256,6 +1384,8 @@ impl AppendCore {
             header,
             sequence,
             tail,
+            tail_object,
+            last_store_ms,
             base,
             end_of_segment,
             segment,
@@ -1388,8 +1518,11 @@ impl AppendCore {
         let header = &ready.header;
         let now = ready.now;
         let log = self.log_dict.bind(py);
-        log.set_item(intern!(py, "tail"), end)?;
-        log.set_item(intern!(py, "last_store_ms"), now)?;
+        let end_object = end.into_pyobject(py)?.into_any();
+        log.set_item(intern!(py, "tail"), &end_object)?;
+        if now != ready.last_store_ms {
+            log.set_item(intern!(py, "last_store_ms"), now)?;
+        }
         let mut ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire);
         for &(queue_id, end_offset) in notes {
             ring_seq += 1;
@@ -1416,21 +1549,59 @@ impl AppendCore {
         let seen = item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
-        let snapshot = new_record(
-            py,
-            self.snapshot_type.bind(py),
-            [
-                end.into_pyobject(py)?.into_any(),
-                seen.get_item(1)?,
-                seen.get_item(2)?,
-                seen.get_item(3)?,
-                seen.get_item(4)?,
-                ring_seq.into_pyobject(py)?.into_any(),
-            ],
-        )?;
-        store_dict.set_item(intern!(py, "_seen"), snapshot)?;
+        let ring_object = ring_seq.into_pyobject(py)?.into_any();
+        if !self.renew_snapshot(py, &seen, &end_object, &ring_object) {
+            let snapshot = new_record(
+                py,
+                self.snapshot_type.bind(py),
+                [
+                    end_object,
+                    seen.get_item(1)?,
+                    seen.get_item(2)?,
+                    seen.get_item(3)?,
+                    seen.get_item(4)?,
+                    ring_object,
+                ],
+            )?;
+            store_dict.set_item(intern!(py, "_seen"), snapshot)?;
+        }
         store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
         Ok(())
+    }
+
+    /// The store's `_seen` (a `SharedSnapshot`: tail, then three versions, then the
+    /// ring sequence) given the new `tail` and `ring_seq` in place, when no one but the
+    /// store's `__dict__` (and `seen`, the caller's reference) holds it: no one can then
+    /// see it change, and the old one is not freed and a new one made per append. False
+    /// when it is held elsewhere (the caller makes a new one).
+    fn renew_snapshot(
+        &self,
+        py: Python<'_>,
+        seen: &Bound<'_, PyTuple>,
+        tail: &Bound<'_, PyAny>,
+        ring_seq: &Bound<'_, PyAny>,
+    ) -> bool {
+        if !seen.get_type().is(self.snapshot_type.bind(py)) || seen.len() != 6 {
+            return false;
+        }
+        let object = seen.as_ptr();
+        // SAFETY: the GIL is held and `seen` is a live tuple of the snapshot type (a
+        // tuple subclass with the tuple's layout, `check_record_type`) with 6 items. Its
+        // count is 2 (the store's `__dict__` and `seen`), so no other reference can
+        // see the items change, as CPython itself refills a tuple no one else holds.
+        // Each new item is a reference we own (SET_ITEM steals it); the old one is let
+        // go after it is replaced, so the tuple is whole if that runs any code.
+        unsafe {
+            if ffi::Py_REFCNT(object) != 2 {
+                return false;
+            }
+            for (at, new) in [(0, tail), (5, ring_seq)] {
+                let old = ffi::PyTuple_GET_ITEM(object, at);
+                ffi::PyTuple_SET_ITEM(object, at, new.clone().into_ptr());
+                ffi::Py_DECREF(old);
+            }
+        }
+        true
     }
 
     fn under_pen<'py>(
@@ -1506,7 +1677,7 @@ impl AppendCore {
                 name.clone().into_any(),
                 queue_id.into_pyobject(py)?.into_any(),
                 queue_offset.into_pyobject(py)?.into_any(),
-                tail.into_pyobject(py)?.into_any(),
+                ready.tail_object.clone(),
                 now.into_pyobject(py)?.into_any(),
                 self.status.bind(py).clone().into_any(),
             ],

@@ -170,7 +170,8 @@ impl ThreadLock {
             }
             return Ok(false);
         }
-        if !self.reentrant && self.owner.load(Ordering::Relaxed) == thread_number() && timeout < 0.0 {
+        if !self.reentrant && self.owner.load(Ordering::Relaxed) == thread_number() && timeout < 0.0
+        {
             // `threading.Lock` would wait for ever here; say so instead.
             return Err(PyRuntimeError::new_err(
                 "this thread already holds the lock: waiting would never end",
@@ -184,9 +185,11 @@ impl ThreadLock {
             }
             None
         } else {
-            Some(Instant::now() + Duration::try_from_secs_f64(timeout).map_err(|_| {
-                PyValueError::new_err("timeout value is too large")
-            })?)
+            Some(
+                Instant::now()
+                    + Duration::try_from_secs_f64(timeout)
+                        .map_err(|_| PyValueError::new_err("timeout value is too large"))?,
+            )
         };
         self.acquire_until(py, deadline)
     }
