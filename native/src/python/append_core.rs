@@ -557,7 +557,7 @@ impl AppendCore {
     #[pyo3(signature = (topic, body, key = None, tag = None, queue = None, properties = None, dedup_id = None))]
     #[allow(clippy::too_many_arguments)]
     fn append_or_long_way<'py>(
-        &self,
+        slf: &Bound<'py, Self>,
         py: Python<'py>,
         topic: &Bound<'py, PyAny>,
         body: &Bound<'py, PyAny>,
@@ -572,15 +572,23 @@ impl AppendCore {
             None => true,
             Some(given) => given.cast_exact::<PyDict>().is_ok_and(|d| d.is_empty()),
         };
+        let core = slf.get();
         if key.is_none() && tag.is_none() && queue.is_none() && dedup_id.is_none() && no_properties
         {
-            if let Ok(bytes) = body.cast_exact::<PyBytes>() {
-                if let Some(result) = self.append(py, topic, bytes.as_bytes())? {
+            // Still the store's append core (a test switches it off with `_appender = None`).
+            let current = core
+                .store_dict
+                .bind(py)
+                .get_item(intern!(py, "_appender"))?;
+            if let (Ok(bytes), Some(true)) =
+                (body.cast_exact::<PyBytes>(), current.map(|c| c.is(slf)))
+            {
+                if let Some(result) = core.append(py, topic, bytes.as_bytes())? {
                     return Ok(result);
                 }
             }
         }
-        self.store.bind(py).call_method1(
+        core.store.bind(py).call_method1(
             intern!(py, "_append_long_way"),
             (topic, body, key, tag, queue, properties, dedup_id),
         )

@@ -159,39 +159,36 @@ impl ThreadLock {
     /// is false, at most `timeout` seconds when one is given; true when taken.
     #[pyo3(signature = (blocking = true, timeout = -1.0))]
     fn acquire(&self, py: Python<'_>, blocking: bool, timeout: f64) -> PyResult<bool> {
+        if !blocking && timeout != -1.0 {
+            return Err(PyValueError::new_err(
+                "can't specify a timeout for a non-blocking call",
+            ));
+        }
+        if timeout < 0.0 && timeout != -1.0 {
+            return Err(PyValueError::new_err(
+                "timeout value must be a non-negative number",
+            ));
+        }
+        let wait = match timeout {
+            t if t < 0.0 => None,
+            t => Some(
+                Duration::try_from_secs_f64(t)
+                    .map_err(|_| PyValueError::new_err("timeout value is too large"))?,
+            ),
+        };
         if self.try_acquire() {
             return Ok(true);
         }
         if !blocking {
-            if timeout != -1.0 {
-                return Err(PyValueError::new_err(
-                    "can't specify a timeout for a non-blocking call",
-                ));
-            }
             return Ok(false);
         }
-        if !self.reentrant && self.owner.load(Ordering::Relaxed) == thread_number() && timeout < 0.0
-        {
+        if wait.is_none() && !self.reentrant && self.held_here() {
             // `threading.Lock` would wait for ever here; say so instead.
             return Err(PyRuntimeError::new_err(
                 "this thread already holds the lock: waiting would never end",
             ));
         }
-        let deadline = if timeout < 0.0 {
-            if timeout != -1.0 {
-                return Err(PyValueError::new_err(
-                    "timeout value must be a non-negative number",
-                ));
-            }
-            None
-        } else {
-            Some(
-                Instant::now()
-                    + Duration::try_from_secs_f64(timeout)
-                        .map_err(|_| PyValueError::new_err("timeout value is too large"))?,
-            )
-        };
-        self.acquire_until(py, deadline)
+        self.acquire_until(py, wait.map(|w| Instant::now() + w))
     }
 
     /// Let go of it; RuntimeError when it is not held (by this thread, for a reentrant
