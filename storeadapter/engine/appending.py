@@ -5,8 +5,9 @@ the topic and hands the messages to the ``Writer`` (writer.py), which validates 
 prepares them, writes them under the write lock and publishes them; plain bodies that
 fit go its fast path unprepared, a single one or a list of bodies first to the native
 append (nativeappend.py); an open store with one binds ``append`` to the native call,
-which calls ``_append_long_way`` for what it declines. What this class uses of the store: ``_registry``, ``_topic``,
-``_writer`` and ``_appender``. (Appends to event streams are in store.py.)
+which calls ``_append_long_way`` for what it declines. What this class uses of the
+store: ``_registry``, ``_topic``, ``_writer`` and ``_appender``. (Appends to event
+streams are in store.py.)
 """
 
 from __future__ import annotations

@@ -32,10 +32,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from .dataplane import ThreadLock
 from .errors import DiskFullError, StoreFailedError
 from .locks import StoreLocks
 from .seam import Watched
-from .dataplane import ThreadLock
 from .sharedstate import SharedState
 
 #: Set to "flock" to write as older engines do (an exclusive flock per write).

@@ -135,7 +135,12 @@ def test_a_thread_holding_the_write_lock_holds_appends_back_with_the_gil_free(tm
         results = []
         store._write_lock.acquire()
         try:
-            thread = threading.Thread(target=lambda: (results.append(store.append("t", b"x")), done.set()))
+
+            def append():
+                results.append(store.append("t", b"x"))
+                done.set()
+
+            thread = threading.Thread(target=append)
             thread.start()
             spins, deadline = 0, time.monotonic() + 0.3
             while time.monotonic() < deadline:
@@ -209,7 +214,8 @@ def test_appends_from_threads_beside_topic_changes_all_land_once(tmp_path):
         for offsets in by_queue.values():
             assert sorted(offsets) == list(range(len(offsets)))
         bodies = sorted(m.body for m in _every(store, "t"))
-        assert bodies == sorted(b"%d-%d" % (n, i) for n in range(threads) for i in range(per_thread))
+        wanted = [b"%d-%d" % (n, i) for n in range(threads) for i in range(per_thread)]
+        assert bodies == sorted(wanted)
         assert store._appender.appended > 0
 
 
