@@ -335,3 +335,12 @@ def test_sync_mode_keeps_the_class_append(tmp_path):
         store.create_topic("t", queues=1)
         assert "append" not in store.__dict__
         assert store.append("t", b"x").status == "OK"
+
+
+def test_the_flock_pen_keeps_the_class_append_beside_the_native_locks(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIDEMARK_WRITE_LOCK", "flock")
+    with _open(tmp_path / "s") as store:
+        assert store._appender is None and "append" not in store.__dict__
+        results = [store.append("t", b"%d" % i) for i in range(5)]
+        assert [r.queue_offset for r in results] == [0, 0, 0, 1, 1]
+        assert not store._write_lock.locked() and not store._follow_lock.locked()
