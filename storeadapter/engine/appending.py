@@ -4,8 +4,10 @@
 the topic and hands the messages to the ``Writer`` (writer.py), which validates and
 prepares them, writes them under the write lock and publishes them; plain bodies that
 fit go its fast path unprepared, a single one or a list of bodies first to the native
-append (nativeappend.py). What this class uses of the store: ``_registry``, ``_topic``,
-``_writer`` and ``_appender``. (Appends to event streams are in store.py.)
+append (nativeappend.py); an open store with one binds ``append`` to the native call,
+which calls ``_append_long_way`` for what it declines. What this class uses of the
+store: ``_registry``, ``_topic``, ``_writer`` and ``_appender``. (Appends to event
+streams are in store.py.)
 """
 
 from __future__ import annotations
@@ -40,6 +42,26 @@ class Appending:
         ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
         InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
         """
+        # One native call for the common case (nativeappend.py): a plain body there, the
+        # rest (and whatever it declines) back here, in ``_append_long_way``. An open store
+        # with a core binds its ``append`` to that call (store.py), skipping this frame.
+        appender = self._appender
+        if appender is not None:
+            return appender.append_or_long_way(topic, body, key, tag, queue, properties, dedup_id)
+        return self._append_long_way(topic, body, key, tag, queue, properties, dedup_id)
+
+    def _append_long_way(
+        self,
+        topic: str,
+        body: bytes | str,
+        key: str | list[str] | None,
+        tag: str | None,
+        queue: int | None,
+        properties: Mapping[str, str] | None,
+        dedup_id: str | None,
+    ) -> AppendResult:
+        """``append`` in Python: what the native call declines, or every message when
+        the store has no native append (sync mode, the flock pen)."""
         plain = (
             type(body) is bytes
             and key is None
@@ -48,14 +70,6 @@ class Appending:
             and not properties
             and dedup_id is None
         )
-        if plain:
-            # One native call for the common case (nativeappend.py): it finds the topic
-            # and checks the disk itself; None: declined.
-            appender = self._appender
-            if appender is not None:
-                result = appender.append(topic, body)
-                if result is not None:
-                    return result
         state = self._registry.topics.get(topic) or self._topic(topic)
         writer = self._writer
         if plain and len(body) <= writer.plain_body_limit(state):

@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 6
+NATIVE_INTERFACE = 7
 
 
 def _check_native(module) -> None:
@@ -66,6 +66,9 @@ prepare_items = _native.prepare_items
 read_members = _native.read_members
 Filter = _native.Filter
 Pen = _native.Pen
+#: The store's locks between threads (``threading.Lock``/``RLock``'s methods), which the
+#: native append takes without a Python call.
+ThreadLock = _native.ThreadLock
 StoreCore = _native.StoreCore
 AppendCore = _native.AppendCore
 #: The seam generation (seam.py): moved whenever a function of the write path is

@@ -140,13 +140,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def __init__(self, path: Path, config: StoreConfig) -> None:
         self.path = path
         self.config = config
-        self._write_lock = threading.Lock()
+        # Between this process's threads: the write lock (a write session's, and the
+        # flush's) and the follow lock (reentrant). Native (``dataplane.ThreadLock``), so
+        # the native append takes them without a Python call; waiting releases the GIL.
+        self._write_lock = dataplane.ThreadLock()
         self._sync_mode = config.flush_mode == "sync"
         self._flush_lock = threading.Lock()
         self._closed = False
         self._core = None  # the native read core (dataplane.store_core), made by _open
         self._appender = None  # the native append (nativeappend.py), made by _open
-        self._follow_lock = threading.RLock()
+        self._follow_lock = dataplane.ThreadLock(reentrant=True)
         self._locks: StoreLocks | None = None
         self._pen: Pen | None = None  # the write lock (writesession.py), made by _open
         self._shared: SharedState | None = None
@@ -286,6 +289,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
         )
         self._appender = append_core(self)
+        if self._appender is not None:
+            # ``append`` in one native call, no Python frame around it: the core calls
+            # ``_append_long_way`` itself for what it declines (appending.py).
+            self.append = self._appender.append_or_long_way
         # The first read or get starts warming (warming.py), then binds them to the core.
         self.get = self._first_get
         self.read = self._first_read
@@ -1106,6 +1113,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if self._appender is not None:
             self._appender.close()
             self._appender = None  # it holds the store: no cycle left to collect
+            self.__dict__.pop("append", None)  # its bound call holds the core
         self._reader.arrivals.wake()
         self._registry.close()
         self._index.close()

@@ -27,12 +27,12 @@ The pen is one of two locks, chosen per process when it opens the store
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from .dataplane import ThreadLock
 from .errors import DiskFullError, StoreFailedError
 from .locks import StoreLocks
 from .seam import Watched
@@ -115,8 +115,8 @@ class WriteSession(metaclass=Watched):
         self,
         pen: Pen,
         shared: SharedState,
-        thread_lock: threading.Lock,
-        follow_lock: threading.RLock,
+        thread_lock: ThreadLock,
+        follow_lock: ThreadLock,
         *,
         check: Callable[[], None],
         catch_up: Callable[[], None],

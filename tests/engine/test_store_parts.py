@@ -9,7 +9,7 @@ import inspect
 from storeadapter.engine import store as store_module
 
 #: Methods bound per instance in `_open` (to the native core's calls), not parts.
-REBOUND_METHODS = {"get", "read"}
+REBOUND_METHODS = {"get", "read", "append"}
 
 
 def assigned_attributes(function: ast.FunctionDef) -> set[str]:

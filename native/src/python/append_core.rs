@@ -21,6 +21,7 @@
 //! path): those keep their kill points and fault sites in Python.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
@@ -35,6 +36,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyT
 
 use super::pen::Pen;
 use super::slots::Slot;
+use super::thread_lock::ThreadLock;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
 use crate::consume_queue::{Entry, ENTRY_SIZE};
@@ -56,6 +58,33 @@ const TIME_INDEX_INTERVAL: u64 = 128;
 const MARK_SIZE: usize = 16;
 /// Queue files whose descriptors are kept open here (the last file of a queue each).
 const OPEN_FILES: usize = 256;
+
+/// A map keyed by object addresses, which no one chooses: hashed by one multiply, not
+/// SipHash (which cost ~170 instructions an append for two look-ups).
+type ByAddress<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
+
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(SPREAD);
+        }
+    }
+
+    fn write_usize(&mut self, address: usize) {
+        // Objects sit on 16-byte boundaries: the low 4 bits say nothing.
+        self.0 = ((address as u64) >> 4).wrapping_mul(SPREAD);
+    }
+}
+
+/// 2^64 / the golden ratio, odd: spreads consecutive addresses over the table.
+const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// The last file of a queue, opened for writing its entries: the file object is held,
 /// so no other object takes its place in memory while the entry is kept.
@@ -178,8 +207,9 @@ pub struct AppendCore {
     dispatchers: Py<PyList>,
     dispatcher_items: Vec<Py<PyAny>>,
     state_map: Py<PyAny>,
-    write_lock: Py<PyAny>,
-    follow_lock: Py<PyAny>,
+    /// The store's thread lock and follow lock (store.py), tried here without a call.
+    write_lock: Py<ThreadLock>,
+    follow_lock: Py<ThreadLock>,
     queue_type: Py<PyType>,
     result_type: Py<PyType>,
     snapshot_type: Py<PyType>,
@@ -190,6 +220,10 @@ pub struct AppendCore {
     flusher: Py<PyAny>,
     warm: Py<PyAny>,
     arrivals: Py<PyAny>,
+    /// Their `__dict__`s: `flushed`, `engaged`, `asked`, `waiting` are read from them.
+    flusher_dict: Py<PyDict>,
+    warm_dict: Py<PyDict>,
+    arrivals_dict: Py<PyDict>,
     prefix: [u8; 8],
     max_body: usize,
     /// How many queue files' descriptors `tails` keeps: `OPEN_FILES`, or the store's
@@ -198,7 +232,9 @@ pub struct AppendCore {
     dirty_limit: i64,
     warm_ask: i64,
     capacity: usize,
-    tails: Mutex<HashMap<usize, Tail>>,
+    tails: Mutex<ByAddress<Tail>>,
+    /// The facts of the topics appended to lately, by their info's address.
+    topic_facts: Mutex<ByAddress<TopicFacts>>,
     appended: AtomicU64,
     batched: AtomicU64,
     marked: AtomicU64,
@@ -232,11 +268,29 @@ struct Ready<'py> {
     header: WritableView,
     sequence: u64,
     tail: u64,
+    /// The log's `tail` as the int object its `__dict__` holds (the result's offset).
+    tail_object: Bound<'py, PyAny>,
+    /// The log's `last_store_ms` before the write.
+    last_store_ms: i64,
     base: u64,
     end_of_segment: u64,
     segment: Bound<'py, PyAny>,
     now: i64,
 }
+
+/// What the core keeps of a topic's info (`TopicInfo`, which a change replaces whole,
+/// never changes in place: topics.py, admin.py `_change_topic`), keyed by the info
+/// object, which it holds so that no other object takes its address meanwhile.
+struct TopicFacts {
+    info: Py<PyAny>,
+    name: Py<PyString>,
+    topic_id: i64,
+    /// Not a stream topic, no `max_message_bytes` of its own.
+    plain: bool,
+}
+
+/// How many topics' facts are kept (emptied when full).
+const TOPIC_FACTS: usize = 64;
 
 /// The topic of a plain write (`plain_topic`).
 struct PlainTopic<'py> {
@@ -376,6 +430,20 @@ impl Drop for WritableView {
     }
 }
 
+/// An object's `__dict__` (its plain attributes, read without a look-up by name).
+fn instance_dict(object: &Bound<'_, PyAny>) -> PyResult<Py<PyDict>> {
+    Ok(object
+        .getattr(pyo3::intern!(object.py(), "__dict__"))?
+        .cast_into::<PyDict>()?
+        .unbind())
+}
+
+/// Let go of a thread lock the core took.
+fn release(lock: &ThreadLock) -> PyResult<()> {
+    lock.release_lock()
+        .map_err(pyo3::exceptions::PyRuntimeError::new_err)
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -443,8 +511,14 @@ impl AppendCore {
                 .getattr(intern!(py, "dirty"))?
                 .cast_into()?
                 .unbind(),
-            write_lock: store.getattr(intern!(py, "_write_lock"))?.unbind(),
-            follow_lock: store.getattr(intern!(py, "_follow_lock"))?.unbind(),
+            write_lock: store
+                .getattr(intern!(py, "_write_lock"))?
+                .cast_into::<ThreadLock>()?
+                .unbind(),
+            follow_lock: store
+                .getattr(intern!(py, "_follow_lock"))?
+                .cast_into::<ThreadLock>()?
+                .unbind(),
             store: store.clone().unbind(),
             pen,
             dispatcher_items: dispatchers.iter().map(Bound::unbind).collect(),
@@ -458,6 +532,13 @@ impl AppendCore {
                 .into_iter()
                 .map(|(d, n, o)| (d.unbind(), n.unbind(), o.unbind()))
                 .collect(),
+            flusher_dict: instance_dict(&store.getattr(intern!(py, "_flusher"))?)?,
+            warm_dict: instance_dict(&store.getattr(intern!(py, "_warm"))?)?,
+            arrivals_dict: instance_dict(
+                &store
+                    .getattr(intern!(py, "_reader"))?
+                    .getattr(intern!(py, "arrivals"))?,
+            )?,
             flusher: store.getattr(intern!(py, "_flusher"))?.unbind(),
             warm: store.getattr(intern!(py, "_warm"))?.unbind(),
             arrivals: store
@@ -469,7 +550,8 @@ impl AppendCore {
             dirty_limit,
             warm_ask,
             capacity,
-            tails: Mutex::new(HashMap::new()),
+            tails: Mutex::new(ByAddress::default()),
+            topic_facts: Mutex::new(ByAddress::default()),
             appended: AtomicU64::new(0),
             batched: AtomicU64::new(0),
             marked: AtomicU64::new(0),
@@ -493,6 +575,51 @@ impl AppendCore {
             _ => return Ok(None),
         };
         answer(self.try_append(py, &found, body))
+    }
+
+    /// What `MessageStore.append` answers (same arguments, same results, same errors), in
+    /// one native call: a plain body (bytes; no key, tag, queue, properties or dedup id)
+    /// goes to `append`; whatever that declines, and every other message, goes to the
+    /// store's `_append_long_way` with the arguments as given. The store binds its
+    /// `append` to this (no Python frame around the call).
+    #[pyo3(signature = (topic, body, key = None, tag = None, queue = None, properties = None, dedup_id = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn append_or_long_way<'py>(
+        slf: &Bound<'py, Self>,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        body: &Bound<'py, PyAny>,
+        key: Option<&Bound<'py, PyAny>>,
+        tag: Option<&Bound<'py, PyAny>>,
+        queue: Option<&Bound<'py, PyAny>>,
+        properties: Option<&Bound<'py, PyAny>>,
+        dedup_id: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // `not properties` of `Appending.append`'s plain test, for None and a dict.
+        let no_properties = match properties {
+            None => true,
+            Some(given) => given.cast_exact::<PyDict>().is_ok_and(|d| d.is_empty()),
+        };
+        let core = slf.get();
+        if key.is_none() && tag.is_none() && queue.is_none() && dedup_id.is_none() && no_properties
+        {
+            // Still the store's append core (a test switches it off with `_appender = None`).
+            let current = core
+                .store_dict
+                .bind(py)
+                .get_item(intern!(py, "_appender"))?;
+            if let (Ok(bytes), Some(true)) =
+                (body.cast_exact::<PyBytes>(), current.map(|c| c.is(slf)))
+            {
+                if let Some(result) = core.append(py, topic, bytes.as_bytes())? {
+                    return Ok(result);
+                }
+            }
+        }
+        core.store.bind(py).call_method1(
+            intern!(py, "_append_long_way"),
+            (topic, body, key, tag, queue, properties, dedup_id),
+        )
     }
 
     /// Append `bodies` (a list of bytes) to topic `state` as `MessageStore.append_batch`
@@ -596,33 +723,28 @@ impl AppendCore {
         self.still_genuine(py)
     }
 
-    /// The topic of a plain write: `state` still the registry's, files per queue, no
-    /// `max_message_bytes` of its own, not a stream topic. Its name, id, name's bytes,
-    /// writable queues and round-robin.
+    /// The topic of a plain write: `state` still the registry's (`from_registry`: the
+    /// caller just found it there), files per queue, no `max_message_bytes` of its own,
+    /// not a stream topic. Its name, id, name's bytes, writable queues and round-robin.
     fn plain_topic<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
+        from_registry: bool,
     ) -> Step<PlainTopic<'py>> {
         let slots = &self.slots;
         if !state.get_type().is(slots.topic_type.bind(py)) {
             return declined();
         }
         let info = get(slots.info, state)?;
-        let name = info
-            .getattr(intern!(py, "name"))?
-            .cast_into::<PyString>()
-            .map_err(PyErr::from)?;
-        match self.topics.bind(py).get_item(&name)? {
-            Some(current) if current.is(state) => {}
-            _ => return declined(), // deleted meanwhile: the long way says so
+        let (name, topic_id, plain) = self.topic_facts(py, &info)?;
+        if !from_registry {
+            match self.topics.bind(py).get_item(&name)? {
+                Some(current) if current.is(state) => {}
+                _ => return declined(), // deleted meanwhile: the long way says so
+            }
         }
-        if info.getattr(intern!(py, "streams"))?.is_truthy()?
-            || !get(slots.blocks, state)?.is_none()
-            || info
-                .getattr(intern!(py, "settings"))?
-                .contains(intern!(py, "max_message_bytes"))?
-        {
+        if !plain || !get(slots.blocks, state)?.is_none() {
             return declined();
         }
         let writable = get(slots.writable, state)?
@@ -632,7 +754,7 @@ impl AppendCore {
             return declined();
         }
         Ok(PlainTopic {
-            topic_id: info.getattr(intern!(py, "id"))?.extract::<i64>()?,
+            topic_id,
             name,
             name_bytes: get(slots.name_bytes, state)?
                 .cast_into::<PyBytes>()
@@ -640,6 +762,54 @@ impl AppendCore {
             writable,
             round_robin: get_int(slots.round_robin, state)?,
         })
+    }
+
+    /// A topic info's name, id and whether a plain write may go to it (not a stream
+    /// topic, no `max_message_bytes` of its own): read once per info object (a topic
+    /// change replaces the info, so a new object is read again).
+    fn topic_facts<'py>(
+        &self,
+        py: Python<'py>,
+        info: &Bound<'py, PyAny>,
+    ) -> Step<(Bound<'py, PyString>, i64, bool)> {
+        let key = info.as_ptr() as usize;
+        {
+            let facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
+            if let Some(known) = facts.get(&key) {
+                if known.info.bind(py).is(info) {
+                    return Ok((known.name.bind(py).clone(), known.topic_id, known.plain));
+                }
+            }
+        }
+        let name = info
+            .getattr(intern!(py, "name"))?
+            .cast_into::<PyString>()
+            .map_err(PyErr::from)?;
+        let plain = !info.getattr(intern!(py, "streams"))?.is_truthy()?
+            && !info
+                .getattr(intern!(py, "settings"))?
+                .contains(intern!(py, "max_message_bytes"))?;
+        let topic_id = info.getattr(intern!(py, "id"))?.extract::<i64>()?;
+        let old = {
+            let mut facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
+            let old = if facts.len() >= TOPIC_FACTS {
+                std::mem::take(&mut *facts)
+            } else {
+                ByAddress::default()
+            };
+            facts.insert(
+                key,
+                TopicFacts {
+                    info: info.clone().unbind(),
+                    name: name.clone().unbind(),
+                    topic_id,
+                    plain,
+                },
+            );
+            old
+        };
+        drop(old); // after the lock is let go: dropping may run Python code
+        Ok((name, topic_id, plain))
     }
 
     /// Queue `queue_id` of `state` when `count` entries from its end fit in its last
@@ -704,7 +874,7 @@ impl AppendCore {
         bodies: &Bound<'py, PyList>,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
-        let topic = self.plain_topic(py, state)?;
+        let topic = self.plain_topic(py, state, false)?;
         let count = bodies.len();
         if count == 0 || topic.name_bytes.as_bytes().len() > 255 {
             return declined();
@@ -735,17 +905,14 @@ impl AppendCore {
             let share = (count / width + usize::from(j < count % width)) as u64;
             rooms.push(self.queue_room(py, state, queue_id, share)?);
         }
-        let write_lock = self.write_lock.bind(py);
-        if !write_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let outcome = self.under_thread_lock(py, || {
             self.batch_under_pen(py, state, &topic, &rooms, &slices, length)
         });
-        write_lock.call_method0(intern!(py, "release"))?;
+        release(write_lock)?;
         let (results, end) = outcome?;
         self.after(py, end)?;
         Ok(results)
@@ -758,7 +925,7 @@ impl AppendCore {
         items: &Bound<'py, PyList>,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
-        let topic = self.plain_topic(py, state)?;
+        let topic = self.plain_topic(py, state, false)?;
         let count = items.len();
         let name_len = topic.name_bytes.as_bytes().len();
         if count == 0 || name_len > 255 {
@@ -823,11 +990,8 @@ impl AppendCore {
         for (queue_id, share) in &shares {
             rooms.push(self.queue_room(py, state, *queue_id, *share)?);
         }
-        let write_lock = self.write_lock.bind(py);
-        if !write_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let outcome = self.under_thread_lock(py, || {
@@ -842,7 +1006,7 @@ impl AppendCore {
                 length,
             )
         });
-        write_lock.call_method0(intern!(py, "release"))?;
+        release(write_lock)?;
         let (results, end) = outcome?;
         self.after(py, end)?;
         Ok(results)
@@ -1080,7 +1244,7 @@ impl AppendCore {
             name_bytes,
             writable,
             round_robin,
-        } = self.plain_topic(py, state)?;
+        } = self.plain_topic(py, state, true)?;
         let topic = name_bytes.as_bytes();
         let length = RECORD_OVERHEAD + topic.len() + body.len();
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
@@ -1096,11 +1260,8 @@ impl AppendCore {
             slot,
             ..
         } = self.queue_room(py, state, queue_id, 1)?;
-        let write_lock = self.write_lock.bind(py);
-        if !write_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let plan = Planned {
@@ -1118,7 +1279,7 @@ impl AppendCore {
             round_robin,
         };
         let outcome = self.under_thread_lock(py, || self.under_pen(py, &plan));
-        write_lock.call_method0(intern!(py, "release"))?;
+        release(write_lock)?;
         let (result, end) = outcome?;
         self.after(py, end)?;
         Ok(result)
@@ -1126,22 +1287,30 @@ impl AppendCore {
 
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
     /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls.
+    /// (Their fields are read from their `__dict__`s: plain attributes, no descriptor.)
     fn after(&self, py: Python<'_>, end: i64) -> PyResult<()> {
-        let flusher = self.flusher.bind(py);
-        let flushed: i64 = flusher.getattr(intern!(py, "flushed"))?.extract()?;
-        if end - flushed > self.dirty_limit {
-            flusher.call_method0(intern!(py, "kick"))?;
+        fn field<'py>(
+            dict: &Py<PyDict>,
+            name: &Bound<'py, PyString>,
+        ) -> PyResult<Bound<'py, PyAny>> {
+            dict.bind(name.py())
+                .get_item(name)?
+                .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err(name.to_string()))
         }
-        let warm = self.warm.bind(py);
-        if warm.getattr(intern!(py, "engaged"))?.is_truthy()? {
-            let asked: i64 = warm.getattr(intern!(py, "asked"))?.extract()?;
+        let flushed: i64 = field(&self.flusher_dict, intern!(py, "flushed"))?.extract()?;
+        if end - flushed > self.dirty_limit {
+            self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
+        }
+        if field(&self.warm_dict, intern!(py, "engaged"))?.is_truthy()? {
+            let asked: i64 = field(&self.warm_dict, intern!(py, "asked"))?.extract()?;
             if end - asked > self.warm_ask {
-                warm.call_method1(intern!(py, "soon"), (end,))?;
+                self.warm
+                    .bind(py)
+                    .call_method1(intern!(py, "soon"), (end,))?;
             }
         }
-        let arrivals = self.arrivals.bind(py);
-        if arrivals.getattr(intern!(py, "waiting"))?.is_truthy()? {
-            arrivals.call_method0(intern!(py, "wake"))?;
+        if field(&self.arrivals_dict, intern!(py, "waiting"))?.is_truthy()? {
+            self.arrivals.bind(py).call_method0(intern!(py, "wake"))?;
         }
         Ok(())
     }
@@ -1149,11 +1318,8 @@ impl AppendCore {
     /// Take the follow lock and the pen without waiting (the caller holds the thread
     /// lock), run `write` under them, let go.
     fn under_thread_lock<R>(&self, py: Python<'_>, write: impl FnOnce() -> Step<R>) -> Step<R> {
-        let follow_lock = self.follow_lock.bind(py);
-        if !follow_lock
-            .call_method1(intern!(py, "acquire"), (false,))?
-            .is_truthy()?
-        {
+        let follow_lock = self.follow_lock.get();
+        if !follow_lock.try_acquire() {
             return declined();
         }
         let pen = self.pen.get();
@@ -1182,7 +1348,7 @@ impl AppendCore {
                 }
             }
         };
-        follow_lock.call_method0(intern!(py, "release"))?;
+        release(follow_lock)?;
         outcome
     }
 
@@ -1225,8 +1391,8 @@ impl AppendCore {
         }
         // 2. The tail and the active segment (`CommitLog.active`, read without its
         //    property's frame); the caller checks its room (else the long way rolls).
-        let tail =
-            u64::try_from(item_int(log, intern!(py, "tail"))?).map_err(|_| Stop::Declined)?;
+        let tail_object = item(log, intern!(py, "tail"))?;
+        let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
         if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
             return declined();
         }
@@ -1254,6 +1420,8 @@ impl AppendCore {
             header,
             sequence,
             tail,
+            tail_object,
+            last_store_ms,
             base,
             end_of_segment,
             segment,
@@ -1386,8 +1554,11 @@ impl AppendCore {
         let header = &ready.header;
         let now = ready.now;
         let log = self.log_dict.bind(py);
-        log.set_item(intern!(py, "tail"), end)?;
-        log.set_item(intern!(py, "last_store_ms"), now)?;
+        let end_object = end.into_pyobject(py)?.into_any();
+        log.set_item(intern!(py, "tail"), &end_object)?;
+        if now != ready.last_store_ms {
+            log.set_item(intern!(py, "last_store_ms"), now)?;
+        }
         let mut ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire);
         for &(queue_id, end_offset) in notes {
             ring_seq += 1;
@@ -1414,21 +1585,59 @@ impl AppendCore {
         let seen = item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
-        let snapshot = new_record(
-            py,
-            self.snapshot_type.bind(py),
-            [
-                end.into_pyobject(py)?.into_any(),
-                seen.get_item(1)?,
-                seen.get_item(2)?,
-                seen.get_item(3)?,
-                seen.get_item(4)?,
-                ring_seq.into_pyobject(py)?.into_any(),
-            ],
-        )?;
-        store_dict.set_item(intern!(py, "_seen"), snapshot)?;
+        let ring_object = ring_seq.into_pyobject(py)?.into_any();
+        if !self.renew_snapshot(py, &seen, &end_object, &ring_object) {
+            let snapshot = new_record(
+                py,
+                self.snapshot_type.bind(py),
+                [
+                    end_object,
+                    seen.get_item(1)?,
+                    seen.get_item(2)?,
+                    seen.get_item(3)?,
+                    seen.get_item(4)?,
+                    ring_object,
+                ],
+            )?;
+            store_dict.set_item(intern!(py, "_seen"), snapshot)?;
+        }
         store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
         Ok(())
+    }
+
+    /// The store's `_seen` (a `SharedSnapshot`: tail, then three versions, then the
+    /// ring sequence) given the new `tail` and `ring_seq` in place, when no one but the
+    /// store's `__dict__` (and `seen`, the caller's reference) holds it: no one can then
+    /// see it change, and the old one is not freed and a new one made per append. False
+    /// when it is held elsewhere (the caller makes a new one).
+    fn renew_snapshot(
+        &self,
+        py: Python<'_>,
+        seen: &Bound<'_, PyTuple>,
+        tail: &Bound<'_, PyAny>,
+        ring_seq: &Bound<'_, PyAny>,
+    ) -> bool {
+        if !seen.get_type().is(self.snapshot_type.bind(py)) || seen.len() != 6 {
+            return false;
+        }
+        let object = seen.as_ptr();
+        // SAFETY: the GIL is held and `seen` is a live tuple of the snapshot type (a
+        // tuple subclass with the tuple's layout, `check_record_type`) with 6 items. Its
+        // count is 2 (the store's `__dict__` and `seen`), so no other reference can
+        // see the items change, as CPython itself refills a tuple no one else holds.
+        // Each new item is a reference we own (SET_ITEM steals it); the old one is let
+        // go after it is replaced, so the tuple is whole if that runs any code.
+        unsafe {
+            if ffi::Py_REFCNT(object) != 2 {
+                return false;
+            }
+            for (at, new) in [(0, tail), (5, ring_seq)] {
+                let old = ffi::PyTuple_GET_ITEM(object, at);
+                ffi::PyTuple_SET_ITEM(object, at, new.clone().into_ptr());
+                ffi::Py_DECREF(old);
+            }
+        }
+        true
     }
 
     fn under_pen<'py>(
@@ -1504,7 +1713,7 @@ impl AppendCore {
                 name.clone().into_any(),
                 queue_id.into_pyobject(py)?.into_any(),
                 queue_offset.into_pyobject(py)?.into_any(),
-                tail.into_pyobject(py)?.into_any(),
+                ready.tail_object.clone(),
                 now.into_pyobject(py)?.into_any(),
                 self.status.bind(py).clone().into_any(),
             ],

@@ -22,6 +22,7 @@ mod reader;
 mod scan;
 mod slots;
 mod store_core;
+mod thread_lock;
 mod warm;
 
 #[pymodule]
@@ -47,6 +48,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filter::Filter>()?;
     m.add_class::<store_core::StoreCore>()?;
     m.add_class::<pen::Pen>()?;
+    m.add_class::<thread_lock::ThreadLock>()?;
     m.add_class::<append_core::AppendCore>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(append_core::seam_generation, m)?)?;
@@ -60,7 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 6;
+pub const INTERFACE: u32 = 7;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn
