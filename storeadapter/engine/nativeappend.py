@@ -30,6 +30,10 @@ from .warming import WARM_ASK_BYTES
 from .writer import Writer
 from .writesession import WriteSession
 
+#: How far past the tail the pretoucher faults the active segment in (store.py,
+#: ``_pretouch``; the native append asks for it every 256 KiB of log).
+PRETOUCH_BYTES = 512 << 10
+
 # (namespace, name): the long way's steps the native append stands in for.
 _SEAM = (
     (fileio, "pwrite_all"),
@@ -86,4 +90,4 @@ def append_core(store) -> dataplane.AppendCore | None:
     )
 
 
-__all__ = ["append_core"]
+__all__ = ["PRETOUCH_BYTES", "append_core"]

@@ -35,6 +35,8 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyT
 
 use super::pen::Pen;
 use super::slots::Slot;
+use super::window::{populate_write, NotStored, QueueWindow};
+use super::Bytes;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
 use crate::consume_queue::{Entry, ENTRY_SIZE};
@@ -54,6 +56,9 @@ const RING_ENTRIES: u64 = 8192;
 const TIME_INDEX_INTERVAL: u64 = 128;
 /// timeindex.MARK_SIZE: a mark's bytes (the queue offset plus one, the store ms; LE).
 const MARK_SIZE: usize = 16;
+/// The log bytes between two asks for the pretoucher (`after`), and how far past the
+/// tail it populates the active segment (store.py, `_pretouch`: `PRETOUCH_BYTES`).
+const PRETOUCH_ASK: u64 = 256 << 10;
 /// Queue files whose descriptors are kept open here (the last file of a queue each).
 const OPEN_FILES: usize = 256;
 
@@ -62,6 +67,38 @@ const OPEN_FILES: usize = 256;
 struct Tail {
     file: Py<PyAny>,
     fd: OwnedFd,
+    /// Its mapping and reserved window (window.rs); None when it is written with
+    /// `pwrite` (it could not be mapped, or its file system has no `fallocate`).
+    window: Option<QueueWindow>,
+}
+
+/// The hasher of `tails`, whose keys are object addresses (distinct, 16-aligned): a
+/// multiply by the golden ratio, instead of SipHash's ~70 instructions a look-up (two
+/// look-ups an append).
+#[derive(Clone, Copy, Default)]
+struct PtrHash;
+
+impl std::hash::BuildHasher for PtrHash {
+    type Hasher = PtrHasher;
+    fn build_hasher(&self) -> PtrHasher {
+        PtrHasher(0)
+    }
+}
+
+struct PtrHasher(u64);
+
+impl std::hash::Hasher for PtrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, value: usize) {
+        self.0 = ((value as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// The slots the call reads and writes, of a topic's state (`Topic`), a consume queue,
@@ -198,10 +235,14 @@ pub struct AppendCore {
     dirty_limit: i64,
     warm_ask: i64,
     capacity: usize,
-    tails: Mutex<HashMap<usize, Tail>>,
+    tails: Mutex<HashMap<usize, Tail, PtrHash>>,
     appended: AtomicU64,
     batched: AtomicU64,
     marked: AtomicU64,
+    /// How many windows of queue files this core reserved (`fallocate`d).
+    reserved: AtomicU64,
+    /// The log's end when the pretoucher was last asked for.
+    touch_asked: AtomicU64,
     /// The seam generation at which `genuine` was last found all in place
     /// (`NEVER_CHECKED` until then).
     seam_checked: AtomicU64,
@@ -469,10 +510,12 @@ impl AppendCore {
             dirty_limit,
             warm_ask,
             capacity,
-            tails: Mutex::new(HashMap::new()),
+            tails: Mutex::new(HashMap::with_hasher(PtrHash)),
             appended: AtomicU64::new(0),
             batched: AtomicU64::new(0),
             marked: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
+            touch_asked: AtomicU64::new(0),
             seam_checked: AtomicU64::new(NEVER_CHECKED),
         })
     }
@@ -536,10 +579,53 @@ impl AppendCore {
         self.marked.load(Ordering::Relaxed)
     }
 
+    /// How many windows of queue files this core reserved with `fallocate`.
+    #[getter]
+    fn reserved(&self) -> u64 {
+        self.reserved.load(Ordering::Relaxed)
+    }
+
     /// How many appends this core made (tests see that the native path was taken).
     #[getter]
     fn appended(&self) -> u64 {
         self.appended.load(Ordering::Relaxed)
+    }
+
+    /// The pretoucher, on the flush thread (asked by `after` every `PRETOUCH_ASK`
+    /// bytes of log): populate for writing `map[start:stop]` (the active segment's
+    /// mmap past the tail; reserved whole at its creation) and the next bytes of each
+    /// queue window past its last entry (window.rs), without the GIL, so that the
+    /// appending thread does not take those page faults. The caller holds the log's
+    /// `closing` lock, so the segment's mapping is not closed meanwhile (its export
+    /// here would refuse the close); the windows' mappings are held by `Arc`s.
+    fn pretouch(
+        &self,
+        py: Python<'_>,
+        map: &Bound<'_, PyAny>,
+        start: usize,
+        stop: usize,
+    ) -> PyResult<()> {
+        let segment = Bytes::of(map)?;
+        let bytes = segment.slice();
+        let stop = stop.min(bytes.len());
+        let range = (start < stop).then(|| (bytes.as_ptr() as usize + start, stop - start));
+        let windows: Vec<_> = match self.tails.lock() {
+            Ok(mut tails) => tails
+                .values_mut()
+                .filter_map(|tail| tail.window.as_mut().and_then(QueueWindow::ahead))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        py.detach(move || {
+            if let Some((at, length)) = range {
+                populate_write(at, length);
+            }
+            for (map, from, to) in windows {
+                map.populate(from, to);
+            }
+        });
+        drop(segment);
+        Ok(())
     }
 
     /// Close the queue files' descriptors kept here.
@@ -1132,6 +1218,11 @@ impl AppendCore {
         if end - flushed > self.dirty_limit {
             flusher.call_method0(intern!(py, "kick"))?;
         }
+        let touched = self.touch_asked.load(Ordering::Relaxed);
+        if end.abs_diff(touched as i64) > PRETOUCH_ASK {
+            self.touch_asked.store(end as u64, Ordering::Relaxed);
+            flusher.call_method0(intern!(py, "touch"))?;
+        }
         let warm = self.warm.bind(py);
         if warm.getattr(intern!(py, "engaged"))?.is_truthy()? {
             let asked: i64 = warm.getattr(intern!(py, "asked"))?.extract()?;
@@ -1297,7 +1388,7 @@ impl AppendCore {
             return Err(self.write_failed(py, error, tail));
         }
         for ((room, fd), entries) in rooms.iter().zip(fds).zip(entries) {
-            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
+            if let Err(error) = self.store_entries(&room.queue, *fd, entries, room.slot) {
                 return Err(self.write_failed(py, error, tail));
             }
         }
@@ -1326,9 +1417,40 @@ impl AppendCore {
         }
     }
 
-    /// Entries `data` into the queue file `fd` at entry `slot`; an OSError when it fails.
-    fn write_entries(fd: i32, data: &[u8], slot: u64) -> PyResult<()> {
-        Self::write_at(fd, data, slot * ENTRY_SIZE as u64)
+    /// Entries `data` into the last file of `queue` (descriptor `fd`, kept in `tails`)
+    /// at entry `slot`: stored into its mapped window, reserved first when the entries
+    /// are past it (window.rs), or written with `pwrite` where the file is not mapped;
+    /// an OSError when it fails (ENOSPC at a window's reservation: DiskFullError).
+    fn store_entries(
+        &self,
+        queue: &Bound<'_, PyAny>,
+        fd: i32,
+        data: &[u8],
+        slot: u64,
+    ) -> PyResult<()> {
+        let at = slot * ENTRY_SIZE as u64;
+        let os_error = |error: std::io::Error| {
+            PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()))
+        };
+        if let (Ok(mut tails), Ok(at)) = (self.tails.lock(), usize::try_from(at)) {
+            if let Some(tail) = tails.get_mut(&(queue.as_ptr() as usize)) {
+                if tail.fd.as_raw_fd() == fd {
+                    if let Some(window) = tail.window.as_mut() {
+                        match window.store(fd, data, at) {
+                            Ok(reserved) => {
+                                if reserved {
+                                    self.reserved.fetch_add(1, Ordering::Relaxed);
+                                }
+                                return Ok(());
+                            }
+                            Err(NotStored::Failed(error)) => return Err(os_error(error)),
+                            Err(NotStored::Unmapped) => tail.window = None,
+                        }
+                    }
+                }
+            }
+        }
+        Self::write_at(fd, data, at)
     }
 
     /// `data` into the file `fd` at `position`; an OSError when it fails.
@@ -1463,7 +1585,7 @@ impl AppendCore {
             tag_hash: 0,
         }
         .pack_into(&mut entry);
-        if let Err(error) = Self::write_entries(fd, &entry, slot) {
+        if let Err(error) = self.store_entries(queue, fd, &entry, slot) {
             return Err(self.write_failed(py, error, tail));
         }
         let Some(out) = map.slice((tail - ready.base) as usize, length) else {
@@ -1628,7 +1750,11 @@ impl AppendCore {
             }
         }
         let path: String = last.getattr(intern!(py, "_path"))?.extract()?;
-        let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        else {
             return declined(); // gone or refused: the long way reports it
         };
         if tails.len() >= self.open_files {
@@ -1636,11 +1762,16 @@ impl AppendCore {
         }
         let fd = OwnedFd::from(file);
         let raw = fd.as_raw_fd();
+        let entries = get_u64(self.slots.entries, last)?;
+        let window = usize::try_from(entries * ENTRY_SIZE as u64)
+            .ok()
+            .and_then(|len| QueueWindow::open(raw, len));
         tails.insert(
             key,
             Tail {
                 file: last.clone().unbind(),
                 fd,
+                window,
             },
         );
         Ok(raw)
