@@ -833,7 +833,7 @@ impl AppendCore {
         });
         write_lock.call_method0(intern!(py, "release"))?;
         let (results, end) = outcome?;
-        self.after(py, end)?;
+        self.after(py, end, false)?;
         Ok(results)
     }
 
@@ -930,7 +930,7 @@ impl AppendCore {
         });
         write_lock.call_method0(intern!(py, "release"))?;
         let (results, end) = outcome?;
-        self.after(py, end)?;
+        self.after(py, end, false)?;
         Ok(results)
     }
 
@@ -1206,20 +1206,22 @@ impl AppendCore {
         let outcome = self.under_thread_lock(py, || self.under_pen(py, &plan));
         write_lock.call_method0(intern!(py, "release"))?;
         let (result, end) = outcome?;
-        self.after(py, end)?;
+        self.after(py, end, true)?;
         Ok(result)
     }
 
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
     /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls.
-    fn after(&self, py: Python<'_>, end: i64) -> PyResult<()> {
+    /// `touch`: a single append asks for the pretoucher (a batch writes its records
+    /// with `pwrite`, so the segment's pages need no faulting in for it).
+    fn after(&self, py: Python<'_>, end: i64, touch: bool) -> PyResult<()> {
         let flusher = self.flusher.bind(py);
         let flushed: i64 = flusher.getattr(intern!(py, "flushed"))?.extract()?;
         if end - flushed > self.dirty_limit {
             flusher.call_method0(intern!(py, "kick"))?;
         }
         let touched = self.touch_asked.load(Ordering::Relaxed);
-        if end.abs_diff(touched as i64) > PRETOUCH_ASK {
+        if touch && end.abs_diff(touched as i64) > PRETOUCH_ASK {
             self.touch_asked.store(end as u64, Ordering::Relaxed);
             flusher.call_method0(intern!(py, "touch"))?;
         }
