@@ -71,6 +71,10 @@ AppendCore = _native.AppendCore
 #: The seam generation (seam.py): moved whenever a function of the write path is
 #: replaced or put back; the native append looks its genuine functions up again then.
 seam_changed = _native.seam_changed
+#: The native fault seam (native/src/python/io_seam.rs): a fault plan's hook at the
+#: core's named write sites, and the core's store time pinned for tests.
+set_io = _native.set_io
+pin_clock = _native.pin_clock
 seam_generation = _native.seam_generation
 #: (``eventindex.stream_hash``, ``eventindex.command_hash`` or 0) of a stream id and a
 #: command id (or None).

@@ -18,7 +18,10 @@
 //! writer (its mutex is settled by the store first), a segment roll, a new queue file,
 //! a topic setting of its own, a failed or closed store, and any fault plan
 //! a test installed (a replaced `fileio` function or engine method on the append
-//! path): those keep their kill points and fault sites in Python.
+//! path): those keep their kill points and fault sites in Python. The exception is a
+//! plan installed with native sites (io_seam.rs): the functions it names as stood in
+//! for by the core's sites (`fileio.pwrite_all`) may be replaced, and the core's
+//! writes go through the plan's `Io` at `log.record`, `queue.entry`, `timeindex.mark`.
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -33,6 +36,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
+use super::io_seam::{self, Site};
 use super::pen::Pen;
 use super::slots::Slot;
 use super::window::{populate_write, NotStored, QueueWindow};
@@ -418,6 +422,9 @@ impl Drop for WritableView {
 }
 
 fn now_ms() -> i64 {
+    if let Some(pinned) = io_seam::pinned_ms() {
+        return pinned;
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -647,6 +654,8 @@ impl AppendCore {
         for (namespace, name, genuine) in &self.genuine {
             match namespace.bind(py).get_item(name.bind(py)) {
                 Ok(found) if found.is(genuine.bind(py)) => {}
+                // Replaced by a fault plan whose native sites stand in for it (io_seam.rs).
+                _ if io_seam::covers(namespace.bind(py), &name.bind(py).to_string_lossy()) => {}
                 _ => return declined(),
             }
         }
@@ -1386,7 +1395,8 @@ impl AppendCore {
         now: i64,
         tail: u64,
     ) -> Step<()> {
-        if let Err(error) = Self::write_at(segment_fd, records, position) {
+        if let Err(error) = Self::write_at_site(py, Site::LogRecord, segment_fd, records, position)
+        {
             return Err(self.write_failed(py, error, tail));
         }
         for ((room, fd), entries) in rooms.iter().zip(fds).zip(entries) {
@@ -1430,7 +1440,23 @@ impl AppendCore {
         data: &[u8],
         slot: u64,
     ) -> PyResult<()> {
+        let py = queue.py();
         let at = slot * ENTRY_SIZE as u64;
+        io_seam::with_io(py, |io| {
+            io.write(py, Site::QueueEntry, fd, at, data, &mut || {
+                self.store_entries_direct(queue, fd, data, at)
+            })
+        })
+    }
+
+    /// `store_entries`'s write itself (the `Io`'s `direct`).
+    fn store_entries_direct(
+        &self,
+        queue: &Bound<'_, PyAny>,
+        fd: i32,
+        data: &[u8],
+        at: u64,
+    ) -> PyResult<()> {
         let os_error = |error: std::io::Error| {
             PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()))
         };
@@ -1453,6 +1479,31 @@ impl AppendCore {
             }
         }
         Self::write_at(fd, data, at)
+    }
+
+    /// `store` (a write of `data` at `at` of the file `fd`) through the `Io` in force.
+    fn write_site(
+        py: Python<'_>,
+        site: Site,
+        fd: i32,
+        at: u64,
+        data: &[u8],
+        mut store: impl FnMut() -> PyResult<()>,
+    ) -> PyResult<()> {
+        io_seam::with_io(py, |io| io.write(py, site, fd, at, data, &mut store))
+    }
+
+    /// `write_at` through the `Io` in force, as site `site`.
+    fn write_at_site(
+        py: Python<'_>,
+        site: Site,
+        fd: i32,
+        data: &[u8],
+        position: u64,
+    ) -> PyResult<()> {
+        Self::write_site(py, site, fd, position, data, || {
+            Self::write_at(fd, data, position)
+        })
     }
 
     /// `data` into the file `fd` at `position`; an OSError when it fails.
@@ -1604,7 +1655,25 @@ impl AppendCore {
             keys: b"",
             properties: b"",
         };
-        encode_at(out, &fields, body);
+        if io_seam::planned() {
+            // Under a fault plan: the record shown to it at its site (io_seam.rs), then
+            // stored; a failure fails the write as a failed entry does.
+            let mut record = vec![0u8; length];
+            encode_at(&mut record, &fields, body);
+            let segment_fd = i32::try_from(get_int(self.slots.fd, &ready.segment)?)
+                .map_err(|_| Stop::Declined)?;
+            let at = tail - ready.base;
+            let stored = Self::write_site(py, Site::LogRecord, segment_fd, at, &record, || {
+                out.copy_from_slice(&record);
+                Ok(())
+            });
+            if let Err(error) = stored {
+                drop(map);
+                return Err(self.write_failed(py, error, tail));
+            }
+        } else {
+            encode_at(out, &fields, body);
+        }
         drop(map);
         self.write_marks(py, queue, queue_offset..queue_offset + 1, now, tail)?;
         // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
@@ -1669,7 +1738,7 @@ impl AppendCore {
                 }
                 // Consecutive marks of one queue sit in consecutive slots.
                 let position = first / TIME_INDEX_INTERVAL * MARK_SIZE as u64;
-                let written = Self::write_at(fd, &packed, position);
+                let written = Self::write_at_site(py, Site::TimeIndexMark, fd, &packed, position);
                 if written.is_ok() {
                     self.slots
                         .marks_dirty

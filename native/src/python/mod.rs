@@ -14,6 +14,7 @@ mod entries;
 mod events;
 mod filter;
 mod hashing;
+mod io_seam;
 mod layout;
 mod mapped;
 mod pen;
@@ -50,6 +51,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pen::Pen>()?;
     m.add_class::<append_core::AppendCore>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
+    m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
+    m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;
     m.add_function(wrap_pyfunction!(append_core::seam_generation, m)?)?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     m.add("INTERFACE", INTERFACE)?;
