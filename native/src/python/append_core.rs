@@ -625,7 +625,10 @@ impl AppendCore {
         };
         py.detach(move || {
             if let Some((at, length)) = range {
-                populate_write(at, length);
+                // SAFETY: the range is inside the active segment's mapping, kept mapped
+                // by `segment`'s export (and the caller's `closing` lock) for the call;
+                // segments are reserved whole with fallocate at creation.
+                unsafe { populate_write(at, length) };
             }
             for (map, from, to) in windows {
                 map.populate(from, to);

@@ -95,21 +95,27 @@ impl Mapping {
     pub fn populate(&self, from: usize, to: usize) {
         let to = to.min(self.len);
         if from < to {
-            populate_write(self.ptr as usize + from, to - from);
+            // SAFETY: `[from, to)` is inside this mapping, which lives while `self`
+            // does, and the caller passes a range of a reserved window.
+            unsafe { populate_write(self.ptr as usize + from, to - from) };
         }
     }
 }
 
 /// Populate the page tables of the `length` bytes at address `at` for writing
 /// (`MADV_POPULATE_WRITE` from `at`'s page on); errors ignored (a kernel before 5.14:
-/// the stores fault as before). The caller keeps the range mapped, and reserved on
-/// disk (fallocated), meanwhile: the advice then faults pages in, changes no byte
-/// and raises no signal.
-pub fn populate_write(at: usize, length: usize) {
+/// the stores fault as before).
+///
+/// # Safety
+///
+/// `[at, at + length)` must be inside a shared file mapping that stays mapped for the
+/// call, and reserved on disk (fallocated) so that populating it allocates nothing:
+/// the advice then faults pages in, changes no byte and raises no signal.
+pub unsafe fn populate_write(at: usize, length: usize) {
     let page = page_size();
     let from = at & !(page - 1);
     let length = at + length - from;
-    // SAFETY: as the doc says: a mapped, reserved range; the advice writes no data.
+    // SAFETY: the caller's contract (above); `from` is `at`'s page, in the same mapping.
     unsafe { libc::madvise(from as *mut libc::c_void, length, libc::MADV_POPULATE_WRITE) };
 }
 
