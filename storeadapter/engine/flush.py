@@ -25,6 +25,7 @@ class FlushService:
         interval_s: float,
         on_failure: Callable[[BaseException], None],
         unsynced: Callable[[], bool] | None = None,
+        pretouch: Callable[[], None] | None = None,
     ) -> None:
         self._sync_log = sync_log
         # Whether there is anything to sync: an appender just woken still counts as a
@@ -37,6 +38,9 @@ class FlushService:
         # (commit-log end, callback) of writers waiting for their records to be durable
         self._waiting: list[tuple[int, Callable[[BaseException | None], None]]] = []
         self._kicked = False
+        # The pretoucher (the native append's pages ahead of the tail), when asked.
+        self._pretouch = pretouch
+        self._touch = False
         self._stopping = False
         self.flushed = 0
         self.failure: BaseException | None = None
@@ -52,6 +56,14 @@ class FlushService:
         with self._cond:
             self._kicked = True
             self._cond.notify_all()
+
+    def touch(self) -> None:
+        """Ask for the pages ahead of the tail to be faulted in (the native append asks
+        every so many bytes; ``MessageStore._pretouch``)."""
+        if self._pretouch is not None:
+            with self._cond:
+                self._touch = True
+                self._cond.notify_all()
 
     def advance(self, flushed: int) -> None:
         """Record that everything below ``flushed`` is durable; call back the waiters it
@@ -101,6 +113,7 @@ class FlushService:
                 while (
                     not self._stopping
                     and not self._kicked
+                    and not self._touch
                     and (not self._waiting or self.failure is not None or not self._unsynced())
                 ):
                     remaining = next_full - time.monotonic()
@@ -111,6 +124,12 @@ class FlushService:
                     return
                 full = self._kicked or time.monotonic() >= next_full
                 self._kicked = False
+                touch, self._touch = self._touch, False
+                synced = full or (self._waiting and self._unsynced())
+            if touch and self.failure is None and self._pretouch is not None:
+                self._pretouch()
+                if not synced:
+                    continue  # woken for the pretoucher alone
             if self.failure is not None:
                 next_full = time.monotonic() + self._interval_s
                 continue

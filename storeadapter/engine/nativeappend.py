@@ -11,7 +11,11 @@ listed in ``_SEAM`` (a failing disk in ``fileio``, a kill point on an engine met
 finds the store writing through them, as before. Those genuine objects are taken here,
 when the engine is imported, before any test can replace them; the core looks them up
 again only when the seam generation moved (seam.py: their modules and classes are
-watched, so replacing one moves it).
+watched, so replacing one moves it). A plan installed with native sites
+(``dataplane.set_io``; tests/faults/faultyfs.py, ``FaultyFS(native=True)``) names the
+functions the core's write sites stand in for (``fileio.pwrite_all``): those may be
+replaced, and the core keeps running, its writes shown to the plan by site
+(native/src/python/io_seam.rs).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ from .topics import Topic
 from .warming import WARM_ASK_BYTES
 from .writer import Writer
 from .writesession import WriteSession
+
+#: How far past the tail the pretoucher faults the active segment in (store.py,
+#: ``_pretouch``; the native append asks for it every 256 KiB of log).
+PRETOUCH_BYTES = 512 << 10
 
 # (namespace, name): the long way's steps the native append stands in for.
 _SEAM = (
@@ -86,4 +94,4 @@ def append_core(store) -> dataplane.AppendCore | None:
     )
 
 
-__all__ = ["append_core"]
+__all__ = ["PRETOUCH_BYTES", "append_core"]

@@ -75,7 +75,7 @@ from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
-from .nativeappend import append_core
+from .nativeappend import PRETOUCH_BYTES, append_core
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
@@ -256,6 +256,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.config.flush_interval_ms / 1000,
             self._fail,
             self._log_unsynced,
+            self._pretouch,
         )
         self._session = WriteSession(
             self._pen,
@@ -889,6 +890,24 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._disk.measure()
             self._warm.soon(target)  # what this process followed, and appended last
             return target
+
+    def _pretouch(self) -> None:
+        """The pretoucher, on the flush thread, asked by the native append every 256 KiB
+        of log: the active segment's next ``PRETOUCH_BYTES`` past the tail and each
+        queue window's next entries are faulted in for writing without the GIL
+        (``AppendCore.pretouch``), so that the appending thread does not take those
+        page faults. Under the log's ``closing`` lock: a segment being closed waits."""
+        core = self._appender
+        log = self.commitlog
+        if core is None:
+            return
+        with log.closing:
+            segment = log.active
+            if segment is None:
+                return
+            start = max(0, log.tail - segment.base)
+            with contextlib.suppress(ValueError, BufferError):  # a closed mapping
+                core.pretouch(segment.map, start, start + PRETOUCH_BYTES)
 
     def _adopt_files(self, files: list) -> None:
         """Make the names of the files just fsynced durable before the checkpoint vouches

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,35 @@ def test_native_appends_leave_the_queue_files_the_long_way_leaves(tmp_path):
 
     assert _queue_files(tmp_path / "native") == _queue_files(tmp_path / "python")
     assert [r[1:5] for r in native] == [r[1:5] for r in python]
+
+
+def test_entries_stored_across_reserved_windows_match_the_long_way_byte_for_byte(tmp_path):
+    # 4,000 entries a queue: each queue's file gets two 64 KiB windows (3,276 entries
+    # each) reserved and mapped; the long way pwrites every entry.
+    roomy = {"segment_bytes": 4 << 20, "queue_file_entries": 16384}
+    native, taken = _append_plain(tmp_path / "native", True, 12000, **roomy)
+    python, _ = _append_plain(tmp_path / "python", False, 12000, **roomy)
+    batched, _ = _batch_plain(tmp_path / "batched", True, 30, 400, **roomy)
+    long_batched, _ = _batch_plain(tmp_path / "long-batched", False, 30, 400, **roomy)
+
+    assert taken > 11000
+    assert _queue_files(tmp_path / "native") == _queue_files(tmp_path / "python")
+    assert [r[1:5] for r in native] == [r[1:5] for r in python]
+    assert _queue_files(tmp_path / "batched") == _queue_files(tmp_path / "long-batched")
+    assert [r[1:5] for r in batched] == [r[1:5] for r in long_batched]
+
+
+def test_a_window_reserved_by_the_core_reads_back_after_a_reopen(tmp_path):
+    path = tmp_path / "s"
+    roomy = {"segment_bytes": 4 << 20, "queue_file_entries": 16384}
+    with MessageStore.open(path, _async_config(**roomy)) as store:
+        store.create_topic("t", queues=1, layout="files")
+        for i in range(4000):
+            store.append("t", b"w%d" % i)
+        assert store._appender.reserved >= 2
+    with MessageStore.open(path, _async_config(**roomy)) as store:
+        assert store.queue_range("t", 0) == (0, 4000)
+        assert [m.body for m in read_all(store, "t", 0)] == [b"w%d" % i for i in range(4000)]
 
 
 def test_native_appends_read_back_after_a_reopen(tmp_path):
@@ -289,3 +319,25 @@ def test_a_replaced_time_index_write_turns_the_native_append_down(tmp_path, time
 
         assert (store._appender.appended, store._appender.marked) == before
         assert calls == [[(128, calls[0][0][1])]]
+
+
+def test_the_flush_thread_pretouches_ahead_of_native_appends(tmp_path):
+    roomy = {"segment_bytes": 8 << 20, "queue_file_entries": 16384}
+    with MessageStore.open(tmp_path / "s", _async_config(**roomy)) as store:
+        store.create_topic("t", queues=2, layout="files")
+        calls = []
+        genuine = store._flusher._pretouch
+
+        def counted() -> None:
+            calls.append(store.commitlog.tail)
+            genuine()
+
+        store._flusher._pretouch = counted
+        for i in range(6000):  # about 600 KiB of log: asked every 256 KiB
+            store.append("t", b"p%05d" % i + b"x" * 80)
+        deadline = time.monotonic() + 10
+        while len(calls) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) >= 2
+        first = [m.body[:6] for m in read_all(store, "t", 0)][:3]
+        assert first == [b"p00000", b"p00002", b"p00004"]

@@ -28,7 +28,16 @@ of it): an image holds it empty, or, with ``live_state``, as it is now.
 
 Faults: ``fail(op, errno, ...)`` makes the next matching call raise ``OSError`` (opens
 and reads of existing files too: ``open_file``, ``pread``), and ``disk_usage`` reports
-``fake_usage`` when set. ``on_op`` is called after every
+``fake_usage`` when set.
+
+``native=True`` also installs the layer under the native append's writes
+(native/src/python/io_seam.rs: ``dataplane.set_io``): each write of the store core at a
+named site (``log.record``, ``queue.entry``, ``timeindex.mark``) is checked against the
+rules as that site *and* as ``pwrite_all`` (the function it stands in for), then
+recorded in the model in order with the Python side's writes; ``kill_at(site, nth,
+when)`` ends the process with SIGKILL before or after the ``nth`` write at a site. The
+native append then keeps running under the layer (it declines under one installed
+without ``native``). ``on_op`` is called after every
 modelled call (under the layer's lock), so a test can capture images mid-operation.
 """
 
@@ -38,13 +47,14 @@ import contextlib
 import os
 import pickle
 import random
+import signal
 import stat
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from storeadapter.engine import fileio
+from storeadapter.engine import dataplane, fileio
 
 _LIVE_NAMES = frozenset({"state"})
 SECTOR = 512
@@ -169,9 +179,13 @@ class PowerLossImage:
 class FaultyFS:
     """Install with ``with FaultyFS(root) as fs:``; see the module docstring."""
 
-    def __init__(self, root: Path, *, real_sync: bool = False) -> None:
+    def __init__(self, root: Path, *, real_sync: bool = False, native: bool = False) -> None:
         self.root = Path(root).resolve()
         self.real_sync = real_sync
+        self.native = native
+        # (site, nth, when, before_death) of kill_at; the count of writes at each site.
+        self._kills: list[tuple[str, int, str, Callable[[], None] | None]] = []
+        self.native_writes: dict[str, int] = {}
         self.fake_usage: tuple[int, int] | None = None
         self.on_op: Callable[[str], None] | None = None
         self.calls: dict[str, int] = {}
@@ -207,11 +221,52 @@ class FaultyFS:
         ):
             self._saved[name] = getattr(fileio, name)
             setattr(fileio, name, getattr(self, name))
+        if self.native:
+            dataplane.set_io(self._native_write, [(vars(fileio), "pwrite_all")])
 
     def uninstall(self) -> None:
+        if self.native:
+            dataplane.set_io(None)
         for name, original in self._saved.items():
             setattr(fileio, name, original)
         self._saved.clear()
+
+    # ------------------------------------------------------ the native sites
+
+    def kill_at(
+        self,
+        site: str,
+        nth: int = 1,
+        when: str = "before",
+        before_death: Callable[[], None] | None = None,
+    ) -> None:
+        """SIGKILL this process at the ``nth`` native write at ``site``, ``before`` it is
+        made or ``after`` (in a child process only)."""
+        with self._lock:
+            self._kills.append((site, nth, when, before_death))
+
+    def _native_write(self, site: str, fd: int, offset: int, data: bytes, phase: str) -> None:
+        """The hook of the native sites (io_seam.rs): before a write, the rules; after
+        it, the model; a kill point either side."""
+        with self._lock:
+            if phase == "before":
+                count = self.native_writes[site] = self.native_writes.get(site, 0) + 1
+                path = self._fd_path(fd)
+                self._check(site, path)
+                self._check("pwrite_all", path)
+            else:
+                count = self.native_writes.get(site, 0)
+                self._record_op(fd, ("w", offset, bytes(data)))
+            kill = next(
+                (k for k in self._kills if k[0] == site and k[1] == count and k[2] == phase),
+                None,
+            )
+        if phase == "after":
+            self._done(site)
+        if kill is not None:
+            if kill[3] is not None:
+                kill[3]()
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def __enter__(self) -> FaultyFS:
         self.install()

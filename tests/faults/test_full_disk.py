@@ -31,6 +31,7 @@ from storeadapter.engine import (
     StoreError,
     TopicNotFoundError,
 )
+from tests.engine.storetools import read_all
 from tests.faults.faultharness import (
     TOPIC,
     Ack,
@@ -298,3 +299,73 @@ def test_single_appends_on_a_full_disk_end_in_disk_full_error_never_a_sigbus(tmp
         with MessageStore.open(disk.path / "store", single_append_config()) as store:
             ranges = [store.queue_range("t", queue) for queue in range(4)]
             assert sum(high - low for low, high in ranges) == int(acknowledged)
+
+
+_WINDOW_APPENDS = r"""
+import sys
+from pathlib import Path
+from storeadapter.engine import DiskFullError, MessageStore
+from tests.faults.smalldisk import SmallDisk
+from tests.faults.test_full_disk import window_config
+
+mount = Path(sys.argv[1])
+store = MessageStore.open(mount / "store", window_config())
+store.create_topic("t", queues=1)
+acknowledged = 0
+for _ in range(8):  # the queue's first window reserved, its time index made
+    store.append("t", b"m%06d" % acknowledged)
+    acknowledged += 1
+SmallDisk(mount).fill()
+try:
+    for _ in range(12000):
+        store.append("t", b"m%06d" % acknowledged)
+        acknowledged += 1
+except DiskFullError:
+    print("DiskFullError", acknowledged, store._appender.appended, store._appender.reserved)
+"""
+
+
+def window_config() -> StoreConfig:
+    """One queue whose file (16,384 entries, 320 KiB) holds several reserved windows,
+    and a segment (1 MiB) that holds every append the test makes."""
+    return StoreConfig(
+        segment_bytes=1 << 20,
+        queue_file_entries=16384,
+        index_slots=64,
+        index_entries=512,
+        flush_mode="async",
+        flush_interval_ms=600_000,
+        disk_warn_ratio=1.0,
+        disk_force_ratio=1.0,
+        disk_reject_ratio=1.0,
+    )
+
+
+def test_a_full_disk_at_a_queue_window_extension_is_a_disk_full_error(tmp_path):
+    # In a child: a store into a hole of a mapping on a full disk would end it (SIGBUS).
+    with small_disk(tmp_path) as disk:
+        child = subprocess.run(
+            [sys.executable, "-c", _WINDOW_APPENDS, str(disk.path)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert child.returncode == 0, child.stderr[-2000:]
+        word, acknowledged, native, reserved = child.stdout.split()
+        assert word == "DiskFullError"
+        # The entries went into the window reserved before the disk filled (64 KiB:
+        # 3,276 entries, far past the page a pwrite would have failed on), and the
+        # error came at the next window's reservation.
+        assert int(acknowledged) >= 3000 and int(native) >= 2900
+        assert int(reserved) >= 1
+        disk.free()
+        with MessageStore.open(disk.path / "store", window_config()) as store:
+            assert store.queue_range("t", 0) == (0, int(acknowledged))
+            more = [store.append("t", b"m%06d" % n) for n in range(int(acknowledged), 5000)]
+            assert [r.queue_offset for r in more] == list(range(int(acknowledged), 5000))
+            store.append_batch("t", [b"m%06d" % n for n in range(5000, 5400)])
+        with MessageStore.open(disk.path / "store", window_config()) as store:
+            bodies = [m.body for m in read_all(store, "t", 0)]
+            assert bodies == [b"m%06d" % n for n in range(5400)]

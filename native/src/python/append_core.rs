@@ -18,7 +18,10 @@
 //! writer (its mutex is settled by the store first), a segment roll, a new queue file,
 //! a topic setting of its own, a failed or closed store, and any fault plan
 //! a test installed (a replaced `fileio` function or engine method on the append
-//! path): those keep their kill points and fault sites in Python.
+//! path): those keep their kill points and fault sites in Python. The exception is a
+//! plan installed with native sites (io_seam.rs): the functions it names as stood in
+//! for by the core's sites (`fileio.pwrite_all`) may be replaced, and the core's
+//! writes go through the plan's `Io` at `log.record`, `queue.entry`, `timeindex.mark`.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -34,9 +37,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
+use super::io_seam::{self, Site};
 use super::pen::Pen;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
+use super::window::{populate_write, NotStored, QueueWindow};
+use super::Bytes;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
 use crate::consume_queue::{Entry, ENTRY_SIZE};
@@ -56,6 +62,9 @@ const RING_ENTRIES: u64 = 8192;
 const TIME_INDEX_INTERVAL: u64 = 128;
 /// timeindex.MARK_SIZE: a mark's bytes (the queue offset plus one, the store ms; LE).
 const MARK_SIZE: usize = 16;
+/// The log bytes between two asks for the pretoucher (`after`), and how far past the
+/// tail it populates the active segment (store.py, `_pretouch`: `PRETOUCH_BYTES`).
+const PRETOUCH_ASK: u64 = 256 << 10;
 /// Queue files whose descriptors are kept open here (the last file of a queue each).
 const OPEN_FILES: usize = 256;
 
@@ -91,6 +100,9 @@ const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
 struct Tail {
     file: Py<PyAny>,
     fd: OwnedFd,
+    /// Its mapping and reserved window (window.rs); None when it is written with
+    /// `pwrite` (it could not be mapped, or its file system has no `fallocate`).
+    window: Option<QueueWindow>,
 }
 
 /// The slots the call reads and writes, of a topic's state (`Topic`), a consume queue,
@@ -238,6 +250,10 @@ pub struct AppendCore {
     appended: AtomicU64,
     batched: AtomicU64,
     marked: AtomicU64,
+    /// How many windows of queue files this core reserved (`fallocate`d).
+    reserved: AtomicU64,
+    /// The log's end when the pretoucher was last asked for.
+    touch_asked: AtomicU64,
     /// The seam generation at which `genuine` was last found all in place
     /// (`NEVER_CHECKED` until then).
     seam_checked: AtomicU64,
@@ -445,6 +461,9 @@ fn release(lock: &ThreadLock) -> PyResult<()> {
 }
 
 fn now_ms() -> i64 {
+    if let Some(pinned) = io_seam::pinned_ms() {
+        return pinned;
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -555,6 +574,8 @@ impl AppendCore {
             appended: AtomicU64::new(0),
             batched: AtomicU64::new(0),
             marked: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
+            touch_asked: AtomicU64::new(0),
             seam_checked: AtomicU64::new(NEVER_CHECKED),
         })
     }
@@ -663,10 +684,56 @@ impl AppendCore {
         self.marked.load(Ordering::Relaxed)
     }
 
+    /// How many windows of queue files this core reserved with `fallocate`.
+    #[getter]
+    fn reserved(&self) -> u64 {
+        self.reserved.load(Ordering::Relaxed)
+    }
+
     /// How many appends this core made (tests see that the native path was taken).
     #[getter]
     fn appended(&self) -> u64 {
         self.appended.load(Ordering::Relaxed)
+    }
+
+    /// The pretoucher, on the flush thread (asked by `after` every `PRETOUCH_ASK`
+    /// bytes of log): populate for writing `map[start:stop]` (the active segment's
+    /// mmap past the tail; reserved whole at its creation) and the next bytes of each
+    /// queue window past its last entry (window.rs), without the GIL, so that the
+    /// appending thread does not take those page faults. The caller holds the log's
+    /// `closing` lock, so the segment's mapping is not closed meanwhile (its export
+    /// here would refuse the close); the windows' mappings are held by `Arc`s.
+    fn pretouch(
+        &self,
+        py: Python<'_>,
+        map: &Bound<'_, PyAny>,
+        start: usize,
+        stop: usize,
+    ) -> PyResult<()> {
+        let segment = Bytes::of(map)?;
+        let bytes = segment.slice();
+        let stop = stop.min(bytes.len());
+        let range = (start < stop).then(|| (bytes.as_ptr() as usize + start, stop - start));
+        let windows: Vec<_> = match self.tails.lock() {
+            Ok(mut tails) => tails
+                .values_mut()
+                .filter_map(|tail| tail.window.as_mut().and_then(QueueWindow::ahead))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        py.detach(move || {
+            if let Some((at, length)) = range {
+                // SAFETY: the range is inside the active segment's mapping, kept mapped
+                // by `segment`'s export (and the caller's `closing` lock) for the call;
+                // segments are reserved whole with fallocate at creation.
+                unsafe { populate_write(at, length) };
+            }
+            for (map, from, to) in windows {
+                map.populate(from, to);
+            }
+        });
+        drop(segment);
+        Ok(())
     }
 
     /// Close the queue files' descriptors kept here.
@@ -688,6 +755,8 @@ impl AppendCore {
         for (namespace, name, genuine) in &self.genuine {
             match namespace.bind(py).get_item(name.bind(py)) {
                 Ok(found) if found.is(genuine.bind(py)) => {}
+                // Replaced by a fault plan whose native sites stand in for it (io_seam.rs).
+                _ if io_seam::covers(namespace.bind(py), &name.bind(py).to_string_lossy()) => {}
                 _ => return declined(),
             }
         }
@@ -914,7 +983,7 @@ impl AppendCore {
         });
         release(write_lock)?;
         let (results, end) = outcome?;
-        self.after(py, end)?;
+        self.after(py, end, false)?;
         Ok(results)
     }
 
@@ -1008,7 +1077,7 @@ impl AppendCore {
         });
         release(write_lock)?;
         let (results, end) = outcome?;
-        self.after(py, end)?;
+        self.after(py, end, false)?;
         Ok(results)
     }
 
@@ -1281,14 +1350,16 @@ impl AppendCore {
         let outcome = self.under_thread_lock(py, || self.under_pen(py, &plan));
         release(write_lock)?;
         let (result, end) = outcome?;
-        self.after(py, end)?;
+        self.after(py, end, true)?;
         Ok(result)
     }
 
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
     /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls.
     /// (Their fields are read from their `__dict__`s: plain attributes, no descriptor.)
-    fn after(&self, py: Python<'_>, end: i64) -> PyResult<()> {
+    /// `touch`: a single append asks for the pretoucher (a batch writes its records
+    /// with `pwrite`, so the segment's pages need no faulting in for it).
+    fn after(&self, py: Python<'_>, end: i64, touch: bool) -> PyResult<()> {
         fn field<'py>(
             dict: &Py<PyDict>,
             name: &Bound<'py, PyString>,
@@ -1300,6 +1371,11 @@ impl AppendCore {
         let flushed: i64 = field(&self.flusher_dict, intern!(py, "flushed"))?.extract()?;
         if end - flushed > self.dirty_limit {
             self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
+        }
+        let touched = self.touch_asked.load(Ordering::Relaxed);
+        if touch && end.abs_diff(touched as i64) > PRETOUCH_ASK {
+            self.touch_asked.store(end as u64, Ordering::Relaxed);
+            self.flusher.bind(py).call_method0(intern!(py, "touch"))?;
         }
         if field(&self.warm_dict, intern!(py, "engaged"))?.is_truthy()? {
             let asked: i64 = field(&self.warm_dict, intern!(py, "asked"))?.extract()?;
@@ -1461,11 +1537,12 @@ impl AppendCore {
         now: i64,
         tail: u64,
     ) -> Step<()> {
-        if let Err(error) = Self::write_at(segment_fd, records, position) {
+        if let Err(error) = Self::write_at_site(py, Site::LogRecord, segment_fd, records, position)
+        {
             return Err(self.write_failed(py, error, tail));
         }
         for ((room, fd), entries) in rooms.iter().zip(fds).zip(entries) {
-            if let Err(error) = Self::write_entries(*fd, entries, room.slot) {
+            if let Err(error) = self.store_entries(&room.queue, *fd, entries, room.slot) {
                 return Err(self.write_failed(py, error, tail));
             }
         }
@@ -1494,9 +1571,81 @@ impl AppendCore {
         }
     }
 
-    /// Entries `data` into the queue file `fd` at entry `slot`; an OSError when it fails.
-    fn write_entries(fd: i32, data: &[u8], slot: u64) -> PyResult<()> {
-        Self::write_at(fd, data, slot * ENTRY_SIZE as u64)
+    /// Entries `data` into the last file of `queue` (descriptor `fd`, kept in `tails`)
+    /// at entry `slot`: stored into its mapped window, reserved first when the entries
+    /// are past it (window.rs), or written with `pwrite` where the file is not mapped;
+    /// an OSError when it fails (ENOSPC at a window's reservation: DiskFullError).
+    fn store_entries(
+        &self,
+        queue: &Bound<'_, PyAny>,
+        fd: i32,
+        data: &[u8],
+        slot: u64,
+    ) -> PyResult<()> {
+        let py = queue.py();
+        let at = slot * ENTRY_SIZE as u64;
+        io_seam::with_io(py, |io| {
+            io.write(py, Site::QueueEntry, fd, at, data, &mut || {
+                self.store_entries_direct(queue, fd, data, at)
+            })
+        })
+    }
+
+    /// `store_entries`'s write itself (the `Io`'s `direct`).
+    fn store_entries_direct(
+        &self,
+        queue: &Bound<'_, PyAny>,
+        fd: i32,
+        data: &[u8],
+        at: u64,
+    ) -> PyResult<()> {
+        let os_error = |error: std::io::Error| {
+            PyOSError::new_err((error.raw_os_error().unwrap_or(libc::EIO), error.to_string()))
+        };
+        if let (Ok(mut tails), Ok(at)) = (self.tails.lock(), usize::try_from(at)) {
+            if let Some(tail) = tails.get_mut(&(queue.as_ptr() as usize)) {
+                if tail.fd.as_raw_fd() == fd {
+                    if let Some(window) = tail.window.as_mut() {
+                        match window.store(fd, data, at) {
+                            Ok(reserved) => {
+                                if reserved {
+                                    self.reserved.fetch_add(1, Ordering::Relaxed);
+                                }
+                                return Ok(());
+                            }
+                            Err(NotStored::Failed(error)) => return Err(os_error(error)),
+                            Err(NotStored::Unmapped) => tail.window = None,
+                        }
+                    }
+                }
+            }
+        }
+        Self::write_at(fd, data, at)
+    }
+
+    /// `store` (a write of `data` at `at` of the file `fd`) through the `Io` in force.
+    fn write_site(
+        py: Python<'_>,
+        site: Site,
+        fd: i32,
+        at: u64,
+        data: &[u8],
+        mut store: impl FnMut() -> PyResult<()>,
+    ) -> PyResult<()> {
+        io_seam::with_io(py, |io| io.write(py, site, fd, at, data, &mut store))
+    }
+
+    /// `write_at` through the `Io` in force, as site `site`.
+    fn write_at_site(
+        py: Python<'_>,
+        site: Site,
+        fd: i32,
+        data: &[u8],
+        position: u64,
+    ) -> PyResult<()> {
+        Self::write_site(py, site, fd, position, data, || {
+            Self::write_at(fd, data, position)
+        })
     }
 
     /// `data` into the file `fd` at `position`; an OSError when it fails.
@@ -1672,7 +1821,7 @@ impl AppendCore {
             tag_hash: 0,
         }
         .pack_into(&mut entry);
-        if let Err(error) = Self::write_entries(fd, &entry, slot) {
+        if let Err(error) = self.store_entries(queue, fd, &entry, slot) {
             return Err(self.write_failed(py, error, tail));
         }
         let Some(out) = map.slice((tail - ready.base) as usize, length) else {
@@ -1689,7 +1838,25 @@ impl AppendCore {
             keys: b"",
             properties: b"",
         };
-        encode_at(out, &fields, body);
+        if io_seam::planned() {
+            // Under a fault plan: the record shown to it at its site (io_seam.rs), then
+            // stored; a failure fails the write as a failed entry does.
+            let mut record = vec![0u8; length];
+            encode_at(&mut record, &fields, body);
+            let segment_fd = i32::try_from(get_int(self.slots.fd, &ready.segment)?)
+                .map_err(|_| Stop::Declined)?;
+            let at = tail - ready.base;
+            let stored = Self::write_site(py, Site::LogRecord, segment_fd, at, &record, || {
+                out.copy_from_slice(&record);
+                Ok(())
+            });
+            if let Err(error) = stored {
+                drop(map);
+                return Err(self.write_failed(py, error, tail));
+            }
+        } else {
+            encode_at(out, &fields, body);
+        }
         drop(map);
         self.write_marks(py, queue, queue_offset..queue_offset + 1, now, tail)?;
         // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
@@ -1754,7 +1921,7 @@ impl AppendCore {
                 }
                 // Consecutive marks of one queue sit in consecutive slots.
                 let position = first / TIME_INDEX_INTERVAL * MARK_SIZE as u64;
-                let written = Self::write_at(fd, &packed, position);
+                let written = Self::write_at_site(py, Site::TimeIndexMark, fd, &packed, position);
                 if written.is_ok() {
                     self.slots
                         .marks_dirty
@@ -1837,7 +2004,11 @@ impl AppendCore {
             }
         }
         let path: String = last.getattr(intern!(py, "_path"))?.extract()?;
-        let Ok(file) = std::fs::OpenOptions::new().write(true).open(&path) else {
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        else {
             return declined(); // gone or refused: the long way reports it
         };
         if tails.len() >= self.open_files {
@@ -1845,11 +2016,16 @@ impl AppendCore {
         }
         let fd = OwnedFd::from(file);
         let raw = fd.as_raw_fd();
+        let entries = get_u64(self.slots.entries, last)?;
+        let window = usize::try_from(entries * ENTRY_SIZE as u64)
+            .ok()
+            .and_then(|len| QueueWindow::open(raw, len));
         tails.insert(
             key,
             Tail {
                 file: last.clone().unbind(),
                 fd,
+                window,
             },
         );
         Ok(raw)

@@ -14,6 +14,7 @@ mod entries;
 mod events;
 mod filter;
 mod hashing;
+mod io_seam;
 mod layout;
 mod mapped;
 mod pen;
@@ -24,6 +25,7 @@ mod slots;
 mod store_core;
 mod thread_lock;
 mod warm;
+mod window;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -51,6 +53,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<thread_lock::ThreadLock>()?;
     m.add_class::<append_core::AppendCore>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
+    m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
+    m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;
     m.add_function(wrap_pyfunction!(append_core::seam_generation, m)?)?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     m.add("INTERFACE", INTERFACE)?;
@@ -62,7 +66,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 7;
+pub const INTERFACE: u32 = 8;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn
