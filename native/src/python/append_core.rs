@@ -33,6 +33,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
+use super::log_sync::{LogSyncer, Written};
 use super::pen::Pen;
 use super::slots::Slot;
 use super::{check_record_type, id_prefix, message_id, new_record};
@@ -188,6 +189,8 @@ pub struct AppendCore {
     /// must still be in place.
     genuine: Vec<(Py<PyAny>, Py<PyString>, Py<PyAny>)>,
     flusher: Py<PyAny>,
+    /// Sync mode: the group commit each append waits on (log_sync.rs); None: async.
+    syncer: Option<Py<LogSyncer>>,
     warm: Py<PyAny>,
     arrivals: Py<PyAny>,
     prefix: [u8; 8],
@@ -459,6 +462,9 @@ impl AppendCore {
                 .map(|(d, n, o)| (d.unbind(), n.unbind(), o.unbind()))
                 .collect(),
             flusher: store.getattr(intern!(py, "_flusher"))?.unbind(),
+            syncer: store
+                .getattr(intern!(py, "_log_syncer"))?
+                .extract::<Option<Py<LogSyncer>>>()?,
             warm: store.getattr(intern!(py, "_warm"))?.unbind(),
             arrivals: store
                 .getattr(intern!(py, "_reader"))?
@@ -748,6 +754,13 @@ impl AppendCore {
         write_lock.call_method0(intern!(py, "release"))?;
         let (results, end) = outcome?;
         self.after(py, end)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            return Ok(writer
+                .call_method1(intern!(py, "flush_timed_out"), (results,))?
+                .cast_into()
+                .map_err(PyErr::from)?);
+        }
         Ok(results)
     }
 
@@ -845,6 +858,13 @@ impl AppendCore {
         write_lock.call_method0(intern!(py, "release"))?;
         let (results, end) = outcome?;
         self.after(py, end)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            return Ok(writer
+                .call_method1(intern!(py, "flush_timed_out"), (results,))?
+                .cast_into()
+                .map_err(PyErr::from)?);
+        }
         Ok(results)
     }
 
@@ -1121,16 +1141,41 @@ impl AppendCore {
         write_lock.call_method0(intern!(py, "release"))?;
         let (result, end) = outcome?;
         self.after(py, end)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            let timed_out = writer.call_method1(
+                intern!(py, "flush_timed_out"),
+                (PyList::new(py, [result])?,),
+            )?;
+            return Ok(timed_out.get_item(0)?);
+        }
         Ok(result)
     }
 
+    /// Sync mode (issue 31, part 9): wait, without the GIL, until an fdatasync covers
+    /// the write that ended at `end` (log_sync.rs); whether it timed out instead
+    /// (FLUSH_TIMEOUT). Async mode: false at once. Raises the typed error of a failed
+    /// fdatasync.
+    fn waited_out(&self, py: Python<'_>, end: i64) -> PyResult<bool> {
+        let Some(syncer) = &self.syncer else {
+            return Ok(false);
+        };
+        let written = syncer
+            .get()
+            .wait_written(py, self.store.bind(py), end as u64)?;
+        Ok(matches!(written, Written::TimedOut))
+    }
+
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
-    /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls.
+    /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls
+    /// (sync mode: no flush is asked for; the append waits for its own, `waited_out`).
     fn after(&self, py: Python<'_>, end: i64) -> PyResult<()> {
-        let flusher = self.flusher.bind(py);
-        let flushed: i64 = flusher.getattr(intern!(py, "flushed"))?.extract()?;
-        if end - flushed > self.dirty_limit {
-            flusher.call_method0(intern!(py, "kick"))?;
+        if self.syncer.is_none() {
+            let flusher = self.flusher.bind(py);
+            let flushed: i64 = flusher.getattr(intern!(py, "flushed"))?.extract()?;
+            if end - flushed > self.dirty_limit {
+                flusher.call_method0(intern!(py, "kick"))?;
+            }
         }
         let warm = self.warm.bind(py);
         if warm.getattr(intern!(py, "engaged"))?.is_truthy()? {

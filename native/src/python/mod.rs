@@ -15,6 +15,7 @@ mod events;
 mod filter;
 mod hashing;
 mod layout;
+mod log_sync;
 mod mapped;
 mod pen;
 mod prepare;
@@ -48,6 +49,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store_core::StoreCore>()?;
     m.add_class::<pen::Pen>()?;
     m.add_class::<append_core::AppendCore>()?;
+    m.add_class::<log_sync::LogSyncer>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(append_core::seam_generation, m)?)?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
@@ -60,7 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 6;
+pub const INTERFACE: u32 = 7;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn
