@@ -100,7 +100,9 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Mark every waiter `end <= flushed` durable; their slots, to unpark.
@@ -182,7 +184,10 @@ impl Watermark {
     /// its `flock` takes turns with the engine's (checkpoint.py) as with another
     /// process's.
     pub fn open(path: &std::path::Path) -> io::Result<Watermark> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
         Ok(Watermark { file })
     }
 
@@ -409,6 +414,10 @@ impl GroupCommit {
     /// `Waited::Closed`. Safe to call twice; does nothing in a forked child.
     pub fn stop(&self) {
         if std::process::id() != self.pid {
+            // Its handle names a thread of the parent: never joined or detached here.
+            if let Ok(mut thread) = self.thread.try_lock() {
+                std::mem::forget(thread.take());
+            }
             return;
         }
         {
@@ -501,7 +510,9 @@ fn run(shared: &Shared, watermark: Option<&Watermark>) {
                 woken
             }
             Err(error) => {
-                state.failed.get_or_insert(error.raw_os_error().unwrap_or(libc::EIO));
+                state
+                    .failed
+                    .get_or_insert(error.raw_os_error().unwrap_or(libc::EIO));
                 Shared::all_with(&mut state, FAILED)
             }
         };

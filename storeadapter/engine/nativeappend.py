@@ -7,12 +7,13 @@ prepared dict items (``append_items``: placed, tagged and keyed as
 files per queue, on the mutex pen: the core does the whole write session in one call, or
 declines and the store takes its Python path (``Writer``). In sync mode an append the
 core wrote then waits, without the GIL, for the group commit's fdatasync that covers it
-(``log_syncer``; docs/PERFORMANCE.md, "Issue 31 (part 9)"). It declines while a fault plan is installed: a test that replaces one of the functions or methods
-listed in ``_SEAM`` (a failing disk in ``fileio``, a kill point on an engine method)
-finds the store writing through them, as before. Those genuine objects are taken here,
-when the engine is imported, before any test can replace them; the core looks them up
-again only when the seam generation moved (seam.py: their modules and classes are
-watched, so replacing one moves it).
+(``log_syncer``; docs/PERFORMANCE.md, "Issue 31 (part 9)"). It declines while a fault
+plan is installed: a test that replaces one of the functions or methods listed in
+``_SEAM`` (a failing disk in ``fileio``, a kill point on an engine method; in sync mode
+also ``fileio.fdatasync``) finds the store writing through them, as before. Those genuine
+objects are taken here, when the engine is imported, before any test can replace them;
+the core looks them up again only when the seam generation moved (seam.py: their modules
+and classes are watched, so replacing one moves it).
 """
 
 from __future__ import annotations

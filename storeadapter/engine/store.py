@@ -1026,7 +1026,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 )
                 for s in list(log.segments)
             ]
-        commit_log = CommitLogStats(log.min_offset, log.tail, self._flusher.flushed)
+        commit_log = CommitLogStats(
+            log.min_offset, log.tail, self._flusher.flushed, self._flusher.syncs
+        )
         topic_figures = (
             {
                 name: self._topic_stats(state)

@@ -116,7 +116,10 @@ impl LogSyncer {
             Waited::TimedOut | Waited::Closed => Ok(Written::TimedOut),
             Waited::Failed => {
                 let errno = self.group.failure().unwrap_or(libc::EIO);
-                let error = PyOSError::new_err((errno, std::io::Error::from_raw_os_error(errno).to_string()));
+                let error = PyOSError::new_err((
+                    errno,
+                    std::io::Error::from_raw_os_error(errno).to_string(),
+                ));
                 store.call_method1(intern!(py, "_fail"), (error.value(py),))?;
                 let refusal = store
                     .getattr(intern!(py, "_flusher"))?
@@ -132,7 +135,9 @@ impl LogSyncer {
     /// segment is durable; hands it a new active segment that qualifies.
     fn segment_ready(&self, py: Python<'_>, store: &Bound<'_, PyAny>, end: u64) -> PyResult<bool> {
         let log = store.getattr(intern!(py, "commitlog"))?;
-        let segments = log.getattr(intern!(py, "segments"))?.cast_into::<PyList>()?;
+        let segments = log
+            .getattr(intern!(py, "segments"))?
+            .cast_into::<PyList>()?;
         let Some(active) = segments.iter().last() else {
             return Ok(false);
         };
@@ -141,7 +146,9 @@ impl LogSyncer {
         if end <= base || end > seg_end {
             return Ok(false);
         }
-        let unsynced = log.getattr(intern!(py, "unsynced"))?.cast_into::<PyList>()?;
+        let unsynced = log
+            .getattr(intern!(py, "unsynced"))?
+            .cast_into::<PyList>()?;
         for segment in unsynced.iter() {
             if !segment.is(&active) {
                 return Ok(false); // another segment to sync first: the long way does it
