@@ -96,6 +96,10 @@ struct Shared {
     /// The log is durable below it (raised by the flusher and by `advance`).
     flushed: AtomicU64,
     syncs: AtomicU64,
+    /// Nanoseconds the flusher spent in fdatasyncs (with the watermark's write), and
+    /// gathering (waiting for a group to come back): its accounting.
+    syncing_ns: AtomicU64,
+    gathering_ns: AtomicU64,
 }
 
 impl Shared {
@@ -272,6 +276,8 @@ impl GroupCommit {
             work: Condvar::new(),
             flushed: AtomicU64::new(flushed),
             syncs: AtomicU64::new(0),
+            syncing_ns: AtomicU64::new(0),
+            gathering_ns: AtomicU64::new(0),
         });
         let flusher = shared.clone();
         let thread = thread::Builder::new()
@@ -292,6 +298,15 @@ impl GroupCommit {
     /// How many fdatasyncs the flusher issued.
     pub fn syncs(&self) -> u64 {
         self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Nanoseconds the flusher spent in fdatasyncs (the watermark's write included) and
+    /// in gathering.
+    pub fn times_ns(&self) -> (u64, u64) {
+        (
+            self.shared.syncing_ns.load(Ordering::Relaxed),
+            self.shared.gathering_ns.load(Ordering::Relaxed),
+        )
     }
 
     /// The base of the segment the flusher syncs (None before the first).
@@ -460,7 +475,8 @@ fn run(shared: &Shared, watermark: Option<&Watermark>) {
         }
         if state.waiters.len() < state.want {
             let gather = state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX);
-            let deadline = Instant::now() + gather;
+            let gathering = Instant::now();
+            let deadline = gathering + gather;
             while !state.stopping && state.failed.is_none() && state.waiters.len() < state.want {
                 let now = Instant::now();
                 if now >= deadline {
@@ -474,6 +490,8 @@ fn run(shared: &Shared, watermark: Option<&Watermark>) {
                     .0;
             }
             state.wake_at = 0;
+            let gathered = gathering.elapsed().as_nanos() as u64;
+            shared.gathering_ns.fetch_add(gathered, Ordering::Relaxed);
             if state.stopping || state.failed.is_some() || state.held {
                 continue;
             }
@@ -500,6 +518,9 @@ fn run(shared: &Shared, watermark: Option<&Watermark>) {
         });
         let took = started.elapsed();
         shared.syncs.fetch_add(1, Ordering::Relaxed);
+        shared
+            .syncing_ns
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         state = shared.lock();
         state.last_sync = took;
         let woken = match synced {

@@ -60,6 +60,13 @@ impl LogSyncer {
         self.group.syncs()
     }
 
+    /// (seconds in fdatasyncs, seconds gathering) of its flusher so far.
+    #[getter]
+    fn times(&self) -> (f64, f64) {
+        let (syncing, gathering) = self.group.times_ns();
+        (syncing as f64 / 1e9, gathering as f64 / 1e9)
+    }
+
     /// Another flush made the log durable below `flushed`: wake the waiters it covers.
     fn advance(&self, flushed: u64) {
         self.group.advance(flushed);
