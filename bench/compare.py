@@ -502,6 +502,41 @@ def _native_checks(rows: list, size: str, figures: dict, peers: dict, machine: d
                 _check(rows, label, f"{figure} / {against}", ratio, needed, "x")
 
 
+# Issue 31: 8 threads of single sync appends, against the same run's bare fdatasync rate
+# (limits.py's fdatasync_prealloc).
+GROUP_COMMIT_MSGS_PER_SYNC = 6
+GROUP_COMMIT_SHARE = 0.7
+
+
+def _group_commit_checks(rows: list, size: str, figures: dict, machine: dict) -> None:
+    """Issue 31's two targets for 8 threads of single sync appends: at least 6 messages
+    per fdatasync, and at least 0.7 x (8 x the bare fdatasync rate of this run)."""
+    found = figures.get("append_single_sync_8_threads")
+    if not found:
+        return
+    per_sync = found.get("msgs_per_fdatasync")
+    if per_sync is not None:
+        _check(
+            rows,
+            f"sync, 8 threads: >= {GROUP_COMMIT_MSGS_PER_SYNC} msgs per fdatasync "
+            f"(issue 31) [{size} B]",
+            "append_single_sync_8_threads msgs/fdatasync",
+            per_sync,
+            GROUP_COMMIT_MSGS_PER_SYNC,
+            "msgs",
+        )
+    bare = machine.get("fdatasync_prealloc", {}).get("per_s")
+    if bare:
+        _check(
+            rows,
+            f"sync, 8 threads >= {GROUP_COMMIT_SHARE} x (8 x fdatasync/s) (issue 31) [{size} B]",
+            f"append_single_sync_8_threads / (8 x {bare:,.0f}/s)",
+            found["msgs_per_s"] / (8 * bare),
+            GROUP_COMMIT_SHARE,
+            "x",
+        )
+
+
 def targets(report: dict) -> list[dict]:
     """Each of issue 9's and issue 22's targets that this run measured, with its mark."""
     rows: list[dict] = []
@@ -564,6 +599,7 @@ def targets(report: dict) -> list[dict]:
             "MB/s",
         )
         _native_checks(rows, size, figures, mine, report.get("limits", {}))
+        _group_commit_checks(rows, size, figures, report.get("limits", {}))
     for page, figure in report.get("console", {}).get("pages", {}).items():
         _check(
             rows,

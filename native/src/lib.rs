@@ -7,13 +7,15 @@
 //! and `tags` (hashes). None of them does I/O: the engine's Python reads and writes the
 //! files (through `fileio`, which the fault tests replace) and hands the bytes here.
 //! `python` (feature "python") is the PyO3 module `storeadapter.engine._native`, with
-//! the same module names.
+//! the same module names. `group_commit` (sync mode's flusher thread and its waiters) and
+//! `pen` (the write mutex) do their own system calls.
 
 pub mod appending;
 pub mod consume_queue;
 pub mod crc;
 pub mod events;
 pub mod filter;
+pub mod group_commit;
 pub mod key_index;
 pub mod pen;
 pub mod prefetch;

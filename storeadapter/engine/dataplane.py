@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 8
+NATIVE_INTERFACE = 9
 
 
 def _check_native(module) -> None:
@@ -71,6 +71,8 @@ Pen = _native.Pen
 ThreadLock = _native.ThreadLock
 StoreCore = _native.StoreCore
 AppendCore = _native.AppendCore
+#: Sync mode's group commit (native/src/group_commit.rs; nativeappend.log_syncer).
+LogSyncer = _native.LogSyncer
 #: The seam generation (seam.py): moved whenever a function of the write path is
 #: replaced or put back; the native append looks its genuine functions up again then.
 seam_changed = _native.seam_changed

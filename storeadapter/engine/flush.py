@@ -5,6 +5,13 @@ the dirty-bytes threshold) it fsyncs the commit log and consume queues and write
 the checkpoint. ``sync`` mode adds group commit: writers ask to be called back
 (``on_durable``); the thread fsyncs the commit log up to the tail as it is at that
 moment, which covers every writer waiting then, however many, and calls them back.
+
+Sync appends the native append core wrote wait on its group commit instead
+(``_native.LogSyncer``, native/src/group_commit.rs; docs/PERFORMANCE.md, "Issue 31
+(part 9)"): a flusher thread of its own fdatasyncs the log back to back, without the GIL,
+while they wait. This service keeps its other jobs and tells that group commit of its
+flushes (``advance``) and of the store's failure (``fail``); ``flushed`` is the higher of
+the two, and ``log_syncs`` counts the log fdatasyncs of both.
 """
 
 from __future__ import annotations
@@ -42,13 +49,31 @@ class FlushService:
         self._pretouch = pretouch
         self._touch = False
         self._stopping = False
-        self.flushed = 0
+        self._flushed = 0
+        # Sync mode with the native append: its group commit (store.py sets it).
+        self.native = None
+        self.log_syncs = 0  # fdatasyncs of log segments by the engine's Python
         self.failure: BaseException | None = None
         self.last_flush_ms: int | None = None
         self._thread = threading.Thread(target=self._run, name="tidemark-flush", daemon=True)
 
+    @property
+    def flushed(self) -> int:
+        """The log is durable below this offset."""
+        native = self.native
+        if native is None:
+            return self._flushed
+        return max(self._flushed, native.flushed)
+
+    @property
+    def syncs(self) -> int:
+        """How many fdatasyncs of the log this process issued since it opened the store
+        (the engine's and its group commit's)."""
+        native = self.native
+        return self.log_syncs + (native.syncs if native is not None else 0)
+
     def start(self, flushed: int) -> None:
-        self.flushed = flushed
+        self._flushed = flushed
         self._thread.start()
 
     def kick(self) -> None:
@@ -68,13 +93,17 @@ class FlushService:
     def advance(self, flushed: int) -> None:
         """Record that everything below ``flushed`` is durable; call back the waiters it
         covers."""
+        native = self.native
+        if native is not None:
+            native.advance(flushed)
         with self._cond:
-            if flushed > self.flushed:
-                self.flushed = flushed
+            if flushed > self._flushed:
+                self._flushed = flushed
             self.last_flush_ms = time.time_ns() // 1_000_000
-            covered = [w for w in self._waiting if w[0] <= self.flushed]
+            durable = self.flushed
+            covered = [w for w in self._waiting if w[0] <= durable]
             if covered:
-                self._waiting = [w for w in self._waiting if w[0] > self.flushed]
+                self._waiting = [w for w in self._waiting if w[0] > durable]
         for _end, callback in covered:
             callback(None)
 
@@ -84,10 +113,13 @@ class FlushService:
                 self.failure = error
             waiting, self._waiting = self._waiting, []
             self._cond.notify_all()
+        native = self.native
+        if native is not None:
+            native.fail(getattr(error, "errno", None) or errno.EIO)
         for _end, callback in waiting:
-            callback(self._refusal())
+            callback(self.refusal())
 
-    def _refusal(self) -> StoreFailedError:
+    def refusal(self) -> StoreFailedError:
         full = getattr(self.failure, "errno", None) == errno.ENOSPC
         return (DiskFullError if full else StoreFailedError)(
             f"the store could not make writes durable ({self.failure}); "
@@ -104,7 +136,7 @@ class FlushService:
                 self._cond.notify()
                 return
             failed = self.failure is not None
-        callback(self._refusal() if failed else None)
+        callback(self.refusal() if failed else None)
 
     def _run(self) -> None:
         next_full = time.monotonic() + self._interval_s

@@ -4,14 +4,16 @@ native/src/python/append_core.rs; docs/PERFORMANCE.md, "Issue 31 (part 3)").
 A plain body (``append``), a list of plain bodies (``append_batch``), or a batch of
 prepared dict items (``append_items``: placed, tagged and keyed as
 ``Writer._write_general`` does, the keys handed to ``KeyIndex.put_many``) to a topic with
-files per queue, in async mode, on the mutex pen: the core does the whole write session
-in one call, or declines and the store takes its Python path (``Writer``). It declines
-while a fault plan is installed: a test that replaces one of the functions or methods
-listed in ``_SEAM`` (a failing disk in ``fileio``, a kill point on an engine method)
-finds the store writing through them, as before. Those genuine objects are taken here,
-when the engine is imported, before any test can replace them; the core looks them up
-again only when the seam generation moved (seam.py: their modules and classes are
-watched, so replacing one moves it). A plan installed with native sites
+files per queue, on the mutex pen: the core does the whole write session in one call, or
+declines and the store takes its Python path (``Writer``). In sync mode an append the
+core wrote then waits, without the GIL, for the group commit's fdatasync that covers it
+(``log_syncer``; docs/PERFORMANCE.md, "Issue 31 (part 9)"). It declines while a fault
+plan is installed: a test that replaces one of the functions or methods listed in
+``_SEAM`` (a failing disk in ``fileio``, a kill point on an engine method; in sync mode
+also ``fileio.fdatasync``) finds the store writing through them, as before. Those genuine
+objects are taken here, when the engine is imported, before any test can replace them;
+the core looks them up again only when the seam generation moved (seam.py: their modules
+and classes are watched, so replacing one moves it). A plan installed with native sites
 (``dataplane.set_io``; tests/faults/faultyfs.py, ``FaultyFS(native=True)``) names the
 functions the core's write sites stand in for (``fileio.pwrite_all``): those may be
 replaced, and the core keeps running, its writes shown to the plan by site
@@ -64,19 +66,44 @@ _SEAM = (
     (KeyIndex, "put_many"),
 )
 _GENUINE = [(vars(owner), name, vars(owner)[name]) for owner, name in _SEAM]
+# Sync mode: the group commit fdatasyncs the log natively; a plan on fdatasync sees it
+# only on the long way.
+_GENUINE_SYNC = [*_GENUINE, (vars(fileio), "fdatasync", fileio.fdatasync)]
 # The dispatchers whose work for a plain record the native append does (the entry; the
 # time mark and the key and event indexes have none for it, or it declines).
 _KNOWN_DISPATCHERS = (TimeIndexDispatch, KeyIndexDispatch, EventIndexDispatch, QueueDispatch)
 
 
+def log_syncer(store) -> dataplane.LogSyncer | None:
+    """Sync mode's group commit for the native append of ``store`` (just opened; see
+    native/src/group_commit.rs): its flusher thread fdatasyncs the log while appends wait
+    without the GIL. None where the native append does not apply."""
+    if store.config.flush_mode != "sync" or not _applies(store):
+        return None
+    syncer = dataplane.LogSyncer(
+        store.commitlog.flushed,
+        store.path / "checkpoint",
+        store.config.flush_timeout_ms,
+    )
+    store._flusher.native = syncer
+    return syncer
+
+
+def _applies(store) -> bool:
+    """The mutex pen, and the store's own list of dispatchers (the core also declines
+    once the list changes)."""
+    if not isinstance(store._pen, dataplane.Pen):
+        return False
+    return tuple(map(type, store.dispatchers)) == _KNOWN_DISPATCHERS
+
+
 def append_core(store) -> dataplane.AppendCore | None:
-    """The native append of ``store`` (just opened), or None where it never applies:
-    sync mode (an append waits for its fsync), the flock pen, or a list of dispatchers
-    other than the store's own (the core also declines once the list changes)."""
-    if store.config.flush_mode != "async" or not isinstance(store._pen, dataplane.Pen):
+    """The native append of ``store`` (just opened, its ``_log_syncer`` made), or None
+    where it never applies: the flock pen, or a list of dispatchers other than the
+    store's own. In sync mode each append then waits on the group commit."""
+    if not _applies(store):
         return None
-    if tuple(map(type, store.dispatchers)) != _KNOWN_DISPATCHERS:
-        return None
+    sync = store.config.flush_mode == "sync"
     return dataplane.AppendCore(
         store,
         store._pen,
@@ -86,7 +113,7 @@ def append_core(store) -> dataplane.AppendCore | None:
         AppendResult,
         SharedSnapshot,
         ConsumeQueue,
-        _GENUINE,
+        _GENUINE_SYNC if sync else _GENUINE,
         store.config.max_message_bytes,
         store.config.flush_dirty_bytes,
         WARM_ASK_BYTES,
@@ -94,4 +121,4 @@ def append_core(store) -> dataplane.AppendCore | None:
     )
 
 
-__all__ = ["PRETOUCH_BYTES", "append_core"]
+__all__ = ["PRETOUCH_BYTES", "append_core", "log_syncer"]

@@ -75,7 +75,7 @@ from .groupoffsets import GroupOffsets
 from .keyindex import KeyIndex
 from .locks import ForkGuard, StoreLocks
 from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
-from .nativeappend import PRETOUCH_BYTES, append_core
+from .nativeappend import PRETOUCH_BYTES, append_core, log_syncer
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
@@ -149,6 +149,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._closed = False
         self._core = None  # the native read core (dataplane.store_core), made by _open
         self._appender = None  # the native append (nativeappend.py), made by _open
+        # Sync mode's native group commit (nativeappend.log_syncer), made by _open.
+        self._log_syncer = None
         self._follow_lock = dataplane.ThreadLock(reentrant=True)
         self._locks: StoreLocks | None = None
         self._pen: Pen | None = None  # the write lock (writesession.py), made by _open
@@ -289,6 +291,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._core = dataplane.store_core(
             self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
         )
+        self._log_syncer = log_syncer(self)
         self._appender = append_core(self)
         if self._appender is not None:
             # ``append`` in one native call, no Python frame around it: the core calls
@@ -835,6 +838,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 pending = self.commitlog.take_unsynced()
             for segment in pending:
                 segment.sync()
+            self._flusher.log_syncs += len(pending)
             if self._sync_mode:
                 # The durable watermark follows the fsync that acknowledges: damage found
                 # below it after a crash is reported, never cut off as a torn tail.
@@ -842,6 +846,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._warm.behind(target)
             return target
+
+    def _sync_through(self) -> None:
+        """Sync mode: make the log durable up to its tail now, for a native append that
+        its group commit cannot cover alone (its segment is new and what is below it is
+        not known durable yet, or other segments wait for an fsync). Raises the typed
+        error of a failed fsync, which fails the store."""
+        try:
+            self._flusher.advance(self._sync_log())
+        except OSError as error:
+            self._fail(error)
+            raise self._flusher.refusal() from error
 
     def _flush_everything(self) -> int:
         """fsync the log and the consume queues, then write the checkpoint; return the tail.
@@ -875,6 +890,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 event_indexes = self._streams.to_sync(self._registry.topics, target)
             for segment in segments:
                 segment.sync()
+            self._flusher.log_syncs += len(segments)
             for queue_file in queue_files:
                 queue_file.sync()
             for time_index in time_indexes:
@@ -1036,7 +1052,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 )
                 for s in list(log.segments)
             ]
-        commit_log = CommitLogStats(log.min_offset, log.tail, self._flusher.flushed)
+        commit_log = CommitLogStats(
+            log.min_offset, log.tail, self._flusher.flushed, self._flusher.syncs
+        )
         topic_figures = (
             {
                 name: self._topic_stats(state)
@@ -1127,6 +1145,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             except OSError as error:
                 self._fail(error)
                 clean = False
+        if self._log_syncer is not None:
+            self._log_syncer.close()  # its waiters not covered by now time out
         self._closed = True
         self._core.close()
         if self._appender is not None:

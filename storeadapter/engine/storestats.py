@@ -29,11 +29,14 @@ class SegmentStats:
 
 @dataclass(frozen=True)
 class CommitLogStats:
-    """The commit log's first kept offset, its end, and how far it is fsynced."""
+    """The commit log's first kept offset, its end, how far it is fsynced, and how many
+    fdatasyncs of it this process issued since it opened the store (sync mode's group
+    commit's included: appends per fdatasync is the group commit's yield)."""
 
     min_offset: int
     tail: int
     flushed: int
+    syncs: int = 0
 
 
 @dataclass(frozen=True)

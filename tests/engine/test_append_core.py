@@ -119,9 +119,14 @@ def test_a_replaced_file_call_turns_the_native_append_down(tmp_path, monkeypatch
         assert [m.body for m in read_all(store, "t", 0)] == [b"first", b"second"]
 
 
-def test_sync_mode_appends_go_the_long_way(tmp_path):
+def test_sync_mode_appends_take_the_native_call_too(tmp_path):
+    # Each then waits for its fsync on the group commit (tests/engine/test_native_sync.py).
     with MessageStore.open(tmp_path / "s", small_config(flush_mode="sync")) as store:
-        assert store._appender is None
+        store.create_topic("t", queues=1, layout="files")
+        store.append("t", b"x")  # creates the queue's file: the long way
+        store.append("t", b"y")
+        assert store._appender.appended == 1
+        assert store._log_syncer is not None
 
 
 # ------------------------------------------------------------------ append_batch

@@ -329,12 +329,14 @@ def test_the_seen_snapshot_is_renewed_in_place_only_when_no_one_else_holds_it(tm
         assert store._seen[1:5] == held[1:5]
 
 
-def test_sync_mode_keeps_the_class_append(tmp_path):
+def test_sync_mode_binds_the_native_append_that_waits_for_its_fdatasync(tmp_path):
     config = StoreConfig(flush_mode="sync")
     with MessageStore.open(tmp_path / "s", config) as store:
         store.create_topic("t", queues=1)
-        assert "append" not in store.__dict__
-        assert store.append("t", b"x").status == "OK"
+        assert store.__dict__["append"] == store._appender.append_or_long_way
+        result = store.append("t", b"x")
+        assert result.status == "OK"
+        assert store._flusher.flushed >= store.commitlog.tail
 
 
 def test_the_flock_pen_keeps_the_class_append_beside_the_native_locks(tmp_path, monkeypatch):

@@ -38,6 +38,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
 
 use super::io_seam::{self, Site};
+use super::log_sync::{LogSyncer, Written};
 use super::pen::Pen;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
@@ -230,6 +231,8 @@ pub struct AppendCore {
     /// must still be in place.
     genuine: Vec<(Py<PyAny>, Py<PyString>, Py<PyAny>)>,
     flusher: Py<PyAny>,
+    /// Sync mode: the group commit each append waits on (log_sync.rs); None: async.
+    syncer: Option<Py<LogSyncer>>,
     warm: Py<PyAny>,
     arrivals: Py<PyAny>,
     /// Their `__dict__`s: `flushed`, `engaged`, `asked`, `waiting` are read from them.
@@ -559,6 +562,9 @@ impl AppendCore {
                     .getattr(intern!(py, "arrivals"))?,
             )?,
             flusher: store.getattr(intern!(py, "_flusher"))?.unbind(),
+            syncer: store
+                .getattr(intern!(py, "_log_syncer"))?
+                .extract::<Option<Py<LogSyncer>>>()?,
             warm: store.getattr(intern!(py, "_warm"))?.unbind(),
             arrivals: store
                 .getattr(intern!(py, "_reader"))?
@@ -984,6 +990,13 @@ impl AppendCore {
         release(write_lock)?;
         let (results, end) = outcome?;
         self.after(py, end, false)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            return Ok(writer
+                .call_method1(intern!(py, "flush_timed_out"), (results,))?
+                .cast_into()
+                .map_err(PyErr::from)?);
+        }
         Ok(results)
     }
 
@@ -1078,6 +1091,13 @@ impl AppendCore {
         release(write_lock)?;
         let (results, end) = outcome?;
         self.after(py, end, false)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            return Ok(writer
+                .call_method1(intern!(py, "flush_timed_out"), (results,))?
+                .cast_into()
+                .map_err(PyErr::from)?);
+        }
         Ok(results)
     }
 
@@ -1351,11 +1371,34 @@ impl AppendCore {
         release(write_lock)?;
         let (result, end) = outcome?;
         self.after(py, end, true)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            let timed_out = writer.call_method1(
+                intern!(py, "flush_timed_out"),
+                (PyList::new(py, [result])?,),
+            )?;
+            return Ok(timed_out.get_item(0)?);
+        }
         Ok(result)
     }
 
+    /// Sync mode (issue 31, part 9): wait, without the GIL, until an fdatasync covers
+    /// the write that ended at `end` (log_sync.rs); whether it timed out instead
+    /// (FLUSH_TIMEOUT). Async mode: false at once. Raises the typed error of a failed
+    /// fdatasync.
+    fn waited_out(&self, py: Python<'_>, end: i64) -> PyResult<bool> {
+        let Some(syncer) = &self.syncer else {
+            return Ok(false);
+        };
+        let written = syncer
+            .get()
+            .wait_written(py, self.store.bind(py), end as u64)?;
+        Ok(matches!(written, Written::TimedOut))
+    }
+
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
-    /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls.
+    /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls
+    /// (sync mode: no flush is asked for; the append waits for its own, `waited_out`).
     /// (Their fields are read from their `__dict__`s: plain attributes, no descriptor.)
     /// `touch`: a single append asks for the pretoucher (a batch writes its records
     /// with `pwrite`, so the segment's pages need no faulting in for it).
@@ -1368,9 +1411,12 @@ impl AppendCore {
                 .get_item(name)?
                 .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err(name.to_string()))
         }
-        let flushed: i64 = field(&self.flusher_dict, intern!(py, "flushed"))?.extract()?;
-        if end - flushed > self.dirty_limit {
-            self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
+        if self.syncer.is_none() {
+            // Async mode: no native syncer, so `flushed` is the service's own `_flushed`.
+            let flushed: i64 = field(&self.flusher_dict, intern!(py, "_flushed"))?.extract()?;
+            if end - flushed > self.dirty_limit {
+                self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
+            }
         }
         let touched = self.touch_asked.load(Ordering::Relaxed);
         if touch && end.abs_diff(touched as i64) > PRETOUCH_ASK {

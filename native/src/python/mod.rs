@@ -16,6 +16,7 @@ mod filter;
 mod hashing;
 mod io_seam;
 mod layout;
+mod log_sync;
 mod mapped;
 mod pen;
 mod prepare;
@@ -52,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pen::Pen>()?;
     m.add_class::<thread_lock::ThreadLock>()?;
     m.add_class::<append_core::AppendCore>()?;
+    m.add_class::<log_sync::LogSyncer>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;
@@ -66,7 +68,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 8;
+pub const INTERFACE: u32 = 9;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

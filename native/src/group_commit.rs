@@ -1,0 +1,653 @@
+//! Group commit for sync mode (issue 31, part 9): a flusher thread fdatasyncs the
+//! log's active segment back to back while appenders wait for it, and wakes exactly
+//! the waiters each fdatasync covered. No Python here: the appenders wait without the
+//! GIL (`python/log_sync.rs` is the door).
+//!
+//! 1. An appender, its record written and published, registers `(end, its thread)`
+//!    and parks (`GroupCommit::wait`).
+//! 2. The flusher, woken by the first waiter, gathers: while fewer waiters are
+//!    registered than its last fdatasync covered, it waits for more, at most
+//!    `GATHER_SHARE` of the last fdatasync's time (a group just woken comes back one
+//!    thread at a time, and an fdatasync started a little later covers all of them).
+//! 3. It takes the highest end registered (bounded by its segment's end), fdatasyncs
+//!    the segment, raises the durable watermark in the checkpoint (`Watermark`), and
+//!    unparks the waiters whose end it covered; the others wait for the next one,
+//!    which starts at once (back to back).
+//! 4. A failed fdatasync (or watermark write) fails the group commit for good: every
+//!    waiter, now and later, is told so (`Waited::Failed`), as the store refuses writes.
+//!
+//! The segment it syncs is registered by the appenders (`use_segment`), only once
+//! everything below the segment's base is durable: an fdatasync of the segment then
+//! makes the log durable up to the end it covered.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::crc::crc32c;
+
+/// The most of the last fdatasync's time the flusher waits for a group to come back.
+const GATHER_SHARE: f64 = 0.5;
+/// The longest gather, whatever the last fdatasync took.
+const GATHER_MAX: Duration = Duration::from_millis(2);
+
+const WAITING: u8 = 0;
+const DURABLE: u8 = 1;
+const FAILED: u8 = 2;
+const CLOSED: u8 = 3;
+
+/// How a wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// An fdatasync covered the end: the record is durable.
+    Durable,
+    /// An fdatasync failed (now or before): the store refuses writes.
+    Failed,
+    /// Not covered within the timeout.
+    TimedOut,
+    /// The group commit was stopped (the store closed) before covering it.
+    Closed,
+}
+
+struct Slot {
+    state: AtomicU8,
+    thread: Thread,
+}
+
+struct Waiter {
+    end: u64,
+    slot: Arc<Slot>,
+}
+
+/// The segment the flusher syncs: its base, end and file.
+#[derive(Clone)]
+struct Segment {
+    base: u64,
+    end: u64,
+    file: Arc<File>,
+}
+
+struct State {
+    segment: Option<Segment>,
+    waiters: Vec<Waiter>,
+    /// The errno of the failure that stopped it.
+    failed: Option<i32>,
+    stopping: bool,
+    /// The flusher sleeps on `work` until this many waiters are registered (1: for a
+    /// first one; its last group's size when gathering); 0: it does not sleep.
+    wake_at: usize,
+    /// How many waiters the flusher waits for when gathering (its last group's size).
+    want: usize,
+    last_sync: Duration,
+    /// Tests: every fdatasync from now on fails with this errno.
+    fail_with: Option<i32>,
+    /// Tests: no fdatasync starts while set (waiters wait for `advance` or time out).
+    held: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    work: Condvar,
+    /// The log is durable below it (raised by the flusher and by `advance`).
+    flushed: AtomicU64,
+    syncs: AtomicU64,
+    /// Nanoseconds the flusher spent in fdatasyncs (with the watermark's write), and
+    /// gathering (waiting for a group to come back): its accounting.
+    syncing_ns: AtomicU64,
+    gathering_ns: AtomicU64,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Mark every waiter `end <= flushed` durable; their slots, to unpark.
+    fn covered(&self, state: &mut State, flushed: u64) -> Vec<Arc<Slot>> {
+        let mut woken = Vec::new();
+        state.waiters.retain(|waiter| {
+            if waiter.end <= flushed {
+                waiter.slot.state.store(DURABLE, Ordering::Release);
+                woken.push(waiter.slot.clone());
+                false
+            } else {
+                true
+            }
+        });
+        woken
+    }
+
+    fn all_with(state: &mut State, outcome: u8) -> Vec<Arc<Slot>> {
+        state
+            .waiters
+            .drain(..)
+            .map(|waiter| {
+                waiter.slot.state.store(outcome, Ordering::Release);
+                waiter.slot
+            })
+            .collect()
+    }
+
+    fn raise(&self, flushed: u64) {
+        self.flushed.fetch_max(flushed, Ordering::AcqRel);
+    }
+}
+
+fn unpark(slots: Vec<Arc<Slot>>) {
+    for slot in slots {
+        slot.thread.unpark();
+    }
+}
+
+/// What the flusher does after each fdatasync, before it wakes anyone: raise the
+/// durable watermark in the checkpoint file (checkpoint.py's `save_flushed`).
+pub struct Watermark {
+    file: File,
+}
+
+/// A checkpoint slot (checkpoint.py, FORMAT.md "Checkpoint"): magic, version, reserved,
+/// sequence, commit-log flushed, dispatched, index dispatched, time; CRC32C after.
+const SLOT_SIZE: usize = 64;
+const SLOT_FIELDS: usize = 48;
+const MAGIC: &[u8; 4] = b"TDMC";
+const VERSION: u16 = 1;
+
+struct Slotted {
+    sequence: u64,
+    flushed: u64,
+    dispatched: u64,
+    index_dispatched: u64,
+}
+
+fn parse_slot(raw: &[u8]) -> Option<Slotted> {
+    let word = |at: usize| u64::from_le_bytes(raw[at..at + 8].try_into().unwrap_or([0; 8]));
+    let crc = u32::from_le_bytes(raw[SLOT_FIELDS..SLOT_FIELDS + 4].try_into().ok()?);
+    if crc32c(&raw[..SLOT_FIELDS]) != crc
+        || &raw[..4] != MAGIC
+        || u16::from_le_bytes([raw[4], raw[5]]) != VERSION
+    {
+        return None;
+    }
+    Some(Slotted {
+        sequence: word(8),
+        flushed: word(16),
+        dispatched: word(24),
+        index_dispatched: word(32),
+    })
+}
+
+impl Watermark {
+    /// The checkpoint file at `path`, opened anew: its own open file description, so
+    /// its `flock` takes turns with the engine's (checkpoint.py) as with another
+    /// process's.
+    pub fn open(path: &std::path::Path) -> io::Result<Watermark> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)?;
+        Ok(Watermark { file })
+    }
+
+    /// Raise the checkpoint's commit-log flushed field to `flushed` (never lower it),
+    /// the other fields as they are: written into the older slot, not fsynced, under
+    /// the file's lock, as `Checkpoint.save_flushed` does.
+    pub fn raise(&self, flushed: u64) -> io::Result<()> {
+        let fd = self.file.as_raw_fd();
+        // SAFETY: `fd` is this Watermark's open file; flock only takes a lock on it.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let written = self.raise_locked(flushed);
+        // SAFETY: as above; the lock taken just before is let go.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        written
+    }
+
+    fn raise_locked(&self, flushed: u64) -> io::Result<()> {
+        let mut both = [0u8; 2 * SLOT_SIZE];
+        let mut read = 0;
+        while read < both.len() {
+            let n = self.file.read_at(&mut both[read..], read as u64)?;
+            if n == 0 {
+                break;
+            }
+            read += n;
+        }
+        let current = both[..read]
+            .chunks_exact(SLOT_SIZE)
+            .filter_map(parse_slot)
+            .max_by_key(|slot| slot.sequence);
+        let (sequence, dispatched, index_dispatched) = match &current {
+            Some(slot) if slot.flushed >= flushed => return Ok(()),
+            Some(slot) => (slot.sequence + 1, slot.dispatched, slot.index_dispatched),
+            None => (1, 0, 0),
+        };
+        let when = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let mut raw = [0u8; SLOT_SIZE];
+        raw[..4].copy_from_slice(MAGIC);
+        raw[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        raw[8..16].copy_from_slice(&sequence.to_le_bytes());
+        raw[16..24].copy_from_slice(&flushed.to_le_bytes());
+        raw[24..32].copy_from_slice(&dispatched.to_le_bytes());
+        raw[32..40].copy_from_slice(&index_dispatched.to_le_bytes());
+        raw[40..48].copy_from_slice(&when.to_le_bytes());
+        let crc = crc32c(&raw[..SLOT_FIELDS]);
+        raw[SLOT_FIELDS..SLOT_FIELDS + 4].copy_from_slice(&crc.to_le_bytes());
+        self.file
+            .write_all_at(&raw, (sequence % 2) * SLOT_SIZE as u64)
+    }
+}
+
+/// The group commit of one open store in sync mode: the flusher thread and its waiters.
+pub struct GroupCommit {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The process that started the flusher: a child forked since has no flusher
+    /// thread, and its copy of the state's lock may be held by it forever.
+    pid: u32,
+}
+
+impl GroupCommit {
+    /// Start the flusher; the log is durable below `flushed`; `watermark` is raised
+    /// after each fdatasync (None: no checkpoint to raise, as in tests).
+    pub fn start(flushed: u64, watermark: Option<Watermark>) -> io::Result<GroupCommit> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                segment: None,
+                waiters: Vec::new(),
+                failed: None,
+                stopping: false,
+                wake_at: 0,
+                want: 1,
+                last_sync: Duration::ZERO,
+                fail_with: None,
+                held: false,
+            }),
+            work: Condvar::new(),
+            flushed: AtomicU64::new(flushed),
+            syncs: AtomicU64::new(0),
+            syncing_ns: AtomicU64::new(0),
+            gathering_ns: AtomicU64::new(0),
+        });
+        let flusher = shared.clone();
+        let thread = thread::Builder::new()
+            .name("tidemark-group-commit".into())
+            .spawn(move || run(&flusher, watermark.as_ref()))?;
+        Ok(GroupCommit {
+            shared,
+            thread: Mutex::new(Some(thread)),
+            pid: std::process::id(),
+        })
+    }
+
+    /// The log is durable below this offset.
+    pub fn flushed(&self) -> u64 {
+        self.shared.flushed.load(Ordering::Acquire)
+    }
+
+    /// How many fdatasyncs the flusher issued.
+    pub fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Nanoseconds the flusher spent in fdatasyncs (the watermark's write included) and
+    /// in gathering.
+    pub fn times_ns(&self) -> (u64, u64) {
+        (
+            self.shared.syncing_ns.load(Ordering::Relaxed),
+            self.shared.gathering_ns.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The base of the segment the flusher syncs (None before the first).
+    pub fn segment_base(&self) -> Option<u64> {
+        self.shared.lock().segment.as_ref().map(|s| s.base)
+    }
+
+    /// Sync the segment `[base, end)` from now on (`file` opened on it), everything
+    /// below `base` being durable. A segment older than the current one is ignored.
+    pub fn use_segment(&self, base: u64, end: u64, file: File) {
+        let mut state = self.shared.lock();
+        if state.segment.as_ref().is_some_and(|s| s.base >= base) {
+            return;
+        }
+        state.segment = Some(Segment {
+            base,
+            end,
+            file: Arc::new(file),
+        });
+        state.wake_at = 0;
+        self.shared.work.notify_one();
+        drop(state);
+        self.advance(base);
+    }
+
+    /// Everything below `flushed` is durable (another flush made it so): wake the
+    /// waiters it covers.
+    pub fn advance(&self, flushed: u64) {
+        self.shared.raise(flushed);
+        let mut state = self.shared.lock();
+        let woken = self.shared.covered(&mut state, self.flushed());
+        drop(state);
+        unpark(woken);
+    }
+
+    /// The store failed (`errno`): every waiter, now and later, gets `Waited::Failed`.
+    pub fn fail(&self, errno: i32) {
+        let mut state = self.shared.lock();
+        state.failed.get_or_insert(errno);
+        let woken = Shared::all_with(&mut state, FAILED);
+        drop(state);
+        unpark(woken);
+    }
+
+    /// The errno of the failure, if it failed.
+    pub fn failure(&self) -> Option<i32> {
+        self.shared.lock().failed
+    }
+
+    /// Tests: every fdatasync from now on fails with `errno` (None: they succeed).
+    pub fn fail_syncs(&self, errno: Option<i32>) {
+        self.shared.lock().fail_with = errno;
+    }
+
+    /// Tests: start no fdatasync while `held` (one in flight finishes).
+    pub fn hold_syncs(&self, held: bool) {
+        let mut state = self.shared.lock();
+        state.held = held;
+        state.wake_at = 0;
+        self.shared.work.notify_all();
+    }
+
+    /// Wait (parked; call it without the GIL) until the log is durable up to `end`,
+    /// the group commit failed or stopped, or `timeout` passed.
+    pub fn wait(&self, end: u64, timeout: Duration) -> Waited {
+        if self.flushed() >= end {
+            return Waited::Durable;
+        }
+        let slot = Arc::new(Slot {
+            state: AtomicU8::new(WAITING),
+            thread: thread::current(),
+        });
+        {
+            let mut state = self.shared.lock();
+            if state.failed.is_some() {
+                return Waited::Failed;
+            }
+            if self.flushed() >= end {
+                return Waited::Durable;
+            }
+            if state.stopping {
+                return Waited::Closed;
+            }
+            state.waiters.push(Waiter {
+                end,
+                slot: slot.clone(),
+            });
+            if state.wake_at > 0 && state.waiters.len() >= state.wake_at {
+                state.wake_at = 0;
+                self.shared.work.notify_one();
+            }
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            match slot.state.load(Ordering::Acquire) {
+                DURABLE => return Waited::Durable,
+                FAILED => return Waited::Failed,
+                CLOSED => return Waited::Closed,
+                _ => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            thread::park_timeout(deadline - now);
+        }
+        let mut state = self.shared.lock();
+        match slot.state.load(Ordering::Acquire) {
+            DURABLE => Waited::Durable,
+            FAILED => Waited::Failed,
+            CLOSED => Waited::Closed,
+            _ => {
+                state.waiters.retain(|w| !Arc::ptr_eq(&w.slot, &slot));
+                Waited::TimedOut
+            }
+        }
+    }
+
+    /// Stop the flusher (after its fdatasync in flight, if any); the waiters left get
+    /// `Waited::Closed`. Safe to call twice; does nothing in a forked child.
+    pub fn stop(&self) {
+        if std::process::id() != self.pid {
+            // Its handle names a thread of the parent: never joined or detached here.
+            if let Ok(mut thread) = self.thread.try_lock() {
+                std::mem::forget(thread.take());
+            }
+            return;
+        }
+        {
+            let mut state = self.shared.lock();
+            state.stopping = true;
+            self.shared.work.notify_all();
+        }
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+        let mut state = self.shared.lock();
+        let woken = Shared::all_with(&mut state, CLOSED);
+        drop(state);
+        unpark(woken);
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The flusher thread: steps 2 to 4 of the module's docs, until stopped.
+fn run(shared: &Shared, watermark: Option<&Watermark>) {
+    let mut state = shared.lock();
+    loop {
+        while !state.stopping && (state.failed.is_some() || state.held || state.waiters.is_empty())
+        {
+            state.wake_at = 1;
+            state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        if state.stopping {
+            return;
+        }
+        if state.waiters.len() < state.want {
+            let gather = state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX);
+            let gathering = Instant::now();
+            let deadline = gathering + gather;
+            while !state.stopping && state.failed.is_none() && state.waiters.len() < state.want {
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                state.wake_at = state.want;
+                state = shared
+                    .work
+                    .wait_timeout(state, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+            state.wake_at = 0;
+            let gathered = gathering.elapsed().as_nanos() as u64;
+            shared.gathering_ns.fetch_add(gathered, Ordering::Relaxed);
+            if state.stopping || state.failed.is_some() || state.held {
+                continue;
+            }
+        }
+        let Some(segment) = state.segment.clone() else {
+            // No segment registered: nothing this flusher can make durable; the
+            // waiters are woken by `advance` or time out, or it syncs once one is.
+            state.wake_at = 1;
+            state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
+            continue;
+        };
+        let highest = state.waiters.iter().map(|w| w.end).max().unwrap_or(0);
+        let target = highest.min(segment.end);
+        let fail_with = state.fail_with;
+        drop(state);
+        let started = Instant::now();
+        let synced = match fail_with {
+            Some(errno) => Err(io::Error::from_raw_os_error(errno)),
+            None => fdatasync(&segment.file),
+        };
+        let synced = synced.and_then(|()| match watermark {
+            Some(watermark) => watermark.raise(target),
+            None => Ok(()),
+        });
+        let took = started.elapsed();
+        shared.syncs.fetch_add(1, Ordering::Relaxed);
+        shared
+            .syncing_ns
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        state = shared.lock();
+        state.last_sync = took;
+        let woken = match synced {
+            Ok(()) => {
+                shared.raise(target);
+                let woken = shared.covered(&mut state, shared.flushed.load(Ordering::Acquire));
+                state.want = woken.len().max(1);
+                woken
+            }
+            Err(error) => {
+                state
+                    .failed
+                    .get_or_insert(error.raw_os_error().unwrap_or(libc::EIO));
+                Shared::all_with(&mut state, FAILED)
+            }
+        };
+        drop(state);
+        unpark(woken);
+        state = shared.lock();
+    }
+}
+
+fn fdatasync(file: &File) -> io::Result<()> {
+    loop {
+        // SAFETY: the descriptor belongs to `file`, open for as long as it is borrowed.
+        if unsafe { libc::fdatasync(file.as_raw_fd()) } == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment_file(dir: &std::path::Path) -> File {
+        let path = dir.join("segment");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .unwrap();
+        file.set_len(1 << 16).unwrap();
+        file
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("group-commit-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn waiters_on_many_threads_return_once_covered() {
+        let dir = scratch("covered");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let ends = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..8)
+            .map(|_| {
+                let group = group.clone();
+                let ends = ends.clone();
+                thread::spawn(move || {
+                    for _ in 0..50 {
+                        let end = ends.fetch_add(100, Ordering::SeqCst) + 100;
+                        assert_eq!(group.wait(end, Duration::from_secs(10)), Waited::Durable);
+                        assert!(group.flushed() >= end);
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        assert!(group.syncs() >= 1 && group.syncs() <= 400);
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_sync_fails_every_waiter_and_later_ones() {
+        let dir = scratch("failed");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        group.fail_syncs(Some(libc::EIO));
+        let workers: Vec<_> = (1..=4u64)
+            .map(|i| {
+                let group = group.clone();
+                thread::spawn(move || group.wait(i * 10, Duration::from_secs(10)))
+            })
+            .collect();
+        for worker in workers {
+            assert_eq!(worker.join().unwrap(), Waited::Failed);
+        }
+        assert_eq!(group.failure(), Some(libc::EIO));
+        assert_eq!(group.wait(1000, Duration::from_secs(1)), Waited::Failed);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn stop_wakes_the_waiters_it_did_not_cover() {
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        // No segment: the flusher cannot cover anything; stop must still wake them.
+        let waiter = {
+            let group = group.clone();
+            thread::spawn(move || group.wait(10, Duration::from_secs(30)))
+        };
+        while group.shared.lock().waiters.is_empty() {
+            thread::sleep(Duration::from_millis(1));
+        }
+        group.stop();
+        assert_eq!(waiter.join().unwrap(), Waited::Closed);
+        assert_eq!(group.wait(10, Duration::from_secs(1)), Waited::Closed);
+    }
+
+    #[test]
+    fn a_wait_times_out_and_leaves_the_list() {
+        let group = GroupCommit::start(0, None).unwrap();
+        assert_eq!(group.wait(10, Duration::from_millis(20)), Waited::TimedOut);
+        assert!(group.shared.lock().waiters.is_empty());
+        group.advance(10);
+        assert_eq!(group.wait(10, Duration::from_millis(20)), Waited::Durable);
+    }
+}

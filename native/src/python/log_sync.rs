@@ -1,0 +1,191 @@
+//! `_native.LogSyncer`: sync mode's group commit (crate::group_commit) for one open
+//! store (issue 31, part 9). The store makes it in sync mode (store.py) and hands it to
+//! the flush service, which tells it of every other flush (`advance`) and failure
+//! (`fail`); the append core (append_core.rs) waits on it without the GIL for each
+//! sync append it wrote (`wait_written`).
+
+use std::fs::File;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::exceptions::PyOSError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::group_commit::{GroupCommit, Waited, Watermark};
+
+#[pyclass(module = "storeadapter.engine._native", frozen)]
+pub struct LogSyncer {
+    group: GroupCommit,
+    timeout: Duration,
+}
+
+/// How a native sync append's wait ended, for the append core.
+pub(crate) enum Written {
+    /// Durable: return the results as they are.
+    Durable,
+    /// No fdatasync covered it in time (or the store closed first): FLUSH_TIMEOUT.
+    TimedOut,
+}
+
+#[pymethods]
+impl LogSyncer {
+    /// Start the flusher thread: the log is durable below `flushed`; after each
+    /// fdatasync the checkpoint at `checkpoint` (None: none) gets the durable
+    /// watermark; a wait gives up after `timeout_ms` (`flush_timeout_ms`).
+    #[new]
+    #[pyo3(signature = (flushed, checkpoint, timeout_ms))]
+    fn new(flushed: u64, checkpoint: Option<PathBuf>, timeout_ms: u64) -> PyResult<LogSyncer> {
+        let watermark = checkpoint
+            .map(|path| Watermark::open(&path))
+            .transpose()
+            .map_err(os_error)?;
+        Ok(LogSyncer {
+            group: GroupCommit::start(flushed, watermark).map_err(os_error)?,
+            timeout: Duration::from_millis(timeout_ms),
+        })
+    }
+
+    /// The log is durable below this offset, as far as this group commit knows.
+    #[getter]
+    fn flushed(&self) -> u64 {
+        self.group.flushed()
+    }
+
+    /// How many fdatasyncs of the log its flusher issued.
+    #[getter]
+    fn syncs(&self) -> u64 {
+        self.group.syncs()
+    }
+
+    /// (seconds in fdatasyncs, seconds gathering) of its flusher so far.
+    #[getter]
+    fn times(&self) -> (f64, f64) {
+        let (syncing, gathering) = self.group.times_ns();
+        (syncing as f64 / 1e9, gathering as f64 / 1e9)
+    }
+
+    /// Another flush made the log durable below `flushed`: wake the waiters it covers.
+    fn advance(&self, flushed: u64) {
+        self.group.advance(flushed);
+    }
+
+    /// The store failed (`errno`): every waiter, now and later, is told so.
+    fn fail(&self, errno: i32) {
+        self.group.fail(errno);
+    }
+
+    /// Tests: every fdatasync of the flusher from now on fails with `errno` (None:
+    /// they succeed again).
+    #[pyo3(signature = (errno))]
+    fn fail_syncs(&self, errno: Option<i32>) {
+        self.group.fail_syncs(errno);
+    }
+
+    /// Tests: start no fdatasync while `held` (waiters wait for another flush's
+    /// `advance`, or time out).
+    fn hold_syncs(&self, held: bool) {
+        self.group.hold_syncs(held);
+    }
+
+    /// Stop the flusher (after the fdatasync in flight); waiters it did not cover
+    /// return FLUSH_TIMEOUT. Safe to call twice.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.group.stop());
+    }
+}
+
+impl LogSyncer {
+    /// Wait, without the GIL, until the log is durable up to `end`, which this thread's
+    /// append just wrote into the log's active segment (it still holds the GIL since).
+    /// The segment is handed to the flusher first when it is a new one and everything
+    /// below it is durable; otherwise (a roll, segments of other processes yet to sync,
+    /// rare) `store._sync_through()` fsyncs the log in Python. A failed fdatasync fails
+    /// the store and raises its typed error (`FlushService.refusal`).
+    pub(crate) fn wait_written(
+        &self,
+        py: Python<'_>,
+        store: &Bound<'_, PyAny>,
+        end: u64,
+    ) -> PyResult<Written> {
+        if self.group.flushed() >= end {
+            return Ok(Written::Durable);
+        }
+        if !self.segment_ready(py, store, end)? {
+            store.call_method0(intern!(py, "_sync_through"))?;
+            return Ok(Written::Durable);
+        }
+        let timeout = self.timeout;
+        match py.detach(|| self.group.wait(end, timeout)) {
+            Waited::Durable => Ok(Written::Durable),
+            Waited::TimedOut | Waited::Closed => Ok(Written::TimedOut),
+            Waited::Failed => {
+                let errno = self.group.failure().unwrap_or(libc::EIO);
+                let error = PyOSError::new_err((
+                    errno,
+                    std::io::Error::from_raw_os_error(errno).to_string(),
+                ));
+                store.call_method1(intern!(py, "_fail"), (error.value(py),))?;
+                let refusal = store
+                    .getattr(intern!(py, "_flusher"))?
+                    .call_method0(intern!(py, "refusal"))?;
+                let raised = PyErr::from_value(refusal);
+                raised.set_cause(py, Some(error));
+                Err(raised)
+            }
+        }
+    }
+
+    /// Whether the flusher syncs the segment holding `end` and everything below that
+    /// segment is durable; hands it a new active segment that qualifies.
+    fn segment_ready(&self, py: Python<'_>, store: &Bound<'_, PyAny>, end: u64) -> PyResult<bool> {
+        let log = store.getattr(intern!(py, "commitlog"))?;
+        let segments = log
+            .getattr(intern!(py, "segments"))?
+            .cast_into::<PyList>()?;
+        let Some(active) = segments.iter().last() else {
+            return Ok(false);
+        };
+        let base: u64 = active.getattr(intern!(py, "base"))?.extract()?;
+        let seg_end: u64 = active.getattr(intern!(py, "end"))?.extract()?;
+        if end <= base || end > seg_end {
+            return Ok(false);
+        }
+        let unsynced = log
+            .getattr(intern!(py, "unsynced"))?
+            .cast_into::<PyList>()?;
+        for segment in unsynced.iter() {
+            if !segment.is(&active) {
+                return Ok(false); // another segment to sync first: the long way does it
+            }
+        }
+        match self.group.segment_base() {
+            Some(current) if current == base => return Ok(true),
+            Some(current) if current > base => return Ok(false),
+            _ => {}
+        }
+        let flushed: u64 = log.getattr(intern!(py, "flushed"))?.extract()?;
+        if flushed < base {
+            return Ok(false);
+        }
+        let fd: i32 = active.getattr(intern!(py, "fd"))?.extract()?;
+        if fd < 0 {
+            return Ok(false);
+        }
+        // SAFETY: `fd` is the open segment's descriptor (Segment.fd, open while the
+        // segment is in the log, and the GIL is held); it is only borrowed to be dup'ed.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let owned: OwnedFd = borrowed.try_clone_to_owned().map_err(os_error)?;
+        self.group.use_segment(base, seg_end, File::from(owned));
+        Ok(true)
+    }
+}
+
+fn os_error(error: std::io::Error) -> PyErr {
+    match error.raw_os_error() {
+        Some(code) => PyOSError::new_err((code, error.to_string())),
+        None => PyOSError::new_err(error.to_string()),
+    }
+}

@@ -1,0 +1,188 @@
+"""Sync appends through the native append, waiting on its group commit without the GIL
+(nativeappend.log_syncer, native/src/group_commit.rs; issue 31, part 9)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+
+import pytest
+
+from storeadapter.engine import MessageStore
+from storeadapter.engine.checkpoint import read_checkpoint
+from storeadapter.engine.errors import DiskFullError, StoreFailedError
+from storeadapter.engine.record import RECORD_OVERHEAD
+from storeadapter.engine.results import STATUS_FLUSH_TIMEOUT, STATUS_OK
+from tests.engine.storetools import read_all, small_config
+
+THREADS = 8
+TOPIC = "t"
+
+
+def _sync_config(**overrides):
+    return small_config(flush_mode="sync", flush_interval_ms=600_000, **overrides)
+
+
+def _topic(store, queues: int) -> None:
+    """A topic whose queues have their files (the native append declines the write
+    that creates one)."""
+    store.create_topic(TOPIC, queues=queues, layout="files")
+    for queue in range(queues):
+        store.append(TOPIC, b"first", queue=queue)
+
+
+def _end(result, body: bytes) -> int:
+    return result.commit_offset + RECORD_OVERHEAD + len(TOPIC) + len(body)
+
+
+def _until_written(store, count: int) -> None:
+    """Wait until the native append wrote ``count`` single appends (its writers then
+    wait for their fsync)."""
+    pause = threading.Event()
+    for _ in range(3000):
+        if store._appender.appended >= count:
+            return
+        pause.wait(0.01)
+    raise AssertionError(f"{store._appender.appended} appends written, not {count}")
+
+
+def _on_threads(work, threads: int = THREADS) -> list:
+    """Run ``work(i)`` on ``threads`` threads started together; their outcomes (a value
+    or the exception raised)."""
+    outcomes: list = [None] * threads
+    barrier = threading.Barrier(threads)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            outcomes[i] = work(i)
+        except Exception as error:  # noqa: BLE001 - the test looks at it
+            outcomes[i] = error
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return outcomes
+
+
+@pytest.mark.parametrize("segment_bytes", [1 << 14, 1 << 22], ids=["rolling", "one-segment"])
+def test_a_sync_append_returns_only_once_its_record_is_durable(tmp_path, segment_bytes):
+    per_thread = 60
+    with MessageStore.open(tmp_path / "s", _sync_config(segment_bytes=segment_bytes)) as store:
+        _topic(store, 3)
+        syncs_before = store._flusher.syncs
+
+        def append(i: int) -> list:
+            seen = []
+            for n in range(per_thread):
+                body = b"thread-%d-%d" % (i, n)
+                result = store.append(TOPIC, body)
+                # Durable when it returns: every fsync that acknowledged covered its end.
+                seen.append((result, _end(result, body), store._flusher.flushed))
+            return seen
+
+        outcomes = _on_threads(append)
+        for outcome in outcomes:
+            assert not isinstance(outcome, Exception), outcome
+            for result, end, flushed in outcome:
+                assert result.status == STATUS_OK
+                assert flushed >= end
+        assert store._appender.appended > 0  # the native call took them
+        total = THREADS * per_thread
+        syncs = store._flusher.syncs - syncs_before
+        assert 0 < syncs <= total
+        last_end = max(end for outcome in outcomes for _r, end, _f in outcome)
+        # The durable watermark followed the fsyncs that acknowledged (no full flush ran).
+        assert read_checkpoint(tmp_path / "s" / "checkpoint").commitlog_flushed >= last_end
+        bodies = sorted(m.body for q in range(3) for m in read_all(store, TOPIC, q))
+        assert len(bodies) == total + 3
+
+
+def test_batches_and_dict_items_wait_for_their_fsync_too(tmp_path):
+    with MessageStore.open(tmp_path / "s", _sync_config(segment_bytes=1 << 22)) as store:
+        _topic(store, 2)
+        batched = store._appender.batched
+        results = store.append_batch(TOPIC, [b"a", b"b", b"c"])
+        items = store.append_batch(TOPIC, [{"body": b"d", "tag": "x"}, {"body": b"e"}])
+        assert store._appender.batched == batched + 2
+        for result in results + items:
+            assert result.status == STATUS_OK
+        assert store._flusher.flushed >= _end(items[-1], b"e")
+
+
+@pytest.mark.parametrize(
+    ("code", "error_type"), [(errno.EIO, StoreFailedError), (errno.ENOSPC, DiskFullError)]
+)
+def test_a_failed_fdatasync_fails_every_waiter_with_the_typed_error(tmp_path, code, error_type):
+    with MessageStore.open(tmp_path / "s", _sync_config(segment_bytes=1 << 22)) as store:
+        _topic(store, 2)
+        store.append(TOPIC, b"durable")  # the group commit takes the segment
+        store._log_syncer.hold_syncs(True)
+        waiting = threading.Barrier(THREADS + 1)
+
+        def append(i: int):
+            waiting.wait()
+            return store.append(TOPIC, b"lost-%d" % i)
+
+        threads_done: list = []
+        runner = threading.Thread(target=lambda: threads_done.extend(_on_threads(append)))
+        runner.start()
+        waiting.wait()
+        _until_written(store, THREADS + 1)  # all of them wait for an fsync now
+        store._log_syncer.fail_syncs(code)
+        store._log_syncer.hold_syncs(False)
+        runner.join()
+        assert len(threads_done) == THREADS
+        for outcome in threads_done:
+            assert isinstance(outcome, error_type), outcome
+        assert store.failed
+        # Later appends are refused as after any failure (StoreFailedError).
+        with pytest.raises(StoreFailedError):
+            store.append(TOPIC, b"after")
+        with pytest.raises(StoreFailedError):
+            store.append_batch(TOPIC, [b"after"])
+
+
+def test_close_while_appends_wait_returns_them_durable(tmp_path):
+    path = tmp_path / "s"
+    store = MessageStore.open(path, _sync_config(segment_bytes=1 << 22))
+    _topic(store, 2)
+    store.append(TOPIC, b"first")
+    store._log_syncer.hold_syncs(True)  # no fdatasync of its own: the close's covers them
+    started = threading.Barrier(THREADS + 1)
+    outcomes: list = []
+
+    def append(i: int):
+        started.wait()
+        return store.append(TOPIC, b"waiting-%d" % i)
+
+    runner = threading.Thread(target=lambda: outcomes.extend(_on_threads(append)))
+    runner.start()
+    started.wait()
+    _until_written(store, THREADS + 1)  # all of them wait (no fdatasync is issued)
+    store.close()
+    runner.join()
+    for outcome in outcomes:
+        assert not isinstance(outcome, Exception), outcome
+        assert outcome.status == STATUS_OK
+    with MessageStore.open(path, _sync_config(segment_bytes=1 << 22)) as reopened:
+        bodies = {m.body for q in range(2) for m in read_all(reopened, TOPIC, q)}
+    assert {b"waiting-%d" % i for i in range(THREADS)} <= bodies
+
+
+def test_a_wait_no_fsync_covers_in_time_gets_flush_timeout(tmp_path):
+    config = _sync_config(segment_bytes=1 << 22, flush_timeout_ms=50)
+    with MessageStore.open(tmp_path / "s", config) as store:
+        _topic(store, 1)
+        store.append(TOPIC, b"first")
+        store._log_syncer.hold_syncs(True)
+        appended = store._appender.appended
+        result = store.append(TOPIC, b"late")
+        batch = store.append_batch(TOPIC, [b"late-1", b"late-2"])
+        assert store._appender.appended == appended + 1
+        assert result.status == STATUS_FLUSH_TIMEOUT
+        assert [r.status for r in batch] == [STATUS_FLUSH_TIMEOUT] * 2
+        store._log_syncer.hold_syncs(False)
+        assert store.append(TOPIC, b"on time").status == STATUS_OK
