@@ -38,30 +38,6 @@ pub struct Run {
     last_group: usize,
 }
 
-impl Drop for Run {
-    fn drop(&mut self) {
-        if self.headers.capacity() == 0 {
-            return;
-        }
-        let mut spare = Spare {
-            headers: std::mem::take(&mut self.headers),
-            tag_hashes: std::mem::take(&mut self.tag_hashes),
-            topic_of: std::mem::take(&mut self.topic_of),
-        };
-        spare.headers.clear();
-        spare.tag_hashes.clear();
-        spare.topic_of.clear();
-        // A thread being torn down keeps nothing (its spares are gone already).
-        let _ = SPARE.try_with(|spares| {
-            if let Ok(mut spares) = spares.try_borrow_mut() {
-                if spares.len() < SPARES {
-                    spares.push(spare);
-                }
-            }
-        });
-    }
-}
-
 /// The records of one queue in a run (`Run::groups`), in log order.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Group {
@@ -85,40 +61,7 @@ pub struct Packed<'a> {
     pub records: Cow<'a, [usize]>,
 }
 
-/// The per-record vectors of runs dropped on this thread, kept for the next runs (at
-/// most `SPARES`). A run of 1 KiB records holds ~3,900 headers (210 KiB): as fresh
-/// allocations, each run's vectors came from new zeroed pages, a fault per 4 KiB, about
-/// half of a reopen's page faults (docs/PERFORMANCE.md, issue 29 part 6).
-#[derive(Default)]
-struct Spare {
-    headers: Vec<Header>,
-    tag_hashes: Vec<u64>,
-    topic_of: Vec<u32>,
-}
-
-const SPARES: usize = 4;
-
-thread_local! {
-    static SPARE: std::cell::RefCell<Vec<Spare>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 impl Run {
-    /// An empty run at commit offset `offset`, its vectors taken from the thread's
-    /// spares when there are some.
-    fn starting_at(offset: u64) -> Run {
-        let spare = SPARE
-            .try_with(|spares| spares.borrow_mut().pop())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let mut run = Run::default();
-        run.offset = offset;
-        run.headers = spare.headers;
-        run.tag_hashes = spare.tag_hashes;
-        run.topic_of = spare.topic_of;
-        run
-    }
-
     fn push(&mut self, data: &[u8], pos: usize, header: Header, tags: &mut TagHashes) {
         let record = &data[pos..pos + header.length as usize];
         let parts = record::Parts::of(record, &header);
@@ -368,7 +311,10 @@ pub fn scan_step(
 /// The intact records from `pos` on, while each checks and none starts `run_bytes` or
 /// more past `pos`.
 pub fn intact_run(data: &[u8], base: u64, pos: usize, run_bytes: usize) -> Run {
-    let mut run = Run::starting_at(base + pos as u64);
+    let mut run = Run {
+        offset: base + pos as u64,
+        ..Run::default()
+    };
     let mut tags = TagHashes::default();
     let stop = pos.saturating_add(run_bytes);
     let mut at = pos;
@@ -552,25 +498,6 @@ mod tests {
         let run = intact_run(&clean, 0, 0, RUN_BYTES);
         assert_eq!(run.headers.len(), records.len());
         assert_eq!(run.groups, run.group_records());
-    }
-
-    #[test]
-    fn runs_made_from_a_dropped_runs_vectors_are_as_fresh_ones() {
-        let body = vec![7u8; 300];
-        let long: Vec<(&[u8], u32, u64)> = (0..40)
-            .map(|i| (body.as_slice(), i % 4, i.into()))
-            .collect();
-        let short: Vec<(&[u8], u32, u64)> = (0..3).map(|i| (b"ab".as_slice(), 1, i)).collect();
-        let long = segment(&long, 32 << 10);
-        let short = segment(&short, 4096);
-        let first = intact_run(&short, 0, 0, RUN_BYTES);
-        drop(intact_run(&long, 0, 0, RUN_BYTES)); // leaves its vectors spare
-        let again = intact_run(&short, 0, 0, RUN_BYTES);
-        assert_eq!(again.headers, first.headers);
-        assert_eq!(again.tag_hashes, first.tag_hashes);
-        assert_eq!(again.topic_of, first.topic_of);
-        assert_eq!(again.groups, first.groups);
-        assert_eq!(again.length, first.length);
     }
 
     #[test]
