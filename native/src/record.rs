@@ -207,7 +207,7 @@ pub fn check(data: &[u8], pos: usize, commit_offset: u64) -> Result<Header, Dama
         });
     }
     let crc = stored_crc(data, end);
-    if crc32c::crc32c(&data[pos..end - CRC_FROM_END]) != crc {
+    if crate::crc::crc32c(&data[pos..end - CRC_FROM_END]) != crc {
         return Err(Damage::CrcMismatch);
     }
     if header.commit_offset != commit_offset {
