@@ -1,5 +1,6 @@
 //! Reads: a batch of consume-queue entries into StoredMessages, and one record by id.
 
+use pyo3::ffi;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 
@@ -56,11 +57,11 @@ pub fn read_entries<'py>(
     let (next, stop) = detach_if(py, work, || {
         reader::read_entries(data, base, entries, start, &wanted, &mut found)
     });
-    let mut shared = Shared {
-        topic: topic_name.clone().into_any(),
-        queue: queue_id.into_pyobject(py)?.into_any(),
-        time: None,
-    };
+    let mut shared = Shared::new(
+        topic_name.clone().into_any(),
+        queue_id.into_pyobject(py)?.into_any(),
+        max_messages,
+    );
     for item in &found {
         let record = &data[item.pos..item.pos + item.header.length as usize];
         match stored_message(py, message_type, &prefix, &mut shared, record, &item.header) {
@@ -80,20 +81,75 @@ fn code(stop: Stop) -> u8 {
     }
 }
 
+/// A body is copied past the caches (`stream::copy_past_cache`) when the answer it goes
+/// into may hold at least this many bytes of bodies: more than the CPU's second-level
+/// cache, so the lines it lands on were last used an answer ago, not a few messages ago.
+const PAST_CACHE_BYTES: usize = 4 << 20;
+/// Bodies shorter than this are copied as usual: a few lines, mostly partial.
+const STREAMED_BODY: usize = 256;
+
 /// What the messages of one read share, made once: the topic, the queue id, and the
-/// last store time (a batch's records share one, and born = store unless given).
+/// last store time (a batch's records share one, and born = store unless given); and
+/// how many messages the answer may hold (`max_messages`), which decides how bodies are
+/// copied.
 pub(super) struct Shared<'py> {
     topic: Bound<'py, PyAny>,
     queue: Bound<'py, PyAny>,
     time: Option<(i64, Bound<'py, PyAny>)>,
+    held: usize,
+    streamed: bool,
+}
+
+/// Once a read's messages are made, before they are handed back (whichever way the read
+/// ends): the bodies copied past the caches are ordered before anything this thread
+/// stores next (`stream::fence`), so a thread that sees a message sees its body.
+impl Drop for Shared<'_> {
+    fn drop(&mut self) {
+        if self.streamed {
+            crate::stream::fence();
+        }
+    }
 }
 
 impl<'py> Shared<'py> {
-    pub(super) fn new(topic: Bound<'py, PyAny>, queue: Bound<'py, PyAny>) -> Shared<'py> {
+    pub(super) fn new(
+        topic: Bound<'py, PyAny>,
+        queue: Bound<'py, PyAny>,
+        held: usize,
+    ) -> Shared<'py> {
         Shared {
             topic,
             queue,
             time: None,
+            held,
+            streamed: false,
+        }
+    }
+
+    /// The bytes object of `body`: copied past the caches when the answer may hold more
+    /// bodies of its size than the caches do.
+    fn body(&mut self, py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        if body.len() < STREAMED_BODY || self.held.saturating_mul(body.len()) < PAST_CACHE_BYTES {
+            return Ok(PyBytes::new(py, body).into_any());
+        }
+        self.streamed = true;
+        // SAFETY: the GIL is held. PyBytes_FromStringAndSize(NULL, n) makes a new bytes
+        // object of n bytes not yet written (or NULL with an exception set); nobody else
+        // holds it, so its n data bytes (PyBytes_AsString) are ours to write until it is
+        // returned, and every one of them is written by the copy.
+        unsafe {
+            let object =
+                ffi::PyBytes_FromStringAndSize(std::ptr::null(), body.len() as ffi::Py_ssize_t);
+            if object.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            let data = ffi::PyBytes_AsString(object).cast::<u8>();
+            let object = Bound::from_owned_ptr(py, object);
+            if data.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            crate::stream::copy_past_cache(std::slice::from_raw_parts_mut(data, body.len()), body);
+            Ok(object)
         }
     }
 
@@ -139,7 +195,7 @@ pub(super) fn stored_message<'py>(
                 extras.tag,
                 extras.keys,
                 extras.properties,
-                PyBytes::new(py, parts.body).into_any(),
+                shared.body(py, parts.body)?,
             ],
         )
     };
