@@ -52,7 +52,8 @@ def _body(i: int) -> bytes:
 @pytest.fixture
 def store(open_store, store_path):
     opened = open_store(
-        store_path, small_config(shared_layout_above=1024, segment_bytes=1 << 20, max_message_bytes=4096)
+        store_path,
+        small_config(shared_layout_above=1024, segment_bytes=1 << 20, max_message_bytes=4096),
     )
     opened.create_topic(TOPIC, queues=2)
     for i in range(COUNT):
@@ -84,7 +85,7 @@ def test_reads_of_any_size_give_the_long_ways_messages(store, count):
 
 
 def test_a_scan_that_may_keep_ten_thousand_gives_the_long_ways_messages(store):
-    expression = 'body_size >= 0 && queue >= 0'
+    expression = "body_size >= 0 && queue >= 0"
     native = filters.scan(store, TOPIC, expression, max_matches=filters.MAX_MATCHES)
     view = filters.scan(_View(store), TOPIC, expression, max_matches=filters.MAX_MATCHES)
     expected = _long_way(store, 0) + _long_way(store, 1)
