@@ -6,6 +6,7 @@
 //! of the caches the records the scan reads next.
 
 /// The size of a cache line.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const LINE: usize = 64;
 
 /// Copy `src` into `dst` (of the same length): the whole 64-byte lines of `dst` with
