@@ -22,6 +22,7 @@ pub mod prefetch;
 pub mod reader;
 pub mod record;
 pub mod scan;
+pub mod stream;
 pub mod tags;
 
 #[cfg(test)]

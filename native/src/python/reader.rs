@@ -1,5 +1,6 @@
 //! Reads: a batch of consume-queue entries into StoredMessages, and one record by id.
 
+use pyo3::ffi;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 
@@ -56,11 +57,11 @@ pub fn read_entries<'py>(
     let (next, stop) = detach_if(py, work, || {
         reader::read_entries(data, base, entries, start, &wanted, &mut found)
     });
-    let mut shared = Shared {
-        topic: topic_name.clone().into_any(),
-        queue: queue_id.into_pyobject(py)?.into_any(),
-        time: None,
-    };
+    let mut shared = Shared::new(
+        topic_name.clone().into_any(),
+        queue_id.into_pyobject(py)?.into_any(),
+        max_messages,
+    );
     for item in &found {
         let record = &data[item.pos..item.pos + item.header.length as usize];
         match stored_message(py, message_type, &prefix, &mut shared, record, &item.header) {
@@ -80,20 +81,77 @@ fn code(stop: Stop) -> u8 {
     }
 }
 
+/// A body is copied past the caches (`stream::copy_past_cache`) when the answer it goes
+/// into may hold at least this many bytes of bodies: more than the CPU's second-level
+/// cache, so the lines it lands on were last used an answer ago, not a few messages ago.
+const PAST_CACHE_BYTES: usize = 4 << 20;
+/// Bodies shorter than this are copied as usual: a few lines, mostly partial.
+const STREAMED_BODY: usize = 256;
+
 /// What the messages of one read share, made once: the topic, the queue id, and the
-/// last store time (a batch's records share one, and born = store unless given).
+/// last store time (a batch's records share one, and born = store unless given); and
+/// how many messages the answer may hold (`max_messages`), which decides how bodies are
+/// copied.
 pub(super) struct Shared<'py> {
     topic: Bound<'py, PyAny>,
     queue: Bound<'py, PyAny>,
     time: Option<(i64, Bound<'py, PyAny>)>,
+    held: usize,
+    streamed: bool,
+    recent: Recent<'py>,
+}
+
+/// Once a read's messages are made, before they are handed back (whichever way the read
+/// ends): the bodies copied past the caches are ordered before anything this thread
+/// stores next (`stream::fence`), so a thread that sees a message sees its body.
+impl Drop for Shared<'_> {
+    fn drop(&mut self) {
+        if self.streamed {
+            crate::stream::fence();
+        }
+    }
 }
 
 impl<'py> Shared<'py> {
-    pub(super) fn new(topic: Bound<'py, PyAny>, queue: Bound<'py, PyAny>) -> Shared<'py> {
+    pub(super) fn new(
+        topic: Bound<'py, PyAny>,
+        queue: Bound<'py, PyAny>,
+        held: usize,
+    ) -> Shared<'py> {
         Shared {
             topic,
             queue,
             time: None,
+            held,
+            streamed: false,
+            recent: Recent::default(),
+        }
+    }
+
+    /// The bytes object of `body`: copied past the caches when the answer may hold more
+    /// bodies of its size than the caches do.
+    fn body(&mut self, py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        if body.len() < STREAMED_BODY || self.held.saturating_mul(body.len()) < PAST_CACHE_BYTES {
+            return Ok(PyBytes::new(py, body).into_any());
+        }
+        self.streamed = true;
+        // SAFETY: the GIL is held. PyBytes_FromStringAndSize(NULL, n) makes a new bytes
+        // object of n bytes not yet written (or NULL with an exception set); nobody else
+        // holds it, so its n data bytes (PyBytes_AsString) are ours to write until it is
+        // returned, and every one of them is written by the copy.
+        unsafe {
+            let object =
+                ffi::PyBytes_FromStringAndSize(std::ptr::null(), body.len() as ffi::Py_ssize_t);
+            if object.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            let data = ffi::PyBytes_AsString(object).cast::<u8>();
+            let object = Bound::from_owned_ptr(py, object);
+            if data.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            crate::stream::copy_past_cache(std::slice::from_raw_parts_mut(data, body.len()), body);
+            Ok(object)
         }
     }
 
@@ -121,7 +179,7 @@ pub(super) fn stored_message<'py>(
     header: &Header,
 ) -> Option<PyResult<Bound<'py, PyAny>>> {
     let parts = Parts::of(record, header);
-    let extras = Extras::of(py, &parts)?;
+    let extras = Extras::with(py, &parts, Some(&mut shared.recent))?;
     let build = || -> PyResult<Bound<'py, PyAny>> {
         let born = shared.time(py, header.born_ms)?;
         let store = shared.time(py, header.store_ms)?;
@@ -139,7 +197,7 @@ pub(super) fn stored_message<'py>(
                 extras.tag,
                 extras.keys,
                 extras.properties,
-                PyBytes::new(py, parts.body).into_any(),
+                shared.body(py, parts.body)?,
             ],
         )
     };
@@ -154,22 +212,38 @@ pub(super) struct Extras<'py> {
 
 impl<'py> Extras<'py> {
     pub(super) fn of(py: Python<'py>, parts: &Parts<'_>) -> Option<Extras<'py>> {
+        Extras::with(py, parts, None)
+    }
+
+    /// The extras of `parts`, taking the tag and each property's name and value from
+    /// `recent` (the texts of the record made before) where the bytes are the same.
+    fn with(
+        py: Python<'py>,
+        parts: &Parts<'_>,
+        mut recent: Option<&mut Recent<'py>>,
+    ) -> Option<Extras<'py>> {
+        let mut text = |slot: usize, bytes: &[u8]| match recent.as_deref_mut() {
+            Some(recent) => recent.text(py, slot, bytes),
+            None => Some(PyString::new(py, std::str::from_utf8(bytes).ok()?)),
+        };
         let tag = if parts.tag.is_empty() {
             py.None().into_bound(py)
         } else {
-            PyString::new(py, std::str::from_utf8(parts.tag).ok()?).into_any()
+            text(0, parts.tag)?.into_any()
         };
-        let keys = PyList::empty(py);
-        if !parts.keys.is_empty() {
-            for key in std::str::from_utf8(parts.keys).ok()?.split('\u{1f}') {
-                keys.append(key).ok()?;
-            }
-        }
+        let keys = if parts.keys.is_empty() {
+            PyList::empty(py)
+        } else {
+            text_list(py, std::str::from_utf8(parts.keys).ok()?, '\u{1f}').ok()?
+        };
         super::untrack(&keys); // strings only (the dict of strings is never tracked)
         let properties = PyDict::new(py);
         if !parts.properties.is_empty() {
-            for item in std::str::from_utf8(parts.properties).ok()?.split('\u{2}') {
-                let (name, value) = item.split_once('\u{1}')?;
+            std::str::from_utf8(parts.properties).ok()?;
+            for (n, item) in parts.properties.split(|&b| b == 0x02).enumerate() {
+                let at = item.iter().position(|&b| b == 0x01)?;
+                let name = text(1 + 2 * n, &item[..at])?;
+                let value = text(2 + 2 * n, &item[at + 1..])?;
                 properties.set_item(name, value).ok()?;
             }
         }
@@ -178,6 +252,68 @@ impl<'py> Extras<'py> {
             keys: keys.into_any(),
             properties: properties.into_any(),
         })
+    }
+}
+
+/// How many texts of a record `Recent` keeps: its tag and its first properties' names
+/// and values.
+const RECENT_TEXTS: usize = 33;
+
+/// The tag and the properties' names and values of the last record a read made, as
+/// strings, by their place in the record (0 the tag, 1 and 2 the first property's name
+/// and value, ...): a queue's records mostly repeat them, so a message takes the same
+/// string objects as the one before instead of new ones (less to make, to hash as a
+/// dict key, to hold and to free). Equal bytes are equal text, so what the message
+/// holds is the same.
+#[derive(Default)]
+pub(super) struct Recent<'py> {
+    texts: Vec<(Vec<u8>, Option<Bound<'py, PyString>>)>,
+}
+
+impl<'py> Recent<'py> {
+    /// The string of `bytes` (UTF-8) at place `slot`: the one kept there when its bytes
+    /// are the same, else a new one, kept. None when `bytes` is not UTF-8.
+    fn text(&mut self, py: Python<'py>, slot: usize, bytes: &[u8]) -> Option<Bound<'py, PyString>> {
+        if slot >= RECENT_TEXTS {
+            return Some(PyString::new(py, std::str::from_utf8(bytes).ok()?));
+        }
+        if self.texts.len() <= slot {
+            self.texts.resize_with(slot + 1, || (Vec::new(), None));
+        }
+        let (kept, object) = &mut self.texts[slot];
+        if let Some(object) = object.as_ref().filter(|_| kept.as_slice() == bytes) {
+            return Some(object.clone());
+        }
+        let made = PyString::new(py, std::str::from_utf8(bytes).ok()?);
+        kept.clear();
+        kept.extend_from_slice(bytes);
+        *object = Some(made.clone());
+        Some(made)
+    }
+}
+
+/// The list of the parts of `text` split at `separator`, made at its length (a list
+/// appended to one by one keeps room for more).
+fn text_list<'py>(py: Python<'py>, text: &str, separator: char) -> PyResult<Bound<'py, PyList>> {
+    let count = text.matches(separator).count() + 1;
+    // SAFETY: the GIL is held. PyList_New(n) makes a list of n empty slots (or NULL with
+    // an exception set); each slot is filled exactly once below, in order, with a new
+    // reference that PyList_SET_ITEM steals, before the list is used: `split` yields
+    // exactly `count` parts (one more than the separators counted).
+    unsafe {
+        let list = ffi::PyList_New(count as ffi::Py_ssize_t);
+        if list.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        let list = Bound::from_owned_ptr(py, list);
+        for (i, part) in text.split(separator).enumerate().take(count) {
+            ffi::PyList_SET_ITEM(
+                list.as_ptr(),
+                i as ffi::Py_ssize_t,
+                PyString::new(py, part).into_ptr(),
+            );
+        }
+        Ok(list.cast_into_unchecked())
     }
 }
 

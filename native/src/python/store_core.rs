@@ -452,7 +452,7 @@ impl StoreCore {
             .extract()?;
         let end = end.min(high);
         let messages = PyList::empty(py);
-        let mut shared = Shared::new(topic.clone(), queue.clone());
+        let mut shared = Shared::new(topic.clone(), queue.clone(), max_matches);
         let (mut errors, mut first_error) = (0u64, None);
         let first = offset.max(low);
         // The time is looked at only after a chunk: a call whose budget is over before
@@ -669,7 +669,7 @@ impl StoreCore {
             .getattr(intern!(py, "_max_offset"))?
             .extract()?;
         let messages = PyList::empty(py);
-        let mut shared = Shared::new(topic.clone(), queue.clone());
+        let mut shared = Shared::new(topic.clone(), queue.clone(), max_messages);
         let chunk = |position: u64, _records: u64| {
             if messages.len() >= max_messages || position >= high {
                 return 0;
