@@ -412,6 +412,10 @@ struct Planned<'a, 'py> {
     round_robin: i64,
 }
 
+/// What a single append wrote: the tail it wrote at (the int object), the queue
+/// offset, the store time (its `AppendResult` is made after the pen is let go).
+type Single<'py> = (Bound<'py, PyAny>, u64, i64);
+
 /// A step's outcome as Python sees it: its value, None when declined, or the error.
 fn answer<T>(step: Step<T>) -> PyResult<Option<T>> {
     match step {
@@ -1059,7 +1063,8 @@ impl AppendCore {
             self.batch_under_pen(py, state, &topic, &rooms, &slices, length, waited)
         });
         release(write_lock)?;
-        let (results, end) = outcome?;
+        let (placed, now, end) = outcome?;
+        let results = self.batch_results(py, &topic.name, &placed, now)?;
         self.after(py, end, false)?;
         if self.waited_out(py, end)? {
             let writer = self.writer.bind(py);
@@ -1320,7 +1325,7 @@ impl AppendCore {
         bodies: &[&[u8]],
         length: usize,
         waited: bool,
-    ) -> Step<(Bound<'py, PyList>, i64)> {
+    ) -> Step<(appending::Placement, i64, i64)> {
         let ready = self.ready(py, waited)?;
         let again = self.rooms_again(py, state, topic, rooms, ready.moved)?;
         let rooms = again.as_deref().unwrap_or(rooms);
@@ -1377,6 +1382,18 @@ impl AppendCore {
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
         self.batched.fetch_add(1, Ordering::Relaxed);
+        Ok((placed, now, end as i64))
+    }
+
+    /// The `AppendResult`s of a plain batch written at `now` as `placed` says, made
+    /// after the pen is let go (the other processes need not wait for them).
+    fn batch_results<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyString>,
+        placed: &appending::Placement,
+        now: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
         let results = PyList::empty(py);
         let status = self.status.bind(py);
         let result_type = self.result_type.bind(py);
@@ -1387,7 +1404,7 @@ impl AppendCore {
                 result_type,
                 [
                     message_id(py, &self.prefix, placed.starts[i]).into_any(),
-                    topic.name.clone().into_any(),
+                    name.clone().into_any(),
                     placed.queue_ids[i].into_pyobject(py)?.into_any(),
                     placed.queue_offsets[i].into_pyobject(py)?.into_any(),
                     placed.starts[i].into_pyobject(py)?.into_any(),
@@ -1396,7 +1413,7 @@ impl AppendCore {
                 ],
             )?)?;
         }
-        Ok((results, end as i64))
+        Ok(results)
     }
 
     fn try_append<'py>(
@@ -1450,7 +1467,21 @@ impl AppendCore {
         };
         let outcome = self.under_thread_lock(py, |waited| self.under_pen(py, &plan, waited));
         release(write_lock)?;
-        let (result, end) = outcome?;
+        let ((tail, queue_offset, now), end) = outcome?;
+        // The result made after the pen is let go (the other processes need not wait).
+        let result = new_record(
+            py,
+            self.result_type.bind(py),
+            [
+                message_id(py, &self.prefix, tail.extract::<u64>()?).into_any(),
+                plan.name.clone().into_any(),
+                queue_id.into_pyobject(py)?.into_any(),
+                queue_offset.into_pyobject(py)?.into_any(),
+                tail,
+                now.into_pyobject(py)?.into_any(),
+                self.status.bind(py).clone().into_any(),
+            ],
+        )?;
         self.after(py, end, true)?;
         if self.waited_out(py, end)? {
             let writer = self.writer.bind(py);
@@ -2015,13 +2046,9 @@ impl AppendCore {
         py: Python<'py>,
         plan: &Planned<'_, 'py>,
         waited: bool,
-    ) -> Step<(Bound<'py, PyAny>, i64)> {
+    ) -> Step<(Single<'py>, i64)> {
         let Planned {
-            state,
-            name,
-            topic,
-            body,
-            ..
+            state, topic, body, ..
         } = plan;
         let (length, round_robin, queue_id) = (plan.length, plan.round_robin, plan.queue_id);
         let ready = self.ready(py, waited)?;
@@ -2106,20 +2133,7 @@ impl AppendCore {
             &[(queue_id, queue_offset + 1)],
         )?;
         self.appended.fetch_add(1, Ordering::Relaxed);
-        let result = new_record(
-            py,
-            self.result_type.bind(py),
-            [
-                message_id(py, &self.prefix, tail).into_any(),
-                name.clone().into_any(),
-                queue_id.into_pyobject(py)?.into_any(),
-                queue_offset.into_pyobject(py)?.into_any(),
-                ready.tail_object.clone(),
-                now.into_pyobject(py)?.into_any(),
-                self.status.bind(py).clone().into_any(),
-            ],
-        )?;
-        Ok((result, end as i64))
+        Ok(((ready.tail_object.clone(), queue_offset, now), end as i64))
     }
 
     /// The time marks of the queue offsets in `offsets` that the index marks (every
