@@ -3,9 +3,10 @@
 //! The common case is a plain body (no key, tag, properties, queue or dedup id) to a
 //! topic with files per queue, in async mode, that fits in the active segment, whose
 //! queue entry goes to the queue's last file. The call then does what
-//! `Writer.write_group` does for it, in this order, holding the GIL throughout (so no
-//! other thread of this process runs meanwhile): take the pen without waiting; check
-//! that no other process published since this one caught up (the sequence word) and
+//! `Writer.write_group` does for it, in this order, holding the GIL throughout but
+//! for a wait for the pen (so no other thread of this process runs meanwhile): take
+//! the pen; check that no other process published since this one caught up (the
+//! sequence word; else follow it, see below) and
 //! that no write is left unfinished; mark the write begun with its extent; `pwrite` the
 //! queue entry into the queue's file; store the record into the segment's mapping
 //! (segments are reserved whole with `fallocate`, so the store cannot fault on a full
@@ -13,8 +14,14 @@
 //! 128th; part 5); publish the tail with the queue's note; let go of the pen; build the
 //! `AppendResult`.
 //!
+//! Another process's write is not declined (part 11): a busy pen is tried again for a
+//! couple of microseconds, then waited for without the GIL; appends another process
+//! published are followed natively from the notes ring (append_core/follow.rs), any
+//! other change by the store's `_follow`, and the write's plan (its queues' rooms;
+//! after a wait, the store and topic too) is made again under the pen.
+//!
 //! Everything else it declines with None before it writes anything, and the caller
-//! takes today's Python path: another thread or process writing, a follow, a dead
+//! takes today's Python path: another thread writing, a dead
 //! writer (its mutex is settled by the store first), a segment roll, a new queue file,
 //! a topic setting of its own, a failed or closed store, and any fault plan
 //! a test installed (a replaced `fileio` function or engine method on the append
