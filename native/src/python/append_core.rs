@@ -1575,6 +1575,13 @@ impl AppendCore {
             settled?;
             return declined();
         }
+        if waited {
+            // The GIL was let go: another thread may have closed or failed the store.
+            if let Err(stop) = self.check_store(py) {
+                let _ = pen.mutex().unlock();
+                return Err(stop);
+            }
+        }
         let follow_lock = self.follow_lock.get();
         if !follow_lock.try_acquire() {
             let _ = pen.mutex().unlock();
