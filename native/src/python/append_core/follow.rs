@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyList, PyTuple};
+use pyo3::types::{PyBool, PyList, PySet, PyTuple};
 
 use super::{get, get_u64, item, item_int, new_record, AppendCore, Step, WritableView};
 use super::{
@@ -158,7 +158,10 @@ impl AppendCore {
             slots
                 .changes
                 .set(&queue.queue, (changes + 1).into_pyobject(py)?.into_any());
-            get(slots.dirty, &queue.queue)?.call_method1(intern!(py, "add"), (&queue.last,))?;
+            get(slots.dirty, &queue.queue)?
+                .cast_into::<PySet>()
+                .map_err(PyErr::from)?
+                .add(&queue.last)?;
             if let Some(time_index) = &queue.time_index {
                 slots
                     .marks_dirty
