@@ -53,6 +53,9 @@ _SEAM = (
     (TimeIndexDispatch, "dispatch"),
     (TimeIndex, "write"),
     (SharedState, "begin_write"),
+    # The follow of other processes' appends the core makes itself (append_core/follow.rs).
+    (SharedState, "read"),
+    (SharedState, "notes"),
     (SharedState, "raise_extent"),
     (SharedState, "publish_tail"),
     (WriteSession, "__enter__"),

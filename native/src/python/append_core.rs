@@ -3,9 +3,10 @@
 //! The common case is a plain body (no key, tag, properties, queue or dedup id) to a
 //! topic with files per queue, in async mode, that fits in the active segment, whose
 //! queue entry goes to the queue's last file. The call then does what
-//! `Writer.write_group` does for it, in this order, holding the GIL throughout (so no
-//! other thread of this process runs meanwhile): take the pen without waiting; check
-//! that no other process published since this one caught up (the sequence word) and
+//! `Writer.write_group` does for it, in this order, holding the GIL throughout but
+//! for a wait for the pen (so no other thread of this process runs meanwhile): take
+//! the pen; check that no other process published since this one caught up (the
+//! sequence word; else follow it, see below) and
 //! that no write is left unfinished; mark the write begun with its extent; `pwrite` the
 //! queue entry into the queue's file; store the record into the segment's mapping
 //! (segments are reserved whole with `fallocate`, so the store cannot fault on a full
@@ -13,8 +14,14 @@
 //! 128th; part 5); publish the tail with the queue's note; let go of the pen; build the
 //! `AppendResult`.
 //!
+//! Another process's write is not declined (part 11): a busy pen is tried again for a
+//! couple of microseconds, then waited for without the GIL; appends another process
+//! published are followed natively from the notes ring (append_core/follow.rs), any
+//! other change by the store's `_follow`, and the write's plan (its queues' rooms;
+//! after a wait, the store and topic too) is made again under the pen.
+//!
 //! Everything else it declines with None before it writes anything, and the caller
-//! takes today's Python path: another thread or process writing, a follow, a dead
+//! takes today's Python path: another thread writing, a dead
 //! writer (its mutex is settled by the store first), a segment roll, a new queue file,
 //! a topic setting of its own, a failed or closed store, and any fault plan
 //! a test installed (a replaced `fileio` function or engine method on the append
@@ -36,6 +43,10 @@ use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+
+mod follow;
+
+use follow::Followed;
 
 use super::io_seam::{self, Site};
 use super::log_sync::{LogSyncer, Written};
@@ -68,6 +79,9 @@ const MARK_SIZE: usize = 16;
 const PRETOUCH_ASK: u64 = 256 << 10;
 /// Queue files whose descriptors are kept open here (the last file of a queue each).
 const OPEN_FILES: usize = 256;
+/// How many times a busy pen is tried again (16 pauses apart: about 2 µs in all on
+/// this machine) before the core waits for it without the GIL (`take_pen`).
+const PEN_SPINS: usize = 64;
 
 /// A map keyed by object addresses, which no one chooses: hashed by one multiply, not
 /// SipHash (which cost ~170 instructions an append for two look-ups).
@@ -260,6 +274,17 @@ pub struct AppendCore {
     /// The seam generation at which `genuine` was last found all in place
     /// (`NEVER_CHECKED` until then).
     seam_checked: AtomicU64,
+    /// The registry's `by_id` (topic id to its state): the topics of followed notes.
+    by_id: Py<PyDict>,
+    /// The `topics_version` (plus one) of `_seen` at which the registry was found to
+    /// hold no shared topic (follow.rs); 0: not looked at since.
+    unshared_at: AtomicU64,
+    /// Follows the core made itself (follow.rs), the store's `_follow` runs it wrote on
+    /// after, busy pens taken by trying again, busy pens waited for without the GIL.
+    followed: AtomicU64,
+    caught_up: AtomicU64,
+    spun: AtomicU64,
+    waited: AtomicU64,
 }
 
 /// The seam generation: moved by `seam_changed`, which the engine's seam (seam.py)
@@ -295,6 +320,23 @@ struct Ready<'py> {
     end_of_segment: u64,
     segment: Bound<'py, PyAny>,
     now: i64,
+    /// What may have changed under the caller's plan (a follow, a wait for the pen).
+    moved: Moved,
+}
+
+/// What may have changed under a write's plan (made before the pen was taken) by the
+/// time the write is `ready`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Moved {
+    /// Nothing: the plan holds.
+    Nothing,
+    /// Queue ends: the core took in another process's notes itself (follow.rs); the
+    /// queues' rooms are found again.
+    Ends,
+    /// Anything Python could change: the GIL was let go while the pen was waited for,
+    /// or the store's `_follow` ran. The store and the topic are checked again (they
+    /// must be as planned), and the rooms found again.
+    Anything,
 }
 
 /// What the core keeps of a topic's info (`TopicInfo`, which a change replaces whole,
@@ -312,6 +354,7 @@ struct TopicFacts {
 const TOPIC_FACTS: usize = 64;
 
 /// The topic of a plain write (`plain_topic`).
+#[derive(Clone)]
 struct PlainTopic<'py> {
     topic_id: i64,
     name: Bound<'py, PyString>,
@@ -361,6 +404,8 @@ type Step<T> = Result<T, Stop>;
 /// the record's parts.
 struct Planned<'a, 'py> {
     state: &'a Bound<'py, PyAny>,
+    /// The topic as planned (checked again after a wait for the pen).
+    planned_topic: PlainTopic<'py>,
     topic_id: i64,
     name: Bound<'py, PyString>,
     queue: Bound<'py, PyAny>,
@@ -373,6 +418,10 @@ struct Planned<'a, 'py> {
     length: usize,
     round_robin: i64,
 }
+
+/// What a single append wrote: the tail it wrote at (the int object), the queue
+/// offset, the store time (its `AppendResult` is made after the pen is let go).
+type Single<'py> = (Bound<'py, PyAny>, u64, i64);
 
 /// A step's outcome as Python sees it: its value, None when declined, or the error.
 fn answer<T>(step: Step<T>) -> PyResult<Option<T>> {
@@ -583,6 +632,15 @@ impl AppendCore {
             reserved: AtomicU64::new(0),
             touch_asked: AtomicU64::new(0),
             seam_checked: AtomicU64::new(NEVER_CHECKED),
+            by_id: registry
+                .getattr(intern!(py, "by_id"))?
+                .cast_into()?
+                .unbind(),
+            unshared_at: AtomicU64::new(0),
+            followed: AtomicU64::new(0),
+            caught_up: AtomicU64::new(0),
+            spun: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
         })
     }
 
@@ -700,6 +758,30 @@ impl AppendCore {
     #[getter]
     fn appended(&self) -> u64 {
         self.appended.load(Ordering::Relaxed)
+    }
+
+    /// How many times this core took in other processes' notes itself (follow.rs)
+    /// and wrote on.
+    #[getter]
+    fn followed(&self) -> u64 {
+        self.followed.load(Ordering::Relaxed)
+    }
+
+    /// How many times the store's `_follow` caught up (something other than appends
+    /// moved, or the notes did not suffice) and this core wrote on after it.
+    #[getter]
+    fn caught_up(&self) -> u64 {
+        self.caught_up.load(Ordering::Relaxed)
+    }
+
+    /// How many busy pens this core took by trying again, and how many it waited for
+    /// without the GIL.
+    #[getter]
+    fn pen_waits(&self) -> (u64, u64) {
+        (
+            self.spun.load(Ordering::Relaxed),
+            self.waited.load(Ordering::Relaxed),
+        )
     }
 
     /// The pretoucher, on the flush thread (asked by `after` every `PRETOUCH_ASK`
@@ -984,11 +1066,12 @@ impl AppendCore {
         if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
-        let outcome = self.under_thread_lock(py, || {
-            self.batch_under_pen(py, state, &topic, &rooms, &slices, length)
+        let outcome = self.under_thread_lock(py, |waited| {
+            self.batch_under_pen(py, state, &topic, &rooms, &slices, length, waited)
         });
         release(write_lock)?;
-        let (results, end) = outcome?;
+        let (placed, now, end) = outcome?;
+        let results = self.batch_results(py, &topic.name, &placed, now)?;
         self.after(py, end, false)?;
         if self.waited_out(py, end)? {
             let writer = self.writer.bind(py);
@@ -1076,7 +1159,7 @@ impl AppendCore {
         if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
-        let outcome = self.under_thread_lock(py, || {
+        let outcome = self.under_thread_lock(py, |waited| {
             self.items_under_pen(
                 py,
                 state,
@@ -1086,6 +1169,7 @@ impl AppendCore {
                 &places,
                 round_robin,
                 length,
+                waited,
             )
         });
         release(write_lock)?;
@@ -1112,8 +1196,11 @@ impl AppendCore {
         places: &[(usize, u32)],
         round_robin: i64,
         length: usize,
+        waited: bool,
     ) -> Step<(Bound<'py, PyList>, i64)> {
-        let ready = self.ready(py)?;
+        let ready = self.ready(py, waited)?;
+        let again = self.rooms_again(py, state, topic, rooms, ready.moved)?;
+        let rooms = again.as_deref().unwrap_or(rooms);
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(&ready, end)?;
@@ -1235,6 +1322,7 @@ impl AppendCore {
         Ok((results, end as i64))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn batch_under_pen<'py>(
         &self,
         py: Python<'py>,
@@ -1243,8 +1331,11 @@ impl AppendCore {
         rooms: &[QueueRoom<'py>],
         bodies: &[&[u8]],
         length: usize,
-    ) -> Step<(Bound<'py, PyList>, i64)> {
-        let ready = self.ready(py)?;
+        waited: bool,
+    ) -> Step<(appending::Placement, i64, i64)> {
+        let ready = self.ready(py, waited)?;
+        let again = self.rooms_again(py, state, topic, rooms, ready.moved)?;
+        let rooms = again.as_deref().unwrap_or(rooms);
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(&ready, end)?;
@@ -1298,6 +1389,18 @@ impl AppendCore {
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
         self.batched.fetch_add(1, Ordering::Relaxed);
+        Ok((placed, now, end as i64))
+    }
+
+    /// The `AppendResult`s of a plain batch written at `now` as `placed` says, made
+    /// after the pen is let go (the other processes need not wait for them).
+    fn batch_results<'py>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyString>,
+        placed: &appending::Placement,
+        now: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
         let results = PyList::empty(py);
         let status = self.status.bind(py);
         let result_type = self.result_type.bind(py);
@@ -1308,7 +1411,7 @@ impl AppendCore {
                 result_type,
                 [
                     message_id(py, &self.prefix, placed.starts[i]).into_any(),
-                    topic.name.clone().into_any(),
+                    name.clone().into_any(),
                     placed.queue_ids[i].into_pyobject(py)?.into_any(),
                     placed.queue_offsets[i].into_pyobject(py)?.into_any(),
                     placed.starts[i].into_pyobject(py)?.into_any(),
@@ -1317,7 +1420,7 @@ impl AppendCore {
                 ],
             )?)?;
         }
-        Ok((results, end as i64))
+        Ok(results)
     }
 
     fn try_append<'py>(
@@ -1327,13 +1430,14 @@ impl AppendCore {
         body: &[u8],
     ) -> Step<Bound<'py, PyAny>> {
         self.check_store(py)?;
+        let planned_topic = self.plain_topic(py, state, true)?;
         let PlainTopic {
             topic_id,
             name,
             name_bytes,
             writable,
             round_robin,
-        } = self.plain_topic(py, state, true)?;
+        } = planned_topic.clone();
         let topic = name_bytes.as_bytes();
         let length = RECORD_OVERHEAD + topic.len() + body.len();
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
@@ -1355,6 +1459,7 @@ impl AppendCore {
         }
         let plan = Planned {
             state,
+            planned_topic,
             topic_id,
             name,
             queue,
@@ -1367,9 +1472,23 @@ impl AppendCore {
             length,
             round_robin,
         };
-        let outcome = self.under_thread_lock(py, || self.under_pen(py, &plan));
+        let outcome = self.under_thread_lock(py, |waited| self.under_pen(py, &plan, waited));
         release(write_lock)?;
-        let (result, end) = outcome?;
+        let ((tail, queue_offset, now), end) = outcome?;
+        // The result made after the pen is let go (the other processes need not wait).
+        let result = new_record(
+            py,
+            self.result_type.bind(py),
+            [
+                message_id(py, &self.prefix, tail.extract::<u64>()?).into_any(),
+                plan.name.clone().into_any(),
+                queue_id.into_pyobject(py)?.into_any(),
+                queue_offset.into_pyobject(py)?.into_any(),
+                tail,
+                now.into_pyobject(py)?.into_any(),
+                self.status.bind(py).clone().into_any(),
+            ],
+        )?;
         self.after(py, end, true)?;
         if self.waited_out(py, end)? {
             let writer = self.writer.bind(py);
@@ -1437,47 +1556,131 @@ impl AppendCore {
         Ok(())
     }
 
-    /// Take the follow lock and the pen without waiting (the caller holds the thread
-    /// lock), run `write` under them, let go.
-    fn under_thread_lock<R>(&self, py: Python<'_>, write: impl FnOnce() -> Step<R>) -> Step<R> {
-        let follow_lock = self.follow_lock.get();
-        if !follow_lock.try_acquire() {
+    /// Take the pen, waiting for it when another process holds it (`take_pen`), then
+    /// the follow lock without waiting (the caller holds the thread lock); run `write`
+    /// under them (told whether the GIL was let go meanwhile), let go.
+    fn under_thread_lock<R>(&self, py: Python<'_>, write: impl FnOnce(bool) -> Step<R>) -> Step<R> {
+        let pen = self.pen.get();
+        let (taken, waited) = self.take_pen(py, pen)?;
+        if taken == Taken::OwnerDied {
+            // Its last owner died holding it: the store settles it (clears what that
+            // writer left, marks it consistent; under its follow lock), then the long
+            // way writes.
+            let settled = self
+                .store
+                .bind(py)
+                .getattr(intern!(py, "_session"))
+                .and_then(|s| s.call_method0(intern!(py, "settle_dead_owner")));
+            let _ = pen.mutex().unlock();
+            settled?;
             return declined();
         }
-        let pen = self.pen.get();
-        let taken = pen.mutex().try_lock().unwrap_or_default();
-        let outcome = match taken {
-            None => declined(), // another process writes: the long way waits
-            Some(Taken::OwnerDied) => {
-                // Its last owner died holding it: the store settles it (clears what
-                // that writer left, marks it consistent), then the long way writes.
-                let settled = self
-                    .store
-                    .bind(py)
-                    .getattr(intern!(py, "_session"))
-                    .and_then(|s| s.call_method0(intern!(py, "settle_dead_owner")));
+        if waited {
+            // The GIL was let go: another thread may have closed or failed the store.
+            if let Err(stop) = self.check_store(py) {
                 let _ = pen.mutex().unlock();
-                settled?;
-                declined()
+                return Err(stop);
             }
-            Some(Taken::Free) => {
-                let outcome = write();
-                let unlocked = pen.mutex().unlock();
-                match (outcome, unlocked) {
-                    (Ok(result), Ok(())) => Ok(result),
-                    (Err(stop), _) => Err(stop),
-                    (Ok(_), Err(error)) => Err(Stop::Failed(PyOSError::new_err(error.to_string()))),
-                }
-            }
-        };
+        }
+        let follow_lock = self.follow_lock.get();
+        if !follow_lock.try_acquire() {
+            let _ = pen.mutex().unlock();
+            return declined(); // another thread follows: the long way waits for it
+        }
+        let outcome = write(waited);
+        let unlocked = pen.mutex().unlock();
         release(follow_lock)?;
-        outcome
+        match (outcome, unlocked) {
+            (Ok(result), Ok(())) => Ok(result),
+            (Err(stop), _) => Err(stop),
+            (Ok(_), Err(error)) => Err(Stop::Failed(PyOSError::new_err(error.to_string()))),
+        }
+    }
+
+    /// Take the pen: at once when free; while another process holds it (for the
+    /// length of one write, a microsecond or less), by trying again a few thousand
+    /// cycles; then by waiting for it without the GIL (a futex sleep). The second item
+    /// says whether the GIL was let go (then anything may have moved). Declined when
+    /// the mutex reports an error (the long way raises it).
+    fn take_pen(&self, py: Python<'_>, pen: &Pen) -> Step<(Taken, bool)> {
+        match pen.mutex().try_lock() {
+            Ok(Some(taken)) => return Ok((taken, false)),
+            Ok(None) => {}
+            Err(_) => return declined(),
+        }
+        for _ in 0..PEN_SPINS {
+            for _ in 0..16 {
+                std::hint::spin_loop();
+            }
+            match pen.mutex().try_lock() {
+                Ok(Some(taken)) => {
+                    self.spun.fetch_add(1, Ordering::Relaxed);
+                    return Ok((taken, false));
+                }
+                Ok(None) => {}
+                Err(_) => return declined(),
+            }
+        }
+        let mutex = pen.mutex();
+        let taken = py.detach(|| mutex.lock());
+        self.waited.fetch_add(1, Ordering::Relaxed);
+        match taken {
+            Ok(taken) => Ok((taken, true)),
+            Err(_) => declined(),
+        }
+    }
+
+    /// The rooms of a write's plan found again after `ready` when `moved` says they may
+    /// have changed (None: they hold); after a wait or the store's `_follow`, the store
+    /// and the topic are first checked to be as planned (`still_planned`).
+    fn rooms_again<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        topic: &PlainTopic<'py>,
+        rooms: &[QueueRoom<'py>],
+        moved: Moved,
+    ) -> Step<Option<Vec<QueueRoom<'py>>>> {
+        if moved == Moved::Nothing {
+            return Ok(None);
+        }
+        self.still_planned(py, state, topic, moved)?;
+        let again = rooms
+            .iter()
+            .map(|room| self.queue_room(py, state, room.queue_id, room.count))
+            .collect::<Step<Vec<_>>>()?;
+        Ok(Some(again))
+    }
+
+    /// After `Moved::Anything`: the store still takes a native write (`check_store`),
+    /// `state` is still the registry's topic, with the writable queues, round-robin,
+    /// id and name the plan was made with; else declined (the long way plans again).
+    fn still_planned<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        planned: &PlainTopic<'py>,
+        moved: Moved,
+    ) -> Step<()> {
+        if moved != Moved::Anything {
+            return Ok(());
+        }
+        self.check_store(py)?;
+        let now = self.plain_topic(py, state, false)?;
+        if now.topic_id != planned.topic_id
+            || now.round_robin != planned.round_robin
+            || !now.name_bytes.is(&planned.name_bytes)
+            || !(now.writable.is(&planned.writable) || now.writable.eq(&planned.writable)?)
+        {
+            return declined();
+        }
+        Ok(())
     }
 
     /// Steps 1 and 2 of a write under the pen: caught up (no other process published
     /// since this one last followed; nothing left unfinished), the tail and the active
     /// segment, the time of the write.
-    fn ready<'py>(&self, py: Python<'py>) -> Step<Ready<'py>> {
+    fn ready<'py>(&self, py: Python<'py>, waited: bool) -> Step<Ready<'py>> {
         let store = self.store.bind(py);
         let store_dict = self.store_dict.bind(py);
         let log = self.log_dict.bind(py);
@@ -1489,6 +1692,11 @@ impl AppendCore {
             return declined();
         }
         // 1. Caught up: no other process published since this one last followed.
+        let mut moved = if waited {
+            Moved::Anything
+        } else {
+            Moved::Nothing
+        };
         let sequence = header.word(SEQUENCE_AT).load(Ordering::Acquire);
         if sequence & 1 == 1 {
             return declined();
@@ -1497,15 +1705,26 @@ impl AppendCore {
             != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
         {
             // Moved since this process last looked (by its own long way, or by another
-            // process): the store's `_follow` decides. Nothing to follow leaves `_seen`
-            // as it was; anything followed may move what was read above: declined.
-            let seen = store.getattr(intern!(py, "_seen"))?;
-            store.call_method0(intern!(py, "_follow"))?;
-            if !store.getattr(intern!(py, "_seen"))?.is(&seen)
-                || i64::try_from(sequence).ok()
-                    != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
-            {
-                return declined();
+            // process). Another process's appends alone: the core takes in their notes
+            // itself (follow.rs). Anything else: the store's `_follow` decides, and
+            // nothing to follow leaves `_seen` as it was. Either way the caller finds
+            // its rooms again (`moved`) and writes on.
+            match self.follow_notes(py, &header, sequence)? {
+                Followed::Nothing => {}
+                Followed::Ends => moved = moved.max(Moved::Ends),
+                Followed::NotHere => {
+                    let seen = store.getattr(intern!(py, "_seen"))?;
+                    store.call_method0(intern!(py, "_follow"))?;
+                    if i64::try_from(sequence).ok()
+                        != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
+                    {
+                        return declined();
+                    }
+                    if !store.getattr(intern!(py, "_seen"))?.is(&seen) {
+                        self.caught_up.fetch_add(1, Ordering::Relaxed);
+                        moved = Moved::Anything;
+                    }
+                }
             }
         }
         if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
@@ -1548,6 +1767,7 @@ impl AppendCore {
             end_of_segment,
             segment,
             now: now_ms().max(last_store_ms),
+            moved,
         })
     }
 
@@ -1839,19 +2059,28 @@ impl AppendCore {
         &self,
         py: Python<'py>,
         plan: &Planned<'_, 'py>,
-    ) -> Step<(Bound<'py, PyAny>, i64)> {
+        waited: bool,
+    ) -> Step<(Single<'py>, i64)> {
         let Planned {
-            state,
-            name,
-            queue,
-            last,
-            topic,
-            body,
-            ..
+            state, topic, body, ..
         } = plan;
-        let (queue_id, queue_offset, slot) = (plan.queue_id, plan.queue_offset, plan.slot);
-        let (length, round_robin) = (plan.length, plan.round_robin);
-        let ready = self.ready(py)?;
+        let (length, round_robin, queue_id) = (plan.length, plan.round_robin, plan.queue_id);
+        let ready = self.ready(py, waited)?;
+        // The queue's room again when a follow (or a wait) may have moved its end.
+        let (queue, last, queue_offset, slot) = match ready.moved {
+            Moved::Nothing => (
+                plan.queue.clone(),
+                plan.last.clone(),
+                plan.queue_offset,
+                plan.slot,
+            ),
+            moved => {
+                self.still_planned(py, state, &plan.planned_topic, moved)?;
+                let room = self.queue_room(py, state, queue_id, 1)?;
+                (room.queue, room.last, room.base, room.slot)
+            }
+        };
+        let (queue, last) = (&queue, &last);
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(&ready, end)?;
@@ -1918,20 +2147,7 @@ impl AppendCore {
             &[(queue_id, queue_offset + 1)],
         )?;
         self.appended.fetch_add(1, Ordering::Relaxed);
-        let result = new_record(
-            py,
-            self.result_type.bind(py),
-            [
-                message_id(py, &self.prefix, tail).into_any(),
-                name.clone().into_any(),
-                queue_id.into_pyobject(py)?.into_any(),
-                queue_offset.into_pyobject(py)?.into_any(),
-                ready.tail_object.clone(),
-                now.into_pyobject(py)?.into_any(),
-                self.status.bind(py).clone().into_any(),
-            ],
-        )?;
-        Ok((result, end as i64))
+        Ok(((ready.tail_object.clone(), queue_offset, now), end as i64))
     }
 
     /// The time marks of the queue offsets in `offsets` that the index marks (every

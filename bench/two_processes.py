@@ -1,0 +1,152 @@
+"""Two processes appending to one store, against one alone (issue 31's target: together
+at least 1.5x one process; docs/PERFORMANCE.md, "Issue 31 (part 11)"):
+
+    .venv/bin/python bench/two_processes.py CHECKOUT single|batch [COUNT] [--procs 1|2]
+
+Run from any directory: CHECKOUT's packages are the ones imported, so two checkouts
+can be compared in the same minute. This process makes a store (async flush, 4 queues,
+50 B bodies) and holds it open (the third process) while ``--procs`` worker processes
+(spawned; each opens the store itself) wait at a barrier, then each appends COUNT
+bodies: one ``append`` a call (``single``) or ``append_batch`` of 500 (``batch``).
+Printed, one line: the rate together (all messages from the first worker's start to
+the last one's end), each worker's loop CPU per message (``time.process_time``), and
+each worker's native-append count (the core's ``appended``/``batched``: calls the
+native core wrote rather than declined to the Python path), plus the core's follow
+counters where it has them. Then the queues are checked: every queue's offsets dense
+from 0, the total what was appended, each message read back once.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QUEUES = 4
+BATCH = 500
+TOPIC = "two"
+BODY = b"x" * 50
+
+
+def _counters(store) -> dict:
+    core = getattr(store, "_appender", None)
+    found = {}
+    for name in ("appended", "batched", "followed", "caught_up", "pen_waits"):
+        if core is not None and hasattr(core, name):
+            value = getattr(core, name)
+            if isinstance(value, tuple):  # pen_waits: (tried again, waited)
+                found["pen_spun"], found["pen_waited"] = value
+            else:
+                found[name] = value
+    return found
+
+
+def _worker(root: str, path: str, kind: str, count: int, barrier, results) -> None:
+    sys.path.insert(0, root)
+    from storeadapter.engine import MessageStore, StoreConfig
+
+    store = MessageStore.open(path, StoreConfig(flush_mode="async"))
+    try:
+        bodies = [BODY] * count
+        batches = [bodies[i : i + BATCH] for i in range(0, count, BATCH)]
+        append, append_batch = store.append, store.append_batch
+        before = _counters(store)
+        barrier.wait()
+        began, cpu, own = time.monotonic(), time.process_time(), time.thread_time()
+        if kind == "single":
+            for body in bodies:
+                append(TOPIC, body)
+        else:
+            for batch in batches:
+                append_batch(TOPIC, batch)
+        cpu = time.process_time() - cpu
+        own = time.thread_time() - own
+        ended = time.monotonic()
+        after = _counters(store)
+    finally:
+        store.close()
+    results.put(
+        {
+            "began": began,
+            "ended": ended,
+            "cpu_us_per_msg": round(cpu / count * 1e6, 2),
+            "thread_us_per_msg": round(own / count * 1e6, 2),
+            "native": {k: after[k] - before.get(k, 0) for k in after},
+        }
+    )
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    procs = 2
+    for flag in sys.argv[1:]:
+        if flag.startswith("--procs="):
+            procs = int(flag.split("=", 1)[1])
+    if len(args) < 2 or args[1] not in ("single", "batch"):
+        sys.exit(__doc__)
+    root = str(Path(args[0]).resolve())
+    kind = args[1]
+    count = int(args[2]) if len(args) > 2 else 100_000
+    sys.path.insert(0, root)
+    from storeadapter.engine import MessageStore, StoreConfig
+
+    context = multiprocessing.get_context("spawn")
+    work = Path(tempfile.mkdtemp())
+    path = work / "s"
+    try:
+        holder = MessageStore.open(path, StoreConfig(flush_mode="async"))
+        holder.create_topic(TOPIC, queues=QUEUES)
+        barrier = context.Barrier(procs)
+        results = context.Queue()
+        workers = [
+            context.Process(target=_worker, args=(root, str(path), kind, count, barrier, results))
+            for _ in range(procs)
+        ]
+        for worker in workers:
+            worker.start()
+        reports = [results.get(timeout=600) for _ in workers]
+        for worker in workers:
+            worker.join(timeout=60)
+        start = min(r["began"] for r in reports)
+        seconds = max(r["ended"] for r in reports) - start
+        total = count * procs
+        ranges = [holder.queue_range(TOPIC, q) for q in range(QUEUES)]
+        dense = all(low == 0 for low, _ in ranges) and sum(h for _, h in ranges) == total
+        seen = 0
+        for q, (low, high) in enumerate(ranges):
+            at = low
+            while at < high:
+                got = holder.read(TOPIC, q, at, 1000)
+                for i, message in enumerate(got):
+                    dense = dense and message.queue_offset == at + i
+                seen += len(got)
+                at += len(got) or 1
+        holder.close()
+    finally:
+        shutil.rmtree(work)
+    print(
+        json.dumps(
+            {
+                "checkout": Path(root).name,
+                "kind": kind,
+                "procs": procs,
+                "count_each": count,
+                "msgs_per_s": round(total / seconds),
+                "cpu_us_per_msg": [r["cpu_us_per_msg"] for r in reports],
+                "thread_us_per_msg": [r["thread_us_per_msg"] for r in reports],
+                "native": [r["native"] for r in reports],
+                "spans_s": [
+                    [round(r["began"] - start, 3), round(r["ended"] - start, 3)] for r in reports
+                ],
+                "dense": dense and seen == total,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

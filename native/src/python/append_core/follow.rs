@@ -1,0 +1,298 @@
+//! The append core's own follow (issue 31, part 11): another process published appends
+//! since this one last caught up, and nothing else. The core, holding the pen, the
+//! thread lock and the follow lock, takes in their notes from the `state` ring as the
+//! store's `_follow` would (store.py `_follow_to` with `_apply_notes`, then the queue
+//! dispatcher's followed run, dispatch.py), and the write goes on natively instead of
+//! being declined to the long way.
+//!
+//! Per note it reads 32 bytes; per queue noted it raises the queue's end, counts the
+//! change, marks its last file (and, where a time mark fell among the new entries, its
+//! time index) for this process's next flush, and puts the queue among the registry's
+//! dirty ones. Then the log's tail and last store time, the active segment among those
+//! to fsync, `_seen` and `_followed_sequence`.
+//!
+//! Anything else goes to the store's `_follow` (`Followed::NotHere`), before anything
+//! is changed: another kind of change published (topics, offsets, retention, the key
+//! index), notes overwritten or not trusted (a writer died mid-update), a tail past the
+//! active segment (a roll: new segment files to open), a queue not loaded yet or whose
+//! new entries reach past its last file, a store with shared topics (their blocks are
+//! marked stale there).
+
+use std::sync::atomic::Ordering;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyList, PySet, PyTuple};
+
+use super::{get, get_u64, item, item_int, new_record, AppendCore, Step, WritableView};
+use super::{
+    RING_AT, RING_ENTRIES, RING_ENTRY, RING_SEQ_AT, SEQUENCE_AT, TAIL_AT, TIME_INDEX_INTERVAL,
+};
+
+/// The shared fields after the tail (sharedstate.py `STATE_HEADER`): min offset, the
+/// topics, offsets and index versions; `_seen`'s items 1 to 4.
+const MIN_OFFSET_AT: usize = TAIL_AT + 8;
+
+/// What `follow_notes` did.
+pub(super) enum Followed {
+    /// Nothing was published since (the sequence moved by this process's own
+    /// publish of nothing new): caught up as it was.
+    Nothing,
+    /// It took in other processes' appends: queue ends moved.
+    Ends,
+    /// Not for the core: the store's `_follow` takes it in.
+    NotHere,
+}
+
+/// A queue a followed note moved: its last file, its end here and its new end, and
+/// its time index when a mark fell among the new entries.
+struct Raised<'py> {
+    queue: Bound<'py, PyAny>,
+    last: Bound<'py, PyAny>,
+    end: u64,
+    time_index: Option<Bound<'py, PyAny>>,
+}
+
+impl AppendCore {
+    /// Follow the appends other processes published, up to `sequence` (even; read
+    /// under the pen, so no writer moves anything meanwhile), from the ring of notes
+    /// in `header`; see the module's docs.
+    pub(super) fn follow_notes(
+        &self,
+        py: Python<'_>,
+        header: &WritableView,
+        sequence: u64,
+    ) -> Step<Followed> {
+        let store = self.store_dict.bind(py);
+        let log = self.log_dict.bind(py);
+        let seen = item(store, intern!(py, "_seen"))?;
+        if !seen.get_type().is(self.snapshot_type.bind(py)) {
+            return Ok(Followed::NotHere);
+        }
+        let seen = seen.cast_into::<PyTuple>().map_err(PyErr::from)?;
+        if seen.len() != 6 {
+            return Ok(Followed::NotHere);
+        }
+        let mut was = [0i64; 6];
+        for (at, value) in was.iter_mut().enumerate() {
+            *value = seen.get_item(at)?.extract()?;
+        }
+        let word = |at: usize| header.word(at).load(Ordering::Acquire);
+        for (i, at) in (1..5).zip((MIN_OFFSET_AT..).step_by(8)) {
+            if u64::try_from(was[i]).ok() != Some(word(at)) {
+                return Ok(Followed::NotHere); // topics, offsets, retention or the index
+            }
+        }
+        let tail = word(TAIL_AT);
+        let ring_seq = word(RING_SEQ_AT);
+        let followed_tail = item_int(log, intern!(py, "tail"))?;
+        let (Ok(after), Ok(from)) = (u64::try_from(was[5]), u64::try_from(followed_tail)) else {
+            return Ok(Followed::NotHere); // notes not trusted
+        };
+        if was[0] != followed_tail || tail < from || ring_seq < after {
+            return Ok(Followed::NotHere);
+        }
+        if tail == from {
+            if ring_seq != after {
+                return Ok(Followed::NotHere);
+            }
+            store.set_item(intern!(py, "_followed_sequence"), sequence)?;
+            return Ok(Followed::Nothing);
+        }
+        if ring_seq - after > RING_ENTRIES || word(SEQUENCE_AT) != sequence {
+            return Ok(Followed::NotHere);
+        }
+        // The new tail inside the active segment (else a roll: `refresh` opens files).
+        let segments = item(log, intern!(py, "segments"))?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        let Some(active) = segments
+            .len()
+            .checked_sub(1)
+            .map(|i| segments.get_item(i))
+            .transpose()?
+        else {
+            return Ok(Followed::NotHere);
+        };
+        if !active.get_type().is(self.slots.segment_type.bind(py))
+            || get_u64(self.slots.base, &active)? > from
+            || tail >= get_u64(self.slots.end, &active)?
+            || !self.unshared(py, was[2])?
+        {
+            return Ok(Followed::NotHere);
+        }
+        // The notes: (topic id, queue, new end) sorted, the last store time.
+        let mut notes = Vec::with_capacity((ring_seq - after) as usize);
+        let mut store_ms = i64::MIN;
+        for seq in after + 1..=ring_seq {
+            let at = RING_AT + (seq % RING_ENTRIES) as usize * RING_ENTRY;
+            let Some(note) = header.slice(at, RING_ENTRY) else {
+                return Ok(Followed::NotHere);
+            };
+            let field = |from: usize, to: usize| -> [u8; 8] {
+                let mut bytes = [0u8; 8];
+                bytes[..to - from].copy_from_slice(&note[from..to]);
+                bytes
+            };
+            if u64::from_le_bytes(field(0, 8)) != seq {
+                return Ok(Followed::NotHere); // overwritten: the records are walked
+            }
+            let topic_id = u64::from_le_bytes(field(8, 12));
+            let queue_id = u64::from_le_bytes(field(12, 16));
+            notes.push((topic_id, queue_id, u64::from_le_bytes(field(16, 24))));
+            store_ms = store_ms.max(i64::from_le_bytes(field(24, 32)));
+        }
+        notes.sort_unstable();
+        let raised = self.raised_queues(py, &notes)?;
+        let Some(raised) = raised else {
+            return Ok(Followed::NotHere);
+        };
+        // Nothing was changed up to here; from here on nothing declines.
+        let slots = &self.slots;
+        let dirty = self.dirty.bind(py);
+        for queue in &raised {
+            slots
+                .max_offset
+                .set(&queue.queue, queue.end.into_pyobject(py)?.into_any());
+            let changes = get(slots.changes, &queue.queue)?.extract::<i64>()?;
+            slots
+                .changes
+                .set(&queue.queue, (changes + 1).into_pyobject(py)?.into_any());
+            get(slots.dirty, &queue.queue)?
+                .cast_into::<PySet>()
+                .map_err(PyErr::from)?
+                .add(&queue.last)?;
+            if let Some(time_index) = &queue.time_index {
+                slots
+                    .marks_dirty
+                    .set(time_index, PyBool::new(py, true).to_owned().into_any());
+            }
+            dirty.add(&queue.queue)?;
+        }
+        if store_ms > item_int(log, intern!(py, "last_store_ms"))? {
+            log.set_item(intern!(py, "last_store_ms"), store_ms)?;
+        }
+        let unsynced = item(log, intern!(py, "unsynced"))?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        if !unsynced.contains(&active)? {
+            unsynced.append(&active)?;
+        }
+        let tail_object = tail.into_pyobject(py)?.into_any();
+        log.set_item(intern!(py, "tail"), &tail_object)?;
+        let ring_object = ring_seq.into_pyobject(py)?.into_any();
+        if !self.renew_snapshot(py, &seen, &tail_object, &ring_object) {
+            let snapshot = new_record(
+                py,
+                self.snapshot_type.bind(py),
+                [
+                    tail_object,
+                    seen.get_item(1)?,
+                    seen.get_item(2)?,
+                    seen.get_item(3)?,
+                    seen.get_item(4)?,
+                    ring_object,
+                ],
+            )?;
+            store.set_item(intern!(py, "_seen"), snapshot)?;
+        }
+        store.set_item(intern!(py, "_followed_sequence"), sequence)?;
+        self.followed.fetch_add(1, Ordering::Relaxed);
+        Ok(Followed::Ends)
+    }
+
+    /// The queues `notes` (sorted (topic id, queue, new end)) raise, with what is
+    /// changed in each; None when one is not for the core (see the module's docs).
+    /// Notes of a topic or queue this process does not know are passed over, as
+    /// `_apply_notes` passes them.
+    fn raised_queues<'py>(
+        &self,
+        py: Python<'py>,
+        notes: &[(u64, u64, u64)],
+    ) -> Step<Option<Vec<Raised<'py>>>> {
+        let slots = &self.slots;
+        let by_id = self.by_id.bind(py);
+        let mut raised = Vec::new();
+        for (at, &(topic_id, queue_id, end)) in notes.iter().enumerate() {
+            if notes
+                .get(at + 1)
+                .is_some_and(|next| (next.0, next.1) == (topic_id, queue_id))
+            {
+                continue; // the queue's last note (its highest end) comes next
+            }
+            let Some(topic) = by_id.get_item(topic_id)? else {
+                continue;
+            };
+            if !topic.get_type().is(slots.topic_type.bind(py)) {
+                return Ok(None);
+            }
+            let queues = get(slots.queues, &topic)?;
+            if queue_id >= queues.len()? as u64 {
+                continue;
+            }
+            let queue = queues.get_item(queue_id)?;
+            if !queue.get_type().is(self.queue_type.bind(py))
+                || !get(slots.loaded, &queue)?.is_truthy()?
+            {
+                return Ok(None); // loaded only now: `_unmarked` notes its records
+            }
+            let start = get_u64(slots.max_offset, &queue)?;
+            if end <= start {
+                continue;
+            }
+            let files = get(slots.files, &queue)?
+                .cast_into::<PyList>()
+                .map_err(PyErr::from)?;
+            let Some(last) = files
+                .len()
+                .checked_sub(1)
+                .map(|i| files.get_item(i))
+                .transpose()?
+            else {
+                return Ok(None);
+            };
+            if !last.get_type().is(slots.file_type.bind(py)) {
+                return Ok(None);
+            }
+            let first = get_u64(slots.first_index, &last)?;
+            if start < first || end > first + get_u64(slots.entries, &last)? {
+                return Ok(None); // in files this process has not listed yet
+            }
+            // `mark_written`: a time mark among the new entries leaves the index dirty.
+            let time_index = if (end - 1) / TIME_INDEX_INTERVAL * TIME_INDEX_INTERVAL >= start {
+                let time_index = get(slots.time_index, &queue)?;
+                if !time_index.get_type().is(slots.time_index_type.bind(py)) {
+                    return Ok(None);
+                }
+                Some(time_index)
+            } else {
+                None
+            };
+            raised.push(Raised {
+                queue,
+                last,
+                end,
+                time_index,
+            });
+        }
+        Ok(Some(raised))
+    }
+
+    /// Whether the registry holds no shared topic (their blocks are marked stale by
+    /// the store's follow), looked at again only when `topics_version` moved.
+    fn unshared(&self, py: Python<'_>, topics_version: i64) -> Step<bool> {
+        let key = u64::try_from(topics_version).map_or(0, |v| v + 1);
+        if key != 0 && self.unshared_at.load(Ordering::Relaxed) == key {
+            return Ok(true);
+        }
+        for topic in self.topics.bind(py).values() {
+            if !topic.get_type().is(self.slots.topic_type.bind(py))
+                || !get(self.slots.blocks, &topic)?.is_none()
+            {
+                return Ok(false);
+            }
+        }
+        self.unshared_at.store(key, Ordering::Relaxed);
+        Ok(true)
+    }
+}

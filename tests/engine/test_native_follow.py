@@ -1,0 +1,166 @@
+"""The native append follows other processes' appends itself and writes on (issue 31,
+part 11; native/src/python/append_core/follow.rs): no decline to the long way when
+another process (here, another store object with its own mapping and pen, or a child
+process) published since this one last caught up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storeadapter.engine import MessageStore
+from tests.engine.storetools import read_all, small_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Room for every message of a test in one segment and one file per queue: no roll and
+# no new queue file, the two steps the core leaves to the long way.
+BIG = {"segment_bytes": 8 << 20, "queue_file_entries": 1 << 16}
+
+
+@pytest.fixture
+def two(open_store, store_path):
+    config = small_config(flush_mode="async", **BIG)
+    first = open_store(store_path, config)
+    second = open_store(store_path, config)
+    if first._appender is None:
+        pytest.skip("no native append here (the flock pen)")
+    first.create_topic("t", queues=3)
+    # The first segment and every queue loaded in both (the long way does both: an
+    # append to a given queue), so that the core applies from here on.
+    for name, store in (("first", first), ("second", second)):
+        for queue in range(3):
+            store.append("t", f"warm-{name}-{queue}".encode(), queue=queue)
+    return first, second
+
+
+WARM = [f"warm-{name}-{queue}".encode() for name in ("first", "second") for queue in range(3)]
+
+
+def _dense_unique(store: MessageStore, queues: int) -> list[bytes]:
+    bodies = []
+    for queue in range(queues):
+        low, high = store.queue_range("t", queue)
+        messages = read_all(store, "t", queue)
+        assert [m.queue_offset for m in messages] == list(range(low, high))
+        bodies.extend(m.body for m in messages)
+    assert len(bodies) == len(set(bodies))
+    return bodies
+
+
+def test_two_writers_taking_turns_follow_each_other_natively(two):
+    first, second = two
+    cores = [first._appender, second._appender]
+    before = [(core.appended, core.followed, core.caught_up) for core in cores]
+    turns = [i % 2 if i < 100 else (i // 3) % 2 for i in range(300)]
+    results = []
+    for i, turn in enumerate(turns):
+        results.append((first, second)[turn].append("t", f"m{i}".encode()))
+
+    # Every append was the core's, and each change of writer was followed natively.
+    # The second wrote last before (warming up): the first's first turn is a change too.
+    changes = [sum(1 for i in range(300) if turns[i] == w != ([1] + turns)[i]) for w in (0, 1)]
+    for w, (core, then) in enumerate(zip(cores, before, strict=True)):
+        assert core.appended - then[0] == turns.count(w)
+        assert core.followed - then[1] == changes[w]
+        assert core.caught_up == then[2]
+    # Each queue's offsets in the order they were handed out, whoever wrote them.
+    for queue in range(3):
+        offsets = [r.queue_offset for r in results if r.queue == queue]
+        assert offsets == list(range(2, 2 + len(offsets)))  # after the two warming up
+    for store in (first, second):
+        bodies = _dense_unique(store, 3)
+        assert sorted(bodies) == sorted([*WARM, *(f"m{i}".encode() for i in range(300))])
+        assert store.get(results[-1].message_id).body == b"m299"
+
+
+def test_a_batch_after_another_writers_batch_follows_natively(two):
+    first, second = two
+    cores = [first._appender, second._appender]
+    for round_ in range(20):
+        for name, store in (("a", first), ("b", second)):
+            got = store.append_batch("t", [f"{name}{round_}-{i}".encode() for i in range(7)])
+            assert len(got) == 7
+    assert all(core.batched >= 20 and core.followed >= 19 for core in cores)
+    for store in (first, second):
+        assert len(_dense_unique(store, 3)) == 286
+
+
+def test_the_core_writes_on_after_the_store_follows_a_topic_change(two):
+    first, second = two
+    second.create_topic("other", queues=1)  # not an append: the store's `_follow` takes it
+    core = first._appender
+    appended, caught_up = core.appended, core.caught_up
+    result = first.append("t", b"two")
+    assert (core.appended - appended, core.caught_up - caught_up) == (1, 1)
+    assert "other" in {t.name for t in first.topics()}
+    assert second.read("t", result.queue, result.queue_offset)[0].body == b"two"
+    assert len(_dense_unique(second, 3)) == 7
+
+
+def test_a_writer_far_behind_the_notes_ring_walks_the_records_and_writes_on(two):
+    from storeadapter.engine.sharedstate import RING_ENTRIES
+
+    first, second = two
+    for i in range(RING_ENTRIES + 10):  # a note each: the ring wraps
+        first.append("t", f"m{i}".encode())
+    core = second._appender
+    followed, caught_up = core.followed, core.caught_up
+    last = second.append("t", b"last")
+    assert core.followed == followed  # the ring was overwritten: not the core's follow
+    assert core.caught_up == caught_up + 1
+    assert last.queue_offset == second.queue_range("t", last.queue)[1] - 1
+    assert len(_dense_unique(first, 3)) == RING_ENTRIES + 17
+
+
+CHILD = """
+import sys
+from storeadapter.engine import MessageStore
+from tests.engine.storetools import small_config
+path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+config = small_config(flush_mode="async", segment_bytes=8 << 20, queue_file_entries=1 << 16)
+with MessageStore.open(path, config) as store:
+    print("ready", flush=True)
+    sys.stdin.readline()  # both children opened: go
+    for i in range(count):
+        store.append("t", f"{name}-{i}".encode())
+    core = store._appender
+    print(core.appended, core.followed, core.caught_up)
+"""
+
+
+def test_two_processes_appending_at_once_each_follow_natively(two, store_path):
+    first, _ = two
+    count = 3000
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(store_path), name, str(count)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name in ("a", "b")
+    ]
+    for child in children:
+        assert child.stdout.readline() == b"ready\n"
+    for child in children:
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
+    counts = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err.decode()
+        counts.append([int(n) for n in out.split()])
+    bodies = _dense_unique(first, 3)
+    wanted = [*WARM, *(f"{n}-{i}".encode() for n in "ab" for i in range(count))]
+    assert sorted(bodies) == sorted(wanted)
+    # The native path wrote them (a busy thread lock or follow lock may decline one):
+    # neither process declined to the long way for the other's appends.
+    assert all(appended >= count - 10 for appended, _, _ in counts)
+    assert sum(followed + caught_up for _, followed, caught_up in counts) > 0
