@@ -17,6 +17,7 @@ watched, so replacing one moves it).
 from __future__ import annotations
 
 from . import clock, dataplane, fileio
+from .blockqueue import BlockQueue, BlockStore
 from .commitlog import CommitLog
 from .consumequeue import ConsumeQueue, QueueFile
 from .dispatch import EventIndexDispatch, KeyIndexDispatch, QueueDispatch, TimeIndexDispatch
@@ -54,6 +55,12 @@ _SEAM = (
     (Writer, "_write_general"),
     (KeyIndexDispatch, "dispatch"),
     (KeyIndex, "put_many"),
+    # A shared topic's dict batch (shared_core.rs): the blocks' writes and allocation.
+    (BlockQueue, "write_many"),
+    (BlockStore, "write_many"),
+    (BlockStore, "_remember"),
+    (BlockStore, "publish_end"),
+    (BlockStore, "refresh"),
 )
 _GENUINE = [(vars(owner), name, vars(owner)[name]) for owner, name in _SEAM]
 # The dispatchers whose work for a plain record the native append does (the entry; the
