@@ -227,13 +227,24 @@ impl AppendCore {
             return declined();
         }
         let queues = get(self.slots.queues, state)?;
+        // A shared topic's queues are a `LazyQueues`: the queues made so far in its
+        // `_made` dict, read without a Python frame; one not made yet is made by it.
+        let made = match queues.getattr(intern!(py, "_made")) {
+            Ok(made) => made.cast_into::<PyDict>().ok(),
+            Err(_) => None,
+        };
         let mut rooms = Vec::with_capacity(shares.len());
         for (queue_id, share) in &shares {
-            let queue = match queues.cast::<PyList>() {
-                Ok(list) => {
+            let known = match &made {
+                Some(made) => made.get_item(*queue_id)?,
+                None => None,
+            };
+            let queue = match (known, queues.cast::<PyList>()) {
+                (Some(queue), _) => queue,
+                (None, Ok(list)) => {
                     list.get_item(usize::try_from(*queue_id).map_err(|_| Stop::Declined)?)?
                 }
-                Err(_) => queues.get_item(*queue_id)?,
+                (None, Err(_)) => queues.get_item(*queue_id)?,
             };
             if !queue.get_type().is(&block_queue) || queue.getattr(intern!(py, "closed"))?.is_truthy()? {
                 return declined();
