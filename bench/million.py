@@ -117,6 +117,7 @@ def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: i
     store.create_topic(TOPIC, queues=queues, layout="shared")
     plans = plan_queues(queues, messages, threads, seed=1)
     errors: list[BaseException] = []
+    made_batches: list[int] = []
     per_thread = max(1, ROUND // threads)
     rounds = max(-(-len(plan) // per_thread) for plan in plans)
     made = threading.Barrier(threads + 1)
@@ -128,6 +129,7 @@ def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: i
             batches = make_batches(
                 plan[round_ * per_thread : (round_ + 1) * per_thread], next_offset
             )
+            made_batches.append(len(batches))
             made.wait()
             try:
                 if not errors:
@@ -154,7 +156,10 @@ def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: i
         cpu += cpu_mark - cpu_started
     for worker in workers:
         worker.join()
+    appender = getattr(store, "_appender", None)
     result = {
+        "native_batches": getattr(appender, "batched", 0),
+        "batches": sum(made_batches),
         "put_s": seconds,
         "put_cpu_s": cpu,
         "harness_cpu_s": harness_cpu,
@@ -290,6 +295,8 @@ def run(args: argparse.Namespace) -> dict:
         "put_msgs_per_s": round(args.messages / put["put_s"]),
         "put_cpu_us_per_msg": round(put["put_cpu_s"] * 1e6 / args.messages, 2),
         "harness_cpu_us_per_msg": round(put["harness_cpu_s"] * 1e6 / args.messages, 2),
+        "native_batches": put["native_batches"],
+        "batches": put["batches"],
         "check_reads_per_s": round(args.queues / check_s),
         "consume_msgs_per_s": round(consumed / consume_s) if consume_s else 0,
         "consumed_messages": consumed,

@@ -66,6 +66,9 @@ struct BlockMap {
 /// every open store). Used and changed only with the GIL held and without letting it
 /// go between finding a mapping and the stores into it, so no mapping goes meanwhile.
 static MAPS: Mutex<Vec<BlockMap>> = Mutex::new(Vec::new());
+/// How long a batch waits for another thread's write before it goes the long way
+/// (which waits as long as it takes), in seconds.
+const LOCK_WAIT_S: f64 = 1.0;
 /// Mappings kept before those of closed files are let go.
 const MAPS_KEPT: usize = 64;
 
@@ -146,13 +149,43 @@ fn header_bytes(queue: u32, seq: u64) -> [u8; BLOCK_HEADER_SIZE] {
 }
 
 impl AppendCore {
-    /// `try_items` for a topic with blocks (the caller checked the store).
+    /// `try_items` for a topic with blocks (the caller checked the store). The thread
+    /// lock is taken first, waiting for it (without the GIL) when another thread of
+    /// this process writes: that thread's long way lets the GIL go in its system
+    /// calls, and declining then would send every producer thread the long way too.
+    /// Everything the batch reads of the store is read after it is taken.
     pub(super) fn try_shared_items<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
     ) -> Step<Bound<'py, PyList>> {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
+            let taken = self
+                .write_lock
+                .bind(py)
+                .call_method1(intern!(py, "acquire"), (true, LOCK_WAIT_S))?
+                .is_truthy()?;
+            if !taken {
+                return declined();
+            }
+        }
+        let outcome = self.check_store(py).and_then(|()| self.shared_locked(py, state, items));
+        release(write_lock)?;
+        let (results, end) = outcome?;
+        self.after(py, end)?;
+        Ok(results)
+    }
+
+    /// `try_shared_items` under the thread lock: the batch parsed and placed, then
+    /// written under the follow lock and the pen; its results and the new tail.
+    fn shared_locked<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: &Bound<'py, PyList>,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
         let topic = self.shared_topic(py, state)?;
         let blocks_object = get(self.slots.blocks, state)?;
         let block_queue = py
@@ -262,11 +295,7 @@ impl AppendCore {
                 count: *share,
             });
         }
-        let write_lock = self.write_lock.get();
-        if !write_lock.try_acquire() {
-            return declined(); // another thread is in a write session
-        }
-        let outcome = self.under_thread_lock(py, || {
+        self.under_thread_lock(py, || {
             self.shared_under_pen(
                 py,
                 state,
@@ -278,11 +307,7 @@ impl AppendCore {
                 round_robin,
                 length,
             )
-        });
-        release(write_lock)?;
-        let (results, end) = outcome?;
-        self.after(py, end)?;
-        Ok(results)
+        })
     }
 
     /// `plain_topic` for a topic with blocks.
