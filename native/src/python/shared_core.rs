@@ -171,7 +171,9 @@ impl AppendCore {
                 return declined();
             }
         }
-        let outcome = self.check_store(py).and_then(|()| self.shared_locked(py, state, items));
+        let outcome = self
+            .check_store(py)
+            .and_then(|()| self.shared_locked(py, state, items));
         release(write_lock)?;
         let (results, end) = outcome?;
         self.after(py, end)?;
@@ -279,7 +281,9 @@ impl AppendCore {
                 }
                 (None, Err(_)) => queues.get_item(*queue_id)?,
             };
-            if !queue.get_type().is(&block_queue) || queue.getattr(intern!(py, "closed"))?.is_truthy()? {
+            if !queue.get_type().is(&block_queue)
+                || queue.getattr(intern!(py, "closed"))?.is_truthy()?
+            {
                 return declined();
             }
             if !queue.getattr(intern!(py, "_loaded"))?.is_truthy()? {
@@ -410,7 +414,7 @@ impl AppendCore {
             crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
         }
         let blocks = Self::blocks_of(blocks_object)?;
-        let plan = Self::plan_blocks(py, &blocks, rooms, entries)?;
+        let plan = Self::plan_blocks(&blocks, rooms, entries)?;
         // Each block file's descriptor and where its first block starts, for the pieces.
         let mut files: Vec<(u64, Bound<'py, PyAny>, i32)> = Vec::new();
         for (block, _, _) in &plan.pieces {
@@ -488,7 +492,9 @@ impl AppendCore {
 
     fn blocks_of<'py>(blocks: &Bound<'py, PyAny>) -> Step<Blocks<'py>> {
         let py = blocks.py();
-        let per_block: u64 = blocks.getattr(intern!(py, "entries_per_block"))?.extract()?;
+        let per_block: u64 = blocks
+            .getattr(intern!(py, "entries_per_block"))?
+            .extract()?;
         let per_file: u64 = blocks.getattr(intern!(py, "blocks_per_file"))?.extract()?;
         let block_bytes: u64 = blocks.getattr(intern!(py, "block_bytes"))?.extract()?;
         if per_block == 0
@@ -537,12 +543,10 @@ impl AppendCore {
     /// remembering anything: each queue's entries into its known blocks, a block not
     /// known allocated at the end of the run, whole.
     fn plan_blocks(
-        py: Python<'_>,
         blocks: &Blocks<'_>,
         rooms: &[SharedRoom<'_>],
         entries: Vec<Vec<u8>>,
     ) -> Step<BlockPlan> {
-        let _ = py;
         let per = blocks.per_block;
         let mut end = blocks.end;
         // Allocated in this batch and not remembered yet: (queue, seq) -> block.
@@ -634,7 +638,12 @@ impl AppendCore {
         let mut run_at = 0u64; // the run's place in its file
         let mut run_file = u64::MAX;
         let mut run_end = u64::MAX; // the absolute place after the run
-        let fd_of = |first: u64| files.iter().find(|(f, _, _)| *f == first).map(|(_, _, fd)| *fd);
+        let fd_of = |first: u64| {
+            files
+                .iter()
+                .find(|(f, _, _)| *f == first)
+                .map(|(_, _, fd)| *fd)
+        };
         for (block, at, data) in pieces {
             let first = block - block % blocks.per_file;
             let position = block * size + *at as u64;
