@@ -126,3 +126,70 @@ def test_a_replaced_block_write_turns_the_native_shared_batch_down(tmp_path, mon
         store.append_batch("t", [{"body": b"c", "queue": 2}])
         assert store._appender.batched == 2
         assert [m.body for m in read_all(store, "t", 2)] == [b"0", b"a", b"b", b"c"]
+
+
+def _cadence_config(**overrides) -> StoreConfig:
+    # No flush thread runs in the test's time: it calls the periodic flush itself.
+    return _config(flush_interval_ms=600_000, queue_flush_interval_ms=600_000, **overrides)
+
+
+def test_the_periodic_flush_leaves_block_files_to_their_own_cadence(tmp_path):
+    from storeadapter.engine.blockqueue import BlockStore
+
+    with MessageStore.open(tmp_path / "s", _cadence_config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.flush()
+        before = store._checkpoint.current().dispatched
+        for batch in _batches()[:3]:
+            store.append_batch("t", batch)
+        tail = store.commitlog.tail
+        store._flush_periodic()  # not due: the log synced, the blocks held back
+        vouched = store._checkpoint.current()
+        assert (vouched.commitlog_flushed, vouched.dispatched) == (tail, before)
+        held = [q for q in store._registry.dirty if isinstance(q, BlockStore)]
+        assert len(held) == 1 and held[0].dirty
+        store._blocks_due = 0  # due now
+        store._flush_periodic()
+        assert store._checkpoint.current().dispatched == tail
+        assert not held[0].dirty
+
+
+_KILLED_AFTER_A_PARTIAL_FLUSH = r"""
+import os, sys
+from pathlib import Path
+from storeadapter.engine import MessageStore
+from tests.engine.test_shared_items import QUEUES, _batches, _cadence_config
+
+store = MessageStore.open(Path(sys.argv[1]), _cadence_config())
+store.create_topic("t", queues=QUEUES, layout="shared")
+store.flush()
+for batch in _batches():
+    store.append_batch("t", batch)
+store._flush_periodic()
+print(store._checkpoint.current().dispatched, store.commitlog.tail, flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_kill_after_a_partial_flush_re_dispatches_from_the_checkpoint(tmp_path):
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_A_PARTIAL_FLUSH, str(tmp_path / "s")],
+        cwd=repo,
+        env={**__import__("os").environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -9, child.stderr[-2000:]
+    dispatched, tail = map(int, child.stdout.split())
+    assert dispatched < tail
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        recovery = store.stats(topics=False).last_recovery
+        assert not recovery.clean_shutdown
+        assert recovery.started_at == dispatched and recovery.tail == tail
+    _write(tmp_path / "p", False)
+    assert _records(tmp_path / "s") == _records(tmp_path / "p")
