@@ -69,7 +69,7 @@ static MAPS: Mutex<Vec<BlockMap>> = Mutex::new(Vec::new());
 /// How long a batch waits for another thread's write before it goes the long way
 /// (which waits as long as it takes), in seconds.
 const LOCK_WAIT_S: f64 = 1.0;
-/// Mappings kept before those of closed files are let go.
+/// Open block files mapped at most (past it, a file is written with `pwrite`s).
 const MAPS_KEPT: usize = 64;
 
 /// The address of `file`'s mapping (`len` bytes, the whole file as `BlockFile.create`
@@ -83,8 +83,9 @@ fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
     if let Some(known) = maps.iter().find(|m| m.file.bind(file.py()).is(file)) {
         return (known.len == len).then_some(known.at);
     }
-    if maps.len() >= MAPS_KEPT {
-        // Let go of the mappings of closed files (their `BlockFile._fd` is -1).
+    {
+        // Let go of the mappings of closed files (their `BlockFile._fd` is -1: closed
+        // with their store, or deleted by retention, whose space a mapping would keep).
         maps.retain(|m| {
             let open = m
                 .file
@@ -100,9 +101,9 @@ fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
             }
             open
         });
-        if maps.len() >= MAPS_KEPT {
-            return None;
-        }
+    }
+    if maps.len() >= MAPS_KEPT {
+        return None;
     }
     // SAFETY: fstat fills the zeroed struct it is given; `fd` is the BlockFile's open
     // descriptor (the caller holds the object and the GIL).
