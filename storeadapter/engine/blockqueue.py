@@ -32,6 +32,7 @@ from crc32c import crc32c
 
 from . import fileio
 from .queuebase import ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
+from .seam import Watched, WatchedABC
 from .segment import is_segment_name, segment_name
 
 BLOCK_HEADER = struct.Struct("<IQI")
@@ -153,7 +154,7 @@ class NoTimeIndex:
 NO_TIME_INDEX = NoTimeIndex()
 
 
-class BlockStore:
+class BlockStore(metaclass=Watched):
     """The blocks of one shared topic: where each queue's entries live, and their I/O.
 
     It stands in the store's set of things to fsync at the next flush for all its queues
@@ -658,7 +659,7 @@ class BlockStore:
         self.dirty.clear()
 
 
-class BlockQueue(QueueBase):
+class BlockQueue(QueueBase, metaclass=WatchedABC):
     """One queue of a shared topic, with the interface of ``ConsumeQueue``.
 
     Its entries live in the topic's ``BlockStore``; like a ``ConsumeQueue`` it is loaded

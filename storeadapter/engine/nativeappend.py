@@ -23,6 +23,7 @@ replaced, and the core keeps running, its writes shown to the plan by site
 from __future__ import annotations
 
 from . import clock, dataplane, fileio
+from .blockqueue import BlockQueue, BlockStore
 from .commitlog import CommitLog
 from .consumequeue import ConsumeQueue, QueueFile
 from .dispatch import EventIndexDispatch, KeyIndexDispatch, QueueDispatch, TimeIndexDispatch
@@ -67,6 +68,12 @@ _SEAM = (
     (Writer, "_write_general"),
     (KeyIndexDispatch, "dispatch"),
     (KeyIndex, "put_many"),
+    # A shared topic's dict batch (shared_core.rs): the blocks' writes and allocation.
+    (BlockQueue, "write_many"),
+    (BlockStore, "write_many"),
+    (BlockStore, "_remember"),
+    (BlockStore, "publish_end"),
+    (BlockStore, "refresh"),
 )
 _GENUINE = [(vars(owner), name, vars(owner)[name]) for owner, name in _SEAM]
 # Sync mode: the group commit fdatasyncs the log natively; a plan on fdatasync sees it

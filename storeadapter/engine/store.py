@@ -47,12 +47,14 @@ import errno
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from . import dataplane, fileio
 from .admin import TopicAdmin
 from .appending import Appending
+from .blockqueue import BlockStore
 from .checkpoint import Checkpoint
 from .commitlog import CommitLog
 from .config import StoreConfig
@@ -146,6 +148,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._write_lock = dataplane.ThreadLock()
         self._sync_mode = config.flush_mode == "sync"
         self._flush_lock = threading.Lock()
+        # When the periodic flush next fsyncs shared topics' block files (async mode).
+        self._blocks_due = time.monotonic() + config.queue_flush_interval_ms / 1000
         self._closed = False
         self._core = None  # the native read core (dataplane.store_core), made by _open
         self._appender = None  # the native append (nativeappend.py), made by _open
@@ -254,7 +258,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._warm = WarmService(Warmer(self.commitlog, self.commitlog.tail))
         self._flusher = FlushService(
             self._sync_log,
-            self._flush_everything,
+            self._flush_periodic,
             self.config.flush_interval_ms / 1000,
             self._fail,
             self._log_unsynced,
@@ -858,7 +862,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._fail(error)
             raise self._flusher.refusal() from error
 
-    def _flush_everything(self) -> int:
+    def _flush_periodic(self) -> int:
+        """The flush thread's flush: everything, but in async mode shared topics' block
+        files only every ``queue_flush_interval_ms`` (a store into a mapped block page
+        written back since costs a fault: the fewer writebacks, the fewer faults)."""
+        now = time.monotonic()
+        due = self._sync_mode or now >= self._blocks_due
+        if due:
+            self._blocks_due = now + self.config.queue_flush_interval_ms / 1000
+        return self._flush_everything(blocks=due)
+
+    def _flush_everything(self, blocks: bool = True) -> int:
         """fsync the log and the consume queues, then write the checkpoint; return the tail.
 
         The checkpoint vouches only for what this flush made durable: every segment,
@@ -881,6 +895,13 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     s for s in self._segments_past(vouched.commitlog_flushed) if s not in segments
                 ]
                 dirty = self._registry.take_dirty()
+                # Block stores left for their own cadence (``blocks`` false): given back
+                # to the dirty set, and ``dispatched`` not raised past the last flush
+                # that synced them (recovery re-dispatches the records past it).
+                held = [] if blocks else [q for q in dirty if isinstance(q, BlockStore)]
+                if held:
+                    dirty = [q for q in dirty if not isinstance(q, BlockStore)]
+                    self._registry.dirty.update(held)
                 queue_files = [f for q in dirty for f in q.take_dirty()]
                 witnessed = self._queue_ends(dirty)
                 time_indexes = [q.time_index for q in dirty]
@@ -901,7 +922,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 event_index.sync()
             self._adopt_files([*queue_files, *index_files, *event_indexes])
             self._witness_queue_ends(witnessed, target)
-            self._checkpoint.save(target, target, target)
+            self._checkpoint.save(target, vouched.dispatched if held else target, target)
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
             self._warm.soon(target)  # what this process followed, and appended last

@@ -369,3 +369,70 @@ def test_a_full_disk_at_a_queue_window_extension_is_a_disk_full_error(tmp_path):
         with MessageStore.open(disk.path / "store", window_config()) as store:
             bodies = [m.body for m in read_all(store, "t", 0)]
             assert bodies == [b"m%06d" % n for n in range(5400)]
+
+
+_SHARED_BATCHES = r"""
+import sys
+from pathlib import Path
+from storeadapter.engine import DiskFullError, MessageStore
+from tests.faults.smalldisk import SmallDisk
+from tests.faults.test_full_disk import shared_batch_config
+
+mount = Path(sys.argv[1])
+store = MessageStore.open(mount / "store", shared_batch_config())
+store.create_topic("t", queues=40, layout="shared")
+store.append_batch("t", [{"body": b"before", "queue": q} for q in range(40)])
+SmallDisk(mount).fill()
+acknowledged = 40
+native = store._appender.batched
+try:
+    for b in range(5000):
+        batch = [{"body": b"x" * 50, "queue": (b * 7 + i) % 40} for i in range(20)]
+        store.append_batch("t", batch)
+        acknowledged += len(batch)
+except DiskFullError:
+    print("DiskFullError", acknowledged, store._appender.batched - native)
+"""
+
+
+def shared_batch_config() -> StoreConfig:
+    """A shared topic whose block files fill after a few hundred entries (a new file
+    meets the full disk in Python); its blocks are stored natively into mappings."""
+    return StoreConfig(
+        segment_bytes=1 << 20,
+        shared_block_entries=4,
+        shared_blocks_per_file=64,
+        index_slots=64,
+        index_entries=512,
+        flush_mode="async",
+        flush_interval_ms=600_000,
+        disk_warn_ratio=1.0,
+        disk_force_ratio=1.0,
+        disk_reject_ratio=1.0,
+    )
+
+
+def test_shared_batches_on_a_full_disk_end_in_disk_full_error_never_a_sigbus(tmp_path):
+    # Run in a child: a store into a hole of a mapped block file on a full disk would
+    # kill it with SIGBUS (shared_core.rs reserves a file's space before mapping it).
+    with small_disk(tmp_path) as disk:
+        child = subprocess.run(
+            [sys.executable, "-c", _SHARED_BATCHES, str(disk.path)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert child.returncode == 0, child.stderr[-2000:]
+        word, acknowledged, native = child.stdout.split()
+        assert word == "DiskFullError"
+        assert int(native) > 0, "the native shared batch wrote until the disk was full"
+        disk.free()
+        with MessageStore.open(disk.path / "store", shared_batch_config()) as store:
+            ranges = [store.queue_range("t", queue) for queue in range(40)]
+            assert sum(high - low for low, high in ranges) == int(acknowledged)
+            for queue in (0, 13, 39):
+                low, high = ranges[queue]
+                found = store.read("t", queue, low, max_messages=high - low + 1)
+                assert [m.queue_offset for m in found] == list(range(low, high))

@@ -61,6 +61,10 @@ use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::pen::Taken;
 use crate::record::{encode_at, Fields, MARKER_SIZE, RECORD_OVERHEAD};
 
+// A shared topic's dict batch (issue 33): its own file, beside this one's machinery.
+#[path = "shared_core.rs"]
+mod shared_core;
+
 // The `state` header (sharedstate.py, FORMAT.md "Shared state"): where each word sits.
 const SEQUENCE_AT: usize = 8;
 const TAIL_AT: usize = 16;
@@ -1090,6 +1094,11 @@ impl AppendCore {
         items: &Bound<'py, PyList>,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
+        if state.get_type().is(self.slots.topic_type.bind(py))
+            && !get(self.slots.blocks, state)?.is_none()
+        {
+            return self.try_shared_items(py, state, items); // shared_core.rs
+        }
         let topic = self.plain_topic(py, state, false)?;
         let count = items.len();
         let name_len = topic.name_bytes.as_bytes().len();

@@ -1,0 +1,670 @@
+//! A shared topic's batch of dict items in one native call (issue 33, part 1).
+//!
+//! A shared topic (blockqueue.py, docs/FORMAT.md "Shared topics") keeps its queues'
+//! entries in blocks of a few preallocated block files. `AppendCore.append_items`
+//! hands a prepared batch to a shared topic here: the records as the dict batch writes
+//! them (`items_under_pen`), and the entries as `BlockStore.write_many` lays them out,
+//! byte for byte: each queue's entries (in the batch's first-use order of its queues)
+//! into the block the topic's index names for `(queue, seq)`, or, for a block not
+//! allocated yet, into the next block of the allocated run (`BlockStore.end`), written
+//! whole (its header, zeros, its entries); the pieces sorted by place and adjacent ones
+//! joined into one write. The block index stays the `BlockStore`'s (its `_blocks`
+//! dict); a new block is remembered through `BlockStore._remember`, and the allocation
+//! end is published by `BlockStore.publish_end` before the tail, as `QueueDispatch`
+//! does.
+//!
+//! It declines (the long way writes the batch) for an item with keys (the key index),
+//! a born time or a dedup id, a block of a file not created yet (Python creates it),
+//! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
+
+use super::*;
+
+/// blockqueue.BLOCK_HEADER_SIZE: queue u32, seq u64, crc32c u32.
+const BLOCK_HEADER_SIZE: usize = 16;
+/// blockqueue._SEQ_BITS: the block index's key is `queue << 40 | seq`.
+const SEQ_BITS: u32 = 40;
+
+/// A queue of a shared topic's batch: its id, the `BlockQueue`, its end (the first
+/// entry's queue offset) and how many of the batch's entries are its.
+struct SharedRoom<'py> {
+    queue_id: i64,
+    queue: Bound<'py, PyAny>,
+    base: u64,
+    count: u64,
+}
+
+/// Where the pieces of a batch's entries go, decided before anything is written.
+struct BlockPlan {
+    /// (block, place in the block, bytes): as `write_many`'s pieces.
+    pieces: Vec<(u64, usize, Vec<u8>)>,
+    /// (queue, seq, block) of each block allocated, in allocation order.
+    allocated: Vec<(i64, u64, u64)>,
+    /// The allocation end after the batch.
+    end: u64,
+}
+
+/// The facts of a block store the batch needs (read once per batch).
+struct Blocks<'py> {
+    store: Bound<'py, PyAny>,
+    known: Bound<'py, PyDict>,
+    files: Bound<'py, PyDict>,
+    per_block: u64,
+    per_file: u64,
+    block_bytes: u64,
+    end: u64,
+}
+
+/// A block file mapped for the entries' stores: the `BlockFile` object (held, so no
+/// other object takes its address), its mapping and length.
+struct BlockMap {
+    file: Py<PyAny>,
+    at: usize,
+    len: usize,
+}
+
+/// The block files mapped in this process (a shared topic has a few; the files of
+/// every open store). Used and changed only with the GIL held and without letting it
+/// go between finding a mapping and the stores into it, so no mapping goes meanwhile.
+static MAPS: Mutex<Vec<BlockMap>> = Mutex::new(Vec::new());
+/// How long a batch waits for another thread's write before it goes the long way
+/// (which waits as long as it takes), in seconds.
+const LOCK_WAIT_S: f64 = 1.0;
+/// Open block files mapped at most (past it, a file is written with `pwrite`s).
+const MAPS_KEPT: usize = 64;
+
+/// The address of `file`'s mapping (`len` bytes, the whole file as `BlockFile.create`
+/// reserves it), mapped on first use after reserving its space with `fallocate` again
+/// (a file made by an older engine, or on a file system that could not preallocate,
+/// may be sparse: a store into a hole on a full disk would be a SIGBUS). None when the
+/// file is shorter than its blocks (cut short) or its space cannot be reserved: the
+/// caller `pwrite`s, which answers a full disk with ENOSPC.
+fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
+    let mut maps = MAPS.lock().ok()?;
+    if let Some(known) = maps.iter().find(|m| m.file.bind(file.py()).is(file)) {
+        return (known.len == len).then_some(known.at);
+    }
+    {
+        // Let go of the mappings of closed files (their `BlockFile._fd` is -1: closed
+        // with their store, or deleted by retention, whose space a mapping would keep).
+        maps.retain(|m| {
+            let open = m
+                .file
+                .bind(file.py())
+                .getattr(intern!(file.py(), "_fd"))
+                .and_then(|fd| fd.extract::<i64>())
+                .map(|fd| fd >= 0)
+                .unwrap_or(false);
+            if !open {
+                // SAFETY: `at` and `len` are a mapping made below and not unmapped
+                // since; the GIL is held, so no store into it is under way.
+                unsafe { libc::munmap(m.at as *mut libc::c_void, m.len) };
+            }
+            open
+        });
+    }
+    if maps.len() >= MAPS_KEPT {
+        return None;
+    }
+    // SAFETY: fstat fills the zeroed struct it is given; `fd` is the BlockFile's open
+    // descriptor (the caller holds the object and the GIL).
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut stat) } != 0 || (stat.st_size as u64) < len as u64 {
+        return None;
+    }
+    // SAFETY: fallocate with mode 0 over the file's length reserves its blocks (it
+    // changes no byte and, the file being this long already, not its size).
+    if unsafe { libc::fallocate(fd, 0, 0, len as libc::off_t) } != 0 {
+        return None;
+    }
+    // SAFETY: a shared, writable mapping of the whole file, whose space is reserved
+    // (above); it is unmapped only when its file is closed (`retain` above).
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return None;
+    }
+    maps.push(BlockMap {
+        file: file.clone().unbind(),
+        at: at as usize,
+        len,
+    });
+    Some(at as usize)
+}
+
+/// A block's header (blockqueue.header_bytes): owner `queue`, `seq`, their CRC32C.
+fn header_bytes(queue: u32, seq: u64) -> [u8; BLOCK_HEADER_SIZE] {
+    let mut header = [0u8; BLOCK_HEADER_SIZE];
+    header[0..4].copy_from_slice(&queue.to_le_bytes());
+    header[4..12].copy_from_slice(&seq.to_le_bytes());
+    let crc = crate::crc::crc32c(&header[0..12]);
+    header[12..16].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+impl AppendCore {
+    /// `try_items` for a topic with blocks (the caller checked the store). The thread
+    /// lock is taken first, waiting for it (without the GIL) when another thread of
+    /// this process writes: that thread's long way lets the GIL go in its system
+    /// calls, and declining then would send every producer thread the long way too.
+    /// Everything the batch reads of the store is read after it is taken.
+    pub(super) fn try_shared_items<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: &Bound<'py, PyList>,
+    ) -> Step<Bound<'py, PyList>> {
+        let write_lock = self.write_lock.get();
+        if !write_lock.try_acquire() {
+            let taken = self
+                .write_lock
+                .bind(py)
+                .call_method1(intern!(py, "acquire"), (true, LOCK_WAIT_S))?
+                .is_truthy()?;
+            if !taken {
+                return declined();
+            }
+        }
+        let outcome = self
+            .check_store(py)
+            .and_then(|()| self.shared_locked(py, state, items));
+        release(write_lock)?;
+        let (results, end) = outcome?;
+        self.after(py, end)?;
+        Ok(results)
+    }
+
+    /// `try_shared_items` under the thread lock: the batch parsed and placed, then
+    /// written under the follow lock and the pen; its results and the new tail.
+    fn shared_locked<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: &Bound<'py, PyList>,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
+        let topic = self.shared_topic(py, state)?;
+        let blocks_object = get(self.slots.blocks, state)?;
+        let block_queue = py
+            .import(intern!(py, "storeadapter.engine.blockqueue"))?
+            .getattr(intern!(py, "BlockQueue"))?;
+        let count = items.len();
+        let name_len = topic.name_bytes.as_bytes().len();
+        if count == 0 || name_len > 255 {
+            return declined();
+        }
+        // The writable queues are read only for an item without a queue (a topic may
+        // have a million of them: not copied per batch).
+        let writable = &topic.writable;
+        let writable_len = writable.len();
+        let mut round_robin = topic.round_robin;
+        let mut held = Vec::with_capacity(count);
+        let mut places: Vec<(usize, u32)> = Vec::with_capacity(count);
+        // The queues in first-use order, and where each is among them (by queue id).
+        let mut shares: Vec<(i64, u64)> = Vec::new();
+        let mut share_of: HashMap<i64, usize> = HashMap::with_capacity(count);
+        let mut length = 0usize;
+        for item in items.iter() {
+            let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
+            if tuple.len() != 10 || !tuple.get_item(6)?.is_none() || !tuple.get_item(9)?.is_none() {
+                return declined(); // a born time or a dedup id: the long way
+            }
+            let keys = tuple
+                .get_item(8)?
+                .cast_into::<PyTuple>()
+                .map_err(PyErr::from)?;
+            if !keys.is_empty() {
+                return declined(); // keys: the key index, the long way
+            }
+            let fields: [Bound<'py, PyBytes>; 4] = [
+                tuple.get_item(2)?.cast_into().map_err(PyErr::from)?,
+                tuple.get_item(3)?.cast_into().map_err(PyErr::from)?,
+                tuple.get_item(4)?.cast_into().map_err(PyErr::from)?,
+                tuple.get_item(5)?.cast_into().map_err(PyErr::from)?,
+            ];
+            if fields[3].as_bytes().len() > self.max_body || fields[0].as_bytes().len() > 255 {
+                return declined();
+            }
+            let explicit = tuple.get_item(0)?;
+            let route_key = tuple.get_item(1)?;
+            let queue_id = if !explicit.is_none() {
+                explicit.extract::<i64>()?
+            } else if !route_key.is_none() {
+                let key = route_key.cast_into::<PyBytes>().map_err(PyErr::from)?;
+                writable
+                    .get_item(crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len)?
+                    .extract::<i64>()?
+            } else {
+                let id = writable
+                    .get_item(round_robin.rem_euclid(writable_len as i64) as usize)?
+                    .extract::<i64>()?;
+                round_robin += 1;
+                id
+            };
+            let share = *share_of.entry(queue_id).or_insert_with(|| {
+                shares.push((queue_id, 0));
+                shares.len() - 1
+            });
+            shares[share].1 += 1;
+            places.push((share, u32::try_from(queue_id).map_err(|_| Stop::Declined)?));
+            length += crate::record::RECORD_OVERHEAD
+                + name_len
+                + fields.iter().map(|f| f.as_bytes().len()).sum::<usize>();
+            let hashed: u64 = tuple.get_item(7)?.extract()?;
+            held.push((fields, hashed));
+        }
+        if length > self.capacity {
+            return declined();
+        }
+        let queues = get(self.slots.queues, state)?;
+        // A shared topic's queues are a `LazyQueues`: the queues made so far in its
+        // `_made` dict, read without a Python frame; one not made yet is made by it.
+        let made = match queues.getattr(intern!(py, "_made")) {
+            Ok(made) => made.cast_into::<PyDict>().ok(),
+            Err(_) => None,
+        };
+        let mut rooms = Vec::with_capacity(shares.len());
+        for (queue_id, share) in &shares {
+            let known = match &made {
+                Some(made) => made.get_item(*queue_id)?,
+                None => None,
+            };
+            let queue = match (known, queues.cast::<PyList>()) {
+                (Some(queue), _) => queue,
+                (None, Ok(list)) => {
+                    list.get_item(usize::try_from(*queue_id).map_err(|_| Stop::Declined)?)?
+                }
+                (None, Err(_)) => queues.get_item(*queue_id)?,
+            };
+            if !queue.get_type().is(&block_queue)
+                || queue.getattr(intern!(py, "closed"))?.is_truthy()?
+            {
+                return declined();
+            }
+            if !queue.getattr(intern!(py, "_loaded"))?.is_truthy()? {
+                // What `BlockQueue.write_many` does first; readers load queues the same
+                // way, outside the write lock.
+                queue.call_method0(intern!(py, "_load"))?;
+            }
+            let base: u64 = queue.getattr(intern!(py, "_max_offset"))?.extract()?;
+            rooms.push(SharedRoom {
+                queue_id: *queue_id,
+                queue,
+                base,
+                count: *share,
+            });
+        }
+        self.under_thread_lock(py, || {
+            self.shared_under_pen(
+                py,
+                state,
+                &topic,
+                &blocks_object,
+                &rooms,
+                &held,
+                &places,
+                round_robin,
+                length,
+            )
+        })
+    }
+
+    /// `plain_topic` for a topic with blocks.
+    fn shared_topic<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+    ) -> Step<PlainTopic<'py>> {
+        let slots = &self.slots;
+        if !state.get_type().is(slots.topic_type.bind(py)) {
+            return declined();
+        }
+        let info = get(slots.info, state)?;
+        let (name, topic_id, plain) = self.topic_facts(py, &info)?;
+        match self.topics.bind(py).get_item(&name)? {
+            Some(current) if current.is(state) => {}
+            _ => return declined(), // deleted meanwhile: the long way says so
+        }
+        if !plain || get(slots.blocks, state)?.is_none() {
+            return declined();
+        }
+        let writable = get(slots.writable, state)?
+            .cast_into::<PyList>()
+            .map_err(PyErr::from)?;
+        if writable.is_empty() {
+            return declined();
+        }
+        Ok(PlainTopic {
+            topic_id,
+            name,
+            name_bytes: get(slots.name_bytes, state)?
+                .cast_into::<PyBytes>()
+                .map_err(PyErr::from)?,
+            writable,
+            round_robin: get_int(slots.round_robin, state)?,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn shared_under_pen<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        topic: &PlainTopic<'py>,
+        blocks_object: &Bound<'py, PyAny>,
+        rooms: &[SharedRoom<'py>],
+        held: &[([Bound<'py, PyBytes>; 4], u64)],
+        places: &[(usize, u32)],
+        round_robin: i64,
+        length: usize,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
+        let ready = self.ready(py)?;
+        let tail = ready.tail;
+        let end = tail + length as u64;
+        drop(self.room(&ready, end)?);
+        let now = ready.now;
+        let segment_fd =
+            i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
+        let name_bytes = topic.name_bytes.as_bytes();
+        let mut next: Vec<u64> = rooms.iter().map(|room| room.base).collect();
+        let mut at = tail;
+        let mut records = Vec::with_capacity(held.len());
+        let mut queue_offsets = Vec::with_capacity(held.len());
+        let mut starts = Vec::with_capacity(held.len());
+        for ((fields, hashed), (share, queue_id)) in held.iter().zip(places) {
+            let queue_offset = next[*share];
+            next[*share] += 1;
+            let record = appending::Placed {
+                fields: crate::record::Fields {
+                    commit_offset: at,
+                    queue_offset,
+                    born_ms: now,
+                    store_ms: now,
+                    queue_id: *queue_id,
+                    topic: name_bytes,
+                    tag: fields[0].as_bytes(),
+                    keys: fields[1].as_bytes(),
+                    properties: fields[2].as_bytes(),
+                },
+                body: fields[3].as_bytes(),
+                tag_hash: *hashed,
+            };
+            starts.push(at);
+            queue_offsets.push(queue_offset);
+            at += crate::record::record_length(&record.fields, record.body.len()) as u64;
+            records.push(record);
+        }
+        if at != end {
+            return declined(); // never: the lengths are the records'
+        }
+        let (out, packed) = appending::encode_placed(&records);
+        let mut entries: Vec<Vec<u8>> = rooms
+            .iter()
+            .map(|room| Vec::with_capacity(room.count as usize * ENTRY_SIZE))
+            .collect();
+        for (i, (share, _)) in places.iter().enumerate() {
+            entries[*share].extend_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
+        }
+        for queue_entries in &mut entries {
+            crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
+        }
+        let blocks = Self::blocks_of(blocks_object)?;
+        let plan = Self::plan_blocks(&blocks, rooms, entries)?;
+        // Each block file's descriptor and where its first block starts, for the pieces.
+        let mut files: Vec<(u64, Bound<'py, PyAny>, i32)> = Vec::new();
+        for (block, _, _) in &plan.pieces {
+            let first = block - block % blocks.per_file;
+            if !files.iter().any(|(f, _, _)| *f == first) {
+                let Some(file) = blocks.files.get_item(first)? else {
+                    return declined(); // a new file: the long way creates it
+                };
+                let fd = i32::try_from(file.getattr(intern!(py, "fd"))?.extract::<i64>()?)
+                    .map_err(|_| Stop::Declined)?;
+                files.push((first, file, fd));
+            }
+        }
+        Self::begin(&ready, end);
+        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
+            return Err(self.write_failed(py, error, tail));
+        }
+        // The allocated blocks remembered and the end moved before their writes, as
+        // `_new_block` does.
+        for (queue_id, seq, block) in &plan.allocated {
+            blocks
+                .store
+                .call_method1(intern!(py, "_remember"), (*queue_id, *seq, *block))?;
+        }
+        blocks_object.setattr(intern!(py, "end"), plan.end)?;
+        let dirty = blocks_object
+            .getattr(intern!(py, "dirty"))?
+            .cast_into::<PySet>()
+            .map_err(PyErr::from)?;
+        for (_, file, _) in &files {
+            dirty.add(file)?;
+        }
+        if let Err(error) = self.write_pieces(&blocks, &plan.pieces, &files) {
+            return Err(self.write_failed(py, error, tail));
+        }
+        self.dirty.bind(py).add(blocks_object)?;
+        if let Err(error) = blocks_object.call_method1(intern!(py, "publish_end"), (end,)) {
+            return Err(self.write_failed(py, error, tail));
+        }
+        self.slots
+            .round_robin
+            .set(state, round_robin.into_pyobject(py)?.into_any());
+        let mut notes = Vec::with_capacity(rooms.len());
+        for room in rooms {
+            let end_offset = room.base + room.count;
+            // As `BlockQueue.write_many`: the end moved, one change more.
+            room.queue.setattr(intern!(py, "_max_offset"), end_offset)?;
+            let changes: i64 = room.queue.getattr(intern!(py, "changes"))?.extract()?;
+            room.queue.setattr(intern!(py, "changes"), changes + 1)?;
+            notes.push((room.queue_id, end_offset));
+        }
+        self.publish(py, &ready, end, topic.topic_id, &notes)?;
+        self.batched.fetch_add(1, Ordering::Relaxed);
+        let results = PyList::empty(py);
+        let status = self.status.bind(py);
+        let result_type = self.result_type.bind(py);
+        let stored = now.into_pyobject(py)?.into_any();
+        for i in 0..starts.len() {
+            results.append(new_record(
+                py,
+                result_type,
+                [
+                    message_id(py, &self.prefix, starts[i]).into_any(),
+                    topic.name.clone().into_any(),
+                    places[i].1.into_pyobject(py)?.into_any(),
+                    queue_offsets[i].into_pyobject(py)?.into_any(),
+                    starts[i].into_pyobject(py)?.into_any(),
+                    stored.clone(),
+                    status.clone().into_any(),
+                ],
+            )?)?;
+        }
+        Ok((results, end as i64))
+    }
+
+    fn blocks_of<'py>(blocks: &Bound<'py, PyAny>) -> Step<Blocks<'py>> {
+        let py = blocks.py();
+        let per_block: u64 = blocks
+            .getattr(intern!(py, "entries_per_block"))?
+            .extract()?;
+        let per_file: u64 = blocks.getattr(intern!(py, "blocks_per_file"))?.extract()?;
+        let block_bytes: u64 = blocks.getattr(intern!(py, "block_bytes"))?.extract()?;
+        if per_block == 0
+            || per_file == 0
+            || block_bytes != BLOCK_HEADER_SIZE as u64 + per_block * ENTRY_SIZE as u64
+        {
+            return declined();
+        }
+        Ok(Blocks {
+            known: blocks
+                .getattr(intern!(py, "_blocks"))?
+                .cast_into::<PyDict>()
+                .map_err(PyErr::from)?,
+            files: blocks
+                .getattr(intern!(py, "files"))?
+                .cast_into::<PyDict>()
+                .map_err(PyErr::from)?,
+            end: blocks.getattr(intern!(py, "end"))?.extract()?,
+            store: blocks.clone(),
+            per_block,
+            per_file,
+            block_bytes,
+        })
+    }
+
+    /// The block of `(queue, seq)` this process knows; when it knows none and others
+    /// may have allocated blocks since it looked (`stale`), it looks first
+    /// (`BlockStore._block_for_write`).
+    fn known_block(blocks: &Blocks<'_>, queue_id: i64, seq: u64) -> Step<Option<u64>> {
+        let py = blocks.store.py();
+        let key = ((queue_id as u64) << SEQ_BITS) | seq;
+        if let Some(block) = blocks.known.get_item(key)? {
+            return Ok(Some(block.extract()?));
+        }
+        if blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
+            blocks.store.call_method0(intern!(py, "refresh"))?;
+            blocks.store.setattr(intern!(py, "stale"), false)?;
+            if let Some(block) = blocks.known.get_item(key)? {
+                return Ok(Some(block.extract()?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `BlockStore.write_many`'s pieces for the batch's entries, without writing or
+    /// remembering anything: each queue's entries into its known blocks, a block not
+    /// known allocated at the end of the run, whole.
+    fn plan_blocks(
+        blocks: &Blocks<'_>,
+        rooms: &[SharedRoom<'_>],
+        entries: Vec<Vec<u8>>,
+    ) -> Step<BlockPlan> {
+        let per = blocks.per_block;
+        let mut end = blocks.end;
+        // Allocated in this batch and not remembered yet: (queue, seq) -> block.
+        let mut fresh: HashMap<(i64, u64), u64> = HashMap::new();
+        let mut allocated = Vec::new();
+        let mut pieces: Vec<(u64, usize, Vec<u8>)> = Vec::with_capacity(rooms.len() * 2);
+        for (room, data) in rooms.iter().zip(entries) {
+            let mut index = room.base;
+            let mut rest = &data[..];
+            while !rest.is_empty() {
+                let seq = index / per;
+                let slot = index % per;
+                let n = ((rest.len() / ENTRY_SIZE) as u64).min(per - slot);
+                let chunk = &rest[..n as usize * ENTRY_SIZE];
+                let at = BLOCK_HEADER_SIZE + slot as usize * ENTRY_SIZE;
+                let block = match fresh.get(&(room.queue_id, seq)) {
+                    Some(block) => Some(*block),
+                    None => Self::known_block(blocks, room.queue_id, seq)?,
+                };
+                match block {
+                    Some(block) => pieces.push((block, at, chunk.to_vec())),
+                    None => {
+                        let block = end;
+                        end += 1;
+                        let mut whole = vec![0u8; blocks.block_bytes as usize];
+                        let owner = u32::try_from(room.queue_id).map_err(|_| Stop::Declined)?;
+                        whole[..BLOCK_HEADER_SIZE].copy_from_slice(&header_bytes(owner, seq));
+                        whole[at..at + chunk.len()].copy_from_slice(chunk);
+                        fresh.insert((room.queue_id, seq), block);
+                        allocated.push((room.queue_id, seq, block));
+                        pieces.push((block, 0, whole));
+                    }
+                }
+                rest = &rest[chunk.len()..];
+                index += n;
+            }
+        }
+        pieces.sort_unstable_by_key(|(block, at, _)| (*block, *at));
+        Ok(BlockPlan {
+            pieces,
+            allocated,
+            end,
+        })
+    }
+
+    /// The pieces into their block files: stored into the files' mappings, or, for a
+    /// file that cannot be mapped, written with `pwrite`s, adjacent ones joined.
+    fn write_pieces(
+        &self,
+        blocks: &Blocks<'_>,
+        pieces: &[(u64, usize, Vec<u8>)],
+        files: &[(u64, Bound<'_, PyAny>, i32)],
+    ) -> PyResult<()> {
+        let size = blocks.block_bytes;
+        let file_len = (blocks.per_file * size) as usize;
+        let maps: Vec<Option<usize>> = files
+            .iter()
+            .map(|(_, file, fd)| mapped(file, *fd, file_len))
+            .collect();
+        if maps.iter().all(Option::is_some) {
+            for (block, at, data) in pieces {
+                let first = block - block % blocks.per_file;
+                let Some(map) = files
+                    .iter()
+                    .zip(&maps)
+                    .find(|((f, _, _), _)| *f == first)
+                    .and_then(|(_, map)| *map)
+                else {
+                    continue; // never: every piece's file is in `files`
+                };
+                let position = ((block - first) * size) as usize + at;
+                if position + data.len() > file_len {
+                    return Err(PyOSError::new_err((libc::EINVAL, "a block past its file")));
+                }
+                // SAFETY: `map` is a live mapping of `file_len` bytes of the block file
+                // (`mapped`; the GIL is held, so it is not unmapped meanwhile), its space
+                // reserved; [position, position + len) lies inside it (checked above).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        (map as *mut u8).add(position),
+                        data.len(),
+                    );
+                }
+            }
+            return Ok(());
+        }
+        let mut run: Vec<u8> = Vec::new();
+        let mut run_at = 0u64; // the run's place in its file
+        let mut run_file = u64::MAX;
+        let mut run_end = u64::MAX; // the absolute place after the run
+        let fd_of = |first: u64| {
+            files
+                .iter()
+                .find(|(f, _, _)| *f == first)
+                .map(|(_, _, fd)| *fd)
+        };
+        for (block, at, data) in pieces {
+            let first = block - block % blocks.per_file;
+            let position = block * size + *at as u64;
+            if position == run_end && first == run_file {
+                run.extend_from_slice(data);
+                run_end += data.len() as u64;
+                continue;
+            }
+            if !run.is_empty() {
+                Self::write_at(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
+            }
+            run.clear();
+            run.extend_from_slice(data);
+            run_file = first;
+            run_at = position - first * size;
+            run_end = position + data.len() as u64;
+        }
+        if !run.is_empty() {
+            Self::write_at(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
+        }
+        Ok(())
+    }
+}
