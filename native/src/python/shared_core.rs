@@ -177,7 +177,7 @@ impl AppendCore {
             .and_then(|()| self.shared_locked(py, state, items));
         release(write_lock)?;
         let (results, end) = outcome?;
-        self.after(py, end)?;
+        self.after(py, end, false)?;
         Ok(results)
     }
 
@@ -300,7 +300,7 @@ impl AppendCore {
                 count: *share,
             });
         }
-        self.under_thread_lock(py, || {
+        self.under_thread_lock(py, |waited| {
             self.shared_under_pen(
                 py,
                 state,
@@ -311,6 +311,7 @@ impl AppendCore {
                 &places,
                 round_robin,
                 length,
+                waited,
             )
         })
     }
@@ -363,8 +364,14 @@ impl AppendCore {
         places: &[(usize, u32)],
         round_robin: i64,
         length: usize,
+        waited: bool,
     ) -> Step<(Bound<'py, PyList>, i64)> {
-        let ready = self.ready(py)?;
+        let ready = self.ready(py, waited)?;
+        if ready.moved != Moved::Nothing {
+            // Another process (or a wait for the pen) may have moved the blocks' ends
+            // this plan was made from: the long way plans again under the pen.
+            return declined();
+        }
         let tail = ready.tail;
         let end = tail + length as u64;
         drop(self.room(&ready, end)?);
