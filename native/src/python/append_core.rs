@@ -43,6 +43,7 @@ use super::pen::Pen;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
 use super::window::{populate_write, NotStored, QueueWindow};
+use super::words::{Asks, Refusals};
 use super::Bytes;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
@@ -207,10 +208,11 @@ pub struct AppendCore {
     store_dict: Py<PyDict>,
     log_dict: Py<PyDict>,
     writer: Py<PyAny>,
-    writer_dict: Py<PyDict>,
-    /// The store's `DiskUse` (its `ratio`) and `disk_reject_ratio`.
-    disk_dict: Py<PyDict>,
-    reject_ratio: f64,
+    /// The store's refusals (closed, forked, failed, the disk past its reject ratio:
+    /// words.rs), moved by the parts that change them; 0 while it takes writes.
+    refusals: Py<Refusals>,
+    /// When an append asks the flusher, the warmer, the waiting pulls (words.rs).
+    asks: Py<Asks>,
     slots: Slots,
     topics: Py<PyDict>,
     dirty: Py<PySet>,
@@ -235,17 +237,11 @@ pub struct AppendCore {
     syncer: Option<Py<LogSyncer>>,
     warm: Py<PyAny>,
     arrivals: Py<PyAny>,
-    /// Their `__dict__`s: `flushed`, `engaged`, `asked`, `waiting` are read from them.
-    flusher_dict: Py<PyDict>,
-    warm_dict: Py<PyDict>,
-    arrivals_dict: Py<PyDict>,
     prefix: [u8; 8],
     max_body: usize,
     /// How many queue files' descriptors `tails` keeps: `OPEN_FILES`, or the store's
     /// `max_open_queue_files` when lower.
     open_files: usize,
-    dirty_limit: i64,
-    warm_ask: i64,
     capacity: usize,
     tails: Mutex<ByAddress<Tail>>,
     /// The facts of the topics appended to lately, by their info's address.
@@ -449,14 +445,6 @@ impl Drop for WritableView {
     }
 }
 
-/// An object's `__dict__` (its plain attributes, read without a look-up by name).
-fn instance_dict(object: &Bound<'_, PyAny>) -> PyResult<Py<PyDict>> {
-    Ok(object
-        .getattr(pyo3::intern!(object.py(), "__dict__"))?
-        .cast_into::<PyDict>()?
-        .unbind())
-}
-
 /// Let go of a thread lock the core took.
 fn release(lock: &ThreadLock) -> PyResult<()> {
     lock.release_lock()
@@ -489,8 +477,6 @@ impl AppendCore {
         queue_type: &Bound<'_, PyType>,
         genuine: Vec<(Bound<'_, PyAny>, Bound<'_, PyString>, Bound<'_, PyAny>)>,
         max_body: usize,
-        dirty_limit: i64,
-        warm_ask: i64,
         slotted: Slotted<'_>,
     ) -> PyResult<AppendCore> {
         check_record_type(result_type)?;
@@ -507,20 +493,15 @@ impl AppendCore {
             open_files: open_files.clamp(1, OPEN_FILES),
             slots: Slots::new(queue_type, slotted)?,
             log_dict: log.getattr(intern!(py, "__dict__"))?.cast_into()?.unbind(),
-            writer_dict: writer
-                .getattr(intern!(py, "__dict__"))?
-                .cast_into()?
-                .unbind(),
             writer: writer.unbind(),
-            disk_dict: store
-                .getattr(intern!(py, "_disk"))?
-                .getattr(intern!(py, "__dict__"))?
-                .cast_into()?
+            refusals: store
+                .getattr(intern!(py, "_refusals"))?
+                .cast_into::<Refusals>()?
                 .unbind(),
-            reject_ratio: store
-                .getattr(intern!(py, "config"))?
-                .getattr(intern!(py, "disk_reject_ratio"))?
-                .extract()?,
+            asks: store
+                .getattr(intern!(py, "_asks"))?
+                .cast_into::<Asks>()?
+                .unbind(),
             store_dict: store
                 .getattr(intern!(py, "__dict__"))?
                 .cast_into()?
@@ -554,13 +535,6 @@ impl AppendCore {
                 .into_iter()
                 .map(|(d, n, o)| (d.unbind(), n.unbind(), o.unbind()))
                 .collect(),
-            flusher_dict: instance_dict(&store.getattr(intern!(py, "_flusher"))?)?,
-            warm_dict: instance_dict(&store.getattr(intern!(py, "_warm"))?)?,
-            arrivals_dict: instance_dict(
-                &store
-                    .getattr(intern!(py, "_reader"))?
-                    .getattr(intern!(py, "arrivals"))?,
-            )?,
             flusher: store.getattr(intern!(py, "_flusher"))?.unbind(),
             syncer: store
                 .getattr(intern!(py, "_log_syncer"))?
@@ -572,8 +546,6 @@ impl AppendCore {
                 .unbind(),
             prefix: id_prefix(prefix)?,
             max_body,
-            dirty_limit,
-            warm_ask,
             capacity,
             tails: Mutex::new(ByAddress::default()),
             topic_facts: Mutex::new(ByAddress::default()),
@@ -770,14 +742,12 @@ impl AppendCore {
         Ok(())
     }
 
-    /// Everything checked before the pen: the store, the topic, the body.
+    /// Everything checked before the pen: the store, the topic, the body. The store
+    /// refuses writes (closed, forked, failed, its disk past `disk_reject_ratio`: one
+    /// word, moved by the parts that change them): the long way raises the typed error.
     fn check_store(&self, py: Python<'_>) -> Step<()> {
-        let store = self.store_dict.bind(py);
-        for flag in [intern!(py, "_closed"), intern!(py, "_forked")] {
-            match store.get_item(flag)? {
-                Some(value) if !value.is_truthy()? => {}
-                _ => return declined(),
-            }
+        if self.refusals.get().refused() != 0 {
+            return declined();
         }
         let dispatchers = self.dispatchers.bind(py);
         if dispatchers.len() != self.dispatcher_items.len()
@@ -787,13 +757,6 @@ impl AppendCore {
                 .any(|(now, then)| !now.is(then.bind(py)))
         {
             return declined();
-        }
-        if !item(self.writer_dict.bind(py), intern!(py, "failure"))?.is_none() {
-            return declined(); // the long way raises the store's failure
-        }
-        match item(self.disk_dict.bind(py), intern!(py, "ratio"))?.extract::<f64>() {
-            Ok(ratio) if ratio < self.reject_ratio => {}
-            _ => return declined(), // the long way refuses it (DiskFullError)
         }
         self.still_genuine(py)
     }
@@ -1399,39 +1362,29 @@ impl AppendCore {
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
     /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls
     /// (sync mode: no flush is asked for; the append waits for its own, `waited_out`).
-    /// (Their fields are read from their `__dict__`s: plain attributes, no descriptor.)
+    /// The flusher, the warmer and the pulls keep the ends past which each is asked in
+    /// `asks` (words.rs): below the lowest, one load and nothing else.
     /// `touch`: a single append asks for the pretoucher (a batch writes its records
     /// with `pwrite`, so the segment's pages need no faulting in for it).
     fn after(&self, py: Python<'_>, end: i64, touch: bool) -> PyResult<()> {
-        fn field<'py>(
-            dict: &Py<PyDict>,
-            name: &Bound<'py, PyString>,
-        ) -> PyResult<Bound<'py, PyAny>> {
-            dict.bind(name.py())
-                .get_item(name)?
-                .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err(name.to_string()))
-        }
-        if self.syncer.is_none() {
-            // Async mode: no native syncer, so `flushed` is the service's own `_flushed`.
-            let flushed: i64 = field(&self.flusher_dict, intern!(py, "_flushed"))?.extract()?;
-            if end - flushed > self.dirty_limit {
-                self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
-            }
-        }
         let touched = self.touch_asked.load(Ordering::Relaxed);
         if touch && end.abs_diff(touched as i64) > PRETOUCH_ASK {
             self.touch_asked.store(end as u64, Ordering::Relaxed);
             self.flusher.bind(py).call_method0(intern!(py, "touch"))?;
         }
-        if field(&self.warm_dict, intern!(py, "engaged"))?.is_truthy()? {
-            let asked: i64 = field(&self.warm_dict, intern!(py, "asked"))?.extract()?;
-            if end - asked > self.warm_ask {
-                self.warm
-                    .bind(py)
-                    .call_method1(intern!(py, "soon"), (end,))?;
-            }
+        let asks = self.asks.get();
+        if !asks.due(end) {
+            return Ok(());
         }
-        if field(&self.arrivals_dict, intern!(py, "waiting"))?.is_truthy()? {
+        if self.syncer.is_none() && asks.flush_due(end) {
+            self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
+        }
+        if asks.warm_due(end) {
+            self.warm
+                .bind(py)
+                .call_method1(intern!(py, "soon"), (end,))?;
+        }
+        if asks.wake_due() {
             self.arrivals.bind(py).call_method0(intern!(py, "wake"))?;
         }
         Ok(())

@@ -27,6 +27,7 @@ mod store_core;
 mod thread_lock;
 mod warm;
 mod window;
+mod words;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -54,6 +55,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<thread_lock::ThreadLock>()?;
     m.add_class::<append_core::AppendCore>()?;
     m.add_class::<log_sync::LogSyncer>()?;
+    m.add_class::<words::Refusals>()?;
+    m.add_class::<words::Asks>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;
@@ -68,7 +71,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 9;
+pub const INTERFACE: u32 = 10;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn
