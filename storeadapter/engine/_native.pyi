@@ -264,6 +264,12 @@ class Asks:
     @property
     def ends(self) -> tuple[int, int, int, int]: ...
 
+class Word:
+    """A number the native calls read and move without a look-up."""
+
+    def __new__(cls, value: int) -> Word: ...
+    value: int
+
 class LogSyncer:
     """Sync mode's group commit: a flusher thread fdatasyncs the log back to back while
     the native appends wait on it without the GIL (nativeappend.log_syncer)."""

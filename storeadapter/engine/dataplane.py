@@ -78,6 +78,9 @@ LogSyncer = _native.LogSyncer
 #: log ends past which an append asks the flusher, the warmer or the waiting pulls.
 Refusals = _native.Refusals
 Asks = _native.Asks
+#: A number kept natively (the store's ``_followed_sequence``), read and moved by the
+#: native append without a look-up.
+Word = _native.Word
 #: ``Refusals``' bits: closed, opened before a fork, failed, the disk past
 #: ``disk_reject_ratio`` (the long way raises the typed error for each).
 REFUSED_CLOSED = 1

@@ -165,7 +165,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._pen: Pen | None = None  # the write lock (writesession.py), made by _open
         self._shared: SharedState | None = None
         self._seen = SharedSnapshot(0, 0, 0, 0, 0)
-        self._followed_sequence = -1  # the shared state's sequence when last caught up
+        # The shared state's sequence when last caught up (``_followed_sequence``), in a
+        # native word the native append reads and moves without a look-up.
+        self._followed = dataplane.Word(-1)
         self._forked = False
         self._index_marker_pending = False
         # Stretches [start, end) of the log whose records' files this process has not
@@ -594,14 +596,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _follow(self) -> None:
         """Catch up with what other processes published (appends, topics, offsets)."""
         sequence = self._shared.sequence()
-        if sequence == self._followed_sequence:
+        if sequence == self._followed.value:
             return  # nothing was published since this process last caught up
         snapshot = self._shared.read()
         if snapshot != self._seen:
             with self._follow_lock:
                 self._follow_to(snapshot)
         if not sequence & 1 and self._seen == snapshot:
-            self._followed_sequence = sequence
+            self._followed.value = sequence
+
+    @property
+    def _followed_sequence(self) -> int:
+        """The shared state's sequence word when this process last caught up."""
+        return self._followed.value
 
     def _follow_to(self, snapshot: SharedSnapshot) -> None:
         seen = self._seen

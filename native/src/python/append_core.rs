@@ -43,7 +43,7 @@ use super::pen::Pen;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
 use super::window::{populate_write, NotStored, QueueWindow};
-use super::words::{Asks, Refusals};
+use super::words::{Asks, Refusals, Word};
 use super::Bytes;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
@@ -213,6 +213,9 @@ pub struct AppendCore {
     refusals: Py<Refusals>,
     /// When an append asks the flusher, the warmer, the waiting pulls (words.rs).
     asks: Py<Asks>,
+    /// The sequence word this process last caught up to (the store's
+    /// `_followed_sequence`, kept in this word: words.rs).
+    followed: Py<Word>,
     slots: Slots,
     topics: Py<PyDict>,
     dirty: Py<PySet>,
@@ -501,6 +504,10 @@ impl AppendCore {
             asks: store
                 .getattr(intern!(py, "_asks"))?
                 .cast_into::<Asks>()?
+                .unbind(),
+            followed: store
+                .getattr(intern!(py, "_followed"))?
+                .cast_into::<Word>()?
                 .unbind(),
             store_dict: store
                 .getattr(intern!(py, "__dict__"))?
@@ -1432,7 +1439,6 @@ impl AppendCore {
     /// segment, the time of the write.
     fn ready<'py>(&self, py: Python<'py>) -> Step<Ready<'py>> {
         let store = self.store.bind(py);
-        let store_dict = self.store_dict.bind(py);
         let log = self.log_dict.bind(py);
         let slots = &self.slots;
         let Some(header) = WritableView::of(self.state_map.bind(py)) else {
@@ -1446,17 +1452,15 @@ impl AppendCore {
         if sequence & 1 == 1 {
             return declined();
         }
-        if i64::try_from(sequence).ok()
-            != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
-        {
+        let followed = self.followed.get();
+        if i64::try_from(sequence).ok() != Some(followed.load()) {
             // Moved since this process last looked (by its own long way, or by another
             // process): the store's `_follow` decides. Nothing to follow leaves `_seen`
             // as it was; anything followed may move what was read above: declined.
             let seen = store.getattr(intern!(py, "_seen"))?;
             store.call_method0(intern!(py, "_follow"))?;
             if !store.getattr(intern!(py, "_seen"))?.is(&seen)
-                || i64::try_from(sequence).ok()
-                    != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
+                || i64::try_from(sequence).ok() != Some(followed.load())
             {
                 return declined();
             }
@@ -1749,7 +1753,7 @@ impl AppendCore {
             )?;
             store_dict.set_item(intern!(py, "_seen"), snapshot)?;
         }
-        store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
+        self.followed.get().store((odd + 1) as i64);
         Ok(())
     }
 

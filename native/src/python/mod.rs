@@ -57,6 +57,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<log_sync::LogSyncer>()?;
     m.add_class::<words::Refusals>()?;
     m.add_class::<words::Asks>()?;
+    m.add_class::<words::Word>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;

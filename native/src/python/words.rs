@@ -165,3 +165,41 @@ impl Asks {
         self.wake_at.load(Ordering::Acquire) == ALWAYS
     }
 }
+
+/// One number several parts read and move, kept where the native calls read it
+/// without a Python look-up (the sequence word this process last caught up to:
+/// store.py's `_followed_sequence`).
+#[pyclass(module = "storeadapter.engine._native", frozen)]
+pub struct Word {
+    value: AtomicI64,
+}
+
+#[pymethods]
+impl Word {
+    #[new]
+    fn new(value: i64) -> Word {
+        Word {
+            value: AtomicI64::new(value),
+        }
+    }
+
+    #[getter]
+    fn get_value(&self) -> i64 {
+        self.load()
+    }
+
+    #[setter]
+    fn set_value(&self, value: i64) {
+        self.store(value);
+    }
+}
+
+impl Word {
+    pub fn load(&self) -> i64 {
+        self.value.load(Ordering::Acquire)
+    }
+
+    pub fn store(&self, value: i64) {
+        self.value.store(value, Ordering::Release);
+    }
+}
