@@ -758,10 +758,17 @@ impl AppendCore {
         }
         let dispatchers = self.dispatchers.bind(py);
         if dispatchers.len() != self.dispatcher_items.len()
-            || dispatchers
+            || self
+                .dispatcher_items
                 .iter()
-                .zip(&self.dispatcher_items)
-                .any(|(now, then)| !now.is(then.bind(py)))
+                .enumerate()
+                // SAFETY: the GIL is held and `dispatchers` is a live list of (just
+                // checked) that many items; the item is only compared by address, so
+                // no reference is taken or needed.
+                .any(|(at, then)| unsafe {
+                    ffi::PyList_GET_ITEM(dispatchers.as_ptr(), at as ffi::Py_ssize_t)
+                        != then.as_ptr()
+                })
         {
             return declined();
         }
