@@ -198,10 +198,6 @@ fn item<'py>(dict: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> Step<Bou
     dict.get_item(name)?.ok_or(Stop::Declined)
 }
 
-fn item_int(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> Step<i64> {
-    Ok(item(dict, name)?.extract::<i64>()?)
-}
-
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct AppendCore {
     store: Py<PyAny>,
@@ -216,6 +212,8 @@ pub struct AppendCore {
     /// The sequence word this process last caught up to (the store's
     /// `_followed_sequence`, kept in this word: words.rs).
     followed: Py<Word>,
+    /// The log's `last_store_ms` (kept in this word: `CommitLog.last_store`).
+    last_store: Py<Word>,
     slots: Slots,
     topics: Py<PyDict>,
     dirty: Py<PySet>,
@@ -507,6 +505,10 @@ impl AppendCore {
                 .unbind(),
             followed: store
                 .getattr(intern!(py, "_followed"))?
+                .cast_into::<Word>()?
+                .unbind(),
+            last_store: log
+                .getattr(intern!(py, "last_store"))?
                 .cast_into::<Word>()?
                 .unbind(),
             store_dict: store
@@ -1501,7 +1503,7 @@ impl AppendCore {
         if tail < base {
             return declined();
         }
-        let last_store_ms = item_int(log, intern!(py, "last_store_ms"))?;
+        let last_store_ms = self.last_store.get().load();
         Ok(Ready {
             header,
             sequence,
@@ -1716,7 +1718,7 @@ impl AppendCore {
         let end_object = end.into_pyobject(py)?.into_any();
         log.set_item(intern!(py, "tail"), &end_object)?;
         if now != ready.last_store_ms {
-            log.set_item(intern!(py, "last_store_ms"), now)?;
+            self.last_store.get().store(now);
         }
         let mut ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire);
         for &(queue_id, end_offset) in notes {
