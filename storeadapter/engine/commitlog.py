@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from . import fileio
+from . import dataplane, fileio
 from .errors import CorruptRecordError, StoreFormatError
 from .record import (
     END_OF_SEGMENT_MAGIC,
@@ -32,6 +32,15 @@ class CommitLog(metaclass=Watched):
     completed.
     """
 
+    @property
+    def last_store_ms(self) -> int:
+        """The newest record's store time, as far as this process saw."""
+        return self.last_store.value
+
+    @last_store_ms.setter
+    def last_store_ms(self, ms: int) -> None:
+        self.last_store.value = ms
+
     def __init__(self, directory: Path, segment_bytes: int) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
@@ -43,7 +52,9 @@ class CommitLog(metaclass=Watched):
         self._located: tuple[list[int], list[Segment]] = ([], [])
         self.tail = 0
         self.flushed = 0
-        self.last_store_ms = 0  # the newest record's store time, as far as this process saw
+        # The newest record's store time, as far as this process saw (``last_store_ms``),
+        # in a native word the native append reads and moves without a look-up.
+        self.last_store = dataplane.Word(0)
         self.unsynced: list[Segment] = []
         # Called with the end of every write before it is made (the writer's extent).
         self.before_write: Callable[[int], None] = _nothing

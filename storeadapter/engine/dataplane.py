@@ -73,6 +73,20 @@ StoreCore = _native.StoreCore
 AppendCore = _native.AppendCore
 #: Sync mode's group commit (native/src/group_commit.rs; nativeappend.log_syncer).
 LogSyncer = _native.LogSyncer
+#: The words the native append checks (native/src/python/words.rs), moved by the parts
+#: that change them: why the store refuses writes (one bit per reason, below), and the
+#: log ends past which an append asks the flusher, the warmer or the waiting pulls.
+Refusals = _native.Refusals
+Asks = _native.Asks
+#: A number kept natively (the store's ``_followed_sequence``), read and moved by the
+#: native append without a look-up.
+Word = _native.Word
+#: ``Refusals``' bits: closed, opened before a fork, failed, the disk past
+#: ``disk_reject_ratio`` (the long way raises the typed error for each).
+REFUSED_CLOSED = 1
+REFUSED_FORKED = 2
+REFUSED_FAILED = 4
+REFUSED_DISK_FULL = 8
 #: The seam generation (seam.py): moved whenever a function of the write path is
 #: replaced or put back; the native append looks its genuine functions up again then.
 seam_changed = _native.seam_changed

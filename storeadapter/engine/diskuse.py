@@ -8,15 +8,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import fileio
+from . import dataplane, fileio
 
 
 class DiskUse:
-    """The used share of the store's file system (0 to 1), as last measured."""
+    """The used share of the store's file system (0 to 1), as last measured.
 
-    def __init__(self, path: Path) -> None:
+    Setting ``ratio`` moves the store's refusal word (``dataplane.Refusals``, which the
+    native append reads) when it passes ``reject_ratio`` or falls back below it."""
+
+    def __init__(
+        self,
+        path: Path,
+        reject_ratio: float = 1.0,
+        refusals: dataplane.Refusals | None = None,
+    ) -> None:
         self.path = path
+        self.reject_ratio = reject_ratio
+        self._refusals = refusals
         self.ratio = 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self._ratio
+
+    @ratio.setter
+    def ratio(self, ratio: float) -> None:
+        self._ratio = ratio
+        if self._refusals is not None:
+            self._refusals.set(dataplane.REFUSED_DISK_FULL, not ratio < self.reject_ratio)
 
     def measure(self) -> float:
         """Measure the file system's use now, keep it and return it."""

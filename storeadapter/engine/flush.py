@@ -20,8 +20,12 @@ import errno
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .errors import DiskFullError, StoreFailedError
+
+if TYPE_CHECKING:
+    from .dataplane import Asks
 
 
 class FlushService:
@@ -33,6 +37,7 @@ class FlushService:
         on_failure: Callable[[BaseException], None],
         unsynced: Callable[[], bool] | None = None,
         pretouch: Callable[[], None] | None = None,
+        asks: Asks | None = None,
     ) -> None:
         self._sync_log = sync_log
         # Whether there is anything to sync: an appender just woken still counts as a
@@ -49,6 +54,9 @@ class FlushService:
         self._pretouch = pretouch
         self._touch = False
         self._stopping = False
+        # The native append's asks (``dataplane.Asks``): told whenever ``_flushed`` moves,
+        # it asks for a flush (``kick``) past ``flush_dirty_bytes`` beyond it.
+        self._asks = asks
         self._flushed = 0
         # Sync mode with the native append: its group commit (store.py sets it).
         self.native = None
@@ -74,6 +82,8 @@ class FlushService:
 
     def start(self, flushed: int) -> None:
         self._flushed = flushed
+        if self._asks is not None:
+            self._asks.flushed(flushed)
         self._thread.start()
 
     def kick(self) -> None:
@@ -99,6 +109,8 @@ class FlushService:
         with self._cond:
             if flushed > self._flushed:
                 self._flushed = flushed
+                if self._asks is not None:
+                    self._asks.flushed(flushed)
             self.last_flush_ms = time.time_ns() // 1_000_000
             durable = self.flushed
             covered = [w for w in self._waiting if w[0] <= durable]

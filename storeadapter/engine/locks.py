@@ -125,5 +125,5 @@ class ForkGuard:
     @classmethod
     def _after_fork(cls) -> None:
         for store in list(cls._stores):
-            store._forked = True  # type: ignore[attr-defined]
+            store._mark_forked()  # type: ignore[attr-defined]
         cls._stores = weakref.WeakSet()

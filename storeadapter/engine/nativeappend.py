@@ -33,7 +33,6 @@ from .segment import Segment
 from .sharedstate import SharedSnapshot, SharedState
 from .timeindex import TimeIndex
 from .topics import Topic
-from .warming import WARM_ASK_BYTES
 from .writer import Writer
 from .writesession import WriteSession
 
@@ -125,8 +124,6 @@ def append_core(store) -> dataplane.AppendCore | None:
         ConsumeQueue,
         _GENUINE_SYNC if sync else _GENUINE,
         store.config.max_message_bytes,
-        store.config.flush_dirty_bytes,
-        WARM_ASK_BYTES,
         (Topic, QueueFile, Segment, TimeIndex),
     )
 

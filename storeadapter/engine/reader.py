@@ -65,20 +65,27 @@ class CorruptionLog:
 class Arrivals:
     """Pulls waiting in this process for an append, and the appends that wake them."""
 
-    def __init__(self) -> None:
+    def __init__(self, asks: dataplane.Asks | None = None) -> None:
         self._condition = threading.Condition()
         self.waiting = 0  # read without the lock by writers: a wake-up is then cheap to skip
+        # The native append's asks (``dataplane.Asks``): told how many wait, before the
+        # waiter looks for an append (so an append published after that look wakes it).
+        self._asks = asks
 
     def wait(self, timeout_s: float, still_nothing) -> None:
         """Wait up to ``timeout_s`` for ``wake``, if ``still_nothing()`` holds under the
         lock (an append that published just before is not waited for)."""
         with self._condition:
             self.waiting += 1
+            if self._asks is not None:
+                self._asks.pulls(self.waiting)
             try:
                 if still_nothing():
                     self._condition.wait(timeout_s)
             finally:
                 self.waiting -= 1
+                if self._asks is not None:
+                    self._asks.pulls(self.waiting)
 
     def wake(self) -> None:
         with self._condition:
@@ -88,13 +95,20 @@ class Arrivals:
 class Reader:
     """Checked reads of one store's log (see the module docstring)."""
 
-    def __init__(self, log: CommitLog, store_id: int, id_prefix: str, index: KeyIndex) -> None:
+    def __init__(
+        self,
+        log: CommitLog,
+        store_id: int,
+        id_prefix: str,
+        index: KeyIndex,
+        asks: dataplane.Asks | None = None,
+    ) -> None:
         self.log = log
         self.store_id = store_id
         self.id_prefix = id_prefix
         self.index = index
         self.corruptions = CorruptionLog()
-        self.arrivals = Arrivals()
+        self.arrivals = Arrivals(asks)
 
     def message_id(self, commit_offset: int) -> str:
         return format_message_id(self.store_id, commit_offset)

@@ -104,7 +104,7 @@ from .streamrecovery import cut_partial_group
 from .streams import Streams
 from .topics import Topic, TopicRegistry
 from .upkeep import Upkeep
-from .warming import Warmer, WarmService
+from .warming import WARM_ASK_BYTES, Warmer, WarmService
 from .writer import Writer
 from .writesession import Pen, WriteSession, held_alone, open_pen
 
@@ -151,6 +151,15 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # When the periodic flush next fsyncs shared topics' block files (async mode).
         self._blocks_due = time.monotonic() + config.queue_flush_interval_ms / 1000
         self._closed = False
+        # Why the store refuses writes, one bit each (closed, forked, failed, the disk
+        # past its reject ratio), moved where those change; the native append reads it
+        # (docs/PERFORMANCE.md, "Issue 31 (part 10)").
+        self._refusals = dataplane.Refusals()
+        # When an append asks the flusher, the warmer, the waiting pulls (their parts
+        # move it); the native append reads it. Sync mode asks for no flush.
+        self._asks = dataplane.Asks(
+            None if self._sync_mode else config.flush_dirty_bytes, WARM_ASK_BYTES
+        )
         self._core = None  # the native read core (dataplane.store_core), made by _open
         self._appender = None  # the native append (nativeappend.py), made by _open
         # Sync mode's native group commit (nativeappend.log_syncer), made by _open.
@@ -160,7 +169,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._pen: Pen | None = None  # the write lock (writesession.py), made by _open
         self._shared: SharedState | None = None
         self._seen = SharedSnapshot(0, 0, 0, 0, 0)
-        self._followed_sequence = -1  # the shared state's sequence when last caught up
+        # The shared state's sequence when last caught up (``_followed_sequence``), in a
+        # native word the native append reads and moves without a look-up.
+        self._followed = dataplane.Word(-1)
         self._forked = False
         self._index_marker_pending = False
         # Stretches [start, end) of the log whose records' files this process has not
@@ -170,7 +181,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # its recovery passed are marked as they happen.
         self._unmarked: list[tuple[int, int]] = []
         self._named_paths: set[str] = set()  # files other than queue files, adopted
-        self._disk = DiskUse(path)
+        self._disk = DiskUse(path, config.disk_reject_ratio, self._refusals)
         self.last_retention: RetentionReport | None = None
 
     # ----------------------------------------------------------------- opening
@@ -223,7 +234,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self.path / "index", self.config.index_slots, self.config.index_entries
                 )
                 self._reader = Reader(
-                    self.commitlog, self.identity.store_id, self._id_prefix, self._index
+                    self.commitlog,
+                    self.identity.store_id,
+                    self._id_prefix,
+                    self._index,
+                    self._asks,
                 )
                 self._streams = Streams(
                     self.path / "consumequeue",
@@ -255,7 +270,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._registry.on_load = self._on_queue_load
         self._disk.measure()
         # What this process writes or follows from now on, mapped in ahead of its readers.
-        self._warm = WarmService(Warmer(self.commitlog, self.commitlog.tail))
+        self._warm = WarmService(Warmer(self.commitlog, self.commitlog.tail), self._asks)
         self._flusher = FlushService(
             self._sync_log,
             self._flush_periodic,
@@ -263,6 +278,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._fail,
             self._log_unsynced,
             self._pretouch,
+            self._asks,
         )
         self._session = WriteSession(
             self._pen,
@@ -291,6 +307,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._flusher,
             self._warm,
             self._id_prefix,
+            self._refusals,
         )
         self._core = dataplane.store_core(
             self, self.commitlog, self._shared.map, self._id_prefix, self._registry.topics
@@ -583,14 +600,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _follow(self) -> None:
         """Catch up with what other processes published (appends, topics, offsets)."""
         sequence = self._shared.sequence()
-        if sequence == self._followed_sequence:
+        if sequence == self._followed.value:
             return  # nothing was published since this process last caught up
         snapshot = self._shared.read()
         if snapshot != self._seen:
             with self._follow_lock:
                 self._follow_to(snapshot)
         if not sequence & 1 and self._seen == snapshot:
-            self._followed_sequence = sequence
+            self._followed.value = sequence
+
+    @property
+    def _followed_sequence(self) -> int:
+        """The shared state's sequence word when this process last caught up."""
+        return self._followed.value
 
     def _follow_to(self, snapshot: SharedSnapshot) -> None:
         seen = self._seen
@@ -1016,6 +1038,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 with contextlib.suppress(OSError):
                     topic.ends.raise_to(ends, len(topic.queues), tail)
 
+    def _mark_forked(self) -> None:
+        """This process forked after the store was opened: the child may not use it
+        (ForkGuard calls it in the child)."""
+        self._forked = True
+        self._refusals.set(dataplane.REFUSED_FORKED, True)
+
     def _fail(self, error: BaseException) -> None:
         """Refuse writes until reopened (the writer keeps the failure)."""
         self._writer.fail(error)
@@ -1169,6 +1197,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if self._log_syncer is not None:
             self._log_syncer.close()  # its waiters not covered by now time out
         self._closed = True
+        self._refusals.set(dataplane.REFUSED_CLOSED, True)
         self._core.close()
         if self._appender is not None:
             self._appender.close()

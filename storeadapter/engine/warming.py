@@ -82,8 +82,11 @@ class Warmer:
 class WarmService:
     """The thread that runs a ``Warmer``'s steps when asked, until it has caught up."""
 
-    def __init__(self, warmer: Warmer) -> None:
+    def __init__(self, warmer: Warmer, asks: dataplane.Asks | None = None) -> None:
         self._warmer = warmer
+        # The native append's asks: told whenever ``engaged`` or ``asked`` moves, it
+        # calls ``soon`` past ``WARM_ASK_BYTES`` beyond ``asked`` once engaged.
+        self._asks = asks
         self._cond = threading.Condition()
         self._wanted = False
         self._stopping = False
@@ -105,6 +108,7 @@ class WarmService:
                 return
             self.engaged = True
             self._warmer.warmed = max(self._warmer.warmed, tail - WARM_BACK_BYTES)
+            self._moved()
         self.soon(tail)
 
     def soon(self, end: int) -> None:
@@ -113,8 +117,13 @@ class WarmService:
             return
         with self._cond:
             self.asked = end
+            self._moved()
             self._wanted = True
             self._cond.notify()
+
+    def _moved(self) -> None:
+        if self._asks is not None:
+            self._asks.warm(self.engaged, self.asked)
 
     def behind(self, end: int) -> None:
         """Ask for the log up to ``end`` to be mapped in if it is ``WARM_ASK_BYTES`` past

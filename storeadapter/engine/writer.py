@@ -143,8 +143,10 @@ class Writer(metaclass=Watched):
         flusher: FlushService,
         warm: WarmService,
         id_prefix: str,
+        refusals: dataplane.Refusals | None = None,
     ) -> None:
         self.path = path
+        self._refusals = refusals
         self.config = config
         self.commitlog = commitlog
         self._registry = registry
@@ -165,9 +167,21 @@ class Writer(metaclass=Watched):
             fill_wait_s=config.group_commit_wait_us / 1e6,
             on_timeout=self.flush_timed_out,
         )
-        # The error that made the store refuse writes (a write's, an fsync's, or a
-        # change's the store reports with ``fail``); None while it takes them.
-        self.failure: BaseException | None = None
+        self.failure = None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that made the store refuse writes (a write's, an fsync's, or a
+        change's the store reports with ``fail``); None while it takes them. Setting it
+        moves the store's refusal word (``dataplane.Refusals``, read by the native
+        append)."""
+        return self._failure
+
+    @failure.setter
+    def failure(self, error: BaseException | None) -> None:
+        self._failure = error
+        if self._refusals is not None:
+            self._refusals.set(dataplane.REFUSED_FAILED, error is not None)
 
     # --------------------------------------------------------------- preparing
 

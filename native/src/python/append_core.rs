@@ -54,6 +54,7 @@ use super::pen::Pen;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
 use super::window::{populate_write, NotStored, QueueWindow};
+use super::words::{Asks, Refusals, Word};
 use super::Bytes;
 use super::{check_record_type, id_prefix, message_id, new_record};
 use crate::appending;
@@ -225,10 +226,16 @@ pub struct AppendCore {
     store_dict: Py<PyDict>,
     log_dict: Py<PyDict>,
     writer: Py<PyAny>,
-    writer_dict: Py<PyDict>,
-    /// The store's `DiskUse` (its `ratio`) and `disk_reject_ratio`.
-    disk_dict: Py<PyDict>,
-    reject_ratio: f64,
+    /// The store's refusals (closed, forked, failed, the disk past its reject ratio:
+    /// words.rs), moved by the parts that change them; 0 while it takes writes.
+    refusals: Py<Refusals>,
+    /// When an append asks the flusher, the warmer, the waiting pulls (words.rs).
+    asks: Py<Asks>,
+    /// The sequence word this process last caught up to (the store's
+    /// `_followed_sequence`, kept in this word: words.rs).
+    followed_word: Py<Word>,
+    /// The log's `last_store_ms` (kept in this word: `CommitLog.last_store`).
+    last_store: Py<Word>,
     slots: Slots,
     topics: Py<PyDict>,
     dirty: Py<PySet>,
@@ -253,17 +260,11 @@ pub struct AppendCore {
     syncer: Option<Py<LogSyncer>>,
     warm: Py<PyAny>,
     arrivals: Py<PyAny>,
-    /// Their `__dict__`s: `flushed`, `engaged`, `asked`, `waiting` are read from them.
-    flusher_dict: Py<PyDict>,
-    warm_dict: Py<PyDict>,
-    arrivals_dict: Py<PyDict>,
     prefix: [u8; 8],
     max_body: usize,
     /// How many queue files' descriptors `tails` keeps: `OPEN_FILES`, or the store's
     /// `max_open_queue_files` when lower.
     open_files: usize,
-    dirty_limit: i64,
-    warm_ask: i64,
     capacity: usize,
     tails: Mutex<ByAddress<Tail>>,
     /// The facts of the topics appended to lately, by their info's address.
@@ -502,14 +503,6 @@ impl Drop for WritableView {
     }
 }
 
-/// An object's `__dict__` (its plain attributes, read without a look-up by name).
-fn instance_dict(object: &Bound<'_, PyAny>) -> PyResult<Py<PyDict>> {
-    Ok(object
-        .getattr(pyo3::intern!(object.py(), "__dict__"))?
-        .cast_into::<PyDict>()?
-        .unbind())
-}
-
 /// Let go of a thread lock the core took.
 fn release(lock: &ThreadLock) -> PyResult<()> {
     lock.release_lock()
@@ -542,8 +535,6 @@ impl AppendCore {
         queue_type: &Bound<'_, PyType>,
         genuine: Vec<(Bound<'_, PyAny>, Bound<'_, PyString>, Bound<'_, PyAny>)>,
         max_body: usize,
-        dirty_limit: i64,
-        warm_ask: i64,
         slotted: Slotted<'_>,
     ) -> PyResult<AppendCore> {
         check_record_type(result_type)?;
@@ -560,20 +551,23 @@ impl AppendCore {
             open_files: open_files.clamp(1, OPEN_FILES),
             slots: Slots::new(queue_type, slotted)?,
             log_dict: log.getattr(intern!(py, "__dict__"))?.cast_into()?.unbind(),
-            writer_dict: writer
-                .getattr(intern!(py, "__dict__"))?
-                .cast_into()?
-                .unbind(),
             writer: writer.unbind(),
-            disk_dict: store
-                .getattr(intern!(py, "_disk"))?
-                .getattr(intern!(py, "__dict__"))?
-                .cast_into()?
+            refusals: store
+                .getattr(intern!(py, "_refusals"))?
+                .cast_into::<Refusals>()?
                 .unbind(),
-            reject_ratio: store
-                .getattr(intern!(py, "config"))?
-                .getattr(intern!(py, "disk_reject_ratio"))?
-                .extract()?,
+            asks: store
+                .getattr(intern!(py, "_asks"))?
+                .cast_into::<Asks>()?
+                .unbind(),
+            followed_word: store
+                .getattr(intern!(py, "_followed"))?
+                .cast_into::<Word>()?
+                .unbind(),
+            last_store: log
+                .getattr(intern!(py, "last_store"))?
+                .cast_into::<Word>()?
+                .unbind(),
             store_dict: store
                 .getattr(intern!(py, "__dict__"))?
                 .cast_into()?
@@ -607,13 +601,6 @@ impl AppendCore {
                 .into_iter()
                 .map(|(d, n, o)| (d.unbind(), n.unbind(), o.unbind()))
                 .collect(),
-            flusher_dict: instance_dict(&store.getattr(intern!(py, "_flusher"))?)?,
-            warm_dict: instance_dict(&store.getattr(intern!(py, "_warm"))?)?,
-            arrivals_dict: instance_dict(
-                &store
-                    .getattr(intern!(py, "_reader"))?
-                    .getattr(intern!(py, "arrivals"))?,
-            )?,
             flusher: store.getattr(intern!(py, "_flusher"))?.unbind(),
             syncer: store
                 .getattr(intern!(py, "_log_syncer"))?
@@ -625,8 +612,6 @@ impl AppendCore {
                 .unbind(),
             prefix: id_prefix(prefix)?,
             max_body,
-            dirty_limit,
-            warm_ask,
             capacity,
             tails: Mutex::new(ByAddress::default()),
             topic_facts: Mutex::new(ByAddress::default()),
@@ -856,30 +841,28 @@ impl AppendCore {
         Ok(())
     }
 
-    /// Everything checked before the pen: the store, the topic, the body.
+    /// Everything checked before the pen: the store, the topic, the body. The store
+    /// refuses writes (closed, forked, failed, its disk past `disk_reject_ratio`: one
+    /// word, moved by the parts that change them): the long way raises the typed error.
     fn check_store(&self, py: Python<'_>) -> Step<()> {
-        let store = self.store_dict.bind(py);
-        for flag in [intern!(py, "_closed"), intern!(py, "_forked")] {
-            match store.get_item(flag)? {
-                Some(value) if !value.is_truthy()? => {}
-                _ => return declined(),
-            }
+        if self.refusals.get().refused() != 0 {
+            return declined();
         }
         let dispatchers = self.dispatchers.bind(py);
         if dispatchers.len() != self.dispatcher_items.len()
-            || dispatchers
+            || self
+                .dispatcher_items
                 .iter()
-                .zip(&self.dispatcher_items)
-                .any(|(now, then)| !now.is(then.bind(py)))
+                .enumerate()
+                // SAFETY: the GIL is held and `dispatchers` is a live list of (just
+                // checked) that many items; the item is only compared by address, so
+                // no reference is taken or needed.
+                .any(|(at, then)| unsafe {
+                    ffi::PyList_GET_ITEM(dispatchers.as_ptr(), at as ffi::Py_ssize_t)
+                        != then.as_ptr()
+                })
         {
             return declined();
-        }
-        if !item(self.writer_dict.bind(py), intern!(py, "failure"))?.is_none() {
-            return declined(); // the long way raises the store's failure
-        }
-        match item(self.disk_dict.bind(py), intern!(py, "ratio"))?.extract::<f64>() {
-            Ok(ratio) if ratio < self.reject_ratio => {}
-            _ => return declined(), // the long way refuses it (DiskFullError)
         }
         self.still_genuine(py)
     }
@@ -1527,39 +1510,29 @@ impl AppendCore {
     /// What `Writer.append_prepared` does after an async write: ask for a flush past
     /// `flush_dirty_bytes`, for warming past `WARM_ASK_BYTES`, and wake waiting pulls
     /// (sync mode: no flush is asked for; the append waits for its own, `waited_out`).
-    /// (Their fields are read from their `__dict__`s: plain attributes, no descriptor.)
+    /// The flusher, the warmer and the pulls keep the ends past which each is asked in
+    /// `asks` (words.rs): below the lowest, one load and nothing else.
     /// `touch`: a single append asks for the pretoucher (a batch writes its records
     /// with `pwrite`, so the segment's pages need no faulting in for it).
     fn after(&self, py: Python<'_>, end: i64, touch: bool) -> PyResult<()> {
-        fn field<'py>(
-            dict: &Py<PyDict>,
-            name: &Bound<'py, PyString>,
-        ) -> PyResult<Bound<'py, PyAny>> {
-            dict.bind(name.py())
-                .get_item(name)?
-                .ok_or_else(|| pyo3::exceptions::PyAttributeError::new_err(name.to_string()))
-        }
-        if self.syncer.is_none() {
-            // Async mode: no native syncer, so `flushed` is the service's own `_flushed`.
-            let flushed: i64 = field(&self.flusher_dict, intern!(py, "_flushed"))?.extract()?;
-            if end - flushed > self.dirty_limit {
-                self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
-            }
-        }
         let touched = self.touch_asked.load(Ordering::Relaxed);
         if touch && end.abs_diff(touched as i64) > PRETOUCH_ASK {
             self.touch_asked.store(end as u64, Ordering::Relaxed);
             self.flusher.bind(py).call_method0(intern!(py, "touch"))?;
         }
-        if field(&self.warm_dict, intern!(py, "engaged"))?.is_truthy()? {
-            let asked: i64 = field(&self.warm_dict, intern!(py, "asked"))?.extract()?;
-            if end - asked > self.warm_ask {
-                self.warm
-                    .bind(py)
-                    .call_method1(intern!(py, "soon"), (end,))?;
-            }
+        let asks = self.asks.get();
+        if !asks.due(end) {
+            return Ok(());
         }
-        if field(&self.arrivals_dict, intern!(py, "waiting"))?.is_truthy()? {
+        if self.syncer.is_none() && asks.flush_due(end) {
+            self.flusher.bind(py).call_method0(intern!(py, "kick"))?;
+        }
+        if asks.warm_due(end) {
+            self.warm
+                .bind(py)
+                .call_method1(intern!(py, "soon"), (end,))?;
+        }
+        if asks.wake_due() {
             self.arrivals.bind(py).call_method0(intern!(py, "wake"))?;
         }
         Ok(())
@@ -1691,7 +1664,6 @@ impl AppendCore {
     /// segment, the time of the write.
     fn ready<'py>(&self, py: Python<'py>, waited: bool) -> Step<Ready<'py>> {
         let store = self.store.bind(py);
-        let store_dict = self.store_dict.bind(py);
         let log = self.log_dict.bind(py);
         let slots = &self.slots;
         let Some(header) = WritableView::of(self.state_map.bind(py)) else {
@@ -1710,9 +1682,8 @@ impl AppendCore {
         if sequence & 1 == 1 {
             return declined();
         }
-        if i64::try_from(sequence).ok()
-            != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
-        {
+        let followed = self.followed_word.get();
+        if i64::try_from(sequence).ok() != Some(followed.load()) {
             // Moved since this process last looked (by its own long way, or by another
             // process). Another process's appends alone: the core takes in their notes
             // itself (follow.rs). Anything else: the store's `_follow` decides, and
@@ -1724,9 +1695,7 @@ impl AppendCore {
                 Followed::NotHere => {
                     let seen = store.getattr(intern!(py, "_seen"))?;
                     store.call_method0(intern!(py, "_follow"))?;
-                    if i64::try_from(sequence).ok()
-                        != Some(item_int(store_dict, intern!(py, "_followed_sequence"))?)
-                    {
+                    if i64::try_from(sequence).ok() != Some(followed.load()) {
                         return declined();
                     }
                     if !store.getattr(intern!(py, "_seen"))?.is(&seen) {
@@ -1765,7 +1734,7 @@ impl AppendCore {
         if tail < base {
             return declined();
         }
-        let last_store_ms = item_int(log, intern!(py, "last_store_ms"))?;
+        let last_store_ms = self.last_store.get().load();
         Ok(Ready {
             header,
             sequence,
@@ -1981,7 +1950,7 @@ impl AppendCore {
         let end_object = end.into_pyobject(py)?.into_any();
         log.set_item(intern!(py, "tail"), &end_object)?;
         if now != ready.last_store_ms {
-            log.set_item(intern!(py, "last_store_ms"), now)?;
+            self.last_store.get().store(now);
         }
         let mut ring_seq = header.word(RING_SEQ_AT).load(Ordering::Acquire);
         for &(queue_id, end_offset) in notes {
@@ -2025,7 +1994,7 @@ impl AppendCore {
             )?;
             store_dict.set_item(intern!(py, "_seen"), snapshot)?;
         }
-        store_dict.set_item(intern!(py, "_followed_sequence"), odd + 1)?;
+        self.followed_word.get().store((odd + 1) as i64);
         Ok(())
     }
 

@@ -27,6 +27,7 @@ mod store_core;
 mod thread_lock;
 mod warm;
 mod window;
+mod words;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -54,6 +55,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<thread_lock::ThreadLock>()?;
     m.add_class::<append_core::AppendCore>()?;
     m.add_class::<log_sync::LogSyncer>()?;
+    m.add_class::<words::Refusals>()?;
+    m.add_class::<words::Asks>()?;
+    m.add_class::<words::Word>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;

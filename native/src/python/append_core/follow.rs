@@ -96,7 +96,7 @@ impl AppendCore {
             if ring_seq != after {
                 return Ok(Followed::NotHere);
             }
-            store.set_item(intern!(py, "_followed_sequence"), sequence)?;
+            self.followed_word.get().store(sequence as i64);
             return Ok(Followed::Nothing);
         }
         if ring_seq - after > RING_ENTRIES || word(SEQUENCE_AT) != sequence {
@@ -169,8 +169,9 @@ impl AppendCore {
             }
             dirty.add(&queue.queue)?;
         }
-        if store_ms > item_int(log, intern!(py, "last_store_ms"))? {
-            log.set_item(intern!(py, "last_store_ms"), store_ms)?;
+        let last_store = self.last_store.get();
+        if store_ms > last_store.load() {
+            last_store.store(store_ms);
         }
         let unsynced = item(log, intern!(py, "unsynced"))?
             .cast_into::<PyList>()
@@ -196,7 +197,7 @@ impl AppendCore {
             )?;
             store.set_item(intern!(py, "_seen"), snapshot)?;
         }
-        store.set_item(intern!(py, "_followed_sequence"), sequence)?;
+        self.followed_word.get().store(sequence as i64);
         self.followed.fetch_add(1, Ordering::Relaxed);
         Ok(Followed::Ends)
     }
