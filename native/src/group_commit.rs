@@ -450,6 +450,11 @@ impl GroupCommit {
         }
         let mut state = self.shared.lock();
         let woken = Shared::all_with(&mut state, CLOSED);
+        // Let go of the segment's descriptor now, not when this is dropped: a closed
+        // store may wait for the collector (its objects hold one another), and a
+        // segment deleted meanwhile keeps its blocks and cached pages until the last
+        // descriptor goes.
+        state.segment = None;
         drop(state);
         unpark(woken);
     }
