@@ -1199,12 +1199,12 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._closed = True
         self._refusals.set(dataplane.REFUSED_CLOSED, True)
         self._core.close()
-        if self._appender is not None:
-            self._appender.close()
-            self._appender = None  # it holds the store: no cycle left to collect
-            self.__dict__.pop("append", None)  # its bound call holds the core
+        appender, self._appender = self._appender, None  # it holds the store: no cycle
+        self.__dict__.pop("append", None)  # its bound call holds the core
         self._reader.arrivals.wake()
         self._registry.close()
+        if appender is not None:
+            appender.close()  # after the files: it lets go of closed block files' maps
         self._index.close()
         self._streams.close()
         self.commitlog.close()

@@ -29,7 +29,7 @@ def two(open_store, store_path):
     second = open_store(store_path, config)
     if first._appender is None:
         pytest.skip("no native append here (the flock pen)")
-    first.create_topic("t", queues=3)
+    first.create_topic("t", queues=3, layout="files")
     # The first segment and every queue loaded in both (the long way does both: an
     # append to a given queue), so that the core applies from here on.
     for name, store in (("first", first), ("second", second)):

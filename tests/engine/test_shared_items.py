@@ -193,3 +193,22 @@ def test_a_kill_after_a_partial_flush_re_dispatches_from_the_checkpoint(tmp_path
         assert recovery.started_at == dispatched and recovery.tail == tail
     _write(tmp_path / "p", False)
     assert _records(tmp_path / "s") == _records(tmp_path / "p")
+
+
+def test_a_closed_store_keeps_no_mapping_of_its_block_files_while_it_waits_for_the_collector(
+    tmp_path,
+):
+    # The native shared batch maps block files process-wide; a store's close lets go of
+    # them, not the next batch of another store (a deleted store's space stayed mapped).
+    path = tmp_path / "s"
+    store = MessageStore.open(path, _config())
+    store.create_topic("t", queues=8, layout="shared")
+    store.append_batch("t", [{"body": b"x", "queue": q} for q in range(8)])
+    store.append_batch("t", [{"body": b"y", "queue": q} for q in range(8)])
+    assert store._appender.batched >= 1
+    store.close()
+
+    with open("/proc/self/maps") as maps:
+        mapped = [line for line in maps if str(path) in line and "/blocks/" in line]
+    assert store is not None  # still referenced: nothing was collected
+    assert mapped == []

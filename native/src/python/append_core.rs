@@ -814,10 +814,13 @@ impl AppendCore {
     }
 
     /// Close the queue files' descriptors kept here.
-    fn close(&self) {
+    /// Let go of the queue files' descriptors and windows, and of the mappings of block
+    /// files closed since (the store closes its files first).
+    fn close(&self, py: Python<'_>) {
         if let Ok(mut tails) = self.tails.lock() {
             tails.clear();
         }
+        shared_core::release_closed_maps(py);
     }
 }
 

@@ -72,6 +72,34 @@ const LOCK_WAIT_S: f64 = 1.0;
 /// Open block files mapped at most (past it, a file is written with `pwrite`s).
 const MAPS_KEPT: usize = 64;
 
+/// Let go of the mappings of closed files (their `BlockFile._fd` is -1: closed with
+/// their store, or deleted by retention, whose space a mapping would keep).
+fn release_closed(py: Python<'_>, maps: &mut Vec<BlockMap>) {
+    maps.retain(|m| {
+        let open = m
+            .file
+            .bind(py)
+            .getattr(intern!(py, "_fd"))
+            .and_then(|fd| fd.extract::<i64>())
+            .map(|fd| fd >= 0)
+            .unwrap_or(false);
+        if !open {
+            // SAFETY: `at` and `len` are a mapping made by `mapped` and not unmapped
+            // since; the GIL is held, so no store into it is under way.
+            unsafe { libc::munmap(m.at as *mut libc::c_void, m.len) };
+        }
+        open
+    });
+}
+
+/// Let go of the mappings of block files closed since (a store's close: its files'
+/// space and pages are not kept until another batch maps a file).
+pub(super) fn release_closed_maps(py: Python<'_>) {
+    if let Ok(mut maps) = MAPS.lock() {
+        release_closed(py, &mut maps);
+    }
+}
+
 /// The address of `file`'s mapping (`len` bytes, the whole file as `BlockFile.create`
 /// reserves it), mapped on first use after reserving its space with `fallocate` again
 /// (a file made by an older engine, or on a file system that could not preallocate,
@@ -83,25 +111,7 @@ fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
     if let Some(known) = maps.iter().find(|m| m.file.bind(file.py()).is(file)) {
         return (known.len == len).then_some(known.at);
     }
-    {
-        // Let go of the mappings of closed files (their `BlockFile._fd` is -1: closed
-        // with their store, or deleted by retention, whose space a mapping would keep).
-        maps.retain(|m| {
-            let open = m
-                .file
-                .bind(file.py())
-                .getattr(intern!(file.py(), "_fd"))
-                .and_then(|fd| fd.extract::<i64>())
-                .map(|fd| fd >= 0)
-                .unwrap_or(false);
-            if !open {
-                // SAFETY: `at` and `len` are a mapping made below and not unmapped
-                // since; the GIL is held, so no store into it is under way.
-                unsafe { libc::munmap(m.at as *mut libc::c_void, m.len) };
-            }
-            open
-        });
-    }
+    release_closed(file.py(), &mut maps);
     if maps.len() >= MAPS_KEPT {
         return None;
     }
