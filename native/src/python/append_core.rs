@@ -220,6 +220,76 @@ fn item_int(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> Step<i64> {
     Ok(item(dict, name)?.extract::<i64>()?)
 }
 
+/// A batch's run placed at the tail: the records encoded, each queue's entries (in the
+/// order of its share), and each record's queue offset and commit offset.
+struct Run {
+    out: Vec<u8>,
+    entries: Vec<Vec<u8>>,
+    queue_offsets: Vec<u64>,
+    starts: Vec<u64>,
+}
+
+/// The records in order from `tail` (to `end`), each at the next offset of its queue
+/// (`_write_general`): `shares` gives each queue's first offset and count, `held` each
+/// record's tag, keys, properties and body and its tag hash, `places` its share and
+/// queue id.
+#[allow(clippy::too_many_arguments)]
+fn place_run<'a>(
+    tail: u64,
+    end: u64,
+    now: i64,
+    name_bytes: &[u8],
+    shares: impl Iterator<Item = (u64, u64)>,
+    held: impl ExactSizeIterator<Item = (&'a [Bound<'a, PyBytes>; 4], u64)>,
+    places: &[(usize, u32)],
+) -> Step<Run> {
+    let (mut next, counts): (Vec<u64>, Vec<u64>) = shares.unzip();
+    let mut at = tail;
+    let mut records = Vec::with_capacity(held.len());
+    let mut queue_offsets = Vec::with_capacity(held.len());
+    let mut starts = Vec::with_capacity(held.len());
+    for ((fields, hashed), (share, queue_id)) in held.zip(places) {
+        let queue_offset = next[*share];
+        next[*share] += 1;
+        let record = appending::Placed {
+            fields: crate::record::Fields {
+                commit_offset: at,
+                queue_offset,
+                born_ms: now,
+                store_ms: now,
+                queue_id: *queue_id,
+                topic: name_bytes,
+                tag: fields[0].as_bytes(),
+                keys: fields[1].as_bytes(),
+                properties: fields[2].as_bytes(),
+            },
+            body: fields[3].as_bytes(),
+            tag_hash: hashed,
+        };
+        starts.push(at);
+        queue_offsets.push(queue_offset);
+        at += crate::record::record_length(&record.fields, record.body.len()) as u64;
+        records.push(record);
+    }
+    if at != end {
+        return declined(); // never: the lengths are the records'
+    }
+    let (out, packed) = appending::encode_placed(&records);
+    let mut entries: Vec<Vec<u8>> = counts
+        .iter()
+        .map(|count| Vec::with_capacity(*count as usize * ENTRY_SIZE))
+        .collect();
+    for (i, (share, _)) in places.iter().enumerate() {
+        entries[*share].extend_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
+    }
+    Ok(Run {
+        out,
+        entries,
+        queue_offsets,
+        starts,
+    })
+}
+
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct AppendCore {
     store: Py<PyAny>,
@@ -1209,46 +1279,20 @@ impl AppendCore {
         let segment_fd =
             i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
         let name_bytes = topic.name_bytes.as_bytes();
-        // The records in order, each at the next offset of its queue (`_write_general`).
-        let mut next: Vec<u64> = rooms.iter().map(|room| room.base).collect();
-        let mut at = tail;
-        let mut records = Vec::with_capacity(held.len());
-        let mut queue_offsets = Vec::with_capacity(held.len());
-        let mut starts = Vec::with_capacity(held.len());
-        for ((fields, hashed, _), (share, queue_id)) in held.iter().zip(places) {
-            let queue_offset = next[*share];
-            next[*share] += 1;
-            let record = appending::Placed {
-                fields: crate::record::Fields {
-                    commit_offset: at,
-                    queue_offset,
-                    born_ms: now,
-                    store_ms: now,
-                    queue_id: *queue_id,
-                    topic: name_bytes,
-                    tag: fields[0].as_bytes(),
-                    keys: fields[1].as_bytes(),
-                    properties: fields[2].as_bytes(),
-                },
-                body: fields[3].as_bytes(),
-                tag_hash: *hashed,
-            };
-            starts.push(at);
-            queue_offsets.push(queue_offset);
-            at += crate::record::record_length(&record.fields, record.body.len()) as u64;
-            records.push(record);
-        }
-        if at != end {
-            return declined(); // never: the lengths are the records'
-        }
-        let (out, packed) = appending::encode_placed(&records);
-        let mut entries: Vec<Vec<u8>> = rooms
-            .iter()
-            .map(|room| Vec::with_capacity(room.count as usize * ENTRY_SIZE))
-            .collect();
-        for (i, (share, _)) in places.iter().enumerate() {
-            entries[*share].extend_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
-        }
+        let Run {
+            out,
+            entries,
+            queue_offsets,
+            starts,
+        } = place_run(
+            tail,
+            end,
+            now,
+            name_bytes,
+            rooms.iter().map(|room| (room.base, room.count)),
+            held.iter().map(|(fields, hashed, _)| (fields, *hashed)),
+            places,
+        )?;
         Self::begin(&ready, end);
         // The records with one pwrite, each queue's entries with one, the time marks,
         // then the key index's items in one `put_many`; a failure clears all of it.

@@ -389,45 +389,20 @@ impl AppendCore {
         let segment_fd =
             i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
         let name_bytes = topic.name_bytes.as_bytes();
-        let mut next: Vec<u64> = rooms.iter().map(|room| room.base).collect();
-        let mut at = tail;
-        let mut records = Vec::with_capacity(held.len());
-        let mut queue_offsets = Vec::with_capacity(held.len());
-        let mut starts = Vec::with_capacity(held.len());
-        for ((fields, hashed), (share, queue_id)) in held.iter().zip(places) {
-            let queue_offset = next[*share];
-            next[*share] += 1;
-            let record = appending::Placed {
-                fields: crate::record::Fields {
-                    commit_offset: at,
-                    queue_offset,
-                    born_ms: now,
-                    store_ms: now,
-                    queue_id: *queue_id,
-                    topic: name_bytes,
-                    tag: fields[0].as_bytes(),
-                    keys: fields[1].as_bytes(),
-                    properties: fields[2].as_bytes(),
-                },
-                body: fields[3].as_bytes(),
-                tag_hash: *hashed,
-            };
-            starts.push(at);
-            queue_offsets.push(queue_offset);
-            at += crate::record::record_length(&record.fields, record.body.len()) as u64;
-            records.push(record);
-        }
-        if at != end {
-            return declined(); // never: the lengths are the records'
-        }
-        let (out, packed) = appending::encode_placed(&records);
-        let mut entries: Vec<Vec<u8>> = rooms
-            .iter()
-            .map(|room| Vec::with_capacity(room.count as usize * ENTRY_SIZE))
-            .collect();
-        for (i, (share, _)) in places.iter().enumerate() {
-            entries[*share].extend_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
-        }
+        let Run {
+            out,
+            mut entries,
+            queue_offsets,
+            starts,
+        } = place_run(
+            tail,
+            end,
+            now,
+            name_bytes,
+            rooms.iter().map(|room| (room.base, room.count)),
+            held.iter().map(|(fields, hashed)| (fields, *hashed)),
+            places,
+        )?;
         for queue_entries in &mut entries {
             crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
         }
