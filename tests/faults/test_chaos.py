@@ -1,6 +1,7 @@
 """The stress run's processes on one store, with one of them SIGKILLed and started
-again every ~0.4 s for 6 s: producers (sync and async), consumers, and the retention loop. The
-console reader is never killed and must never fail, whoever dies around it.
+again every ~0.4 s for 6 s (longer on a machine too slow for retention to have deleted a
+segment by then, at most 40 s): producers (sync and async), consumers, and the retention
+loop. The console reader is never killed and must never fail, whoever dies around it.
 
 Afterwards, as in test_stress: every acknowledged message is stored, intact, at its
 queue and offset, unless retention removed its whole segment; queues are contiguous;
@@ -24,6 +25,7 @@ from tests.faults.forkserver import Child, ForkServer
 from tests.faults.stressroles import GROUP
 
 RUN_S = 6.0
+MAX_RUN_S = 40.0
 SEED = 4242
 ROLES = "tests.faults.stressroles"
 
@@ -40,6 +42,7 @@ class Cast:
 
     def __init__(self, server: ForkServer, root: Path, path: Path, stop_at: float) -> None:
         self.server, self.root, self.path, self.stop_at = server, root, path, stop_at
+        self.stop_file = root / "stop"
         self.running: dict[str, Child] = {}
         self.incarnation = 0
         self.kills = 0
@@ -47,7 +50,7 @@ class Cast:
     def start(self, name: str) -> None:
         self.incarnation += 1
         tag = f"{name}.{self.incarnation}"
-        common = {"stop_at": self.stop_at}
+        common = {"stop_at": self.stop_at, "stop_file": str(self.stop_file)}
         if name.startswith("producer"):
             target = "produce"
             kwargs = {
@@ -81,10 +84,14 @@ class Cast:
         outcome = child.wait()
         assert outcome.killed or outcome.exit_code == 0, f"{name}: {outcome}"
         self.kills += outcome.killed
-        if time.time() < self.stop_at - 0.5:
+        if not self.stop_file.exists() and time.time() < self.stop_at - 0.5:
             self.start(name)
         else:
             del self.running[name]
+
+
+def retention_deleted(root: Path) -> bool:
+    return any('"deleted"' in log.read_text() for log in root.glob("retention.*.log"))
 
 
 @pytest.fixture(scope="module")
@@ -92,15 +99,19 @@ def chaos(server, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("chaos")
     path = root / "store"
     create_store(path)
-    cast = Cast(server, root, path, time.time() + RUN_S)
+    started = time.time()
+    cast = Cast(server, root, path, started + MAX_RUN_S)
     killable = [f"producer-{n}" for n in range(4)] + ["consumer-0", "consumer-1", "retention"]
     for name in [*killable, "console"]:
         cast.start(name)
     rng = random.Random(SEED)
-    while time.time() < cast.stop_at - 0.6:
+    while time.time() < cast.stop_at - 0.6 and not (
+        time.time() - started >= RUN_S and retention_deleted(root)
+    ):
         time.sleep(rng.uniform(0.2, 0.6))
         cast.kill_and_restart(rng.choice(killable))
-    give_up = cast.stop_at + 60
+    cast.stop_file.touch()
+    give_up = time.time() + 60
     while any(child.poll() is None for child in cast.running.values()):
         if time.time() > give_up:
             for child in cast.running.values():
