@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from storeadapter.engine import StoreClosedError, dataplane
+from storeadapter.engine import Message, StoreClosedError, dataplane
 from storeadapter.engine.commitlog import CommitLog
 
 
@@ -98,3 +98,21 @@ def test_messages_of_several_topics_carry_their_own_topic_names(store):
         message = store._core.get(result.message_id)
         assert message.topic == result.topic
         assert message.body == store.get(result.message_id).body
+
+
+def test_a_message_born_before_it_was_stored_keeps_both_times(store):
+    [sent] = store.append_batch("t", [Message(b"x", queue=0, born_time_ms=1234)])
+
+    message = store._core.get(sent.message_id)
+    assert message.born_time_ms == 1234
+    assert message.store_time_ms == sent.store_time_ms != 1234
+    assert message == store._get_long_way(sent.message_id)
+
+
+def test_a_message_born_as_it_was_stored_holds_one_int_for_both_times(store):
+    sent = store.append("t", b"x", queue=0)
+
+    message = store._core.get(sent.message_id)
+    assert message.born_time_ms == message.store_time_ms == sent.store_time_ms
+    assert message.born_time_ms is message.store_time_ms
+    assert message == store._get_long_way(sent.message_id)
