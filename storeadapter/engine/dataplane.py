@@ -82,7 +82,9 @@ Asks = _native.Asks
 #: native append without a look-up.
 Word = _native.Word
 #: ``Refusals``' bits: closed, opened before a fork, failed, the disk past
-#: ``disk_reject_ratio`` (the long way raises the typed error for each).
+#: ``disk_reject_ratio`` (the long way raises the typed error for each). The native
+#: reads (``StoreCore``) decline while CLOSED or FORKED is set (``words.rs`` names the
+#: two); the other two refuse writes only.
 REFUSED_CLOSED = 1
 REFUSED_FORKED = 2
 REFUSED_FAILED = 4

@@ -362,6 +362,14 @@ pub(super) fn checked_message<'py>(
     extras: Extras<'py>,
     body: &[u8],
 ) -> PyResult<Bound<'py, PyAny>> {
+    // A message born where it was stored (no born time given: the most common) holds
+    // one int for both times, as a read's messages share theirs (`Shared::time`).
+    let born = header.born_ms.into_pyobject(py)?.into_any();
+    let store = if header.store_ms == header.born_ms {
+        born.clone()
+    } else {
+        header.store_ms.into_pyobject(py)?.into_any()
+    };
     new_record(
         py,
         message_type,
@@ -371,8 +379,8 @@ pub(super) fn checked_message<'py>(
             header.queue_id.into_pyobject(py)?.into_any(),
             header.queue_offset.into_pyobject(py)?.into_any(),
             header.commit_offset.into_pyobject(py)?.into_any(),
-            header.born_ms.into_pyobject(py)?.into_any(),
-            header.store_ms.into_pyobject(py)?.into_any(),
+            born,
+            store,
             extras.tag,
             extras.keys,
             extras.properties,

@@ -8,6 +8,7 @@
 //! path (the long way) says what is wrong, as it always has.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use pyo3::{PyTraverseError, PyVisit};
 use super::filter::Filter;
 use super::mapped::{Copied, Mapping};
 use super::reader::{checked_message, stored_message, Extras, Shared};
+use super::words::{Refusals, REFUSED_CLOSED, REFUSED_FORKED};
 use super::{check_record_type, id_prefix};
 use crate::consume_queue::ENTRY_SIZE;
 use crate::prefetch;
@@ -48,6 +50,38 @@ const FILTER_STEP: usize = 4096;
 /// its first entry, already asked for by the call before: leaving that out measured
 /// worse, 220-236 against 191-200.)
 const HAND_OVER: usize = 4;
+
+/// Topic names by their bytes, hashed by FNV-1a (a few bytes each): SipHash cost ~190
+/// instructions a `get` for the one look-up.
+type ByName<V> = HashMap<Vec<u8>, V, BuildHasherDefault<NameHasher>>;
+
+struct NameHasher(u64);
+
+impl Default for NameHasher {
+    fn default() -> NameHasher {
+        NameHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// The topic names made as strings: the last one found (a store's gets and reads mostly
+/// come from one topic: its bytes compared, nothing hashed), then all by their bytes.
+#[derive(Default)]
+struct TopicNames {
+    last: Option<(Vec<u8>, Py<PyString>)>,
+    by_name: ByName<Py<PyString>>,
+}
 
 /// One mapped segment: its first commit offset, the offset past its end, its mapping.
 struct Mapped {
@@ -219,13 +253,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The hot read state of one open store in this process (see the module docs). Made by
 /// the store's open with the store (whose `_follow` catches up with other processes and
-/// whose `_forked` says it may no longer be used), its commit log (`tail`, `segments`),
+/// whose `_refusals` say it may no longer be used), its commit log (`tail`, `segments`),
 /// the shared state's mapping, the store's id prefix and the result type.
 #[pyclass(frozen, module = "storeadapter.engine._native")]
 pub struct StoreCore {
     prefix: [u8; 8],
     store: Py<PyAny>,
-    log: Py<PyAny>,
     segments: Py<PyList>,
     shared: Py<PyAny>,
     message_type: Py<PyType>,
@@ -237,13 +270,16 @@ pub struct StoreCore {
     /// test that replaced it sees every read). A dict, read without an attribute look-up.
     fileio: Py<PyDict>,
     genuine_pread: Py<PyAny>,
-    /// The store's `__dict__`, where its `_forked` flag lives (read without a look-up
-    /// through the store's classes).
-    store_dict: Py<PyDict>,
+    /// The store's refusals (words.rs): closed or forked, the core declines (a failed
+    /// writer or a full disk refuses writes only). One load, no look-up.
+    refusals: Py<Refusals>,
+    /// The commit log's `__dict__`, where its `tail` lives (read without a look-up
+    /// through the log's classes, as the append core reads and moves it).
+    log_dict: Py<PyDict>,
     followed: AtomicU64,
     closed: AtomicBool,
     table: Mutex<Table>,
-    topics: Mutex<HashMap<Vec<u8>, Py<PyString>>>,
+    topics: Mutex<TopicNames>,
     /// What never changes of a queue file (`QueueFile`: its first index, its entries and
     /// its handle cache's table of open descriptors), by the object, which is held.
     /// A file is mapped only while the handle cache holds its descriptor open (it
@@ -274,7 +310,6 @@ impl StoreCore {
         Ok(StoreCore {
             prefix: id_prefix(prefix)?,
             store: store.clone().unbind(),
-            log: log.clone().unbind(),
             segments: segments.unbind(),
             shared: shared.clone().unbind(),
             message_type: message_type.clone().unbind(),
@@ -285,14 +320,18 @@ impl StoreCore {
                 .cast_into::<PyDict>()?
                 .unbind(),
             genuine_pread: genuine_pread.clone().unbind(),
-            store_dict: store
+            refusals: store
+                .getattr(intern!(store.py(), "_refusals"))?
+                .cast_into::<Refusals>()?
+                .unbind(),
+            log_dict: log
                 .getattr(intern!(store.py(), "__dict__"))?
                 .cast_into::<PyDict>()?
                 .unbind(),
             followed: AtomicU64::new(NEVER_FOLLOWED),
             closed: AtomicBool::new(false),
             table: Mutex::new(Table::default()),
-            topics: Mutex::new(HashMap::new()),
+            topics: Mutex::new(TopicNames::default()),
             queue_files: Mutex::new(QueueFiles::default()),
         })
     }
@@ -310,11 +349,13 @@ impl StoreCore {
         let Some(commit_offset) = self.canonical_offset(message_id) else {
             return Ok(None);
         };
-        if self.forked(py)? {
+        if self.refused() {
             return Ok(None);
         }
         self.follow(py)?;
-        let tail: u64 = self.log.bind(py).getattr(intern!(py, "tail"))?.extract()?;
+        let Some(tail) = self.tail(py)? else {
+            return Ok(None);
+        };
         if commit_offset >= tail {
             return Ok(None);
         }
@@ -434,7 +475,7 @@ impl StoreCore {
         let Some(queue_id) = exact_int(queue).and_then(|q| u32::try_from(q).ok()) else {
             return Ok(None);
         };
-        if self.forked(py)? {
+        if self.refused() {
             return Ok(None);
         }
         self.follow(py)?;
@@ -523,7 +564,6 @@ impl StoreCore {
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.store)?;
-        visit.call(&self.log)?;
         visit.call(&self.segments)?;
         visit.call(&self.shared)?;
         visit.call(&self.message_type)?;
@@ -531,7 +571,8 @@ impl StoreCore {
         visit.call(&self.queue_type)?;
         visit.call(&self.fileio)?;
         visit.call(&self.genuine_pread)?;
-        visit.call(&self.store_dict)?;
+        visit.call(&self.refusals)?;
+        visit.call(&self.log_dict)?;
         Ok(())
     }
 }
@@ -651,7 +692,7 @@ impl StoreCore {
         let (Ok(queue_id), Ok(offset)) = (u32::try_from(queue_id), u64::try_from(offset)) else {
             return Ok(None);
         };
-        if self.forked(py)? {
+        if self.refused() {
             return Ok(None);
         }
         self.follow(py)?;
@@ -1058,13 +1099,20 @@ impl StoreCore {
         })
     }
 
-    /// Whether the store was opened before this process forked (`store._forked`; a
-    /// store without the flag in its namespace counts as forked: the long way decides).
-    fn forked(&self, py: Python<'_>) -> PyResult<bool> {
-        match self.store_dict.bind(py).get_item(intern!(py, "_forked"))? {
-            Some(flag) => flag.is_truthy(),
-            None => Ok(true),
-        }
+    /// Whether the store is closed or was opened before this process forked (its
+    /// refusals word, moved by `close` and `_mark_forked` where they set `_closed` and
+    /// `_forked`): then the long way says so.
+    fn refused(&self) -> bool {
+        self.refusals.get().refused() & (REFUSED_CLOSED | REFUSED_FORKED) != 0
+    }
+
+    /// The log's published tail (`CommitLog.tail`, an int in its `__dict__`); None when
+    /// it is not there as one (the long way reads it).
+    fn tail(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        let Some(tail) = self.log_dict.bind(py).get_item(intern!(py, "tail"))? else {
+            return Ok(None);
+        };
+        Ok(tail.extract::<u64>().ok())
     }
 
     /// Catch up with other processes (the store's `_follow`) when the shared sequence
@@ -1115,15 +1163,26 @@ impl StoreCore {
 
     /// The topic name of a record as a str, made once per name; None if not UTF-8.
     fn topic(&self, py: Python<'_>, name: &[u8]) -> Option<Py<PyString>> {
-        if let Some(text) = lock(&self.topics).get(name) {
-            return Some(text.clone_ref(py));
+        {
+            let mut topics = lock(&self.topics);
+            if let Some((bytes, text)) = &topics.last {
+                if bytes.as_slice() == name {
+                    return Some(text.clone_ref(py));
+                }
+            }
+            if let Some(text) = topics.by_name.get(name) {
+                let text = text.clone_ref(py);
+                topics.last = Some((name.to_vec(), text.clone_ref(py)));
+                return Some(text);
+            }
         }
         let text = PyString::new(py, std::str::from_utf8(name).ok()?).unbind();
         let mut topics = lock(&self.topics);
-        if topics.len() >= TOPIC_NAMES {
-            topics.clear();
+        if topics.by_name.len() >= TOPIC_NAMES {
+            topics.by_name.clear();
         }
-        topics.insert(name.to_vec(), text.clone_ref(py));
+        topics.by_name.insert(name.to_vec(), text.clone_ref(py));
+        topics.last = Some((name.to_vec(), text.clone_ref(py)));
         Some(text)
     }
 }

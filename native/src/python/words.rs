@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 
 /// The reasons the store refuses writes, one bit each (the engine names them:
-/// store.py's `REFUSE_*`); 0 while it takes them.
+/// dataplane.py's `REFUSED_*`); 0 while it takes them.
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct Refusals {
     word: AtomicU64,
@@ -58,6 +58,11 @@ impl Refusals {
         self.word.load(Ordering::Acquire)
     }
 }
+
+/// `dataplane.REFUSED_CLOSED` and `REFUSED_FORKED`: the two refusals that also stop
+/// reads (a failed writer or a full disk refuses writes only).
+pub const REFUSED_CLOSED: u64 = 1;
+pub const REFUSED_FORKED: u64 = 2;
 
 /// Never: an ask that is off.
 const NEVER: i64 = i64::MAX;
