@@ -9,6 +9,7 @@
 //! writer use it from several threads.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
@@ -30,12 +31,42 @@ fn parse_header(header: &[u8]) -> Option<(u32, u64)> {
     (crc == crate::crc::crc32c(&header[..12])).then(|| (word(0, 4) as u32, word(4, 8)))
 }
 
+/// 2^64 / the golden ratio, odd.
+const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Queue ids and block seqs hashed by a rotate, xor and multiply each, not SipHash
+/// (the batch looks up a block per queue: a few hundred a batch).
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29) // the product's high bits into the low ones (the bucket)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(SPREAD);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0.rotate_left(26) ^ u64::from(n)).wrapping_mul(SPREAD);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(SPREAD);
+    }
+}
+
+type Keyed<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
+
 #[derive(Default)]
 pub struct Index {
     /// (queue, seq) -> block.
-    blocks: HashMap<(u32, u64), u64>,
+    blocks: Keyed<(u32, u64), u64>,
     /// queue -> (first seq, last seq) among its blocks here.
-    seqs: HashMap<u32, (u64, u64)>,
+    seqs: Keyed<u32, (u64, u64)>,
 }
 
 impl Index {

@@ -597,30 +597,19 @@ impl AppendCore {
         })
     }
 
-    /// The block of `(queue, seq)` this process knows; when it knows none and others
-    /// may have allocated blocks since it looked (`stale`), it looks first
-    /// (`BlockStore._block_for_write`).
-    fn known_block(blocks: &Blocks<'_>, queue: u32, seq: u64) -> Step<Option<u64>> {
-        let py = blocks.store.py();
-        if let Some(block) = blocks.index.get().lock().get(queue, seq) {
-            return Ok(Some(block));
-        }
-        if blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
-            blocks.store.call_method0(intern!(py, "refresh"))?;
-            blocks.store.setattr(intern!(py, "stale"), false)?;
-            return Ok(blocks.index.get().lock().get(queue, seq));
-        }
-        Ok(None)
-    }
-
     /// The block of each of the batch's `(queue, seq)`s, as `BlockStore.write_many`
     /// decides it, without writing or remembering anything: the block known, or, for
-    /// one not known, the next at the end of the allocated run.
+    /// one not known, the next at the end of the allocated run. A block this process
+    /// does not know while others may have allocated blocks since it looked (`stale`)
+    /// is looked for first (`BlockStore.refresh`, as `_block_for_write`), with the
+    /// index let go meanwhile (`refresh` remembers what it finds).
     fn plan_blocks(blocks: &Blocks<'_>, rooms: &[SharedRoom<'_>]) -> Step<BlockPlan> {
+        let py = blocks.store.py();
         let per = blocks.geometry.per_block;
         let mut end = blocks.end;
         let mut targets = Vec::with_capacity(rooms.len() + 8);
         let mut allocated = Vec::new();
+        let mut index = blocks.index.get().lock();
         // A queue is one room of the batch, so each (queue, seq) comes once here.
         for room in rooms.iter().filter(|room| room.count > 0) {
             let owner = u32::try_from(room.queue_id).map_err(|_| Stop::Declined)?;
@@ -629,7 +618,21 @@ impl AppendCore {
             }
             let last = (room.base + room.count - 1) / per;
             for seq in room.base / per..=last {
-                match Self::known_block(blocks, owner, seq)? {
+                let mut known = index.get(owner, seq);
+                if known.is_none() && blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
+                    drop(index);
+                    blocks.store.call_method0(intern!(py, "refresh"))?;
+                    blocks.store.setattr(intern!(py, "stale"), false)?;
+                    let found_end: u64 = blocks.store.getattr(intern!(py, "end"))?.extract()?;
+                    if found_end != blocks.end {
+                        // Blocks were taken in past the end this plan allocates from:
+                        // the long way plans again (nothing is written yet).
+                        return declined();
+                    }
+                    index = blocks.index.get().lock();
+                    known = index.get(owner, seq);
+                }
+                match known {
                     Some(block) => targets.push((block, false)),
                     None => {
                         targets.push((end, true));
