@@ -14,7 +14,8 @@ Block ``seq`` of a queue holds its offsets ``seq × E`` to ``seq × E + E - 1``.
 handed out in order (under the store's write lock) and their headers are written together
 with their first entries, so the allocated blocks are the run of valid headers from block
 0: a process learns of blocks others allocated by reading headers past the last it knew.
-In memory, a dict maps (queue, seq) to the block number: about 100 bytes per block.
+In memory, a native ``BlockIndex`` maps (queue, seq) to the block number (and keeps each
+queue's first and last seq): about 50 bytes per block.
 
 A queue whose blocks are all below its minimum offset (retention) leaves them unused; a
 file goes when none of its blocks is in use. A removed queue's headers are erased, so a
@@ -31,6 +32,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import fileio
+from .dataplane import BlockIndex
 from .queuebase import ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .seam import Watched, WatchedABC
 from .segment import is_segment_name, segment_name
@@ -40,8 +42,6 @@ BLOCK_HEADER_SIZE = BLOCK_HEADER.size
 _OWNER = struct.Struct("<IQ")
 #: The owner written over a removed queue's block headers: allocated, but no one's.
 ERASED = 0xFFFFFFFF
-_SEQ_BITS = 40
-_SEQ_MASK = (1 << _SEQ_BITS) - 1
 #: Blocks read at a time when a store is opened.
 _LOAD_BLOCKS = 256
 #: ``blocks/allocated``: two slots (seq, allocation end, commit-log tail, CRC32C).
@@ -177,9 +177,9 @@ class BlockStore(metaclass=Watched):
         self.files: dict[int, BlockFile] = {}  # by first block number
         self.dirty: set[BlockFile] = set()
         self.closed = False
-        self._blocks: dict[int, int] = {}  # queue << 40 | seq -> block number
-        self._first_seq: dict[int, int] = {}
-        self._last_seq: dict[int, int] = {}
+        # (queue, seq) -> block number, and each queue's seq range (native: the shared
+        # batch looks blocks up and remembers them without a Python call).
+        self.index = BlockIndex()
         self.end = 0  # blocks below this are allocated (or erased); the next goes here
         # Whether another process may have allocated blocks since this one last looked
         # (the store says so when it follows others' appends): until then a writer that
@@ -210,9 +210,7 @@ class BlockStore(metaclass=Watched):
                 self.files[first] = BlockFile(
                     self.directory / name, first, self.blocks_per_file, self.block_bytes
                 )
-        self._blocks.clear()
-        self._first_seq.clear()
-        self._last_seq.clear()
+        self.index.clear()
         self.damaged = []
         self.end = min(self.files, default=0)
         allocated = self._newest_published_end() if limit is None else 0
@@ -224,21 +222,18 @@ class BlockStore(metaclass=Watched):
             # reading the file's never-written pages would put them in the page cache as
             # clean pages, and a later small write into such a page costs ext4 several
             # times a write into an untouched one.
+            # Each run's headers checked and remembered natively (``take_headers``): a
+            # valid one's block remembered, an invalid one below the published end
+            # damaged, the first invalid one past it (or ``limit``) the run's end.
             for start in range(0, block_file.blocks, _LOAD_BLOCKS):
                 count = min(_LOAD_BLOCKS, block_file.blocks - start)
-                data = memoryview(block_file.pread(first + start, 0, count * size))
-                for slot in range(count):
-                    header = data[slot * size : slot * size + BLOCK_HEADER_SIZE]
-                    owner = parse_header(header) if len(header) == BLOCK_HEADER_SIZE else None
-                    if limit is not None and self.end >= limit:
-                        return
-                    if owner is not None:
-                        self._remember(owner[0], owner[1], first + start + slot)
-                    elif self.end < allocated:
-                        self.damaged.append(self.end)
-                    else:
-                        return
-                    self.end += 1
+                data = block_file.pread(first + start, 0, count * size)
+                self.end, damaged, stopped = self.index.take_headers(
+                    data, size, first + start, count, self.end, allocated, limit
+                )
+                self.damaged.extend(damaged)
+                if stopped:
+                    return
 
     def _newest_published_end(self) -> int:
         """The allocation end last published (0 when none can be read)."""
@@ -373,31 +368,24 @@ class BlockStore(metaclass=Watched):
         return block_file
 
     def _remember(self, queue: int, seq: int, block: int) -> None:
-        if queue == ERASED:
-            return
-        self._blocks[queue << _SEQ_BITS | seq] = block
-        first = self._first_seq.get(queue)
-        if first is None or seq < first:
-            self._first_seq[queue] = seq
-        if seq > self._last_seq.get(queue, -1):
-            self._last_seq[queue] = seq
+        self.index.remember(queue, seq, block)  # nothing for an ERASED owner
 
     def _file_of(self, block: int) -> BlockFile | None:
         return self.files.get(block - block % self.blocks_per_file)
 
     def _block_for_write(self, queue: int, seq: int) -> int | None:
-        block = self._blocks.get(queue << _SEQ_BITS | seq)
+        block = self.index.get(queue, seq)
         if block is None and self.stale:
             self.refresh()
             self.stale = False
-            block = self._blocks.get(queue << _SEQ_BITS | seq)
+            block = self.index.get(queue, seq)
         return block
 
     def block_of(self, queue: int, seq: int) -> int | None:
-        block = self._blocks.get(queue << _SEQ_BITS | seq)
+        block = self.index.get(queue, seq)
         if block is None:
             self.refresh()  # perhaps another process allocated it
-            block = self._blocks.get(queue << _SEQ_BITS | seq)
+            block = self.index.get(queue, seq)
         return block
 
     def mark_dirty(self, queue: int, seq: int) -> None:
@@ -409,12 +397,11 @@ class BlockStore(metaclass=Watched):
 
     def queues_with_blocks(self) -> list[int]:
         """The ids of the queues that have blocks."""
-        return sorted(self._first_seq)
+        return self.index.queues()
 
     def seq_range(self, queue: int) -> tuple[int, int] | None:
         """(first, last) block seq the queue has, or None."""
-        first = self._first_seq.get(queue)
-        return None if first is None else (first, self._last_seq[queue])
+        return self.index.seq_range(queue)
 
     # -- entries ------------------------------------------------------------------------
 
@@ -441,13 +428,13 @@ class BlockStore(metaclass=Watched):
         per = self.entries_per_block
         size = self.block_bytes
         per_file = self.blocks_per_file
-        known = self._blocks
+        known = self.index
         pieces: list[tuple[int, int, bytes]] = []  # (block, position in the block, data)
         add = pieces.append
         for queue, index, entries in writes:
             seq, slot = divmod(index, per)
             if slot + len(entries) // ENTRY_SIZE <= per:
-                block = known.get(queue << _SEQ_BITS | seq)
+                block = known.get(queue, seq)
                 if block is not None:
                     add((block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, entries))
                     continue
@@ -497,7 +484,7 @@ class BlockStore(metaclass=Watched):
         per = self.entries_per_block
         seq, slot = divmod(index, per)
         if slot + len(entries) // ENTRY_SIZE <= per:  # the common case: one known block
-            block = self._blocks.get(queue << _SEQ_BITS | seq)
+            block = self.index.get(queue, seq)
             if block is not None:
                 block_file = self.files[block - block % self.blocks_per_file]
                 block_file.pwrite(block, BLOCK_HEADER_SIZE + slot * ENTRY_SIZE, entries)
@@ -553,15 +540,14 @@ class BlockStore(metaclass=Watched):
         if seqs is None:
             return
         for seq in range(seqs[0], seqs[1] + 1):
-            block = self._blocks.pop(queue << _SEQ_BITS | seq, None)
+            block = self.index.pop(queue, seq)
             if block is None:
                 continue
             block_file = self._file_of(block)
             if block_file is not None:
                 block_file.pwrite(block, 0, header_bytes(ERASED, 0))
                 self.dirty.add(block_file)
-        self._first_seq.pop(queue, None)
-        self._last_seq.pop(queue, None)
+        self.index.set_range(queue, None)
 
     def recheck_queue(self, queue: int) -> None:
         """Forget the blocks this process knows of ``queue`` whose headers no longer name
@@ -572,8 +558,7 @@ class BlockStore(metaclass=Watched):
             return
         kept = []
         for seq in range(seqs[0], seqs[1] + 1):
-            key = queue << _SEQ_BITS | seq
-            block = self._blocks.get(key)
+            block = self.index.get(queue, seq)
             if block is None:
                 continue
             block_file = self._file_of(block)
@@ -581,12 +566,8 @@ class BlockStore(metaclass=Watched):
             if parse_header(header) == (queue, seq):
                 kept.append(seq)
             else:
-                del self._blocks[key]
-        if kept:
-            self._first_seq[queue], self._last_seq[queue] = kept[0], kept[-1]
-        else:
-            self._first_seq.pop(queue, None)
-            self._last_seq.pop(queue, None)
+                self.index.pop(queue, seq)
+        self.index.set_range(queue, (kept[0], kept[-1]) if kept else None)
 
     def erase_unallocated(self) -> int:
         """Zero the headers past the allocated run (left there by a writer that crashed,
@@ -610,9 +591,9 @@ class BlockStore(metaclass=Watched):
         whether a queue still needs its block. The file blocks are allocated in stays."""
         per_file = self.blocks_per_file
         needed: set[int] = set()
-        for key, block in self._blocks.items():
+        for queue, seq, block in self.index.items():
             first = block - block % per_file
-            if first not in needed and in_use(key >> _SEQ_BITS, key & _SEQ_MASK):
+            if first not in needed and in_use(queue, seq):
                 needed.add(first)
         doomed = [
             first
@@ -621,29 +602,13 @@ class BlockStore(metaclass=Watched):
         ]
         if not doomed:
             return 0
-        gone = set(doomed)
-        self._blocks = {
-            key: block
-            for key, block in self._blocks.items()
-            if block - block % per_file not in gone
-        }
+        self.index.drop_files(doomed, per_file)
         for first in doomed:
             block_file = self.files.pop(first)
             self.dirty.discard(block_file)
             block_file.close()
             fileio.unlink(block_file.path)
-        self._recount()
         return len(doomed)
-
-    def _recount(self) -> None:
-        self._first_seq.clear()
-        self._last_seq.clear()
-        for key in self._blocks:
-            queue, seq = key >> _SEQ_BITS, key & _SEQ_MASK
-            if seq < self._first_seq.get(queue, seq + 1):
-                self._first_seq[queue] = seq
-            if seq > self._last_seq.get(queue, -1):
-                self._last_seq[queue] = seq
 
     def take_dirty(self) -> list[BlockFile]:
         pending, self.dirty = list(self.dirty), set()

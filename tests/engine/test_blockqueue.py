@@ -160,3 +160,52 @@ def test_block_layout_is_header_then_entries(open_blocks):
     assert raw[BLOCK_HEADER_SIZE + ENTRY_SIZE : BLOCK_HEADER_SIZE + 2 * ENTRY_SIZE] == entries(
         9, 5, 1
     )
+
+
+def _reference_load(blocks: BlockStore, allocated: int) -> tuple[dict, list[int], int]:
+    """The allocated run as blockqueue.parse_header reads it header by header (the scan
+    ``BlockStore._load`` did in Python): blocks, damaged blocks, allocation end."""
+    from storeadapter.engine.blockqueue import ERASED, parse_header
+
+    found: dict = {}
+    damaged: list[int] = []
+    end = min(blocks.files, default=0)
+    for first, block_file in sorted(blocks.files.items()):
+        if first != end:
+            break
+        data = block_file.read_all()
+        for slot in range(block_file.blocks):
+            header = data[slot * blocks.block_bytes :][:BLOCK_HEADER_SIZE]
+            owner = parse_header(header) if len(header) == BLOCK_HEADER_SIZE else None
+            if owner is not None:
+                if owner[0] != ERASED:
+                    found[owner] = first + slot
+            elif end < allocated:
+                damaged.append(end)
+            else:
+                return found, damaged, end
+            end += 1
+    return found, damaged, end
+
+
+def test_a_reopen_finds_the_blocks_the_header_by_header_scan_finds(open_blocks):
+    writer = open_blocks()
+    for round_ in range(4):
+        for queue in (5, 2, 9, 2, 0):
+            writer.write(queue, round_ * 3, entries(queue, round_ * 3, 3))
+    writer.forget_queue(9)  # erased headers: allocated, no one's
+    writer.publish_end(1 << 20)
+    published = writer.end
+    block_file = writer.files[PER_FILE]
+    block_file.pwrite(PER_FILE + 1, 0, b"\xff" * BLOCK_HEADER_SIZE)  # damaged, below the end
+    writer.close()
+
+    again = open_blocks()
+    found, damaged, end = _reference_load(again, published)
+    assert (again.end, again.damaged) == (end, damaged) == (published, [PER_FILE + 1])
+    native = {(queue, seq): block for queue, seq, block in again.index.items()}
+    assert native == found
+    assert again.queues_with_blocks() == sorted({queue for queue, _ in found})
+    for queue in (0, 2, 5, 9):
+        seqs = sorted(seq for q, seq in found if q == queue)
+        assert again.seq_range(queue) == ((seqs[0], seqs[-1]) if seqs else None)

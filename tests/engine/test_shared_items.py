@@ -212,3 +212,137 @@ def test_a_closed_store_keeps_no_mapping_of_its_block_files_while_it_waits_for_t
         mapped = [line for line in maps if str(path) in line and "/blocks/" in line]
     assert store is not None  # still referenced: nothing was collected
     assert mapped == []
+
+
+def test_batches_of_several_threads_at_once_each_read_back_at_its_offset(tmp_path):
+    # Each batch's work runs without the GIL (shared_core.rs): the threads' batches
+    # overlap, yet every entry names its own message, in each queue's order.
+    import threading
+
+    threads, rounds = 4, 6
+    errors: list[BaseException] = []
+    with MessageStore.open(tmp_path / "s", _config(shared_blocks_per_file=4096)) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"first", "queue": 0}])  # the first block file
+        start = threading.Barrier(threads)
+
+        def produce(t: int) -> None:
+            rng = random.Random(t)
+            mine = [q for q in range(QUEUES) if q % threads == t]
+            try:
+                start.wait()
+                for r in range(rounds):
+                    store.append_batch(
+                        "t",
+                        [
+                            {"body": b"%d-%d-%d" % (t, r, i), "queue": rng.choice(mine)}
+                            for i in range(rng.randrange(40, 120))
+                        ],
+                    )
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        workers = [threading.Thread(target=produce, args=(t,)) for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert errors == []
+        assert store._appender.batched >= threads * rounds // 2
+        written = {q: [m.body for m in read_all(store, "t", q)] for q in range(QUEUES)}
+
+    again = {q: [(m.queue_offset, m.body) for m in r] for q, r in _reads(tmp_path / "s").items()}
+    assert {q: [body for _, body in again[q]] for q in again} == written
+    for queue, messages in again.items():
+        assert [offset for offset, _ in messages] == list(range(len(messages)))
+        threads_of = {body.split(b"-")[0] for _, body in messages if body != b"first"}
+        assert threads_of <= {b"%d" % (queue % threads)}  # no entry names another's message
+    # Every message once.
+    sent = [
+        (int(t), int(r), int(i))
+        for messages in again.values()
+        for _, body in messages
+        if body != b"first"
+        for t, r, i in [body.split(b"-")]
+    ]
+    assert len(sent) == len(set(sent))
+
+
+def _reads(path: Path) -> dict[int, list]:
+    with MessageStore.open(path, _config(shared_blocks_per_file=4096)) as store:
+        return {q: read_all(store, "t", q) for q in range(QUEUES)}
+
+
+_KILLED_WHILE_THREADS_APPEND = r"""
+import os, random, sys, threading
+from pathlib import Path
+from storeadapter.engine import MessageStore
+from tests.engine.test_shared_items import QUEUES, _cadence_config
+
+store = MessageStore.open(Path(sys.argv[1]), _cadence_config(shared_blocks_per_file=4096))
+store.create_topic("t", queues=QUEUES, layout="shared")
+store.append_batch("t", [{"body": b"first", "queue": 0}])  # the first block file
+store.flush()
+acknowledged = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+batches = threading.Semaphore(0)
+
+def produce(t):
+    rng = random.Random(t)
+    mine = [q for q in range(QUEUES) if q % 4 == t]
+    try:
+        for r in range(10_000):
+            items = [
+                {"body": b"%d-%d-%d" % (t, r, i), "queue": rng.choice(mine)} for i in range(64)
+            ]
+            results = store.append_batch("t", items)
+            lines = "".join(
+                "%d %d %s\n" % (res.queue, res.queue_offset, item["body"].decode())
+                for res, item in zip(results, items)
+            )
+            os.write(acknowledged, lines.encode())
+            batches.release()
+    except BaseException as error:
+        print(repr(error), file=sys.stderr, flush=True)
+        os._exit(3)
+
+for t in range(4):
+    threading.Thread(target=produce, args=(t,), daemon=True).start()
+for _ in range(40):
+    batches.acquire()
+store._flush_periodic()  # the log synced, the blocks held back
+for _ in range(20):
+    batches.acquire()
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_kill_while_threads_append_loses_no_acknowledged_message(tmp_path):
+    # SIGKILL with four threads mid-batch (their work without the GIL): every message
+    # a batch returned is read back at its queue offset, and no entry names a message
+    # of another queue.
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    log = tmp_path / "acknowledged"
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_WHILE_THREADS_APPEND, str(tmp_path / "s"), str(log)],
+        cwd=repo,
+        env={**__import__("os").environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -9, child.stderr[-2000:]
+    acknowledged = [line.split() for line in log.read_text().splitlines()]
+    assert len(acknowledged) >= 60 * 64
+    with MessageStore.open(tmp_path / "s", _config(shared_blocks_per_file=4096)) as store:
+        assert store._appender is not None
+        found = {q: read_all(store, "t", q) for q in range(QUEUES)}
+    for queue, messages in found.items():
+        assert [m.queue_offset for m in messages] == list(range(len(messages)))
+        bodies = [m.body for m in messages if m.body != b"first"]
+        assert all(int(body.split(b"-")[0]) == queue % 4 for body in bodies)
+    for queue, offset, body in acknowledged:
+        message = found[int(queue)][int(offset)]
+        assert message.body == body.encode()

@@ -240,7 +240,7 @@ fn place_run<'a>(
     now: i64,
     name_bytes: &[u8],
     shares: impl Iterator<Item = (u64, u64)>,
-    held: impl ExactSizeIterator<Item = (&'a [Bound<'a, PyBytes>; 4], u64)>,
+    held: impl ExactSizeIterator<Item = ([&'a [u8]; 4], u64)>,
     places: &[(usize, u32)],
 ) -> Step<Run> {
     let (mut next, counts): (Vec<u64>, Vec<u64>) = shares.unzip();
@@ -259,11 +259,11 @@ fn place_run<'a>(
                 store_ms: now,
                 queue_id: *queue_id,
                 topic: name_bytes,
-                tag: fields[0].as_bytes(),
-                keys: fields[1].as_bytes(),
-                properties: fields[2].as_bytes(),
+                tag: fields[0],
+                keys: fields[1],
+                properties: fields[2],
             },
-            body: fields[3].as_bytes(),
+            body: fields[3],
             tag_hash: hashed,
         };
         starts.push(at);
@@ -1290,7 +1290,8 @@ impl AppendCore {
             now,
             name_bytes,
             rooms.iter().map(|room| (room.base, room.count)),
-            held.iter().map(|(fields, hashed, _)| (fields, *hashed)),
+            held.iter()
+                .map(|(fields, hashed, _)| (fields.each_ref().map(|f| f.as_bytes()), *hashed)),
             places,
         )?;
         Self::begin(&ready, end);

@@ -8,21 +8,27 @@
 //! into the block the topic's index names for `(queue, seq)`, or, for a block not
 //! allocated yet, into the next block of the allocated run (`BlockStore.end`), written
 //! whole (its header, zeros, its entries); the pieces sorted by place and adjacent ones
-//! joined into one write. The block index stays the `BlockStore`'s (its `_blocks`
-//! dict); a new block is remembered through `BlockStore._remember`, and the allocation
-//! end is published by `BlockStore.publish_end` before the tail, as `QueueDispatch`
-//! does.
+//! joined into one write. The block index is the `BlockStore`'s native `BlockIndex`
+//! (block_index.rs), read and added to here without a Python call; the allocation end
+//! is published by `BlockStore.publish_end` before the tail, as `QueueDispatch` does.
+//!
+//! The batch's work (records encoded, entries packed, the records' pwrite, the blocks
+//! remembered, the entries stored) runs without the GIL, under the thread lock and the
+//! pen: the Python objects are read before it (the queues, the blocks' plan, the block
+//! files' mappings) and moved after it (the queues' ends, the results).
 //!
 //! It declines (the long way writes the batch) for an item with keys (the key index),
 //! a born time or a dedup id, a block of a file not created yet (Python creates it),
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
 
+use super::super::block_index::{BlockIndex, ERASED};
 use super::*;
 
 /// blockqueue.BLOCK_HEADER_SIZE: queue u32, seq u64, crc32c u32.
 const BLOCK_HEADER_SIZE: usize = 16;
-/// blockqueue._SEQ_BITS: the block index's key is `queue << 40 | seq`.
-const SEQ_BITS: u32 = 40;
+/// A batch of at least this many items lets the GIL go for its work (handing it over
+/// and back costs a few microseconds; a batch of 500 spends milliseconds).
+const DETACH_ITEMS: usize = 32;
 
 /// A queue of a shared topic's batch: its id, the `BlockQueue`, its end (the first
 /// entry's queue offset) and how many of the batch's entries are its.
@@ -33,25 +39,49 @@ struct SharedRoom<'py> {
     count: u64,
 }
 
-/// Where the pieces of a batch's entries go, decided before anything is written.
+/// Where a batch's entries go, decided before anything is written.
 struct BlockPlan {
-    /// (block, place in the block, bytes): as `write_many`'s pieces.
-    pieces: Vec<(u64, usize, Vec<u8>)>,
+    /// Per queue of the batch (in its rooms' order), per block seq its entries reach
+    /// (ascending): the block, and whether it is allocated by this batch.
+    targets: Vec<(u64, bool)>,
     /// (queue, seq, block) of each block allocated, in allocation order.
-    allocated: Vec<(i64, u64, u64)>,
+    allocated: Vec<(u32, u64, u64)>,
     /// The allocation end after the batch.
     end: u64,
+}
+
+/// A block store's shape.
+#[derive(Clone, Copy)]
+struct Geometry {
+    per_block: u64,
+    per_file: u64,
+    block_bytes: u64,
 }
 
 /// The facts of a block store the batch needs (read once per batch).
 struct Blocks<'py> {
     store: Bound<'py, PyAny>,
-    known: Bound<'py, PyDict>,
+    index: Bound<'py, BlockIndex>,
     files: Bound<'py, PyDict>,
-    per_block: u64,
-    per_file: u64,
-    block_bytes: u64,
+    geometry: Geometry,
     end: u64,
+}
+
+/// A block file the batch writes: its first block, descriptor, mapping (None: written
+/// with pwrites) and its `BlockFile`'s address (to find its mapping still in `MAPS`).
+struct FileTarget {
+    first: u64,
+    fd: i32,
+    map: Option<usize>,
+    file: usize,
+}
+
+/// Why the batch's work stopped: declined before anything was written, or a write of
+/// the records or of the entries failed (the write begun: cleared by `write_failed`).
+enum Unwritten {
+    Declined(Stop),
+    Records(PyErr),
+    Entries(PyErr),
 }
 
 /// A block file mapped for the entries' stores: the `BlockFile` object (held, so no
@@ -362,7 +392,7 @@ impl AppendCore {
         })
     }
 
-    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    #[allow(clippy::too_many_arguments)]
     fn shared_under_pen<'py>(
         &self,
         py: Python<'py>,
@@ -388,30 +418,12 @@ impl AppendCore {
         let now = ready.now;
         let segment_fd =
             i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
-        let name_bytes = topic.name_bytes.as_bytes();
-        let Run {
-            out,
-            mut entries,
-            queue_offsets,
-            starts,
-        } = place_run(
-            tail,
-            end,
-            now,
-            name_bytes,
-            rooms.iter().map(|room| (room.base, room.count)),
-            held.iter().map(|(fields, hashed)| (fields, *hashed)),
-            places,
-        )?;
-        for queue_entries in &mut entries {
-            crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
-        }
         let blocks = Self::blocks_of(blocks_object)?;
-        let plan = Self::plan_blocks(&blocks, rooms, entries)?;
-        // Each block file's descriptor and where its first block starts, for the pieces.
+        let plan = Self::plan_blocks(&blocks, rooms)?;
+        // Each block file's descriptor, mapping and where its first block starts.
         let mut files: Vec<(u64, Bound<'py, PyAny>, i32)> = Vec::new();
-        for (block, _, _) in &plan.pieces {
-            let first = block - block % blocks.per_file;
+        for (block, _) in &plan.targets {
+            let first = block - block % blocks.geometry.per_file;
             if !files.iter().any(|(f, _, _)| *f == first) {
                 let Some(file) = blocks.files.get_item(first)? else {
                     return declined(); // a new file: the long way creates it
@@ -421,28 +433,79 @@ impl AppendCore {
                 files.push((first, file, fd));
             }
         }
-        Self::begin(&ready, end);
-        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
-            return Err(self.write_failed(py, error, tail));
-        }
-        // The allocated blocks remembered and the end moved before their writes, as
-        // `_new_block` does.
-        for (queue_id, seq, block) in &plan.allocated {
-            blocks
-                .store
-                .call_method1(intern!(py, "_remember"), (*queue_id, *seq, *block))?;
-        }
-        blocks_object.setattr(intern!(py, "end"), plan.end)?;
-        let dirty = blocks_object
-            .getattr(intern!(py, "dirty"))?
-            .cast_into::<PySet>()
-            .map_err(PyErr::from)?;
-        for (_, file, _) in &files {
-            dirty.add(file)?;
-        }
-        if let Err(error) = self.write_pieces(&blocks, &plan.pieces, &files) {
-            return Err(self.write_failed(py, error, tail));
-        }
+        let file_len = (blocks.geometry.per_file * blocks.geometry.block_bytes) as usize;
+        let targets: Vec<FileTarget> = files
+            .iter()
+            .map(|(first, file, fd)| FileTarget {
+                first: *first,
+                fd: *fd,
+                map: mapped(file, *fd, file_len),
+                file: file.as_ptr() as usize,
+            })
+            .collect();
+        let name_bytes = topic.name_bytes.as_bytes();
+        let fields: Vec<([&[u8]; 4], u64)> = held
+            .iter()
+            .map(|(fields, hashed)| (fields.each_ref().map(|f| f.as_bytes()), *hashed))
+            .collect();
+        let shares: Vec<(u64, u64)> = rooms.iter().map(|room| (room.base, room.count)).collect();
+        let index = blocks.index.get();
+        let geometry = blocks.geometry;
+        let extent = ready.header.word(EXTENT_AT);
+        let writing = ready.header.word(WRITING_AT);
+        let segment_at = tail - ready.base;
+        // The batch's work, without the GIL for a batch of more than a few items (the
+        // other producer threads run meanwhile; this one holds the thread lock and the
+        // pen, so no other write of this store moves what it writes): the records
+        // encoded and each queue's entries packed, the write begun (its extent marked,
+        // as `begin`), the records written with one pwrite, the allocated blocks
+        // remembered in the native index, the entries stored into the block files.
+        let work = || -> Result<Run, Unwritten> {
+            let mut run = place_run(
+                tail,
+                end,
+                now,
+                name_bytes,
+                shares.iter().copied(),
+                fields.iter().copied(),
+                places,
+            )
+            .map_err(Unwritten::Declined)?;
+            for queue_entries in &mut run.entries {
+                crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
+            }
+            let pieces = Self::pieces(geometry, &shares, &plan, &run.entries);
+            extent.store(end, Ordering::Relaxed);
+            writing.store(1, Ordering::Release);
+            Self::write_at(segment_fd, &run.out, segment_at).map_err(Unwritten::Records)?;
+            // The allocated blocks remembered before their writes, as `_new_block` does.
+            let mut known = index.lock();
+            for (queue_id, seq, block) in &plan.allocated {
+                known.remember(*queue_id, *seq, *block);
+            }
+            drop(known);
+            Self::write_pieces(geometry, &pieces, &targets).map_err(Unwritten::Entries)?;
+            Ok(run)
+        };
+        let outcome = if held.len() >= DETACH_ITEMS {
+            py.detach(work)
+        } else {
+            work()
+        };
+        let Run {
+            queue_offsets,
+            starts,
+            ..
+        } = match outcome {
+            Ok(run) => run,
+            Err(Unwritten::Declined(stop)) => return Err(stop), // nothing begun
+            Err(Unwritten::Records(error)) => return Err(self.write_failed(py, error, tail)),
+            Err(Unwritten::Entries(error)) => {
+                self.blocks_moved(py, blocks_object, &plan, &files)?;
+                return Err(self.write_failed(py, error, tail));
+            }
+        };
+        self.blocks_moved(py, blocks_object, &plan, &files)?;
         self.dirty.bind(py).add(blocks_object)?;
         if let Err(error) = blocks_object.call_method1(intern!(py, "publish_end"), (end,)) {
             return Err(self.write_failed(py, error, tail));
@@ -483,6 +546,25 @@ impl AppendCore {
         Ok((results, end as i64))
     }
 
+    /// What the batch's new blocks leave in the `BlockStore` (they are remembered in
+    /// its index already): the allocation end moved, the block files written dirty.
+    fn blocks_moved(
+        &self,
+        py: Python<'_>,
+        blocks_object: &Bound<'_, PyAny>,
+        plan: &BlockPlan,
+        files: &[(u64, Bound<'_, PyAny>, i32)],
+    ) -> PyResult<()> {
+        blocks_object.setattr(intern!(py, "end"), plan.end)?;
+        let dirty = blocks_object
+            .getattr(intern!(py, "dirty"))?
+            .cast_into::<PySet>()?;
+        for (_, file, _) in files {
+            dirty.add(file)?;
+        }
+        Ok(())
+    }
+
     fn blocks_of<'py>(blocks: &Bound<'py, PyAny>) -> Step<Blocks<'py>> {
         let py = blocks.py();
         let per_block: u64 = blocks
@@ -497,117 +579,145 @@ impl AppendCore {
             return declined();
         }
         Ok(Blocks {
-            known: blocks
-                .getattr(intern!(py, "_blocks"))?
-                .cast_into::<PyDict>()
-                .map_err(PyErr::from)?,
+            index: blocks
+                .getattr(intern!(py, "index"))?
+                .cast_into::<BlockIndex>()
+                .map_err(|_| Stop::Declined)?,
             files: blocks
                 .getattr(intern!(py, "files"))?
                 .cast_into::<PyDict>()
                 .map_err(PyErr::from)?,
             end: blocks.getattr(intern!(py, "end"))?.extract()?,
             store: blocks.clone(),
-            per_block,
-            per_file,
-            block_bytes,
+            geometry: Geometry {
+                per_block,
+                per_file,
+                block_bytes,
+            },
         })
     }
 
-    /// The block of `(queue, seq)` this process knows; when it knows none and others
-    /// may have allocated blocks since it looked (`stale`), it looks first
-    /// (`BlockStore._block_for_write`).
-    fn known_block(blocks: &Blocks<'_>, queue_id: i64, seq: u64) -> Step<Option<u64>> {
+    /// The block of each of the batch's `(queue, seq)`s, as `BlockStore.write_many`
+    /// decides it, without writing or remembering anything: the block known, or, for
+    /// one not known, the next at the end of the allocated run. A block this process
+    /// does not know while others may have allocated blocks since it looked (`stale`)
+    /// is looked for first (`BlockStore.refresh`, as `_block_for_write`), with the
+    /// index let go meanwhile (`refresh` remembers what it finds).
+    fn plan_blocks(blocks: &Blocks<'_>, rooms: &[SharedRoom<'_>]) -> Step<BlockPlan> {
         let py = blocks.store.py();
-        let key = ((queue_id as u64) << SEQ_BITS) | seq;
-        if let Some(block) = blocks.known.get_item(key)? {
-            return Ok(Some(block.extract()?));
-        }
-        if blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
-            blocks.store.call_method0(intern!(py, "refresh"))?;
-            blocks.store.setattr(intern!(py, "stale"), false)?;
-            if let Some(block) = blocks.known.get_item(key)? {
-                return Ok(Some(block.extract()?));
+        let per = blocks.geometry.per_block;
+        let mut end = blocks.end;
+        let mut targets = Vec::with_capacity(rooms.len() + 8);
+        let mut allocated = Vec::new();
+        let mut index = blocks.index.get().lock();
+        // A queue is one room of the batch, so each (queue, seq) comes once here.
+        for room in rooms.iter().filter(|room| room.count > 0) {
+            let owner = u32::try_from(room.queue_id).map_err(|_| Stop::Declined)?;
+            if owner == ERASED {
+                return declined();
+            }
+            let last = (room.base + room.count - 1) / per;
+            for seq in room.base / per..=last {
+                let mut known = index.get(owner, seq);
+                if known.is_none() && blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
+                    drop(index);
+                    blocks.store.call_method0(intern!(py, "refresh"))?;
+                    blocks.store.setattr(intern!(py, "stale"), false)?;
+                    let found_end: u64 = blocks.store.getattr(intern!(py, "end"))?.extract()?;
+                    if found_end != blocks.end {
+                        // Blocks were taken in past the end this plan allocates from:
+                        // the long way plans again (nothing is written yet).
+                        return declined();
+                    }
+                    index = blocks.index.get().lock();
+                    known = index.get(owner, seq);
+                }
+                match known {
+                    Some(block) => targets.push((block, false)),
+                    None => {
+                        targets.push((end, true));
+                        allocated.push((owner, seq, end));
+                        end += 1;
+                    }
+                }
             }
         }
-        Ok(None)
+        Ok(BlockPlan {
+            targets,
+            allocated,
+            end,
+        })
     }
 
-    /// `BlockStore.write_many`'s pieces for the batch's entries, without writing or
-    /// remembering anything: each queue's entries into its known blocks, a block not
-    /// known allocated at the end of the run, whole.
-    fn plan_blocks(
-        blocks: &Blocks<'_>,
-        rooms: &[SharedRoom<'_>],
-        entries: Vec<Vec<u8>>,
-    ) -> Step<BlockPlan> {
-        let per = blocks.per_block;
-        let mut end = blocks.end;
-        // Allocated in this batch and not remembered yet: (queue, seq) -> block.
-        let mut fresh: HashMap<(i64, u64), u64> = HashMap::new();
-        let mut allocated = Vec::new();
-        let mut pieces: Vec<(u64, usize, Vec<u8>)> = Vec::with_capacity(rooms.len() * 2);
-        for (room, data) in rooms.iter().zip(entries) {
-            let mut index = room.base;
+    /// `BlockStore.write_many`'s pieces for the batch's entries (`entries[i]`: queue
+    /// `i`'s, from its end `shares[i].0`): each chunk into its planned block, a new
+    /// block whole (its header, zeros, the chunk); sorted by place.
+    fn pieces(
+        geometry: Geometry,
+        shares: &[(u64, u64)],
+        plan: &BlockPlan,
+        entries: &[Vec<u8>],
+    ) -> Vec<(u64, usize, Vec<u8>)> {
+        let per = geometry.per_block;
+        let mut targets = plan.targets.iter();
+        let mut owners = plan.allocated.iter();
+        let mut pieces: Vec<(u64, usize, Vec<u8>)> = Vec::with_capacity(plan.targets.len());
+        for ((base, _), data) in shares.iter().zip(entries) {
+            let mut index = *base;
             let mut rest = &data[..];
             while !rest.is_empty() {
-                let seq = index / per;
                 let slot = index % per;
                 let n = ((rest.len() / ENTRY_SIZE) as u64).min(per - slot);
                 let chunk = &rest[..n as usize * ENTRY_SIZE];
                 let at = BLOCK_HEADER_SIZE + slot as usize * ENTRY_SIZE;
-                let block = match fresh.get(&(room.queue_id, seq)) {
-                    Some(block) => Some(*block),
-                    None => Self::known_block(blocks, room.queue_id, seq)?,
+                let Some(&(block, fresh)) = targets.next() else {
+                    break; // never: a target per (queue, seq) of the entries
                 };
-                match block {
-                    Some(block) => pieces.push((block, at, chunk.to_vec())),
-                    None => {
-                        let block = end;
-                        end += 1;
-                        let mut whole = vec![0u8; blocks.block_bytes as usize];
-                        let owner = u32::try_from(room.queue_id).map_err(|_| Stop::Declined)?;
-                        whole[..BLOCK_HEADER_SIZE].copy_from_slice(&header_bytes(owner, seq));
-                        whole[at..at + chunk.len()].copy_from_slice(chunk);
-                        fresh.insert((room.queue_id, seq), block);
-                        allocated.push((room.queue_id, seq, block));
-                        pieces.push((block, 0, whole));
-                    }
+                if fresh {
+                    let Some(&(owner, seq, _)) = owners.next() else {
+                        break; // never: an allocation per fresh target
+                    };
+                    let mut whole = vec![0u8; geometry.block_bytes as usize];
+                    whole[..BLOCK_HEADER_SIZE].copy_from_slice(&header_bytes(owner, seq));
+                    whole[at..at + chunk.len()].copy_from_slice(chunk);
+                    pieces.push((block, 0, whole));
+                } else {
+                    pieces.push((block, at, chunk.to_vec()));
                 }
                 rest = &rest[chunk.len()..];
                 index += n;
             }
         }
         pieces.sort_unstable_by_key(|(block, at, _)| (*block, *at));
-        Ok(BlockPlan {
-            pieces,
-            allocated,
-            end,
-        })
+        pieces
     }
 
     /// The pieces into their block files: stored into the files' mappings, or, for a
-    /// file that cannot be mapped, written with `pwrite`s, adjacent ones joined.
+    /// file that cannot be mapped, written with `pwrite`s, adjacent ones joined. Runs
+    /// without the GIL: the mappings are used under `MAPS`' lock, and only those still
+    /// there (a file closed meanwhile, by its store's close in another thread, has its
+    /// mapping let go: EBADF).
     fn write_pieces(
-        &self,
-        blocks: &Blocks<'_>,
+        geometry: Geometry,
         pieces: &[(u64, usize, Vec<u8>)],
-        files: &[(u64, Bound<'_, PyAny>, i32)],
+        files: &[FileTarget],
     ) -> PyResult<()> {
-        let size = blocks.block_bytes;
-        let file_len = (blocks.per_file * size) as usize;
-        let maps: Vec<Option<usize>> = files
-            .iter()
-            .map(|(_, file, fd)| mapped(file, *fd, file_len))
-            .collect();
-        if maps.iter().all(Option::is_some) {
+        let size = geometry.block_bytes;
+        let file_len = (geometry.per_file * size) as usize;
+        if files.iter().all(|f| f.map.is_some()) {
+            let maps = MAPS
+                .lock()
+                .map_err(|_| PyOSError::new_err((libc::EIO, "block file mappings")))?;
+            let live = files.iter().all(|f| {
+                maps.iter()
+                    .any(|m| Some(m.at) == f.map && m.file.as_ptr() as usize == f.file)
+            });
+            if !live {
+                return Err(PyOSError::new_err((libc::EBADF, "a block file closed")));
+            }
             for (block, at, data) in pieces {
-                let first = block - block % blocks.per_file;
-                let Some(map) = files
-                    .iter()
-                    .zip(&maps)
-                    .find(|((f, _, _), _)| *f == first)
-                    .and_then(|(_, map)| *map)
-                else {
+                let first = block - block % geometry.per_file;
+                let Some(map) = files.iter().find(|f| f.first == first).and_then(|f| f.map) else {
                     continue; // never: every piece's file is in `files`
                 };
                 let position = ((block - first) * size) as usize + at;
@@ -615,8 +725,9 @@ impl AppendCore {
                     return Err(PyOSError::new_err((libc::EINVAL, "a block past its file")));
                 }
                 // SAFETY: `map` is a live mapping of `file_len` bytes of the block file
-                // (`mapped`; the GIL is held, so it is not unmapped meanwhile), its space
-                // reserved; [position, position + len) lies inside it (checked above).
+                // (`mapped`; found in `MAPS` above, whose lock is held, so it is not
+                // unmapped meanwhile), its space reserved; [position, position + len)
+                // lies inside it (checked above).
                 unsafe {
                     std::ptr::copy_nonoverlapping(
                         data.as_ptr(),
@@ -631,14 +742,9 @@ impl AppendCore {
         let mut run_at = 0u64; // the run's place in its file
         let mut run_file = u64::MAX;
         let mut run_end = u64::MAX; // the absolute place after the run
-        let fd_of = |first: u64| {
-            files
-                .iter()
-                .find(|(f, _, _)| *f == first)
-                .map(|(_, _, fd)| *fd)
-        };
+        let fd_of = |first: u64| files.iter().find(|f| f.first == first).map(|f| f.fd);
         for (block, at, data) in pieces {
-            let first = block - block % blocks.per_file;
+            let first = block - block % geometry.per_file;
             let position = block * size + *at as u64;
             if position == run_end && first == run_file {
                 run.extend_from_slice(data);

@@ -1,0 +1,243 @@
+//! A shared topic's block index (issue 33): which block holds each queue's block `seq`,
+//! and each queue's first and last seq, for `BlockStore` (blockqueue.py) and the
+//! shared batch (append_core/shared_core.rs), which looks blocks up and remembers the
+//! blocks it allocates without a Python call. It was two Python dicts keyed by a made
+//! int (`queue << 40 | seq`): a look-up cost a hash of an int object and, at a hundred
+//! thousand queues, a few cache misses through the dict's entries and key objects.
+//!
+//! Held behind a mutex: the store's readers (`BlockStore.block_of`, `refresh`) and its
+//! writer use it from several threads.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+
+/// blockqueue.ERASED: the owner written over a removed queue's block headers.
+pub const ERASED: u32 = u32::MAX;
+/// blockqueue.BLOCK_HEADER_SIZE: queue u32, seq u64, crc32c u32.
+pub const HEADER_SIZE: usize = 16;
+
+/// (queue, seq) of a valid block header (blockqueue.parse_header), or None (never
+/// allocated, erased to zeros or torn).
+fn parse_header(header: &[u8]) -> Option<(u32, u64)> {
+    let word = |at: usize, n: usize| {
+        let mut bytes = [0u8; 8];
+        bytes[..n].copy_from_slice(&header[at..at + n]);
+        u64::from_le_bytes(bytes)
+    };
+    let crc = word(12, 4) as u32;
+    (crc == crate::crc::crc32c(&header[..12])).then(|| (word(0, 4) as u32, word(4, 8)))
+}
+
+/// 2^64 / the golden ratio, odd.
+const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Queue ids and block seqs hashed by a rotate, xor and multiply each, not SipHash
+/// (the batch looks up a block per queue: a few hundred a batch).
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29) // the product's high bits into the low ones (the bucket)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(SPREAD);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0.rotate_left(26) ^ u64::from(n)).wrapping_mul(SPREAD);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(26) ^ n).wrapping_mul(SPREAD);
+    }
+}
+
+type Keyed<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
+
+#[derive(Default)]
+pub struct Index {
+    /// (queue, seq) -> block.
+    blocks: Keyed<(u32, u64), u64>,
+    /// queue -> (first seq, last seq) among its blocks here.
+    seqs: Keyed<u32, (u64, u64)>,
+}
+
+impl Index {
+    pub fn get(&self, queue: u32, seq: u64) -> Option<u64> {
+        self.blocks.get(&(queue, seq)).copied()
+    }
+
+    /// `BlockStore._remember`: the block of `(queue, seq)`, the queue's seq range
+    /// widened; an erased block is no one's.
+    pub fn remember(&mut self, queue: u32, seq: u64, block: u64) {
+        if queue == ERASED {
+            return;
+        }
+        self.blocks.insert((queue, seq), block);
+        self.seqs
+            .entry(queue)
+            .and_modify(|(first, last)| {
+                *first = (*first).min(seq);
+                *last = (*last).max(seq);
+            })
+            .or_insert((seq, seq));
+    }
+
+    fn recount(&mut self) {
+        self.seqs.clear();
+        for &(queue, seq) in self.blocks.keys() {
+            self.seqs
+                .entry(queue)
+                .and_modify(|(first, last)| {
+                    *first = (*first).min(seq);
+                    *last = (*last).max(seq);
+                })
+                .or_insert((seq, seq));
+        }
+    }
+}
+
+/// The index, one per `BlockStore`.
+#[pyclass(module = "storeadapter.engine._native", frozen)]
+pub struct BlockIndex {
+    inner: Mutex<Index>,
+}
+
+impl BlockIndex {
+    /// The index, locked (a poisoned lock: a panic mid-change cannot happen in these
+    /// few map operations, so its contents are taken as they are).
+    pub fn lock(&self) -> MutexGuard<'_, Index> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[pymethods]
+impl BlockIndex {
+    #[new]
+    fn new() -> BlockIndex {
+        BlockIndex {
+            inner: Mutex::new(Index::default()),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.lock().blocks.len()
+    }
+
+    /// The block of the queue's block `seq`, or None.
+    fn get(&self, queue: u32, seq: u64) -> Option<u64> {
+        self.lock().get(queue, seq)
+    }
+
+    /// Remember `block` as the queue's block `seq` (nothing for an erased owner).
+    fn remember(&self, queue: u32, seq: u64, block: u64) {
+        self.lock().remember(queue, seq, block);
+    }
+
+    /// Forget the queue's block `seq`; its block, or None. The queue's seq range is
+    /// left as it was (`set_range` sets it).
+    fn pop(&self, queue: u32, seq: u64) -> Option<u64> {
+        self.lock().blocks.remove(&(queue, seq))
+    }
+
+    /// (first, last) seq of the queue's blocks, or None.
+    fn seq_range(&self, queue: u32) -> Option<(u64, u64)> {
+        self.lock().seqs.get(&queue).copied()
+    }
+
+    /// Set the queue's seq range (None: it has no blocks).
+    #[pyo3(signature = (queue, seqs))]
+    fn set_range(&self, queue: u32, seqs: Option<(u64, u64)>) {
+        let mut index = self.lock();
+        match seqs {
+            Some(range) => {
+                index.seqs.insert(queue, range);
+            }
+            None => {
+                index.seqs.remove(&queue);
+            }
+        }
+    }
+
+    /// The ids of the queues with blocks, ascending.
+    fn queues(&self) -> Vec<u32> {
+        let mut queues: Vec<u32> = self.lock().seqs.keys().copied().collect();
+        queues.sort_unstable();
+        queues
+    }
+
+    /// Every (queue, seq, block), in no order.
+    fn items(&self) -> Vec<(u32, u64, u64)> {
+        self.lock()
+            .blocks
+            .iter()
+            .map(|(&(queue, seq), &block)| (queue, seq, block))
+            .collect()
+    }
+
+    /// Forget every block of the files starting at `firsts` (`per_file` blocks each),
+    /// and count the queues' seq ranges again.
+    fn drop_files(&self, firsts: Vec<u64>, per_file: u64) {
+        let mut index = self.lock();
+        if per_file == 0 {
+            return;
+        }
+        index
+            .blocks
+            .retain(|_, block| !firsts.contains(&(*block - *block % per_file)));
+        index.recount();
+    }
+
+    /// `BlockStore._load`'s scan of `count` blocks read from block `first` (`data`, each
+    /// `block_bytes` long; shorter when the file is cut short), the allocation end at
+    /// `end` when it starts: each valid header's block remembered, an invalid one below
+    /// `allocated` (the published allocation end) counted as damaged, and the scan
+    /// stopped at the first invalid one past it, or at `limit`. Returns the allocation
+    /// end reached, the damaged blocks, and whether the scan stopped (else it goes on
+    /// with the next blocks).
+    #[pyo3(signature = (data, block_bytes, first, count, end, allocated, limit))]
+    #[allow(clippy::too_many_arguments)]
+    fn take_headers(
+        &self,
+        data: &[u8],
+        block_bytes: usize,
+        first: u64,
+        count: usize,
+        mut end: u64,
+        allocated: u64,
+        limit: Option<u64>,
+    ) -> (u64, Vec<u64>, bool) {
+        let mut index = self.lock();
+        let mut damaged = Vec::new();
+        for slot in 0..count {
+            let at = slot * block_bytes;
+            let owner = data.get(at..at + HEADER_SIZE).and_then(parse_header);
+            if limit.is_some_and(|limit| end >= limit) {
+                return (end, damaged, true);
+            }
+            match owner {
+                Some((queue, seq)) => index.remember(queue, seq, first + slot as u64),
+                None if end < allocated => damaged.push(end),
+                None => return (end, damaged, true),
+            }
+            end += 1;
+        }
+        (end, damaged, false)
+    }
+
+    /// Forget everything.
+    fn clear(&self) {
+        let mut index = self.lock();
+        index.blocks.clear();
+        index.seqs.clear();
+    }
+}
