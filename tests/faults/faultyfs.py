@@ -30,14 +30,16 @@ Faults: ``fail(op, errno, ...)`` makes the next matching call raise ``OSError`` 
 and reads of existing files too: ``open_file``, ``pread``), and ``disk_usage`` reports
 ``fake_usage`` when set.
 
-``native=True`` also installs the layer under the native append's writes
-(native/src/python/io_seam.rs: ``dataplane.set_io``): each write of the store core at a
-named site (``log.record``, ``queue.entry``, ``timeindex.mark``) is checked against the
-rules as that site *and* as ``pwrite_all`` (the function it stands in for), then
-recorded in the model in order with the Python side's writes; ``kill_at(site, nth,
-when)`` ends the process with SIGKILL before or after the ``nth`` write at a site. The
-native append then keeps running under the layer (it declines under one installed
-without ``native``). ``on_op`` is called after every
+``native=True`` also installs the layer under the store core's file calls
+(native/src/python/io_seam.rs: ``dataplane.set_io``): each call at a named site is
+checked against the rules as that site *and* as the function it stands in for, then
+recorded in the model in order with the Python side's calls: writes (``log.record``,
+``queue.entry``, ``block.entry``, ``timeindex.mark``: as ``pwrite_all``), a queue
+window's reservation (``queue.reserve``: as ``preallocate``) and the group commit's
+fdatasync of the log (``log.sync``, on its own thread: as ``fdatasync``).
+``kill_at(site, nth, when)`` ends the process with SIGKILL before or after the ``nth``
+call at a site. The native append then keeps running under the layer, in sync mode too
+(it declines under one installed without ``native``). ``on_op`` is called after every
 modelled call (under the layer's lock), so a test can capture images mid-operation.
 """
 
@@ -60,6 +62,10 @@ _LIVE_NAMES = frozenset({"state"})
 SECTOR = 512
 PAGE = 4096
 LostPages = Callable[[str, int], bool]
+# What a native site's call stands in for, by the kind of call (the rules apply to it
+# under both names).
+_AS = {bytes: "pwrite_all", int: "preallocate", type(None): "fdatasync"}
+_STOOD_IN = ("pwrite_all", "fdatasync")
 
 
 @dataclass
@@ -185,7 +191,7 @@ class FaultyFS:
         self.native = native
         # (site, nth, when, before_death) of kill_at; the count of writes at each site.
         self._kills: list[tuple[str, int, str, Callable[[], None] | None]] = []
-        self.native_writes: dict[str, int] = {}
+        self.native_calls: dict[str, int] = {}
         self.fake_usage: tuple[int, int] | None = None
         self.on_op: Callable[[str], None] | None = None
         self.calls: dict[str, int] = {}
@@ -222,7 +228,7 @@ class FaultyFS:
             self._saved[name] = getattr(fileio, name)
             setattr(fileio, name, getattr(self, name))
         if self.native:
-            dataplane.set_io(self._native_write, [(vars(fileio), "pwrite_all")])
+            dataplane.set_io(self._native_call, [(vars(fileio), name) for name in _STOOD_IN])
 
     def uninstall(self) -> None:
         if self.native:
@@ -240,23 +246,29 @@ class FaultyFS:
         when: str = "before",
         before_death: Callable[[], None] | None = None,
     ) -> None:
-        """SIGKILL this process at the ``nth`` native write at ``site``, ``before`` it is
+        """SIGKILL this process at the ``nth`` native call at ``site``, ``before`` it is
         made or ``after`` (in a child process only)."""
         with self._lock:
             self._kills.append((site, nth, when, before_death))
 
-    def _native_write(self, site: str, fd: int, offset: int, data: bytes, phase: str) -> None:
-        """The hook of the native sites (io_seam.rs): before a write, the rules; after
-        it, the model; a kill point either side."""
+    def _native_call(self, site: str, fd: int, offset: int, what, phase: str) -> None:
+        """The hook of the native sites (io_seam.rs): before a call, the rules; after
+        it, the model (``what``: a write's bytes, a reservation's length, None for an
+        fdatasync); a kill point either side."""
         with self._lock:
             if phase == "before":
-                count = self.native_writes[site] = self.native_writes.get(site, 0) + 1
+                count = self.native_calls[site] = self.native_calls.get(site, 0) + 1
                 path = self._fd_path(fd)
                 self._check(site, path)
-                self._check("pwrite_all", path)
+                self._check(_AS[type(what)], path)
             else:
-                count = self.native_writes.get(site, 0)
-                self._record_op(fd, ("w", offset, bytes(data)))
+                count = self.native_calls.get(site, 0)
+                if what is None:
+                    self._sync_file(fd)
+                elif isinstance(what, int):
+                    self._record_op(fd, ("g", offset + what))
+                else:
+                    self._record_op(fd, ("w", offset, bytes(what)))
             kill = next(
                 (k for k in self._kills if k[0] == site and k[1] == count and k[2] == phase),
                 None,

@@ -422,7 +422,8 @@ impl AppendCore {
             }
         }
         Self::begin(&ready, end);
-        if let Err(error) = Self::write_at(segment_fd, &out, tail - ready.base) {
+        let position = tail - ready.base;
+        if let Err(error) = Self::write_at_site(py, Site::LogRecord, segment_fd, &out, position) {
             return Err(self.write_failed(py, error, tail));
         }
         // The allocated blocks remembered and the end moved before their writes, as
@@ -600,30 +601,35 @@ impl AppendCore {
             .map(|(_, file, fd)| mapped(file, *fd, file_len))
             .collect();
         if maps.iter().all(Option::is_some) {
+            let py = blocks.store.py();
             for (block, at, data) in pieces {
                 let first = block - block % blocks.per_file;
-                let Some(map) = files
-                    .iter()
-                    .zip(&maps)
-                    .find(|((f, _, _), _)| *f == first)
-                    .and_then(|(_, map)| *map)
-                else {
+                let Some((_, file, fd)) = files.iter().find(|(f, _, _)| *f == first) else {
                     continue; // never: every piece's file is in `files`
                 };
                 let position = ((block - first) * size) as usize + at;
                 if position + data.len() > file_len {
                     return Err(PyOSError::new_err((libc::EINVAL, "a block past its file")));
                 }
-                // SAFETY: `map` is a live mapping of `file_len` bytes of the block file
-                // (`mapped`; the GIL is held, so it is not unmapped meanwhile), its space
-                // reserved; [position, position + len) lies inside it (checked above).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr(),
-                        (map as *mut u8).add(position),
-                        data.len(),
-                    );
-                }
+                Self::write_site(py, Site::BlockEntry, *fd, position as u64, data, || {
+                    // Looked up again here, with the GIL held until the store: a fault
+                    // plan's hook, run before, may have let it go.
+                    let Some(map) = mapped(file, *fd, file_len) else {
+                        return Self::write_at(*fd, data, position as u64);
+                    };
+                    // SAFETY: `map` is a live mapping of `file_len` bytes of the block
+                    // file (`mapped`; the GIL is held, so it is not unmapped meanwhile),
+                    // its space reserved; [position, position + len) lies inside it
+                    // (checked above).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            data.as_ptr(),
+                            (map as *mut u8).add(position),
+                            data.len(),
+                        );
+                    }
+                    Ok(())
+                })?;
             }
             return Ok(());
         }
@@ -646,7 +652,8 @@ impl AppendCore {
                 continue;
             }
             if !run.is_empty() {
-                Self::write_at(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
+                let fd = fd_of(run_file).unwrap_or(-1);
+                Self::write_at_site(blocks.store.py(), Site::BlockEntry, fd, &run, run_at)?;
             }
             run.clear();
             run.extend_from_slice(data);
@@ -655,7 +662,8 @@ impl AppendCore {
             run_end = position + data.len() as u64;
         }
         if !run.is_empty() {
-            Self::write_at(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
+            let fd = fd_of(run_file).unwrap_or(-1);
+            Self::write_at_site(blocks.store.py(), Site::BlockEntry, fd, &run, run_at)?;
         }
         Ok(())
     }
