@@ -311,6 +311,33 @@ def arm_kill(
     setattr(owner, name, wrapper)
 
 
+def arm_site_kill(
+    fs,
+    store: MessageStore,
+    native: str,
+    site: str,
+    when: str = "before",
+    nth: int = 1,
+    where: str | None = None,
+) -> None:
+    """In a child: SIGKILL this process at the ``nth`` call at ``site`` of the fault plan
+    ``fs`` (tests/faults/faultyfs.py, ``kill_at``) for which ``where`` (a Python
+    expression over ``path`` and ``offset``) holds; just before, write the store core's
+    appends and batches so far to the file ``native``."""
+
+    def report() -> None:
+        core = store._appender
+        done = (0, 0) if core is None else (core.appended, core.batched)
+        if native:
+            Path(native).write_text(f"{done[0]} {done[1]}")
+
+    matches = None
+    if where is not None:
+        code = compile(where, "<where>", "eval")
+        matches = lambda path, offset: eval(code, {"path": path, "offset": offset})  # noqa: E731, S307
+    fs.kill_at(site, nth, when, before_death=report, where=matches)
+
+
 def populate(path: Path, mode: str, count: int, seed: int, acks_path: Path) -> list[Ack]:
     """Append ``count`` messages in this process (the store is closed after)."""
     rng = random.Random(seed)
@@ -323,12 +350,27 @@ def populate(path: Path, mode: str, count: int, seed: int, acks_path: Path) -> l
     return read_acks(acks_path)
 
 
-def write_until_killed(path: str, mode: str, acks: str, seed: int, kill: dict, limit: int) -> None:
-    """A child: open the store, arm the kill point, append up to ``limit`` messages."""
+def write_until_killed(
+    path: str, mode: str, acks: str, seed: int, kill: dict, limit: int, native: str = ""
+) -> None:
+    """A child: open the store, arm the kill point, append up to ``limit`` messages.
+
+    A kill point at a site (``{"site": ...}``: ``arm_site_kill``) is armed in a fault
+    plan with native sites, so the store core keeps writing and the kill comes at the
+    site whichever path reaches it; the core's appends and batches until then are
+    written to the file ``native`` just before the kill."""
     rng = random.Random(seed)
     writer = AckWriter(acks)
-    store = MessageStore.open(path, fault_config(mode))
-    arm_kill(**kill)
+    if "site" in kill:
+        from tests.faults.faultyfs import FaultyFS
+
+        fs = FaultyFS(Path(path), native=True)
+        fs.install()
+        store = MessageStore.open(path, fault_config(mode))
+        arm_site_kill(fs, store, native, **kill)
+    else:
+        store = MessageStore.open(path, fault_config(mode))
+        arm_kill(**kill)
     number = 0
     while number < limit:
         number += append_some(store, rng, f"k{seed}", number, writer)
