@@ -134,15 +134,32 @@ def append_some(
     return len(bodies)
 
 
-def append_forever(path: str, mode: str, acks: str, seed: int, limit: int = 0) -> None:
-    """A writer for the fork server: appends until killed (or ``limit`` messages)."""
+def append_forever(
+    path: str, mode: str, acks: str, seed: int, limit: int = 0, native: str = ""
+) -> None:
+    """A writer for the fork server: appends until killed (or ``limit`` messages).
+    With ``native``, after each append call the file holds how many calls it made and
+    how many of them the store core wrote (``read_native``)."""
     rng = random.Random(seed)
     writer = AckWriter(acks)
     store = MessageStore.open(path, fault_config(mode))
-    number = 0
+    report = os.open(native, os.O_WRONLY | os.O_CREAT, 0o644) if native else -1
+    core = store._appender
+    number = calls = 0
     while not limit or number < limit:
         number += append_some(store, rng, f"w{seed}", number, writer)
+        calls += 1
+        if report >= 0 and core is not None:
+            os.pwrite(report, b"%20d %20d\n" % (calls, core.appended + core.batched), 0)
     store.close()
+
+
+def read_native(path: Path) -> tuple[int, int]:
+    """(append calls, of which the store core wrote) as a killed ``append_forever`` left."""
+    if not path.exists() or not path.stat().st_size:
+        return 0, 0
+    calls, native = path.read_bytes().split()
+    return int(calls), int(native)
 
 
 # ------------------------------------------------------------------------ invariants
