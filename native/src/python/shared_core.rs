@@ -13,6 +13,9 @@
 //! end is published by `BlockStore.publish_end` before the tail, as `QueueDispatch`
 //! does.
 //!
+//! Its writes go through the fault seam (io_seam.rs): the records at `log.record`, each
+//! piece of entries at `block.entry`.
+//!
 //! It declines (the long way writes the batch) for an item with keys (the key index),
 //! a born time or a dedup id, a block of a file not created yet (Python creates it),
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
