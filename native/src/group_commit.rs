@@ -248,6 +248,9 @@ impl Watermark {
     }
 }
 
+/// How the flusher makes a segment durable (`fdatasync` in production).
+pub type SyncFn = Box<dyn Fn(&File) -> io::Result<()> + Send + Sync>;
+
 /// The group commit of one open store in sync mode: the flusher thread and its waiters.
 pub struct GroupCommit {
     shared: Arc<Shared>,
@@ -261,6 +264,16 @@ impl GroupCommit {
     /// Start the flusher; the log is durable below `flushed`; `watermark` is raised
     /// after each fdatasync (None: no checkpoint to raise, as in tests).
     pub fn start(flushed: u64, watermark: Option<Watermark>) -> io::Result<GroupCommit> {
+        GroupCommit::start_with(flushed, watermark, Box::new(fdatasync))
+    }
+
+    /// `start`, the flusher making each segment durable with `sync` (`fdatasync`, or
+    /// the fault seam's site around it: python/log_sync.rs).
+    pub fn start_with(
+        flushed: u64,
+        watermark: Option<Watermark>,
+        sync: SyncFn,
+    ) -> io::Result<GroupCommit> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 segment: None,
@@ -282,7 +295,7 @@ impl GroupCommit {
         let flusher = shared.clone();
         let thread = thread::Builder::new()
             .name("tidemark-group-commit".into())
-            .spawn(move || run(&flusher, watermark.as_ref()))?;
+            .spawn(move || run(&flusher, watermark.as_ref(), &*sync))?;
         Ok(GroupCommit {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -467,7 +480,11 @@ impl Drop for GroupCommit {
 }
 
 /// The flusher thread: steps 2 to 4 of the module's docs, until stopped.
-fn run(shared: &Shared, watermark: Option<&Watermark>) {
+fn run(
+    shared: &Shared,
+    watermark: Option<&Watermark>,
+    sync: &(dyn Fn(&File) -> io::Result<()> + Send + Sync),
+) {
     let mut state = shared.lock();
     loop {
         while !state.stopping && (state.failed.is_some() || state.held || state.waiters.is_empty())
@@ -515,7 +532,7 @@ fn run(shared: &Shared, watermark: Option<&Watermark>) {
         let started = Instant::now();
         let synced = match fail_with {
             Some(errno) => Err(io::Error::from_raw_os_error(errno)),
-            None => fdatasync(&segment.file),
+            None => sync(&segment.file),
         };
         let synced = synced.and_then(|()| match watermark {
             Some(watermark) => watermark.raise(target),
@@ -548,7 +565,8 @@ fn run(shared: &Shared, watermark: Option<&Watermark>) {
     }
 }
 
-fn fdatasync(file: &File) -> io::Result<()> {
+/// `fdatasync` of `file`, tried again when interrupted.
+pub fn fdatasync(file: &File) -> io::Result<()> {
     loop {
         // SAFETY: the descriptor belongs to `file`, open for as long as it is borrowed.
         if unsafe { libc::fdatasync(file.as_raw_fd()) } == 0 {

@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 11
+NATIVE_INTERFACE = 12
 
 
 def _check_native(module) -> None:
@@ -96,7 +96,8 @@ REFUSED_DISK_FULL = 8
 #: replaced or put back; the native append looks its genuine functions up again then.
 seam_changed = _native.seam_changed
 #: The native fault seam (native/src/python/io_seam.rs): a fault plan's hook at the
-#: core's named write sites, and the core's store time pinned for tests.
+#: core's named sites (writes, window reservations, the group commit's fdatasyncs), and
+#: the core's store time pinned for tests.
 set_io = _native.set_io
 pin_clock = _native.pin_clock
 seam_generation = _native.seam_generation

@@ -15,9 +15,10 @@ objects are taken here, when the engine is imported, before any test can replace
 the core looks them up again only when the seam generation moved (seam.py: their modules
 and classes are watched, so replacing one moves it). A plan installed with native sites
 (``dataplane.set_io``; tests/faults/faultyfs.py, ``FaultyFS(native=True)``) names the
-functions the core's write sites stand in for (``fileio.pwrite_all``): those may be
-replaced, and the core keeps running, its writes shown to the plan by site
-(native/src/python/io_seam.rs).
+functions the core's sites stand in for (``fileio.pwrite_all``, and ``fileio.fdatasync``
+for the group commit's ``log.sync``): those may be replaced, and the core keeps running,
+in sync mode too, its writes, window reservations and fdatasyncs shown to the plan by
+site (native/src/python/io_seam.rs).
 """
 
 from __future__ import annotations

@@ -134,15 +134,32 @@ def append_some(
     return len(bodies)
 
 
-def append_forever(path: str, mode: str, acks: str, seed: int, limit: int = 0) -> None:
-    """A writer for the fork server: appends until killed (or ``limit`` messages)."""
+def append_forever(
+    path: str, mode: str, acks: str, seed: int, limit: int = 0, native: str = ""
+) -> None:
+    """A writer for the fork server: appends until killed (or ``limit`` messages).
+    With ``native``, after each append call the file holds how many calls it made and
+    how many of them the store core wrote (``read_native``)."""
     rng = random.Random(seed)
     writer = AckWriter(acks)
     store = MessageStore.open(path, fault_config(mode))
-    number = 0
+    report = os.open(native, os.O_WRONLY | os.O_CREAT, 0o644) if native else -1
+    core = store._appender
+    number = calls = 0
     while not limit or number < limit:
         number += append_some(store, rng, f"w{seed}", number, writer)
+        calls += 1
+        if report >= 0 and core is not None:
+            os.pwrite(report, b"%20d %20d\n" % (calls, core.appended + core.batched), 0)
     store.close()
+
+
+def read_native(path: Path) -> tuple[int, int]:
+    """(append calls, of which the store core wrote) as a killed ``append_forever`` left."""
+    if not path.exists() or not path.stat().st_size:
+        return 0, 0
+    calls, native = path.read_bytes().split()
+    return int(calls), int(native)
 
 
 # ------------------------------------------------------------------------ invariants
@@ -311,6 +328,33 @@ def arm_kill(
     setattr(owner, name, wrapper)
 
 
+def arm_site_kill(
+    fs,
+    store: MessageStore,
+    native: str,
+    site: str,
+    when: str = "before",
+    nth: int = 1,
+    where: str | None = None,
+) -> None:
+    """In a child: SIGKILL this process at the ``nth`` call at ``site`` of the fault plan
+    ``fs`` (tests/faults/faultyfs.py, ``kill_at``) for which ``where`` (a Python
+    expression over ``path`` and ``offset``) holds; just before, write the store core's
+    appends and batches so far to the file ``native``."""
+
+    def report() -> None:
+        core = store._appender
+        done = (0, 0) if core is None else (core.appended, core.batched)
+        if native:
+            Path(native).write_text(f"{done[0]} {done[1]}")
+
+    matches = None
+    if where is not None:
+        code = compile(where, "<where>", "eval")
+        matches = lambda path, offset: eval(code, {"path": path, "offset": offset})  # noqa: E731, S307
+    fs.kill_at(site, nth, when, before_death=report, where=matches)
+
+
 def populate(path: Path, mode: str, count: int, seed: int, acks_path: Path) -> list[Ack]:
     """Append ``count`` messages in this process (the store is closed after)."""
     rng = random.Random(seed)
@@ -323,12 +367,27 @@ def populate(path: Path, mode: str, count: int, seed: int, acks_path: Path) -> l
     return read_acks(acks_path)
 
 
-def write_until_killed(path: str, mode: str, acks: str, seed: int, kill: dict, limit: int) -> None:
-    """A child: open the store, arm the kill point, append up to ``limit`` messages."""
+def write_until_killed(
+    path: str, mode: str, acks: str, seed: int, kill: dict, limit: int, native: str = ""
+) -> None:
+    """A child: open the store, arm the kill point, append up to ``limit`` messages.
+
+    A kill point at a site (``{"site": ...}``: ``arm_site_kill``) is armed in a fault
+    plan with native sites, so the store core keeps writing and the kill comes at the
+    site whichever path reaches it; the core's appends and batches until then are
+    written to the file ``native`` just before the kill."""
     rng = random.Random(seed)
     writer = AckWriter(acks)
-    store = MessageStore.open(path, fault_config(mode))
-    arm_kill(**kill)
+    if "site" in kill:
+        from tests.faults.faultyfs import FaultyFS
+
+        fs = FaultyFS(Path(path), native=True)
+        fs.install()
+        store = MessageStore.open(path, fault_config(mode))
+        arm_site_kill(fs, store, native, **kill)
+    else:
+        store = MessageStore.open(path, fault_config(mode))
+        arm_kill(**kill)
     number = 0
     while number < limit:
         number += append_some(store, rng, f"k{seed}", number, writer)

@@ -30,15 +30,22 @@ Faults: ``fail(op, errno, ...)`` makes the next matching call raise ``OSError`` 
 and reads of existing files too: ``open_file``, ``pread``), and ``disk_usage`` reports
 ``fake_usage`` when set.
 
-``native=True`` also installs the layer under the native append's writes
-(native/src/python/io_seam.rs: ``dataplane.set_io``): each write of the store core at a
-named site (``log.record``, ``queue.entry``, ``timeindex.mark``) is checked against the
-rules as that site *and* as ``pwrite_all`` (the function it stands in for), then
-recorded in the model in order with the Python side's writes; ``kill_at(site, nth,
-when)`` ends the process with SIGKILL before or after the ``nth`` write at a site. The
-native append then keeps running under the layer (it declines under one installed
-without ``native``). ``on_op`` is called after every
-modelled call (under the layer's lock), so a test can capture images mid-operation.
+``native=True`` also installs the layer under the store core's file calls
+(native/src/python/io_seam.rs: ``dataplane.set_io``): each call at a named site is
+checked against the rules as that site *and* as the function it stands in for, then
+recorded in the model in order with the Python side's calls: writes (``log.record``,
+``queue.entry``, ``block.entry``, ``timeindex.mark``: as ``pwrite_all``), a queue
+window's reservation (``queue.reserve``: as ``preallocate``) and the group commit's
+fdatasync of the log (``log.sync``, on its own thread: as ``fdatasync``).
+The Python side's calls are named by the same sites, from the file they touch
+(``_site``: a ``pwrite_all`` into a segment is ``log.record``, an ``fdatasync`` of one
+``log.sync``, of a queue file ``queue.sync``, a ``preallocate`` of a segment
+``log.reserve``, ...), so ``kill_at(site, nth, when, where)`` ends the process with
+SIGKILL before or after the ``nth`` call at a site (of those ``where(path, offset)``
+holds) whichever path makes it, and ``fail(site, ...)`` fails either. The native append
+keeps running under the layer, in sync mode too (it declines under one installed
+without ``native``). ``on_op`` is called after every modelled call (under the layer's
+lock), so a test can capture images mid-operation.
 """
 
 from __future__ import annotations
@@ -60,6 +67,35 @@ _LIVE_NAMES = frozenset({"state"})
 SECTOR = 512
 PAGE = 4096
 LostPages = Callable[[str, int], bool]
+# What a native site's call stands in for, by the kind of call (the rules apply to it
+# under both names).
+_AS = {bytes: "pwrite_all", int: "preallocate", type(None): "fdatasync"}
+_STOOD_IN = ("pwrite_all", "fdatasync")
+# The site of a Python-side call, by the kind of file (``_kind``) and the call.
+_SITES = {
+    ("log", "pwrite_all"): "log.record",
+    ("log", "fdatasync"): "log.sync",
+    ("log", "preallocate"): "log.reserve",
+    ("queue", "pwrite_all"): "queue.entry",
+    ("queue", "fdatasync"): "queue.sync",
+    ("block", "pwrite_all"): "block.entry",
+    ("block", "fdatasync"): "block.sync",
+    ("timeindex", "pwrite_all"): "timeindex.mark",
+    ("timeindex", "fdatasync"): "timeindex.sync",
+}
+
+
+def _kind(relative: tuple[str, ...]) -> str | None:
+    """The kind of a store file by its path under the store (docs/FORMAT.md's layout)."""
+    if len(relative) == 2 and relative[0] == "commitlog" and relative[1].isdigit():
+        return "log"
+    if len(relative) == 4 and relative[0] == "consumequeue":
+        if relative[2] == "blocks":
+            return "block" if relative[3].isdigit() else None
+        if relative[3] == "timeindex":
+            return "timeindex"
+        return "queue" if relative[3].isdigit() else None
+    return None
 
 
 @dataclass
@@ -183,9 +219,11 @@ class FaultyFS:
         self.root = Path(root).resolve()
         self.real_sync = real_sync
         self.native = native
-        # (site, nth, when, before_death) of kill_at; the count of writes at each site.
-        self._kills: list[tuple[str, int, str, Callable[[], None] | None]] = []
-        self.native_writes: dict[str, int] = {}
+        # (site, nth, when, before_death, where) of kill_at, and how many calls matched
+        # each; the count of the core's calls at each site, and of all calls (either side).
+        self._kills: list[list] = []
+        self.native_calls: dict[str, int] = {}
+        self.site_calls: dict[str, int] = {}
         self.fake_usage: tuple[int, int] | None = None
         self.on_op: Callable[[str], None] | None = None
         self.calls: dict[str, int] = {}
@@ -222,7 +260,7 @@ class FaultyFS:
             self._saved[name] = getattr(fileio, name)
             setattr(fileio, name, getattr(self, name))
         if self.native:
-            dataplane.set_io(self._native_write, [(vars(fileio), "pwrite_all")])
+            dataplane.set_io(self._native_call, [(vars(fileio), name) for name in _STOOD_IN])
 
     def uninstall(self) -> None:
         if self.native:
@@ -239,34 +277,55 @@ class FaultyFS:
         nth: int = 1,
         when: str = "before",
         before_death: Callable[[], None] | None = None,
+        where: Callable[[str, int], bool] | None = None,
     ) -> None:
-        """SIGKILL this process at the ``nth`` native write at ``site``, ``before`` it is
-        made or ``after`` (in a child process only)."""
+        """SIGKILL this process at the ``nth`` call at ``site`` (by the core or the
+        Python side; of those whose ``where(path, offset)`` holds), ``before`` it is made
+        or ``after`` (in a child process only)."""
         with self._lock:
-            self._kills.append((site, nth, when, before_death))
+            self._kills.append([site, nth, when, before_death, where, 0])
 
-    def _native_write(self, site: str, fd: int, offset: int, data: bytes, phase: str) -> None:
-        """The hook of the native sites (io_seam.rs): before a write, the rules; after
-        it, the model; a kill point either side."""
-        with self._lock:
+    def _site(self, op: str, path: str) -> str | None:
+        """The site of a Python-side call ``op`` on the file at ``path`` (None: none)."""
+        if not self._mine(path):
+            return None
+        kind = _kind(Path(os.path.relpath(path, self.root)).parts)
+        return _SITES.get((kind, op)) if kind else None
+
+    def _at_site(self, site: str, path: str, offset: int, phase: str) -> None:
+        """A call at ``site``: before it, counted and checked against the rules; the
+        kill points either side. Called with the lock held."""
+        if phase == "before":
+            self.site_calls[site] = self.site_calls.get(site, 0) + 1
+            self._check(site, path)
+        for kill in self._kills:
+            if kill[0] != site or (kill[4] is not None and not kill[4](path, offset)):
+                continue
             if phase == "before":
-                count = self.native_writes[site] = self.native_writes.get(site, 0) + 1
-                path = self._fd_path(fd)
-                self._check(site, path)
-                self._check("pwrite_all", path)
+                kill[5] += 1
+            if kill[5] == kill[1] and kill[2] == phase:
+                if kill[3] is not None:
+                    kill[3]()
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def _native_call(self, site: str, fd: int, offset: int, what, phase: str) -> None:
+        """The hook of the native sites (io_seam.rs): before a call, the rules; after
+        it, the model (``what``: a write's bytes, a reservation's length, None for an
+        fdatasync); a kill point either side."""
+        with self._lock:
+            path = self._fd_path(fd)
+            if phase == "before":
+                self.native_calls[site] = self.native_calls.get(site, 0) + 1
+                self._check(_AS[type(what)], path)
+            elif what is None:
+                self._sync_file(fd)
+            elif isinstance(what, int):
+                self._record_op(fd, ("g", offset + what))
             else:
-                count = self.native_writes.get(site, 0)
-                self._record_op(fd, ("w", offset, bytes(data)))
-            kill = next(
-                (k for k in self._kills if k[0] == site and k[1] == count and k[2] == phase),
-                None,
-            )
+                self._record_op(fd, ("w", offset, bytes(what)))
+            self._at_site(site, path, offset, phase)
         if phase == "after":
             self._done(site)
-        if kill is not None:
-            if kill[3] is not None:
-                kill[3]()
-            os.kill(os.getpid(), signal.SIGKILL)
 
     def __enter__(self) -> FaultyFS:
         self.install()
@@ -444,26 +503,36 @@ class FaultyFS:
 
     def pwrite_all(self, fd: int, data, offset: int) -> None:
         with self._lock:
-            self._check("pwrite_all", self._fd_path(fd))
+            path = self._fd_path(fd)
+            site = self._site("pwrite_all", path)
+            self._check("pwrite_all", path)
+            if site:
+                self._at_site(site, path, offset, "before")
             self._saved["pwrite_all"](fd, data, offset)
             self._record_op(fd, ("w", offset, bytes(data)))
+            if site:
+                self._at_site(site, path, offset, "after")
         self._done("pwrite_all")
 
     def fdatasync(self, fd: int) -> None:
-        with self._lock:
-            self._check("fdatasync", self._fd_path(fd))
-            if self.real_sync:
-                os.fdatasync(fd)
-            self._sync_file(fd)
-        self._done("fdatasync")
+        self._sync("fdatasync", fd, os.fdatasync)
 
     def fsync(self, fd: int) -> None:
+        self._sync("fsync", fd, os.fsync)
+
+    def _sync(self, op: str, fd: int, sync: Callable[[int], None]) -> None:
         with self._lock:
-            self._check("fsync", self._fd_path(fd))
+            path = self._fd_path(fd)
+            site = self._site(op, path)
+            self._check(op, path)
+            if site:
+                self._at_site(site, path, 0, "before")
             if self.real_sync:
-                os.fsync(fd)
+                sync(fd)
             self._sync_file(fd)
-        self._done("fsync")
+            if site:
+                self._at_site(site, path, 0, "after")
+        self._done(op)
 
     def fsync_dir(self, path: Path) -> None:
         with self._lock:
@@ -479,9 +548,15 @@ class FaultyFS:
 
     def preallocate(self, fd: int, size: int) -> None:
         with self._lock:
-            self._check("preallocate", self._fd_path(fd))
+            path = self._fd_path(fd)
+            site = self._site("preallocate", path)
+            self._check("preallocate", path)
+            if site:
+                self._at_site(site, path, 0, "before")
             self._saved["preallocate"](fd, size)
             self._record_op(fd, ("g", size))
+            if site:
+                self._at_site(site, path, 0, "after")
         self._done("preallocate")
 
     def zero_range(self, fd: int, offset: int, length: int) -> None:

@@ -38,6 +38,7 @@ from tests.faults.faultharness import (
     create_store,
     fault_config,
     read_acks,
+    read_native,
 )
 from tests.faults.forkserver import Child, ForkServer
 
@@ -64,6 +65,7 @@ def _spawn_writer(server: ForkServer, tmp_path: Path, mode: str, seed: int) -> C
         mode=mode,
         acks=str(tmp_path / f"acks-{seed}.txt"),
         seed=seed,
+        native=str(tmp_path / f"native-{seed}.txt"),
     )
 
 
@@ -72,6 +74,12 @@ def _killed_acks(child: Child, tmp_path: Path, seed: int) -> list[Ack]:
     outcome = child.wait()
     assert outcome.killed, f"seed {SEED}: writer {seed} ended by itself: {outcome}"
     return read_acks(tmp_path / f"acks-{seed}.txt")
+
+
+def _native_calls(tmp_path: Path) -> tuple[int, int]:
+    """(append calls, of which the store core wrote) of every writer so far."""
+    done = [read_native(report) for report in tmp_path.glob("native-*.txt")]
+    return sum(d[0] for d in done), sum(d[1] for d in done)
 
 
 def _wait_before_kill(child: Child, tmp_path: Path, seed: int, rng: random.Random) -> None:
@@ -145,7 +153,10 @@ def _crash_loop(server: ForkServer, tmp_path: Path, mode: str) -> dict:
             if not in_copy and since_retention >= RETENTION_EVERY:
                 store.delete_expired(now_ms=FAR_FUTURE_MS)
                 since_retention = 0
+    calls, native = _native_calls(tmp_path)
     return {
+        "calls": calls,
+        "native": native,
         "kills": kills,
         "lost": lost,
         "checked": checked,
@@ -162,6 +173,7 @@ def test_sync_sigkill_loop_loses_no_acknowledged_message(server, tmp_path):
         f"{[a.message_id for a in result['lost'][:10]]}"
     )
     assert result["acknowledged"] > 300, f"seed {SEED}: too few acknowledged: {result}"
+    assert result["native"] > 30, f"seed {SEED}: the store core wrote too little: {result}"
     print(f"\nsync: {_summary(result)}")
 
 
@@ -169,6 +181,7 @@ def test_async_sigkill_loop_loses_at_most_the_newest_acknowledged(server, tmp_pa
     result = _crash_loop(server, tmp_path, "async")
     assert result["kills"] >= 200
     assert result["acknowledged"] > 300, f"seed {SEED}: too few acknowledged: {result}"
+    assert result["native"] > 30, f"seed {SEED}: the store core wrote too little: {result}"
     print(f"\nasync: {_summary(result)}")
     # Stronger than promised: a killed process leaves what it wrote in the page cache,
     # so even the unflushed window survives. (Power loss is tests/faults/test_power_loss*.)
@@ -181,6 +194,7 @@ def test_async_sigkill_loop_loses_at_most_the_newest_acknowledged(server, tmp_pa
 def _summary(result: dict) -> str:
     return (
         f"{result['kills']} kills ({result['silent']} before any acknowledgement), "
+        f"{result['native']} of {result['calls']} append calls written by the store core, "
         f"{result['acknowledged']} acknowledged, {result['checked']} message reads checked, "
         f"{len(result['lost'])} acknowledged lost"
     )

@@ -35,9 +35,9 @@ _VOLATILE = {
 }
 
 
-def config() -> StoreConfig:
+def config(mode: str = "async") -> StoreConfig:
     return StoreConfig(
-        flush_mode="async",
+        flush_mode=mode,
         segment_bytes=1 << 20,
         queue_file_entries=4096,
         index_slots=64,
@@ -46,13 +46,15 @@ def config() -> StoreConfig:
     )
 
 
-def workload(path: Path) -> dict[str, int]:
+def workload(path: Path, mode: str = "async") -> dict[str, int]:
     """Singles, plain batches and dict batches (tags, keys, properties) to a topic of
-    files per queue, with the clock pinned; what the native calls did."""
+    files per queue, and dict batches to a shared topic, with the clock pinned; what the
+    native calls did."""
     clock.pin(PINNED_MS)
     try:
-        with MessageStore.open(path, config()) as store:
+        with MessageStore.open(path, config(mode)) as store:
             store.create_topic("t", queues=3, layout="files")
+            store.create_topic("shared", queues=2, layout="shared")
             for i in range(400):
                 store.append("t", b"single-%04d" % i)
             for b in range(8):
@@ -63,6 +65,9 @@ def workload(path: Path) -> dict[str, int]:
                     for i in range(40)
                 ]
                 store.append_batch("t", items)
+            for b in range(6):
+                items = [{"body": b"block-%d-%d" % (b, i), "tag": "x"} for i in range(30)]
+                store.append_batch("shared", items)
             core = store._appender
             done = {"appended": core.appended, "batched": core.batched, "marked": core.marked}
             store.flush()
@@ -79,19 +84,23 @@ def data_files(path: Path) -> dict[str, bytes]:
     }
 
 
-def test_one_workload_under_the_direct_and_the_recording_io_writes_the_same_bytes(tmp_path):
-    direct = workload(tmp_path / "direct")
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_one_workload_under_the_direct_and_the_recording_io_writes_the_same_bytes(tmp_path, mode):
+    direct = workload(tmp_path / "direct", mode)
     with FaultyFS(tmp_path / "recorded", native=True) as fs:
-        recorded = workload(tmp_path / "recorded")
+        recorded = workload(tmp_path / "recorded", mode)
         image = fs.capture()
 
     # The core ran under the plan (it declines under a plan without native sites) and
-    # the plan saw its writes by site.
-    assert recorded["appended"] > 350 and recorded["batched"] >= 10, recorded
+    # the plan saw its calls by site.
+    assert recorded["appended"] > 350 and recorded["batched"] >= 15, recorded
     assert direct["appended"] > 350, direct
-    assert fs.native_writes.get("log.record", 0) >= recorded["appended"]
-    assert fs.native_writes.get("queue.entry", 0) >= recorded["appended"]
-    assert fs.native_writes.get("timeindex.mark", 0) > 0
+    assert fs.native_calls.get("log.record", 0) >= recorded["appended"]
+    assert fs.native_calls.get("queue.entry", 0) >= recorded["appended"]
+    assert fs.native_calls.get("timeindex.mark", 0) > 0
+    assert fs.native_calls.get("queue.reserve", 0) >= 3
+    assert fs.native_calls.get("block.entry", 0) >= 5
+    assert (fs.native_calls.get("log.sync", 0) > 0) == (mode == "sync")
     assert data_files(tmp_path / "direct") == data_files(tmp_path / "recorded")
     # Every write reached the model, in order: its image with no page lost is the
     # directory as it is.
@@ -105,7 +114,7 @@ def test_a_plan_without_native_sites_still_turns_the_core_down(tmp_path):
         for i in range(50):
             store.append("t", b"m%d" % i)
         assert store._appender.appended == 0
-    assert fs.native_writes == {}
+    assert fs.native_calls == {}
 
 
 @pytest.mark.parametrize("site", ["queue.entry", "log.record"])
@@ -182,7 +191,7 @@ def test_a_kill_at_a_native_site_loses_nothing_acknowledged(tmp_path, site, nth,
 _NATIVE_SITES = ("log.record", "queue.entry", "timeindex.mark")
 
 
-def test_power_loss_amid_native_writes_keeps_every_flushed_message(tmp_path):
+def test_power_loss_amid_native_calls_keeps_every_flushed_message(tmp_path):
     """Images of the power-loss model taken at every 7th native write and after every
     other operation of a workload the core writes (singles, plain and dict batches,
     queue files rolling), kept as a power loss would leave them (only fsynced bytes;

@@ -27,8 +27,9 @@
 //! a test installed (a replaced `fileio` function or engine method on the append
 //! path): those keep their kill points and fault sites in Python. The exception is a
 //! plan installed with native sites (io_seam.rs): the functions it names as stood in
-//! for by the core's sites (`fileio.pwrite_all`) may be replaced, and the core's
-//! writes go through the plan's `Io` at `log.record`, `queue.entry`, `timeindex.mark`.
+//! for by the core's sites (`fileio.pwrite_all`, `fileio.fdatasync`) may be replaced,
+//! and the core's calls go through the plan's `Io` at `log.record`, `queue.entry`,
+//! `queue.reserve`, `timeindex.mark`, `block.entry` (and the group commit's `log.sync`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -48,7 +49,7 @@ mod follow;
 
 use follow::Followed;
 
-use super::io_seam::{self, Site};
+use super::io_seam::{self, Site, What};
 use super::log_sync::{LogSyncer, Written};
 use super::pen::Pen;
 use super::slots::Slot;
@@ -1876,10 +1877,77 @@ impl AppendCore {
     ) -> PyResult<()> {
         let py = queue.py();
         let at = slot * ENTRY_SIZE as u64;
+        if io_seam::planned() {
+            // Under a fault plan the window is reserved apart, at its own site; without
+            // one the store reserves it itself (window.rs), the same `fallocate`.
+            self.reserve_window(queue, fd, data.len(), at)?;
+        }
         io_seam::with_io(py, |io| {
             io.write(py, Site::QueueEntry, fd, at, data, &mut || {
                 self.store_entries_direct(queue, fd, data, at)
             })
+        })
+    }
+
+    /// The window a store of `len` bytes at byte `at` of the last file of `queue` needs,
+    /// reserved through the `Io` in force at `queue.reserve` (none needed: nothing).
+    /// The `tails` lock is not held while the plan's hook runs (it may let the GIL go).
+    fn reserve_window(
+        &self,
+        queue: &Bound<'_, PyAny>,
+        fd: i32,
+        len: usize,
+        at: u64,
+    ) -> PyResult<()> {
+        let py = queue.py();
+        let key = queue.as_ptr() as usize;
+        let Ok(at) = usize::try_from(at) else {
+            return Ok(());
+        };
+        let needed = match self.tails.lock() {
+            Ok(tails) => tails
+                .get(&key)
+                .filter(|tail| tail.fd.as_raw_fd() == fd)
+                .and_then(|tail| tail.window.as_ref())
+                .and_then(|window| window.to_reserve(at, len)),
+            Err(_) => None,
+        };
+        let Some((from, to)) = needed else {
+            return Ok(());
+        };
+        io_seam::with_io(py, |io| {
+            io.call(
+                py,
+                Site::QueueReserve,
+                fd,
+                from as u64,
+                What::Reserve((to - from) as u64),
+                &mut || {
+                    let Ok(mut tails) = self.tails.lock() else {
+                        return Ok(());
+                    };
+                    let Some(tail) = tails.get_mut(&key).filter(|t| t.fd.as_raw_fd() == fd) else {
+                        return Ok(());
+                    };
+                    let Some(window) = tail.window.as_mut() else {
+                        return Ok(());
+                    };
+                    match window.reserve_range(fd, from, to) {
+                        Ok(()) => {
+                            self.reserved.fetch_add(1, Ordering::Relaxed);
+                            Ok(())
+                        }
+                        Err(NotStored::Failed(error)) => Err(PyOSError::new_err((
+                            error.raw_os_error().unwrap_or(libc::EIO),
+                            error.to_string(),
+                        ))),
+                        Err(NotStored::Unmapped) => {
+                            tail.window = None;
+                            Ok(())
+                        }
+                    }
+                },
+            )
         })
     }
 

@@ -2,10 +2,13 @@
 //! store (issue 31, part 9). The store makes it in sync mode (store.py) and hands it to
 //! the flush service, which tells it of every other flush (`advance`) and failure
 //! (`fail`); the append core (append_core.rs) waits on it without the GIL for each
-//! sync append it wrote (`wait_written`).
+//! sync append it wrote (`wait_written`). Its flusher's fdatasyncs go through the fault
+//! seam at `log.sync` (io_seam.rs): under a fault plan the flusher thread takes the GIL
+//! to show each one to the plan's hook, which may fail it with an errno (the group
+//! commit then fails every waiter) or end the process before or after it.
 
 use std::fs::File;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,7 +17,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::group_commit::{GroupCommit, Waited, Watermark};
+use super::io_seam::{self, Site, What};
+use crate::group_commit::{self, GroupCommit, Waited, Watermark};
 
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct LogSyncer {
@@ -43,7 +47,8 @@ impl LogSyncer {
             .transpose()
             .map_err(os_error)?;
         Ok(LogSyncer {
-            group: GroupCommit::start(flushed, watermark).map_err(os_error)?,
+            group: GroupCommit::start_with(flushed, watermark, Box::new(sync_at_site))
+                .map_err(os_error)?,
             timeout: Duration::from_millis(timeout_ms),
         })
     }
@@ -181,6 +186,43 @@ impl LogSyncer {
         self.group.use_segment(base, seg_end, File::from(owned));
         Ok(true)
     }
+}
+
+impl Drop for LogSyncer {
+    /// Stop the flusher with the GIL let go: under a fault plan it may be waiting for
+    /// the GIL to show an fdatasync to the plan (`sync_at_site`).
+    fn drop(&mut self) {
+        Python::attach(|py| py.detach(|| self.group.stop()));
+    }
+}
+
+/// The flusher's fdatasync of the active segment, through the `Io` in force at
+/// `log.sync`: without a fault plan, the fdatasync and nothing else.
+fn sync_at_site(file: &File) -> std::io::Result<()> {
+    if !io_seam::planned() {
+        return group_commit::fdatasync(file);
+    }
+    Python::attach(|py| {
+        io_seam::with_io(py, |io| {
+            io.call(
+                py,
+                Site::LogSync,
+                file.as_raw_fd(),
+                0,
+                What::Sync,
+                &mut || group_commit::fdatasync(file).map_err(os_error),
+            )
+        })
+        .map_err(|error| {
+            let errno = error
+                .value(py)
+                .getattr(intern!(py, "errno"))
+                .ok()
+                .and_then(|code| code.extract::<i32>().ok())
+                .unwrap_or(libc::EIO);
+            std::io::Error::from_raw_os_error(errno)
+        })
+    })
 }
 
 fn os_error(error: std::io::Error) -> PyErr {

@@ -17,6 +17,9 @@
 //! pen: the Python objects are read before it (the queues, the blocks' plan, the block
 //! files' mappings) and moved after it (the queues' ends, the results).
 //!
+//! Its writes go through the fault seam (io_seam.rs): the records at `log.record`, each
+//! piece of entries at `block.entry`.
+//!
 //! It declines (the long way writes the batch) for an item with keys (the key index),
 //! a born time or a dedup id, a block of a file not created yet (Python creates it),
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
@@ -460,7 +463,10 @@ impl AppendCore {
         // encoded and each queue's entries packed, the write begun (its extent marked,
         // as `begin`), the records written with one pwrite, the allocated blocks
         // remembered in the native index, the entries stored into the block files.
-        let work = || -> Result<Run, Unwritten> {
+        // Under a fault plan the work keeps the GIL (the plan's hook is Python) and its
+        // writes go through the seam's sites: the records at `log.record`, the entries at
+        // `block.entry`.
+        let work = |planned: Option<Python<'_>>| -> Result<Run, Unwritten> {
             let mut run = place_run(
                 tail,
                 end,
@@ -477,20 +483,28 @@ impl AppendCore {
             let pieces = Self::pieces(geometry, &shares, &plan, &run.entries);
             extent.store(end, Ordering::Relaxed);
             writing.store(1, Ordering::Release);
-            Self::write_at(segment_fd, &run.out, segment_at).map_err(Unwritten::Records)?;
+            match planned {
+                Some(py) => {
+                    Self::write_at_site(py, Site::LogRecord, segment_fd, &run.out, segment_at)
+                }
+                None => Self::write_at(segment_fd, &run.out, segment_at),
+            }
+            .map_err(Unwritten::Records)?;
             // The allocated blocks remembered before their writes, as `_new_block` does.
             let mut known = index.lock();
             for (queue_id, seq, block) in &plan.allocated {
                 known.remember(*queue_id, *seq, *block);
             }
             drop(known);
-            Self::write_pieces(geometry, &pieces, &targets).map_err(Unwritten::Entries)?;
+            Self::write_pieces(geometry, &pieces, &targets, planned).map_err(Unwritten::Entries)?;
             Ok(run)
         };
-        let outcome = if held.len() >= DETACH_ITEMS {
-            py.detach(work)
+        let outcome = if io_seam::planned() {
+            work(Some(py))
+        } else if held.len() >= DETACH_ITEMS {
+            py.detach(move || work(None))
         } else {
-            work()
+            work(None)
         };
         let Run {
             queue_offsets,
@@ -701,43 +715,42 @@ impl AppendCore {
         geometry: Geometry,
         pieces: &[(u64, usize, Vec<u8>)],
         files: &[FileTarget],
+        planned: Option<Python<'_>>,
     ) -> PyResult<()> {
         let size = geometry.block_bytes;
         let file_len = (geometry.per_file * size) as usize;
         if files.iter().all(|f| f.map.is_some()) {
-            let maps = MAPS
-                .lock()
-                .map_err(|_| PyOSError::new_err((libc::EIO, "block file mappings")))?;
-            let live = files.iter().all(|f| {
-                maps.iter()
-                    .any(|m| Some(m.at) == f.map && m.file.as_ptr() as usize == f.file)
-            });
-            if !live {
-                return Err(PyOSError::new_err((libc::EBADF, "a block file closed")));
+            if let Some(py) = planned {
+                // Under a fault plan each piece through the seam, its file looked up in
+                // `MAPS` again for its store: the plan's hook, run before, may have let
+                // the file go.
+                for (block, at, data) in pieces {
+                    let (target, position) = Self::piece_place(geometry, files, *block, *at)?;
+                    Self::write_site(
+                        py,
+                        Site::BlockEntry,
+                        target.fd,
+                        position as u64,
+                        data,
+                        || {
+                            let maps = Self::maps()?;
+                            Self::store_piece(&maps, target, position, data, file_len)
+                        },
+                    )?;
+                }
+                return Ok(());
             }
+            let maps = Self::maps()?;
             for (block, at, data) in pieces {
-                let first = block - block % geometry.per_file;
-                let Some(map) = files.iter().find(|f| f.first == first).and_then(|f| f.map) else {
-                    continue; // never: every piece's file is in `files`
-                };
-                let position = ((block - first) * size) as usize + at;
-                if position + data.len() > file_len {
-                    return Err(PyOSError::new_err((libc::EINVAL, "a block past its file")));
-                }
-                // SAFETY: `map` is a live mapping of `file_len` bytes of the block file
-                // (`mapped`; found in `MAPS` above, whose lock is held, so it is not
-                // unmapped meanwhile), its space reserved; [position, position + len)
-                // lies inside it (checked above).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr(),
-                        (map as *mut u8).add(position),
-                        data.len(),
-                    );
-                }
+                let (target, position) = Self::piece_place(geometry, files, *block, *at)?;
+                Self::store_piece(&maps, target, position, data, file_len)?;
             }
             return Ok(());
         }
+        let put = |fd: i32, data: &[u8], at: u64| match planned {
+            Some(py) => Self::write_at_site(py, Site::BlockEntry, fd, data, at),
+            None => Self::write_at(fd, data, at),
+        };
         let mut run: Vec<u8> = Vec::new();
         let mut run_at = 0u64; // the run's place in its file
         let mut run_file = u64::MAX;
@@ -752,7 +765,7 @@ impl AppendCore {
                 continue;
             }
             if !run.is_empty() {
-                Self::write_at(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
+                put(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
             }
             run.clear();
             run.extend_from_slice(data);
@@ -761,7 +774,63 @@ impl AppendCore {
             run_end = position + data.len() as u64;
         }
         if !run.is_empty() {
-            Self::write_at(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
+            put(fd_of(run_file).unwrap_or(-1), &run, run_at)?;
+        }
+        Ok(())
+    }
+
+    /// The block files' mappings, locked (a mapping found there is not let go while the
+    /// guard is held).
+    fn maps() -> PyResult<std::sync::MutexGuard<'static, Vec<BlockMap>>> {
+        MAPS.lock()
+            .map_err(|_| PyOSError::new_err((libc::EIO, "block file mappings")))
+    }
+
+    /// A piece's file among the batch's and its place in that file.
+    fn piece_place(
+        geometry: Geometry,
+        files: &[FileTarget],
+        block: u64,
+        at: usize,
+    ) -> PyResult<(&FileTarget, usize)> {
+        let first = block - block % geometry.per_file;
+        let target = files
+            .iter()
+            .find(|f| f.first == first)
+            .ok_or_else(|| PyOSError::new_err((libc::EINVAL, "a block of no batch file")))?;
+        Ok((
+            target,
+            ((block - first) * geometry.block_bytes) as usize + at,
+        ))
+    }
+
+    /// `data` stored at `position` of `target`'s mapping, if that mapping is still in
+    /// `maps` for the same file (a store's close in another thread lets it go: EBADF).
+    fn store_piece(
+        maps: &[BlockMap],
+        target: &FileTarget,
+        position: usize,
+        data: &[u8],
+        file_len: usize,
+    ) -> PyResult<()> {
+        let Some(map) = target.map.filter(|at| {
+            maps.iter()
+                .any(|m| m.at == *at && m.file.as_ptr() as usize == target.file)
+        }) else {
+            return Err(PyOSError::new_err((libc::EBADF, "a block file closed")));
+        };
+        if position + data.len() > file_len {
+            return Err(PyOSError::new_err((libc::EINVAL, "a block past its file")));
+        }
+        // SAFETY: `map` is a live mapping of `file_len` bytes of the block file (found in
+        // `maps`, whose lock the caller holds, so it is not unmapped meanwhile), its space
+        // reserved; [position, position + len) lies inside it (checked above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                (map as *mut u8).add(position),
+                data.len(),
+            );
         }
         Ok(())
     }

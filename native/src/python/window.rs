@@ -174,9 +174,32 @@ impl QueueWindow {
     }
 
     fn reserve(&mut self, fd: RawFd, at: usize, end: usize) -> Result<(), NotStored> {
+        let (from, to) = Self::window_around(at, end, self.map.len);
+        self.reserve_range(fd, from, to)
+    }
+
+    /// The window a store of `[at, end)` reserves: from `at`'s page, `WINDOW` bytes (or
+    /// to `end`), cut at the file's end.
+    fn window_around(at: usize, end: usize, len: usize) -> (usize, usize) {
         let page = page_size();
         let from = at & !(page - 1);
-        let to = (from + WINDOW).max(end).min(self.map.len);
+        (from, (from + WINDOW).max(end).min(len))
+    }
+
+    /// The window `[from, to)` a store of `len` bytes at `at` must reserve first; None
+    /// when it lies inside the reserved one (or past the mapping: the store writes it
+    /// with `pwrite`). The fault seam reserves it apart, at its own site
+    /// (io_seam.rs, `queue.reserve`), before the store.
+    pub fn to_reserve(&self, at: usize, len: usize) -> Option<(usize, usize)> {
+        let end = at.checked_add(len)?;
+        if end > self.map.len || (at >= self.from && end <= self.to) {
+            return None;
+        }
+        Some(Self::window_around(at, end, self.map.len))
+    }
+
+    /// Reserve `[from, to)` of the file `fd` with `fallocate` (mode 0) as the window.
+    pub fn reserve_range(&mut self, fd: RawFd, from: usize, to: usize) -> Result<(), NotStored> {
         let length = i64::try_from(to - from).map_err(|_| NotStored::Unmapped)?;
         let offset = i64::try_from(from).map_err(|_| NotStored::Unmapped)?;
         // SAFETY: plain syscall on the caller's open descriptor.
