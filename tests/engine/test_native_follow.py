@@ -78,6 +78,24 @@ def test_two_writers_taking_turns_follow_each_other_natively(two):
         assert store.get(results[-1].message_id).body == b"m299"
 
 
+def test_interleaved_writers_leave_every_entry_pointing_at_its_own_message(two):
+    first, second = two
+    turns = [(i // 2) % 2 if i < 200 else i % 2 for i in range(400)]
+    results = [(first, second)[turn].append("t", f"m{i}".encode()) for i, turn in enumerate(turns)]
+
+    # Each result reads back its own body where it says it landed, in both stores,
+    # and each queue's entry at each offset points at that offset's record.
+    for store in (first, second):
+        for i, result in enumerate(results):
+            [message] = store.read("t", result.queue, result.queue_offset, 1)
+            assert (message.body, message.commit_offset) == (
+                f"m{i}".encode(),
+                result.commit_offset,
+            )
+            assert (message.topic, message.queue) == ("t", result.queue)
+        _dense_unique(store, 3)
+
+
 def test_a_batch_after_another_writers_batch_follows_natively(two):
     first, second = two
     cores = [first._appender, second._appender]
