@@ -397,6 +397,8 @@ struct Ready<'py> {
     now: i64,
     /// What may have changed under the caller's plan (a follow, a wait for the pen).
     moved: Moved,
+    /// A native follow's bookkeeping left to the caller (`ready_deferring`).
+    unfollowed: Option<follow::Unfollowed<'py>>,
 }
 
 /// What may have changed under a write's plan (made before the pen was taken) by the
@@ -515,6 +517,8 @@ struct Unsettled<'py> {
     queue_end: u64,
     round_robin: i64,
     published: Published,
+    /// The bookkeeping of a native follow before the write (`settle_follow`).
+    unfollowed: Option<follow::Unfollowed<'py>>,
 }
 
 /// A step's outcome as Python sees it: its value, None when declined, or the error.
@@ -1533,7 +1537,7 @@ impl AppendCore {
         let outcome = self.under_thread_lock_then(
             py,
             |waited| self.under_pen(py, &plan, waited),
-            |(single, end, unsettled)| match self.settle_single(py, state, &unsettled) {
+            |(single, end, unsettled)| match self.settle_single(py, state, unsettled) {
                 Ok(()) => Ok((single, end)),
                 // Published: never declined to the long way, which would write it again.
                 Err(Stop::Declined) => Err(Stop::Failed(PyRuntimeError::new_err(
@@ -1753,6 +1757,13 @@ impl AppendCore {
     /// since this one last followed; nothing left unfinished), the tail and the active
     /// segment, the time of the write.
     fn ready<'py>(&self, py: Python<'py>, waited: bool) -> Step<Ready<'py>> {
+        self.ready_deferring(py, waited, false)
+    }
+
+    /// `ready`; with `defer`, the bookkeeping of a native follow is left in the
+    /// `Ready` (`unfollowed`) for the caller to settle after the pen is let go (issue
+    /// 31, part 12); settled here when the write is declined or fails before that.
+    fn ready_deferring<'py>(&self, py: Python<'py>, waited: bool, defer: bool) -> Step<Ready<'py>> {
         let store = self.store.bind(py);
         let log = self.log_dict.bind(py);
         let slots = &self.slots;
@@ -1773,16 +1784,20 @@ impl AppendCore {
             return declined();
         }
         let followed = self.followed_word.get();
+        let mut unfollowed = None;
         if i64::try_from(sequence).ok() != Some(followed.load()) {
             // Moved since this process last looked (by its own long way, or by another
             // process). Another process's appends alone: the core takes in their notes
             // itself (follow.rs). Anything else: the store's `_follow` decides, and
             // nothing to follow leaves `_seen` as it was. Either way the caller finds
             // its rooms again (`moved`) and writes on.
-            match self.follow_notes(py, &header, sequence)? {
-                Followed::Nothing => {}
-                Followed::Ends => moved = moved.max(Moved::Ends),
-                Followed::NotHere => {
+            match self.follow_notes(py, &header, sequence, defer)? {
+                (Followed::Nothing, _) => {}
+                (Followed::Ends, work) => {
+                    moved = moved.max(Moved::Ends);
+                    unfollowed = work;
+                }
+                (Followed::NotHere, _) => {
                     let seen = store.getattr(intern!(py, "_seen"))?;
                     store.call_method0(intern!(py, "_follow"))?;
                     if i64::try_from(sequence).ok() != Some(followed.load()) {
@@ -1795,48 +1810,63 @@ impl AppendCore {
                 }
             }
         }
-        if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
-            return declined(); // a write left unfinished: the long way clears it
-        }
-        // 2. The tail and the active segment (`CommitLog.active`, read without its
-        //    property's frame); the caller checks its room (else the long way rolls).
-        let tail_object = item(log, intern!(py, "tail"))?;
-        let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
-        if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
-            return declined();
-        }
-        let segments = item(log, intern!(py, "segments"))?
-            .cast_into::<PyList>()
-            .map_err(PyErr::from)?;
-        let Some(segment) = segments
-            .len()
-            .checked_sub(1)
-            .map(|i| segments.get_item(i))
-            .transpose()?
-        else {
-            return declined();
+        let finish = move || -> Step<Ready<'py>> {
+            if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
+                return declined(); // a write left unfinished: the long way clears it
+            }
+            // 2. The tail and the active segment (`CommitLog.active`, read without its
+            //    property's frame); the caller checks its room (else the long way rolls).
+            let tail_object = item(log, intern!(py, "tail"))?;
+            let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
+            if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
+                return declined();
+            }
+            let segments = item(log, intern!(py, "segments"))?
+                .cast_into::<PyList>()
+                .map_err(PyErr::from)?;
+            let Some(segment) = segments
+                .len()
+                .checked_sub(1)
+                .map(|i| segments.get_item(i))
+                .transpose()?
+            else {
+                return declined();
+            };
+            if !segment.get_type().is(slots.segment_type.bind(py)) {
+                return declined();
+            }
+            let base = get_u64(slots.base, &segment)?;
+            let end_of_segment = get_u64(slots.end, &segment)?;
+            if tail < base {
+                return declined();
+            }
+            let last_store_ms = self.last_store.get().load();
+            Ok(Ready {
+                header,
+                sequence,
+                tail,
+                tail_object,
+                last_store_ms,
+                base,
+                end_of_segment,
+                segment,
+                now: now_ms().max(last_store_ms),
+                moved,
+                unfollowed: None,
+            })
         };
-        if !segment.get_type().is(slots.segment_type.bind(py)) {
-            return declined();
+        match finish() {
+            Ok(mut ready) => {
+                ready.unfollowed = unfollowed;
+                Ok(ready)
+            }
+            Err(stop) => {
+                if let Some(work) = unfollowed {
+                    self.settle_follow(py, work, true)?;
+                }
+                Err(stop)
+            }
         }
-        let base = get_u64(slots.base, &segment)?;
-        let end_of_segment = get_u64(slots.end, &segment)?;
-        if tail < base {
-            return declined();
-        }
-        let last_store_ms = self.last_store.get().load();
-        Ok(Ready {
-            header,
-            sequence,
-            tail,
-            tail_object,
-            last_store_ms,
-            base,
-            end_of_segment,
-            segment,
-            now: now_ms().max(last_store_ms),
-            moved,
-        })
     }
 
     /// The mapping of the active segment, when `[tail, end)` and a marker after it fit.
@@ -2155,11 +2185,37 @@ impl AppendCore {
         plan: &Planned<'_, 'py>,
         waited: bool,
     ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
+        let mut ready = self.ready_deferring(py, waited, true)?;
+        let unfollowed = ready.unfollowed.take();
+        match self.write_single(py, plan, &ready) {
+            Ok((single, end, written)) => Ok((
+                single,
+                end,
+                Unsettled {
+                    unfollowed,
+                    ..written
+                },
+            )),
+            Err(stop) => {
+                if let Some(work) = unfollowed {
+                    self.settle_follow(py, work, true)?;
+                }
+                Err(stop)
+            }
+        }
+    }
+
+    /// `under_pen`'s write once `ready`.
+    fn write_single<'py>(
+        &self,
+        py: Python<'py>,
+        plan: &Planned<'_, 'py>,
+        ready: &Ready<'py>,
+    ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
         let Planned {
             state, topic, body, ..
         } = plan;
         let (length, round_robin, queue_id) = (plan.length, plan.round_robin, plan.queue_id);
-        let ready = self.ready(py, waited)?;
         // The queue's room again when a follow (or a wait) may have moved its end.
         let (queue, last, queue_offset, slot) = match ready.moved {
             Moved::Nothing => (
@@ -2177,10 +2233,10 @@ impl AppendCore {
         let (queue, last) = (&queue, &last);
         let tail = ready.tail;
         let end = tail + length as u64;
-        let map = self.room(&ready, end)?;
+        let map = self.room(ready, end)?;
         let fd = self.queue_file_fd(py, queue, last)?;
         let now = ready.now;
-        Self::begin(&ready, end);
+        Self::begin(ready, end);
         // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
         //    record into the mapping.
         let mut entry = Vec::with_capacity(ENTRY_SIZE);
@@ -2231,7 +2287,7 @@ impl AppendCore {
         // 6: publish. 5 and 7, this process's state as the long way leaves it and
         //    seen, after the pen is let go (`settle_single`).
         let published =
-            self.publish_shared(&ready, end, plan.topic_id, &[(queue_id, queue_offset + 1)])?;
+            self.publish_shared(ready, end, plan.topic_id, &[(queue_id, queue_offset + 1)])?;
         self.appended.fetch_add(1, Ordering::Relaxed);
         let unsettled = Unsettled {
             queue: queue.clone(),
@@ -2239,6 +2295,7 @@ impl AppendCore {
             queue_end: queue_offset + 1,
             round_robin: round_robin + 1,
             published,
+            unfollowed: None,
         };
         Ok((
             (ready.tail_object.clone(), queue_offset, now),
@@ -2254,8 +2311,11 @@ impl AppendCore {
         &self,
         py: Python<'_>,
         state: &Bound<'_, PyAny>,
-        unsettled: &Unsettled<'_>,
+        unsettled: Unsettled<'_>,
     ) -> Step<()> {
+        if let Some(work) = unsettled.unfollowed {
+            self.settle_follow(py, work, false)?;
+        }
         self.slots
             .round_robin
             .set(state, unsettled.round_robin.into_pyobject(py)?.into_any());
