@@ -1664,8 +1664,9 @@ impl AppendCore {
         }
         let outcome = write(waited);
         let unlocked = pen.mutex().unlock();
-        let settled = match (outcome, unlocked) {
-            (Ok(result), Ok(())) => settle(result),
+        // What was written is settled even when letting go failed (it was published).
+        let settled = match (outcome.and_then(settle), unlocked) {
+            (Ok(result), Ok(())) => Ok(result),
             (Err(stop), _) => Err(stop),
             (Ok(_), Err(error)) => Err(Stop::Failed(PyOSError::new_err(error.to_string()))),
         };
