@@ -9,8 +9,9 @@ can be compared in the same minute. This process makes a store (async flush, 4 q
 (spawned; each opens the store itself) wait at a barrier, then each appends COUNT
 bodies: one ``append`` a call (``single``) or ``append_batch`` of 500 (``batch``).
 Printed, one line: the rate together (all messages from the first worker's start to
-the last one's end), each worker's loop CPU per message (``time.process_time``), and
-each worker's native-append count (the core's ``appended``/``batched``: calls the
+the last one's end), each worker's loop CPU per message (``time.process_time``), the
+CPU this process spent meanwhile (its flusher following the workers' appends) per
+message appended, each worker's native-append count (the core's ``appended``/``batched``: calls the
 native core wrote rather than declined to the Python path), plus the core's follow
 counters where it has them. Then the queues are checked: every queue's offsets dense
 from 0, the total what was appended, each message read back once.
@@ -106,9 +107,11 @@ def main() -> None:
             context.Process(target=_worker, args=(root, str(path), kind, count, barrier, results))
             for _ in range(procs)
         ]
+        held = time.process_time()
         for worker in workers:
             worker.start()
         reports = [results.get(timeout=600) for _ in workers]
+        held = time.process_time() - held
         for worker in workers:
             worker.join(timeout=60)
         start = min(r["began"] for r in reports)
@@ -138,6 +141,7 @@ def main() -> None:
                 "msgs_per_s": round(total / seconds),
                 "cpu_us_per_msg": [r["cpu_us_per_msg"] for r in reports],
                 "thread_us_per_msg": [r["thread_us_per_msg"] for r in reports],
+                "holder_cpu_us_per_msg": round(held / total * 1e6, 2),
                 "native": [r["native"] for r in reports],
                 "spans_s": [
                     [round(r["began"] - start, 3), round(r["ended"] - start, 3)] for r in reports

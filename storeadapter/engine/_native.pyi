@@ -95,6 +95,11 @@ def scan_step(
     run_bytes: int = ...,
 ) -> tuple[list[tuple[str, int, int, str, Run | None]], int | None]: ...
 
+# The follow's walk over a segment's records (follow.py ``_walk``).
+def follow_spans(
+    segment: Buffer, base: int, start: int, limit: int
+) -> tuple[int, int | None, list[tuple[bytes, int, int, int, int]]]: ...
+
 class Run:
     """Consecutive intact records found by ``scan_step``."""
 

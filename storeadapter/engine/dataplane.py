@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 12
+NATIVE_INTERFACE = 13
 
 
 def _check_native(module) -> None:
@@ -221,6 +221,18 @@ def encode_events(
         topic, store_ms, start, first_number, rows, prefix, topic_name, STATUS_OK,
         EventAppendResult,
     )  # fmt: skip
+
+
+def follow_spans(
+    segment: Segment, start: int, limit: int
+) -> tuple[int, int | None, list[tuple[bytes, int, int, int, int]]]:
+    """The follow's walk over ``segment`` from in-segment ``start`` up to ``limit``
+    (follow.py ``_walk``): where it stopped (``limit``, or the first record it does not
+    pass: an end-of-segment marker, a damaged or cut record, one running past
+    ``limit``), the highest store time met (None: no record), and per (topic, queue id)
+    met, in the order first met, ``(topic, queue id, lowest queue offset, highest queue
+    offset, commit offset of its first record)``."""
+    return _native.follow_spans(segment.map, segment.base, start, limit)
 
 
 def scan_runs(

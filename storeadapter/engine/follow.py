@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 
-from . import fileio
+from . import dataplane, fileio
 from .commitlog import CommitLog
 from .consumequeue import TIME_INDEX_INTERVAL, ConsumeQueue
 from .errors import CorruptRecordError, StoreFormatError
@@ -57,43 +57,93 @@ def follow_log(log: CommitLog, end: int, resolve: Resolver) -> list[tuple]:
 
 
 def _walk(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, cache: dict) -> None:
-    """``follow_log``'s walk: note each queue's span of queue offsets."""
+    """``follow_log``'s walk: note each queue's span of queue offsets.
+
+    The records' headers are read natively a segment at a time (``dataplane.follow_spans``:
+    each (topic, queue)'s lowest and highest queue offset and first commit offset), and
+    one by one here (``_step``) where the native walk stops (an end-of-segment marker,
+    a damaged or cut record: the errors are raised here) and over a stretch holding the
+    first record of a queue that starts inside it (its records before ``since`` are not
+    its own).
+    """
     while pos < end:
-        found = log.locate(pos)
-        if found is None:
-            log.refresh(end)
-            found = log.locate(pos)
-            if found is None:
-                raise StoreFormatError(
-                    f"the commit log has no segment for offset {pos}, which another process "
-                    "published; the store directory is damaged"
-                )
-        segment, at = found
+        segment, at = _located(log, pos, end)
         log.mark_unsynced(segment)
-        length, magic = record_lead(segment.view, at, segment.base)
-        if magic == END_OF_SEGMENT_MAGIC:
-            pos = segment.end
-            continue
-        if magic != RECORD_MAGIC or length <= 0:
-            raise StoreFormatError(
-                f"no record at commit-log offset {pos}, below the published tail {end}"
-            )
-        header = record_header(segment.view, at, segment.base)
-        start = at + HEADER_SIZE
-        key = (bytes(segment.view[start : start + header[TOPIC_LEN]]), header[QUEUE_ID])
+        limit = min(end, segment.end) - segment.base
+        stop, store_ms, met = dataplane.follow_spans(segment, at, limit)
+        if not _take_spans(log, met, store_ms, resolve, spans, cache):
+            while pos < segment.base + stop:
+                pos = _step(log, pos, end, resolve, spans, cache)
+        pos = segment.base + stop
+        if stop < limit:
+            pos = _step(log, pos, end, resolve, spans, cache)
+
+
+def _take_spans(
+    log: CommitLog, met: list, store_ms: int | None, resolve: Resolver, spans: dict, cache: dict
+) -> bool:
+    """Note ``follow_spans``' spans of a stretch of records (``met``); False, noting
+    nothing, when a queue's first commit offset falls after its first record there."""
+    targets = []
+    for topic, queue_id, low, high, first in met:
+        key = (topic, queue_id)
         target = cache.get(key, _UNKNOWN)
         if target is _UNKNOWN:
             target = cache[key] = resolve(*key)
-        if header[STORE_MS] > log.last_store_ms:
-            log.last_store_ms = header[STORE_MS]
-        if target is not None and pos >= target[1]:
-            queue = target[0]
-            queue_offset = header[QUEUE_OFFSET]
-            # Marked whether or not the queue's end moves: loaded only now, it shows
-            # these entries already, and they are not fsynced by this process yet.
-            low, high = spans.get(queue, (queue_offset, queue_offset))
-            spans[queue] = (min(low, queue_offset), max(high, queue_offset))
-        pos += length
+        if target is not None:
+            if first < target[1]:
+                return False
+            targets.append((target[0], low, high))
+    if store_ms is not None and store_ms > log.last_store_ms:
+        log.last_store_ms = store_ms
+    for queue, low, high in targets:
+        # Marked whether or not the queue's end moves: loaded only now, it shows these
+        # entries already, and they are not fsynced by this process yet.
+        was_low, was_high = spans.get(queue, (low, high))
+        spans[queue] = (min(was_low, low), max(was_high, high))
+    return True
+
+
+def _located(log: CommitLog, pos: int, end: int) -> tuple:
+    """The segment holding ``pos`` and the position in it, opening the segments other
+    processes created up to the one holding ``end`` when it is not open yet."""
+    found = log.locate(pos)
+    if found is None:
+        log.refresh(end)
+        found = log.locate(pos)
+        if found is None:
+            raise StoreFormatError(
+                f"the commit log has no segment for offset {pos}, which another process "
+                "published; the store directory is damaged"
+            )
+    return found
+
+
+def _step(log: CommitLog, pos: int, end: int, resolve: Resolver, spans: dict, cache: dict) -> int:
+    """One record (or end-of-segment marker) of the walk at ``pos``; where the next is."""
+    segment, at = _located(log, pos, end)
+    log.mark_unsynced(segment)
+    length, magic = record_lead(segment.view, at, segment.base)
+    if magic == END_OF_SEGMENT_MAGIC:
+        return segment.end
+    if magic != RECORD_MAGIC or length <= 0:
+        raise StoreFormatError(
+            f"no record at commit-log offset {pos}, below the published tail {end}"
+        )
+    header = record_header(segment.view, at, segment.base)
+    start = at + HEADER_SIZE
+    key = (bytes(segment.view[start : start + header[TOPIC_LEN]]), header[QUEUE_ID])
+    target = cache.get(key, _UNKNOWN)
+    if target is _UNKNOWN:
+        target = cache[key] = resolve(*key)
+    if header[STORE_MS] > log.last_store_ms:
+        log.last_store_ms = header[STORE_MS]
+    if target is not None and pos >= target[1]:
+        queue = target[0]
+        queue_offset = header[QUEUE_OFFSET]
+        low, high = spans.get(queue, (queue_offset, queue_offset))
+        spans[queue] = (min(low, queue_offset), max(high, queue_offset))
+    return pos + length
 
 
 def mark_written(queue, start: int, end: int) -> None:

@@ -78,6 +78,86 @@ def test_two_writers_taking_turns_follow_each_other_natively(two):
         assert store.get(results[-1].message_id).body == b"m299"
 
 
+def test_interleaved_writers_leave_every_entry_pointing_at_its_own_message(two):
+    first, second = two
+    turns = [(i // 2) % 2 if i < 200 else i % 2 for i in range(400)]
+    results = [(first, second)[turn].append("t", f"m{i}".encode()) for i, turn in enumerate(turns)]
+
+    # Each result reads back its own body where it says it landed, in both stores,
+    # and each queue's entry at each offset points at that offset's record.
+    for store in (first, second):
+        for i, result in enumerate(results):
+            [message] = store.read("t", result.queue, result.queue_offset, 1)
+            assert (message.body, message.commit_offset) == (
+                f"m{i}".encode(),
+                result.commit_offset,
+            )
+            assert (message.topic, message.queue) == ("t", result.queue)
+        _dense_unique(store, 3)
+
+
+def _next_queue(store) -> int:
+    topic = store._registry.topics["t"]
+    return topic.writable[topic.round_robin % len(topic.writable)]
+
+
+def _first_writes_another_queue(first, second):
+    """An append by the first into a queue the second's next append does not go to."""
+    while True:
+        written = first.append("t", b"other")
+        if written.queue != _next_queue(second):
+            return written
+
+
+def test_a_followed_append_leaves_its_queue_for_this_processs_flush(two):
+    first, second = two
+    second._flush_everything()  # nothing of this process's left to fsync
+    written = _first_writes_another_queue(first, second)
+    queue = second._registry.topics["t"].queues[written.queue]
+    changes, followed = queue.changes, second._appender.followed
+
+    mine = second.append("t", b"mine")
+
+    assert second._appender.followed == followed + 1  # the core's own follow
+    assert mine.queue != written.queue
+    assert queue.max_offset == written.queue_offset + 1
+    assert queue.changes == changes + 1
+    assert queue.files[-1] in queue.dirty
+    assert queue in second._registry.dirty
+    assert second.commitlog.active in second.commitlog.unsynced
+    assert second._seen.tail == second.commitlog.tail == mine.commit_offset + len(b"mine") + 65
+
+
+def test_a_write_declined_after_a_native_follow_keeps_the_follows_marks(two):
+    first, second = two
+    # The active segment filled by the first to within a big body's length: the
+    # second follows natively, then its write does not fit (a roll: the long way).
+    segment = first.commitlog.active
+    for size, room in ((900, 20_000), (50, 600)):
+        while segment.end - first.commitlog.tail > room:
+            first.append("t", b"f" * size)
+    second._flush_everything()
+    written = _first_writes_another_queue(first, second)
+    assert first.commitlog.active is segment
+    queue = second._registry.topics["t"].queues[written.queue]
+    changes, followed, appended = (
+        queue.changes,
+        second._appender.followed,
+        second._appender.appended,
+    )
+
+    big = second.append("t", b"b" * 1000)
+
+    assert second._appender.followed == followed + 1
+    assert second._appender.appended == appended  # declined: the long way wrote it
+    assert big.commit_offset >= segment.end
+    assert queue.max_offset == written.queue_offset + 1
+    assert queue.changes == changes + 1
+    assert second.read("t", big.queue, big.queue_offset, 1)[0].body == b"b" * 1000
+    [other] = second.read("t", written.queue, written.queue_offset, 1)
+    assert (other.body, other.commit_offset) == (b"other", written.commit_offset)
+
+
 def test_a_batch_after_another_writers_batch_follows_natively(two):
     first, second = two
     cores = [first._appender, second._appender]

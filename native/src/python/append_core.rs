@@ -39,7 +39,7 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use pyo3::exceptions::PyOSError;
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -398,6 +398,8 @@ struct Ready<'py> {
     now: i64,
     /// What may have changed under the caller's plan (a follow, a wait for the pen).
     moved: Moved,
+    /// A native follow's bookkeeping left to the caller (`ready_deferring`).
+    unfollowed: Option<follow::Unfollowed<'py>>,
 }
 
 /// What may have changed under a write's plan (made before the pen was taken) by the
@@ -498,6 +500,27 @@ struct Planned<'a, 'py> {
 /// What a single append wrote: the tail it wrote at (the int object), the queue
 /// offset, the store time (its `AppendResult` is made after the pen is let go).
 type Single<'py> = (Bound<'py, PyAny>, u64, i64);
+
+/// What `publish_shared` left in the `state` header: the tail, the ring sequence, the
+/// sequence word (even).
+struct Published {
+    end: u64,
+    ring_seq: u64,
+    sequence: u64,
+}
+
+/// A single append's bookkeeping in this process, done after the pen is let go
+/// (`settle_single`): the queue's new end in its last file, the topic's round-robin,
+/// and what was published.
+struct Unsettled<'py> {
+    queue: Bound<'py, PyAny>,
+    last: Bound<'py, PyAny>,
+    queue_end: u64,
+    round_robin: i64,
+    published: Published,
+    /// The bookkeeping of a native follow before the write (`settle_follow`).
+    unfollowed: Option<follow::Unfollowed<'py>>,
+}
 
 /// A step's outcome as Python sees it: its value, None when declined, or the error.
 fn answer<T>(step: Step<T>) -> PyResult<Option<T>> {
@@ -1513,7 +1536,18 @@ impl AppendCore {
             length,
             round_robin,
         };
-        let outcome = self.under_thread_lock(py, |waited| self.under_pen(py, &plan, waited));
+        let outcome = self.under_thread_lock_then(
+            py,
+            |waited| self.under_pen(py, &plan, waited),
+            |(single, end, unsettled)| match self.settle_single(py, state, unsettled) {
+                Ok(()) => Ok((single, end)),
+                // Published: never declined to the long way, which would write it again.
+                Err(Stop::Declined) => Err(Stop::Failed(PyRuntimeError::new_err(
+                    "the store's state changed under a published append",
+                ))),
+                Err(stop) => Err(stop),
+            },
+        );
         release(write_lock)?;
         let ((tail, queue_offset, now), end) = outcome?;
         // The result made after the pen is let go (the other processes need not wait).
@@ -1591,6 +1625,18 @@ impl AppendCore {
     /// the follow lock without waiting (the caller holds the thread lock); run `write`
     /// under them (told whether the GIL was let go meanwhile), let go.
     fn under_thread_lock<R>(&self, py: Python<'_>, write: impl FnOnce(bool) -> Step<R>) -> Step<R> {
+        self.under_thread_lock_then(py, write, Ok)
+    }
+
+    /// `under_thread_lock`, then `settle` with what `write` returned after the pen is
+    /// let go, still under the follow lock (with the GIL held throughout, no other
+    /// thread of this process sees the state between).
+    fn under_thread_lock_then<R, S>(
+        &self,
+        py: Python<'_>,
+        write: impl FnOnce(bool) -> Step<R>,
+        settle: impl FnOnce(R) -> Step<S>,
+    ) -> Step<S> {
         let pen = self.pen.get();
         let (taken, waited) = self.take_pen(py, pen)?;
         if taken == Taken::OwnerDied {
@@ -1620,12 +1666,14 @@ impl AppendCore {
         }
         let outcome = write(waited);
         let unlocked = pen.mutex().unlock();
-        release(follow_lock)?;
-        match (outcome, unlocked) {
+        // What was written is settled even when letting go failed (it was published).
+        let settled = match (outcome.and_then(settle), unlocked) {
             (Ok(result), Ok(())) => Ok(result),
             (Err(stop), _) => Err(stop),
             (Ok(_), Err(error)) => Err(Stop::Failed(PyOSError::new_err(error.to_string()))),
-        }
+        };
+        release(follow_lock)?;
+        settled
     }
 
     /// Take the pen: at once when free; while another process holds it (for the
@@ -1712,6 +1760,13 @@ impl AppendCore {
     /// since this one last followed; nothing left unfinished), the tail and the active
     /// segment, the time of the write.
     fn ready<'py>(&self, py: Python<'py>, waited: bool) -> Step<Ready<'py>> {
+        self.ready_deferring(py, waited, false)
+    }
+
+    /// `ready`; with `defer`, the bookkeeping of a native follow is left in the
+    /// `Ready` (`unfollowed`) for the caller to settle after the pen is let go (issue
+    /// 31, part 12); settled here when the write is declined or fails before that.
+    fn ready_deferring<'py>(&self, py: Python<'py>, waited: bool, defer: bool) -> Step<Ready<'py>> {
         let store = self.store.bind(py);
         let log = self.log_dict.bind(py);
         let slots = &self.slots;
@@ -1732,16 +1787,20 @@ impl AppendCore {
             return declined();
         }
         let followed = self.followed_word.get();
+        let mut unfollowed = None;
         if i64::try_from(sequence).ok() != Some(followed.load()) {
             // Moved since this process last looked (by its own long way, or by another
             // process). Another process's appends alone: the core takes in their notes
             // itself (follow.rs). Anything else: the store's `_follow` decides, and
             // nothing to follow leaves `_seen` as it was. Either way the caller finds
             // its rooms again (`moved`) and writes on.
-            match self.follow_notes(py, &header, sequence)? {
-                Followed::Nothing => {}
-                Followed::Ends => moved = moved.max(Moved::Ends),
-                Followed::NotHere => {
+            match self.follow_notes(py, &header, sequence, defer)? {
+                (Followed::Nothing, _) => {}
+                (Followed::Ends, work) => {
+                    moved = moved.max(Moved::Ends);
+                    unfollowed = work;
+                }
+                (Followed::NotHere, _) => {
                     let seen = store.getattr(intern!(py, "_seen"))?;
                     store.call_method0(intern!(py, "_follow"))?;
                     if i64::try_from(sequence).ok() != Some(followed.load()) {
@@ -1754,48 +1813,63 @@ impl AppendCore {
                 }
             }
         }
-        if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
-            return declined(); // a write left unfinished: the long way clears it
-        }
-        // 2. The tail and the active segment (`CommitLog.active`, read without its
-        //    property's frame); the caller checks its room (else the long way rolls).
-        let tail_object = item(log, intern!(py, "tail"))?;
-        let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
-        if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
-            return declined();
-        }
-        let segments = item(log, intern!(py, "segments"))?
-            .cast_into::<PyList>()
-            .map_err(PyErr::from)?;
-        let Some(segment) = segments
-            .len()
-            .checked_sub(1)
-            .map(|i| segments.get_item(i))
-            .transpose()?
-        else {
-            return declined();
+        let finish = move || -> Step<Ready<'py>> {
+            if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
+                return declined(); // a write left unfinished: the long way clears it
+            }
+            // 2. The tail and the active segment (`CommitLog.active`, read without its
+            //    property's frame); the caller checks its room (else the long way rolls).
+            let tail_object = item(log, intern!(py, "tail"))?;
+            let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
+            if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
+                return declined();
+            }
+            let segments = item(log, intern!(py, "segments"))?
+                .cast_into::<PyList>()
+                .map_err(PyErr::from)?;
+            let Some(segment) = segments
+                .len()
+                .checked_sub(1)
+                .map(|i| segments.get_item(i))
+                .transpose()?
+            else {
+                return declined();
+            };
+            if !segment.get_type().is(slots.segment_type.bind(py)) {
+                return declined();
+            }
+            let base = get_u64(slots.base, &segment)?;
+            let end_of_segment = get_u64(slots.end, &segment)?;
+            if tail < base {
+                return declined();
+            }
+            let last_store_ms = self.last_store.get().load();
+            Ok(Ready {
+                header,
+                sequence,
+                tail,
+                tail_object,
+                last_store_ms,
+                base,
+                end_of_segment,
+                segment,
+                now: now_ms().max(last_store_ms),
+                moved,
+                unfollowed: None,
+            })
         };
-        if !segment.get_type().is(slots.segment_type.bind(py)) {
-            return declined();
+        match finish() {
+            Ok(mut ready) => {
+                ready.unfollowed = unfollowed;
+                Ok(ready)
+            }
+            Err(stop) => {
+                if let Some(work) = unfollowed {
+                    self.settle_follow(py, work, true)?;
+                }
+                Err(stop)
+            }
         }
-        let base = get_u64(slots.base, &segment)?;
-        let end_of_segment = get_u64(slots.end, &segment)?;
-        if tail < base {
-            return declined();
-        }
-        let last_store_ms = self.last_store.get().load();
-        Ok(Ready {
-            header,
-            sequence,
-            tail,
-            tail_object,
-            last_store_ms,
-            base,
-            end_of_segment,
-            segment,
-            now: now_ms().max(last_store_ms),
-            moved,
-        })
     }
 
     /// The mapping of the active segment, when `[tail, end)` and a marker after it fit.
@@ -2060,11 +2134,22 @@ impl AppendCore {
         topic_id: i64,
         notes: &[(i64, u64)],
     ) -> Step<()> {
+        let published = self.publish_shared(ready, end, topic_id, notes)?;
+        self.published_here(py, &published)
+    }
+
+    /// The shared half of `publish`: the notes, the tail and the words in the `state`
+    /// header, under the pen. What this process notes of it (`published_here`) needs
+    /// no pen: a single append does it after letting go (issue 31, part 12).
+    fn publish_shared(
+        &self,
+        ready: &Ready<'_>,
+        end: u64,
+        topic_id: i64,
+        notes: &[(i64, u64)],
+    ) -> Step<Published> {
         let header = &ready.header;
         let now = ready.now;
-        let log = self.log_dict.bind(py);
-        let end_object = end.into_pyobject(py)?.into_any();
-        log.set_item(intern!(py, "tail"), &end_object)?;
         if now != ready.last_store_ms {
             self.last_store.get().store(now);
         }
@@ -2090,11 +2175,26 @@ impl AppendCore {
         header.word(RING_SEQ_AT).store(ring_seq, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         header.word(SEQUENCE_AT).store(odd + 1, Ordering::Release);
+        Ok(Published {
+            end,
+            ring_seq,
+            sequence: odd + 1,
+        })
+    }
+
+    /// This process's half of `publish`: the log's tail, `_seen` (tail and ring
+    /// sequence) and the sequence followed, as `publish_shared` left the header. No
+    /// other process reads them, and no other thread of this one runs meanwhile (the
+    /// GIL is held from the publish on; the thread and follow locks too).
+    fn published_here(&self, py: Python<'_>, published: &Published) -> Step<()> {
+        let log = self.log_dict.bind(py);
+        let end_object = published.end.into_pyobject(py)?.into_any();
+        log.set_item(intern!(py, "tail"), &end_object)?;
         let store_dict = self.store_dict.bind(py);
         let seen = item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
-        let ring_object = ring_seq.into_pyobject(py)?.into_any();
+        let ring_object = published.ring_seq.into_pyobject(py)?.into_any();
         if !self.renew_snapshot(py, &seen, &end_object, &ring_object) {
             let snapshot = new_record(
                 py,
@@ -2110,7 +2210,7 @@ impl AppendCore {
             )?;
             store_dict.set_item(intern!(py, "_seen"), snapshot)?;
         }
-        self.followed_word.get().store((odd + 1) as i64);
+        self.followed_word.get().store(published.sequence as i64);
         Ok(())
     }
 
@@ -2154,12 +2254,38 @@ impl AppendCore {
         py: Python<'py>,
         plan: &Planned<'_, 'py>,
         waited: bool,
-    ) -> Step<(Single<'py>, i64)> {
+    ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
+        let mut ready = self.ready_deferring(py, waited, true)?;
+        let unfollowed = ready.unfollowed.take();
+        match self.write_single(py, plan, &ready) {
+            Ok((single, end, written)) => Ok((
+                single,
+                end,
+                Unsettled {
+                    unfollowed,
+                    ..written
+                },
+            )),
+            Err(stop) => {
+                if let Some(work) = unfollowed {
+                    self.settle_follow(py, work, true)?;
+                }
+                Err(stop)
+            }
+        }
+    }
+
+    /// `under_pen`'s write once `ready`.
+    fn write_single<'py>(
+        &self,
+        py: Python<'py>,
+        plan: &Planned<'_, 'py>,
+        ready: &Ready<'py>,
+    ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
         let Planned {
             state, topic, body, ..
         } = plan;
         let (length, round_robin, queue_id) = (plan.length, plan.round_robin, plan.queue_id);
-        let ready = self.ready(py, waited)?;
         // The queue's room again when a follow (or a wait) may have moved its end.
         let (queue, last, queue_offset, slot) = match ready.moved {
             Moved::Nothing => (
@@ -2177,10 +2303,10 @@ impl AppendCore {
         let (queue, last) = (&queue, &last);
         let tail = ready.tail;
         let end = tail + length as u64;
-        let map = self.room(&ready, end)?;
+        let map = self.room(ready, end)?;
         let fd = self.queue_file_fd(py, queue, last)?;
         let now = ready.now;
-        Self::begin(&ready, end);
+        Self::begin(ready, end);
         // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
         //    record into the mapping.
         let mut entry = Vec::with_capacity(ENTRY_SIZE);
@@ -2228,20 +2354,43 @@ impl AppendCore {
         }
         drop(map);
         self.write_marks(py, queue, queue_offset..queue_offset + 1, now, tail)?;
-        // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
+        // 6: publish. 5 and 7, this process's state as the long way leaves it and
+        //    seen, after the pen is let go (`settle_single`).
+        let published =
+            self.publish_shared(ready, end, plan.topic_id, &[(queue_id, queue_offset + 1)])?;
+        self.appended.fetch_add(1, Ordering::Relaxed);
+        let unsettled = Unsettled {
+            queue: queue.clone(),
+            last: last.clone(),
+            queue_end: queue_offset + 1,
+            round_robin: round_robin + 1,
+            published,
+            unfollowed: None,
+        };
+        Ok((
+            (ready.tail_object.clone(), queue_offset, now),
+            end as i64,
+            unsettled,
+        ))
+    }
+
+    /// A single append's steps 5 and 7 (`under_pen`), after the pen is let go: the
+    /// topic's round-robin, the queue's end, change count and dirty file, the log's
+    /// tail, `_seen`, the sequence followed.
+    fn settle_single(
+        &self,
+        py: Python<'_>,
+        state: &Bound<'_, PyAny>,
+        unsettled: Unsettled<'_>,
+    ) -> Step<()> {
+        if let Some(work) = unsettled.unfollowed {
+            self.settle_follow(py, work, false)?;
+        }
         self.slots
             .round_robin
-            .set(state, (round_robin + 1).into_pyobject(py)?.into_any());
-        self.moved_queue(py, queue, last, queue_offset + 1)?;
-        self.publish(
-            py,
-            &ready,
-            end,
-            plan.topic_id,
-            &[(queue_id, queue_offset + 1)],
-        )?;
-        self.appended.fetch_add(1, Ordering::Relaxed);
-        Ok(((ready.tail_object.clone(), queue_offset, now), end as i64))
+            .set(state, unsettled.round_robin.into_pyobject(py)?.into_any());
+        self.moved_queue(py, &unsettled.queue, &unsettled.last, unsettled.queue_end)?;
+        self.published_here(py, &unsettled.published)
     }
 
     /// The time marks of the queue offsets in `offsets` that the index marks (every

@@ -41,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reader::check_at, m)?)?;
     m.add_function(wrap_pyfunction!(reader::canonical_offset, m)?)?;
     m.add_function(wrap_pyfunction!(scan::scan_step, m)?)?;
+    m.add_function(wrap_pyfunction!(scan::follow_spans, m)?)?;
     m.add_function(wrap_pyfunction!(entries::seal_entries, m)?)?;
     m.add_function(wrap_pyfunction!(entries::entry_checked, m)?)?;
     m.add_function(wrap_pyfunction!(hashing::key_hash, m)?)?;
@@ -74,7 +75,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 12;
+pub const INTERFACE: u32 = 13;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

@@ -265,3 +265,81 @@ fn marks<'py>(py: Python<'py>, marks: &[(u64, i64)], interval: u64) -> PyResult<
 fn text(data: &[u8]) -> PyResult<&str> {
     std::str::from_utf8(data).map_err(|error| PyValueError::new_err(error.to_string()))
 }
+
+/// A queue's records met by `follow_spans`: its lowest and highest queue offset, and
+/// the commit offset of its first record.
+struct Span {
+    low: u64,
+    high: u64,
+    first: u64,
+}
+
+/// The follow's walk (follow.py `follow_log`) over one segment: from in-segment `start`
+/// up to `limit` (the published tail, or the segment's end, less its base `base`),
+/// every record's header read for its topic, queue id, queue offset and store time.
+/// Returns where it stopped (`limit`, or a record it does not pass: an end-of-segment
+/// marker, anything but a whole record's header, a record running past `limit`; the
+/// caller's walk takes that one itself), the highest store time met (None: no record),
+/// and per (topic, queue id), in the order first met, `(topic, queue id, lowest queue
+/// offset, highest queue offset, commit offset of its first record)`.
+#[pyfunction]
+pub fn follow_spans<'py>(
+    py: Python<'py>,
+    segment: &Bound<'py, PyAny>,
+    base: u64,
+    start: usize,
+    limit: usize,
+) -> PyResult<(usize, Option<i64>, Bound<'py, PyList>)> {
+    use crate::record::{HEADER_SIZE, RECORD_MAGIC};
+    let data = Bytes::of(segment)?;
+    let data = data.slice();
+    let limit = limit.min(data.len());
+    let mut at = start;
+    let mut store_ms: Option<i64> = None;
+    let mut order: Vec<(&[u8], u32)> = Vec::new();
+    let mut spans: std::collections::HashMap<(&[u8], u32), Span> = std::collections::HashMap::new();
+    while at < limit {
+        let Some(head) = data.get(at..at + HEADER_SIZE) else {
+            break;
+        };
+        let header = Header::parse(head);
+        let length = header.length as usize;
+        let topic_at = at + HEADER_SIZE;
+        if header.magic != RECORD_MAGIC
+            || length < HEADER_SIZE + header.topic_len as usize
+            || at + length > limit
+        {
+            break;
+        }
+        let topic = &data[topic_at..topic_at + header.topic_len as usize];
+        store_ms = Some(store_ms.map_or(header.store_ms, |ms| ms.max(header.store_ms)));
+        let offset = header.queue_offset;
+        spans
+            .entry((topic, header.queue_id))
+            .and_modify(|span| {
+                span.low = span.low.min(offset);
+                span.high = span.high.max(offset);
+            })
+            .or_insert_with(|| {
+                order.push((topic, header.queue_id));
+                Span {
+                    low: offset,
+                    high: offset,
+                    first: base + at as u64,
+                }
+            });
+        at += length;
+    }
+    let out = PyList::empty(py);
+    for key in order {
+        let span = &spans[&key];
+        out.append((
+            PyBytes::new(py, key.0),
+            key.1,
+            span.low,
+            span.high,
+            span.first,
+        ))?;
+    }
+    Ok((at, store_ms, out))
+}

@@ -44,6 +44,16 @@ pub(super) enum Followed {
     NotHere,
 }
 
+/// What a native follow leaves to `settle_follow`: the queues raised, the active
+/// segment (to fsync), `_seen` as it was, the tail and ring sequence followed to.
+pub(super) struct Unfollowed<'py> {
+    raised: Vec<Raised<'py>>,
+    active: Bound<'py, PyAny>,
+    seen: Bound<'py, PyTuple>,
+    tail: u64,
+    ring_seq: u64,
+}
+
 /// A queue a followed note moved: its last file, its end here and its new end, and
 /// its time index when a mark fell among the new entries.
 struct Raised<'py> {
@@ -57,21 +67,22 @@ impl AppendCore {
     /// Follow the appends other processes published, up to `sequence` (even; read
     /// under the pen, so no writer moves anything meanwhile), from the ring of notes
     /// in `header`; see the module's docs.
-    pub(super) fn follow_notes(
+    pub(super) fn follow_notes<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         header: &WritableView,
         sequence: u64,
-    ) -> Step<Followed> {
+        defer: bool,
+    ) -> Step<(Followed, Option<Unfollowed<'py>>)> {
         let store = self.store_dict.bind(py);
         let log = self.log_dict.bind(py);
         let seen = item(store, intern!(py, "_seen"))?;
         if !seen.get_type().is(self.snapshot_type.bind(py)) {
-            return Ok(Followed::NotHere);
+            return Ok((Followed::NotHere, None));
         }
         let seen = seen.cast_into::<PyTuple>().map_err(PyErr::from)?;
         if seen.len() != 6 {
-            return Ok(Followed::NotHere);
+            return Ok((Followed::NotHere, None));
         }
         let mut was = [0i64; 6];
         for (at, value) in was.iter_mut().enumerate() {
@@ -80,27 +91,27 @@ impl AppendCore {
         let word = |at: usize| header.word(at).load(Ordering::Acquire);
         for (i, at) in (1..5).zip((MIN_OFFSET_AT..).step_by(8)) {
             if u64::try_from(was[i]).ok() != Some(word(at)) {
-                return Ok(Followed::NotHere); // topics, offsets, retention or the index
+                return Ok((Followed::NotHere, None)); // topics, offsets, retention or the index
             }
         }
         let tail = word(TAIL_AT);
         let ring_seq = word(RING_SEQ_AT);
         let followed_tail = item_int(log, intern!(py, "tail"))?;
         let (Ok(after), Ok(from)) = (u64::try_from(was[5]), u64::try_from(followed_tail)) else {
-            return Ok(Followed::NotHere); // notes not trusted
+            return Ok((Followed::NotHere, None)); // notes not trusted
         };
         if was[0] != followed_tail || tail < from || ring_seq < after {
-            return Ok(Followed::NotHere);
+            return Ok((Followed::NotHere, None));
         }
         if tail == from {
             if ring_seq != after {
-                return Ok(Followed::NotHere);
+                return Ok((Followed::NotHere, None));
             }
             self.followed_word.get().store(sequence as i64);
-            return Ok(Followed::Nothing);
+            return Ok((Followed::Nothing, None));
         }
         if ring_seq - after > RING_ENTRIES || word(SEQUENCE_AT) != sequence {
-            return Ok(Followed::NotHere);
+            return Ok((Followed::NotHere, None));
         }
         // The new tail inside the active segment (else a roll: `refresh` opens files).
         let segments = item(log, intern!(py, "segments"))?
@@ -112,14 +123,14 @@ impl AppendCore {
             .map(|i| segments.get_item(i))
             .transpose()?
         else {
-            return Ok(Followed::NotHere);
+            return Ok((Followed::NotHere, None));
         };
         if !active.get_type().is(self.slots.segment_type.bind(py))
             || get_u64(self.slots.base, &active)? > from
             || tail >= get_u64(self.slots.end, &active)?
             || !self.unshared(py, was[2])?
         {
-            return Ok(Followed::NotHere);
+            return Ok((Followed::NotHere, None));
         }
         // The notes: (topic id, queue, new end) sorted, the last store time.
         let mut notes = Vec::with_capacity((ring_seq - after) as usize);
@@ -127,7 +138,7 @@ impl AppendCore {
         for seq in after + 1..=ring_seq {
             let at = RING_AT + (seq % RING_ENTRIES) as usize * RING_ENTRY;
             let Some(note) = header.slice(at, RING_ENTRY) else {
-                return Ok(Followed::NotHere);
+                return Ok((Followed::NotHere, None));
             };
             let field = |from: usize, to: usize| -> [u8; 8] {
                 let mut bytes = [0u8; 8];
@@ -135,7 +146,7 @@ impl AppendCore {
                 bytes
             };
             if u64::from_le_bytes(field(0, 8)) != seq {
-                return Ok(Followed::NotHere); // overwritten: the records are walked
+                return Ok((Followed::NotHere, None)); // overwritten: the records are walked
             }
             let topic_id = u64::from_le_bytes(field(8, 12));
             let queue_id = u64::from_le_bytes(field(12, 16));
@@ -145,15 +156,59 @@ impl AppendCore {
         notes.sort_unstable();
         let raised = self.raised_queues(py, &notes)?;
         let Some(raised) = raised else {
-            return Ok(Followed::NotHere);
+            return Ok((Followed::NotHere, None));
         };
-        // Nothing was changed up to here; from here on nothing declines.
+        // Nothing was changed up to here; from here on nothing declines. Under the pen:
+        // what the write reads (the queues' ends, the log's tail) and the sequence
+        // followed; the rest (`settle_follow`) after it when the caller defers it.
+        for queue in &raised {
+            self.slots
+                .max_offset
+                .set(&queue.queue, queue.end.into_pyobject(py)?.into_any());
+        }
+        let last_store = self.last_store.get();
+        if store_ms > last_store.load() {
+            last_store.store(store_ms);
+        }
+        log.set_item(intern!(py, "tail"), tail.into_pyobject(py)?.into_any())?;
+        self.followed_word.get().store(sequence as i64);
+        self.followed.fetch_add(1, Ordering::Relaxed);
+        let unfollowed = Unfollowed {
+            raised,
+            active,
+            seen,
+            tail,
+            ring_seq,
+        };
+        if defer {
+            return Ok((Followed::Ends, Some(unfollowed)));
+        }
+        self.settle_follow(py, unfollowed, true)?;
+        Ok((Followed::Ends, None))
+    }
+
+    /// The rest of a native follow (`follow_notes`), which no other process reads:
+    /// each raised queue's change count, its last file (and time index, where a mark
+    /// fell among the new entries) for this process's next flush, the queue in the
+    /// registry's dirty set; the active segment among those to fsync; and, when
+    /// `renew_seen`, `_seen` (its tail and ring sequence; a caller that publishes next
+    /// renews it itself).
+    pub(super) fn settle_follow<'py>(
+        &self,
+        py: Python<'py>,
+        unfollowed: Unfollowed<'py>,
+        renew_seen: bool,
+    ) -> Step<()> {
+        let Unfollowed {
+            raised,
+            active,
+            seen,
+            tail,
+            ring_seq,
+        } = unfollowed;
         let slots = &self.slots;
         let dirty = self.dirty.bind(py);
         for queue in &raised {
-            slots
-                .max_offset
-                .set(&queue.queue, queue.end.into_pyobject(py)?.into_any());
             let changes = get(slots.changes, &queue.queue)?.extract::<i64>()?;
             slots
                 .changes
@@ -169,18 +224,16 @@ impl AppendCore {
             }
             dirty.add(&queue.queue)?;
         }
-        let last_store = self.last_store.get();
-        if store_ms > last_store.load() {
-            last_store.store(store_ms);
-        }
-        let unsynced = item(log, intern!(py, "unsynced"))?
+        let unsynced = item(self.log_dict.bind(py), intern!(py, "unsynced"))?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
         if !unsynced.contains(&active)? {
             unsynced.append(&active)?;
         }
+        if !renew_seen {
+            return Ok(());
+        }
         let tail_object = tail.into_pyobject(py)?.into_any();
-        log.set_item(intern!(py, "tail"), &tail_object)?;
         let ring_object = ring_seq.into_pyobject(py)?.into_any();
         if !self.renew_snapshot(py, &seen, &tail_object, &ring_object) {
             let snapshot = new_record(
@@ -195,11 +248,11 @@ impl AppendCore {
                     ring_object,
                 ],
             )?;
-            store.set_item(intern!(py, "_seen"), snapshot)?;
+            self.store_dict
+                .bind(py)
+                .set_item(intern!(py, "_seen"), snapshot)?;
         }
-        self.followed_word.get().store(sequence as i64);
-        self.followed.fetch_add(1, Ordering::Relaxed);
-        Ok(Followed::Ends)
+        Ok(())
     }
 
     /// The queues `notes` (sorted (topic id, queue, new end)) raise, with what is
