@@ -22,7 +22,7 @@ CARGO_CHECK = cd native && MAKEFLAGS= CARGO_TARGET_DIR=target/check cargo
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
 	@echo "make test       install everything and run the whole test suite (and the crate's cargo test)"
-	@echo "make soak       the multi-process power-loss sweeps, SOAK_RUNS runs of each (default 200, ~17 min)"
+	@echo "make soak       the multi-process power-loss sweeps, SOAK_RUNS runs of each (default 200, ~17 min), and the filter fuzz at FUZZ_SCALE x its examples"
 	@echo "make lint       ruff check + ruff format --check, cargo fmt --check + cargo clippy -D warnings"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
@@ -122,8 +122,12 @@ test: test-ready
 # test_durability_sweeps.py: restart after a SIGKILLed writer, a process joining a writer;
 # sync and async; both topic layouts), SOAK_RUNS runs of each instead of the suite's few.
 SOAK_RUNS ?= 200
+# The filter language's property tests, FUZZ_SCALE times the examples make test draws.
+FUZZ_SCALE ?= 10
+FUZZ_TESTS = tests/engine/test_filter_pre_pass.py tests/engine/test_filter_fuzz.py
 soak: $(STAMP)
 	TIDEMARK_SOAK_RUNS=$(SOAK_RUNS) $(VENV)/bin/python -m pytest -s -q tests/faults/test_durability_sweeps.py
+	TIDEMARK_FUZZ_SCALE=$(FUZZ_SCALE) $(VENV)/bin/python -m pytest -q $(FUZZ_TESTS)
 
 # The crate's own tests (the byte-level core, without Python), clippy and rustfmt.
 test-native: lint-native

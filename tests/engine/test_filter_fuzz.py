@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from storeadapter.engine import MessageStore, filters
 from storeadapter.engine.filters import FilterSyntaxError
+from tests.fuzzing import examples
 
 _ATOMS = [
     "tag",
@@ -98,7 +99,7 @@ def _compile_or_syntax_error(text: str):
         return None
 
 
-@settings(max_examples=600, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 @given(_TEXTS)
 def test_any_text_compiles_or_is_a_syntax_error_with_a_position(text):
     _compile_or_syntax_error(text)
@@ -120,7 +121,7 @@ _BODIES = st.one_of(
 )
 
 
-@settings(max_examples=600, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 @given(
     expressions(),
     _BODIES,
@@ -193,7 +194,7 @@ def hostile_store(tmp_path_factory):
     store.close()
 
 
-@settings(max_examples=300, deadline=5000, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150), deadline=5000, suppress_health_check=list(HealthCheck))
 @given(expressions())
 def test_the_native_scan_of_hostile_bodies_answers_or_refuses_the_expression(hostile_store, text):
     try:

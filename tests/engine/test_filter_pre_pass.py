@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storeadapter.engine import filters
+from tests.fuzzing import examples
 
 _FIELDS = [
     "tag",
@@ -177,7 +178,7 @@ def cases(draw) -> tuple[str, bytes]:
     return source, draw(hostile_bodies(names))
 
 
-@settings(max_examples=2000, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cases(),
     st.sampled_from(["paid", "open", "", "é"]),
