@@ -122,12 +122,14 @@ test: test-ready
 # test_durability_sweeps.py: restart after a SIGKILLed writer, a process joining a writer;
 # sync and async; both topic layouts), SOAK_RUNS runs of each instead of the suite's few.
 SOAK_RUNS ?= 200
-# The filter language's property tests, FUZZ_SCALE times the examples make test draws.
+# The filter language's property tests (Python's and the crate's), FUZZ_SCALE times the
+# examples make test draws.
 FUZZ_SCALE ?= 10
 FUZZ_TESTS = tests/engine/test_filter_pre_pass.py tests/engine/test_filter_fuzz.py
 soak: $(STAMP)
 	TIDEMARK_SOAK_RUNS=$(SOAK_RUNS) $(VENV)/bin/python -m pytest -s -q tests/faults/test_durability_sweeps.py
 	TIDEMARK_FUZZ_SCALE=$(FUZZ_SCALE) $(VENV)/bin/python -m pytest -q $(FUZZ_TESTS)
+	export TIDEMARK_FUZZ_SCALE=$(FUZZ_SCALE); $(CARGO_CHECK) test --quiet filter::
 
 # The crate's own tests (the byte-level core, without Python), clippy and rustfmt.
 test-native: lint-native

@@ -1077,8 +1077,18 @@ mod tests {
             ]
         }
 
+        /// `cases`, times `TIDEMARK_FUZZ_SCALE` when set (`make soak` runs it at 10×).
+        fn scaled(cases: u32) -> u32 {
+            std::env::var("TIDEMARK_FUZZ_SCALE")
+                .ok()
+                .and_then(|scale| scale.parse::<f64>().ok())
+                .map_or(cases, |scale| {
+                    (f64::from(cases) * scale).round().max(1.0) as u32
+                })
+        }
+
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(3000))]
+            #![proptest_config(ProptestConfig::with_cases(scaled(1000)))]
             /// Whatever the pre-pass answers, CEL answers the same; where CEL fails,
             /// the pre-pass is not sure (so CEL decides, error and sentence included).
             #[test]
