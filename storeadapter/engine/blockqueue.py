@@ -656,7 +656,6 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
         return self.blocks.directory
 
     def _load(self) -> None:
-        self._loaded = True
         seqs = self.blocks.seq_range(self.queue_id)
         if seqs is not None:
             self._min_offset = (
@@ -671,7 +670,7 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
         """``write`` for many queues of one block store at once: (queue, index, entries)."""
         for queue, _index, _entries in writes:
             if not queue._loaded:
-                queue._load()
+                queue._ensure_loaded()
         blocks.write_many(
             [(queue.queue_id, index, seal_entries(entries)) for queue, index, entries in writes]
         )
@@ -683,7 +682,7 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
 
     def write(self, index: int, entries: bytes) -> None:
         if not self._loaded:
-            self._load()
+            self._ensure_loaded()
         self.blocks.write(self.queue_id, index, seal_entries(entries))
         end = index + len(entries) // ENTRY_SIZE
         if end > self._max_offset:

@@ -200,7 +200,6 @@ class ConsumeQueue(QueueBase, metaclass=WatchedABC):
     # -- lazy loading ------------------------------------------------------------------
 
     def _load(self) -> None:
-        self._loaded = True
         for _ in range(_LIST_TRIES - 1):
             try:
                 self._list_files()
@@ -235,7 +234,7 @@ class ConsumeQueue(QueueBase, metaclass=WatchedABC):
     @property
     def files(self) -> list[QueueFile]:
         if not self._loaded:
-            self._load()
+            self._ensure_loaded()
         return self._files
 
     def _find_end(self, last: QueueFile) -> int:

@@ -4,11 +4,22 @@
 a shared topic) have in common: lazy loading of the queue's ends, and moving its minimum
 past what retention deleted. A subclass supplies ``_load``, ``read`` and ``entry``, and may
 act before (``_before_advance``) and after (``_dropped_below``) a move of the minimum.
+
+Loading is one step for every thread of the process (``_ensure_loaded``): ``_loaded``
+turns true only once the ends are found and ``on_load`` has checked them, and a thread
+that needs a queue another thread is loading waits for it. Finding the ends takes file
+calls, each of which lets other threads run (the flush thread loads queues too, as it
+follows other processes); a queue shown loaded before its ends were found read as
+(0, 0), empty: a check beside a long-lived member found every message of one queue
+"lost" from offset 0, and the native core, which takes a queue's ``_loaded`` as the
+sign that its ends can be used, would have planned on them.
 """
 
 from __future__ import annotations
 
+import os
 import struct
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -60,6 +71,20 @@ def entry_not_written(data, at: int = 0) -> bool:
     return data[at : at + ENTRY_SIZE] == _NOT_WRITTEN
 
 
+#: Held while a queue is loaded (``QueueBase._ensure_loaded``). One for the process:
+#: loads are rare (once per queue), and a load's ``on_load`` may load another queue.
+_LOADING = threading.RLock()
+
+
+def _new_loading_lock() -> None:
+    """In a forked child: a lock held by another thread of the parent at the fork would
+    stay held for ever (the stores from before the fork are not used; new ones are)."""
+    global _LOADING
+    _LOADING = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_loading_lock)
+
 #: Entries read at a time when looking for the first written one.
 SCAN_ENTRIES = 4096
 #: Looks at a queue's entries ``advance_min`` makes while files vanish under it.
@@ -74,6 +99,7 @@ class QueueBase(ABC):
         "changes",
         "last_store_cache",
         "_loaded",
+        "_loading",
         "_min_offset",
         "_max_offset",
         "files_removed",
@@ -89,6 +115,7 @@ class QueueBase(ABC):
         self.changes = 0
         self.last_store_cache: tuple[int, int, int, int | None] | None = None
         self._loaded = False
+        self._loading = False  # being loaded by the thread holding ``_LOADING``
         self._min_offset = 0
         self._max_offset = 0
         # Set when a file of the queue was deleted: its directory needs an fsync.
@@ -96,7 +123,23 @@ class QueueBase(ABC):
 
     @abstractmethod
     def _load(self) -> None:
-        """Find the queue's ends (then call ``on_load``)."""
+        """Find the queue's ends (then call ``on_load``); called by ``_ensure_loaded``
+        only. What it calls may use the queue (its ends as found so far)."""
+
+    def _ensure_loaded(self) -> None:
+        """Load the queue if no thread has: under ``_LOADING``, so that a thread that
+        comes meanwhile waits for the ends instead of taking the (0, 0) the queue starts
+        from; ``_loaded`` set once they are found and checked. Within the load (the
+        thread holding the lock), a use of the queue takes the ends as found so far."""
+        with _LOADING:
+            if self._loaded or self._loading:
+                return
+            self._loading = True
+            try:
+                self._load()
+                self._loaded = True
+            finally:
+                self._loading = False
 
     @abstractmethod
     def read(self, index: int, count: int) -> bytes:
@@ -114,25 +157,25 @@ class QueueBase(ABC):
     @property
     def min_offset(self) -> int:
         if not self._loaded:
-            self._load()
+            self._ensure_loaded()
         return self._min_offset
 
     @min_offset.setter
     def min_offset(self, value: int) -> None:
         if not self._loaded:
-            self._load()
+            self._ensure_loaded()
         self._min_offset = value
 
     @property
     def max_offset(self) -> int:
         if not self._loaded:
-            self._load()
+            self._ensure_loaded()
         return self._max_offset
 
     @max_offset.setter
     def max_offset(self, value: int) -> None:
         if not self._loaded:
-            self._load()
+            self._ensure_loaded()
         self._max_offset = value
         self.changes += 1
 
