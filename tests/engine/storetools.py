@@ -190,3 +190,20 @@ def append_in_another_process(store_path: Path, topic: str, count: int, acks: Pa
     )
     assert child.returncode == 0, child.stderr.decode()
     return acks.read_text().split()
+
+
+def run_until_killed(script: str, *args: object) -> subprocess.CompletedProcess:
+    """Run ``script`` (Python source) in a child process, from the repository, with
+    ``args`` as its argv; the child must end SIGKILLed (by its own fault plan or itself).
+    Its finished process (stdout and stderr as text)."""
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -9, child.stderr[-2000:]
+    return child

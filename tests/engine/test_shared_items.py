@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from storeadapter.engine import MessageStore, StoreConfig
-from tests.engine.storetools import read_all, small_config
+from tests.engine.storetools import read_all, run_until_killed, small_config
 
 QUEUES = 40
 
@@ -172,19 +172,7 @@ os.kill(os.getpid(), 9)
 
 
 def test_a_kill_after_a_partial_flush_re_dispatches_from_the_checkpoint(tmp_path):
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[2]
-    child = subprocess.run(
-        [sys.executable, "-c", _KILLED_AFTER_A_PARTIAL_FLUSH, str(tmp_path / "s")],
-        cwd=repo,
-        env={**__import__("os").environ, "PYTHONPATH": str(repo)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == -9, child.stderr[-2000:]
+    child = run_until_killed(_KILLED_AFTER_A_PARTIAL_FLUSH, tmp_path / "s")
     dispatched, tail = map(int, child.stdout.split())
     assert dispatched < tail
     with MessageStore.open(tmp_path / "s", _config()) as store:
@@ -320,20 +308,8 @@ def test_a_kill_while_threads_append_loses_no_acknowledged_message(tmp_path):
     # SIGKILL with four threads mid-batch (their work without the GIL): every message
     # a batch returned is read back at its queue offset, and no entry names a message
     # of another queue.
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[2]
     log = tmp_path / "acknowledged"
-    child = subprocess.run(
-        [sys.executable, "-c", _KILLED_WHILE_THREADS_APPEND, str(tmp_path / "s"), str(log)],
-        cwd=repo,
-        env={**__import__("os").environ, "PYTHONPATH": str(repo)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == -9, child.stderr[-2000:]
+    run_until_killed(_KILLED_WHILE_THREADS_APPEND, tmp_path / "s", log)
     acknowledged = [line.split() for line in log.read_text().splitlines()]
     assert len(acknowledged) >= 60 * 64
     with MessageStore.open(tmp_path / "s", _config(shared_blocks_per_file=4096)) as store:

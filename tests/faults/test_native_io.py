@@ -7,19 +7,15 @@ such a plan, where it declines under any other."""
 from __future__ import annotations
 
 import errno
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from storeadapter.engine import DiskFullError, MessageStore, StoreConfig, clock
-from tests.engine.storetools import read_all
+from tests.engine.storetools import read_all, run_until_killed
 from tests.faults.faultyfs import FaultyFS, skip_syncs
 
-REPO = Path(__file__).resolve().parents[2]
 PINNED_MS = 1_750_000_000_000
 # Written by flushes or opens whose bytes depend on the wall clock or the process
 # (a slot's time, the recovery report's durations, locks, the mapped shared state),
@@ -170,15 +166,7 @@ with FaultyFS(path, native=True) as fs:
 )
 def test_a_kill_at_a_native_site_loses_nothing_acknowledged(tmp_path, site, nth, when):
     path, acked = tmp_path / "s", tmp_path / "acked"
-    child = subprocess.run(
-        [sys.executable, "-c", _KILLED, str(path), site, str(nth), when, str(acked)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == -9, child.stderr[-2000:]
+    run_until_killed(_KILLED, path, site, nth, when, acked)
     done = [int(line) for line in acked.read_text().split()]
     assert done, "the child was killed before its first acknowledgement"
     with MessageStore.open(path, config()) as store:

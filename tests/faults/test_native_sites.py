@@ -9,20 +9,15 @@ the n-th one, and records them in its power-loss model; the core keeps running u
 from __future__ import annotations
 
 import errno
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from storeadapter.engine import DiskFullError, MessageStore, StoreConfig
 from storeadapter.engine.errors import StoreFailedError
-from tests.engine.storetools import read_all
+from tests.engine.storetools import read_all, run_until_killed
 from tests.faults.faultyfs import FaultyFS
 
-REPO = Path(__file__).resolve().parents[2]
 THREADS = 6
 
 
@@ -153,15 +148,7 @@ with FaultyFS(path, native=True) as fs:
 )
 def test_a_kill_at_a_site_loses_nothing_acknowledged(tmp_path, site, nth, when, mode):
     path, acked = tmp_path / "s", tmp_path / "acked"
-    child = subprocess.run(
-        [sys.executable, "-c", _KILLED, str(path), site, str(nth), when, mode, str(acked)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == -9, child.stderr[-2000:]
+    run_until_killed(_KILLED, path, site, nth, when, mode, acked)
     done = acked.read_text().split()
     assert done, "the child was killed before its first acknowledgement"
     config = sync_config() if mode == "sync" else async_config()

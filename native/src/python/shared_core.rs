@@ -96,8 +96,9 @@ struct BlockMap {
 }
 
 /// The block files mapped in this process (a shared topic has a few; the files of
-/// every open store). Used and changed only with the GIL held and without letting it
-/// go between finding a mapping and the stores into it, so no mapping goes meanwhile.
+/// every open store). A batch stores into a mapping only while holding this lock and
+/// after finding the mapping still here for the same file (`store_piece`), so none is
+/// let go meanwhile (a store's close takes the lock to let go of its files' mappings).
 static MAPS: Mutex<Vec<BlockMap>> = Mutex::new(Vec::new());
 /// How long a batch waits for another thread's write before it goes the long way
 /// (which waits as long as it takes), in seconds.
