@@ -146,6 +146,11 @@ def thin_series(model: type, keys: tuple[str, ...], resolution: int, coarser: in
                 )
             deleted += fine.filter(ts_ms__gte=start, ts_ms__lt=end).delete()[0]
         start = end
+        if not last:  # an empty chunk: go on from the next point, past the gap
+            following = fine.filter(ts_ms__gte=end).aggregate(next=Min("ts_ms"))["next"]
+            if following is None:
+                break
+            start = max(end, following - following % bucket_ms)
     return kept, deleted
 
 
