@@ -108,6 +108,16 @@ class Run:
     def headers(self) -> list[tuple[Any, ...]]: ...
     def queues(self) -> Any: ...
     def events(self, topics: Any) -> Any: ...
+    def replay_blocks(
+        self,
+        groups: list[int],
+        sinces: list[int],
+        index: BlockIndex,
+        files: list[tuple[int, int]],
+        per_block: int,
+        per_file: int,
+        block_bytes: int,
+    ) -> tuple[list[int], int, int, list[int]]: ...
     def pack(
         self,
         sinces: Any,
