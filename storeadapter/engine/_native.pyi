@@ -106,12 +106,17 @@ class Run:
     @property
     def count(self) -> int: ...
     def headers(self) -> list[tuple[Any, ...]]: ...
-    def queues(self) -> Any: ...
+    @property
+    def group_count(self) -> int: ...
+    def queues(self, groups: list[int] | None = None) -> Any: ...
     def events(self, topics: Any) -> Any: ...
     def replay_blocks(
         self,
-        groups: list[int],
-        sinces: list[int],
+        topic: bytes,
+        queues: int,
+        created: int,
+        queue_since: list[int],
+        pending: list[int],
         index: BlockIndex,
         files: list[tuple[int, int]],
         per_block: int,
@@ -125,6 +130,7 @@ class Run:
         index_from: int,
         dedup_property: bytes | None,
         dedup_prefix: bytes | None,
+        groups: list[int] | None = None,
     ) -> Any: ...
 
 # Consume-queue entries and hashes.
