@@ -193,10 +193,32 @@ def _damage_below_watermark(path: Path, rng: random.Random) -> None:
     segment.write_bytes(bytes(data))
 
 
+def _index_lost_after_a_clean_close(path: Path, rng: random.Random) -> None:
+    """Recovered and closed cleanly, then the key index lost: the next open replays the
+    whole log to rebuild it, its queues not loaded first (no crash)."""
+    with MessageStore.open(path, config()):
+        pass
+    shutil.rmtree(path / "index")
+
+
 @pytest.mark.parametrize(
     "damage",
-    [None, _zero_entries, _lose_headers, _torn_tail, _damage_below_watermark],
-    ids=["sigkill", "entries-lost", "blocks-lost", "torn-tail", "damage-below-watermark"],
+    [
+        None,
+        _zero_entries,
+        _lose_headers,
+        _torn_tail,
+        _damage_below_watermark,
+        _index_lost_after_a_clean_close,
+    ],
+    ids=[
+        "sigkill",
+        "entries-lost",
+        "blocks-lost",
+        "torn-tail",
+        "damage-below-watermark",
+        "index-lost-clean",
+    ],
 )
 def test_the_native_replay_recovers_what_the_long_way_does(killed, tmp_path, monkeypatch, damage):
     native = _copy(killed, tmp_path / "native")
@@ -212,5 +234,7 @@ def test_the_native_replay_recovers_what_the_long_way_does(killed, tmp_path, mon
         assert taken == PAST
     elif damage is _zero_entries:
         assert 0 < taken < PAST  # the queues whose entries differ went the long way
+    elif damage is _index_lost_after_a_clean_close:
+        assert taken == FLUSHED + PAST  # the whole log again, every entry in place
     elif damage is _lose_headers:
         assert taken == 0  # unreadable blocks below the published end: a rebuild, the long way
