@@ -106,8 +106,23 @@ class Run:
     @property
     def count(self) -> int: ...
     def headers(self) -> list[tuple[Any, ...]]: ...
-    def queues(self) -> Any: ...
+    @property
+    def group_count(self) -> int: ...
+    def queues(self, groups: list[int] | None = None) -> Any: ...
     def events(self, topics: Any) -> Any: ...
+    def replay_blocks(
+        self,
+        topic: bytes,
+        queues: int,
+        created: int,
+        queue_since: list[int],
+        pending: list[int],
+        index: BlockIndex,
+        files: list[tuple[int, int]],
+        per_block: int,
+        per_file: int,
+        block_bytes: int,
+    ) -> tuple[list[int], int, int, list[int]]: ...
     def pack(
         self,
         sinces: Any,
@@ -115,6 +130,7 @@ class Run:
         index_from: int,
         dedup_property: bytes | None,
         dedup_prefix: bytes | None,
+        groups: list[int] | None = None,
     ) -> Any: ...
 
 # Consume-queue entries and hashes.

@@ -373,6 +373,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             index=self._index,
             dispatched=state.dispatched if state else 0,
             cut_tail=self._cut_partial_group,
+            dirty=self._registry.dirty,
+            shared=self._registry.shared_topics(),
         )
         self.last_recovery.event_indexes = self._streams.recover(
             self._registry.topics.values(),

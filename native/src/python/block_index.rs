@@ -90,6 +90,11 @@ impl Index {
             .or_insert((seq, seq));
     }
 
+    /// (first, last) seq of the queue's blocks here, or None.
+    pub fn seq_range(&self, queue: u32) -> Option<(u64, u64)> {
+        self.seqs.get(&queue).copied()
+    }
+
     fn recount(&mut self) {
         self.seqs.clear();
         for &(queue, seq) in self.blocks.keys() {

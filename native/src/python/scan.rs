@@ -5,7 +5,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use super::block_index::BlockIndex;
 use super::Bytes;
+use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::record::Header;
 use crate::scan::{self, Event};
 
@@ -152,10 +154,22 @@ impl Run {
         Ok(out)
     }
 
-    /// The (topic bytes, queue id) of each queue the records went to, in the order met.
-    fn queues<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    /// How many queues the records went to (the length of `queues()`).
+    #[getter]
+    fn group_count(&self) -> usize {
+        self.run.groups.len()
+    }
+
+    /// The (topic bytes, queue id) of each queue the records went to, in the order met;
+    /// of those at `groups` only (positions in that order) when given.
+    #[pyo3(signature = (groups=None))]
+    fn queues<'py>(
+        &self,
+        py: Python<'py>,
+        groups: Option<Vec<usize>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        for group in &self.run.groups {
+        for group in self.chosen(groups.as_deref())? {
             let topic = PyBytes::new(py, &self.run.topics[group.topic as usize]);
             out.append((topic, group.queue_id))?;
         }
@@ -168,8 +182,10 @@ impl Run {
     /// with a mark `(queue offset, store ms)` for each queue offset that is a multiple of
     /// `interval`. Also the key-index items `(topic, key, commit offset, store ms)` of the
     /// dispatched records at or past `index_from` (none when it is None), in log order:
-    /// each key, and `dedup_prefix + value` for a `dedup_property` property.
-    #[pyo3(signature = (sinces, interval, index_from, dedup_property, dedup_prefix))]
+    /// each key, and `dedup_prefix + value` for a `dedup_property` property. With
+    /// `groups`, of the queues at those positions only (as `queues(groups)`).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (sinces, interval, index_from, dedup_property, dedup_prefix, groups=None))]
     fn pack<'py>(
         &self,
         py: Python<'py>,
@@ -178,8 +194,9 @@ impl Run {
         index_from: Option<u64>,
         dedup_property: &str,
         dedup_prefix: &str,
+        groups: Option<Vec<usize>>,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let groups = &self.run.groups;
+        let groups = self.chosen(groups.as_deref())?;
         if sinces.len() != groups.len() || interval == 0 {
             return Err(PyValueError::new_err(
                 "one since offset per queue, and an interval",
@@ -190,7 +207,7 @@ impl Run {
         // (the common case) gathers and sorts nothing.
         let index_from = index_from.filter(|_| !self.run.extras.is_empty());
         let mut indexed: Vec<usize> = Vec::new();
-        for (group, since) in groups.iter().zip(sinces) {
+        for (group, since) in groups.into_iter().zip(sinces) {
             let packed = since.and_then(|since| self.run.pack(&group.records, since, interval));
             let Some(packed) = packed else {
                 out.append(py.None())?;
@@ -239,6 +256,214 @@ impl Run {
             }
         }
         Ok((out, items))
+    }
+
+    /// Recovery's replay of a shared topic's queues (recovery.py `_Gatherer`): the
+    /// groups (positions in `queues()`) of the records of `topic` (a shared topic of
+    /// `queues` queues, created at commit offset `created`; a queue's records count from
+    /// `max(created, queue_since[queue])`, `TopicInfo.since`) whose entries are all in
+    /// place already in the topic's block files (`index`, its `BlockIndex`; `files`,
+    /// `(first block, descriptor)` of each block file) are taken here, read and compared,
+    /// nothing written; any other is left to the long way (`pack`, then
+    /// `QueueDispatch`), which writes and allocates. Entries below the queue's first block
+    /// (below its minimum offset) are passed over, as `QueueDispatch._replay` does.
+    ///
+    /// A group is left when: its queue is in `pending` (entries gathered for the long way
+    /// already: its writes keep their order) or past `queues`; a record of it has keys or
+    /// properties (key-index items); its queue has no blocks; an entry's block is not
+    /// known; an entry differs from what the file holds (a power loss, a torn or a dead
+    /// writer's block); a read fails or is short.
+    ///
+    /// Returns the groups taken, how many records they hold, their newest store time
+    /// (i64::MIN when none) and the first blocks of the files read (whose pages the next
+    /// flush must fsync: a writer killed before its flush left them in the page cache).
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (topic, queues, created, queue_since, pending, index, files, per_block, per_file, block_bytes))]
+    fn replay_blocks(
+        &self,
+        topic: &[u8],
+        queues: u32,
+        created: u64,
+        queue_since: Vec<u64>,
+        pending: Vec<u32>,
+        index: &Bound<'_, BlockIndex>,
+        files: Vec<(u64, i32)>,
+        per_block: u64,
+        per_file: u64,
+        block_bytes: u64,
+    ) -> PyResult<(Vec<usize>, usize, i64, Vec<u64>)> {
+        if per_block == 0
+            || per_file == 0
+            || block_bytes != BLOCK_HEADER as u64 + per_block * ENTRY_SIZE as u64
+        {
+            return Err(PyValueError::new_err("a block store's shape"));
+        }
+        let Some(topic) = self.run.topics.iter().position(|t| t == topic) else {
+            return Ok((Vec::new(), 0, i64::MIN, Vec::new()));
+        };
+        let pending: std::collections::HashSet<u32> = pending.into_iter().collect();
+        let (groups, sinces): (Vec<usize>, Vec<u64>) = self
+            .run
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| {
+                g.topic as usize == topic && g.queue_id < queues && !pending.contains(&g.queue_id)
+            })
+            .map(|(at, g)| {
+                let since = queue_since
+                    .get(g.queue_id as usize)
+                    .map_or(created, |&s| s.max(created));
+                (at, since)
+            })
+            .unzip();
+        let run = &self.run;
+        let index = index.get().lock();
+        let mut taken = Vec::with_capacity(groups.len());
+        let mut records = 0usize;
+        let mut newest = i64::MIN;
+        let mut touched: Vec<u64> = Vec::new();
+        let mut want: Vec<u8> = Vec::new();
+        let mut found: Vec<u8> = Vec::new();
+        let mut kept: Vec<usize> = Vec::new();
+        'groups: for (&g, &since) in groups.iter().zip(&sinces) {
+            let Some(group) = run.groups.get(g) else {
+                return Err(PyValueError::new_err("no such group"));
+            };
+            kept.clear();
+            kept.extend(
+                group
+                    .records
+                    .iter()
+                    .copied()
+                    .filter(|&i| run.headers[i].commit_offset >= since),
+            );
+            if kept.is_empty() {
+                taken.push(g); // nothing of it counts: the long way packs nothing either
+                continue;
+            }
+            if kept
+                .iter()
+                .any(|i| run.extras.binary_search_by_key(i, |e| e.0).is_ok())
+            {
+                continue;
+            }
+            let queue = group.queue_id;
+            let Some((first_seq, _)) = index.seq_range(queue) else {
+                continue;
+            };
+            let min_offset = first_seq * per_block;
+            want.clear();
+            for &i in &kept {
+                let header = &run.headers[i];
+                Entry {
+                    commit_offset: header.commit_offset,
+                    size: header.length,
+                    tag_hash: run.tag_hashes[i],
+                }
+                .pack_unchecked_into(&mut want);
+            }
+            crate::crc::seal_checks(&mut want, ENTRY_SIZE);
+            let mut files_read: Vec<u64> = Vec::new();
+            let mut j = 0;
+            while j < kept.len() {
+                let queue_offset = run.headers[kept[j]].queue_offset;
+                if queue_offset < min_offset {
+                    j += 1;
+                    continue;
+                }
+                let (seq, slot) = (queue_offset / per_block, queue_offset % per_block);
+                let Some(block) = index.get(queue, seq) else {
+                    continue 'groups;
+                };
+                // The records of this block whose queue offsets follow on: one read.
+                let mut n = 1;
+                while j + n < kept.len()
+                    && slot + (n as u64) < per_block
+                    && run.headers[kept[j + n]].queue_offset == queue_offset + n as u64
+                {
+                    n += 1;
+                }
+                let first = block - block % per_file;
+                let Some(&(_, fd)) = files.iter().find(|f| f.0 == first) else {
+                    continue 'groups;
+                };
+                let at =
+                    (block - first) * block_bytes + BLOCK_HEADER as u64 + slot * ENTRY_SIZE as u64;
+                let length = n * ENTRY_SIZE;
+                found.resize(length, 0);
+                if !read_exactly(fd, &mut found, at)
+                    || found[..] != want[j * ENTRY_SIZE..(j + n) * ENTRY_SIZE]
+                {
+                    continue 'groups;
+                }
+                if !files_read.contains(&first) {
+                    files_read.push(first);
+                }
+                j += n;
+            }
+            taken.push(g);
+            records += kept.len();
+            for &i in &kept {
+                newest = newest.max(run.headers[i].store_ms);
+            }
+            for first in files_read {
+                if !touched.contains(&first) {
+                    touched.push(first);
+                }
+            }
+        }
+        Ok((taken, records, newest, touched))
+    }
+}
+
+/// blockqueue.BLOCK_HEADER_SIZE: queue u32, seq u64, crc32c u32.
+const BLOCK_HEADER: usize = 16;
+
+/// `buf.len()` bytes of `fd` from `at`; false when a read fails or the file ends first.
+fn read_exactly(fd: i32, buf: &mut [u8], at: u64) -> bool {
+    let mut done = 0;
+    while done < buf.len() {
+        let Ok(position) = libc::off_t::try_from(at + done as u64) else {
+            return false;
+        };
+        // SAFETY: `buf[done..]` is valid for writes of its length; `fd` is a descriptor
+        // the caller holds open (a `BlockFile`'s) for the call's duration.
+        let got = unsafe {
+            libc::pread(
+                fd,
+                buf[done..].as_mut_ptr().cast(),
+                buf.len() - done,
+                position,
+            )
+        };
+        if got <= 0 {
+            if got < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            return false;
+        }
+        done += got as usize;
+    }
+    true
+}
+
+impl Run {
+    /// The groups at `positions` (all when None), in that order.
+    fn chosen(&self, positions: Option<&[usize]>) -> PyResult<Vec<&scan::Group>> {
+        match positions {
+            None => Ok(self.run.groups.iter().collect()),
+            Some(positions) => positions
+                .iter()
+                .map(|&at| {
+                    self.run
+                        .groups
+                        .get(at)
+                        .ok_or_else(|| PyValueError::new_err("no such group"))
+                })
+                .collect(),
+        }
     }
 }
 
