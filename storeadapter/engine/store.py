@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import errno
 import json
 import os
@@ -478,7 +479,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         try:
             data = json.loads((self.path / "recovery.json").read_bytes())
             data["corruptions"] = [Corruption(**c) for c in data.get("corruptions", [])]
-            return RecoveryReport(**data)
+            # A newer engine's report may hold fields this one does not know.
+            known = {f.name for f in dataclasses.fields(RecoveryReport)}
+            return RecoveryReport(**{k: v for k, v in data.items() if k in known})
         except (OSError, ValueError, TypeError):
             return RecoveryReport(clean_shutdown=True)
 
