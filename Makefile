@@ -17,7 +17,7 @@ CARGO = cd native && MAKEFLAGS= cargo
 CARGO_CHECK = cd native && MAKEFLAGS= CARGO_TARGET_DIR=target/check cargo
 
 .DEFAULT_GOAL := help
-.PHONY: help install cargo browser promtool redis test-tools test-ready test soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail bench-filter clean distclean
+.PHONY: help install cargo browser promtool redis test-tools test-ready test test-first test-shared test-postgres soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail bench-filter clean distclean
 
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
@@ -80,11 +80,10 @@ redis:
 test-tools:
 	$(call debian,chromium:chromium promtool:prometheus redis-server:redis-server)
 
-# Everything the suite needs, made side by side: the install (pip's downloads and builds,
-# the crate's release build), Debian's tools (apt) and the crate's lint and tests (cargo,
-# in a target directory of their own: sharing the install's, they would wait for its lock).
+# What the Python suite needs, made side by side: the install (pip's downloads and builds,
+# the crate's release build) and Debian's tools (apt).
 test-ready:
-	$(MAKE) --no-print-directory -j3 $(STAMP) test-tools test-native
+	$(MAKE) --no-print-directory -j2 $(STAMP) test-tools
 
 # pytest exits non-zero on any failure, and with 5 when no test ran. The engine suite
 # runs a second time with every topic shared (all queues' entries in shared block files),
@@ -113,9 +112,22 @@ PG_TESTS = $(addprefix tests/monitoring/,test_downsample.py test_sampler.py test
 		test_token_states.py test_account_totp.py test_audit.py test_audited_reads.py \
 		test_dlq_messages.py test_group_delete.py test_reset_undo_pages.py) \
 	tests/api/test_group_delete_dlq.py tests/api/test_commit_audit_api.py
+# The suite runs in two steps of two parts side by side, each pair filling the other's
+# waits (on the disk, PostgreSQL, JVMs, browsers) with its own work: the first pass beside
+# the crate's lint and tests (cargo, in a target directory of their own: sharing the
+# install's, they would wait for its lock), then the shared-layout pass beside the
+# PostgreSQL one. make stops at the first step that fails, and exits non-zero.
 test: test-ready
+	$(MAKE) --no-print-directory -j2 test-first test-native
+	$(MAKE) --no-print-directory -j2 test-shared test-postgres
+
+test-first: $(STAMP)
 	$(VENV)/bin/python -m pytest $(PYTEST_PARALLEL)
+
+test-shared: $(STAMP)
 	TIDEMARK_TEST_LAYOUT=shared $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not one_layout" tests/engine
+
+test-postgres: $(STAMP)
 	DATABASE_URL=$(TEST_DATABASE_URL) $(VENV)/bin/python -m pytest $(PYTEST_PARALLEL) -m "not own_database" $(PG_TESTS)
 
 # The random sweeps of several processes and power losses (tests/faults/
