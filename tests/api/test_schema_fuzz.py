@@ -16,11 +16,12 @@ does break it, is a right refusal; any other refusal of a schema-valid request f
 Each operation gets schemathesis's coverage phase (its schema's boundaries: every
 parameter and body field at its limits, and each kind of wrong value) and
 ``tests.fuzzing.examples(10)`` random requests. The coverage phase's wrong values repeat
-themselves: a wrong type is sent five ways (a number, a boolean, null, a list, an object)
-and a body of one-of shapes has each common field broken once per shape. `make test`
-sends one request per operation, place, field and kind of wrong value (``one_refusal``),
-every accepted request of the phase, and the random ones; `make soak`
-(``TIDEMARK_FUZZ_SCALE`` above 1) sends them all and ten times the random requests.
+themselves: a body of one-of shapes has each common field broken the same ways once per
+shape, and a query parameter's wrong type is sent as four strings a view reads alike
+('0.5', 'true', 'null', 'AAA'). `make test` sends one request per place, parameter, kind
+of wrong value, field and Python type of the wrong value (``filter_case``), every accepted
+request of the phase, and the random ones; `make soak` (``TIDEMARK_FUZZ_SCALE`` above 1)
+sends them all and ten times the random requests.
 """
 
 from __future__ import annotations
@@ -95,16 +96,17 @@ RUNNING: dict[str, tuple[str, str]] = {}
 
 #: Every request of the coverage phase, wrong values repeated included (make soak).
 ALL_REFUSALS = fuzzing.SCALE > 1
-#: (place, parameter, scenario, field) of the coverage phase's wrong values sent so far by
-#: the running test.
+#: (place, parameter, scenario, field, type) of the coverage phase's wrong values sent so
+#: far by the running test.
 REFUSALS_SENT: set[tuple] = set()
 
 
 @SCHEMA.hook
 def filter_case(context, case) -> bool:
-    """``one_refusal``: the coverage phase's first request for each place (query, path,
-    header, body), parameter, kind of wrong value and field (the one its description
-    names); its accepted requests and the random phase's requests all go."""
+    """The coverage phase's first wrong request for each place (query, path, header, body),
+    parameter, kind of wrong value, field (the one its description names) and Python type
+    of the wrong value (an int and a list break different code); its accepted requests and
+    the random phase's requests all go."""
     meta = case.meta
     if ALL_REFUSALS or meta is None or meta.phase.name != TestPhase.COVERAGE:
         return True
@@ -113,10 +115,21 @@ def filter_case(context, case) -> bool:
     data = meta.phase.data
     field = data.description.partition(": ")[0] if ": " in data.description else None
     key = (data.parameter_location, data.parameter, data.scenario, field)
+    key += (type(wrong_value(case, data.parameter_location, data.parameter, field)),)
     if key in REFUSALS_SENT:
         return False
     REFUSALS_SENT.add(key)
     return True
+
+
+def wrong_value(case, place, parameter: str | None, field: str | None):
+    """The value a coverage-phase case breaks: the body's field, the parameter's value, or
+    the whole body."""
+    if place == "body":
+        body = case.body
+        return body[field] if isinstance(body, dict) and field in body else body
+    values = {"query": case.query, "path": case.path_parameters, "header": case.headers}
+    return (values.get(getattr(place, "value", place)) or {}).get(parameter)
 
 
 @pytest.fixture(params=OPERATIONS, ids=[f"{method} {path}" for method, path in OPERATIONS])
