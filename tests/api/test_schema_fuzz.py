@@ -12,6 +12,16 @@ under ``x-cross-field-rules`` (console.api.rules), as are the checks JSON Schema
 say at all (a regex RE2 takes, a time in the future, a map's keys). A schema-valid request
 refused with a 400 that says one of those rules, naming fields the rule is about, and that
 does break it, is a right refusal; any other refusal of a schema-valid request fails.
+
+Each operation gets schemathesis's coverage phase (its schema's boundaries: every
+parameter and body field at its limits, and each kind of wrong value) and
+``tests.fuzzing.examples(10)`` random requests. The coverage phase's wrong values repeat
+themselves: a body of one-of shapes has each common field broken the same ways once per
+shape, and a query parameter's wrong type is sent as four strings a view reads alike
+('0.5', 'true', 'null', 'AAA'). `make test` sends one request per place, parameter, kind
+of wrong value, field and Python type of the wrong value (``filter_case``), every accepted
+request of the phase, and the random ones; `make soak` (``TIDEMARK_FUZZ_SCALE`` above 1)
+sends them all and ten times the random requests.
 """
 
 from __future__ import annotations
@@ -21,12 +31,16 @@ import schemathesis
 from django.core.wsgi import get_wsgi_application
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
+from schemathesis.generation.meta import TestPhase
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from console.accounts.models import ApiToken
 from console.api.rules import EXTENSION, NOT_BEFORE, Rule
+from tests import fuzzing
 
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+# Each test in a transaction rolled back at its end (the app's requests run in this
+# thread, on the test's connection: connections_kept).
+pytestmark = pytest.mark.django_db
 
 #: Long polls are capped at this many seconds in the fuzz, to keep it quick.
 FUZZ_WAIT_S = 0.01
@@ -40,6 +54,21 @@ def populated(store):
     )
     store.commit_offset("billing", "orders", 0, 2)
     return store
+
+
+@pytest.fixture(autouse=True)
+def connections_kept():
+    """Requests go to the WSGI app itself, whose request signals close the database
+    connection (close_old_connections), and with it the test's transaction; Django's
+    test client takes the same handler off for its requests."""
+    from django.core import signals
+    from django.db import close_old_connections
+
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
@@ -65,6 +94,43 @@ OPERATIONS = [
 #: The operation the running test fuzzes (set by its ``operation`` fixture).
 RUNNING: dict[str, tuple[str, str]] = {}
 
+#: Every request of the coverage phase, wrong values repeated included (make soak).
+ALL_REFUSALS = fuzzing.SCALE > 1
+#: (place, parameter, scenario, field, type) of the coverage phase's wrong values sent so
+#: far by the running test.
+REFUSALS_SENT: set[tuple] = set()
+
+
+@SCHEMA.hook
+def filter_case(context, case) -> bool:
+    """The coverage phase's first wrong request for each place (query, path, header, body),
+    parameter, kind of wrong value, field (the one its description names) and Python type
+    of the wrong value (an int and a list break different code); its accepted requests and
+    the random phase's requests all go."""
+    meta = case.meta
+    if ALL_REFUSALS or meta is None or meta.phase.name != TestPhase.COVERAGE:
+        return True
+    if meta.generation.mode != schemathesis.GenerationMode.NEGATIVE:
+        return True
+    data = meta.phase.data
+    field = data.description.partition(": ")[0] if ": " in data.description else None
+    key = (data.parameter_location, data.parameter, data.scenario, field)
+    key += (type(wrong_value(case, data.parameter_location, data.parameter, field)),)
+    if key in REFUSALS_SENT:
+        return False
+    REFUSALS_SENT.add(key)
+    return True
+
+
+def wrong_value(case, place, parameter: str | None, field: str | None):
+    """The value a coverage-phase case breaks: the body's field, the parameter's value, or
+    the whole body."""
+    if place == "body":
+        body = case.body
+        return body[field] if isinstance(body, dict) and field in body else body
+    values = {"query": case.query, "path": case.path_parameters, "header": case.headers}
+    return (values.get(getattr(place, "value", place)) or {}).get(parameter)
+
 
 @pytest.fixture(params=OPERATIONS, ids=[f"{method} {path}" for method, path in OPERATIONS])
 def operation(request):
@@ -73,6 +139,7 @@ def operation(request):
     generated when it runs. Made at collection, the requests of the 60 operations took 16 s
     of CPU in every pytest-xdist worker, which each collects every file."""
     RUNNING["operation"] = request.param
+    REFUSALS_SENT.clear()
     # Schemathesis's lazy schemas name the test by the node's ``_nodeid``, which pytest 9.2
     # no longer sets (schemathesis 4.32).
     if not hasattr(request.node, "_nodeid"):
@@ -89,7 +156,7 @@ def is_running(context) -> bool:
 
 # Above the lazy schema's parametrize: it reads the settings from the test it makes.
 @settings(
-    max_examples=30,
+    max_examples=fuzzing.examples(10),
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )

@@ -261,7 +261,7 @@ def snapshot(store) -> dict[str, Any]:
     from console.audit.models import AuditEntry
     from storeadapter.summaries import group_summaries, topic_summaries
 
-    users = get_user_model().objects.order_by("pk")
+    users = get_user_model().objects.order_by("pk").prefetch_related("groups")
     return {
         "audit": AuditEntry.objects.count(),
         "users": [
