@@ -137,7 +137,7 @@ SOAK_RUNS ?= 200
 # The filter language's property tests (Python's and the crate's), FUZZ_SCALE times the
 # examples make test draws.
 FUZZ_SCALE ?= 10
-FUZZ_TESTS = tests/engine/test_filter_pre_pass.py tests/engine/test_filter_fuzz.py
+FUZZ_TESTS = tests/engine/test_filter_pre_pass.py tests/engine/test_filter_fuzz.py tests/api/test_schema_fuzz.py
 soak: $(STAMP)
 	TIDEMARK_SOAK_RUNS=$(SOAK_RUNS) $(VENV)/bin/python -m pytest -s -q tests/faults/test_durability_sweeps.py
 	TIDEMARK_FUZZ_SCALE=$(FUZZ_SCALE) $(VENV)/bin/python -m pytest -q $(FUZZ_TESTS)
