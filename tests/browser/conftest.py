@@ -42,6 +42,63 @@ def base_url(live_server):
     return live_server.url
 
 
+# --------------------------------------------------------------- one browser profile
+#
+# The console's pages with a chart load plotly.min.js (4.8 MB). A fresh browser context
+# per test (the plugin's `context`) has an empty cache: chromium downloaded it from the
+# live server and compiled it again in every test, ~3-4 s of CPU each time, most of what
+# the browser tests cost. One profile for the session keeps the HTTP cache and V8's code
+# cache; each test still gets a page of its own, and its cookies, storage and permissions
+# are wiped at the end (`context` below), so a test sees no state of another.
+
+STORAGE_TYPES = "local_storage,session_storage,indexeddb,websql,service_workers,cache_storage"
+
+
+@pytest.fixture(scope="session")
+def _browser_profile(
+    browser_type, browser_type_launch_args, browser_context_args, tmp_path_factory
+):
+    profile = browser_type.launch_persistent_context(
+        str(tmp_path_factory.mktemp("chromium-profile")),
+        **browser_type_launch_args,
+        **browser_context_args,
+    )
+    yield profile
+    profile.close()
+
+
+@pytest.fixture
+def context(_browser_profile, live_server):
+    """The session's profile (replaces the plugin's fresh context per test); everything a
+    test left in it but the cache is wiped after the test."""
+    yield _browser_profile
+    blank = _browser_profile.pages[0]
+    for page in _browser_profile.pages[1:]:
+        page.close()
+    _browser_profile.clear_cookies()
+    _browser_profile.clear_permissions()
+    cdp = _browser_profile.new_cdp_session(blank)
+    cdp.send(
+        "Storage.clearDataForOrigin",
+        {"origin": live_server.url, "storageTypes": STORAGE_TYPES},
+    )
+    cdp.detach()
+
+
+@pytest.fixture
+def page(context, request):
+    """A new page of the profile; `@pytest.mark.browser_context_args(color_scheme=...)`
+    still sets the system's colour preference (as the plugin's context option did)."""
+    page = context.new_page()
+    marker = next(request.node.iter_markers("browser_context_args"), None)
+    options = dict(marker.kwargs) if marker else {}
+    if "color_scheme" in options:
+        page.emulate_media(color_scheme=options.pop("color_scheme"))
+    if options:
+        pytest.fail(f"browser_context_args {sorted(options)}: not supported by tests/browser")
+    return page
+
+
 @pytest.fixture(autouse=True)
 def _screenshot_at_end(request, page):
     """Save a full-page screenshot of where the test left the page."""

@@ -85,7 +85,9 @@ def test_a_reset_and_its_undo_on_a_group_whose_consumer_is_running(
         reset.get_by_label("Reset to").select_option("earliest")
         reset.get_by_role("button", name="Preview the reset").click()
         expect(page.locator(".tm-reset-members")).to_contain_text("1 live member")
-        page.wait_for_timeout(3000)  # the operator reads the preview; the consumer commits
+        # The operator reads the preview while the consumer commits (was 3 s: ~150 commits).
+        previewed_ms = clock.now_ms()
+        wait_until(lambda: live.commits_after(previewed_ms) >= 100, what="100 commits")
         page.get_by_role("button", name="Apply the reset").click()
 
         message = page.locator("li.tm-message")
