@@ -16,6 +16,10 @@ from storeadapter.engine import MessageStore, filters
 from storeadapter.engine.filters import FilterSyntaxError
 from tests.fuzzing import examples
 
+# Not run again in the shared-layout pass: expressions, and a topic of files per queue
+# (layout="files") whatever the pass.
+pytestmark = pytest.mark.one_layout
+
 _ATOMS = [
     "tag",
     "key",

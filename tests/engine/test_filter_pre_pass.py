@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storeadapter.engine import filters
 from tests.fuzzing import examples
+
+# Not run again in the shared-layout pass: the filter's pre-pass on
+# bodies, no store.
+pytestmark = pytest.mark.one_layout
 
 _FIELDS = [
     "tag",
