@@ -46,10 +46,10 @@ OPERATIONS = 70
 MID_OPERATION_EVERY = 29  # capture an image at every Nth file-system call as well
 VARIANTS = ("durable", "torn", "pages", "live-entries")
 # Each variant opens every IMAGE_STRIDE-th image of a run, the variants starting at
-# different images: under make test every image is opened by two of the four variants
-# (durable and pages the even ones, torn and live-entries the odd ones); make soak opens
-# every image in every variant.
-IMAGE_STRIDE = rounds(2, 1)
+# different images: under make test every image is opened once, by the four variants in
+# turn (durable, torn, pages, live-entries, durable, ...); make soak opens every image in
+# every variant.
+IMAGE_STRIDE = rounds(len(VARIANTS), 1)
 KEYS = ("k0", "k1", "k2", "k3", "k4")
 GROUPS = ("g1", "g2")
 
