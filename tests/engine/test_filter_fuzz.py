@@ -103,7 +103,7 @@ def _compile_or_syntax_error(text: str):
         return None
 
 
-@settings(max_examples=examples(300), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 @given(_TEXTS)
 def test_any_text_compiles_or_is_a_syntax_error_with_a_position(text):
     _compile_or_syntax_error(text)

@@ -183,7 +183,7 @@ def cases(draw) -> tuple[str, bytes]:
     return source, draw(hostile_bodies(names))
 
 
-@settings(max_examples=examples(500), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cases(),
     st.sampled_from(["paid", "open", "", "é"]),
