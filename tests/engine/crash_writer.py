@@ -1,6 +1,7 @@
 """Child process for test_crash_sigkill: appends forever until it is killed.
 
-Usage: python crash_writer.py STORE_DIR MODE ACK_FILE SEED
+Usage: python crash_writer.py STORE_DIR MODE ACK_FILE SEED (the test forks
+``write_until_killed`` from a fork server instead: the same code, no interpreter start)
 
 After each append (or batch) returns, one line per message it acknowledged is written
 to ACK_FILE and flushed: ``message_id queue queue_offset sha256(body)``. Bodies carry
@@ -46,7 +47,11 @@ def body_hash(body: bytes) -> str:
 
 
 def main() -> None:
-    path, mode, ack_path, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    write_until_killed(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+
+
+def write_until_killed(path: str, mode: str, ack_path: str, seed: int) -> None:
+    """Append and acknowledge until killed (also the target of a fork server's child)."""
     rng = random.Random(seed)
     store = MessageStore.open(path, writer_config(mode))
     number = 0

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# Not run again in the shared-layout pass: the command line runs in its own process
+# and never reads TIDEMARK_TEST_LAYOUT.
+pytestmark = pytest.mark.one_layout
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,11 +30,20 @@ def run(store: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess
     )
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    path = tmp_path / "store"
+@pytest.fixture(scope="module")
+def created(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store the command line created (8 KiB segments, topic orders of 2 queues), once."""
+    path = tmp_path_factory.mktemp("cli") / "store"
     result = run(path, "--segment-bytes", "8192", "create-topic", "orders", "--queues", "2")
     assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.fixture
+def store(created: Path, tmp_path: Path) -> Path:
+    """A copy of that store for one test (one process start fewer per test)."""
+    path = tmp_path / "store"
+    shutil.copytree(created, path)
     return path
 
 

@@ -10,10 +10,15 @@ import pytest
 
 from tests.engine.test_cli import run
 
+# Not run again in the shared-layout pass: the command line runs in its own process
+# and never reads TIDEMARK_TEST_LAYOUT.
+pytestmark = pytest.mark.one_layout
 
-@pytest.fixture
-def orders(tmp_path: Path) -> Path:
-    path = tmp_path / "store"
+
+@pytest.fixture(scope="module")
+def orders(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of 4 orders, made once: the filter only reads it."""
+    path = tmp_path_factory.mktemp("cli-filter") / "store"
     assert run(path, "create-topic", "orders", "--queues", "1").returncode == 0
     lines = "\n".join(json.dumps({"total": n}) for n in (50, 150, 250, 350)) + "\n"
     assert run(path, "produce", "orders", "--queue", "0", stdin=lines).returncode == 0

@@ -7,7 +7,12 @@ from __future__ import annotations
 import sys
 import threading
 
+import pytest
+
 from storeadapter.engine.commitlog import CommitLog
+
+# Not run again in the shared-layout pass: the commit log alone, no topic.
+pytestmark = pytest.mark.one_layout
 
 SEGMENT = 4096
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,9 +12,9 @@ import pytest
 from storeadapter.engine import MessageStore
 from tests.engine.crash_writer import body_hash, body_is_intact, writer_config
 from tests.engine.storetools import read_all
+from tests.faults.forkserver import ForkServer
 
-REPO = Path(__file__).resolve().parents[2]
-WRITER = Path(__file__).with_name("crash_writer.py")
+WRITER = "tests.engine.crash_writer:write_until_killed"
 QUEUES = 4
 
 
@@ -33,29 +30,31 @@ def _ack_lines(ack_path: Path) -> list[str]:
     return data.split("\n")[:-1]  # a last line without its newline was cut by the kill
 
 
-def _run_and_kill(path: Path, mode: str, ack_path: Path, seed: int, delay: float) -> None:
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    """Writers are forked from a process that imported the engine once."""
+    with ForkServer() as running:
+        yield running
+
+
+def _run_and_kill(
+    server: ForkServer, path: Path, mode: str, ack_path: Path, seed: int, delay: float
+) -> None:
     """Start the writer, wait until it acknowledged something, then SIGKILL it."""
     log = ack_path.with_suffix(".stderr")
-    with open(log, "w") as stderr:
-        child = subprocess.Popen(
-            [sys.executable, str(WRITER), str(path), mode, str(ack_path), str(seed)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while not _ack_lines(ack_path):
-                assert child.poll() is None, f"writer died: {log.read_text()}"
-                assert time.monotonic() < deadline, "writer acknowledged nothing in 30 s"
-                time.sleep(0.005)
-            time.sleep(delay)
+    child = server.spawn(WRITER, log, path=str(path), mode=mode, ack_path=str(ack_path), seed=seed)
+    try:
+        deadline = time.monotonic() + 30
+        while not _ack_lines(ack_path):
             assert child.poll() is None, f"writer died: {log.read_text()}"
-        finally:
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-    assert child.returncode == -signal.SIGKILL
+            assert time.monotonic() < deadline, "writer acknowledged nothing in 30 s"
+            time.sleep(0.005)
+        time.sleep(delay)
+        assert child.poll() is None, f"writer died: {log.read_text()}"
+    finally:
+        child.kill()
+        outcome = child.wait()
+    assert outcome.killed, outcome
 
 
 def _check_queues_contiguous_and_intact(store: MessageStore) -> dict[str, tuple[int, int]]:
@@ -75,14 +74,14 @@ def _check_queues_contiguous_and_intact(store: MessageStore) -> dict[str, tuple[
 
 
 @pytest.mark.one_layout
-def test_sigkill_during_sync_appends_loses_no_acknowledged_message(tmp_path):
+def test_sigkill_during_sync_appends_loses_no_acknowledged_message(server, tmp_path):
     path = tmp_path / "store"
     _create(path, "sync")
     rng = random.Random(1122)
     acknowledged: dict[str, tuple[int, int, str]] = {}
     for iteration in range(10):
         ack_path = tmp_path / f"acks-{iteration}.txt"
-        _run_and_kill(path, "sync", ack_path, iteration, rng.uniform(0.0, 0.25))
+        _run_and_kill(server, path, "sync", ack_path, iteration, rng.uniform(0.0, 0.25))
         for line in _ack_lines(ack_path):
             message_id, queue, queue_offset, digest = line.split()
             acknowledged[message_id] = (int(queue), int(queue_offset), digest)
@@ -101,14 +100,14 @@ def test_sigkill_during_sync_appends_loses_no_acknowledged_message(tmp_path):
 
 
 @pytest.mark.one_layout
-def test_sigkill_during_async_appends_never_leaves_the_store_corrupt(tmp_path):
+def test_sigkill_during_async_appends_never_leaves_the_store_corrupt(server, tmp_path):
     path = tmp_path / "store"
     _create(path, "async")
     rng = random.Random(2211)
     total = 0
     for iteration in range(6):
         ack_path = tmp_path / f"acks-{iteration}.txt"
-        _run_and_kill(path, "async", ack_path, 100 + iteration, rng.uniform(0.0, 0.25))
+        _run_and_kill(server, path, "async", ack_path, 100 + iteration, rng.uniform(0.0, 0.25))
 
         with MessageStore.open(path, writer_config("async")) as store:
             seen = _check_queues_contiguous_and_intact(store)

@@ -29,6 +29,9 @@ from storeadapter.engine.keyindex import (
     tail_bytes,
 )
 
+# Not run again in the shared-layout pass: the key index alone, no topic.
+pytestmark = pytest.mark.one_layout
+
 SLOTS = 8
 ENTRIES = 16
 T0 = 1_795_314_808_000

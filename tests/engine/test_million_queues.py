@@ -28,7 +28,7 @@ PRODUCER = Path(__file__).with_name("million_producer.py")
 @pytest.mark.one_layout
 def test_every_phase_at_twenty_thousand_queues_checks_out(tmp_path):
     command = [sys.executable, "bench/million.py", "--queues", str(QUEUES)]
-    command += ["--messages", "120000", "--threads", "4", "--readers", "2"]
+    command += ["--messages", "60000", "--threads", "4", "--readers", "2"]
     command += ["--dir", str(tmp_path)]
 
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=240)

@@ -3,6 +3,7 @@ entries of each queue as queuebase.pack_entry packs them."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,9 @@ from storeadapter.engine import dataplane
 from storeadapter.engine.queuebase import pack_entry
 from storeadapter.engine.results import STATUS_OK, AppendResult
 from tests.engine.nativecases import encode, record_fields
+
+# Not run again in the shared-layout pass: the native encoder beside the Python codec, no topic.
+pytestmark = pytest.mark.one_layout
 
 
 @settings(max_examples=100, deadline=None)

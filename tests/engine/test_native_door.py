@@ -11,6 +11,9 @@ import pytest
 
 from storeadapter.engine import _native, dataplane
 
+# Not run again in the shared-layout pass: the native interface's surface, no topic.
+pytestmark = pytest.mark.one_layout
+
 STUB = Path(dataplane.__file__).with_name("_native.pyi")
 ROOT = Path(__file__).resolve().parents[2]
 

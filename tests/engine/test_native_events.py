@@ -5,6 +5,7 @@ event records what ``eventrecords.event_of`` finds."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,9 @@ from storeadapter.engine.record import decode_record
 from storeadapter.engine.results import STATUS_OK, EventAppendResult
 from storeadapter.engine.tags import tag_hash
 from tests.engine.nativecases import encode
+
+# Not run again in the shared-layout pass: the native event encoder beside the Python one, no topic.
+pytestmark = pytest.mark.one_layout
 
 TOPIC = b"accounts"
 PREFIX = "0000ABCD"

@@ -12,6 +12,10 @@ from storeadapter.engine.errors import CorruptRecordError
 from storeadapter.engine.record import check_record, decode_record, frame_intact
 from tests.engine.nativecases import encode, record_fields
 
+# Not run again in the shared-layout pass: the native record
+# checks beside the Python ones, no topic.
+pytestmark = pytest.mark.one_layout
+
 PREFIX = "6F203303"
 
 # docs/FORMAT.md, "Worked example": append("t", b"hi", key="k", tag="x") to queue 1.

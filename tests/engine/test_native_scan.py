@@ -3,6 +3,7 @@ same corrupt stretches with the same reasons, the same end, on random logs with 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +11,9 @@ from storeadapter.engine import dataplane
 from storeadapter.engine.scan import RECORD, scan_segment
 from storeadapter.engine.timeindex import MARK
 from tests.engine.nativecases import encode
+
+# Not run again in the shared-layout pass: the native segment scan beside the Python one, no topic.
+pytestmark = pytest.mark.one_layout
 
 SIZE = 4096
 

@@ -9,8 +9,14 @@ from __future__ import annotations
 import random
 import time
 
+import pytest
+
 from storeadapter.engine import MessageStore
 from tests.engine.storetools import SHARED_LAYOUT, read_all, small_config
+
+# Not run again in the shared-layout pass: every store here is
+# opened with shared_config, the same config in both passes.
+pytestmark = pytest.mark.one_layout
 
 HOUR_MS = 3_600_000
 

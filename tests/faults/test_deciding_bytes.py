@@ -37,6 +37,17 @@ KEY_HEADER_FIELDS = {
 BLOCK_HEADER = 16
 
 
+def _allocated_blocks(path: Path, block_bytes: int) -> bytes:
+    """The front of a block file up to its first never-written block: blocks are
+    allocated in order, and a file is tens of MB of zeros past them."""
+    zero = bytes(block_bytes)
+    blocks = []
+    with open(path, "rb") as handle:
+        while (block := handle.read(block_bytes)) and block != zero:
+            blocks.append(block)
+    return b"".join(blocks)
+
+
 def _entry_positions(store: Path, topic: str, queue: int) -> list[tuple[Path, int]]:
     """Where each written consume-queue entry of ``topic``/``queue`` is: (file, byte)."""
     queue_dir = store / "consumequeue" / topic / str(queue)
@@ -53,7 +64,7 @@ def _entry_positions(store: Path, topic: str, queue: int) -> list[tuple[Path, in
     found = []
     blocks = store / "consumequeue" / topic / "blocks"
     for path in sorted(p for p in blocks.iterdir() if p.name.isdigit()):
-        data = path.read_bytes()
+        data = _allocated_blocks(path, block_bytes)
         for start in range(0, len(data) - block_bytes + 1, block_bytes):
             owner, seq = struct.unpack_from("<IQ", data, start)
             if owner != queue:

@@ -15,7 +15,7 @@ the start of a flush that completed (any process's: a checkpoint vouches for eve
 record below it, whoever wrote it). Images cut inside the reopening process's
 recovery hold, under ``async``, what the killed writer's own flushes covered.
 
-Topics of both layouts (files per queue; shared block files). The suite runs a few
+Topics of both layouts (files per queue; shared block files). The suite runs two
 runs of each; ``make soak`` runs ``TIDEMARK_SOAK_RUNS`` of each.
 """
 
@@ -49,7 +49,7 @@ from tests.faults.faultharness import (
 from tests.faults.faultyfs import FaultyFS, PowerLossImage, skip_syncs
 from tests.faults.forkserver import ForkServer
 
-RUNS = int(os.environ.get("TIDEMARK_SOAK_RUNS", "3"))
+RUNS = int(os.environ.get("TIDEMARK_SOAK_RUNS", "2"))
 MODES = ("sync", "async")
 
 

@@ -35,6 +35,7 @@ from storeadapter.engine.eventindex import (
 from tests.faults.faultharness import fault_config, start_holder
 from tests.faults.faultyfs import FaultyFS, skip_syncs
 from tests.faults.forkserver import ForkServer
+from tests.faults.soak import rounds
 from tests.faults.streamharness import (
     STREAMS,
     TOPIC,
@@ -160,6 +161,9 @@ def test_a_recovery_killed_while_it_rebuilds_the_index_ends_the_same_next_time(s
 OPERATIONS = 60
 MID_OPERATION_EVERY = 7
 VARIANTS = ("durable", "torn", "pages")
+# Each variant opens every IMAGE_STRIDE-th image (make test: every image once, by the
+# three variants in turn); make soak opens every image in each variant.
+IMAGE_STRIDE = rounds(len(VARIANTS), 1)
 
 
 class _Acks:
@@ -223,6 +227,8 @@ def test_power_loss_during_event_appends_keeps_every_acknowledged_append_whole(v
     rng = random.Random(VARIANTS.index(variant))
     failures = []
     for number, image in enumerate(images):
+        if number % IMAGE_STRIDE != VARIANTS.index(variant) % IMAGE_STRIDE:
+            continue
         path = directory / f"{variant}-{number}"
         image.materialize(
             path,

@@ -1,6 +1,7 @@
-"""Everything at once on one store directory, for a bounded time: 4 producers (2 sync,
-2 async), 2 group consumers, retention in a loop (with a clock that expires everything
-older than a second or two) and a process doing what the console does.
+"""Everything at once on one store directory, for a bounded time (6 s; 15 s in make
+soak): 4 producers (2 sync, 2 async), 2 group consumers, retention in a loop (with a
+clock that expires everything older than a second or two) and a process doing what the
+console does.
 
 Afterwards: every process ended cleanly with nothing on stderr; every acknowledged
 message is readable, intact, at its queue and offset, unless retention removed it, and
@@ -28,9 +29,10 @@ from tests.faults.faultharness import (
     read_acks,
 )
 from tests.faults.forkserver import Child, ForkServer
+from tests.faults.soak import rounds
 from tests.faults.stressroles import GROUP
 
-RUN_S = 15.0
+RUN_S = rounds(6.0, 15.0)  # seconds: make test, make soak (TIDEMARK_SOAK=1)
 ROLES = "tests.faults.stressroles"
 
 
