@@ -22,7 +22,8 @@ CARGO_CHECK = cd native && MAKEFLAGS= CARGO_TARGET_DIR=target/check cargo
 help:
 	@echo "make run        install everything and start the console on http://127.0.0.1:8000/"
 	@echo "make test       install everything and run the whole test suite (and the crate's cargo test)"
-	@echo "make soak       the multi-process power-loss sweeps, SOAK_RUNS runs of each (default 200, ~17 min), and the filter fuzz at FUZZ_SCALE x its examples"
+	@echo "make soak       the multi-process power-loss sweeps, SOAK_RUNS runs of each (default 200, ~17 min), the crash loops,"
+	@echo "                power-loss images and stress run at full length, and the filter and API fuzz at FUZZ_SCALE x its examples"
 	@echo "make lint       ruff check + ruff format --check, cargo fmt --check + cargo clippy -D warnings"
 	@echo "make format     apply ruff fixes and formatting"
 	@echo "make bench      Tidemark beside its peers (SQLite, Redis Streams, JetStream, file queues)"
@@ -138,8 +139,13 @@ SOAK_RUNS ?= 200
 # examples make test draws.
 FUZZ_SCALE ?= 10
 FUZZ_TESTS = tests/engine/test_filter_pre_pass.py tests/engine/test_filter_fuzz.py tests/api/test_schema_fuzz.py
+# The long fault loops at their full count (TIDEMARK_SOAK, tests/faults/soak.py): SIGKILL
+# rounds, every power-loss image in every variant, the stress run's full length.
+SOAK_TESTS = tests/faults/test_crash_loop.py tests/faults/test_power_loss.py \
+	tests/faults/test_event_index.py tests/faults/test_stress.py
 soak: $(STAMP)
 	TIDEMARK_SOAK_RUNS=$(SOAK_RUNS) $(VENV)/bin/python -m pytest -s -q tests/faults/test_durability_sweeps.py
+	TIDEMARK_SOAK=1 $(VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) $(SOAK_TESTS)
 	TIDEMARK_FUZZ_SCALE=$(FUZZ_SCALE) $(VENV)/bin/python -m pytest -q $(FUZZ_TESTS)
 	export TIDEMARK_FUZZ_SCALE=$(FUZZ_SCALE); $(CARGO_CHECK) test --quiet filter::
 
