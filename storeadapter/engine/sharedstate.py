@@ -128,16 +128,14 @@ class SharedState(metaclass=Watched):
         # lock (then no other writer can be mid-update). None: no store beside it.
         self.wait_for_writer: Callable[[], bool] | None = None
 
-    def read(self, held: bool = False) -> SharedSnapshot:
-        """A consistent copy of the shared fields.
+    def read(self) -> SharedSnapshot:
+        """A consistent copy of the shared fields, for a caller without the pen.
 
-        ``held``: the caller holds the pen. Then an odd sequence was left by a writer
-        that died mid-update, and is mended first (``mend``: the notes of the span are
-        not trusted; readers walk the records instead). A caller without the pen that
-        finds the sequence odd waits for the writer (``wait_for_writer``), however long
-        it takes. With no ``wait_for_writer`` (a tool beside no store), or when it
-        answers that this thread holds the write lock without saying so, the fields as
-        they are come back with ``ring_seq`` -1 (readers walk the records).
+        One that finds the sequence odd waits for the writer (``wait_for_writer``),
+        however long it takes. With no ``wait_for_writer`` (a tool beside no store),
+        or when it answers that this thread holds the write lock (a caller that should
+        have called ``read_held``), the fields as they are come back with ``ring_seq``
+        -1 (readers walk the records).
         """
         unpack = STATE_HEADER.unpack_from
         data = self.map
@@ -149,9 +147,6 @@ class SharedState(metaclass=Watched):
                 if spins < SPINS:
                     continue
                 spins = 0
-                if held:
-                    self.mend()  # the pen's holder: a dead writer's half update
-                    continue
                 wait = self.wait_for_writer
                 if wait is None or wait():
                     return header_snapshot(first, notes_trusted=False)
@@ -167,9 +162,16 @@ class SharedState(metaclass=Watched):
         under way), so an unchanged even value means nothing changed since it was read."""
         return _SEQUENCE.unpack_from(self.map, _SEQUENCE_AT)[0]
 
+    def read_held(self) -> SharedSnapshot:
+        """``read`` for the pen's holder: an odd sequence was left by a writer that died
+        mid-update, and is mended first (``mend``)."""
+        if _SEQUENCE.unpack_from(self.map, _SEQUENCE_AT)[0] & 1:
+            self.mend()
+        return self.read()
+
     def write(self, **fields: int) -> SharedSnapshot:
         """Change some fields (the caller holds the store's write lock)."""
-        return self.store(self.read(held=True)._replace(**fields))
+        return self.store(self.read_held()._replace(**fields))
 
     def mend(self) -> bool:
         """Make safe what a writer that died mid-update left (the caller holds the pen):

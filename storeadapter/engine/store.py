@@ -221,7 +221,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._id_prefix = self.identity.id_prefix
                 self._table = TopicTable(self.path / "topics.json")
                 self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
-                self.commitlog.open(None if alone else self._shared.read(held=True).tail)
+                self.commitlog.open(None if alone else self._shared.read_held().tail)
                 self.commitlog.before_write = self._shared.raise_extent
                 self._registry = TopicRegistry(
                     self.path / "consumequeue",
@@ -420,7 +420,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         fileio.touch(abort_marker)
         fileio.fsync_dir(self.path)
         self._shared.finish_write()  # a writer of the last session that died is dealt with
-        previous = self._shared.read(held=True)
+        previous = self._shared.read_held()
         self._seen = self._shared.write(
             tail=self.commitlog.tail,
             min_offset=self.commitlog.min_offset,
@@ -463,7 +463,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _open_beside_others(self) -> None:
         """Other processes have the store open: take their published state as it is."""
-        snapshot = self._shared.read(held=True)
+        snapshot = self._shared.read_held()
         self._registry.load(self._table, repair=False)
         self._index.open()
         self.commitlog.tail = snapshot.tail
@@ -655,7 +655,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _catch_up(self) -> None:
         """Follow everything other processes published (the caller holds the pen)."""
-        self._follow_to(self._shared.read(held=True))
+        self._follow_to(self._shared.read_held())
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:

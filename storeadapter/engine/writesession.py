@@ -206,7 +206,7 @@ class WriteSession(metaclass=Watched):
         """Holding the thread lock, the pen and the follow lock after a dead writer:
         catch up (its half update of the header made safe), clear what it left, mark
         the pen consistent (``died``: it died holding the mutex), end the write."""
-        self._catch_up()  # mends a half update (SharedState.read, held)
+        self._catch_up()  # mends a half update (SharedState.read_held)
         if self._begin(died) is None:
             self._shared.finish_write()
 
