@@ -655,7 +655,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _catch_up(self) -> None:
         """Follow everything other processes published (the caller holds the pen)."""
-        self._follow_to(self._shared.read_held())
+        snapshot = self._shared.read()
+        if snapshot[5] < 0:  # ring_seq: a dead writer's half update (read under the pen)
+            snapshot = self._shared.read_held()  # mended
+        self._follow_to(snapshot)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
