@@ -9,6 +9,14 @@ Updates use a sequence lock: the writer makes the sequence odd, writes the field
 then makes it even again; a reader retries while the sequence is odd or moved under
 it, so it never sees half an update. The file is not fsynced: after a crash of every
 process, recovery rebuilds it from the log.
+
+Only the holder of the store's write lock (the pen, writesession.py) updates the
+header, so an odd sequence means one of two things, and time never tells which (a
+live writer may be descheduled for long on a loaded machine): to a reader without the
+pen, a writer mid-update, alive or dead; to the pen's holder, a writer that died
+mid-update. A reader without the pen therefore waits for the pen (``wait_for_writer``,
+the store's): a live writer lets go of it once its update is whole; a dead one's half
+update is made safe (``mend``) by whoever takes the pen next.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import errno
 import mmap
 import os
 import struct
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -37,7 +45,9 @@ _TAIL_AT = _SEQUENCE_AT + _SEQUENCE.size
 _WRITING_AT = _TAIL_AT + 5 * _SEQUENCE.size
 _RING_SEQ_AT = _WRITING_AT + _SEQUENCE.size
 _EXTENT_AT = STATE_HEADER.size
-STUCK_AFTER_S = 0.05  # a sequence odd for longer: its writer died mid-update
+# Reads of an odd sequence before a reader without the pen waits for it: a writer's
+# update takes tens of nanoseconds (native) to microseconds (Python).
+SPINS = 64
 _HEADER_SIZE = 4096
 # The ring of queue-end notes: sequence, topic id, queue, new queue end, store time.
 RING_ENTRY = struct.Struct("<QIIQq")
@@ -72,6 +82,31 @@ def header_snapshot(fields: tuple, notes_trusted: bool = True) -> SharedSnapshot
     return SharedSnapshot(*fields[_SHARED_ITEMS], fields[_RING_SEQ_ITEM] if notes_trusted else -1)
 
 
+# The write mutex's marker and the mutex (native/src/pen.rs, docs/FORMAT.md "Shared
+# state"): a glibc robust mutex begins with its futex word, whose low 30 bits are the
+# owner's thread id (the kernel's robust-futex ABI: it clears them and sets
+# OWNER_DIED when the owner dies).
+_PEN_MARKER = struct.Struct("<4sII")
+_PEN_MARKER_AT = 3968
+_PEN_AT = 4032
+_PEN_SIZES = frozenset({40, 48})  # glibc's pthread_mutex_t on x86-64 and aarch64
+_FUTEX_TID_MASK = 0x3FFFFFFF
+
+
+def pen_owner_alive(header: bytes) -> bool | None:
+    """For a reader that must not take the pen (it opens ``state`` read-only): whether
+    a live thread holds the write mutex, from the header's first 4096 bytes; None
+    when that cannot be told (no mutex in the header: the flock path; another C
+    library's layout)."""
+    if len(header) < _PEN_AT + 4:
+        return None
+    magic, version, size = _PEN_MARKER.unpack_from(header, _PEN_MARKER_AT)
+    if magic != b"TDMX" or version != 1 or size not in _PEN_SIZES:
+        return None
+    owner = struct.unpack_from("<I", header, _PEN_AT)[0] & _FUTEX_TID_MASK
+    return owner != 0 and os.path.exists(f"/proc/{owner}")
+
+
 class SharedState(metaclass=Watched):
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -88,24 +123,32 @@ class SharedState(metaclass=Watched):
                 os.close(self.fd)
                 raise
         self.map = mmap.mmap(self.fd, _SIZE)
+        # The store's: wait until no writer is mid-update (it holds the pen meanwhile),
+        # making a dead one's half update safe; True when this thread holds the write
+        # lock (then no other writer can be mid-update). None: no store beside it.
+        self.wait_for_writer: Callable[[], bool] | None = None
 
     def read(self) -> SharedSnapshot:
-        """A consistent copy of the shared fields.
+        """A consistent copy of the shared fields, for a caller without the pen.
 
-        A writer takes microseconds; a sequence left odd for longer means it died in
-        the middle. Then the fields as they are come back with ``ring_seq`` -1: the
-        notes cannot be trusted, and readers walk the records instead. The next write
-        makes the sequence even again.
+        One that finds the sequence odd waits for the writer (``wait_for_writer``),
+        however long it takes. With no ``wait_for_writer`` (a tool beside no store),
+        or when it answers that this thread holds the write lock (a caller that should
+        have called ``read_held``), the fields as they are come back with ``ring_seq``
+        -1 (readers walk the records).
         """
         unpack = STATE_HEADER.unpack_from
         data = self.map
-        deadline = None
+        spins = 0
         while True:
             first = unpack(data, 0)
             if header_updating(first):
-                if deadline is None:
-                    deadline = time.monotonic() + STUCK_AFTER_S
-                elif time.monotonic() > deadline:
+                spins += 1
+                if spins < SPINS:
+                    continue
+                spins = 0
+                wait = self.wait_for_writer
+                if wait is None or wait():
                     return header_snapshot(first, notes_trusted=False)
                 continue
             second = unpack(data, 0)
@@ -119,9 +162,33 @@ class SharedState(metaclass=Watched):
         under way), so an unchanged even value means nothing changed since it was read."""
         return _SEQUENCE.unpack_from(self.map, _SEQUENCE_AT)[0]
 
+    def read_held(self) -> SharedSnapshot:
+        """``read`` for the pen's holder: an odd sequence was left by a writer that died
+        mid-update, and is mended first (``mend``)."""
+        if _SEQUENCE.unpack_from(self.map, _SEQUENCE_AT)[0] & 1:
+            self.mend()
+        return self.read()
+
     def write(self, **fields: int) -> SharedSnapshot:
         """Change some fields (the caller holds the store's write lock)."""
-        return self.store(self.read()._replace(**fields))
+        return self.store(self.read_held()._replace(**fields))
+
+    def mend(self) -> bool:
+        """Make safe what a writer that died mid-update left (the caller holds the pen):
+        when the sequence is odd, make it even with the ring sequence moved past the
+        ring. Its fields stay as they are, each whole (an aligned word); but the notes
+        it wrote were never published, and the next writer's would take their place,
+        so a process that followed up to before it must walk the records instead of
+        reading notes (``notes`` answers None for a span longer than the ring).
+        Whether there was anything to mend."""
+        data = self.map
+        sequence = _SEQUENCE.unpack_from(data, _SEQUENCE_AT)[0]
+        if not sequence & 1:
+            return False
+        ring_seq = _SEQUENCE.unpack_from(data, _RING_SEQ_AT)[0] + RING_ENTRIES + 1
+        _SEQUENCE.pack_into(data, _RING_SEQ_AT, ring_seq)
+        _SEQUENCE.pack_into(data, _SEQUENCE_AT, sequence + 1)
+        return True
 
     def store(self, snapshot: SharedSnapshot) -> SharedSnapshot:
         """Write every field (the caller holds the store's write lock)."""
@@ -216,16 +283,18 @@ class SharedState(metaclass=Watched):
         _SEQUENCE.pack_into(self.map, _EXTENT_AT, 0)
 
     def close(self) -> None:
+        self.wait_for_writer = None
         self.map.close()
         os.close(self.fd)
 
 
 __all__ = [
+    "SPINS",
     "STATE_HEADER",
-    "STUCK_AFTER_S",
     "SharedSnapshot",
     "SharedState",
     "header_snapshot",
     "header_updating",
     "header_written",
+    "pen_owner_alive",
 ]

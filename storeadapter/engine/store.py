@@ -222,7 +222,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._id_prefix = self.identity.id_prefix
                 self._table = TopicTable(self.path / "topics.json")
                 self.commitlog = CommitLog(self.path / "commitlog", self.config.segment_bytes)
-                self.commitlog.open(None if alone else self._shared.read().tail)
+                self.commitlog.open(None if alone else self._shared.read_held().tail)
                 self.commitlog.before_write = self._shared.raise_extent
                 self._registry = TopicRegistry(
                     self.path / "consumequeue",
@@ -294,6 +294,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             failure_of=lambda error: self._writer.write_failure(error),
             published=self._published_tail,
         )
+        self._shared.wait_for_writer = self._wait_for_writer
         self._writer = Writer(
             self.path,
             self.config,
@@ -422,7 +423,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         fileio.touch(abort_marker)
         fileio.fsync_dir(self.path)
         self._shared.finish_write()  # a writer of the last session that died is dealt with
-        previous = self._shared.read()
+        previous = self._shared.read_held()
         self._seen = self._shared.write(
             tail=self.commitlog.tail,
             min_offset=self.commitlog.min_offset,
@@ -465,7 +466,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _open_beside_others(self) -> None:
         """Other processes have the store open: take their published state as it is."""
-        snapshot = self._shared.read()
+        snapshot = self._shared.read_held()
         self._registry.load(self._table, repair=False)
         self._index.open()
         self.commitlog.tail = snapshot.tail
@@ -614,6 +615,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if not sequence & 1 and self._seen == snapshot:
             self._followed.value = sequence
 
+    def _wait_for_writer(self) -> bool:
+        """``SharedState.read`` found the header mid-update: True when this thread holds
+        the write lock (it holds the pen, or takes it next: no other writer can be
+        mid-update, so that one died; the caller walks the records and leaves the
+        mending to ``_catch_up``); else wait for the writer to let go of the pen,
+        settling it if it died (``WriteSession.wait_out``), and say so with False."""
+        if self._write_lock.held_here():
+            return True
+        self._session.wait_out()
+        return False
+
     @property
     def _followed_sequence(self) -> int:
         """The shared state's sequence word when this process last caught up."""
@@ -648,7 +660,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _catch_up(self) -> None:
         """Follow everything other processes published (the caller holds the pen)."""
-        self._follow_to(self._shared.read())
+        snapshot = self._shared.read()
+        if snapshot[5] < 0:  # ring_seq: a dead writer's half update (read under the pen)
+            snapshot = self._shared.read_held()  # mended
+        self._follow_to(snapshot)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:

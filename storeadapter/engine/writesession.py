@@ -156,7 +156,7 @@ class WriteSession(metaclass=Watched):
         try:
             self._follow_lock.acquire()
             try:
-                self._catch_up()
+                self._catch_up()  # mends a dead writer's half update of the header
                 return self._begin(died)
             except BaseException:
                 self._follow_lock.release()
@@ -200,9 +200,35 @@ class WriteSession(metaclass=Watched):
         of the pen and writes the long way. A failed clearing leaves the store failed
         (the long way then raises its error)."""
         with self._follow_lock:
-            self._catch_up()
-            if self._begin(True) is None:
-                self._shared.finish_write()
+            self._settle(True)
+
+    def _settle(self, died: bool) -> None:
+        """Holding the thread lock, the pen and the follow lock after a dead writer:
+        catch up (its half update of the header made safe), clear what it left, mark
+        the pen consistent (``died``: it died holding the mutex), end the write."""
+        self._catch_up()  # mends a half update (SharedState.read_held)
+        if self._begin(died) is None:
+            self._shared.finish_write()
+
+    def wait_out(self) -> None:
+        """A reader without the pen found the shared header mid-update: wait for the
+        writer (without the GIL) by taking the thread lock and the pen, and let go.
+        A live writer holds the pen until its update is whole, however long it is
+        descheduled; one that died holding it is settled here as the next writer
+        would settle it (``settle_dead_owner``); a header left mid-update with the pen
+        free (a flock writer that died, or a settled owner of an older engine) is
+        mended. The caller holds neither lock (``SharedState.read``)."""
+        self._thread_lock.acquire()
+        try:
+            died = self.pen.lock()
+            try:
+                if self._shared.mend() or died:
+                    with self._follow_lock:
+                        self._settle(died)
+            finally:
+                self.pen.unlock()
+        finally:
+            self._thread_lock.release()
 
     @contextmanager
     def change(self) -> Iterator[None]:

@@ -55,14 +55,16 @@ from storeadapter.engine.names import DLQ_PREFIX, RETRY_PREFIX
 from storeadapter.engine.scan import GARBAGE_TAIL, TAIL, scan_segment
 from storeadapter.engine.segment import is_segment_name, segment_name
 from storeadapter.engine.sharedstate import (
+    SPINS,
     STATE_HEADER,
-    STUCK_AFTER_S,
     SharedSnapshot,
     header_snapshot,
     header_updating,
     header_written,
+    pen_owner_alive,
 )
 
+_HEADER_BYTES = 4096  # the state file's header: the fields, the write mutex
 UPTO_PUBLISHED = "published"
 UPTO_FLUSHED = "flushed"
 UPTO_CHOICES = (UPTO_PUBLISHED, UPTO_FLUSHED)
@@ -199,7 +201,7 @@ def read_shared_state(path: Path) -> SharedSnapshot | None:
         return None
     try:
         size = STATE_HEADER.size
-        deadline = None
+        spins = 0
         while True:
             first = os.pread(fd, size, 0)
             if len(first) < size:
@@ -208,11 +210,16 @@ def read_shared_state(path: Path) -> SharedSnapshot | None:
             if not header_written(fields):
                 return None
             if header_updating(fields):
-                if deadline is None:
-                    deadline = time.monotonic() + STUCK_AFTER_S
-                if time.monotonic() <= deadline:
+                spins += 1
+                if spins < SPINS:
                     continue
-                # A writer died mid-update; the fields as they are (as the engine does).
+                # A writer mid-update holds the write mutex: wait while its owner lives,
+                # however long it is descheduled. Dead (or on the flock path, where a
+                # reader that takes no lock cannot tell): the fields as they are, each
+                # a whole word (the tail below which every record is whole).
+                if pen_owner_alive(os.pread(fd, _HEADER_BYTES, 0)):
+                    time.sleep(0.001)
+                    continue
                 return header_snapshot(fields, notes_trusted=False)
             if os.pread(fd, size, 0) == first:
                 return header_snapshot(fields)
