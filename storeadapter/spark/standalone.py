@@ -54,7 +54,8 @@ class StandaloneCluster:
     """A master and ``workers`` workers of ``cores`` cores and ``memory`` each;
     ``blind`` lists, per worker, directories it sees as empty; ``java_options`` go to every
     JVM of the cluster (master, workers, and through ``driver_config`` the driver and the
-    executors)."""
+    executors); ``python`` is the executors' Python (default: this interpreter; see
+    ``workerpython.py``)."""
 
     def __init__(
         self,
@@ -64,12 +65,14 @@ class StandaloneCluster:
         blind: list[list[str]] | None = None,
         workdir: str | os.PathLike | None = None,
         java_options: str = "",
+        python: str | None = None,
     ) -> None:
         self.workers = workers
         self.cores = cores
         self.memory = memory
         self.blind = blind or [[] for _ in range(workers)]
         self.java_options = java_options
+        self.python = python or sys.executable
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tidemark-cluster-"))
         self.port = free_port()
         self.ui_port = free_port()
@@ -84,7 +87,7 @@ class StandaloneCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(self.workdir / "logs"),
             "SPARK_NO_DAEMONIZE": "1",
-            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_PYTHON": self.python,
             "SPARK_DAEMON_MEMORY": "256m",
             **({"SPARK_DAEMON_JAVA_OPTS": self.java_options} if self.java_options else {}),
         }
@@ -174,7 +177,7 @@ class StandaloneCluster:
             "spark.cores.max": str(total),
             "spark.default.parallelism": str(total),
             "spark.sql.shuffle.partitions": str(total),
-            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.python": self.python,
         }
 
     def stop(self) -> None:
