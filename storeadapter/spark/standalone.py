@@ -31,9 +31,20 @@ START_TIMEOUT_S = 90
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different ports free on 127.0.0.1 now (probed together: one at a time, a
+    port probed and closed could be handed out again before the JVM given it binds it)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 def spark_home() -> Path:
@@ -54,7 +65,8 @@ class StandaloneCluster:
     """A master and ``workers`` workers of ``cores`` cores and ``memory`` each;
     ``blind`` lists, per worker, directories it sees as empty; ``java_options`` go to every
     JVM of the cluster (master, workers, and through ``driver_config`` the driver and the
-    executors)."""
+    executors); ``python`` is the executors' Python (default: this interpreter; see
+    ``workerpython.py``)."""
 
     def __init__(
         self,
@@ -64,15 +76,16 @@ class StandaloneCluster:
         blind: list[list[str]] | None = None,
         workdir: str | os.PathLike | None = None,
         java_options: str = "",
+        python: str | None = None,
     ) -> None:
         self.workers = workers
         self.cores = cores
         self.memory = memory
         self.blind = blind or [[] for _ in range(workers)]
         self.java_options = java_options
+        self.python = python or sys.executable
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tidemark-cluster-"))
-        self.port = free_port()
-        self.ui_port = free_port()
+        self.port, self.ui_port, *self.worker_ports = free_ports(2 + 2 * workers)
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self.processes: list[subprocess.Popen] = []
 
@@ -84,7 +97,7 @@ class StandaloneCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(self.workdir / "logs"),
             "SPARK_NO_DAEMONIZE": "1",
-            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_PYTHON": self.python,
             "SPARK_DAEMON_MEMORY": "256m",
             **({"SPARK_DAEMON_JAVA_OPTS": self.java_options} if self.java_options else {}),
         }
@@ -114,7 +127,8 @@ class StandaloneCluster:
             work.mkdir(exist_ok=True)
             command = [
                 spark_class, WORKER_CLASS, self.master_url, "--host", "127.0.0.1",
-                "--port", str(free_port()), "--webui-port", str(free_port()),
+                "--port", str(self.worker_ports[2 * number]),
+                "--webui-port", str(self.worker_ports[2 * number + 1]),
                 "--cores", str(self.cores), "--memory", self.memory, "--work-dir", str(work),
             ]  # fmt: skip
             hidden = self.blind[number] if number < len(self.blind) else []
@@ -133,7 +147,7 @@ class StandaloneCluster:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
                 state = json.load(r)
-        except OSError:
+        except (OSError, ValueError):  # not answering yet, or not the JSON page yet
             return 0
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
 
@@ -156,6 +170,7 @@ class StandaloneCluster:
     def driver_config(self, cores: int | None = None) -> dict[str, str]:
         """Settings for a driver on this machine using the cluster's executors."""
         total = cores or self.workers * self.cores
+        driver_port, block_manager_port = free_ports(2)
         java = (
             {"spark.driver.extraJavaOptions": self.java_options,
              "spark.executor.extraJavaOptions": self.java_options}
@@ -166,15 +181,15 @@ class StandaloneCluster:
             **java,
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.port": str(free_port()),
-            "spark.blockManager.port": str(free_port()),
+            "spark.driver.port": str(driver_port),
+            "spark.blockManager.port": str(block_manager_port),
             "spark.ui.enabled": "false",
             "spark.executor.cores": str(self.cores),
             "spark.executor.memory": "512m",
             "spark.cores.max": str(total),
             "spark.default.parallelism": str(total),
             "spark.sql.shuffle.partitions": str(total),
-            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.python": self.python,
         }
 
     def stop(self) -> None:
@@ -201,4 +216,4 @@ class StandaloneCluster:
         self.stop()
 
 
-__all__ = ["StandaloneCluster", "can_blind", "free_port", "spark_home"]
+__all__ = ["StandaloneCluster", "can_blind", "free_port", "free_ports", "spark_home"]

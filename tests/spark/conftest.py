@@ -4,7 +4,6 @@ the engine in each test's tmp_path."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,9 +17,18 @@ TIMESTAMP_COLUMNS = ("born_time", "store_time")
 
 
 @pytest.fixture(scope="session")
-def spark():
+def worker_python(tmp_path_factory) -> str:
+    """The Python of Spark's Python workers: this interpreter, importing pyspark from the
+    installed package (``storeadapter/spark/workerpython.py``)."""
+    from storeadapter.spark.workerpython import worker_python
+
+    return worker_python(tmp_path_factory.mktemp("python"))
+
+
+@pytest.fixture(scope="session")
+def spark(worker_python):
     """``local[2]``, two shuffle partitions, no UI, UTC; the tidemark format registered."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = worker_python
     from pyspark.sql import SparkSession
 
     from storeadapter.spark import register

@@ -33,13 +33,14 @@ def hidden(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, hidden):
+def cluster(tmp_path_factory, hidden, worker_python):
     blind = [[str(hidden)], [str(hidden)]] if can_blind() else None
     with StandaloneCluster(
         workers=2,
         blind=blind,
         workdir=tmp_path_factory.mktemp("spark-cluster"),
         java_options=SHORT_LIVED_JVM,
+        python=worker_python,
     ) as found:
         yield found
 
