@@ -35,6 +35,9 @@ def test_viewer_sees_no_action_buttons(page: Page, url, log_in, viewer, operator
     expect(main.locator("details:has(form)")).to_have_count(0)
     # The charts' own controls (range buttons, Plotly's "Reset axes") change nothing stored.
     charts = main.locator(".tm-chart")
+    # Counted once drawn (each chart says when): Plotly adds its buttons as it draws.
+    for status in charts.locator("[data-chart-status]").all():
+        expect(status).not_to_be_empty()
     for verb in ACTIONS:
         in_charts = charts.get_by_role("button", name=verb).count()
         expect(main.get_by_role("button", name=verb)).to_have_count(in_charts)
