@@ -264,10 +264,19 @@ def password() -> str:
     return PASSWORD
 
 
+def role_group(role: str):
+    """The role's group: the migration made it; a flushed database (transactional tests)
+    gets all three again from ensure_role_groups (one query instead of three)."""
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.filter(name=role).first()
+    return group if group is not None else ensure_role_groups()[role]
+
+
 def make_user(django_user_model, username: str, role: str | None):
     user = django_user_model.objects.create_user(username=username, password=PASSWORD)
     if role is not None:
-        user.groups.add(ensure_role_groups()[role])
+        user.groups.add(role_group(role))
     return user
 
 
@@ -293,8 +302,38 @@ def nobody(db, django_user_model):
 
 
 def logged_in(user) -> Client:
+    """A client with a session of ``user``, as ``Client.force_login`` leaves it (the same
+    session keys, cookie and last_login), written once: force_login goes through
+    django.contrib.auth.login, which saves the session twice (cycle_key, then save) and
+    sends user_logged_in, whose django-axes receiver logs an access and resets attempts
+    (about a third of a console test's fixed cost). Tests of logging in itself post to the
+    login view, which does all of that."""
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import update_last_login
+
     client = Client()
-    client.force_login(user)
+    backend = client._get_backend()
+    user.backend = backend
+    session = import_module(settings.SESSION_ENGINE).SessionStore()
+    session[SESSION_KEY] = user._meta.pk.value_to_string(user)
+    session[BACKEND_SESSION_KEY] = backend
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    update_last_login(None, user)
+    cookie = settings.SESSION_COOKIE_NAME
+    client.cookies[cookie] = session.session_key
+    client.cookies[cookie].update(
+        {
+            "max-age": None,
+            "path": "/",
+            "domain": settings.SESSION_COOKIE_DOMAIN,
+            "secure": settings.SESSION_COOKIE_SECURE or None,
+            "expires": None,
+        }
+    )
     return client
 
 

@@ -12,15 +12,15 @@ import pytest
 from rest_framework.test import APIClient
 
 from console.accounts.models import ApiToken
-from console.accounts.roles import ensure_role_groups
 from tests.api.apitools import ALLOWED, error_of, expected_status  # noqa: F401  (for tests)
+from tests.conftest import role_group
 
 
 def _client_for(django_user_model, username: str, role: str | None) -> APIClient:
     # No password: tokens authenticate these users, and hashing one costs ~0.1 s per user.
     user = django_user_model.objects.create_user(username=username, password=None)
     if role is not None:
-        user.groups.add(ensure_role_groups()[role])
+        user.groups.add(role_group(role))
     _, key = ApiToken.issue(user, "tests")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")

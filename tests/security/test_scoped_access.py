@@ -15,6 +15,7 @@ from fnmatch import fnmatchcase
 
 import pytest
 
+from tests.conftest import logged_in
 from tests.security.access_table import (
     ACCESS,
     ALL_METHODS,
@@ -131,7 +132,6 @@ def allowed(client_name: str, key: str, method: str) -> bool:
 @pytest.fixture
 def scoped_clients(world, django_user_model):
     from django.contrib.auth.models import Group
-    from django.test import Client
 
     from console.accounts.models import RoleRule
 
@@ -142,9 +142,7 @@ def scoped_clients(world, django_user_model):
             RoleRule.objects.create(role=role, kind=kind, pattern=pattern, actions=sorted(actions))
         user = django_user_model.objects.create_user(username=name, password=None)
         user.groups.add(role)
-        client = Client()
-        client.force_login(user)
-        made[name] = client
+        made[name] = logged_in(user)
     return made
 
 
