@@ -128,6 +128,19 @@ def read_all(store: MessageStore, topic: str, queue: int) -> list[StoredMessage]
     return messages
 
 
+def assert_dense_and_unique(store: MessageStore, topic: str) -> list[bytes]:
+    """Every queue of ``topic`` readable at each offset of its range, and no body twice;
+    the bodies read."""
+    bodies = []
+    for queue in range(store.topic(topic).queues):
+        low, high = store.queue_range(topic, queue)
+        messages = read_all(store, topic, queue)
+        assert [m.queue_offset for m in messages] == list(range(low, high))
+        bodies.extend(m.body for m in messages)
+    assert len(bodies) == len(set(bodies)), sorted(bodies)
+    return bodies
+
+
 def read_everything(store: MessageStore) -> dict[tuple[str, int], list[StoredMessage]]:
     """Every readable message of every queue of every topic."""
     return {

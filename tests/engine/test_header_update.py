@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from storeadapter.engine import sharedstate
-from tests.engine.storetools import read_all
+from tests.engine.storetools import assert_dense_and_unique
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,40 +83,21 @@ def _sequence(store_path: Path) -> int:
     return sharedstate.STATE_HEADER.unpack(data)[2]
 
 
-def _assert_dense_and_unique(store, topic: str) -> list[bytes]:
-    bodies = []
-    for queue in range(store.topic(topic).queues):
-        low, high = store.queue_range(topic, queue)
-        messages = read_all(store, topic, queue)
-        assert [m.queue_offset for m in messages] == list(range(low, high))
-        bodies.extend(m.body for m in messages)
-    assert len(bodies) == len(set(bodies)), sorted(bodies)
-    return bodies
+def _read_while_stopped(child: subprocess.Popen, read):
+    """``read()`` while the writer stays stopped, the writer continued 0.3 s later (six
+    times what readers took for "dead" before); (what was read, whether it came back
+    before the writer went on, the writer's output). The writer must end well."""
+    continued = threading.Event()
 
-
-def _continue_later(child: subprocess.Popen, continued: threading.Event) -> threading.Thread:
     def go_on() -> None:
-        time.sleep(0.3)  # six times what readers took for "dead" before
+        time.sleep(0.3)
         continued.set()
         os.kill(child.pid, signal.SIGCONT)
 
     thread = threading.Thread(target=go_on, daemon=True)
     thread.start()
-    return thread
-
-
-def test_a_reader_waits_for_a_live_writer_stopped_inside_its_header_update(open_store, store_path):
-    reader = open_store()
-    reader.create_topic("t", queues=2)
-    first = reader.append("t", b"first", queue=0)
-    assert reader.queue_range("t", 0) == (0, 1)
-    child = _stopped_writer(store_path, "_TAIL_AT")
     try:
-        assert _sequence(store_path) & 1, "stopped inside the update"
-        continued = threading.Event()
-        thread = _continue_later(child, continued)
-
-        snapshot = reader._shared.read()
+        seen = read()
         returned_while_stopped = not continued.is_set()
         thread.join()
         stdout, stderr = child.communicate(timeout=60)
@@ -125,6 +106,19 @@ def test_a_reader_waits_for_a_live_writer_stopped_inside_its_header_update(open_
             child.kill()
             child.wait()
     assert child.returncode == 0, stderr.decode()
+    return seen, returned_while_stopped, stdout
+
+
+def test_a_reader_waits_for_a_live_writer_stopped_inside_its_header_update(open_store, store_path):
+    reader = open_store()
+    reader.create_topic("t", queues=2)
+    first = reader.append("t", b"first", queue=0)
+    assert reader.queue_range("t", 0) == (0, 1)
+    child = _stopped_writer(store_path, "_TAIL_AT")
+    assert _sequence(store_path) & 1, "stopped inside the update"
+
+    snapshot, returned_while_stopped, stdout = _read_while_stopped(child, reader._shared.read)
+
     assert not returned_while_stopped, f"a live writer's half update was read: {snapshot}"
     assert int(stdout) == 1
     assert snapshot == reader._shared.read(), "the whole update, as published"
@@ -132,7 +126,7 @@ def test_a_reader_waits_for_a_live_writer_stopped_inside_its_header_update(open_
     assert reader.queue_range("t", 0) == (0, 2)
     after = reader.append("t", b"after", queue=0)
     assert (first.queue_offset, after.queue_offset) == (0, 2)
-    assert sorted(_assert_dense_and_unique(reader, "t")) == sorted(
+    assert sorted(assert_dense_and_unique(reader, "t")) == sorted(
         [b"first", b"from the stopped writer", b"after"]
     )
 
@@ -142,19 +136,10 @@ def test_a_follow_waits_for_a_live_writer_stopped_inside_its_header_update(open_
     reader.create_topic("t", queues=2)
     reader.append("t", b"first", queue=0)
     child = _stopped_writer(store_path, "_TAIL_AT")
-    try:
-        continued = threading.Event()
-        thread = _continue_later(child, continued)
 
-        seen = reader.queue_range("t", 0)  # follows the others first
-        returned_while_stopped = not continued.is_set()
-        thread.join()
-        stdout, stderr = child.communicate(timeout=60)
-    finally:
-        if child.returncode is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == 0, stderr.decode()
+    # queue_range follows the others first
+    seen, returned_while_stopped, _ = _read_while_stopped(child, lambda: reader.queue_range("t", 0))
+
     assert not returned_while_stopped, f"followed a live writer's half update: {seen}"
     assert seen == (0, 2)
     assert [m.body for m in reader.read("t", 0, 0)] == [b"first", b"from the stopped writer"]
@@ -179,11 +164,11 @@ def test_a_writer_dead_inside_its_header_update_leaves_no_queue_offset_to_hand_o
     mine = reader.append("t", b"from the reader", queue=0)
 
     assert mine.queue_offset == 2, "queue offset 1 is the dead writer's published message"
-    bodies = _assert_dense_and_unique(reader, "t")
+    bodies = assert_dense_and_unique(reader, "t")
     assert sorted(bodies) == sorted(
         [b"first", b"from the stopped writer", b"from the other", b"from the reader"]
     )
-    assert sorted(_assert_dense_and_unique(other, "t")) == sorted(bodies)
+    assert sorted(assert_dense_and_unique(other, "t")) == sorted(bodies)
 
 
 def test_a_read_only_reader_waits_for_a_live_writer_and_not_for_a_dead_one(open_store, store_path):
@@ -193,19 +178,11 @@ def test_a_read_only_reader_waits_for_a_live_writer_and_not_for_a_dead_one(open_
     reader.create_topic("t", queues=2)
     reader.append("t", b"first", queue=0)
     child = _stopped_writer(store_path, "_TAIL_AT")
-    try:
-        continued = threading.Event()
-        thread = _continue_later(child, continued)
 
-        seen = read_shared_state(store_path)
-        returned_while_stopped = not continued.is_set()
-        thread.join()
-        stdout, stderr = child.communicate(timeout=60)
-    finally:
-        if child.returncode is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == 0, stderr.decode()
+    seen, returned_while_stopped, _ = _read_while_stopped(
+        child, lambda: read_shared_state(store_path)
+    )
+
     assert not returned_while_stopped, f"read a live writer's half update: {seen}"
     assert seen == read_shared_state(store_path)
 

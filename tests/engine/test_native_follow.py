@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import MessageStore
-from tests.engine.storetools import read_all, small_config
+from tests.engine.storetools import assert_dense_and_unique, small_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,17 +43,6 @@ def two(open_store, store_path):
 WARM = [f"warm-{name}-{queue}".encode() for name in ("first", "second") for queue in range(3)]
 
 
-def _dense_unique(store: MessageStore, queues: int) -> list[bytes]:
-    bodies = []
-    for queue in range(queues):
-        low, high = store.queue_range("t", queue)
-        messages = read_all(store, "t", queue)
-        assert [m.queue_offset for m in messages] == list(range(low, high))
-        bodies.extend(m.body for m in messages)
-    assert len(bodies) == len(set(bodies))
-    return bodies
-
-
 def test_two_writers_taking_turns_follow_each_other_natively(two):
     first, second = two
     cores = [first._appender, second._appender]
@@ -76,7 +64,7 @@ def test_two_writers_taking_turns_follow_each_other_natively(two):
         offsets = [r.queue_offset for r in results if r.queue == queue]
         assert offsets == list(range(2, 2 + len(offsets)))  # after the two warming up
     for store in (first, second):
-        bodies = _dense_unique(store, 3)
+        bodies = assert_dense_and_unique(store, "t")
         assert sorted(bodies) == sorted([*WARM, *(f"m{i}".encode() for i in range(300))])
         assert store.get(results[-1].message_id).body == b"m299"
 
@@ -96,7 +84,7 @@ def test_interleaved_writers_leave_every_entry_pointing_at_its_own_message(two):
                 result.commit_offset,
             )
             assert (message.topic, message.queue) == ("t", result.queue)
-        _dense_unique(store, 3)
+        assert_dense_and_unique(store, "t")
 
 
 def _next_queue(store) -> int:
@@ -170,7 +158,7 @@ def test_a_batch_after_another_writers_batch_follows_natively(two):
             assert len(got) == 7
     assert all(core.batched >= 20 and core.followed >= 19 for core in cores)
     for store in (first, second):
-        assert len(_dense_unique(store, 3)) == 286
+        assert len(assert_dense_and_unique(store, "t")) == 286
 
 
 def test_the_core_writes_on_after_the_store_follows_a_topic_change(two):
@@ -182,7 +170,7 @@ def test_the_core_writes_on_after_the_store_follows_a_topic_change(two):
     assert (core.appended - appended, core.caught_up - caught_up) == (1, 1)
     assert "other" in {t.name for t in first.topics()}
     assert second.read("t", result.queue, result.queue_offset)[0].body == b"two"
-    assert len(_dense_unique(second, 3)) == 7
+    assert len(assert_dense_and_unique(second, "t")) == 7
 
 
 def test_a_writer_far_behind_the_notes_ring_walks_the_records_and_writes_on(two):
@@ -197,7 +185,7 @@ def test_a_writer_far_behind_the_notes_ring_walks_the_records_and_writes_on(two)
     assert core.followed == followed  # the ring was overwritten: not the core's follow
     assert core.caught_up == caught_up + 1
     assert last.queue_offset == second.queue_range("t", last.queue)[1] - 1
-    assert len(_dense_unique(first, 3)) == RING_ENTRIES + 17
+    assert len(assert_dense_and_unique(first, "t")) == RING_ENTRIES + 17
 
 
 CHILD = """
@@ -240,7 +228,7 @@ def test_two_processes_appending_at_once_each_follow_natively(two, store_path):
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err.decode()
         counts.append([int(n) for n in out.split()])
-    bodies = _dense_unique(first, 3)
+    bodies = assert_dense_and_unique(first, "t")
     wanted = [*WARM, *(f"{n}-{i}".encode() for n in "ab" for i in range(count))]
     assert sorted(bodies) == sorted(wanted)
     # The native path wrote them (a busy thread lock or follow lock may decline one):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import MessageStore, StoreClosedError, TopicNotFoundError
-from tests.engine.storetools import read_all
+from storeadapter.engine import StoreClosedError, TopicNotFoundError
+from tests.engine.storetools import assert_dense_and_unique, read_all
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCER = Path(__file__).with_name("producer_process.py")
@@ -32,17 +32,6 @@ def _start(*args: str) -> subprocess.Popen:
 def _finish(child: subprocess.Popen) -> None:
     _, stderr = child.communicate(timeout=120)
     assert child.returncode == 0, stderr.decode()
-
-
-def _assert_dense_and_unique(store: MessageStore, topic: str) -> list[bytes]:
-    bodies = []
-    for queue in range(store.topic(topic).queues):
-        low, high = store.queue_range(topic, queue)
-        messages = read_all(store, topic, queue)
-        assert [m.queue_offset for m in messages] == list(range(low, high))
-        bodies.extend(m.body for m in messages)
-    assert len(bodies) == len(set(bodies))
-    return bodies
 
 
 def test_an_append_through_one_store_object_is_read_through_another(open_store):
@@ -116,7 +105,7 @@ def test_a_store_joined_later_sees_everything_already_written(open_store):
     second = open_store()
 
     assert second.stats().topics["t"].messages == 200
-    assert len(_assert_dense_and_unique(second, "t")) == 200
+    assert len(assert_dense_and_unique(second, "t")) == 200
 
 
 def test_four_producer_processes_lose_nothing_and_assign_no_offset_twice(
@@ -132,7 +121,7 @@ def test_four_producer_processes_lose_nothing_and_assign_no_offset_twice(
         _finish(child)
 
     store = open_store()
-    bodies = set(_assert_dense_and_unique(store, "t"))
+    bodies = set(assert_dense_and_unique(store, "t"))
     assert bodies == {f"p{n}-{i}".encode() for n in range(4) for i in range(count)}
     for n in range(4):
         for message_id in (tmp_path / f"acks{n}").read_text().split():
@@ -152,7 +141,7 @@ def test_a_producer_killed_mid_batch_leaves_the_others_consistent(open_store, st
     _finish(steady)
 
     store = open_store()
-    bodies = _assert_dense_and_unique(store, "t")
+    bodies = assert_dense_and_unique(store, "t")
     assert {f"steady-{i}".encode() for i in range(600)} <= set(bodies)
     for message_id in (tmp_path / "doomed").read_text().split():
         assert store.get(message_id).body.startswith(b"doomed-")
@@ -202,7 +191,7 @@ def test_a_store_far_behind_the_notes_ring_walks_the_records(open_store):
 
     assert reader.queue_range("t", 0) == (0, (RING_ENTRIES + 51) // 2)
     assert reader.queue_range("t", 1) == (0, (RING_ENTRIES + 50) // 2)
-    assert len(_assert_dense_and_unique(reader, "t")) == RING_ENTRIES + 50
+    assert len(assert_dense_and_unique(reader, "t")) == RING_ENTRIES + 50
 
 
 def test_a_new_topic_never_takes_a_deleted_topics_id(open_store):
