@@ -21,21 +21,11 @@ from tests.faults.faultyfs import FaultyFS
 THREADS = 6
 
 
-def sync_config() -> StoreConfig:
+def config(mode: str) -> StoreConfig:
+    """The tests' store in ``mode``: 4 MiB segments in sync mode, 1 MiB in async."""
     return StoreConfig(
-        flush_mode="sync",
-        segment_bytes=4 << 20,
-        queue_file_entries=4096,
-        index_slots=64,
-        index_entries=512,
-        flush_interval_ms=600_000,
-    )
-
-
-def async_config() -> StoreConfig:
-    return StoreConfig(
-        flush_mode="async",
-        segment_bytes=1 << 20,
+        flush_mode=mode,
+        segment_bytes=(4 if mode == "sync" else 1) << 20,
         queue_file_entries=4096,
         index_slots=64,
         index_entries=512,
@@ -54,13 +44,13 @@ def _until(predicate, what: str) -> None:
 
 def test_sync_appends_run_natively_under_a_plan_and_their_fdatasyncs_are_log_sync(tmp_path):
     path = tmp_path / "s"
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, sync_config()) as store:
+    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("sync")) as store:
         store.create_topic("t", queues=2, layout="files")
         for i in range(40):
             store.append("t", b"m%02d" % i)
         assert store._appender.appended >= 38
         assert fs.native_calls.get("log.sync", 0) >= 1
-    with MessageStore.open(path, sync_config()) as store:
+    with MessageStore.open(path, config("sync")) as store:
         assert sorted(m.body for q in range(2) for m in read_all(store, "t", q)) == [
             b"m%02d" % i for i in range(40)
         ]
@@ -73,7 +63,7 @@ def test_a_failed_log_sync_under_the_group_commit_reaches_every_waiter_as_a_type
     tmp_path, code, error_type
 ):
     path = tmp_path / "s"
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, sync_config()) as store:
+    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("sync")) as store:
         store.create_topic("t", queues=2, layout="files")
         for queue in range(2):
             store.append("t", b"durable", queue=queue)
@@ -112,12 +102,12 @@ import sys
 from pathlib import Path
 from storeadapter.engine import MessageStore
 from tests.faults.faultyfs import FaultyFS
-from tests.faults.test_native_sites import async_config, sync_config
+from tests.faults.test_native_sites import config as store_config
 
 path, site, when, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[4], sys.argv[5]
 nth = int(sys.argv[3])
 acked = Path(sys.argv[6])
-config = sync_config() if mode == "sync" else async_config()
+config = store_config(mode)
 with FaultyFS(path, native=True) as fs:
     store = MessageStore.open(path, config)
     layout = "shared" if site == "block.entry" else "files"
@@ -151,8 +141,7 @@ def test_a_kill_at_a_site_loses_nothing_acknowledged(tmp_path, site, nth, when, 
     run_until_killed(_KILLED, path, site, nth, when, mode, acked)
     done = acked.read_text().split()
     assert done, "the child was killed before its first acknowledgement"
-    config = sync_config() if mode == "sync" else async_config()
-    with MessageStore.open(path, config) as store:
+    with MessageStore.open(path, config(mode)) as store:
         bodies = {m.body.decode() for q in range(2) for m in read_all(store, "t", q)}
         assert [body for body in done if body not in bodies] == []
         store.append("t", b"after")
@@ -162,7 +151,7 @@ def test_enospc_at_a_window_reservation_is_disk_full_and_the_store_writes_after_
     tmp_path,
 ):
     path = tmp_path / "s"
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, async_config()) as store:
+    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("async")) as store:
         store.create_topic("t", queues=1, layout="files")
         acked = [store.append("t", b"m%05d" % i) for i in range(8)]  # the first window
         assert fs.native_calls.get("queue.reserve", 0) == 1
@@ -179,7 +168,7 @@ def test_enospc_at_a_window_reservation_is_disk_full_and_the_store_writes_after_
         # As any failed write: the store refuses writes until it is reopened.
         with pytest.raises(StoreFailedError):
             store.append("t", b"refused")
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, async_config()) as store:
+    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("async")) as store:
         fs.adopt()
         store.append("t", b"after")  # space returned: the window is reserved now
         assert fs.native_calls.get("queue.reserve") == 1
