@@ -57,7 +57,7 @@ def append_then_die_modelled(
     ``flush_every``: call ``flush()`` after about that many messages, and append to
     ``flushed`` how many acknowledgements were written before each one that completed.
     """
-    fs = FaultyFS(Path(path), native=True)
+    fs = FaultyFS(Path(path))
     fs.install()
     fs.adopt()
     rng = random.Random(seed)
@@ -125,7 +125,7 @@ def append_until_killed_modelled(
     """A child: under FaultyFS, open the store, arm the kill point (the model is saved
     just before the kill), append up to ``count`` messages to ``queue``, never
     acknowledged (the kill point is meant to be among them)."""
-    fs = FaultyFS(Path(path), native=True)
+    fs = FaultyFS(Path(path))
     fs.install()
     fs.adopt()
     store = MessageStore.open(path, fault_config(mode, **NO_FLUSH))
@@ -143,7 +143,7 @@ def commit_until_killed_modelled(path: str, model: str, kill: dict, offset: int)
     from storeadapter.engine import offsets
 
     offsets.OffsetStore.__init__.__defaults__ = (1, True)
-    fs = FaultyFS(Path(path), native=True)
+    fs = FaultyFS(Path(path))
     fs.install()
     fs.adopt()
     store = MessageStore.open(path, fault_config("sync", **NO_FLUSH))

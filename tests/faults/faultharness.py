@@ -381,7 +381,7 @@ def write_until_killed(
     if "site" in kill:
         from tests.faults.faultyfs import FaultyFS
 
-        fs = FaultyFS(Path(path), native=True)
+        fs = FaultyFS(Path(path))
         fs.install()
         store = MessageStore.open(path, fault_config(mode))
         arm_site_kill(fs, store, native, **kill)

@@ -30,7 +30,7 @@ Faults: ``fail(op, errno, ...)`` makes the next matching call raise ``OSError`` 
 and reads of existing files too: ``open_file``, ``pread``), and ``disk_usage`` reports
 ``fake_usage`` when set.
 
-``native=True`` also installs the layer under the store core's file calls
+The layer is also installed under the store core's file calls
 (native/src/python/io_seam.rs: ``dataplane.set_io``): each call at a named site is
 checked against the rules as that site *and* as the function it stands in for, then
 recorded in the model in order with the Python side's calls: writes (``log.record``,
@@ -43,9 +43,10 @@ The Python side's calls are named by the same sites, from the file they touch
 ``log.reserve``, ...), so ``kill_at(site, nth, when, where)`` ends the process with
 SIGKILL before or after the ``nth`` call at a site (of those ``where(path, offset)``
 holds) whichever path makes it, and ``fail(site, ...)`` fails either. The native append
-keeps running under the layer, in sync mode too (it declines under one installed
-without ``native``). ``on_op`` is called after every modelled call (under the layer's
-lock), so a test can capture images mid-operation.
+keeps running under the layer, in sync mode too, so a plan tests the path production
+takes. ``native=False`` leaves the core's calls out: the core then declines every
+append, and the plan tests the Python long way alone. ``on_op`` is called after every
+modelled call (under the layer's lock), so a test can capture images mid-operation.
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ class PowerLossImage:
 class FaultyFS:
     """Install with ``with FaultyFS(root) as fs:``; see the module docstring."""
 
-    def __init__(self, root: Path, *, real_sync: bool = False, native: bool = False) -> None:
+    def __init__(self, root: Path, *, real_sync: bool = False, native: bool = True) -> None:
         self.root = Path(root).resolve()
         self.real_sync = real_sync
         self.native = native

@@ -154,7 +154,7 @@ def _restart_run(
         if calls % every == 0:
             images.append(fs.capture(f"seed {seed}, call {calls} ({op})", moment))
 
-    with FaultyFS(path, native=True) as fs:
+    with FaultyFS(path) as fs:
         fs.load_model(directory / "model")
         fs.on_op = mid_operation
         store = MessageStore.open(path, fault_config(mode, **NO_FLUSH))
@@ -194,7 +194,7 @@ def _join_run(directory: Path, mode: str, layout: str, seed: int) -> tuple[int, 
         if calls % every == 0:
             images.append(fs.capture(f"seed {seed}, call {calls} ({op})", moment))
 
-    with FaultyFS(path, native=True) as fs:
+    with FaultyFS(path) as fs:
         fs.adopt()
         fs.on_op = mid_operation
         writer = MessageStore.open(path, config)

@@ -1,5 +1,5 @@
 """The native fault seam (native/src/python/io_seam.rs): the store core's writes at named
-sites, shown to the fault plan (``FaultyFS(native=True)``), which may fail them with an
+sites, shown to the fault plan (``FaultyFS``), which may fail them with an
 errno, kill the process before or after the n-th one, and records them in its
 power-loss model in order with the Python side's writes. The core keeps running under
 such a plan, where it declines under any other."""
@@ -83,7 +83,7 @@ def data_files(path: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_one_workload_under_the_direct_and_the_recording_io_writes_the_same_bytes(tmp_path, mode):
     direct = workload(tmp_path / "direct", mode)
-    with FaultyFS(tmp_path / "recorded", native=True) as fs:
+    with FaultyFS(tmp_path / "recorded") as fs:
         recorded = workload(tmp_path / "recorded", mode)
         image = fs.capture()
 
@@ -105,7 +105,10 @@ def test_one_workload_under_the_direct_and_the_recording_io_writes_the_same_byte
 
 
 def test_a_plan_without_native_sites_still_turns_the_core_down(tmp_path):
-    with FaultyFS(tmp_path / "s") as fs, MessageStore.open(tmp_path / "s", config()) as store:
+    with (
+        FaultyFS(tmp_path / "s", native=False) as fs,
+        MessageStore.open(tmp_path / "s", config()) as store,
+    ):
         store.create_topic("t", queues=2, layout="files")
         for i in range(50):
             store.append("t", b"m%d" % i)
@@ -118,7 +121,7 @@ def test_a_site_failed_with_enospc_is_a_disk_full_error_and_nothing_acknowledged
     tmp_path, site
 ):
     path = tmp_path / "s"
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config()) as store:
+    with FaultyFS(path) as fs, MessageStore.open(path, config()) as store:
         store.create_topic("t", queues=2, layout="files")
         acked = [store.append("t", b"m%03d" % i) for i in range(100)]
         before = store._appender.appended
@@ -143,7 +146,7 @@ from tests.faults.test_native_io import config
 
 path, site, nth, when = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 acked = Path(sys.argv[5])
-with FaultyFS(path, native=True) as fs:
+with FaultyFS(path) as fs:
     store = MessageStore.open(path, config())
     store.create_topic("t", queues=2, layout="files")
     fs.kill_at(site, nth, when)
@@ -209,7 +212,7 @@ def test_power_loss_amid_native_calls_keeps_every_flushed_message(tmp_path):
             if writes % 7 == 0:
                 images.append(fs.capture(f"native write {writes} ({op})", flushed))
 
-    with FaultyFS(path, native=True) as fs:
+    with FaultyFS(path) as fs:
         store = MessageStore.open(path, cfg)
         store.create_topic("t", queues=3, layout="files")
         store.flush()

@@ -2,7 +2,7 @@
 ``log.sync`` (the group commit's fdatasync, on its own thread), ``queue.reserve`` (the
 ``fallocate`` of a queue file's window before the core stores entries into it) and
 ``block.entry`` (a shared topic's entries stored into its block files). A fault plan
-(``FaultyFS(native=True)``) fails them with an errno, kills the process before or after
+(``FaultyFS``) fails them with an errno, kills the process before or after
 the n-th one, and records them in its power-loss model; the core keeps running under it
 (in sync mode too)."""
 
@@ -44,7 +44,7 @@ def _until(predicate, what: str) -> None:
 
 def test_sync_appends_run_natively_under_a_plan_and_their_fdatasyncs_are_log_sync(tmp_path):
     path = tmp_path / "s"
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("sync")) as store:
+    with FaultyFS(path) as fs, MessageStore.open(path, config("sync")) as store:
         store.create_topic("t", queues=2, layout="files")
         for i in range(40):
             store.append("t", b"m%02d" % i)
@@ -63,7 +63,7 @@ def test_a_failed_log_sync_under_the_group_commit_reaches_every_waiter_as_a_type
     tmp_path, code, error_type
 ):
     path = tmp_path / "s"
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("sync")) as store:
+    with FaultyFS(path) as fs, MessageStore.open(path, config("sync")) as store:
         store.create_topic("t", queues=2, layout="files")
         for queue in range(2):
             store.append("t", b"durable", queue=queue)
@@ -108,7 +108,7 @@ path, site, when, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[4], sys.argv[5
 nth = int(sys.argv[3])
 acked = Path(sys.argv[6])
 config = store_config(mode)
-with FaultyFS(path, native=True) as fs:
+with FaultyFS(path) as fs:
     store = MessageStore.open(path, config)
     layout = "shared" if site == "block.entry" else "files"
     store.create_topic("t", queues=2, layout=layout)
@@ -151,7 +151,7 @@ def test_enospc_at_a_window_reservation_is_disk_full_and_the_store_writes_after_
     tmp_path,
 ):
     path = tmp_path / "s"
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("async")) as store:
+    with FaultyFS(path) as fs, MessageStore.open(path, config("async")) as store:
         store.create_topic("t", queues=1, layout="files")
         acked = [store.append("t", b"m%05d" % i) for i in range(8)]  # the first window
         assert fs.native_calls.get("queue.reserve", 0) == 1
@@ -168,7 +168,7 @@ def test_enospc_at_a_window_reservation_is_disk_full_and_the_store_writes_after_
         # As any failed write: the store refuses writes until it is reopened.
         with pytest.raises(StoreFailedError):
             store.append("t", b"refused")
-    with FaultyFS(path, native=True) as fs, MessageStore.open(path, config("async")) as store:
+    with FaultyFS(path) as fs, MessageStore.open(path, config("async")) as store:
         fs.adopt()
         store.append("t", b"after")  # space returned: the window is reserved now
         assert fs.native_calls.get("queue.reserve") == 1
