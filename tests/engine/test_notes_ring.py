@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore, sharedstate
 from storeadapter.engine.sharedstate import RING_ENTRIES, SharedState
 from tests.engine.storetools import small_config
@@ -115,6 +117,7 @@ def _ring_seq(state: SharedState) -> int:
     return sharedstate._SEQUENCE.unpack_from(state.map, sharedstate._RING_SEQ_AT)[0]
 
 
+@pytest.mark.one_layout  # the ring alone: no store, no topic
 def test_notes_read_at_the_overwrite_boundary_are_whole_or_refused(tmp_path):
     """Read the slot the writer overwrites next, again and again (and now and then the
     whole ring behind it): every note taken is the one published under its number."""
