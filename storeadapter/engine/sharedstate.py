@@ -247,10 +247,10 @@ class SharedState(metaclass=Watched):
         A slot is read whole, then its sequence again: a writer overwriting it (a
         process ``RING_ENTRIES`` notes ahead, whose notes are not published yet) writes
         the new sequence before the new fields, so a note read while it was being
-        overwritten shows a sequence moved on the second read. (Reads are not reordered
-        with reads, nor writes with writes, on the machines this runs on: x86-64 and
-        aarch64 through CPython's calls; native/src/python/append_core.rs writes the
-        sequence with a release fence after it.)"""
+        overwritten shows a sequence moved on the second read. (That takes reads seen in
+        the order made and writes likewise, as the header's sequence lock does: x86-64's
+        ordering for these Python calls; the native writer, append_core.rs, puts a
+        release fence after the sequence.)"""
         if after < 0 or upto < 0 or upto - after > RING_ENTRIES:
             return None
         found = []
