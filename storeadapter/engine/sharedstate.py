@@ -50,7 +50,12 @@ _EXTENT_AT = STATE_HEADER.size
 SPINS = 64
 _HEADER_SIZE = 4096
 # The ring of queue-end notes: sequence, topic id, queue, new queue end, store time.
+# A note is written sequence first, then the rest (``_NOTE``), and read whole, then its
+# sequence again: a reader without the pen may read a slot while the writer overwrites it
+# (its own notes not published yet: the ring sequence has not moved), and must not take
+# the old sequence with some of the new note's fields (``notes``).
 RING_ENTRY = struct.Struct("<QIIQq")
+_NOTE = struct.Struct("<IIQq")
 RING_ENTRIES = 8192
 _SIZE = _HEADER_SIZE + RING_ENTRIES * RING_ENTRY.size
 # What posix_fallocate answers where the file system cannot reserve space at all.
@@ -217,11 +222,14 @@ class SharedState(metaclass=Watched):
         """
         data = self.map
         ring_seq = _SEQUENCE.unpack_from(data, _RING_SEQ_AT)[0]
-        pack = RING_ENTRY.pack_into
+        pack_sequence = _SEQUENCE.pack_into
+        pack = _NOTE.pack_into
         for topic_id, queue, end, store_ms in notes:
             ring_seq += 1
             at = _HEADER_SIZE + (ring_seq % RING_ENTRIES) * RING_ENTRY.size
-            pack(data, at, ring_seq, topic_id, queue, end, store_ms)
+            # The sequence first (two stores, in this order: see RING_ENTRY's comment).
+            pack_sequence(data, at, ring_seq)
+            pack(data, at + _SEQUENCE.size, topic_id, queue, end, store_ms)
         sequence = _SEQUENCE.unpack_from(data, _SEQUENCE_AT)[0] | 1
         _SEQUENCE.pack_into(data, _SEQUENCE_AT, sequence)
         _SEQUENCE.pack_into(data, _TAIL_AT, tail)
@@ -234,14 +242,25 @@ class SharedState(metaclass=Watched):
 
     def notes(self, after: int, upto: int) -> list[tuple[int, int, int, int]] | None:
         """The notes with ring sequence in (after, upto], or None if some were
-        overwritten meanwhile or cannot be trusted (the reader must walk the records)."""
+        overwritten meanwhile or cannot be trusted (the reader must walk the records).
+
+        A slot is read whole, then its sequence again: a writer overwriting it (a
+        process ``RING_ENTRIES`` notes ahead, whose notes are not published yet) writes
+        the new sequence before the new fields, so a note read while it was being
+        overwritten shows a sequence moved on the second read. (That takes reads seen in
+        the order made and writes likewise, as the header's sequence lock does: x86-64's
+        ordering for these Python calls; the native writer, append_core.rs, puts a
+        release fence after the sequence.)"""
         if after < 0 or upto < 0 or upto - after > RING_ENTRIES:
             return None
         found = []
+        data = self.map
         unpack = RING_ENTRY.unpack_from
+        sequence_at = _SEQUENCE.unpack_from
         for ring_seq in range(after + 1, upto + 1):
-            entry = unpack(self.map, _HEADER_SIZE + (ring_seq % RING_ENTRIES) * RING_ENTRY.size)
-            if entry[0] != ring_seq:
+            at = _HEADER_SIZE + (ring_seq % RING_ENTRIES) * RING_ENTRY.size
+            entry = unpack(data, at)
+            if entry[0] != ring_seq or sequence_at(data, at)[0] != ring_seq:
                 return None
             found.append(entry[1:])
         if _SEQUENCE.unpack_from(self.map, _RING_SEQ_AT)[0] - after > RING_ENTRIES:

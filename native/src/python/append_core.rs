@@ -2157,14 +2157,19 @@ impl AppendCore {
         for &(queue_id, end_offset) in notes {
             ring_seq += 1;
             let at = RING_AT + (ring_seq % RING_ENTRIES) as usize * RING_ENTRY;
-            let Some(note) = header.slice(at, RING_ENTRY) else {
+            let Some(note) = header.slice(at + 8, RING_ENTRY - 8) else {
                 return declined();
             };
-            note[0..8].copy_from_slice(&ring_seq.to_le_bytes());
-            note[8..12].copy_from_slice(&(topic_id as u32).to_le_bytes());
-            note[12..16].copy_from_slice(&(queue_id as u32).to_le_bytes());
-            note[16..24].copy_from_slice(&end_offset.to_le_bytes());
-            note[24..32].copy_from_slice(&now.to_le_bytes());
+            // The slot's `seq` before its other fields (a release fence between): a
+            // process reading notes without the pen may be reading this slot for the
+            // note it held, 8192 back; it reads the slot, then `seq` again, and must
+            // find it moved if any new field reached it (sharedstate.py, `notes`).
+            header.word(at).store(ring_seq, Ordering::Relaxed);
+            fence(Ordering::Release);
+            note[0..4].copy_from_slice(&(topic_id as u32).to_le_bytes());
+            note[4..8].copy_from_slice(&(queue_id as u32).to_le_bytes());
+            note[8..16].copy_from_slice(&end_offset.to_le_bytes());
+            note[16..24].copy_from_slice(&now.to_le_bytes());
         }
         let odd = ready.sequence | 1;
         header.word(SEQUENCE_AT).store(odd, Ordering::Release);
