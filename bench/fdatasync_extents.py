@@ -10,7 +10,8 @@ turn, ``--pairs`` times) so that the disk's minute-to-minute changes fall on all
 
 * ``fallocated``: a file reserved with ``posix_fallocate`` (unwritten extents: the
   first writeback of each block converts it, a change of the extent tree the
-  ``fdatasync`` must commit in the journal), written with ``pwrite``;
+  ``fdatasync`` must make durable: a journal commit, or without a journal a write of
+  the metadata block), written with ``pwrite``;
 * ``zeroed``: a file filled with zeros and fsynced beforehand (written extents);
 * ``appended``: a growing file (``write`` at its end: the size changes each round);
 * ``mmap_fallocated``: the ``fallocated`` file written through a shared mapping
