@@ -16,11 +16,12 @@
 //!    It unparks only the first of them; the rest form a *relay*: each waiter, when it
 //!    next lets go of the GIL to wait (`wait`: its next append written), unparks the
 //!    next one, which then takes the GIL just let go. The appenders run Python one at a
-//!    time anyway: woken all at once, seven of eight would wake only to sleep again on
-//!    the GIL (two context switches a message, and eight wake-ups a round for the
-//!    flusher). A relay no waiter passes on (the thread stopped appending, or took the
-//!    long way) is unparked whole by the flusher after its next fdatasync, or after
-//!    `RELAY_IDLE` when nothing else wakes it.
+//!    time anyway: woken all at once, they made the flusher pay a futex wake each on its
+//!    round and crowded the CPUs its next fdatasync's own wake-ups queue for
+//!    (docs/PERFORMANCE.md, "sync31-s45": half the flusher's futex calls, a quarter of
+//!    its run-queue wait). A relay no waiter passes on (the thread stopped appending,
+//!    or took the long way) is unparked whole by the flusher after its next fdatasync,
+//!    or after `RELAY_IDLE` when nothing else wakes it.
 //! 4. A failed fdatasync (or watermark write) fails the group commit for good: every
 //!    waiter, now and later, is told so (`Waited::Failed`), as the store refuses writes.
 //!
