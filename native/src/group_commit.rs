@@ -11,8 +11,17 @@
 //!    thread at a time, and an fdatasync started a little later covers all of them).
 //! 3. It takes the highest end registered (bounded by its segment's end), fdatasyncs
 //!    the segment, raises the durable watermark in the checkpoint (`Watermark`), and
-//!    unparks the waiters whose end it covered; the others wait for the next one,
+//!    wakes the waiters whose end it covered; the others wait for the next one,
 //!    which starts at once (back to back).
+//!    It unparks only the first of them; the rest form a *relay*: each waiter, when it
+//!    next lets go of the GIL to wait (`wait`: its next append written), unparks the
+//!    next one, which then takes the GIL just let go. The appenders run Python one at a
+//!    time anyway: woken all at once, they made the flusher pay a futex wake each on its
+//!    round and crowded the CPUs its next fdatasync's own wake-ups queue for
+//!    (docs/PERFORMANCE.md, "sync31-s45": half the flusher's futex calls, a quarter of
+//!    its run-queue wait). A relay no waiter passes on (the thread stopped appending,
+//!    or took the long way) is unparked whole by the flusher after its next fdatasync,
+//!    or after `RELAY_IDLE` when nothing else wakes it.
 //! 4. A failed fdatasync (or watermark write) fails the group commit for good: every
 //!    waiter, now and later, is told so (`Waited::Failed`), as the store refuses writes.
 //!
@@ -20,6 +29,7 @@
 //! everything below the segment's base is durable: an fdatasync of the segment then
 //! makes the log durable up to the end it covered.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -35,6 +45,9 @@ use crate::crc::crc32c;
 const GATHER_SHARE: f64 = 0.5;
 /// The longest gather, whatever the last fdatasync took.
 const GATHER_MAX: Duration = Duration::from_millis(2);
+/// How long the flusher, with no waiter to sync for, lets a relay stand before it
+/// unparks the waiters left in it.
+const RELAY_IDLE: Duration = Duration::from_millis(1);
 
 const WAITING: u8 = 0;
 const DURABLE: u8 = 1;
@@ -75,6 +88,9 @@ struct Segment {
 struct State {
     segment: Option<Segment>,
     waiters: Vec<Waiter>,
+    /// Waiters covered (marked durable) but not unparked yet: the relay, in order;
+    /// each `wait` unparks the first.
+    relay: VecDeque<Arc<Slot>>,
     /// The errno of the failure that stopped it.
     failed: Option<i32>,
     stopping: bool,
@@ -137,6 +153,16 @@ impl Shared {
 
     fn raise(&self, flushed: u64) {
         self.flushed.fetch_max(flushed, Ordering::AcqRel);
+    }
+
+    /// The slots of the covered waiters `woken` (in order) to unpark now: the first,
+    /// and what is left of an earlier relay; the others become the relay.
+    fn relay(state: &mut State, woken: Vec<Arc<Slot>>) -> Vec<Arc<Slot>> {
+        let mut now: Vec<Arc<Slot>> = state.relay.drain(..).collect();
+        let mut woken = woken.into_iter();
+        now.extend(woken.next());
+        state.relay.extend(woken);
+        now
     }
 }
 
@@ -278,6 +304,7 @@ impl GroupCommit {
             state: Mutex::new(State {
                 segment: None,
                 waiters: Vec::new(),
+                relay: VecDeque::new(),
                 failed: None,
                 stopping: false,
                 wake_at: 0,
@@ -359,9 +386,22 @@ impl GroupCommit {
     pub fn fail(&self, errno: i32) {
         let mut state = self.shared.lock();
         state.failed.get_or_insert(errno);
-        let woken = Shared::all_with(&mut state, FAILED);
+        let mut woken = Shared::all_with(&mut state, FAILED);
+        woken.extend(state.relay.drain(..));
         drop(state);
         unpark(woken);
+    }
+
+    /// Unpark the first waiter of the relay, if any (`wait` does, as its thread lets
+    /// go of the GIL).
+    pub fn pass_on(&self) {
+        let next = {
+            let mut state = self.shared.lock();
+            state.relay.pop_front()
+        };
+        if let Some(slot) = next {
+            slot.thread.unpark();
+        }
     }
 
     /// The errno of the failure, if it failed.
@@ -383,8 +423,11 @@ impl GroupCommit {
     }
 
     /// Wait (parked; call it without the GIL) until the log is durable up to `end`,
-    /// the group commit failed or stopped, or `timeout` passed.
+    /// the group commit failed or stopped, or `timeout` passed. First unparks the
+    /// next waiter of the relay (the module's step 3): the caller just let go of the
+    /// GIL, which that waiter then takes.
     pub fn wait(&self, end: u64, timeout: Duration) -> Waited {
+        self.pass_on();
         if self.flushed() >= end {
             return Waited::Durable;
         }
@@ -462,7 +505,8 @@ impl GroupCommit {
             let _ = thread.join();
         }
         let mut state = self.shared.lock();
-        let woken = Shared::all_with(&mut state, CLOSED);
+        let mut woken = Shared::all_with(&mut state, CLOSED);
+        woken.extend(state.relay.drain(..));
         // Let go of the segment's descriptor now, not when this is dropped: a closed
         // store may wait for the collector (its objects hold one another), and a
         // segment deleted meanwhile keeps its blocks and cached pages until the last
@@ -490,7 +534,23 @@ fn run(
         while !state.stopping && (state.failed.is_some() || state.held || state.waiters.is_empty())
         {
             state.wake_at = 1;
-            state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
+            if state.relay.is_empty() {
+                state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            // A relay stands and no one waits for an fdatasync: give it `RELAY_IDLE`
+            // to be passed on, then unpark what is left of it.
+            let (next, timed_out) = shared
+                .work
+                .wait_timeout(state, RELAY_IDLE)
+                .unwrap_or_else(|p| p.into_inner());
+            state = next;
+            if timed_out.timed_out() {
+                let left: Vec<_> = state.relay.drain(..).collect();
+                drop(state);
+                unpark(left);
+                state = shared.lock();
+            }
         }
         if state.stopping {
             return;
@@ -550,13 +610,17 @@ fn run(
                 shared.raise(target);
                 let woken = shared.covered(&mut state, shared.flushed.load(Ordering::Acquire));
                 state.want = woken.len().max(1);
-                woken
+                // What is left of the last round's relay was not passed on during a
+                // whole fdatasync: unparked now, with the first of this round's.
+                Shared::relay(&mut state, woken)
             }
             Err(error) => {
                 state
                     .failed
                     .get_or_insert(error.raw_os_error().unwrap_or(libc::EIO));
-                Shared::all_with(&mut state, FAILED)
+                let mut woken = Shared::all_with(&mut state, FAILED);
+                woken.extend(state.relay.drain(..));
+                woken
             }
         };
         drop(state);
@@ -663,6 +727,66 @@ mod tests {
         group.stop();
         assert_eq!(waiter.join().unwrap(), Waited::Closed);
         assert_eq!(group.wait(10, Duration::from_secs(1)), Waited::Closed);
+    }
+
+    fn slot() -> Arc<Slot> {
+        Arc::new(Slot {
+            state: AtomicU8::new(DURABLE),
+            thread: thread::current(),
+        })
+    }
+
+    #[test]
+    fn a_round_unparks_its_first_waiter_and_what_was_left_of_the_last_relay() {
+        let group = GroupCommit::start(0, None).unwrap();
+        let (left, a, b, c) = (slot(), slot(), slot(), slot());
+        let mut state = group.shared.lock();
+        state.relay.push_back(left.clone());
+        let now = Shared::relay(&mut state, vec![a.clone(), b.clone(), c.clone()]);
+        assert_eq!(now.len(), 2);
+        assert!(Arc::ptr_eq(&now[0], &left) && Arc::ptr_eq(&now[1], &a));
+        assert_eq!(state.relay.len(), 2);
+        assert!(Arc::ptr_eq(&state.relay[0], &b) && Arc::ptr_eq(&state.relay[1], &c));
+        drop(state);
+        // Each pass (a waiter letting go of the GIL) unparks the next one, in order.
+        group.pass_on();
+        let state = group.shared.lock();
+        assert_eq!(state.relay.len(), 1);
+        assert!(Arc::ptr_eq(&state.relay[0], &c));
+        drop(state);
+        group.stop();
+        assert!(group.shared.lock().relay.is_empty());
+    }
+
+    #[test]
+    fn waiters_no_one_passes_the_relay_to_are_unparked_by_the_flusher() {
+        // Eight waiters covered by one fdatasync, none of which waits again: the
+        // relay is never passed on, and the flusher unparks it.
+        let dir = scratch("relay");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        group.hold_syncs(true);
+        let (done, returned) = std::sync::mpsc::channel();
+        for i in 1..=8u64 {
+            let group = group.clone();
+            let done = done.clone();
+            thread::spawn(move || {
+                let waited = group.wait(i * 10, Duration::from_secs(600));
+                done.send(waited).unwrap();
+            });
+        }
+        while group.shared.lock().waiters.len() < 8 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        group.hold_syncs(false);
+        for _ in 0..8 {
+            // Not a timing: a waiter left parked would wait its 600 s.
+            let waited = returned.recv_timeout(Duration::from_secs(60));
+            assert_eq!(waited, Ok(Waited::Durable), "a waiter was never unparked");
+        }
+        assert!(group.shared.lock().relay.is_empty());
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

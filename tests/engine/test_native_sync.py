@@ -146,6 +146,38 @@ def test_a_failed_fdatasync_fails_every_waiter_with_the_typed_error(tmp_path, co
             store.append_batch(TOPIC, [b"after"])
 
 
+def test_waiters_one_fdatasync_covered_return_though_none_appends_again(tmp_path):
+    # The flusher unparks the first waiter a fdatasync covered; each waiter unparks the
+    # next one as it lets go of the GIL for its next append's wait (native/src/
+    # group_commit.rs, the relay). Here none of them appends again: the flusher itself
+    # unparks the rest, long before their wait's timeout (a waiter left parked would
+    # wait its 600 s and the test time out).
+    config = _sync_config(segment_bytes=1 << 22, flush_timeout_ms=600_000)
+    with MessageStore.open(tmp_path / "s", config) as store:
+        _topic(store, 2)
+        store.append(TOPIC, b"first")  # the group commit takes the segment
+        store._log_syncer.hold_syncs(True)
+        started = threading.Barrier(THREADS + 1)
+        outcomes: list = []
+
+        def append(i: int):
+            started.wait()
+            return store.append(TOPIC, b"once-%d" % i)
+
+        runner = threading.Thread(target=lambda: outcomes.extend(_on_threads(append)))
+        runner.start()
+        started.wait()
+        _until_written(store, THREADS + 1)  # all of them wait for one fdatasync
+        syncs = store._log_syncer.syncs
+        store._log_syncer.hold_syncs(False)
+        runner.join()
+        assert store._log_syncer.syncs == syncs + 1
+        for i, outcome in enumerate(outcomes):
+            assert not isinstance(outcome, Exception), outcome
+            assert outcome.status == STATUS_OK
+            assert store._flusher.flushed >= _end(outcome, b"once-%d" % i)
+
+
 def test_close_while_appends_wait_returns_them_durable(tmp_path):
     path = tmp_path / "s"
     store = MessageStore.open(path, _sync_config(segment_bytes=1 << 22))
