@@ -14,7 +14,7 @@ from storeadapter.engine import (
     MessageNotFoundError,
     StoreClosedError,
 )
-from tests.engine.storetools import flip_bit, segment_paths
+from tests.engine.storetools import append_in_another_process, flip_bit, segment_paths
 
 
 def _fill(store, count: int = 60) -> list:
@@ -141,3 +141,16 @@ def test_get_many_as_the_first_read_starts_warming(open_store):
     assert reopened._reading
     assert reopened.__dict__["get"].__self__ is reopened._core  # `get` bound to the core
     assert reopened.get(sent[2].message_id).message_id == sent[2].message_id
+
+
+def test_appends_of_another_process_are_got_in_one_call(open_store, store_path, tmp_path):
+    store = open_store()
+    sent = _fill(store, 5)
+    assert store.get_many([sent[0].message_id])[0].message_id == sent[0].message_id
+    ids = append_in_another_process(store_path, "other", 40, tmp_path / "acks")
+    assert len(ids) == 40
+
+    messages, declined = store._core.get_many(ids[::-1])
+
+    assert [m.body for m in messages] == [f"other-{i}".encode() for i in range(40)][::-1]
+    assert declined == []

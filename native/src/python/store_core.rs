@@ -296,6 +296,18 @@ fn ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
     }
 }
 
+/// The shared state's sequence word's page, mapped from the store's `_shared.fd` (see
+/// `StoreCore::state`); None for a store without one, or when it cannot be mapped.
+fn state_mapping(store: &Bound<'_, PyAny>) -> Option<Mapping> {
+    let py = store.py();
+    let fd: i32 = store
+        .getattr(intern!(py, "_shared"))
+        .and_then(|shared| shared.getattr(intern!(py, "fd")))
+        .and_then(|fd| fd.extract())
+        .ok()?;
+    Mapping::of(fd, SEQUENCE_AT + 8)
+}
+
 /// The hot read state of one open store in this process (see the module docs). Made by
 /// the store's open with the store (whose `_follow` catches up with other processes and
 /// whose `_refusals` say it may no longer be used), its commit log (`tail`, `segments`),
@@ -306,6 +318,11 @@ pub struct StoreCore {
     store: Py<PyAny>,
     segments: Py<PyList>,
     shared: Py<PyAny>,
+    /// The shared state's first page mapped by the core itself (from the store's
+    /// `_shared.fd`), so that the sequence word is one load: an export of `shared`'s
+    /// buffer and its release cost ~90 instructions a `get`. None when it could not be
+    /// mapped: then `shared` is read as before.
+    state: Option<Mapping>,
     message_type: Py<PyType>,
     /// The registry's topics (name → Topic), and the one queue type read here.
     topics_by_name: Py<PyDict>,
@@ -359,6 +376,7 @@ impl StoreCore {
             store: store.clone().unbind(),
             segments: segments.unbind(),
             shared: shared.clone().unbind(),
+            state: state_mapping(store),
             message_type: message_type.clone().unbind(),
             topics_by_name: topics.clone().unbind(),
             queue_type: queue_type.clone().unbind(),
@@ -1208,11 +1226,9 @@ impl StoreCore {
     /// Catch up with other processes (the store's `_follow`) when the shared sequence
     /// word moved since this core last saw the store caught up.
     fn follow(&self, py: Python<'_>) -> PyResult<()> {
-        let sequence = {
-            let shared = View::of(self.shared.bind(py));
-            let shared = shared.as_ref().map_or(&[][..], View::slice);
-            let word = shared.get(SEQUENCE_AT..SEQUENCE_AT + 8);
-            word.and_then(|w| w.try_into().ok()).map(u64::from_le_bytes)
+        let sequence = match &self.state {
+            Some(state) => state.word(SEQUENCE_AT),
+            None => self.sequence_exported(py),
         };
         if sequence.is_some_and(|s| s == self.followed.load(Ordering::Acquire)) {
             return Ok(());
@@ -1226,6 +1242,13 @@ impl StoreCore {
             self.followed.store(followed, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// The shared sequence word read through an export of the shared state's buffer.
+    fn sequence_exported(&self, py: Python<'_>) -> Option<u64> {
+        let shared = View::of(self.shared.bind(py))?;
+        let word = shared.slice().get(SEQUENCE_AT..SEQUENCE_AT + 8)?;
+        word.try_into().ok().map(u64::from_le_bytes)
     }
 
     /// The message of the record at commit offset `commit_offset` of the segment whose
