@@ -220,7 +220,7 @@ impl Mapping {
     /// the guard: for a file never cut short (the shared state's header, which Python
     /// reads through a mapping of its own the same way).
     pub fn word(&self, at: usize) -> Option<u64> {
-        if at % 8 != 0 || at.checked_add(8)? > self.len {
+        if !at.is_multiple_of(8) || at.checked_add(8)? > self.len {
             return None;
         }
         // SAFETY: [at, at + 8) lies inside the mapping, which lives as long as `self`,
