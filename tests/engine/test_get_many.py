@@ -4,6 +4,7 @@ message (issue 29: `get` at 1 KiB; docs/PERFORMANCE.md, "get29-s45")."""
 
 from __future__ import annotations
 
+import gc
 import random
 
 import pytest
@@ -154,3 +155,30 @@ def test_appends_of_another_process_are_got_in_one_call(open_store, store_path, 
 
     assert [m.body for m in messages] == [f"other-{i}".encode() for i in range(40)][::-1]
     assert declined == []
+
+
+def test_the_collector_runs_at_most_once_a_call_and_is_left_as_it_was(store):
+    sent = _fill(store, 300)
+    ids = [result.message_id for result in sent] * 5  # 4,500 containers made
+    assert gc.get_threshold()[0] * 3 < 3 * len(ids)
+    starts = []
+
+    def note(phase: str, _info: dict) -> None:
+        if phase == "start":
+            starts.append(phase)
+
+    gc.callbacks.append(note)
+    try:
+        messages, declined = store._core.get_many(ids)
+    finally:
+        gc.callbacks.remove(note)
+    assert declined == [] and len(messages) == len(ids)
+    assert len(starts) <= 1
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        store.get_many(ids[:10])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
