@@ -17,6 +17,7 @@ pub mod events;
 pub mod filter;
 pub mod group_commit;
 pub mod key_index;
+pub mod message_id;
 pub mod pen;
 pub mod prefetch;
 pub mod reader;

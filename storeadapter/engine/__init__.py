@@ -5,6 +5,12 @@ with MessageStore.open("var/store", StoreConfig(flush_mode="sync")) as store:
     store.create_topic("orders", queues=4)
     result = store.append("orders", b"hello", key="order-1")
     store.get(result.message_id).body
+    store.get_many([first_id, second_id])  # several by id in one call, None where none
+
+``get_many`` is not in DESIGN.md's list of the engine's API (that list is the shared
+contract): it is this engine's own, documented in README.md ("Store engine") and
+reading.py. Each id is answered as ``get`` answers it, but None for an id without a
+message (``get``'s MessageNotFoundError); the records are read in commit-log order.
 """
 
 # Public as modules: the clock and the file seam (tests replace their functions), and the

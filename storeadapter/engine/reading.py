@@ -4,14 +4,15 @@
 the store is open, follows the other processes, checks its arguments and finds the
 topic or queue; the work is the ``Reader``'s (reader.py), which owns what reads need.
 What this class uses of the store: ``_check_open``, ``_follow``, ``_topic``, ``_queue``,
-``committed_offset``, ``_reader`` and ``_core``.
+``committed_offset``, ``_reader``, ``_core``, ``_reading`` and ``_reads_begin``.
 """
 
 from __future__ import annotations
 
 import time
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from contextlib import suppress
 
 from .errors import (
     MessageNotFoundError,
@@ -84,6 +85,32 @@ class Reading:
         if message is not None:
             return message
         return self._get_long_way(message_id)
+
+    def get_many(self, message_ids: Iterable[str]) -> list[StoredMessage | None]:
+        """The messages with these ids, in the order given: for callers that have several
+        ids at once.
+
+        Each id is answered as ``get`` answers it, except that an id with no message
+        (``get``'s MessageNotFoundError: no intact record starts where it points, or it is
+        another store's id) gives None in its place. Everything else ``get`` raises, this
+        raises: InvalidMessageIdError for a malformed id, CorruptRecordError for a record
+        that fails its CRC check, StoreClosedError (the first such id in the order given
+        decides). Ids may be of any topics, repeated, in any order.
+
+        One native call reads them in commit-log order (each segment's mapping taken once,
+        the records in the order they lie, the next ones asked for ahead), rather than in
+        the callers' order, which for random ids is a random walk over the mappings;
+        what the core declines is read by ``_get_long_way``, one id at a time.
+        """
+        ids = message_ids if type(message_ids) is list else list(message_ids)
+        self._check_open()
+        if not self._reading:
+            self._reads_begin()
+        messages, declined = self._core.get_many(ids)
+        for at in declined:
+            with suppress(MessageNotFoundError):  # no message: None stays in its place
+                messages[at] = self._get_long_way(ids[at])
+        return messages
 
     def _get_long_way(self, message_id: str) -> StoredMessage:
         """``get`` in Python: for what the native core declines (an id not written as

@@ -152,6 +152,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # When the periodic flush next fsyncs shared topics' block files (async mode).
         self._blocks_due = time.monotonic() + config.queue_flush_interval_ms / 1000
         self._closed = False
+        # Whether this process's first read or get (`_reads_begin`) has been made.
+        self._reading = False
         # Why the store refuses writes, one bit each (closed, forked, failed, the disk
         # past its reject ratio), moved where those change; the native append reads it
         # (docs/PERFORMANCE.md, "Issue 31 (part 10)").
@@ -345,6 +347,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         ``_get_long_way`` / ``_read_long_way`` itself for whatever it declines)."""
         self.get = self._core.get_or_long_way
         self.read = self._core.read_or_long_way
+        self._reading = True
         self._warm.engage(self.commitlog.tail)
 
     def _open_alone(self) -> None:

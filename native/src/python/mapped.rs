@@ -214,6 +214,29 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// The little-endian word at `at` (8-aligned, inside the mapping), loaded as an atomic
+    /// with Acquire ordering (other processes store it as one); None outside. Not under
+    /// the guard: for a file never cut short (the shared state's header, which Python
+    /// reads through a mapping of its own the same way).
+    pub fn word(&self, at: usize) -> Option<u64> {
+        if !at.is_multiple_of(8) || at.checked_add(8)? > self.len {
+            return None;
+        }
+        // SAFETY: [at, at + 8) lies inside the mapping, which lives as long as `self`,
+        // and is 8-aligned (the mapping starts on a page); an AtomicU64 has a u64's
+        // size and alignment, and the word is only ever written atomically.
+        let word = unsafe {
+            &*self
+                .at
+                .cast::<u8>()
+                .add(at)
+                .cast::<std::sync::atomic::AtomicU64>()
+        };
+        Some(u64::from_le(word.load(Ordering::Acquire)))
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: `at`/`len` are the mapping made in `of`, unmapped only here.

@@ -348,11 +348,12 @@ pub fn decode_at<'py>(
     };
     let topic = PyString::new(py, topic).into_any();
     let id = message_id.clone().into_any();
-    checked_message(py, message_type, id, topic, &header, extras, parts.body).map(Some)
+    let body = PyBytes::new(py, parts.body).into_any();
+    checked_message(py, message_type, id, topic, &header, extras, body).map(Some)
 }
 
-/// The `message_type` (a StoredMessage) of a checked record: its id and topic as given,
-/// the rest from its header, its extras and its body.
+/// The `message_type` (a StoredMessage) of a checked record: its id, topic and body (a
+/// bytes object) as given, the rest from its header and its extras.
 pub(super) fn checked_message<'py>(
     py: Python<'py>,
     message_type: &Bound<'py, PyType>,
@@ -360,7 +361,7 @@ pub(super) fn checked_message<'py>(
     topic: Bound<'py, PyAny>,
     header: &Header,
     extras: Extras<'py>,
-    body: &[u8],
+    body: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // A message born where it was stored (no born time given: the most common) holds
     // one int for both times, as a read's messages share theirs (`Shared::time`).
@@ -384,7 +385,7 @@ pub(super) fn checked_message<'py>(
             extras.tag,
             extras.keys,
             extras.properties,
-            PyBytes::new(py, body).into_any(),
+            body,
         ],
     )
 }
@@ -591,7 +592,7 @@ pub fn read_members<'py>(
             return Ok((pos, members - 1, passed, MEMBERS_SLOW));
         };
         let id = message_id(py, &prefix, offset).into_any();
-        let body = Parts::of(record, &header).body;
+        let body = PyBytes::new(py, Parts::of(record, &header).body).into_any();
         let message = checked_message(
             py,
             message_type,

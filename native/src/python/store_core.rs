@@ -50,6 +50,10 @@ const FILTER_STEP: usize = 4096;
 /// its first entry, already asked for by the call before: leaving that out measured
 /// worse, 220-236 against 191-200.)
 const HAND_OVER: usize = 4;
+/// How many records ahead of the one it makes `get_many` asks for (their first lines),
+/// and how many bytes of each.
+const MANY_AHEAD: usize = 4;
+const MANY_AHEAD_BYTES: usize = 128;
 
 /// Topic names by their bytes, hashed by FNV-1a (a few bytes each): SipHash cost ~190
 /// instructions a `get` for the one look-up.
@@ -132,14 +136,14 @@ impl Table {
             && self.last.as_ref().is_some_and(|s| s.as_ptr() == last)
     }
 
-    /// The segment holding `offset`: its base and mapping.
-    fn find(&self, py: Python<'_>, offset: u64) -> Option<(u64, Py<PyAny>)> {
+    /// The segment holding `offset`: its base, its end and its mapping.
+    fn find(&self, py: Python<'_>, offset: u64) -> Option<(u64, u64, Py<PyAny>)> {
         let index = self
             .segments
             .partition_point(|s| s.base <= offset)
             .checked_sub(1)?;
         let segment = &self.segments[index];
-        (offset < segment.end).then(|| (segment.base, segment.map.clone_ref(py)))
+        (offset < segment.end).then(|| (segment.base, segment.end, segment.map.clone_ref(py)))
     }
 }
 
@@ -244,11 +248,94 @@ impl QueueFiles {
     }
 }
 
+/// How many bodies `get` keeps to fill again, and the lengths it keeps: bodies above
+/// 512 bytes are `malloc`'d (CPython's small-object allocator serves the rest), and a
+/// 1 KiB body's bytes object (1,057 bytes) is past glibc's per-thread cache (up to
+/// 1,032): `malloc` and `free` cost ~565 instructions a `get`, a third more than its
+/// copy (docs/PERFORMANCE.md, "get29-s45"). Two, so that a caller holding the last
+/// message while it asks for the next (`m = store.get(i)` in a loop) finds the one
+/// before free. At most 64 KiB each: what a closed-over core holds is bounded.
+const KEPT_BODIES: usize = 2;
+const KEPT_BODY_FROM: usize = 513;
+const KEPT_BODY_TO: usize = 64 << 10;
+
+/// The bodies of the last `get`s (`StoreCore::body`), and which slot the next new one
+/// takes.
+#[derive(Default)]
+struct KeptBodies {
+    slots: [Option<Py<PyBytes>>; KEPT_BODIES],
+    next: usize,
+}
+
 /// A lock that a panic elsewhere does not make unusable (what it guards is a cache).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The characters of `text` when it is a compact ASCII string (one byte each, stored
+/// in the object: every id the store writes, and any a caller builds from its parts);
+/// None for any other string, which can be no id the core reads (the long way judges it).
+/// Read in place: `to_str` asks CPython for its UTF-8 form, a call of its own.
+fn ascii<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
+    let object = text.as_ptr();
+    // SAFETY: `object` is a live str (the caller holds it and the GIL). The flags read
+    // are its header's; a compact ASCII string holds its `length` one-byte characters
+    // right after that header, and they never change while it lives, which the borrow
+    // of `text` outlives.
+    unsafe {
+        if ffi::PyUnicode_IS_COMPACT_ASCII(object) == 0 {
+            return None;
+        }
+        let length = usize::try_from(ffi::PyUnicode_GET_LENGTH(object)).ok()?;
+        Some(std::slice::from_raw_parts(
+            ffi::PyUnicode_1BYTE_DATA(object),
+            length,
+        ))
+    }
+}
+
+/// The shared state's sequence word's page, mapped from the store's `_shared.fd` (see
+/// `StoreCore::state`); None for a store without one, or when it cannot be mapped.
+fn state_mapping(store: &Bound<'_, PyAny>) -> Option<Mapping> {
+    let py = store.py();
+    let fd: i32 = store
+        .getattr(intern!(py, "_shared"))
+        .and_then(|shared| shared.getattr(intern!(py, "fd")))
+        .and_then(|fd| fd.extract())
+        .ok()?;
+    Mapping::of(fd, SEQUENCE_AT + 8)
+}
+
+/// The cycle collector paused while a `get_many` makes a message (and started again as
+/// it was when dropped). A message is three containers (its tuple, its keys list, its
+/// properties dict), none of them tracked, which CPython counts as allocations all the
+/// same: the messages of one call, all alive until it returns, would set off a
+/// collection every ~230 of them (each walking the young objects, every tenth the older
+/// ones), ~430 instructions a message at 1,000 a call (docs/PERFORMANCE.md,
+/// "get29-s45"). Paused, the count goes on rising and the collection runs once, at the
+/// first allocation after. No Python code runs while paused: only the message's making.
+struct CollectorPaused {
+    was_on: bool,
+}
+
+impl CollectorPaused {
+    fn now() -> CollectorPaused {
+        // SAFETY: the GIL is held (the caller holds a `Python` token for the call).
+        CollectorPaused {
+            was_on: unsafe { ffi::PyGC_Disable() } == 1,
+        }
+    }
+}
+
+impl Drop for CollectorPaused {
+    fn drop(&mut self) {
+        if self.was_on {
+            // SAFETY: as in `now`: the same call, the GIL still held.
+            unsafe { ffi::PyGC_Enable() };
+        }
+    }
 }
 
 /// The hot read state of one open store in this process (see the module docs). Made by
@@ -261,6 +348,11 @@ pub struct StoreCore {
     store: Py<PyAny>,
     segments: Py<PyList>,
     shared: Py<PyAny>,
+    /// The shared state's first page mapped by the core itself (from the store's
+    /// `_shared.fd`), so that the sequence word is one load: an export of `shared`'s
+    /// buffer and its release cost ~90 instructions a `get`. None when it could not be
+    /// mapped: then `shared` is read as before.
+    state: Option<Mapping>,
     message_type: Py<PyType>,
     /// The registry's topics (name → Topic), and the one queue type read here.
     topics_by_name: Py<PyDict>,
@@ -286,6 +378,8 @@ pub struct StoreCore {
     /// closes those of files it deletes): a mapping of a deleted file would keep its
     /// space in use.
     queue_files: Mutex<QueueFiles>,
+    /// The bodies of the last `get`s, to fill again once no one else holds them.
+    bodies: Mutex<KeptBodies>,
 }
 
 #[pymethods]
@@ -312,6 +406,7 @@ impl StoreCore {
             store: store.clone().unbind(),
             segments: segments.unbind(),
             shared: shared.clone().unbind(),
+            state: state_mapping(store),
             message_type: message_type.clone().unbind(),
             topics_by_name: topics.clone().unbind(),
             queue_type: queue_type.clone().unbind(),
@@ -333,6 +428,7 @@ impl StoreCore {
             table: Mutex::new(Table::default()),
             topics: Mutex::new(TopicNames::default()),
             queue_files: Mutex::new(QueueFiles::default()),
+            bodies: Mutex::new(KeptBodies::default()),
         })
     }
 
@@ -365,37 +461,77 @@ impl StoreCore {
         let Some(data) = View::of(map.bind(py)) else {
             return Ok(None); // a mapping closed under us: the long way says so
         };
-        let data = data.slice();
-        let pos = (commit_offset - base) as usize;
-        if let Some(length) = data.get(pos..pos + 4) {
-            // The record's lines asked for together (its length is its first 4 bytes),
-            // rather than one after another as its check reads them; a record of a few
-            // lines is left to the CPU (the asking would cost more than it saves).
-            let length = u32::from_le_bytes(length.try_into().unwrap_or_default());
-            if length > prefetch::WORTH_ASKING {
-                prefetch::bytes(data, pos, length as usize);
+        self.message_at(py, data.slice(), base, commit_offset, message_id)
+    }
+
+    /// `get` of each id of `message_ids` (a list), the records read in commit-offset
+    /// order (each segment's mapping exported once, its records in the order they lie,
+    /// the next ones asked for while one is made), the answers in the list's order.
+    /// Returns that list, with None for each id the core declines, and the indexes of
+    /// those in increasing order: the store's `get_many` takes them the long way.
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        message_ids: &Bound<'py, PyList>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<usize>)> {
+        let count = message_ids.len();
+        let mut declined = Vec::new();
+        let tail = if self.closed.load(Ordering::Acquire) || self.refused() {
+            None
+        } else {
+            self.follow(py)?;
+            self.tail(py)?
+        };
+        let mut wanted = Vec::with_capacity(count);
+        for (index, message_id) in message_ids.iter().enumerate() {
+            match (tail, self.canonical_offset(&message_id)) {
+                (Some(tail), Some(offset)) if offset < tail => wanted.push((offset, index)),
+                _ => declined.push(index),
             }
         }
-        let Ok(header) = record::check(data, pos, commit_offset) else {
-            return Ok(None);
-        };
-        let parts = Parts::of(&data[pos..pos + header.length as usize], &header);
-        let Some(extras) = Extras::of(py, &parts) else {
-            return Ok(None);
-        };
-        let Some(topic) = self.topic(py, parts.topic) else {
-            return Ok(None);
-        };
-        checked_message(
+        wanted.sort_unstable();
+        let mut found: Vec<Option<Bound<'py, PyAny>>> = (0..count).map(|_| None).collect();
+        let mut segment: Option<(u64, u64, View)> = None;
+        for (at, &(offset, index)) in wanted.iter().enumerate() {
+            if !segment
+                .as_ref()
+                .is_some_and(|(base, end, _)| *base <= offset && offset < *end)
+            {
+                segment = None;
+                if let Some((base, end, map)) = self.locate_span(py, offset)? {
+                    segment = View::of(map.bind(py)).map(|view| (base, end, view));
+                }
+            }
+            let Some((base, end, view)) = &segment else {
+                declined.push(index);
+                continue;
+            };
+            let data = view.slice();
+            // The record a few ahead asked for now (its first lines: its length is not
+            // known before they come), so that its miss overlaps this one's work.
+            if let Some(&(ahead, _)) = wanted.get(at + MANY_AHEAD) {
+                if ahead < *end {
+                    prefetch::bytes(data, (ahead - base) as usize, MANY_AHEAD_BYTES);
+                }
+            }
+            let message_id = message_ids.get_item(index)?;
+            let paused = CollectorPaused::now();
+            let made = self.message_at(py, data, *base, offset, &message_id)?;
+            drop(paused);
+            match made {
+                Some(message) => found[index] = Some(message),
+                None => declined.push(index),
+            }
+        }
+        drop(segment);
+        declined.sort_unstable();
+        let answers = PyList::new(
             py,
-            self.message_type.bind(py),
-            message_id.clone(),
-            topic.into_bound(py).into_any(),
-            &header,
-            extras,
-            parts.body,
-        )
-        .map(Some)
+            found
+                .into_iter()
+                .map(|message| message.unwrap_or_else(|| py.None().into_bound(py))),
+        )?;
+        Ok((answers, declined))
     }
 
     /// What `MessageStore.get` answers: `get`'s message, or when the core declines, the
@@ -560,6 +696,8 @@ impl StoreCore {
         drop(old);
         let files = std::mem::take(&mut *lock(&self.queue_files));
         drop(files);
+        let bodies = std::mem::take(&mut *lock(&self.bodies));
+        drop(bodies);
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -1079,24 +1217,9 @@ impl StoreCore {
     /// The commit offset of `message_id` when it is this store's id as the store writes
     /// them (the prefix, then 16 upper-case hex digits).
     fn canonical_offset(&self, message_id: &Bound<'_, PyAny>) -> Option<u64> {
-        let text = message_id
-            .cast::<PyString>()
-            .ok()?
-            .to_str()
-            .ok()?
-            .as_bytes();
+        let text = ascii(message_id.cast::<PyString>().ok()?)?;
         let digits = text.strip_prefix(&self.prefix[..])?;
-        if digits.len() != 16 {
-            return None;
-        }
-        digits.iter().try_fold(0u64, |value, &b| {
-            let digit = match b {
-                b'0'..=b'9' => b - b'0',
-                b'A'..=b'F' => b - b'A' + 10,
-                _ => return None,
-            };
-            Some(value << 4 | u64::from(digit))
-        })
+        crate::message_id::offset_digits(digits.try_into().ok()?)
     }
 
     /// Whether the store is closed or was opened before this process forked (its
@@ -1109,20 +1232,36 @@ impl StoreCore {
     /// The log's published tail (`CommitLog.tail`, an int in its `__dict__`); None when
     /// it is not there as one (the long way reads it).
     fn tail(&self, py: Python<'_>) -> PyResult<Option<u64>> {
-        let Some(tail) = self.log_dict.bind(py).get_item(intern!(py, "tail"))? else {
-            return Ok(None);
-        };
-        Ok(tail.extract::<u64>().ok())
+        let key = intern!(py, "tail");
+        // SAFETY: the GIL is held; `log_dict` is a live dict (held by the core) and `key`
+        // a live str. The item comes back borrowed and is read before anything else
+        // runs (no Python code between the look-up and the read can drop it).
+        unsafe {
+            let tail = ffi::PyDict_GetItemWithError(self.log_dict.as_ptr(), key.as_ptr());
+            if tail.is_null() {
+                return match PyErr::take(py) {
+                    Some(error) => Err(error),
+                    None => Ok(None),
+                };
+            }
+            if ffi::PyLong_CheckExact(tail) == 0 {
+                return Ok(None);
+            }
+            let value = ffi::PyLong_AsUnsignedLongLong(tail);
+            if value == u64::MAX && !ffi::PyErr_Occurred().is_null() {
+                ffi::PyErr_Clear(); // a negative int, or one past 64 bits: not a tail
+                return Ok(None);
+            }
+            Ok(Some(value))
+        }
     }
 
     /// Catch up with other processes (the store's `_follow`) when the shared sequence
     /// word moved since this core last saw the store caught up.
     fn follow(&self, py: Python<'_>) -> PyResult<()> {
-        let sequence = {
-            let shared = View::of(self.shared.bind(py));
-            let shared = shared.as_ref().map_or(&[][..], View::slice);
-            let word = shared.get(SEQUENCE_AT..SEQUENCE_AT + 8);
-            word.and_then(|w| w.try_into().ok()).map(u64::from_le_bytes)
+        let sequence = match &self.state {
+            Some(state) => state.word(SEQUENCE_AT),
+            None => self.sequence_exported(py),
         };
         if sequence.is_some_and(|s| s == self.followed.load(Ordering::Acquire)) {
             return Ok(());
@@ -1138,19 +1277,126 @@ impl StoreCore {
         Ok(())
     }
 
+    /// The shared sequence word read through an export of the shared state's buffer.
+    fn sequence_exported(&self, py: Python<'_>) -> Option<u64> {
+        let shared = View::of(self.shared.bind(py))?;
+        let word = shared.slice().get(SEQUENCE_AT..SEQUENCE_AT + 8)?;
+        word.try_into().ok().map(u64::from_le_bytes)
+    }
+
+    /// The message of the record at commit offset `commit_offset` of the segment whose
+    /// bytes are `data` (its first at commit offset `base`), with id `message_id`; None
+    /// when the record there is not one the core accepts (the long way says why).
+    fn message_at<'py>(
+        &self,
+        py: Python<'py>,
+        data: &[u8],
+        base: u64,
+        commit_offset: u64,
+        message_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let pos = (commit_offset - base) as usize;
+        if let Some(length) = data.get(pos..pos + 4) {
+            // The record's lines asked for together (its length is its first 4 bytes),
+            // rather than one after another as its check reads them; a record of a few
+            // lines is left to the CPU (the asking would cost more than it saves).
+            let length = u32::from_le_bytes(length.try_into().unwrap_or_default());
+            if length > prefetch::WORTH_ASKING {
+                prefetch::bytes(data, pos, length as usize);
+            }
+        }
+        let Ok(header) = record::check(data, pos, commit_offset) else {
+            return Ok(None);
+        };
+        let parts = Parts::of(&data[pos..pos + header.length as usize], &header);
+        let Some(extras) = Extras::of(py, &parts) else {
+            return Ok(None);
+        };
+        let Some(topic) = self.topic(py, parts.topic) else {
+            return Ok(None);
+        };
+        let body = self.body(py, parts.body);
+        checked_message(
+            py,
+            self.message_type.bind(py),
+            message_id.clone(),
+            topic.into_bound(py).into_any(),
+            &header,
+            extras,
+            body,
+        )
+        .map(Some)
+    }
+
+    /// The bytes object of a message's `body`: one of the last bodies made, written
+    /// over, when no one else holds it any more and it is as long (see `KeptBodies`);
+    /// else a new one, kept in place of the older one kept.
+    fn body<'py>(&self, py: Python<'py>, body: &[u8]) -> Bound<'py, PyAny> {
+        if !(KEPT_BODY_FROM..=KEPT_BODY_TO).contains(&body.len()) {
+            return PyBytes::new(py, body).into_any();
+        }
+        let mut kept = lock(&self.bodies);
+        for object in kept.slots.iter().flatten() {
+            let object = object.bind(py);
+            // SAFETY: reading the count of a live object (held here) with the GIL held.
+            let alone = unsafe { ffi::Py_REFCNT(object.as_ptr()) } == 1;
+            if alone && object.as_bytes().len() == body.len() {
+                // SAFETY: the GIL is held and the core's reference is the only one to
+                // this bytes object (its count is 1), so no one can see it change: as
+                // CPython's own `_PyBytes_Resize` does, it is written in place. Its
+                // `len` bytes start at `ob_sval`; its hash, cached for the old bytes, is
+                // set back to "not computed" (-1).
+                unsafe {
+                    let bytes = object.as_ptr().cast::<ffi::PyBytesObject>();
+                    std::ptr::copy_nonoverlapping(
+                        body.as_ptr(),
+                        (*bytes).ob_sval.as_mut_ptr().cast::<u8>(),
+                        body.len(),
+                    );
+                    #[allow(deprecated)] // CPython 3.11 still caches the hash there
+                    {
+                        (*bytes).ob_shash = -1;
+                    }
+                }
+                return object.clone().into_any();
+            }
+        }
+        let made = PyBytes::new(py, body);
+        let next = kept.next;
+        let old = kept.slots[next].replace(made.clone().unbind());
+        kept.next = (next + 1) % KEPT_BODIES;
+        drop(kept);
+        drop(old); // after the lock is let go (a bytes object's release runs no Python)
+        made.into_any()
+    }
+
     /// The segment holding `offset` (its base and mapping), reading the table again
     /// when the commit log's list of segments changed.
     fn locate(&self, py: Python<'_>, offset: u64) -> PyResult<Option<(u64, Py<PyAny>)>> {
+        Ok(self
+            .locate_span(py, offset)?
+            .map(|(base, _, map)| (base, map)))
+    }
+
+    /// The segment holding `offset`: its base, its end and its mapping.
+    fn locate_span(&self, py: Python<'_>, offset: u64) -> PyResult<Option<(u64, u64, Py<PyAny>)>> {
         let list = self.segments.bind(py);
         let len = list.len();
         if len == 0 {
             return Ok(None);
         }
-        let first = list.get_item(0)?;
-        let last = list.get_item(len - 1)?;
+        // SAFETY: `list` is a live list (held by the core) and the GIL is held; indexes 0
+        // and len - 1 are below its length, read just above with nothing run since. The
+        // items are borrowed: only their addresses are compared, before anything runs.
+        let (first, last) = unsafe {
+            (
+                ffi::PyList_GET_ITEM(list.as_ptr(), 0),
+                ffi::PyList_GET_ITEM(list.as_ptr(), len as ffi::Py_ssize_t - 1),
+            )
+        };
         {
             let table = lock(&self.table);
-            if table.is_of(len, first.as_ptr(), last.as_ptr()) {
+            if table.is_of(len, first, last) {
                 return Ok(table.find(py, offset));
             }
         }
