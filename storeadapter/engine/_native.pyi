@@ -321,6 +321,20 @@ class BlockIndex:
         allocated: int,
         limit: int | None,
     ) -> tuple[int, list[int], bool]: ...
+    def unsettled_queues(
+        self,
+        queues: int,
+        skip: list[int],
+        topic: bytes,
+        files: list[tuple[int, int]],
+        per_block: int,
+        per_file: int,
+        block_bytes: int,
+        segments: list[tuple[int, Any]],
+        log_min: int,
+        tail: int,
+        floor: int,
+    ) -> tuple[list[int], int]: ...
     def clear(self) -> None: ...
 
 class LogSyncer:

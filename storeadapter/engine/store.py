@@ -82,7 +82,7 @@ from .nativeappend import PRETOUCH_BYTES, append_core, log_syncer
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
-from .recovery import RecoveryReport, choose_start, recover
+from .recovery import RecoveryReport, choose_start, ends_natively, recover
 from .restore import restore_queue_end
 from .results import (
     Corruption,
@@ -358,11 +358,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
         self._unmarked = [(0, start)]  # recovery passes every record from there
         self._checkpoint.check()
+        unloaded = []  # (shared topic, floor) whose queues recovery looks at natively
         if not clean:
             # After a crash every queue may hold entries past what survived: check them
-            # all now (after a clean close, each is checked when first used).
-            for queue in self._registry.all_queues():
-                queue.min_offset  # noqa: B018 - loading is the point
+            # all now (after a clean close, each is checked when first used). A shared
+            # topic's are looked at in one native pass after the replay instead, and only
+            # those it does not find settled are loaded (recovery.look_at_ends).
+            old_store = self.identity.format_version < ENTRY_CHECKS_VERSION
+            for topic in self._registry.topics.values():
+                if not old_store and ends_natively(topic):
+                    unloaded.append((topic, self.queue_floor(topic)))
+                    continue
+                for queue in topic.queues:
+                    queue.min_offset  # noqa: B018 - loading is the point
         state = self._checkpoint.state
         self.last_recovery = recover(
             self.commitlog,
@@ -377,6 +385,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             cut_tail=self._cut_partial_group,
             dirty=self._registry.dirty,
             shared=self._registry.shared_topics(),
+            unloaded=unloaded,
         )
         self.last_recovery.event_indexes = self._streams.recover(
             self._registry.topics.values(),
@@ -387,6 +396,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             seal_old_entries(self._registry, self._reader)
             self.identity = self.identity.upgrade_format(self.path / "store.json")
         self._registry.dirty.update(q.flush_target for q in self._registry.loaded_queues())
+        # (entries of their unloaded queues may be in the page cache only)
+        self._registry.dirty.update(topic.blocks for topic, _ in unloaded if len(topic.queues))
         for topic in self._registry.shared_topics():
             topic.blocks.rebuilding = False
             topic.blocks.republish_end(self.commitlog.tail)

@@ -1,0 +1,244 @@
+//! A shared topic's queue ends on an open after a crash (issue 33): one pass over the
+//! block index instead of a Python load, trim and first-entry look per queue.
+//!
+//! After a crash the store used to load every queue of every topic before recovery
+//! (`BlockQueue._load`: the end from the queue's last block), trim each loaded queue's end
+//! (`follow.trim_queue_end`: entries pointing past the tail or at another queue's record)
+//! and move each one's minimum past what retention deleted (`QueueBase.advance_min`). For
+//! most queues of a shared topic none of these changes anything, and a queue that is not
+//! loaded at the open is loaded, checked and moved on first use (`MessageStore
+//! ._on_queue_load`: the same trim against the tail, without the checkpoint's trust, and
+//! the same move of the minimum) to the very ends the open would have given it. Such a
+//! queue is *settled*: the pass below finds, from its blocks and the log, that
+//!
+//! - its last entry is written and either below the log's start or inside the tail and the
+//!   record of that queue at that queue offset (the on-load trim keeps it, so recovery's,
+//!   which keeps more, does too), or it has no entries past its first block's start;
+//! - its minimum would not move: no floor, no entries, or its first entry written and
+//!   pointing at or past the floor.
+//!
+//! The others (and any queue whose blocks cannot be read as expected: a block missing from
+//! the index, a file missing or cut short, a last block of zeros) are returned, for the
+//! open to load and look at in Python as before. Decisions are the Python code's, so
+//! tests/engine/test_native_open_ends.py holds the open with this pass equal to the open
+//! that loads every queue (`recovery.NATIVE_ENDS = False`).
+
+use std::collections::HashMap;
+
+use super::block_index::HEADER_SIZE;
+use super::scan::read_exactly;
+use crate::consume_queue::ENTRY_SIZE;
+use crate::record::{Header, HEADER_SIZE as RECORD_HEADER, RECORD_MAGIC};
+
+/// Blocks read at a time when the blocks looked at lie close together.
+const SPAN_BLOCKS: u64 = 256;
+
+/// A shared topic's block store as the pass reads it.
+pub struct Shape<'a> {
+    pub per_block: u64,
+    pub per_file: u64,
+    pub block_bytes: u64,
+    /// First block of each block file -> its descriptor.
+    pub files: &'a HashMap<u64, i32>,
+}
+
+/// The commit log as the pass reads it: (base, bytes) of each segment, by base.
+pub struct Log<'a> {
+    pub segments: &'a [(u64, &'a [u8])],
+    pub min_offset: u64,
+    pub tail: u64,
+}
+
+/// What the open must know of the queue ends of one shared topic.
+pub struct Look<'a> {
+    pub topic: &'a [u8],
+    pub floor: u64,
+    pub shape: Shape<'a>,
+    pub log: Log<'a>,
+}
+
+/// One queue to look at: its id, first and last block seq, and its last block.
+#[derive(Clone, Copy)]
+struct Queue {
+    id: u32,
+    first: u64,
+    last: u64,
+    block: u64,
+}
+
+impl Shape<'_> {
+    /// The bytes of `count` blocks from `block` (all in one file), or None.
+    fn read(&self, block: u64, count: u64, out: &mut Vec<u8>) -> bool {
+        let first = block - block % self.per_file;
+        let Some(&fd) = self.files.get(&first) else {
+            return false;
+        };
+        out.resize((count * self.block_bytes) as usize, 0);
+        read_exactly(fd, out, (block - first) * self.block_bytes)
+    }
+}
+
+impl Log<'_> {
+    /// `follow.record_matches`: whether the record at `offset` is entry `index` of queue
+    /// `queue_id` of `topic`.
+    fn record_matches(&self, offset: u64, topic: &[u8], queue_id: u32, index: u64) -> bool {
+        let at = self.segments.partition_point(|&(base, _)| base <= offset);
+        let Some(&(base, data)) = at.checked_sub(1).and_then(|i| self.segments.get(i)) else {
+            return false;
+        };
+        let at = (offset - base) as usize;
+        if offset - base >= data.len() as u64 || at + RECORD_HEADER + topic.len() > data.len() {
+            return false;
+        }
+        let header = Header::parse(&data[at..]);
+        let start = at + RECORD_HEADER;
+        header.magic == RECORD_MAGIC
+            && header.commit_offset == offset
+            && header.queue_offset == index
+            && header.queue_id == queue_id
+            && usize::from(header.topic_len) == topic.len()
+            && &data[start..start + topic.len()] == topic
+    }
+}
+
+/// (commit offset, size) of entry `slot` of a block's bytes.
+fn entry_of(block: &[u8], slot: u64) -> (u64, u32) {
+    let at = HEADER_SIZE + slot as usize * ENTRY_SIZE;
+    let entry = &block[at..at + ENTRY_SIZE];
+    (
+        u64::from_le_bytes(entry[..8].try_into().expect("8 bytes")),
+        u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes")),
+    )
+}
+
+/// `BlockStore.written_end` from the queue's block `seq`'s bytes: the offset after its
+/// last written entry in it, or None when every entry byte is zero.
+fn written_end(block: &[u8], seq: u64, per_block: u64) -> Option<u64> {
+    let entries = &block[HEADER_SIZE..];
+    let written = entries.iter().rposition(|&b| b != 0)? + 1;
+    Some(seq * per_block + written.div_ceil(ENTRY_SIZE) as u64)
+}
+
+/// Of the queues `ranges` (id, first seq, last seq, last seq's block), those that are not
+/// settled, ascending, and how many were; `first_block(queue, seq)` is the index's
+/// look-up.
+pub fn unsettled(
+    look: &Look<'_>,
+    ranges: Vec<(u32, u64, u64, Option<u64>)>,
+    first_block: &dyn Fn(u32, u64) -> Option<u64>,
+) -> (Vec<u32>, usize) {
+    let shape = &look.shape;
+    let total = ranges.len();
+    let mut unsettled = Vec::new();
+    let mut queues = Vec::with_capacity(ranges.len());
+    for (id, first, last, block) in ranges {
+        match block {
+            Some(block) => queues.push(Queue {
+                id,
+                first,
+                last,
+                block,
+            }),
+            None => unsettled.push(id),
+        }
+    }
+    queues.sort_unstable_by_key(|q| q.block);
+    // (queue, its end, its first block) of the queues whose first entry is to be read.
+    let mut firsts: Vec<(u32, u64, u64)> = Vec::new();
+    // (commit offset, queue, queue offset) of the last entries to match with the log.
+    let mut matches: Vec<(u64, u32, u64)> = Vec::new();
+    let size = shape.block_bytes as usize;
+    let mut span = Vec::new();
+    let mut one = Vec::new();
+    let mut i = 0;
+    while i < queues.len() {
+        // The queues whose last blocks lie within SPAN_BLOCKS of this one, in its file:
+        // their blocks read in one go (a store of one or two blocks a queue is read
+        // front to back), each alone when the span cannot be read whole.
+        let start = queues[i].block;
+        let file_end = start - start % shape.per_file + shape.per_file;
+        let mut j = i + 1;
+        while j < queues.len() && queues[j].block < (start + SPAN_BLOCKS).min(file_end) {
+            j += 1;
+        }
+        let count = queues[j - 1].block - start + 1;
+        let whole = shape.read(start, count, &mut span);
+        for queue in &queues[i..j] {
+            let block: &[u8] = if whole {
+                let at = ((queue.block - start) as usize) * size;
+                &span[at..at + size]
+            } else if shape.read(queue.block, 1, &mut one) {
+                &one
+            } else {
+                unsettled.push(queue.id);
+                continue;
+            };
+            let Some(end) = written_end(block, queue.last, shape.per_block) else {
+                unsettled.push(queue.id); // a last block of zeros: the look goes back
+                continue;
+            };
+            let min = queue.first * shape.per_block;
+            let (offset, length) = entry_of(block, end - 1 - queue.last * shape.per_block);
+            if length == 0 {
+                unsettled.push(queue.id); // unwritten: the trim drops it
+                continue;
+            }
+            if offset >= look.log.min_offset {
+                let inside = offset
+                    .checked_add(u64::from(length))
+                    .is_some_and(|past| past <= look.log.tail);
+                if !inside {
+                    unsettled.push(queue.id);
+                    continue;
+                }
+                matches.push((offset, queue.id, end - 1));
+            }
+            if look.floor == 0 || end <= min {
+                continue;
+            }
+            if queue.first == queue.last {
+                let (first, length) = entry_of(block, 0);
+                if length == 0 || first < look.floor {
+                    unsettled.push(queue.id);
+                }
+                continue;
+            }
+            match first_block(queue.id, queue.first) {
+                Some(block) => firsts.push((queue.id, end, block)),
+                None => unsettled.push(queue.id),
+            }
+        }
+        i = j;
+    }
+    // The first entries of queues of more than one block (with a floor only).
+    firsts.sort_unstable_by_key(|f| f.2);
+    for &(id, _, block) in &firsts {
+        let first = block - block % shape.per_file;
+        let Some(&fd) = shape.files.get(&first) else {
+            unsettled.push(id);
+            continue;
+        };
+        let mut entry = [0u8; ENTRY_SIZE];
+        let at = (block - first) * shape.block_bytes + HEADER_SIZE as u64;
+        if !read_exactly(fd, &mut entry, at) {
+            unsettled.push(id);
+            continue;
+        }
+        let offset = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
+        let length = u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
+        if length == 0 || offset < look.floor {
+            unsettled.push(id);
+        }
+    }
+    // The log's records of the last entries, in log order.
+    matches.sort_unstable();
+    for &(offset, id, index) in &matches {
+        if !look.log.record_matches(offset, look.topic, id, index) {
+            unsettled.push(id);
+        }
+    }
+    unsettled.sort_unstable();
+    unsettled.dedup();
+    let settled = total - unsettled.len();
+    (unsettled, settled)
+}
