@@ -311,6 +311,8 @@ class BlockIndex:
     def queues(self) -> list[int]: ...
     def items(self) -> list[tuple[int, int, int]]: ...
     def drop_files(self, firsts: list[int], per_file: int) -> None: ...
+    def files_with_last_blocks(self, per_file: int) -> list[int]: ...
+    def items_in_files(self, firsts: list[int], per_file: int) -> list[tuple[int, int, int]]: ...
     def take_headers(
         self,
         data: bytes,
@@ -330,7 +332,7 @@ class BlockIndex:
         per_block: int,
         per_file: int,
         block_bytes: int,
-        segments: list[tuple[int, Any]],
+        segments: list[tuple[int, int, int]],
         log_min: int,
         tail: int,
         floor: int,

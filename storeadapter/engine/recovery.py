@@ -698,7 +698,7 @@ def look_at_ends(log: CommitLog, topic: Topic, floor: int) -> int:
         blocks.entries_per_block,
         blocks.blocks_per_file,
         blocks.block_bytes,
-        [(segment.base, segment.map) for segment in log.segments],
+        [(segment.base, segment.fd, segment.size) for segment in log.segments],
         log.min_offset,
         log.tail,
         floor,

@@ -32,6 +32,8 @@ use crate::record::{Header, HEADER_SIZE as RECORD_HEADER, RECORD_MAGIC};
 
 /// Blocks read at a time when the blocks looked at lie close together.
 const SPAN_BLOCKS: u64 = 256;
+/// Bytes of the log read at a time when the records looked at lie close together.
+const SPAN_BYTES: u64 = 256 << 10;
 
 /// A shared topic's block store as the pass reads it.
 pub struct Shape<'a> {
@@ -42,9 +44,12 @@ pub struct Shape<'a> {
     pub files: &'a HashMap<u64, i32>,
 }
 
-/// The commit log as the pass reads it: (base, bytes) of each segment, by base.
+/// The commit log as the pass reads it: (base, descriptor, size) of each segment, by
+/// base. Read with `pread`s, not through the segments' mappings: a million queues' last
+/// records touch most of the log's pages, which a mapping would keep in the process's
+/// resident set.
 pub struct Log<'a> {
-    pub segments: &'a [(u64, &'a [u8])],
+    pub segments: &'a [(u64, i32, u64)],
     pub min_offset: u64,
     pub tail: u64,
 }
@@ -79,25 +84,72 @@ impl Shape<'_> {
 }
 
 impl Log<'_> {
-    /// `follow.record_matches`: whether the record at `offset` is entry `index` of queue
-    /// `queue_id` of `topic`.
-    fn record_matches(&self, offset: u64, topic: &[u8], queue_id: u32, index: u64) -> bool {
-        let at = self.segments.partition_point(|&(base, _)| base <= offset);
-        let Some(&(base, data)) = at.checked_sub(1).and_then(|i| self.segments.get(i)) else {
-            return false;
+    /// The segment holding commit-log `offset` (`CommitLog.locate`): (base, fd, size).
+    fn locate(&self, offset: u64) -> Option<(u64, i32, u64)> {
+        let at = self.segments.partition_point(|s| s.0 <= offset);
+        let segment = *at.checked_sub(1).and_then(|i| self.segments.get(i))?;
+        (offset - segment.0 < segment.2).then_some(segment)
+    }
+}
+
+/// `follow.record_matches` for each `(offset, queue, index)` of `matches` (sorted by
+/// offset): whether the record at `offset` is entry `index` of that queue of `topic`.
+/// The queues whose record does not match are pushed to `unmatched`. Records close
+/// together are read in one `pread` of up to `SPAN_BYTES`.
+fn match_records(
+    log: &Log<'_>,
+    topic: &[u8],
+    matches: &[(u64, u32, u64)],
+    unmatched: &mut Vec<u32>,
+) {
+    let need = (RECORD_HEADER + topic.len()) as u64;
+    let mut span: Vec<u8> = Vec::new();
+    let mut span_at = 0u64; // commit offset of span[0]
+    let mut i = 0;
+    while i < matches.len() {
+        let (offset, id, index) = matches[i];
+        let Some((base, fd, size)) = log.locate(offset) else {
+            unmatched.push(id);
+            i += 1;
+            continue;
         };
-        let at = (offset - base) as usize;
-        if offset - base >= data.len() as u64 || at + RECORD_HEADER + topic.len() > data.len() {
-            return false;
+        if offset - base + need > size {
+            unmatched.push(id);
+            i += 1;
+            continue;
         }
-        let header = Header::parse(&data[at..]);
+        if offset < span_at || offset + need > span_at + span.len() as u64 {
+            // A new span: up to the last record within SPAN_BYTES in this segment.
+            let limit = (offset + SPAN_BYTES).min(base + size);
+            let mut end = offset + need;
+            for &(next, _, _) in &matches[i + 1..] {
+                if next + need > limit {
+                    break;
+                }
+                end = next + need;
+            }
+            span.resize((end - offset) as usize, 0);
+            if !read_exactly(fd, &mut span, offset - base) {
+                span.clear();
+                unmatched.push(id);
+                i += 1;
+                continue;
+            }
+            span_at = offset;
+        }
+        let at = (offset - span_at) as usize;
+        let header = Header::parse(&span[at..]);
         let start = at + RECORD_HEADER;
-        header.magic == RECORD_MAGIC
+        let matched = header.magic == RECORD_MAGIC
             && header.commit_offset == offset
             && header.queue_offset == index
-            && header.queue_id == queue_id
+            && header.queue_id == id
             && usize::from(header.topic_len) == topic.len()
-            && &data[start..start + topic.len()] == topic
+            && &span[start..start + topic.len()] == topic;
+        if !matched {
+            unmatched.push(id);
+        }
+        i += 1;
     }
 }
 
@@ -232,11 +284,7 @@ pub fn unsettled(
     }
     // The log's records of the last entries, in log order.
     matches.sort_unstable();
-    for &(offset, id, index) in &matches {
-        if !look.log.record_matches(offset, look.topic, id, index) {
-            unsettled.push(id);
-        }
-    }
+    match_records(&look.log, look.topic, &matches, &mut unsettled);
     unsettled.sort_unstable();
     unsettled.dedup();
     let settled = total - unsettled.len();
