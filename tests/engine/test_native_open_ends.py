@@ -15,6 +15,8 @@ import struct
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from storeadapter.engine import MessageStore, recovery
 from storeadapter.engine.blockqueue import BlockQueue
@@ -287,6 +289,31 @@ def test_the_native_look_at_the_ends_opens_as_loading_every_queue_does(
         damage(python, random.Random(seed))
     assert _open(native, True, monkeypatch) == _open(python, False, monkeypatch)
     assert _files(native) == _files(python)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    damages=st.lists(st.sampled_from(DAMAGES[1:-1]), min_size=2, max_size=4, unique=True),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_damages_together_open_as_loading_every_queue_does(
+    killed, tmp_path_factory, monkeypatch, damages, seed
+):
+    """Several damages at once (torn tail, entries lost or foreign, blocks zeroed...),
+    seeds drawn: the same reads, ranges, report and files both ways."""
+    root = tmp_path_factory.mktemp("together")
+    native = _copy(killed, root / "native")
+    python = _copy(killed, root / "python")
+    for damage in damages:
+        damage(native, random.Random(seed))
+        damage(python, random.Random(seed))
+    assert _open(native, True, monkeypatch) == _open(python, False, monkeypatch)
+    assert _files(native) == _files(python)
+    shutil.rmtree(root)
 
 
 def _counted_open(path: Path, native: bool, monkeypatch) -> tuple[int, int, int, int]:
