@@ -48,17 +48,25 @@ def _rss_parts_mb() -> dict[str, float]:
     return parts
 
 
-def build(path: str, queues: int, messages: int) -> None:
+def build(path: str, queues: int, messages: int, retain_half: bool = False) -> None:
     pid = os.fork()
     if pid == 0:
-        from storeadapter.engine import MessageStore
+        from storeadapter.engine import MessageStore, StoreConfig
 
-        store = MessageStore.open(path)
+        small = StoreConfig(retention_hours=1, segment_bytes=32 << 20)
+        store = MessageStore.open(path, small if retain_half else None)
         store.create_topic("million", queues=queues, layout="shared")
         rng = random.Random(33)
         body = b"x" * 58
         sent = 0
         while sent < messages:
+            if retain_half and sent == messages // 2:
+                # Retention deletes the segments of the first half: most queues' first
+                # entries are then below the log's start (their minimums move on open).
+                store.flush()
+                cut = store.stats().commit_log.tail
+                later = int(time.time() * 1000) + 10 * 365 * 86_400_000
+                store.delete_expired(now_ms=later, may_delete=lambda s, cut=cut: s["end"] <= cut)
             n = min(1000, messages - sent)
             store.append_batch(
                 "million", [{"body": body, "queue": rng.randrange(queues)} for _ in range(n)]
@@ -107,9 +115,14 @@ def main() -> None:
     parser.add_argument("dir")
     parser.add_argument("--queues", type=int, default=100_000)
     parser.add_argument("--messages", type=int, default=2_000_000)
+    parser.add_argument(
+        "--retain-half",
+        action="store_true",
+        help="build: retention deletes the log's first half midway (32 MiB segments)",
+    )
     args = parser.parse_args()
     if args.what == "build":
-        build(args.dir, args.queues, args.messages)
+        build(args.dir, args.queues, args.messages, args.retain_half)
     else:
         open_once(args.dir)
 
