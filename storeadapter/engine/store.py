@@ -49,7 +49,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from . import dataplane, fileio
@@ -427,7 +427,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self.last_recovery.offsets_damage = [d.as_dict() for d in self._offsets.damage]
         self._drop_leftover_offsets()
         if not clean or log_damaged:
-            self.last_recovery.offsets_clamped = self._clamp_offsets_past_ends()
+            self.last_recovery.offsets_clamped = self._clamp_offsets_past_ends(
+                {topic.info.name for topic, _ in unloaded}
+            )
         fileio.write_atomic(
             self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
         )
@@ -540,12 +542,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             if topic in topics:
                 self._offsets.drop_queue(topic, queue)
 
-    def _clamp_offsets_past_ends(self) -> list[dict]:
+    def _clamp_offsets_past_ends(self, unloaded: Collection[str] = ()) -> list[dict]:
         """Set committed offsets past their queue's end back to it, and list them.
 
         Readers see records before the fsync that makes them durable, and commits are
         fsynced at once: after a power loss a group may have committed past what was
         kept. Left so, the next message would take an offset the group already passed.
+
+        A queue of a topic of ``unloaded`` (whose settled queues the open left unloaded,
+        ``recovery.look_at_ends``) loaded here has its minimum moved as the open moves
+        the minimums of the queues it loads (``_advance_queue_mins``).
         """
         past: dict[tuple[str, str], dict[int, int]] = {}
         clamped = []
@@ -553,7 +559,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state = self._registry.topics.get(topic)
             if state is None or queue >= len(state.queues):
                 continue
-            end = state.queues[queue].max_offset
+            target = state.queues[queue]
+            fresh = topic in unloaded and not target.loaded
+            end = target.max_offset
+            if fresh:
+                target.advance_min(self.queue_floor(state))
             if committed > end:
                 past.setdefault((group, topic), {})[queue] = end
                 clamped.append(

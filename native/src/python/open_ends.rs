@@ -14,8 +14,12 @@
 //! - its last entry is written and either below the log's start or inside the tail and the
 //!   record of that queue at that queue offset (the on-load trim keeps it, so recovery's,
 //!   which keeps more, does too), or it has no entries past its first block's start;
-//! - its minimum would not move: no floor, no entries, or its first entry written and
-//!   pointing at or past the floor.
+//! - its minimum is found the same whether it is loaded at the open or on first use: its
+//!   entries lie below the floor, then at or past it (so the binary search of
+//!   `QueueBase._new_min` finds the same minimum from any start), and the open's drop of
+//!   unused block files (`upkeep.drop_unused_blocks`) asks the same of its blocks loaded
+//!   or not (`minimum_settled`). A queue of a group's position that the open loads later
+//!   (its clamp of positions past the ends) has its minimum moved there.
 //!
 //! The others (and any queue whose blocks cannot be read as expected: a block missing from
 //! the index, a file missing or cut short, a last block of zeros) are returned, for the
@@ -171,6 +175,66 @@ fn written_end(block: &[u8], seq: u64, per_block: u64) -> Option<u64> {
     Some(seq * per_block + written.div_ceil(ENTRY_SIZE) as u64)
 }
 
+/// Whether the queue's minimum is settled: `entries` are its entries (commit offset,
+/// size; size 0 unwritten) from `min` (its first block's start) to `end`, `floor` what
+/// it moves up to. `QueueBase.advance_min` moves it to the offset `_new_min` finds (its
+/// binary search, done here the same way), and `upkeep.drop_unused_blocks` asks of each
+/// block below the last whether it is in use: for a loaded queue, whether the block ends
+/// past that minimum; for one not loaded, whether its last entry is unwritten or at or
+/// past the floor. Settled when the two answers agree for every block (the open's drop of
+/// unused block files is the same whether the queue was loaded or not) and the entries
+/// lie below the floor and then at or past it (a search from any start finds the same
+/// minimum: the one the open would set is the one the first use sets).
+fn minimum_settled(
+    entries: &[(u64, u32)],
+    min: u64,
+    end: u64,
+    queue: &Queue,
+    per_block: u64,
+    floor: u64,
+) -> bool {
+    if floor == 0 {
+        return true; // nothing moves, every block is in use both ways
+    }
+    let at = |i: u64| entries[(i - min) as usize];
+    let mut past = false;
+    for &(offset, size) in entries {
+        if size != 0 {
+            if offset >= floor {
+                past = true;
+            } else if past {
+                return false; // below the floor again: a search's answer depends on its start
+            }
+        }
+    }
+    let entry = |i: u64| (min <= i && i < end && at(i).1 != 0).then(|| at(i).0);
+    let first_written = |low: u64, high: u64| (low..high).find(|&i| at(i).1 != 0).unwrap_or(high);
+    let (mut low, mut high) = (min, end);
+    if low < high && entry(low).is_none() {
+        low = first_written(low, high);
+    }
+    let first = if low < high { entry(low) } else { None };
+    if first.is_some_and(|offset| offset < floor) {
+        while low < high {
+            let middle = (low + high) / 2;
+            let probe = first_written(middle, high);
+            let found = if probe < high { entry(probe) } else { None };
+            if found.is_some_and(|offset| offset < floor) {
+                low = probe + 1;
+            } else {
+                high = middle;
+            }
+        }
+    }
+    let moved = low.max(min);
+    (queue.first..queue.last).all(|seq| {
+        let (offset, size) = at((seq + 1) * per_block - 1);
+        let unloaded = size == 0 || offset >= floor;
+        let loaded = (seq + 1) * per_block > moved;
+        unloaded == loaded
+    })
+}
+
 /// Of the queues `ranges` (id, first seq, last seq, last seq's block), those that are not
 /// settled, ascending, and how many were; `first_block(queue, seq)` is the index's
 /// look-up.
@@ -195,8 +259,8 @@ pub fn unsettled(
         }
     }
     queues.sort_unstable_by_key(|q| q.block);
-    // (queue, its end, its first block) of the queues whose first entry is to be read.
-    let mut firsts: Vec<(u32, u64, u64)> = Vec::new();
+    // (queue, its end) of the queues of more than one block whose minimum may move.
+    let mut moving: Vec<(Queue, u64)> = Vec::new();
     // (commit offset, queue, queue offset) of the last entries to match with the log.
     let mut matches: Vec<(u64, u32, u64)> = Vec::new();
     let size = shape.block_bytes as usize;
@@ -249,37 +313,36 @@ pub fn unsettled(
                 continue;
             }
             if queue.first == queue.last {
-                let (first, length) = entry_of(block, 0);
-                if length == 0 || first < look.floor {
+                let entries: Vec<(u64, u32)> =
+                    (0..end - min).map(|slot| entry_of(block, slot)).collect();
+                if !minimum_settled(&entries, min, end, queue, shape.per_block, look.floor) {
                     unsettled.push(queue.id);
                 }
                 continue;
             }
-            match first_block(queue.id, queue.first) {
-                Some(block) => firsts.push((queue.id, end, block)),
-                None => unsettled.push(queue.id),
-            }
+            moving.push((*queue, end));
         }
         i = j;
     }
-    // The first entries of queues of more than one block (with a floor only).
-    firsts.sort_unstable_by_key(|f| f.2);
-    for &(id, _, block) in &firsts {
-        let first = block - block % shape.per_file;
-        let Some(&fd) = shape.files.get(&first) else {
-            unsettled.push(id);
-            continue;
-        };
-        let mut entry = [0u8; ENTRY_SIZE];
-        let at = (block - first) * shape.block_bytes + HEADER_SIZE as u64;
-        if !read_exactly(fd, &mut entry, at) {
-            unsettled.push(id);
-            continue;
+    // The entries of queues of more than one block (with a floor only), block by block.
+    moving.sort_unstable_by_key(|m| m.0.block);
+    'moving: for &(queue, end) in &moving {
+        let min = queue.first * shape.per_block;
+        let mut entries: Vec<(u64, u32)> = Vec::with_capacity((end - min) as usize);
+        for seq in queue.first..=queue.last {
+            let Some(block) = first_block(queue.id, seq) else {
+                unsettled.push(queue.id); // a block missing from the run: Python's look
+                continue 'moving;
+            };
+            if !shape.read(block, 1, &mut one) {
+                unsettled.push(queue.id);
+                continue 'moving;
+            }
+            let slots = shape.per_block.min(end - seq * shape.per_block);
+            entries.extend((0..slots).map(|slot| entry_of(&one, slot)));
         }
-        let offset = u64::from_le_bytes(entry[..8].try_into().expect("8 bytes"));
-        let length = u32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
-        if length == 0 || offset < look.floor {
-            unsettled.push(id);
+        if !minimum_settled(&entries, min, end, &queue, shape.per_block, look.floor) {
+            unsettled.push(queue.id);
         }
     }
     // The log's records of the last entries, in log order.
