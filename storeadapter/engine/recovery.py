@@ -684,10 +684,12 @@ def look_at_ends(log: CommitLog, topic: Topic, floor: int) -> int:
     """Load, for recovery's trim, the queues of the shared ``topic`` whose ends an open
     after a crash must look at: those the native pass (``BlockIndex.unsettled_queues``)
     does not find settled, i.e. whose last entry is unwritten, points past the log's
-    tail or at a record that is not its own, or whose minimum moves up to ``floor``, or
-    whose blocks read otherwise than expected. Every other queue is left unloaded: its
-    first use loads it and checks it (``MessageStore._on_queue_load``) to the ends the
-    open would have given it. Returns how many were settled."""
+    tail or at a record that is not its own, whose entries do not lie below ``floor`` and
+    then at or past it, whose blocks the open's drop of unused block files would judge
+    otherwise loaded than not, or whose blocks read otherwise than expected (see
+    native/src/python/open_ends.rs). Every other queue is left unloaded: its first use
+    loads it and checks it (``MessageStore._on_queue_load``) to the ends the open would
+    have given it. Returns how many were settled."""
     blocks = topic.blocks
     queues = topic.queues
     unsettled, settled = blocks.index.unsettled_queues(
