@@ -10,7 +10,8 @@ to random queues (default settings: the log flushed every 500 ms, the blocks on 
 cadence), then SIGKILLs the child right after its last batch. ``open`` opens the store at
 DIR once (copy it first: the open recovers it) and prints, as JSON, the open's CPU
 seconds (user + system of this process, ``getrusage`` around ``MessageStore.open``), its
-wall seconds, the peak RSS of the process, its RSS before the open and after it
+wall seconds, the peak RSS of the process when the open returns and after the recovery
+report is read (the store's threads run meanwhile), its RSS before the open and after it
 (anonymous and file-backed), and what recovery reports. Run it with ``PYTHONPATH`` set
 to the engine to measure (a base beside a change).
 """
@@ -86,6 +87,7 @@ def open_once(path: str) -> None:
     cpu, wall = _cpu(), time.perf_counter()
     store = MessageStore.open(path)
     cpu, wall = _cpu() - cpu, time.perf_counter() - wall
+    peak_at_open = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     report = store.stats(topics=False).last_recovery
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     parts = _rss_parts_mb()
@@ -95,6 +97,7 @@ def open_once(path: str) -> None:
             {
                 "open_cpu_s": round(cpu, 2),
                 "open_wall_s": round(wall, 2),
+                "peak_rss_at_open_mb": round(peak_at_open),
                 "peak_rss_mb": round(peak),
                 "rss_before_open_mb": round(rss_before),
                 "rss_anon_after_mb": parts.get("RssAnon"),
