@@ -312,6 +312,8 @@ class BlockIndex:
     def queues(self) -> list[int]: ...
     def items(self) -> list[tuple[int, int, int]]: ...
     def drop_files(self, firsts: list[int], per_file: int) -> None: ...
+    def files_with_last_blocks(self, per_file: int) -> list[int]: ...
+    def items_in_files(self, firsts: list[int], per_file: int) -> list[tuple[int, int, int]]: ...
     def take_headers(
         self,
         data: bytes,
@@ -322,6 +324,20 @@ class BlockIndex:
         allocated: int,
         limit: int | None,
     ) -> tuple[int, list[int], bool]: ...
+    def unsettled_queues(
+        self,
+        queues: int,
+        skip: list[int],
+        topic: bytes,
+        files: list[tuple[int, int]],
+        per_block: int,
+        per_file: int,
+        block_bytes: int,
+        segments: list[tuple[int, int, int]],
+        log_min: int,
+        tail: int,
+        floor: int,
+    ) -> tuple[list[int], int]: ...
     def clear(self) -> None: ...
 
 class LogSyncer:

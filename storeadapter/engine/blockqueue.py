@@ -588,18 +588,25 @@ class BlockStore(metaclass=Watched):
 
     def drop_files(self, in_use: Callable[[int, int], bool]) -> int:
         """Delete the files none of whose blocks is in use; ``in_use(queue, seq)`` says
-        whether a queue still needs its block. The file blocks are allocated in stays."""
+        whether a queue still needs its block (it must for a queue's last block: that
+        marks where the queue ends). The file blocks are allocated in stays."""
         per_file = self.blocks_per_file
-        needed: set[int] = set()
-        for queue, seq, block in self.index.items():
-            first = block - block % per_file
-            if first not in needed and in_use(queue, seq):
-                needed.add(first)
-        doomed = [
+        # A file holding a queue's last block is in use (``in_use`` says so for a last
+        # block): only the blocks of the other whole files are asked about, not every
+        # block of the topic (a million at a million queues) at every open.
+        needed = set(self.index.files_with_last_blocks(per_file))
+        candidates = [
             first
             for first in sorted(self.files)
             if first not in needed and first + per_file <= self.end
         ]
+        if not candidates:
+            return 0
+        for queue, seq, block in self.index.items_in_files(candidates, per_file):
+            first = block - block % per_file
+            if first not in needed and in_use(queue, seq):
+                needed.add(first)
+        doomed = [first for first in candidates if first not in needed]
         if not doomed:
             return 0
         self.index.drop_files(doomed, per_file)

@@ -102,6 +102,9 @@ class RecoveryReport:
     # Records whose entries the native replay found in place (``Run.replay_blocks``):
     # a shared topic's queues, read and compared without a Python call per queue.
     native_replayed: int = 0
+    # Queues of shared topics an open after a crash found settled in one native pass
+    # (``look_at_ends``) and left unloaded: no Python call for them.
+    native_ends: int = 0
     truncated_at: int | None = None
     truncated_bytes: int = 0
     dropped_queue_entries: int = 0
@@ -151,6 +154,7 @@ def recover(
     cut_tail: Callable[[CommitLog, int, int], int] | None = None,
     dirty: set | None = None,
     shared: Iterable[Topic] = (),
+    unloaded: Iterable[tuple[Topic, int]] = (),
 ) -> RecoveryReport:
     """Scan the log from ``start`` and repair the queues (see the module docstring).
 
@@ -165,7 +169,9 @@ def recover(
     the block stores whose entries the native replay found in place: the next flush
     fsyncs their files (a writer killed before its flush left them in the page cache).
     ``shared``: the shared topics, whose records' entries are checked natively where they
-    are in place (``_Gatherer._replay_blocks``).
+    are in place (``_Gatherer._replay_blocks``). ``unloaded``: (shared topic, floor) of
+    the topics whose queues an open after a crash did not load first; the queues among
+    them whose ends must be looked at are loaded (``look_at_ends``) before the trim.
     """
     began = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean_shutdown, started_at=start)
@@ -234,6 +240,8 @@ def recover(
         _clear_past_tail(log)  # a clean shutdown leaves nothing past the tail
     if index is not None:
         report.dropped_index_entries = index.truncate_from(log.tail)
+    for topic, floor in unloaded:
+        report.native_ends += look_at_ends(log, topic, floor)
     # Queues not loaded yet are checked the same way when first used.
     damage = sorted(
         (c.commit_offset, c.commit_offset + c.length)
@@ -659,6 +667,47 @@ _FLUSH_EVERY = 65536
 #: (``_Gatherer._replay_blocks``); False: every record the long way (the differential
 #: tests hold the two equal).
 NATIVE_REPLAY = True
+#: Whether an open after a crash looks at a shared topic's queue ends in one native pass
+#: (``look_at_ends``) instead of loading every queue first; False: every queue loaded,
+#: trimmed and moved in Python (the differential tests hold the two equal).
+NATIVE_ENDS = True
+
+
+def ends_natively(topic: Topic) -> bool:
+    """Whether an open after a crash leaves ``topic``'s queues to ``look_at_ends``
+    rather than loading them all first: a shared topic not being rebuilt (a rebuilt one's
+    queues start at 0 while it is, not at their first block)."""
+    return NATIVE_ENDS and topic.blocks is not None and not topic.blocks.rebuilding
+
+
+def look_at_ends(log: CommitLog, topic: Topic, floor: int) -> int:
+    """Load, for recovery's trim, the queues of the shared ``topic`` whose ends an open
+    after a crash must look at: those the native pass (``BlockIndex.unsettled_queues``)
+    does not find settled, i.e. whose last entry is unwritten, points past the log's
+    tail or at a record that is not its own, whose entries do not lie below ``floor`` and
+    then at or past it, whose blocks the open's drop of unused block files would judge
+    otherwise loaded than not, or whose blocks read otherwise than expected (see
+    native/src/python/open_ends.rs). Every other queue is left unloaded: its first use
+    loads it and checks it (``MessageStore._on_queue_load``) to the ends the open would
+    have given it. Returns how many were settled."""
+    blocks = topic.blocks
+    queues = topic.queues
+    unsettled, settled = blocks.index.unsettled_queues(
+        len(queues),
+        [queue.queue_id for queue in topic.made_queues() if queue.loaded],
+        topic.name_bytes,
+        [(first, block_file.fd) for first, block_file in blocks.files.items()],
+        blocks.entries_per_block,
+        blocks.blocks_per_file,
+        blocks.block_bytes,
+        [(segment.base, segment.fd, segment.size) for segment in log.segments],
+        log.min_offset,
+        log.tail,
+        floor,
+    )
+    for queue_id in unsettled:
+        queues[queue_id].min_offset  # noqa: B018 - loading is the point
+    return settled
 
 
 def _garbage_extent(segment, pos: int) -> int:

@@ -49,7 +49,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from . import dataplane, fileio
@@ -82,7 +82,7 @@ from .nativeappend import PRETOUCH_BYTES, append_core, log_syncer
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
-from .recovery import RecoveryReport, choose_start, recover
+from .recovery import RecoveryReport, choose_start, ends_natively, recover
 from .restore import restore_queue_end
 from .results import (
     Corruption,
@@ -361,11 +361,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         start = choose_start(self.commitlog, self._checkpoint.state, rebuild_from)
         self._unmarked = [(0, start)]  # recovery passes every record from there
         self._checkpoint.check()
+        unloaded = []  # (shared topic, floor) whose queues recovery looks at natively
         if not clean:
             # After a crash every queue may hold entries past what survived: check them
-            # all now (after a clean close, each is checked when first used).
-            for queue in self._registry.all_queues():
-                queue.min_offset  # noqa: B018 - loading is the point
+            # all now (after a clean close, each is checked when first used). A shared
+            # topic's are looked at in one native pass after the replay instead, and only
+            # those it does not find settled are loaded (recovery.look_at_ends).
+            old_store = self.identity.format_version < ENTRY_CHECKS_VERSION
+            for topic in self._registry.topics.values():
+                if not old_store and ends_natively(topic):
+                    unloaded.append((topic, self.queue_floor(topic)))
+                    continue
+                for queue in topic.queues:
+                    queue.min_offset  # noqa: B018 - loading is the point
         state = self._checkpoint.state
         self.last_recovery = recover(
             self.commitlog,
@@ -380,6 +388,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             cut_tail=self._cut_partial_group,
             dirty=self._registry.dirty,
             shared=self._registry.shared_topics(),
+            unloaded=unloaded,
         )
         self.last_recovery.event_indexes = self._streams.recover(
             self._registry.topics.values(),
@@ -390,6 +399,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             seal_old_entries(self._registry, self._reader)
             self.identity = self.identity.upgrade_format(self.path / "store.json")
         self._registry.dirty.update(q.flush_target for q in self._registry.loaded_queues())
+        # (entries of their unloaded queues may be in the page cache only)
+        self._registry.dirty.update(topic.blocks for topic, _ in unloaded if len(topic.queues))
         for topic in self._registry.shared_topics():
             topic.blocks.rebuilding = False
             topic.blocks.republish_end(self.commitlog.tail)
@@ -419,7 +430,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self.last_recovery.offsets_damage = [d.as_dict() for d in self._offsets.damage]
         self._drop_leftover_offsets()
         if not clean or log_damaged:
-            self.last_recovery.offsets_clamped = self._clamp_offsets_past_ends()
+            self.last_recovery.offsets_clamped = self._clamp_offsets_past_ends(
+                {topic.info.name for topic, _ in unloaded}
+            )
         fileio.write_atomic(
             self.path / "recovery.json", json.dumps(self.last_recovery.as_dict()).encode()
         )
@@ -532,12 +545,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             if topic in topics:
                 self._offsets.drop_queue(topic, queue)
 
-    def _clamp_offsets_past_ends(self) -> list[dict]:
+    def _clamp_offsets_past_ends(self, unloaded: Collection[str] = ()) -> list[dict]:
         """Set committed offsets past their queue's end back to it, and list them.
 
         Readers see records before the fsync that makes them durable, and commits are
         fsynced at once: after a power loss a group may have committed past what was
         kept. Left so, the next message would take an offset the group already passed.
+
+        A queue of a topic of ``unloaded`` (whose settled queues the open left unloaded,
+        ``recovery.look_at_ends``) loaded here has its minimum moved as the open moves
+        the minimums of the queues it loads (``_advance_queue_mins``).
         """
         past: dict[tuple[str, str], dict[int, int]] = {}
         clamped = []
@@ -545,7 +562,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state = self._registry.topics.get(topic)
             if state is None or queue >= len(state.queues):
                 continue
-            end = state.queues[queue].max_offset
+            target = state.queues[queue]
+            fresh = topic in unloaded and not target.loaded
+            end = target.max_offset
+            if fresh:
+                target.advance_min(self.queue_floor(state))
             if committed > end:
                 past.setdefault((group, topic), {})[queue] = end
                 clamped.append(

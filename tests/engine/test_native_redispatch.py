@@ -91,7 +91,7 @@ def _open(path: Path, native: bool, monkeypatch) -> tuple[dict, dict]:
             for key, found in read_everything(store).items()
         }
         keyed = [m.body for m in store.query_by_key("k", "key300")]
-    for name in ("duration_ms", "finished_ms", "native_replayed"):
+    for name in ("duration_ms", "finished_ms", "native_replayed", "native_ends"):
         report.pop(name)
     report["keyed"] = keyed
     return reads, report

@@ -12,7 +12,11 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+
+use super::open_ends;
+use crate::consume_queue::ENTRY_SIZE;
 
 /// blockqueue.ERASED: the owner written over a removed queue's block headers.
 pub const ERASED: u32 = u32::MAX;
@@ -189,6 +193,39 @@ impl BlockIndex {
             .collect()
     }
 
+    /// The first blocks of the files (`per_file` blocks each) that hold some queue's
+    /// last block, ascending (`BlockStore.drop_files`: such a file is in use).
+    fn files_with_last_blocks(&self, per_file: u64) -> Vec<u64> {
+        let index = self.lock();
+        if per_file == 0 {
+            return Vec::new();
+        }
+        let mut firsts: Vec<u64> = index
+            .seqs
+            .iter()
+            .filter_map(|(&queue, &(_, last))| index.get(queue, last))
+            .map(|block| block - block % per_file)
+            .collect();
+        firsts.sort_unstable();
+        firsts.dedup();
+        firsts
+    }
+
+    /// Every (queue, seq, block) whose block is in a file starting at one of `firsts`
+    /// (`per_file` blocks each), in no order.
+    fn items_in_files(&self, firsts: Vec<u64>, per_file: u64) -> Vec<(u32, u64, u64)> {
+        if per_file == 0 {
+            return Vec::new();
+        }
+        let firsts: std::collections::HashSet<u64> = firsts.into_iter().collect();
+        self.lock()
+            .blocks
+            .iter()
+            .filter(|(_, &block)| firsts.contains(&(block - block % per_file)))
+            .map(|(&(queue, seq), &block)| (queue, seq, block))
+            .collect()
+    }
+
     /// Forget every block of the files starting at `firsts` (`per_file` blocks each),
     /// and count the queues' seq ranges again.
     fn drop_files(&self, firsts: Vec<u64>, per_file: u64) {
@@ -237,6 +274,68 @@ impl BlockIndex {
             end += 1;
         }
         (end, damaged, false)
+    }
+
+    /// The open after a crash (open_ends.rs): of the queues with blocks here whose ids
+    /// are below `queues` and not in `skip` (queues the open loaded already), those whose
+    /// ends the open must load and look at in Python (ascending), and how many it need
+    /// not (settled: a load on first use finds the ends the open would). `topic`'s block
+    /// files are `files` ((first block, descriptor)), `per_block` entries a block,
+    /// `per_file` blocks a file, `block_bytes` a block; the log's segments `segments`
+    /// ((base, descriptor, size), by base), its first offset `log_min` and its tail `tail`;
+    /// `floor` the offset the queues' minimums are moved up to (`queue_floor`).
+    #[pyo3(signature = (queues, skip, topic, files, per_block, per_file, block_bytes, segments, log_min, tail, floor))]
+    #[allow(clippy::too_many_arguments)]
+    fn unsettled_queues(
+        &self,
+        queues: u32,
+        skip: Vec<u32>,
+        topic: &[u8],
+        files: Vec<(u64, i32)>,
+        per_block: u64,
+        per_file: u64,
+        block_bytes: u64,
+        segments: Vec<(u64, i32, u64)>,
+        log_min: u64,
+        tail: u64,
+        floor: u64,
+    ) -> PyResult<(Vec<u32>, usize)> {
+        if per_block == 0
+            || per_file == 0
+            || block_bytes != HEADER_SIZE as u64 + per_block * ENTRY_SIZE as u64
+        {
+            return Err(PyValueError::new_err("a block store's shape"));
+        }
+        if segments.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(PyValueError::new_err("segments not by base"));
+        }
+        let files: HashMap<u64, i32> = files.into_iter().collect();
+        let skip: std::collections::HashSet<u32> = skip.into_iter().collect();
+        let index = self.lock();
+        let ranges: Vec<(u32, u64, u64, Option<u64>)> = index
+            .seqs
+            .iter()
+            .filter(|(id, _)| **id < queues && !skip.contains(id))
+            .map(|(&id, &(first, last))| (id, first, last, index.get(id, last)))
+            .collect();
+        let look = open_ends::Look {
+            topic,
+            floor,
+            shape: open_ends::Shape {
+                per_block,
+                per_file,
+                block_bytes,
+                files: &files,
+            },
+            log: open_ends::Log {
+                segments: &segments,
+                min_offset: log_min,
+                tail,
+            },
+        };
+        Ok(open_ends::unsettled(&look, ranges, &|id, seq| {
+            index.get(id, seq)
+        }))
     }
 
     /// Forget everything.

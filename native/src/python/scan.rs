@@ -421,7 +421,7 @@ impl Run {
 const BLOCK_HEADER: usize = 16;
 
 /// `buf.len()` bytes of `fd` from `at`; false when a read fails or the file ends first.
-fn read_exactly(fd: i32, buf: &mut [u8], at: u64) -> bool {
+pub(super) fn read_exactly(fd: i32, buf: &mut [u8], at: u64) -> bool {
     let mut done = 0;
     while done < buf.len() {
         let Ok(position) = libc::off_t::try_from(at + done as u64) else {
