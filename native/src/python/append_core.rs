@@ -1,8 +1,8 @@
 //! `_native.AppendCore`: one native call for the common `append` (issue 31, part 3).
 //!
-//! The common case is a plain body (no key, tag, properties, queue or dedup id) to a
-//! topic with files per queue, in async mode, that fits in the active segment, whose
-//! queue entry goes to the queue's last file. The call then does what
+//! The common case is a plain body (no key, tag, properties or dedup id; perhaps an
+//! explicit queue) to a topic with files per queue, that fits in the active segment,
+//! whose queue entry goes to the queue's last file. The call then does what
 //! `Writer.write_group` does for it, in this order, holding the GIL throughout but
 //! for a wait for the pen (so no other thread of this process runs meanwhile): take
 //! the pen; check that no other process published since this one caught up (the
@@ -12,7 +12,11 @@
 //! (segments are reserved whole with `fallocate`, so the store cannot fault on a full
 //! disk); `pwrite` its time mark when the entry is one the time index marks (every
 //! 128th; part 5); publish the tail with the queue's note; let go of the pen; build the
-//! `AppendResult`.
+//! `AppendResult`. A single message with a tag, keys or properties, a str body, or to
+//! a shared topic, is prepared natively as `Writer.prepare` prepares it (prepare.rs)
+//! and written as a dict batch of one (`try_items`); a message `Writer.prepare` would
+//! refuse (a bad queue id, a frozen queue, a bad tag...) is declined before anything is
+//! written, and the long way raises its typed error. A dedup id goes the long way.
 //!
 //! Another process's write is not declined (part 11): a busy pen is tried again for a
 //! couple of microseconds, then waited for without the GIL; appends another process
@@ -43,7 +47,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PySet, PyString, PyTuple, PyType};
 
 mod follow;
 
@@ -52,6 +56,7 @@ use follow::Followed;
 use super::io_seam::{self, Site, What};
 use super::log_sync::{LogSyncer, Written};
 use super::pen::Pen;
+use super::prepare;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
 use super::window::{populate_write, NotStored, QueueWindow};
@@ -495,6 +500,17 @@ struct Planned<'a, 'py> {
     body: &'a [u8],
     length: usize,
     round_robin: i64,
+    /// Whether the queue is the round-robin's (it moves on), not an explicit one.
+    turns: bool,
+}
+
+/// One `append`'s arguments but the dedup id (None for Python's None too).
+struct Message<'a, 'py> {
+    body: &'a Bound<'py, PyAny>,
+    key: Option<&'a Bound<'py, PyAny>>,
+    tag: Option<&'a Bound<'py, PyAny>>,
+    queue: Option<&'a Bound<'py, PyAny>>,
+    properties: Option<&'a Bound<'py, PyAny>>,
 }
 
 /// What a single append wrote: the tail it wrote at (the int object), the queue
@@ -742,14 +758,14 @@ impl AppendCore {
             Ok(Some(state)) => state,
             _ => return Ok(None),
         };
-        answer(self.try_append(py, &found, body))
+        answer(self.try_append(py, &found, body, None))
     }
 
     /// What `MessageStore.append` answers (same arguments, same results, same errors), in
-    /// one native call: a plain body (bytes; no key, tag, queue, properties or dedup id)
-    /// goes to `append`; whatever that declines, and every other message, goes to the
-    /// store's `_append_long_way` with the arguments as given. The store binds its
-    /// `append` to this (no Python frame around the call).
+    /// one native call: a message without a dedup id goes to `append_message`; whatever
+    /// that declines, and a message with a dedup id, goes to the store's
+    /// `_append_long_way` with the arguments as given. The store binds its `append` to
+    /// this (no Python frame around the call).
     #[pyo3(signature = (topic, body, key = None, tag = None, queue = None, properties = None, dedup_id = None))]
     #[allow(clippy::too_many_arguments)]
     fn append_or_long_way<'py>(
@@ -763,23 +779,22 @@ impl AppendCore {
         properties: Option<&Bound<'py, PyAny>>,
         dedup_id: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        // `not properties` of `Appending.append`'s plain test, for None and a dict.
-        let no_properties = match properties {
-            None => true,
-            Some(given) => given.cast_exact::<PyDict>().is_ok_and(|d| d.is_empty()),
-        };
         let core = slf.get();
-        if key.is_none() && tag.is_none() && queue.is_none() && dedup_id.is_none() && no_properties
-        {
+        if dedup_id.is_none_or(|d| d.is_none()) {
             // Still the store's append core (a test switches it off with `_appender = None`).
             let current = core
                 .store_dict
                 .bind(py)
                 .get_item(intern!(py, "_appender"))?;
-            if let (Ok(bytes), Some(true)) =
-                (body.cast_exact::<PyBytes>(), current.map(|c| c.is(slf)))
-            {
-                if let Some(result) = core.append(py, topic, bytes.as_bytes())? {
+            if current.is_some_and(|c| c.is(slf)) {
+                let message = Message {
+                    body,
+                    key: key.filter(|k| !k.is_none()),
+                    tag: tag.filter(|t| !t.is_none()),
+                    queue: queue.filter(|q| !q.is_none()),
+                    properties: properties.filter(|p| !p.is_none()),
+                };
+                if let Some(result) = core.append_message(py, topic, &message)? {
                     return Ok(result);
                 }
             }
@@ -816,7 +831,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        answer(self.try_items(py, state, items))
+        answer(self.try_items(py, state, items, false))
     }
 
     /// How many batches this core wrote.
@@ -1066,7 +1081,10 @@ impl AppendCore {
         let slots = &self.slots;
         let queues = get(slots.queues, state)?;
         let queue = match queues.cast::<PyList>() {
-            Ok(list) => list.get_item(usize::try_from(queue_id).map_err(|_| Stop::Declined)?)?,
+            Ok(list) => match usize::try_from(queue_id).map(|at| list.get_item(at)) {
+                Ok(Ok(queue)) => queue,
+                _ => return declined(), // no such queue: the long way says so
+            },
             Err(_) => queues.get_item(queue_id)?,
         };
         if !queue.get_type().is(self.queue_type.bind(py))
@@ -1106,6 +1124,20 @@ impl AppendCore {
             slot,
             count,
         })
+    }
+
+    /// Whether queue `id` is among `writable` (a topic's writable queues, ascending:
+    /// its queues but the frozen ones), as `Writer.prepare` checks an explicit queue.
+    fn writable_queue(writable: &Bound<'_, PyList>, id: i64) -> PyResult<bool> {
+        let Ok(at) = usize::try_from(id) else {
+            return Ok(false);
+        };
+        // No queue below it frozen: it is at its own place.
+        if at < writable.len() && writable.get_item(at)?.extract::<i64>()? == id {
+            return Ok(true);
+        }
+        let ids: Vec<i64> = writable.extract()?;
+        Ok(ids.binary_search(&id).is_ok())
     }
 
     fn try_batch<'py>(
@@ -1167,18 +1199,48 @@ impl AppendCore {
         Ok(results)
     }
 
+    /// `append_items`, and an `append` of one prepared message (`single`: counted in
+    /// `appended`, not `batched`): written, then what `Writer.append_prepared` does
+    /// after a write (`after`; in sync mode, the wait for the fsync that covers it).
     fn try_items<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
+        single: bool,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
-        if state.get_type().is(self.slots.topic_type.bind(py))
+        let (results, end) = if state.get_type().is(self.slots.topic_type.bind(py))
             && !get(self.slots.blocks, state)?.is_none()
         {
-            return self.try_shared_items(py, state, items); // shared_core.rs
+            self.try_shared_items(py, state, items)? // shared_core.rs
+        } else {
+            self.try_file_items(py, state, items)?
+        };
+        let counter = if single {
+            &self.appended
+        } else {
+            &self.batched
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.after(py, end, false)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            return Ok(writer
+                .call_method1(intern!(py, "flush_timed_out"), (results,))?
+                .cast_into()
+                .map_err(PyErr::from)?);
         }
+        Ok(results)
+    }
+
+    /// `try_items` to a topic with files per queue: the results and the new tail.
+    fn try_file_items<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: &Bound<'py, PyList>,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
         let topic = self.plain_topic(py, state, false)?;
         let count = items.len();
         let name_len = topic.name_bytes.as_bytes().len();
@@ -1262,16 +1324,7 @@ impl AppendCore {
             )
         });
         release(write_lock)?;
-        let (results, end) = outcome?;
-        self.after(py, end, false)?;
-        if self.waited_out(py, end)? {
-            let writer = self.writer.bind(py);
-            return Ok(writer
-                .call_method1(intern!(py, "flush_timed_out"), (results,))?
-                .cast_into()
-                .map_err(PyErr::from)?);
-        }
-        Ok(results)
+        outcome
     }
 
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
@@ -1364,7 +1417,6 @@ impl AppendCore {
             notes.push((room.queue_id, room.base + room.count));
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
-        self.batched.fetch_add(1, Ordering::Relaxed);
         let results = PyList::empty(py);
         let status = self.status.bind(py);
         let result_type = self.result_type.bind(py);
@@ -1487,11 +1539,108 @@ impl AppendCore {
         Ok(results)
     }
 
+    /// `append` of one message without a dedup id, to the topic named `topic`: its
+    /// `AppendResult`, or None when declined (the caller goes the long way, which also
+    /// raises the typed error of a message `Writer.prepare` refuses: nothing is written
+    /// here then). A body (bytes) alone, perhaps with a queue, to a topic with files per
+    /// queue: `try_append`; anything else (a tag, keys, properties, a str body, a shared
+    /// topic): prepared as `Writer.prepare` prepares it (prepare.rs), then written as a
+    /// dict batch of one (`try_items`).
+    fn append_message<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        message: &Message<'_, 'py>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let state = match self.topics.bind(py).get_item(topic) {
+            Ok(Some(state)) => state,
+            _ => return Ok(None),
+        };
+        let slots = &self.slots;
+        let files_per_queue = !state.get_type().is(slots.topic_type.bind(py))
+            || answer(get(slots.blocks, &state))?.is_some_and(|blocks| blocks.is_none());
+        let alone = message.key.is_none()
+            && message.tag.is_none()
+            && message
+                .properties
+                .is_none_or(|p| p.cast_exact::<PyDict>().is_ok_and(|d| d.is_empty()));
+        if files_per_queue && alone {
+            if let Ok(bytes) = message.body.cast_exact::<PyBytes>() {
+                let explicit = match message.queue {
+                    None => None,
+                    Some(q) if q.is_exact_instance_of::<PyInt>() => match q.extract::<i64>() {
+                        Ok(id) => Some(id),
+                        Err(_) => return Ok(None), // past i64: the long way says so
+                    },
+                    Some(_) => return Ok(None), // not an int: the long way says so
+                };
+                return answer(self.try_append(py, &state, bytes.as_bytes(), explicit));
+            }
+        }
+        let Some(prepared) = self.prepare_message(py, &state, message)? else {
+            return Ok(None);
+        };
+        let items = PyList::new(py, [prepared])?;
+        answer(self.try_items(py, &state, &items, true))?
+            .map(|results| results.get_item(0))
+            .transpose()
+    }
+
+    /// `message` prepared for topic `state` (`prepare::prepare_message`), or None when
+    /// the long way prepares it (and raises what it raises).
+    fn prepare_message<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        message: &Message<'_, 'py>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let slots = &self.slots;
+        if !state.get_type().is(slots.topic_type.bind(py)) {
+            return Ok(None);
+        }
+        let Some(info) = answer(get(slots.info, state))? else {
+            return Ok(None);
+        };
+        let Some((_, _, plain)) = answer(self.topic_facts(py, &info))? else {
+            return Ok(None);
+        };
+        let Some(queues) = answer(get(slots.queues, state))? else {
+            return Ok(None);
+        };
+        let Some(name_bytes) = answer(get(slots.name_bytes, state))? else {
+            return Ok(None);
+        };
+        if !plain {
+            return Ok(None); // a stream topic, a body limit of its own: the long way
+        }
+        let limits = (
+            i64::try_from(queues.len()?).unwrap_or(i64::MAX),
+            info.getattr(intern!(py, "frozen"))?,
+            self.max_body,
+            RECORD_OVERHEAD + name_bytes.len()?,
+            self.capacity,
+        );
+        Ok(prepare::prepare_message(
+            py,
+            message.body,
+            message.queue,
+            message.key,
+            message.tag,
+            message.properties,
+            limits,
+        ))
+    }
+
+    /// `append` of `body` alone to topic `state` (just found in the registry): to queue
+    /// `explicit` when given (a queue `Writer.prepare` would refuse, or one not
+    /// writable: declined, for the long way's typed error), else to the next writable
+    /// queue of the round-robin.
     fn try_append<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         body: &[u8],
+        explicit: Option<i64>,
     ) -> Step<Bound<'py, PyAny>> {
         self.check_store(py)?;
         let planned_topic = self.plain_topic(py, state, true)?;
@@ -1507,9 +1656,13 @@ impl AppendCore {
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
             return declined();
         }
-        let queue_id: i64 = writable
-            .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
-            .extract()?;
+        let queue_id: i64 = match explicit {
+            None => writable
+                .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
+                .extract()?,
+            Some(id) if Self::writable_queue(&writable, id)? => id,
+            Some(_) => return declined(),
+        };
         let QueueRoom {
             queue,
             last,
@@ -1535,6 +1688,7 @@ impl AppendCore {
             body,
             length,
             round_robin,
+            turns: explicit.is_none(),
         };
         let outcome = self.under_thread_lock_then(
             py,
@@ -2363,7 +2517,7 @@ impl AppendCore {
             queue: queue.clone(),
             last: last.clone(),
             queue_end: queue_offset + 1,
-            round_robin: round_robin + 1,
+            round_robin: round_robin + i64::from(plan.turns),
             published,
             unfollowed: None,
         };

@@ -90,7 +90,6 @@ fn prepare_one<'py>(
     item: &Bound<'py, PyAny>,
     limits: &Limits<'py>,
 ) -> Result<Bound<'py, PyTuple>, Refused> {
-    let none = py.None().into_bound(py);
     let (body, queue, key, tag, properties) = if item.is_exact_instance_of::<PyDict>() {
         let dict = item.cast::<PyDict>().map_err(|_| Refused)?;
         let (mut body, mut queue, mut key, mut tag, mut properties) =
@@ -112,7 +111,22 @@ fn prepare_one<'py>(
     } else {
         return Err(Refused);
     };
-    let body = body_bytes(py, &body)?;
+    prepare_fields(py, &body, queue, key, tag, properties, limits)
+}
+
+/// One message's fields (`None` or Python's None: not given) as `Writer.prepare`
+/// checks and prepares them.
+fn prepare_fields<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    queue: Option<Bound<'py, PyAny>>,
+    key: Option<Bound<'py, PyAny>>,
+    tag: Option<Bound<'py, PyAny>>,
+    properties: Option<Bound<'py, PyAny>>,
+    limits: &Limits<'py>,
+) -> Result<Bound<'py, PyTuple>, Refused> {
+    let none = py.None().into_bound(py);
+    let body = body_bytes(py, body)?;
     if body.as_bytes().len() > limits.max_body {
         return Err(Refused);
     }
@@ -224,6 +238,42 @@ fn prepare_one<'py>(
             none,
         ],
     )?)
+}
+
+/// One `append`'s message (its arguments but the dedup id, which this leaves to
+/// Python) prepared as `Writer.prepare` prepares it, to a topic of `queue_count` queues
+/// (`frozen` of them frozen), `max_body`, `fixed` and `capacity` as `prepare_items`
+/// takes them; None when `Writer.prepare` would refuse it or it is not one this call
+/// prepares (the caller leaves it to the long way, which raises the typed error).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn prepare_message<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    queue: Option<&Bound<'py, PyAny>>,
+    key: Option<&Bound<'py, PyAny>>,
+    tag: Option<&Bound<'py, PyAny>>,
+    properties: Option<&Bound<'py, PyAny>>,
+    limits: (i64, Bound<'py, PyAny>, usize, usize, usize),
+) -> Option<Bound<'py, PyTuple>> {
+    let (queue_count, frozen, max_body, fixed, capacity) = limits;
+    let limits = Limits {
+        queue_count,
+        frozen,
+        max_body,
+        fixed,
+        capacity,
+        tags: RefCell::new(Vec::new()),
+    };
+    prepare_fields(
+        py,
+        body,
+        queue.cloned(),
+        key.cloned(),
+        tag.cloned(),
+        properties.cloned(),
+        &limits,
+    )
+    .ok()
 }
 
 /// `items` (a list of `append_batch`'s items) prepared as `Writer.prepare` prepares

@@ -198,13 +198,14 @@ impl AppendCore {
     /// lock is taken first, waiting for it (without the GIL) when another thread of
     /// this process writes: that thread's long way lets the GIL go in its system
     /// calls, and declining then would send every producer thread the long way too.
-    /// Everything the batch reads of the store is read after it is taken.
+    /// Everything the batch reads of the store is read after it is taken. The batch's
+    /// results and the new tail (`try_items` does what follows a write).
     pub(super) fn try_shared_items<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
-    ) -> Step<Bound<'py, PyList>> {
+    ) -> Step<(Bound<'py, PyList>, i64)> {
         let write_lock = self.write_lock.get();
         if !write_lock.try_acquire() {
             let taken = self
@@ -220,9 +221,7 @@ impl AppendCore {
             .check_store(py)
             .and_then(|()| self.shared_locked(py, state, items));
         release(write_lock)?;
-        let (results, end) = outcome?;
-        self.after(py, end, false)?;
-        Ok(results)
+        outcome
     }
 
     /// `try_shared_items` under the thread lock: the batch parsed and placed, then
@@ -538,7 +537,6 @@ impl AppendCore {
             notes.push((room.queue_id, end_offset));
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
-        self.batched.fetch_add(1, Ordering::Relaxed);
         let results = PyList::empty(py);
         let status = self.status.bind(py);
         let result_type = self.result_type.bind(py);
