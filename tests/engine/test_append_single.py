@@ -95,15 +95,17 @@ def test_appends_with_a_queue_tag_or_properties_take_the_native_call(tmp_path, l
         assert _queue_files(tmp_path / "n") == _queue_files(tmp_path / "p")
 
 
-def test_keyed_appends_take_the_native_call_and_are_found_by_key(tmp_path):
-    native = _append(tmp_path / "n", "files", True, 120, keys=True)
-    python = _append(tmp_path / "p", "files", False, 120, keys=True)
+@pytest.mark.parametrize("layout", ["files", "shared"])
+def test_keyed_appends_take_the_native_call_and_are_found_by_key(tmp_path, layout):
+    native = _append(tmp_path / "n", layout, True, 120, keys=True)
+    python = _append(tmp_path / "p", layout, False, 120, keys=True)
 
     assert native[1] == 120
     assert native[0] == python[0]
     assert native[2] == python[2]
     assert native[3] == python[3] and native[3]
-    assert _queue_files(tmp_path / "n") == _queue_files(tmp_path / "p")
+    if layout == "files":
+        assert _queue_files(tmp_path / "n") == _queue_files(tmp_path / "p")
 
 
 def test_an_explicit_queue_leaves_the_round_robin_where_it_was(tmp_path):

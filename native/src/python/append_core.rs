@@ -808,14 +808,44 @@ impl AppendCore {
     /// Append `bodies` (a list of bytes) to topic `state` as `MessageStore.append_batch`
     /// would: to the writable queues in turn, in one write; their `AppendResult`s, or None
     /// when declined (as `append`, and also when the batch needs a new queue file or a
-    /// segment roll). Raises the typed error of a failed write.
+    /// segment roll). Raises the typed error of a failed write. A shared topic's: as a
+    /// dict batch of plain items (`try_items`), as `Writer._write_records` writes them.
     fn append_batch<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         bodies: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        answer(self.try_batch(py, state, bodies))
+        if !self.shared(py, state)? {
+            return answer(self.try_batch(py, state, bodies));
+        }
+        // `Writer._write_records`'s tuple of a plain body.
+        let none = py.None().into_bound(py);
+        let empty = PyBytes::new(py, b"").into_any();
+        let untagged = 0u64.into_pyobject(py)?.into_any();
+        let no_keys = PyTuple::empty(py).into_any();
+        let items = PyList::empty(py);
+        for body in bodies.iter() {
+            if !body.is_exact_instance_of::<PyBytes>() {
+                return Ok(None);
+            }
+            items.append(PyTuple::new(
+                py,
+                [
+                    none.clone(),
+                    none.clone(),
+                    empty.clone(),
+                    empty.clone(),
+                    empty.clone(),
+                    body,
+                    none.clone(),
+                    untagged.clone(),
+                    no_keys.clone(),
+                    none.clone(),
+                ],
+            )?)?;
+        }
+        answer(self.try_items(py, state, &items, false))
     }
 
     /// Write `items` (a list of `Writer.prepare`'s tuples: a dict batch prepared by
@@ -1126,6 +1156,13 @@ impl AppendCore {
         })
     }
 
+    /// Whether `state` is a shared topic's (a `Topic` with a block store).
+    fn shared(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let slots = &self.slots;
+        Ok(state.get_type().is(slots.topic_type.bind(py))
+            && answer(get(slots.blocks, state))?.is_some_and(|blocks| !blocks.is_none()))
+    }
+
     /// Whether queue `id` is among `writable` (a topic's writable queues, ascending:
     /// its queues but the frozen ones), as `Writer.prepare` checks an explicit queue.
     fn writable_queue(writable: &Bound<'_, PyList>, id: i64) -> PyResult<bool> {
@@ -1210,9 +1247,7 @@ impl AppendCore {
         single: bool,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
-        let (results, end) = if state.get_type().is(self.slots.topic_type.bind(py))
-            && !get(self.slots.blocks, state)?.is_none()
-        {
+        let (results, end) = if self.shared(py, state)? {
             self.try_shared_items(py, state, items)? // shared_core.rs
         } else {
             self.try_file_items(py, state, items)?
@@ -1386,27 +1421,9 @@ impl AppendCore {
             tail,
         )?;
         let stored = now.into_pyobject(py)?.into_any();
-        let index_items = PyList::empty(py);
-        for ((_, _, keys), start) in held.iter().zip(&starts) {
-            for key in keys.iter() {
-                index_items.append((
-                    topic.name.clone(),
-                    key,
-                    start.into_pyobject(py)?,
-                    stored.clone(),
-                ))?;
-            }
-        }
-        if !index_items.is_empty() {
-            let key_index = self
-                .dispatcher_items
-                .get(KEY_INDEX_DISPATCHER)
-                .ok_or(Stop::Declined)?
-                .bind(py)
-                .getattr(intern!(py, "index"))?;
-            if let Err(error) = key_index.call_method1(intern!(py, "put_many"), (index_items,)) {
-                return Err(self.write_failed(py, error, tail));
-            }
+        let keyed = held.iter().map(|(_, _, keys)| keys).zip(&starts);
+        if let Err(error) = self.put_keys(py, &topic.name, keyed, &stored) {
+            return Err(self.write_failed(py, error, tail));
         }
         self.slots
             .round_robin
@@ -1436,6 +1453,40 @@ impl AppendCore {
             )?)?;
         }
         Ok((results, end as i64))
+    }
+
+    /// The key index's items of records written (each record's keys, at its commit
+    /// offset `start`, stored at `stored`) handed to its `put_many` in one call, as
+    /// `KeyIndexDispatch` hands them (none: no call).
+    fn put_keys<'a, 'py: 'a>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyString>,
+        keyed: impl Iterator<Item = (&'a Bound<'py, PyTuple>, &'a u64)>,
+        stored: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let index_items = PyList::empty(py);
+        for (keys, start) in keyed {
+            for key in keys.iter() {
+                index_items.append((
+                    name.clone(),
+                    key,
+                    start.into_pyobject(py)?,
+                    stored.clone(),
+                ))?;
+            }
+        }
+        if index_items.is_empty() {
+            return Ok(());
+        }
+        let key_index = self
+            .dispatcher_items
+            .get(KEY_INDEX_DISPATCHER)
+            .ok_or_else(|| PyRuntimeError::new_err("the store has no key index dispatcher"))?
+            .bind(py)
+            .getattr(intern!(py, "index"))?;
+        key_index.call_method1(intern!(py, "put_many"), (index_items,))?;
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1556,9 +1607,7 @@ impl AppendCore {
             Ok(Some(state)) => state,
             _ => return Ok(None),
         };
-        let slots = &self.slots;
-        let files_per_queue = !state.get_type().is(slots.topic_type.bind(py))
-            || answer(get(slots.blocks, &state))?.is_some_and(|blocks| blocks.is_none());
+        let files_per_queue = !self.shared(py, &state)?;
         let alone = message.key.is_none()
             && message.tag.is_none()
             && message
