@@ -1,14 +1,15 @@
 //! `_native.prepare_items`: `append_batch`'s items made ready for `Writer.append_prepared`
 //! in one call (issue 31, part 5): bytes, str and dicts of `body` (bytes or str),
 //! `queue` (int), `key` (str or list of str), `tag` (str) and `properties` (dict of str
-//! to str), each as the tuple `Writer.prepare` makes of it. Anything else, and any item
+//! to str), and `Message`s of those (no born time, no dedup id), each as the tuple
+//! `Writer.prepare` makes of it. Anything else, and any item
 //! `Writer.prepare` would refuse, makes the whole call None: the Python path then
 //! prepares the batch and raises its typed error, with nothing written.
 
 use std::cell::RefCell;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use crate::tags::tag_hash;
 
@@ -53,10 +54,15 @@ struct Limits<'py> {
     max_body: usize,
     fixed: usize,
     capacity: usize,
+    /// `results.Message`: an item of exactly this type is prepared by its fields.
+    message_type: Option<Bound<'py, PyType>>,
     /// The batch's first `TAGS_KEPT` distinct tags and their hashes (a batch's items
     /// mostly share a few tags; the hash is BLAKE2b's, ~900 instructions).
     tags: RefCell<Vec<(Vec<u8>, u64)>>,
 }
+
+/// results.Message's fields.
+const MESSAGE_FIELDS: usize = 7;
 
 /// How many distinct tags of a batch `Limits::tag_hash` keeps.
 const TAGS_KEPT: usize = 16;
@@ -108,6 +114,26 @@ fn prepare_one<'py>(
         (body.ok_or(Refused)?, queue, key, tag, properties)
     } else if item.is_exact_instance_of::<PyBytes>() || item.is_exact_instance_of::<PyString>() {
         (item.clone(), None, None, None, None)
+    } else if limits
+        .message_type
+        .as_ref()
+        .is_some_and(|message| item.get_type().is(message))
+    {
+        // A `Message`: (body, key, tag, queue, properties, born_time_ms, dedup_id).
+        let fields = item.cast::<PyTuple>().map_err(|_| Refused)?;
+        if fields.len() != MESSAGE_FIELDS
+            || !fields.get_item(5)?.is_none()
+            || !fields.get_item(6)?.is_none()
+        {
+            return Err(Refused); // a born time or a dedup id: Python's
+        }
+        (
+            fields.get_item(0)?,
+            Some(fields.get_item(3)?),
+            Some(fields.get_item(1)?),
+            Some(fields.get_item(2)?),
+            Some(fields.get_item(4)?),
+        )
     } else {
         return Err(Refused);
     };
@@ -262,6 +288,7 @@ pub(super) fn prepare_message<'py>(
         max_body,
         fixed,
         capacity,
+        message_type: None,
         tags: RefCell::new(Vec::new()),
     };
     prepare_fields(
@@ -280,8 +307,11 @@ pub(super) fn prepare_message<'py>(
 /// each: `(queue, route key, tag, keys, properties, body, None, tag hash, index keys,
 /// None)`; None when any item is one this call leaves to Python (see the module docs).
 /// `queue_count`, `frozen`: the topic's queues; `max_body`: its body limit; `fixed`:
-/// `RECORD_OVERHEAD` plus its name's bytes; `capacity`: a segment's.
+/// `RECORD_OVERHEAD` plus its name's bytes; `capacity`: a segment's; `message_type`:
+/// `results.Message` (an item of exactly that type without a born time or a dedup id is
+/// prepared by its fields).
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_items<'py>(
     py: Python<'py>,
     items: &Bound<'py, PyList>,
@@ -290,6 +320,7 @@ pub fn prepare_items<'py>(
     max_body: usize,
     fixed: usize,
     capacity: usize,
+    message_type: Bound<'py, PyType>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
     let limits = Limits {
         queue_count,
@@ -297,6 +328,7 @@ pub fn prepare_items<'py>(
         max_body,
         fixed,
         capacity,
+        message_type: Some(message_type),
         tags: RefCell::new(Vec::new()),
     };
     let prepared = PyList::empty(py);
