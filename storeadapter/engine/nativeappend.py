@@ -1,9 +1,10 @@
 """The one native call for a common ``append`` (``_native.AppendCore``,
 native/src/python/append_core.rs; docs/PERFORMANCE.md, "Issue 31 (part 3)").
 
-A single message (``append``: a plain body, perhaps to an explicit queue, in the core's
-own single write; one with a tag, keys or properties, a str body, or to a shared topic,
-prepared natively as ``Writer.prepare`` prepares it and written as a dict batch of one),
+A single message (``append``: a bytes body without keys, perhaps with an explicit queue,
+a tag and properties, in the core's own single write; one with keys, a str body, or to a
+shared topic, prepared natively as ``Writer.prepare`` prepares it and written as a dict
+batch of one),
 a list of plain bodies (``append_batch``), or a batch of prepared dict items
 (``append_items``: placed, tagged and keyed as ``Writer._write_general`` does, the keys
 handed to ``KeyIndex.put_many``), on the mutex pen: the core does the whole write

@@ -162,3 +162,28 @@ def test_a_refused_append_raises_the_long_ways_typed_error_and_writes_nothing(
 
     assert native[0] is error
     assert native == python
+
+
+def _tagged(path: Path, native: bool) -> list[tuple]:
+    with MessageStore.open(path, _config("files")) as store:
+        store.create_topic("t", queues=QUEUES, layout="files")
+        for _ in range(QUEUES):
+            store.append("t", b"first")
+        if not native:
+            store._appender = None
+        before = store._appender.appended if native else 0
+        # More distinct tags than the core keeps hashes of, each seen again later.
+        results = [store.append("t", b"m%d" % i, tag=f"t{i % 40}-ü")[1:5] for i in range(160)]
+        if native:
+            assert store._appender.appended - before == 160  # all natively
+        paid = [m.body for q in range(QUEUES) for m in store.read("t", q, 0, 500, tag="t7-ü")]
+        return [results, paid]
+
+
+def test_many_distinct_tags_are_hashed_as_the_long_way_hashes_them(tmp_path):
+    native = _tagged(tmp_path / "n", True)
+    python = _tagged(tmp_path / "p", False)
+
+    assert native == python
+    assert sorted(native[1]) == sorted(b"m%d" % i for i in range(7, 160, 40))
+    assert _queue_files(tmp_path / "n") == _queue_files(tmp_path / "p")

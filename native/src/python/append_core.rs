@@ -1,8 +1,8 @@
 //! `_native.AppendCore`: one native call for the common `append` (issue 31, part 3).
 //!
-//! The common case is a plain body (no key, tag, properties or dedup id; perhaps an
-//! explicit queue) to a topic with files per queue, that fits in the active segment,
-//! whose queue entry goes to the queue's last file. The call then does what
+//! The common case is a body without keys or a dedup id (perhaps with an explicit
+//! queue, a tag, properties) to a topic with files per queue, that fits in the active
+//! segment, whose queue entry goes to the queue's last file. The call then does what
 //! `Writer.write_group` does for it, in this order, holding the GIL throughout but
 //! for a wait for the pen (so no other thread of this process runs meanwhile): take
 //! the pen; check that no other process published since this one caught up (the
@@ -12,8 +12,8 @@
 //! (segments are reserved whole with `fallocate`, so the store cannot fault on a full
 //! disk); `pwrite` its time mark when the entry is one the time index marks (every
 //! 128th; part 5); publish the tail with the queue's note; let go of the pen; build the
-//! `AppendResult`. A single message with a tag, keys or properties, a str body, or to
-//! a shared topic, is prepared natively as `Writer.prepare` prepares it (prepare.rs)
+//! `AppendResult`. A single message with keys, a str body, or to a shared topic, is
+//! prepared natively as `Writer.prepare` prepares it (prepare.rs)
 //! and written as a dict batch of one (`try_items`); a message `Writer.prepare` would
 //! refuse (a bad queue id, a frozen queue, a bad tag...) is declined before anything is
 //! written, and the long way raises its typed error. A dedup id goes the long way.
@@ -502,6 +502,24 @@ struct Planned<'a, 'py> {
     round_robin: i64,
     /// Whether the queue is the round-robin's (it moves on), not an explicit one.
     turns: bool,
+    extras: Extras<'a>,
+}
+
+/// A single append's tag and properties, encoded, and the tag's hash (for its entry).
+#[derive(Clone, Copy)]
+struct Extras<'a> {
+    tag: &'a [u8],
+    properties: &'a [u8],
+    tag_hash: u64,
+}
+
+impl Extras<'_> {
+    /// A plain body's: none.
+    const NONE: Extras<'static> = Extras {
+        tag: b"",
+        properties: b"",
+        tag_hash: 0,
+    };
 }
 
 /// One `append`'s arguments but the dedup id (None for Python's None too).
@@ -758,7 +776,7 @@ impl AppendCore {
             Ok(Some(state)) => state,
             _ => return Ok(None),
         };
-        answer(self.try_append(py, &found, body, None))
+        answer(self.try_append(py, &found, body, None, Extras::NONE))
     }
 
     /// What `MessageStore.append` answers (same arguments, same results, same errors), in
@@ -1593,8 +1611,9 @@ impl AppendCore {
     /// `append` of one message without a dedup id, to the topic named `topic`: its
     /// `AppendResult`, or None when declined (the caller goes the long way, which also
     /// raises the typed error of a message `Writer.prepare` refuses: nothing is written
-    /// here then). A body (bytes) alone, perhaps with a queue, to a topic with files per
-    /// queue: `try_append`; anything else (a tag, keys, properties, a str body, a shared
+    /// here then). A body (bytes) without keys, perhaps with a queue, a tag and
+    /// properties (checked and encoded as `Writer.prepare` does: prepare.rs), to a topic
+    /// with files per queue: `try_append`; anything else (keys, a str body, a shared
     /// topic): prepared as `Writer.prepare` prepares it (prepare.rs), then written as a
     /// dict batch of one (`try_items`).
     fn append_message<'py>(
@@ -1607,13 +1626,7 @@ impl AppendCore {
             Ok(Some(state)) => state,
             _ => return Ok(None),
         };
-        let files_per_queue = !self.shared(py, &state)?;
-        let alone = message.key.is_none()
-            && message.tag.is_none()
-            && message
-                .properties
-                .is_none_or(|p| p.cast_exact::<PyDict>().is_ok_and(|d| d.is_empty()));
-        if files_per_queue && alone {
+        if message.key.is_none() && !self.shared(py, &state)? {
             if let Ok(bytes) = message.body.cast_exact::<PyBytes>() {
                 let explicit = match message.queue {
                     None => None,
@@ -1623,7 +1636,17 @@ impl AppendCore {
                     },
                     Some(_) => return Ok(None), // not an int: the long way says so
                 };
-                return answer(self.try_append(py, &state, bytes.as_bytes(), explicit));
+                let Some((tag, properties, tag_hash)) =
+                    prepare::tag_and_properties(message.tag, message.properties)
+                else {
+                    return Ok(None); // refused: the long way raises its typed error
+                };
+                let extras = Extras {
+                    tag,
+                    properties: &properties,
+                    tag_hash,
+                };
+                return answer(self.try_append(py, &state, bytes.as_bytes(), explicit, extras));
             }
         }
         let Some(prepared) = self.prepare_message(py, &state, message)? else {
@@ -1680,16 +1703,17 @@ impl AppendCore {
         ))
     }
 
-    /// `append` of `body` alone to topic `state` (just found in the registry): to queue
-    /// `explicit` when given (a queue `Writer.prepare` would refuse, or one not
-    /// writable: declined, for the long way's typed error), else to the next writable
-    /// queue of the round-robin.
+    /// `append` of `body` (with `extras`: its tag and properties, checked and encoded)
+    /// to topic `state` (just found in the registry): to queue `explicit` when given (a
+    /// queue `Writer.prepare` would refuse, or one not writable: declined, for the long
+    /// way's typed error), else to the next writable queue of the round-robin.
     fn try_append<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         body: &[u8],
         explicit: Option<i64>,
+        extras: Extras<'_>,
     ) -> Step<Bound<'py, PyAny>> {
         self.check_store(py)?;
         let planned_topic = self.plain_topic(py, state, true)?;
@@ -1701,7 +1725,8 @@ impl AppendCore {
             round_robin,
         } = planned_topic.clone();
         let topic = name_bytes.as_bytes();
-        let length = RECORD_OVERHEAD + topic.len() + body.len();
+        let length =
+            RECORD_OVERHEAD + topic.len() + extras.tag.len() + extras.properties.len() + body.len();
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
             return declined();
         }
@@ -1738,6 +1763,7 @@ impl AppendCore {
             length,
             round_robin,
             turns: explicit.is_none(),
+            extras,
         };
         let outcome = self.under_thread_lock_then(
             py,
@@ -2516,7 +2542,7 @@ impl AppendCore {
         Entry {
             commit_offset: tail,
             size: length as u32,
-            tag_hash: 0,
+            tag_hash: plan.extras.tag_hash,
         }
         .pack_into(&mut entry);
         if let Err(error) = self.store_entries(queue, fd, &entry, slot) {
@@ -2532,9 +2558,9 @@ impl AppendCore {
             store_ms: now,
             queue_id: queue_id as u32,
             topic,
-            tag: b"",
+            tag: plan.extras.tag,
             keys: b"",
-            properties: b"",
+            properties: plan.extras.properties,
         };
         if io_seam::planned() {
             // Under a fault plan: the record shown to it at its site (io_seam.rs), then

@@ -200,38 +200,8 @@ fn prepare_fields<'py>(
     if keys_bytes.len() > MAX_KEYS_BYTES {
         return Err(Refused);
     }
-    let tag_bytes: &[u8] = match tag.as_ref().filter(|t| !t.is_none()) {
-        None => b"",
-        Some(t) => {
-            let t = text(t)?;
-            if t.is_empty() || t.len() > MAX_TAG_BYTES || !clean(t) {
-                return Err(Refused);
-            }
-            t.as_bytes()
-        }
-    };
-    let mut properties_bytes = Vec::new();
-    match properties.filter(|p| !p.is_none()) {
-        None => {}
-        Some(p) if p.is_exact_instance_of::<PyDict>() => {
-            for (i, (name, value)) in p.cast::<PyDict>().map_err(|_| Refused)?.iter().enumerate() {
-                let (name, value) = (text(&name)?, text(&value)?);
-                if name.is_empty() || !clean(name) || !clean(value) || name == DEDUP_PROPERTY {
-                    return Err(Refused);
-                }
-                if i > 0 {
-                    properties_bytes.push(PROPERTY_SEPARATOR);
-                }
-                properties_bytes.extend_from_slice(name.as_bytes());
-                properties_bytes.push(NAME_VALUE_SEPARATOR);
-                properties_bytes.extend_from_slice(value.as_bytes());
-            }
-        }
-        Some(_) => return Err(Refused),
-    }
-    if properties_bytes.len() > MAX_PROPERTIES_BYTES {
-        return Err(Refused);
-    }
+    let tag_bytes = tag_of(tag.as_ref())?;
+    let properties_bytes = properties_of(properties.as_ref())?;
     let length = limits.fixed
         + tag_bytes.len()
         + keys_bytes.len()
@@ -264,6 +234,80 @@ fn prepare_fields<'py>(
             none,
         ],
     )?)
+}
+
+/// A tag (None or Python's None: none) as `record.encode_tag` encodes it.
+fn tag_of<'a>(tag: Option<&'a Bound<'_, PyAny>>) -> Result<&'a [u8], Refused> {
+    match tag.filter(|t| !t.is_none()) {
+        None => Ok(b""),
+        Some(t) => {
+            let t = text(t)?;
+            if t.is_empty() || t.len() > MAX_TAG_BYTES || !clean(t) {
+                return Err(Refused);
+            }
+            Ok(t.as_bytes())
+        }
+    }
+}
+
+/// Properties (None or Python's None: none) as `record.encode_properties` encodes them
+/// (the reserved `DEDUP_ID` refused, as `Writer.prepare` refuses it).
+fn properties_of(properties: Option<&Bound<'_, PyAny>>) -> Result<Vec<u8>, Refused> {
+    let mut properties_bytes = Vec::new();
+    match properties.filter(|p| !p.is_none()) {
+        None => {}
+        Some(p) if p.is_exact_instance_of::<PyDict>() => {
+            for (i, (name, value)) in p.cast::<PyDict>().map_err(|_| Refused)?.iter().enumerate() {
+                let (name, value) = (text(&name)?, text(&value)?);
+                if name.is_empty() || !clean(name) || !clean(value) || name == DEDUP_PROPERTY {
+                    return Err(Refused);
+                }
+                if i > 0 {
+                    properties_bytes.push(PROPERTY_SEPARATOR);
+                }
+                properties_bytes.extend_from_slice(name.as_bytes());
+                properties_bytes.push(NAME_VALUE_SEPARATOR);
+                properties_bytes.extend_from_slice(value.as_bytes());
+            }
+        }
+        Some(_) => return Err(Refused),
+    }
+    if properties_bytes.len() > MAX_PROPERTIES_BYTES {
+        return Err(Refused);
+    }
+    Ok(properties_bytes)
+}
+
+thread_local! {
+    /// The tags of this thread's single appends lately (`TAGS_KEPT`) and their hashes.
+    static SINGLE_TAGS: RefCell<Vec<(Vec<u8>, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A single append's tag and properties (None or Python's None: none) as
+/// `Writer.prepare` checks and encodes them, and the tag's hash (`tags.tag_hash`); None
+/// when it would refuse them (or they are not ones this call encodes).
+pub(super) fn tag_and_properties<'a>(
+    tag: Option<&'a Bound<'_, PyAny>>,
+    properties: Option<&Bound<'_, PyAny>>,
+) -> Option<(&'a [u8], Vec<u8>, u64)> {
+    let tag = tag_of(tag).ok()?;
+    let properties = properties_of(properties).ok()?;
+    let hash = if tag.is_empty() {
+        0
+    } else {
+        SINGLE_TAGS.with_borrow_mut(|kept| {
+            if let Some((_, hash)) = kept.iter().find(|(bytes, _)| bytes.as_slice() == tag) {
+                return *hash;
+            }
+            let hash = tag_hash(tag);
+            if kept.len() >= TAGS_KEPT {
+                kept.remove(0);
+            }
+            kept.push((tag.to_vec(), hash));
+            hash
+        })
+    };
+    Some((tag, properties, hash))
 }
 
 /// One `append`'s message (its arguments but the dedup id, which this leaves to
