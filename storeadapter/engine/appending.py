@@ -102,7 +102,7 @@ class Appending:
             return writer.append_prepared(state, messages, plain=True)
         prepared = writer.prepare_batch(state, messages, limit)
         # One native call for a batch of prepared dict items (nativeappend.py); None:
-        # declined (a born time, a dedup id, a roll, a new queue file...).
+        # declined (a dedup id, a roll, a new queue file...).
         appender = self._appender
         if appender is not None:
             results = appender.append_items(state, prepared)

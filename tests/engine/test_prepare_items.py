@@ -49,6 +49,10 @@ VALID = [
     Message(b"m"),
     Message("ünï", ["k1", "k2"], "paid", 2, {"region": "eu"}),
     Message(b"m", "k", None, None, {}),
+    {"body": b"b", "born_time_ms": 5},
+    {"body": b"b", "born_time_ms": 0, "queue": 1, "tag": "t"},
+    {"body": b"b", "born_time_ms": None},
+    Message(b"b", born_time_ms=1_700_000_000_000),
 ]
 REFUSED = [
     ({"body": b"x", "queue": 9}, QueueNotFoundError),
@@ -83,6 +87,9 @@ REFUSED = [
     (Message(b"x", key=""), InvalidMessageError),
     (Message(5), InvalidMessageError),
     (Message(b"B" * (MAX_BODY + 1)), MessageTooLargeError),
+    ({"body": b"x", "born_time_ms": -1}, InvalidMessageError),
+    ({"body": b"x", "born_time_ms": "5"}, InvalidMessageError),
+    (Message(b"x", born_time_ms=1.5), InvalidMessageError),
     # Fields that each fit but together do not fit in a segment (64 KiB here).
     ({"body": b"x", "key": "k" * 40000, "properties": {"p": "v" * 40000}}, MessageTooLargeError),
 ]
@@ -90,9 +97,9 @@ REFUSED = [
 LEFT = [
     {"body": b"x", "key": ("a", "b")},
     {"body": bytearray(b"x")},
-    {"body": b"x", "born_time_ms": 5},
     {"body": b"x", "dedup_id": "d1"},
-    Message(b"x", born_time_ms=5),
+    {"body": b"x", "born_time_ms": True},
+    {"body": b"x", "born_time_ms": 1 << 63},
     Message(b"x", dedup_id="d1"),
     Message(bytearray(b"x")),
     _OwnMessage(b"x"),

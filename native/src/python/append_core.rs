@@ -237,8 +237,8 @@ struct Run {
 
 /// The records in order from `tail` (to `end`), each at the next offset of its queue
 /// (`_write_general`): `shares` gives each queue's first offset and count, `held` each
-/// record's tag, keys, properties and body and its tag hash, `places` its share and
-/// queue id.
+/// record's tag, keys, properties and body, its tag hash and its born time (None: the
+/// store time), `places` its share and queue id.
 #[allow(clippy::too_many_arguments)]
 fn place_run<'a>(
     tail: u64,
@@ -246,7 +246,7 @@ fn place_run<'a>(
     now: i64,
     name_bytes: &[u8],
     shares: impl Iterator<Item = (u64, u64)>,
-    held: impl ExactSizeIterator<Item = ([&'a [u8]; 4], u64)>,
+    held: impl ExactSizeIterator<Item = ([&'a [u8]; 4], u64, Option<i64>)>,
     places: &[(usize, u32)],
 ) -> Step<Run> {
     let (mut next, counts): (Vec<u64>, Vec<u64>) = shares.unzip();
@@ -254,14 +254,14 @@ fn place_run<'a>(
     let mut records = Vec::with_capacity(held.len());
     let mut queue_offsets = Vec::with_capacity(held.len());
     let mut starts = Vec::with_capacity(held.len());
-    for ((fields, hashed), (share, queue_id)) in held.zip(places) {
+    for ((fields, hashed, born), (share, queue_id)) in held.zip(places) {
         let queue_offset = next[*share];
         next[*share] += 1;
         let record = appending::Placed {
             fields: crate::record::Fields {
                 commit_offset: at,
                 queue_offset,
-                born_ms: now,
+                born_ms: born.unwrap_or(now),
                 store_ms: now,
                 queue_id: *queue_id,
                 topic: name_bytes,
@@ -554,6 +554,19 @@ struct Unsettled<'py> {
     published: Published,
     /// The bookkeeping of a native follow before the write (`settle_follow`).
     unfollowed: Option<follow::Unfollowed<'py>>,
+}
+
+/// A prepared item's born time (`Writer.prepare`'s tuple, at 6): None (the store time),
+/// or a non-negative int (else declined: the long way writes what it writes).
+fn born_of(tuple: &Bound<'_, PyTuple>) -> Step<Option<i64>> {
+    let born = tuple.get_item(6)?;
+    if born.is_none() {
+        return Ok(None);
+    }
+    match born.extract::<i64>() {
+        Ok(ms) if ms >= 0 => Ok(Some(ms)),
+        _ => declined(),
+    }
 }
 
 /// A step's outcome as Python sees it: its value, None when declined, or the error.
@@ -872,7 +885,7 @@ impl AppendCore {
     /// key's CRC32 picks, else to the next in the round-robin; tags, keys and properties
     /// in the records, tag hashes in the entries, the keys handed to the key index's
     /// `put_many` in one call. Their `AppendResult`s, or None when declined (as
-    /// `append_batch`, and also for an item with a born time or a dedup id).
+    /// `append_batch`, and also for an item with a dedup id).
     fn append_items<'py>(
         &self,
         py: Python<'py>,
@@ -1309,9 +1322,10 @@ impl AppendCore {
         let mut length = 0usize;
         for item in items.iter() {
             let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
-            if tuple.len() != 10 || !tuple.get_item(6)?.is_none() || !tuple.get_item(9)?.is_none() {
-                return declined(); // a born time or a dedup id: the long way
+            if tuple.len() != 10 || !tuple.get_item(9)?.is_none() {
+                return declined(); // a dedup id: the long way
             }
+            let born = born_of(&tuple)?;
             let fields: [Bound<'py, PyBytes>; 4] = [
                 tuple.get_item(2)?.cast_into().map_err(PyErr::from)?,
                 tuple.get_item(3)?.cast_into().map_err(PyErr::from)?,
@@ -1350,7 +1364,7 @@ impl AppendCore {
                 .get_item(8)?
                 .cast_into::<PyTuple>()
                 .map_err(PyErr::from)?;
-            held.push((fields, hashed, keys));
+            held.push((fields, hashed, born, keys));
         }
         if length > self.capacity {
             return declined();
@@ -1387,7 +1401,12 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         topic: &PlainTopic<'py>,
         rooms: &[QueueRoom<'py>],
-        held: &[([Bound<'py, PyBytes>; 4], u64, Bound<'py, PyTuple>)],
+        held: &[(
+            [Bound<'py, PyBytes>; 4],
+            u64,
+            Option<i64>,
+            Bound<'py, PyTuple>,
+        )],
         places: &[(usize, u32)],
         round_robin: i64,
         length: usize,
@@ -1420,8 +1439,9 @@ impl AppendCore {
             now,
             name_bytes,
             rooms.iter().map(|room| (room.base, room.count)),
-            held.iter()
-                .map(|(fields, hashed, _)| (fields.each_ref().map(|f| f.as_bytes()), *hashed)),
+            held.iter().map(|(fields, hashed, born, _)| {
+                (fields.each_ref().map(|f| f.as_bytes()), *hashed, *born)
+            }),
             places,
         )?;
         Self::begin(&ready, end);
@@ -1439,7 +1459,7 @@ impl AppendCore {
             tail,
         )?;
         let stored = now.into_pyobject(py)?.into_any();
-        let keyed = held.iter().map(|(_, _, keys)| keys).zip(&starts);
+        let keyed = held.iter().map(|(_, _, _, keys)| keys).zip(&starts);
         if let Err(error) = self.put_keys(py, &topic.name, keyed, &stored) {
             return Err(self.write_failed(py, error, tail));
         }

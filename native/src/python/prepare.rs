@@ -1,8 +1,8 @@
 //! `_native.prepare_items`: `append_batch`'s items made ready for `Writer.append_prepared`
 //! in one call (issue 31, part 5): bytes, str and dicts of `body` (bytes or str),
 //! `queue` (int), `key` (str or list of str), `tag` (str) and `properties` (dict of str
-//! to str), and `Message`s of those (no born time, no dedup id), each as the tuple
-//! `Writer.prepare` makes of it. Anything else, and any item
+//! to str) and `born_time_ms` (int), and `Message`s of those (no dedup id), each as the
+//! tuple `Writer.prepare` makes of it. Anything else, and any item
 //! `Writer.prepare` would refuse, makes the whole call None: the Python path then
 //! prepares the batch and raises its typed error, with nothing written.
 
@@ -96,10 +96,10 @@ fn prepare_one<'py>(
     item: &Bound<'py, PyAny>,
     limits: &Limits<'py>,
 ) -> Result<Bound<'py, PyTuple>, Refused> {
-    let (body, queue, key, tag, properties) = if item.is_exact_instance_of::<PyDict>() {
+    let (body, queue, key, tag, properties, born) = if item.is_exact_instance_of::<PyDict>() {
         let dict = item.cast::<PyDict>().map_err(|_| Refused)?;
-        let (mut body, mut queue, mut key, mut tag, mut properties) =
-            (None, None, None, None, None);
+        let (mut body, mut queue, mut key, mut tag, mut properties, mut born) =
+            (None, None, None, None, None, None);
         for (name, value) in dict.iter() {
             let place = match text(&name)? {
                 "body" => &mut body,
@@ -107,13 +107,14 @@ fn prepare_one<'py>(
                 "key" => &mut key,
                 "tag" => &mut tag,
                 "properties" => &mut properties,
-                _ => return Err(Refused), // born_time_ms, dedup_id, unknown: Python's
+                "born_time_ms" => &mut born,
+                _ => return Err(Refused), // dedup_id, unknown: Python's
             };
             *place = Some(value);
         }
-        (body.ok_or(Refused)?, queue, key, tag, properties)
+        (body.ok_or(Refused)?, queue, key, tag, properties, born)
     } else if item.is_exact_instance_of::<PyBytes>() || item.is_exact_instance_of::<PyString>() {
-        (item.clone(), None, None, None, None)
+        (item.clone(), None, None, None, None, None)
     } else if limits
         .message_type
         .as_ref()
@@ -121,11 +122,8 @@ fn prepare_one<'py>(
     {
         // A `Message`: (body, key, tag, queue, properties, born_time_ms, dedup_id).
         let fields = item.cast::<PyTuple>().map_err(|_| Refused)?;
-        if fields.len() != MESSAGE_FIELDS
-            || !fields.get_item(5)?.is_none()
-            || !fields.get_item(6)?.is_none()
-        {
-            return Err(Refused); // a born time or a dedup id: Python's
+        if fields.len() != MESSAGE_FIELDS || !fields.get_item(6)?.is_none() {
+            return Err(Refused); // a dedup id: Python's
         }
         (
             fields.get_item(0)?,
@@ -133,12 +131,28 @@ fn prepare_one<'py>(
             Some(fields.get_item(1)?),
             Some(fields.get_item(2)?),
             Some(fields.get_item(4)?),
+            Some(fields.get_item(5)?),
         )
     } else {
         return Err(Refused);
     };
-    prepare_fields(py, &body, queue, key, tag, properties, limits)
+    let tuple = prepare_fields(py, &body, queue, key, tag, properties, limits)?;
+    match born.filter(|b| !b.is_none()) {
+        None => Ok(tuple),
+        Some(born) => {
+            // `Writer.prepare`: a non-negative int (a bool, or past i64: Python's).
+            if !born.is_exact_instance_of::<PyInt>() || born.extract::<i64>()? < 0 {
+                return Err(Refused);
+            }
+            let mut fields: Vec<Bound<'py, PyAny>> = tuple.iter().collect();
+            fields[BORN_AT] = born;
+            Ok(PyTuple::new(py, fields)?)
+        }
+    }
 }
+
+/// Where a prepared tuple holds the born time.
+const BORN_AT: usize = 6;
 
 /// One message's fields (`None` or Python's None: not given) as `Writer.prepare`
 /// checks and prepares them.
@@ -348,12 +362,12 @@ pub(super) fn prepare_message<'py>(
 }
 
 /// `items` (a list of `append_batch`'s items) prepared as `Writer.prepare` prepares
-/// each: `(queue, route key, tag, keys, properties, body, None, tag hash, index keys,
+/// each: `(queue, route key, tag, keys, properties, body, born time, tag hash, index keys,
 /// None)`; None when any item is one this call leaves to Python (see the module docs).
 /// `queue_count`, `frozen`: the topic's queues; `max_body`: its body limit; `fixed`:
 /// `RECORD_OVERHEAD` plus its name's bytes; `capacity`: a segment's; `message_type`:
-/// `results.Message` (an item of exactly that type without a born time or a dedup id is
-/// prepared by its fields).
+/// `results.Message` (an item of exactly that type without a dedup id is prepared by its
+/// fields).
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn prepare_items<'py>(

@@ -22,7 +22,7 @@
 //!
 //! An item's keys go to the key index in one `put_many` after the entries are stored
 //! (as `items_under_pen` does). It declines (the long way writes the batch) for an item
-//! with a born time or a dedup id, a block of a file not created yet (Python creates it),
+//! with a dedup id, a block of a file not created yet (Python creates it),
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
 
 use super::super::block_index::{BlockIndex, ERASED};
@@ -34,8 +34,9 @@ const BLOCK_HEADER_SIZE: usize = 16;
 /// and back costs a few microseconds; a batch of 500 spends milliseconds).
 const DETACH_ITEMS: usize = 32;
 
-/// An item of a shared topic's batch: its tag, keys, properties and body, its tag hash.
-type Held<'py> = ([Bound<'py, PyBytes>; 4], u64);
+/// An item of a shared topic's batch: its tag, keys, properties and body, its tag hash,
+/// its born time (None: the store time).
+type Held<'py> = ([Bound<'py, PyBytes>; 4], u64, Option<i64>);
 
 /// A queue of a shared topic's batch: its id, the `BlockQueue`, its end (the first
 /// entry's queue offset) and how many of the batch's entries are its.
@@ -261,9 +262,10 @@ impl AppendCore {
         let mut length = 0usize;
         for item in items.iter() {
             let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
-            if tuple.len() != 10 || !tuple.get_item(6)?.is_none() || !tuple.get_item(9)?.is_none() {
-                return declined(); // a born time or a dedup id: the long way
+            if tuple.len() != 10 || !tuple.get_item(9)?.is_none() {
+                return declined(); // a dedup id: the long way
             }
+            let born = born_of(&tuple)?;
             let keys = tuple
                 .get_item(8)?
                 .cast_into::<PyTuple>()
@@ -303,7 +305,7 @@ impl AppendCore {
                 + name_len
                 + fields.iter().map(|f| f.as_bytes().len()).sum::<usize>();
             let hashed: u64 = tuple.get_item(7)?.extract()?;
-            held.push((fields, hashed));
+            held.push((fields, hashed, born));
             if !keys.is_empty() || !keyed.is_empty() {
                 keyed.resize(held.len() - 1, PyTuple::empty(py));
                 keyed.push(keys);
@@ -454,9 +456,9 @@ impl AppendCore {
             })
             .collect();
         let name_bytes = topic.name_bytes.as_bytes();
-        let fields: Vec<([&[u8]; 4], u64)> = held
+        let fields: Vec<_> = held
             .iter()
-            .map(|(fields, hashed)| (fields.each_ref().map(|f| f.as_bytes()), *hashed))
+            .map(|(fields, hashed, born)| (fields.each_ref().map(|f| f.as_bytes()), *hashed, *born))
             .collect();
         let shares: Vec<(u64, u64)> = rooms.iter().map(|room| (room.base, room.count)).collect();
         let index = blocks.index.get();
