@@ -13,10 +13,10 @@
 //! disk); `pwrite` its time mark when the entry is one the time index marks (every
 //! 128th; part 5); publish the tail with the queue's note; let go of the pen; build the
 //! `AppendResult`. A single message with keys, a str body, or to a shared topic, is
-//! prepared natively as `Writer.prepare` prepares it (prepare.rs)
-//! and written as a dict batch of one (`try_items`); a message `Writer.prepare` would
-//! refuse (a bad queue id, a frozen queue, a bad tag...) is declined before anything is
-//! written, and the long way raises its typed error. A dedup id goes the long way.
+//! prepared natively as `Writer.prepare` prepares it (prepare.rs) and written as a dict
+//! batch of one (`try_items`); a message `Writer.prepare` would refuse (a bad queue id,
+//! a frozen queue, a bad tag...) is declined before anything is written, and the long
+//! way raises its typed error. A dedup id goes the long way.
 //!
 //! Another process's write is not declined (part 11): a busy pen is tried again for a
 //! couple of microseconds, then waited for without the GIL; appends another process
