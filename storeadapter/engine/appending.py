@@ -3,11 +3,11 @@
 ``MessageStore``'s public append methods (store.py mixes this class in). Each one finds
 the topic and hands the messages to the ``Writer`` (writer.py), which validates and
 prepares them, writes them under the write lock and publishes them; plain bodies that
-fit go its fast path unprepared, a single one or a list of bodies first to the native
-append (nativeappend.py); an open store with one binds ``append`` to the native call,
-which calls ``_append_long_way`` for what it declines. What this class uses of the
-store: ``_registry``, ``_topic``, ``_writer`` and ``_appender``. (Appends to event
-streams are in store.py.)
+fit go its fast path unprepared; a single message, a list of bodies or a prepared dict
+batch first to the native append (nativeappend.py); an open store with one binds
+``append`` to the native call, which calls ``_append_long_way`` for what it declines.
+What this class uses of the store: ``_registry``, ``_topic``, ``_writer`` and
+``_appender``. (Appends to event streams are in store.py.)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class Appending:
         ``flush_timeout_ms`` (status FLUSH_TIMEOUT). Raises MessageTooLargeError,
         InvalidMessageError, TopicNotFoundError, QueueNotFoundError, StoreFailedError.
         """
-        # One native call for the common case (nativeappend.py): a plain body there, the
+        # One native call (nativeappend.py) for every message without a dedup id; the
         # rest (and whatever it declines) back here, in ``_append_long_way``. An open store
         # with a core binds its ``append`` to that call (store.py), skipping this frame.
         appender = self._appender
@@ -102,7 +102,7 @@ class Appending:
             return writer.append_prepared(state, messages, plain=True)
         prepared = writer.prepare_batch(state, messages, limit)
         # One native call for a batch of prepared dict items (nativeappend.py); None:
-        # declined (a born time, a dedup id, a roll, a new queue file...).
+        # declined (a dedup id, a roll, a new queue file...).
         appender = self._appender
         if appender is not None:
             results = appender.append_items(state, prepared)

@@ -1,11 +1,16 @@
 """The one native call for a common ``append`` (``_native.AppendCore``,
 native/src/python/append_core.rs; docs/PERFORMANCE.md, "Issue 31 (part 3)").
 
-A plain body (``append``), a list of plain bodies (``append_batch``), or a batch of
-prepared dict items (``append_items``: placed, tagged and keyed as
-``Writer._write_general`` does, the keys handed to ``KeyIndex.put_many``) to a topic with
-files per queue, on the mutex pen: the core does the whole write session in one call, or
-declines and the store takes its Python path (``Writer``). In sync mode an append the
+A single message (``append``: a bytes body without keys, perhaps with an explicit queue,
+a tag and properties, in the core's own single write; one with keys, a str body, or to a
+shared topic, prepared natively as ``Writer.prepare`` prepares it and written as a dict
+batch of one),
+a list of plain bodies (``append_batch``), or a batch of prepared dict items
+(``append_items``: placed, tagged and keyed as ``Writer._write_general`` does, the keys
+handed to ``KeyIndex.put_many``), on the mutex pen: the core does the whole write
+session in one call, or declines (a message ``Writer.prepare`` refuses, a dedup id, a
+roll, a new queue file...) and the store takes its Python path (``Writer``), which
+raises the typed error of a refused message. In sync mode an append the
 core wrote then waits, without the GIL, for the group commit's fdatasync that covers it
 (``log_syncer``; docs/PERFORMANCE.md, "Issue 31 (part 9)"). It declines while a fault
 plan is installed: a test that replaces one of the functions or methods listed in

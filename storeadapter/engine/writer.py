@@ -189,10 +189,10 @@ class Writer(metaclass=Watched):
         """Validate and prepare ``messages`` (``append_batch``'s items, not all plain
         bodies that fit within ``limit``) for ``append_prepared``.
 
-        One native call prepares bytes, str and dicts of body, queue, key, tag and
-        properties (``_native.prepare_items``: the same tuples); it leaves a batch with
-        any other item, or any item ``prepare`` refuses, to the loop below, which raises
-        the typed error."""
+        One native call prepares bytes, str, and dicts and Messages of body, queue, key,
+        tag and properties (``_native.prepare_items``: the same tuples); it leaves a
+        batch with any other item, or any item ``prepare`` refuses, to the loop below,
+        which raises the typed error."""
         prepared = self.prepare_batch_native(state, messages)
         if prepared is not None:
             return prepared
@@ -207,6 +207,7 @@ class Writer(metaclass=Watched):
             self.max_body(state),
             RECORD_OVERHEAD + len(state.name_bytes),
             self.commitlog.capacity(),
+            Message,
         )
 
     def prepare_batch_python(self, state: Topic, messages: list, limit: int) -> list[_Prepared]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore, StoreConfig
 from storeadapter.engine.writer import Writer
 from tests.engine.storetools import read_all, small_config
@@ -117,13 +119,45 @@ def test_a_replaced_write_path_function_turns_the_native_dict_batch_down(tmp_pat
         assert len(_records(store)) == 240
 
 
-def test_dedup_ids_and_born_times_go_the_long_way(tmp_path):
+def test_dedup_ids_go_the_long_way(tmp_path):
     with MessageStore.open(tmp_path / "s", _config()) as store:
         store.create_topic("t", queues=3, layout="files")
-        store.append_batch("t", [{"body": b"x", "born_time_ms": 5}])
-        store.append_batch("t", [{"body": b"y", "dedup_id": "d1"}])
+        store.append_batch("t", [{"body": b"x", "queue": 0}])  # its first file
+        store.append_batch("t", [{"body": b"y", "queue": 0, "dedup_id": "d1"}])
         assert store._appender.batched == 0
         assert len(_records(store)) == 2
+
+
+def _born(path: Path, native: bool, layout: str) -> tuple[list, int, list]:
+    with MessageStore.open(path, _config()) as store:
+        store.create_topic("t", queues=3, layout=layout)
+        store.append_batch("t", [{"body": b"first", "queue": q} for q in range(3)])
+        if not native:
+            store._appender = None
+        batch = [
+            {"body": b"b%d" % i, "born_time_ms": 1_000 * i, "tag": "x"} if i % 2 else b"p%d" % i
+            for i in range(30)
+        ]
+        results = [r[1:5] for _ in range(3) for r in store.append_batch("t", batch)]
+        taken = 0 if store._appender is None else store._appender.batched
+        born = sorted(
+            (m.commit_offset, m.born_time_ms == m.store_time_ms, m.born_time_ms)
+            for q in range(3)
+            for m in read_all(store, "t", q)
+            if m.body.startswith(b"b")
+        )
+        return results, taken, born
+
+
+@pytest.mark.parametrize("layout", ["files", "shared"])
+def test_born_times_take_the_native_call_and_are_kept(tmp_path, layout):
+    native = _born(tmp_path / "n", True, layout)
+    python = _born(tmp_path / "p", False, layout)
+
+    assert native[1] == 3
+    assert native[0] == python[0]
+    assert native[2] == python[2]
+    assert sorted(b for _, _, b in native[2]) == sorted([1_000 * i for i in range(1, 30, 2)] * 3)
 
 
 def test_a_batch_over_more_queue_files_than_the_core_keeps_open_is_written(tmp_path):

@@ -113,6 +113,53 @@ def test_batches_and_dict_items_wait_for_their_fsync_too(tmp_path):
         assert store._flusher.flushed >= _end(items[-1], b"e")
 
 
+def _shared_sync_store(path):
+    """A sync store with a shared topic of 3 queues whose first blocks are made (the
+    native append declines the write that makes one)."""
+    config = _sync_config(
+        segment_bytes=1 << 22,
+        shared_layout_above=0,
+        shared_block_entries=4,
+        shared_blocks_per_file=64,
+    )
+    store = MessageStore.open(path, config)
+    store.create_topic(TOPIC, queues=3, layout="shared")
+    for queue in range(3):
+        store.append(TOPIC, b"first", queue=queue)
+    return store
+
+
+@pytest.mark.parametrize("form", ["append", "append_batch"])
+def test_a_shared_topics_native_write_waits_for_its_fsync_too(tmp_path, form):
+    with _shared_sync_store(tmp_path / "s") as store:
+        counter = "appended" if form == "append" else "batched"
+        before = getattr(store._appender, counter)
+        store._log_syncer.hold_syncs(True)  # no fdatasync until the append is written
+        seen: list = []
+
+        def append() -> None:
+            if form == "append":
+                result = store.append(TOPIC, b"held", queue=1, tag="x")
+            else:
+                result = store.append_batch(TOPIC, [{"body": b"held", "queue": 1, "tag": "x"}])[0]
+            seen.append((result, store._flusher.flushed))
+
+        runner = threading.Thread(target=append)
+        runner.start()
+        pause = threading.Event()
+        for _ in range(3000):
+            if getattr(store._appender, counter) > before:
+                break
+            pause.wait(0.01)
+        store._log_syncer.hold_syncs(False)
+        runner.join()
+        assert getattr(store._appender, counter) == before + 1  # the native call wrote it
+        (result, flushed), body = seen[0], b"held"
+        assert result.status == STATUS_OK
+        end = result.commit_offset + RECORD_OVERHEAD + len(TOPIC) + len(body) + len(b"x")
+        assert flushed >= end  # durable when it returned
+
+
 @pytest.mark.parametrize(
     ("code", "error_type"), [(errno.EIO, StoreFailedError), (errno.ENOSPC, DiskFullError)]
 )

@@ -12,9 +12,18 @@ from storeadapter.engine.errors import (
     QueueFrozenError,
     QueueNotFoundError,
 )
+from storeadapter.engine.results import Message
 from tests.engine.storetools import read_all, small_config
 
 MAX_BODY = 4096
+
+
+class _OwnMessage(Message):
+    """A caller's subclass of Message (left to the Python loop)."""
+
+    __slots__ = ()
+
+
 VALID = [
     b"plain",
     b"",
@@ -37,6 +46,13 @@ VALID = [
     {"body": b"m", "queue": 1, "key": ["k1", "k2"], "tag": "t", "properties": {"a": "b"}},
     {"body": b"B" * MAX_BODY},
     {"properties": {"a": "1"}, "tag": "x", "body": "order of keys"},
+    Message(b"m"),
+    Message("ünï", ["k1", "k2"], "paid", 2, {"region": "eu"}),
+    Message(b"m", "k", None, None, {}),
+    {"body": b"b", "born_time_ms": 5},
+    {"body": b"b", "born_time_ms": 0, "queue": 1, "tag": "t"},
+    {"body": b"b", "born_time_ms": None},
+    Message(b"b", born_time_ms=1_700_000_000_000),
 ]
 REFUSED = [
     ({"body": b"x", "queue": 9}, QueueNotFoundError),
@@ -65,6 +81,15 @@ REFUSED = [
     ({"body": b"x", "properties": ["a"]}, InvalidMessageError),
     ({"body": b"x", "properties": {"p": "v" * 0x10000}}, InvalidMessageError),
     (12, InvalidMessageError),
+    (Message(b"x", queue=9), QueueNotFoundError),
+    (Message(b"x", queue=3), QueueFrozenError),
+    (Message(b"x", tag=""), InvalidMessageError),
+    (Message(b"x", key=""), InvalidMessageError),
+    (Message(5), InvalidMessageError),
+    (Message(b"B" * (MAX_BODY + 1)), MessageTooLargeError),
+    ({"body": b"x", "born_time_ms": -1}, InvalidMessageError),
+    ({"body": b"x", "born_time_ms": "5"}, InvalidMessageError),
+    (Message(b"x", born_time_ms=1.5), InvalidMessageError),
     # Fields that each fit but together do not fit in a segment (64 KiB here).
     ({"body": b"x", "key": "k" * 40000, "properties": {"p": "v" * 40000}}, MessageTooLargeError),
 ]
@@ -72,8 +97,12 @@ REFUSED = [
 LEFT = [
     {"body": b"x", "key": ("a", "b")},
     {"body": bytearray(b"x")},
-    {"body": b"x", "born_time_ms": 5},
     {"body": b"x", "dedup_id": "d1"},
+    {"body": b"x", "born_time_ms": True},
+    {"body": b"x", "born_time_ms": 1 << 63},
+    Message(b"x", dedup_id="d1"),
+    Message(bytearray(b"x")),
+    _OwnMessage(b"x"),
 ]
 
 
@@ -138,6 +167,7 @@ def test_other_valid_items_go_the_python_loop(store, item):
 
 def test_a_batch_of_dicts_reads_back_as_written(store):
     items = [i for i in VALID if type(i) is dict]
+    items += [i._asdict() for i in VALID if type(i) is Message]
     results = store.append_batch("t", items)
     found = {m.commit_offset: m for q in range(4) for m in read_all(store, "t", q)}
     for item, result in zip(items, results, strict=True):

@@ -284,7 +284,9 @@ class FaultyFS:
         Python side; of those whose ``where(path, offset)`` holds), ``before`` it is made
         or ``after`` (in a child process only)."""
         with self._lock:
-            self._kills.append([site, nth, when, before_death, where, 0])
+            # The last item: the thread making the nth call, once it began (its "after"
+            # is that call's: another thread's call at the site may begin meanwhile).
+            self._kills.append([site, nth, when, before_death, where, 0, None])
 
     def _site(self, op: str, path: str) -> str | None:
         """The site of a Python-side call ``op`` on the file at ``path`` (None: none)."""
@@ -304,7 +306,11 @@ class FaultyFS:
                 continue
             if phase == "before":
                 kill[5] += 1
-            if kill[5] == kill[1] and kill[2] == phase:
+                if kill[5] == kill[1]:
+                    kill[6] = threading.get_ident()
+            # A native call's two phases take the lock apart (its system call between
+            # them): the nth call's "after" is found by its thread, not by the count.
+            if kill[6] == threading.get_ident() and kill[2] == phase:
                 if kill[3] is not None:
                     kill[3]()
                 os.kill(os.getpid(), signal.SIGKILL)

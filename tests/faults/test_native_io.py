@@ -179,6 +179,49 @@ def test_a_kill_at_a_native_site_loses_nothing_acknowledged(tmp_path, site, nth,
         store.append("t", b"after")
 
 
+_OVERTAKEN = """
+import os
+import sys
+import threading
+from pathlib import Path
+
+from tests.faults.faultyfs import FaultyFS
+
+path = Path(sys.argv[1])
+(path / "commitlog").mkdir(parents=True)
+fd = os.open(path / "commitlog" / "00000000000000000000", os.O_RDWR | os.O_CREAT)
+fs = FaultyFS(path)
+fs.kill_at("log.sync", 1, "after")
+began, go_on = threading.Event(), threading.Event()
+
+
+def native_sync() -> None:
+    # The group commit's fdatasync: the plan sees its two phases apart, the system call
+    # between them without the plan's lock.
+    fs._native_call("log.sync", fd, 0, None, "before")
+    began.set()
+    go_on.wait()
+    fs._native_call("log.sync", fd, 0, None, "after")
+
+
+syncer = threading.Thread(target=native_sync)
+syncer.start()
+began.wait()
+fs.fdatasync(fd)  # the Python side's fdatasync of the log meanwhile: the second call
+go_on.set()
+syncer.join()
+print("not killed")
+"""
+
+
+def test_a_kill_after_the_nth_native_call_comes_though_another_call_overtook_it(tmp_path):
+    # The first call at log.sync is the native one; a Python-side call at the same site
+    # begins and ends before it ends: the kill comes after the first, not never.
+    child = run_until_killed(_OVERTAKEN, tmp_path / "s")
+
+    assert "not killed" not in child.stdout
+
+
 _NATIVE_SITES = ("log.record", "queue.entry", "timeindex.mark")
 
 

@@ -1,8 +1,8 @@
 //! `_native.AppendCore`: one native call for the common `append` (issue 31, part 3).
 //!
-//! The common case is a plain body (no key, tag, properties, queue or dedup id) to a
-//! topic with files per queue, in async mode, that fits in the active segment, whose
-//! queue entry goes to the queue's last file. The call then does what
+//! The common case is a body without keys or a dedup id (perhaps with an explicit
+//! queue, a tag, properties) to a topic with files per queue, that fits in the active
+//! segment, whose queue entry goes to the queue's last file. The call then does what
 //! `Writer.write_group` does for it, in this order, holding the GIL throughout but
 //! for a wait for the pen (so no other thread of this process runs meanwhile): take
 //! the pen; check that no other process published since this one caught up (the
@@ -12,7 +12,11 @@
 //! (segments are reserved whole with `fallocate`, so the store cannot fault on a full
 //! disk); `pwrite` its time mark when the entry is one the time index marks (every
 //! 128th; part 5); publish the tail with the queue's note; let go of the pen; build the
-//! `AppendResult`.
+//! `AppendResult`. A single message with keys, a str body, or to a shared topic, is
+//! prepared natively as `Writer.prepare` prepares it (prepare.rs) and written as a dict
+//! batch of one (`try_items`); a message `Writer.prepare` would refuse (a bad queue id,
+//! a frozen queue, a bad tag...) is declined before anything is written, and the long
+//! way raises its typed error. A dedup id goes the long way.
 //!
 //! Another process's write is not declined (part 11): a busy pen is tried again for a
 //! couple of microseconds, then waited for without the GIL; appends another process
@@ -43,7 +47,7 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PySet, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PySet, PyString, PyTuple, PyType};
 
 mod follow;
 
@@ -52,6 +56,7 @@ use follow::Followed;
 use super::io_seam::{self, Site, What};
 use super::log_sync::{LogSyncer, Written};
 use super::pen::Pen;
+use super::prepare;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
 use super::window::{populate_write, NotStored, QueueWindow};
@@ -232,8 +237,8 @@ struct Run {
 
 /// The records in order from `tail` (to `end`), each at the next offset of its queue
 /// (`_write_general`): `shares` gives each queue's first offset and count, `held` each
-/// record's tag, keys, properties and body and its tag hash, `places` its share and
-/// queue id.
+/// record's tag, keys, properties and body, its tag hash and its born time (None: the
+/// store time), `places` its share and queue id.
 #[allow(clippy::too_many_arguments)]
 fn place_run<'a>(
     tail: u64,
@@ -241,7 +246,7 @@ fn place_run<'a>(
     now: i64,
     name_bytes: &[u8],
     shares: impl Iterator<Item = (u64, u64)>,
-    held: impl ExactSizeIterator<Item = ([&'a [u8]; 4], u64)>,
+    held: impl ExactSizeIterator<Item = ([&'a [u8]; 4], u64, Option<i64>)>,
     places: &[(usize, u32)],
 ) -> Step<Run> {
     let (mut next, counts): (Vec<u64>, Vec<u64>) = shares.unzip();
@@ -249,14 +254,14 @@ fn place_run<'a>(
     let mut records = Vec::with_capacity(held.len());
     let mut queue_offsets = Vec::with_capacity(held.len());
     let mut starts = Vec::with_capacity(held.len());
-    for ((fields, hashed), (share, queue_id)) in held.zip(places) {
+    for ((fields, hashed, born), (share, queue_id)) in held.zip(places) {
         let queue_offset = next[*share];
         next[*share] += 1;
         let record = appending::Placed {
             fields: crate::record::Fields {
                 commit_offset: at,
                 queue_offset,
-                born_ms: now,
+                born_ms: born.unwrap_or(now),
                 store_ms: now,
                 queue_id: *queue_id,
                 topic: name_bytes,
@@ -495,6 +500,35 @@ struct Planned<'a, 'py> {
     body: &'a [u8],
     length: usize,
     round_robin: i64,
+    /// Whether the queue is the round-robin's (it moves on), not an explicit one.
+    turns: bool,
+    extras: Extras<'a>,
+}
+
+/// A single append's tag and properties, encoded, and the tag's hash (for its entry).
+#[derive(Clone, Copy)]
+struct Extras<'a> {
+    tag: &'a [u8],
+    properties: &'a [u8],
+    tag_hash: u64,
+}
+
+impl Extras<'_> {
+    /// A plain body's: none.
+    const NONE: Extras<'static> = Extras {
+        tag: b"",
+        properties: b"",
+        tag_hash: 0,
+    };
+}
+
+/// One `append`'s arguments but the dedup id (None for Python's None too).
+struct Message<'a, 'py> {
+    body: &'a Bound<'py, PyAny>,
+    key: Option<&'a Bound<'py, PyAny>>,
+    tag: Option<&'a Bound<'py, PyAny>>,
+    queue: Option<&'a Bound<'py, PyAny>>,
+    properties: Option<&'a Bound<'py, PyAny>>,
 }
 
 /// What a single append wrote: the tail it wrote at (the int object), the queue
@@ -520,6 +554,19 @@ struct Unsettled<'py> {
     published: Published,
     /// The bookkeeping of a native follow before the write (`settle_follow`).
     unfollowed: Option<follow::Unfollowed<'py>>,
+}
+
+/// A prepared item's born time (`Writer.prepare`'s tuple, at 6): None (the store time),
+/// or a non-negative int (else declined: the long way writes what it writes).
+fn born_of(tuple: &Bound<'_, PyTuple>) -> Step<Option<i64>> {
+    let born = tuple.get_item(6)?;
+    if born.is_none() {
+        return Ok(None);
+    }
+    match born.extract::<i64>() {
+        Ok(ms) if ms >= 0 => Ok(Some(ms)),
+        _ => declined(),
+    }
 }
 
 /// A step's outcome as Python sees it: its value, None when declined, or the error.
@@ -742,14 +789,14 @@ impl AppendCore {
             Ok(Some(state)) => state,
             _ => return Ok(None),
         };
-        answer(self.try_append(py, &found, body))
+        answer(self.try_append(py, &found, body, None, Extras::NONE))
     }
 
     /// What `MessageStore.append` answers (same arguments, same results, same errors), in
-    /// one native call: a plain body (bytes; no key, tag, queue, properties or dedup id)
-    /// goes to `append`; whatever that declines, and every other message, goes to the
-    /// store's `_append_long_way` with the arguments as given. The store binds its
-    /// `append` to this (no Python frame around the call).
+    /// one native call: a message without a dedup id goes to `append_message`; whatever
+    /// that declines, and a message with a dedup id, goes to the store's
+    /// `_append_long_way` with the arguments as given. The store binds its `append` to
+    /// this (no Python frame around the call).
     #[pyo3(signature = (topic, body, key = None, tag = None, queue = None, properties = None, dedup_id = None))]
     #[allow(clippy::too_many_arguments)]
     fn append_or_long_way<'py>(
@@ -763,23 +810,22 @@ impl AppendCore {
         properties: Option<&Bound<'py, PyAny>>,
         dedup_id: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        // `not properties` of `Appending.append`'s plain test, for None and a dict.
-        let no_properties = match properties {
-            None => true,
-            Some(given) => given.cast_exact::<PyDict>().is_ok_and(|d| d.is_empty()),
-        };
         let core = slf.get();
-        if key.is_none() && tag.is_none() && queue.is_none() && dedup_id.is_none() && no_properties
-        {
+        if dedup_id.is_none_or(|d| d.is_none()) {
             // Still the store's append core (a test switches it off with `_appender = None`).
             let current = core
                 .store_dict
                 .bind(py)
                 .get_item(intern!(py, "_appender"))?;
-            if let (Ok(bytes), Some(true)) =
-                (body.cast_exact::<PyBytes>(), current.map(|c| c.is(slf)))
-            {
-                if let Some(result) = core.append(py, topic, bytes.as_bytes())? {
+            if current.is_some_and(|c| c.is(slf)) {
+                let message = Message {
+                    body,
+                    key: key.filter(|k| !k.is_none()),
+                    tag: tag.filter(|t| !t.is_none()),
+                    queue: queue.filter(|q| !q.is_none()),
+                    properties: properties.filter(|p| !p.is_none()),
+                };
+                if let Some(result) = core.append_message(py, topic, &message)? {
                     return Ok(result);
                 }
             }
@@ -793,14 +839,44 @@ impl AppendCore {
     /// Append `bodies` (a list of bytes) to topic `state` as `MessageStore.append_batch`
     /// would: to the writable queues in turn, in one write; their `AppendResult`s, or None
     /// when declined (as `append`, and also when the batch needs a new queue file or a
-    /// segment roll). Raises the typed error of a failed write.
+    /// segment roll). Raises the typed error of a failed write. A shared topic's: as a
+    /// dict batch of plain items (`try_items`), as `Writer._write_records` writes them.
     fn append_batch<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         bodies: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        answer(self.try_batch(py, state, bodies))
+        if !self.shared(py, state)? {
+            return answer(self.try_batch(py, state, bodies));
+        }
+        // `Writer._write_records`'s tuple of a plain body.
+        let none = py.None().into_bound(py);
+        let empty = PyBytes::new(py, b"").into_any();
+        let untagged = 0u64.into_pyobject(py)?.into_any();
+        let no_keys = PyTuple::empty(py).into_any();
+        let items = PyList::empty(py);
+        for body in bodies.iter() {
+            if !body.is_exact_instance_of::<PyBytes>() {
+                return Ok(None);
+            }
+            items.append(PyTuple::new(
+                py,
+                [
+                    none.clone(),
+                    none.clone(),
+                    empty.clone(),
+                    empty.clone(),
+                    empty.clone(),
+                    body,
+                    none.clone(),
+                    untagged.clone(),
+                    no_keys.clone(),
+                    none.clone(),
+                ],
+            )?)?;
+        }
+        answer(self.try_items(py, state, &items, false))
     }
 
     /// Write `items` (a list of `Writer.prepare`'s tuples: a dict batch prepared by
@@ -809,14 +885,14 @@ impl AppendCore {
     /// key's CRC32 picks, else to the next in the round-robin; tags, keys and properties
     /// in the records, tag hashes in the entries, the keys handed to the key index's
     /// `put_many` in one call. Their `AppendResult`s, or None when declined (as
-    /// `append_batch`, and also for an item with a born time or a dedup id).
+    /// `append_batch`, and also for an item with a dedup id).
     fn append_items<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        answer(self.try_items(py, state, items))
+        answer(self.try_items(py, state, items, false))
     }
 
     /// How many batches this core wrote.
@@ -1066,7 +1142,10 @@ impl AppendCore {
         let slots = &self.slots;
         let queues = get(slots.queues, state)?;
         let queue = match queues.cast::<PyList>() {
-            Ok(list) => list.get_item(usize::try_from(queue_id).map_err(|_| Stop::Declined)?)?,
+            Ok(list) => match usize::try_from(queue_id).map(|at| list.get_item(at)) {
+                Ok(Ok(queue)) => queue,
+                _ => return declined(), // no such queue: the long way says so
+            },
             Err(_) => queues.get_item(queue_id)?,
         };
         if !queue.get_type().is(self.queue_type.bind(py))
@@ -1106,6 +1185,27 @@ impl AppendCore {
             slot,
             count,
         })
+    }
+
+    /// Whether `state` is a shared topic's (a `Topic` with a block store).
+    fn shared(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let slots = &self.slots;
+        Ok(state.get_type().is(slots.topic_type.bind(py))
+            && answer(get(slots.blocks, state))?.is_some_and(|blocks| !blocks.is_none()))
+    }
+
+    /// Whether queue `id` is among `writable` (a topic's writable queues, ascending:
+    /// its queues but the frozen ones), as `Writer.prepare` checks an explicit queue.
+    fn writable_queue(writable: &Bound<'_, PyList>, id: i64) -> PyResult<bool> {
+        let Ok(at) = usize::try_from(id) else {
+            return Ok(false);
+        };
+        // No queue below it frozen: it is at its own place.
+        if at < writable.len() && writable.get_item(at)?.extract::<i64>()? == id {
+            return Ok(true);
+        }
+        let ids: Vec<i64> = writable.extract()?;
+        Ok(ids.binary_search(&id).is_ok())
     }
 
     fn try_batch<'py>(
@@ -1167,18 +1267,46 @@ impl AppendCore {
         Ok(results)
     }
 
+    /// `append_items`, and an `append` of one prepared message (`single`: counted in
+    /// `appended`, not `batched`): written, then what `Writer.append_prepared` does
+    /// after a write (`after`; in sync mode, the wait for the fsync that covers it).
     fn try_items<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
+        single: bool,
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
-        if state.get_type().is(self.slots.topic_type.bind(py))
-            && !get(self.slots.blocks, state)?.is_none()
-        {
-            return self.try_shared_items(py, state, items); // shared_core.rs
+        let (results, end) = if self.shared(py, state)? {
+            self.try_shared_items(py, state, items)? // shared_core.rs
+        } else {
+            self.try_file_items(py, state, items)?
+        };
+        let counter = if single {
+            &self.appended
+        } else {
+            &self.batched
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.after(py, end, false)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            return Ok(writer
+                .call_method1(intern!(py, "flush_timed_out"), (results,))?
+                .cast_into()
+                .map_err(PyErr::from)?);
         }
+        Ok(results)
+    }
+
+    /// `try_items` to a topic with files per queue: the results and the new tail.
+    fn try_file_items<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: &Bound<'py, PyList>,
+    ) -> Step<(Bound<'py, PyList>, i64)> {
         let topic = self.plain_topic(py, state, false)?;
         let count = items.len();
         let name_len = topic.name_bytes.as_bytes().len();
@@ -1194,9 +1322,10 @@ impl AppendCore {
         let mut length = 0usize;
         for item in items.iter() {
             let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
-            if tuple.len() != 10 || !tuple.get_item(6)?.is_none() || !tuple.get_item(9)?.is_none() {
-                return declined(); // a born time or a dedup id: the long way
+            if tuple.len() != 10 || !tuple.get_item(9)?.is_none() {
+                return declined(); // a dedup id: the long way
             }
+            let born = born_of(&tuple)?;
             let fields: [Bound<'py, PyBytes>; 4] = [
                 tuple.get_item(2)?.cast_into().map_err(PyErr::from)?,
                 tuple.get_item(3)?.cast_into().map_err(PyErr::from)?,
@@ -1235,7 +1364,7 @@ impl AppendCore {
                 .get_item(8)?
                 .cast_into::<PyTuple>()
                 .map_err(PyErr::from)?;
-            held.push((fields, hashed, keys));
+            held.push((fields, hashed, born, keys));
         }
         if length > self.capacity {
             return declined();
@@ -1262,16 +1391,7 @@ impl AppendCore {
             )
         });
         release(write_lock)?;
-        let (results, end) = outcome?;
-        self.after(py, end, false)?;
-        if self.waited_out(py, end)? {
-            let writer = self.writer.bind(py);
-            return Ok(writer
-                .call_method1(intern!(py, "flush_timed_out"), (results,))?
-                .cast_into()
-                .map_err(PyErr::from)?);
-        }
-        Ok(results)
+        outcome
     }
 
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
@@ -1281,7 +1401,12 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         topic: &PlainTopic<'py>,
         rooms: &[QueueRoom<'py>],
-        held: &[([Bound<'py, PyBytes>; 4], u64, Bound<'py, PyTuple>)],
+        held: &[(
+            [Bound<'py, PyBytes>; 4],
+            u64,
+            Option<i64>,
+            Bound<'py, PyTuple>,
+        )],
         places: &[(usize, u32)],
         round_robin: i64,
         length: usize,
@@ -1314,8 +1439,9 @@ impl AppendCore {
             now,
             name_bytes,
             rooms.iter().map(|room| (room.base, room.count)),
-            held.iter()
-                .map(|(fields, hashed, _)| (fields.each_ref().map(|f| f.as_bytes()), *hashed)),
+            held.iter().map(|(fields, hashed, born, _)| {
+                (fields.each_ref().map(|f| f.as_bytes()), *hashed, *born)
+            }),
             places,
         )?;
         Self::begin(&ready, end);
@@ -1333,27 +1459,9 @@ impl AppendCore {
             tail,
         )?;
         let stored = now.into_pyobject(py)?.into_any();
-        let index_items = PyList::empty(py);
-        for ((_, _, keys), start) in held.iter().zip(&starts) {
-            for key in keys.iter() {
-                index_items.append((
-                    topic.name.clone(),
-                    key,
-                    start.into_pyobject(py)?,
-                    stored.clone(),
-                ))?;
-            }
-        }
-        if !index_items.is_empty() {
-            let key_index = self
-                .dispatcher_items
-                .get(KEY_INDEX_DISPATCHER)
-                .ok_or(Stop::Declined)?
-                .bind(py)
-                .getattr(intern!(py, "index"))?;
-            if let Err(error) = key_index.call_method1(intern!(py, "put_many"), (index_items,)) {
-                return Err(self.write_failed(py, error, tail));
-            }
+        let keyed = held.iter().map(|(_, _, _, keys)| keys).zip(&starts);
+        if let Err(error) = self.put_keys(py, &topic.name, keyed, &stored) {
+            return Err(self.write_failed(py, error, tail));
         }
         self.slots
             .round_robin
@@ -1364,7 +1472,6 @@ impl AppendCore {
             notes.push((room.queue_id, room.base + room.count));
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
-        self.batched.fetch_add(1, Ordering::Relaxed);
         let results = PyList::empty(py);
         let status = self.status.bind(py);
         let result_type = self.result_type.bind(py);
@@ -1384,6 +1491,40 @@ impl AppendCore {
             )?)?;
         }
         Ok((results, end as i64))
+    }
+
+    /// The key index's items of records written (each record's keys, at its commit
+    /// offset `start`, stored at `stored`) handed to its `put_many` in one call, as
+    /// `KeyIndexDispatch` hands them (none: no call).
+    fn put_keys<'a, 'py: 'a>(
+        &self,
+        py: Python<'py>,
+        name: &Bound<'py, PyString>,
+        keyed: impl Iterator<Item = (&'a Bound<'py, PyTuple>, &'a u64)>,
+        stored: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let index_items = PyList::empty(py);
+        for (keys, start) in keyed {
+            for key in keys.iter() {
+                index_items.append((
+                    name.clone(),
+                    key,
+                    start.into_pyobject(py)?,
+                    stored.clone(),
+                ))?;
+            }
+        }
+        if index_items.is_empty() {
+            return Ok(());
+        }
+        let key_index = self
+            .dispatcher_items
+            .get(KEY_INDEX_DISPATCHER)
+            .ok_or_else(|| PyRuntimeError::new_err("the store has no key index dispatcher"))?
+            .bind(py)
+            .getattr(intern!(py, "index"))?;
+        key_index.call_method1(intern!(py, "put_many"), (index_items,))?;
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1487,11 +1628,112 @@ impl AppendCore {
         Ok(results)
     }
 
+    /// `append` of one message without a dedup id, to the topic named `topic`: its
+    /// `AppendResult`, or None when declined (the caller goes the long way, which also
+    /// raises the typed error of a message `Writer.prepare` refuses: nothing is written
+    /// here then). A body (bytes) without keys, perhaps with a queue, a tag and
+    /// properties (checked and encoded as `Writer.prepare` does: prepare.rs), to a topic
+    /// with files per queue: `try_append`; anything else (keys, a str body, a shared
+    /// topic): prepared as `Writer.prepare` prepares it (prepare.rs), then written as a
+    /// dict batch of one (`try_items`).
+    fn append_message<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+        message: &Message<'_, 'py>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let state = match self.topics.bind(py).get_item(topic) {
+            Ok(Some(state)) => state,
+            _ => return Ok(None),
+        };
+        if message.key.is_none() && !self.shared(py, &state)? {
+            if let Ok(bytes) = message.body.cast_exact::<PyBytes>() {
+                let explicit = match message.queue {
+                    None => None,
+                    Some(q) if q.is_exact_instance_of::<PyInt>() => match q.extract::<i64>() {
+                        Ok(id) => Some(id),
+                        Err(_) => return Ok(None), // past i64: the long way says so
+                    },
+                    Some(_) => return Ok(None), // not an int: the long way says so
+                };
+                let Some((tag, properties, tag_hash)) =
+                    prepare::tag_and_properties(message.tag, message.properties)
+                else {
+                    return Ok(None); // refused: the long way raises its typed error
+                };
+                let extras = Extras {
+                    tag,
+                    properties: &properties,
+                    tag_hash,
+                };
+                return answer(self.try_append(py, &state, bytes.as_bytes(), explicit, extras));
+            }
+        }
+        let Some(prepared) = self.prepare_message(py, &state, message)? else {
+            return Ok(None);
+        };
+        let items = PyList::new(py, [prepared])?;
+        answer(self.try_items(py, &state, &items, true))?
+            .map(|results| results.get_item(0))
+            .transpose()
+    }
+
+    /// `message` prepared for topic `state` (`prepare::prepare_message`), or None when
+    /// the long way prepares it (and raises what it raises).
+    fn prepare_message<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        message: &Message<'_, 'py>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let slots = &self.slots;
+        if !state.get_type().is(slots.topic_type.bind(py)) {
+            return Ok(None);
+        }
+        let Some(info) = answer(get(slots.info, state))? else {
+            return Ok(None);
+        };
+        let Some((_, _, plain)) = answer(self.topic_facts(py, &info))? else {
+            return Ok(None);
+        };
+        let Some(queues) = answer(get(slots.queues, state))? else {
+            return Ok(None);
+        };
+        let Some(name_bytes) = answer(get(slots.name_bytes, state))? else {
+            return Ok(None);
+        };
+        if !plain {
+            return Ok(None); // a stream topic, a body limit of its own: the long way
+        }
+        let limits = (
+            i64::try_from(queues.len()?).unwrap_or(i64::MAX),
+            info.getattr(intern!(py, "frozen"))?,
+            self.max_body,
+            RECORD_OVERHEAD + name_bytes.len()?,
+            self.capacity,
+        );
+        Ok(prepare::prepare_message(
+            py,
+            message.body,
+            message.queue,
+            message.key,
+            message.tag,
+            message.properties,
+            limits,
+        ))
+    }
+
+    /// `append` of `body` (with `extras`: its tag and properties, checked and encoded)
+    /// to topic `state` (just found in the registry): to queue `explicit` when given (a
+    /// queue `Writer.prepare` would refuse, or one not writable: declined, for the long
+    /// way's typed error), else to the next writable queue of the round-robin.
     fn try_append<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         body: &[u8],
+        explicit: Option<i64>,
+        extras: Extras<'_>,
     ) -> Step<Bound<'py, PyAny>> {
         self.check_store(py)?;
         let planned_topic = self.plain_topic(py, state, true)?;
@@ -1503,13 +1745,18 @@ impl AppendCore {
             round_robin,
         } = planned_topic.clone();
         let topic = name_bytes.as_bytes();
-        let length = RECORD_OVERHEAD + topic.len() + body.len();
+        let length =
+            RECORD_OVERHEAD + topic.len() + extras.tag.len() + extras.properties.len() + body.len();
         if body.len() > self.max_body || length > self.capacity || topic.len() > 255 {
             return declined();
         }
-        let queue_id: i64 = writable
-            .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
-            .extract()?;
+        let queue_id: i64 = match explicit {
+            None => writable
+                .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
+                .extract()?,
+            Some(id) if Self::writable_queue(&writable, id)? => id,
+            Some(_) => return declined(),
+        };
         let QueueRoom {
             queue,
             last,
@@ -1535,6 +1782,8 @@ impl AppendCore {
             body,
             length,
             round_robin,
+            turns: explicit.is_none(),
+            extras,
         };
         let outcome = self.under_thread_lock_then(
             py,
@@ -2318,7 +2567,7 @@ impl AppendCore {
         Entry {
             commit_offset: tail,
             size: length as u32,
-            tag_hash: 0,
+            tag_hash: plan.extras.tag_hash,
         }
         .pack_into(&mut entry);
         if let Err(error) = self.store_entries(queue, fd, &entry, slot) {
@@ -2334,9 +2583,9 @@ impl AppendCore {
             store_ms: now,
             queue_id: queue_id as u32,
             topic,
-            tag: b"",
+            tag: plan.extras.tag,
             keys: b"",
-            properties: b"",
+            properties: plan.extras.properties,
         };
         if io_seam::planned() {
             // Under a fault plan: the record shown to it at its site (io_seam.rs), then
@@ -2368,7 +2617,7 @@ impl AppendCore {
             queue: queue.clone(),
             last: last.clone(),
             queue_end: queue_offset + 1,
-            round_robin: round_robin + 1,
+            round_robin: round_robin + i64::from(plan.turns),
             published,
             unfollowed: None,
         };

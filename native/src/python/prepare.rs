@@ -1,14 +1,15 @@
 //! `_native.prepare_items`: `append_batch`'s items made ready for `Writer.append_prepared`
 //! in one call (issue 31, part 5): bytes, str and dicts of `body` (bytes or str),
 //! `queue` (int), `key` (str or list of str), `tag` (str) and `properties` (dict of str
-//! to str), each as the tuple `Writer.prepare` makes of it. Anything else, and any item
+//! to str) and `born_time_ms` (int), and `Message`s of those (no dedup id), each as the
+//! tuple `Writer.prepare` makes of it. Anything else, and any item
 //! `Writer.prepare` would refuse, makes the whole call None: the Python path then
 //! prepares the batch and raises its typed error, with nothing written.
 
 use std::cell::RefCell;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 
 use crate::tags::tag_hash;
 
@@ -53,10 +54,15 @@ struct Limits<'py> {
     max_body: usize,
     fixed: usize,
     capacity: usize,
+    /// `results.Message`: an item of exactly this type is prepared by its fields.
+    message_type: Option<Bound<'py, PyType>>,
     /// The batch's first `TAGS_KEPT` distinct tags and their hashes (a batch's items
     /// mostly share a few tags; the hash is BLAKE2b's, ~900 instructions).
     tags: RefCell<Vec<(Vec<u8>, u64)>>,
 }
+
+/// results.Message's fields.
+const MESSAGE_FIELDS: usize = 7;
 
 /// How many distinct tags of a batch `Limits::tag_hash` keeps.
 const TAGS_KEPT: usize = 16;
@@ -90,11 +96,10 @@ fn prepare_one<'py>(
     item: &Bound<'py, PyAny>,
     limits: &Limits<'py>,
 ) -> Result<Bound<'py, PyTuple>, Refused> {
-    let none = py.None().into_bound(py);
-    let (body, queue, key, tag, properties) = if item.is_exact_instance_of::<PyDict>() {
+    let (body, queue, key, tag, properties, born) = if item.is_exact_instance_of::<PyDict>() {
         let dict = item.cast::<PyDict>().map_err(|_| Refused)?;
-        let (mut body, mut queue, mut key, mut tag, mut properties) =
-            (None, None, None, None, None);
+        let (mut body, mut queue, mut key, mut tag, mut properties, mut born) =
+            (None, None, None, None, None, None);
         for (name, value) in dict.iter() {
             let place = match text(&name)? {
                 "body" => &mut body,
@@ -102,17 +107,66 @@ fn prepare_one<'py>(
                 "key" => &mut key,
                 "tag" => &mut tag,
                 "properties" => &mut properties,
-                _ => return Err(Refused), // born_time_ms, dedup_id, unknown: Python's
+                "born_time_ms" => &mut born,
+                _ => return Err(Refused), // dedup_id, unknown: Python's
             };
             *place = Some(value);
         }
-        (body.ok_or(Refused)?, queue, key, tag, properties)
+        (body.ok_or(Refused)?, queue, key, tag, properties, born)
     } else if item.is_exact_instance_of::<PyBytes>() || item.is_exact_instance_of::<PyString>() {
-        (item.clone(), None, None, None, None)
+        (item.clone(), None, None, None, None, None)
+    } else if limits
+        .message_type
+        .as_ref()
+        .is_some_and(|message| item.get_type().is(message))
+    {
+        // A `Message`: (body, key, tag, queue, properties, born_time_ms, dedup_id).
+        let fields = item.cast::<PyTuple>().map_err(|_| Refused)?;
+        if fields.len() != MESSAGE_FIELDS || !fields.get_item(6)?.is_none() {
+            return Err(Refused); // a dedup id: Python's
+        }
+        (
+            fields.get_item(0)?,
+            Some(fields.get_item(3)?),
+            Some(fields.get_item(1)?),
+            Some(fields.get_item(2)?),
+            Some(fields.get_item(4)?),
+            Some(fields.get_item(5)?),
+        )
     } else {
         return Err(Refused);
     };
-    let body = body_bytes(py, &body)?;
+    let tuple = prepare_fields(py, &body, queue, key, tag, properties, limits)?;
+    match born.filter(|b| !b.is_none()) {
+        None => Ok(tuple),
+        Some(born) => {
+            // `Writer.prepare`: a non-negative int (a bool, or past i64: Python's).
+            if !born.is_exact_instance_of::<PyInt>() || born.extract::<i64>()? < 0 {
+                return Err(Refused);
+            }
+            let mut fields: Vec<Bound<'py, PyAny>> = tuple.iter().collect();
+            fields[BORN_AT] = born;
+            Ok(PyTuple::new(py, fields)?)
+        }
+    }
+}
+
+/// Where a prepared tuple holds the born time.
+const BORN_AT: usize = 6;
+
+/// One message's fields (`None` or Python's None: not given) as `Writer.prepare`
+/// checks and prepares them.
+fn prepare_fields<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    queue: Option<Bound<'py, PyAny>>,
+    key: Option<Bound<'py, PyAny>>,
+    tag: Option<Bound<'py, PyAny>>,
+    properties: Option<Bound<'py, PyAny>>,
+    limits: &Limits<'py>,
+) -> Result<Bound<'py, PyTuple>, Refused> {
+    let none = py.None().into_bound(py);
+    let body = body_bytes(py, body)?;
     if body.as_bytes().len() > limits.max_body {
         return Err(Refused);
     }
@@ -160,38 +214,8 @@ fn prepare_one<'py>(
     if keys_bytes.len() > MAX_KEYS_BYTES {
         return Err(Refused);
     }
-    let tag_bytes: &[u8] = match tag.as_ref().filter(|t| !t.is_none()) {
-        None => b"",
-        Some(t) => {
-            let t = text(t)?;
-            if t.is_empty() || t.len() > MAX_TAG_BYTES || !clean(t) {
-                return Err(Refused);
-            }
-            t.as_bytes()
-        }
-    };
-    let mut properties_bytes = Vec::new();
-    match properties.filter(|p| !p.is_none()) {
-        None => {}
-        Some(p) if p.is_exact_instance_of::<PyDict>() => {
-            for (i, (name, value)) in p.cast::<PyDict>().map_err(|_| Refused)?.iter().enumerate() {
-                let (name, value) = (text(&name)?, text(&value)?);
-                if name.is_empty() || !clean(name) || !clean(value) || name == DEDUP_PROPERTY {
-                    return Err(Refused);
-                }
-                if i > 0 {
-                    properties_bytes.push(PROPERTY_SEPARATOR);
-                }
-                properties_bytes.extend_from_slice(name.as_bytes());
-                properties_bytes.push(NAME_VALUE_SEPARATOR);
-                properties_bytes.extend_from_slice(value.as_bytes());
-            }
-        }
-        Some(_) => return Err(Refused),
-    }
-    if properties_bytes.len() > MAX_PROPERTIES_BYTES {
-        return Err(Refused);
-    }
+    let tag_bytes = tag_of(tag.as_ref())?;
+    let properties_bytes = properties_of(properties.as_ref())?;
     let length = limits.fixed
         + tag_bytes.len()
         + keys_bytes.len()
@@ -226,12 +250,126 @@ fn prepare_one<'py>(
     )?)
 }
 
+/// A tag (None or Python's None: none) as `record.encode_tag` encodes it.
+fn tag_of<'a>(tag: Option<&'a Bound<'_, PyAny>>) -> Result<&'a [u8], Refused> {
+    match tag.filter(|t| !t.is_none()) {
+        None => Ok(b""),
+        Some(t) => {
+            let t = text(t)?;
+            if t.is_empty() || t.len() > MAX_TAG_BYTES || !clean(t) {
+                return Err(Refused);
+            }
+            Ok(t.as_bytes())
+        }
+    }
+}
+
+/// Properties (None or Python's None: none) as `record.encode_properties` encodes them
+/// (the reserved `DEDUP_ID` refused, as `Writer.prepare` refuses it).
+fn properties_of(properties: Option<&Bound<'_, PyAny>>) -> Result<Vec<u8>, Refused> {
+    let mut properties_bytes = Vec::new();
+    match properties.filter(|p| !p.is_none()) {
+        None => {}
+        Some(p) if p.is_exact_instance_of::<PyDict>() => {
+            for (i, (name, value)) in p.cast::<PyDict>().map_err(|_| Refused)?.iter().enumerate() {
+                let (name, value) = (text(&name)?, text(&value)?);
+                if name.is_empty() || !clean(name) || !clean(value) || name == DEDUP_PROPERTY {
+                    return Err(Refused);
+                }
+                if i > 0 {
+                    properties_bytes.push(PROPERTY_SEPARATOR);
+                }
+                properties_bytes.extend_from_slice(name.as_bytes());
+                properties_bytes.push(NAME_VALUE_SEPARATOR);
+                properties_bytes.extend_from_slice(value.as_bytes());
+            }
+        }
+        Some(_) => return Err(Refused),
+    }
+    if properties_bytes.len() > MAX_PROPERTIES_BYTES {
+        return Err(Refused);
+    }
+    Ok(properties_bytes)
+}
+
+thread_local! {
+    /// The tags of this thread's single appends lately (`TAGS_KEPT`) and their hashes.
+    static SINGLE_TAGS: RefCell<Vec<(Vec<u8>, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A single append's tag and properties (None or Python's None: none) as
+/// `Writer.prepare` checks and encodes them, and the tag's hash (`tags.tag_hash`); None
+/// when it would refuse them (or they are not ones this call encodes).
+pub(super) fn tag_and_properties<'a>(
+    tag: Option<&'a Bound<'_, PyAny>>,
+    properties: Option<&Bound<'_, PyAny>>,
+) -> Option<(&'a [u8], Vec<u8>, u64)> {
+    let tag = tag_of(tag).ok()?;
+    let properties = properties_of(properties).ok()?;
+    let hash = if tag.is_empty() {
+        0
+    } else {
+        SINGLE_TAGS.with_borrow_mut(|kept| {
+            if let Some((_, hash)) = kept.iter().find(|(bytes, _)| bytes.as_slice() == tag) {
+                return *hash;
+            }
+            let hash = tag_hash(tag);
+            if kept.len() >= TAGS_KEPT {
+                kept.remove(0);
+            }
+            kept.push((tag.to_vec(), hash));
+            hash
+        })
+    };
+    Some((tag, properties, hash))
+}
+
+/// One `append`'s message (its arguments but the dedup id, which this leaves to
+/// Python) prepared as `Writer.prepare` prepares it, to a topic of `queue_count` queues
+/// (`frozen` of them frozen), `max_body`, `fixed` and `capacity` as `prepare_items`
+/// takes them; None when `Writer.prepare` would refuse it or it is not one this call
+/// prepares (the caller leaves it to the long way, which raises the typed error).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn prepare_message<'py>(
+    py: Python<'py>,
+    body: &Bound<'py, PyAny>,
+    queue: Option<&Bound<'py, PyAny>>,
+    key: Option<&Bound<'py, PyAny>>,
+    tag: Option<&Bound<'py, PyAny>>,
+    properties: Option<&Bound<'py, PyAny>>,
+    limits: (i64, Bound<'py, PyAny>, usize, usize, usize),
+) -> Option<Bound<'py, PyTuple>> {
+    let (queue_count, frozen, max_body, fixed, capacity) = limits;
+    let limits = Limits {
+        queue_count,
+        frozen,
+        max_body,
+        fixed,
+        capacity,
+        message_type: None,
+        tags: RefCell::new(Vec::new()),
+    };
+    prepare_fields(
+        py,
+        body,
+        queue.cloned(),
+        key.cloned(),
+        tag.cloned(),
+        properties.cloned(),
+        &limits,
+    )
+    .ok()
+}
+
 /// `items` (a list of `append_batch`'s items) prepared as `Writer.prepare` prepares
-/// each: `(queue, route key, tag, keys, properties, body, None, tag hash, index keys,
+/// each: `(queue, route key, tag, keys, properties, body, born time, tag hash, index keys,
 /// None)`; None when any item is one this call leaves to Python (see the module docs).
 /// `queue_count`, `frozen`: the topic's queues; `max_body`: its body limit; `fixed`:
-/// `RECORD_OVERHEAD` plus its name's bytes; `capacity`: a segment's.
+/// `RECORD_OVERHEAD` plus its name's bytes; `capacity`: a segment's; `message_type`:
+/// `results.Message` (an item of exactly that type without a dedup id is prepared by its
+/// fields).
 #[pyfunction]
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_items<'py>(
     py: Python<'py>,
     items: &Bound<'py, PyList>,
@@ -240,6 +378,7 @@ pub fn prepare_items<'py>(
     max_body: usize,
     fixed: usize,
     capacity: usize,
+    message_type: Bound<'py, PyType>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
     let limits = Limits {
         queue_count,
@@ -247,6 +386,7 @@ pub fn prepare_items<'py>(
         max_body,
         fixed,
         capacity,
+        message_type: Some(message_type),
         tags: RefCell::new(Vec::new()),
     };
     let prepared = PyList::empty(py);

@@ -20,8 +20,9 @@
 //! Its writes go through the fault seam (io_seam.rs): the records at `log.record`, each
 //! piece of entries at `block.entry`.
 //!
-//! It declines (the long way writes the batch) for an item with keys (the key index),
-//! a born time or a dedup id, a block of a file not created yet (Python creates it),
+//! An item's keys go to the key index in one `put_many` after the entries are stored
+//! (as `items_under_pen` does). It declines (the long way writes the batch) for an item
+//! with a dedup id, a block of a file not created yet (Python creates it),
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
 
 use super::super::block_index::{BlockIndex, ERASED};
@@ -32,6 +33,10 @@ const BLOCK_HEADER_SIZE: usize = 16;
 /// A batch of at least this many items lets the GIL go for its work (handing it over
 /// and back costs a few microseconds; a batch of 500 spends milliseconds).
 const DETACH_ITEMS: usize = 32;
+
+/// An item of a shared topic's batch: its tag, keys, properties and body, its tag hash,
+/// its born time (None: the store time).
+type Held<'py> = ([Bound<'py, PyBytes>; 4], u64, Option<i64>);
 
 /// A queue of a shared topic's batch: its id, the `BlockQueue`, its end (the first
 /// entry's queue offset) and how many of the batch's entries are its.
@@ -198,13 +203,14 @@ impl AppendCore {
     /// lock is taken first, waiting for it (without the GIL) when another thread of
     /// this process writes: that thread's long way lets the GIL go in its system
     /// calls, and declining then would send every producer thread the long way too.
-    /// Everything the batch reads of the store is read after it is taken.
+    /// Everything the batch reads of the store is read after it is taken. The batch's
+    /// results and the new tail (`try_items` does what follows a write).
     pub(super) fn try_shared_items<'py>(
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
-    ) -> Step<Bound<'py, PyList>> {
+    ) -> Step<(Bound<'py, PyList>, i64)> {
         let write_lock = self.write_lock.get();
         if !write_lock.try_acquire() {
             let taken = self
@@ -220,9 +226,7 @@ impl AppendCore {
             .check_store(py)
             .and_then(|()| self.shared_locked(py, state, items));
         release(write_lock)?;
-        let (results, end) = outcome?;
-        self.after(py, end, false)?;
-        Ok(results)
+        outcome
     }
 
     /// `try_shared_items` under the thread lock: the batch parsed and placed, then
@@ -249,6 +253,8 @@ impl AppendCore {
         let writable_len = writable.len();
         let mut round_robin = topic.round_robin;
         let mut held = Vec::with_capacity(count);
+        // Each item's keys, once one has keys (else empty: no key index items).
+        let mut keyed: Vec<Bound<'py, PyTuple>> = Vec::new();
         let mut places: Vec<(usize, u32)> = Vec::with_capacity(count);
         // The queues in first-use order, and where each is among them (by queue id).
         let mut shares: Vec<(i64, u64)> = Vec::new();
@@ -256,16 +262,14 @@ impl AppendCore {
         let mut length = 0usize;
         for item in items.iter() {
             let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
-            if tuple.len() != 10 || !tuple.get_item(6)?.is_none() || !tuple.get_item(9)?.is_none() {
-                return declined(); // a born time or a dedup id: the long way
+            if tuple.len() != 10 || !tuple.get_item(9)?.is_none() {
+                return declined(); // a dedup id: the long way
             }
+            let born = born_of(&tuple)?;
             let keys = tuple
                 .get_item(8)?
                 .cast_into::<PyTuple>()
                 .map_err(PyErr::from)?;
-            if !keys.is_empty() {
-                return declined(); // keys: the key index, the long way
-            }
             let fields: [Bound<'py, PyBytes>; 4] = [
                 tuple.get_item(2)?.cast_into().map_err(PyErr::from)?,
                 tuple.get_item(3)?.cast_into().map_err(PyErr::from)?,
@@ -301,7 +305,11 @@ impl AppendCore {
                 + name_len
                 + fields.iter().map(|f| f.as_bytes().len()).sum::<usize>();
             let hashed: u64 = tuple.get_item(7)?.extract()?;
-            held.push((fields, hashed));
+            held.push((fields, hashed, born));
+            if !keys.is_empty() || !keyed.is_empty() {
+                keyed.resize(held.len() - 1, PyTuple::empty(py));
+                keyed.push(keys);
+            }
         }
         if length > self.capacity {
             return declined();
@@ -351,7 +359,7 @@ impl AppendCore {
                 &topic,
                 &blocks_object,
                 &rooms,
-                &held,
+                (&held, &keyed),
                 &places,
                 round_robin,
                 length,
@@ -404,7 +412,7 @@ impl AppendCore {
         topic: &PlainTopic<'py>,
         blocks_object: &Bound<'py, PyAny>,
         rooms: &[SharedRoom<'py>],
-        held: &[([Bound<'py, PyBytes>; 4], u64)],
+        (held, keyed): (&[Held<'py>], &[Bound<'py, PyTuple>]),
         places: &[(usize, u32)],
         round_robin: i64,
         length: usize,
@@ -448,9 +456,9 @@ impl AppendCore {
             })
             .collect();
         let name_bytes = topic.name_bytes.as_bytes();
-        let fields: Vec<([&[u8]; 4], u64)> = held
+        let fields: Vec<_> = held
             .iter()
-            .map(|(fields, hashed)| (fields.each_ref().map(|f| f.as_bytes()), *hashed))
+            .map(|(fields, hashed, born)| (fields.each_ref().map(|f| f.as_bytes()), *hashed, *born))
             .collect();
         let shares: Vec<(u64, u64)> = rooms.iter().map(|room| (room.base, room.count)).collect();
         let index = blocks.index.get();
@@ -522,7 +530,15 @@ impl AppendCore {
         };
         self.blocks_moved(py, blocks_object, &plan, &files)?;
         self.dirty.bind(py).add(blocks_object)?;
-        if let Err(error) = blocks_object.call_method1(intern!(py, "publish_end"), (end,)) {
+        let stored = now.into_pyobject(py)?.into_any();
+        // The keys to the key index in one `put_many` (as the dict batch of a topic with
+        // files per queue), then the allocation end; a failure clears all of it.
+        let put = self.put_keys(py, &topic.name, keyed.iter().zip(&starts), &stored);
+        if let Err(error) = put.and_then(|()| {
+            blocks_object
+                .call_method1(intern!(py, "publish_end"), (end,))
+                .map(drop)
+        }) {
             return Err(self.write_failed(py, error, tail));
         }
         self.slots
@@ -538,11 +554,9 @@ impl AppendCore {
             notes.push((room.queue_id, end_offset));
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
-        self.batched.fetch_add(1, Ordering::Relaxed);
         let results = PyList::empty(py);
         let status = self.status.bind(py);
         let result_type = self.result_type.bind(py);
-        let stored = now.into_pyobject(py)?.into_any();
         for i in 0..starts.len() {
             results.append(new_record(
                 py,
