@@ -319,8 +319,9 @@ def nobody(db, django_user_model):
     return make_user(django_user_model, "nemo", None)
 
 
-def logged_in(user) -> Client:
-    """A client with a session of ``user``, as ``Client.force_login`` leaves it (the same
+def logged_in(user, client: Client | None = None) -> Client:
+    """``client`` (a new Client by default; an APIClient, a client that checks CSRF) with a
+    session of ``user``, as ``Client.force_login`` leaves it (the same
     session keys, cookie and last_login), written once: force_login goes through
     django.contrib.auth.login, which saves the session twice (cycle_key, then save) and
     sends user_logged_in, whose django-axes receiver logs an access and resets attempts
@@ -332,7 +333,7 @@ def logged_in(user) -> Client:
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
     from django.contrib.auth.models import update_last_login
 
-    client = Client()
+    client = Client() if client is None else client
     backend = client._get_backend()
     user.backend = backend
     session = import_module(settings.SESSION_ENGINE).SessionStore()
