@@ -20,17 +20,6 @@ def fresh_metrics_cache():
     yield
 
 
-@pytest.fixture
-def no_fsync(monkeypatch):
-    """The store's fsyncs as no-ops: for scripted histories of thousands of commits (each
-    commit fsyncs the offsets journal, ~3,000 waits on the disk an hour of history) whose
-    subject is what the lag reads, not what survives a crash."""
-    from storeadapter.engine import fileio
-
-    monkeypatch.setattr(fileio, "fdatasync", lambda fd: None)
-    monkeypatch.setattr(fileio, "fsync", lambda fd: None)
-
-
 #: Where test time starts (ms since the epoch).
 BASE_MS = 1_800_000_000_000
 

@@ -74,7 +74,7 @@ def test_lag_in_seconds_counts_from_the_first_message_kept_when_retention_took_t
     assert GroupSample.objects.get().lag_seconds == [60.0]
 
 
-def test_an_hour_of_steady_traffic_never_reads_not_draining(store, clock, sample_at, no_fsync):
+def test_an_hour_of_steady_traffic_never_reads_not_draining(store, clock, sample_at):
     """100 messages a second; the consumer commits every second, one to three seconds
     behind. Between two 10-second samples consume − produce is noise around zero."""
     store.create_topic("orders", queues=1)
@@ -122,9 +122,7 @@ def test_the_pages_live_lag_counts_from_the_committed_offset_after_retention_as_
     assert summary.queues_behind == 1
 
 
-def test_a_healthy_consumer_committing_every_60_s_never_reads_not_draining(
-    store, clock, sample_at, no_fsync
-):
+def test_a_healthy_consumer_committing_every_60_s_never_reads_not_draining(store, clock, sample_at):
     """100 messages a second; the consumer reads everything within a second but commits
     only once a minute: its lag is a saw-tooth of 0 to 6,000 that never grows."""
     store.create_topic("orders", queues=1)
@@ -145,7 +143,7 @@ def test_a_healthy_consumer_committing_every_60_s_never_reads_not_draining(
     assert len(answers) == 357
 
 
-def test_a_consumer_two_percent_behind_never_reads_caught_up(store, clock, sample_at, no_fsync):
+def test_a_consumer_two_percent_behind_never_reads_caught_up(store, clock, sample_at):
     """300 messages a second; the consumer commits every second but reads 2 % fewer than
     arrive: its lag grows 6 a second, and it is not keeping up."""
     store.create_topic("orders", queues=1)

@@ -13,6 +13,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from console.accounts.models import ApiToken
+from tests.conftest import logged_in
 from tests.security.access_table import ACCESS, ANONYMOUS, sample_url, send
 
 pytestmark = pytest.mark.django_db
@@ -34,9 +35,7 @@ API_CHANGES = [
 @pytest.fixture
 def strict_admin(admin) -> Client:
     """A browser session of an admin, with CSRF checked."""
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(admin)
-    return client
+    return logged_in(admin, Client(enforce_csrf_checks=True))
 
 
 def form_client(key: str, strict_admin: Client) -> Client:
@@ -73,8 +72,7 @@ def test_a_form_with_the_csrf_token_is_accepted(key, strict_admin, world):
 
 @pytest.mark.parametrize(("key", "method"), API_CHANGES)
 def test_a_session_api_change_without_the_csrf_token_is_refused(key, method, world, admin):
-    client = APIClient(enforce_csrf_checks=True)
-    client.force_login(admin)
+    client = logged_in(admin, APIClient(enforce_csrf_checks=True))
 
     response = send(client, method, sample_url(key, ACCESS[key], world))
 
@@ -85,8 +83,7 @@ def test_a_session_api_change_without_the_csrf_token_is_refused(key, method, wor
 
 @pytest.mark.parametrize(("key", "method"), API_CHANGES)
 def test_a_session_api_change_with_the_csrf_token_is_accepted(key, method, world, admin):
-    client = APIClient(enforce_csrf_checks=True, HTTP_X_CSRFTOKEN=SECRET)
-    client.force_login(admin)
+    client = logged_in(admin, APIClient(enforce_csrf_checks=True, HTTP_X_CSRFTOKEN=SECRET))
     client.cookies["csrftoken"] = SECRET
 
     response = send(client, method, sample_url(key, ACCESS[key], world))
