@@ -62,7 +62,9 @@ def can_blind() -> bool:
 
 
 class StandaloneCluster:
-    """A master and ``workers`` workers of ``cores`` cores and ``memory`` each;
+    """A master and ``workers`` workers of ``cores`` cores and ``memory`` each, whose
+    executors have ``executor_cores`` cores each (default: one executor per worker, of all
+    its cores; fewer: a worker runs that many executors, each a JVM of its own);
     ``blind`` lists, per worker, directories it sees as empty; ``java_options`` go to every
     JVM of the cluster (master, workers, and through ``driver_config`` the driver and the
     executors); ``python`` is the executors' Python (default: this interpreter; see
@@ -73,6 +75,7 @@ class StandaloneCluster:
         workers: int = 2,
         cores: int = 1,
         memory: str = "1g",
+        executor_cores: int | None = None,
         blind: list[list[str]] | None = None,
         workdir: str | os.PathLike | None = None,
         java_options: str = "",
@@ -81,6 +84,7 @@ class StandaloneCluster:
         self.workers = workers
         self.cores = cores
         self.memory = memory
+        self.executor_cores = executor_cores or cores
         self.blind = blind or [[] for _ in range(workers)]
         self.java_options = java_options
         self.python = python or sys.executable
@@ -184,7 +188,7 @@ class StandaloneCluster:
             "spark.driver.port": str(driver_port),
             "spark.blockManager.port": str(block_manager_port),
             "spark.ui.enabled": "false",
-            "spark.executor.cores": str(self.cores),
+            "spark.executor.cores": str(self.executor_cores),
             "spark.executor.memory": "512m",
             "spark.cores.max": str(total),
             "spark.default.parallelism": str(total),

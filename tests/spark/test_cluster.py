@@ -1,8 +1,9 @@
-"""The format on a Spark standalone cluster (a master and two workers on 127.0.0.1, started
-once for this module and stopped by PID): batch reads, a stream with a restart, the
-archive, and archive → retention → replay, each exact in counts and checksums.
+"""The format on a Spark standalone cluster (a master and a worker running two executors,
+each a JVM with its own Python workers, on 127.0.0.1, started once for this module and
+stopped by PID): batch reads, a stream with a restart, the archive, and archive →
+retention → replay, each exact in counts and checksums.
 
-Blind executors: each worker runs in its own mount namespace with an empty tmpfs over one
+Blind executors: the worker runs in its own mount namespace with an empty tmpfs over one
 directory (``hidden``), while the driver sees the files there. The tests above keep their
 stores elsewhere; the blind tests put the stores (and, in one test, the archive) in
 ``hidden``: a read, a stream and an archive each fail with a sentence naming the file and
@@ -21,7 +22,7 @@ from storeadapter.spark import logview
 from storeadapter.spark.standalone import StandaloneCluster, can_blind
 from tests.engine.storetools import small_config
 from tests.spark.clusterdriver import ClusterDriver, ClusterJobError
-from tests.spark.sparktools import HOUR_MS, SHORT_LIVED_JVM, engine_rows, engine_totals, fill
+from tests.spark.sparktools import HOUR_MS, engine_rows, engine_totals, fill
 
 NOT_THERE = "the file does not exist there, but the read was planned with it"
 
@@ -33,13 +34,17 @@ def hidden(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, hidden, worker_python):
-    blind = [[str(hidden)], [str(hidden)]] if can_blind() else None
+def cluster(tmp_path_factory, hidden, worker_python, spark_java_options):
+    # One worker of two one-core executors, not two workers of one: the same two executors
+    # (the worker's mount namespace is theirs), one JVM fewer.
+    blind = [[str(hidden)]] if can_blind() else None
     with StandaloneCluster(
-        workers=2,
+        workers=1,
+        cores=2,
+        executor_cores=1,
         blind=blind,
         workdir=tmp_path_factory.mktemp("spark-cluster"),
-        java_options=SHORT_LIVED_JVM,
+        java_options=spark_java_options,
         python=worker_python,
     ) as found:
         yield found
