@@ -1,5 +1,7 @@
 """Consume-queue lookups by commit-log position: what the planner knows without reading
-the log (no Spark needed)."""
+the log (no Spark needed). The queues here have files of their own whatever
+TIDEMARK_TEST_LAYOUT says (``PER_QUEUE``): topics whose queues share block files are not
+looked up (``QueueIndex.supported``)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import bisect
 
 from storeadapter.spark import logview
 from storeadapter.spark.queueindex import QueueIndex
-from tests.engine.storetools import read_all, small_config
+from tests.engine.storetools import SHARED_LAYOUT, read_all, small_config
+
+PER_QUEUE = {"shared_layout_above": 1024}
 
 
 def _fill(store) -> None:
@@ -24,7 +28,7 @@ def _starts(store, topic: str, queue: int) -> list[int]:
 
 def test_offset_at_counts_a_queue_s_records_below_any_position(open_store, store_path):
     # Queue files of 16 entries: lookups cross many files.
-    store = open_store(config=small_config(queue_file_entries=16))
+    store = open_store(config=small_config(queue_file_entries=16, **PER_QUEUE))
     _fill(store)
     snap = logview.snapshot(store_path)
     positions = sorted({0, 1, snap.end - 1, snap.end} | set(range(0, snap.end, 997)))
@@ -44,7 +48,7 @@ def test_offset_at_counts_a_queue_s_records_below_any_position(open_store, store
 
 
 def test_lookups_stop_at_the_snapshot_s_end(open_store, store_path):
-    store = open_store(config=small_config(queue_file_entries=16))
+    store = open_store(config=small_config(queue_file_entries=16, **PER_QUEUE))
     _fill(store)
     snap = logview.snapshot(store_path)
     store.append_batch("t", [b"later"] * 9)  # appended after the snapshot
@@ -58,7 +62,7 @@ def test_lookups_stop_at_the_snapshot_s_end(open_store, store_path):
 def test_after_retention_the_queue_starts_at_its_first_remaining_record(
     open_store, store_path, fake_clock
 ):
-    store = open_store(config=small_config(queue_file_entries=16, retention_hours=1))
+    store = open_store(config=small_config(queue_file_entries=16, retention_hours=1, **PER_QUEUE))
     _fill(store)
     fake_clock.advance(2 * 3_600_000)
     store.append("u", b"new")  # a newer record keeps the active segment alive
@@ -72,3 +76,11 @@ def test_after_retention_the_queue_starts_at_its_first_remaining_record(
             assert index.offset_at(topic, queue, snap.min_offset) == low
             for offset, start in enumerate(starts, start=low):
                 assert index.position_of(topic, queue, offset) == start
+
+
+def test_topics_whose_queues_share_block_files_are_not_looked_up(open_store, store_path):
+    store = open_store(config=small_config(**SHARED_LAYOUT))
+    _fill(store)
+    snap = logview.snapshot(store_path)
+    assert snap.topics["t"].shared
+    assert not QueueIndex.supported(snap.topics["t"])
