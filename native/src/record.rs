@@ -310,6 +310,7 @@ pub struct Parts<'a> {
 
 impl<'a> Parts<'a> {
     /// The parts of the intact record `record` (exactly its bytes) with `header`.
+    #[inline]
     pub fn of(record: &'a [u8], header: &Header) -> Parts<'a> {
         let mut at = HEADER_SIZE;
         let mut take = |n: usize| {
