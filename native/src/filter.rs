@@ -951,6 +951,9 @@ mod tests {
                 Just("properties.region".to_string()),
                 Just("properties[\"tier\"]".to_string()),
                 Just("properties.missing".to_string()),
+                Just("properties.re".to_string()),
+                Just("properties[\"region\\u0001eu\"]".to_string()),
+                Just("properties[\"\"]".to_string()),
                 Just("body.order.total".to_string()),
                 Just("body.order".to_string()),
                 Just("body.n".to_string()),
@@ -973,6 +976,12 @@ mod tests {
                 Just("\"\\uFFFD\"".to_string()),
                 Just("\"k1\\uFFFD\"".to_string()),
                 Just("\"é\"".to_string()),
+                Just("\"k\"".to_string()),
+                Just("\"k1\\u001fk2\"".to_string()),
+                Just("\"k1\\u001f\"".to_string()),
+                Just("\"region\\u0001eu\"".to_string()),
+                Just("\"abcdefghijklmnopq\"".to_string()),
+                Just("\"abcdefghijklmnopqr\"".to_string()),
             ]
         }
 
@@ -1095,13 +1104,26 @@ mod tests {
             fn the_pre_pass_agrees_with_cel(
                 source in expression(),
                 tag in prop_oneof![Just(&b"paid"[..]), Just(&b""[..]), Just(&b"\xff"[..]), Just(&b"open"[..]), Just("\u{FFFD}".as_bytes())],
-                keys in prop_oneof![Just(&b"k1\x1fk2"[..]), Just(&b""[..]), Just(&b"k10"[..]), Just(&b"k1\xff"[..]), Just(&b"\xffk1"[..])],
+                keys in prop_oneof![
+                    Just(&b"k1\x1fk2"[..]), Just(&b""[..]), Just(&b"k10"[..]), Just(&b"k1\xff"[..]),
+                    Just(&b"\xffk1"[..]), Just(&b"k"[..]), Just(&b"k1"[..]), Just(&b"k1\x1f"[..]),
+                    Just(&b"\x1fk1"[..]), Just(&b"abcdefghijklmnopq"[..]),
+                    Just(&b"abcdefghijklmnopqr\x1fk1"[..]),
+                ],
                 properties in prop_oneof![
                     Just(&b"region\x01eu\x02tier\x01gold"[..]),
                     Just(&b""[..]),
                     Just(&b"region\x01us"[..]),
                     Just(&b"region\x01eu\x02region\x01us"[..]),
                     Just(&b"region\x01e\xff\x02tier\x01\xffgold"[..]),
+                    // Names and items the in-place look-up must not mistake.
+                    Just(&b"region"[..]),
+                    Just(&b"regionx\x01eu\x02re\x01k1"[..]),
+                    Just(&b"tier\x01gold\x02region\x01eu\x02"[..]),
+                    Just(&b"\x02region\x01eu"[..]),
+                    Just(&b"region\x01eu\x01us"[..]),
+                    Just(&b"region\x01\x02region"[..]),
+                    Just(&b"\x01eu\x02region\x01abcdefghijklmnopq"[..]),
                 ],
                 body in body(),
                 queue in 0u32..5,
@@ -1129,6 +1151,77 @@ mod tests {
                 }
                 prop_assert_eq!(filter.matches_fields(&root, &f), cel, "{}", source);
             }
+        }
+
+        /// The first key and a property are read in place (`fast::key_is`,
+        /// `fast::property_of`): every key, prefix and property look-up against CEL's
+        /// answer over keys and properties that share prefixes, lack a value, repeat
+        /// a name or end in a separator.
+        #[test]
+        fn keys_and_properties_read_in_place_answer_as_cel() {
+            let keys: [&[u8]; 11] = [
+                b"",
+                b"k",
+                b"k1",
+                b"k10",
+                b"k1\x1f",
+                b"k1\x1fk2",
+                b"\x1fk1",
+                b"k10\x1fk1",
+                b"k1\xff",
+                b"abcdefghijklmnopq",
+                b"abcdefghijklmnopqr\x1fk1",
+            ];
+            let properties: [&[u8]; 12] = [
+                b"",
+                b"region",
+                b"region\x01",
+                b"region\x01eu",
+                b"region\x01eu\x02",
+                b"regionx\x01eu\x02re\x01k1",
+                b"tier\x01gold\x02region\x01eu",
+                b"\x02region\x01eu",
+                b"region\x01eu\x01us",
+                b"region\x01eu\x02region\x01eu",
+                b"\x01eu\x02region\x01abcdefghijklmnopq",
+                b"re\x01\x02region\x01e",
+            ];
+            let mut sources = Vec::new();
+            for literal in ["", "k", "k1", "k10", "abcdefghijklmnopq", "eu", "e", "gold"] {
+                sources.push(format!("key == {literal:?}"));
+                sources.push(format!("key != {literal:?}"));
+                sources.push(format!("key.startsWith({literal:?})"));
+                for name in ["region", "re", "regionx", "tier", ""] {
+                    sources.push(format!("properties[{name:?}] == {literal:?}"));
+                    sources.push(format!("properties[{name:?}] != {literal:?}"));
+                    sources.push(format!("properties[{name:?}].startsWith({literal:?})"));
+                }
+            }
+            let mut answered = 0;
+            for source in &sources {
+                let filter = Filter::compile(source).expect("compiles");
+                let fast = filter.fast.as_ref().expect("taken");
+                let root = filter.context();
+                for k in keys {
+                    for p in properties {
+                        let mut f = fields(b"paid", b"{}");
+                        f.keys = k;
+                        f.properties = p;
+                        let cel = filter.matches_cel(&root, &f);
+                        if let Some(answer) = fast.eval(&f, &mut None) {
+                            answered += 1;
+                            assert_eq!(Ok(answer), cel, "{source} on {k:?}, {p:?}");
+                        }
+                        assert_eq!(filter.matches_fields(&root, &f), cel, "{source}");
+                    }
+                }
+            }
+            // A third or more are the pre-pass's own (a missing or twice-named
+            // property is CEL's).
+            assert!(
+                answered > sources.len() * keys.len() * properties.len() / 3,
+                "{answered}"
+            );
         }
 
         /// The scan passes over records of another tag when a `tag == "…"` is among

@@ -147,7 +147,10 @@ fn accept(
         && header.queue_offset == queue_offset
         && header.queue_id == wanted.queue_id
         && usize::from(header.topic_len) == wanted.topic.len()
-        && &record[topic_at..topic_at + wanted.topic.len()] == wanted.topic
+        && record::same_bytes(
+            &record[topic_at..topic_at + wanted.topic.len()],
+            wanted.topic,
+        )
         && u64::from(header.length) == header.fields_length()
         && crate::crc::crc32c(&record[..size - record::CRC_FROM_END])
             == record::stored_crc(record, size);

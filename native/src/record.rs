@@ -73,6 +73,26 @@ fn u16_at(data: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([data[at], data[at + 1]])
 }
 
+/// Whether `a` and `b` are the same bytes: the lengths first, then, up to 16 bytes, two
+/// overlapping loads of each side (no call into libc's `memcmp`: the names, tags, keys
+/// and literals compared per record are mostly that short); longer ones by `==`.
+#[inline]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w4 = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().unwrap_or_default());
+    let w8 = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or_default());
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        _ => a == b,
+    }
+}
+
 pub fn u32_at(data: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(data[at..at + 4].try_into().expect("4 bytes"))
 }
@@ -290,6 +310,7 @@ pub struct Parts<'a> {
 
 impl<'a> Parts<'a> {
     /// The parts of the intact record `record` (exactly its bytes) with `header`.
+    #[inline]
     pub fn of(record: &'a [u8], header: &Header) -> Parts<'a> {
         let mut at = HEADER_SIZE;
         let mut take = |n: usize| {
@@ -382,6 +403,32 @@ pub fn encode_at(out: &mut [u8], fields: &Fields<'_>, body: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `same_bytes` is `==` at every length up to 40, for slices that differ in any one
+    /// byte (each bit of it), in length, or not at all, at offsets 0–7 of a buffer.
+    #[test]
+    fn same_bytes_is_equality() {
+        let buffer: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        for at in 0..8 {
+            for n in 0..=40 {
+                let a = &buffer[at..at + n];
+                let copy = a.to_vec();
+                assert!(same_bytes(a, &copy), "{n} at {at}");
+                for i in 0..n {
+                    for bit in 0..8 {
+                        let mut other = copy.clone();
+                        other[i] ^= 1 << bit;
+                        assert!(!same_bytes(a, &other), "{n} at {at}, byte {i} bit {bit}");
+                        assert!(!same_bytes(&other, a), "{n} at {at}, byte {i} bit {bit}");
+                    }
+                }
+                if n > 0 {
+                    assert!(!same_bytes(a, &copy[..n - 1]), "{n} at {at}");
+                    assert!(!same_bytes(&copy[1..], a), "{n} at {at}");
+                }
+            }
+        }
+    }
 
     fn worked_example() -> Vec<u8> {
         // docs/FORMAT.md, "Worked example": append("t", b"hi", key="k", tag="x").

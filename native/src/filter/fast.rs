@@ -16,6 +16,7 @@
 use cel::common::ast::{operators, Expr, IdedExpr, LiteralValue};
 
 use super::{Fields, Paths};
+use crate::record::same_bytes;
 
 /// The longest `body.a.b...` chain taken (well inside the JSON depth bound).
 const MAX_BODY_PATH: usize = 8;
@@ -125,7 +126,7 @@ fn node(expr: &IdedExpr, paths: &Paths, depth: usize) -> Node {
             inner => Node::Not(Box::new(inner)),
         },
         ("startsWith", Some(target), 1) => match (field(target, paths), literal(&args[0])) {
-            (Some(f), Some(Literal::Str(s))) if f.is_text() && !s.contains(REPLACEMENT) => {
+            (Some(f), Some(Literal::Str(s))) if f.is_text() && plain(&f, &s) => {
                 Node::StartsWith(f, s)
             }
             _ => Node::Cel,
@@ -140,7 +141,7 @@ fn node(expr: &IdedExpr, paths: &Paths, depth: usize) -> Node {
                         // Strings: equality only (ordering of text left to CEL).
                         Literal::Str(s) => {
                             matches!(op, Op::Eq | Op::Ne)
-                                && (f.is_body() || (f.is_text() && !s.contains(REPLACEMENT)))
+                                && (f.is_body() || (f.is_text() && plain(&f, s)))
                         }
                         Literal::Int(_) => f.is_int() || f.is_body(),
                     };
@@ -180,6 +181,13 @@ impl Field {
     fn is_body(&self) -> bool {
         matches!(self, Field::Body(_))
     }
+}
+
+/// Whether a text field `f` is compared with the literal `s` on bytes: `s` holds no
+/// U+FFFD (see `bytes_of`), and for `key` no U+001F (the first key is read in place,
+/// `key_is`: a literal holding the separator is left to CEL).
+fn plain(f: &Field, s: &str) -> bool {
+    !(s.contains(REPLACEMENT) || (*f == Field::Key && s.contains(KEY_SEPARATOR)))
 }
 
 fn literal(expr: &IdedExpr) -> Option<Literal> {
@@ -229,9 +237,10 @@ fn field(expr: &IdedExpr, paths: &Paths) -> Option<Field> {
 }
 
 /// A property by name; not one whose name holds U+FFFD (CEL's map of the properties
-/// replaces bytes that are not UTF-8 in names by it: two names may then be one).
+/// replaces bytes that are not UTF-8 in names by it: two names may then be one), nor
+/// the record's separators U+0001 and U+0002 (`property_of` looks for the name in place).
 fn property(name: String) -> Option<Field> {
-    (!name.contains(REPLACEMENT)).then_some(Field::Property(name))
+    (!name.contains([REPLACEMENT, NAME_END, ITEM_END])).then_some(Field::Property(name))
 }
 
 /// Whether `paths` is exactly the chain `path` (the body reached nowhere else).
@@ -287,7 +296,8 @@ impl Node {
             },
             Node::Not(a) => a.eval(f, body).map(|v| !v),
             Node::StartsWith(field, prefix) => {
-                Some(bytes_of(field, f)?.starts_with(prefix.as_bytes()))
+                let (p, text) = (prefix.as_bytes(), text_of(field, f)?);
+                Some(text.len() >= p.len() && same_bytes(&text[..p.len()], p))
             }
             Node::Compare(field, op, lit) => match (lit, field) {
                 (Literal::Int(want), Field::Body(path)) => {
@@ -303,7 +313,18 @@ impl Node {
                     }
                 }
                 (Literal::Int(want), _) => Some(op.holds(int_of(field, f)?.cmp(want))),
-                (Literal::Str(want), _) => Some(op.holds(bytes_of(field, f)?.cmp(want.as_bytes()))),
+                (Literal::Str(want), _) => {
+                    let want = want.as_bytes();
+                    match (op, field) {
+                        (Op::Eq | Op::Ne, Field::Key) => {
+                            Some(key_is(f.keys, want) == (*op == Op::Eq))
+                        }
+                        (Op::Eq | Op::Ne, _) => {
+                            Some(same_bytes(bytes_of(field, f)?, want) == (*op == Op::Eq))
+                        }
+                        _ => Some(op.holds(bytes_of(field, f)?.cmp(want))),
+                    }
+                }
             },
         }
     }
@@ -313,6 +334,63 @@ pub type BodyCache<'a> = Option<Option<Json<'a>>>;
 
 /// U+FFFD, what CEL's text of a field puts for bytes that are not UTF-8.
 const REPLACEMENT: char = '\u{FFFD}';
+/// What a record puts between its keys.
+const KEY_SEPARATOR: char = '\u{1f}';
+/// What a record puts after a property's name, and after each name and value.
+const NAME_END: char = '\u{1}';
+const ITEM_END: char = '\u{2}';
+
+/// Whether the first key of `keys` (joined by U+001F) is `want`, a literal without
+/// U+001F: the key read in place, not split off first.
+fn key_is(keys: &[u8], want: &[u8]) -> bool {
+    let n = want.len();
+    keys.len() >= n
+        && same_bytes(&keys[..n], want)
+        && (keys.len() == n || keys[n] == KEY_SEPARATOR as u8)
+}
+
+/// The bytes a `startsWith` looks at: the text field's, or for `key` all the keys (the
+/// prefix holds no U+001F, `plain`: the first key starts with it exactly when the keys
+/// do).
+fn text_of<'a>(field: &Field, f: &Fields<'a>) -> Option<&'a [u8]> {
+    match field {
+        Field::Key => Some(f.keys),
+        _ => bytes_of(field, f),
+    }
+}
+
+/// The value of the property `name` (without U+0001 or U+0002) in `properties` (name
+/// U+0001 value, joined by U+0002), found in place: None when it is not there, or named
+/// more than once (which value CEL sees is then left to CEL). An item without U+0001 is
+/// a name with the empty value.
+fn property_of<'a>(properties: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    if properties.is_empty() {
+        return None;
+    }
+    let n = name.len();
+    let mut found = None;
+    let mut rest = properties;
+    loop {
+        let end = rest
+            .iter()
+            .position(|&b| b == ITEM_END as u8)
+            .unwrap_or(rest.len());
+        let item = &rest[..end];
+        if item.len() >= n
+            && same_bytes(&item[..n], name)
+            && (item.len() == n || item[n] == NAME_END as u8)
+        {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(item.get(n + 1..).unwrap_or_default());
+        }
+        if end == rest.len() {
+            return found;
+        }
+        rest = &rest[end + 1..];
+    }
+}
 
 /// The bytes of a text field. Compared as bytes with a literal without U+FFFD (taken
 /// only then), they give CEL's answer on the field's text with no UTF-8 check: equal
@@ -325,21 +403,8 @@ fn bytes_of<'a>(field: &Field, f: &Fields<'a>) -> Option<&'a [u8]> {
         Field::Tag => f.tag,
         Field::Key => f.keys.split(|&b| b == 0x1f).next().unwrap_or_default(),
         Field::Text => f.body,
-        Field::Property(name) => {
-            if f.properties.is_empty() {
-                return None;
-            }
-            // Named once (a name given twice: which value CEL sees is left to CEL).
-            let mut values = f.properties.split(|&b| b == 0x02).filter_map(|item| {
-                let mut pair = item.splitn(2, |&b| b == 0x01);
-                (pair.next()? == name.as_bytes()).then(|| pair.next().unwrap_or_default())
-            });
-            let value = values.next()?;
-            if values.next().is_some() {
-                return None;
-            }
-            value
-        }
+        // Named once (a name given twice: which value CEL sees is left to CEL).
+        Field::Property(name) => property_of(f.properties, name.as_bytes())?,
         _ => return None,
     };
     Some(bytes)

@@ -961,7 +961,9 @@ impl StoreCore {
                     walk::read_entries(data, base, entries, index, &wanted, &mut found);
                 let mut passed = index;
                 for item in &found {
-                    records += written(entries, passed, item.entry + 1);
+                    // The entry found is written (`read_entries` passes over unwritten
+                    // ones): only those before it are looked at.
+                    records += 1 + written(entries, passed, item.entry);
                     passed = item.entry + 1;
                     let record = &data[item.pos..item.pos + item.header.length as usize];
                     match each(record, &item.header)? {
