@@ -22,7 +22,7 @@ from storeadapter.spark import logview
 from storeadapter.spark.standalone import StandaloneCluster, can_blind
 from tests.engine.storetools import small_config
 from tests.spark.clusterdriver import ClusterDriver, ClusterJobError
-from tests.spark.sparktools import HOUR_MS, engine_rows, engine_totals, fill
+from tests.spark.sparktools import HOUR_MS, SHORT_LIVED_JVM, engine_rows, engine_totals, fill
 
 NOT_THERE = "the file does not exist there, but the read was planned with it"
 
@@ -34,7 +34,7 @@ def hidden(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, hidden, worker_python, spark_java_options):
+def cluster(tmp_path_factory, hidden, worker_python):
     # One worker of two one-core executors, not two workers of one: the same two executors
     # (the worker's mount namespace is theirs), one JVM fewer.
     blind = [[str(hidden)]] if can_blind() else None
@@ -44,7 +44,7 @@ def cluster(tmp_path_factory, hidden, worker_python, spark_java_options):
         executor_cores=1,
         blind=blind,
         workdir=tmp_path_factory.mktemp("spark-cluster"),
-        java_options=spark_java_options,
+        java_options=SHORT_LIVED_JVM,
         python=worker_python,
     ) as found:
         yield found
