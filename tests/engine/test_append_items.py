@@ -12,6 +12,7 @@ from storeadapter.engine.writer import Writer
 from tests.engine.storetools import read_all, small_config
 
 _ROOMY = {"segment_bytes": 1 << 20, "queue_file_entries": 4096}
+_ROOMY_BLOCKS = {"shared_block_entries": 64, "shared_blocks_per_file": 64}
 
 
 def _config() -> StoreConfig:
@@ -129,7 +130,10 @@ def test_dedup_ids_go_the_long_way(tmp_path):
 
 
 def _born(path: Path, native: bool, layout: str) -> tuple[list, int, list]:
-    with MessageStore.open(path, _config()) as store:
+    # Blocks with room for every entry (the shared test layout's tiny ones would make
+    # batches open new block files, a step the core leaves to the long way).
+    roomy = small_config(flush_mode="async", **_ROOMY, **_ROOMY_BLOCKS)
+    with MessageStore.open(path, roomy) as store:
         store.create_topic("t", queues=3, layout=layout)
         store.append_batch("t", [{"body": b"first", "queue": q} for q in range(3)])
         if not native:
