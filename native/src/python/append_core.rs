@@ -1256,15 +1256,7 @@ impl AppendCore {
         release(write_lock)?;
         let (placed, now, end) = outcome?;
         let results = self.batch_results(py, &topic.name, &placed, now)?;
-        self.after(py, end, false)?;
-        if self.waited_out(py, end)? {
-            let writer = self.writer.bind(py);
-            return Ok(writer
-                .call_method1(intern!(py, "flush_timed_out"), (results,))?
-                .cast_into()
-                .map_err(PyErr::from)?);
-        }
-        Ok(results)
+        self.settle_batch(py, results, end)
     }
 
     /// `append_items`, and an `append` of one prepared message (`single`: counted in
@@ -1289,15 +1281,7 @@ impl AppendCore {
             &self.batched
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.after(py, end, false)?;
-        if self.waited_out(py, end)? {
-            let writer = self.writer.bind(py);
-            return Ok(writer
-                .call_method1(intern!(py, "flush_timed_out"), (results,))?
-                .cast_into()
-                .map_err(PyErr::from)?);
-        }
-        Ok(results)
+        self.settle_batch(py, results, end)
     }
 
     /// `try_items` to a topic with files per queue: the results and the new tail.
@@ -1823,6 +1807,26 @@ impl AppendCore {
             return Ok(timed_out.get_item(0)?);
         }
         Ok(result)
+    }
+
+    /// What `Writer.append_prepared` does after a batch's write (`after`), and in sync
+    /// mode the wait for the fdatasync that covers `end`: the results, or, when that
+    /// wait timed out, the writer's `flush_timed_out` of them.
+    fn settle_batch<'py>(
+        &self,
+        py: Python<'py>,
+        results: Bound<'py, PyList>,
+        end: i64,
+    ) -> Step<Bound<'py, PyList>> {
+        self.after(py, end, false)?;
+        if self.waited_out(py, end)? {
+            let writer = self.writer.bind(py);
+            return Ok(writer
+                .call_method1(intern!(py, "flush_timed_out"), (results,))?
+                .cast_into()
+                .map_err(PyErr::from)?);
+        }
+        Ok(results)
     }
 
     /// Sync mode (issue 31, part 9): wait, without the GIL, until an fdatasync covers
