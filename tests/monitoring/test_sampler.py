@@ -64,7 +64,8 @@ def test_a_sample_writes_the_store_totals_and_disk_use(store, sample_at):
     assert row.messages == 8
     assert row.backlog == 2 + 3
     assert row.disk_bytes == stats.disk_bytes
-    assert row.disk_ratio == pytest.approx(stats.disk_ratio)
+    # The ratio is the filesystem's, which the suite's other processes write to meanwhile.
+    assert row.disk_ratio == pytest.approx(stats.disk_ratio, abs=0.01)
 
 
 def test_counters_add_what_was_appended_and_consumed_between_samples(store, sample_at):
