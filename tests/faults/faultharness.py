@@ -328,6 +328,18 @@ def arm_kill(
     setattr(owner, name, wrapper)
 
 
+def kill(target: str, when: str = "before", nth: int = 1, **match: str) -> dict:
+    """A kill point at an engine function (``target``: ``module:Qualified.name`` under
+    ``storeadapter.engine``), ``before`` or ``after`` its ``nth`` call."""
+    return {"target": f"storeadapter.engine.{target}", "when": when, "nth": nth, **match}
+
+
+def at_site(site: str, when: str = "before", nth: int = 1, where: str | None = None) -> dict:
+    """A kill point at a site of the fault seam (``arm_site_kill``): the store core keeps
+    writing, and the kill comes at the site whichever path reaches it."""
+    return {"site": site, "when": when, "nth": nth, "where": where}
+
+
 def arm_site_kill(
     fs,
     store: MessageStore,

@@ -24,9 +24,11 @@ from tests.faults.faultharness import (
     Ack,
     AckWriter,
     append_some,
+    at_site,
     check_store,
     create_store,
     fault_config,
+    kill,
     populate,
     read_acks,
 )
@@ -41,16 +43,6 @@ ENGINE = "storeadapter.engine"
 def server() -> Iterator[ForkServer]:
     with ForkServer() as running:
         yield running
-
-
-def kill(target: str, when: str = "before", nth: int = 1, **match: str) -> dict:
-    return {"target": f"{ENGINE}.{target}", "when": when, "nth": nth, **match}
-
-
-def at_site(site: str, when: str = "before", nth: int = 1, where: str | None = None) -> dict:
-    """A kill point at a site of the fault seam (faultharness.arm_site_kill): the store
-    core keeps writing, and the kill comes at the site whichever path reaches it."""
-    return {"site": site, "when": when, "nth": nth, "where": where}
 
 
 def _case_id(case: dict) -> str:

@@ -35,9 +35,11 @@ from storeadapter.engine.checkpoint import read_checkpoint
 from storeadapter.engine.sharedstate import SharedState
 from tests.faults.faultharness import (
     Ack,
+    at_site,
     check_store,
     create_store,
     fault_config,
+    kill,
     populate,
     read_acks,
 )
@@ -52,14 +54,6 @@ MEMBER_FLUSH_S = 60
 def server() -> Iterator[ForkServer]:
     with ForkServer() as running:
         yield running
-
-
-def kill(target: str, when: str = "before", nth: int = 1, **match: str) -> dict:
-    return {"target": f"{ENGINE}.{target}", "when": when, "nth": nth, **match}
-
-
-def at_site(site: str, when: str = "before", nth: int = 1, where: str | None = None) -> dict:
-    return {"site": site, "when": when, "nth": nth, "where": where}
 
 
 POINTS = [
