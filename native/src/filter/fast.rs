@@ -64,6 +64,7 @@ pub enum Field {
     Tag,
     Key,
     Text,
+    /// A property: its name and the U+0001 that ends a name in a record.
     Property(String),
     Queue,
     Offset,
@@ -88,6 +89,15 @@ pub enum Node {
     Not(Box<Node>),
     Compare(Field, Op, Literal),
     StartsWith(Field, String),
+    /// `key.startsWith(p)`: the keys' bytes start with `p` (`plain`: no U+001F in it).
+    KeyStarts(Box<[u8]>),
+    /// `properties.name == value` (`eq`) or `!=`, on bytes: the property found in place
+    /// (`property_of`), the name held with the U+0001 that ends it in a record.
+    PropertyIs {
+        name: Box<[u8]>,
+        value: Box<[u8]>,
+        eq: bool,
+    },
     /// A shape the pre-pass does not take: CEL decides.
     Cel,
 }
@@ -126,6 +136,9 @@ fn node(expr: &IdedExpr, paths: &Paths, depth: usize) -> Node {
             inner => Node::Not(Box::new(inner)),
         },
         ("startsWith", Some(target), 1) => match (field(target, paths), literal(&args[0])) {
+            (Some(Field::Key), Some(Literal::Str(s))) if plain(&Field::Key, &s) => {
+                Node::KeyStarts(s.into_bytes().into())
+            }
             (Some(f), Some(Literal::Str(s))) if f.is_text() && plain(&f, &s) => {
                 Node::StartsWith(f, s)
             }
@@ -146,7 +159,14 @@ fn node(expr: &IdedExpr, paths: &Paths, depth: usize) -> Node {
                         Literal::Int(_) => f.is_int() || f.is_body(),
                     };
                     if fits {
-                        Node::Compare(f, op, lit)
+                        match (f, lit) {
+                            (Field::Property(name_end), Literal::Str(value)) => Node::PropertyIs {
+                                name: name_end.into_bytes().into(),
+                                value: value.into_bytes().into(),
+                                eq: op == Op::Eq,
+                            },
+                            (f, lit) => Node::Compare(f, op, lit),
+                        }
                     } else {
                         Node::Cel
                     }
@@ -240,7 +260,8 @@ fn field(expr: &IdedExpr, paths: &Paths) -> Option<Field> {
 /// replaces bytes that are not UTF-8 in names by it: two names may then be one), nor
 /// the record's separators U+0001 and U+0002 (`property_of` looks for the name in place).
 fn property(name: String) -> Option<Field> {
-    (!name.contains([REPLACEMENT, NAME_END, ITEM_END])).then_some(Field::Property(name))
+    (!name.contains([REPLACEMENT, NAME_END, ITEM_END]))
+        .then(|| Field::Property(format!("{name}{NAME_END}")))
 }
 
 /// Whether `paths` is exactly the chain `path` (the body reached nowhere else).
@@ -282,19 +303,51 @@ pub enum Json<'a> {
 }
 
 impl Node {
-    /// The record's answer when sure (see the module's text).
+    /// The record's answer when sure (see the module's text). A chain of `&&`s or
+    /// `||`s is followed in a loop, its leaves evaluated in place (no call a leaf).
     pub fn eval<'a>(&self, f: &Fields<'a>, body: &mut BodyCache<'a>) -> Option<bool> {
+        let mut node = self;
+        loop {
+            match node {
+                Node::And(a, b) => {
+                    if !a.side(f, body)? {
+                        return Some(false);
+                    }
+                    node = b;
+                }
+                Node::Or(a, b) => {
+                    if a.side(f, body)? {
+                        return Some(true);
+                    }
+                    node = b;
+                }
+                leaf => return leaf.leaf(f, body),
+            }
+        }
+    }
+
+    /// The left side of an `&&` or `||`: a leaf in place, a chain by `eval`.
+    #[inline(always)]
+    fn side<'a>(&self, f: &Fields<'a>, body: &mut BodyCache<'a>) -> Option<bool> {
+        match self {
+            Node::And(..) | Node::Or(..) => self.eval(f, body),
+            leaf => leaf.leaf(f, body),
+        }
+    }
+
+    /// A node other than `&&` and `||`.
+    #[inline(always)]
+    fn leaf<'a>(&self, f: &Fields<'a>, body: &mut BodyCache<'a>) -> Option<bool> {
         match self {
             Node::Cel => None,
-            Node::And(a, b) => match a.eval(f, body)? {
-                false => Some(false),
-                true => b.eval(f, body),
-            },
-            Node::Or(a, b) => match a.eval(f, body)? {
-                true => Some(true),
-                false => b.eval(f, body),
-            },
+            Node::And(..) | Node::Or(..) => self.eval(f, body),
             Node::Not(a) => a.eval(f, body).map(|v| !v),
+            Node::KeyStarts(p) => {
+                Some(f.keys.len() >= p.len() && same_bytes(&f.keys[..p.len()], p))
+            }
+            Node::PropertyIs { name, value, eq } => {
+                Some(same_bytes(property_of(f.properties, name)?, value) == *eq)
+            }
             Node::StartsWith(field, prefix) => {
                 let (p, text) = (prefix.as_bytes(), text_of(field, f)?);
                 Some(text.len() >= p.len() && same_bytes(&text[..p.len()], p))
@@ -359,22 +412,31 @@ fn text_of<'a>(field: &Field, f: &Fields<'a>) -> Option<&'a [u8]> {
     }
 }
 
-/// The value of the property `name` (without U+0001 or U+0002) in `properties` (name
-/// U+0001 value, joined by U+0002), found in place: None when it is not there, or named
-/// more than once (which value CEL sees is then left to CEL). An item without U+0001 is
-/// a name with the empty value.
-fn property_of<'a>(properties: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+/// The value of the property named `name_end` without its last byte (`name_end` is the
+/// name, without U+0001 or U+0002, and U+0001) in `properties` (name U+0001 value,
+/// joined by U+0002), found in place: None when it is not there, or named more than
+/// once (which value CEL sees is then left to CEL). An item without U+0001 is a name
+/// with the empty value.
+#[inline]
+fn property_of<'a>(properties: &'a [u8], name_end: &[u8]) -> Option<&'a [u8]> {
+    let n = name_end.len() - 1;
+    // The common record: its first item is the one, and the only one (its value holds
+    // no U+0002). One compare of the name and its end, one search.
+    if properties.len() > n && same_bytes(&properties[..=n], name_end) {
+        let value = &properties[n + 1..];
+        if find_byte(value, ITEM_END as u8).is_none() {
+            return Some(value);
+        }
+    }
+    let name = &name_end[..n];
     if properties.is_empty() {
         return None;
     }
-    let n = name.len();
     let mut found = None;
-    let mut rest = properties;
+    let mut at = 0;
     loop {
-        let end = rest
-            .iter()
-            .position(|&b| b == ITEM_END as u8)
-            .unwrap_or(rest.len());
+        let rest = &properties[at..];
+        let end = find_byte(rest, ITEM_END as u8).unwrap_or(rest.len());
         let item = &rest[..end];
         if item.len() >= n
             && same_bytes(&item[..n], name)
@@ -388,8 +450,41 @@ fn property_of<'a>(properties: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
         if end == rest.len() {
             return found;
         }
-        rest = &rest[end + 1..];
+        at += end + 1;
     }
+}
+
+/// The index of the first `byte` in `s`: eight bytes a step as one word (a byte equal
+/// to `byte` is a zero byte of the word XOR `byte` repeated, and the lowest byte the
+/// zero-byte test flags is the first such: a borrow only runs upwards from a zero byte),
+/// the last under eight bytes as one word too (the last eight again when there are
+/// eight, else the bytes put in a word of bytes that are not `byte`).
+#[inline]
+fn find_byte(s: &[u8], byte: u8) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let pattern = ONES * u64::from(byte);
+    let first = |word: u64| {
+        let x = word ^ pattern;
+        let zero = x.wrapping_sub(ONES) & !x & HIGHS;
+        (zero != 0).then(|| (zero.trailing_zeros() / 8) as usize)
+    };
+    let word = |at: usize| u64::from_le_bytes(s[at..at + 8].try_into().unwrap_or_default());
+    let n = s.len();
+    if n < 8 {
+        return s.iter().position(|&b| b == byte);
+    }
+    let mut at = 0;
+    while at + 8 <= n {
+        if let Some(i) = first(word(at)) {
+            return Some(at + i);
+        }
+        at += 8;
+    }
+    // The last bytes, in the word of the last eight (those before `at` are not `byte`).
+    (at < n)
+        .then(|| first(word(n - 8)).map(|i| n - 8 + i))
+        .flatten()
 }
 
 /// The bytes of a text field. Compared as bytes with a literal without U+FFFD (taken
@@ -404,7 +499,7 @@ fn bytes_of<'a>(field: &Field, f: &Fields<'a>) -> Option<&'a [u8]> {
         Field::Key => f.keys.split(|&b| b == 0x1f).next().unwrap_or_default(),
         Field::Text => f.body,
         // Named once (a name given twice: which value CEL sees is left to CEL).
-        Field::Property(name) => property_of(f.properties, name.as_bytes())?,
+        Field::Property(name_end) => property_of(f.properties, name_end.as_bytes())?,
         _ => return None,
     };
     Some(bytes)
@@ -742,5 +837,91 @@ impl<'a> Scan<'a> {
         }
         self.i += 1;
         Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word-at-a-time search against `position`: every length 0–40, the byte at
+    /// every place (and once more after it), bytes around it that differ by one bit,
+    /// and bytes with the high bit set (which the zero-byte test must not flag).
+    #[test]
+    fn find_byte_is_position() {
+        for byte in [0u8, 1, 2, 0x1f, 0x80, 0xff] {
+            for len in 0..=40 {
+                for fill in [byte ^ 1, byte ^ 0x80, byte.wrapping_add(1), 0xfe, 0] {
+                    if fill == byte {
+                        continue;
+                    }
+                    let plain = vec![fill; len];
+                    assert_eq!(find_byte(&plain, byte), None, "{byte} {len} {fill}");
+                    for at in 0..len {
+                        let mut s = plain.clone();
+                        s[at] = byte;
+                        assert_eq!(find_byte(&s, byte), Some(at), "{byte} {len} {fill} {at}");
+                        for later in at + 1..len {
+                            let mut t = s.clone();
+                            t[later] = byte;
+                            assert_eq!(find_byte(&t, byte), Some(at));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The property found in place, its first-item shortcut included, against a
+    /// split of the items: missing, named twice, the first of several, a value
+    /// holding U+0001, names that are prefixes of each other, the empty name.
+    #[test]
+    fn property_of_is_the_one_item_so_named() {
+        let split = |properties: &[u8], name: &[u8]| -> Option<Vec<u8>> {
+            if properties.is_empty() {
+                return None;
+            }
+            let mut found = None;
+            for item in properties.split(|&b| b == 2) {
+                let (n, v) = match item.iter().position(|&b| b == 1) {
+                    Some(at) => (&item[..at], &item[at + 1..]),
+                    None => (item, &b""[..]),
+                };
+                if n == name {
+                    if found.is_some() {
+                        return None;
+                    }
+                    found = Some(v.to_vec());
+                }
+            }
+            found
+        };
+        let lists: [&[u8]; 14] = [
+            b"",
+            b"region",
+            b"region\x01",
+            b"region\x01eu",
+            b"region\x01eu\x02",
+            b"region\x01eu\x02region\x01us",
+            b"region\x01eu\x02tier\x01gold",
+            b"tier\x01gold\x02region\x01eu",
+            b"regionx\x01eu\x02re\x01k1",
+            b"region\x01eu\x01us",
+            b"region\x01a-long-value-of-many-words\x02tier\x01gold-and-more-words",
+            b"\x01eu\x02region\x01e",
+            b"\x02\x02region\x01eu\x02",
+            b"re\x01\x02region\x01e",
+        ];
+        for properties in lists {
+            for name in [&b"region"[..], b"re", b"regionx", b"tier", b""] {
+                let mut name_end = name.to_vec();
+                name_end.push(1);
+                assert_eq!(
+                    property_of(properties, &name_end).map(<[u8]>::to_vec),
+                    split(properties, name),
+                    "{properties:?} {name:?}"
+                );
+            }
+        }
     }
 }

@@ -767,7 +767,16 @@ enum Flow {
 }
 
 /// How many of `entries`' entries from index `from` up to `to` are written (not zero).
+/// Inline for the walk's common case, no entry between two handed over (`to == from`).
+#[inline]
 fn written(entries: &[u8], from: usize, to: usize) -> u64 {
+    if to <= from {
+        return 0;
+    }
+    written_in(entries, from, to)
+}
+
+fn written_in(entries: &[u8], from: usize, to: usize) -> u64 {
     entries[from * ENTRY_SIZE..to * ENTRY_SIZE]
         .chunks_exact(ENTRY_SIZE)
         .filter(|entry| {
