@@ -2507,6 +2507,7 @@ impl AppendCore {
         true
     }
 
+    #[inline(never)] // named in profiles: the pen section (PERFORMANCE.md)
     fn under_pen<'py>(
         &self,
         py: Python<'py>,
@@ -2635,6 +2636,7 @@ impl AppendCore {
     /// A single append's steps 5 and 7 (`under_pen`), after the pen is let go: the
     /// topic's round-robin, the queue's end, change count and dirty file, the log's
     /// tail, `_seen`, the sequence followed.
+    #[inline(never)] // named in profiles: the pen section (PERFORMANCE.md)
     fn settle_single(
         &self,
         py: Python<'_>,

@@ -67,6 +67,7 @@ impl AppendCore {
     /// Follow the appends other processes published, up to `sequence` (even; read
     /// under the pen, so no writer moves anything meanwhile), from the ring of notes
     /// in `header`; see the module's docs.
+    #[inline(never)] // named in profiles (PERFORMANCE.md)
     pub(super) fn follow_notes<'py>(
         &self,
         py: Python<'py>,
@@ -193,6 +194,7 @@ impl AppendCore {
     /// registry's dirty set; the active segment among those to fsync; and, when
     /// `renew_seen`, `_seen` (its tail and ring sequence; a caller that publishes next
     /// renews it itself).
+    #[inline(never)] // named in profiles (PERFORMANCE.md)
     pub(super) fn settle_follow<'py>(
         &self,
         py: Python<'py>,
