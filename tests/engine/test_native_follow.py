@@ -173,6 +173,33 @@ def test_the_core_writes_on_after_the_store_follows_a_topic_change(two):
     assert len(assert_dense_and_unique(second, "t")) == 7
 
 
+def test_seen_replaced_by_the_store_between_native_follows_is_read_again(two):
+    # The core keeps `_seen` as words while the snapshot it read is the store's
+    # (follow.rs `SeenWords`); the store's own follow and a topic change replace it
+    # with a new one, whose versions and tail the next native follow must read.
+    first, second = two
+    core = second._appender
+    for round_ in range(3):
+        first.append("t", f"a{round_}".encode())
+        second.append("t", f"b{round_}".encode())  # a native follow: `_seen` known
+        assert second._seen == second._shared.read()
+        first.append("t", f"c{round_}".encode())
+        second._follow()  # the store's follow: a new snapshot, equal values
+        assert second._seen == second._shared.read()
+        first.create_topic(f"new{round_}", queues=1)  # the topics version moves
+        first.append("t", f"d{round_}".encode())
+        followed, caught_up = core.followed, core.caught_up
+        second.append("t", f"e{round_}".encode())  # not the core's follow: a topic
+        assert (core.followed, core.caught_up) == (followed, caught_up + 1)
+        assert second._seen == second._shared.read()
+        first.append("t", f"f{round_}".encode())
+        second.append("t", f"g{round_}".encode())  # native again, on the new versions
+        assert core.followed == followed + 1
+        assert second._seen == second._shared.read()
+        assert second.append(f"new{round_}", b"there").queue == 0
+    assert len(assert_dense_and_unique(first, "t")) == 6 + 3 * 7
+
+
 def test_a_writer_far_behind_the_notes_ring_walks_the_records_and_writes_on(two):
     from storeadapter.engine.sharedstate import RING_ENTRIES
 

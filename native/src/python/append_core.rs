@@ -366,6 +366,8 @@ pub struct AppendCore {
     caught_up: AtomicU64,
     spun: AtomicU64,
     waited: AtomicU64,
+    /// `_seen` as last read or renewed here, as words (follow.rs).
+    seen_words: follow::SeenWords,
 }
 
 /// The seam generation: moved by `seam_changed`, which the engine's seam (seam.py)
@@ -393,8 +395,9 @@ struct Ready<'py> {
     header: WritableView,
     sequence: u64,
     tail: u64,
-    /// The log's `tail` as the int object its `__dict__` holds (the result's offset).
-    tail_object: Bound<'py, PyAny>,
+    /// The log's `tail` as the int object its `__dict__` holds (the result's offset);
+    /// None after a deferred follow (the log's tail is set after the pen).
+    tail_object: Option<Bound<'py, PyAny>>,
     /// The log's `last_store_ms` before the write.
     last_store_ms: i64,
     base: u64,
@@ -533,7 +536,7 @@ struct Message<'a, 'py> {
 
 /// What a single append wrote: the tail it wrote at (the int object), the queue
 /// offset, the store time (its `AppendResult` is made after the pen is let go).
-type Single<'py> = (Bound<'py, PyAny>, u64, i64);
+type Single<'py> = ((Option<Bound<'py, PyAny>>, u64), u64, i64);
 
 /// What `publish_shared` left in the `state` header: the tail, the ring sequence, the
 /// sequence word (even).
@@ -771,6 +774,7 @@ impl AppendCore {
             caught_up: AtomicU64::new(0),
             spun: AtomicU64::new(0),
             waited: AtomicU64::new(0),
+            seen_words: follow::SeenWords::new(),
         })
     }
 
@@ -1782,13 +1786,17 @@ impl AppendCore {
             },
         );
         release(write_lock)?;
-        let ((tail, queue_offset, now), end) = outcome?;
+        let (((tail, tail_at), queue_offset, now), end) = outcome?;
+        let tail = match tail {
+            Some(tail) => tail,
+            None => tail_at.into_pyobject(py)?.into_any(),
+        };
         // The result made after the pen is let go (the other processes need not wait).
         let result = new_record(
             py,
             self.result_type.bind(py),
             [
-                message_id(py, &self.prefix, tail.extract::<u64>()?).into_any(),
+                message_id(py, &self.prefix, tail_at).into_any(),
                 plan.name.clone().into_any(),
                 queue_id.into_pyobject(py)?.into_any(),
                 queue_offset.into_pyobject(py)?.into_any(),
@@ -2066,9 +2074,30 @@ impl AppendCore {
                 }
             }
         }
+        // After a deferred follow the tail and the active segment are the follow's
+        // (the log's tail in this process is set after the pen: `settle_follow`).
+        let followed_to = unfollowed
+            .as_ref()
+            .map(|u: &follow::Unfollowed<'py>| (u.tail, u.base, u.end, u.active.clone()));
         let finish = move || -> Step<Ready<'py>> {
             if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
                 return declined(); // a write left unfinished: the long way clears it
+            }
+            if let Some((tail, base, end_of_segment, segment)) = followed_to {
+                let last_store_ms = self.last_store.get().load();
+                return Ok(Ready {
+                    header,
+                    sequence,
+                    tail,
+                    tail_object: None,
+                    last_store_ms,
+                    base,
+                    end_of_segment,
+                    segment,
+                    now: now_ms().max(last_store_ms),
+                    moved,
+                    unfollowed: None,
+                });
             }
             // 2. The tail and the active segment (`CommitLog.active`, read without its
             //    property's frame); the caller checks its room (else the long way rolls).
@@ -2101,7 +2130,7 @@ impl AppendCore {
                 header,
                 sequence,
                 tail,
-                tail_object,
+                tail_object: Some(tail_object),
                 last_store_ms,
                 base,
                 end_of_segment,
@@ -2453,7 +2482,12 @@ impl AppendCore {
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
         let ring_object = published.ring_seq.into_pyobject(py)?.into_any();
-        if !self.renew_snapshot(py, &seen, &end_object, &ring_object) {
+        if !self.renew_snapshot(
+            py,
+            &seen,
+            (&end_object, published.end),
+            (&ring_object, published.ring_seq),
+        ) {
             let snapshot = new_record(
                 py,
                 self.snapshot_type.bind(py),
@@ -2481,21 +2515,25 @@ impl AppendCore {
         &self,
         py: Python<'_>,
         seen: &Bound<'_, PyTuple>,
-        tail: &Bound<'_, PyAny>,
-        ring_seq: &Bound<'_, PyAny>,
+        (tail, tail_value): (&Bound<'_, PyAny>, u64),
+        (ring_seq, ring_value): (&Bound<'_, PyAny>, u64),
     ) -> bool {
         if !seen.get_type().is(self.snapshot_type.bind(py)) || seen.len() != 6 {
             return false;
         }
         let object = seen.as_ptr();
+        // The core's own reference when it knows this snapshot's words (follow.rs).
+        let known = self.seen_words.holds(seen.as_any());
+        let owners = 2 + isize::from(known);
         // SAFETY: the GIL is held and `seen` is a live tuple of the snapshot type (a
         // tuple subclass with the tuple's layout, `check_record_type`) with 6 items. Its
-        // count is 2 (the store's `__dict__` and `seen`), so no other reference can
-        // see the items change, as CPython itself refills a tuple no one else holds.
+        // count is 2 (the store's `__dict__` and `seen`; 3 with the core's own in
+        // `seen_words`, which is moved with it below), so no other reference can see
+        // the items change, as CPython itself refills a tuple no one else holds.
         // Each new item is a reference we own (SET_ITEM steals it); the old one is let
         // go after it is replaced, so the tuple is whole if that runs any code.
         unsafe {
-            if ffi::Py_REFCNT(object) != 2 {
+            if ffi::Py_REFCNT(object) != owners {
                 return false;
             }
             for (at, new) in [(0, tail), (5, ring_seq)] {
@@ -2504,9 +2542,13 @@ impl AppendCore {
                 ffi::Py_DECREF(old);
             }
         }
+        if known {
+            self.seen_words.renewed(tail_value, ring_value);
+        }
         true
     }
 
+    #[inline(never)] // named in profiles: the pen section (PERFORMANCE.md)
     fn under_pen<'py>(
         &self,
         py: Python<'py>,
@@ -2515,7 +2557,7 @@ impl AppendCore {
     ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
         let mut ready = self.ready_deferring(py, waited, true)?;
         let unfollowed = ready.unfollowed.take();
-        match self.write_single(py, plan, &ready) {
+        match self.write_single(py, plan, &ready, unfollowed.as_ref()) {
             Ok((single, end, written)) => Ok((
                 single,
                 end,
@@ -2539,12 +2581,15 @@ impl AppendCore {
         py: Python<'py>,
         plan: &Planned<'_, 'py>,
         ready: &Ready<'py>,
+        unfollowed: Option<&follow::Unfollowed<'py>>,
     ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
         let Planned {
             state, topic, body, ..
         } = plan;
         let (length, round_robin, queue_id) = (plan.length, plan.round_robin, plan.queue_id);
-        // The queue's room again when a follow (or a wait) may have moved its end.
+        // The queue's room again when a follow (or a wait) may have moved its end: a
+        // deferred follow's raised queue from the follow (its end in this process is
+        // set after the pen), else the plan's (only queue ends moved) or found again.
         let (queue, last, queue_offset, slot) = match ready.moved {
             Moved::Nothing => (
                 plan.queue.clone(),
@@ -2553,9 +2598,27 @@ impl AppendCore {
                 plan.slot,
             ),
             moved => {
-                self.still_planned(py, state, &plan.planned_topic, moved)?;
-                let room = self.queue_room(py, state, queue_id, 1)?;
-                (room.queue, room.last, room.base, room.slot)
+                let planned = if moved == Moved::Ends {
+                    (
+                        plan.queue.clone(),
+                        plan.last.clone(),
+                        plan.queue_offset,
+                        plan.slot,
+                    )
+                } else {
+                    self.still_planned(py, state, &plan.planned_topic, moved)?;
+                    let room = self.queue_room(py, state, queue_id, 1)?;
+                    (room.queue, room.last, room.base, room.slot)
+                };
+                match unfollowed.and_then(|u| u.room(&planned.0)) {
+                    Some((queue, last, end, first, entries)) => {
+                        let Some(slot) = end.checked_sub(first).filter(|s| *s < entries) else {
+                            return declined(); // a new queue file: the long way makes it
+                        };
+                        (queue.clone(), last.clone(), end, slot)
+                    }
+                    None => planned,
+                }
             }
         };
         let (queue, last) = (&queue, &last);
@@ -2626,7 +2689,7 @@ impl AppendCore {
             unfollowed: None,
         };
         Ok((
-            (ready.tail_object.clone(), queue_offset, now),
+            ((ready.tail_object.clone(), tail), queue_offset, now),
             end as i64,
             unsettled,
         ))
@@ -2635,6 +2698,7 @@ impl AppendCore {
     /// A single append's steps 5 and 7 (`under_pen`), after the pen is let go: the
     /// topic's round-robin, the queue's end, change count and dirty file, the log's
     /// tail, `_seen`, the sequence followed.
+    #[inline(never)] // named in profiles: the pen section (PERFORMANCE.md)
     fn settle_single(
         &self,
         py: Python<'_>,

@@ -18,7 +18,8 @@
 //! new entries reach past its last file, a store with shared topics (their blocks are
 //! marked stale there).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -32,6 +33,9 @@ use super::{
 /// The shared fields after the tail (sharedstate.py `STATE_HEADER`): min offset, the
 /// topics, offsets and index versions; `_seen`'s items 1 to 4.
 const MIN_OFFSET_AT: usize = TAIL_AT + 8;
+
+/// Notes a follow reads into a buffer on the stack (more: one allocated).
+const FEW_NOTES: usize = 8;
 
 /// What `follow_notes` did.
 pub(super) enum Followed {
@@ -48,10 +52,87 @@ pub(super) enum Followed {
 /// segment (to fsync), `_seen` as it was, the tail and ring sequence followed to.
 pub(super) struct Unfollowed<'py> {
     raised: Vec<Raised<'py>>,
-    active: Bound<'py, PyAny>,
+    pub(super) active: Bound<'py, PyAny>,
+    /// The active segment's base and end (the tail followed to lies between).
+    pub(super) base: u64,
+    pub(super) end: u64,
     seen: Bound<'py, PyTuple>,
-    tail: u64,
+    pub(super) tail: u64,
     ring_seq: u64,
+}
+
+/// A raised queue as the write under the pen finds its room (`Unfollowed::room`): the
+/// queue, its last file, its new end, the last file's first index and entries.
+pub(super) type RaisedRoom<'a, 'py> = (&'a Bound<'py, PyAny>, &'a Bound<'py, PyAny>, u64, u64, u64);
+
+impl<'py> Unfollowed<'py> {
+    /// `queue` among the raised ones: its last file, new end and the file's bounds;
+    /// None when the follow did not move it (its room is as planned).
+    pub(super) fn room<'a>(&'a self, queue: &Bound<'py, PyAny>) -> Option<RaisedRoom<'a, 'py>> {
+        self.raised
+            .iter()
+            .find(|r| r.queue.is(queue))
+            .map(|r| (&r.queue, &r.last, r.end, r.first, r.entries))
+    }
+}
+
+/// `_seen` as this core last read or renewed it (issue 31, part 14): the snapshot,
+/// held (so that no other object takes its address while it is known here), and its
+/// six items as words. The follow under the pen compares `_seen`'s address with the
+/// one known and reads the words, instead of extracting six ints. Python replaces
+/// `_seen` whole (a new tuple: another address, read again); the core renews it in
+/// place (`renew_snapshot`) and moves the words as it does. Read and moved with the
+/// GIL held.
+pub(super) struct SeenWords {
+    held: Mutex<Option<Py<PyAny>>>,
+    at: AtomicUsize,
+    words: [AtomicI64; 6],
+}
+
+impl SeenWords {
+    pub(super) fn new() -> SeenWords {
+        SeenWords {
+            held: Mutex::new(None),
+            at: AtomicUsize::new(0),
+            words: Default::default(),
+        }
+    }
+
+    /// Whether `seen` is the snapshot known here (the core holds a reference to it).
+    pub(super) fn holds(&self, seen: &Bound<'_, PyAny>) -> bool {
+        self.at.load(Ordering::Relaxed) == seen.as_ptr() as usize
+    }
+
+    /// Its items, when `seen` is the snapshot known here.
+    fn known(&self, seen: &Bound<'_, PyAny>) -> Option<[i64; 6]> {
+        if !self.holds(seen) {
+            return None;
+        }
+        Some(std::array::from_fn(|i| {
+            self.words[i].load(Ordering::Relaxed)
+        }))
+    }
+
+    /// Know `seen`, whose items are `words`.
+    fn learn(&self, seen: &Bound<'_, PyTuple>, words: [i64; 6]) {
+        let old = {
+            let Ok(mut held) = self.held.lock() else {
+                return;
+            };
+            for (word, value) in self.words.iter().zip(words) {
+                word.store(value, Ordering::Relaxed);
+            }
+            self.at.store(seen.as_ptr() as usize, Ordering::Relaxed);
+            held.replace(seen.clone().into_any().unbind())
+        };
+        drop(old); // after the lock is let go
+    }
+
+    /// The known snapshot's tail and ring sequence were renewed in place.
+    pub(super) fn renewed(&self, tail: u64, ring_seq: u64) {
+        self.words[0].store(tail as i64, Ordering::Relaxed);
+        self.words[5].store(ring_seq as i64, Ordering::Relaxed);
+    }
 }
 
 /// A queue a followed note moved: its last file, its end here and its new end, and
@@ -60,6 +141,9 @@ struct Raised<'py> {
     queue: Bound<'py, PyAny>,
     last: Bound<'py, PyAny>,
     end: u64,
+    /// The last file's first index and entries.
+    first: u64,
+    entries: u64,
     time_index: Option<Bound<'py, PyAny>>,
 }
 
@@ -67,6 +151,7 @@ impl AppendCore {
     /// Follow the appends other processes published, up to `sequence` (even; read
     /// under the pen, so no writer moves anything meanwhile), from the ring of notes
     /// in `header`; see the module's docs.
+    #[inline(never)] // named in profiles (PERFORMANCE.md)
     pub(super) fn follow_notes<'py>(
         &self,
         py: Python<'py>,
@@ -77,17 +162,25 @@ impl AppendCore {
         let store = self.store_dict.bind(py);
         let log = self.log_dict.bind(py);
         let seen = item(store, intern!(py, "_seen"))?;
-        if !seen.get_type().is(self.snapshot_type.bind(py)) {
-            return Ok((Followed::NotHere, None));
-        }
+        let was = match self.seen_words.known(&seen) {
+            Some(was) => was,
+            None => {
+                if !seen.get_type().is(self.snapshot_type.bind(py)) {
+                    return Ok((Followed::NotHere, None));
+                }
+                let seen = seen.cast::<PyTuple>().map_err(PyErr::from)?;
+                if seen.len() != 6 {
+                    return Ok((Followed::NotHere, None));
+                }
+                let mut was = [0i64; 6];
+                for (at, value) in was.iter_mut().enumerate() {
+                    *value = seen.get_item(at)?.extract()?;
+                }
+                self.seen_words.learn(seen, was);
+                was
+            }
+        };
         let seen = seen.cast_into::<PyTuple>().map_err(PyErr::from)?;
-        if seen.len() != 6 {
-            return Ok((Followed::NotHere, None));
-        }
-        let mut was = [0i64; 6];
-        for (at, value) in was.iter_mut().enumerate() {
-            *value = seen.get_item(at)?.extract()?;
-        }
         let word = |at: usize| header.word(at).load(Ordering::Acquire);
         for (i, at) in (1..5).zip((MIN_OFFSET_AT..).step_by(8)) {
             if u64::try_from(was[i]).ok() != Some(word(at)) {
@@ -125,15 +218,27 @@ impl AppendCore {
         else {
             return Ok((Followed::NotHere, None));
         };
-        if !active.get_type().is(self.slots.segment_type.bind(py))
-            || get_u64(self.slots.base, &active)? > from
-            || tail >= get_u64(self.slots.end, &active)?
-            || !self.unshared(py, was[2])?
-        {
+        if !active.get_type().is(self.slots.segment_type.bind(py)) {
+            return Ok((Followed::NotHere, None));
+        }
+        let base = get_u64(self.slots.base, &active)?;
+        let end = get_u64(self.slots.end, &active)?;
+        if base > from || tail >= end || !self.unshared(py, was[2])? {
             return Ok((Followed::NotHere, None));
         }
         // The notes: (topic id, queue, new end) sorted, the last store time.
-        let mut notes = Vec::with_capacity((ring_seq - after) as usize);
+        // On the stack for a few (a single append's follow: one or two), else allocated.
+        let count = (ring_seq - after) as usize;
+        let mut few = [(0u64, 0u64, 0u64); FEW_NOTES];
+        let mut many = Vec::new();
+        if count > FEW_NOTES {
+            many.resize(count, (0, 0, 0));
+        }
+        let notes: &mut [(u64, u64, u64)] = if count > FEW_NOTES {
+            &mut many
+        } else {
+            &mut few[..count]
+        };
         let mut store_ms = i64::MIN;
         for seq in after + 1..=ring_seq {
             let at = RING_AT + (seq % RING_ENTRIES) as usize * RING_ENTRY;
@@ -150,32 +255,31 @@ impl AppendCore {
             }
             let topic_id = u64::from_le_bytes(field(8, 12));
             let queue_id = u64::from_le_bytes(field(12, 16));
-            notes.push((topic_id, queue_id, u64::from_le_bytes(field(16, 24))));
+            notes[(seq - after - 1) as usize] =
+                (topic_id, queue_id, u64::from_le_bytes(field(16, 24)));
             store_ms = store_ms.max(i64::from_le_bytes(field(24, 32)));
         }
         notes.sort_unstable();
-        let raised = self.raised_queues(py, &notes)?;
+        let raised = self.raised_queues(py, notes)?;
         let Some(raised) = raised else {
             return Ok((Followed::NotHere, None));
         };
-        // Nothing was changed up to here; from here on nothing declines. Under the pen:
-        // what the write reads (the queues' ends, the log's tail) and the sequence
-        // followed; the rest (`settle_follow`) after it when the caller defers it.
-        for queue in &raised {
-            self.slots
-                .max_offset
-                .set(&queue.queue, queue.end.into_pyobject(py)?.into_any());
-        }
+        // Nothing was changed up to here; from here on nothing declines. Under the pen
+        // only the words (the last store time, the sequence followed); the queues'
+        // ends and the log's tail in this process are set by `settle_follow`, after the
+        // pen when the caller defers it (the write reads them from here meanwhile:
+        // `Unfollowed::room`, its `tail` and `base`/`end`).
         let last_store = self.last_store.get();
         if store_ms > last_store.load() {
             last_store.store(store_ms);
         }
-        log.set_item(intern!(py, "tail"), tail.into_pyobject(py)?.into_any())?;
         self.followed_word.get().store(sequence as i64);
         self.followed.fetch_add(1, Ordering::Relaxed);
         let unfollowed = Unfollowed {
             raised,
             active,
+            base,
+            end,
             seen,
             tail,
             ring_seq,
@@ -193,6 +297,7 @@ impl AppendCore {
     /// registry's dirty set; the active segment among those to fsync; and, when
     /// `renew_seen`, `_seen` (its tail and ring sequence; a caller that publishes next
     /// renews it itself).
+    #[inline(never)] // named in profiles (PERFORMANCE.md)
     pub(super) fn settle_follow<'py>(
         &self,
         py: Python<'py>,
@@ -205,7 +310,20 @@ impl AppendCore {
             seen,
             tail,
             ring_seq,
+            ..
         } = unfollowed;
+        for queue in &raised {
+            self.slots
+                .max_offset
+                .set(&queue.queue, queue.end.into_pyobject(py)?.into_any());
+        }
+        let tail_object = tail.into_pyobject(py)?.into_any();
+        if renew_seen {
+            // Else the caller publishes next and sets the tail itself.
+            self.log_dict
+                .bind(py)
+                .set_item(intern!(py, "tail"), &tail_object)?;
+        }
         let slots = &self.slots;
         let dirty = self.dirty.bind(py);
         for queue in &raised {
@@ -233,9 +351,8 @@ impl AppendCore {
         if !renew_seen {
             return Ok(());
         }
-        let tail_object = tail.into_pyobject(py)?.into_any();
         let ring_object = ring_seq.into_pyobject(py)?.into_any();
-        if !self.renew_snapshot(py, &seen, &tail_object, &ring_object) {
+        if !self.renew_snapshot(py, &seen, (&tail_object, tail), (&ring_object, ring_seq)) {
             let snapshot = new_record(
                 py,
                 self.snapshot_type.bind(py),
@@ -309,7 +426,8 @@ impl AppendCore {
                 return Ok(None);
             }
             let first = get_u64(slots.first_index, &last)?;
-            if start < first || end > first + get_u64(slots.entries, &last)? {
+            let entries = get_u64(slots.entries, &last)?;
+            if start < first || end > first + entries {
                 return Ok(None); // in files this process has not listed yet
             }
             // `mark_written`: a time mark among the new entries leaves the index dirty.
@@ -326,6 +444,8 @@ impl AppendCore {
                 queue,
                 last,
                 end,
+                first,
+                entries,
                 time_index,
             });
         }
