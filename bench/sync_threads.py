@@ -56,6 +56,15 @@ def _flusher_tid() -> str | None:
     return None
 
 
+#: The flusher's wall a round, step by step (``LogSyncer.round_times``; an engine
+#: built before it has none: zeros).
+ROUND_STEPS = ("fdatasync", "watermark", "waking", "idle", "gathering")
+
+
+def _round_times(syncer) -> tuple[float, ...]:
+    return getattr(syncer, "round_times", (0.0,) * len(ROUND_STEPS))
+
+
 def _bare(work: Path) -> dict:
     """limits.py's fdatasync_prealloc, with the loop's CPU and run-queue wait a sync."""
     me = threading.get_native_id()
@@ -78,6 +87,7 @@ def run(work: Path, size: int, count: int) -> dict:
         syncer = store._log_syncer
         syncs = store.stats(topics=False).commit_log.syncs
         times = syncer.times if syncer is not None else (0.0, 0.0)
+        steps = _round_times(syncer)
         tid = _flusher_tid()
         flusher = _sched(tid) if tid else (0, 0)
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -88,6 +98,7 @@ def run(work: Path, size: int, count: int) -> dict:
         flusher = [b - a for a, b in zip(flusher, _sched(tid) if tid else (0, 0), strict=True)]
         syncs = max(store.stats(topics=False).commit_log.syncs - syncs, 1)
         synced = syncer.times[0] - times[0] if syncer is not None else 0.0
+        steps = [b - a for a, b in zip(steps, _round_times(syncer), strict=True)]
     finally:
         store.close()
         shutil.rmtree(path, ignore_errors=True)
@@ -102,6 +113,10 @@ def run(work: Path, size: int, count: int) -> dict:
         "msgs_per_fdatasync": round(count / syncs, 2),
         "vs_8x_bare": round(rate / (8 * bare), 3),
         "flusher_us_per_fdatasync": round(synced / syncs * 1e6, 1),
+        "round_us": {
+            name: round(took / syncs * 1e6, 1)
+            for name, took in zip(ROUND_STEPS, steps, strict=True)
+        },
         "flusher_cpu_us_per_fdatasync": round(flusher[0] / syncs / 1000, 1),
         "flusher_rq_wait_us_per_fdatasync": round(flusher[1] / syncs / 1000, 1),
         "bare": [bare_before, bare_after],

@@ -6,7 +6,8 @@
 //! 1. An appender, its record written and published, registers `(end, its thread)`
 //!    and parks (`GroupCommit::wait`).
 //! 2. The flusher, woken by the first waiter, gathers: while fewer waiters are
-//!    registered than its last fdatasync covered, it waits for more, at most
+//!    registered than its last group had (those its last fdatasync covered and those
+//!    that registered while it ran), it waits for more, at most
 //!    `GATHER_SHARE` of the last fdatasync's time (a group just woken comes back one
 //!    thread at a time, and an fdatasync started a little later covers all of them).
 //! 3. It takes the highest end registered (bounded by its segment's end), fdatasyncs
@@ -97,7 +98,8 @@ struct State {
     /// The flusher sleeps on `work` until this many waiters are registered (1: for a
     /// first one; its last group's size when gathering); 0: it does not sleep.
     wake_at: usize,
-    /// How many waiters the flusher waits for when gathering (its last group's size).
+    /// How many waiters the flusher waits for when gathering: its last group's size
+    /// (the waiters it covered and those registered while it synced).
     want: usize,
     last_sync: Duration,
     /// Tests: every fdatasync from now on fails with this errno.
@@ -116,6 +118,24 @@ struct Shared {
     /// gathering (waiting for a group to come back): its accounting.
     syncing_ns: AtomicU64,
     gathering_ns: AtomicU64,
+    /// A round's wall, step by step (`RoundTimes`).
+    fdatasync_ns: AtomicU64,
+    watermark_ns: AtomicU64,
+    waking_ns: AtomicU64,
+    idle_ns: AtomicU64,
+}
+
+/// Where the flusher's wall went, summed over its rounds (nanoseconds): a round is
+/// `idle` (no waiter registered: the woken group's appenders re-appending), `gathering`
+/// (some registered, waiting for the rest), the `fdatasync`, the `watermark`'s raise,
+/// and `waking` (marking the covered waiters and unparking the first of them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundTimes {
+    pub fdatasync: u64,
+    pub watermark: u64,
+    pub waking: u64,
+    pub idle: u64,
+    pub gathering: u64,
 }
 
 impl Shared {
@@ -318,6 +338,10 @@ impl GroupCommit {
             syncs: AtomicU64::new(0),
             syncing_ns: AtomicU64::new(0),
             gathering_ns: AtomicU64::new(0),
+            fdatasync_ns: AtomicU64::new(0),
+            watermark_ns: AtomicU64::new(0),
+            waking_ns: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
         });
         let flusher = shared.clone();
         let thread = thread::Builder::new()
@@ -347,6 +371,18 @@ impl GroupCommit {
             self.shared.syncing_ns.load(Ordering::Relaxed),
             self.shared.gathering_ns.load(Ordering::Relaxed),
         )
+    }
+
+    /// The flusher's wall so far, step by step.
+    pub fn round_times(&self) -> RoundTimes {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        RoundTimes {
+            fdatasync: load(&self.shared.fdatasync_ns),
+            watermark: load(&self.shared.watermark_ns),
+            waking: load(&self.shared.waking_ns),
+            idle: load(&self.shared.idle_ns),
+            gathering: load(&self.shared.gathering_ns),
+        }
     }
 
     /// The base of the segment the flusher syncs (None before the first).
@@ -427,25 +463,45 @@ impl GroupCommit {
     /// next waiter of the relay (the module's step 3): the caller just let go of the
     /// GIL, which that waiter then takes.
     pub fn wait(&self, end: u64, timeout: Duration) -> Waited {
-        self.pass_on();
-        if self.flushed() >= end {
-            return Waited::Durable;
-        }
+        self.wait_if(end, timeout, |_| true)
+            .unwrap_or(Waited::Closed)
+    }
+
+    /// `wait`, if the segment the flusher syncs holds `end` (`base < end <= its end`):
+    /// everything below its base was durable when it was handed over, so its
+    /// fdatasync covers `end`. None (nothing done, the relay not passed on): it does
+    /// not, and the caller hands over a segment or syncs the long way first. The
+    /// append's usual case, without a look at the store's Python objects.
+    pub fn wait_in_segment(&self, end: u64, timeout: Duration) -> Option<Waited> {
+        self.wait_if(end, timeout, |segment| {
+            segment.is_some_and(|s| s.base < end && end <= s.end)
+        })
+    }
+
+    /// The waits' one lock: if `holds(segment)`, pass the relay on and register (or
+    /// return at once: failed, durable already, stopping), then park.
+    fn wait_if(
+        &self,
+        end: u64,
+        timeout: Duration,
+        holds: impl Fn(Option<&Segment>) -> bool,
+    ) -> Option<Waited> {
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
             thread: thread::current(),
         });
-        {
-            let mut state = self.shared.lock();
-            if state.failed.is_some() {
-                return Waited::Failed;
-            }
-            if self.flushed() >= end {
-                return Waited::Durable;
-            }
-            if state.stopping {
-                return Waited::Closed;
-            }
+        let mut state = self.shared.lock();
+        if !holds(state.segment.as_ref()) {
+            return None;
+        }
+        let next = state.relay.pop_front();
+        let early = if state.failed.is_some() {
+            Some(Waited::Failed)
+        } else if self.flushed() >= end {
+            Some(Waited::Durable)
+        } else if state.stopping {
+            Some(Waited::Closed)
+        } else {
             state.waiters.push(Waiter {
                 end,
                 slot: slot.clone(),
@@ -454,7 +510,21 @@ impl GroupCommit {
                 state.wake_at = 0;
                 self.shared.work.notify_one();
             }
+            None
+        };
+        drop(state);
+        if let Some(next) = next {
+            next.thread.unpark();
         }
+        if early.is_some() {
+            return early;
+        }
+        Some(self.parked(&slot, timeout))
+    }
+
+    /// Park until `slot` (registered) is marked, or `timeout` passes (it then leaves
+    /// the list).
+    fn parked(&self, slot: &Arc<Slot>, timeout: Duration) -> Waited {
         let deadline = Instant::now() + timeout;
         loop {
             match slot.state.load(Ordering::Acquire) {
@@ -475,7 +545,7 @@ impl GroupCommit {
             FAILED => Waited::Failed,
             CLOSED => Waited::Closed,
             _ => {
-                state.waiters.retain(|w| !Arc::ptr_eq(&w.slot, &slot));
+                state.waiters.retain(|w| !Arc::ptr_eq(&w.slot, slot));
                 Waited::TimedOut
             }
         }
@@ -531,6 +601,7 @@ fn run(
 ) {
     let mut state = shared.lock();
     loop {
+        let idle = Instant::now();
         while !state.stopping && (state.failed.is_some() || state.held || state.waiters.is_empty())
         {
             state.wake_at = 1;
@@ -555,6 +626,8 @@ fn run(
         if state.stopping {
             return;
         }
+        let idled = idle.elapsed().as_nanos() as u64;
+        shared.idle_ns.fetch_add(idled, Ordering::Relaxed);
         if state.waiters.len() < state.want {
             let gather = state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX);
             let gathering = Instant::now();
@@ -594,11 +667,17 @@ fn run(
             Some(errno) => Err(io::Error::from_raw_os_error(errno)),
             None => sync(&segment.file),
         };
+        let fdatasynced = started.elapsed();
         let synced = synced.and_then(|()| match watermark {
             Some(watermark) => watermark.raise(target),
             None => Ok(()),
         });
         let took = started.elapsed();
+        let add = |counter: &AtomicU64, ns: Duration| {
+            counter.fetch_add(ns.as_nanos() as u64, Ordering::Relaxed);
+        };
+        add(&shared.fdatasync_ns, fdatasynced);
+        add(&shared.watermark_ns, took - fdatasynced);
         shared.syncs.fetch_add(1, Ordering::Relaxed);
         shared
             .syncing_ns
@@ -609,7 +688,10 @@ fn run(
             Ok(()) => {
                 shared.raise(target);
                 let woken = shared.covered(&mut state, shared.flushed.load(Ordering::Acquire));
-                state.want = woken.len().max(1);
+                // The group is the waiters it covered (they come back) and those that
+                // came back during its fdatasync, too late for it: gathering for the
+                // covered alone would leave one of them behind round after round.
+                state.want = (woken.len() + state.waiters.len()).max(1);
                 // What is left of the last round's relay was not passed on during a
                 // whole fdatasync: unparked now, with the first of this round's.
                 Shared::relay(&mut state, woken)
@@ -625,6 +707,7 @@ fn run(
         };
         drop(state);
         unpark(woken);
+        add(&shared.waking_ns, started.elapsed() - took);
         state = shared.lock();
     }
 }
@@ -785,6 +868,57 @@ mod tests {
             assert_eq!(waited, Ok(Waited::Durable), "a waiter was never unparked");
         }
         assert!(group.shared.lock().relay.is_empty());
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_is_gathered_whole_when_one_of_it_came_back_during_the_fdatasync() {
+        // Seven waiters are covered by a round; an eighth registered during its
+        // fdatasync, too late for it. The next round waits for all eight (the seven
+        // covered come back), not for seven again (which would leave one behind
+        // each round: 7 messages a fdatasync from 8 threads).
+        let dir = scratch("whole");
+        let (entered, in_sync) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = Mutex::new(released);
+        let calls = AtomicU64::new(0);
+        // The first two fdatasyncs tell the test they began and wait for it.
+        let sync: SyncFn = Box::new(move |file| {
+            if calls.fetch_add(1, Ordering::SeqCst) < 2 {
+                entered.send(()).unwrap();
+                released.lock().unwrap().recv().unwrap();
+            }
+            fdatasync(file)
+        });
+        let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        group.hold_syncs(true);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let seven: Vec<_> = (1..=7u64).map(|i| waiter(i * 10)).collect();
+        while group.shared.lock().waiters.len() < 7 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        group.hold_syncs(false);
+        in_sync.recv_timeout(Duration::from_secs(60)).unwrap();
+        let eighth = waiter(80);
+        while group.shared.lock().waiters.len() < 8 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        release.send(()).unwrap();
+        // The next round began (the seven never came back: the gather ran out); what
+        // it gathered for is the last round's.
+        in_sync.recv_timeout(Duration::from_secs(60)).unwrap();
+        let want = group.shared.lock().want;
+        release.send(()).unwrap();
+        for seven in seven {
+            assert_eq!(seven.join().unwrap(), Waited::Durable);
+        }
+        assert_eq!(eighth.join().unwrap(), Waited::Durable);
+        assert_eq!(want, 8);
         group.stop();
         std::fs::remove_dir_all(dir).unwrap();
     }

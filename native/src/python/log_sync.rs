@@ -72,6 +72,22 @@ impl LogSyncer {
         (syncing as f64 / 1e9, gathering as f64 / 1e9)
     }
 
+    /// Where its flusher's wall went, in seconds summed over its rounds: (fdatasync,
+    /// the watermark's raise, waking the covered waiters, idle with no waiter
+    /// registered, gathering the rest of a group).
+    #[getter]
+    fn round_times(&self) -> (f64, f64, f64, f64, f64) {
+        let times = self.group.round_times();
+        let seconds = |ns: u64| ns as f64 / 1e9;
+        (
+            seconds(times.fdatasync),
+            seconds(times.watermark),
+            seconds(times.waking),
+            seconds(times.idle),
+            seconds(times.gathering),
+        )
+    }
+
     /// Another flush made the log durable below `flushed`: wake the waiters it covers.
     fn advance(&self, flushed: u64) {
         self.group.advance(flushed);
@@ -118,12 +134,19 @@ impl LogSyncer {
         if self.group.flushed() >= end {
             return Ok(Written::Durable);
         }
-        if !self.segment_ready(py, store, end)? {
-            store.call_method0(intern!(py, "_sync_through"))?;
-            return Ok(Written::Durable);
-        }
         let timeout = self.timeout;
-        match py.detach(|| self.group.wait(end, timeout)) {
+        // The usual case: the flusher's segment holds `end` (no look at the store).
+        let waited = match py.detach(|| self.group.wait_in_segment(end, timeout)) {
+            Some(waited) => waited,
+            None => {
+                if !self.segment_ready(py, store, end)? {
+                    store.call_method0(intern!(py, "_sync_through"))?;
+                    return Ok(Written::Durable);
+                }
+                py.detach(|| self.group.wait(end, timeout))
+            }
+        };
+        match waited {
             Waited::Durable => Ok(Written::Durable),
             Waited::TimedOut | Waited::Closed => Ok(Written::TimedOut),
             Waited::Failed => {
