@@ -111,6 +111,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+#: The Spark files in two lanes, each handed whole to one pytest-xdist worker (``--dist
+#: loadfile``): a worker that runs a Spark file starts a JVM (~15 s of CPU to start and
+#: read once) and keeps it for the session, and handed out file by file the Spark files
+#: started one in every worker. The first lane is the standalone cluster's file, whose
+#: driver is the worker's own JVM, and the files listed with it; the second, the others.
+SPARK_LANES = (
+    ("tests/spark/test_cluster.py", "tests/spark/test_stats_", "tests/spark/test_w"),
+    ("tests/spark/",),
+)
+
+
+def spark_lane(nodeid: str) -> str | None:
+    """The lane of a test in tests/spark (``SPARK_LANES``), or None elsewhere."""
+    for number, lane in enumerate(SPARK_LANES, 1):
+        if nodeid.startswith(lane):
+            return f"tests/spark (lane {number})"
+    return None
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the Spark files in their lanes (``SPARK_LANES``)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkLanes(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return spark_lane(nodeid) or super()._split_scope(nodeid)
+
+    return SparkLanes(config, log)
+
+
 @pytest.fixture
 def store_options() -> dict:
     """StoreConfig overrides for `store`; a test module overrides this fixture."""

@@ -1,6 +1,6 @@
-"""The jobs the cluster tests run in the cluster's driver process (``clusterdriver.py``).
-Each takes the driver's session and returns plain data the test compares with what the
-engine reads in the test process."""
+"""The jobs the cluster tests run on the cluster's driver (``clusterdriver.py``: the test
+process's own SparkContext on the cluster). Each takes the driver's session and returns
+plain data the test compares with what the engine reads."""
 
 from __future__ import annotations
 

@@ -25,30 +25,71 @@ def worker_python(tmp_path_factory) -> str:
     return worker_python(tmp_path_factory.mktemp("python"))
 
 
+#: The tests' local session: ``local[2]``, two shuffle partitions, no UI, UTC.
+LOCAL_MASTER = "local[2]"
+LOCAL_CONFIG = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+}
+#: What the JVM is started with: it is started once, by whichever session comes first.
+JVM_CONFIG = {"spark.driver.memory": "1g", "spark.driver.extraJavaOptions": SHORT_LIVED_JVM}
+
+
+class OneSparkContext:
+    """The one SparkContext of this test process (one JVM): the tests' local session, or
+    the driver of test_cluster.py's standalone cluster while that module runs. A switch
+    stops one context and starts the other in the same JVM, which keeps its loaded classes
+    and compiled code: a driver process of its own cost a Python, a JVM and the JVM's first
+    query again (~15 s of CPU here)."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self.session = None
+        self.master: str | None = None
+
+    def local(self):
+        return self.use(LOCAL_MASTER, LOCAL_CONFIG)
+
+    def use(self, master: str, config: dict[str, str]):
+        """The session on ``master`` with ``config`` (started when it is not the current
+        one); the tidemark format registered."""
+        if self.session is not None and self.master == master:
+            return self.session
+        self.stop()
+        os.environ["PYSPARK_PYTHON"] = self.python
+        from pyspark.sql import SparkSession
+
+        from storeadapter.spark import register
+
+        builder = SparkSession.builder.master(master).appName("tidemark-tests")
+        for key, value in {**JVM_CONFIG, **config}.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        session.sparkContext.setLogLevel("ERROR")
+        register(session)
+        self.session, self.master = session, master
+        return session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+            self.session = self.master = None
+
+
 @pytest.fixture(scope="session")
-def spark(worker_python):
-    """``local[2]``, two shuffle partitions, no UI, UTC; the tidemark format registered."""
-    os.environ["PYSPARK_PYTHON"] = worker_python
-    from pyspark.sql import SparkSession
+def spark_context(worker_python) -> Iterator[OneSparkContext]:
+    context = OneSparkContext(worker_python)
+    yield context
+    context.stop()
 
-    from storeadapter.spark import register
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tidemark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .config("spark.driver.extraJavaOptions", SHORT_LIVED_JVM)
-        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
+@pytest.fixture
+def spark(spark_context):
+    """The local session (``LOCAL_CONFIG``), started once for the test process."""
+    return spark_context.local()
 
 
 @pytest.fixture

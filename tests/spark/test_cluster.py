@@ -8,7 +8,8 @@ directory (``hidden``), while the driver sees the files there. The tests above k
 stores elsewhere; the blind tests put the stores (and, in one test, the archive) in
 ``hidden``: a read, a stream and an archive each fail with a sentence naming the file and
 the host, never returning partial data; retention then deletes nothing. One cluster and
-one driver for both, not one each: the JVMs' start is most of these tests' CPU.
+one driver for both, not one each: the JVMs' start is most of these tests' CPU. The driver
+is the test process's own SparkContext (``clusterdriver.py``), not a process of its own.
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ def cluster(tmp_path_factory, hidden, worker_python):
 
 
 @pytest.fixture(scope="module")
-def driver(cluster):
-    found = ClusterDriver(cluster.master_url, cluster.driver_config())
-    yield found
-    found.close()
+def driver(cluster, spark_context):
+    """This process's SparkContext on the cluster for the module (the local session's
+    tests after it start theirs again in the same JVM)."""
+    yield ClusterDriver(spark_context.use(cluster.master_url, cluster.driver_config()))
+    spark_context.stop()
 
 
 @pytest.fixture
