@@ -98,9 +98,27 @@ LONGEST_FIRST = (
 )
 
 
+def _transactional(item: pytest.Item) -> bool:
+    """Whether the test runs on a transactional database (flushed after it)."""
+    marker = item.get_closest_marker("django_db")
+    if marker is not None and marker.kwargs.get("transaction", marker.args[:1] == (True,)):
+        return True
+    names = getattr(item, "fixturenames", ())
+    return "transactional_db" in names or "live_server" in names
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the longest files first (LONGEST_FIRST), each group in its collected order."""
+    """Run the longest files first (LONGEST_FIRST), each group in its collected order.
+
+    Every transactional test gets a serialized rollback, so that the database's contents
+    as the migrations left them are serialized when it is made; pytest_runtest_teardown
+    puts them back after each."""
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        serialized = names is None or "django_db_serialized_rollback" in names
+        if not serialized and _transactional(item):
+            names.append("django_db_serialized_rollback")
 
     def rank(item: pytest.Item) -> int:
         return next(
@@ -141,6 +159,32 @@ def pytest_xdist_make_scheduler(config, log):
             return spark_lane(nodeid) or super()._split_scope(nodeid)
 
     return SparkLanes(config, log)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """After a transactional test, put back the rows the migrations made (the role
+    groups, the content types). Its database is flushed at its end, and a serialized
+    rollback only restores them at the start of the next serialized test: the tests after
+    it in the process (the files before it are not all before it: LONGEST_FIRST, and
+    pytest-xdist hands out whole files) found no role groups (test_roles' migration test
+    failed after tests/monitoring's task tests)."""
+    try:
+        return (yield)
+    finally:
+        if _transactional(item):
+            _put_back_migrated_rows(item.config)
+
+
+def _put_back_migrated_rows(config: pytest.Config) -> None:
+    from django.db import connections
+    from pytest_django.plugin import blocking_manager_key
+
+    connection = connections["default"]
+    contents = getattr(connection, "_test_serialized_contents", None)
+    if contents:
+        with config.stash[blocking_manager_key].unblock():
+            connection.creation.deserialize_db_from_string(contents)
 
 
 @pytest.fixture

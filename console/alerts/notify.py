@@ -110,16 +110,18 @@ def attempt(notification_id: int, now: datetime | None = None) -> Notification |
         )
         raise DeliveryFailed(text, final) from error
     # One commit: whoever sees it sent also sees whom it told and when (a crash between
-    # the two would leave a delivered page that no RESOLVED could follow).
+    # the two would leave a delivered page that no RESOLVED could follow). Its state is
+    # written last, so that holds for a reader of uncommitted rows too (SQLite's shared
+    # cache with read_uncommitted, as the test suite's worker threads read).
     with transaction.atomic():
-        Notification.objects.filter(pk=row.pk).update(
-            state=Notification.SENT, sent_at=now, next_attempt_at=None
-        )
         compose.record_told(row, said, now)
         ids = [e.pk for e in said.fired + said.resolved + said.still]
         AlertEvent.objects.filter(pk__in=ids).filter(
             Q(last_notified_at__isnull=True) | Q(last_notified_at__lt=now)
         ).update(last_notified_at=now)
+        Notification.objects.filter(pk=row.pk).update(
+            state=Notification.SENT, sent_at=now, next_attempt_at=None
+        )
     row.refresh_from_db()
     return row
 

@@ -15,7 +15,7 @@ from aiosmtpd.controller import Controller
 from console.alerts import compose, notify
 from console.alerts.channels import CHANNELS
 from console.alerts.evaluate import evaluate as decide
-from console.alerts.models import AlertEvent, AlertRule, Notification
+from console.alerts.models import AlertEvent, AlertRule, ChannelLog, Notification
 from tests.alerts.alerttools import at, evaluate, group, make_rule
 
 pytestmark = pytest.mark.django_db
@@ -90,6 +90,35 @@ def test_a_sent_mail_is_recorded_with_whom_it_told_in_one_commit(smtp, monkeypat
     (row,) = Notification.objects.all()
     assert row.state == Notification.SENDING  # not SENT: lost() makes it pending again
     assert AlertEvent.objects.get().last_notified_at is None
+
+
+def test_no_reader_sees_a_sent_notification_before_its_events_are_notified(smtp):
+    """Whoever reads the notification sent also reads its event notified and whom it
+    told, even a reader of uncommitted rows (the suite's SQLite readers, lock_free_reads
+    in tests/conftest.py, on which a worker test once read SENT beside a None
+    last_notified_at). Each state the send's statements leave, as its own connection
+    reads it, is checked."""
+    from django.db import connection
+
+    make_rule(AlertRule.LAG_MESSAGES, 100, name="billing lag")
+    changes = evaluate(LAGGING, None, at(0))  # refused: pending
+    seen = []
+
+    def look(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if not seen or seen[-1] is not None:  # not while looking
+            seen.append(None)
+            sent = Notification.objects.filter(state=Notification.SENT).exists()
+            notified = AlertEvent.objects.filter(last_notified_at__isnull=False).exists()
+            told = ChannelLog.objects.exists()
+            seen[-1] = (sent, notified, told)
+        return result
+
+    with connection.execute_wrapper(look):
+        notify.attempt(changes.notifications[0], at(60))
+
+    assert seen[-1] == (True, True, True)
+    assert [s for s in seen if s[0] and not (s[1] and s[2])] == []
 
 
 def test_a_refused_resolved_mail_is_not_lost(smtp):

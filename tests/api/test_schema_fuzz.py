@@ -15,7 +15,7 @@ does break it, is a right refusal; any other refusal of a schema-valid request f
 
 Each operation gets schemathesis's coverage phase (its schema's boundaries: every
 parameter and body field at its limits, and each kind of wrong value) and
-``tests.fuzzing.examples(10)`` random requests. The coverage phase's wrong values repeat
+``tests.fuzzing.examples(5)`` random requests. The coverage phase's wrong values repeat
 themselves: a body of one-of shapes has each common field broken the same ways once per
 shape, and a query parameter's wrong type is sent as four strings a view reads alike
 ('0.5', 'true', 'null', 'AAA'). `make test` sends one request per place, parameter, kind
@@ -184,7 +184,7 @@ def is_running(context) -> bool:
 
 # Above the lazy schema's parametrize: it reads the settings from the test it makes.
 @settings(
-    max_examples=fuzzing.examples(10),
+    max_examples=fuzzing.examples(5),
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
