@@ -21,6 +21,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::ptr;
+use std::time::Duration;
 
 /// The marker's offset in `state` (16 bytes: magic, version, `pthread_mutex_t` size,
 /// zero), and the mutex's (up to `MUTEX_ROOM` bytes, to the end of the header).
@@ -34,6 +35,9 @@ pub const MARKER_VERSION: u32 = 1;
 /// The boot id (16 bytes, `/proc/sys/kernel/random/boot_id`; zeros where there is
 /// none) of the boot in which the mutex was last initialised.
 pub const BOOT_AT: usize = 3984;
+/// The longest one sleep on a busy mutex lasts before the waiter looks at it again
+/// (`Pen::lock`).
+pub const SLICE: Duration = Duration::from_millis(100);
 
 /// How a lock was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +70,17 @@ unsafe impl Send for Pen {}
 // SAFETY: as for `Send`: every method goes through the pthread functions, which are
 // thread-safe on a process-shared mutex.
 unsafe impl Sync for Pen {}
+
+extern "C" {
+    /// glibc 2.30's `pthread_mutex_timedlock` on a clock of the caller's choice (the
+    /// `libc` crate does not declare it): a monotonic deadline, which no change of the
+    /// wall clock stretches.
+    fn pthread_mutex_clocklock(
+        mutex: *mut libc::pthread_mutex_t,
+        clock: libc::clockid_t,
+        until: *const libc::timespec,
+    ) -> libc::c_int;
+}
 
 fn check(code: libc::c_int) -> io::Result<()> {
     if code == 0 {
@@ -205,12 +220,47 @@ impl Pen {
         }
     }
 
-    /// Take the mutex, waiting for it.
+    /// Take the mutex, waiting for it as long as another thread or process holds it,
+    /// in sleeps of at most `SLICE`, each followed by a fresh try.
+    ///
+    /// A sleep on the mutex alone could last for ever: glibc wakes one waiter when the
+    /// owner lets go; if that waiter is killed before it runs while another thread
+    /// takes the mutex by its fast path (which sets no waiters flag), the kernel wakes
+    /// no one at the killed waiter's exit (the mutex is neither free nor its) and no
+    /// unlock wakes anyone after (no flag), though the mutex is taken and freed again
+    /// and again (tests/faults/test_pen_wakeup.py). A fresh try sets the flag again, so
+    /// such a waiter is woken by the next unlock, or takes the mutex free.
     pub fn lock(&self) -> io::Result<Taken> {
-        // SAFETY: as in `try_lock`.
-        match unsafe { libc::pthread_mutex_lock(self.mutex()) } {
-            0 => Ok(Taken::Free),
-            libc::EOWNERDEAD => Ok(Taken::OwnerDied),
+        loop {
+            if let Some(taken) = self.lock_for(SLICE)? {
+                return Ok(taken);
+            }
+        }
+    }
+
+    /// Take the mutex, waiting at most `wait` (on the monotonic clock); None when
+    /// another thread or process still holds it then.
+    pub fn lock_for(&self, wait: Duration) -> io::Result<Option<Taken>> {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the timespec it is given, a local.
+        if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let nanos = now.tv_nsec as u64 + u64::from(wait.subsec_nanos());
+        let until = libc::timespec {
+            tv_sec: now.tv_sec
+                + wait.as_secs() as libc::time_t
+                + (nanos / 1_000_000_000) as libc::time_t,
+            tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: as in `try_lock`; `until` is a valid timespec on the clock named.
+        match unsafe { pthread_mutex_clocklock(self.mutex(), libc::CLOCK_MONOTONIC, &until) } {
+            0 => Ok(Some(Taken::Free)),
+            libc::EOWNERDEAD => Ok(Some(Taken::OwnerDied)),
+            libc::ETIMEDOUT => Ok(None),
             code => Err(io::Error::from_raw_os_error(code)),
         }
     }
@@ -305,6 +355,43 @@ mod tests {
         pen.unlock().unwrap();
         assert_eq!(pen.lock().unwrap(), Taken::Free);
         pen.unlock().unwrap();
+    }
+
+    #[test]
+    fn a_waiter_whose_wake_up_was_lost_takes_the_mutex_at_its_next_try() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::time::Instant;
+        const WAITERS: u32 = 0x8000_0000; // the futex word's flag (linux/futex.h)
+        let path = state_file(&temp_dir("lost"));
+        let (pen, _) = Pen::open(&path, false).unwrap();
+        let pen = Arc::new(pen);
+        assert_eq!(pen.lock().unwrap(), Taken::Free);
+        let (done, taken) = std::sync::mpsc::channel();
+        {
+            let pen = Arc::clone(&pen);
+            std::thread::spawn(move || {
+                pen.lock().unwrap();
+                pen.unlock().unwrap();
+                done.send(Instant::now()).unwrap();
+            });
+        }
+        // SAFETY: the mutex's first word is glibc's futex word (FORMAT.md), an aligned
+        // u32 in the mapping; it is only read and changed atomically here.
+        let word = unsafe { &*(pen.mutex() as *const AtomicU32) };
+        while word.load(Ordering::SeqCst) & WAITERS == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Asleep on the futex by now.
+        std::thread::sleep(Duration::from_millis(20));
+        // What a process taking the mutex by its fast path leaves after the waiter woken
+        // for it was killed before it ran: no waiters flag. The unlock wakes no one.
+        word.fetch_and(!WAITERS, Ordering::SeqCst);
+        pen.unlock().unwrap();
+        let freed = Instant::now();
+        let at = taken
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the waiter sleeps on a free mutex");
+        assert!(at.duration_since(freed) < SLICE * 10);
     }
 
     /// Leave the mutex in `path` held by an owner no kernel will mark dead, as a copy

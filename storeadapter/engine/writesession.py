@@ -11,7 +11,9 @@ The pen is one of two locks, chosen per process when it opens the store
 (``open_pen``; docs/FORMAT.md, "Shared state" and "Lock files"):
 
 * the robust, process-shared mutex in the ``state`` header (``_native.Pen``): no
-  system call when no one else holds it; a busy one is waited for without the GIL.
+  system call when no one else holds it; a busy one is waited for without the GIL,
+  in sleeps of at most 100 ms each followed by a fresh try (native/src/pen.rs: a
+  wake-up given to a waiter killed before it ran is otherwise lost for good).
   Its last owner dead (``lock`` returns True) means what the shared state's
   ``writing`` flag says: clear that writer's extent; then the mutex is marked
   consistent (also when the clearing failed: the flag stays set and the next writer

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
-use crate::pen::{Found, Pen as Mutex, Taken};
+use crate::pen::{Found, Pen as Mutex, Taken, SLICE};
 
 fn os_error(error: std::io::Error) -> PyErr {
     match error.raw_os_error() {
@@ -41,13 +41,19 @@ impl Pen {
     }
 
     /// Take the mutex; True when its last owner died holding it. Waits, without the
-    /// GIL, when another thread or process holds it.
+    /// GIL, when another thread or process holds it: in sleeps of at most `SLICE`,
+    /// each followed by a fresh try (crate::pen's `lock` says why), between which the
+    /// main thread sees its signals (a KeyboardInterrupt ends the wait).
     fn lock(&self, py: Python<'_>) -> PyResult<bool> {
-        let taken = match self.mutex.try_lock().map_err(os_error)? {
-            Some(taken) => taken,
-            None => py.detach(|| self.mutex.lock()).map_err(os_error)?,
-        };
-        Ok(taken == Taken::OwnerDied)
+        if let Some(taken) = self.mutex.try_lock().map_err(os_error)? {
+            return Ok(taken == Taken::OwnerDied);
+        }
+        loop {
+            if let Some(taken) = py.detach(|| self.mutex.lock_for(SLICE)).map_err(os_error)? {
+                return Ok(taken == Taken::OwnerDied);
+            }
+            py.check_signals()?;
+        }
     }
 
     /// Mark the mutex consistent after a lock that returned True.
