@@ -316,35 +316,39 @@ impl AppendCore {
         }
         let queues = get(self.slots.queues, state)?;
         // A shared topic's queues are a `LazyQueues`: the queues made so far in its
-        // `_made` dict, read without a Python frame; one not made yet is made by it.
-        let made = match queues.getattr(intern!(py, "_made")) {
-            Ok(made) => made.cast_into::<PyDict>().ok(),
+        // `_at` list by id (None until made), read by index without a Python frame or an
+        // int made and hashed per queue; one not made yet is made by it.
+        let made = match queues.getattr(intern!(py, "_at")) {
+            Ok(made) => made.cast_into::<PyList>().ok(),
             Err(_) => None,
         };
+        let slots = &self.slots;
         let mut rooms = Vec::with_capacity(shares.len());
         for (queue_id, share) in &shares {
+            let index = usize::try_from(*queue_id).map_err(|_| Stop::Declined)?;
             let known = match &made {
-                Some(made) => made.get_item(*queue_id)?,
-                None => None,
+                Some(made) if index < made.len() => {
+                    Some(made.get_item(index)?).filter(|queue| !queue.is_none())
+                }
+                _ => None,
             };
             let queue = match (known, queues.cast::<PyList>()) {
                 (Some(queue), _) => queue,
-                (None, Ok(list)) => {
-                    list.get_item(usize::try_from(*queue_id).map_err(|_| Stop::Declined)?)?
-                }
+                (None, Ok(list)) => list.get_item(index)?,
                 (None, Err(_)) => queues.get_item(*queue_id)?,
             };
-            if !queue.get_type().is(&block_queue)
-                || queue.getattr(intern!(py, "closed"))?.is_truthy()?
-            {
+            // A `BlockQueue` exactly (checked first): its `QueueBase` slots are read and
+            // set in place, as the topic's (`Slots` takes their offsets from
+            // `ConsumeQueue`, which has the same base).
+            if !queue.get_type().is(&block_queue) || get(slots.closed, &queue)?.is_truthy()? {
                 return declined();
             }
-            if !queue.getattr(intern!(py, "_loaded"))?.is_truthy()? {
+            if !get(slots.loaded, &queue)?.is_truthy()? {
                 // What `BlockQueue.write_many` does first; readers load queues the same
                 // way, outside the write lock.
                 queue.call_method0(intern!(py, "_load"))?;
             }
-            let base: u64 = queue.getattr(intern!(py, "_max_offset"))?.extract()?;
+            let base = get_u64(slots.max_offset, &queue)?;
             rooms.push(SharedRoom {
                 queue_id: *queue_id,
                 queue,
@@ -548,9 +552,13 @@ impl AppendCore {
         for room in rooms {
             let end_offset = room.base + room.count;
             // As `BlockQueue.write_many`: the end moved, one change more.
-            room.queue.setattr(intern!(py, "_max_offset"), end_offset)?;
-            let changes: i64 = room.queue.getattr(intern!(py, "changes"))?.extract()?;
-            room.queue.setattr(intern!(py, "changes"), changes + 1)?;
+            self.slots
+                .max_offset
+                .set(&room.queue, end_offset.into_pyobject(py)?.into_any());
+            let changes = get_int(self.slots.changes, &room.queue)?;
+            self.slots
+                .changes
+                .set(&room.queue, (changes + 1).into_pyobject(py)?.into_any());
             notes.push((room.queue_id, end_offset));
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
