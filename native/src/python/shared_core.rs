@@ -248,9 +248,8 @@ impl AppendCore {
             return declined();
         }
         // The writable queues are read only for an item without a queue (a topic may
-        // have a million of them: not copied per batch).
-        let writable = &topic.writable;
-        let writable_len = writable.len();
+        // have a million of them: not copied per batch, not made until needed).
+        let mut writable: Option<Bound<'py, PyList>> = None;
         let mut round_robin = topic.round_robin;
         let mut held = Vec::with_capacity(count);
         // Each item's keys, once one has keys (else empty: no key index items).
@@ -283,17 +282,32 @@ impl AppendCore {
             let route_key = tuple.get_item(1)?;
             let queue_id = if !explicit.is_none() {
                 explicit.extract::<i64>()?
-            } else if !route_key.is_none() {
-                let key = route_key.cast_into::<PyBytes>().map_err(PyErr::from)?;
-                writable
-                    .get_item(crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len)?
-                    .extract::<i64>()?
             } else {
-                let id = writable
-                    .get_item(round_robin.rem_euclid(writable_len as i64) as usize)?
-                    .extract::<i64>()?;
-                round_robin += 1;
-                id
+                if writable.is_none() {
+                    let list = writable_of(py, &self.slots, state)?;
+                    if list.is_empty() {
+                        return declined();
+                    }
+                    writable = Some(list);
+                }
+                let Some(writable) = &writable else {
+                    return declined();
+                };
+                let writable_len = writable.len();
+                if !route_key.is_none() {
+                    let key = route_key.cast_into::<PyBytes>().map_err(PyErr::from)?;
+                    writable
+                        .get_item(
+                            crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len,
+                        )?
+                        .extract::<i64>()?
+                } else {
+                    let id = writable
+                        .get_item(round_robin.rem_euclid(writable_len as i64) as usize)?
+                        .extract::<i64>()?;
+                    round_robin += 1;
+                    id
+                }
             };
             let share = *share_of.entry(queue_id).or_insert_with(|| {
                 shares.push((queue_id, 0));
@@ -391,12 +405,9 @@ impl AppendCore {
         if !plain || get(slots.blocks, state)?.is_none() {
             return declined();
         }
-        let writable = get(slots.writable, state)?
-            .cast_into::<PyList>()
-            .map_err(PyErr::from)?;
-        if writable.is_empty() {
-            return declined();
-        }
+        // The writable queues are read by `shared_locked` only for an item without a
+        // queue (a topic's list is made on first use: topics.py, `writable`).
+        let writable = PyList::empty(py);
         Ok(PlainTopic {
             topic_id,
             name,
