@@ -20,24 +20,29 @@ BLOCKS_DIR = "blocks"
 
 class LazyQueues:
     """A shared topic's queues as a sequence whose items are made on first use, so that
-    a topic of a million queues costs nothing per queue until a queue is used."""
+    a topic of a million queues costs nothing per queue until a queue is used.
 
-    __slots__ = ("_count", "_made", "_make")
+    ``_at`` holds each queue's object by id (None until made): the native shared batch
+    (shared_core.rs) reads it by index, without an int made and hashed per queue;
+    ``_made`` the same objects by id in the order they were made (``made``)."""
+
+    __slots__ = ("_at", "_count", "_made", "_make")
 
     def __init__(self, count: int, make: Callable[[int], BlockQueue]) -> None:
         self._count = count
         self._make = make
         self._made: dict[int, BlockQueue] = {}
+        self._at: list[BlockQueue | None] = [None] * count
 
     def __len__(self) -> int:
         return self._count
 
     def __getitem__(self, queue_id: int) -> BlockQueue:
-        queue = self._made.get(queue_id)
+        if not 0 <= queue_id < self._count:
+            raise IndexError(queue_id)
+        queue = self._at[queue_id]
         if queue is None:
-            if not 0 <= queue_id < self._count:
-                raise IndexError(queue_id)
-            queue = self._made[queue_id] = self._make(queue_id)
+            queue = self._at[queue_id] = self._made[queue_id] = self._make(queue_id)
         return queue
 
     def __iter__(self):
@@ -52,25 +57,29 @@ class LazyQueues:
         """Close queue ``queue_id``'s object if made: the next use makes a new one."""
         queue = self._made.pop(queue_id, None)
         if queue is not None:
+            self._at[queue_id] = None
             queue.close()
 
     def append(self, queue: BlockQueue) -> None:
         self._made[self._count] = queue
+        self._at.append(queue)
         self._count += 1
 
     def grow(self, count: int) -> None:
         """``count`` more queues at the end, made on first use as the others."""
+        self._at.extend([None] * count)
         self._count += count
 
     def pop(self) -> BlockQueue:
         queue = self[self._count - 1]
         del self._made[self._count - 1]
+        self._at.pop()
         self._count -= 1
         return queue
 
 
 class Topic:
-    __slots__ = ("_info", "name_bytes", "queues", "round_robin", "writable", "blocks", "ends")
+    __slots__ = ("_info", "name_bytes", "queues", "round_robin", "_writable", "blocks", "ends")
 
     def __init__(
         self,
@@ -98,8 +107,24 @@ class Topic:
     @info.setter
     def info(self, info: TopicInfo) -> None:
         self._info = info
-        frozen = set(info.frozen)
-        self.writable = [q for q in range(info.queues) if q not in frozen]
+        self._writable: list[int] | None = None  # made again on first use
+
+    @property
+    def writable(self) -> list[int]:
+        """The queues not frozen, ascending: made on first use (a million ints are ~0.1 s
+        of CPU, which an open, and a writer naming each message's queue, would spend for
+        nothing). The native append reads the slot, and this when it is None."""
+        writable = self._writable
+        if writable is None:
+            info = self._info
+            frozen = set(info.frozen)
+            writable = (
+                [q for q in range(info.queues) if q not in frozen]
+                if frozen
+                else list(range(info.queues))
+            )
+            self._writable = writable
+        return writable
 
 
 class TopicRegistry:

@@ -170,7 +170,7 @@ impl Slots {
             name_bytes: Slot::of(&topic, "name_bytes")?,
             queues: Slot::of(&topic, "queues")?,
             round_robin: Slot::of(&topic, "round_robin")?,
-            writable: Slot::of(&topic, "writable")?,
+            writable: Slot::of(&topic, "_writable")?,
             blocks: Slot::of(&topic, "blocks")?,
             max_offset: Slot::of(queue_type, "_max_offset")?,
             loaded: Slot::of(queue_type, "_loaded")?,
@@ -215,6 +215,20 @@ fn get_int(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
 
 fn get_u64(slot: Slot, object: &Bound<'_, PyAny>) -> Step<u64> {
     u64::try_from(get_int(slot, object)?).map_err(|_| Stop::Declined)
+}
+
+/// A topic's writable queues: its `_writable` slot, made by its `writable` property when
+/// None (topics.py: made on first use).
+fn writable_of<'py>(
+    py: Python<'py>,
+    slots: &Slots,
+    state: &Bound<'py, PyAny>,
+) -> Step<Bound<'py, PyList>> {
+    let mut writable = get(slots.writable, state)?;
+    if writable.is_none() {
+        writable = state.getattr(intern!(py, "writable"))?;
+    }
+    Ok(writable.cast_into::<PyList>().map_err(PyErr::from)?)
 }
 
 /// An attribute kept in an object's `__dict__` (the commit log, the writer, the store).
@@ -1068,9 +1082,7 @@ impl AppendCore {
         if !plain || !get(slots.blocks, state)?.is_none() {
             return declined();
         }
-        let writable = get(slots.writable, state)?
-            .cast_into::<PyList>()
-            .map_err(PyErr::from)?;
+        let writable = writable_of(py, slots, state)?;
         if writable.is_empty() {
             return declined();
         }

@@ -248,9 +248,8 @@ impl AppendCore {
             return declined();
         }
         // The writable queues are read only for an item without a queue (a topic may
-        // have a million of them: not copied per batch).
-        let writable = &topic.writable;
-        let writable_len = writable.len();
+        // have a million of them: not copied per batch, not made until needed).
+        let mut writable: Option<Bound<'py, PyList>> = None;
         let mut round_robin = topic.round_robin;
         let mut held = Vec::with_capacity(count);
         // Each item's keys, once one has keys (else empty: no key index items).
@@ -283,17 +282,32 @@ impl AppendCore {
             let route_key = tuple.get_item(1)?;
             let queue_id = if !explicit.is_none() {
                 explicit.extract::<i64>()?
-            } else if !route_key.is_none() {
-                let key = route_key.cast_into::<PyBytes>().map_err(PyErr::from)?;
-                writable
-                    .get_item(crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len)?
-                    .extract::<i64>()?
             } else {
-                let id = writable
-                    .get_item(round_robin.rem_euclid(writable_len as i64) as usize)?
-                    .extract::<i64>()?;
-                round_robin += 1;
-                id
+                if writable.is_none() {
+                    let list = writable_of(py, &self.slots, state)?;
+                    if list.is_empty() {
+                        return declined();
+                    }
+                    writable = Some(list);
+                }
+                let Some(writable) = &writable else {
+                    return declined();
+                };
+                let writable_len = writable.len();
+                if !route_key.is_none() {
+                    let key = route_key.cast_into::<PyBytes>().map_err(PyErr::from)?;
+                    writable
+                        .get_item(
+                            crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len,
+                        )?
+                        .extract::<i64>()?
+                } else {
+                    let id = writable
+                        .get_item(round_robin.rem_euclid(writable_len as i64) as usize)?
+                        .extract::<i64>()?;
+                    round_robin += 1;
+                    id
+                }
             };
             let share = *share_of.entry(queue_id).or_insert_with(|| {
                 shares.push((queue_id, 0));
@@ -316,35 +330,39 @@ impl AppendCore {
         }
         let queues = get(self.slots.queues, state)?;
         // A shared topic's queues are a `LazyQueues`: the queues made so far in its
-        // `_made` dict, read without a Python frame; one not made yet is made by it.
-        let made = match queues.getattr(intern!(py, "_made")) {
-            Ok(made) => made.cast_into::<PyDict>().ok(),
+        // `_at` list by id (None until made), read by index without a Python frame or an
+        // int made and hashed per queue; one not made yet is made by it.
+        let made = match queues.getattr(intern!(py, "_at")) {
+            Ok(made) => made.cast_into::<PyList>().ok(),
             Err(_) => None,
         };
+        let slots = &self.slots;
         let mut rooms = Vec::with_capacity(shares.len());
         for (queue_id, share) in &shares {
+            let index = usize::try_from(*queue_id).map_err(|_| Stop::Declined)?;
             let known = match &made {
-                Some(made) => made.get_item(*queue_id)?,
-                None => None,
+                Some(made) if index < made.len() => {
+                    Some(made.get_item(index)?).filter(|queue| !queue.is_none())
+                }
+                _ => None,
             };
             let queue = match (known, queues.cast::<PyList>()) {
                 (Some(queue), _) => queue,
-                (None, Ok(list)) => {
-                    list.get_item(usize::try_from(*queue_id).map_err(|_| Stop::Declined)?)?
-                }
+                (None, Ok(list)) => list.get_item(index)?,
                 (None, Err(_)) => queues.get_item(*queue_id)?,
             };
-            if !queue.get_type().is(&block_queue)
-                || queue.getattr(intern!(py, "closed"))?.is_truthy()?
-            {
+            // A `BlockQueue` exactly (checked first): its `QueueBase` slots are read and
+            // set in place, as the topic's (`Slots` takes their offsets from
+            // `ConsumeQueue`, which has the same base).
+            if !queue.get_type().is(&block_queue) || get(slots.closed, &queue)?.is_truthy()? {
                 return declined();
             }
-            if !queue.getattr(intern!(py, "_loaded"))?.is_truthy()? {
+            if !get(slots.loaded, &queue)?.is_truthy()? {
                 // What `BlockQueue.write_many` does first; readers load queues the same
                 // way, outside the write lock.
                 queue.call_method0(intern!(py, "_load"))?;
             }
-            let base: u64 = queue.getattr(intern!(py, "_max_offset"))?.extract()?;
+            let base = get_u64(slots.max_offset, &queue)?;
             rooms.push(SharedRoom {
                 queue_id: *queue_id,
                 queue,
@@ -387,12 +405,9 @@ impl AppendCore {
         if !plain || get(slots.blocks, state)?.is_none() {
             return declined();
         }
-        let writable = get(slots.writable, state)?
-            .cast_into::<PyList>()
-            .map_err(PyErr::from)?;
-        if writable.is_empty() {
-            return declined();
-        }
+        // The writable queues are read by `shared_locked` only for an item without a
+        // queue (a topic's list is made on first use: topics.py, `writable`).
+        let writable = PyList::empty(py);
         Ok(PlainTopic {
             topic_id,
             name,
@@ -548,9 +563,13 @@ impl AppendCore {
         for room in rooms {
             let end_offset = room.base + room.count;
             // As `BlockQueue.write_many`: the end moved, one change more.
-            room.queue.setattr(intern!(py, "_max_offset"), end_offset)?;
-            let changes: i64 = room.queue.getattr(intern!(py, "changes"))?.extract()?;
-            room.queue.setattr(intern!(py, "changes"), changes + 1)?;
+            self.slots
+                .max_offset
+                .set(&room.queue, end_offset.into_pyobject(py)?.into_any());
+            let changes = get_int(self.slots.changes, &room.queue)?;
+            self.slots
+                .changes
+                .set(&room.queue, (changes + 1).into_pyobject(py)?.into_any());
             notes.push((room.queue_id, end_offset));
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
