@@ -129,9 +129,14 @@ def _said(process: subprocess.Popen, timeout: float) -> str:
     return line[0].strip()
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, SCHED_IDLE")
-def test_a_waiter_whose_wake_up_went_to_a_killed_waiter_takes_the_mutex(tmp_path):
-    path = tmp_path / "store"
+#: How many times the staging is tried: under load the killed waiter can still run
+#: before the holder kills it (the holder itself descheduled), which stages nothing.
+ATTEMPTS = 5
+
+
+def _stage(path: Path) -> str:
+    """One staging over a fresh store at ``path``: "appended" when the appender, its
+    wake-up lost, took the mutex; "raced" when the killed waiter ran first."""
     create_store(path, "sync")
     state = str(path / "state")
     cpu = min(os.sched_getaffinity(0))
@@ -151,15 +156,28 @@ def test_a_waiter_whose_wake_up_went_to_a_killed_waiter_takes_the_mutex(tmp_path
         holder.stdin.flush()
         staged = _said(holder, 30)
         assert holder.wait(30) == 0
-        assert staged == "staged", "the killed waiter ran first: nothing was staged"
+        if staged != "staged":
+            return "raced"
         # The holder has let go: the appender, its wake-up lost, must take the mutex.
         assert _said(appender, 10) == "appended", "the appender sleeps on a free mutex"
         assert appender.wait(30) == 0
+        return "appended"
     finally:
         for process in (holder, appender):
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc, SCHED_IDLE")
+def test_a_waiter_whose_wake_up_went_to_a_killed_waiter_takes_the_mutex(tmp_path):
+    outcomes = []
+    for attempt in range(ATTEMPTS):
+        path = tmp_path / f"store{attempt}"
+        outcomes.append(_stage(path))
+        if outcomes[-1] == "appended":
+            break
+    assert outcomes[-1] == "appended", f"the killed waiter ran first {ATTEMPTS} times"
     from storeadapter.engine import MessageStore
     from tests.faults.faultharness import fault_config
 
