@@ -14,6 +14,8 @@ minutes. Every figure is CPU time, not wall time (the machine is shared):
   console's store after each new sample, as bench/compare.py's ``alert_evaluation``), then
   bench/monitoring_scale.py's status evaluation (1,000 groups x 20 queues by default):
   CPU ms per evaluation, median of the steady rounds;
+- ``pages``: the console part's pages only (``--page NAME`` for some of them,
+  ``--profile`` for a CPU-timed cProfile of the timed requests on stderr);
 - ``spark``: a store of ``--count`` messages, one ``local[N]`` session, one warm-up query,
   then ``--rounds`` timed queries (count and body bytes); CPU of the whole process tree
   (driver, JVM, Python workers) from the cgroup ``cpu_of`` put it in, per message.
@@ -199,10 +201,11 @@ def console_pages() -> list[tuple[str, str]]:
     ]
 
 
-def time_pages(client, repeat: int) -> dict:
+def time_pages(client, repeat: int, only: list[str] | None = None) -> dict:
     cpu: dict[str, list[float]] = {}
+    pages = [(n, u) for n, u in console_pages() if not only or n in only]
     for round_number in range(repeat + 1):
-        for name, url in console_pages():
+        for name, url in pages:
             started = time.process_time()
             response = client.get(url)
             elapsed = (time.process_time() - started) * 1000
@@ -345,6 +348,35 @@ def console(workdir: Path, args) -> dict:
     return {"pages_cpu_ms": pages, "alert_evaluation": alerts, "status_evaluation": status}
 
 
+def pages_only(workdir: Path, args) -> dict:
+    """The console part's pages alone (no alert or status evaluation)."""
+    store_dir = workdir / "store"
+    build_console_store(store_dir, args.topics, args.queues, args.groups)
+    client = setup_django(workdir, store_dir)
+    from storeadapter.access import close_all
+
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile(time.process_time)
+    try:
+        if profiler is not None:
+            time_pages(client, 0, args.page)
+            profiler.enable()
+        pages = time_pages(client, args.repeat, args.page)
+    finally:
+        if profiler is not None:
+            import pstats
+
+            profiler.disable()
+            if args.profile_out:
+                profiler.dump_stats(args.profile_out)
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(60)
+        close_all()
+    return {"pages_cpu_ms": pages}
+
+
 # ----------------------------------------------------------------------------- spark
 
 
@@ -423,7 +455,10 @@ def spark(workdir: Path, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("appends", "console", "spark"))
+    parser.add_argument("what", choices=("appends", "console", "pages", "spark"))
+    parser.add_argument("--page", action="append", help="pages: only this page (repeatable)")
+    parser.add_argument("--profile", action="store_true", help="pages: cProfile on stderr")
+    parser.add_argument("--profile-out", help="pages: also dump the profile to this file")
     parser.add_argument("--count", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--topics", type=int, default=1_000)
@@ -442,6 +477,8 @@ def main() -> None:
             result = appends(workdir, args.count, args.size)
         elif args.what == "console":
             result = console(workdir, args)
+        elif args.what == "pages":
+            result = pages_only(workdir, args)
         else:
             result = spark(workdir, args)
     print(json.dumps({"what": args.what, "engine": engine_file(), **result}))
