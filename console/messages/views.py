@@ -13,6 +13,8 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_safe
 
 from console.accounts.permissions import READ, TOPIC, require, visible_topics
@@ -109,6 +111,10 @@ def _search_page(
         "tabs": tabs,
         "results": results,
         "topic_names": topic_names,
+        # The datalist's options, one string (not a template look-up a topic).
+        "topic_options": mark_safe(
+            "".join(f'<option value="{escape(name)}">' for name in topic_names)
+        ),
         "searched": form.is_bound,
     }
     return render(request, "messages/search.html", context, status=status)
