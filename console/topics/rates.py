@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from console.monitoring import current
 from console.monitoring import lag as lagmath
-from console.monitoring.models import TopicSample
+from console.monitoring.models import StoreSample, TopicSample
+
+Samples = tuple[StoreSample | None, StoreSample | None]
 
 
-def topic_produce_rates() -> dict[str, float]:
-    """Topic name → messages appended per second over the rate window."""
-    latest, start = current.latest_two()
+def topic_produce_rates(samples: Samples | None = None) -> dict[str, float]:
+    """Topic name → messages appended per second over the rate window (between
+    ``samples``, ``current.latest_two()`` unless given)."""
+    latest, start = current.latest_two() if samples is None else samples
     if latest is None or start is None:
         return {}
     fields = ("topic", "appended", "ts_ms")
@@ -45,9 +48,10 @@ class SampledSizes(dict):
         return "counting" if self[topic] is None else "known"
 
 
-def topic_sizes() -> SampledSizes:
-    """``SampledSizes`` of the latest sample."""
-    latest, _start = current.latest_two()
+def topic_sizes(samples: Samples | None = None) -> SampledSizes:
+    """``SampledSizes`` of the latest sample (of ``samples``, ``current.latest_two()``
+    unless given)."""
+    latest, _start = current.latest_two() if samples is None else samples
     if latest is None:
         return SampledSizes()
     rows = TopicSample.objects.filter(ts_ms=latest.ts_ms).values_list("topic", "size_bytes")

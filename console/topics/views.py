@@ -29,7 +29,7 @@ from console.accounts.permissions import (
 )
 from console.core.store import get_store
 from console.messages import tail
-from console.monitoring import scale
+from console.monitoring import current, scale
 from console.operations import topics as operations
 from console.topics.forms import (
     AddQueuesForm,
@@ -136,8 +136,9 @@ def topic_list(request: HttpRequest) -> HttpResponse:
     infos = [info for info in every_info if kinds[info.name] in listed_kinds]
     retry_hidden = sum(1 for k in kinds.values() if k == RETRY) if RETRY not in listed_kinds else 0
     total = len(infos)
-    rates = topic_produce_rates()
-    sizes = topic_sizes()
+    samples = current.latest_two()  # one look-up for both
+    rates = topic_produce_rates(samples)
+    sizes = topic_sizes(samples)
     figures = scale.SampledFigures()
 
     def listed(summary) -> ListedTopic:

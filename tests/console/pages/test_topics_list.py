@@ -251,3 +251,15 @@ def test_anonymous_create_is_sent_to_login_and_creates_nothing(client, store):
 
     assert response.status_code == 302
     assert store.topics() == []
+
+
+def test_rates_and_sizes_share_one_look_up_of_the_samples(as_viewer, store, monkeypatch):
+    from console.monitoring import current
+
+    calls = []
+    latest_two = current.latest_two
+    monkeypatch.setattr(current, "latest_two", lambda: calls.append(1) or latest_two())
+    store.create_topic("orders", 1)
+
+    assert as_viewer.get(URL).status_code == 200
+    assert len(calls) == 1
