@@ -148,6 +148,7 @@ def spark_lane(nodeid: str) -> str | None:
     return None
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the Spark files in their lanes (``SPARK_LANES``)."""
     if config.getvalue("dist") != "loadfile":
@@ -172,7 +173,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     try:
         return (yield)
     finally:
-        if _transactional(item):
+        # After the process's last test the test databases are gone (the connection
+        # names the configured database again): nothing to put back, nowhere to.
+        if nextitem is not None and _transactional(item):
             _put_back_migrated_rows(item.config)
 
 
