@@ -186,7 +186,7 @@ def test_seen_replaced_by_the_store_between_native_follows_is_read_again(two):
         first.append("t", f"c{round_}".encode())
         second._follow()  # the store's follow: a new snapshot, equal values
         assert second._seen == second._shared.read()
-        first.create_topic(f"new{round_}", queues=1)  # the topics version moves
+        first.create_topic(f"new{round_}", queues=1, layout="files")  # topics move
         first.append("t", f"d{round_}".encode())
         followed, caught_up = core.followed, core.caught_up
         second.append("t", f"e{round_}".encode())  # not the core's follow: a topic
