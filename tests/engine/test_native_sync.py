@@ -36,15 +36,17 @@ def _end(result, body: bytes) -> int:
     return result.commit_offset + RECORD_OVERHEAD + len(TOPIC) + len(body)
 
 
-def _until_written(store, count: int) -> None:
-    """Wait until the native append wrote ``count`` single appends (its writers then
-    wait for their fsync)."""
+def _until_written(store, since: int, count: int = THREADS) -> None:
+    """Wait until the native append wrote ``count`` single appends more than the
+    ``since`` it had written (its writers then wait for their fsync). Counted from the
+    test's own start: how many of the setup's appends went native is not the test's
+    business (one too few let a thread append after the failure, a race)."""
     pause = threading.Event()
     for _ in range(3000):
-        if store._appender.appended >= count:
+        if store._appender.appended >= since + count:
             return
         pause.wait(0.01)
-    raise AssertionError(f"{store._appender.appended} appends written, not {count}")
+    raise AssertionError(f"{store._appender.appended - since} appends written, not {count}")
 
 
 def _on_threads(work, threads: int = THREADS) -> list:
@@ -168,6 +170,7 @@ def test_a_failed_fdatasync_fails_every_waiter_with_the_typed_error(tmp_path, co
         _topic(store, 2)
         store.append(TOPIC, b"durable")  # the group commit takes the segment
         store._log_syncer.hold_syncs(True)
+        since = store._appender.appended
         waiting = threading.Barrier(THREADS + 1)
 
         def append(i: int):
@@ -178,7 +181,7 @@ def test_a_failed_fdatasync_fails_every_waiter_with_the_typed_error(tmp_path, co
         runner = threading.Thread(target=lambda: threads_done.extend(_on_threads(append)))
         runner.start()
         waiting.wait()
-        _until_written(store, THREADS + 1)  # all of them wait for an fsync now
+        _until_written(store, since)  # all of them wait for an fsync now
         store._log_syncer.fail_syncs(code)
         store._log_syncer.hold_syncs(False)
         runner.join()
@@ -204,6 +207,7 @@ def test_waiters_one_fdatasync_covered_return_though_none_appends_again(tmp_path
         _topic(store, 2)
         store.append(TOPIC, b"first")  # the group commit takes the segment
         store._log_syncer.hold_syncs(True)
+        since = store._appender.appended
         started = threading.Barrier(THREADS + 1)
         outcomes: list = []
 
@@ -214,7 +218,7 @@ def test_waiters_one_fdatasync_covered_return_though_none_appends_again(tmp_path
         runner = threading.Thread(target=lambda: outcomes.extend(_on_threads(append)))
         runner.start()
         started.wait()
-        _until_written(store, THREADS + 1)  # all of them wait for one fdatasync
+        _until_written(store, since)  # all of them wait for one fdatasync
         syncs = store._log_syncer.syncs
         store._log_syncer.hold_syncs(False)
         runner.join()
@@ -234,6 +238,7 @@ def test_close_while_appends_wait_returns_them_durable(tmp_path):
     _topic(store, 2)
     store.append(TOPIC, b"first")
     store._log_syncer.hold_syncs(True)  # no fdatasync of its own: the close's covers them
+    since = store._appender.appended
     started = threading.Barrier(THREADS + 1)
     outcomes: list = []
 
@@ -244,7 +249,7 @@ def test_close_while_appends_wait_returns_them_durable(tmp_path):
     runner = threading.Thread(target=lambda: outcomes.extend(_on_threads(append)))
     runner.start()
     started.wait()
-    _until_written(store, THREADS + 1)  # all of them wait (no fdatasync is issued)
+    _until_written(store, since)  # all of them wait (no fdatasync is issued)
     store.close()
     runner.join()
     for outcome in outcomes:
