@@ -1,7 +1,7 @@
 """Page-number pagination for every list: ``?page=`` (from 1) and ``?page_size=`` (from 1,
-default 50, at most 500: more is 500). Anything else in either is a 400 naming the
-parameter; a page past the last is a 404. The one rule for every list, the message search
-included (``page_number`` and ``get_page_size``)."""
+default 50, at most 500: more is 500). Anything else in either, a repeat included, is a 400
+naming the parameter; a page past the last is a 404. The one rule for every list, the
+message search included (``page_number`` and ``get_page_size``)."""
 
 from typing import Any
 
@@ -10,26 +10,31 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 
 from console.api.errors import ApiError
+from console.api.query_string import given_more_than_once
+
+
+def _refusal(name: str, message: str, detail: str) -> ApiError:
+    return ApiError(
+        400,
+        "invalid",
+        f"{name}: {message}",
+        {"fields": {name: [{"message": detail, "code": "invalid"}]}},
+    )
 
 
 def _whole_number(request: Request, name: str, default: int, sentence: str) -> int:
     if name not in request.query_params:
         return default
+    for repeated, said in given_more_than_once(request.query_params, {name}).items():
+        raise _refusal(repeated, said, said)
     raw = request.query_params[name]
     try:
         value = int(raw)
     except ValueError:
         value = 0
     if value < 1:
-        raise ApiError(
-            400,
-            "invalid",
-            f"{name}: {sentence}, not {raw[:40]!r}.",
-            {
-                "fields": {
-                    name: [{"message": f"{sentence[0].upper()}{sentence[1:]}.", "code": "invalid"}]
-                }
-            },
+        raise _refusal(
+            name, f"{sentence}, not {raw[:40]!r}.", f"{sentence[0].upper()}{sentence[1:]}."
         )
     return value
 

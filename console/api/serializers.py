@@ -11,6 +11,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers
 
+from console.api.query_string import given_more_than_once
 from console.api.rules import Rule, only
 from console.core.bounds import EARLIEST_DATE, LATEST_DATE, date_in_range
 
@@ -121,16 +122,26 @@ class StrictSerializer(serializers.Serializer):
 
 
 class QuerySerializer(StrictSerializer):
-    """Validates ``request.query_params``; unknown parameters (but paging) are refused."""
+    """Validates ``request.query_params``; unknown parameters (but paging) are refused, and
+    so is any parameter given more than once."""
 
     PAGING = frozenset({"page", "page_size", "format"})
     strict_types = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         data = kwargs.get("data")
+        self.repeated: dict[str, str] = {}
         if data is not None and hasattr(data, "lists"):
+            self.repeated = given_more_than_once(data)
             kwargs["data"] = {k: v[-1] for k, v in data.lists() if k not in self.PAGING}
         super().__init__(*args, **kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if self.repeated:
+            raise serializers.ValidationError(
+                {name: [sentence] for name, sentence in self.repeated.items()}
+            )
+        return super().to_internal_value(data)
 
 
 def validated(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict:
