@@ -25,3 +25,8 @@ WHITENOISE_AUTOREFRESH = True
 # tests' Redis databases are each worker's own and flushed): tests/security/
 # test_rate_across_processes.py runs the console's own settings against the test Redis.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# A name's first login pause lasts minutes here, not the 2 s a workstation gets: a test that
+# pauses a name and then logs in must find it paused however slowly the machine ran between
+# (a loaded machine let 2 s pass: a flake). Tests that need a pause over move the failures
+# back in time (tests/security/test_login_delay.py, let_the_pause_pass).
+TIDEMARK_LOGIN_DELAY_BASE_SECONDS = 60
