@@ -5,11 +5,16 @@
 //!
 //! 1. An appender, its record written and published, registers `(end, its thread)`
 //!    and parks (`GroupCommit::wait`).
-//! 2. The flusher, woken by the first waiter, gathers: while fewer waiters are
-//!    registered than its last group had (those its last fdatasync covered and those
-//!    that registered while it ran), it waits for more, at most
-//!    `GATHER_SHARE` of the last fdatasync's time (a group just woken comes back one
-//!    thread at a time, and an fdatasync started a little later covers all of them).
+//! 2. The flusher gathers: while fewer waiters are registered than its last group had
+//!    (those its last fdatasync covered and those that registered while it ran), it
+//!    waits for more, at most `GATHER_SHARE` of the last fdatasync's time from the
+//!    first one's registration (a group just woken comes back one thread at a time,
+//!    and an fdatasync started a little later covers all of them). A group of more than
+//!    one is expected back whole (by the last round's idle plus that window): the
+//!    flusher sleeps until its last registration wakes it, not woken by its first as
+//!    well (a futex wake and a switch onto the CPUs the group's appends need:
+//!    docs/PERFORMANCE.md, "sync31-s47"); only a group not back by then, or a first
+//!    waiter after an idle spell, wakes it at its first registration.
 //! 3. It takes the highest end registered (bounded by its segment's end), fdatasyncs
 //!    the segment, raises the durable watermark in the checkpoint (`Watermark`), and
 //!    wakes the waiters whose end it covered; the others wait for the next one,
@@ -102,10 +107,16 @@ struct State {
     /// (the waiters it covered and those registered while it synced).
     want: usize,
     last_sync: Duration,
+    /// When the first of the registered waiters registered (None: none yet).
+    first_at: Option<Instant>,
+    /// The last round's idle: from the round before's end to its first registration.
+    last_idle: Duration,
     /// Tests: every fdatasync from now on fails with this errno.
     fail_with: Option<i32>,
     /// Tests: no fdatasync starts while set (waiters wait for `advance` or time out).
     held: bool,
+    /// Tests: the gather's window, instead of `GATHER_SHARE` of the last fdatasync's time.
+    gather: Option<Duration>,
 }
 
 struct Shared {
@@ -114,6 +125,8 @@ struct Shared {
     /// The log is durable below it (raised by the flusher and by `advance`).
     flushed: AtomicU64,
     syncs: AtomicU64,
+    /// How many registrations woke the flusher (`wake_at` reached).
+    notified: AtomicU64,
     /// Nanoseconds the flusher spent in fdatasyncs (with the watermark's write), and
     /// gathering (waiting for a group to come back): its accounting.
     syncing_ns: AtomicU64,
@@ -330,12 +343,16 @@ impl GroupCommit {
                 wake_at: 0,
                 want: 1,
                 last_sync: Duration::ZERO,
+                first_at: None,
+                last_idle: Duration::ZERO,
                 fail_with: None,
                 held: false,
+                gather: None,
             }),
             work: Condvar::new(),
             flushed: AtomicU64::new(flushed),
             syncs: AtomicU64::new(0),
+            notified: AtomicU64::new(0),
             syncing_ns: AtomicU64::new(0),
             gathering_ns: AtomicU64::new(0),
             fdatasync_ns: AtomicU64::new(0),
@@ -371,6 +388,11 @@ impl GroupCommit {
             self.shared.syncing_ns.load(Ordering::Relaxed),
             self.shared.gathering_ns.load(Ordering::Relaxed),
         )
+    }
+
+    /// How many times a waiter's registration woke the flusher.
+    pub fn notified(&self) -> u64 {
+        self.shared.notified.load(Ordering::Relaxed)
     }
 
     /// The flusher's wall so far, step by step.
@@ -458,6 +480,12 @@ impl GroupCommit {
         self.shared.work.notify_all();
     }
 
+    /// Tests: gather for a group within `window` (None: `GATHER_SHARE` of the last
+    /// fdatasync's time, at most `GATHER_MAX`).
+    pub fn gather_within(&self, window: Option<Duration>) {
+        self.shared.lock().gather = window;
+    }
+
     /// Wait (parked; call it without the GIL) until the log is durable up to `end`,
     /// the group commit failed or stopped, or `timeout` passed. First unparks the
     /// next waiter of the relay (the module's step 3): the caller just let go of the
@@ -502,12 +530,16 @@ impl GroupCommit {
         } else if state.stopping {
             Some(Waited::Closed)
         } else {
+            if state.waiters.is_empty() {
+                state.first_at = Some(Instant::now());
+            }
             state.waiters.push(Waiter {
                 end,
                 slot: slot.clone(),
             });
             if state.wake_at > 0 && state.waiters.len() >= state.wake_at {
                 state.wake_at = 0;
+                self.shared.notified.fetch_add(1, Ordering::Relaxed);
                 self.shared.work.notify_one();
             }
             None
@@ -600,38 +632,67 @@ fn run(
     sync: &(dyn Fn(&File) -> io::Result<()> + Send + Sync),
 ) {
     let mut state = shared.lock();
+    // When the last round woke its waiters.
+    let mut ended = Instant::now();
     loop {
         let idle = Instant::now();
-        while !state.stopping && (state.failed.is_some() || state.held || state.waiters.is_empty())
-        {
-            state.wake_at = 1;
-            if state.relay.is_empty() {
-                state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
-                continue;
+        let window = state
+            .gather
+            .unwrap_or_else(|| state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX));
+        // A group the last round woke (more than one waiter) is expected back whole by
+        // then (its first registration as late as last round's, then the gather's
+        // window): till then the flusher sleeps until its last registration, not woken
+        // by its first as well.
+        let mut whole_by =
+            (state.want > 1).then(|| ended + state.last_idle.min(GATHER_MAX) + window);
+        loop {
+            if state.stopping {
+                return;
             }
-            // A relay stands and no one waits for an fdatasync: give it `RELAY_IDLE`
-            // to be passed on, then unpark what is left of it.
-            let (next, timed_out) = shared
-                .work
-                .wait_timeout(state, RELAY_IDLE)
-                .unwrap_or_else(|p| p.into_inner());
-            state = next;
-            if timed_out.timed_out() {
+            let blocked = state.failed.is_some() || state.held;
+            if blocked {
+                whole_by = None;
+            }
+            let now = Instant::now();
+            match whole_by {
+                Some(_) if state.waiters.len() >= state.want => break,
+                Some(by) if now >= by => {
+                    // Not back whole in time: the first registered (gather from it,
+                    // below), or wait for one as when no group is expected.
+                    whole_by = None;
+                    continue;
+                }
+                Some(_) => {}
+                None if !blocked && !state.waiters.is_empty() => break,
+                None => {}
+            }
+            // A relay stands and no one waits for an fdatasync: it has `RELAY_IDLE` to
+            // be passed on, then what is left of it is unparked.
+            let relay_by =
+                (!state.relay.is_empty() && state.waiters.is_empty()).then(|| idle + RELAY_IDLE);
+            if relay_by.is_some_and(|by| now >= by) {
                 let left: Vec<_> = state.relay.drain(..).collect();
                 drop(state);
                 unpark(left);
                 state = shared.lock();
+                continue;
             }
+            state.wake_at = if whole_by.is_some() { state.want } else { 1 };
+            state = match whole_by.into_iter().chain(relay_by).min() {
+                None => shared.work.wait(state).unwrap_or_else(|p| p.into_inner()),
+                Some(by) => {
+                    shared
+                        .work
+                        .wait_timeout(state, by - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
         }
-        if state.stopping {
-            return;
-        }
-        let idled = idle.elapsed().as_nanos() as u64;
-        shared.idle_ns.fetch_add(idled, Ordering::Relaxed);
         if state.waiters.len() < state.want {
-            let gather = state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX);
-            let gathering = Instant::now();
-            let deadline = gathering + gather;
+            // Gather the rest of the group, for the window from the first's registration
+            // (from the last round's end for one that registered during its fdatasync).
+            let deadline = state.first_at.map_or(idle, |at| at.max(ended)) + window;
             while !state.stopping && state.failed.is_none() && state.waiters.len() < state.want {
                 let now = Instant::now();
                 if now >= deadline {
@@ -644,13 +705,25 @@ fn run(
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
-            state.wake_at = 0;
-            let gathered = gathering.elapsed().as_nanos() as u64;
-            shared.gathering_ns.fetch_add(gathered, Ordering::Relaxed);
             if state.stopping || state.failed.is_some() || state.held {
+                state.wake_at = 0;
                 continue;
             }
         }
+        state.wake_at = 0;
+        // The wall until the first registration is idle, the rest gathering.
+        let now = Instant::now();
+        let first = state.first_at.map_or(now, |at| at.clamp(idle, now));
+        let ns = |took: Duration| took.as_nanos() as u64;
+        shared
+            .idle_ns
+            .fetch_add(ns(first - idle), Ordering::Relaxed);
+        shared
+            .gathering_ns
+            .fetch_add(ns(now - first), Ordering::Relaxed);
+        state.last_idle = state
+            .first_at
+            .map_or(Duration::ZERO, |at| at.saturating_duration_since(ended));
         let Some(segment) = state.segment.clone() else {
             // No segment registered: nothing this flusher can make durable; the
             // waiters are woken by `advance` or time out, or it syncs once one is.
@@ -707,7 +780,8 @@ fn run(
         };
         drop(state);
         unpark(woken);
-        add(&shared.waking_ns, started.elapsed() - took);
+        ended = Instant::now();
+        add(&shared.waking_ns, ended - started - took);
         state = shared.lock();
     }
 }
@@ -919,6 +993,52 @@ mod tests {
         }
         assert_eq!(eighth.join().unwrap(), Waited::Durable);
         assert_eq!(want, 8);
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_that_comes_back_whole_wakes_the_flusher_once() {
+        // Eight waiters covered by one fdatasync come back (each registers again): the
+        // flusher, expecting the group, is woken once, by the last of them, not also by
+        // the first (a futex wake and a switch onto the CPUs the group's appends need).
+        let dir = scratch("once");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        // A window no group misses (not a timing: the flusher syncs once all are back).
+        group.gather_within(Some(Duration::from_secs(600)));
+        group.hold_syncs(true);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let first: Vec<_> = (1..=8u64).map(|i| waiter(i * 10)).collect();
+        while group.shared.lock().waiters.len() < 8 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        group.hold_syncs(false);
+        for first in first {
+            assert_eq!(first.join().unwrap(), Waited::Durable);
+        }
+        assert_eq!(group.shared.lock().want, 8);
+        let syncs = group.syncs();
+        let notified = group.notified();
+        // The group comes back: one first, and once the flusher has seen it (it waits
+        // for the whole group now), the seven others.
+        let mut again = vec![waiter(90)];
+        while group.shared.lock().wake_at != 8 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        again.extend((10..=16u64).map(|i| waiter(i * 10)));
+        for again in again {
+            assert_eq!(again.join().unwrap(), Waited::Durable);
+        }
+        assert_eq!(
+            group.syncs(),
+            syncs + 1,
+            "the eight were not synced as one group"
+        );
+        assert_eq!(group.notified() - notified, 1);
         group.stop();
         std::fs::remove_dir_all(dir).unwrap();
     }
