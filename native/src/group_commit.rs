@@ -207,8 +207,74 @@ fn unpark(slots: Vec<Arc<Slot>>) {
 
 /// What the flusher does after each fdatasync, before it wakes anyone: raise the
 /// durable watermark in the checkpoint file (checkpoint.py's `save_flushed`).
+///
+/// The file's two slots are read and written through a shared mapping of them once the
+/// file holds both (no `pread`/`pwrite` a round; docs/PERFORMANCE.md, "sync31-s47"),
+/// with `pread`/`pwrite` before that; the `flock` around each raise stays, as other
+/// processes and checkpoint.py write the file under it. The mapping covers the slots'
+/// bytes, inside the file's first block, which the file holds once it is that long:
+/// a store into it needs no new block (no SIGBUS at a full disk), and the checkpoint
+/// is never made shorter.
 pub struct Watermark {
     file: File,
+    slots: std::sync::OnceLock<Slots>,
+}
+
+/// A shared mapping of the checkpoint's two slots.
+struct Slots(*mut u8);
+
+// SAFETY: the pointer is a shared file mapping owned by its `Slots` (unmapped on drop),
+// read and written only under the checkpoint file's `flock`.
+unsafe impl Send for Slots {}
+// SAFETY: as above; no access to the mapping happens outside the file's lock.
+unsafe impl Sync for Slots {}
+
+impl Slots {
+    /// Map the first `2 * SLOT_SIZE` bytes of `file`, if it is at least that long.
+    fn map(file: &File) -> io::Result<Option<Slots>> {
+        if file.metadata()?.len() < (2 * SLOT_SIZE) as u64 {
+            return Ok(None);
+        }
+        // SAFETY: a new shared mapping of an open file's first bytes, which exist (its
+        // length was just checked, and the checkpoint is never truncated); the kernel
+        // chooses the address.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * SLOT_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Some(Slots(at.cast())))
+    }
+
+    fn read(&self, into: &mut [u8; 2 * SLOT_SIZE]) {
+        // SAFETY: the mapping is `2 * SLOT_SIZE` bytes long, readable, and alive while
+        // `self` is; `into` is a distinct local buffer of the same length.
+        unsafe { std::ptr::copy_nonoverlapping(self.0, into.as_mut_ptr(), into.len()) };
+    }
+
+    fn write(&self, slot: usize, raw: &[u8; SLOT_SIZE]) {
+        debug_assert!(slot < 2);
+        // SAFETY: `slot * SLOT_SIZE + SLOT_SIZE` is within the writable mapping (slot
+        // is 0 or 1), alive while `self` is; `raw` is a local buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(raw.as_ptr(), self.0.add(slot * SLOT_SIZE), SLOT_SIZE)
+        };
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `Slots::map`, not used after this.
+        unsafe { libc::munmap(self.0.cast(), 2 * SLOT_SIZE) };
+    }
 }
 
 /// A checkpoint slot (checkpoint.py, FORMAT.md "Checkpoint"): magic, version, reserved,
@@ -251,7 +317,10 @@ impl Watermark {
             .read(true)
             .write(true)
             .open(path)?;
-        Ok(Watermark { file })
+        Ok(Watermark {
+            file,
+            slots: std::sync::OnceLock::new(),
+        })
     }
 
     /// Raise the checkpoint's commit-log flushed field to `flushed` (never lower it),
@@ -271,13 +340,25 @@ impl Watermark {
 
     fn raise_locked(&self, flushed: u64) -> io::Result<()> {
         let mut both = [0u8; 2 * SLOT_SIZE];
+        let mapped = match self.slots.get() {
+            Some(slots) => Some(slots),
+            None => Slots::map(&self.file)?.map(|slots| self.slots.get_or_init(|| slots)),
+        };
         let mut read = 0;
-        while read < both.len() {
-            let n = self.file.read_at(&mut both[read..], read as u64)?;
-            if n == 0 {
-                break;
+        match mapped {
+            Some(slots) => {
+                slots.read(&mut both);
+                read = both.len();
             }
-            read += n;
+            None => {
+                while read < both.len() {
+                    let n = self.file.read_at(&mut both[read..], read as u64)?;
+                    if n == 0 {
+                        break;
+                    }
+                    read += n;
+                }
+            }
         }
         let current = both[..read]
             .chunks_exact(SLOT_SIZE)
@@ -302,8 +383,14 @@ impl Watermark {
         raw[40..48].copy_from_slice(&when.to_le_bytes());
         let crc = crc32c(&raw[..SLOT_FIELDS]);
         raw[SLOT_FIELDS..SLOT_FIELDS + 4].copy_from_slice(&crc.to_le_bytes());
-        self.file
-            .write_all_at(&raw, (sequence % 2) * SLOT_SIZE as u64)
+        let slot = (sequence % 2) as usize;
+        match mapped {
+            Some(slots) => {
+                slots.write(slot, &raw);
+                Ok(())
+            }
+            None => self.file.write_all_at(&raw, (slot * SLOT_SIZE) as u64),
+        }
     }
 }
 
@@ -1040,6 +1127,69 @@ mod tests {
         );
         assert_eq!(group.notified() - notified, 1);
         group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn checkpoint_slots(path: &std::path::Path) -> Vec<Slotted> {
+        let raw = std::fs::read(path).unwrap();
+        raw.chunks_exact(SLOT_SIZE).filter_map(parse_slot).collect()
+    }
+
+    fn newest(path: &std::path::Path) -> (u64, u64, u64) {
+        let slot = checkpoint_slots(path)
+            .into_iter()
+            .max_by_key(|slot| slot.sequence)
+            .unwrap();
+        (slot.sequence, slot.flushed, slot.dispatched)
+    }
+
+    #[test]
+    fn the_watermark_is_raised_in_a_new_checkpoint_and_never_lowered() {
+        // A new checkpoint is empty (shorter than its two slots): the first raises
+        // write it, the later ones find what they wrote.
+        let dir = scratch("watermark-new");
+        let path = dir.join("checkpoint");
+        std::fs::write(&path, b"").unwrap();
+        let watermark = Watermark::open(&path).unwrap();
+        watermark.raise(100).unwrap();
+        assert_eq!(newest(&path), (1, 100, 0));
+        watermark.raise(200).unwrap();
+        assert_eq!(newest(&path), (2, 200, 0));
+        watermark.raise(150).unwrap();
+        assert_eq!(newest(&path), (2, 200, 0));
+        watermark.raise(300).unwrap();
+        assert_eq!(newest(&path), (3, 300, 0));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            2 * SLOT_SIZE as u64
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_raise_keeps_what_another_writer_saved_in_the_checkpoint_meanwhile() {
+        // checkpoint.py (or another process) writes a slot with its own file calls
+        // between two raises: the next raise starts from it (its dispatched kept).
+        let dir = scratch("watermark-other");
+        let path = dir.join("checkpoint");
+        std::fs::write(&path, b"").unwrap();
+        let watermark = Watermark::open(&path).unwrap();
+        watermark.raise(100).unwrap();
+        watermark.raise(200).unwrap();
+        let mut raw = [0u8; SLOT_SIZE];
+        raw[..4].copy_from_slice(MAGIC);
+        raw[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        raw[8..16].copy_from_slice(&3u64.to_le_bytes());
+        raw[16..24].copy_from_slice(&500u64.to_le_bytes());
+        raw[24..32].copy_from_slice(&77u64.to_le_bytes());
+        let crc = crc32c(&raw[..SLOT_FIELDS]);
+        raw[SLOT_FIELDS..SLOT_FIELDS + 4].copy_from_slice(&crc.to_le_bytes());
+        let other = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        other.write_all_at(&raw, SLOT_SIZE as u64).unwrap();
+        watermark.raise(400).unwrap();
+        assert_eq!(newest(&path), (3, 500, 77), "a raise below it changed it");
+        watermark.raise(600).unwrap();
+        assert_eq!(newest(&path), (4, 600, 77));
         std::fs::remove_dir_all(dir).unwrap();
     }
 
