@@ -1,17 +1,18 @@
-"""The 8-thread sync figure's counts: syscalls and context switches a round, by thread.
+"""The 8-thread sync figure's counts: syscalls, page faults and context switches a round.
 
     .venv/bin/python bench/sync_counts.py [--size 50] [--count 16000] [--dir PATH]
 
 Runs bench/sync_threads.py's workload (bench/engine.py's ``_append_threads``: 8 threads of
 single sync ``append``s into a new sync store) under ``perf record`` (the tracepoints
-``raw_syscalls:sys_enter`` and ``sched:sched_switch``, timestamps on CLOCK_MONOTONIC) and
-counts, inside the workload's window only, each thread kind's syscalls by name and its
-context switches, voluntary (it slept) and involuntary (preempted), a fdatasync (a group
-commit round) and a message. The flusher is the thread named ``tidemark-group-commit``;
-the appenders are the rest of the process. These counts do not move with the machine's
-load the way the wall clock does (docs/PERFORMANCE.md, "sync31-s47"); the involuntary
-switches do (other processes preempt), so read them beside the load. Prints one JSON line.
-Needs perf and the syscall tracepoints (root, or perf_event_paranoid permitting).
+``raw_syscalls:sys_enter``, ``sched:sched_switch`` and ``exceptions:page_fault_user``,
+timestamps on CLOCK_MONOTONIC) and counts, inside the workload's window only, each thread
+kind's syscalls by name, its page faults and its context switches, voluntary (it slept)
+and involuntary (preempted), a fdatasync (a group commit round) and a message. The flusher
+is the thread named ``tidemark-group-commit``; the appenders are the rest of the process.
+These counts do not move with the machine's load the way the wall clock does
+(docs/PERFORMANCE.md, "sync31-s47"); the involuntary switches do (other processes
+preempt), so read them beside the load. Prints one JSON line. Needs perf and the
+tracepoints (root, or perf_event_paranoid permitting).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
-EVENTS = "raw_syscalls:sys_enter,sched:sched_switch"
+EVENTS = "raw_syscalls:sys_enter,sched:sched_switch,exceptions:page_fault_user"
 FLUSHER = "tidemark-group"  # the flusher's name as the kernel keeps it (15 bytes)
 #: Context switches counted: voluntary (the thread slept), involuntary (preempted), and
 #: the involuntary ones split by the thread that took the CPU.
@@ -84,6 +85,7 @@ def _count(script: str, pid: int, window: list[float]) -> dict:
     names = _syscall_names()
     syscalls: dict[str, Counter] = {"flusher": Counter(), "appenders": Counter()}
     switches: dict[str, Counter] = {"flusher": Counter(), "appenders": Counter()}
+    faults: Counter = Counter()
     ours: set[int] = set()
     preempted: list[tuple[str, int]] = []
     for line in script.splitlines():
@@ -102,6 +104,8 @@ def _count(script: str, pid: int, window: list[float]) -> dict:
         if event == "raw_syscalls:sys_enter":
             number = int(fields.split("NR ")[1].split()[0])
             syscalls[kind][names.get(number, str(number))] += 1
+        elif event == "exceptions:page_fault_user":
+            faults[kind] += 1
         elif event == "sched:sched_switch":
             prev, _, following = fields.partition(" ==> ")
             state = dict(field.split("=", 1) for field in prev.split() if "=" in field)
@@ -117,7 +121,7 @@ def _count(script: str, pid: int, window: list[float]) -> dict:
     # appender woken onto the CPU) is the workload's own; to anything else, the load's.
     for kind, following in preempted:
         switches[kind]["involuntary_to_ours" if following in ours else "involuntary_to_others"] += 1
-    return {"syscalls": syscalls, "switches": switches}
+    return {"syscalls": syscalls, "switches": switches, "faults": faults}
 
 
 def main() -> None:
@@ -187,6 +191,7 @@ def main() -> None:
             name: round(n / syncs, 2) for name, n in calls.most_common()
         }
         moved = counted["switches"][kind]
+        out[f"{kind}_page_faults_per_fdatasync"] = round(counted["faults"][kind] / syncs, 2)
         out[f"{kind}_switches_per_fdatasync"] = {
             how: round(moved[how] / syncs, 2) for how in SWITCHES
         }
