@@ -1,6 +1,6 @@
 """The 8-thread sync figure's counts: syscalls, page faults and context switches a round.
 
-    .venv/bin/python bench/sync_counts.py [--size 50] [--count 16000] [--dir PATH]
+    .venv/bin/python bench/sync_counts.py [--size 50] [--count 16000] [--threads 8] [--dir PATH]
 
 Runs bench/sync_threads.py's workload (bench/engine.py's ``_append_threads``: 8 threads of
 single sync ``append``s into a new sync store) under ``perf record`` (the tracepoints
@@ -43,7 +43,7 @@ SWITCHES = (
 )
 
 
-def _workload(work: Path, size: int, count: int) -> dict:
+def _workload(work: Path, size: int, count: int, threads: int) -> dict:
     """The 8 threads' run alone; its window on CLOCK_MONOTONIC and its fdatasyncs."""
     import compare
     import engine
@@ -54,7 +54,7 @@ def _workload(work: Path, size: int, count: int) -> dict:
         bodies = compare.bodies_for(size, count)
         syncs = store.stats(topics=False).commit_log.syncs
         started = time.clock_gettime(time.CLOCK_MONOTONIC)
-        seconds = engine._append_threads(store, bodies, engine.SYNC_THREADS)
+        seconds = engine._append_threads(store, bodies, threads)
         ended = time.clock_gettime(time.CLOCK_MONOTONIC)
         syncs = store.stats(topics=False).commit_log.syncs - syncs
     finally:
@@ -129,12 +129,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=50, help="body size (compare.py: 50)")
     parser.add_argument("--count", type=int, default=16_000, help="messages in all")
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
+    parser.add_argument("--threads", type=int, default=8, help="appending threads (8)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         import os
 
-        result = _workload(Path(args.child), args.size, args.count)
+        result = _workload(Path(args.child), args.size, args.count, args.threads)
         result["pid"] = os.getpid()
         print(json.dumps(result))
         return
@@ -160,6 +161,8 @@ def main() -> None:
                 str(args.size),
                 "--count",
                 str(args.count),
+                "--threads",
+                str(args.threads),
                 "--child",
                 work,
             ],
@@ -179,6 +182,7 @@ def main() -> None:
     count = result["count"]
     out = {
         "size": args.size,
+        "threads": args.threads,
         "count": count,
         "fdatasyncs": result["syncs"],
         "msgs_per_fdatasync": round(count / syncs, 2),
