@@ -28,6 +28,10 @@
 //!    its run-queue wait). A relay no waiter passes on (the thread stopped appending,
 //!    or took the long way) is unparked whole by the flusher after its next fdatasync,
 //!    or after `RELAY_IDLE` when nothing else wakes it.
+//!    Having woken the first, it makes the page the next record goes into writable
+//!    again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was given
+//!    one: `use_segment_mapped`), which its fdatasync write-protected: that fault was the
+//!    first woken appender's, on the chain of re-appends the next round waits for.
 //! 4. A failed fdatasync (or watermark write) fails the group commit for good: every
 //!    waiter, now and later, is told so (`Waited::Failed`), as the store refuses writes.
 //!
@@ -89,6 +93,8 @@ struct Segment {
     base: u64,
     end: u64,
     file: Arc<File>,
+    /// The appenders' shared mapping of it (address, length), if given.
+    map: Option<(usize, usize)>,
 }
 
 struct State {
@@ -125,6 +131,10 @@ struct Shared {
     /// The log is durable below it (raised by the flusher and by `advance`).
     flushed: AtomicU64,
     syncs: AtomicU64,
+    /// How many times the flusher made the tail page writable again.
+    populated: AtomicU64,
+    /// The base of the segment of the flusher's round in flight (`u64::MAX`: none).
+    in_round: AtomicU64,
     /// How many registrations woke the flusher (`wake_at` reached).
     notified: AtomicU64,
     /// Nanoseconds the flusher spent in fdatasyncs (with the watermark's write), and
@@ -439,6 +449,8 @@ impl GroupCommit {
             work: Condvar::new(),
             flushed: AtomicU64::new(flushed),
             syncs: AtomicU64::new(0),
+            populated: AtomicU64::new(0),
+            in_round: AtomicU64::new(u64::MAX),
             notified: AtomicU64::new(0),
             syncing_ns: AtomicU64::new(0),
             gathering_ns: AtomicU64::new(0),
@@ -502,6 +514,40 @@ impl GroupCommit {
     /// Sync the segment `[base, end)` from now on (`file` opened on it), everything
     /// below `base` being durable. A segment older than the current one is ignored.
     pub fn use_segment(&self, base: u64, end: u64, file: File) {
+        // SAFETY: no mapping is given.
+        unsafe { self.use_segment_mapped(base, end, file, None) }
+    }
+
+    /// The base of the segment the flusher has a round in flight on (from when it
+    /// took the segment, under the state's lock, until the round is over).
+    pub fn in_round(&self) -> Option<u64> {
+        let base = self.shared.in_round.load(Ordering::Acquire);
+        (base != u64::MAX).then_some(base)
+    }
+
+    /// How many times the flusher made the tail page writable again after a round.
+    pub fn populated(&self) -> u64 {
+        self.shared.populated.load(Ordering::Relaxed)
+    }
+
+    /// `use_segment`, with the appenders' shared mapping of the segment (`map`: its
+    /// address and length): after each round the flusher makes the page at the synced
+    /// end writable again (`MADV_POPULATE_WRITE`), which the fdatasync write-protected,
+    /// so that the first appender it woke does not take that fault.
+    ///
+    /// # Safety
+    ///
+    /// `map` must stay mapped, and within the segment's reserved (fallocated) space,
+    /// until the flusher is stopped, or another segment was handed over since and
+    /// `in_round` is not this one's base (a round takes the newest segment handed over;
+    /// python/log_sync.rs keeps the mmap exported for as long).
+    pub unsafe fn use_segment_mapped(
+        &self,
+        base: u64,
+        end: u64,
+        file: File,
+        map: Option<(usize, usize)>,
+    ) {
         let mut state = self.shared.lock();
         if state.segment.as_ref().is_some_and(|s| s.base >= base) {
             return;
@@ -510,6 +556,7 @@ impl GroupCommit {
             base,
             end,
             file: Arc::new(file),
+            map,
         });
         state.wake_at = 0;
         self.shared.work.notify_one();
@@ -818,6 +865,7 @@ fn run(
             state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
             continue;
         };
+        shared.in_round.store(segment.base, Ordering::Release);
         let highest = state.waiters.iter().map(|w| w.end).max().unwrap_or(0);
         let target = highest.min(segment.end);
         let fail_with = state.fail_with;
@@ -844,6 +892,7 @@ fn run(
             .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         state = shared.lock();
         state.last_sync = took;
+        let synced_ok = synced.is_ok();
         let woken = match synced {
             Ok(()) => {
                 shared.raise(target);
@@ -866,11 +915,48 @@ fn run(
             }
         };
         drop(state);
+        let woke = !woken.is_empty();
         unpark(woken);
+        if synced_ok && woke && target > segment.base {
+            if let Some((at, length)) = segment.map {
+                // SAFETY: `use_segment_mapped`'s contract: the mapping stays for the
+                // round in flight; `target - base` is inside the segment.
+                if unsafe { writable_again(at, length, target - segment.base) } {
+                    shared.populated.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        shared.in_round.store(u64::MAX, Ordering::Release);
         ended = Instant::now();
         add(&shared.waking_ns, ended - started - took);
         state = shared.lock();
     }
+}
+
+/// Make the page at `offset` of the shared mapping `[at, at + length)` writable again
+/// (`MADV_POPULATE_WRITE`: the fault taken here, no byte changed, no signal: an error
+/// is returned instead); whether it was done. The page the next record goes into,
+/// which the fdatasync just write-protected.
+///
+/// # Safety
+///
+/// `[at, at + length)` must be a live shared file mapping, reserved on disk.
+unsafe fn writable_again(at: usize, length: usize, offset: u64) -> bool {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let page = *PAGE.get_or_init(|| {
+        // SAFETY: sysconf only reads a system constant.
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+    });
+    let Ok(offset) = usize::try_from(offset) else {
+        return false;
+    };
+    if offset >= length {
+        return false;
+    }
+    let from = (at + offset) & !(page - 1);
+    // SAFETY: `from` is a page of the live mapping (the caller's contract; `offset` is
+    // inside it); the advice only faults the page in for writing.
+    unsafe { libc::madvise(from as *mut libc::c_void, page, libc::MADV_POPULATE_WRITE) == 0 }
 }
 
 /// `fdatasync` of `file`, tried again when interrupted.
@@ -1190,6 +1276,65 @@ mod tests {
         assert_eq!(newest(&path), (3, 500, 77), "a raise below it changed it");
         watermark.raise(600).unwrap();
         assert_eq!(newest(&path), (4, 600, 77));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// This thread's minor page faults so far.
+    fn minor_faults() -> i64 {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes a rusage into the properly sized buffer.
+        assert_eq!(
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: initialised by the successful call above.
+        unsafe { usage.assume_init() }.ru_minflt
+    }
+
+    #[test]
+    fn the_next_append_into_the_tail_page_takes_no_fault_after_a_round() {
+        // An fdatasync write-protects the tail page it cleaned; the first store into it
+        // afterwards faults, on the appender that the round woke first (the chain). The
+        // flusher makes the page writable again after waking it.
+        let dir = scratch("tail-page");
+        let file = segment_file(&dir);
+        let length = 1 << 16;
+        // SAFETY: a new shared mapping of the test's own file, `length` bytes long.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                length,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let map = at as *mut u8;
+        let group = GroupCommit::start(0, None).unwrap();
+        // SAFETY: the mapping above lives until the munmap after `stop`.
+        unsafe { group.use_segment_mapped(0, length as u64, file, Some((at as usize, length))) };
+        for offset in 0..100 {
+            // SAFETY: inside the mapping.
+            unsafe { map.add(offset).write_volatile(1) };
+        }
+        let populated = group.populated();
+        assert_eq!(group.wait(100, Duration::from_secs(600)), Waited::Durable);
+        // The flusher does it after waking this thread (not a timing: the bound is for
+        // a flusher that never does it, which the assertion below then shows).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while group.populated() == populated && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let before = minor_faults();
+        // SAFETY: inside the mapping: the next record's first byte.
+        unsafe { map.add(100).write_volatile(2) };
+        let faults = minor_faults() - before;
+        group.stop();
+        // SAFETY: the mapping made above, no longer used by the flusher (stopped).
+        unsafe { libc::munmap(at, length) };
+        assert_eq!(faults, 0, "the store into the tail page faulted");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
