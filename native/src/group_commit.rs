@@ -5,11 +5,16 @@
 //!
 //! 1. An appender, its record written and published, registers `(end, its thread)`
 //!    and parks (`GroupCommit::wait`).
-//! 2. The flusher, woken by the first waiter, gathers: while fewer waiters are
-//!    registered than its last group had (those its last fdatasync covered and those
-//!    that registered while it ran), it waits for more, at most
-//!    `GATHER_SHARE` of the last fdatasync's time (a group just woken comes back one
-//!    thread at a time, and an fdatasync started a little later covers all of them).
+//! 2. The flusher gathers: while fewer waiters are registered than its last group had
+//!    (those its last fdatasync covered and those that registered while it ran), it
+//!    waits for more, at most `GATHER_SHARE` of the last fdatasync's time from the
+//!    first one's registration (a group just woken comes back one thread at a time,
+//!    and an fdatasync started a little later covers all of them). A group of more than
+//!    one is expected back whole (by the last round's idle plus that window): the
+//!    flusher sleeps until its last registration wakes it, not woken by its first as
+//!    well (a futex wake and a switch onto the CPUs the group's appends need:
+//!    docs/PERFORMANCE.md, "sync31-s47"); only a group not back by then, or a first
+//!    waiter after an idle spell, wakes it at its first registration.
 //! 3. It takes the highest end registered (bounded by its segment's end), fdatasyncs
 //!    the segment, raises the durable watermark in the checkpoint (`Watermark`), and
 //!    wakes the waiters whose end it covered; the others wait for the next one,
@@ -23,6 +28,10 @@
 //!    its run-queue wait). A relay no waiter passes on (the thread stopped appending,
 //!    or took the long way) is unparked whole by the flusher after its next fdatasync,
 //!    or after `RELAY_IDLE` when nothing else wakes it.
+//!    Having woken the first, it makes the page the next record goes into writable
+//!    again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was given
+//!    one: `use_segment_mapped`), which its fdatasync write-protected: that fault was the
+//!    first woken appender's, on the chain of re-appends the next round waits for.
 //! 4. A failed fdatasync (or watermark write) fails the group commit for good: every
 //!    waiter, now and later, is told so (`Waited::Failed`), as the store refuses writes.
 //!
@@ -84,6 +93,8 @@ struct Segment {
     base: u64,
     end: u64,
     file: Arc<File>,
+    /// The appenders' shared mapping of it (address, length), if given.
+    map: Option<(usize, usize)>,
 }
 
 struct State {
@@ -102,10 +113,16 @@ struct State {
     /// (the waiters it covered and those registered while it synced).
     want: usize,
     last_sync: Duration,
+    /// When the first of the registered waiters registered (None: none yet).
+    first_at: Option<Instant>,
+    /// The last round's idle: from the round before's end to its first registration.
+    last_idle: Duration,
     /// Tests: every fdatasync from now on fails with this errno.
     fail_with: Option<i32>,
     /// Tests: no fdatasync starts while set (waiters wait for `advance` or time out).
     held: bool,
+    /// Tests: the gather's window, instead of `GATHER_SHARE` of the last fdatasync's time.
+    gather: Option<Duration>,
 }
 
 struct Shared {
@@ -114,6 +131,12 @@ struct Shared {
     /// The log is durable below it (raised by the flusher and by `advance`).
     flushed: AtomicU64,
     syncs: AtomicU64,
+    /// How many times the flusher made the tail page writable again.
+    populated: AtomicU64,
+    /// The base of the segment of the flusher's round in flight (`u64::MAX`: none).
+    in_round: AtomicU64,
+    /// How many registrations woke the flusher (`wake_at` reached).
+    notified: AtomicU64,
     /// Nanoseconds the flusher spent in fdatasyncs (with the watermark's write), and
     /// gathering (waiting for a group to come back): its accounting.
     syncing_ns: AtomicU64,
@@ -194,8 +217,74 @@ fn unpark(slots: Vec<Arc<Slot>>) {
 
 /// What the flusher does after each fdatasync, before it wakes anyone: raise the
 /// durable watermark in the checkpoint file (checkpoint.py's `save_flushed`).
+///
+/// The file's two slots are read and written through a shared mapping of them once the
+/// file holds both (no `pread`/`pwrite` a round; docs/PERFORMANCE.md, "sync31-s47"),
+/// with `pread`/`pwrite` before that; the `flock` around each raise stays, as other
+/// processes and checkpoint.py write the file under it. The mapping covers the slots'
+/// bytes, inside the file's first block, which the file holds once it is that long:
+/// a store into it needs no new block (no SIGBUS at a full disk), and the checkpoint
+/// is never made shorter.
 pub struct Watermark {
     file: File,
+    slots: std::sync::OnceLock<Slots>,
+}
+
+/// A shared mapping of the checkpoint's two slots.
+struct Slots(*mut u8);
+
+// SAFETY: the pointer is a shared file mapping owned by its `Slots` (unmapped on drop),
+// read and written only under the checkpoint file's `flock`.
+unsafe impl Send for Slots {}
+// SAFETY: as above; no access to the mapping happens outside the file's lock.
+unsafe impl Sync for Slots {}
+
+impl Slots {
+    /// Map the first `2 * SLOT_SIZE` bytes of `file`, if it is at least that long.
+    fn map(file: &File) -> io::Result<Option<Slots>> {
+        if file.metadata()?.len() < (2 * SLOT_SIZE) as u64 {
+            return Ok(None);
+        }
+        // SAFETY: a new shared mapping of an open file's first bytes, which exist (its
+        // length was just checked, and the checkpoint is never truncated); the kernel
+        // chooses the address.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * SLOT_SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if at == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Some(Slots(at.cast())))
+    }
+
+    fn read(&self, into: &mut [u8; 2 * SLOT_SIZE]) {
+        // SAFETY: the mapping is `2 * SLOT_SIZE` bytes long, readable, and alive while
+        // `self` is; `into` is a distinct local buffer of the same length.
+        unsafe { std::ptr::copy_nonoverlapping(self.0, into.as_mut_ptr(), into.len()) };
+    }
+
+    fn write(&self, slot: usize, raw: &[u8; SLOT_SIZE]) {
+        debug_assert!(slot < 2);
+        // SAFETY: `slot * SLOT_SIZE + SLOT_SIZE` is within the writable mapping (slot
+        // is 0 or 1), alive while `self` is; `raw` is a local buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(raw.as_ptr(), self.0.add(slot * SLOT_SIZE), SLOT_SIZE)
+        };
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `Slots::map`, not used after this.
+        unsafe { libc::munmap(self.0.cast(), 2 * SLOT_SIZE) };
+    }
 }
 
 /// A checkpoint slot (checkpoint.py, FORMAT.md "Checkpoint"): magic, version, reserved,
@@ -238,7 +327,10 @@ impl Watermark {
             .read(true)
             .write(true)
             .open(path)?;
-        Ok(Watermark { file })
+        Ok(Watermark {
+            file,
+            slots: std::sync::OnceLock::new(),
+        })
     }
 
     /// Raise the checkpoint's commit-log flushed field to `flushed` (never lower it),
@@ -258,13 +350,25 @@ impl Watermark {
 
     fn raise_locked(&self, flushed: u64) -> io::Result<()> {
         let mut both = [0u8; 2 * SLOT_SIZE];
+        let mapped = match self.slots.get() {
+            Some(slots) => Some(slots),
+            None => Slots::map(&self.file)?.map(|slots| self.slots.get_or_init(|| slots)),
+        };
         let mut read = 0;
-        while read < both.len() {
-            let n = self.file.read_at(&mut both[read..], read as u64)?;
-            if n == 0 {
-                break;
+        match mapped {
+            Some(slots) => {
+                slots.read(&mut both);
+                read = both.len();
             }
-            read += n;
+            None => {
+                while read < both.len() {
+                    let n = self.file.read_at(&mut both[read..], read as u64)?;
+                    if n == 0 {
+                        break;
+                    }
+                    read += n;
+                }
+            }
         }
         let current = both[..read]
             .chunks_exact(SLOT_SIZE)
@@ -289,8 +393,14 @@ impl Watermark {
         raw[40..48].copy_from_slice(&when.to_le_bytes());
         let crc = crc32c(&raw[..SLOT_FIELDS]);
         raw[SLOT_FIELDS..SLOT_FIELDS + 4].copy_from_slice(&crc.to_le_bytes());
-        self.file
-            .write_all_at(&raw, (sequence % 2) * SLOT_SIZE as u64)
+        let slot = (sequence % 2) as usize;
+        match mapped {
+            Some(slots) => {
+                slots.write(slot, &raw);
+                Ok(())
+            }
+            None => self.file.write_all_at(&raw, (slot * SLOT_SIZE) as u64),
+        }
     }
 }
 
@@ -330,12 +440,18 @@ impl GroupCommit {
                 wake_at: 0,
                 want: 1,
                 last_sync: Duration::ZERO,
+                first_at: None,
+                last_idle: Duration::ZERO,
                 fail_with: None,
                 held: false,
+                gather: None,
             }),
             work: Condvar::new(),
             flushed: AtomicU64::new(flushed),
             syncs: AtomicU64::new(0),
+            populated: AtomicU64::new(0),
+            in_round: AtomicU64::new(u64::MAX),
+            notified: AtomicU64::new(0),
             syncing_ns: AtomicU64::new(0),
             gathering_ns: AtomicU64::new(0),
             fdatasync_ns: AtomicU64::new(0),
@@ -373,6 +489,11 @@ impl GroupCommit {
         )
     }
 
+    /// How many times a waiter's registration woke the flusher.
+    pub fn notified(&self) -> u64 {
+        self.shared.notified.load(Ordering::Relaxed)
+    }
+
     /// The flusher's wall so far, step by step.
     pub fn round_times(&self) -> RoundTimes {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
@@ -393,6 +514,40 @@ impl GroupCommit {
     /// Sync the segment `[base, end)` from now on (`file` opened on it), everything
     /// below `base` being durable. A segment older than the current one is ignored.
     pub fn use_segment(&self, base: u64, end: u64, file: File) {
+        // SAFETY: no mapping is given.
+        unsafe { self.use_segment_mapped(base, end, file, None) }
+    }
+
+    /// The base of the segment the flusher has a round in flight on (from when it
+    /// took the segment, under the state's lock, until the round is over).
+    pub fn in_round(&self) -> Option<u64> {
+        let base = self.shared.in_round.load(Ordering::Acquire);
+        (base != u64::MAX).then_some(base)
+    }
+
+    /// How many times the flusher made the tail page writable again after a round.
+    pub fn populated(&self) -> u64 {
+        self.shared.populated.load(Ordering::Relaxed)
+    }
+
+    /// `use_segment`, with the appenders' shared mapping of the segment (`map`: its
+    /// address and length): after each round the flusher makes the page at the synced
+    /// end writable again (`MADV_POPULATE_WRITE`), which the fdatasync write-protected,
+    /// so that the first appender it woke does not take that fault.
+    ///
+    /// # Safety
+    ///
+    /// `map` must stay mapped, and within the segment's reserved (fallocated) space,
+    /// until the flusher is stopped, or another segment was handed over since and
+    /// `in_round` is not this one's base (a round takes the newest segment handed over;
+    /// python/log_sync.rs keeps the mmap exported for as long).
+    pub unsafe fn use_segment_mapped(
+        &self,
+        base: u64,
+        end: u64,
+        file: File,
+        map: Option<(usize, usize)>,
+    ) {
         let mut state = self.shared.lock();
         if state.segment.as_ref().is_some_and(|s| s.base >= base) {
             return;
@@ -401,6 +556,7 @@ impl GroupCommit {
             base,
             end,
             file: Arc::new(file),
+            map,
         });
         state.wake_at = 0;
         self.shared.work.notify_one();
@@ -458,6 +614,12 @@ impl GroupCommit {
         self.shared.work.notify_all();
     }
 
+    /// Tests: gather for a group within `window` (None: `GATHER_SHARE` of the last
+    /// fdatasync's time, at most `GATHER_MAX`).
+    pub fn gather_within(&self, window: Option<Duration>) {
+        self.shared.lock().gather = window;
+    }
+
     /// Wait (parked; call it without the GIL) until the log is durable up to `end`,
     /// the group commit failed or stopped, or `timeout` passed. First unparks the
     /// next waiter of the relay (the module's step 3): the caller just let go of the
@@ -502,12 +664,16 @@ impl GroupCommit {
         } else if state.stopping {
             Some(Waited::Closed)
         } else {
+            if state.waiters.is_empty() {
+                state.first_at = Some(Instant::now());
+            }
             state.waiters.push(Waiter {
                 end,
                 slot: slot.clone(),
             });
             if state.wake_at > 0 && state.waiters.len() >= state.wake_at {
                 state.wake_at = 0;
+                self.shared.notified.fetch_add(1, Ordering::Relaxed);
                 self.shared.work.notify_one();
             }
             None
@@ -600,38 +766,67 @@ fn run(
     sync: &(dyn Fn(&File) -> io::Result<()> + Send + Sync),
 ) {
     let mut state = shared.lock();
+    // When the last round woke its waiters.
+    let mut ended = Instant::now();
     loop {
         let idle = Instant::now();
-        while !state.stopping && (state.failed.is_some() || state.held || state.waiters.is_empty())
-        {
-            state.wake_at = 1;
-            if state.relay.is_empty() {
-                state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
-                continue;
+        let window = state
+            .gather
+            .unwrap_or_else(|| state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX));
+        // A group the last round woke (more than one waiter) is expected back whole by
+        // then (its first registration as late as last round's, then the gather's
+        // window): till then the flusher sleeps until its last registration, not woken
+        // by its first as well.
+        let mut whole_by =
+            (state.want > 1).then(|| ended + state.last_idle.min(GATHER_MAX) + window);
+        loop {
+            if state.stopping {
+                return;
             }
-            // A relay stands and no one waits for an fdatasync: give it `RELAY_IDLE`
-            // to be passed on, then unpark what is left of it.
-            let (next, timed_out) = shared
-                .work
-                .wait_timeout(state, RELAY_IDLE)
-                .unwrap_or_else(|p| p.into_inner());
-            state = next;
-            if timed_out.timed_out() {
+            let blocked = state.failed.is_some() || state.held;
+            if blocked {
+                whole_by = None;
+            }
+            let now = Instant::now();
+            match whole_by {
+                Some(_) if state.waiters.len() >= state.want => break,
+                Some(by) if now >= by => {
+                    // Not back whole in time: the first registered (gather from it,
+                    // below), or wait for one as when no group is expected.
+                    whole_by = None;
+                    continue;
+                }
+                Some(_) => {}
+                None if !blocked && !state.waiters.is_empty() => break,
+                None => {}
+            }
+            // A relay stands and no one waits for an fdatasync: it has `RELAY_IDLE` to
+            // be passed on, then what is left of it is unparked.
+            let relay_by =
+                (!state.relay.is_empty() && state.waiters.is_empty()).then(|| idle + RELAY_IDLE);
+            if relay_by.is_some_and(|by| now >= by) {
                 let left: Vec<_> = state.relay.drain(..).collect();
                 drop(state);
                 unpark(left);
                 state = shared.lock();
+                continue;
             }
+            state.wake_at = if whole_by.is_some() { state.want } else { 1 };
+            state = match whole_by.into_iter().chain(relay_by).min() {
+                None => shared.work.wait(state).unwrap_or_else(|p| p.into_inner()),
+                Some(by) => {
+                    shared
+                        .work
+                        .wait_timeout(state, by - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
         }
-        if state.stopping {
-            return;
-        }
-        let idled = idle.elapsed().as_nanos() as u64;
-        shared.idle_ns.fetch_add(idled, Ordering::Relaxed);
         if state.waiters.len() < state.want {
-            let gather = state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX);
-            let gathering = Instant::now();
-            let deadline = gathering + gather;
+            // Gather the rest of the group, for the window from the first's registration
+            // (from the last round's end for one that registered during its fdatasync).
+            let deadline = state.first_at.map_or(idle, |at| at.max(ended)) + window;
             while !state.stopping && state.failed.is_none() && state.waiters.len() < state.want {
                 let now = Instant::now();
                 if now >= deadline {
@@ -644,13 +839,25 @@ fn run(
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
-            state.wake_at = 0;
-            let gathered = gathering.elapsed().as_nanos() as u64;
-            shared.gathering_ns.fetch_add(gathered, Ordering::Relaxed);
             if state.stopping || state.failed.is_some() || state.held {
+                state.wake_at = 0;
                 continue;
             }
         }
+        state.wake_at = 0;
+        // The wall until the first registration is idle, the rest gathering.
+        let now = Instant::now();
+        let first = state.first_at.map_or(now, |at| at.clamp(idle, now));
+        let ns = |took: Duration| took.as_nanos() as u64;
+        shared
+            .idle_ns
+            .fetch_add(ns(first - idle), Ordering::Relaxed);
+        shared
+            .gathering_ns
+            .fetch_add(ns(now - first), Ordering::Relaxed);
+        state.last_idle = state
+            .first_at
+            .map_or(Duration::ZERO, |at| at.saturating_duration_since(ended));
         let Some(segment) = state.segment.clone() else {
             // No segment registered: nothing this flusher can make durable; the
             // waiters are woken by `advance` or time out, or it syncs once one is.
@@ -658,6 +865,7 @@ fn run(
             state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
             continue;
         };
+        shared.in_round.store(segment.base, Ordering::Release);
         let highest = state.waiters.iter().map(|w| w.end).max().unwrap_or(0);
         let target = highest.min(segment.end);
         let fail_with = state.fail_with;
@@ -684,6 +892,7 @@ fn run(
             .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         state = shared.lock();
         state.last_sync = took;
+        let synced_ok = synced.is_ok();
         let woken = match synced {
             Ok(()) => {
                 shared.raise(target);
@@ -706,10 +915,48 @@ fn run(
             }
         };
         drop(state);
+        let woke = !woken.is_empty();
         unpark(woken);
-        add(&shared.waking_ns, started.elapsed() - took);
+        if synced_ok && woke && target > segment.base {
+            if let Some((at, length)) = segment.map {
+                // SAFETY: `use_segment_mapped`'s contract: the mapping stays for the
+                // round in flight; `target - base` is inside the segment.
+                if unsafe { writable_again(at, length, target - segment.base) } {
+                    shared.populated.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        shared.in_round.store(u64::MAX, Ordering::Release);
+        ended = Instant::now();
+        add(&shared.waking_ns, ended - started - took);
         state = shared.lock();
     }
+}
+
+/// Make the page at `offset` of the shared mapping `[at, at + length)` writable again
+/// (`MADV_POPULATE_WRITE`: the fault taken here, no byte changed, no signal: an error
+/// is returned instead); whether it was done. The page the next record goes into,
+/// which the fdatasync just write-protected.
+///
+/// # Safety
+///
+/// `[at, at + length)` must be a live shared file mapping, reserved on disk.
+unsafe fn writable_again(at: usize, length: usize, offset: u64) -> bool {
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let page = *PAGE.get_or_init(|| {
+        // SAFETY: sysconf only reads a system constant.
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+    });
+    let Ok(offset) = usize::try_from(offset) else {
+        return false;
+    };
+    if offset >= length {
+        return false;
+    }
+    let from = (at + offset) & !(page - 1);
+    // SAFETY: `from` is a page of the live mapping (the caller's contract; `offset` is
+    // inside it); the advice only faults the page in for writing.
+    unsafe { libc::madvise(from as *mut libc::c_void, page, libc::MADV_POPULATE_WRITE) == 0 }
 }
 
 /// `fdatasync` of `file`, tried again when interrupted.
@@ -920,6 +1167,174 @@ mod tests {
         assert_eq!(eighth.join().unwrap(), Waited::Durable);
         assert_eq!(want, 8);
         group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_that_comes_back_whole_wakes_the_flusher_once() {
+        // Eight waiters covered by one fdatasync come back (each registers again): the
+        // flusher, expecting the group, is woken once, by the last of them, not also by
+        // the first (a futex wake and a switch onto the CPUs the group's appends need).
+        let dir = scratch("once");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        // A window no group misses (not a timing: the flusher syncs once all are back).
+        group.gather_within(Some(Duration::from_secs(600)));
+        group.hold_syncs(true);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let first: Vec<_> = (1..=8u64).map(|i| waiter(i * 10)).collect();
+        while group.shared.lock().waiters.len() < 8 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        group.hold_syncs(false);
+        for first in first {
+            assert_eq!(first.join().unwrap(), Waited::Durable);
+        }
+        assert_eq!(group.shared.lock().want, 8);
+        let syncs = group.syncs();
+        let notified = group.notified();
+        // The group comes back: one first, and once the flusher has seen it (it waits
+        // for the whole group now), the seven others.
+        let mut again = vec![waiter(90)];
+        while group.shared.lock().wake_at != 8 {
+            thread::sleep(Duration::from_millis(1));
+        }
+        again.extend((10..=16u64).map(|i| waiter(i * 10)));
+        for again in again {
+            assert_eq!(again.join().unwrap(), Waited::Durable);
+        }
+        assert_eq!(
+            group.syncs(),
+            syncs + 1,
+            "the eight were not synced as one group"
+        );
+        assert_eq!(group.notified() - notified, 1);
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn checkpoint_slots(path: &std::path::Path) -> Vec<Slotted> {
+        let raw = std::fs::read(path).unwrap();
+        raw.chunks_exact(SLOT_SIZE).filter_map(parse_slot).collect()
+    }
+
+    fn newest(path: &std::path::Path) -> (u64, u64, u64) {
+        let slot = checkpoint_slots(path)
+            .into_iter()
+            .max_by_key(|slot| slot.sequence)
+            .unwrap();
+        (slot.sequence, slot.flushed, slot.dispatched)
+    }
+
+    #[test]
+    fn the_watermark_is_raised_in_a_new_checkpoint_and_never_lowered() {
+        // A new checkpoint is empty (shorter than its two slots): the first raises
+        // write it, the later ones find what they wrote.
+        let dir = scratch("watermark-new");
+        let path = dir.join("checkpoint");
+        std::fs::write(&path, b"").unwrap();
+        let watermark = Watermark::open(&path).unwrap();
+        watermark.raise(100).unwrap();
+        assert_eq!(newest(&path), (1, 100, 0));
+        watermark.raise(200).unwrap();
+        assert_eq!(newest(&path), (2, 200, 0));
+        watermark.raise(150).unwrap();
+        assert_eq!(newest(&path), (2, 200, 0));
+        watermark.raise(300).unwrap();
+        assert_eq!(newest(&path), (3, 300, 0));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            2 * SLOT_SIZE as u64
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_raise_keeps_what_another_writer_saved_in_the_checkpoint_meanwhile() {
+        // checkpoint.py (or another process) writes a slot with its own file calls
+        // between two raises: the next raise starts from it (its dispatched kept).
+        let dir = scratch("watermark-other");
+        let path = dir.join("checkpoint");
+        std::fs::write(&path, b"").unwrap();
+        let watermark = Watermark::open(&path).unwrap();
+        watermark.raise(100).unwrap();
+        watermark.raise(200).unwrap();
+        let mut raw = [0u8; SLOT_SIZE];
+        raw[..4].copy_from_slice(MAGIC);
+        raw[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        raw[8..16].copy_from_slice(&3u64.to_le_bytes());
+        raw[16..24].copy_from_slice(&500u64.to_le_bytes());
+        raw[24..32].copy_from_slice(&77u64.to_le_bytes());
+        let crc = crc32c(&raw[..SLOT_FIELDS]);
+        raw[SLOT_FIELDS..SLOT_FIELDS + 4].copy_from_slice(&crc.to_le_bytes());
+        let other = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        other.write_all_at(&raw, SLOT_SIZE as u64).unwrap();
+        watermark.raise(400).unwrap();
+        assert_eq!(newest(&path), (3, 500, 77), "a raise below it changed it");
+        watermark.raise(600).unwrap();
+        assert_eq!(newest(&path), (4, 600, 77));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// This thread's minor page faults so far.
+    fn minor_faults() -> i64 {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage writes a rusage into the properly sized buffer.
+        assert_eq!(
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) },
+            0
+        );
+        // SAFETY: initialised by the successful call above.
+        unsafe { usage.assume_init() }.ru_minflt
+    }
+
+    #[test]
+    fn the_next_append_into_the_tail_page_takes_no_fault_after_a_round() {
+        // An fdatasync write-protects the tail page it cleaned; the first store into it
+        // afterwards faults, on the appender that the round woke first (the chain). The
+        // flusher makes the page writable again after waking it.
+        let dir = scratch("tail-page");
+        let file = segment_file(&dir);
+        let length = 1 << 16;
+        // SAFETY: a new shared mapping of the test's own file, `length` bytes long.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                length,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let map = at as *mut u8;
+        let group = GroupCommit::start(0, None).unwrap();
+        // SAFETY: the mapping above lives until the munmap after `stop`.
+        unsafe { group.use_segment_mapped(0, length as u64, file, Some((at as usize, length))) };
+        for offset in 0..100 {
+            // SAFETY: inside the mapping.
+            unsafe { map.add(offset).write_volatile(1) };
+        }
+        let populated = group.populated();
+        assert_eq!(group.wait(100, Duration::from_secs(600)), Waited::Durable);
+        // The flusher does it after waking this thread (not a timing: the bound is for
+        // a flusher that never does it, which the assertion below then shows).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while group.populated() == populated && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        let before = minor_faults();
+        // SAFETY: inside the mapping: the next record's first byte.
+        unsafe { map.add(100).write_volatile(2) };
+        let faults = minor_faults() - before;
+        group.stop();
+        // SAFETY: the mapping made above, no longer used by the flusher (stopped).
+        unsafe { libc::munmap(at, length) };
+        assert_eq!(faults, 0, "the store into the tail page faulted");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

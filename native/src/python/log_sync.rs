@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyOSError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -24,6 +25,12 @@ use crate::group_commit::{self, GroupCommit, Waited, Watermark};
 pub struct LogSyncer {
     group: GroupCommit,
     timeout: Duration,
+    /// Exports of the mappings of the segments handed to the flusher, by base, which
+    /// it makes the tail page of writable again after each round
+    /// (`GroupCommit::use_segment_mapped`): exported, an mmap cannot be closed, and the
+    /// store closes its segments only after this (`close`). Kept: the newest, and an
+    /// older one while the flusher's round in flight is on it.
+    maps: std::sync::Mutex<Vec<(u64, PyBuffer<u8>)>>,
 }
 
 /// How a native sync append's wait ended, for the append core.
@@ -50,6 +57,7 @@ impl LogSyncer {
             group: GroupCommit::start_with(flushed, watermark, Box::new(sync_at_site))
                 .map_err(os_error)?,
             timeout: Duration::from_millis(timeout_ms),
+            maps: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -115,10 +123,17 @@ impl LogSyncer {
     /// return FLUSH_TIMEOUT. Safe to call twice.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.group.stop());
+        self.release_maps();
     }
 }
 
 impl LogSyncer {
+    /// Let go of the segments' mappings (the flusher stopped; with the GIL held).
+    fn release_maps(&self) {
+        let mut maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
+        maps.clear();
+    }
+
     /// Wait, without the GIL, until the log is durable up to `end`, which this thread's
     /// append just wrote into the log's active segment (it still holds the GIL since).
     /// The segment is handed to the flusher first when it is a new one and everything
@@ -206,7 +221,26 @@ impl LogSyncer {
         // segment is in the log, and the GIL is held); it is only borrowed to be dup'ed.
         let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
         let owned: OwnedFd = borrowed.try_clone_to_owned().map_err(os_error)?;
-        self.group.use_segment(base, seg_end, File::from(owned));
+        let map = PyBuffer::<u8>::get(&active.getattr(intern!(py, "map"))?)?;
+        let range = (map.buf_ptr() as usize, map.len_bytes());
+        let mut maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: the mapping stays exported (an mmap refuses to close while it is) in
+        // `maps` until the flusher is stopped (`close`, drop), or a later segment was
+        // handed over and the flusher's round in flight is not on this one (below); the
+        // store closes segments after `close`; segments are reserved whole (fallocated)
+        // when created.
+        unsafe {
+            self.group
+                .use_segment_mapped(base, seg_end, File::from(owned), Some(range))
+        };
+        if self.group.segment_base() == Some(base) {
+            maps.push((base, map));
+        }
+        // Let go of the older ones no round in flight is on: a round takes the newest
+        // segment handed over, so none will be on them again.
+        let in_round = self.group.in_round();
+        let newest = maps.last().map(|(base, _)| *base);
+        maps.retain(|(base, _)| Some(*base) == newest || Some(*base) == in_round);
         Ok(true)
     }
 }
@@ -215,7 +249,10 @@ impl Drop for LogSyncer {
     /// Stop the flusher with the GIL let go: under a fault plan it may be waiting for
     /// the GIL to show an fdatasync to the plan (`sync_at_site`).
     fn drop(&mut self) {
-        Python::attach(|py| py.detach(|| self.group.stop()));
+        Python::attach(|py| {
+            py.detach(|| self.group.stop());
+            self.release_maps();
+        });
     }
 }
 
