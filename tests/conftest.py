@@ -169,14 +169,13 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     rollback only restores them at the start of the next serialized test: the tests after
     it in the process (the files before it are not all before it: LONGEST_FIRST, and
     pytest-xdist hands out whole files) found no role groups (test_roles' migration test
-    failed after tests/monitoring's task tests). A transactional test next puts them back
-    itself when it starts (its serialized rollback): not twice (~30 ms each)."""
+    failed after tests/monitoring's task tests)."""
     try:
         return (yield)
     finally:
         # After the process's last test the test databases are gone (the connection
         # names the configured database again): nothing to put back, nowhere to.
-        if nextitem is not None and _transactional(item) and not _transactional(nextitem):
+        if nextitem is not None and _transactional(item):
             _put_back_migrated_rows(item.config)
 
 
