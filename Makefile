@@ -13,8 +13,11 @@ NATIVE_SOURCES = native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs 
 # Cargo is not handed make's jobserver (make test's -j3 keeps its pipe from recipes, and
 # cargo warned of it). The lint and the crate's tests build apart from the install's
 # release build (make test runs them side by side).
+# In a fresh clone (no target/check yet: CI) they build without incremental data, which
+# only a later build of the same directory reads.
 CARGO = cd native && MAKEFLAGS= cargo
-CARGO_CHECK = cd native && MAKEFLAGS= CARGO_TARGET_DIR=target/check cargo
+CHECK_INCREMENTAL := $(if $(wildcard native/target/check),,CARGO_INCREMENTAL=0)
+CARGO_CHECK = cd native && MAKEFLAGS= CARGO_TARGET_DIR=target/check $(CHECK_INCREMENTAL) cargo
 
 .DEFAULT_GOAL := help
 .PHONY: help install cargo browser promtool redis test-tools test-ready test test-first test-shared test-postgres soak test-native lint lint-native format run bench bench-engine bench-console bench-spark bench-million bench-streams bench-tail bench-filter clean distclean

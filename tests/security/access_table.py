@@ -254,23 +254,50 @@ def url_patterns(patterns=None, prefix: str = "", namespace: str | None = None):
             yield key, route, namespace
 
 
+def _rows(model, *columns: str, order: str | None = None) -> list[tuple]:
+    """The rows of ``model``'s table (``columns``, by default every concrete column),
+    ordered by ``order`` (default: the primary key), as the database holds them: one SQL
+    query, without the ORM's query building (each snapshot is taken before and after a
+    request, ~1,700 times in the access tests)."""
+    from django.db import connection
+
+    meta = model._meta
+    names = columns or tuple(f.column for f in meta.concrete_fields)
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {', '.join(map(quote, names))} FROM {quote(meta.db_table)}"
+            f" ORDER BY {order or quote(meta.pk.column)}"
+        )
+        return cursor.fetchall()
+
+
 def snapshot(store) -> dict[str, Any]:
-    """Everything a request could change, as plain values."""
+    """Everything a request could change, as plain values: each table's rows as the
+    database holds them (a change to any column of a rule or a silence shows)."""
+    from django.contrib.auth.models import Group
+
     from console.accounts.models import ApiToken
     from console.alerts.models import AlertRule, Silence
     from console.audit.models import AuditEntry
     from storeadapter.summaries import group_summaries, topic_summaries
 
-    users = get_user_model().objects.order_by("pk").prefetch_related("groups")
+    user = get_user_model()
+    membership = user.groups.through
+    names = dict(_rows(Group, "id", "name"))
+    groups: dict[Any, list[str]] = {}
+    member, group = (membership._meta.get_field(f).column for f in ("user", "group"))
+    for user_id, group_id in _rows(membership, member, group):
+        groups.setdefault(user_id, []).append(names[group_id])
     return {
         "audit": AuditEntry.objects.count(),
         "users": [
-            (u.username, u.is_active, u.password, sorted(g.name for g in u.groups.all()))
-            for u in users
+            (*row, sorted(groups.get(row[0], ())))
+            for row in _rows(user, "id", "username", "is_active", "password")
         ],
-        "tokens": sorted(ApiToken.objects.values_list("pk", flat=True)),
-        "rules": list(AlertRule.objects.order_by("pk").values()),
-        "silences": list(Silence.objects.order_by("pk").values()),
+        "tokens": _rows(ApiToken, "id"),
+        "rules": _rows(AlertRule),
+        "silences": _rows(Silence),
         "topics": [(t.name, t.queues, t.frozen_queues, t.messages) for t in topic_summaries(store)],
         "groups": [
             (g.group, [(q.topic, q.queue, q.committed) for q in g.queues])
