@@ -160,18 +160,12 @@ def topic_summaries(
             summaries.append(_sampled_summary(info, figures.topic(info.name)))
             continue
         try:
-            queues = store.topic_stats(info.name).queues
+            messages, last_write_ms = store.topic_totals(info.name)
         except TopicNotFoundError:  # deleted since topics() was read
             continue
-        writes = [q.last_store_time_ms for q in queues.values() if q.last_store_time_ms]
         summaries.append(
             TopicSummary(
-                info.name,
-                info.queues,
-                len(info.frozen),
-                sum(q.messages for q in queues.values()),
-                max(writes) if writes else None,
-                info.created_ms,
+                info.name, info.queues, len(info.frozen), messages, last_write_ms, info.created_ms
             )
         )
     return summaries

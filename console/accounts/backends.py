@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.http import HttpRequest
 
 from console.accounts import login_delay
@@ -37,8 +39,26 @@ class PausedNameBackend:
         raise PermissionDenied(f"Logging in as {pause.username} is paused.")
 
 
+def session_user(user_id: Any) -> Any:
+    """The user of a session, with their ``SecondFactor`` row in the same query (the second
+    factor's rule reads it on every request: console/accounts/totp.py); None when gone."""
+    users = get_user_model()._default_manager.select_related("second_factor")
+    try:
+        return users.get(pk=user_id)
+    except ObjectDoesNotExist:
+        return None
+
+
 class SameNameBackend(ModelBackend):
-    """Django's ModelBackend, given the stored spelling of the name typed."""
+    """Django's ModelBackend, given the stored spelling of the name typed; a session's user
+    is read with its second-factor state."""
+
+    def get_user(self, user_id: Any) -> Any:
+        user = session_user(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
+
+    async def aget_user(self, user_id: Any) -> Any:
+        return await sync_to_async(self.get_user)(user_id)
 
     def authenticate(
         self,

@@ -189,3 +189,23 @@ class MaskRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.how} {self.part} {self.field} on topics {self.pattern}"
+
+
+class SecondFactor(models.Model):
+    """Whether a user has a confirmed TOTP device: what the second factor's rule reads on
+    every request (console/accounts/totp.py's ``SecondFactorMiddleware``), joined to the
+    user row by the login backends' ``get_user`` so that it costs no query of its own. The
+    devices are the truth; this row follows them, kept by totp.py's receivers on every
+    device saved or deleted (by the console, Django's admin or the shell): one owner. No row
+    is the same as ``totp=False``."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="second_factor",
+    )
+    totp = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"user {self.user_id}: TOTP {'on' if self.totp else 'off'}"

@@ -140,18 +140,29 @@ class Permissions:
             self.level = ADMIN
             self.grants = PRESETS[ADMIN]
             return
-        from console.accounts.models import RoleRule
+        from django.contrib.auth.models import Group
 
-        # Two queries: the user's groups and their rules (``role_of``'s answer from them).
+        # One query: the user's groups, each with its rules (a group without rules once,
+        # its rule columns empty); ``role_of``'s answer from the names.
+        rows = (
+            Group.objects.filter(user=user)
+            .order_by("name", "rules__kind", "rules__pattern", "rules__pk")
+            .values_list("name", "rules__kind", "rules__pattern", "rules__actions")
+            if user.pk
+            else []
+        )
+        names: set[str] = set()
+        scoped: list[Grant] = []
+        for name, kind, pattern, actions in rows:
+            names.add(name)
+            if kind is not None:
+                scoped.append(Grant(kind, pattern, frozenset(actions)))
         grants: list[Grant] = []
-        names = set(user.groups.values_list("name", flat=True)) if user.pk else set()
         for name in ROLES:
             if name in names:
                 grants.extend(PRESETS[name])
                 self.level = name  # ROLES is weakest first: the strongest stays
-        scoped = RoleRule.objects.filter(role__user=user) if user.pk else RoleRule.objects.none()
-        for kind, pattern, actions in scoped.values_list("kind", "pattern", "actions"):
-            grants.append(Grant(kind, pattern, frozenset(actions)))
+        grants.extend(scoped)
         if self.level is None and len(grants):
             self.level = VIEWER  # a scoped role sees the console-wide pages as a viewer
         self.grants = tuple(grants)

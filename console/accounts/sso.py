@@ -30,6 +30,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
+from console.accounts.backends import session_user
 from console.accounts.models import SsoIdentity
 from console.accounts.roles import ROLES, role_of
 from console.accounts.usernames import stored_name
@@ -220,6 +221,10 @@ class SsoBackend(OIDCAuthenticationBackend):
                 f"The ID token's issuer {payload.get('iss')!r} is not TIDEMARK_SSO_ISSUER."
             )
         return payload
+
+    def get_user(self, user_id: Any) -> Any:
+        """A session's user, read with its second-factor state (as SameNameBackend's)."""
+        return session_user(user_id)
 
     def get_or_create_user(self, access_token: str, id_token: str, payload: dict) -> Any:
         userinfo = self.get_userinfo(access_token, id_token, payload)

@@ -12,6 +12,11 @@ rule that a session of a user with TOTP carries a verified code.
    exactly as they refuse passwords, 429 with Retry-After.
 3. `SecondFactorMiddleware` logs out any session whose user has a confirmed device but
    gave no code in it (Django admin's own login form, a session from before enrolment).
+   It reads the user's ``SecondFactor`` row, which the login backends load with the user
+   (console/accounts/backends.py): no query a request. That row follows the devices:
+   `device_saved` and `device_deleted` recompute it whenever a device is saved or deleted,
+   wherever (this module, the users page, Django's admin, the shell), so a device set up
+   or removed in another session counts on the next request of every session.
 4. Admins reset a user's TOTP on the users page (``user.totp.reset``). API tokens are not
    affected by any of it: they are their own proof.
 
@@ -32,17 +37,20 @@ from django.conf import settings
 from django.contrib import auth, messages
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.signals import user_login_failed
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 from django_otp import login as otp_login
-from django_otp import match_token, user_has_device
+from django_otp import match_token
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console.accounts import lockouts, login_delay
 from console.accounts.access_audit import logged_in
+from console.accounts.models import SecondFactor
 
 #: The session key of a login waiting for its code.
 PENDING_KEY = "tidemark_totp_pending"
@@ -56,8 +64,40 @@ def is_local(user: Any) -> bool:
 
 
 def has_totp(user: Any) -> bool:
-    """Whether logging in as ``user`` asks for a TOTP code."""
-    return user_has_device(user, confirmed=True)
+    """Whether logging in as ``user`` asks for a TOTP code: the user's ``SecondFactor`` row
+    (no query when it was loaded with the user; one otherwise)."""
+    if not user.is_authenticated:
+        return False
+    try:
+        return user.second_factor.totp
+    except SecondFactor.DoesNotExist:
+        return False
+
+
+# ------------------------------------------------------------ the state the rule reads
+
+
+def refresh_second_factor(user_id: int, create: bool) -> None:
+    """Set the user's ``SecondFactor`` row from their devices (the one place that decides
+    it). ``create``: make the row when there is none (not while the user is being deleted:
+    the row and the devices go with the user)."""
+    totp = TOTPDevice.objects.filter(user_id=user_id, confirmed=True).exists()
+    if create:
+        SecondFactor.objects.update_or_create(user_id=user_id, defaults={"totp": totp})
+    else:
+        SecondFactor.objects.filter(user_id=user_id).update(totp=totp)
+
+
+@receiver(post_save, sender=TOTPDevice, dispatch_uid="tidemark_totp_device_saved")
+def device_saved(sender: Any, instance: TOTPDevice, update_fields: Any = None, **kwargs: Any):
+    if update_fields is not None and not {"confirmed", "user"} & set(update_fields):
+        return  # a code checked (drift, last use, throttling): the device set is the same
+    refresh_second_factor(instance.user_id, create=True)
+
+
+@receiver(post_delete, sender=TOTPDevice, dispatch_uid="tidemark_totp_device_deleted")
+def device_deleted(sender: Any, instance: TOTPDevice, **kwargs: Any) -> None:
+    refresh_second_factor(instance.user_id, create=False)
 
 
 def qr_svg(url: str) -> str:
@@ -175,7 +215,7 @@ class SecondFactorMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated and not user.is_verified() and has_totp(user):
+        if user is not None and has_totp(user) and not user.is_verified():
             auth.logout(request)
         return self.get_response(request)
 

@@ -1189,6 +1189,22 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._follow()
         return self._topic_stats(self._topic(name), first, count)
 
+    def topic_totals(self, name: str) -> tuple[int, int | None]:
+        """One topic's message count and its newest message's store time (None when no
+        queue has a readable last record): ``topic_stats``'s totals without an object per
+        queue, for lists of topics (storeadapter/summaries.py; a topics page reads 50)."""
+        self._check_open()
+        self._follow()
+        messages = 0
+        newest = None
+        last_store_time = self._last_store_time
+        for queue in self._topic(name).queues:
+            messages += queue.max_offset - queue.min_offset
+            when = last_store_time(queue)
+            if when and (newest is None or when > newest):
+                newest = when
+        return messages, newest
+
     def _last_store_time(self, queue) -> int | None:
         """The store time of the queue's last message; None, and the damage noted among
         the corruptions, when its record is cut short."""

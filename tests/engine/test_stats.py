@@ -159,3 +159,23 @@ def test_stats_as_a_dict_leave_out_the_topics_not_asked_for(store):
     assert list(asked) == [*list(not_asked)[:9], "topics", *list(not_asked)[9:]]
     assert json.loads(json.dumps(asked))["topics"]["t"]["queues"]["0"]["messages"] == 1
     assert not_asked["corruptions"] == [] and "corruptions" in not_asked["last_recovery"]
+
+
+def test_topic_totals_are_the_topic_stats_messages_and_newest_store_time(store):
+    results = [store.append("t", f"m{i}", queue=i % 3) for i in range(10)]
+
+    messages, newest = store.topic_totals("t")
+
+    assert messages == store.topic_stats("t").messages == 10
+    assert newest == max(r.store_time_ms for r in results)
+
+
+def test_topic_totals_of_a_topic_without_messages_have_no_store_time(store):
+    assert store.topic_totals("t") == (0, None)
+
+
+def test_topic_totals_of_a_topic_that_is_not_there_raise_as_topic_stats_does(store):
+    from storeadapter.engine import TopicNotFoundError
+
+    with pytest.raises(TopicNotFoundError):
+        store.topic_totals("missing")

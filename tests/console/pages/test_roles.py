@@ -358,3 +358,35 @@ def test_a_scoped_role_may_open_a_topic_page_its_rules_cover(store, django_user_
     assert client.get("/topics/b.orders/").status_code == 403
     assert client.get("/t/operator-changes/").status_code == 200  # a viewer's GET
     assert client.post("/t/operator-changes/").status_code == 403
+
+
+def test_a_users_roles_and_their_rules_are_read_in_one_query(operator, django_assert_num_queries):
+    from console.accounts.models import RoleRule
+    from console.accounts.permissions import Grant, Permissions
+
+    team = Group.objects.create(name="team")
+    RoleRule.objects.create(role=team, kind="topic", pattern="ord*", actions=["view", "read"])
+    RoleRule.objects.create(role=team, kind="group", pattern="billing", actions=["reset"])
+    Group.objects.create(name="rule-less")
+    operator.groups.add(team, Group.objects.get(name="rule-less"))
+
+    with django_assert_num_queries(1):
+        permissions = Permissions(operator)
+
+    assert permissions.level == "operator"
+    assert Grant("topic", "ord*", frozenset({"view", "read"})) in permissions.grants
+    assert Grant("group", "billing", frozenset({"reset"})) in permissions.grants
+
+
+def test_a_user_in_a_scoped_role_alone_is_a_viewer_of_the_console(nobody):
+    from console.accounts.models import RoleRule
+    from console.accounts.permissions import Permissions
+
+    team = Group.objects.create(name="team")
+    RoleRule.objects.create(role=team, kind="topic", pattern="ord*", actions=["view"])
+    nobody.groups.add(team)
+
+    permissions = Permissions(nobody)
+
+    assert permissions.level == "viewer"
+    assert not permissions.allows("topic", "other", "view")
