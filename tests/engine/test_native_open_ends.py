@@ -435,3 +435,25 @@ def test_positions_past_their_ends_are_set_back_and_reported_as_by_the_loads(
     assert all(found[True][1][("s", c["queue"])][1] == c["end"] for c in clamped)
     assert found[True][3][3] == clamped[0]["end"]
     assert found[True] == found[False]
+
+
+def test_a_position_one_past_its_end_is_told_from_positions_at_their_ends(
+    killed, tmp_path, monkeypatch
+):
+    """Positions at their queues' ends on every queue, and one past the end (inside
+    the queue's last block) on two: the clamp loads and sets back those two only."""
+    _reads, ranges, _report = _open(_copy(killed, tmp_path / "ends"), False, monkeypatch)
+    ends = {queue: end for (topic, queue), (_low, end) in ranges.items() if topic == "s"}
+    positions = {queue: end + (queue in (5, 9)) for queue, end in ends.items()}
+    stores = [_copy(killed, tmp_path / name) for name in ("counted", "reported")]
+    for store in stores:
+        offsets = OffsetStore(store / "offsets")
+        offsets.commit_many("h", "s", positions, "test", "at or past the end")
+        offsets.close()
+    loads, _trims, _settled, _used = _counted_open(stores[0], True, monkeypatch)
+    assert loads == 2
+    _reads, _ranges, report = _open(stores[1], True, monkeypatch)
+    clamped = [
+        (c["group"], c["queue"], c["committed"], c["end"]) for c in report["offsets_clamped"]
+    ]
+    assert clamped == [("h", 5, ends[5] + 1, ends[5]), ("h", 9, ends[9] + 1, ends[9])]
