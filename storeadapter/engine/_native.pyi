@@ -338,6 +338,15 @@ class BlockIndex:
         tail: int,
         floor: int,
     ) -> tuple[list[int], int]: ...
+    def maybe_past_ends(
+        self,
+        queues: list[int],
+        positions: list[int],
+        files: list[tuple[int, int]],
+        per_block: int,
+        per_file: int,
+        block_bytes: int,
+    ) -> list[int]: ...
     def clear(self) -> None: ...
 
 class LogSyncer:

@@ -710,6 +710,23 @@ def look_at_ends(log: CommitLog, topic: Topic, floor: int) -> int:
     return settled
 
 
+def maybe_past_ends(topic: Topic, queues: list[int], positions: list[int]) -> list[int]:
+    """For the clamp of group positions after a crash: of ``positions`` (a committed
+    position of each of ``queues``, queues of the shared ``topic`` the open left
+    unloaded), the indexes of those that may be past their queue's end, read natively
+    from each queue's last block (``BlockIndex.maybe_past_ends``); every other position
+    is at or below its queue's end. Only those queues are loaded, to decide in Python."""
+    blocks = topic.blocks
+    return blocks.index.maybe_past_ends(
+        queues,
+        positions,
+        [(first, block_file.fd) for first, block_file in blocks.files.items()],
+        blocks.entries_per_block,
+        blocks.blocks_per_file,
+        blocks.block_bytes,
+    )
+
+
 def _garbage_extent(segment, pos: int) -> int:
     """How many bytes from ``pos`` hold garbage: up to the first all-zero 64 KiB chunk."""
     chunk = 64 << 10

@@ -82,7 +82,7 @@ from .nativeappend import PRETOUCH_BYTES, append_core, log_syncer
 from .offsets import OffsetStore
 from .reader import Reader
 from .reading import Reading
-from .recovery import RecoveryReport, choose_start, ends_natively, recover
+from .recovery import RecoveryReport, choose_start, ends_natively, maybe_past_ends, recover
 from .restore import restore_queue_end
 from .results import (
     Corruption,
@@ -533,16 +533,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _drop_leftover_offsets(self) -> None:
         """Forget committed offsets on topics and queues that no longer exist (a
         deletion killed between saving the topics and dropping their offsets)."""
-        topics = self._registry.topics
+        counts = {name: len(topic.queues) for name, topic in self._registry.topics.items()}
         leftovers = {
             (topic, queue)
-            for (_group, topic, queue) in self._offsets.offsets
-            if topic not in topics or queue >= len(topics[topic].queues)
+            for positions in self._offsets.by_group.values()
+            for topic, queue in positions
+            if queue >= counts.get(topic, -1)
         }
-        for topic in {topic for topic, _queue in leftovers if topic not in topics}:
+        for topic in {topic for topic, _queue in leftovers if topic not in counts}:
             self._offsets.drop_topic(topic)
         for topic, queue in leftovers:
-            if topic in topics:
+            if topic in counts:
                 self._offsets.drop_queue(topic, queue)
 
     def _clamp_offsets_past_ends(self, unloaded: Collection[str] = ()) -> list[dict]:
@@ -558,10 +559,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         """
         past: dict[tuple[str, str], dict[int, int]] = {}
         clamped = []
-        for (group, topic, queue), committed in sorted(self._offsets.offsets.items()):
-            state = self._registry.topics.get(topic)
-            if state is None or queue >= len(state.queues):
-                continue
+        for group, topic, queue, committed in self._positions_to_clamp(unloaded):
+            state = self._registry.topics[topic]
             target = state.queues[queue]
             fresh = topic in unloaded and not target.loaded
             end = target.max_offset
@@ -578,6 +577,43 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 group, topic, offsets, "recovery", "past the queue's end after recovery"
             )
         return clamped
+
+    def _positions_to_clamp(self, unloaded: Collection[str]) -> list[tuple[str, str, int, int]]:
+        """The committed positions ``_clamp_offsets_past_ends`` looks at, sorted: (group,
+        topic, queue, position) of every queue that exists, but of the queues of
+        ``unloaded`` the open left unloaded only those whose position the native look at
+        their last blocks (``recovery.maybe_past_ends``, one call a topic for every
+        group) finds may be past their end: the others are at or below it, so a million
+        positions cost no load (nor a queue object) each."""
+        topics = self._registry.topics
+        counts = {name: len(topic.queues) for name, topic in topics.items()}
+        loaded = {  # the queues of ``unloaded`` loaded all the same
+            name: {queue.queue_id for queue in topics[name].made_queues() if queue.loaded}
+            for name in unloaded
+            if name in topics
+        }
+        looks = []
+        unmade: dict[str, tuple[list[str], list[int], list[int]]] = {}
+        for group, positions in self._offsets.by_group.items():
+            for (topic, queue), committed in positions.items():
+                count = counts.get(topic)
+                if count is None or queue >= count:
+                    continue
+                seen = loaded.get(topic)
+                if seen is None or queue in seen:
+                    looks.append((group, topic, queue, committed))
+                    continue
+                groups, queues, offsets = unmade.get(topic) or unmade.setdefault(
+                    topic, ([], [], [])
+                )
+                groups.append(group)
+                queues.append(queue)
+                offsets.append(committed)
+        for topic, (groups, queues, offsets) in unmade.items():
+            for at in maybe_past_ends(topics[topic], queues, offsets):
+                looks.append((groups[at], topic, queues[at], offsets[at]))
+        looks.sort()
+        return looks
 
     def _followed_tail(self) -> int:
         return self.commitlog.tail

@@ -49,6 +49,10 @@ class LazyQueues:
         for queue_id in range(self._count):
             yield self[queue_id]
 
+    def made_at(self, queue_id: int) -> BlockQueue | None:
+        """Queue ``queue_id``'s object if made, else None (none is made)."""
+        return self._at[queue_id]
+
     def made(self) -> list[BlockQueue]:
         """The queues used so far."""
         return list(self._made.values())

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from storeadapter.engine import MessageStore, recovery
 from storeadapter.engine.blockqueue import BlockQueue
+from storeadapter.engine.offsets import OffsetStore
 from tests.engine.storetools import (
     SHARED_LAYOUT,
     read_everything,
@@ -391,9 +392,68 @@ def test_an_open_after_a_sigkill_loads_no_shared_queue_in_python(
 def test_queues_whose_minimum_moves_are_not_loaded_either(killed, tmp_path, monkeypatch):
     """With retention behind a third of the queues (their first entries below the log's
     start: their minimums move), the native pass finds them settled too: only the
-    queues with a group's position are loaded, by the clamp of positions past the ends,
-    which moves their minimums as the open would have."""
+    queues with a group's position are not loaded either: the clamp of positions past
+    the ends finds natively that none is past its queue's end."""
     store = _copy(killed, tmp_path / "store")
     loads, trims, settled, used = _counted_open(store, True, monkeypatch)
-    assert (trims, settled) == (0, used)
-    assert loads == len(range(0, 60, 3))
+    assert (trims, settled, loads) == (0, used, 0)
+
+
+def _commit_past_ends(path: Path, queues: list[int]) -> None:
+    """Group "g" of the SIGKILLed store at ``path`` committed past the ends of
+    ``queues`` (as a commit of a record a power loss then took)."""
+    offsets = OffsetStore(path / "offsets")
+    offsets.commit_many("g", "s", dict.fromkeys(queues, 1_000_000), "test", "past the end")
+    offsets.close()
+
+
+def test_the_clamp_loads_only_the_queues_whose_position_is_past_their_end(
+    killed, tmp_path, monkeypatch
+):
+    """Of a group's positions on a third of the queues, two past their queues' ends:
+    the clamp loads those two queues only (before: every queue with a position)."""
+    store = _copy(killed, tmp_path / "store")
+    _commit_past_ends(store, [3, 7])
+    loads, trims, settled, used = _counted_open(store, True, monkeypatch)
+    assert (trims, settled, loads) == (0, used, 2)
+
+
+def test_positions_past_their_ends_are_set_back_and_reported_as_by_the_loads(
+    killed, tmp_path, monkeypatch
+):
+    """A position past its queue's end is set back to the end and reported, the same
+    with the native look as when every queue is loaded (``NATIVE_ENDS = False``)."""
+    found = {}
+    for native in (True, False):
+        store = _copy(killed, tmp_path / f"store-{native}")
+        _commit_past_ends(store, [3, 7])
+        found[native] = _open(store, native, monkeypatch)
+        with MessageStore.open(store, config()) as reopened:
+            found[native] += ({q: reopened.committed_offset("g", "s", q) for q in range(60)},)
+    clamped = found[True][2]["offsets_clamped"]
+    assert [(c["queue"], c["committed"]) for c in clamped] == [(3, 1_000_000), (7, 1_000_000)]
+    assert all(found[True][1][("s", c["queue"])][1] == c["end"] for c in clamped)
+    assert found[True][3][3] == clamped[0]["end"]
+    assert found[True] == found[False]
+
+
+def test_a_position_one_past_its_end_is_told_from_positions_at_their_ends(
+    killed, tmp_path, monkeypatch
+):
+    """Positions at their queues' ends on every queue, and one past the end (inside
+    the queue's last block) on two: the clamp loads and sets back those two only."""
+    _reads, ranges, _report = _open(_copy(killed, tmp_path / "ends"), False, monkeypatch)
+    ends = {queue: end for (topic, queue), (_low, end) in ranges.items() if topic == "s"}
+    positions = {queue: end + (queue in (5, 9)) for queue, end in ends.items()}
+    stores = [_copy(killed, tmp_path / name) for name in ("counted", "reported")]
+    for store in stores:
+        offsets = OffsetStore(store / "offsets")
+        offsets.commit_many("h", "s", positions, "test", "at or past the end")
+        offsets.close()
+    loads, _trims, _settled, _used = _counted_open(stores[0], True, monkeypatch)
+    assert loads == 2
+    _reads, _ranges, report = _open(stores[1], True, monkeypatch)
+    clamped = [
+        (c["group"], c["queue"], c["committed"], c["end"]) for c in report["offsets_clamped"]
+    ]
+    assert clamped == [("h", 5, ends[5] + 1, ends[5]), ("h", 9, ends[9] + 1, ends[9])]

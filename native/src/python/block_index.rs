@@ -338,6 +338,52 @@ impl BlockIndex {
         }))
     }
 
+    /// The clamp of group positions after a crash (open_ends.rs, `maybe_past_ends`): of
+    /// `positions` ((queue id, committed position) of queues the open left unloaded),
+    /// the indexes (ascending) of those whose position may be past the queue's end, for
+    /// the open to load and decide in Python; the others are at or below it. The block
+    /// files are `files` ((first block, descriptor)), `per_block` entries a block,
+    /// `per_file` blocks a file, `block_bytes` a block.
+    #[pyo3(signature = (queues, positions, files, per_block, per_file, block_bytes))]
+    fn maybe_past_ends(
+        &self,
+        queues: Vec<u32>,
+        positions: Vec<u64>,
+        files: Vec<(u64, i32)>,
+        per_block: u64,
+        per_file: u64,
+        block_bytes: u64,
+    ) -> PyResult<Vec<usize>> {
+        if per_block == 0
+            || per_file == 0
+            || block_bytes != HEADER_SIZE as u64 + per_block * ENTRY_SIZE as u64
+        {
+            return Err(PyValueError::new_err("a block store's shape"));
+        }
+        if queues.len() != positions.len() {
+            return Err(PyValueError::new_err("a position for each queue"));
+        }
+        let files: HashMap<u64, i32> = files.into_iter().collect();
+        let looked: Vec<(u32, u64, u64, Option<u64>, u64)> = {
+            let index = self.lock();
+            queues
+                .iter()
+                .zip(&positions)
+                .map(|(&id, &position)| match index.seqs.get(&id) {
+                    Some(&(first, last)) => (id, first, last, index.get(id, last), position),
+                    None => (id, 0, 0, None, position),
+                })
+                .collect()
+        };
+        let shape = open_ends::Shape {
+            per_block,
+            per_file,
+            block_bytes,
+            files: &files,
+        };
+        Ok(open_ends::maybe_past_ends(&shape, &looked))
+    }
+
     /// Forget everything.
     fn clear(&self) {
         let mut index = self.lock();

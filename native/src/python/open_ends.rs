@@ -353,3 +353,64 @@ pub fn unsettled(
     let settled = total - unsettled.len();
     (unsettled, settled)
 }
+
+/// The clamp of group positions after a crash (`MessageStore._clamp_offsets_past_ends`)
+/// without a load per queue: of `positions` ((queue id, first block seq, last block seq,
+/// its last block, committed position), each a queue the open left unloaded), the
+/// indexes of those whose position may be past the queue's end, for Python to load and
+/// decide as before. A queue's end when loaded is at least its first block's start and
+/// at least `BlockStore.written_end`; a position at or below either is not past it. The
+/// others are returned: a position past the written end of the last block, a last block
+/// of zeros (`written_end` then looks further back), one missing or unreadable. Last
+/// blocks close together are read in one `pread` of up to `SPAN_BLOCKS`.
+pub fn maybe_past_ends(
+    shape: &Shape<'_>,
+    positions: &[(u32, u64, u64, Option<u64>, u64)],
+) -> Vec<usize> {
+    let mut past = Vec::new();
+    // (last block, index into positions) of the positions a block read must decide.
+    let mut reads: Vec<(u64, usize)> = Vec::new();
+    for (at, &(_id, first, _last, block, position)) in positions.iter().enumerate() {
+        if position <= first * shape.per_block {
+            continue;
+        }
+        match block {
+            Some(block) => reads.push((block, at)),
+            None => past.push(at),
+        }
+    }
+    reads.sort_unstable();
+    let size = shape.block_bytes as usize;
+    let mut span = Vec::new();
+    let mut one = Vec::new();
+    let mut i = 0;
+    while i < reads.len() {
+        let start = reads[i].0;
+        let file_end = start - start % shape.per_file + shape.per_file;
+        let mut j = i + 1;
+        while j < reads.len() && reads[j].0 < (start + SPAN_BLOCKS).min(file_end) {
+            j += 1;
+        }
+        let count = reads[j - 1].0 - start + 1;
+        let whole = shape.read(start, count, &mut span);
+        for &(block_at, at) in &reads[i..j] {
+            let block: &[u8] = if whole {
+                let from = ((block_at - start) as usize) * size;
+                &span[from..from + size]
+            } else if shape.read(block_at, 1, &mut one) {
+                &one
+            } else {
+                past.push(at);
+                continue;
+            };
+            let (_, _, last, _, position) = positions[at];
+            match written_end(block, last, shape.per_block) {
+                Some(end) if position <= end => {}
+                _ => past.push(at),
+            }
+        }
+        i = j;
+    }
+    past.sort_unstable();
+    past
+}
