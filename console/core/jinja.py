@@ -12,7 +12,8 @@ the same entities, ``&#x27;`` for a quote, and safe strings such as ``ms_time``'
 (tests/console/pages/test_jinja_rows.py). The filters and functions are the console's
 own (Django's ``floatformat``, ``filesizeformat`` and ``join``, escaping as in Django):
 ``num``, ``duration``, ``floatformat``, ``filesizeformat``, ``join``; ``ms_time``,
-``status_badge`` and ``row_url``. A template's last newline is kept, as Django keeps it.
+``status_badge``, ``row_button`` and ``row_url``. A template's last newline is kept, as
+Django keeps it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from django.template.defaultfilters import filesizeformat, floatformat, join
 from django.utils.autoreload import file_changed
 from django.utils.html import conditional_escape
 
+from console.core.templatetags.row_tags import row_button
 from console.topics.templatetags import topic_tags
 from console.topics.templatetags.topic_tags import duration, ms_time, num, status_badge
 
@@ -55,7 +57,7 @@ def environment() -> jinja2.Environment:
         filesizeformat=filesizeformat,
         join=_join,
     )
-    env.globals.update(ms_time=ms_time, status_badge=status_badge)
+    env.globals.update(ms_time=ms_time, status_badge=status_badge, row_button=row_button)
     return env
 
 

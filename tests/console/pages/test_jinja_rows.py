@@ -193,3 +193,43 @@ def test_a_changed_python_file_is_not_taken_for_a_jinja_template():
     file_changed.send(sender=None, file_path=Path("console/core/jinja.py"))
 
     assert len(environment().cache) > 0
+
+
+#: The topic page's queue rows (each with its form) as detail.html wrote them before.
+DJANGO_QUEUE_ROWS = (BEFORE / "queues.html").read_text()
+JINJA_QUEUE_ROWS = (
+    '{% load jinja_rows %}{% render_rows "topics/_queue_rows.jinja" rows topic=topic '
+    "wanted_queue=wanted_queue can_operate=can_operate can_admin=can_admin "
+    "removable_queue=removable_queue %}"
+)
+
+
+@pytest.mark.parametrize(
+    ("can_operate", "can_admin"), [(False, False), (True, False), (True, True)]
+)
+def test_queue_rows_from_jinja_are_the_django_rows(can_operate, can_admin):
+    rows = [
+        SimpleNamespace(
+            queue=q,
+            min_offset=q * 1000,
+            max_offset=q * 5000,
+            messages=q * 4000,
+            frozen=q % 2 == 1,
+            last_write_ms=None if q == 0 else 1_764_000_000_000 + q,
+        )
+        for q in (0, 1, 2, 1234)
+    ]
+    context = {
+        "rows": rows,
+        "topic": SimpleNamespace(name=HOSTILE),
+        "wanted_queue": 2,
+        "can_operate": can_operate,
+        "can_admin": can_admin,
+        "removable_queue": 1234,
+        "csrf_token": "a-token&<",
+    }
+
+    def render(source):
+        return engines["django"].from_string(source).render(context, RequestFactory().get("/"))
+
+    assert render(JINJA_QUEUE_ROWS) == render(DJANGO_QUEUE_ROWS)
