@@ -9,12 +9,16 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import plotly
+from django.conf import settings
 from django.contrib.staticfiles.finders import BaseFinder
 from django.core.files.storage import FileSystemStorage
 from whitenoise.compress import Compressor
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 PLOTLY_FILE = "plotly.min.js"
+
+#: How many static URLs StaticStorage keeps made (the templates name a few dozen files).
+KEPT_URLS = 1024
 
 
 def plotly_static_dir() -> Path:
@@ -80,5 +84,22 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
     """Hashed names cached for a year, with gzip and brotli copies, each content compressed
     once (CompressOnce)."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._urls: dict[tuple, str] = {}
+
     def create_compressor(self, **kwargs) -> Compressor:
         return CompressOnce(**kwargs)
+
+    def url(self, name: str | None, force: bool = False) -> str:
+        """``{% static %}``'s answer, kept once made: every page asks for the same five
+        files (base.html), and the manifest does not change under a running process
+        (collectstatic hashes through ``_url``, not here). DEBUG is part of the key, as it
+        chooses between the plain and the hashed name."""
+        key = (name, force, settings.DEBUG)
+        url = self._urls.get(key)
+        if url is None:
+            url = super().url(name, force)
+            if len(self._urls) < KEPT_URLS:
+                self._urls[key] = url
+        return url

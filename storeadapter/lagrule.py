@@ -20,3 +20,10 @@ def queue_lag(committed: int | None, low: int, high: int) -> int:
 def lost_to_retention(committed: int | None, low: int) -> int:
     """Messages retention deleted before the group consumed them."""
     return max(0, low - group_position(committed, low))
+
+
+def lag_and_lost(committed: int | None, low: int, high: int) -> tuple[int, int]:
+    """``queue_lag`` and ``lost_to_retention`` of one queue together: the position looked
+    up once (a list of a thousand queues calls this once a queue, not four functions)."""
+    position = group_position(committed, low)
+    return max(0, high - position), max(0, low - position)

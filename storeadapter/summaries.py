@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from storeadapter.engine import InvalidNameError, MessageStore, TopicInfo, TopicNotFoundError
-from storeadapter.lagrule import lost_to_retention, queue_lag
+from storeadapter.lagrule import lag_and_lost, lost_to_retention, queue_lag
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,15 +361,13 @@ def _group_summary(
         count += len(queues)
         for queue, (low, high) in enumerate(queues):
             offset = committed.get((name, queue))
-            behind = queue_lag(offset, low, high)
+            behind, lost_here = lag_and_lost(offset, low, high)
             if behind:
                 lag += behind
                 behind_count += 1
-            lost += lost_to_retention(offset, low)
+            lost += lost_here
             if with_queues:
-                rows.append(
-                    GroupQueueLag(name, queue, offset, high, behind, lost_to_retention(offset, low))
-                )
+                rows.append(GroupQueueLag(name, queue, offset, high, behind, lost_here))
     return GroupSummary(group, topics, lag, rows, count, behind_count, sampled, lost)
 
 

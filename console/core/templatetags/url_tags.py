@@ -48,3 +48,14 @@ def _current_app(context: template.Context) -> str | None:
 def row_url(context: template.Context, viewname: str, *args: str | int) -> str:
     """``{% url viewname *args %}``, kept once reversed."""
     return _reversed(get_urlconf(), get_script_prefix(), _current_app(context), viewname, args)
+
+
+def row_url_function(context: template.Context):
+    """``row_url`` for a Jinja2 row template rendered inside `context`: ``row_url(viewname,
+    *args)``, the same answer as the tag's."""
+    urlconf, prefix, current_app = get_urlconf(), get_script_prefix(), _current_app(context)
+
+    def row_url(viewname: str, *args: str | int) -> str:
+        return _reversed(urlconf, prefix, current_app, viewname, args)
+
+    return row_url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 
 from django import template
 from django.utils.html import format_html
@@ -87,11 +88,23 @@ STATUS_MEANINGS = {
 }
 
 
-@register.inclusion_tag("monitoring/_status.html")
-def status_badge(status: str | None) -> dict:
+@register.simple_tag
+def status_badge(status: str | None) -> str:
     """A group's or queue's Burrow status as a badge with its meaning as a tooltip; "not
-    sampled" before the first sample."""
-    return {"status": status, "meaning": STATUS_MEANINGS.get(status or "", "")}
+    sampled" before the first sample (monitoring/_status.jinja, also a Jinja row's
+    ``status_badge``). The same for every row of a status: rendered once per status."""
+    return _badge(status or None)
+
+
+@lru_cache(maxsize=32)
+def _badge(status: str | None) -> str:
+    from console.core.jinja import environment
+
+    return mark_safe(
+        environment()
+        .get_template("monitoring/_status.jinja")
+        .render(status=status, meaning=STATUS_MEANINGS.get(status or "", ""))
+    )
 
 
 @register.inclusion_tag("monitoring/_status_legend.html")
