@@ -110,9 +110,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # request.user.is_verified(); a session of a user with TOTP that did not give a code is
-    # logged out (console/accounts/totp.py).
-    "django_otp.middleware.OTPMiddleware",
+    # request.user.is_verified() (django-otp's OTPMiddleware, subclassed); a session of a
+    # user with TOTP that did not give a code is logged out (console/accounts/totp.py).
     "console.accounts.totp.SecondFactorMiddleware",
     # Login for every page except views marked login_not_required and paths under /api/
     # (the API authenticates its own requests); see console/accounts/middleware.py.
@@ -122,9 +121,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "console.core.middleware.FreezeStartupObjectsMiddleware",
+    # No-store on /api/ answers and on the pages carrying message data.
     "console.api.middleware.NoStoreMiddleware",
     "console.api.middleware.JsonServerErrorMiddleware",
-    "console.messages.no_store.MessageDataNoStoreMiddleware",
     # Audited reads, when TIDEMARK_AUDIT_READS is on (console/audit/reads.py).
     "console.audit.reads.ReadAuditMiddleware",
     # Last, as django-axes asks: it answers a locked-out login.

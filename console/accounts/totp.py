@@ -10,8 +10,9 @@ rule that a session of a user with TOTP carries a verified code.
    ``user_login_failed``): the (name, address) lockout and the pause per name
    (console/accounts/lockouts.py, login_delay.py) count it and refuse further codes
    exactly as they refuse passwords, 429 with Retry-After.
-3. `SecondFactorMiddleware` logs out any session whose user has a confirmed device but
-   gave no code in it (Django admin's own login form, a session from before enrolment).
+3. `SecondFactorMiddleware` (django-otp's OTPMiddleware with the rule) logs out any
+   session whose user has a confirmed device but gave no code in it (Django admin's own
+   login form, a session from before enrolment).
    It reads the user's ``SecondFactor`` row, which the login backends load with the user
    (console/accounts/backends.py): no query a request. That row follows the devices:
    `device_saved` and `device_deleted` recompute it whenever a device is saved or deleted,
@@ -26,6 +27,7 @@ factor is the provider's.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any
@@ -46,6 +48,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods
 from django_otp import login as otp_login
 from django_otp import match_token
+from django_otp.middleware import OTPMiddleware
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from console.accounts import lockouts, login_delay
@@ -205,18 +208,26 @@ def login_code(request: HttpRequest) -> HttpResponse:
 # ------------------------------------------------------------------------ the session rule
 
 
-class SecondFactorMiddleware:
-    """Logs out a session whose user has TOTP but gave no code in it; the request goes on
-    as anonymous (pages send it to the login, the API answers 401/403). After django-otp's
-    OTPMiddleware, which makes ``request.user.is_verified``."""
+class SecondFactorMiddleware(OTPMiddleware):
+    """django-otp's OTPMiddleware (``request.user.otp_device`` and ``is_verified()``), and
+    the rule: logs out a session whose user has TOTP but gave no code in it; the request
+    goes on as anonymous (pages send it to the login, the API answers 401/403).
 
-    def __init__(self, get_response: Any) -> None:
-        self.get_response = get_response
+    The rule reads the user on every request, so the user is verified where it stands
+    (the attributes set on the user AuthenticationMiddleware made) rather than behind
+    django-otp's second lazy wrapper, which the rule would unwrap at once anyway."""
+
+    async_capable = False
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         user = getattr(request, "user", None)
-        if user is not None and has_totp(user) and not user.is_verified():
-            auth.logout(request)
+        if user is not None:
+            self._verify_user_sync(request, user)
+            if has_totp(user) and not user.is_verified():
+                auth.logout(request)
+        auser = getattr(request, "auser", None)
+        if auser is not None:
+            request.auser = functools.partial(self._verify_user_async_via_auser, request, auser)
         return self.get_response(request)
 
 

@@ -1,6 +1,6 @@
-"""API answers are never stored by browsers or proxies (they hold data a session read), and
-an unexpected failure under /api/ is a JSON 500 in the API's one error shape, not the
-console's HTML page."""
+"""API answers and the console pages carrying message data are never stored by browsers or
+proxies (they hold data a session read), and an unexpected failure under /api/ is a JSON 500
+in the API's one error shape, not the console's HTML page."""
 
 from __future__ import annotations
 
@@ -10,20 +10,24 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import add_never_cache_headers
 
+from console.messages.no_store import carries_message_data
+
 API_PREFIX = "/api/"
 
 logger = logging.getLogger("console.api")
 
 
 class NoStoreMiddleware:
-    """``Cache-Control: no-store`` (with Django's never-cache set) on every /api/ answer."""
+    """``Cache-Control: no-store`` (with Django's never-cache set) on every /api/ answer and
+    on every answer of the pages carrying message data (console.messages.no_store's
+    MESSAGE_DATA_PAGES), whatever they answer (a page, a download, a form with errors)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if request.path_info.startswith(API_PREFIX):
+        if request.path_info.startswith(API_PREFIX) or carries_message_data(request):
             add_never_cache_headers(response)
         return response
 

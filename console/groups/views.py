@@ -17,6 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from console.accounts.permissions import GROUP, RESET, permissions_of, visible_groups
 from console.core.post_only import post_only
+from console.core.sort_links import sort_links
 from console.core.store import get_store
 from console.groups.detail import (
     DEFAULT_GROUP_SORT,
@@ -36,6 +37,8 @@ from storeadapter.offset_reset import describe_reason
 from storeadapter.summaries import group_summaries
 
 PAGE_SIZE = 50
+#: The header links sorting by their own column's name (the name's link turns its order).
+HEADER_SORTS = ("status", "lag", "lag_seconds", "consume_rate", "queues_behind", "topics")
 HISTORY_SHOWN = 50
 #: The group page lists this many of its latest resets (the Resets page lists all kept).
 RESETS_SHOWN = 10
@@ -87,7 +90,11 @@ def group_list(request: HttpRequest) -> HttpResponse:
         "query": query,
         "topic": topic,
         "sort": sort,
-        "name_sort": "-name" if sort == "name" else "name",
+        # One copy of the query string for the header links ({% querystring %} a copy each).
+        "sort_links": sort_links(
+            request.GET,
+            {"name": "-name" if sort == "name" else "name", **{c: c for c in HEADER_SORTS}},
+        ),
         "sort_label": GROUP_SORTS[sort][0],
         "resettable": resettable,
     }

@@ -27,6 +27,7 @@ from console.accounts.permissions import (
     visible_groups,
     visible_topics,
 )
+from console.core.sort_links import sort_links
 from console.core.store import get_store
 from console.messages import tail
 from console.monitoring import current, scale
@@ -78,6 +79,8 @@ QUEUE_PAGE_SIZE = 100
 LATEST_MESSAGES = 20
 #: Streams listed per page of a stream topic's page.
 STREAM_PAGE_SIZE = 50
+#: The header links sorting by their own column's name (the name's link turns its order).
+HEADER_SORTS = ("kind", "queues", "messages", "produce_rate", "size", "last_write")
 #: Sorts whose keys read only a topic's name, queue count, kind and sampled produce rate
 #: and size (see console/topics/listing.py), not its queues.
 METADATA_SORTS = frozenset({"name", "-name", "queues", "kind", "produce_rate", "size"})
@@ -182,7 +185,14 @@ def topic_list(request: HttpRequest) -> HttpResponse:
             "sort": sort,
             "sorts": [(value, label) for value, (label, _, _) in PAGE_SORTS.items()],
             "kind": kind,
-            "name_sort": "-name" if sort == "name" else "name",
+            # One copy of the query string for the header links ({% querystring %} a copy each).
+            "sort_links": sort_links(
+                request.GET,
+                {
+                    "name": "-name" if sort == "name" else "name",
+                    **{column: column for column in HEADER_SORTS},
+                },
+            ),
             "kind_filters": [(value, label) for value, (label, _) in KIND_FILTERS.items()],
             "retry_hidden": retry_hidden,
             "total": total,

@@ -37,3 +37,9 @@ def test_a_page_without_message_data_keeps_its_caching(as_viewer, world):
     response = as_viewer.get("/alerts/")
 
     assert "no-store" not in response.get("Cache-Control", "")
+
+
+def test_the_api_and_the_message_pages_say_no_store_from_one_middleware(settings):
+    no_store = [path for path in settings.MIDDLEWARE if "NoStore" in path]
+
+    assert no_store == ["console.api.middleware.NoStoreMiddleware"]

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils.functional import SimpleLazyObject
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from tests.conftest import logged_in
@@ -127,3 +128,11 @@ def test_the_migration_gives_a_user_with_a_device_its_state(viewer):
     import_module("console.accounts.migrations.0009_second_factor").fill(apps, None)
 
     assert client.get(PAGE).status_code == 302
+
+
+def test_a_page_request_wraps_the_user_once(root):
+    response = logged_in(root).get(PAGE)
+
+    user = response.wsgi_request.user
+    assert user.is_verified() is False
+    assert not isinstance(user._wrapped, SimpleLazyObject)

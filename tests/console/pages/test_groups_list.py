@@ -105,3 +105,14 @@ def test_numbers_carry_thousands_separators(as_viewer, store):
     body = as_viewer.get("/groups/").content.decode()
 
     assert "<strong>1,234</strong>" in body
+
+
+def test_the_header_links_keep_the_search_and_drop_the_page(as_viewer, orders):
+    orders.commit_offset("billing", "orders", 0, 1)
+
+    response = as_viewer.get(URL + "?q=bill&sort=name&page=1")
+
+    html = response.content.decode()
+    assert 'href="?q=bill&amp;sort=-name">Group</a>' in html
+    for sort in ("status", "lag", "lag_seconds", "consume_rate", "queues_behind", "topics"):
+        assert f'href="?q=bill&amp;sort={sort}"' in html, sort

@@ -106,3 +106,12 @@ def test_the_column_headers_are_sort_links(kinds, as_viewer):
 
     for sort in ("-name", "kind", "queues", "messages", "produce_rate", "last_write"):
         assert f'href="?sort={sort}"' in page
+
+
+def test_the_header_links_keep_the_search_and_drop_the_page(kinds, as_viewer):
+    response = as_viewer.get("/topics/?q=r&kind=all&sort=name&page=1")
+
+    html = response.content.decode()
+    assert 'href="?q=r&amp;kind=all&amp;sort=-name">Topic</a>' in html
+    for sort in ("kind", "queues", "messages", "produce_rate", "size", "last_write"):
+        assert f'href="?q=r&amp;kind=all&amp;sort={sort}"' in html, sort
