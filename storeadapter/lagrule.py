@@ -12,18 +12,18 @@ from __future__ import annotations
 from storeadapter.engine import group_position
 
 
+def lag_and_lost(committed: int | None, low: int, high: int) -> tuple[int, int]:
+    """How many messages behind a queue holding offsets ``low`` to ``high - 1`` is, and how
+    many of them retention deleted before the group consumed them: the rule, once."""
+    position = group_position(committed, low)
+    return max(0, high - position), max(0, low - position)
+
+
 def queue_lag(committed: int | None, low: int, high: int) -> int:
     """Messages behind in a queue holding offsets ``low`` to ``high - 1``."""
-    return max(0, high - group_position(committed, low))
+    return lag_and_lost(committed, low, high)[0]
 
 
 def lost_to_retention(committed: int | None, low: int) -> int:
     """Messages retention deleted before the group consumed them."""
-    return max(0, low - group_position(committed, low))
-
-
-def lag_and_lost(committed: int | None, low: int, high: int) -> tuple[int, int]:
-    """``queue_lag`` and ``lost_to_retention`` of one queue together: the position looked
-    up once (a list of a thousand queues calls this once a queue, not four functions)."""
-    position = group_position(committed, low)
-    return max(0, high - position), max(0, low - position)
+    return lag_and_lost(committed, low, low)[1]

@@ -22,3 +22,10 @@ def sort_links(query: QueryDict, sorts: Mapping[str, str]) -> dict[str, str]:
         params["sort"] = sort
         links[column] = f"?{params.urlencode()}"
     return links
+
+
+def header_sort_links(query: QueryDict, sort: str, columns: tuple[str, ...]) -> dict[str, str]:
+    """A list's header links: the name's turns its order, each of ``columns`` sorts by its
+    own name."""
+    name = "-name" if sort == "name" else "name"
+    return sort_links(query, {"name": name, **{column: column for column in columns}})

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from console.accounts.permissions import GROUP, RESET, permissions_of, visible_groups
 from console.core.post_only import post_only
-from console.core.sort_links import sort_links
+from console.core.sort_links import header_sort_links
 from console.core.store import get_store
 from console.groups.detail import (
     DEFAULT_GROUP_SORT,
@@ -90,11 +90,7 @@ def group_list(request: HttpRequest) -> HttpResponse:
         "query": query,
         "topic": topic,
         "sort": sort,
-        # One copy of the query string for the header links ({% querystring %} a copy each).
-        "sort_links": sort_links(
-            request.GET,
-            {"name": "-name" if sort == "name" else "name", **{c: c for c in HEADER_SORTS}},
-        ),
+        "sort_links": header_sort_links(request.GET, sort, HEADER_SORTS),
         "sort_label": GROUP_SORTS[sort][0],
         "resettable": resettable,
     }

@@ -27,7 +27,7 @@ from console.accounts.permissions import (
     visible_groups,
     visible_topics,
 )
-from console.core.sort_links import sort_links
+from console.core.sort_links import header_sort_links
 from console.core.store import get_store
 from console.messages import tail
 from console.monitoring import current, scale
@@ -185,14 +185,7 @@ def topic_list(request: HttpRequest) -> HttpResponse:
             "sort": sort,
             "sorts": [(value, label) for value, (label, _, _) in PAGE_SORTS.items()],
             "kind": kind,
-            # One copy of the query string for the header links ({% querystring %} a copy each).
-            "sort_links": sort_links(
-                request.GET,
-                {
-                    "name": "-name" if sort == "name" else "name",
-                    **{column: column for column in HEADER_SORTS},
-                },
-            ),
+            "sort_links": header_sort_links(request.GET, sort, HEADER_SORTS),
             "kind_filters": [(value, label) for value, (label, _) in KIND_FILTERS.items()],
             "retry_hidden": retry_hidden,
             "total": total,
