@@ -15,6 +15,7 @@ import json
 import sys
 from array import array
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import NamedTuple
 
 FORMAT = 2
@@ -43,32 +44,26 @@ class Snapshot(NamedTuple):
 
 def encode_snapshot(
     generation: int,
-    positions: Mapping[str, Mapping[tuple[str, int], int]],
-    commit_times: Mapping[str, Mapping[tuple[str, int], int]],
+    positions: Mapping[str, Mapping[str, Mapping[int, int]]],
+    commit_times: Mapping[str, Mapping[str, Mapping[int, int]]],
     history: Iterable[Iterable],
 ) -> bytes:
-    """The snapshot of ``positions`` (group → (topic, queue) → offset), their
-    ``commit_times`` (group → (topic, queue) → ms) and ``history`` (change tuples)."""
+    """The snapshot of ``positions`` (group → topic → queue → offset), their
+    ``commit_times`` (group → topic → queue → ms) and ``history`` (change tuples)."""
     columns = []
-    for group, mine in positions.items():
+    for group, topics in positions.items():
         times = commit_times.get(group, {})
-        by_topic: dict[str, tuple[array, array, array]] = {}
-        for key, offset in mine.items():
-            topic, queue = key
-            arrays = by_topic.get(topic)
-            if arrays is None:
-                arrays = by_topic[topic] = (array("I"), array("q"), array("q"))
-            arrays[0].append(queue)
-            arrays[1].append(offset)
-            arrays[2].append(times.get(key, NO_TIME))
-        for topic, (queues, offsets, committed_at) in by_topic.items():
+        for topic, queues in topics.items():
+            known = times.get(topic, {})
             columns.append(
                 {
                     "group": group,
                     "topic": topic,
-                    "queues": _text(queues),
-                    "offsets": _text(offsets),
-                    "committed_at": _text(committed_at),
+                    "queues": _text(array("I", queues.keys())),
+                    "offsets": _text(array("q", queues.values())),
+                    "committed_at": _text(
+                        array("q", map(known.get, queues.keys(), repeat(NO_TIME)))
+                    ),
                 }
             )
     data = {

@@ -13,9 +13,8 @@ from storeadapter.engine.offsetsnapshot import decode_snapshot, encode_snapshot
 
 def _state(offsets: OffsetStore) -> tuple:
     return (
-        dict(offsets.offsets),
-        {g: dict(p) for g, p in offsets.by_group.items()},
-        {g: dict(t) for g, t in offsets.last_commit.items()},
+        offsets.positions(),
+        offsets.commit_times(),
         {g: list(h) for g, h in offsets.history.items()},
     )
 
@@ -64,8 +63,8 @@ def test_a_position_without_a_commit_time_keeps_none_after_a_compaction(tmp_path
 
     reopened = OffsetStore(directory)
 
-    assert reopened.offsets == {("g", "t", 0): 4, ("g", "t", 1): 9}
-    assert reopened.last_commit == {}
+    assert reopened.positions() == {("g", "t", 0): 4, ("g", "t", 1): 9}
+    assert reopened.commit_times() == {}
     reopened.close()
 
 
@@ -83,10 +82,10 @@ def test_a_snapshot_of_rows_written_by_an_older_engine_still_reads(tmp_path):
     offsets = OffsetStore(directory, repair=False)
 
     assert offsets.generation == 2
-    assert offsets.offsets == {("g", "t", 0): 4, ("g", "u", 3): 1, ("h", "t", 0): 8}
-    assert offsets.by_group == {"g": {("t", 0): 4, ("u", 3): 1}, "h": {("t", 0): 8}}
+    assert offsets.positions() == {("g", "t", 0): 4, ("g", "u", 3): 1, ("h", "t", 0): 8}
+    assert offsets.group_positions("g") == {("t", 0): 4, ("u", 3): 1}
     # a commit time of a position the snapshot does not hold is not kept (as replay does)
-    assert offsets.last_commit == {"g": {("t", 0): 1000}, "h": {("t", 0): 2000}}
+    assert offsets.commit_times() == {("g", "t", 0): 1000, ("h", "t", 0): 2000}
     assert [c.new for c in offsets.history["g"]] == [4]
     offsets.close()
 
@@ -102,7 +101,7 @@ def test_the_first_open_rewrites_an_older_engines_snapshot_as_columns(tmp_path):
     data = json.loads((directory / "snapshot.json").read_bytes())
     assert "columns" in data and "offsets" not in data
     reopened = OffsetStore(directory)
-    assert reopened.offsets == {("g", "t", 0): 4}
+    assert reopened.positions() == {("g", "t", 0): 4}
     reopened.close()
 
 
@@ -143,8 +142,8 @@ def test_a_history_item_of_the_wrong_length_is_a_format_error(tmp_path):
 
 
 def test_encode_then_decode_gives_the_same_columns():
-    positions = {"g": {("t", 5): 7, ("t", 0): 1, ("u", 2): 3}}
-    times = {"g": {("t", 5): 70, ("u", 2): 30}}
+    positions = {"g": {"t": {5: 7, 0: 1}, "u": {2: 3}}}
+    times = {"g": {"t": {5: 70}, "u": {2: 30}}}
 
     snapshot = decode_snapshot(encode_snapshot(4, positions, times, []))
 

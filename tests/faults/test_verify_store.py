@@ -227,7 +227,7 @@ def test_a_committed_offset_past_its_queue_end_is_found(healthy, capsys):
 
 
 def test_a_committed_offset_past_its_queue_end_in_a_columns_snapshot_is_found(healthy, capsys):
-    positions = {"g": {(TOPIC, 1): 500}}
+    positions = {"g": {TOPIC: {1: 500}}}
     (healthy / "offsets" / "snapshot.json").write_bytes(encode_snapshot(1, positions, {}, []))
     code, out = _verify(healthy, capsys)
     assert code == EXIT_CORRUPT, out
