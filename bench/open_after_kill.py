@@ -113,7 +113,11 @@ def open_once(path: str, drop_groups: bool = False) -> None:
     cpu, wall = _cpu() - cpu, time.perf_counter() - wall
     peak_at_open = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     report = store.stats(topics=False).last_recovery
-    positions = len(store._offsets.offsets)  # noqa: SLF001 - a count, without a group walk
+    held = store._offsets  # noqa: SLF001 - a count, without a group walk
+    if hasattr(held, "topic_positions"):
+        positions = sum(len(queues) for _group, _topic, queues in held.topic_positions())
+    else:  # an engine before the positions were kept by group and topic
+        positions = len(held.offsets)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     parts = _rss_parts_mb()
     store.close()

@@ -223,7 +223,7 @@ class TopicAdmin:
 
     def _groups_behind(self, topic: str, queue: int, end: int) -> list[tuple[str, int]]:
         """Groups consuming ``topic`` that have not reached ``end`` on ``queue``."""
-        groups = sorted({g for (g, t, _q) in self._offsets.offsets if t == topic})
+        groups = sorted(self._offsets.groups_on(topic))
         behind = []
         for group in groups:
             committed = self._offsets.get(group, topic, queue) or 0

@@ -161,13 +161,7 @@ class GroupOffsets:
         check_name(group, "group")
         self._check_open()
         self._follow()
-        mine = self._offsets.by_group.get(group)
-        if not mine:
-            return {}
-        mine = mine.copy()  # in one step: a commit in another thread may change it
-        if topic is None:
-            return mine
-        return {key: offset for key, offset in mine.items() if key[0] == topic}
+        return self._offsets.group_positions(group, topic)
 
     def last_commit_times(self, group: str) -> dict[tuple[str, int], int]:
         """When the group last committed on each (topic, queue), in ms: its latest offset
@@ -177,7 +171,7 @@ class GroupOffsets:
         check_name(group, "group")
         self._check_open()
         self._follow()
-        return dict(self._offsets.last_commit.get(group, {}))
+        return self._offsets.group_commit_times(group)
 
     def offset_history(
         self, group: str, topic: str | None = None, queue: int | None = None, limit: int = 100
@@ -193,4 +187,4 @@ class GroupOffsets:
         """Every group that has committed an offset, sorted."""
         self._check_open()
         self._follow()
-        return sorted(self._offsets.by_group)
+        return sorted(self._offsets.groups())

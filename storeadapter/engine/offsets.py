@@ -27,6 +27,9 @@ import struct
 import threading
 from collections import deque
 from collections.abc import Iterator
+from functools import partial
+from itertools import compress
+from operator import le
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,6 +37,7 @@ from crc32c import crc32c
 
 from . import clock, fileio
 from .errors import StoreFormatError
+from .offsetsnapshot import Snapshot, decode_snapshot, encode_snapshot
 
 _FRAME = struct.Struct("<II")
 HISTORY_PER_GROUP = 1000
@@ -72,6 +76,15 @@ def group_position(committed: int | None, low: int) -> int:
     offset (the next message it consumes), or ``low`` where it never committed (where a
     new consumer starts)."""
     return low if committed is None else committed
+
+
+def _flat(topics: dict[str, dict[int, int]] | None, topic: str | None) -> dict:
+    if not topics:
+        return {}
+    if topic is not None:
+        queues = topics.get(topic)
+        return {} if queues is None else {(topic, q): o for q, o in queues.copy().items()}
+    return {(t, q): o for t, queues in list(topics.items()) for q, o in queues.copy().items()}
 
 
 class ChangeLog:
@@ -135,18 +148,20 @@ class OffsetStore:
         # Held while the journal's descriptor is synced or swapped (by a compaction).
         self._fd_lock = threading.Lock()
         self._skipped_damage = False
+        self._rows_snapshot = False  # written by an older engine: rewritten as columns
         self._load_all(repair)
-        if repair and self._skipped_damage:
+        if repair and (self._skipped_damage or self._rows_snapshot):
             self.compact()
 
     def _load_all(self, repair: bool) -> None:
-        self.offsets: dict[tuple[str, str, int], int] = {}
-        # The same offsets by group, then (topic, queue): a group's offsets without a
-        # walk over every group's. Changed only through _set and _unset, with offsets.
-        self.by_group: dict[str, dict[tuple[str, int], int]] = {}
+        # group → topic → queue → committed offset. Changed only through _set and
+        # _unset; read through the methods below (a million queues of a group are one
+        # dict, read by C loops: no tuple key a position).
+        self._positions: dict[str, dict[str, dict[int, int]]] = {}
+        #: group → topic → queue → time of its latest commit, changed or not (touches);
+        #: only for positions that exist.
+        self._times: dict[str, dict[str, dict[int, int]]] = {}
         self.history: dict[str, ChangeLog] = {}
-        #: group → (topic, queue) → time of its latest commit, changed or not (touches).
-        self.last_commit: dict[str, dict[tuple[str, int], int]] = {}
         self.generation = 0
         self._size = 0
         self._load(repair)
@@ -181,9 +196,10 @@ class OffsetStore:
         snapshot = self.directory / "snapshot.json"
         if snapshot.exists():
             try:
-                data = json.loads(snapshot.read_bytes())
-                self.generation = int(data["generation"])
-                self._load_snapshot(data)
+                loaded = decode_snapshot(snapshot.read_bytes())
+                self.generation = loaded.generation
+                self._rows_snapshot = not loaded.as_columns
+                self._load_snapshot(loaded)
             except (ValueError, KeyError, TypeError) as error:
                 raise StoreFormatError(
                     f"{snapshot} cannot be read ({error}); restore it from a backup or "
@@ -198,16 +214,25 @@ class OffsetStore:
             self._size = self._replay(path, 0, repair)
             self.generation = generation
 
-    def _load_snapshot(self, data: dict) -> None:
-        """``_set``, ``_remember`` and ``_committed_at`` for each of a snapshot's rows (a
-        group on a million queues is a million rows: the methods looked up once)."""
-        set_offset, remember, committed_at = self._set, self._remember, self._committed_at
-        for group, topic, queue, offset in data["offsets"]:
-            set_offset(group, topic, int(queue), int(offset))
-        for item in data["history"]:
-            remember(OffsetChange(*item))
-        for group, topic, queue, time_ms in data.get("last_commit", ()):
-            committed_at(group, topic, int(queue), int(time_ms))
+    def _load_snapshot(self, snapshot: Snapshot) -> None:
+        """A snapshot's positions, commit times and history: what ``_set``,
+        ``_committed_at`` and ``_remember`` would make of each row, a column at a time (a
+        group on a million queues is a million positions, filled by C loops)."""
+        for column in snapshot.columns:
+            group, topic, queues, times = (
+                column.group,
+                column.topic,
+                column.queues,
+                column.committed_at,
+            )
+            self._positions.setdefault(group, {}).setdefault(topic, {}).update(
+                zip(queues, column.offsets, strict=True)
+            )
+            known = dict(compress(zip(queues, times, strict=True), map(partial(le, 0), times)))
+            if known:
+                self._times.setdefault(group, {}).setdefault(topic, {}).update(known)
+        for item in snapshot.history:
+            self._remember(OffsetChange(*item))
 
     def _replay(self, path: Path, start: int, repair: bool) -> int:
         """Apply the journal's entries from byte ``start``; return where they end."""
@@ -281,29 +306,23 @@ class OffsetStore:
         self._remember(change)
 
     def _committed_at(self, group: str, topic: str, queue: int, time_ms: int) -> None:
-        if (group, topic, queue) in self.offsets:
-            self.last_commit.setdefault(group, {})[(topic, queue)] = time_ms
+        if self.get(group, topic, queue) is not None:
+            self._times.setdefault(group, {}).setdefault(topic, {})[queue] = time_ms
 
     def _set(self, group: str, topic: str, queue: int, offset: int) -> None:
-        self.offsets[(group, topic, queue)] = offset
-        mine = self.by_group.get(group)
-        if mine is None:
-            mine = self.by_group[group] = {}
-        mine[(topic, queue)] = offset
+        self._positions.setdefault(group, {}).setdefault(topic, {})[queue] = offset
 
-    def _unset(self, key: tuple[str, str, int]) -> None:
-        group, topic, queue = key
-        del self.offsets[key]
-        times = self.last_commit.get(group)
-        if times is not None:
-            times.pop((topic, queue), None)
-            if not times:
-                del self.last_commit[group]
-        mine = self.by_group.get(group)
-        if mine is not None:
-            mine.pop((topic, queue), None)
-            if not mine:
-                del self.by_group[group]
+    def _unset(self, group: str, topic: str, queue: int) -> None:
+        for held in (self._positions, self._times):
+            topics = held.get(group)
+            queues = None if topics is None else topics.get(topic)
+            if queues is None:
+                continue
+            queues.pop(queue, None)
+            if not queues:
+                del topics[topic]
+                if not topics:
+                    del held[group]
 
     def _remember(self, change: OffsetChange) -> None:
         history = self.history.get(change.group)
@@ -312,13 +331,13 @@ class OffsetStore:
         history.append(change)
 
     def _drop_group(self, group: str) -> None:
-        for topic, queue in list(self.by_group.get(group, ())):
-            self._unset((group, topic, queue))
+        self._positions.pop(group, None)
+        self._times.pop(group, None)
         self.history.pop(group, None)
 
     def drop_group(self, group: str) -> bool:
         """Forget a group's offsets and history; False if it had none."""
-        if group not in self.by_group and group not in self.history:
+        if group not in self._positions and group not in self.history:
             return False
         self._append({"op": "drop_group", "group": group})
         self._drop_group(group)
@@ -326,12 +345,12 @@ class OffsetStore:
         return True
 
     def _drop_queue(self, topic: str, queue: int) -> None:
-        for key in [k for k in self.offsets if k[1] == topic and k[2] == queue]:
-            self._unset(key)
+        for group in self.groups_on(topic, queue):
+            self._unset(group, topic, queue)
 
     def drop_queue(self, topic: str, queue: int) -> None:
         """Forget every group's offset on a removed queue."""
-        if any(k[1] == topic and k[2] == queue for k in self.offsets):
+        if self.groups_on(topic, queue):
             self._append({"op": "drop_queue", "topic": topic, "queue": queue})
             self._drop_queue(topic, queue)
             self._compact_if_large()
@@ -339,7 +358,14 @@ class OffsetStore:
     def drop_queues(self, topic: str, queues: range) -> None:
         """Forget every group's offset on the queues ``queues`` of ``topic`` (one look
         at the offsets, one journal write, however many queues)."""
-        held = sorted({k[2] for k in self.offsets if k[1] == topic and k[2] in queues})
+        held = sorted(
+            {
+                queue
+                for topics in self._positions.values()
+                for queue in topics.get(topic, ())
+                if queue in queues
+            }
+        )
         if held:
             self._append(*({"op": "drop_queue", "topic": topic, "queue": q} for q in held))
             for queue in held:
@@ -347,8 +373,11 @@ class OffsetStore:
             self._compact_if_large()
 
     def _drop_topic(self, topic: str) -> None:
-        for key in [k for k in self.offsets if k[1] == topic]:
-            self._unset(key)
+        for group in self.groups_on(topic):
+            for held in (self._positions, self._times):
+                topics = held.get(group)
+                if topics is not None and topics.pop(topic, None) is not None and not topics:
+                    del held[group]
 
     def _append(self, *entries: dict, durable: bool = True) -> None:
         """Write entries to the journal: together, or (after a crash cut the write short)
@@ -371,7 +400,54 @@ class OffsetStore:
             fileio.fdatasync(self._fd)
 
     def get(self, group: str, topic: str, queue: int) -> int | None:
-        return self.offsets.get((group, topic, queue))
+        topics = self._positions.get(group)
+        queues = None if topics is None else topics.get(topic)
+        return None if queues is None else queues.get(queue)
+
+    def groups(self) -> list[str]:
+        """The groups with a committed offset, in no order."""
+        return list(self._positions)
+
+    def groups_on(self, topic: str, queue: int | None = None) -> list[str]:
+        """The groups with a committed offset on ``topic`` (on its ``queue`` if given)."""
+        return [
+            group
+            for group, topics in list(self._positions.items())
+            if topic in topics and (queue is None or queue in topics[topic])
+        ]
+
+    def group_positions(self, group: str, topic: str | None = None) -> dict[tuple[str, int], int]:
+        """The group's committed offsets by (topic, queue), ``topic``'s only if given: a
+        copy, each topic's taken in one step (a commit in another thread may run)."""
+        return _flat(self._positions.get(group), topic)
+
+    def group_commit_times(self, group: str) -> dict[tuple[str, int], int]:
+        """When the group last committed on each (topic, queue), in ms: a copy."""
+        return _flat(self._times.get(group), None)
+
+    def topic_positions(self) -> Iterator[tuple[str, str, dict[int, int]]]:
+        """(group, topic, queue → offset) for every group and topic: the live dicts, to
+        read at once without changing them (the open's look at a million positions)."""
+        for group, topics in list(self._positions.items()):
+            for topic, queues in list(topics.items()):
+                yield group, topic, queues
+
+    def positions(self) -> dict[tuple[str, str, int], int]:
+        """Every committed offset by (group, topic, queue): a copy."""
+        return {
+            (group, topic, queue): offset
+            for group, topic, queues in self.topic_positions()
+            for queue, offset in queues.copy().items()
+        }
+
+    def commit_times(self) -> dict[tuple[str, str, int], int]:
+        """Every position's last commit time by (group, topic, queue), in ms: a copy."""
+        return {
+            (group, topic, queue): ms
+            for group, topics in list(self._times.items())
+            for topic, queues in list(topics.items())
+            for queue, ms in queues.copy().items()
+        }
 
     def commit(
         self,
@@ -385,7 +461,7 @@ class OffsetStore:
     ) -> OffsetChange | None:
         """Record a new committed offset (durably, or with ``sync`` to follow); None when
         it equals the current one."""
-        old = self.offsets.get((group, topic, queue))
+        old = self.get(group, topic, queue)
         if old == offset:
             return None
         change = OffsetChange(group, topic, queue, old, offset, clock.now_ms(), who, reason)
@@ -408,19 +484,11 @@ class OffsetStore:
         """Record several queues' offsets with one journal write and one fsync (now, or
         with ``sync`` to follow)."""
         now = clock.now_ms()
+        held = self._positions.get(group, {}).get(topic, {})
         changes = [
-            OffsetChange(
-                group,
-                topic,
-                queue,
-                self.offsets.get((group, topic, queue)),
-                offset,
-                now,
-                who,
-                reason,
-            )
+            OffsetChange(group, topic, queue, held.get(queue), offset, now, who, reason)
             for queue, offset in sorted(offsets.items())
-            if self.offsets.get((group, topic, queue)) != offset
+            if held.get(queue) != offset
         ]
         if not changes:
             return []
@@ -435,10 +503,11 @@ class OffsetStore:
     def touch(self, group: str, topic: str, queue: int, durable: bool = True) -> bool:
         """Note a commit of the offset already there; journaled (True) only when the
         queue's last commit is TOUCH_INTERVAL_MS old or more."""
-        if (group, topic, queue) not in self.offsets:
+        if self.get(group, topic, queue) is None:
             return False
         now = clock.now_ms()
-        if now - self.last_commit.get(group, {}).get((topic, queue), 0) < TOUCH_INTERVAL_MS:
+        last = self._times.get(group, {}).get(topic, {}).get(queue, 0)
+        if now - last < TOUCH_INTERVAL_MS:
             return False
         self._append(
             {"op": "touch", "group": group, "topic": topic, "queue": queue, "time_ms": now},
@@ -450,7 +519,7 @@ class OffsetStore:
 
     def drop_topic(self, topic: str) -> None:
         """Forget every group's offsets on ``topic`` (the topic was deleted)."""
-        if any(k[1] == topic for k in self.offsets):
+        if self.groups_on(topic):
             self._append({"op": "drop_topic", "topic": topic})
             self._drop_topic(topic)
             self._compact_if_large()
@@ -464,17 +533,13 @@ class OffsetStore:
         new_generation = self.generation + 1
         new_fd = fileio.create_file(self._journal_path(new_generation), truncate=True)
         fileio.fsync_dir(self.directory)
-        snapshot = {
-            "generation": new_generation,
-            "offsets": [[g, t, q, o] for (g, t, q), o in self.offsets.items()],
-            "history": [list(c) for h in self.history.values() for c in h],
-            "last_commit": [
-                [g, t, q, ms]
-                for g, times in self.last_commit.items()
-                for (t, q), ms in times.items()
-            ],
-        }
-        fileio.write_atomic(self.directory / "snapshot.json", json.dumps(snapshot).encode())
+        snapshot = encode_snapshot(
+            new_generation,
+            self._positions,
+            self._times,
+            (change for changes in self.history.values() for change in changes),
+        )
+        fileio.write_atomic(self.directory / "snapshot.json", snapshot)
         with self._fd_lock:
             os.close(self._fd)
             self._fd = new_fd

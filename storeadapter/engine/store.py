@@ -50,6 +50,7 @@ import os
 import threading
 import time
 from collections.abc import Collection, Iterator
+from itertools import repeat
 from pathlib import Path
 
 from . import dataplane, fileio
@@ -534,12 +535,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         """Forget committed offsets on topics and queues that no longer exist (a
         deletion killed between saving the topics and dropping their offsets)."""
         counts = {name: len(topic.queues) for name, topic in self._registry.topics.items()}
-        leftovers = {
-            (topic, queue)
-            for positions in self._offsets.by_group.values()
-            for topic, queue in positions
-            if queue >= counts.get(topic, -1)
-        }
+        leftovers = set()
+        for _group, topic, queues in self._offsets.topic_positions():
+            count = counts.get(topic, -1)
+            if queues and max(queues) >= count:  # one C loop a group's topic, when all is well
+                leftovers.update((topic, queue) for queue in queues if queue >= count)
         for topic in {topic for topic, _queue in leftovers if topic not in counts}:
             self._offsets.drop_topic(topic)
         for topic, queue in leftovers:
@@ -594,24 +594,26 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         }
         looks = []
         unmade: dict[str, tuple[list[str], list[int], list[int]]] = {}
-        for group, positions in self._offsets.by_group.items():
-            for (topic, queue), committed in positions.items():
-                count = counts.get(topic)
-                if count is None or queue >= count:
-                    continue
-                seen = loaded.get(topic)
-                if seen is None or queue in seen:
-                    looks.append((group, topic, queue, committed))
-                    continue
-                groups, queues, offsets = unmade.get(topic) or unmade.setdefault(
-                    topic, ([], [], [])
-                )
-                groups.append(group)
-                queues.append(queue)
-                offsets.append(committed)
+        for group, topic, held in self._offsets.topic_positions():
+            count = counts.get(topic)
+            if count is None or not held:
+                continue
+            if max(held) >= count:
+                held = {queue: offset for queue, offset in held.items() if queue < count}
+            seen = loaded.get(topic)
+            if seen is None:
+                looks.extend((group, topic, queue, offset) for queue, offset in held.items())
+                continue
+            looks.extend((group, topic, queue, held[queue]) for queue in seen.intersection(held))
+            groups, queues, offsets = unmade.setdefault(topic, ([], [], []))
+            groups.extend(repeat(group, len(held)))  # C loops: a million positions, no call each
+            queues.extend(held.keys())
+            offsets.extend(held.values())
         for topic, (groups, queues, offsets) in unmade.items():
+            seen = loaded[topic]
             for at in maybe_past_ends(topics[topic], queues, offsets):
-                looks.append((groups[at], topic, queues[at], offsets[at]))
+                if queues[at] not in seen:  # a loaded queue is looked at above
+                    looks.append((groups[at], topic, queues[at], offsets[at]))
         looks.sort()
         return looks
 

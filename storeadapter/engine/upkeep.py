@@ -168,9 +168,9 @@ class Upkeep:
             if new_min == old_min:
                 continue
             drop = QueueDrop(name, queue_id, old_min, new_min)
-            for (group, group_topic, group_queue), committed in self._offsets.offsets.items():
-                if group_topic == name and group_queue == queue_id:
-                    drop.unconsumed_by_group[group] = max(0, new_min - max(committed, old_min))
+            for group in self._offsets.groups_on(name, queue_id):
+                committed = self._offsets.get(group, name, queue_id)
+                drop.unconsumed_by_group[group] = max(0, new_min - max(committed, old_min))
             drops.append(drop)
         return drops
 
@@ -195,7 +195,7 @@ class Upkeep:
         newest_times: dict[int, int | None] = {}
         wanted = None if topics is None else set(topics)
         rows = []
-        for (group, name, queue_id), committed in sorted(self._offsets.offsets.items()):
+        for (group, name, queue_id), committed in sorted(self._offsets.positions().items()):
             if wanted is not None and name not in wanted:
                 continue
             topic = self._registry.topics.get(name)

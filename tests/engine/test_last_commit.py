@@ -76,13 +76,13 @@ def test_last_commit_times_survive_compaction(tmp_path, now):
         now.ms += TOUCH_INTERVAL_MS
         offsets.commit("g", "t", i % 3, i // 3, who="w", reason="r")
         offsets.touch("g", "t", 0)
-    expected = dict(offsets.last_commit)
+    expected = offsets.commit_times()
     assert offsets.generation > 0
     offsets.close()
 
     reopened = OffsetStore(tmp_path / "offsets", compact_bytes=512)
 
-    assert reopened.last_commit == expected
+    assert reopened.commit_times() == expected
     reopened.close()
 
 

@@ -207,14 +207,14 @@ def test_journal_compaction_keeps_offsets_and_history(tmp_path):
     offsets = OffsetStore(directory, compact_bytes=1024)
     for i in range(200):
         offsets.commit(f"g{i % 3}", "t", i % 4, i, who="w", reason=f"r{i}")
-    expected_offsets = dict(offsets.offsets)
+    expected_offsets = offsets.positions()
     expected_history = {g: list(h) for g, h in offsets.history.items()}
     assert offsets.generation > 0
     offsets.close()
 
     reopened = OffsetStore(directory, compact_bytes=1024)
 
-    assert reopened.offsets == expected_offsets
+    assert reopened.positions() == expected_offsets
     assert {g: list(h) for g, h in reopened.history.items()} == expected_history
     assert len(list(directory.glob("journal-*"))) == 1
     reopened.close()

@@ -25,6 +25,7 @@ from storeadapter.engine.checks.queue_files import check_files_topic
 from storeadapter.engine.cli import EXIT_CORRUPT, EXIT_OK, EXIT_STORE_ERROR, main
 from storeadapter.engine.keyindex import ENTRY, ENTRY_SIZE, pack_entry
 from storeadapter.engine.metadata import CHECKSUM_FIELD
+from storeadapter.engine.offsetsnapshot import encode_snapshot
 from storeadapter.engine.verify import verify_store
 from tests.engine.storetools import queue_file_paths, segment_paths
 from tests.faults.faultharness import QUEUES, TOPIC, fault_config
@@ -220,6 +221,14 @@ def test_a_committed_offset_past_its_queue_end_is_found(healthy, capsys):
     payload = json.dumps(change, separators=(",", ":")).encode()
     with open(journal, "ab") as handle:
         handle.write(struct.pack("<II", len(payload), crc32c(payload)) + payload)
+    code, out = _verify(healthy, capsys)
+    assert code == EXIT_CORRUPT, out
+    assert f"group g on {TOPIC}/1: committed offset 500 is past the queue's end" in out
+
+
+def test_a_committed_offset_past_its_queue_end_in_a_columns_snapshot_is_found(healthy, capsys):
+    positions = {"g": {TOPIC: {1: 500}}}
+    (healthy / "offsets" / "snapshot.json").write_bytes(encode_snapshot(1, positions, {}, []))
     code, out = _verify(healthy, capsys)
     assert code == EXIT_CORRUPT, out
     assert f"group g on {TOPIC}/1: committed offset 500 is past the queue's end" in out

@@ -14,6 +14,7 @@ from crc32c import crc32c
 
 from ..metadata import TopicInfo
 from ..offsets import next_frame as next_valid_frame
+from ..offsetsnapshot import decode_snapshot
 from .problems import Findings
 
 KIND = "offsets"
@@ -114,13 +115,13 @@ def _journals(directory: Path) -> list[tuple[int, Path]]:
 def _load_snapshot(path: Path, offsets: Offsets, findings: Findings) -> int:
     """Load the snapshot into ``offsets``; return its generation (0 without one)."""
     try:
-        data = json.loads(path.read_bytes())
-        generation = int(data["generation"])
-        for group, topic, queue, offset in data["offsets"]:
-            offsets.committed[(str(group), str(topic), int(queue))] = int(offset)
-        for item in data["history"]:
-            if len(item) != 8:
-                raise ValueError(f"a history item of {len(item)} fields")
+        snapshot = decode_snapshot(path.read_bytes())
+        for column in snapshot.columns:
+            group, topic = column.group, column.topic
+            offsets.committed.update(
+                ((group, topic, queue), offset)
+                for queue, offset in zip(column.queues, column.offsets, strict=True)
+            )
     except FileNotFoundError:
         return 0
     except (ValueError, KeyError, TypeError) as error:
@@ -128,7 +129,7 @@ def _load_snapshot(path: Path, offsets: Offsets, findings: Findings) -> int:
             f"offsets/{SNAPSHOT}", f"cannot be read ({error}): the store refuses to open"
         )
         return 0
-    return generation
+    return snapshot.generation
 
 
 def _check_journal(data: bytes, name: str, offsets: Offsets, findings: Findings) -> None:
