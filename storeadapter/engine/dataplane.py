@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 36
+NATIVE_INTERFACE = 37
 
 
 def _check_native(module) -> None:
@@ -112,14 +112,27 @@ record_layout = _native.record_layout
 
 def store_core(store, log, shared_map, prefix: str, topics: dict) -> _native.StoreCore:
     """The native core of an open store in this process: ``get``, and ``read`` of a
-    queue with files of its own (``topics``: the registry's topics by name), each in one
-    call (see ``native/src/python/store_core.rs``). It follows other processes through
+    queue with files of its own or of a shared topic's (``topics``: the registry's topics
+    by name), each in one call (see ``native/src/python/store_core.rs`` and its
+    ``shared_read.rs``). It follows other processes through
     the store's ``_follow`` when the shared sequence word in ``shared_map`` moved, and
     declines whatever it does not accept at once; the store's Python path answers those."""
-    from .consumequeue import ConsumeQueue  # consumequeue's modules take their calls here
+    # Imported here: these modules take their calls through this one.
+    from .blockqueue import BlockFile, BlockQueue
+    from .consumequeue import ConsumeQueue
+    from .topics import LazyQueues, Topic
 
     return _native.StoreCore(
-        store, log, shared_map, prefix, StoredMessage, topics, ConsumeQueue, fileio, _PREAD
+        store,
+        log,
+        shared_map,
+        prefix,
+        StoredMessage,
+        topics,
+        ConsumeQueue,
+        fileio,
+        _PREAD,
+        (Topic, LazyQueues, BlockQueue, BlockFile),
     )
 
 

@@ -54,8 +54,9 @@ class Reading:
         self, topic: str, queue: int, offset: int, max_messages: int = 32, tag: str | None = None
     ) -> list[StoredMessage]:
         """``read`` in Python: for what the native core declines (a tag, arguments to
-        refuse, a topic or queue it does not know yet, a shared topic, an entry or record
-        to check the long way, a closed or forked store), saying what is wrong."""
+        refuse, a topic or queue it does not know yet, a shared topic's block it does not
+        know, an entry or record to check the long way, a closed or forked store), saying
+        what is wrong."""
         return self.read_result(topic, queue, offset, max_messages, tag).messages
 
     def read_result(

@@ -141,24 +141,71 @@ fn match_records(
             }
             span_at = offset;
         }
-        let at = (offset - span_at) as usize;
-        let header = Header::parse(&span[at..]);
-        let start = at + RECORD_HEADER;
-        let matched = header.magic == RECORD_MAGIC
-            && header.commit_offset == offset
-            && header.queue_offset == index
-            && header.queue_id == id
-            && usize::from(header.topic_len) == topic.len()
-            && &span[start..start + topic.len()] == topic;
-        if !matched {
+        if !record_is(
+            &span[(offset - span_at) as usize..],
+            offset,
+            topic,
+            id,
+            index,
+        ) {
             unmatched.push(id);
         }
         i += 1;
     }
 }
 
+/// `follow.record_matches` over `record`, the bytes from commit-log `offset` on (at
+/// least its header and a topic name of `topic`'s length, else it does not match):
+/// whether a record starts there that is entry `index` of queue `queue_id` of `topic`.
+pub(super) fn record_is(
+    record: &[u8],
+    offset: u64,
+    topic: &[u8],
+    queue_id: u32,
+    index: u64,
+) -> bool {
+    let start = RECORD_HEADER;
+    if record.len() < start + topic.len() {
+        return false;
+    }
+    let header = Header::parse(record);
+    header.magic == RECORD_MAGIC
+        && header.commit_offset == offset
+        && header.queue_offset == index
+        && header.queue_id == queue_id
+        && usize::from(header.topic_len) == topic.len()
+        && &record[start..start + topic.len()] == topic
+}
+
+/// What the on-load trim (`follow.trim_queue_end`, without the checkpoint's trust) does
+/// with a queue's last entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LastEntry {
+    /// Kept as it is: its record lies below the log's start (retention took it).
+    Kept,
+    /// Kept if the record it points at is that entry's (`record_is`).
+    IfRecordIs,
+}
+
+/// `last` (commit offset, size) as the queue's last entry, the log starting at `log_min`
+/// with its published tail at `tail`; None when the trim may drop it (unwritten, or its
+/// record not inside the tail): only Python's look says what then.
+pub(super) fn last_entry_kept(last: (u64, u32), log_min: u64, tail: u64) -> Option<LastEntry> {
+    let (offset, length) = last;
+    if length == 0 {
+        return None; // unwritten: the trim drops it
+    }
+    if offset < log_min {
+        return Some(LastEntry::Kept);
+    }
+    let inside = offset
+        .checked_add(u64::from(length))
+        .is_some_and(|past| past <= tail);
+    inside.then_some(LastEntry::IfRecordIs)
+}
+
 /// (commit offset, size) of entry `slot` of a block's bytes.
-fn entry_of(block: &[u8], slot: u64) -> (u64, u32) {
+pub(super) fn entry_of(block: &[u8], slot: u64) -> (u64, u32) {
     let at = HEADER_SIZE + slot as usize * ENTRY_SIZE;
     let entry = &block[at..at + ENTRY_SIZE];
     (
@@ -169,7 +216,7 @@ fn entry_of(block: &[u8], slot: u64) -> (u64, u32) {
 
 /// `BlockStore.written_end` from the queue's block `seq`'s bytes: the offset after its
 /// last written entry in it, or None when every entry byte is zero.
-fn written_end(block: &[u8], seq: u64, per_block: u64) -> Option<u64> {
+pub(super) fn written_end(block: &[u8], seq: u64, per_block: u64) -> Option<u64> {
     let entries = &block[HEADER_SIZE..];
     let written = entries.iter().rposition(|&b| b != 0)? + 1;
     Some(seq * per_block + written.div_ceil(ENTRY_SIZE) as u64)
@@ -294,20 +341,14 @@ pub fn unsettled(
                 continue;
             };
             let min = queue.first * shape.per_block;
-            let (offset, length) = entry_of(block, end - 1 - queue.last * shape.per_block);
-            if length == 0 {
-                unsettled.push(queue.id); // unwritten: the trim drops it
-                continue;
-            }
-            if offset >= look.log.min_offset {
-                let inside = offset
-                    .checked_add(u64::from(length))
-                    .is_some_and(|past| past <= look.log.tail);
-                if !inside {
+            let last = entry_of(block, end - 1 - queue.last * shape.per_block);
+            match last_entry_kept(last, look.log.min_offset, look.log.tail) {
+                Some(LastEntry::Kept) => {}
+                Some(LastEntry::IfRecordIs) => matches.push((last.0, queue.id, end - 1)),
+                None => {
                     unsettled.push(queue.id);
                     continue;
                 }
-                matches.push((offset, queue.id, end - 1));
             }
             if look.floor == 0 || end <= min {
                 continue;

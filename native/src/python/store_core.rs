@@ -1,6 +1,7 @@
 //! The store core: the hot read state of one open store in one process (its segment
 //! table and the shared state's sequence word), so that a `get`, and a `read` of a
-//! queue with files of its own, is one native call.
+//! queue with files of its own or of a shared topic's (shared_read.rs), is one native
+//! call.
 //!
 //! The core never decides what damage is: whatever it does not accept at once (an id
 //! not written as this store writes them, an offset outside the log, a record that fails
@@ -28,6 +29,8 @@ use crate::consume_queue::ENTRY_SIZE;
 use crate::prefetch;
 use crate::reader::{self as walk, Found, Stop, Wanted};
 use crate::record::{self, Header, Parts};
+
+mod shared_read;
 
 /// Where the shared state keeps its sequence word (sharedstate.py `_SEQUENCE_AT`): a
 /// little-endian u64 that changes with every write another process publishes.
@@ -380,6 +383,10 @@ pub struct StoreCore {
     queue_files: Mutex<QueueFiles>,
     /// The bodies of the last `get`s, to fill again once no one else holds them.
     bodies: Mutex<KeptBodies>,
+    /// A shared topic's read (shared_read.rs): the classes it goes through, and the
+    /// block stores read (their facts and their files' mappings).
+    shared_classes: shared_read::SharedClasses,
+    block_stores: Mutex<shared_read::BlockStores>,
 }
 
 #[pymethods]
@@ -396,8 +403,15 @@ impl StoreCore {
         queue_type: &Bound<'_, PyType>,
         fileio: &Bound<'_, PyAny>,
         genuine_pread: &Bound<'_, PyAny>,
+        shared_types: (
+            Bound<'_, PyType>,
+            Bound<'_, PyType>,
+            Bound<'_, PyType>,
+            Bound<'_, PyType>,
+        ),
     ) -> PyResult<StoreCore> {
         check_record_type(message_type)?;
+        let (topic_type, lazy_type, block_queue_type, block_file_type) = shared_types;
         let segments = log
             .getattr(intern!(store.py(), "segments"))?
             .cast_into::<PyList>()?;
@@ -429,6 +443,13 @@ impl StoreCore {
             topics: Mutex::new(TopicNames::default()),
             queue_files: Mutex::new(QueueFiles::default()),
             bodies: Mutex::new(KeptBodies::default()),
+            shared_classes: shared_read::SharedClasses::new(
+                &topic_type,
+                &lazy_type,
+                &block_queue_type,
+                &block_file_type,
+            )?,
+            block_stores: Mutex::new(shared_read::BlockStores::default()),
         })
     }
 
@@ -552,12 +573,13 @@ impl StoreCore {
     }
 
     /// What `MessageStore.read` answers (same arguments), in one native call: the
-    /// messages of a queue with files of its own from `offset` on, every record checked
-    /// as `Reader.read_queue` checks it. Whatever the core does not accept at once (a
-    /// tag, arguments the long way refuses, a topic or queue not known yet, a queue not
-    /// loaded, a shared topic's queue, an entry or record to be checked the long way, a
-    /// closed or forked store) goes to the store's `_read_long_way` with the arguments
-    /// as given, which answers, raises and reports damage as before.
+    /// messages of a queue (with files of its own, or of a shared topic: shared_read.rs)
+    /// from `offset` on, every record checked as `Reader.read_queue` checks it. Whatever
+    /// the core does not accept at once (a tag, arguments the long way refuses, a topic
+    /// or queue not known yet, a queue with files not loaded, a block not known here, an
+    /// entry or record to be checked the long way, a closed or forked store) goes to the
+    /// store's `_read_long_way` with the arguments as given, which answers, raises and
+    /// reports damage as before.
     #[pyo3(signature = (topic, queue, offset, *rest, **options))]
     fn read_or_long_way<'py>(
         &self,
@@ -649,7 +671,9 @@ impl StoreCore {
         };
         let walked = self.walk_queue(
             py,
-            &consume_queue,
+            |position, count, buffer| {
+                self.read_entries(py, &consume_queue, position, count, buffer)
+            },
             (name.as_bytes(), queue_id),
             first,
             filter.tag(),
@@ -698,6 +722,8 @@ impl StoreCore {
         drop(files);
         let bodies = std::mem::take(&mut *lock(&self.bodies));
         drop(bodies);
+        let block_stores = std::mem::take(&mut *lock(&self.block_stores));
+        drop(block_stores);
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -711,6 +737,7 @@ impl StoreCore {
         visit.call(&self.genuine_pread)?;
         visit.call(&self.refusals)?;
         visit.call(&self.log_dict)?;
+        self.shared_classes.traverse(&visit)?;
         Ok(())
     }
 }
@@ -807,6 +834,16 @@ impl StoreCore {
         let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
             return Ok(None);
         };
+        self.loaded_queue_of(py, &state, queue_id)
+    }
+
+    /// `loaded_queue` of the topic `state` (a registry `Topic`).
+    fn loaded_queue_of<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        queue_id: u32,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let Ok(queues) = state.getattr(intern!(py, "queues"))?.cast_into::<PyList>() else {
             return Ok(None);
         };
@@ -843,12 +880,28 @@ impl StoreCore {
             return Ok(None);
         }
         self.follow(py)?;
-        let Some(consume_queue) = self.loaded_queue(py, topic, queue_id)? else {
-            return Ok(None); // not known, a shared topic's lazily made queues, not loaded
+        let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
+            return Ok(None); // not known (yet)
         };
         // The topic's name as its records hold it (`Topic.name_bytes`: the name encoded).
         let Ok(name) = topic.cast::<PyString>()?.to_str() else {
             return Ok(None);
+        };
+        if let Some(shared) = self.shared_topic(&state) {
+            let name = name.as_bytes();
+            return self.read_shared(
+                py,
+                &shared,
+                topic,
+                name,
+                queue,
+                queue_id,
+                offset,
+                max_messages,
+            );
+        }
+        let Some(consume_queue) = self.loaded_queue_of(py, &state, queue_id)? else {
+            return Ok(None); // not known, not loaded
         };
         let low: u64 = consume_queue
             .getattr(intern!(py, "_min_offset"))?
@@ -866,7 +919,9 @@ impl StoreCore {
         };
         let walked = self.walk_queue(
             py,
-            &consume_queue,
+            |position, count, buffer| {
+                self.read_entries(py, &consume_queue, position, count, buffer)
+            },
             (name.as_bytes(), queue_id),
             offset.max(low),
             None,
@@ -893,10 +948,12 @@ impl StoreCore {
         Ok(Some(messages))
     }
 
-    /// The one walk over a queue's entries (`read`, `scan_filtered`): from queue offset
-    /// `position` of queue `queue_id` of topic `topic` (its name as records hold it) on,
-    /// a chunk of entries at a time (`chunk(position, records so far)`: how many the next
-    /// may be, 0 to stop), each entry checked against its record (`walk::read_entries`),
+    /// The one walk over a queue's entries (`read`, `scan_filtered`, a shared topic's
+    /// `read`): from queue offset `position` of queue `queue_id` of topic `topic` (its
+    /// name as records hold it) on, a chunk of entries at a time (`chunk(position,
+    /// records so far)`: how many the next may be, 0 to stop; `entries(position, count,
+    /// buffer)` fills the buffer with them, at least one, or says they are not all there
+    /// to read), each entry checked against its record (`walk::read_entries`),
     /// each record accepted handed to `each` with its header. With `tag` (a tag hash and
     /// the tag), only records of that tag are handed over: entries of another tag hash
     /// are passed over unread. Returns the queue offset to go on from and the records
@@ -907,7 +964,7 @@ impl StoreCore {
     fn walk_queue<'py>(
         &self,
         py: Python<'py>,
-        consume_queue: &Bound<'py, PyAny>,
+        mut entries_of: impl FnMut(u64, u64, &mut Vec<u8>) -> PyResult<bool>,
         (topic, queue_id): (&[u8], u32),
         mut position: u64,
         tag: Option<(u64, &[u8])>,
@@ -922,7 +979,7 @@ impl StoreCore {
             if count == 0 {
                 return Ok(Some((position, records)));
             }
-            if !self.read_entries(py, consume_queue, position, count, &mut buffer)? {
+            if !entries_of(position, count, &mut buffer)? {
                 return Ok(None); // a file deleted meanwhile: the long way reads what is left
             }
             let entries = &buffer[..];
@@ -1138,8 +1195,7 @@ impl StoreCore {
         position: u64,
         count: u64,
     ) -> PyResult<Option<FileAt>> {
-        let pread = self.fileio.bind(py).get_item(intern!(py, "pread"))?;
-        if !pread.is_some_and(|pread| pread.is(self.genuine_pread.bind(py))) {
+        if !self.genuine_pread(py)? {
             return Ok(None);
         }
         let Ok(files) = queue.getattr(intern!(py, "_files"))?.cast_into::<PyList>() else {
@@ -1181,6 +1237,13 @@ impl StoreCore {
             slot,
             count: count.min(entries - slot),
         }))
+    }
+
+    /// Whether the seam's `pread` is its own (no fault test replaced it): the core reads
+    /// entries itself only then.
+    fn genuine_pread(&self, py: Python<'_>) -> PyResult<bool> {
+        let pread = self.fileio.bind(py).get_item(intern!(py, "pread"))?;
+        Ok(pread.is_some_and(|pread| pread.is(self.genuine_pread.bind(py))))
     }
 
     /// (first index, entries, table of open descriptors) of a queue file, read from the

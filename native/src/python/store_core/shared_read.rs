@@ -1,0 +1,699 @@
+//! `read` of a shared topic's queue in the store core (issue 33): the queue's blocks
+//! looked up in the topic's native block index, its entries copied from the block
+//! files' mappings, its records checked and its messages made by the one entry walk
+//! (`StoreCore::walk_queue`), in the call `MessageStore.read` makes.
+//!
+//! A shared topic (blockqueue.py) makes a queue's Python object on first use, and its
+//! first use loads it: its ends found from its blocks (`BlockQueue._load`), then checked
+//! against the log (`MessageStore._on_queue_load`: the trim of entries past the tail or
+//! pointing at another queue's record, the move of the minimum past what retention
+//! deleted). At a million queues that first use was most of a read's cost. Here a queue
+//! whose object is not made yet is read without making it, when its ends are *settled*:
+//! the load would find them and its checks change nothing (open_ends.rs, the same rules
+//! the open after a crash goes by): its last block's last written entry is kept by the
+//! trim, and with a floor above zero (the log's start, or the topic's retention), its
+//! first entry lies at or past it. Any other queue is made and loaded the Python way,
+//! then read here from its ends.
+//!
+//! Whatever the core does not accept at once goes the long way (`_read_long_way`), as
+//! for a queue with files of its own: a block this process does not know (another
+//! process allocated it: the long way looks for it), a block file not open or not
+//! mappable, an entry or record to be checked the long way, the seam's `pread` replaced.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
+
+use super::super::block_index::{BlockIndex, HEADER_SIZE};
+use super::super::mapped::{Copied, Mapping};
+use super::super::open_ends::{self, LastEntry};
+use super::super::reader::{stored_message, Shared};
+use super::super::slots::Slot;
+use super::{exact_int, lock, Flow, StoreCore, View};
+use crate::consume_queue::ENTRY_SIZE;
+
+/// Block stores whose facts are kept (a store has few shared topics); past this many
+/// the cache starts again.
+const BLOCK_STORES: usize = 64;
+/// Block files mapped at once for reads, over all block stores (a million queues are
+/// ~16 files); past this many, the core declines reads of the others (the long way
+/// `pread`s them).
+const MAPPED_BLOCK_FILES: usize = 256;
+
+/// The engine's classes a shared read goes through, and where their slots sit.
+pub(super) struct SharedClasses {
+    topic_type: Py<PyType>,
+    topic_queues: Slot,
+    topic_blocks: Slot,
+    topic_info: Slot,
+    lazy_type: Py<PyType>,
+    lazy_at: Slot,
+    lazy_count: Slot,
+    queue_type: Py<PyType>,
+    queue_loaded: Slot,
+    queue_min: Slot,
+    queue_max: Slot,
+    file_type: Py<PyType>,
+    file_fd: Slot,
+}
+
+impl SharedClasses {
+    /// The slots of `topics.Topic`, `topics.LazyQueues`, `blockqueue.BlockQueue` and
+    /// `blockqueue.BlockFile`.
+    pub(super) fn new(
+        topic_type: &Bound<'_, PyType>,
+        lazy_type: &Bound<'_, PyType>,
+        queue_type: &Bound<'_, PyType>,
+        file_type: &Bound<'_, PyType>,
+    ) -> PyResult<SharedClasses> {
+        Ok(SharedClasses {
+            topic_queues: Slot::of(topic_type, "queues")?,
+            topic_blocks: Slot::of(topic_type, "blocks")?,
+            topic_info: Slot::of(topic_type, "_info")?,
+            topic_type: topic_type.clone().unbind(),
+            lazy_at: Slot::of(lazy_type, "_at")?,
+            lazy_count: Slot::of(lazy_type, "_count")?,
+            lazy_type: lazy_type.clone().unbind(),
+            queue_loaded: Slot::of(queue_type, "_loaded")?,
+            queue_min: Slot::of(queue_type, "_min_offset")?,
+            queue_max: Slot::of(queue_type, "_max_offset")?,
+            queue_type: queue_type.clone().unbind(),
+            file_fd: Slot::of(file_type, "_fd")?,
+            file_type: file_type.clone().unbind(),
+        })
+    }
+
+    pub(super) fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        visit.call(&self.topic_type)?;
+        visit.call(&self.lazy_type)?;
+        visit.call(&self.queue_type)?;
+        visit.call(&self.file_type)?;
+        Ok(())
+    }
+}
+
+/// A block store's shape: entries a block, blocks a file, bytes a block.
+#[derive(Clone, Copy)]
+struct Geometry {
+    per_block: u64,
+    per_file: u64,
+    block_bytes: u64,
+}
+
+/// A block file mapped for reads: the `BlockFile` (held, so its address names no other
+/// while it is here), its first block, and its mapping (None: it could not be mapped, or
+/// was cut short under it: not read through one again).
+struct BlockFileMap {
+    file: Py<PyAny>,
+    first: u64,
+    map: Option<Mapping>,
+}
+
+/// What never changes of a `BlockStore` (its `__dict__`, block index, table of files
+/// and shape), by the object, which is held; its files mapped for reads, and how many
+/// files its table held when they were last all looked at.
+struct BlockFacts {
+    blocks: Py<PyAny>,
+    dict: Py<PyDict>,
+    index: Py<BlockIndex>,
+    files: Py<PyDict>,
+    geometry: Geometry,
+    maps: Vec<BlockFileMap>,
+    files_seen: usize,
+}
+
+/// The block stores read so far, and where the sweep of their mappings is.
+#[derive(Default)]
+pub(super) struct BlockStores {
+    facts: Vec<BlockFacts>,
+    sweep: usize,
+}
+
+/// A shared topic's read: the topic, its `LazyQueues`, its `BlockStore`.
+pub(super) struct SharedTopic<'py> {
+    state: Bound<'py, PyAny>,
+    queues: Bound<'py, PyAny>,
+    blocks: Bound<'py, PyAny>,
+}
+
+/// The `BlockStore` facts a read uses, taken out of the cache for the call.
+struct Facts<'py> {
+    key: usize,
+    dict: Bound<'py, PyDict>,
+    index: Bound<'py, BlockIndex>,
+    files: Bound<'py, PyDict>,
+    geometry: Geometry,
+}
+
+impl StoreCore {
+    /// The shared topic `state` (a registry `Topic`) is, if it is one: exactly a
+    /// `Topic` with a block store and its queues a `LazyQueues`.
+    pub(super) fn shared_topic<'py>(&self, state: &Bound<'py, PyAny>) -> Option<SharedTopic<'py>> {
+        let py = state.py();
+        let classes = &self.shared_classes;
+        if !state.get_type().is(classes.topic_type.bind(py)) {
+            return None;
+        }
+        let blocks = classes.topic_blocks.get(state)?;
+        let queues = classes.topic_queues.get(state)?;
+        if blocks.is_none() || !queues.get_type().is(classes.lazy_type.bind(py)) {
+            return None;
+        }
+        Some(SharedTopic {
+            state: state.clone(),
+            queues,
+            blocks,
+        })
+    }
+
+    /// `read`'s messages for queue `queue_id` of the shared topic `shared` (named `name`
+    /// in its records), from queue offset `offset` on, at most `max_messages`; None when
+    /// the core declines (see the module docs).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn read_shared<'py>(
+        &self,
+        py: Python<'py>,
+        shared: &SharedTopic<'py>,
+        topic: &Bound<'py, PyAny>,
+        name: &[u8],
+        queue: &Bound<'py, PyAny>,
+        queue_id: u32,
+        offset: u64,
+        max_messages: usize,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        if !self.genuine_pread(py)? {
+            return Ok(None); // a fault test's pread sees every read: the long way
+        }
+        let classes = &self.shared_classes;
+        let Some(count) = classes
+            .lazy_count
+            .get(&shared.queues)
+            .and_then(|count| exact_int(&count))
+        else {
+            return Ok(None);
+        };
+        if i64::from(queue_id) >= count {
+            return Ok(None); // no such queue: the long way says so
+        }
+        let Some(facts) = self.block_facts(py, &shared.blocks)? else {
+            return Ok(None);
+        };
+        let Some((low, high)) = self.shared_ends(py, shared, &facts, name, queue_id)? else {
+            return Ok(None);
+        };
+        let messages = PyList::empty(py);
+        let mut made = Shared::new(topic.clone(), queue.clone(), max_messages);
+        let chunk = |position: u64, _records: u64| {
+            if messages.len() >= max_messages || position >= high {
+                return 0;
+            }
+            ((max_messages - messages.len()) as u64).min(high - position)
+        };
+        let walked = self.walk_queue(
+            py,
+            |position, count, buffer| {
+                self.block_entries(py, &facts, queue_id, position, count, buffer)
+            },
+            (name, queue_id),
+            offset.max(low),
+            None,
+            chunk,
+            |record, header| {
+                let built = stored_message(
+                    py,
+                    self.message_type.bind(py),
+                    &self.prefix,
+                    &mut made,
+                    record,
+                    header,
+                );
+                match built {
+                    Some(message) => messages.append(message?)?,
+                    None => return Ok(Flow::Decline),
+                }
+                Ok(Flow::Go)
+            },
+        )?;
+        Ok(walked.map(|_| messages))
+    }
+
+    /// The queue's (min offset, max offset): its object's when it is made and loaded;
+    /// the settled ends its blocks give when it is not made (`settled_ends`); else those
+    /// its object finds when made and loaded the Python way (as the long way would).
+    /// None when the core declines.
+    fn shared_ends<'py>(
+        &self,
+        py: Python<'py>,
+        shared: &SharedTopic<'py>,
+        facts: &Facts<'py>,
+        name: &[u8],
+        queue_id: u32,
+    ) -> PyResult<Option<(u64, u64)>> {
+        let classes = &self.shared_classes;
+        let Some(at) = classes.lazy_at.get(&shared.queues) else {
+            return Ok(None);
+        };
+        let Ok(at) = at.cast_into::<PyList>() else {
+            return Ok(None);
+        };
+        let Ok(made) = at.get_item(queue_id as usize) else {
+            return Ok(None);
+        };
+        let queue = if made.is_none() {
+            if let Some(ends) = self.settled_ends(py, shared, facts, name, queue_id)? {
+                return Ok(Some(ends));
+            }
+            // Made and loaded as the long way's first use makes and loads it.
+            shared.queues.get_item(queue_id)?
+        } else {
+            made
+        };
+        if !queue.get_type().is(classes.queue_type.bind(py)) {
+            return Ok(None);
+        }
+        let loaded = |queue: &Bound<'py, PyAny>| -> PyResult<bool> {
+            Ok(match classes.queue_loaded.get(queue) {
+                Some(loaded) => loaded.is_truthy()?,
+                None => false,
+            })
+        };
+        if !loaded(&queue)? {
+            queue.call_method0(pyo3::intern!(py, "_ensure_loaded"))?;
+            if !loaded(&queue)? {
+                return Ok(None);
+            }
+        }
+        let end = |slot: Slot| -> Option<u64> {
+            slot.get(&queue)
+                .and_then(|value| exact_int(&value))
+                .and_then(|value| u64::try_from(value).ok())
+        };
+        Ok(end(classes.queue_min).zip(end(classes.queue_max)))
+    }
+
+    /// The ends a queue whose object is not made would be loaded with, when they are
+    /// settled (see the module docs); None when only its load can say (the index may
+    /// lack blocks others allocated since this process looked, recovery is rebuilding
+    /// the topic's entries, its last block is of zeros or unknown, its last entry may be
+    /// trimmed, its minimum may move).
+    fn settled_ends<'py>(
+        &self,
+        py: Python<'py>,
+        shared: &SharedTopic<'py>,
+        facts: &Facts<'py>,
+        name: &[u8],
+        queue_id: u32,
+    ) -> PyResult<Option<(u64, u64)>> {
+        for flag in [pyo3::intern!(py, "stale"), pyo3::intern!(py, "rebuilding")] {
+            match facts.dict.get_item(flag)? {
+                Some(value) if !value.is_truthy()? => {}
+                _ => return Ok(None),
+            }
+        }
+        let Geometry {
+            per_block,
+            block_bytes,
+            ..
+        } = facts.geometry;
+        let blocks = {
+            let index = facts.index.get().lock();
+            match index.seq_range(queue_id) {
+                None => return Ok(Some((0, 0))), // no blocks: an empty queue, as loaded
+                Some((first, last)) => (
+                    first,
+                    last,
+                    index.get(queue_id, first),
+                    index.get(queue_id, last),
+                ),
+            }
+        };
+        let (first, last, Some(first_block), Some(last_block)) = blocks else {
+            return Ok(None);
+        };
+        let mut block = vec![0u8; block_bytes as usize];
+        if !self.copy_block(py, facts, last_block, 0, &mut block)? {
+            return Ok(None);
+        }
+        let Some(end) = open_ends::written_end(&block, last, per_block) else {
+            return Ok(None);
+        };
+        let min = first * per_block;
+        let Some(tail) = self.tail(py)? else {
+            return Ok(None);
+        };
+        let log_min = self.log_min(py, tail)?;
+        let entry = open_ends::entry_of(&block, end - 1 - last * per_block);
+        match open_ends::last_entry_kept(entry, log_min, tail) {
+            Some(LastEntry::Kept) => {}
+            Some(LastEntry::IfRecordIs) => {
+                if !self.record_is(py, entry.0, name, queue_id, end - 1)? {
+                    return Ok(None);
+                }
+            }
+            None => return Ok(None),
+        }
+        let floor = log_min.max(self.retained_from(py, &shared.state)?);
+        if floor > 0 && end > min {
+            // `QueueBase.advance_min` leaves the minimum where it is only when its entry
+            // is written and at or past the floor.
+            let first_entry = if first == last {
+                open_ends::entry_of(&block, 0)
+            } else {
+                let mut head = vec![0u8; HEADER_SIZE + ENTRY_SIZE];
+                if !self.copy_block(py, facts, first_block, 0, &mut head)? {
+                    return Ok(None);
+                }
+                open_ends::entry_of(&head, 0)
+            };
+            if first_entry.1 == 0 || first_entry.0 < floor {
+                return Ok(None);
+            }
+        }
+        Ok(Some((min, end.max(min))))
+    }
+
+    /// Whether the record at commit offset `offset` is entry `index` of queue `queue_id`
+    /// of topic `name` (`follow.record_matches`).
+    fn record_is(
+        &self,
+        py: Python<'_>,
+        offset: u64,
+        name: &[u8],
+        queue_id: u32,
+        index: u64,
+    ) -> PyResult<bool> {
+        let Some((base, map)) = self.locate(py, offset)? else {
+            return Ok(false);
+        };
+        let Some(view) = View::of(map.bind(py)) else {
+            return Ok(false);
+        };
+        let data = view.slice();
+        let at = (offset - base) as usize;
+        Ok(at < data.len() && open_ends::record_is(&data[at..], offset, name, queue_id, index))
+    }
+
+    /// The log's first offset (`CommitLog.min_offset`: its first segment's base, or the
+    /// tail when it has none).
+    fn log_min(&self, py: Python<'_>, tail: u64) -> PyResult<u64> {
+        let segments = self.segments.bind(py);
+        match segments.iter().next() {
+            Some(first) => first.getattr(pyo3::intern!(py, "base"))?.extract(),
+            None => Ok(tail),
+        }
+    }
+
+    /// The topic's `info.retained_from`.
+    fn retained_from(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let Some(info) = self.shared_classes.topic_info.get(state) else {
+            return Ok(u64::MAX); // no floor known: nothing is settled below it
+        };
+        info.getattr(pyo3::intern!(py, "retained_from"))?.extract()
+    }
+
+    /// Fill `buffer` with `count` packed entries of queue `queue_id` from `position`,
+    /// copied from its blocks' files' mappings; false when they cannot all be (a block
+    /// not in the index, a file not open or not mappable, a file cut short): the long
+    /// way reads them.
+    fn block_entries(
+        &self,
+        py: Python<'_>,
+        facts: &Facts<'_>,
+        queue_id: u32,
+        position: u64,
+        count: u64,
+        buffer: &mut Vec<u8>,
+    ) -> PyResult<bool> {
+        let per = facts.geometry.per_block;
+        let (first_seq, last_seq) = (position / per, (position + count - 1) / per);
+        let blocks: Option<Vec<u64>> = {
+            let index = facts.index.get().lock();
+            (first_seq..=last_seq)
+                .map(|seq| index.get(queue_id, seq))
+                .collect()
+        };
+        let Some(blocks) = blocks else {
+            return Ok(false);
+        };
+        buffer.clear();
+        buffer.resize(count as usize * ENTRY_SIZE, 0);
+        let mut index = position;
+        let mut filled = 0;
+        for block in blocks {
+            let slot = index % per;
+            let n = (per - slot).min(position + count - index) as usize;
+            let at = HEADER_SIZE + slot as usize * ENTRY_SIZE;
+            let out = &mut buffer[filled..filled + n * ENTRY_SIZE];
+            if !self.copy_block(py, facts, block, at, out)? {
+                return Ok(false);
+            }
+            filled += n * ENTRY_SIZE;
+            index += n as u64;
+        }
+        Ok(true)
+    }
+
+    /// Copy `out`'s length of bytes from `at` of block `block` out of its file's
+    /// mapping (made the first time from the `BlockFile`'s open descriptor); false when
+    /// they are not copied (the file not in the block store's table or not open, not
+    /// mappable, cut short).
+    fn copy_block(
+        &self,
+        py: Python<'_>,
+        facts: &Facts<'_>,
+        block: u64,
+        at: usize,
+        out: &mut [u8],
+    ) -> PyResult<bool> {
+        let geometry = facts.geometry;
+        let first = block - block % geometry.per_file;
+        let Some(file) = facts.files.get_item(first)? else {
+            return Ok(false);
+        };
+        let classes = &self.shared_classes;
+        if !file.get_type().is(classes.file_type.bind(py)) {
+            return Ok(false);
+        }
+        let Some(fd) = classes
+            .file_fd
+            .get(&file)
+            .and_then(|fd| exact_int(&fd))
+            .and_then(|fd| i32::try_from(fd).ok())
+            .filter(|&fd| fd >= 0)
+        else {
+            return Ok(false); // not open here: the long way opens it
+        };
+        let from = ((block - first) * geometry.block_bytes) as usize + at;
+        let file_len = (geometry.per_file * geometry.block_bytes) as usize;
+        let mut stores = lock(&self.block_stores);
+        let stores = &mut *stores;
+        let mapped: usize = stores.facts.iter().map(|f| f.maps.len()).sum();
+        let Some(kept) = stores
+            .facts
+            .iter_mut()
+            .find(|f| f.blocks.as_ptr() as usize == facts.key)
+        else {
+            return Ok(false);
+        };
+        let known = kept.maps.iter().position(|m| m.file.is(&file));
+        let place = match known {
+            Some(place) => place,
+            None => {
+                if mapped >= MAPPED_BLOCK_FILES {
+                    return Ok(false);
+                }
+                kept.maps.push(BlockFileMap {
+                    file: file.clone().unbind(),
+                    first,
+                    map: Mapping::of(fd, file_len),
+                });
+                kept.maps.len() - 1
+            }
+        };
+        let Some(map) = &kept.maps[place].map else {
+            return Ok(false);
+        };
+        match map.copy(from, out) {
+            Copied::Done => Ok(true),
+            Copied::Outside => Ok(false),
+            Copied::Cut => {
+                kept.maps[place].map = None; // never read through it again
+                Ok(false)
+            }
+        }
+    }
+
+    /// The facts of the block store `blocks`, read the first time (and again when its
+    /// index or table of files is not the one kept); one of its mappings looked at (in
+    /// turn) and let go if its file left the table or was closed. None when it is not a
+    /// block store as the core reads them.
+    fn block_facts<'py>(
+        &self,
+        py: Python<'py>,
+        blocks: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Facts<'py>>> {
+        let key = blocks.as_ptr() as usize;
+        let found = {
+            let stores = lock(&self.block_stores);
+            stores
+                .facts
+                .iter()
+                .find(|f| f.blocks.as_ptr() as usize == key)
+                .map(|f| {
+                    (
+                        f.dict.clone_ref(py),
+                        f.index.clone_ref(py),
+                        f.files.clone_ref(py),
+                        f.geometry,
+                    )
+                })
+        };
+        let dict = match &found {
+            Some((dict, ..)) => dict.bind(py).clone(),
+            None => match blocks
+                .getattr(pyo3::intern!(py, "__dict__"))?
+                .cast_into::<PyDict>()
+            {
+                Ok(dict) => dict,
+                Err(_) => return Ok(None),
+            },
+        };
+        let item = |name: &Bound<'py, PyString>| dict.get_item(name);
+        let (Some(index), Some(files), Some(closed)) = (
+            item(pyo3::intern!(py, "index"))?,
+            item(pyo3::intern!(py, "files"))?,
+            item(pyo3::intern!(py, "closed"))?,
+        ) else {
+            return Ok(None);
+        };
+        if closed.is_truthy()? {
+            return Ok(None);
+        }
+        if let Some((_, kept_index, kept_files, geometry)) = found {
+            if kept_index.bind(py).is(&index) && kept_files.bind(py).is(&files) {
+                self.sweep_block_maps(py, key);
+                return Ok(Some(Facts {
+                    key,
+                    dict,
+                    index: kept_index.into_bound(py),
+                    files: kept_files.into_bound(py),
+                    geometry,
+                }));
+            }
+        }
+        let (Ok(index), Ok(files)) = (index.cast_into::<BlockIndex>(), files.cast_into::<PyDict>())
+        else {
+            return Ok(None);
+        };
+        let number = |name: &Bound<'py, PyString>| -> PyResult<Option<u64>> {
+            Ok(match dict.get_item(name)? {
+                Some(value) if value.is_exact_instance_of::<PyInt>() => value.extract().ok(),
+                _ => None,
+            })
+        };
+        let (Some(per_block), Some(per_file), Some(block_bytes)) = (
+            number(pyo3::intern!(py, "entries_per_block"))?,
+            number(pyo3::intern!(py, "blocks_per_file"))?,
+            number(pyo3::intern!(py, "block_bytes"))?,
+        ) else {
+            return Ok(None);
+        };
+        if per_block == 0
+            || per_file == 0
+            || block_bytes != HEADER_SIZE as u64 + per_block * ENTRY_SIZE as u64
+        {
+            return Ok(None);
+        }
+        let geometry = Geometry {
+            per_block,
+            per_file,
+            block_bytes,
+        };
+        let fresh = BlockFacts {
+            blocks: blocks.clone().unbind(),
+            dict: dict.clone().unbind(),
+            index: index.clone().unbind(),
+            files: files.clone().unbind(),
+            geometry,
+            maps: Vec::new(),
+            files_seen: 0,
+        };
+        let old = {
+            let mut stores = lock(&self.block_stores);
+            let old: Vec<BlockFacts> = if stores.facts.len() >= BLOCK_STORES {
+                std::mem::take(&mut stores.facts)
+            } else {
+                let mut old = Vec::new();
+                if let Some(at) = stores
+                    .facts
+                    .iter()
+                    .position(|f| f.blocks.as_ptr() as usize == key)
+                {
+                    old.push(stores.facts.swap_remove(at));
+                }
+                old
+            };
+            stores.facts.push(fresh);
+            old
+        };
+        drop(old); // after the lock is let go: dropping may run Python code
+        Ok(Some(Facts {
+            key,
+            dict,
+            index,
+            files,
+            geometry,
+        }))
+    }
+
+    /// Let go of the mappings of the block store `key` whose files are no longer in its
+    /// table or were closed (retention deletes block files whose blocks are all unused:
+    /// a mapping would keep their space): all of them when the table's size changed
+    /// since they were last looked at, else one (in turn) a read.
+    fn sweep_block_maps(&self, py: Python<'_>, key: usize) {
+        let released: Vec<BlockFileMap> = {
+            let mut stores = lock(&self.block_stores);
+            let stores = &mut *stores;
+            let Some(kept) = stores
+                .facts
+                .iter_mut()
+                .find(|f| f.blocks.as_ptr() as usize == key)
+            else {
+                return;
+            };
+            if kept.maps.is_empty() {
+                return;
+            }
+            let files = kept.files.bind(py);
+            let file_fd = self.shared_classes.file_fd;
+            let gone = |entry: &BlockFileMap| {
+                let file = entry.file.bind(py);
+                let in_table = matches!(
+                    files.get_item(entry.first),
+                    Ok(Some(current)) if current.is(file)
+                );
+                let open = file_fd
+                    .get(file)
+                    .and_then(|fd| exact_int(&fd))
+                    .is_some_and(|fd| fd >= 0);
+                !(in_table && open)
+            };
+            if files.len() != kept.files_seen {
+                kept.files_seen = files.len();
+                let (gone, kept_maps): (Vec<_>, Vec<_>) = std::mem::take(&mut kept.maps)
+                    .into_iter()
+                    .partition(|m| gone(m));
+                kept.maps = kept_maps;
+                gone
+            } else {
+                let at = stores.sweep % kept.maps.len();
+                stores.sweep = at + 1;
+                if gone(&kept.maps[at]) {
+                    vec![kept.maps.swap_remove(at)]
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        drop(released); // after the lock is let go: dropping may run Python code
+    }
+}
