@@ -7,7 +7,9 @@ shared topic, prepared natively as ``Writer.prepare`` prepares it and written as
 batch of one),
 a list of plain bodies (``append_batch``), or a batch of prepared dict items
 (``append_items``: placed, tagged and keyed as ``Writer._write_general`` does, the keys
-handed to ``KeyIndex.put_many``), on the mutex pen: the core does the whole write
+handed to ``KeyIndex.put_many``), or a shared topic's batch of any of those items as
+given (``append_messages``: each prepared natively as ``Writer.prepare`` prepares it,
+without its tuple, then written as ``append_items`` writes them), on the mutex pen: the core does the whole write
 session in one call, or declines (a message ``Writer.prepare`` refuses, a dedup id, a
 roll, a new queue file...) and the store takes its Python path (``Writer``), which
 raises the typed error of a refused message. In sync mode an append the
