@@ -413,3 +413,26 @@ def test_a_shared_batch_with_a_refused_item_writes_nothing_and_raises_its_error(
         assert store.commitlog.tail == tail
         assert [m.body for m in read_all(store, "t", 2)] == [b"0"]
 
+
+def test_a_shared_batch_loads_each_queue_it_meets_first_once(tmp_path, monkeypatch):
+    # The batch loads a queue not loaded yet as every other user does (under the loading
+    # lock, ``_loaded`` set after), not by a bare ``_load`` that a later use repeats.
+    from storeadapter.engine.blockqueue import BlockQueue
+
+    loads = []
+    genuine = BlockQueue._load
+
+    def counting(self):
+        loads.append(self.queue_id)
+        return genuine(self)
+
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": 2}])  # its first block: the long way
+        monkeypatch.setattr(BlockQueue, "_load", counting)
+        store.append_batch("t", [{"body": b"a", "queue": 5}, {"body": b"b", "queue": 6}])
+        assert store._appender.batched == 1
+        assert sorted(loads) == [5, 6]
+        queues = store._registry.topics["t"].queues
+        assert queues[5].loaded and queues[6].loaded
+        assert (queues[5].max_offset, queues[6].max_offset) == (1, 1)

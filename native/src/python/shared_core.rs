@@ -374,9 +374,11 @@ impl AppendCore {
                 return declined();
             }
             if !get(slots.loaded, &queue)?.is_truthy()? {
-                // What `BlockQueue.write_many` does first; readers load queues the same
-                // way, outside the write lock.
-                queue.call_method0(intern!(py, "_load"))?;
+                // What `BlockQueue.write_many` does first, as every user of a queue loads
+                // it (queuebase.py): once, under the loading lock, `_loaded` set after
+                // (a bare `_load` left it unset, so the queue's first checks loaded it
+                // again, and another thread could load it meanwhile).
+                queue.call_method0(intern!(py, "_ensure_loaded"))?;
             }
             let base = get_u64(slots.max_offset, &queue)?;
             rooms.push(SharedRoom {
