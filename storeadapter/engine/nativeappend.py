@@ -24,7 +24,7 @@ native sites (``dataplane.set_io``; tests/faults/faultyfs.py, ``FaultyFS(native=
 names the functions the core's sites stand in for (``fileio.pwrite_all``, and
 ``fileio.fdatasync`` for the group commit's ``log.sync``): those may be replaced, and
 the core keeps running, in sync mode too, its writes, window reservations and fdatasyncs
-shown to the plan by site (native/src/python/io_seam.rs). """
+shown to the plan by site (native/src/python/io_seam.rs)."""
 
 from __future__ import annotations
 
