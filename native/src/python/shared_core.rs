@@ -286,7 +286,8 @@ impl AppendCore {
         let mut places: Vec<(usize, u32)> = Vec::with_capacity(count);
         // The queues in first-use order, and where each is among them (by queue id).
         let mut shares: Vec<(i64, u64)> = Vec::new();
-        let mut share_of: HashMap<i64, usize> = HashMap::with_capacity(count);
+        let mut share_of: ByQueue<usize> =
+            ByQueue::with_capacity_and_hasher(count, Default::default());
         let mut length = 0usize;
         for item in items {
             let born = match &item.born {
