@@ -90,6 +90,13 @@ class Appending:
             messages = list(messages)
         if not messages:
             return []
+        appender = self._appender
+        if appender is not None and state.blocks is not None:
+            # A shared topic's batch: prepared and written in one native call
+            # (nativeappend.py), without a prepared tuple per message; None: declined.
+            results = appender.append_messages(state, messages)
+            if results is not None:
+                return results
         writer = self._writer
         limit = writer.plain_body_limit(state)
         if set(map(type, messages)) == _BYTES_ONLY and max(map(len, messages)) <= limit:

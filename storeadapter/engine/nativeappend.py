@@ -4,27 +4,27 @@ native/src/python/append_core.rs; docs/PERFORMANCE.md, "Issue 31 (part 3)").
 A single message (``append``: a bytes body without keys, perhaps with an explicit queue,
 a tag and properties, in the core's own single write; one with keys, a str body, or to a
 shared topic, prepared natively as ``Writer.prepare`` prepares it and written as a dict
-batch of one),
-a list of plain bodies (``append_batch``), or a batch of prepared dict items
-(``append_items``: placed, tagged and keyed as ``Writer._write_general`` does, the keys
-handed to ``KeyIndex.put_many``), on the mutex pen: the core does the whole write
-session in one call, or declines (a message ``Writer.prepare`` refuses, a dedup id, a
-roll, a new queue file...) and the store takes its Python path (``Writer``), which
-raises the typed error of a refused message. In sync mode an append the
-core wrote then waits, without the GIL, for the group commit's fdatasync that covers it
-(``log_syncer``; docs/PERFORMANCE.md, "Issue 31 (part 9)"). It declines while a fault
+batch of one), a list of plain bodies (``append_batch``), or a batch of prepared dict
+items (``append_items``: placed, tagged and keyed as ``Writer._write_general`` does, the
+keys handed to ``KeyIndex.put_many``), or a shared topic's batch of any of those items
+as given (``append_messages``: each prepared natively as ``Writer.prepare`` prepares it,
+without its tuple, then written as ``append_items`` writes them), on the mutex pen: the
+core does the whole write session in one call, or declines (a message ``Writer.prepare``
+refuses, a dedup id, a roll, a new queue file...) and the store takes its Python path
+(``Writer``), which raises the typed error of a refused message. In sync mode an append
+the core wrote then waits, without the GIL, for the group commit's fdatasync that covers
+it (``log_syncer``; docs/PERFORMANCE.md, "Issue 31 (part 9)"). It declines while a fault
 plan is installed: a test that replaces one of the functions or methods listed in
 ``_SEAM`` (a failing disk in ``fileio``, a kill point on an engine method; in sync mode
-also ``fileio.fdatasync``) finds the store writing through them, as before. Those genuine
-objects are taken here, when the engine is imported, before any test can replace them;
-the core looks them up again only when the seam generation moved (seam.py: their modules
-and classes are watched, so replacing one moves it). A plan installed with native sites
-(``dataplane.set_io``; tests/faults/faultyfs.py, ``FaultyFS(native=True)``) names the
-functions the core's sites stand in for (``fileio.pwrite_all``, and ``fileio.fdatasync``
-for the group commit's ``log.sync``): those may be replaced, and the core keeps running,
-in sync mode too, its writes, window reservations and fdatasyncs shown to the plan by
-site (native/src/python/io_seam.rs).
-"""
+also ``fileio.fdatasync``) finds the store writing through them, as before. Those
+genuine objects are taken here, when the engine is imported, before any test can replace
+them; the core looks them up again only when the seam generation moved (seam.py: their
+modules and classes are watched, so replacing one moves it). A plan installed with
+native sites (``dataplane.set_io``; tests/faults/faultyfs.py, ``FaultyFS(native=True)``)
+names the functions the core's sites stand in for (``fileio.pwrite_all``, and
+``fileio.fdatasync`` for the group commit's ``log.sync``): those may be replaced, and
+the core keeps running, in sync mode too, its writes, window reservations and fdatasyncs
+shown to the plan by site (native/src/python/io_seam.rs)."""
 
 from __future__ import annotations
 

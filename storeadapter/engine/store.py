@@ -622,8 +622,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
 
     def _on_queue_load(self, queue: ConsumeQueue) -> None:
         """A queue's files were just looked at: check its ends against the log (entries
-        left by a writer that died before publishing, records deleted by retention)."""
+        left by a writer that died before publishing, records deleted by retention).
+        A queue with no entries (its ends 0, 0) has no end to trim and no minimum to move;
+        only a topic that witnesses its queues' ends (files per queue) may know of more.
+        A shared topic witnesses none: its empty queues (most of a million, at their
+        first use) are not looked at further."""
         topic, queue_id = queue.owner
+        if not queue._max_offset and not queue._min_offset:
+            state = self._registry.topic_of(topic)
+            if state is not None and state.ends is None:
+                return
         trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
         queue.advance_min(self.queue_floor(self._registry.topic_of(topic)))
         self._restore_lost_end(queue)

@@ -366,3 +366,73 @@ def test_a_kill_while_threads_append_loses_no_acknowledged_message(tmp_path):
     for queue, offset, body in acknowledged:
         message = found[int(queue)][int(offset)]
         assert message.body == body.encode()
+
+
+def test_a_shared_batch_is_prepared_in_its_native_call_not_by_the_writer(tmp_path, monkeypatch):
+    # Dicts, bytes and str to a shared topic: checked and written in one native call
+    # (no prepared tuple per message, no `Writer.prepare_batch`), read back as sent.
+    from storeadapter.engine.writer import Writer
+
+    prepared = []
+    genuine = Writer.prepare_batch
+
+    def recording(self, state, messages, limit):
+        prepared.append(len(messages))
+        return genuine(self, state, messages, limit)
+
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": 2}])  # its first block: the long way
+        monkeypatch.setattr(Writer, "prepare_batch", recording)
+        results = store.append_batch(
+            "t", [{"body": b"a", "queue": 2}, {"body": "b", "queue": 2, "tag": "x"}, b"c"]
+        )
+        assert (prepared, store._appender.batched) == ([], 1)
+        assert [(r.queue, r.queue_offset) for r in results[:2]] == [(2, 1), (2, 2)]
+        assert [(m.body, m.tag) for m in read_all(store, "t", 2)] == [
+            (b"0", None),
+            (b"a", None),
+            (b"b", "x"),
+        ]
+
+
+def test_a_shared_batch_with_a_refused_item_writes_nothing_and_raises_its_error(tmp_path):
+    import pytest
+
+    from storeadapter.engine.errors import QueueNotFoundError, StoreError
+
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": 2}])
+        tail = store.commitlog.tail
+        with pytest.raises(StoreError) as raised:
+            store.append_batch("t", [{"body": b"a", "queue": 2}, {"body": b"b", "queue": QUEUES}])
+        assert isinstance(raised.value, QueueNotFoundError)
+        with pytest.raises(StoreError):
+            store.append_batch("t", [{"body": b"a", "queue": 2}, {"body": b"b", "colour": 1}])
+        assert store.commitlog.tail == tail
+        assert [m.body for m in read_all(store, "t", 2)] == [b"0"]
+
+
+def test_a_shared_batch_loads_each_queue_it_meets_first_once(tmp_path, monkeypatch):
+    # The batch loads a queue not loaded yet as every other user does (under the loading
+    # lock, ``_loaded`` set after), not by a bare ``_load`` that a later use repeats.
+    from storeadapter.engine.blockqueue import BlockQueue
+
+    loads = []
+    genuine = BlockQueue._load
+
+    def counting(self):
+        loads.append(self.queue_id)
+        return genuine(self)
+
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": 2}])  # its first block: the long way
+        monkeypatch.setattr(BlockQueue, "_load", counting)
+        store.append_batch("t", [{"body": b"a", "queue": 5}, {"body": b"b", "queue": 6}])
+        assert store._appender.batched == 1
+        assert sorted(loads) == [5, 6]
+        queues = store._registry.topics["t"].queues
+        assert queues[5].loaded and queues[6].loaded
+        assert (queues[5].max_offset, queues[6].max_offset) == (1, 1)

@@ -156,3 +156,28 @@ def test_an_open_makes_no_list_of_a_million_writable_queues_until_one_is_placed(
         assert state._writable is None
         assert store.append("m", b"c").queue == 3
         assert 2 not in state.writable and len(state.writable) == 999_999
+
+
+def test_a_shared_queue_with_nothing_in_it_is_loaded_without_a_look_at_the_log(
+    tmp_path, monkeypatch
+):
+    # A queue's first use (a million queues: each once) checks its ends against the log
+    # only when it has entries: one with none has no end to trim or minimum to move, and
+    # a shared topic keeps no witness of more. A queue with entries is still checked.
+    from storeadapter.engine import store as store_module
+
+    checked = []
+    genuine = store_module.trim_queue_end
+
+    def recording(log, queue, *rest):
+        checked.append(queue.owner[1])
+        return genuine(log, queue, *rest)
+
+    with MessageStore.open(tmp_path / "s", shared_config()) as store:
+        store.create_topic("t", queues=8, layout="shared")
+        store.append_batch("t", [{"body": b"a", "queue": 3}])
+    monkeypatch.setattr(store_module, "trim_queue_end", recording)
+    with MessageStore.open(tmp_path / "s", shared_config()) as store:
+        assert [store.queue_range("t", q) for q in (2, 3)] == [(0, 0), (0, 1)]
+        assert checked == [3]
+        assert [m.body for m in read_all(store, "t", 3)] == [b"a"]

@@ -116,7 +116,15 @@ impl Hasher for AddressHasher {
         // Objects sit on 16-byte boundaries: the low 4 bits say nothing.
         self.0 = ((address as u64) >> 4).wrapping_mul(SPREAD);
     }
+
+    fn write_i64(&mut self, queue_id: i64) {
+        self.0 = (queue_id as u64).wrapping_mul(SPREAD);
+    }
 }
+
+/// A map keyed by queue id (below the topic's queue count: no one chooses colliding
+/// ones), hashed by one multiply, not SipHash (~190 instructions a batch item).
+type ByQueue<V> = HashMap<i64, V, BuildHasherDefault<AddressHasher>>;
 
 /// 2^64 / the golden ratio, odd: spreads consecutive addresses over the table.
 const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -576,7 +584,11 @@ struct Unsettled<'py> {
 /// A prepared item's born time (`Writer.prepare`'s tuple, at 6): None (the store time),
 /// or a non-negative int (else declined: the long way writes what it writes).
 fn born_of(tuple: &Bound<'_, PyTuple>) -> Step<Option<i64>> {
-    let born = tuple.get_item(6)?;
+    born_ms(&tuple.get_item(6)?)
+}
+
+/// A prepared item's born time (`born_of`) from the object itself.
+fn born_ms(born: &Bound<'_, PyAny>) -> Step<Option<i64>> {
     if born.is_none() {
         return Ok(None);
     }
@@ -911,6 +923,21 @@ impl AppendCore {
         items: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         answer(self.try_items(py, state, items, false))
+    }
+
+    /// `append_batch`'s `messages` (bytes, str, dicts) to a shared topic `state` in one
+    /// call: each prepared as `Writer.prepare` prepares it (prepare.rs), without its
+    /// tuple, and written as `append_items` writes a prepared batch. Their
+    /// `AppendResult`s, or None when declined (not a shared topic, an item
+    /// `prepare_items` leaves to Python or `Writer.prepare` refuses, and whatever
+    /// `append_items` declines): nothing is written then.
+    fn append_messages<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyList>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        answer(self.try_messages(py, state, messages))
     }
 
     /// How many batches this core wrote.
@@ -1287,7 +1314,11 @@ impl AppendCore {
     ) -> Step<Bound<'py, PyList>> {
         self.check_store(py)?;
         let (results, end) = if self.shared(py, state)? {
-            self.try_shared_items(py, state, items)? // shared_core.rs
+            let prepared = items
+                .iter()
+                .map(shared_core::prepared_of)
+                .collect::<Step<Vec<_>>>()?;
+            self.try_shared_items(py, state, prepared)? // shared_core.rs
         } else {
             self.try_file_items(py, state, items)?
         };
@@ -1297,6 +1328,28 @@ impl AppendCore {
             &self.batched
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        self.settle_batch(py, results, end)
+    }
+
+    /// `append_messages`: prepared natively, then written as `try_items` writes them.
+    fn try_messages<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyList>,
+    ) -> Step<Bound<'py, PyList>> {
+        self.check_store(py)?;
+        if !self.shared(py, state)? {
+            return declined();
+        }
+        let Some(limits) = self.topic_limits(py, state)? else {
+            return declined();
+        };
+        let Some(prepared) = prepare::prepare_all(py, messages, limits, None) else {
+            return declined(); // the long way prepares them, and raises its typed error
+        };
+        let (results, end) = self.try_shared_items(py, state, prepared)?;
+        self.batched.fetch_add(1, Ordering::Relaxed);
         self.settle_batch(py, results, end)
     }
 
@@ -1686,6 +1739,28 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         message: &Message<'_, 'py>,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let Some(limits) = self.topic_limits(py, state)? else {
+            return Ok(None);
+        };
+        Ok(prepare::prepare_message(
+            py,
+            message.body,
+            message.queue,
+            message.key,
+            message.tag,
+            message.properties,
+            limits,
+        ))
+    }
+
+    /// What `Writer.prepare` checks a message to topic `state` against
+    /// (`prepare::TopicLimits`), or None when the long way prepares its messages (a
+    /// stream topic, a body limit of its own).
+    fn topic_limits<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<prepare::TopicLimits<'py>>> {
         let slots = &self.slots;
         if !state.get_type().is(slots.topic_type.bind(py)) {
             return Ok(None);
@@ -1705,22 +1780,13 @@ impl AppendCore {
         if !plain {
             return Ok(None); // a stream topic, a body limit of its own: the long way
         }
-        let limits = (
+        Ok(Some((
             i64::try_from(queues.len()?).unwrap_or(i64::MAX),
             info.getattr(intern!(py, "frozen"))?,
             self.max_body,
             RECORD_OVERHEAD + name_bytes.len()?,
             self.capacity,
-        );
-        Ok(prepare::prepare_message(
-            py,
-            message.body,
-            message.queue,
-            message.key,
-            message.tag,
-            message.properties,
-            limits,
-        ))
+        )))
     }
 
     /// `append` of `body` (with `extras`: its tag and properties, checked and encoded)

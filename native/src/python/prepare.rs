@@ -95,7 +95,7 @@ fn prepare_one<'py>(
     py: Python<'py>,
     item: &Bound<'py, PyAny>,
     limits: &Limits<'py>,
-) -> Result<Bound<'py, PyTuple>, Refused> {
+) -> Result<Prepared<'py>, Refused> {
     let (body, queue, key, tag, properties, born) = if item.is_exact_instance_of::<PyDict>() {
         let dict = item.cast::<PyDict>().map_err(|_| Refused)?;
         let (mut body, mut queue, mut key, mut tag, mut properties, mut born) =
@@ -136,23 +136,56 @@ fn prepare_one<'py>(
     } else {
         return Err(Refused);
     };
-    let tuple = prepare_fields(py, &body, queue, key, tag, properties, limits)?;
-    match born.filter(|b| !b.is_none()) {
-        None => Ok(tuple),
-        Some(born) => {
-            // `Writer.prepare`: a non-negative int (a bool, or past i64: Python's).
-            if !born.is_exact_instance_of::<PyInt>() || born.extract::<i64>()? < 0 {
-                return Err(Refused);
-            }
-            let mut fields: Vec<Bound<'py, PyAny>> = tuple.iter().collect();
-            fields[BORN_AT] = born;
-            Ok(PyTuple::new(py, fields)?)
+    let mut prepared = prepare_fields(py, &body, queue, key, tag, properties, limits)?;
+    if let Some(born) = born.filter(|b| !b.is_none()) {
+        // `Writer.prepare`: a non-negative int (a bool, or past i64: Python's).
+        if !born.is_exact_instance_of::<PyInt>() || born.extract::<i64>()? < 0 {
+            return Err(Refused);
         }
+        prepared.born = Some(born);
     }
+    Ok(prepared)
 }
 
-/// Where a prepared tuple holds the born time.
-const BORN_AT: usize = 6;
+/// One message as `Writer.prepare` prepares it: the fields of its tuple
+/// (`into_tuple`), for a caller that writes it without the tuple (the shared batch).
+pub(super) struct Prepared<'py> {
+    /// The explicit queue (an int in range, not frozen), or None.
+    pub queue: Option<Bound<'py, PyAny>>,
+    /// The first key's bytes (the queue it picks), or None.
+    pub route: Option<Bound<'py, PyBytes>>,
+    /// Tag, keys, properties (encoded) and body.
+    pub fields: [Bound<'py, PyBytes>; 4],
+    /// The born time (a non-negative int), or None: the store time.
+    pub born: Option<Bound<'py, PyAny>>,
+    pub tag_hash: u64,
+    /// The keys for the key index.
+    pub index_keys: Bound<'py, PyTuple>,
+}
+
+impl<'py> Prepared<'py> {
+    /// `Writer.prepare`'s tuple: `(queue, route key, tag, keys, properties, body, born
+    /// time, tag hash, index keys, None)`.
+    pub(super) fn into_tuple(self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let none = py.None().into_bound(py);
+        let [tag, keys, properties, body] = self.fields;
+        PyTuple::new(
+            py,
+            [
+                self.queue.unwrap_or_else(|| none.clone()),
+                self.route.map_or_else(|| none.clone(), Bound::into_any),
+                tag.into_any(),
+                keys.into_any(),
+                properties.into_any(),
+                body.into_any(),
+                self.born.unwrap_or_else(|| none.clone()),
+                self.tag_hash.into_pyobject(py)?.into_any(),
+                self.index_keys.into_any(),
+                none,
+            ],
+        )
+    }
+}
 
 /// One message's fields (`None` or Python's None: not given) as `Writer.prepare`
 /// checks and prepares them.
@@ -164,14 +197,13 @@ fn prepare_fields<'py>(
     tag: Option<Bound<'py, PyAny>>,
     properties: Option<Bound<'py, PyAny>>,
     limits: &Limits<'py>,
-) -> Result<Bound<'py, PyTuple>, Refused> {
-    let none = py.None().into_bound(py);
+) -> Result<Prepared<'py>, Refused> {
     let body = body_bytes(py, body)?;
     if body.as_bytes().len() > limits.max_body {
         return Err(Refused);
     }
     let queue = match queue.filter(|q| !q.is_none()) {
-        None => none.clone(),
+        None => None,
         Some(q) => {
             if !q.is_exact_instance_of::<PyInt>() || q.is_instance_of::<PyBool>() {
                 return Err(Refused);
@@ -180,7 +212,7 @@ fn prepare_fields<'py>(
             if !(0..limits.queue_count).contains(&id) || limits.frozen.contains(&q)? {
                 return Err(Refused);
             }
-            q
+            Some(q)
         }
     };
     // Keys: a str or a list of str, each non-empty without separators.
@@ -225,29 +257,22 @@ fn prepare_fields<'py>(
         return Err(Refused);
     }
     let route = match keys.first() {
-        Some(first) => PyBytes::new(py, first.to_str()?.as_bytes()).into_any(),
-        None => none.clone(),
+        Some(first) => Some(PyBytes::new(py, first.to_str()?.as_bytes())),
+        None => None,
     };
-    let index_keys = PyTuple::new(py, &keys)?;
-    Ok(PyTuple::new(
-        py,
-        [
-            queue,
-            route,
-            PyBytes::new(py, tag_bytes).into_any(),
-            PyBytes::new(py, &keys_bytes).into_any(),
-            PyBytes::new(py, &properties_bytes).into_any(),
-            body.into_any(),
-            none.clone(),
-            limits
-                .tag_hash(tag_bytes)
-                .into_pyobject(py)
-                .unwrap_or_else(|never| match never {})
-                .into_any(),
-            index_keys.into_any(),
-            none,
+    Ok(Prepared {
+        queue,
+        route,
+        fields: [
+            PyBytes::new(py, tag_bytes),
+            PyBytes::new(py, &keys_bytes),
+            PyBytes::new(py, &properties_bytes),
+            body,
         ],
-    )?)
+        born: None,
+        tag_hash: limits.tag_hash(tag_bytes),
+        index_keys: PyTuple::new(py, &keys)?,
+    })
 }
 
 /// A tag (None or Python's None: none) as `record.encode_tag` encodes it.
@@ -337,7 +362,7 @@ pub(super) fn prepare_message<'py>(
     key: Option<&Bound<'py, PyAny>>,
     tag: Option<&Bound<'py, PyAny>>,
     properties: Option<&Bound<'py, PyAny>>,
-    limits: (i64, Bound<'py, PyAny>, usize, usize, usize),
+    limits: TopicLimits<'py>,
 ) -> Option<Bound<'py, PyTuple>> {
     let (queue_count, frozen, max_body, fixed, capacity) = limits;
     let limits = Limits {
@@ -358,7 +383,40 @@ pub(super) fn prepare_message<'py>(
         properties.cloned(),
         &limits,
     )
+    .ok()?
+    .into_tuple(py)
     .ok()
+}
+
+/// What `Writer.prepare` checks an item against: the topic's `queue_count` queues
+/// (`frozen` of them frozen), its `max_body`, `fixed` (`RECORD_OVERHEAD` plus its
+/// name's bytes) and a segment's `capacity`.
+pub(super) type TopicLimits<'py> = (i64, Bound<'py, PyAny>, usize, usize, usize);
+
+/// `items` (a list of `append_batch`'s items) prepared as `Writer.prepare` prepares
+/// each, or None when any item is one this leaves to Python (see the module docs).
+/// `message_type`: `results.Message` (an item of exactly that type without a dedup id is
+/// prepared by its fields; without it, a `Message` is left to Python).
+pub(super) fn prepare_all<'py>(
+    py: Python<'py>,
+    items: &Bound<'py, PyList>,
+    limits: TopicLimits<'py>,
+    message_type: Option<Bound<'py, PyType>>,
+) -> Option<Vec<Prepared<'py>>> {
+    let (queue_count, frozen, max_body, fixed, capacity) = limits;
+    let limits = Limits {
+        queue_count,
+        frozen,
+        max_body,
+        fixed,
+        capacity,
+        message_type,
+        tags: RefCell::new(Vec::new()),
+    };
+    items
+        .iter()
+        .map(|item| prepare_one(py, &item, &limits).ok())
+        .collect()
 }
 
 /// `items` (a list of `append_batch`'s items) prepared as `Writer.prepare` prepares
@@ -380,21 +438,13 @@ pub fn prepare_items<'py>(
     capacity: usize,
     message_type: Bound<'py, PyType>,
 ) -> PyResult<Option<Bound<'py, PyList>>> {
-    let limits = Limits {
-        queue_count,
-        frozen,
-        max_body,
-        fixed,
-        capacity,
-        message_type: Some(message_type),
-        tags: RefCell::new(Vec::new()),
+    let limits = (queue_count, frozen, max_body, fixed, capacity);
+    let Some(prepared) = prepare_all(py, items, limits, Some(message_type)) else {
+        return Ok(None);
     };
-    let prepared = PyList::empty(py);
-    for item in items.iter() {
-        match prepare_one(py, &item, &limits) {
-            Ok(tuple) => prepared.append(tuple)?,
-            Err(Refused) => return Ok(None),
-        }
+    let tuples = PyList::empty(py);
+    for one in prepared {
+        tuples.append(one.into_tuple(py)?)?;
     }
-    Ok(Some(prepared))
+    Ok(Some(tuples))
 }

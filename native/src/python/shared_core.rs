@@ -26,6 +26,7 @@
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
 
 use super::super::block_index::{BlockIndex, ERASED};
+use super::super::prepare::Prepared;
 use super::*;
 
 /// blockqueue.BLOCK_HEADER_SIZE: queue u32, seq u64, crc32c u32.
@@ -198,6 +199,34 @@ fn header_bytes(queue: u32, seq: u64) -> [u8; BLOCK_HEADER_SIZE] {
     header
 }
 
+/// A prepared tuple (`Writer.prepare`'s, or `prepare_items`') as the batch reads it;
+/// declined for one with a dedup id (the long way).
+pub(super) fn prepared_of<'py>(item: Bound<'py, PyAny>) -> Step<Prepared<'py>> {
+    let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
+    if tuple.len() != 10 || !tuple.get_item(9)?.is_none() {
+        return declined(); // a dedup id: the long way
+    }
+    let explicit = tuple.get_item(0)?;
+    let route = tuple.get_item(1)?;
+    let born = tuple.get_item(6)?;
+    Ok(Prepared {
+        queue: (!explicit.is_none()).then_some(explicit),
+        route: match route.is_none() {
+            true => None,
+            false => Some(route.cast_into().map_err(PyErr::from)?),
+        },
+        fields: [
+            tuple.get_item(2)?.cast_into().map_err(PyErr::from)?,
+            tuple.get_item(3)?.cast_into().map_err(PyErr::from)?,
+            tuple.get_item(4)?.cast_into().map_err(PyErr::from)?,
+            tuple.get_item(5)?.cast_into().map_err(PyErr::from)?,
+        ],
+        born: (!born.is_none()).then_some(born),
+        tag_hash: tuple.get_item(7)?.extract()?,
+        index_keys: tuple.get_item(8)?.cast_into().map_err(PyErr::from)?,
+    })
+}
+
 impl AppendCore {
     /// `try_items` for a topic with blocks (the caller checked the store). The thread
     /// lock is taken first, waiting for it (without the GIL) when another thread of
@@ -209,7 +238,7 @@ impl AppendCore {
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
-        items: &Bound<'py, PyList>,
+        items: Vec<Prepared<'py>>,
     ) -> Step<(Bound<'py, PyList>, i64)> {
         let write_lock = self.write_lock.get();
         if !write_lock.try_acquire() {
@@ -235,7 +264,7 @@ impl AppendCore {
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
-        items: &Bound<'py, PyList>,
+        items: Vec<Prepared<'py>>,
     ) -> Step<(Bound<'py, PyList>, i64)> {
         let topic = self.shared_topic(py, state)?;
         let blocks_object = get(self.slots.blocks, state)?;
@@ -257,30 +286,20 @@ impl AppendCore {
         let mut places: Vec<(usize, u32)> = Vec::with_capacity(count);
         // The queues in first-use order, and where each is among them (by queue id).
         let mut shares: Vec<(i64, u64)> = Vec::new();
-        let mut share_of: HashMap<i64, usize> = HashMap::with_capacity(count);
+        let mut share_of: ByQueue<usize> =
+            ByQueue::with_capacity_and_hasher(count, Default::default());
         let mut length = 0usize;
-        for item in items.iter() {
-            let tuple = item.cast_into::<PyTuple>().map_err(|_| Stop::Declined)?;
-            if tuple.len() != 10 || !tuple.get_item(9)?.is_none() {
-                return declined(); // a dedup id: the long way
-            }
-            let born = born_of(&tuple)?;
-            let keys = tuple
-                .get_item(8)?
-                .cast_into::<PyTuple>()
-                .map_err(PyErr::from)?;
-            let fields: [Bound<'py, PyBytes>; 4] = [
-                tuple.get_item(2)?.cast_into().map_err(PyErr::from)?,
-                tuple.get_item(3)?.cast_into().map_err(PyErr::from)?,
-                tuple.get_item(4)?.cast_into().map_err(PyErr::from)?,
-                tuple.get_item(5)?.cast_into().map_err(PyErr::from)?,
-            ];
+        for item in items {
+            let born = match &item.born {
+                Some(born) => born_ms(born)?,
+                None => None,
+            };
+            let keys = item.index_keys;
+            let fields = item.fields;
             if fields[3].as_bytes().len() > self.max_body || fields[0].as_bytes().len() > 255 {
                 return declined();
             }
-            let explicit = tuple.get_item(0)?;
-            let route_key = tuple.get_item(1)?;
-            let queue_id = if !explicit.is_none() {
+            let queue_id = if let Some(explicit) = &item.queue {
                 explicit.extract::<i64>()?
             } else {
                 if writable.is_none() {
@@ -294,8 +313,7 @@ impl AppendCore {
                     return declined();
                 };
                 let writable_len = writable.len();
-                if !route_key.is_none() {
-                    let key = route_key.cast_into::<PyBytes>().map_err(PyErr::from)?;
+                if let Some(key) = &item.route {
                     writable
                         .get_item(
                             crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len,
@@ -318,8 +336,7 @@ impl AppendCore {
             length += crate::record::RECORD_OVERHEAD
                 + name_len
                 + fields.iter().map(|f| f.as_bytes().len()).sum::<usize>();
-            let hashed: u64 = tuple.get_item(7)?.extract()?;
-            held.push((fields, hashed, born));
+            held.push((fields, item.tag_hash, born));
             if !keys.is_empty() || !keyed.is_empty() {
                 keyed.resize(held.len() - 1, PyTuple::empty(py));
                 keyed.push(keys);
@@ -358,9 +375,11 @@ impl AppendCore {
                 return declined();
             }
             if !get(slots.loaded, &queue)?.is_truthy()? {
-                // What `BlockQueue.write_many` does first; readers load queues the same
-                // way, outside the write lock.
-                queue.call_method0(intern!(py, "_load"))?;
+                // What `BlockQueue.write_many` does first, as every user of a queue loads
+                // it (queuebase.py): once, under the loading lock, `_loaded` set after
+                // (a bare `_load` left it unset, so the queue's first checks loaded it
+                // again, and another thread could load it meanwhile).
+                queue.call_method0(intern!(py, "_ensure_loaded"))?;
             }
             let base = get_u64(slots.max_offset, &queue)?;
             rooms.push(SharedRoom {
