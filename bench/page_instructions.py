@@ -16,7 +16,8 @@ it and the counts dumped under the page's name (a small C helper calling
 temporary directory and called through ctypes). User-space instructions only.
 
 Prints a table (millions of instructions a request; each tree's ratio to the first) and one
-JSON line. Figures only: no test asserts them.
+JSON line; ``--keep DIR`` keeps each run's dumps (one file a page, named by the page in its
+``desc: Trigger`` line) for ``callgrind_annotate``. Figures only: no test asserts them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,7 +103,7 @@ def read_dumps(directory: Path) -> dict[str, int]:
     return counts
 
 
-def measure(tree: Path, helper: Path, args) -> dict[str, float]:
+def measure(label: str, tree: Path, helper: Path, args) -> dict[str, float]:
     """One run of ``tree`` under callgrind: millions of instructions a request, per page."""
     with tempfile.TemporaryDirectory(prefix="pageinstr-") as temp:
         workdir = Path(temp)
@@ -132,6 +134,9 @@ def measure(tree: Path, helper: Path, args) -> dict[str, float]:
         if run.returncode != 0:
             raise SystemExit(f"{tree}: exit {run.returncode}\n{run.stderr[-4000:]}")
         counts = read_dumps(out)
+        if args.keep:
+            kept = Path(args.keep) / f"{label}-{len(list(Path(args.keep).glob(label + '-*')))}"
+            shutil.copytree(out, kept)
     return {name: count / args.requests / 1e6 for name, count in counts.items()}
 
 
@@ -164,6 +169,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="runs of each tree, alternated")
     parser.add_argument("--warm", type=int, default=2, help="uncounted rounds of every page")
     parser.add_argument("--requests", type=int, default=5, help="counted requests a page")
+    parser.add_argument(
+        "--keep",
+        help="keep each run's callgrind dumps in DIR/LABEL-N (for callgrind_annotate)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--helper", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -186,7 +195,7 @@ def main() -> None:
         for round_number in range(args.rounds):
             order = trees if round_number % 2 == 0 else trees[::-1]
             for tree in order:
-                figures[tree].append(measure(paths[tree], helper, args))
+                figures[tree].append(measure(tree, paths[tree], helper, args))
                 print(f"round {round_number + 1}: {tree} done", file=sys.stderr, flush=True)
     print(table(trees, figures))
     trees_json = {t: str(p) for t, p in paths.items()}
