@@ -134,6 +134,11 @@ def measure(label: str, tree: Path, helper: Path, args) -> dict[str, float]:
         if run.returncode != 0:
             raise SystemExit(f"{tree}: exit {run.returncode}\n{run.stderr[-4000:]}")
         counts = read_dumps(out)
+        if not counts or not all(counts.values()):
+            # (seen once: every page 0, the run otherwise clean; measure again)
+            raise SystemExit(
+                f"{tree}: a page counted no instructions: {counts}\n{run.stderr[-4000:]}"
+            )
         if args.keep:
             kept = Path(args.keep) / f"{label}-{len(list(Path(args.keep).glob(label + '-*')))}"
             shutil.copytree(out, kept)
