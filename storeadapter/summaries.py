@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from storeadapter.engine import InvalidNameError, MessageStore, TopicInfo, TopicNotFoundError
+from storeadapter.engine import (
+    InvalidNameError,
+    MessageStore,
+    StoreStats,
+    TopicInfo,
+    TopicNotFoundError,
+)
 from storeadapter.lagrule import lag_and_lost, lost_to_retention, queue_lag
 
 
@@ -414,9 +420,11 @@ def topic_group_summaries(
     return sorted(summaries, key=lambda s: (-s.lag, s.group))
 
 
-def segment_rows(store: MessageStore) -> list[SegmentRow]:
-    """The commit-log segments with their time span and when retention will take them."""
-    stats = store.stats(topics=False)
+def segment_rows(store: MessageStore, stats: StoreStats | None = None) -> list[SegmentRow]:
+    """The commit-log segments with their time span and when retention will take them;
+    ``stats``: the store's ``stats(topics=False)`` when the caller has it already."""
+    if stats is None:
+        stats = store.stats(topics=False)
     retention_ms = int(stats.retention_hours * 3_600_000)
     segments = stats.segments
     firsts = [store.segment_first_store_time(s.base) for s in segments]

@@ -43,11 +43,19 @@ def record_evaluation(now: datetime) -> None:
         Heartbeat.objects.get_or_create(name=EVALUATION, defaults={"first_at": now, "ok_at": now})
 
 
+#: ``monitoring_health``'s ``latest_ms`` when the caller has not read the latest sample.
+UNREAD = object()
+
+
 def monitoring_health(
-    now: datetime | None = None, evaluation: Heartbeat | None = None
+    now: datetime | None = None,
+    evaluation: Heartbeat | None = None,
+    latest_ms: int | None | object = UNREAD,
 ) -> Monitoring:
     """How fresh sampling and evaluation are at ``now``; ``evaluation`` defaults to the
-    stored heartbeat (the evaluator passes the one it read before it ran)."""
+    stored heartbeat (the evaluator passes the one it read before it ran), ``latest_ms``
+    to the newest sample's time as stored (None: there is no sample; a page that has read
+    the latest sample passes its time)."""
     now = now or timezone.now()
     if evaluation is None:
         evaluation = last_evaluation()
@@ -56,7 +64,11 @@ def monitoring_health(
     evaluate_every = evaluation_interval_s()
     reasons: list[str] = []
     ages: list[float] = []
-    latest = StoreSample.objects.order_by("-ts_ms").values_list("ts_ms", flat=True).first()
+    latest = (
+        StoreSample.objects.order_by("-ts_ms").values_list("ts_ms", flat=True).first()
+        if latest_ms is UNREAD
+        else latest_ms
+    )
     if latest is not None:
         age = max(0.0, (now_ms - latest) / 1000)
         ages.append(age)

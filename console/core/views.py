@@ -34,13 +34,14 @@ def home(request: HttpRequest) -> HttpResponse:
     groups = visible_groups(
         request.user, group_summaries(store, with_queues=False, figures=figures)
     )
-    metrics = {m.group: m for m in current.group_metrics()}
+    samples = current.latest_two()  # one look-up for the metrics, rates and freshness
+    metrics = {m.group: m for m in current.group_metrics(samples)}
     store_wide = topics is None and viewable(request.user, GROUP) is None
     if store_wide:
-        rates = current.store_metrics()
+        rates = current.store_metrics(samples)
     else:
         seen = [metrics[g.group] for g in groups if g.group in metrics]
-        rates = current.scoped_store_metrics(topics or (lambda name: True), seen)
+        rates = current.scoped_store_metrics(topics or (lambda name: True), seen, samples)
     context = {
         "stats": stats,
         "disk": disk,
@@ -55,6 +56,7 @@ def home(request: HttpRequest) -> HttpResponse:
         # The store's history charts every team's traffic: not for a scoped role.
         "store_chart": store_wide,
         "sample_interval_s": settings.TIDEMARK_SAMPLE_INTERVAL_S,
+        "latest_sample_ms": samples[0].ts_ms if samples[0] is not None else None,
         "recovery": stats.last_recovery,
         "retention": stats.last_retention,
     }

@@ -30,6 +30,9 @@ from console.monitoring.metrics import (
 )
 from console.monitoring.models import CommitWindow, GroupSample, StoreSample, TopicSample
 
+#: ``latest_two()``'s answer: the latest sample and the one the rates start from.
+Samples = tuple[StoreSample | None, StoreSample | None]
+
 _lock = threading.Lock()
 _cache: dict[str, object] = {"token": None, "groups": None}
 
@@ -283,9 +286,10 @@ def _all_groups(latest: StoreSample, previous: StoreSample | None) -> list[Group
     return sorted(built, key=_worst_first)
 
 
-def group_metrics() -> list[GroupMetrics]:
-    """Every group sampled in the latest sample, worst first (status, then lag)."""
-    latest, previous = latest_two()
+def group_metrics(samples: Samples | None = None) -> list[GroupMetrics]:
+    """Every group sampled in the latest sample, worst first (status, then lag);
+    ``samples``: ``latest_two()``'s answer when the caller has read it already."""
+    latest, previous = latest_two() if samples is None else samples
     if latest is None:
         return []
     with _lock:
@@ -368,9 +372,10 @@ def _fill_window_starts(
             topics_then.setdefault(row.topic, row)
 
 
-def store_metrics() -> StoreMetrics | None:
-    """The store as of the latest sample; None before the first sample."""
-    latest, previous = latest_two()
+def store_metrics(samples: Samples | None = None) -> StoreMetrics | None:
+    """The store as of the latest sample; None before the first sample. ``samples``:
+    ``latest_two()``'s answer when the caller has read it already."""
+    latest, previous = latest_two() if samples is None else samples
     if latest is None:
         return None
     produce = consume = 0.0
@@ -388,14 +393,16 @@ def store_metrics() -> StoreMetrics | None:
 
 
 def scoped_store_metrics(
-    topics: Callable[[str], bool], groups: list[GroupMetrics]
+    topics: Callable[[str], bool], groups: list[GroupMetrics], samples: Samples | None = None
 ) -> StoreMetrics | None:
     """``store_metrics`` as a scoped role sees it: produced to the ``topics`` it takes,
     consumed by ``groups`` (their metrics), their backlog; the disk as it is."""
-    whole = store_metrics()
+    if samples is None:
+        samples = latest_two()
+    whole = store_metrics(samples)
     if whole is None:
         return None
-    latest, previous = latest_two()
+    latest, previous = samples
     produce = 0.0
     if latest is not None and previous is not None:
         then = _topic_rows(previous.ts_ms)

@@ -57,5 +57,5 @@ def storage_report(store: MessageStore, user: Any) -> StorageReport:
         failed=stats.failed,
         disk_ratio=round(disk.ratio, 4),
         disk_thresholds=disk,
-        segments=segment_rows(store),
+        segments=segment_rows(store, stats),
     )

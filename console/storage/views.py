@@ -19,7 +19,7 @@ def storage(request: HttpRequest) -> HttpResponse:
     stats = store.stats(topics=False)
     disk = disk_use(store)
     context = {
-        "segments": segment_rows(store),
+        "segments": segment_rows(store, stats),
         "stats": stats,
         "disk": disk,
         "thresholds": [

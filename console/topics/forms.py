@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
+from console.core.forms import FixedUnboundMarkup
 from storeadapter.engine import (
     MAX_COMMAND_ID_LENGTH,
     MAX_NAME_LENGTH,
@@ -23,7 +24,7 @@ MAX_QUEUES_PER_TOPIC = MAX_SHARED_QUEUES
 MAX_PROPERTIES = 64
 
 
-class TopicCreateForm(forms.Form):
+class TopicCreateForm(FixedUnboundMarkup, forms.Form):
     # No max_length: the browser would cut a longer paste without a word (issue 30); the
     # engine's rule refuses it with a sentence instead.
     name = forms.CharField(

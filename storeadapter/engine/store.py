@@ -187,6 +187,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._named_paths: set[str] = set()  # files other than queue files, adopted
         self._disk = DiskUse(path, config.disk_reject_ratio, self._refusals)
         self.last_retention: RetentionReport | None = None
+        # (the report stats() gave out, its copy): see _recovery_copy.
+        self._handed_recovery: tuple[RecoveryReport, RecoveryReport] | None = None
 
     # ----------------------------------------------------------------- opening
 
@@ -1214,8 +1216,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             last_flush_ms=self._flusher.last_flush_ms,
             topics=topic_figures,
             groups=self.groups(),
-            # A copy: the store's own report changes when it follows another process.
-            last_recovery=copy.deepcopy(self.last_recovery),
+            last_recovery=self._recovery_copy(),
             last_retention=self._read_json("retention.json"),
             disk_ratio=round(self._disk.measure(), 4),
             retention_hours=self.config.retention_hours,
@@ -1226,6 +1227,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             streams=self._streams.stats(self._registry.topics),
             failed=None if self._writer.failure is None else str(self._writer.failure),
         )
+
+    def _recovery_copy(self) -> RecoveryReport:
+        """The last recovery report as ``stats()`` gives it: a copy (a caller changing it
+        does not change the store's own), made once per report and shared by every call
+        until the store has another (a deep copy costs more than the rest of ``stats()``
+        on a small store): read it, do not change it."""
+        report = self.last_recovery
+        handed = self._handed_recovery
+        if handed is None or handed[0] is not report:
+            handed = self._handed_recovery = (report, copy.deepcopy(report))
+        return handed[1]
 
     def topic_stats(self, name: str, first: int = 0, count: int | None = None) -> TopicStats:
         """One topic's part of ``stats()``: per queue min and max offsets, messages and

@@ -15,3 +15,11 @@ def test_lag_and_lost_is_queue_lag_and_lost_to_retention():
             queue_lag(committed, low, high),
             lost_to_retention(committed, low),
         )
+
+
+def test_lag_and_lost_counts_from_the_committed_offset_or_the_first():
+    assert lag_and_lost(None, 3, 9) == (6, 0)  # never committed: from the first offset
+    assert lag_and_lost(5, 3, 9) == (4, 0)
+    assert lag_and_lost(1, 3, 9) == (8, 2)  # retention took offsets 1 and 2 unconsumed
+    assert lag_and_lost(9, 3, 9) == (0, 0)
+    assert lag_and_lost(12, 3, 9) == (0, 0)  # past the end (a queue truncated under it)

@@ -10,7 +10,7 @@ from django import template
 from django.utils.html import format_html
 
 from console.alerts import render
-from console.alerts.freshness import monitoring_health
+from console.alerts.freshness import UNREAD, monitoring_health
 
 register = template.Library()
 
@@ -19,8 +19,10 @@ CLIP_CHARS = 40
 
 
 @register.inclusion_tag("alerts/_freshness.html")
-def monitoring_freshness() -> dict:
-    return {"health": monitoring_health()}
+def monitoring_freshness(latest_ms: Any = UNREAD) -> dict:
+    """The banner; ``latest_ms``: the newest sample's time (None: no sample) when the
+    page has read it already."""
+    return {"health": monitoring_health(latest_ms=latest_ms)}
 
 
 @register.filter

@@ -1,5 +1,6 @@
 """A list's rows rendered by Jinja2, e.g.
-``{% render_rows "topics/_rows.jinja" page manageable=manageable %}``.
+``{% render_rows "topics/_rows.jinja" page manageable=manageable %}`` (and base.html's
+navigation items, ``_nav.jinja``: a loop on every page).
 
 The ``.jinja`` template gets ``rows`` (the second argument) and the keyword arguments,
 plus ``row_url`` bound to this request and ``csrf_input()`` (the page's

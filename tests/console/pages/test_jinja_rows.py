@@ -233,3 +233,23 @@ def test_queue_rows_from_jinja_are_the_django_rows(can_operate, can_admin):
         return engines["django"].from_string(source).render(context, RequestFactory().get("/"))
 
     assert render(JINJA_QUEUE_ROWS) == render(DJANGO_QUEUE_ROWS)
+
+
+#: base.html's navigation items as Django wrote them before they moved to _nav.jinja.
+DJANGO_NAV = (BEFORE / "nav.html").read_text()
+JINJA_NAV = '{% load jinja_rows %}{% render_rows "_nav.jinja" nav_items %}'
+
+
+@pytest.mark.parametrize("current", [None, "/", "/topics/"])
+def test_the_navigation_from_jinja_is_the_django_navigation(current):
+    from console.accounts.context_processors import NAV_ITEMS
+
+    items = [
+        {"label": label, "url": url, "current": url == current} for label, url, _ in NAV_ITEMS
+    ] + [{"label": HOSTILE, "url": HOSTILE, "current": False}]
+    template = engines["django"].from_string
+    request = RequestFactory().get("/")
+
+    assert template(JINJA_NAV).render({"nav_items": items}, request) == template(DJANGO_NAV).render(
+        {"nav_items": items}, request
+    )

@@ -43,3 +43,12 @@ def test_row_url_of_a_name_no_url_takes_raises_as_the_url_tag_does():
 
     with pytest.raises(NoReverseMatch):
         template.render({}, RequestFactory().get("/"))
+
+
+@pytest.mark.parametrize("view", ["logout", "account", "password_change"])
+def test_row_url_of_a_view_without_arguments_is_the_url_tags_answer(view):
+    source = f"{{% load url_tags %}}{{% url '{view}' %}} {{% row_url '{view}' %}}"
+    text = engines["django"].from_string(source).render({}, RequestFactory().get("/"))
+
+    by_url, by_row_url = text.split(" ")
+    assert by_row_url == by_url

@@ -68,3 +68,18 @@ def test_every_page_and_check_gives_the_disk_use_retention_acts_on(
 
 def test_the_page_changes_nothing_on_post(as_admin, store):
     assert as_admin.post("/storage/").status_code == 405
+
+
+def test_the_storage_page_reads_the_stores_stats_once(as_viewer, store, monkeypatch):
+    store.create_topic("t", queues=1)
+    calls = []
+    stats = type(store).stats
+
+    def counted(self, **kwargs):
+        calls.append(kwargs)
+        return stats(self, **kwargs)
+
+    monkeypatch.setattr(type(store), "stats", counted)
+
+    assert as_viewer.get("/storage/").status_code == 200
+    assert calls == [{"topics": False}]
