@@ -413,7 +413,7 @@ class OffsetStore:
         return [
             group
             for group, topics in list(self._positions.items())
-            if topic in topics and (queue is None or queue in topics[topic])
+            if (queues := topics.get(topic)) is not None and (queue is None or queue in queues)
         ]
 
     def group_positions(self, group: str, topic: str | None = None) -> dict[tuple[str, int], int]:
