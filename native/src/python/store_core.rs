@@ -909,6 +909,32 @@ impl StoreCore {
         let high: u64 = consume_queue
             .getattr(intern!(py, "_max_offset"))?
             .extract()?;
+        self.read_messages(
+            py,
+            (topic, queue),
+            (name.as_bytes(), queue_id),
+            (offset.max(low), high),
+            max_messages,
+            |position, count, buffer| {
+                self.read_entries(py, &consume_queue, position, count, buffer)
+            },
+        )
+    }
+
+    /// `read`'s messages: from queue offset `from` up to `high` of queue `queue_id` of
+    /// topic `name` (as its records hold it; `topic` and `queue` as the caller gave
+    /// them), at most `max_messages`, the entries read by `entries_of` (a queue file's or
+    /// a shared topic's blocks); None when the core declines.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn read_messages<'py>(
+        &self,
+        py: Python<'py>,
+        (topic, queue): (&Bound<'py, PyAny>, &Bound<'py, PyAny>),
+        owner: (&[u8], u32),
+        (from, high): (u64, u64),
+        max_messages: usize,
+        entries_of: impl FnMut(u64, u64, &mut Vec<u8>) -> PyResult<bool>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
         let messages = PyList::empty(py);
         let mut shared = Shared::new(topic.clone(), queue.clone(), max_messages);
         let chunk = |position: u64, _records: u64| {
@@ -919,11 +945,9 @@ impl StoreCore {
         };
         let walked = self.walk_queue(
             py,
-            |position, count, buffer| {
-                self.read_entries(py, &consume_queue, position, count, buffer)
-            },
-            (name.as_bytes(), queue_id),
-            offset.max(low),
+            entries_of,
+            owner,
+            from,
             None,
             chunk,
             |record, header| {
@@ -942,10 +966,7 @@ impl StoreCore {
                 Ok(Flow::Go)
             },
         )?;
-        if walked.is_none() {
-            return Ok(None);
-        }
-        Ok(Some(messages))
+        Ok(walked.map(|_| messages))
     }
 
     /// The one walk over a queue's entries (`read`, `scan_filtered`, a shared topic's

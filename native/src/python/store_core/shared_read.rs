@@ -26,9 +26,8 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
 use super::super::block_index::{BlockIndex, HEADER_SIZE};
 use super::super::mapped::{Copied, Mapping};
 use super::super::open_ends::{self, LastEntry};
-use super::super::reader::{stored_message, Shared};
 use super::super::slots::Slot;
-use super::{exact_int, lock, Flow, StoreCore, View};
+use super::{exact_int, lock, StoreCore, View};
 use crate::consume_queue::ENTRY_SIZE;
 
 /// Block stores whose facts are kept (a store has few shared topics); past this many
@@ -200,40 +199,16 @@ impl StoreCore {
         let Some((low, high)) = self.shared_ends(py, shared, &facts, name, queue_id)? else {
             return Ok(None);
         };
-        let messages = PyList::empty(py);
-        let mut made = Shared::new(topic.clone(), queue.clone(), max_messages);
-        let chunk = |position: u64, _records: u64| {
-            if messages.len() >= max_messages || position >= high {
-                return 0;
-            }
-            ((max_messages - messages.len()) as u64).min(high - position)
-        };
-        let walked = self.walk_queue(
+        self.read_messages(
             py,
+            (topic, queue),
+            (name, queue_id),
+            (offset.max(low), high),
+            max_messages,
             |position, count, buffer| {
                 self.block_entries(py, &facts, queue_id, position, count, buffer)
             },
-            (name, queue_id),
-            offset.max(low),
-            None,
-            chunk,
-            |record, header| {
-                let built = stored_message(
-                    py,
-                    self.message_type.bind(py),
-                    &self.prefix,
-                    &mut made,
-                    record,
-                    header,
-                );
-                match built {
-                    Some(message) => messages.append(message?)?,
-                    None => return Ok(Flow::Decline),
-                }
-                Ok(Flow::Go)
-            },
-        )?;
-        Ok(walked.map(|_| messages))
+        )
     }
 
     /// The queue's (min offset, max offset): its object's when it is made and loaded;
