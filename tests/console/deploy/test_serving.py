@@ -102,6 +102,25 @@ def run(env: dict[str, str], *args: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+#: Brotli's quality for the collected files here (whitenoise's is brotli's best, 11). At 11
+#: plotly.min.js alone took 8.7 s of CPU (4.8 MB to 1.11 MB) on a machine with a 10M-addition
+#: loop of 0.65 s, and a fresh clone or machine (CI) has no kept output (collected_static);
+#: at 5, 0.11 s (1.29 MB, still under gzip's 1.47 MB). What is served from the files (their
+#: hashed names, the encodings, the cache headers) does not depend on it.
+BROTLI_QUALITY = 5
+
+#: ``tidemark manage collectstatic``, with brotli at BROTLI_QUALITY.
+COLLECTSTATIC = f"""
+import sys
+import brotli
+from whitenoise.compress import Compressor
+quality = {BROTLI_QUALITY}
+Compressor.compress_brotli = staticmethod(lambda data: brotli.compress(data, quality=quality))
+from console.cli import main
+sys.exit(main(["manage", "collectstatic", "--noinput", "-v", "0"]))
+"""
+
+
 def static_inputs() -> str:
     """A digest of what collectstatic's output is made of: every file the static finders
     list (its name and bytes), the storage and settings code that hash and compress them,
@@ -111,7 +130,7 @@ def static_inputs() -> str:
     digest = hashlib.sha256()
     for version in (sys.version, *(metadata.version(p) for p in ("django", "whitenoise"))):
         digest.update(version.encode() + b"\0")
-    digest.update(metadata.version("Brotli").encode() + b"\0")
+    digest.update(metadata.version("Brotli").encode() + b"\0" + COLLECTSTATIC.encode())
     for code in ("console/assets.py", "console/settings.py", "console/env.py"):
         digest.update((PROJECT_ROOT / code).read_bytes())
     found = {}
@@ -125,9 +144,9 @@ def static_inputs() -> str:
 
 def collected_static(tmp_path_factory, env: dict[str, str]) -> Path:
     """``tidemark manage collectstatic`` with the production storage, its output kept under
-    the pytest runs' temporary root by a digest of its inputs (static_inputs): brotli at
-    its best quality takes 17 of the step's 22 s of CPU, and the same inputs make the same
-    files. Written to a folder of its own, renamed into place once whole."""
+    the pytest runs' temporary root by a digest of its inputs (static_inputs): the same
+    inputs make the same files (brotli at its best quality took 17 of the step's 22 s of
+    CPU: BROTLI_QUALITY). Written to a folder of its own, renamed into place once whole."""
     base = tmp_path_factory.getbasetemp()
     root = next((p for p in base.parents if p.name.startswith("pytest-of-")), base)
     kept = root / f"tidemark-static-{static_inputs()}"
@@ -139,7 +158,14 @@ def collected_static(tmp_path_factory, env: dict[str, str]) -> Path:
         return kept
     building = tmp_path_factory.mktemp("static")
     collect = {**env, "TIDEMARK_STATIC_ROOT": str(building)}
-    run(collect, "manage", "collectstatic", "--noinput", "-v", "0")
+    result = subprocess.run(
+        [sys.executable, "-c", COLLECTSTATIC],
+        env=collect,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
     with contextlib.suppress(OSError):  # another run put the same files there first
         building.rename(kept)
     return kept if (kept / "staticfiles.json").is_file() else building
