@@ -128,7 +128,8 @@ def test_a_wheel_built_from_the_sdist_installs_and_stores_a_message(tmp_path):
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name, follow_symlinks=False)
     dist = tmp_path / "dist"
-    env = dict(os.environ)
+    # A PYTHONPATH pointing at a checkout would reach into the isolated build environment.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["CARGO_TARGET_DIR"] = os.environ.get("CARGO_TARGET_DIR") or str(ROOT / "native" / "target")
     env["PYO3_PYTHON"] = os.environ.get("PYO3_PYTHON") or sys.executable
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
