@@ -8,6 +8,7 @@
 //! a check, a closed or forked store) it declines with None, and the engine's Python
 //! path (the long way) says what is wrong, as it always has.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,7 +28,7 @@ use super::words::{Refusals, REFUSED_CLOSED, REFUSED_FORKED};
 use super::{check_record_type, id_prefix};
 use crate::consume_queue::ENTRY_SIZE;
 use crate::prefetch;
-use crate::reader::{self as walk, Found, Stop, Wanted};
+use crate::reader::{self as walk, Stop, Wanted};
 use crate::record::{self, Header, Parts};
 
 mod shared_read;
@@ -45,14 +46,6 @@ const MAX_READ_MESSAGES: i64 = 10_000;
 const DEFAULT_READ_MESSAGES: usize = 32;
 /// Entries a filtered scan reads at a time (its clock is looked at between them).
 const FILTER_STEP: usize = 4096;
-/// How many records an entry walk checks before it hands them over (`walk_queue`): a
-/// few, so each is evaluated or copied while the check has left its lines in the CPU's
-/// nearest caches, not after a whole chunk of entries has pushed them out. Measured on
-/// the property filter over 1,000,000 records of 1 KiB (ns a record): 4: 187-201, 8:
-/// 193-207, 16: 205-222, 48: 208-226. (Each call asks again for the records ahead of
-/// its first entry, already asked for by the call before: leaving that out measured
-/// worse, 220-236 against 191-200.)
-const HAND_OVER: usize = 4;
 /// How many records ahead of the one it makes `get_many` asks for (their first lines),
 /// and how many bytes of each.
 const MANY_AHEAD: usize = 4;
@@ -783,6 +776,36 @@ fn read_options(rest: &Bound<'_, PyTuple>, options: Option<&Bound<'_, PyDict>>) 
     }
 }
 
+thread_local! {
+    /// The entry buffer of the thread's last entry walk (`walk_queue`), kept for its
+    /// next: a chunk's entries are copied over the bytes it holds, not into a buffer
+    /// made and zeroed again for every call.
+    static ENTRY_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// A buffer kept past this many bytes is let go (a read of `MAX_READ_MESSAGES`
+/// entries makes one of 200,000; a scan's chunks are `FILTER_STEP` entries).
+const ENTRY_BUFFER_KEPT: usize = 256 << 10;
+
+/// The thread's entry buffer for one walk, given back when the walk ends (a walk
+/// started inside another, from a callback, takes a new one).
+struct EntryBuffer(Vec<u8>);
+
+impl EntryBuffer {
+    fn take() -> EntryBuffer {
+        EntryBuffer(ENTRY_BUFFER.with(Cell::take))
+    }
+}
+
+impl Drop for EntryBuffer {
+    fn drop(&mut self) {
+        let buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() <= ENTRY_BUFFER_KEPT {
+            let _ = ENTRY_BUFFER.try_with(|kept| kept.set(buffer));
+        }
+    }
+}
+
 /// How an entry walk goes on after handing over a record.
 enum Flow {
     /// On to the next record.
@@ -992,22 +1015,22 @@ impl StoreCore {
         chunk: impl Fn(u64, u64) -> u64,
         mut each: impl FnMut(&[u8], &Header) -> PyResult<Flow>,
     ) -> PyResult<Option<(u64, u64)>> {
-        let mut found: Vec<Found> = Vec::new();
-        let mut buffer = Vec::new();
+        let mut buffer = EntryBuffer::take();
+        let buffer = &mut buffer.0;
         let mut records = 0u64;
         loop {
             let count = chunk(position, records);
             if count == 0 {
                 return Ok(Some((position, records)));
             }
-            if !entries_of(position, count, &mut buffer)? {
+            if !entries_of(position, count, buffer)? {
                 return Ok(None); // a file deleted meanwhile: the long way reads what is left
             }
             let entries = &buffer[..];
             let total = entries.len() / ENTRY_SIZE;
             let mut index = 0;
             // The segment the last entry pointed into, kept for this chunk's next entries
-            // (located and exported once, not once for every `HAND_OVER` records).
+            // (located and exported once a chunk, not once a record).
             let mut segment: Option<(u64, View)> = None;
             while index < total {
                 let at = index * ENTRY_SIZE;
@@ -1041,32 +1064,41 @@ impl StoreCore {
                     queue_id,
                     first_queue_offset: position,
                     tag,
-                    max_messages: HAND_OVER,
+                    max_messages: usize::MAX, // `each` says when to stop
                 };
-                found.clear();
-                let (next, stop) =
-                    walk::read_entries(data, base, entries, index, &wanted, &mut found);
+                // The records of the chunk's entries in this segment, each handed over as
+                // soon as it is checked (one walk: each record asked for once, ahead).
                 let mut passed = index;
-                for item in &found {
-                    // The entry found is written (`read_entries` passes over unwritten
-                    // ones): only those before it are looked at.
-                    records += 1 + written(entries, passed, item.entry);
-                    passed = item.entry + 1;
-                    let record = &data[item.pos..item.pos + item.header.length as usize];
-                    match each(record, &item.header)? {
-                        Flow::Go => {}
-                        Flow::Done => {
-                            return Ok(Some((item.header.queue_offset + 1, records)));
+                let mut ended: Option<(PyResult<Flow>, u64)> = None;
+                let (next, stop) =
+                    walk::walk_entries(data, base, entries, index, &wanted, |item| {
+                        // The entry found is written (the walk passes over unwritten ones):
+                        // only those before it are looked at.
+                        records += 1 + written(entries, passed, item.entry);
+                        passed = item.entry + 1;
+                        let record = &data[item.pos..item.pos + item.header.length as usize];
+                        match each(record, &item.header) {
+                            Ok(Flow::Go) => true,
+                            other => {
+                                ended = Some((other, item.header.queue_offset));
+                                false
+                            }
                         }
-                        Flow::Decline => return Ok(None),
+                    });
+                match ended {
+                    None => {}
+                    Some((Ok(Flow::Go), _)) => {}
+                    Some((Ok(Flow::Done), queue_offset)) => {
+                        return Ok(Some((queue_offset + 1, records)));
                     }
+                    Some((Ok(Flow::Decline), _)) => return Ok(None),
+                    Some((Err(error), _)) => return Err(error),
                 }
                 records += written(entries, passed, next.max(passed));
                 match stop {
-                    // `HAND_OVER` found: the walk goes on from the next entry.
                     Stop::End | Stop::Full => index = next,
                     Stop::Slow => return Ok(None),
-                    Stop::Outside if next == index && found.is_empty() => {
+                    Stop::Outside if next == index => {
                         return Ok(None); // located, yet outside its segment: the long way
                     }
                     Stop::Outside => index = next,
@@ -1104,7 +1136,8 @@ impl StoreCore {
             count: n,
         }) = self.file_of(py, queue, position, count)?
         {
-            buffer.clear();
+            // Copied over what the buffer holds (zeros only where it grows): every way
+            // that answers true below writes all of it.
             buffer.resize((n * ENTRY_SIZE as u64) as usize, 0);
             if self.copy_mapped(py, key, fd, slot, buffer) {
                 return Ok(true);
