@@ -66,30 +66,24 @@ const NEAREST: i32 = 0;
 #[cfg(not(target_arch = "x86_64"))]
 const SECOND: i32 = 0;
 
-/// Ask for the lines at `data[pos]`, `data[pos + LINE]`, ... below `pos + len` (at most
-/// `MOST` bytes, clipped to `data`): a count of lines, then one prefetch and one step a
-/// line, no bounds check per line.
 #[inline(always)]
 fn lines<const HINT: i32>(data: &[u8], pos: usize, len: usize) {
     let end = pos.saturating_add(len.min(MOST)).min(data.len());
-    let Some(first) = data.get(pos..end) else {
-        return; // nothing of it in `data`
-    };
-    let mut at = first.as_ptr();
-    for _ in 0..first.len().div_ceil(LINE) {
-        line::<HINT>(at);
-        at = at.wrapping_add(LINE);
+    let mut at = pos;
+    while at < end {
+        line::<HINT>(&data[at]);
+        at += LINE;
     }
 }
 
 #[inline(always)]
-fn line<const HINT: i32>(at: *const u8) {
+fn line<const HINT: i32>(byte: &u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: PREFETCHh is in every x86_64 CPU (SSE); it reads nothing and never
-    // faults, whatever the address (the callers' lie inside the slice they were given).
+    // faults, and `byte` is a reference, so the address is valid anyway.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<HINT>(at.cast::<i8>());
+        std::arch::x86_64::_mm_prefetch::<HINT>((byte as *const u8).cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
+    let _ = byte;
 }

@@ -10,8 +10,7 @@ use crate::record::{self, Header, RECORD_MAGIC, RECORD_OVERHEAD};
 pub enum Stop {
     /// Every entry was looked at.
     End,
-    /// `max_messages` were found (`read_entries`), or `each` stopped the walk
-    /// (`walk_entries`).
+    /// `max_messages` were found.
     Full,
     /// The entry at `next` points outside this segment: the caller finds its segment.
     Outside,
@@ -51,26 +50,6 @@ pub fn read_entries(
     start: usize,
     wanted: &Wanted<'_>,
     found: &mut Vec<Found>,
-) -> (usize, Stop) {
-    walk_entries(data, base, entries, start, wanted, |item| {
-        found.push(item);
-        found.len() < wanted.max_messages
-    })
-}
-
-/// The walk of `read_entries` (`wanted.max_messages` aside), each record accepted handed
-/// to `each` as soon as it is checked, while its lines are in the CPU's nearest caches:
-/// `each` answers whether the walk goes on (false: it stops there, with `Full`). One call
-/// walks a whole chunk of entries, each record's lines asked for once, some records
-/// ahead (`prefetch::RECORDS_AHEAD`).
-#[inline]
-pub fn walk_entries(
-    data: &[u8],
-    base: u64,
-    entries: &[u8],
-    start: usize,
-    wanted: &Wanted<'_>,
-    mut each: impl FnMut(Found) -> bool,
 ) -> (usize, Stop) {
     let count = entries.len() / ENTRY_SIZE;
     let end = base + data.len() as u64;
@@ -121,12 +100,12 @@ pub fn walk_entries(
                         continue;
                     }
                 }
-                let item = Found {
+                found.push(Found {
                     entry: index - 1,
                     pos,
                     header,
-                };
-                if !each(item) {
+                });
+                if found.len() >= wanted.max_messages {
                     return (index, Stop::Full);
                 }
             }
@@ -147,7 +126,6 @@ fn prefetch_record(data: &[u8], base: u64, entry: &[u8]) {
     }
 }
 
-#[inline(always)]
 fn accept(
     data: &[u8],
     pos: usize,

@@ -28,7 +28,7 @@ use super::words::{Refusals, REFUSED_CLOSED, REFUSED_FORKED};
 use super::{check_record_type, id_prefix};
 use crate::consume_queue::ENTRY_SIZE;
 use crate::prefetch;
-use crate::reader::{self as walk, Stop, Wanted};
+use crate::reader::{self as walk, Found, Stop, Wanted};
 use crate::record::{self, Header, Parts};
 
 mod shared_read;
@@ -46,6 +46,19 @@ const MAX_READ_MESSAGES: i64 = 10_000;
 const DEFAULT_READ_MESSAGES: usize = 32;
 /// Entries a filtered scan reads at a time (its clock is looked at between them).
 const FILTER_STEP: usize = 4096;
+/// How many records an entry walk checks before it hands them over (`walk_queue`): a
+/// few, so each is evaluated or copied while the check has left its lines in the CPU's
+/// nearest caches, not after a whole chunk of entries has pushed them out. Measured on
+/// the property filter over 1,000,000 records of 1 KiB (ns a record): 4: 187-201, 8:
+/// 193-207, 16: 205-222, 48: 208-226. (Each call asks again for the records ahead of
+/// its first entry, already asked for by the call before: leaving that out measured
+/// worse, 220-236 against 191-200. Session 49 measured one walk a chunk handing each
+/// record over as it is checked, each record asked for once: 1,524 instructions a record
+/// of the property filter against 1,620 here, but 140-165 ns against 116-145; asking
+/// again every 4 records in that walk brought the time back, and the instructions too;
+/// a prefetch loop without a bounds check a line, 140-153 ns against 116-129: see
+/// docs/PERFORMANCE.md, "filter34-s49".)
+const HAND_OVER: usize = 4;
 /// How many records ahead of the one it makes `get_many` asks for (their first lines),
 /// and how many bytes of each.
 const MANY_AHEAD: usize = 4;
@@ -779,16 +792,18 @@ fn read_options(rest: &Bound<'_, PyTuple>, options: Option<&Bound<'_, PyDict>>) 
 thread_local! {
     /// The entry buffer of the thread's last entry walk (`walk_queue`), kept for its
     /// next: a chunk's entries are copied over the bytes it holds, not into a buffer
-    /// made and zeroed again for every call.
+    /// made and zeroed again for every call (~30 instructions a record of a filtered
+    /// scan, the `memset` of 4,096 entries a chunk).
     static ENTRY_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
-/// A buffer kept past this many bytes is let go (a read of `MAX_READ_MESSAGES`
-/// entries makes one of 200,000; a scan's chunks are `FILTER_STEP` entries).
+/// A buffer of more than this many bytes is let go, not kept (a read of
+/// `MAX_READ_MESSAGES` makes one of 200,000; a scan's chunks are `FILTER_STEP` entries).
 const ENTRY_BUFFER_KEPT: usize = 256 << 10;
 
-/// The thread's entry buffer for one walk, given back when the walk ends (a walk
-/// started inside another, from a callback, takes a new one).
+/// The thread's entry buffer for one walk, given back when the walk ends, however it
+/// ends (a walk started inside another, from Python code its callback ran, takes an
+/// empty one).
 struct EntryBuffer(Vec<u8>);
 
 impl EntryBuffer {
@@ -1015,6 +1030,7 @@ impl StoreCore {
         chunk: impl Fn(u64, u64) -> u64,
         mut each: impl FnMut(&[u8], &Header) -> PyResult<Flow>,
     ) -> PyResult<Option<(u64, u64)>> {
+        let mut found: Vec<Found> = Vec::new();
         let mut buffer = EntryBuffer::take();
         let buffer = &mut buffer.0;
         let mut records = 0u64;
@@ -1030,7 +1046,7 @@ impl StoreCore {
             let total = entries.len() / ENTRY_SIZE;
             let mut index = 0;
             // The segment the last entry pointed into, kept for this chunk's next entries
-            // (located and exported once a chunk, not once a record).
+            // (located and exported once, not once for every `HAND_OVER` records).
             let mut segment: Option<(u64, View)> = None;
             while index < total {
                 let at = index * ENTRY_SIZE;
@@ -1064,41 +1080,32 @@ impl StoreCore {
                     queue_id,
                     first_queue_offset: position,
                     tag,
-                    max_messages: usize::MAX, // `each` says when to stop
+                    max_messages: HAND_OVER,
                 };
-                // The records of the chunk's entries in this segment, each handed over as
-                // soon as it is checked (one walk: each record asked for once, ahead).
-                let mut passed = index;
-                let mut ended: Option<(PyResult<Flow>, u64)> = None;
+                found.clear();
                 let (next, stop) =
-                    walk::walk_entries(data, base, entries, index, &wanted, |item| {
-                        // The entry found is written (the walk passes over unwritten ones):
-                        // only those before it are looked at.
-                        records += 1 + written(entries, passed, item.entry);
-                        passed = item.entry + 1;
-                        let record = &data[item.pos..item.pos + item.header.length as usize];
-                        match each(record, &item.header) {
-                            Ok(Flow::Go) => true,
-                            other => {
-                                ended = Some((other, item.header.queue_offset));
-                                false
-                            }
+                    walk::read_entries(data, base, entries, index, &wanted, &mut found);
+                let mut passed = index;
+                for item in &found {
+                    // The entry found is written (`read_entries` passes over unwritten
+                    // ones): only those before it are looked at.
+                    records += 1 + written(entries, passed, item.entry);
+                    passed = item.entry + 1;
+                    let record = &data[item.pos..item.pos + item.header.length as usize];
+                    match each(record, &item.header)? {
+                        Flow::Go => {}
+                        Flow::Done => {
+                            return Ok(Some((item.header.queue_offset + 1, records)));
                         }
-                    });
-                match ended {
-                    None => {}
-                    Some((Ok(Flow::Go), _)) => {}
-                    Some((Ok(Flow::Done), queue_offset)) => {
-                        return Ok(Some((queue_offset + 1, records)));
+                        Flow::Decline => return Ok(None),
                     }
-                    Some((Ok(Flow::Decline), _)) => return Ok(None),
-                    Some((Err(error), _)) => return Err(error),
                 }
                 records += written(entries, passed, next.max(passed));
                 match stop {
+                    // `HAND_OVER` found: the walk goes on from the next entry.
                     Stop::End | Stop::Full => index = next,
                     Stop::Slow => return Ok(None),
-                    Stop::Outside if next == index => {
+                    Stop::Outside if next == index && found.is_empty() => {
                         return Ok(None); // located, yet outside its segment: the long way
                     }
                     Stop::Outside => index = next,
@@ -1136,7 +1143,7 @@ impl StoreCore {
             count: n,
         }) = self.file_of(py, queue, position, count)?
         {
-            // Copied over what the buffer holds (zeros only where it grows): every way
+            // Copied over what the buffer holds (zeros only where it grows): each way
             // that answers true below writes all of it.
             buffer.resize((n * ENTRY_SIZE as u64) as usize, 0);
             if self.copy_mapped(py, key, fd, slot, buffer) {
