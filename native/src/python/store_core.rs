@@ -53,11 +53,11 @@ const FILTER_STEP: usize = 4096;
 /// 193-207, 16: 205-222, 48: 208-226. (Each call asks again for the records ahead of
 /// its first entry, already asked for by the call before: leaving that out measured
 /// worse, 220-236 against 191-200. Session 49 measured one walk a chunk handing each
-/// record over as it is checked, each record asked for once: 1,524 instructions a record
-/// of the property filter against 1,620 here, but 140-165 ns against 116-145; asking
-/// again every 4 records in that walk brought the time back, and the instructions too;
-/// a prefetch loop without a bounds check a line, 140-153 ns against 116-129: see
-/// docs/PERFORMANCE.md, "filter34-s49".)
+/// record over as it is checked, each record asked for once: 1,448-1,557 instructions a
+/// record of the property filter against 1,619 here, but 146-196 ns against 121-147;
+/// asking again every 4 records in that walk brought the time back, and the
+/// instructions too; here, a prefetch loop without a bounds check a line took 139-154 ns
+/// against 116-130: see docs/PERFORMANCE.md, "filter34-s49".)
 const HAND_OVER: usize = 4;
 /// How many records ahead of the one it makes `get_many` asks for (their first lines),
 /// and how many bytes of each.
