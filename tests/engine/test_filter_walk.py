@@ -117,3 +117,26 @@ def test_damaged_records_among_the_batches_are_reported_and_the_rest_still_match
     assert errors == 0
     reported = sorted(c.commit_offset for c in reopened.stats().corruptions)
     assert reported == sorted(v.commit_offset for v in victims)
+
+
+def test_walks_in_turn_on_one_thread_see_only_their_own_entries(open_store):
+    """The store core keeps a thread's entry buffer from one walk to the next (copied
+    over, not zeroed): a shorter walk after a longer one, and a scan after reads, answer
+    from their own queue's entries only, as the long way does."""
+    store = open_store()
+    store.create_topic(TOPIC, queues=2, layout="files")
+    for i in range(120):
+        store.append(TOPIC, b"long %d" % i, key=f"k{i}", queue=0)
+    for i in range(3):
+        store.append(TOPIC, b"short %d" % i, key=f"s{i}", queue=1)
+    everything = "offset >= 0"
+    for _ in range(2):
+        long_walk = filters.scan(store, TOPIC, everything, max_matches=filters.MAX_MATCHES)
+        assert [(m.queue, m.keys) for m in long_walk.messages] == [
+            *((0, [f"k{i}"]) for i in range(120)),
+            *((1, [f"s{i}"]) for i in range(3)),
+        ]
+        assert [m.keys for m in store.read(TOPIC, 1, 0, 500)] == [["s0"], ["s1"], ["s2"]]
+        assert [m.keys for m in store.read(TOPIC, 1, 2, 500)] == [["s2"]]
+        assert [m.keys for m in store.read(TOPIC, 0, 118, 500)] == [["k118"], ["k119"]]
+        assert _answer(store, everything) == _answer(_View(store), everything)

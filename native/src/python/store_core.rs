@@ -8,6 +8,7 @@
 //! a check, a closed or forked store) it declines with None, and the engine's Python
 //! path (the long way) says what is wrong, as it always has.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,7 +52,12 @@ const FILTER_STEP: usize = 4096;
 /// the property filter over 1,000,000 records of 1 KiB (ns a record): 4: 187-201, 8:
 /// 193-207, 16: 205-222, 48: 208-226. (Each call asks again for the records ahead of
 /// its first entry, already asked for by the call before: leaving that out measured
-/// worse, 220-236 against 191-200.)
+/// worse, 220-236 against 191-200. Session 49 measured one walk a chunk handing each
+/// record over as it is checked, each record asked for once: 1,448-1,557 instructions a
+/// record of the property filter against 1,619 here, but 146-196 ns against 121-147;
+/// asking again every 4 records in that walk brought the time back, and the
+/// instructions too; here, a prefetch loop without a bounds check a line took 139-154 ns
+/// against 116-130: see docs/PERFORMANCE.md, "filter34-s49".)
 const HAND_OVER: usize = 4;
 /// How many records ahead of the one it makes `get_many` asks for (their first lines),
 /// and how many bytes of each.
@@ -783,6 +789,38 @@ fn read_options(rest: &Bound<'_, PyTuple>, options: Option<&Bound<'_, PyDict>>) 
     }
 }
 
+thread_local! {
+    /// The entry buffer of the thread's last entry walk (`walk_queue`), kept for its
+    /// next: a chunk's entries are copied over the bytes it holds, not into a buffer
+    /// made and zeroed again for every call (~30 instructions a record of a filtered
+    /// scan, the `memset` of 4,096 entries a chunk).
+    static ENTRY_BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// A buffer of more than this many bytes is let go, not kept (a read of
+/// `MAX_READ_MESSAGES` makes one of 200,000; a scan's chunks are `FILTER_STEP` entries).
+const ENTRY_BUFFER_KEPT: usize = 256 << 10;
+
+/// The thread's entry buffer for one walk, given back when the walk ends, however it
+/// ends (a walk started inside another, from Python code its callback ran, takes an
+/// empty one).
+struct EntryBuffer(Vec<u8>);
+
+impl EntryBuffer {
+    fn take() -> EntryBuffer {
+        EntryBuffer(ENTRY_BUFFER.with(Cell::take))
+    }
+}
+
+impl Drop for EntryBuffer {
+    fn drop(&mut self) {
+        let buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() <= ENTRY_BUFFER_KEPT {
+            let _ = ENTRY_BUFFER.try_with(|kept| kept.set(buffer));
+        }
+    }
+}
+
 /// How an entry walk goes on after handing over a record.
 enum Flow {
     /// On to the next record.
@@ -993,14 +1031,15 @@ impl StoreCore {
         mut each: impl FnMut(&[u8], &Header) -> PyResult<Flow>,
     ) -> PyResult<Option<(u64, u64)>> {
         let mut found: Vec<Found> = Vec::new();
-        let mut buffer = Vec::new();
+        let mut buffer = EntryBuffer::take();
+        let buffer = &mut buffer.0;
         let mut records = 0u64;
         loop {
             let count = chunk(position, records);
             if count == 0 {
                 return Ok(Some((position, records)));
             }
-            if !entries_of(position, count, &mut buffer)? {
+            if !entries_of(position, count, buffer)? {
                 return Ok(None); // a file deleted meanwhile: the long way reads what is left
             }
             let entries = &buffer[..];
@@ -1104,7 +1143,8 @@ impl StoreCore {
             count: n,
         }) = self.file_of(py, queue, position, count)?
         {
-            buffer.clear();
+            // Copied over what the buffer holds (zeros only where it grows): each way
+            // that answers true below writes all of it.
             buffer.resize((n * ENTRY_SIZE as u64) as usize, 0);
             if self.copy_mapped(py, key, fd, slot, buffer) {
                 return Ok(true);
