@@ -6,7 +6,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::types::{PyList, PyString, PyTuple, PyType};
 
 mod append_core;
 mod appending;
@@ -134,13 +134,19 @@ pub(crate) fn new_record<'py, const N: usize>(
     items: [Bound<'py, PyAny>; N],
 ) -> PyResult<Bound<'py, PyAny>> {
     let tp = cls.as_type_ptr();
+    let counted = !uncounted_alloc(py, tp);
     // SAFETY: `tp` is a live type object (`cls` holds a reference); `check_record_type`
-    // made sure it is a tuple subclass with the tuple's layout, so its `tp_alloc` makes a
-    // tuple of N empty slots, each filled exactly once below with a reference we own
-    // (PyTuple_SET_ITEM steals it), as CPython's own tuple_subtype_new does.
+    // made sure it is a tuple subclass with the tuple's layout, so its `tp_alloc` (or
+    // `alloc_uncounted`, which makes what it makes, untracked) makes a tuple of N empty
+    // slots, each filled exactly once below with a reference we own (PyTuple_SET_ITEM
+    // steals it), as CPython's own tuple_subtype_new does.
     unsafe {
-        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
-        let object = alloc(tp, N as ffi::Py_ssize_t);
+        let object = if counted {
+            let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+            alloc(tp, N as ffi::Py_ssize_t)
+        } else {
+            alloc_uncounted(tp, N)
+        };
         if object.is_null() {
             return Err(PyErr::fetch(py));
         }
@@ -148,8 +154,98 @@ pub(crate) fn new_record<'py, const N: usize>(
             ffi::PyTuple_SET_ITEM(object, i as ffi::Py_ssize_t, item.into_ptr());
         }
         let record = Bound::from_owned_ptr(py, object);
-        untrack(&record);
+        if counted {
+            untrack(&record);
+        }
         Ok(record)
+    }
+}
+
+/// A new empty list, not tracked by the garbage collector and not counted among its
+/// allocations (see `alloc_uncounted`): a message's keys when it has none.
+pub(crate) fn empty_list(py: Python<'_>) -> Bound<'_, PyList> {
+    // SAFETY: PyList_Type is static and, where `uncounted_alloc` says so, laid out as
+    // `alloc_uncounted` needs; an empty list is its zeroed object (no items: `ob_item`
+    // NULL, `allocated` 0) of size 0, as PyList_New(0) makes it.
+    unsafe {
+        let tp = std::ptr::addr_of_mut!(ffi::PyList_Type);
+        if uncounted_alloc(py, tp) {
+            let object = alloc_uncounted(tp, 0);
+            if !object.is_null() {
+                return Bound::from_owned_ptr(py, object).cast_into_unchecked();
+            }
+            let _ = PyErr::fetch(py); // no memory: PyList_New says so below, or makes one
+        }
+    }
+    let list = PyList::empty(py);
+    untrack(&list);
+    list
+}
+
+/// CPython's `PyGC_Head`: the collector's two words before a GC object (3.11).
+const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
+
+/// Whether `alloc_uncounted` may make objects of `tp` here: CPython 3.11 (whose layout of
+/// a GC object's header it writes), and `tp` a GC type whose objects are made by
+/// `PyType_GenericAlloc` and freed by `PyObject_GC_Del`, with nothing before its GC
+/// header (no managed dict).
+fn uncounted_alloc(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
+    static CPYTHON_3_11: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let known = *CPYTHON_3_11.get_or_init(|| {
+        let version = py.version_info();
+        (version.major, version.minor) == (3, 11)
+            && py
+                .import("sys")
+                .and_then(|sys| sys.getattr("implementation"))
+                .and_then(|implementation| implementation.getattr("name"))
+                .is_ok_and(|name| name.eq("cpython").unwrap_or(false))
+    });
+    // SAFETY: reading fields of a live type object (the caller holds a reference, or it
+    // is static).
+    known
+        && unsafe {
+            ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_HAVE_GC) != 0
+                && ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_MANAGED_DICT) == 0
+                // Functions of the interpreter's library: one address each, as CPython's
+                // own `type->tp_free == PyObject_GC_Del` tests take them.
+                && (*tp).tp_alloc.map(|f| f as usize) == Some(ffi::PyType_GenericAlloc as *const () as usize)
+                && (*tp).tp_free.map(|f| f as usize) == Some(ffi::PyObject_GC_Del as *const () as usize)
+                && (*tp).tp_itemsize as usize <= std::mem::size_of::<usize>()
+        }
+}
+
+/// A new object of `tp` with room for `items` items, zeroed, as `PyType_GenericAlloc`
+/// makes it, but neither tracked by the garbage collector nor counted among its young
+/// allocations (NULL with an exception set when out of memory).
+///
+/// Every GC object made counts one towards the next young-generation collection (700),
+/// tracked or not, until it is freed; a read's messages, held by its caller (a bench's
+/// round of 64 reads, a consumer's batch), set off a collection every ~230 messages, each
+/// walking the young objects and, every tenth and hundredth, the older ones (the tracked
+/// lists of a topic of a million queues). A message can take part in no cycle unless its
+/// caller builds one (see `untrack`), so it need not call for a collection. Freed, it is
+/// counted off as any GC object (`PyObject_GC_Del`).
+///
+/// # Safety
+/// The GIL is held and `uncounted_alloc(py, tp)` is true.
+unsafe fn alloc_uncounted(tp: *mut ffi::PyTypeObject, items: usize) -> *mut ffi::PyObject {
+    // `_PyObject_VAR_SIZE(tp, items + 1)`: `PyType_GenericAlloc` makes room for one item
+    // more (a sentinel), rounded up to a pointer's size.
+    let word = std::mem::size_of::<usize>();
+    let size = ((*tp).tp_basicsize as usize + (items + 1) * (*tp).tp_itemsize as usize)
+        .next_multiple_of(word);
+    let memory = ffi::PyObject_Malloc(GC_HEAD + size);
+    if memory.is_null() {
+        return ffi::PyErr_NoMemory();
+    }
+    // The GC header zeroed is an untracked object's (`_gc_next` 0); the object zeroed,
+    // as `PyType_GenericAlloc` leaves it, then its type, size and reference set.
+    std::ptr::write_bytes(memory.cast::<u8>(), 0, GC_HEAD + size);
+    let object = memory.cast::<u8>().add(GC_HEAD).cast::<ffi::PyObject>();
+    if (*tp).tp_itemsize == 0 {
+        ffi::PyObject_Init(object, tp)
+    } else {
+        ffi::PyObject_InitVar(object.cast(), tp, items as ffi::Py_ssize_t).cast()
     }
 }
 
