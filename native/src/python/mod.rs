@@ -293,6 +293,18 @@ pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
         .map_err(|_| PyTypeError::new_err("a message id prefix is 8 hex digits"))
 }
 
+/// Each byte's two upper-case hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [HEX[byte >> 4], HEX[byte & 0xF]];
+        byte += 1;
+    }
+    pairs
+};
+
 /// `prefix` and `offset` in 16 upper-case hex digits: a message id, written straight
 /// into a new ASCII string (no UTF-8 decoding of what is ASCII by construction).
 pub(crate) fn message_id<'py>(
@@ -300,11 +312,10 @@ pub(crate) fn message_id<'py>(
     prefix: &[u8; 8],
     offset: u64,
 ) -> Bound<'py, PyString> {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut text = [0u8; 24];
     text[..8].copy_from_slice(prefix);
-    for i in 0..16 {
-        text[8 + i] = HEX[((offset >> (60 - 4 * i)) & 0xF) as usize];
+    for (i, byte) in offset.to_be_bytes().into_iter().enumerate() {
+        text[8 + 2 * i..10 + 2 * i].copy_from_slice(&HEX_PAIRS[byte as usize]);
     }
     if !text.is_ascii() {
         // A prefix is 8 bytes the caller gave (`id_prefix`): only ASCII is written raw.

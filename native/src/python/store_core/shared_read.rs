@@ -12,8 +12,12 @@
 //! the load would find them and its checks change nothing (open_ends.rs, the same rules
 //! the open after a crash goes by): its last block's last written entry is kept by the
 //! trim, and with a floor above zero (the log's start, or the topic's retention), its
-//! first entry lies at or past it. Any other queue is made and loaded the Python way,
-//! then read here from its ends.
+//! first entry lies at or past it. Beside a writer in another process the block store is
+//! marked stale at every follow (the writer may have allocated blocks this process has
+//! not taken in): that does not unsettle a queue not made, whose load reads the same
+//! index, and which has had nothing published since the index was complete (each follow
+//! makes the queues whose records it takes in, and their blocks are looked for then).
+//! Any other queue is made and loaded the Python way, then read here from its ends.
 //!
 //! Whatever the core does not accept at once goes the long way (`_read_long_way`), as
 //! for a queue with files of its own: a block this process does not know (another
@@ -266,10 +270,9 @@ impl StoreCore {
     }
 
     /// The ends a queue whose object is not made would be loaded with, when they are
-    /// settled (see the module docs); None when only its load can say (the index may
-    /// lack blocks others allocated since this process looked, recovery is rebuilding
-    /// the topic's entries, its last block is of zeros or unknown, its last entry may be
-    /// trimmed, its minimum may move).
+    /// settled (see the module docs); None when only its load can say (recovery is
+    /// rebuilding the topic's entries, its last block is of zeros or unknown, its last
+    /// entry may be trimmed, its minimum may move).
     fn settled_ends<'py>(
         &self,
         py: Python<'py>,
@@ -278,11 +281,13 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
     ) -> PyResult<Option<(u64, u64)>> {
-        for flag in [pyo3::intern!(py, "stale"), pyo3::intern!(py, "rebuilding")] {
-            match facts.dict.get_item(flag)? {
-                Some(value) if !value.is_truthy()? => {}
-                _ => return Ok(None),
-            }
+        // Not `stale`: beside a writer in another process the block store is marked
+        // stale at every follow, yet what the index lacks is the same for the queue's load
+        // (`BlockQueue._load` reads this index too), and a queue whose records others
+        // published since the index was complete was made by the follow that took them in.
+        match facts.dict.get_item(pyo3::intern!(py, "rebuilding"))? {
+            Some(value) if !value.is_truthy()? => {}
+            _ => return Ok(None),
         }
         let Geometry {
             per_block,
