@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import fileio
+from storeadapter.engine import fileio, filters
 from storeadapter.engine.queuebase import pack_entry
 from tests.engine.storetools import (
     SHARED_LAYOUT,
@@ -48,6 +48,16 @@ def _append_varied(store, count):
         )
         for i in range(count)
     ]
+
+
+class _View:
+    """A store that is not a MessageStore: a filtered scan reads it through ``read``."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
 
 
 def _no_long_way(monkeypatch, store):
@@ -339,3 +349,51 @@ def test_a_block_another_process_allocated_is_found_without_the_long_way(
         here = [b"here %d" % i for i in range(queue, 10, 4)]
         assert [m.body for m in got] == here + [b"elsewhere %d" % i for i in range(9)]
         assert [m.queue_offset for m in got] == list(range(len(got)))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'properties.p == "5" || tag == "tag1"',
+        'key.startsWith("k1")',
+        "body_size > 20",
+        "offset % 3 == 0 && queue != 1",
+    ],
+)
+def test_a_filtered_scan_of_a_shared_topic_is_answered_by_the_core(store, monkeypatch, expression):
+    _append_varied(store, 300)
+    wanted = filters.scan(_View(store), "t", expression, max_matches=filters.MAX_MATCHES)
+    assert wanted.messages and wanted.cursor is None
+    asked = []
+    core = store._core
+
+    class Core:
+        def __getattr__(self, name):
+            return getattr(core, name)
+
+        def scan_filtered(self, *args):
+            answer = core.scan_filtered(*args)
+            asked.append(answer is not None)
+            return answer
+
+    monkeypatch.setattr(store, "_core", Core())
+    _no_long_way(monkeypatch, store)
+    got = filters.scan(store, "t", expression, max_matches=filters.MAX_MATCHES)
+    assert asked and all(asked)  # every step answered natively
+    assert got.messages == wanted.messages
+    assert (got.scanned, got.errors, got.cursor) == (wanted.scanned, wanted.errors, None)
+
+
+def test_a_filtered_scan_of_a_shared_topic_goes_on_from_where_its_budget_stopped(store):
+    _append_varied(store, 300)
+    expression = 'properties.q == "v" || body_size > 40'
+    wanted = filters.scan(_View(store), "t", expression, max_matches=filters.MAX_MATCHES)
+    found, cursor, steps = [], None, 0
+    while True:
+        part = filters.scan(store, "t", expression, cursor=cursor, max_records=37)
+        found += part.messages
+        steps += 1
+        if part.cursor is None:
+            break
+        cursor = part.cursor
+    assert found == wanted.messages and steps > 5

@@ -138,6 +138,13 @@ pub(super) struct SharedTopic<'py> {
     blocks: Bound<'py, PyAny>,
 }
 
+/// A shared topic's queue as a walk reads it: its block store's facts and its ends.
+pub(super) struct SharedQueue<'py> {
+    facts: Facts<'py>,
+    pub(super) low: u64,
+    pub(super) high: u64,
+}
+
 /// The `BlockStore` facts a read uses, taken out of the cache for the call.
 struct Facts<'py> {
     key: usize,
@@ -183,6 +190,33 @@ impl StoreCore {
         offset: u64,
         max_messages: usize,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(SharedQueue { facts, low, high }) =
+            self.shared_queue(py, shared, name, queue_id)?
+        else {
+            return Ok(None);
+        };
+        self.read_messages(
+            py,
+            (topic, queue),
+            (name, queue_id),
+            (offset.max(low), high),
+            max_messages,
+            |position, count, buffer| {
+                self.block_entries(py, &facts, queue_id, position, count, buffer)
+            },
+        )
+    }
+
+    /// Queue `queue_id` of the shared topic `shared` (named `name` in its records) as a
+    /// read or a filtered scan walks it: its block store's facts and its ends; None when
+    /// the core declines (see the module docs).
+    pub(super) fn shared_queue<'py>(
+        &self,
+        py: Python<'py>,
+        shared: &SharedTopic<'py>,
+        name: &[u8],
+        queue_id: u32,
+    ) -> PyResult<Option<SharedQueue<'py>>> {
         if !self.genuine_pread(py)? {
             return Ok(None); // a fault test's pread sees every read: the long way
         }
@@ -203,16 +237,21 @@ impl StoreCore {
         let Some((low, high)) = self.shared_ends(py, shared, &facts, name, queue_id)? else {
             return Ok(None);
         };
-        self.read_messages(
-            py,
-            (topic, queue),
-            (name, queue_id),
-            (offset.max(low), high),
-            max_messages,
-            |position, count, buffer| {
-                self.block_entries(py, &facts, queue_id, position, count, buffer)
-            },
-        )
+        Ok(Some(SharedQueue { facts, low, high }))
+    }
+
+    /// Fill `buffer` with `count` packed entries of `queue`'s queue `queue_id` from
+    /// `position` (`block_entries`).
+    pub(super) fn shared_entries(
+        &self,
+        py: Python<'_>,
+        queue: &SharedQueue<'_>,
+        queue_id: u32,
+        position: u64,
+        count: u64,
+        buffer: &mut Vec<u8>,
+    ) -> PyResult<bool> {
+        self.block_entries(py, &queue.facts, queue_id, position, count, buffer)
     }
 
     /// The queue's (min offset, max offset): its object's when it is made and loaded;
