@@ -7,6 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple, PyType};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 mod append_core;
 mod appending;
@@ -190,16 +191,20 @@ const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
 /// `PyType_GenericAlloc` and freed by `PyObject_GC_Del`, with nothing before its GC
 /// header (no managed dict).
 fn uncounted_alloc(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
-    static CPYTHON_3_11: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let known = *CPYTHON_3_11.get_or_init(|| {
-        let version = py.version_info();
-        (version.major, version.minor) == (3, 11)
-            && py
-                .import("sys")
-                .and_then(|sys| sys.getattr("implementation"))
-                .and_then(|implementation| implementation.getattr("name"))
-                .is_ok_and(|name| name.eq("cpython").unwrap_or(false))
-    });
+    // 0 not looked at yet, 1 CPython 3.11, 2 another. Looked at without running Python
+    // code (the version string the interpreter was built with); a race between threads
+    // looks twice and stores the same answer.
+    static CPYTHON_3_11: AtomicU8 = AtomicU8::new(0);
+    let known = match CPYTHON_3_11.load(Ordering::Relaxed) {
+        0 => {
+            let version = py.version_info();
+            let cpython = (version.major, version.minor) == (3, 11)
+                && !Python::version_str().contains("PyPy");
+            CPYTHON_3_11.store(if cpython { 1 } else { 2 }, Ordering::Relaxed);
+            cpython
+        }
+        answer => answer == 1,
+    };
     // SAFETY: reading fields of a live type object (the caller holds a reference, or it
     // is static).
     known
