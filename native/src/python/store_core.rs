@@ -1,7 +1,7 @@
 //! The store core: the hot read state of one open store in one process (its segment
-//! table and the shared state's sequence word), so that a `get`, and a `read` of a
-//! queue with files of its own or of a shared topic's (shared_read.rs), is one native
-//! call.
+//! table and the shared state's sequence word), so that a `get`, and a `read` or a
+//! filtered scan's step of a queue with files of its own or of a shared topic's
+//! (shared_read.rs), is one native call.
 //!
 //! The core never decides what damage is: whatever it does not accept at once (an id
 //! not written as this store writes them, an offset outside the log, a record that fails

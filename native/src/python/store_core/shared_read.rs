@@ -1,7 +1,8 @@
 //! `read` of a shared topic's queue in the store core (issue 33): the queue's blocks
 //! looked up in the topic's native block index, its entries copied from the block
 //! files' mappings, its records checked and its messages made by the one entry walk
-//! (`StoreCore::walk_queue`), in the call `MessageStore.read` makes.
+//! (`StoreCore::walk_queue`), in the call `MessageStore.read` makes; and the filtered
+//! scan's walk of such a queue (`scan_filtered`), which reads its entries the same way.
 //!
 //! A shared topic (blockqueue.py) makes a queue's Python object on first use, and its
 //! first use loads it: its ends found from its blocks (`BlockQueue._load`), then checked
