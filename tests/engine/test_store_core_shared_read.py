@@ -7,10 +7,14 @@ files of its own (test_store_core_read.py)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import fileio
+from storeadapter.engine import fileio, filters
 from storeadapter.engine.queuebase import pack_entry
 from tests.engine.storetools import (
     SHARED_LAYOUT,
@@ -44,6 +48,16 @@ def _append_varied(store, count):
         )
         for i in range(count)
     ]
+
+
+class _View:
+    """A store that is not a MessageStore: a filtered scan reads it through ``read``."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
 
 
 def _no_long_way(monkeypatch, store):
@@ -220,3 +234,166 @@ def test_block_files_deleted_by_retention_are_not_kept_mapped(store, store_path)
             store.read("t", queue, 0, 500)
 
     assert _read_mappings_of_deleted_block_files() == []
+
+
+LIVE_WRITER = """
+import sys, time
+from pathlib import Path
+from storeadapter.engine import MessageStore
+from tests.engine.storetools import SHARED_LAYOUT, small_config
+path, stop = sys.argv[1], Path(sys.argv[2])
+with MessageStore.open(path, small_config(**SHARED_LAYOUT)) as store:
+    sent = 0
+    while not stop.exists():
+        batch = [{"body": b"live %d" % (sent + i), "queue": i % 2} for i in range(4)]
+        store.append_batch("t", batch)
+        sent += 4
+        Path(sys.argv[3]).write_text(str(sent))
+        time.sleep(0.002)
+"""
+
+
+def _start_live_writer(store_path, tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    stop, sent = tmp_path / "stop", tmp_path / "sent"
+    child = subprocess.Popen(
+        [sys.executable, "-c", LIVE_WRITER, str(store_path), str(stop), str(sent)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        stderr=subprocess.PIPE,
+    )
+    return child, stop, sent
+
+
+def _published_past(store):
+    """Wait until another process published past what ``store`` followed: its next read
+    follows, and marks the shared topic's block store stale."""
+    deadline = time.monotonic() + 30
+    while store._shared.read().tail <= store.commitlog.tail:
+        assert time.monotonic() < deadline, "the writer published nothing"
+        time.sleep(0.001)
+
+
+def test_queues_not_used_yet_are_read_without_their_load_beside_a_live_writer(
+    store, open_store, store_path, tmp_path, monkeypatch
+):
+    # Queues 2 and 3 filled here, then read by a process that opened before a writer in
+    # another process started appending to queues 0 and 1: each read follows the writer
+    # (the block store marked stale: the writer may have allocated blocks), yet queues 2
+    # and 3 have had nothing published since, so their ends are settled all the same.
+    store.append_batch("t", [{"body": b"old %d" % i, "queue": 2 + i % 2} for i in range(30)])
+    wanted = {q: store._read_long_way("t", q, 0, 100) for q in (2, 3)}
+    store.close()
+    reader = open_store(store_path, CONFIG)
+    child, stop, sent = _start_live_writer(store_path, tmp_path)
+    try:
+        blocks = reader._registry.topics["t"].blocks
+        for queue in (2, 3):
+            for offset in (0, 4, 9):
+                _published_past(reader)
+                got = reader.read("t", queue, offset, 10)
+                assert blocks.stale
+                assert got == wanted[queue][offset : offset + 10]
+                assert _made(reader, queue) is None  # read without its load
+        # The writer's own queues: every message published so far, in order.
+        _published_past(reader)
+        for queue in (0, 1):
+            got = reader.read("t", queue, 0, 500)
+            assert [m.queue_offset for m in got] == list(range(len(got)))
+            assert all(m.body.startswith(b"live ") for m in got)
+    finally:
+        stop.touch()
+        child.wait(timeout=60)
+    assert child.returncode == 0, child.stderr.read().decode()[-2000:]
+    total = int(sent.read_text())
+    bodies = sorted(m.body for q in (0, 1) for m in reader.read("t", q, 0, total + 10))
+    assert bodies == sorted(b"live %d" % i for i in range(total))
+
+
+APPENDER = """
+import sys
+from storeadapter.engine import MessageStore
+from tests.engine.storetools import SHARED_LAYOUT, small_config
+with MessageStore.open(sys.argv[1], small_config(**SHARED_LAYOUT)) as store:
+    for queue in map(int, sys.argv[2:]):
+        store.append_batch("t", [{"body": b"elsewhere %d" % i, "queue": queue} for i in range(9)])
+"""
+
+
+def _append_elsewhere(store_path, *queues):
+    """Nine messages to each of ``queues``, appended by another process."""
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, "-c", APPENDER, str(store_path), *map(str, queues)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr.decode()[-2000:]
+
+
+def test_a_block_another_process_allocated_is_found_without_the_long_way(
+    store, store_path, monkeypatch
+):
+    # The queues made and loaded here; another process fills their last blocks and
+    # allocates new ones: the reads find those blocks (as the long way's look-up does),
+    # instead of going the long way.
+    store.append_batch("t", [{"body": b"here %d" % i, "queue": i % 4} for i in range(10)])
+    for queue in range(4):
+        store.read("t", queue, 0)
+    _append_elsewhere(store_path, 0, 1, 2, 3)
+    _no_long_way(monkeypatch, store)
+    for queue in range(4):
+        got = store.read("t", queue, 0, 100)
+        here = [b"here %d" % i for i in range(queue, 10, 4)]
+        assert [m.body for m in got] == here + [b"elsewhere %d" % i for i in range(9)]
+        assert [m.queue_offset for m in got] == list(range(len(got)))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'properties.p == "5" || tag == "tag1"',
+        'key.startsWith("k1")',
+        "body_size > 20",
+        "offset % 3 == 0 && queue != 1",
+    ],
+)
+def test_a_filtered_scan_of_a_shared_topic_is_answered_by_the_core(store, monkeypatch, expression):
+    _append_varied(store, 300)
+    wanted = filters.scan(_View(store), "t", expression, max_matches=filters.MAX_MATCHES)
+    assert wanted.messages and wanted.cursor is None
+    asked = []
+    core = store._core
+
+    class Core:
+        def __getattr__(self, name):
+            return getattr(core, name)
+
+        def scan_filtered(self, *args):
+            answer = core.scan_filtered(*args)
+            asked.append(answer is not None)
+            return answer
+
+    monkeypatch.setattr(store, "_core", Core())
+    _no_long_way(monkeypatch, store)
+    got = filters.scan(store, "t", expression, max_matches=filters.MAX_MATCHES)
+    assert asked and all(asked)  # every step answered natively
+    assert got.messages == wanted.messages
+    assert (got.scanned, got.errors, got.cursor) == (wanted.scanned, wanted.errors, None)
+
+
+def test_a_filtered_scan_of_a_shared_topic_goes_on_from_where_its_budget_stopped(store):
+    _append_varied(store, 300)
+    expression = 'properties.q == "v" || body_size > 40'
+    wanted = filters.scan(_View(store), "t", expression, max_matches=filters.MAX_MATCHES)
+    found, cursor, steps = [], None, 0
+    while True:
+        part = filters.scan(store, "t", expression, cursor=cursor, max_records=37)
+        found += part.messages
+        steps += 1
+        if part.cursor is None:
+            break
+        cursor = part.cursor
+    assert found == wanted.messages and steps > 5

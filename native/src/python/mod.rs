@@ -6,7 +6,8 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::types::{PyList, PyString, PyTuple, PyType};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 mod append_core;
 mod appending;
@@ -134,13 +135,19 @@ pub(crate) fn new_record<'py, const N: usize>(
     items: [Bound<'py, PyAny>; N],
 ) -> PyResult<Bound<'py, PyAny>> {
     let tp = cls.as_type_ptr();
+    let counted = !uncounted_alloc(py, tp);
     // SAFETY: `tp` is a live type object (`cls` holds a reference); `check_record_type`
-    // made sure it is a tuple subclass with the tuple's layout, so its `tp_alloc` makes a
-    // tuple of N empty slots, each filled exactly once below with a reference we own
-    // (PyTuple_SET_ITEM steals it), as CPython's own tuple_subtype_new does.
+    // made sure it is a tuple subclass with the tuple's layout, so its `tp_alloc` (or
+    // `alloc_uncounted`, which makes what it makes, untracked) makes a tuple of N empty
+    // slots, each filled exactly once below with a reference we own (PyTuple_SET_ITEM
+    // steals it), as CPython's own tuple_subtype_new does.
     unsafe {
-        let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
-        let object = alloc(tp, N as ffi::Py_ssize_t);
+        let object = if counted {
+            let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
+            alloc(tp, N as ffi::Py_ssize_t)
+        } else {
+            alloc_uncounted(tp, N)
+        };
         if object.is_null() {
             return Err(PyErr::fetch(py));
         }
@@ -148,8 +155,102 @@ pub(crate) fn new_record<'py, const N: usize>(
             ffi::PyTuple_SET_ITEM(object, i as ffi::Py_ssize_t, item.into_ptr());
         }
         let record = Bound::from_owned_ptr(py, object);
-        untrack(&record);
+        if counted {
+            untrack(&record);
+        }
         Ok(record)
+    }
+}
+
+/// A new empty list, not tracked by the garbage collector and not counted among its
+/// allocations (see `alloc_uncounted`): a message's keys when it has none.
+pub(crate) fn empty_list(py: Python<'_>) -> Bound<'_, PyList> {
+    // SAFETY: PyList_Type is static and, where `uncounted_alloc` says so, laid out as
+    // `alloc_uncounted` needs; an empty list is its zeroed object (no items: `ob_item`
+    // NULL, `allocated` 0) of size 0, as PyList_New(0) makes it.
+    unsafe {
+        let tp = std::ptr::addr_of_mut!(ffi::PyList_Type);
+        if uncounted_alloc(py, tp) {
+            let object = alloc_uncounted(tp, 0);
+            if !object.is_null() {
+                return Bound::from_owned_ptr(py, object).cast_into_unchecked();
+            }
+            let _ = PyErr::fetch(py); // no memory: PyList_New says so below, or makes one
+        }
+    }
+    let list = PyList::empty(py);
+    untrack(&list);
+    list
+}
+
+/// CPython's `PyGC_Head`: the collector's two words before a GC object (3.11).
+const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
+
+/// Whether `alloc_uncounted` may make objects of `tp` here: CPython 3.11 (whose layout of
+/// a GC object's header it writes), and `tp` a GC type whose objects are made by
+/// `PyType_GenericAlloc` and freed by `PyObject_GC_Del`, with nothing before its GC
+/// header (no managed dict).
+fn uncounted_alloc(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
+    // 0 not looked at yet, 1 CPython 3.11, 2 another. Looked at without running Python
+    // code (the version string the interpreter was built with); a race between threads
+    // looks twice and stores the same answer.
+    static CPYTHON_3_11: AtomicU8 = AtomicU8::new(0);
+    let known = match CPYTHON_3_11.load(Ordering::Relaxed) {
+        0 => {
+            let version = py.version_info();
+            let cpython = (version.major, version.minor) == (3, 11)
+                && !Python::version_str().contains("PyPy");
+            CPYTHON_3_11.store(if cpython { 1 } else { 2 }, Ordering::Relaxed);
+            cpython
+        }
+        answer => answer == 1,
+    };
+    // SAFETY: reading fields of a live type object (the caller holds a reference, or it
+    // is static).
+    known
+        && unsafe {
+            ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_HAVE_GC) != 0
+                && ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_MANAGED_DICT) == 0
+                // Functions of the interpreter's library: one address each, as CPython's
+                // own `type->tp_free == PyObject_GC_Del` tests take them.
+                && (*tp).tp_alloc.map(|f| f as usize) == Some(ffi::PyType_GenericAlloc as *const () as usize)
+                && (*tp).tp_free.map(|f| f as usize) == Some(ffi::PyObject_GC_Del as *const () as usize)
+                && (*tp).tp_itemsize as usize <= std::mem::size_of::<usize>()
+        }
+}
+
+/// A new object of `tp` with room for `items` items, zeroed, as `PyType_GenericAlloc`
+/// makes it, but neither tracked by the garbage collector nor counted among its young
+/// allocations (NULL with an exception set when out of memory).
+///
+/// Every GC object made counts one towards the next young-generation collection (700),
+/// tracked or not, until it is freed; a read's messages, held by its caller (a bench's
+/// round of 64 reads, a consumer's batch), set off a collection every ~230 messages, each
+/// walking the young objects and, every tenth and hundredth, the older ones (the tracked
+/// lists of a topic of a million queues). A message can take part in no cycle unless its
+/// caller builds one (see `untrack`), so it need not call for a collection. Freed, it is
+/// counted off as any GC object (`PyObject_GC_Del`).
+///
+/// # Safety
+/// The GIL is held and `uncounted_alloc(py, tp)` is true.
+unsafe fn alloc_uncounted(tp: *mut ffi::PyTypeObject, items: usize) -> *mut ffi::PyObject {
+    // `_PyObject_VAR_SIZE(tp, items + 1)`: `PyType_GenericAlloc` makes room for one item
+    // more (a sentinel), rounded up to a pointer's size.
+    let word = std::mem::size_of::<usize>();
+    let size = ((*tp).tp_basicsize as usize + (items + 1) * (*tp).tp_itemsize as usize)
+        .next_multiple_of(word);
+    let memory = ffi::PyObject_Malloc(GC_HEAD + size);
+    if memory.is_null() {
+        return ffi::PyErr_NoMemory();
+    }
+    // The GC header zeroed is an untracked object's (`_gc_next` 0); the object zeroed,
+    // as `PyType_GenericAlloc` leaves it, then its type, size and reference set.
+    std::ptr::write_bytes(memory.cast::<u8>(), 0, GC_HEAD + size);
+    let object = memory.cast::<u8>().add(GC_HEAD).cast::<ffi::PyObject>();
+    if (*tp).tp_itemsize == 0 {
+        ffi::PyObject_Init(object, tp)
+    } else {
+        ffi::PyObject_InitVar(object.cast(), tp, items as ffi::Py_ssize_t).cast()
     }
 }
 
@@ -197,6 +298,18 @@ pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
         .map_err(|_| PyTypeError::new_err("a message id prefix is 8 hex digits"))
 }
 
+/// Each byte's two upper-case hex digits.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [HEX[byte >> 4], HEX[byte & 0xF]];
+        byte += 1;
+    }
+    pairs
+};
+
 /// `prefix` and `offset` in 16 upper-case hex digits: a message id, written straight
 /// into a new ASCII string (no UTF-8 decoding of what is ASCII by construction).
 pub(crate) fn message_id<'py>(
@@ -204,11 +317,10 @@ pub(crate) fn message_id<'py>(
     prefix: &[u8; 8],
     offset: u64,
 ) -> Bound<'py, PyString> {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut text = [0u8; 24];
     text[..8].copy_from_slice(prefix);
-    for i in 0..16 {
-        text[8 + i] = HEX[((offset >> (60 - 4 * i)) & 0xF) as usize];
+    for (i, byte) in offset.to_be_bytes().into_iter().enumerate() {
+        text[8 + 2 * i..10 + 2 * i].copy_from_slice(&HEX_PAIRS[byte as usize]);
     }
     if !text.is_ascii() {
         // A prefix is 8 bytes the caller gave (`id_prefix`): only ASCII is written raw.

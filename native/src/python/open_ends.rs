@@ -218,7 +218,24 @@ pub(super) fn entry_of(block: &[u8], slot: u64) -> (u64, u32) {
 /// last written entry in it, or None when every entry byte is zero.
 pub(super) fn written_end(block: &[u8], seq: u64, per_block: u64) -> Option<u64> {
     let entries = &block[HEADER_SIZE..];
-    let written = entries.iter().rposition(|&b| b != 0)? + 1;
+    // From the end, whole entries first (a word at a time: most of a queue's last block
+    // is unwritten), then the bytes of the last entry that is not all zeros.
+    let whole = entries.len() / ENTRY_SIZE * ENTRY_SIZE;
+    let zero = |entry: &[u8]| {
+        let (words, rest) = entry.split_at(16);
+        u128::from_ne_bytes(words.try_into().unwrap_or([1; 16])) == 0
+            && rest.iter().all(|&b| b == 0)
+    };
+    let tail = &entries[whole..];
+    let written = match tail.iter().rposition(|&b| b != 0) {
+        Some(at) => whole + at + 1,
+        None => {
+            let last = entries[..whole]
+                .chunks_exact(ENTRY_SIZE)
+                .rposition(|entry| !zero(entry))?;
+            last * ENTRY_SIZE + ENTRY_SIZE
+        }
+    };
     Some(seq * per_block + written.div_ceil(ENTRY_SIZE) as u64)
 }
 

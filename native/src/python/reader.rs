@@ -232,11 +232,12 @@ impl<'py> Extras<'py> {
             text(0, parts.tag)?.into_any()
         };
         let keys = if parts.keys.is_empty() {
-            PyList::empty(py)
+            super::empty_list(py) // untracked, uncounted
         } else {
-            text_list(py, std::str::from_utf8(parts.keys).ok()?, '\u{1f}').ok()?
+            let keys = text_list(py, std::str::from_utf8(parts.keys).ok()?, '\u{1f}').ok()?;
+            super::untrack(&keys); // strings only (the dict of strings is never tracked)
+            keys
         };
-        super::untrack(&keys); // strings only (the dict of strings is never tracked)
         let properties = PyDict::new(py);
         if !parts.properties.is_empty() {
             std::str::from_utf8(parts.properties).ok()?;

@@ -1,7 +1,7 @@
 //! The store core: the hot read state of one open store in one process (its segment
-//! table and the shared state's sequence word), so that a `get`, and a `read` of a
-//! queue with files of its own or of a shared topic's (shared_read.rs), is one native
-//! call.
+//! table and the shared state's sequence word), so that a `get`, and a `read` or a
+//! filtered scan's step of a queue with files of its own or of a shared topic's
+//! (shared_read.rs), is one native call.
 //!
 //! The core never decides what damage is: whatever it does not accept at once (an id
 //! not written as this store writes them, an offset outside the log, a record that fails
@@ -631,8 +631,6 @@ impl StoreCore {
     ) -> PyResult<Option<(Bound<'py, PyList>, u64, u64, u64, Option<String>)>> {
         let started = Instant::now();
         let budget = Duration::from_secs_f64(max_seconds.clamp(0.0, 3600.0));
-        let filter = &filter.get().inner;
-        let root = filter.context();
         if self.closed.load(Ordering::Acquire) || !topic.is_exact_instance_of::<PyString>() {
             return Ok(None);
         }
@@ -643,10 +641,36 @@ impl StoreCore {
             return Ok(None);
         }
         self.follow(py)?;
-        let Some(consume_queue) = self.loaded_queue(py, topic, queue_id)? else {
+        let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
             return Ok(None);
         };
         let Ok(name) = topic.cast::<PyString>()?.to_str() else {
+            return Ok(None);
+        };
+        let name = name.as_bytes();
+        let scan = FilteredScan {
+            filter: filter.get(),
+            topic,
+            queue,
+            owner: (name, queue_id),
+            offset,
+            end,
+            max_records,
+            max_matches,
+            started,
+            budget,
+        };
+        if let Some(shared) = self.shared_topic(&state) {
+            // A shared topic's queue: its entries from its blocks (shared_read.rs).
+            let Some(walked) = self.shared_queue(py, &shared, name, queue_id)? else {
+                return Ok(None);
+            };
+            let (low, high) = (walked.low, walked.high);
+            return self.scan_walk(py, scan, (low, high), |position, count, buffer| {
+                self.shared_entries(py, &walked, queue_id, position, count, buffer)
+            });
+        }
+        let Some(consume_queue) = self.loaded_queue_of(py, &state, queue_id)? else {
             return Ok(None);
         };
         let low: u64 = consume_queue
@@ -655,70 +679,10 @@ impl StoreCore {
         let high: u64 = consume_queue
             .getattr(intern!(py, "_max_offset"))?
             .extract()?;
-        let end = end.min(high);
-        let messages = PyList::empty(py);
-        let mut shared = Shared::new(topic.clone(), queue.clone(), max_matches);
-        let (mut errors, mut first_error) = (0u64, None);
-        let first = offset.max(low);
-        // The time is looked at only after a chunk: a call whose budget is over before
-        // it starts (its process descheduled for longer, under load) still walks one,
-        // so an answer that made no progress always means there is nothing to read.
-        let chunk = |position: u64, records: u64| {
-            if position >= end
-                || records >= max_records
-                || messages.len() >= max_matches
-                || (position > first && started.elapsed() >= budget)
-            {
-                return 0;
-            }
-            (end - position)
-                .min(max_records - records)
-                .min(FILTER_STEP as u64)
-        };
-        let walked = self.walk_queue(
-            py,
-            |position, count, buffer| {
-                self.read_entries(py, &consume_queue, position, count, buffer)
-            },
-            (name.as_bytes(), queue_id),
-            first,
-            filter.tag(),
-            chunk,
-            |record, header| {
-                let parts = Parts::of(record, header);
-                match filter.matches(&root, header, &parts) {
-                    Ok(true) => {
-                        let built = stored_message(
-                            py,
-                            self.message_type.bind(py),
-                            &self.prefix,
-                            &mut shared,
-                            record,
-                            header,
-                        );
-                        match built {
-                            Some(message) => messages.append(message?)?,
-                            None => return Ok(Flow::Decline),
-                        }
-                        if messages.len() >= max_matches {
-                            return Ok(Flow::Done);
-                        }
-                    }
-                    Ok(false) => {}
-                    Err(error) => {
-                        errors += 1;
-                        first_error.get_or_insert(error);
-                    }
-                }
-                Ok(Flow::Go)
-            },
-        )?;
-        let Some((position, scanned)) = walked else {
-            return Ok(None);
-        };
-        Ok(Some((messages, position, scanned, errors, first_error)))
+        self.scan_walk(py, scan, (low, high), |position, count, buffer| {
+            self.read_entries(py, &consume_queue, position, count, buffer)
+        })
     }
-
     /// The store closed: every later call declines, and the mappings are let go.
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -821,6 +785,21 @@ impl Drop for EntryBuffer {
     }
 }
 
+/// What `scan_filtered` was asked: the filter, the queue (as given, and as its records
+/// name it), the stretch, the limits and the time allowed.
+struct FilteredScan<'a, 'py> {
+    filter: &'a Filter,
+    topic: &'a Bound<'py, PyAny>,
+    queue: &'a Bound<'py, PyAny>,
+    owner: (&'a [u8], u32),
+    offset: u64,
+    end: u64,
+    max_records: u64,
+    max_matches: usize,
+    started: Instant,
+    budget: Duration,
+}
+
 /// How an entry walk goes on after handing over a record.
 enum Flow {
     /// On to the next record.
@@ -861,21 +840,95 @@ fn exact_int(value: &Bound<'_, PyAny>) -> Option<i64> {
 }
 
 impl StoreCore {
-    /// The loaded ConsumeQueue of queue `queue_id` of `topic` (a str) with files of its
-    /// own, or None (a topic or queue not known, a shared topic's, not loaded).
-    fn loaded_queue<'py>(
+    /// `scan_filtered`'s walk of a queue whose ends are `low` and `high`, its entries
+    /// read by `entries_of` (a queue file's or a shared topic's blocks).
+    #[allow(clippy::type_complexity)]
+    fn scan_walk<'py>(
         &self,
         py: Python<'py>,
-        topic: &Bound<'py, PyAny>,
-        queue_id: u32,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
+        scan: FilteredScan<'_, 'py>,
+        (low, high): (u64, u64),
+        entries_of: impl FnMut(u64, u64, &mut Vec<u8>) -> PyResult<bool>,
+    ) -> PyResult<Option<(Bound<'py, PyList>, u64, u64, u64, Option<String>)>> {
+        let FilteredScan {
+            filter,
+            topic,
+            queue,
+            owner,
+            offset,
+            end,
+            max_records,
+            max_matches,
+            started,
+            budget,
+        } = scan;
+        let filter = &filter.inner;
+        let root = filter.context();
+        let end = end.min(high);
+        let messages = PyList::empty(py);
+        let mut shared = Shared::new(topic.clone(), queue.clone(), max_matches);
+        let (mut errors, mut first_error) = (0u64, None);
+        let first = offset.max(low);
+        // The time is looked at only after a chunk: a call whose budget is over before
+        // it starts (its process descheduled for longer, under load) still walks one,
+        // so an answer that made no progress always means there is nothing to read.
+        let chunk = |position: u64, records: u64| {
+            if position >= end
+                || records >= max_records
+                || messages.len() >= max_matches
+                || (position > first && started.elapsed() >= budget)
+            {
+                return 0;
+            }
+            (end - position)
+                .min(max_records - records)
+                .min(FILTER_STEP as u64)
+        };
+        let walked = self.walk_queue(
+            py,
+            entries_of,
+            owner,
+            first,
+            filter.tag(),
+            chunk,
+            |record, header| {
+                let parts = Parts::of(record, header);
+                match filter.matches(&root, header, &parts) {
+                    Ok(true) => {
+                        let built = stored_message(
+                            py,
+                            self.message_type.bind(py),
+                            &self.prefix,
+                            &mut shared,
+                            record,
+                            header,
+                        );
+                        match built {
+                            Some(message) => messages.append(message?)?,
+                            None => return Ok(Flow::Decline),
+                        }
+                        if messages.len() >= max_matches {
+                            return Ok(Flow::Done);
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        errors += 1;
+                        first_error.get_or_insert(error);
+                    }
+                }
+                Ok(Flow::Go)
+            },
+        )?;
+        let Some((position, scanned)) = walked else {
             return Ok(None);
         };
-        self.loaded_queue_of(py, &state, queue_id)
+        Ok(Some((messages, position, scanned, errors, first_error)))
     }
 
-    /// `loaded_queue` of the topic `state` (a registry `Topic`).
+    /// The loaded ConsumeQueue of queue `queue_id` of the topic `state` (a registry
+    /// `Topic`) with files of its own, or None (a queue not known, a shared topic's, not
+    /// loaded).
     fn loaded_queue_of<'py>(
         &self,
         py: Python<'py>,

@@ -1,7 +1,8 @@
 //! `read` of a shared topic's queue in the store core (issue 33): the queue's blocks
 //! looked up in the topic's native block index, its entries copied from the block
 //! files' mappings, its records checked and its messages made by the one entry walk
-//! (`StoreCore::walk_queue`), in the call `MessageStore.read` makes.
+//! (`StoreCore::walk_queue`), in the call `MessageStore.read` makes; and the filtered
+//! scan's walk of such a queue (`scan_filtered`), which reads its entries the same way.
 //!
 //! A shared topic (blockqueue.py) makes a queue's Python object on first use, and its
 //! first use loads it: its ends found from its blocks (`BlockQueue._load`), then checked
@@ -12,8 +13,12 @@
 //! the load would find them and its checks change nothing (open_ends.rs, the same rules
 //! the open after a crash goes by): its last block's last written entry is kept by the
 //! trim, and with a floor above zero (the log's start, or the topic's retention), its
-//! first entry lies at or past it. Any other queue is made and loaded the Python way,
-//! then read here from its ends.
+//! first entry lies at or past it. Beside a writer in another process the block store is
+//! marked stale at every follow (the writer may have allocated blocks this process has
+//! not taken in): that does not unsettle a queue not made, whose load reads the same
+//! index, and which has had nothing published since the index was complete (each follow
+//! makes the queues whose records it takes in, and their blocks are looked for then).
+//! Any other queue is made and loaded the Python way, then read here from its ends.
 //!
 //! Whatever the core does not accept at once goes the long way (`_read_long_way`), as
 //! for a queue with files of its own: a block this process does not know (another
@@ -134,6 +139,13 @@ pub(super) struct SharedTopic<'py> {
     blocks: Bound<'py, PyAny>,
 }
 
+/// A shared topic's queue as a walk reads it: its block store's facts and its ends.
+pub(super) struct SharedQueue<'py> {
+    facts: Facts<'py>,
+    pub(super) low: u64,
+    pub(super) high: u64,
+}
+
 /// The `BlockStore` facts a read uses, taken out of the cache for the call.
 struct Facts<'py> {
     key: usize,
@@ -179,6 +191,33 @@ impl StoreCore {
         offset: u64,
         max_messages: usize,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(SharedQueue { facts, low, high }) =
+            self.shared_queue(py, shared, name, queue_id)?
+        else {
+            return Ok(None);
+        };
+        self.read_messages(
+            py,
+            (topic, queue),
+            (name, queue_id),
+            (offset.max(low), high),
+            max_messages,
+            |position, count, buffer| {
+                self.block_entries(py, &facts, queue_id, position, count, buffer)
+            },
+        )
+    }
+
+    /// Queue `queue_id` of the shared topic `shared` (named `name` in its records) as a
+    /// read or a filtered scan walks it: its block store's facts and its ends; None when
+    /// the core declines (see the module docs).
+    pub(super) fn shared_queue<'py>(
+        &self,
+        py: Python<'py>,
+        shared: &SharedTopic<'py>,
+        name: &[u8],
+        queue_id: u32,
+    ) -> PyResult<Option<SharedQueue<'py>>> {
         if !self.genuine_pread(py)? {
             return Ok(None); // a fault test's pread sees every read: the long way
         }
@@ -199,16 +238,21 @@ impl StoreCore {
         let Some((low, high)) = self.shared_ends(py, shared, &facts, name, queue_id)? else {
             return Ok(None);
         };
-        self.read_messages(
-            py,
-            (topic, queue),
-            (name, queue_id),
-            (offset.max(low), high),
-            max_messages,
-            |position, count, buffer| {
-                self.block_entries(py, &facts, queue_id, position, count, buffer)
-            },
-        )
+        Ok(Some(SharedQueue { facts, low, high }))
+    }
+
+    /// Fill `buffer` with `count` packed entries of `queue`'s queue `queue_id` from
+    /// `position` (`block_entries`).
+    pub(super) fn shared_entries(
+        &self,
+        py: Python<'_>,
+        queue: &SharedQueue<'_>,
+        queue_id: u32,
+        position: u64,
+        count: u64,
+        buffer: &mut Vec<u8>,
+    ) -> PyResult<bool> {
+        self.block_entries(py, &queue.facts, queue_id, position, count, buffer)
     }
 
     /// The queue's (min offset, max offset): its object's when it is made and loaded;
@@ -266,10 +310,9 @@ impl StoreCore {
     }
 
     /// The ends a queue whose object is not made would be loaded with, when they are
-    /// settled (see the module docs); None when only its load can say (the index may
-    /// lack blocks others allocated since this process looked, recovery is rebuilding
-    /// the topic's entries, its last block is of zeros or unknown, its last entry may be
-    /// trimmed, its minimum may move).
+    /// settled (see the module docs); None when only its load can say (recovery is
+    /// rebuilding the topic's entries, its last block is of zeros or unknown, its last
+    /// entry may be trimmed, its minimum may move).
     fn settled_ends<'py>(
         &self,
         py: Python<'py>,
@@ -278,11 +321,13 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
     ) -> PyResult<Option<(u64, u64)>> {
-        for flag in [pyo3::intern!(py, "stale"), pyo3::intern!(py, "rebuilding")] {
-            match facts.dict.get_item(flag)? {
-                Some(value) if !value.is_truthy()? => {}
-                _ => return Ok(None),
-            }
+        // Not `stale`: beside a writer in another process the block store is marked
+        // stale at every follow, yet what the index lacks is the same for the queue's load
+        // (`BlockQueue._load` reads this index too), and a queue whose records others
+        // published since the index was complete was made by the follow that took them in.
+        match facts.dict.get_item(pyo3::intern!(py, "rebuilding"))? {
+            Some(value) if !value.is_truthy()? => {}
+            _ => return Ok(None),
         }
         let Geometry {
             per_block,
