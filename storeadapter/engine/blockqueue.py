@@ -636,9 +636,15 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
 
     Its entries live in the topic's ``BlockStore``; like a ``ConsumeQueue`` it is loaded
     lazily (its ends are found on first use) and then checked by ``on_load``.
+
+    Its ends (``_min_offset``, ``_max_offset``, ``changes``, ``_loaded``) are kept in the
+    topic's native block index, not in the object (block_index.rs): the shared batch
+    moves them there without making or touching an object per queue, and an object,
+    made before or after, reads and sets them there. Several objects of one queue (a
+    closed one still held, and its successor) read the same ends.
     """
 
-    __slots__ = ("blocks", "queue_id")
+    __slots__ = ("blocks", "queue_id", "_ends")
 
     time_index = NO_TIME_INDEX
 
@@ -653,10 +659,46 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
         queue_id: int,
         on_load: Callable[[BlockQueue], None] | None = None,
     ) -> None:
-        super().__init__(on_load)
         self.blocks = blocks
         self.queue_id = queue_id
+        self._ends = blocks.index
+        super().__init__(on_load)
         self.owner = (b"", queue_id)
+
+    def _start_ends(self) -> None:
+        """The queue's ends stay as its topic's index has them (loaded or not)."""
+
+    @property  # type: ignore[override]
+    def _loaded(self) -> bool:
+        return self._ends.loaded(self.queue_id)
+
+    @_loaded.setter
+    def _loaded(self, value: bool) -> None:
+        self._ends.set_loaded(self.queue_id, value)
+
+    @property  # type: ignore[override]
+    def _min_offset(self) -> int:
+        return self._ends.min_of(self.queue_id)
+
+    @_min_offset.setter
+    def _min_offset(self, value: int) -> None:
+        self._ends.set_min(self.queue_id, value)
+
+    @property  # type: ignore[override]
+    def _max_offset(self) -> int:
+        return self._ends.max_of(self.queue_id)
+
+    @_max_offset.setter
+    def _max_offset(self, value: int) -> None:
+        self._ends.set_max(self.queue_id, value)
+
+    @property  # type: ignore[override]
+    def changes(self) -> int:
+        return self._ends.changes_of(self.queue_id)
+
+    @changes.setter
+    def changes(self, value: int) -> None:
+        self._ends.set_changes(self.queue_id, value)
 
     @property
     def directory(self) -> Path:

@@ -5,6 +5,12 @@
 //! int (`queue << 40 | seq`): a look-up cost a hash of an int object and, at a hundred
 //! thousand queues, a few cache misses through the dict's entries and key objects.
 //!
+//! Beside the blocks, each queue's ends (issue 33): its minimum and maximum offsets,
+//! its change count and whether it is loaded, kept here and nowhere else. The shared
+//! batch reads and moves them without a Python object per queue; a `BlockQueue`
+//! (blockqueue.py) reads and sets them through its properties when asked, so a queue's
+//! object, made or not, and the core agree on one end.
+//!
 //! Held behind a mutex: the store's readers (`BlockStore.block_of`, `refresh`) and its
 //! writer use it from several threads.
 
@@ -65,15 +71,51 @@ impl Hasher for KeyHasher {
 
 type Keyed<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
 
+/// A queue's ends (`QueueBase`'s `_min_offset`, `_max_offset`, `changes`, `_loaded`).
+#[derive(Clone, Copy, Default)]
+pub struct Ends {
+    pub min: u64,
+    pub max: u64,
+    /// Bumped by every write, truncation and setting of the maximum (queuebase.py).
+    pub changes: i64,
+    /// Found and checked (`_ensure_loaded` done): the ends can be used as they are.
+    pub loaded: bool,
+}
+
 #[derive(Default)]
 pub struct Index {
     /// (queue, seq) -> block.
     blocks: Keyed<(u32, u64), u64>,
     /// queue -> (first seq, last seq) among its blocks here.
     seqs: Keyed<u32, (u64, u64)>,
+    /// Each queue's ends, by queue id (queue ids of a topic are dense: a vector, grown
+    /// to the highest id whose ends were set; 32 bytes a queue).
+    ends: Vec<Ends>,
 }
 
 impl Index {
+    /// The queue's ends (all zero, not loaded, when never set).
+    pub fn ends(&self, queue: u32) -> Ends {
+        self.ends.get(queue as usize).copied().unwrap_or_default()
+    }
+
+    /// The queue's ends to change, made (zero, not loaded) when never set.
+    pub fn ends_mut(&mut self, queue: u32) -> &mut Ends {
+        let at = queue as usize;
+        if at >= self.ends.len() {
+            self.ends.resize(at + 1, Ends::default());
+        }
+        &mut self.ends[at]
+    }
+
+    /// Forget the queue's ends (removed, or added back as another incarnation: loaded
+    /// again on its next use).
+    pub fn forget_ends(&mut self, queue: u32) {
+        if let Some(ends) = self.ends.get_mut(queue as usize) {
+            *ends = Ends::default();
+        }
+    }
+
     pub fn get(&self, queue: u32, seq: u64) -> Option<u64> {
         self.blocks.get(&(queue, seq)).copied()
     }
@@ -384,10 +426,60 @@ impl BlockIndex {
         Ok(open_ends::maybe_past_ends(&shape, &looked))
     }
 
-    /// Forget everything.
+    /// Forget every block (the queues' ends are kept: `BlockStore._load` reads the
+    /// headers again, the queues stay loaded).
     fn clear(&self) {
         let mut index = self.lock();
         index.blocks.clear();
         index.seqs.clear();
+    }
+
+    /// The queue's minimum offset (0 when never set).
+    fn min_of(&self, queue: u32) -> u64 {
+        self.lock().ends(queue).min
+    }
+
+    /// The queue's maximum offset (0 when never set).
+    fn max_of(&self, queue: u32) -> u64 {
+        self.lock().ends(queue).max
+    }
+
+    /// The queue's change count (0 when never set).
+    fn changes_of(&self, queue: u32) -> i64 {
+        self.lock().ends(queue).changes
+    }
+
+    /// Whether the queue is loaded (its ends found and checked).
+    fn loaded(&self, queue: u32) -> bool {
+        self.lock().ends(queue).loaded
+    }
+
+    fn set_min(&self, queue: u32, value: u64) {
+        self.lock().ends_mut(queue).min = value;
+    }
+
+    fn set_max(&self, queue: u32, value: u64) {
+        self.lock().ends_mut(queue).max = value;
+    }
+
+    fn set_changes(&self, queue: u32, value: i64) {
+        self.lock().ends_mut(queue).changes = value;
+    }
+
+    fn set_loaded(&self, queue: u32, value: bool) {
+        self.lock().ends_mut(queue).loaded = value;
+    }
+
+    /// Forget the queue's ends (it was removed, or is another incarnation now).
+    fn forget_ends(&self, queue: u32) {
+        self.lock().forget_ends(queue);
+    }
+
+    /// The ids of the loaded queues, ascending.
+    fn loaded_queues(&self) -> Vec<u32> {
+        let index = self.lock();
+        (0..index.ends.len() as u32)
+            .filter(|&queue| index.ends[queue as usize].loaded)
+            .collect()
     }
 }
