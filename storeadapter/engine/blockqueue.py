@@ -15,7 +15,10 @@ handed out in order (under the store's write lock) and their headers are written
 with their first entries, so the allocated blocks are the run of valid headers from block
 0: a process learns of blocks others allocated by reading headers past the last it knew.
 In memory, a native ``BlockIndex`` maps (queue, seq) to the block number (and keeps each
-queue's first and last seq): about 50 bytes per block.
+queue's first and last seq): about 50 bytes per block. It keeps each queue's ends too
+(minimum, maximum, change count, loaded; 32 bytes a queue): the one place they are held,
+which the shared batch moves without a Python object per queue and a ``BlockQueue``
+reads and sets when asked.
 
 A queue whose blocks are all below its minimum offset (retention) leaves them unused; a
 file goes when none of its blocks is in use. A removed queue's headers are erased, so a
