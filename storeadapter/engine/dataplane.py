@@ -84,6 +84,8 @@ Word = _native.Word
 #: A shared topic's block index ((queue, seq) -> block; blockqueue.BlockStore.index),
 #: which the native shared batch reads and adds to without a Python call.
 BlockIndex = _native.BlockIndex
+#: A `BlockQueue` end kept in its block index (blockqueue.py), as a descriptor.
+QueueEnd = _native.QueueEnd
 #: ``Refusals``' bits: closed, opened before a fork, failed, the disk past
 #: ``disk_reject_ratio`` (the long way raises the typed error for each). The native
 #: reads (``StoreCore``) decline while CLOSED or FORKED is set (``words.rs`` names the

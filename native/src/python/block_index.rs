@@ -18,8 +18,10 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::PyBool;
 
 use super::open_ends;
 use crate::consume_queue::ENTRY_SIZE;
@@ -481,5 +483,100 @@ impl BlockIndex {
         (0..index.ends.len() as u32)
             .filter(|&queue| index.ends[queue as usize].loaded)
             .collect()
+    }
+}
+
+/// Which of a queue's ends a `QueueEnd` reads and sets.
+#[derive(Clone, Copy)]
+enum Field {
+    Min,
+    Max,
+    Changes,
+    Loaded,
+}
+
+/// A `BlockQueue`'s `_min_offset`, `_max_offset`, `changes` or `_loaded` (blockqueue.py):
+/// a data descriptor that reads and sets the field in the queue's block index
+/// (`obj._ends`, at `obj.queue_id`), where the queue's ends are kept. Native, so that the
+/// Python paths that read a queue's ends often (its load and its checks) pay about what a
+/// slot costs them, not a Python property's frame and a method call.
+#[pyclass(module = "storeadapter.engine._native", frozen)]
+pub struct QueueEnd {
+    field: Field,
+}
+
+impl QueueEnd {
+    fn place<'py>(object: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, BlockIndex>, u32)> {
+        let py = object.py();
+        let ends = object
+            .getattr(intern!(py, "_ends"))?
+            .cast_into::<BlockIndex>()
+            .map_err(PyErr::from)?;
+        let queue: u32 = object.getattr(intern!(py, "queue_id"))?.extract()?;
+        Ok((ends, queue))
+    }
+}
+
+#[pymethods]
+impl QueueEnd {
+    /// `field`: "min", "max", "changes" or "loaded".
+    #[new]
+    fn new(field: &str) -> PyResult<QueueEnd> {
+        let field = match field {
+            "min" => Field::Min,
+            "max" => Field::Max,
+            "changes" => Field::Changes,
+            "loaded" => Field::Loaded,
+            _ => return Err(PyValueError::new_err(format!("no queue end {field:?}"))),
+        };
+        Ok(QueueEnd { field })
+    }
+
+    fn __get__<'py>(
+        slf: &Bound<'py, Self>,
+        object: Option<&Bound<'py, PyAny>>,
+        owner: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = owner;
+        let Some(object) = object.filter(|o| !o.is_none()) else {
+            return Ok(slf.clone().into_any()); // read on the class
+        };
+        let py = object.py();
+        let (index, queue) = Self::place(object)?;
+        let ends = index.get().lock().ends(queue);
+        Ok(match slf.get().field {
+            Field::Min => ends.min.into_pyobject(py)?.into_any(),
+            Field::Max => ends.max.into_pyobject(py)?.into_any(),
+            Field::Changes => ends.changes.into_pyobject(py)?.into_any(),
+            Field::Loaded => PyBool::new(py, ends.loaded).to_owned().into_any(),
+        })
+    }
+
+    fn __set__(&self, object: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (index, queue) = Self::place(object)?;
+        // Converted before the lock is taken (a conversion may run Python code).
+        match self.field {
+            Field::Min => {
+                let value: u64 = value.extract()?;
+                index.get().lock().ends_mut(queue).min = value;
+            }
+            Field::Max => {
+                let value: u64 = value.extract()?;
+                index.get().lock().ends_mut(queue).max = value;
+            }
+            Field::Changes => {
+                let value: i64 = value.extract()?;
+                index.get().lock().ends_mut(queue).changes = value;
+            }
+            Field::Loaded => {
+                let value = value.is_truthy()?;
+                index.get().lock().ends_mut(queue).loaded = value;
+            }
+        }
+        Ok(())
+    }
+
+    fn __delete__(&self, _object: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(PyTypeError::new_err("a queue's end cannot be deleted"))
     }
 }

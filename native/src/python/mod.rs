@@ -62,6 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<words::Asks>()?;
     m.add_class::<words::Word>()?;
     m.add_class::<block_index::BlockIndex>()?;
+    m.add_class::<block_index::QueueEnd>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;
