@@ -16,14 +16,15 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBool;
+use pyo3::types::{PyBool, PyType};
 
 use super::open_ends;
+use super::slots::Slot;
 use crate::consume_queue::ENTRY_SIZE;
 
 /// blockqueue.ERASED: the owner written over a removed queue's block headers.
@@ -503,17 +504,39 @@ enum Field {
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct QueueEnd {
     field: Field,
+    /// The class it was first read through, with where that class keeps `_ends` and
+    /// `queue_id` (read at their place in the object, as a slot is; another class's
+    /// objects are read by name).
+    known: OnceLock<(Py<PyType>, Slot, Slot)>,
 }
 
 impl QueueEnd {
-    fn place<'py>(object: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, BlockIndex>, u32)> {
+    fn place<'py>(&self, object: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, BlockIndex>, u32)> {
         let py = object.py();
-        let ends = object
-            .getattr(intern!(py, "_ends"))?
-            .cast_into::<BlockIndex>()
-            .map_err(PyErr::from)?;
-        let queue: u32 = object.getattr(intern!(py, "queue_id"))?.extract()?;
-        Ok((ends, queue))
+        let class = object.get_type();
+        if self.known.get().is_none() {
+            if let (Ok(ends), Ok(queue)) = (Slot::of(&class, "_ends"), Slot::of(&class, "queue_id"))
+            {
+                let _ = self.known.set((class.clone().unbind(), ends, queue));
+            }
+        }
+        let (ends, queue) = match self.known.get() {
+            // A `Slot` is read only on an object whose type is exactly the class it was
+            // taken from (checked here), as `Slot` requires.
+            Some((known, ends, queue)) if class.is(known.bind(py)) => (
+                ends.get(object)
+                    .ok_or_else(|| PyTypeError::new_err("a queue without its block index"))?,
+                queue
+                    .get(object)
+                    .ok_or_else(|| PyTypeError::new_err("a queue without its id"))?,
+            ),
+            _ => (
+                object.getattr(intern!(py, "_ends"))?,
+                object.getattr(intern!(py, "queue_id"))?,
+            ),
+        };
+        let ends = ends.cast_into::<BlockIndex>().map_err(PyErr::from)?;
+        Ok((ends, queue.extract()?))
     }
 }
 
@@ -529,7 +552,10 @@ impl QueueEnd {
             "loaded" => Field::Loaded,
             _ => return Err(PyValueError::new_err(format!("no queue end {field:?}"))),
         };
-        Ok(QueueEnd { field })
+        Ok(QueueEnd {
+            field,
+            known: OnceLock::new(),
+        })
     }
 
     fn __get__<'py>(
@@ -542,7 +568,7 @@ impl QueueEnd {
             return Ok(slf.clone().into_any()); // read on the class
         };
         let py = object.py();
-        let (index, queue) = Self::place(object)?;
+        let (index, queue) = slf.get().place(object)?;
         let ends = index.get().lock().ends(queue);
         Ok(match slf.get().field {
             Field::Min => ends.min.into_pyobject(py)?.into_any(),
@@ -553,7 +579,7 @@ impl QueueEnd {
     }
 
     fn __set__(&self, object: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (index, queue) = Self::place(object)?;
+        let (index, queue) = self.place(object)?;
         // Converted before the lock is taken (a conversion may run Python code).
         match self.field {
             Field::Min => {
