@@ -672,7 +672,7 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
         """The queue's ends stay as its topic's index has them (loaded or not)."""
 
     # Native data descriptors (block_index.rs): each reads and sets its field in
-    # ``self._ends`` at ``self.queue_id``, about as cheaply as a slot.
+    # ``self._ends`` at ``self.queue_id``, without a Python frame (dearer than a slot).
     _loaded = QueueEnd("loaded")  # type: ignore[assignment]
     _min_offset = QueueEnd("min")  # type: ignore[assignment]
     _max_offset = QueueEnd("max")  # type: ignore[assignment]

@@ -499,8 +499,10 @@ enum Field {
 /// A `BlockQueue`'s `_min_offset`, `_max_offset`, `changes` or `_loaded` (blockqueue.py):
 /// a data descriptor that reads and sets the field in the queue's block index
 /// (`obj._ends`, at `obj.queue_id`), where the queue's ends are kept. Native, so that the
-/// Python paths that read a queue's ends often (its load and its checks) pay about what a
-/// slot costs them, not a Python property's frame and a method call.
+/// Python paths that read a queue's ends often (its load and its checks: ~35 reads) pay no
+/// Python property's frame and method call; still ~400 instructions a read against a
+/// slot's ~30 (the descriptor protocol, pyo3's trampoline, the lock): PERFORMANCE.md,
+/// put33-s49.
 #[pyclass(module = "storeadapter.engine._native", frozen)]
 pub struct QueueEnd {
     field: Field,
