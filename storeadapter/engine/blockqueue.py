@@ -15,7 +15,10 @@ handed out in order (under the store's write lock) and their headers are written
 with their first entries, so the allocated blocks are the run of valid headers from block
 0: a process learns of blocks others allocated by reading headers past the last it knew.
 In memory, a native ``BlockIndex`` maps (queue, seq) to the block number (and keeps each
-queue's first and last seq): about 50 bytes per block.
+queue's first and last seq): about 50 bytes per block. It keeps each queue's ends too
+(minimum, maximum, change count, loaded; 32 bytes a queue): the one place they are held,
+which the shared batch moves without a Python object per queue and a ``BlockQueue``
+reads and sets when asked.
 
 A queue whose blocks are all below its minimum offset (retention) leaves them unused; a
 file goes when none of its blocks is in use. A removed queue's headers are erased, so a
@@ -32,7 +35,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import fileio
-from .dataplane import BlockIndex
+from .dataplane import BlockIndex, QueueEnd
 from .queuebase import ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .seam import Watched, WatchedABC
 from .segment import is_segment_name, segment_name
@@ -636,9 +639,15 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
 
     Its entries live in the topic's ``BlockStore``; like a ``ConsumeQueue`` it is loaded
     lazily (its ends are found on first use) and then checked by ``on_load``.
+
+    Its ends (``_min_offset``, ``_max_offset``, ``changes``, ``_loaded``) are kept in the
+    topic's native block index, not in the object (block_index.rs): the shared batch
+    moves them there without making or touching an object per queue, and an object,
+    made before or after, reads and sets them there. Several objects of one queue (a
+    closed one still held, and its successor) read the same ends.
     """
 
-    __slots__ = ("blocks", "queue_id")
+    __slots__ = ("blocks", "queue_id", "_ends")
 
     time_index = NO_TIME_INDEX
 
@@ -653,10 +662,21 @@ class BlockQueue(QueueBase, metaclass=WatchedABC):
         queue_id: int,
         on_load: Callable[[BlockQueue], None] | None = None,
     ) -> None:
-        super().__init__(on_load)
         self.blocks = blocks
         self.queue_id = queue_id
+        self._ends = blocks.index
+        super().__init__(on_load)
         self.owner = (b"", queue_id)
+
+    def _start_ends(self) -> None:
+        """The queue's ends stay as its topic's index has them (loaded or not)."""
+
+    # Native data descriptors (block_index.rs): each reads and sets its field in
+    # ``self._ends`` at ``self.queue_id``, without a Python frame (dearer than a slot).
+    _loaded = QueueEnd("loaded")  # type: ignore[assignment]
+    _min_offset = QueueEnd("min")  # type: ignore[assignment]
+    _max_offset = QueueEnd("max")  # type: ignore[assignment]
+    changes = QueueEnd("changes")  # type: ignore[assignment]
 
     @property
     def directory(self) -> Path:

@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 38
+NATIVE_INTERFACE = 39
 
 
 def _check_native(module) -> None:
@@ -84,6 +84,8 @@ Word = _native.Word
 #: A shared topic's block index ((queue, seq) -> block; blockqueue.BlockStore.index),
 #: which the native shared batch reads and adds to without a Python call.
 BlockIndex = _native.BlockIndex
+#: A `BlockQueue` end kept in its block index (blockqueue.py), as a descriptor.
+QueueEnd = _native.QueueEnd
 #: ``Refusals``' bits: closed, opened before a fork, failed, the disk past
 #: ``disk_reject_ratio`` (the long way raises the typed error for each). The native
 #: reads (``StoreCore``) decline while CLOSED or FORKED is set (``words.rs`` names the

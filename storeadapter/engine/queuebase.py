@@ -109,17 +109,22 @@ class QueueBase(ABC):
         self.on_load = on_load
         self.closed = False
         self.owner: tuple[bytes, int] = (b"", 0)  # (topic, queue id), set by the registry
+        self.last_store_cache: tuple[int, int, int, int | None] | None = None
+        self._loading = False  # being loaded by the thread holding ``_LOADING``
+        # Set when a file of the queue was deleted: its directory needs an fsync.
+        self.files_removed = False
+        self._start_ends()
+
+    def _start_ends(self) -> None:
+        """A new queue's ends: not loaded, (0, 0). A subclass that keeps its ends
+        elsewhere (``BlockQueue``: its topic's block index) leaves them there."""
         # Bumped by every write, truncation and setting of max_offset: with the min and
         # max offsets, it tells whether a value derived from the queue's entries (the
         # store's cached last store time) is still right.
         self.changes = 0
-        self.last_store_cache: tuple[int, int, int, int | None] | None = None
         self._loaded = False
-        self._loading = False  # being loaded by the thread holding ``_LOADING``
         self._min_offset = 0
         self._max_offset = 0
-        # Set when a file of the queue was deleted: its directory needs an fsync.
-        self.files_removed = False
 
     @abstractmethod
     def _load(self) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from . import fileio
 from .blockqueue import BlockQueue, BlockStore
 from .consumequeue import ConsumeQueue
+from .dataplane import BlockIndex
 from .handles import HandleCache
 from .metadata import LAYOUT_SHARED, TopicInfo, TopicTable
 from .queueends import QueueEnds
@@ -22,17 +23,23 @@ class LazyQueues:
     """A shared topic's queues as a sequence whose items are made on first use, so that
     a topic of a million queues costs nothing per queue until a queue is used.
 
-    ``_at`` holds each queue's object by id (None until made): the native shared batch
-    (shared_core.rs) reads it by index, without an int made and hashed per queue;
-    ``_made`` the same objects by id in the order they were made (``made``)."""
+    ``_at`` holds each queue's object by id (None until made): the native shared read
+    (shared_read.rs) reads it by index, without an int made and hashed per queue;
+    ``_made`` the same objects by id in the order they were made. A queue's ends are
+    kept in the topic's block index (``ends``), not in its object: the shared batch
+    (shared_core.rs) uses a queue, and loads it, without making its object, so the queues
+    used so far (``made``) are those made and those the index has loaded."""
 
-    __slots__ = ("_at", "_count", "_made", "_make")
+    __slots__ = ("_at", "_count", "_made", "_make", "ends")
 
-    def __init__(self, count: int, make: Callable[[int], BlockQueue]) -> None:
+    def __init__(
+        self, count: int, make: Callable[[int], BlockQueue], ends: BlockIndex | None = None
+    ) -> None:
         self._count = count
         self._make = make
         self._made: dict[int, BlockQueue] = {}
         self._at: list[BlockQueue | None] = [None] * count
+        self.ends = ends
 
     def __len__(self) -> int:
         return self._count
@@ -54,15 +61,28 @@ class LazyQueues:
         return self._at[queue_id]
 
     def made(self) -> list[BlockQueue]:
-        """The queues used so far."""
+        """The queues used so far: those whose objects were made, and those the block
+        index has loaded without one (their objects made now)."""
+        if self.ends is None:
+            return list(self._made.values())
+        made = self._made
+        count = self._count
+        unmade = [q for q in self.ends.loaded_queues() if q < count and q not in made]
+        return [*made.values(), *(self[q] for q in unmade)]
+
+    def objects(self) -> list[BlockQueue]:
+        """The queue objects made so far (none made for the others)."""
         return list(self._made.values())
 
     def forget(self, queue_id: int) -> None:
-        """Close queue ``queue_id``'s object if made: the next use makes a new one."""
+        """Close queue ``queue_id``'s object if made and forget its ends: the next use
+        makes a new one and loads it (another incarnation of the queue)."""
         queue = self._made.pop(queue_id, None)
         if queue is not None:
             self._at[queue_id] = None
             queue.close()
+        if self.ends is not None:
+            self.ends.forget_ends(queue_id)
 
     def append(self, queue: BlockQueue) -> None:
         self._made[self._count] = queue
@@ -75,10 +95,14 @@ class LazyQueues:
         self._count += count
 
     def pop(self) -> BlockQueue:
+        """Take the last queue off (its ends forgotten: a queue added later under its id
+        is loaded anew)."""
         queue = self[self._count - 1]
         del self._made[self._count - 1]
         self._at.pop()
         self._count -= 1
+        if self.ends is not None:
+            self.ends.forget_ends(self._count)
         return queue
 
 
@@ -100,9 +124,14 @@ class Topic:
         self.info = info
 
     def made_queues(self) -> list:
-        """The queue objects made so far (all of a topic with files per queue)."""
+        """The queues used so far (all of a topic with files per queue), as objects."""
         queues = self.queues
         return queues.made() if isinstance(queues, LazyQueues) else list(queues)
+
+    def queue_objects(self) -> list:
+        """The queue objects made so far (none is made for the others)."""
+        queues = self.queues
+        return queues.objects() if isinstance(queues, LazyQueues) else list(queues)
 
     @property
     def info(self) -> TopicInfo:
@@ -281,7 +310,7 @@ class TopicRegistry:
         self._by_bytes.pop(topic.name_bytes, None)
         if self.by_id.get(topic.info.id) is topic:
             del self.by_id[topic.info.id]
-        queues = topic.made_queues()
+        queues = topic.queue_objects()
         for queue in queues:
             queue.close()
         self.dirty.difference_update(queues)
@@ -343,7 +372,9 @@ class TopicRegistry:
         )
         blocks.tail_source = self.tail_source
         topic = Topic(info, [], blocks)
-        topic.queues = LazyQueues(info.queues, lambda queue_id: self._block_queue(topic, queue_id))
+        topic.queues = LazyQueues(
+            info.queues, lambda queue_id: self._block_queue(topic, queue_id), blocks.index
+        )
         return topic
 
     def _block_queue(self, topic: Topic, queue_id: int) -> BlockQueue:

@@ -414,11 +414,46 @@ def test_a_shared_batch_with_a_refused_item_writes_nothing_and_raises_its_error(
         assert [m.body for m in read_all(store, "t", 2)] == [b"0"]
 
 
-def test_a_shared_batch_loads_each_queue_it_meets_first_once(tmp_path, monkeypatch):
-    # The batch loads a queue not loaded yet as every other user does (under the loading
-    # lock, ``_loaded`` set after), not by a bare ``_load`` that a later use repeats.
+def test_a_shared_batch_makes_no_queue_object_and_keeps_the_ends_in_the_block_index(tmp_path):
+    # A queue's ends are kept beside the block index (block_index.rs): the batch reads
+    # and moves them there, an empty queue's first use makes no object, and an object
+    # made later reads the ends the batches moved (and sees them move under it).
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": 2}])  # its first block: the long way
+        topic = store._registry.topics["t"]
+        queues, ends = topic.queues, topic.blocks.index
+        store.append_batch(
+            "t",
+            [{"body": b"a", "queue": 5}, {"body": b"b", "queue": 6}, {"body": b"c", "queue": 5}],
+        )
+        assert store._appender.batched == 1
+        assert (queues.made_at(5), queues.made_at(6)) == (None, None)
+        assert [(ends.loaded(q), ends.min_of(q), ends.max_of(q)) for q in (5, 6)] == [
+            (True, 0, 2),
+            (True, 0, 1),
+        ]
+        assert store.queue_range("t", 5) == (0, 2)
+        assert [m.body for m in read_all(store, "t", 5)] == [b"a", b"c"]
+        queue = queues[5]
+        assert (queue.loaded, queue.min_offset, queue.max_offset) == (True, 0, 2)
+        changes = queue.changes
+        store.append_batch("t", [{"body": b"d", "queue": 5}])
+        assert store._appender.batched == 2
+        assert (queue.max_offset, queue.changes, ends.max_of(5)) == (3, changes + 1, 3)
+        assert {5, 6} <= {q.queue_id for q in topic.made_queues()}
+
+
+def test_a_shared_batch_loads_a_queue_with_blocks_it_meets_first_once(tmp_path, monkeypatch):
+    # After a reopen a queue with blocks is loaded as every other user loads it (its ends
+    # found from its blocks and checked, under the loading lock), once; an empty queue
+    # is not loaded the Python way at all.
     from storeadapter.engine.blockqueue import BlockQueue
 
+    path = tmp_path / "s"
+    with MessageStore.open(path, _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": 2}, {"body": b"1", "queue": 2}])
     loads = []
     genuine = BlockQueue._load
 
@@ -426,13 +461,51 @@ def test_a_shared_batch_loads_each_queue_it_meets_first_once(tmp_path, monkeypat
         loads.append(self.queue_id)
         return genuine(self)
 
+    monkeypatch.setattr(BlockQueue, "_load", counting)
+    with MessageStore.open(path, _config()) as store:
+        store.append_batch("t", [{"body": b"a", "queue": 2}, {"body": b"b", "queue": 6}])
+        store.append_batch("t", [{"body": b"c", "queue": 2}, {"body": b"d", "queue": 6}])
+        assert store._appender.batched == 2
+        assert loads == [2]
+        assert [m.body for m in read_all(store, "t", 2)] == [b"0", b"1", b"a", b"c"]
+        assert [m.body for m in read_all(store, "t", 6)] == [b"b", b"d"]
+
+
+def test_a_queue_end_after_a_follow_and_a_truncate_is_the_one_the_index_keeps(tmp_path):
+    path = tmp_path / "s"
+    writer = MessageStore.open(path, _config())
+    reader = MessageStore.open(path, _config())
+    try:
+        writer.create_topic("t", queues=QUEUES, layout="shared")
+        writer.append_batch("t", [{"body": b"0", "queue": 2}])
+        writer.append_batch("t", [{"body": b"a", "queue": 5}, {"body": b"b", "queue": 5}])
+        # The reader follows the writer's appends: the ends it takes in are the index's.
+        assert [m.body for m in reader.read("t", 5, 0)] == [b"a", b"b"]
+        shared = reader._registry.topics["t"]
+        assert (shared.blocks.index.loaded(5), shared.blocks.index.max_of(5)) == (True, 2)
+        assert shared.queues[5].max_offset == 2
+        reader.append_batch("t", [{"body": b"c", "queue": 5}, {"body": b"x", "queue": 7}])
+        assert (shared.blocks.index.max_of(5), shared.queues[5].max_offset) == (3, 3)
+        assert [m.body for m in writer.read("t", 5, 0)] == [b"a", b"b", b"c"]
+        mine = writer._registry.topics["t"]
+        assert (mine.blocks.index.max_of(5), mine.blocks.index.max_of(7)) == (3, 1)
+        # A truncation through the queue's object moves the end the index keeps.
+        mine.queues[7].truncate(0)
+        assert (mine.blocks.index.max_of(7), writer.queue_range("t", 7)) == (0, (0, 0))
+        assert writer.read("t", 7, 0) == []
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_queue_ends_recovered_after_a_kill_are_the_ones_the_index_keeps(tmp_path):
+    run_until_killed(_KILLED_AFTER_A_PARTIAL_FLUSH, tmp_path / "s")
     with MessageStore.open(tmp_path / "s", _config()) as store:
-        store.create_topic("t", queues=QUEUES, layout="shared")
-        store.append_batch("t", [{"body": b"0", "queue": 2}])  # its first block: the long way
-        monkeypatch.setattr(BlockQueue, "_load", counting)
-        store.append_batch("t", [{"body": b"a", "queue": 5}, {"body": b"b", "queue": 6}])
-        assert store._appender.batched == 1
-        assert sorted(loads) == [5, 6]
-        queues = store._registry.topics["t"].queues
-        assert queues[5].loaded and queues[6].loaded
-        assert (queues[5].max_offset, queues[6].max_offset) == (1, 1)
+        topic = store._registry.topics["t"]
+        ends = topic.blocks.index
+        before = {q: store.queue_range("t", q) for q in range(QUEUES)}
+        assert before == {q: (ends.min_of(q), ends.max_of(q)) for q in range(QUEUES)}
+        assert all(len(read_all(store, "t", q)) == before[q][1] for q in range(QUEUES))
+        results = store.append_batch("t", [{"body": b"z", "queue": q} for q in range(QUEUES)])
+        assert [r.queue_offset for r in results] == [before[q][1] for q in range(QUEUES)]
+        assert all(ends.max_of(q) == before[q][1] + 1 for q in range(QUEUES))

@@ -5,17 +5,26 @@
 //! int (`queue << 40 | seq`): a look-up cost a hash of an int object and, at a hundred
 //! thousand queues, a few cache misses through the dict's entries and key objects.
 //!
+//! Beside the blocks, each queue's ends (issue 33): its minimum and maximum offsets,
+//! its change count and whether it is loaded, kept here and nowhere else. The shared
+//! batch reads and moves them without a Python object per queue; a `BlockQueue`
+//! (blockqueue.py) reads and sets them through its properties when asked, so a queue's
+//! object, made or not, and the core agree on one end.
+//!
 //! Held behind a mutex: the store's readers (`BlockStore.block_of`, `refresh`) and its
 //! writer use it from several threads.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyType};
 
 use super::open_ends;
+use super::slots::Slot;
 use crate::consume_queue::ENTRY_SIZE;
 
 /// blockqueue.ERASED: the owner written over a removed queue's block headers.
@@ -65,15 +74,51 @@ impl Hasher for KeyHasher {
 
 type Keyed<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
 
+/// A queue's ends (`QueueBase`'s `_min_offset`, `_max_offset`, `changes`, `_loaded`).
+#[derive(Clone, Copy, Default)]
+pub struct Ends {
+    pub min: u64,
+    pub max: u64,
+    /// Bumped by every write, truncation and setting of the maximum (queuebase.py).
+    pub changes: i64,
+    /// Found and checked (`_ensure_loaded` done): the ends can be used as they are.
+    pub loaded: bool,
+}
+
 #[derive(Default)]
 pub struct Index {
     /// (queue, seq) -> block.
     blocks: Keyed<(u32, u64), u64>,
     /// queue -> (first seq, last seq) among its blocks here.
     seqs: Keyed<u32, (u64, u64)>,
+    /// Each queue's ends, by queue id (queue ids of a topic are dense: a vector, grown
+    /// to the highest id whose ends were set; 32 bytes a queue).
+    ends: Vec<Ends>,
 }
 
 impl Index {
+    /// The queue's ends (all zero, not loaded, when never set).
+    pub fn ends(&self, queue: u32) -> Ends {
+        self.ends.get(queue as usize).copied().unwrap_or_default()
+    }
+
+    /// The queue's ends to change, made (zero, not loaded) when never set.
+    pub fn ends_mut(&mut self, queue: u32) -> &mut Ends {
+        let at = queue as usize;
+        if at >= self.ends.len() {
+            self.ends.resize(at + 1, Ends::default());
+        }
+        &mut self.ends[at]
+    }
+
+    /// Forget the queue's ends (removed, or added back as another incarnation: loaded
+    /// again on its next use).
+    pub fn forget_ends(&mut self, queue: u32) {
+        if let Some(ends) = self.ends.get_mut(queue as usize) {
+            *ends = Ends::default();
+        }
+    }
+
     pub fn get(&self, queue: u32, seq: u64) -> Option<u64> {
         self.blocks.get(&(queue, seq)).copied()
     }
@@ -384,10 +429,182 @@ impl BlockIndex {
         Ok(open_ends::maybe_past_ends(&shape, &looked))
     }
 
-    /// Forget everything.
+    /// Forget every block (the queues' ends are kept: `BlockStore._load` reads the
+    /// headers again, the queues stay loaded).
     fn clear(&self) {
         let mut index = self.lock();
         index.blocks.clear();
         index.seqs.clear();
+    }
+
+    /// The queue's minimum offset (0 when never set).
+    fn min_of(&self, queue: u32) -> u64 {
+        self.lock().ends(queue).min
+    }
+
+    /// The queue's maximum offset (0 when never set).
+    fn max_of(&self, queue: u32) -> u64 {
+        self.lock().ends(queue).max
+    }
+
+    /// The queue's change count (0 when never set).
+    fn changes_of(&self, queue: u32) -> i64 {
+        self.lock().ends(queue).changes
+    }
+
+    /// Whether the queue is loaded (its ends found and checked).
+    fn loaded(&self, queue: u32) -> bool {
+        self.lock().ends(queue).loaded
+    }
+
+    fn set_min(&self, queue: u32, value: u64) {
+        self.lock().ends_mut(queue).min = value;
+    }
+
+    fn set_max(&self, queue: u32, value: u64) {
+        self.lock().ends_mut(queue).max = value;
+    }
+
+    fn set_changes(&self, queue: u32, value: i64) {
+        self.lock().ends_mut(queue).changes = value;
+    }
+
+    fn set_loaded(&self, queue: u32, value: bool) {
+        self.lock().ends_mut(queue).loaded = value;
+    }
+
+    /// Forget the queue's ends (it was removed, or is another incarnation now).
+    fn forget_ends(&self, queue: u32) {
+        self.lock().forget_ends(queue);
+    }
+
+    /// The ids of the loaded queues, ascending.
+    fn loaded_queues(&self) -> Vec<u32> {
+        let index = self.lock();
+        (0..index.ends.len() as u32)
+            .filter(|&queue| index.ends[queue as usize].loaded)
+            .collect()
+    }
+}
+
+/// Which of a queue's ends a `QueueEnd` reads and sets.
+#[derive(Clone, Copy)]
+enum Field {
+    Min,
+    Max,
+    Changes,
+    Loaded,
+}
+
+/// A `BlockQueue`'s `_min_offset`, `_max_offset`, `changes` or `_loaded` (blockqueue.py):
+/// a data descriptor that reads and sets the field in the queue's block index
+/// (`obj._ends`, at `obj.queue_id`), where the queue's ends are kept. Native, so that the
+/// Python paths that read a queue's ends often (its load and its checks: ~35 reads) pay no
+/// Python property's frame and method call; still ~400 instructions a read against a
+/// slot's ~30 (the descriptor protocol, pyo3's trampoline, the lock): PERFORMANCE.md,
+/// put33-s49.
+#[pyclass(module = "storeadapter.engine._native", frozen)]
+pub struct QueueEnd {
+    field: Field,
+    /// The class it was first read through, with where that class keeps `_ends` and
+    /// `queue_id` (read at their place in the object, as a slot is; another class's
+    /// objects are read by name).
+    known: OnceLock<(Py<PyType>, Slot, Slot)>,
+}
+
+impl QueueEnd {
+    fn place<'py>(&self, object: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, BlockIndex>, u32)> {
+        let py = object.py();
+        let class = object.get_type();
+        if self.known.get().is_none() {
+            if let (Ok(ends), Ok(queue)) = (Slot::of(&class, "_ends"), Slot::of(&class, "queue_id"))
+            {
+                let _ = self.known.set((class.clone().unbind(), ends, queue));
+            }
+        }
+        let (ends, queue) = match self.known.get() {
+            // A `Slot` is read only on an object whose type is exactly the class it was
+            // taken from (checked here), as `Slot` requires.
+            Some((known, ends, queue)) if class.is(known.bind(py)) => (
+                ends.get(object)
+                    .ok_or_else(|| PyTypeError::new_err("a queue without its block index"))?,
+                queue
+                    .get(object)
+                    .ok_or_else(|| PyTypeError::new_err("a queue without its id"))?,
+            ),
+            _ => (
+                object.getattr(intern!(py, "_ends"))?,
+                object.getattr(intern!(py, "queue_id"))?,
+            ),
+        };
+        let ends = ends.cast_into::<BlockIndex>().map_err(PyErr::from)?;
+        Ok((ends, queue.extract()?))
+    }
+}
+
+#[pymethods]
+impl QueueEnd {
+    /// `field`: "min", "max", "changes" or "loaded".
+    #[new]
+    fn new(field: &str) -> PyResult<QueueEnd> {
+        let field = match field {
+            "min" => Field::Min,
+            "max" => Field::Max,
+            "changes" => Field::Changes,
+            "loaded" => Field::Loaded,
+            _ => return Err(PyValueError::new_err(format!("no queue end {field:?}"))),
+        };
+        Ok(QueueEnd {
+            field,
+            known: OnceLock::new(),
+        })
+    }
+
+    fn __get__<'py>(
+        slf: &Bound<'py, Self>,
+        object: Option<&Bound<'py, PyAny>>,
+        owner: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = owner;
+        let Some(object) = object.filter(|o| !o.is_none()) else {
+            return Ok(slf.clone().into_any()); // read on the class
+        };
+        let py = object.py();
+        let (index, queue) = slf.get().place(object)?;
+        let ends = index.get().lock().ends(queue);
+        Ok(match slf.get().field {
+            Field::Min => ends.min.into_pyobject(py)?.into_any(),
+            Field::Max => ends.max.into_pyobject(py)?.into_any(),
+            Field::Changes => ends.changes.into_pyobject(py)?.into_any(),
+            Field::Loaded => PyBool::new(py, ends.loaded).to_owned().into_any(),
+        })
+    }
+
+    fn __set__(&self, object: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (index, queue) = self.place(object)?;
+        // Converted before the lock is taken (a conversion may run Python code).
+        match self.field {
+            Field::Min => {
+                let value: u64 = value.extract()?;
+                index.get().lock().ends_mut(queue).min = value;
+            }
+            Field::Max => {
+                let value: u64 = value.extract()?;
+                index.get().lock().ends_mut(queue).max = value;
+            }
+            Field::Changes => {
+                let value: i64 = value.extract()?;
+                index.get().lock().ends_mut(queue).changes = value;
+            }
+            Field::Loaded => {
+                let value = value.is_truthy()?;
+                index.get().lock().ends_mut(queue).loaded = value;
+            }
+        }
+        Ok(())
+    }
+
+    fn __delete__(&self, _object: &Bound<'_, PyAny>) -> PyResult<()> {
+        Err(PyTypeError::new_err("a queue's end cannot be deleted"))
     }
 }

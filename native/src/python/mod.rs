@@ -63,6 +63,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<words::Asks>()?;
     m.add_class::<words::Word>()?;
     m.add_class::<block_index::BlockIndex>()?;
+    m.add_class::<block_index::QueueEnd>()?;
     m.add_function(wrap_pyfunction!(append_core::seam_changed, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::set_io, m)?)?;
     m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;
@@ -77,7 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 38;
+pub const INTERFACE: u32 = 39;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

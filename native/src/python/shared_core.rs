@@ -39,11 +39,10 @@ const DETACH_ITEMS: usize = 32;
 /// its born time (None: the store time).
 type Held<'py> = ([Bound<'py, PyBytes>; 4], u64, Option<i64>);
 
-/// A queue of a shared topic's batch: its id, the `BlockQueue`, its end (the first
-/// entry's queue offset) and how many of the batch's entries are its.
-struct SharedRoom<'py> {
+/// A queue of a shared topic's batch: its id, its end (the first entry's queue offset)
+/// and how many of the batch's entries are its.
+struct SharedRoom {
     queue_id: i64,
-    queue: Bound<'py, PyAny>,
     base: u64,
     count: u64,
 }
@@ -345,50 +344,7 @@ impl AppendCore {
         if length > self.capacity {
             return declined();
         }
-        let queues = get(self.slots.queues, state)?;
-        // A shared topic's queues are a `LazyQueues`: the queues made so far in its
-        // `_at` list by id (None until made), read by index without a Python frame or an
-        // int made and hashed per queue; one not made yet is made by it.
-        let made = match queues.getattr(intern!(py, "_at")) {
-            Ok(made) => made.cast_into::<PyList>().ok(),
-            Err(_) => None,
-        };
-        let slots = &self.slots;
-        let mut rooms = Vec::with_capacity(shares.len());
-        for (queue_id, share) in &shares {
-            let index = usize::try_from(*queue_id).map_err(|_| Stop::Declined)?;
-            let known = match &made {
-                Some(made) if index < made.len() => {
-                    Some(made.get_item(index)?).filter(|queue| !queue.is_none())
-                }
-                _ => None,
-            };
-            let queue = match (known, queues.cast::<PyList>()) {
-                (Some(queue), _) => queue,
-                (None, Ok(list)) => list.get_item(index)?,
-                (None, Err(_)) => queues.get_item(*queue_id)?,
-            };
-            // A `BlockQueue` exactly (checked first): its `QueueBase` slots are read and
-            // set in place, as the topic's (`Slots` takes their offsets from
-            // `ConsumeQueue`, which has the same base).
-            if !queue.get_type().is(&block_queue) || get(slots.closed, &queue)?.is_truthy()? {
-                return declined();
-            }
-            if !get(slots.loaded, &queue)?.is_truthy()? {
-                // What `BlockQueue.write_many` does first, as every user of a queue loads
-                // it (queuebase.py): once, under the loading lock, `_loaded` set after
-                // (a bare `_load` left it unset, so the queue's first checks loaded it
-                // again, and another thread could load it meanwhile).
-                queue.call_method0(intern!(py, "_ensure_loaded"))?;
-            }
-            let base = get_u64(slots.max_offset, &queue)?;
-            rooms.push(SharedRoom {
-                queue_id: *queue_id,
-                queue,
-                base,
-                count: *share,
-            });
-        }
+        let rooms = self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
         self.under_thread_lock(py, |waited| {
             self.shared_under_pen(
                 py,
@@ -403,6 +359,73 @@ impl AppendCore {
                 waited,
             )
         })
+    }
+
+    /// The batch's queues (`shares`: (queue id, entries) in first-use order) with their
+    /// ends, read from the topic's block index, which keeps them (block_index.rs). A
+    /// queue not loaded yet is loaded as every user loads it: one whose object was never
+    /// made and that has no blocks is empty, and its load would find (0, 0) and check
+    /// nothing (`MessageStore._on_queue_load`), so it is marked loaded here without an
+    /// object; any other is made and loaded the Python way (`_ensure_loaded`, under the
+    /// loading lock), which sets its ends in the index.
+    fn shared_rooms<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        blocks_object: &Bound<'py, PyAny>,
+        block_queue: &Bound<'py, PyAny>,
+        shares: &[(i64, u64)],
+    ) -> Step<Vec<SharedRoom>> {
+        let queues = get(self.slots.queues, state)?;
+        let made = queues
+            .getattr(intern!(py, "_at"))
+            .ok()
+            .and_then(|made| made.cast_into::<PyList>().ok())
+            .ok_or(Stop::Declined)?;
+        let index = blocks_object
+            .getattr(intern!(py, "index"))?
+            .cast_into::<BlockIndex>()
+            .map_err(|_| Stop::Declined)?;
+        let index = index.get();
+        let mut rooms = Vec::with_capacity(shares.len());
+        for &(queue_id, share) in shares {
+            let id = u32::try_from(queue_id).map_err(|_| Stop::Declined)?;
+            if id == ERASED || id as usize >= made.len() {
+                return declined();
+            }
+            let mut ends = index.lock().ends(id);
+            if !ends.loaded {
+                let mut object = made.get_item(id as usize)?;
+                if object.is_none() {
+                    let mut known = index.lock();
+                    if known.seq_range(id).is_none() {
+                        known.ends_mut(id).loaded = true;
+                        ends = known.ends(id);
+                    } else {
+                        drop(known);
+                        object = queues.get_item(queue_id)?;
+                    }
+                }
+                if !ends.loaded {
+                    if !object.get_type().is(block_queue)
+                        || get(self.slots.closed, &object)?.is_truthy()?
+                    {
+                        return declined();
+                    }
+                    object.call_method0(intern!(py, "_ensure_loaded"))?;
+                    ends = index.lock().ends(id);
+                    if !ends.loaded {
+                        return declined();
+                    }
+                }
+            }
+            rooms.push(SharedRoom {
+                queue_id,
+                base: ends.max,
+                count: share,
+            });
+        }
+        Ok(rooms)
     }
 
     /// `plain_topic` for a topic with blocks.
@@ -445,7 +468,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         topic: &PlainTopic<'py>,
         blocks_object: &Bound<'py, PyAny>,
-        rooms: &[SharedRoom<'py>],
+        rooms: &[SharedRoom],
         (held, keyed): (&[Held<'py>], &[Bound<'py, PyTuple>]),
         places: &[(usize, u32)],
         round_robin: i64,
@@ -578,18 +601,18 @@ impl AppendCore {
         self.slots
             .round_robin
             .set(state, round_robin.into_pyobject(py)?.into_any());
+        // As `BlockQueue.write_many`: each queue's end moved, one change more, in the
+        // index that keeps its ends (no Python object per queue).
         let mut notes = Vec::with_capacity(rooms.len());
-        for room in rooms {
-            let end_offset = room.base + room.count;
-            // As `BlockQueue.write_many`: the end moved, one change more.
-            self.slots
-                .max_offset
-                .set(&room.queue, end_offset.into_pyobject(py)?.into_any());
-            let changes = get_int(self.slots.changes, &room.queue)?;
-            self.slots
-                .changes
-                .set(&room.queue, (changes + 1).into_pyobject(py)?.into_any());
-            notes.push((room.queue_id, end_offset));
+        {
+            let mut known = index.lock();
+            for room in rooms {
+                let end_offset = room.base + room.count;
+                let ends = known.ends_mut(room.queue_id as u32);
+                ends.max = end_offset;
+                ends.changes += 1;
+                notes.push((room.queue_id, end_offset));
+            }
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
         let results = PyList::empty(py);
@@ -670,7 +693,7 @@ impl AppendCore {
     /// does not know while others may have allocated blocks since it looked (`stale`)
     /// is looked for first (`BlockStore.refresh`, as `_block_for_write`), with the
     /// index let go meanwhile (`refresh` remembers what it finds).
-    fn plan_blocks(blocks: &Blocks<'_>, rooms: &[SharedRoom<'_>]) -> Step<BlockPlan> {
+    fn plan_blocks(blocks: &Blocks<'_>, rooms: &[SharedRoom]) -> Step<BlockPlan> {
         let py = blocks.store.py();
         let per = blocks.geometry.per_block;
         let mut end = blocks.end;

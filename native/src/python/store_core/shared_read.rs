@@ -53,9 +53,6 @@ pub(super) struct SharedClasses {
     lazy_at: Slot,
     lazy_count: Slot,
     queue_type: Py<PyType>,
-    queue_loaded: Slot,
-    queue_min: Slot,
-    queue_max: Slot,
     file_type: Py<PyType>,
     file_fd: Slot,
 }
@@ -77,9 +74,6 @@ impl SharedClasses {
             lazy_at: Slot::of(lazy_type, "_at")?,
             lazy_count: Slot::of(lazy_type, "_count")?,
             lazy_type: lazy_type.clone().unbind(),
-            queue_loaded: Slot::of(queue_type, "_loaded")?,
-            queue_min: Slot::of(queue_type, "_min_offset")?,
-            queue_max: Slot::of(queue_type, "_max_offset")?,
             queue_type: queue_type.clone().unbind(),
             file_fd: Slot::of(file_type, "_fd")?,
             file_type: file_type.clone().unbind(),
@@ -255,10 +249,11 @@ impl StoreCore {
         self.block_entries(py, &queue.facts, queue_id, position, count, buffer)
     }
 
-    /// The queue's (min offset, max offset): its object's when it is made and loaded;
-    /// the settled ends its blocks give when it is not made (`settled_ends`); else those
-    /// its object finds when made and loaded the Python way (as the long way would).
-    /// None when the core declines.
+    /// The queue's (min offset, max offset): those the topic's block index keeps for it
+    /// when it is loaded (block_index.rs: made or not, its object reads them there);
+    /// the settled ends its blocks give when its object is not made (`settled_ends`);
+    /// else those its object finds when made and loaded the Python way (as the long way
+    /// would). None when the core declines.
     fn shared_ends<'py>(
         &self,
         py: Python<'py>,
@@ -267,6 +262,13 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
     ) -> PyResult<Option<(u64, u64)>> {
+        let known = |facts: &Facts<'py>| {
+            let ends = facts.index.get().lock().ends(queue_id);
+            ends.loaded.then_some((ends.min, ends.max))
+        };
+        if let Some(ends) = known(facts) {
+            return Ok(Some(ends));
+        }
         let classes = &self.shared_classes;
         let Some(at) = classes.lazy_at.get(&shared.queues) else {
             return Ok(None);
@@ -289,24 +291,8 @@ impl StoreCore {
         if !queue.get_type().is(classes.queue_type.bind(py)) {
             return Ok(None);
         }
-        let loaded = |queue: &Bound<'py, PyAny>| -> PyResult<bool> {
-            Ok(match classes.queue_loaded.get(queue) {
-                Some(loaded) => loaded.is_truthy()?,
-                None => false,
-            })
-        };
-        if !loaded(&queue)? {
-            queue.call_method0(pyo3::intern!(py, "_ensure_loaded"))?;
-            if !loaded(&queue)? {
-                return Ok(None);
-            }
-        }
-        let end = |slot: Slot| -> Option<u64> {
-            slot.get(&queue)
-                .and_then(|value| exact_int(&value))
-                .and_then(|value| u64::try_from(value).ok())
-        };
-        Ok(end(classes.queue_min).zip(end(classes.queue_max)))
+        queue.call_method0(pyo3::intern!(py, "_ensure_loaded"))?;
+        Ok(known(facts))
     }
 
     /// The ends a queue whose object is not made would be loaded with, when they are
