@@ -13,6 +13,7 @@ The writer is a process of its own that appends the long way
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -171,10 +172,15 @@ def test_a_writer_dead_inside_its_header_update_leaves_no_queue_offset_to_hand_o
     assert sorted(assert_dense_and_unique(other, "t")) == sorted(bodies)
 
 
-def test_a_read_only_reader_waits_for_a_live_writer_and_not_for_a_dead_one(open_store, store_path):
+def test_a_read_only_reader_waits_for_a_live_writer_and_not_for_a_dead_one(
+    open_store, store_path, config
+):
     from storeadapter.spark.logview import read_shared_state
 
-    reader = open_store()
+    # This process's store must not mend the dead writer before the read-only read looks:
+    # its flusher's periodic flush follows the log, and a follow waiting on the pen while
+    # the writer is stopped takes it, and clears, the moment the writer is killed.
+    reader = open_store(cfg=dataclasses.replace(config, flush_interval_ms=3_600_000))
     reader.create_topic("t", queues=2)
     reader.append("t", b"first", queue=0)
     child = _stopped_writer(store_path, "_TAIL_AT")
