@@ -895,17 +895,8 @@ impl StoreCore {
                 let parts = Parts::of(record, header);
                 match filter.matches(&root, header, &parts) {
                     Ok(true) => {
-                        let built = stored_message(
-                            py,
-                            self.message_type.bind(py),
-                            &self.prefix,
-                            &mut shared,
-                            record,
-                            header,
-                        );
-                        match built {
-                            Some(message) => messages.append(message?)?,
-                            None => return Ok(Flow::Decline),
+                        if !self.append_message(py, &messages, &mut shared, record, header)? {
+                            return Ok(Flow::Decline);
                         }
                         if messages.len() >= max_matches {
                             return Ok(Flow::Done);
@@ -1042,22 +1033,38 @@ impl StoreCore {
             None,
             chunk,
             |record, header| {
-                let built = stored_message(
-                    py,
-                    self.message_type.bind(py),
-                    &self.prefix,
-                    &mut shared,
-                    record,
-                    header,
-                );
-                match built {
-                    Some(message) => messages.append(message?)?,
-                    None => return Ok(Flow::Decline),
+                if !self.append_message(py, &messages, &mut shared, record, header)? {
+                    return Ok(Flow::Decline);
                 }
                 Ok(Flow::Go)
             },
         )?;
         Ok(walked.map(|_| messages))
+    }
+
+    /// A walk's record made a message (`stored_message`) and appended to `messages`;
+    /// false when the record is one the core declines to build (the long way reads it).
+    #[inline]
+    fn append_message<'py>(
+        &self,
+        py: Python<'py>,
+        messages: &Bound<'py, PyList>,
+        shared: &mut Shared<'py>,
+        record: &[u8],
+        header: &Header,
+    ) -> PyResult<bool> {
+        let built = stored_message(
+            py,
+            self.message_type.bind(py),
+            &self.prefix,
+            shared,
+            record,
+            header,
+        );
+        match built {
+            Some(message) => messages.append(message?).map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// The one walk over a queue's entries (`read`, `scan_filtered`, a shared topic's
