@@ -8,6 +8,7 @@ import gc
 import pickle
 import sys
 import tracemalloc
+import weakref
 
 from storeadapter.engine import StoredMessage
 
@@ -119,3 +120,57 @@ def test_messages_read_and_let_go_leave_no_memory_behind(store):
     finally:
         tracemalloc.stop()
     assert grown < 64 << 10  # 6,000 messages made: ~1.5 MB, had they stayed
+
+
+def test_a_read_of_messages_held_counts_no_allocation_a_message(store):
+    # Each message's properties dict (and each read's list) counted one allocation
+    # towards a collection: a consumer holding a round of 2,048 messages set off ~3
+    # collections a round, every tenth of them walking the older objects and every
+    # hundredth all of them (a topic's list of a million queue slots among them).
+    store.append_batch("t", [{"body": b"m%d" % i, "queue": 0} for i in range(600)])
+    store.append("t", b"p", queue=0, properties={"a": "1"}, key=["k"])
+    store.read("t", 0, 0, 500)  # warm: the queue loaded, its files mapped
+    messages, moved = _counted(lambda: store.read("t", 0, 0, 500))
+    assert len(messages) == 500
+    assert moved <= 5  # the call's own few (its arguments' tuple), whatever its size
+    more, moved = _counted(lambda: store.read("t", 0, 590, 20))
+    assert more[-1].properties == {"a": "1"} and more[-1].keys == ["k"]
+    assert moved <= 5 + 1  # a message's keys list with keys in it still counts
+
+
+def test_a_message_s_properties_dict_is_a_plain_dict_of_its_own(store):
+    store.append_batch("t", [{"body": b"a", "queue": 0}, {"body": b"b", "queue": 0}])
+    store.append("t", b"c", queue=0, properties={"x": "1", "y": "2"})
+    first, second, third = store.read("t", 0, 0, 10)
+    assert type(first.properties) is dict and first.properties == {}
+    assert first.properties is not second.properties
+    assert not gc.is_tracked(first.properties)  # as a new empty dict is
+    first.properties["k"] = "v"
+    first.properties.update({str(i): i for i in range(100)})  # grown past its first table
+    assert second.properties == {} and store.read("t", 0, 0, 1)[0].properties == {}
+    assert len(first.properties) == 101 and first.properties["k"] == "v"
+    second.properties["cycle"] = [second]  # a container: the dict is tracked from now on
+    assert gc.is_tracked(second.properties)
+    gc.collect()
+    del first.properties["k"]
+    first.properties.clear()
+    assert first.properties == {} and first == StoredMessage(*tuple(first))
+    assert third.properties == {"x": "1", "y": "2"}
+    assert pickle.loads(pickle.dumps(third)) == third and copy.deepcopy(second)[9] is not None
+    assert sys.getsizeof(store.read("t", 0, 0, 1)[0].properties) == sys.getsizeof({})
+
+
+def test_a_read_s_list_of_messages_is_a_tracked_list(store):
+    store.append_batch("t", [{"body": b"a", "queue": 0}])
+    messages = store.read("t", 0, 0, 10)
+    assert type(messages) is list and gc.is_tracked(messages)
+    marker = _Marker()
+    messages.append([messages, marker])  # a cycle through it: collected once let go
+    gone = weakref.ref(marker)
+    del messages, marker
+    gc.collect()
+    assert gone() is None
+
+
+class _Marker:
+    pass

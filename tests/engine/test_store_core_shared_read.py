@@ -137,6 +137,31 @@ def test_a_last_entry_past_the_tail_is_trimmed_by_the_queue_s_load_as_the_long_w
     assert reopened.queue_range("t", 1) == (0, high)
 
 
+@pytest.mark.parametrize("reach", ["short_of_it", "through_it"])
+def test_a_last_entry_pointing_at_another_queue_s_record_is_trimmed_by_the_queue_s_load(
+    store, open_store, store_path, reach
+):
+    # What a writer that died before publishing may leave inside the tail: an entry past
+    # the queue's end whose record is another queue's. The record is looked at after the
+    # read's walk (its lines asked for first): a read that stops short of that entry
+    # (the walk does not see it) must still find the queue's ends unsettled.
+    _append_varied(store, 40)
+    expected = store._read_long_way("t", 1, 0, 100)
+    high = store.queue_range("t", 1)[1]
+    offset, size, _tag = store._registry.topics["t"].blocks.entry(2, 0)
+    store._registry.topics["t"].blocks.write(1, high, pack_entry(offset, size, 0))
+    store.close()
+    reopened = open_store(store_path, CONFIG)
+
+    if reach == "short_of_it":
+        assert reopened.read("t", 1, 0, 3) == expected[:3]
+    else:
+        assert reopened.read("t", 1, 0, 100) == expected
+    assert _made(reopened, 1) is not None  # its end was not settled: loaded as before
+    assert reopened.queue_range("t", 1) == (0, high)
+    assert reopened.read("t", 1, 0, 100) == expected
+
+
 def test_queues_read_after_retention_start_at_their_minimum(store, open_store, store_path):
     _append_varied(store, 400)
     store.delete_expired(now_ms=2**62)

@@ -184,6 +184,118 @@ pub(crate) fn empty_list(py: Python<'_>) -> Bound<'_, PyList> {
     list
 }
 
+/// A new list as `PyList_New(0)` makes it, tracked by the garbage collector (it may come
+/// to hold anything: a read's answer, which its caller may append to), but not counted
+/// among its young allocations (see `alloc_uncounted`): a read's list of messages.
+pub(crate) fn new_list(py: Python<'_>) -> Bound<'_, PyList> {
+    // SAFETY: as in `empty_list`; the object is then tracked as `PyList_New` tracks it
+    // (PyObject_GC_Track on a new, untracked object of a GC type).
+    unsafe {
+        let tp = std::ptr::addr_of_mut!(ffi::PyList_Type);
+        if uncounted_alloc(py, tp) {
+            let object = alloc_uncounted(tp, 0);
+            if !object.is_null() {
+                ffi::PyObject_GC_Track(object.cast());
+                return Bound::from_owned_ptr(py, object).cast_into_unchecked();
+            }
+            let _ = PyErr::fetch(py); // no memory: PyList_New says so below, or makes one
+        }
+    }
+    PyList::empty(py)
+}
+
+/// What a new empty dict holds (CPython 3.11's `new_dict(Py_EMPTY_KEYS, ...)`): the
+/// interpreter's one shared empty keys table, and a version number.
+#[derive(Clone, Copy)]
+struct EmptyDict {
+    keys: usize,
+    version: u64,
+}
+
+/// The empty dict `new_dict` lays out, looked at once in a dict `PyDict_New` made; None
+/// where it is not laid out by hand: not CPython 3.11, or a dict not as 3.11 makes an
+/// empty one (two new dicts not sharing their keys table, or a new dict not counting
+/// one more reference to it in the table's first word, `dk_refcnt`).
+fn empty_dict(py: Python<'_>) -> Option<EmptyDict> {
+    static LOOKED: std::sync::OnceLock<Option<(usize, u64)>> = std::sync::OnceLock::new();
+    if let Some(found) = LOOKED.get() {
+        return found.map(|(keys, version)| EmptyDict { keys, version });
+    }
+    // Looked at outside the cell's initialisation: `PyDict_New` may set off a collection,
+    // whose finalizers may read messages and come here again (they look for themselves).
+    let look = || {
+        // SAFETY: `uncounted_alloc` is true only on CPython 3.11, whose `PyDictObject`
+        // (the public struct pyo3 declares) is the layout read here; the GIL is held.
+        // The keys table is only read (its first word) while the dicts holding it live.
+        unsafe {
+            let tp = std::ptr::addr_of_mut!(ffi::PyDict_Type);
+            if !uncounted_alloc(py, std::ptr::addr_of_mut!(ffi::PyList_Type))
+                || (*tp).tp_basicsize as usize != std::mem::size_of::<ffi::PyDictObject>()
+                || (*tp).tp_itemsize != 0
+                || ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_HAVE_GC) == 0
+                || (*tp).tp_free.map(|f| f as usize)
+                    != Some(ffi::PyObject_GC_Del as *const () as usize)
+            {
+                return None;
+            }
+            let first = Bound::from_owned_ptr_or_opt(py, ffi::PyDict_New())?;
+            let d1 = first.as_ptr().cast::<ffi::PyDictObject>();
+            let keys = (*d1).ma_keys;
+            let held = *keys.cast::<ffi::Py_ssize_t>();
+            let second = Bound::from_owned_ptr_or_opt(py, ffi::PyDict_New())?;
+            let d2 = second.as_ptr().cast::<ffi::PyDictObject>();
+            let same = (*d2).ma_keys == keys
+                && *keys.cast::<ffi::Py_ssize_t>() == held + 1
+                && (*d1).ma_used == 0
+                && (*d1).ma_values.is_null()
+                && (*d2).ma_values.is_null();
+            #[allow(deprecated)]
+            let version = (*d2).ma_version_tag;
+            same.then_some((keys as usize, version))
+        }
+    };
+    let found = look();
+    let _ = LOOKED.set(found); // a reentrant look may have set the same answer first
+    found.map(|(keys, version)| EmptyDict { keys, version })
+}
+
+/// A new empty dict as `PyDict_New` makes it on CPython 3.11 (untracked, holding the
+/// shared empty keys table, one more reference to it counted), but not counted among
+/// the collector's young allocations (see `alloc_uncounted`): a message's properties.
+/// Freed by `dict_dealloc` as any dict (onto the dicts' free list, or counted off by
+/// `PyObject_GC_Del`). Its version number (PEP 509) is the one of a dict made once, not
+/// a new one: CPython 3.11 reads a dict's version nowhere (its caches go by the keys
+/// table's), and the first change gives the dict a new one as for any dict.
+pub(crate) fn new_dict(py: Python<'_>) -> Bound<'_, pyo3::types::PyDict> {
+    if let Some(EmptyDict { keys, version }) = empty_dict(py) {
+        // SAFETY: `empty_dict` found CPython 3.11's layout of an empty dict (above) and
+        // that `PyList_Type` passes `uncounted_alloc` (the interpreter checked); the GIL
+        // is held. The object is zeroed by `alloc_uncounted` at `PyDictObject`'s size
+        // (PyDict_Type has no items) with an untracked GC header, then given what
+        // `new_dict` gives it, the keys table's reference count (`dictkeys_incref`)
+        // raised for the reference it now holds, which `dict_dealloc` lets go.
+        unsafe {
+            let tp = std::ptr::addr_of_mut!(ffi::PyDict_Type);
+            let object = alloc_uncounted(tp, 0);
+            if !object.is_null() {
+                let dict = object.cast::<ffi::PyDictObject>();
+                let keys = keys as *mut ffi::PyDictKeysObject;
+                *keys.cast::<ffi::Py_ssize_t>() += 1;
+                (*dict).ma_used = 0;
+                #[allow(deprecated)]
+                {
+                    (*dict).ma_version_tag = version;
+                }
+                (*dict).ma_keys = keys;
+                (*dict).ma_values = std::ptr::null_mut();
+                return Bound::from_owned_ptr(py, object).cast_into_unchecked();
+            }
+            let _ = PyErr::fetch(py); // no memory: PyDict_New says so below, or makes one
+        }
+    }
+    pyo3::types::PyDict::new(py)
+}
+
 /// CPython's `PyGC_Head`: the collector's two words before a GC object (3.11).
 const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
 

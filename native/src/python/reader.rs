@@ -238,7 +238,7 @@ impl<'py> Extras<'py> {
             super::untrack(&keys); // strings only (the dict of strings is never tracked)
             keys
         };
-        let properties = PyDict::new(py);
+        let properties = super::new_dict(py); // untracked, uncounted
         if !parts.properties.is_empty() {
             std::str::from_utf8(parts.properties).ok()?;
             for (n, item) in parts.properties.split(|&b| b == 0x02).enumerate() {

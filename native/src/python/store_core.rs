@@ -1017,7 +1017,7 @@ impl StoreCore {
         max_messages: usize,
         entries_of: impl FnMut(u64, u64, &mut Vec<u8>) -> PyResult<bool>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let messages = PyList::empty(py);
+        let messages = super::new_list(py); // tracked, uncounted
         let mut shared = Shared::new(topic.clone(), queue.clone(), max_messages);
         let chunk = |position: u64, _records: u64| {
             if messages.len() >= max_messages || position >= high {
