@@ -25,10 +25,11 @@ class StoreConfig:
     #: ``async`` mode: how often the periodic flush also fsyncs shared topics' block
     #: files (the others flush the log, queue files and indexes). Until it does, the
     #: checkpoint's ``dispatched`` stays where the last such flush left it, and recovery
-    #: re-dispatches the records past it. The default keeps them with every flush:
-    #: recovery re-dispatches in Python (tens of µs a record), so a longer interval
-    #: makes a reopen after a crash at high rates slow (docs/PERFORMANCE.md, issue 33).
-    queue_flush_interval_ms: int = 500
+    #: re-dispatches the records past it (natively, ~1 µs a record). Every sync
+    #: write-protects the pages it writes back, and the next store into each faults:
+    #: at a million queues, with 500 ms, those faults and the syncs were two thirds of
+    #: a put (docs/PERFORMANCE.md, mill33-s50).
+    queue_flush_interval_ms: int = 5000
     flush_timeout_ms: int = 5000
     flush_dirty_bytes: int = 64 << 20
     #: Sync mode: how long an appender starting a write group may wait for as many

@@ -111,6 +111,12 @@ from .writer import Writer
 from .writesession import Pen, WriteSession, held_alone, open_pen
 
 _INDEX_MARKER = ".complete"
+#: Async mode: the periodic flush syncs shared topics' block files before their cadence
+#: (``queue_flush_interval_ms``) once this much log lies past the checkpoint's
+#: ``dispatched``: recovery replays every record past it (~1.5 µs a record at a million
+#: queues, ~2M records of 58-byte messages here), so a reopen after a kill stays a few
+#: seconds however fast the puts (docs/PERFORMANCE.md, mill33-s50).
+BLOCKS_BEHIND_BYTES = 256 << 20
 
 
 class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
@@ -979,9 +985,14 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     def _flush_periodic(self) -> int:
         """The flush thread's flush: everything, but in async mode shared topics' block
         files only every ``queue_flush_interval_ms`` (a store into a mapped block page
-        written back since costs a fault: the fewer writebacks, the fewer faults)."""
+        written back since costs a fault: the fewer writebacks, the fewer faults), or
+        sooner once ``BLOCKS_BEHIND_BYTES`` of log wait past ``dispatched``."""
         now = time.monotonic()
-        due = self._sync_mode or now >= self._blocks_due
+        due = (
+            self._sync_mode
+            or now >= self._blocks_due
+            or self.commitlog.tail - self._checkpoint.current().dispatched > BLOCKS_BEHIND_BYTES
+        )
         if due:
             self._blocks_due = now + self.config.queue_flush_interval_ms / 1000
         return self._flush_everything(blocks=due)

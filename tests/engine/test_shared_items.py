@@ -4,6 +4,8 @@ against the long way (``Writer._write_general`` and ``BlockStore.write_many``)."
 from __future__ import annotations
 
 import random
+import time
+import types
 from pathlib import Path
 
 from storeadapter.engine import MessageStore, StoreConfig
@@ -509,3 +511,40 @@ def test_queue_ends_recovered_after_a_kill_are_the_ones_the_index_keeps(tmp_path
         results = store.append_batch("t", [{"body": b"z", "queue": q} for q in range(QUEUES)])
         assert [r.queue_offset for r in results] == [before[q][1] for q in range(QUEUES)]
         assert all(ends.max_of(q) == before[q][1] + 1 for q in range(QUEUES))
+
+
+def test_block_files_are_synced_every_few_seconds_by_default(tmp_path, monkeypatch):
+    # A periodic flush two seconds after the blocks' last sync syncs the log but not the
+    # block files: a store into a block page written back since faults, and at a million
+    # queues those faults were most of a put (docs/PERFORMANCE.md, mill33-s50).
+    from storeadapter.engine import store as store_module
+
+    with MessageStore.open(tmp_path / "s", _config(flush_interval_ms=600_000)) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store._blocks_due = 0
+        store._flush_periodic()  # the blocks synced: the next due a cadence from now
+        dispatched = store._checkpoint.current().dispatched
+        store.append_batch("t", _batches()[0])
+        later = time.monotonic() + 2.0
+        clock = types.SimpleNamespace(**vars(time))
+        clock.monotonic = lambda: later
+        monkeypatch.setattr(store_module, "time", clock)
+        store._flush_periodic()
+        vouched = store._checkpoint.current()
+        assert (vouched.commitlog_flushed, vouched.dispatched) == (store.commitlog.tail, dispatched)
+
+
+def test_a_periodic_flush_syncs_block_files_early_once_the_log_past_dispatched_is_long(
+    tmp_path, monkeypatch
+):
+    # Recovery replays every record past `dispatched`: however fast the puts, the block
+    # files are synced once that much log waits, so a reopen after a kill stays short.
+    from storeadapter.engine import store as store_module
+
+    monkeypatch.setattr(store_module, "BLOCKS_BEHIND_BYTES", 1024)
+    with MessageStore.open(tmp_path / "s", _cadence_config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.flush()
+        store.append_batch("t", [{"body": b"x" * 600, "queue": q} for q in range(QUEUES)])
+        store._flush_periodic()  # the cadence is 600 s away: only the log's length decides
+        assert store._checkpoint.current().dispatched == store.commitlog.tail
