@@ -208,8 +208,13 @@ pub(super) fn prepared_of<'py>(item: Bound<'py, PyAny>) -> Step<Prepared<'py>> {
     let explicit = tuple.get_item(0)?;
     let route = tuple.get_item(1)?;
     let born = tuple.get_item(6)?;
+    let queue_id = match explicit.is_none() {
+        true => 0,
+        false => explicit.extract()?,
+    };
     Ok(Prepared {
         queue: (!explicit.is_none()).then_some(explicit),
+        queue_id,
         route: match route.is_none() {
             true => None,
             false => Some(route.cast_into().map_err(PyErr::from)?),
@@ -298,8 +303,8 @@ impl AppendCore {
             if fields[3].as_bytes().len() > self.max_body || fields[0].as_bytes().len() > 255 {
                 return declined();
             }
-            let queue_id = if let Some(explicit) = &item.queue {
-                explicit.extract::<i64>()?
+            let queue_id = if item.queue.is_some() {
+                item.queue_id
             } else {
                 if writable.is_none() {
                     let list = writable_of(py, &self.slots, state)?;
