@@ -92,6 +92,77 @@ enum Unwritten {
     Entries(PyErr),
 }
 
+/// Where a written batch's messages landed, for their results (made after the thread
+/// lock and the pen are let go: another thread's batch need not wait for them).
+struct Landed<'py> {
+    topic: Bound<'py, PyString>,
+    /// Each message's queue: the int its item gave, or the writable list's.
+    queues: Vec<Bound<'py, PyAny>>,
+    queue_offsets: Vec<u64>,
+    starts: Vec<u64>,
+    stored: Bound<'py, PyAny>,
+}
+
+impl<'py> Landed<'py> {
+    /// An `AppendResult` (`result_type`) a message, status `status`, in a list made at
+    /// its length.
+    fn results(
+        self,
+        py: Python<'py>,
+        prefix: &[u8; 8],
+        result_type: &Bound<'py, PyType>,
+        status: &Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let count = self.starts.len();
+        // SAFETY: the GIL is held; PyList_New makes a list of `count` empty slots (or NULL
+        // with an exception set, which PyErr::fetch takes), each filled exactly once
+        // below with a reference we own (PyList_SET_ITEM steals it) before the list is
+        // shared or any Python code runs; a failure part way leaves the rest NULL, which
+        // the list's dealloc skips.
+        let list = unsafe {
+            let list = ffi::PyList_New(count as ffi::Py_ssize_t);
+            if list.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            Bound::from_owned_ptr(py, list).cast_into_unchecked::<PyList>()
+        };
+        let parts = self
+            .queues
+            .into_iter()
+            .zip(&self.queue_offsets)
+            .zip(&self.starts);
+        for (i, ((queue, queue_offset), start)) in parts.enumerate() {
+            let result = new_record(
+                py,
+                result_type,
+                [
+                    message_id(py, prefix, *start).into_any(),
+                    self.topic.clone().into_any(),
+                    queue,
+                    int_of(py, *queue_offset)?,
+                    int_of(py, *start)?,
+                    self.stored.clone(),
+                    status.clone().into_any(),
+                ],
+            )?;
+            // SAFETY: `i` < `count`, the list's length; its slot is empty (see above).
+            unsafe { ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, result.into_ptr()) };
+        }
+        Ok(list)
+    }
+}
+
+/// An offset as an int (`PyLong_FromLongLong`: its one-digit values made without a
+/// loop, as `PyLong_FromUnsignedLongLong` does not).
+fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
+    let Ok(signed) = i64::try_from(value) else {
+        return Ok(value.into_pyobject(py)?.into_any());
+    };
+    // SAFETY: the GIL is held; PyLong_FromLongLong returns a new reference or NULL with
+    // an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyLong_FromLongLong(signed)) }
+}
+
 /// A block file mapped for the entries' stores: the `BlockFile` object (held, so no
 /// other object takes its address), its mapping and length.
 struct BlockMap {
@@ -259,7 +330,16 @@ impl AppendCore {
             .check_store(py)
             .and_then(|()| self.shared_locked(py, state, items));
         release(write_lock)?;
-        outcome
+        let (landed, end) = outcome?;
+        Ok((
+            landed.results(
+                py,
+                &self.prefix,
+                self.result_type.bind(py),
+                self.status.bind(py),
+            )?,
+            end,
+        ))
     }
 
     /// `try_shared_items` under the thread lock: the batch parsed and placed, then
@@ -269,7 +349,7 @@ impl AppendCore {
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
         items: Vec<Prepared<'py>>,
-    ) -> Step<(Bound<'py, PyList>, i64)> {
+    ) -> Step<(Landed<'py>, i64)> {
         let topic = self.shared_topic(py, state)?;
         let blocks_object = get(self.slots.blocks, state)?;
         let block_queue = py
@@ -293,6 +373,8 @@ impl AppendCore {
         let mut share_of: ByQueue<usize> =
             ByQueue::with_capacity_and_hasher(count, Default::default());
         let mut length = 0usize;
+        // Each item's queue (the int it gave, or the writable list's): its result's.
+        let mut queues: Vec<Bound<'py, PyAny>> = Vec::with_capacity(count);
         for item in items {
             let born = match &item.born {
                 Some(born) => born_ms(born)?,
@@ -303,7 +385,8 @@ impl AppendCore {
             if fields[3].as_bytes().len() > self.max_body || fields[0].as_bytes().len() > 255 {
                 return declined();
             }
-            let queue_id = if item.queue.is_some() {
+            let queue_id = if let Some(queue) = item.queue {
+                queues.push(queue);
                 item.queue_id
             } else {
                 if writable.is_none() {
@@ -317,19 +400,16 @@ impl AppendCore {
                     return declined();
                 };
                 let writable_len = writable.len();
-                if let Some(key) = &item.route {
-                    writable
-                        .get_item(
-                            crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len,
-                        )?
-                        .extract::<i64>()?
+                let at = if let Some(key) = &item.route {
+                    crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len
                 } else {
-                    let id = writable
-                        .get_item(round_robin.rem_euclid(writable_len as i64) as usize)?
-                        .extract::<i64>()?;
                     round_robin += 1;
-                    id
-                }
+                    (round_robin - 1).rem_euclid(writable_len as i64) as usize
+                };
+                let queue = writable.get_item(at)?;
+                let id = queue.extract::<i64>()?;
+                queues.push(queue);
+                id
             };
             let share = *share_of.entry(queue_id).or_insert_with(|| {
                 shares.push((queue_id, 0));
@@ -358,7 +438,7 @@ impl AppendCore {
                 &blocks_object,
                 &rooms,
                 (&held, &keyed),
-                &places,
+                (&places, queues),
                 round_robin,
                 length,
                 waited,
@@ -475,11 +555,11 @@ impl AppendCore {
         blocks_object: &Bound<'py, PyAny>,
         rooms: &[SharedRoom],
         (held, keyed): (&[Held<'py>], &[Bound<'py, PyTuple>]),
-        places: &[(usize, u32)],
+        (places, queues): (&[(usize, u32)], Vec<Bound<'py, PyAny>>),
         round_robin: i64,
         length: usize,
         waited: bool,
-    ) -> Step<(Bound<'py, PyList>, i64)> {
+    ) -> Step<(Landed<'py>, i64)> {
         let ready = self.ready(py, waited)?;
         if ready.moved != Moved::Nothing {
             // Another process (or a wait for the pen) may have moved the blocks' ends
@@ -568,6 +648,10 @@ impl AppendCore {
             }
             drop(known);
             Self::write_pieces(geometry, &pieces, &targets, planned).map_err(Unwritten::Entries)?;
+            // The records and entries let go here, without the GIL (a few hundred frees).
+            drop(pieces);
+            run.out = Vec::new();
+            run.entries = Vec::new();
             Ok(run)
         };
         let outcome = if io_seam::planned() {
@@ -620,25 +704,14 @@ impl AppendCore {
             }
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
-        let results = PyList::empty(py);
-        let status = self.status.bind(py);
-        let result_type = self.result_type.bind(py);
-        for i in 0..starts.len() {
-            results.append(new_record(
-                py,
-                result_type,
-                [
-                    message_id(py, &self.prefix, starts[i]).into_any(),
-                    topic.name.clone().into_any(),
-                    places[i].1.into_pyobject(py)?.into_any(),
-                    queue_offsets[i].into_pyobject(py)?.into_any(),
-                    starts[i].into_pyobject(py)?.into_any(),
-                    stored.clone(),
-                    status.clone().into_any(),
-                ],
-            )?)?;
-        }
-        Ok((results, end as i64))
+        let landed = Landed {
+            topic: topic.name.clone(),
+            queues,
+            queue_offsets,
+            starts,
+            stored,
+        };
+        Ok((landed, end as i64))
     }
 
     /// What the batch's new blocks leave in the `BlockStore` (they are remembered in
