@@ -25,6 +25,8 @@
 //! with a dedup id, a block of a file not created yet (Python creates it),
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
 
+use std::borrow::Cow;
+
 use super::super::block_index::{BlockIndex, ERASED};
 use super::super::prepare::Prepared;
 use super::*;
@@ -258,6 +260,10 @@ fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
     });
     Some(at as usize)
 }
+
+/// A piece of a batch's entries: its block, its place in the block and its bytes (a
+/// queue's entries as packed, or a new block whole).
+type Piece<'a> = (u64, usize, Cow<'a, [u8]>);
 
 /// A block's header (blockqueue.header_bytes): owner `queue`, `seq`, their CRC32C.
 fn header_bytes(queue: u32, seq: u64) -> [u8; BLOCK_HEADER_SIZE] {
@@ -820,16 +826,16 @@ impl AppendCore {
     /// `BlockStore.write_many`'s pieces for the batch's entries (`entries[i]`: queue
     /// `i`'s, from its end `shares[i].0`): each chunk into its planned block, a new
     /// block whole (its header, zeros, the chunk); sorted by place.
-    fn pieces(
+    fn pieces<'a>(
         geometry: Geometry,
         shares: &[(u64, u64)],
         plan: &BlockPlan,
-        entries: &[Vec<u8>],
-    ) -> Vec<(u64, usize, Vec<u8>)> {
+        entries: &'a [Vec<u8>],
+    ) -> Vec<Piece<'a>> {
         let per = geometry.per_block;
         let mut targets = plan.targets.iter();
         let mut owners = plan.allocated.iter();
-        let mut pieces: Vec<(u64, usize, Vec<u8>)> = Vec::with_capacity(plan.targets.len());
+        let mut pieces: Vec<Piece<'a>> = Vec::with_capacity(plan.targets.len());
         for ((base, _), data) in shares.iter().zip(entries) {
             let mut index = *base;
             let mut rest = &data[..];
@@ -848,9 +854,9 @@ impl AppendCore {
                     let mut whole = vec![0u8; geometry.block_bytes as usize];
                     whole[..BLOCK_HEADER_SIZE].copy_from_slice(&header_bytes(owner, seq));
                     whole[at..at + chunk.len()].copy_from_slice(chunk);
-                    pieces.push((block, 0, whole));
+                    pieces.push((block, 0, Cow::Owned(whole)));
                 } else {
-                    pieces.push((block, at, chunk.to_vec()));
+                    pieces.push((block, at, Cow::Borrowed(chunk)));
                 }
                 rest = &rest[chunk.len()..];
                 index += n;
@@ -867,7 +873,7 @@ impl AppendCore {
     /// mapping let go: EBADF).
     fn write_pieces(
         geometry: Geometry,
-        pieces: &[(u64, usize, Vec<u8>)],
+        pieces: &[Piece<'_>],
         files: &[FileTarget],
         planned: Option<Python<'_>>,
     ) -> PyResult<()> {
