@@ -615,3 +615,32 @@ def test_two_key_dicts_the_long_way_refuses_raise_its_error_and_write_nothing(tm
         native = outcome(tmp_path / f"n{i}", item, True)
         assert native == outcome(tmp_path / f"p{i}", item, False)
         assert native[1], item
+
+
+def test_batches_naming_their_queues_between_round_robin_ones_leave_the_turn_as_it_was(tmp_path):
+    # A batch whose items all name their queue (read before the thread lock) moves no
+    # round-robin: the batches without queues around it go on where they left off, as
+    # the long way's do.
+    def batches() -> list[list]:
+        return [
+            [b"r%d" % i for i in range(7)],
+            [{"body": b"q%d" % i, "queue": (i * 5) % QUEUES} for i in range(9)],
+            [{"body": b"s%d" % i} for i in range(6)],
+            [{"body": b"t%d" % i, "queue": 3, "tag": "x"} for i in range(3)],
+            [b"u%d" % i for i in range(5)],
+        ]
+
+    def write(path: Path, native: bool) -> tuple[list, list, int]:
+        with MessageStore.open(path, _config()) as store:
+            store.create_topic("t", queues=QUEUES, layout="shared")
+            store.append_batch("t", [{"body": b"0", "queue": q} for q in range(QUEUES)])
+            if not native:
+                store._appender = None
+            results = [r[1:5] for batch in batches() for r in store.append_batch("t", batch)]
+            taken = 0 if store._appender is None else store._appender.batched
+        return results, _records(path), taken
+
+    native = write(tmp_path / "n", True)
+    python = write(tmp_path / "p", False)
+    assert native[2] == 5
+    assert native[:2] == python[:2]

@@ -94,6 +94,22 @@ enum Unwritten {
     Entries(PyErr),
 }
 
+/// A batch's items as its write reads them (`parse_items`).
+struct Parsed<'py> {
+    held: Vec<Held<'py>>,
+    keyed: Vec<Bound<'py, PyTuple>>,
+    /// Per item: its share (among `shares`) and its queue id.
+    places: Vec<(usize, u32)>,
+    /// The queues in first-use order: (queue id, how many of the items are its).
+    shares: Vec<(i64, u64)>,
+    /// Each item's queue (the int it gave, or the writable list's): its result's.
+    queues: Vec<Bound<'py, PyAny>>,
+    /// The records' length.
+    length: usize,
+    /// The round-robin moved on (None: read before the lock, not moved).
+    round_robin: Option<i64>,
+}
+
 /// Where a written batch's messages landed, for their results (made after the thread
 /// lock and the pen are let go: another thread's batch need not wait for them).
 struct Landed<'py> {
@@ -321,6 +337,18 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         items: Vec<Prepared<'py>>,
     ) -> Step<(Bound<'py, PyList>, i64)> {
+        // A batch whose items all name their queue is read before the thread lock is
+        // taken (nothing of it needs the lock: the lock's holder does not wait for it).
+        let items = match items.iter().all(|item| item.queue.is_some()) {
+            true => {
+                let name = get(self.slots.name_bytes, state)?
+                    .cast_into::<PyBytes>()
+                    .map_err(PyErr::from)?;
+                let name_len = name.as_bytes().len();
+                Ok(self.parse_items(py, state, items, name_len, None)?)
+            }
+            false => Err(items),
+        };
         let write_lock = self.write_lock.get();
         if !write_lock.try_acquire() {
             let taken = self
@@ -354,22 +382,66 @@ impl AppendCore {
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
-        items: Vec<Prepared<'py>>,
+        items: Result<Parsed<'py>, Vec<Prepared<'py>>>,
     ) -> Step<(Landed<'py>, i64)> {
         let topic = self.shared_topic(py, state)?;
         let blocks_object = get(self.slots.blocks, state)?;
         let block_queue = py
             .import(intern!(py, "storeadapter.engine.blockqueue"))?
             .getattr(intern!(py, "BlockQueue"))?;
+        let parsed = match items {
+            Ok(parsed) => parsed,
+            Err(items) => {
+                let name_len = topic.name_bytes.as_bytes().len();
+                self.parse_items(py, state, items, name_len, Some(topic.round_robin))?
+            }
+        };
+        let Parsed {
+            held,
+            keyed,
+            places,
+            shares,
+            queues,
+            length,
+            round_robin,
+        } = parsed;
+        let rooms = self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
+        self.under_thread_lock(py, |waited| {
+            self.shared_under_pen(
+                py,
+                state,
+                &topic,
+                &blocks_object,
+                &rooms,
+                (&held, &keyed),
+                (&places, queues),
+                round_robin.unwrap_or(topic.round_robin),
+                length,
+                waited,
+            )
+        })
+    }
+
+    /// The batch's items read for its write: each item's fields, tag hash and born time,
+    /// its keys, its queue and its share (the queues in first-use order), the records'
+    /// length. An item without a queue takes the topic's next writable queue (by its
+    /// key, or the round-robin from `round_robin`, then moved), which only the thread
+    /// lock's holder may do: a caller without it gives None (and items with queues).
+    fn parse_items<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: Vec<Prepared<'py>>,
+        name_len: usize,
+        mut round_robin: Option<i64>,
+    ) -> Step<Parsed<'py>> {
         let count = items.len();
-        let name_len = topic.name_bytes.as_bytes().len();
         if count == 0 || name_len > 255 {
             return declined();
         }
         // The writable queues are read only for an item without a queue (a topic may
         // have a million of them: not copied per batch, not made until needed).
         let mut writable: Option<Bound<'py, PyList>> = None;
-        let mut round_robin = topic.round_robin;
         let mut held = Vec::with_capacity(count);
         // Each item's keys, once one has keys (else empty: no key index items).
         let mut keyed: Vec<Bound<'py, PyTuple>> = Vec::new();
@@ -395,6 +467,9 @@ impl AppendCore {
                 queues.push(queue);
                 item.queue_id
             } else {
+                let Some(next) = round_robin.as_mut() else {
+                    return declined(); // never: the caller without the lock gave queues
+                };
                 if writable.is_none() {
                     let list = writable_of(py, &self.slots, state)?;
                     if list.is_empty() {
@@ -409,8 +484,8 @@ impl AppendCore {
                 let at = if let Some(key) = &item.route {
                     crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len
                 } else {
-                    round_robin += 1;
-                    (round_robin - 1).rem_euclid(writable_len as i64) as usize
+                    *next += 1;
+                    (*next - 1).rem_euclid(writable_len as i64) as usize
                 };
                 let queue = writable.get_item(at)?;
                 let id = queue.extract::<i64>()?;
@@ -435,20 +510,14 @@ impl AppendCore {
         if length > self.capacity {
             return declined();
         }
-        let rooms = self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
-        self.under_thread_lock(py, |waited| {
-            self.shared_under_pen(
-                py,
-                state,
-                &topic,
-                &blocks_object,
-                &rooms,
-                (&held, &keyed),
-                (&places, queues),
-                round_robin,
-                length,
-                waited,
-            )
+        Ok(Parsed {
+            held,
+            keyed,
+            places,
+            shares,
+            queues,
+            length,
+            round_robin,
         })
     }
 
