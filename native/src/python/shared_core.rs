@@ -706,7 +706,11 @@ impl AppendCore {
             for queue_entries in &mut run.entries {
                 crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
             }
-            let pieces = Self::pieces(geometry, &shares, &plan, &run.entries);
+            // Stores into mappings need no order (no two pieces overlap: one a (queue,
+            // seq)); the pwrites join adjacent pieces, and a fault plan records the
+            // writes in the order the long way makes them: by place.
+            let in_order = planned.is_some() || targets.iter().any(|f| f.map.is_none());
+            let pieces = Self::pieces(geometry, &shares, &plan, &run.entries, in_order);
             extent.store(end, Ordering::Relaxed);
             writing.store(1, Ordering::Release);
             match planned {
@@ -894,12 +898,13 @@ impl AppendCore {
 
     /// `BlockStore.write_many`'s pieces for the batch's entries (`entries[i]`: queue
     /// `i`'s, from its end `shares[i].0`): each chunk into its planned block, a new
-    /// block whole (its header, zeros, the chunk); sorted by place.
+    /// block whole (its header, zeros, the chunk); sorted by place when `in_order`.
     fn pieces<'a>(
         geometry: Geometry,
         shares: &[(u64, u64)],
         plan: &BlockPlan,
         entries: &'a [Vec<u8>],
+        in_order: bool,
     ) -> Vec<Piece<'a>> {
         let per = geometry.per_block;
         let mut targets = plan.targets.iter();
@@ -931,7 +936,9 @@ impl AppendCore {
                 index += n;
             }
         }
-        pieces.sort_unstable_by_key(|(block, at, _)| (*block, *at));
+        if in_order {
+            pieces.sort_unstable_by_key(|(block, at, _)| (*block, *at));
+        }
         pieces
     }
 
