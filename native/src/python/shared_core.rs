@@ -703,9 +703,9 @@ impl AppendCore {
                 places,
             )
             .map_err(Unwritten::Declined)?;
-            for queue_entries in &mut run.entries {
+            run.entries.each_mut(|queue_entries| {
                 crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
-            }
+            });
             // Stores into mappings need no order (no two pieces overlap: one a (queue,
             // seq)); the pwrites join adjacent pieces, and a fault plan records the
             // writes in the order the long way makes them: by place.
@@ -730,7 +730,7 @@ impl AppendCore {
             // The records and entries let go here, without the GIL (a few hundred frees).
             drop(pieces);
             run.out = Vec::new();
-            run.entries = Vec::new();
+            run.entries = QueueEntries::default();
             Ok(run)
         };
         let outcome = if io_seam::planned() {
@@ -896,23 +896,23 @@ impl AppendCore {
         })
     }
 
-    /// `BlockStore.write_many`'s pieces for the batch's entries (`entries[i]`: queue
+    /// `BlockStore.write_many`'s pieces for the batch's entries (the `i`th of `entries`: queue
     /// `i`'s, from its end `shares[i].0`): each chunk into its planned block, a new
     /// block whole (its header, zeros, the chunk); sorted by place when `in_order`.
     fn pieces<'a>(
         geometry: Geometry,
         shares: &[(u64, u64)],
         plan: &BlockPlan,
-        entries: &'a [Vec<u8>],
+        entries: &'a QueueEntries,
         in_order: bool,
     ) -> Vec<Piece<'a>> {
         let per = geometry.per_block;
         let mut targets = plan.targets.iter();
         let mut owners = plan.allocated.iter();
         let mut pieces: Vec<Piece<'a>> = Vec::with_capacity(plan.targets.len());
-        for ((base, _), data) in shares.iter().zip(entries) {
+        for ((base, _), data) in shares.iter().zip(entries.iter()) {
             let mut index = *base;
-            let mut rest = &data[..];
+            let mut rest = data;
             while !rest.is_empty() {
                 let slot = index % per;
                 let n = ((rest.len() / ENTRY_SIZE) as u64).min(per - slot);
