@@ -9,10 +9,11 @@ One shared topic of Q queues (all queues' consume-queue entries in shared block 
    500 (``append_batch`` with an explicit queue per message). The batches (the bodies
    the harness derives) are made in rounds of 400,000 messages outside the clock; the
    put's rate, its CPU a message (the producer process's, timed parts only) and the
-   harness's CPU a message for making them (not in the rate) are reported. Thread t owns the queues
-   q with q % T == t, so each queue has one producer and message k of queue q lands at
-   queue offset k; its body is derived from (q, k) and checked later. The writing
-   process is then killed (SIGKILL), and the store reopened: recovery time.
+   harness's CPU a message for making and freeing them (not in the rate) are reported.
+   Thread t owns the queues q with q % T == t, so each queue has one producer and
+   message k of queue q lands at queue offset k; its body is derived from (q, k) and
+   checked later. The writing process is then killed (SIGKILL), and the store
+   reopened: recovery time.
 2. reopen after a clean close: open time.
 3. index check: for every queue, 10 messages read at a random offset, each checked;
    P reader processes split the queues.
@@ -127,7 +128,8 @@ def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: i
     The producers work in rounds of ``ROUND`` messages: each thread first makes its
     round's batches (the bodies, ``body_of``: the harness's own work, outside the clock),
     then all put them together, timed. Only the puts count in ``put_s`` and ``put_cpu_s``
-    (the process's CPU over the timed parts); ``harness_cpu_s`` is the making's."""
+    (the process's CPU over the timed parts); ``harness_cpu_s`` is the making's (and the
+    freeing of the round before's batches)."""
     store = MessageStore.open(path, config())
     store.create_topic(TOPIC, queues=queues, layout="shared")
     plans = plan_queues(queues, messages, threads, seed=1)
@@ -152,8 +154,8 @@ def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: i
                         store.append_batch(TOPIC, batch)
             except BaseException as error:  # reported, not raised in a thread
                 errors.append(error)
-            del batches
             done.wait()
+            del batches  # the harness's items freed outside the clock, as they were made
 
     workers = [threading.Thread(target=produce, args=(plan,)) for plan in plans]
     for worker in workers:

@@ -548,3 +548,138 @@ def test_a_periodic_flush_syncs_block_files_early_once_the_log_past_dispatched_i
         store.append_batch("t", [{"body": b"x" * 600, "queue": q} for q in range(QUEUES)])
         store._flush_periodic()  # the cadence is 600 s away: only the log's length decides
         assert store._checkpoint.current().dispatched == store.commitlog.tail
+
+
+def test_a_shared_batch_s_results_are_what_the_stored_messages_say_field_for_field(tmp_path):
+    # Each AppendResult of the native batch: exactly an AppendResult of exact str and int
+    # fields, each equal to what the message read back says (its id, topic, queue,
+    # offsets, store time), status OK.
+    from storeadapter.engine import AppendResult
+
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": q} for q in range(QUEUES)])
+        before = store._appender.batched
+        results = store.append_batch(
+            "t", [{"body": b"m%d" % i, "queue": (i * 7) % QUEUES} for i in range(2 * QUEUES)]
+        )
+        assert store._appender.batched == before + 1
+        assert type(results) is list
+        read = {
+            (m.queue, m.queue_offset): m for q in range(QUEUES) for m in read_all(store, "t", q)
+        }
+        for r in results:
+            assert type(r) is AppendResult
+            assert [type(field) for field in r] == [str, str, int, int, int, int, str]
+            m = read[(r.queue, r.queue_offset)]
+            assert r == (
+                m.message_id,
+                m.topic,
+                m.queue,
+                m.queue_offset,
+                m.commit_offset,
+                m.store_time_ms,
+                "OK",
+            )
+            assert store.get(r.message_id).body == m.body
+
+
+class _Item(dict):
+    pass
+
+
+def test_two_key_dicts_in_every_form_are_written_as_the_long_way_writes_them(tmp_path):
+    # A {"body", "queue"} dict whatever its keys' order, keys not interned, a str body, a
+    # dict subclass, a bytearray body, a queue id past 255: the same records and results
+    # as the long way.
+    body, queue = "".join(["bo", "dy"]), "".join(["que", "ue"])
+
+    def batches() -> list[list[dict]]:
+        return [
+            [{"body": b"a", "queue": 1}, {"queue": 2, "body": b"b"}],
+            [
+                {body: b"c", queue: 3},
+                {"body": "d\u00e9", "queue": 1},
+                {"body": bytearray(b"g"), "queue": 2},
+            ],
+            [_Item(body=b"e", queue=4), {"body": b"f", "queue": 300}, {"body": b"", "queue": 0}],
+        ]
+
+    def write(path: Path, native: bool) -> tuple[list, list]:
+        with MessageStore.open(path, _config()) as store:
+            store.create_topic("t", queues=400, layout="shared")
+            store.append_batch("t", [{"body": b"0", "queue": q} for q in (0, 1, 2, 3, 4, 300)])
+            if not native:
+                store._appender = None
+            results = [r[1:5] for batch in batches() for r in store.append_batch("t", batch)]
+            records = [
+                (m.queue, m.queue_offset, m.commit_offset, m.body)
+                for q in (0, 1, 2, 3, 4, 300)
+                for m in read_all(store, "t", q)
+            ]
+        return results, records
+
+    assert write(tmp_path / "n", True) == write(tmp_path / "p", False)
+
+
+def test_two_key_dicts_the_long_way_refuses_raise_its_error_and_write_nothing(tmp_path):
+    import pytest
+
+    from storeadapter.engine.errors import StoreError
+
+    refused = [
+        {"body": b"a", "queue": True},
+        {"body": b"a", "queue": -1},
+        {"body": b"a", "queue": 1 << 70},
+        {"body": b"a", "queue": 1.0},
+        {"body": b"a", "queue": 5},  # frozen
+        {"body": b"x" * (1 << 21), "queue": 1},
+        {"body": b"a", "colour": 1},
+        {"bodies": b"a", "queue": 1},
+    ]
+
+    def outcome(path: Path, item: dict, native: bool) -> tuple:
+        with MessageStore.open(path, _config()) as store:
+            store.create_topic("t", queues=QUEUES, layout="shared")
+            store.freeze_queue("t", 5)
+            store.append_batch("t", [{"body": b"0", "queue": 1}])
+            if not native:
+                store._appender = None
+            tail = store.commitlog.tail
+            with pytest.raises(StoreError) as raised:
+                store.append_batch("t", [{"body": b"b", "queue": 1}, item])
+            return type(raised.value), store.commitlog.tail == tail
+
+    for i, item in enumerate(refused):
+        native = outcome(tmp_path / f"n{i}", item, True)
+        assert native == outcome(tmp_path / f"p{i}", item, False)
+        assert native[1], item
+
+
+def test_batches_naming_their_queues_between_round_robin_ones_leave_the_turn_as_it_was(tmp_path):
+    # A batch whose items all name their queue (read before the thread lock) moves no
+    # round-robin: the batches without queues around it go on where they left off, as
+    # the long way's do.
+    def batches() -> list[list]:
+        return [
+            [b"r%d" % i for i in range(7)],
+            [{"body": b"q%d" % i, "queue": (i * 5) % QUEUES} for i in range(9)],
+            [{"body": b"s%d" % i} for i in range(6)],
+            [{"body": b"t%d" % i, "queue": 3, "tag": "x"} for i in range(3)],
+            [b"u%d" % i for i in range(5)],
+        ]
+
+    def write(path: Path, native: bool) -> tuple[list, list, int]:
+        with MessageStore.open(path, _config()) as store:
+            store.create_topic("t", queues=QUEUES, layout="shared")
+            store.append_batch("t", [{"body": b"0", "queue": q} for q in range(QUEUES)])
+            if not native:
+                store._appender = None
+            results = [r[1:5] for batch in batches() for r in store.append_batch("t", batch)]
+            taken = 0 if store._appender is None else store._appender.batched
+        return results, _records(path), taken
+
+    native = write(tmp_path / "n", True)
+    python = write(tmp_path / "p", False)
+    assert native[2] == 5
+    assert native[:2] == python[:2]

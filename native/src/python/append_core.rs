@@ -252,9 +252,37 @@ fn item_int(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> Step<i64> {
 /// order of its share), and each record's queue offset and commit offset.
 struct Run {
     out: Vec<u8>,
-    entries: Vec<Vec<u8>>,
+    entries: QueueEntries,
     queue_offsets: Vec<u64>,
     starts: Vec<u64>,
+}
+
+/// Each queue's entries of a batch, one queue's after another's in the order of their
+/// shares, in one buffer (not a buffer a queue: a batch meets hundreds of queues).
+#[derive(Default)]
+struct QueueEntries {
+    bytes: Vec<u8>,
+    /// Where each queue's entries end in `bytes` (they start where the one before's end).
+    ends: Vec<usize>,
+}
+
+impl QueueEntries {
+    /// Each queue's entries, in the order of the shares.
+    fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, end)| &self.bytes[start..*end])
+    }
+
+    /// Each queue's entries, to change in place.
+    fn each_mut(&mut self, mut change: impl FnMut(&mut [u8])) {
+        let mut start = 0;
+        for end in &self.ends {
+            change(&mut self.bytes[start..*end]);
+            start = *end;
+        }
+    }
 }
 
 /// The records in order from `tail` (to `end`), each at the next offset of its queue
@@ -303,13 +331,23 @@ fn place_run<'a>(
         return declined(); // never: the lengths are the records'
     }
     let (out, packed) = appending::encode_placed(&records);
-    let mut entries: Vec<Vec<u8>> = counts
-        .iter()
-        .map(|count| Vec::with_capacity(*count as usize * ENTRY_SIZE))
-        .collect();
-    for (i, (share, _)) in places.iter().enumerate() {
-        entries[*share].extend_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
+    // Each queue's entries at its place in one buffer: where each queue's begin (the
+    // cursor, moved past each entry put), where they end.
+    let mut cursor = Vec::with_capacity(counts.len());
+    let mut ends = Vec::with_capacity(counts.len());
+    let mut total = 0usize;
+    for count in &counts {
+        cursor.push(total);
+        total += *count as usize * ENTRY_SIZE;
+        ends.push(total);
     }
+    let mut bytes = vec![0u8; total];
+    for (i, (share, _)) in places.iter().enumerate() {
+        let at = cursor[*share];
+        bytes[at..at + ENTRY_SIZE].copy_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
+        cursor[*share] = at + ENTRY_SIZE;
+    }
+    let entries = QueueEntries { bytes, ends };
     Ok(Run {
         out,
         entries,
@@ -1507,7 +1545,7 @@ impl AppendCore {
             tail - ready.base,
             rooms,
             &fds,
-            &entries,
+            entries.iter(),
             now,
             tail,
         )?;
@@ -1629,7 +1667,7 @@ impl AppendCore {
             tail - ready.base,
             rooms,
             &fds,
-            &placed.entries,
+            placed.entries.iter().map(Vec::as_slice),
             now,
             tail,
         )?;
@@ -2252,7 +2290,7 @@ impl AppendCore {
     /// queue's entries with one pwrite at its room's slot, then the time marks; a failure
     /// clears all of it past `tail` (`write_failed`).
     #[allow(clippy::too_many_arguments)]
-    fn write_run<'py>(
+    fn write_run<'py, 'e>(
         &self,
         py: Python<'py>,
         segment_fd: i32,
@@ -2260,7 +2298,7 @@ impl AppendCore {
         position: u64,
         rooms: &[QueueRoom<'py>],
         fds: &[i32],
-        entries: &[Vec<u8>],
+        entries: impl Iterator<Item = &'e [u8]>,
         now: i64,
         tail: u64,
     ) -> Step<()> {

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::{ffi, intern};
 
 use crate::tags::tag_hash;
 
@@ -59,6 +60,34 @@ struct Limits<'py> {
     /// The batch's first `TAGS_KEPT` distinct tags and their hashes (a batch's items
     /// mostly share a few tags; the hash is BLAKE2b's, ~900 instructions).
     tags: RefCell<Vec<(Vec<u8>, u64)>>,
+    /// What a `{"body", "queue"}` dict is prepared with (`body_and_queue`); None for a
+    /// single message.
+    plain: Option<Plain<'py>>,
+}
+
+/// The parts of a `{"body": bytes, "queue": int}` dict's preparation shared by a
+/// batch's items: the two keys (interned, as a literal's are), the empty tag, keys and
+/// properties (the empty `bytes`), the empty index keys, and whether any queue is frozen.
+struct Plain<'py> {
+    body_key: Bound<'py, PyString>,
+    queue_key: Bound<'py, PyString>,
+    empty: Bound<'py, PyBytes>,
+    no_keys: Bound<'py, PyTuple>,
+    any_frozen: bool,
+}
+
+impl<'py> Plain<'py> {
+    fn new(py: Python<'py>, frozen: &Bound<'py, PyAny>) -> Plain<'py> {
+        let any_frozen =
+            !(frozen.is_exact_instance_of::<PyList>() && frozen.is_empty().unwrap_or(false));
+        Plain {
+            body_key: intern!(py, "body").clone(),
+            queue_key: intern!(py, "queue").clone(),
+            empty: PyBytes::new(py, b""),
+            no_keys: PyTuple::empty(py),
+            any_frozen,
+        }
+    }
 }
 
 /// results.Message's fields.
@@ -89,6 +118,78 @@ fn body_bytes<'py>(
         return Ok(body.cast::<PyBytes>().map_err(|_| Refused)?.clone());
     }
     Ok(PyBytes::new(py, text(body)?.as_bytes()))
+}
+
+/// A dict of exactly `{"body": bytes, "queue": int}` (the two keys the strings a
+/// literal interns, in either order) whose queue is in range and not frozen and whose
+/// record fits: prepared without the general walk (no key matched by its text, no
+/// field encoded, the empty ones shared). None: any other item, or one of this shape
+/// the general way refuses (`prepare_one` decides, as before).
+fn body_and_queue<'py>(item: &Bound<'py, PyAny>, limits: &Limits<'py>) -> Option<Prepared<'py>> {
+    let plain = limits.plain.as_ref()?;
+    let py = item.py();
+    let dict = item.as_ptr();
+    let mut body = std::ptr::null_mut();
+    let mut queue = std::ptr::null_mut();
+    // SAFETY: the GIL is held and `item` holds a reference to `dict` for the whole call;
+    // PyDict_Next is given a dict (checked exactly) and reads borrowed keys and values
+    // (not stored past the loop: each taken below as a new reference, `from_borrowed_ptr`),
+    // with nothing run between its calls that could change the dict (no Python code, no
+    // decref).
+    unsafe {
+        if ffi::PyDict_CheckExact(dict) == 0 || ffi::PyDict_Size(dict) != 2 {
+            return None;
+        }
+        let mut position: ffi::Py_ssize_t = 0;
+        let mut key = std::ptr::null_mut();
+        let mut value = std::ptr::null_mut();
+        for _ in 0..2 {
+            if ffi::PyDict_Next(dict, &mut position, &mut key, &mut value) == 0 {
+                return None;
+            }
+            if key == plain.body_key.as_ptr() {
+                body = value;
+            } else if key == plain.queue_key.as_ptr() {
+                queue = value;
+            } else {
+                return None; // another key, or one not interned: the general way
+            }
+        }
+        if body.is_null()
+            || queue.is_null()
+            || ffi::PyBytes_CheckExact(body) == 0
+            || ffi::PyLong_CheckExact(queue) == 0
+        {
+            return None;
+        }
+        let mut overflow = 0;
+        let id = ffi::PyLong_AsLongLongAndOverflow(queue, &mut overflow);
+        if overflow != 0 || !(0..limits.queue_count).contains(&id) {
+            return None; // (-1 with an error set cannot be: an exact int in range)
+        }
+        let length = ffi::PyBytes_Size(body) as usize;
+        if length > limits.max_body || limits.fixed + length > limits.capacity {
+            return None;
+        }
+        let queue = Bound::from_borrowed_ptr(py, queue);
+        if plain.any_frozen && limits.frozen.contains(&queue).unwrap_or(true) {
+            return None;
+        }
+        Some(Prepared {
+            queue: Some(queue),
+            queue_id: id,
+            route: None,
+            fields: [
+                plain.empty.clone(),
+                plain.empty.clone(),
+                plain.empty.clone(),
+                Bound::from_borrowed_ptr(py, body).cast_into_unchecked(),
+            ],
+            born: None,
+            tag_hash: 0, // the empty tag's (tags.tag_hash)
+            index_keys: plain.no_keys.clone(),
+        })
+    }
 }
 
 fn prepare_one<'py>(
@@ -152,6 +253,8 @@ fn prepare_one<'py>(
 pub(super) struct Prepared<'py> {
     /// The explicit queue (an int in range, not frozen), or None.
     pub queue: Option<Bound<'py, PyAny>>,
+    /// The explicit queue's id (0 when there is none).
+    pub queue_id: i64,
     /// The first key's bytes (the queue it picks), or None.
     pub route: Option<Bound<'py, PyBytes>>,
     /// Tag, keys, properties (encoded) and body.
@@ -202,8 +305,8 @@ fn prepare_fields<'py>(
     if body.as_bytes().len() > limits.max_body {
         return Err(Refused);
     }
-    let queue = match queue.filter(|q| !q.is_none()) {
-        None => None,
+    let (queue, queue_id) = match queue.filter(|q| !q.is_none()) {
+        None => (None, 0),
         Some(q) => {
             if !q.is_exact_instance_of::<PyInt>() || q.is_instance_of::<PyBool>() {
                 return Err(Refused);
@@ -212,7 +315,7 @@ fn prepare_fields<'py>(
             if !(0..limits.queue_count).contains(&id) || limits.frozen.contains(&q)? {
                 return Err(Refused);
             }
-            Some(q)
+            (Some(q), id)
         }
     };
     // Keys: a str or a list of str, each non-empty without separators.
@@ -262,6 +365,7 @@ fn prepare_fields<'py>(
     };
     Ok(Prepared {
         queue,
+        queue_id,
         route,
         fields: [
             PyBytes::new(py, tag_bytes),
@@ -270,7 +374,10 @@ fn prepare_fields<'py>(
             body,
         ],
         born: None,
-        tag_hash: limits.tag_hash(tag_bytes),
+        tag_hash: match tag_bytes.is_empty() {
+            true => 0, // tags.tag_hash's for no tag
+            false => limits.tag_hash(tag_bytes),
+        },
         index_keys: PyTuple::new(py, &keys)?,
     })
 }
@@ -373,6 +480,7 @@ pub(super) fn prepare_message<'py>(
         capacity,
         message_type: None,
         tags: RefCell::new(Vec::new()),
+        plain: None,
     };
     prepare_fields(
         py,
@@ -404,6 +512,7 @@ pub(super) fn prepare_all<'py>(
     message_type: Option<Bound<'py, PyType>>,
 ) -> Option<Vec<Prepared<'py>>> {
     let (queue_count, frozen, max_body, fixed, capacity) = limits;
+    let plain = Some(Plain::new(py, &frozen));
     let limits = Limits {
         queue_count,
         frozen,
@@ -412,11 +521,16 @@ pub(super) fn prepare_all<'py>(
         capacity,
         message_type,
         tags: RefCell::new(Vec::new()),
+        plain,
     };
-    items
-        .iter()
-        .map(|item| prepare_one(py, &item, &limits).ok())
-        .collect()
+    let mut prepared = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        prepared.push(match body_and_queue(&item, &limits) {
+            Some(one) => one,
+            None => prepare_one(py, &item, &limits).ok()?,
+        });
+    }
+    Some(prepared)
 }
 
 /// `items` (a list of `append_batch`'s items) prepared as `Writer.prepare` prepares

@@ -25,6 +25,8 @@
 //! with a dedup id, a block of a file not created yet (Python creates it),
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
 
+use std::borrow::Cow;
+
 use super::super::block_index::{BlockIndex, ERASED};
 use super::super::prepare::Prepared;
 use super::*;
@@ -90,6 +92,93 @@ enum Unwritten {
     Declined(Stop),
     Records(PyErr),
     Entries(PyErr),
+}
+
+/// A batch's items as its write reads them (`parse_items`).
+struct Parsed<'py> {
+    held: Vec<Held<'py>>,
+    keyed: Vec<Bound<'py, PyTuple>>,
+    /// Per item: its share (among `shares`) and its queue id.
+    places: Vec<(usize, u32)>,
+    /// The queues in first-use order: (queue id, how many of the items are its).
+    shares: Vec<(i64, u64)>,
+    /// Each item's queue (the int it gave, or the writable list's): its result's.
+    queues: Vec<Bound<'py, PyAny>>,
+    /// The records' length.
+    length: usize,
+    /// The round-robin moved on (None: read before the lock, not moved).
+    round_robin: Option<i64>,
+}
+
+/// Where a written batch's messages landed, for their results (made after the thread
+/// lock and the pen are let go: another thread's batch need not wait for them).
+struct Landed<'py> {
+    topic: Bound<'py, PyString>,
+    /// Each message's queue: the int its item gave, or the writable list's.
+    queues: Vec<Bound<'py, PyAny>>,
+    queue_offsets: Vec<u64>,
+    starts: Vec<u64>,
+    stored: Bound<'py, PyAny>,
+}
+
+impl<'py> Landed<'py> {
+    /// An `AppendResult` (`result_type`) a message, status `status`, in a list made at
+    /// its length.
+    fn results(
+        self,
+        py: Python<'py>,
+        prefix: &[u8; 8],
+        result_type: &Bound<'py, PyType>,
+        status: &Bound<'py, PyString>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let count = self.starts.len();
+        // SAFETY: the GIL is held; PyList_New makes a list of `count` empty slots (or NULL
+        // with an exception set, which PyErr::fetch takes), each filled exactly once
+        // below with a reference we own (PyList_SET_ITEM steals it) before the list is
+        // shared or any Python code runs; a failure part way leaves the rest NULL, which
+        // the list's dealloc skips.
+        let list = unsafe {
+            let list = ffi::PyList_New(count as ffi::Py_ssize_t);
+            if list.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            Bound::from_owned_ptr(py, list).cast_into_unchecked::<PyList>()
+        };
+        let parts = self
+            .queues
+            .into_iter()
+            .zip(&self.queue_offsets)
+            .zip(&self.starts);
+        for (i, ((queue, queue_offset), start)) in parts.enumerate() {
+            let result = new_record(
+                py,
+                result_type,
+                [
+                    message_id(py, prefix, *start).into_any(),
+                    self.topic.clone().into_any(),
+                    queue,
+                    int_of(py, *queue_offset)?,
+                    int_of(py, *start)?,
+                    self.stored.clone(),
+                    status.clone().into_any(),
+                ],
+            )?;
+            // SAFETY: `i` < `count`, the list's length; its slot is empty (see above).
+            unsafe { ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, result.into_ptr()) };
+        }
+        Ok(list)
+    }
+}
+
+/// An offset as an int (`PyLong_FromLongLong`: its one-digit values made without a
+/// loop, as `PyLong_FromUnsignedLongLong` does not).
+fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
+    let Ok(signed) = i64::try_from(value) else {
+        return Ok(value.into_pyobject(py)?.into_any());
+    };
+    // SAFETY: the GIL is held; PyLong_FromLongLong returns a new reference or NULL with
+    // an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyLong_FromLongLong(signed)) }
 }
 
 /// A block file mapped for the entries' stores: the `BlockFile` object (held, so no
@@ -188,6 +277,10 @@ fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
     Some(at as usize)
 }
 
+/// A piece of a batch's entries: its block, its place in the block and its bytes (a
+/// queue's entries as packed, or a new block whole).
+type Piece<'a> = (u64, usize, Cow<'a, [u8]>);
+
 /// A block's header (blockqueue.header_bytes): owner `queue`, `seq`, their CRC32C.
 fn header_bytes(queue: u32, seq: u64) -> [u8; BLOCK_HEADER_SIZE] {
     let mut header = [0u8; BLOCK_HEADER_SIZE];
@@ -208,8 +301,13 @@ pub(super) fn prepared_of<'py>(item: Bound<'py, PyAny>) -> Step<Prepared<'py>> {
     let explicit = tuple.get_item(0)?;
     let route = tuple.get_item(1)?;
     let born = tuple.get_item(6)?;
+    let queue_id = match explicit.is_none() {
+        true => 0,
+        false => explicit.extract()?,
+    };
     Ok(Prepared {
         queue: (!explicit.is_none()).then_some(explicit),
+        queue_id,
         route: match route.is_none() {
             true => None,
             false => Some(route.cast_into().map_err(PyErr::from)?),
@@ -239,6 +337,18 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         items: Vec<Prepared<'py>>,
     ) -> Step<(Bound<'py, PyList>, i64)> {
+        // A batch whose items all name their queue is read before the thread lock is
+        // taken (nothing of it needs the lock: the lock's holder does not wait for it).
+        let items = match items.iter().all(|item| item.queue.is_some()) {
+            true => {
+                let name = get(self.slots.name_bytes, state)?
+                    .cast_into::<PyBytes>()
+                    .map_err(PyErr::from)?;
+                let name_len = name.as_bytes().len();
+                Ok(self.parse_items(py, state, items, name_len, None)?)
+            }
+            false => Err(items),
+        };
         let write_lock = self.write_lock.get();
         if !write_lock.try_acquire() {
             let taken = self
@@ -254,7 +364,16 @@ impl AppendCore {
             .check_store(py)
             .and_then(|()| self.shared_locked(py, state, items));
         release(write_lock)?;
-        outcome
+        let (landed, end) = outcome?;
+        Ok((
+            landed.results(
+                py,
+                &self.prefix,
+                self.result_type.bind(py),
+                self.status.bind(py),
+            )?,
+            end,
+        ))
     }
 
     /// `try_shared_items` under the thread lock: the batch parsed and placed, then
@@ -263,22 +382,66 @@ impl AppendCore {
         &self,
         py: Python<'py>,
         state: &Bound<'py, PyAny>,
-        items: Vec<Prepared<'py>>,
-    ) -> Step<(Bound<'py, PyList>, i64)> {
+        items: Result<Parsed<'py>, Vec<Prepared<'py>>>,
+    ) -> Step<(Landed<'py>, i64)> {
         let topic = self.shared_topic(py, state)?;
         let blocks_object = get(self.slots.blocks, state)?;
         let block_queue = py
             .import(intern!(py, "storeadapter.engine.blockqueue"))?
             .getattr(intern!(py, "BlockQueue"))?;
+        let parsed = match items {
+            Ok(parsed) => parsed,
+            Err(items) => {
+                let name_len = topic.name_bytes.as_bytes().len();
+                self.parse_items(py, state, items, name_len, Some(topic.round_robin))?
+            }
+        };
+        let Parsed {
+            held,
+            keyed,
+            places,
+            shares,
+            queues,
+            length,
+            round_robin,
+        } = parsed;
+        let rooms = self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
+        self.under_thread_lock(py, |waited| {
+            self.shared_under_pen(
+                py,
+                state,
+                &topic,
+                &blocks_object,
+                &rooms,
+                (&held, &keyed),
+                (&places, queues),
+                round_robin.unwrap_or(topic.round_robin),
+                length,
+                waited,
+            )
+        })
+    }
+
+    /// The batch's items read for its write: each item's fields, tag hash and born time,
+    /// its keys, its queue and its share (the queues in first-use order), the records'
+    /// length. An item without a queue takes the topic's next writable queue (by its
+    /// key, or the round-robin from `round_robin`, then moved), which only the thread
+    /// lock's holder may do: a caller without it gives None (and items with queues).
+    fn parse_items<'py>(
+        &self,
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        items: Vec<Prepared<'py>>,
+        name_len: usize,
+        mut round_robin: Option<i64>,
+    ) -> Step<Parsed<'py>> {
         let count = items.len();
-        let name_len = topic.name_bytes.as_bytes().len();
         if count == 0 || name_len > 255 {
             return declined();
         }
         // The writable queues are read only for an item without a queue (a topic may
         // have a million of them: not copied per batch, not made until needed).
         let mut writable: Option<Bound<'py, PyList>> = None;
-        let mut round_robin = topic.round_robin;
         let mut held = Vec::with_capacity(count);
         // Each item's keys, once one has keys (else empty: no key index items).
         let mut keyed: Vec<Bound<'py, PyTuple>> = Vec::new();
@@ -288,6 +451,8 @@ impl AppendCore {
         let mut share_of: ByQueue<usize> =
             ByQueue::with_capacity_and_hasher(count, Default::default());
         let mut length = 0usize;
+        // Each item's queue (the int it gave, or the writable list's): its result's.
+        let mut queues: Vec<Bound<'py, PyAny>> = Vec::with_capacity(count);
         for item in items {
             let born = match &item.born {
                 Some(born) => born_ms(born)?,
@@ -298,9 +463,13 @@ impl AppendCore {
             if fields[3].as_bytes().len() > self.max_body || fields[0].as_bytes().len() > 255 {
                 return declined();
             }
-            let queue_id = if let Some(explicit) = &item.queue {
-                explicit.extract::<i64>()?
+            let queue_id = if let Some(queue) = item.queue {
+                queues.push(queue);
+                item.queue_id
             } else {
+                let Some(next) = round_robin.as_mut() else {
+                    return declined(); // never: the caller without the lock gave queues
+                };
                 if writable.is_none() {
                     let list = writable_of(py, &self.slots, state)?;
                     if list.is_empty() {
@@ -312,19 +481,16 @@ impl AppendCore {
                     return declined();
                 };
                 let writable_len = writable.len();
-                if let Some(key) = &item.route {
-                    writable
-                        .get_item(
-                            crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len,
-                        )?
-                        .extract::<i64>()?
+                let at = if let Some(key) = &item.route {
+                    crate::events::crc32_ieee(key.as_bytes()) as usize % writable_len
                 } else {
-                    let id = writable
-                        .get_item(round_robin.rem_euclid(writable_len as i64) as usize)?
-                        .extract::<i64>()?;
-                    round_robin += 1;
-                    id
-                }
+                    *next += 1;
+                    (*next - 1).rem_euclid(writable_len as i64) as usize
+                };
+                let queue = writable.get_item(at)?;
+                let id = queue.extract::<i64>()?;
+                queues.push(queue);
+                id
             };
             let share = *share_of.entry(queue_id).or_insert_with(|| {
                 shares.push((queue_id, 0));
@@ -344,20 +510,14 @@ impl AppendCore {
         if length > self.capacity {
             return declined();
         }
-        let rooms = self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
-        self.under_thread_lock(py, |waited| {
-            self.shared_under_pen(
-                py,
-                state,
-                &topic,
-                &blocks_object,
-                &rooms,
-                (&held, &keyed),
-                &places,
-                round_robin,
-                length,
-                waited,
-            )
+        Ok(Parsed {
+            held,
+            keyed,
+            places,
+            shares,
+            queues,
+            length,
+            round_robin,
         })
     }
 
@@ -470,11 +630,11 @@ impl AppendCore {
         blocks_object: &Bound<'py, PyAny>,
         rooms: &[SharedRoom],
         (held, keyed): (&[Held<'py>], &[Bound<'py, PyTuple>]),
-        places: &[(usize, u32)],
+        (places, queues): (&[(usize, u32)], Vec<Bound<'py, PyAny>>),
         round_robin: i64,
         length: usize,
         waited: bool,
-    ) -> Step<(Bound<'py, PyList>, i64)> {
+    ) -> Step<(Landed<'py>, i64)> {
         let ready = self.ready(py, waited)?;
         if ready.moved != Moved::Nothing {
             // Another process (or a wait for the pen) may have moved the blocks' ends
@@ -543,10 +703,14 @@ impl AppendCore {
                 places,
             )
             .map_err(Unwritten::Declined)?;
-            for queue_entries in &mut run.entries {
+            run.entries.each_mut(|queue_entries| {
                 crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
-            }
-            let pieces = Self::pieces(geometry, &shares, &plan, &run.entries);
+            });
+            // Stores into mappings need no order (no two pieces overlap: one a (queue,
+            // seq)); the pwrites join adjacent pieces, and a fault plan records the
+            // writes in the order the long way makes them: by place.
+            let in_order = planned.is_some() || targets.iter().any(|f| f.map.is_none());
+            let pieces = Self::pieces(geometry, &shares, &plan, &run.entries, in_order);
             extent.store(end, Ordering::Relaxed);
             writing.store(1, Ordering::Release);
             match planned {
@@ -563,6 +727,10 @@ impl AppendCore {
             }
             drop(known);
             Self::write_pieces(geometry, &pieces, &targets, planned).map_err(Unwritten::Entries)?;
+            // The records and entries let go here, without the GIL (a few hundred frees).
+            drop(pieces);
+            run.out = Vec::new();
+            run.entries = QueueEntries::default();
             Ok(run)
         };
         let outcome = if io_seam::planned() {
@@ -615,25 +783,14 @@ impl AppendCore {
             }
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
-        let results = PyList::empty(py);
-        let status = self.status.bind(py);
-        let result_type = self.result_type.bind(py);
-        for i in 0..starts.len() {
-            results.append(new_record(
-                py,
-                result_type,
-                [
-                    message_id(py, &self.prefix, starts[i]).into_any(),
-                    topic.name.clone().into_any(),
-                    places[i].1.into_pyobject(py)?.into_any(),
-                    queue_offsets[i].into_pyobject(py)?.into_any(),
-                    starts[i].into_pyobject(py)?.into_any(),
-                    stored.clone(),
-                    status.clone().into_any(),
-                ],
-            )?)?;
-        }
-        Ok((results, end as i64))
+        let landed = Landed {
+            topic: topic.name.clone(),
+            queues,
+            queue_offsets,
+            starts,
+            stored,
+        };
+        Ok((landed, end as i64))
     }
 
     /// What the batch's new blocks leave in the `BlockStore` (they are remembered in
@@ -739,22 +896,23 @@ impl AppendCore {
         })
     }
 
-    /// `BlockStore.write_many`'s pieces for the batch's entries (`entries[i]`: queue
+    /// `BlockStore.write_many`'s pieces for the batch's entries (the `i`th of `entries`: queue
     /// `i`'s, from its end `shares[i].0`): each chunk into its planned block, a new
-    /// block whole (its header, zeros, the chunk); sorted by place.
-    fn pieces(
+    /// block whole (its header, zeros, the chunk); sorted by place when `in_order`.
+    fn pieces<'a>(
         geometry: Geometry,
         shares: &[(u64, u64)],
         plan: &BlockPlan,
-        entries: &[Vec<u8>],
-    ) -> Vec<(u64, usize, Vec<u8>)> {
+        entries: &'a QueueEntries,
+        in_order: bool,
+    ) -> Vec<Piece<'a>> {
         let per = geometry.per_block;
         let mut targets = plan.targets.iter();
         let mut owners = plan.allocated.iter();
-        let mut pieces: Vec<(u64, usize, Vec<u8>)> = Vec::with_capacity(plan.targets.len());
-        for ((base, _), data) in shares.iter().zip(entries) {
+        let mut pieces: Vec<Piece<'a>> = Vec::with_capacity(plan.targets.len());
+        for ((base, _), data) in shares.iter().zip(entries.iter()) {
             let mut index = *base;
-            let mut rest = &data[..];
+            let mut rest = data;
             while !rest.is_empty() {
                 let slot = index % per;
                 let n = ((rest.len() / ENTRY_SIZE) as u64).min(per - slot);
@@ -770,15 +928,17 @@ impl AppendCore {
                     let mut whole = vec![0u8; geometry.block_bytes as usize];
                     whole[..BLOCK_HEADER_SIZE].copy_from_slice(&header_bytes(owner, seq));
                     whole[at..at + chunk.len()].copy_from_slice(chunk);
-                    pieces.push((block, 0, whole));
+                    pieces.push((block, 0, Cow::Owned(whole)));
                 } else {
-                    pieces.push((block, at, chunk.to_vec()));
+                    pieces.push((block, at, Cow::Borrowed(chunk)));
                 }
                 rest = &rest[chunk.len()..];
                 index += n;
             }
         }
-        pieces.sort_unstable_by_key(|(block, at, _)| (*block, *at));
+        if in_order {
+            pieces.sort_unstable_by_key(|(block, at, _)| (*block, *at));
+        }
         pieces
     }
 
@@ -789,7 +949,7 @@ impl AppendCore {
     /// mapping let go: EBADF).
     fn write_pieces(
         geometry: Geometry,
-        pieces: &[(u64, usize, Vec<u8>)],
+        pieces: &[Piece<'_>],
         files: &[FileTarget],
         planned: Option<Python<'_>>,
     ) -> PyResult<()> {
