@@ -128,6 +128,7 @@ def _rounds(parsed: dict) -> dict:
     hops_a_round: list[int] = []
     timer_woken = 0
     skipped = 0
+    not_woken = 0
     for (enter, exited), (next_enter, _) in zip(pairs, pairs[1:], strict=False):
         lo = bisect.bisect_left(waking_at, exited)
         hi = bisect.bisect_left(waking_at, next_enter)
@@ -135,7 +136,10 @@ def _rounds(parsed: dict) -> dict:
         first = next((w for w in inside if w[1] == flusher and w[2] != flusher), None)
         woke_flusher = [w for w in inside if w[2] == flusher]
         if first is None or not woke_flusher:
+            # Not woken by one of the process's threads: by its timer (the gather's
+            # window ran out), whose wake is recorded on no thread of the process.
             skipped += 1
+            not_woken += first is not None and not woke_flusher
             continue
         last = woke_flusher[-1]
         first_run = run_at(first[2], first[0])
@@ -166,16 +170,18 @@ def _rounds(parsed: dict) -> dict:
         spans.append(next_enter - enter)
 
     def summary(values: list[float]) -> dict:
-        if not values:
-            return {"median": None, "mean": None}
+        if len(values) < 2:
+            return {"median": None, "mean": None, "p90": None}
         return {
             "median": round(statistics.median(values) * 1e6, 1),
             "mean": round(statistics.fmean(values) * 1e6, 1),
+            "p90": round(statistics.quantiles(values, n=10)[-1] * 1e6, 1),
         }
 
     return {
         "rounds": len(spans),
         "rounds_skipped": skipped,
+        "rounds_flusher_not_woken_by_a_thread": not_woken,
         "rounds_flusher_woken_by_timer": timer_woken,
         "round_us": summary(spans),
         "steps_us": {name: summary(values) for name, values in steps.items()},
