@@ -1,0 +1,259 @@
+"""The 8-thread sync figure's rounds, step by step, from the kernel's timestamps.
+
+    .venv/bin/python bench/sync_rounds.py [--size 50] [--count 16000] [--threads 8] [--dir PATH]
+
+Runs bench/sync_counts.py's workload (8 threads of single sync ``append``s into a new sync
+store) under ``perf record`` with the tracepoints ``syscalls:sys_enter_fdatasync``,
+``syscalls:sys_exit_fdatasync``, ``sched:sched_waking`` (in the waker's context: who woke
+whom) and ``sched:sched_switch`` (when a woken thread got a CPU), and splits each round,
+from one flusher fdatasync's start to the next one's, into:
+
+* ``fdatasync``: the flusher's fdatasync, entry to exit;
+* ``flusher_after``: its exit until the flusher wakes the round's first appender (the
+  watermark, marking the covered, the wake itself);
+* ``first_run_delay``: that appender's wake until it is on a CPU;
+* ``chain``: that appender on a CPU until the flusher is woken again (by the last of
+  the group to register, or by its timer): the group's re-appends, one hand-off each;
+* ``flusher_run_delay``: the flusher's wake until it is on a CPU;
+* ``flusher_before``: the flusher on a CPU until its next fdatasync starts.
+
+and the chain's hand-offs (one appender waking another, ``hop_*``): the wakee's delay
+until it is on a CPU, and from then until it wakes the next one (its Python, its append,
+its registration). Medians and means in µs over the rounds that show every step; the
+tracing itself adds a few µs a traced event. Prints one JSON line. Needs perf and the
+tracepoints (root, or perf_event_paranoid permitting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))
+sys.path.insert(0, str(BENCH))
+
+import sync_counts  # noqa: E402
+
+EVENTS = (
+    "syscalls:sys_enter_fdatasync,syscalls:sys_exit_fdatasync,sched:sched_waking,sched:sched_switch"
+)
+FLUSHER = sync_counts.FLUSHER
+STEPS = (
+    "fdatasync",
+    "flusher_after",
+    "first_run_delay",
+    "chain",
+    "flusher_run_delay",
+    "flusher_before",
+)
+
+
+def _fields(text: str) -> dict[str, str]:
+    return dict(field.split("=", 1) for field in text.split() if "=" in field)
+
+
+def _parse(script: str, pid: int, window: list[float]) -> dict:
+    """The process's events inside the window, by kind, in time order."""
+    syncs: list[tuple[float, str]] = []  # (time, "enter" | "exit"), the flusher's
+    wakings: list[tuple[float, int, int]] = []  # (time, waker tid, wakee tid)
+    switch_in: dict[int, list[float]] = {}
+    flusher = -1
+    tids: set[int] = set()
+    lines = []
+    for line in script.splitlines():
+        head, _, rest = line.partition(": ")
+        parts = head.split()
+        if len(parts) < 4 or "/" not in parts[1]:
+            continue
+        process, tid = (int(n) for n in parts[1].split("/"))
+        at = float(parts[-1])
+        if not window[0] <= at <= window[1]:
+            continue
+        if process == pid:
+            tids.add(tid)
+            if parts[0].startswith(FLUSHER):
+                flusher = tid
+        event, _, fields = rest.strip().partition(": ")
+        lines.append((at, process, tid, event, fields))
+    for at, process, tid, event, fields in lines:
+        if event.startswith("syscalls:sys_"):
+            if tid == flusher:
+                syncs.append((at, "enter" if "enter" in event else "exit"))
+        elif event == "sched:sched_waking":
+            wakee = int(_fields(fields).get("pid", -1))
+            if wakee in tids:
+                wakings.append((at, tid if process == pid else 0, wakee))
+        elif event == "sched:sched_switch":
+            _prev, _, following = fields.partition(" ==> ")
+            nxt = int(_fields(following).get("next_pid", -1))
+            if nxt in tids:
+                switch_in.setdefault(nxt, []).append(at)
+    return {"syncs": syncs, "wakings": wakings, "switch_in": switch_in, "flusher": flusher}
+
+
+def _rounds(parsed: dict) -> dict:
+    import bisect
+
+    flusher = parsed["flusher"]
+    syncs = parsed["syncs"]
+    wakings = parsed["wakings"]
+    switch_in = parsed["switch_in"]
+    waking_at = [w[0] for w in wakings]
+
+    def run_at(tid: int, at: float) -> float | None:
+        times = switch_in.get(tid, [])
+        i = bisect.bisect_left(times, at)
+        return times[i] if i < len(times) else None
+
+    spans = []
+    i = 0
+    while i + 1 < len(syncs) and syncs[i][1] != "enter":
+        i += 1
+    pairs = []
+    while i + 1 < len(syncs):
+        if syncs[i][1] == "enter" and syncs[i + 1][1] == "exit":
+            pairs.append((syncs[i][0], syncs[i + 1][0]))
+            i += 2
+        else:
+            i += 1
+    steps: dict[str, list[float]] = {name: [] for name in STEPS}
+    hop_delay: list[float] = []
+    hop_run: list[float] = []
+    hops_a_round: list[int] = []
+    timer_woken = 0
+    skipped = 0
+    not_woken = 0
+    for (enter, exited), (next_enter, _) in zip(pairs, pairs[1:], strict=False):
+        lo = bisect.bisect_left(waking_at, exited)
+        hi = bisect.bisect_left(waking_at, next_enter)
+        inside = wakings[lo:hi]
+        first = next((w for w in inside if w[1] == flusher and w[2] != flusher), None)
+        woke_flusher = [w for w in inside if w[2] == flusher]
+        if first is None or not woke_flusher:
+            # Not woken by one of the process's threads: by its timer (the gather's
+            # window ran out), whose wake is recorded on no thread of the process.
+            skipped += 1
+            not_woken += first is not None and not woke_flusher
+            continue
+        last = woke_flusher[-1]
+        first_run = run_at(first[2], first[0])
+        flusher_run = run_at(flusher, last[0])
+        if first_run is None or flusher_run is None or flusher_run > next_enter:
+            skipped += 1
+            continue
+        if last[1] == 0:
+            timer_woken += 1
+        steps["fdatasync"].append(exited - enter)
+        steps["flusher_after"].append(first[0] - exited)
+        steps["first_run_delay"].append(first_run - first[0])
+        steps["chain"].append(last[0] - first_run)
+        steps["flusher_run_delay"].append(flusher_run - last[0])
+        steps["flusher_before"].append(next_enter - flusher_run)
+        hops = [w for w in inside if w[1] not in (0, flusher) and w[2] != flusher]
+        hops_a_round.append(len(hops))
+        for at, _waker, wakee in hops:
+            ran = run_at(wakee, at)
+            if ran is None or ran > next_enter:
+                continue
+            hop_delay.append(ran - at)
+            onward = next((w[0] for w in hops if w[1] == wakee and w[0] >= ran), None)
+            if onward is None:
+                onward = next((w[0] for w in woke_flusher if w[1] == wakee and w[0] >= ran), None)
+            if onward is not None:
+                hop_run.append(onward - ran)
+        spans.append(next_enter - enter)
+
+    def summary(values: list[float]) -> dict:
+        if len(values) < 2:
+            return {"median": None, "mean": None, "p90": None}
+        return {
+            "median": round(statistics.median(values) * 1e6, 1),
+            "mean": round(statistics.fmean(values) * 1e6, 1),
+            "p90": round(statistics.quantiles(values, n=10)[-1] * 1e6, 1),
+        }
+
+    return {
+        "rounds": len(spans),
+        "rounds_skipped": skipped,
+        "rounds_flusher_not_woken_by_a_thread": not_woken,
+        "rounds_flusher_woken_by_timer": timer_woken,
+        "round_us": summary(spans),
+        "steps_us": {name: summary(values) for name, values in steps.items()},
+        "appender_wakes_an_appender_a_round": round(statistics.fmean(hops_a_round), 2)
+        if hops_a_round
+        else None,
+        "hop_run_delay_us": summary(hop_delay),
+        "hop_on_cpu_until_next_wake_us": summary(hop_run),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=50, help="body size (compare.py: 50)")
+    parser.add_argument("--count", type=int, default=16_000, help="messages in all")
+    parser.add_argument("--dir", help="work directory (default: a temporary one)")
+    parser.add_argument("--threads", type=int, default=8, help="appending threads (8)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as work:
+        data = Path(work) / "perf.data"
+        child = subprocess.run(
+            [
+                "perf",
+                "record",
+                "-q",
+                "-k",
+                "CLOCK_MONOTONIC",
+                "-m",
+                "16M",
+                "-e",
+                EVENTS,
+                "-o",
+                str(data),
+                "--",
+                sys.executable,
+                str(BENCH / "sync_counts.py"),
+                "--size",
+                str(args.size),
+                "--count",
+                str(args.count),
+                "--threads",
+                str(args.threads),
+                "--child",
+                work,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        script = subprocess.run(
+            ["perf", "script", "--ns", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,trace"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    rounds = _rounds(_parse(script, result["pid"], result["window"]))
+    syncs = max(result["syncs"], 1)
+    print(
+        json.dumps(
+            {
+                "size": args.size,
+                "threads": args.threads,
+                "count": result["count"],
+                "fdatasyncs": result["syncs"],
+                "msgs_per_fdatasync": round(result["count"] / syncs, 2),
+                "msgs_per_s": round(result["count"] / result["seconds"]),
+                **rounds,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
