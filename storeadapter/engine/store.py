@@ -640,9 +640,48 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state = self._registry.topic_of(topic)
             if state is not None and state.ends is None:
                 return
-        trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
+        tail = self.commitlog.tail
+        last = queue.entry(queue.max_offset - 1) if queue.max_offset > queue.min_offset else None
+        trimmed = trim_queue_end(self.commitlog, queue, topic, queue_id, tail, False)
         queue.advance_min(self.queue_floor(self._registry.topic_of(topic)))
+        if trimmed and last is not None and last[0] + last[1] <= tail:
+            self._restore_damaged_end(queue, trimmed)
         self._restore_lost_end(queue)
+
+    def _restore_damaged_end(self, queue: ConsumeQueue, trimmed: int) -> None:
+        """The queue's last entry, trimmed, pointed below the tail at a record not its
+        own, and a shared topic has no witness of its queues' ends to restore it from
+        (``_restore_lost_end``). Put back from the commit log whatever of the trimmed
+        entries' records is there (the log from the last kept entry's record on), and
+        report it: their queue offsets were handed out and must not be again. A damaged
+        entry's record is found; a dead writer's leftover (whose record's place another
+        writer's records took since: its own were never published) finds none, and stays
+        trimmed."""
+        name, queue_id = queue.owner
+        topic = self._registry.topic_of(name)
+        if topic is None or topic.ends is not None:
+            return  # its witness restores it (``_restore_lost_end``)
+        short = queue.max_offset
+        restored = restore_queue_end(
+            self.commitlog,
+            queue,
+            topic.info.since(queue_id),
+            short,
+            self.commitlog.tail,
+            self.dispatchers,
+        )
+        for queue_file in queue.take_dirty():
+            queue_file.sync()
+        if restored.count:
+            self._reader.corruptions.note(
+                Corruption(
+                    restored.first_commit_offset,
+                    0,
+                    f"consume queue {topic.info.name}/{queue_id}: {trimmed} damaged entries from "
+                    f"{short} on pointed at records not theirs; {restored.count} were "
+                    f"restored from the commit log",
+                )
+            )
 
     def _restore_lost_end(self, queue: ConsumeQueue) -> None:
         """Put back entries lost at the queue's end below the checkpoint (the queue is

@@ -49,7 +49,7 @@ from storeadapter.engine import (
     StoreFormatError,
 )
 from storeadapter.engine.blockqueue import BLOCK_HEADER_SIZE, parse_header
-from storeadapter.engine.queuebase import ENTRY_SIZE
+from storeadapter.engine.queuebase import ENTRY_SIZE, pack_entry
 from tests.engine.storetools import (
     read_everything,
     segment_paths,
@@ -653,3 +653,34 @@ def test_an_entry_pointing_at_another_intact_record_is_reported_and_the_right_on
         (s.queue_offset, s.body) for s in sorted(expected, key=lambda s: s.queue_offset)
     ]
     assert reported == [int.from_bytes(entry[:8], "little")]
+
+
+@pytest.mark.parametrize("damage", ["bit-flip", "another-queues-record"])
+def test_a_damaged_last_entry_is_reported_its_message_served_and_its_offset_kept(tmp_path, damage):
+    """The last entry of a queue damaged (a bit of its commit offset flipped, or made a
+    checked entry of another queue's record): the store cannot take it for a dead
+    writer's leftover and hand its queue offset out again. Its message is served, the
+    damage reported, and the next append follows it."""
+    info = template()
+    path = tmp_path / "store"
+    shutil.copytree(info.path, path)
+    expected = sorted(
+        (s for s in info.sent if (s.topic, s.queue) == ("t", 0)), key=lambda s: s.queue_offset
+    )
+    other = next(s for s in info.sent if (s.topic, s.queue) == ("t", 1))
+    last, at = _entry_at(path, len(expected) - 1)
+    if damage == "bit-flip":
+        _flip(last, at + 1)
+    else:
+        _overwrite(last, at, pack_entry(other.commit_offset, other.length, 0))
+
+    with MessageStore.open(path, matrix_config()) as store:
+        served = store.read("t", 0, 0, max_messages=1000)
+        appended = store.append("t", b"after the damage", queue=0).queue_offset
+        reported = store.stats().corruptions
+
+    assert [(m.queue_offset, m.body) for m in served] == [
+        (s.queue_offset, s.body) for s in expected
+    ]
+    assert appended == len(expected)
+    assert reported
