@@ -81,6 +81,7 @@ from .locks import ForkGuard, StoreLocks
 from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
 from .nativeappend import PRETOUCH_BYTES, append_core, log_syncer
 from .offsets import OffsetStore
+from .queuebase import entry_checked, entry_not_written, unpack_entry
 from .reader import Reader
 from .reading import Reading
 from .recovery import RecoveryReport, choose_start, ends_natively, maybe_past_ends, recover
@@ -640,17 +641,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state = self._registry.topic_of(topic)
             if state is not None and state.ends is None:
                 return
-        tail = self.commitlog.tail
-        last = queue.entry(queue.max_offset - 1) if queue.max_offset > queue.min_offset else None
-        trimmed = trim_queue_end(self.commitlog, queue, topic, queue_id, tail, False)
+        end = queue.max_offset
+        trimmed = trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
         queue.advance_min(self.queue_floor(self._registry.topic_of(topic)))
-        if trimmed and last is not None and last[0] + last[1] <= tail:
-            self._restore_damaged_end(queue, trimmed)
+        if trimmed:
+            self._restore_damaged_end(queue, end, trimmed)
         self._restore_lost_end(queue)
 
-    def _restore_damaged_end(self, queue: ConsumeQueue, trimmed: int) -> None:
-        """The queue's last entry, trimmed, pointed below the tail at a record not its
-        own, and a shared topic has no witness of its queues' ends to restore it from
+    def _restore_damaged_end(self, queue: ConsumeQueue, end: int, trimmed: int) -> None:
+        """When the queue's last entry (at ``end - 1``), trimmed, is damaged (it points
+        below the tail at a record not its own, or fails its check) in a shared topic,
+        which has no witness of its queues' ends to restore it from
         (``_restore_lost_end``). Put back from the commit log whatever of the trimmed
         entries' records is there (the log from the last kept entry's record on), and
         report it: their queue offsets were handed out and must not be again. A damaged
@@ -661,6 +662,13 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         topic = self._registry.topic_of(name)
         if topic is None or topic.ends is not None:
             return  # its witness restores it (``_restore_lost_end``)
+        # Still in its block: the trim moved only the queue's end.
+        last = queue.blocks.read(queue.queue_id, end - 1, 1)
+        if len(last) != ENTRY_SIZE or entry_not_written(last):
+            return
+        commit_offset, size, _ = unpack_entry(last)
+        if commit_offset + size > self.commitlog.tail and entry_checked(last):
+            return  # a whole entry past the tail: a dead writer's unpublished one
         short = queue.max_offset
         restored = restore_queue_end(
             self.commitlog,

@@ -655,12 +655,12 @@ def test_an_entry_pointing_at_another_intact_record_is_reported_and_the_right_on
     assert reported == [int.from_bytes(entry[:8], "little")]
 
 
-@pytest.mark.parametrize("damage", ["bit-flip", "another-queues-record"])
+@pytest.mark.parametrize("damage", ["bit-flip", "bit-flip-past-the-tail", "another-queues-record"])
 def test_a_damaged_last_entry_is_reported_its_message_served_and_its_offset_kept(tmp_path, damage):
-    """The last entry of a queue damaged (a bit of its commit offset flipped, or made a
-    checked entry of another queue's record): the store cannot take it for a dead
-    writer's leftover and hand its queue offset out again. Its message is served, the
-    damage reported, and the next append follows it."""
+    """The last entry of a queue damaged (a bit of its commit offset flipped, below or
+    past the tail, or made a checked entry of another queue's record): the store must
+    not take it for a dead writer's leftover and hand its queue offset out again. Its
+    message is served, the damage reported, and the next append follows it."""
     info = template()
     path = tmp_path / "store"
     shutil.copytree(info.path, path)
@@ -671,6 +671,8 @@ def test_a_damaged_last_entry_is_reported_its_message_served_and_its_offset_kept
     last, at = _entry_at(path, len(expected) - 1)
     if damage == "bit-flip":
         _flip(last, at + 1)
+    elif damage == "bit-flip-past-the-tail":
+        _flip(last, at + 5)  # the commit offset's bit 42
     else:
         _overwrite(last, at, pack_entry(other.commit_offset, other.length, 0))
 
