@@ -641,7 +641,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state = self._registry.topic_of(topic)
             if state is not None and state.ends is None:
                 return
-        end = queue.max_offset
+        end = queue._max_offset  # as found (``max_offset`` would go through the load's lock)
         trimmed = trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
         queue.advance_min(self.queue_floor(self._registry.topic_of(topic)))
         if trimmed:
