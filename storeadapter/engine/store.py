@@ -81,6 +81,7 @@ from .locks import ForkGuard, StoreLocks
 from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
 from .nativeappend import PRETOUCH_BYTES, append_core, log_syncer
 from .offsets import OffsetStore
+from .queuebase import entry_checked, entry_not_written, unpack_entry
 from .reader import Reader
 from .reading import Reading
 from .recovery import RecoveryReport, choose_start, ends_natively, maybe_past_ends, recover
@@ -640,9 +641,55 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             state = self._registry.topic_of(topic)
             if state is not None and state.ends is None:
                 return
-        trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
+        end = queue._max_offset  # as found (``max_offset`` would go through the load's lock)
+        trimmed = trim_queue_end(self.commitlog, queue, topic, queue_id, self.commitlog.tail, False)
         queue.advance_min(self.queue_floor(self._registry.topic_of(topic)))
+        if trimmed:
+            self._restore_damaged_end(queue, end, trimmed)
         self._restore_lost_end(queue)
+
+    def _restore_damaged_end(self, queue: ConsumeQueue, end: int, trimmed: int) -> None:
+        """When the queue's last entry (at ``end - 1``), trimmed, is damaged (it points
+        below the tail at a record not its own, or fails its check) in a shared topic,
+        which has no witness of its queues' ends to restore it from
+        (``_restore_lost_end``). Put back from the commit log whatever of the trimmed
+        entries' records is there (the log from the last kept entry's record on), and
+        report it: their queue offsets were handed out and must not be again. A damaged
+        entry's record is found; a dead writer's leftover (whose record's place another
+        writer's records took since: its own were never published) finds none, and stays
+        trimmed."""
+        name, queue_id = queue.owner
+        topic = self._registry.topic_of(name)
+        if topic is None or topic.ends is not None:
+            return  # its witness restores it (``_restore_lost_end``)
+        # Still in its block: the trim moved only the queue's end.
+        last = queue.blocks.read(queue.queue_id, end - 1, 1)
+        if len(last) != ENTRY_SIZE or entry_not_written(last):
+            return
+        commit_offset, size, _ = unpack_entry(last)
+        if commit_offset + size > self.commitlog.tail and entry_checked(last):
+            return  # a whole entry past the tail: a dead writer's unpublished one
+        short = queue.max_offset
+        restored = restore_queue_end(
+            self.commitlog,
+            queue,
+            topic.info.since(queue_id),
+            short,
+            self.commitlog.tail,
+            self.dispatchers,
+        )
+        for queue_file in queue.take_dirty():
+            queue_file.sync()
+        if restored.count:
+            self._reader.corruptions.note(
+                Corruption(
+                    restored.first_commit_offset,
+                    0,
+                    f"consume queue {topic.info.name}/{queue_id}: {trimmed} damaged entries from "
+                    f"{short} on pointed at records not theirs; {restored.count} were "
+                    f"restored from the commit log",
+                )
+            )
 
     def _restore_lost_end(self, queue: ConsumeQueue) -> None:
         """Put back entries lost at the queue's end below the checkpoint (the queue is

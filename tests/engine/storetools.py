@@ -26,6 +26,11 @@ STREAM_INDEX_SLOTS = 64
 SHARED_LAYOUT = {"shared_layout_above": 0, "shared_block_entries": 4, "shared_blocks_per_file": 8}
 
 
+def shared_layout_run() -> bool:
+    """Whether the tests run with every topic shared (``TIDEMARK_TEST_LAYOUT=shared``)."""
+    return os.environ.get("TIDEMARK_TEST_LAYOUT") == "shared"
+
+
 def small_config(**overrides) -> StoreConfig:
     """The tests' store settings: tiny segments, queue files and index files."""
     settings = {
@@ -36,7 +41,7 @@ def small_config(**overrides) -> StoreConfig:
         "max_message_bytes": MAX_MESSAGE_BYTES,
         "queue_file_entries": QUEUE_FILE_ENTRIES,
     }
-    if os.environ.get("TIDEMARK_TEST_LAYOUT") == "shared":
+    if shared_layout_run():
         settings.update(SHARED_LAYOUT)
     return StoreConfig(**{**settings, **overrides})
 

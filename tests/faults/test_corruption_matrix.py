@@ -10,6 +10,7 @@ the engine either repairs and goes on or refuses with a typed error naming the f
 | consume-queue file | repair: a damaged entry is reported, its record found in the log |
 | shared topic's block file | as a consume-queue file |
 | time index | repair: damaged marks only slow ``offset_for_time`` down |
+| shared topic's ``blocks/allocated`` | repair: the allocated run is found from the headers |
 | key-index file | repair: a damaged file is skipped or removed, and reported |
 | checkpoint | repair: a bad slot is ignored (the other one, or a full scan) |
 | offsets journal | repair: cut at the first bad frame (offsets may go back, never forward) |
@@ -17,7 +18,11 @@ the engine either repairs and goes on or refuses with a typed error naming the f
 | store.json, topics.json | refuse: StoreFormatError naming the file (no source to rebuild) |
 
 Faults: a bit flip, truncation, a zeroed 4 KiB page, a garbage tail, and a length (or
-count) field far too large. In every case the store opens (or refuses as above), what it
+count) field far too large. Under ``TIDEMARK_TEST_LAYOUT=shared`` every topic is
+shared: queue t/0's entries are damaged in its blocks of t's shared block file, and the
+time index (which a shared topic does not keep) gives way to ``blocks/allocated``, the
+nearest equivalent (a shared topic's own file beside its entries, rebuilt from them). In
+every case the store opens (or refuses as above), what it
 found is reported, and every message whose record bytes were not touched is served by
 ``read()`` and ``get()``.
 """
@@ -43,20 +48,26 @@ from storeadapter.engine import (
     StoreError,
     StoreFormatError,
 )
+from storeadapter.engine.blockqueue import BLOCK_HEADER_SIZE, parse_header
+from storeadapter.engine.queuebase import ENTRY_SIZE, pack_entry
 from tests.engine.storetools import (
     read_everything,
     segment_paths,
+    shared_layout_run,
     small_config,
 )
 
 SEGMENT_BYTES = 16384
 PAGE = 4096
 FAULTS = ("bit-flip", "truncation", "zeroed-page", "garbage-tail", "huge-length")
+#: The kinds of file damaged, in the layout the tests run under: a shared topic keeps no
+#: time index, so under the shared layout ``blockends`` (that topic's published
+#: allocation end) stands in its place; topic s is shared in both layouts.
 KINDS = (
     "commitlog",
     "consumequeue",
     "blockqueue",
-    "timeindex",
+    *(("blockends",) if shared_layout_run() else ("timeindex", "blockends")),
     "keyindex",
     "checkpoint",
     "offsets-journal",
@@ -68,12 +79,15 @@ KINDS = (
 REFUSED = {"store-json", "topics-json"}
 
 
+BLOCK_ENTRIES = 8
+
+
 def matrix_config():
     return small_config(
         segment_bytes=SEGMENT_BYTES,
         queue_file_entries=64,
         flush_interval_ms=600_000,  # no background flush: the checkpoint slots are known
-        shared_block_entries=8,  # small block files for the shared topic
+        shared_block_entries=BLOCK_ENTRIES,  # small block files for the shared topic
         shared_blocks_per_file=16,
     )
 
@@ -170,10 +184,6 @@ def _garbage(size: int) -> bytes:
     return random.Random(size).randbytes(size)
 
 
-def _last_written(path: Path) -> int:
-    return len(path.read_bytes().rstrip(b"\0"))
-
-
 @dataclass
 class Damage:
     """What was done: the file, and the commit-log range whose records it touched."""
@@ -210,19 +220,44 @@ def _queue_file(store: Path) -> Path:
     return store / "consumequeue" / "t" / "0" / "00000000000000000000"
 
 
+def _entry_at(store: Path, index: int) -> tuple[Path, int]:
+    """The file holding entry ``index`` of queue t/0, and where in it: its queue file,
+    or (t shared) its block of t's shared block files."""
+    blocks = store / "consumequeue" / "t" / "blocks"
+    if not blocks.is_dir():
+        return _queue_file(store), index * ENTRY_SIZE
+    seq, slot = divmod(index, BLOCK_ENTRIES)
+    block_bytes = BLOCK_HEADER_SIZE + BLOCK_ENTRIES * ENTRY_SIZE
+    for path in sorted(p for p in blocks.iterdir() if p.name.isdigit()):
+        data = path.read_bytes()
+        for at in range(0, len(data), block_bytes):
+            if parse_header(data[at : at + BLOCK_HEADER_SIZE]) == (0, seq):
+                return path, at + BLOCK_HEADER_SIZE + slot * ENTRY_SIZE
+    raise AssertionError(f"no block of t/0 holds entry {index}")
+
+
 def damage_consumequeue(store: Path, fault: str, info: Template) -> Damage:
-    path = _queue_file(store)
+    """Queue t/0's entries, wherever the layout keeps them (the same entries hit)."""
+    path, at = _entry_at(store, 0)
     if fault == "bit-flip":
-        _flip(path, 5 * 20 + 1)
+        path, at = _entry_at(store, 5)
+        _flip(path, at + 1)
     elif fault == "truncation":
+        path, at = _entry_at(store, 10)
         with open(path, "r+b") as handle:
-            handle.truncate(10 * 20 + 7)
+            handle.truncate(at + 7)
     elif fault == "zeroed-page":
-        _zero_page(path, 0)
+        _zero_page(path, at)
     elif fault == "garbage-tail":
-        _overwrite(path, -(-_last_written(path) // 20) * 20, _garbage(200))
+        count = sum(1 for s in info.sent if (s.topic, s.queue) == ("t", 0))
+        path, at = _entry_at(store, count - 1)
+        at += ENTRY_SIZE
+        # In a block file: the rest of the queue's last block, not the next block.
+        room = 200 if path == _queue_file(store) else ENTRY_SIZE * (-count % BLOCK_ENTRIES)
+        _overwrite(path, at, _garbage(room))
     else:
-        _overwrite(path, 5 * 20 + 8, struct.pack("<I", 0x7FFFFFF0))
+        path, at = _entry_at(store, 5)
+        _overwrite(path, at + 8, struct.pack("<I", 0x7FFFFFF0))
     return Damage(path)
 
 
@@ -262,6 +297,23 @@ def damage_timeindex(store: Path, fault: str, info: Template) -> Damage:
         _overwrite(path, path.stat().st_size, _garbage(100))
     else:
         _overwrite(path, 0, struct.pack("<Q", 0x7FFFFFFFFFFFFFF0))
+    return Damage(path)
+
+
+def damage_blockends(store: Path, fault: str, info: Template) -> Damage:
+    path = store / "consumequeue" / "s" / "blocks" / "allocated"
+    if fault == "bit-flip":
+        _flip(path, 0)
+    elif fault == "truncation":
+        with open(path, "r+b") as handle:
+            handle.truncate(3)
+    elif fault == "zeroed-page":
+        _zero_page(path, 0)
+    elif fault == "garbage-tail":
+        _overwrite(path, path.stat().st_size, _garbage(100))
+    else:  # both slots' allocation ends
+        _overwrite(path, 8, struct.pack("<Q", 1 << 60))
+        _overwrite(path, 28 + 8, struct.pack("<Q", 1 << 60))
     return Damage(path)
 
 
@@ -379,6 +431,7 @@ DAMAGE = {
     "consumequeue": damage_consumequeue,
     "blockqueue": damage_blockqueue,
     "timeindex": damage_timeindex,
+    "blockends": damage_blockends,
     "keyindex": damage_keyindex,
     "checkpoint": damage_checkpoint,
     "offsets-journal": damage_offsets_journal,
@@ -543,7 +596,7 @@ def _reported(kind: str, fault: str, result: Outcome) -> bool:
         return began and bool(result.checkpoint_problems)
     if kind == "offsets-journal":
         return result.offsets_dropped_bytes > 0
-    return True  # time index, state, recovery.json: rebuilt or rewritten, nothing lost
+    return True  # time index, allocation end, state, recovery.json: rebuilt, nothing lost
 
 
 @pytest.mark.parametrize(("kind", "fault"), _cases(OPENED_KINDS))
@@ -586,9 +639,10 @@ def test_an_entry_pointing_at_another_intact_record_is_reported_and_the_right_on
     info = template()
     path = tmp_path / "store"
     shutil.copytree(info.path, path)
-    queue_file = _queue_file(path)
-    entries = queue_file.read_bytes()
-    _overwrite(queue_file, 5 * 20, entries[6 * 20 : 7 * 20])  # entry 5 := entry 6
+    fifth, at_fifth = _entry_at(path, 5)
+    sixth, at_sixth = _entry_at(path, 6)
+    entry = sixth.read_bytes()[at_sixth : at_sixth + ENTRY_SIZE]
+    _overwrite(fifth, at_fifth, entry)  # entry 5 := entry 6
     expected = [s for s in info.sent if (s.topic, s.queue) == ("t", 0)]
 
     with MessageStore.open(path, matrix_config()) as store:
@@ -598,4 +652,37 @@ def test_an_entry_pointing_at_another_intact_record_is_reported_and_the_right_on
     assert [(m.queue_offset, m.body) for m in served] == [
         (s.queue_offset, s.body) for s in sorted(expected, key=lambda s: s.queue_offset)
     ]
-    assert reported == [int.from_bytes(entries[6 * 20 : 6 * 20 + 8], "little")]
+    assert reported == [int.from_bytes(entry[:8], "little")]
+
+
+@pytest.mark.parametrize("damage", ["bit-flip", "bit-flip-past-the-tail", "another-queues-record"])
+def test_a_damaged_last_entry_is_reported_its_message_served_and_its_offset_kept(tmp_path, damage):
+    """The last entry of a queue damaged (a bit of its commit offset flipped, below or
+    past the tail, or made a checked entry of another queue's record): the store must
+    not take it for a dead writer's leftover and hand its queue offset out again. Its
+    message is served, the damage reported, and the next append follows it."""
+    info = template()
+    path = tmp_path / "store"
+    shutil.copytree(info.path, path)
+    expected = sorted(
+        (s for s in info.sent if (s.topic, s.queue) == ("t", 0)), key=lambda s: s.queue_offset
+    )
+    other = next(s for s in info.sent if (s.topic, s.queue) == ("t", 1))
+    last, at = _entry_at(path, len(expected) - 1)
+    if damage == "bit-flip":
+        _flip(last, at + 1)
+    elif damage == "bit-flip-past-the-tail":
+        _flip(last, at + 5)  # the commit offset's bit 42
+    else:
+        _overwrite(last, at, pack_entry(other.commit_offset, other.length, 0))
+
+    with MessageStore.open(path, matrix_config()) as store:
+        served = store.read("t", 0, 0, max_messages=1000)
+        appended = store.append("t", b"after the damage", queue=0).queue_offset
+        reported = store.stats().corruptions
+
+    assert [(m.queue_offset, m.body) for m in served] == [
+        (s.queue_offset, s.body) for s in expected
+    ]
+    assert appended == len(expected)
+    assert reported
