@@ -234,19 +234,23 @@ pub(super) fn release_closed_maps(py: Python<'_>) {
 /// every other core this process runs on); pages unmapped in one go cost a shootdown
 /// per page table at most. Their stores are not lost: a page's dirty bit goes to the
 /// page cache as it is unmapped, and the sync that follows writes it back. False when
-/// the file is not mapped here.
+/// the file is not mapped here. Without the GIL: a batch may hold `MAPS` meanwhile.
 pub(super) fn drop_pages(file: &Bound<'_, PyAny>) -> bool {
-    let Ok(maps) = MAPS.lock() else {
-        return false;
-    };
-    let Some(map) = maps.iter().find(|m| m.file.bind(file.py()).is(file)) else {
-        return false;
-    };
-    // SAFETY: `at` and `len` are a live shared mapping of the block file (in `MAPS`,
-    // whose lock is held, so it is not unmapped meanwhile). MADV_DONTNEED on a shared
-    // file mapping only drops its page table entries: the pages stay in the page cache
-    // (dirty ones marked dirty there), and a store into one faults it in again.
-    unsafe { libc::madvise(map.at as *mut libc::c_void, map.len, libc::MADV_DONTNEED) == 0 }
+    // The object's address: `file` is held, so no other object takes it meanwhile.
+    let object = file.as_ptr() as usize;
+    file.py().detach(|| {
+        let Ok(maps) = MAPS.lock() else {
+            return false;
+        };
+        let Some(map) = maps.iter().find(|m| m.file.as_ptr() as usize == object) else {
+            return false;
+        };
+        // SAFETY: `at` and `len` are a live shared mapping of the block file (in `MAPS`,
+        // whose lock is held, so it is not unmapped meanwhile). MADV_DONTNEED on a shared
+        // file mapping only drops its page table entries: the pages stay in the page
+        // cache (dirty ones marked dirty there), and a store into one faults it in again.
+        unsafe { libc::madvise(map.at as *mut libc::c_void, map.len, libc::MADV_DONTNEED) == 0 }
+    })
 }
 
 /// The address of `file`'s mapping (`len` bytes, the whole file as `BlockFile.create`
