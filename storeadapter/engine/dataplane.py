@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 39
+NATIVE_INTERFACE = 40
 
 
 def _check_native(module) -> None:
@@ -62,6 +62,7 @@ canonical_offset = _native.canonical_offset
 decode_record = _native.decode_at
 seal_entries = _native.seal_entries
 populate = _native.populate
+drop_block_pages = _native.drop_block_pages
 prepare_items = _native.prepare_items
 read_members = _native.read_members
 Filter = _native.Filter

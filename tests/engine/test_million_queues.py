@@ -74,3 +74,17 @@ def test_a_put_phase_killed_in_the_middle_recovers_every_acknowledged_message(tm
             found = store.read(million.TOPIC, queue, 0, max_messages=high + 1)
             assert [m.queue_offset for m in found] == list(range(high))
             assert all(m.body == million.body_of(queue, m.queue_offset) for m in found)
+
+
+def test_the_bench_s_plans_are_not_walked_by_the_cyclic_collector():
+    # The put's results drive the collector's passes inside the timed rounds; a full
+    # pass walked the harness's 20M-int plans (~0.45 s each at a million queues:
+    # docs/PERFORMANCE.md, mill33b-s50). The plans are the harness's, not the store's.
+    import gc
+
+    million = load_bench()
+    plans = million.plan_queues(1000, 5000, 4, seed=SEED)
+    assert sum(len(plan) for plan in plans) == 5000
+    assert all(queue % 4 == t for t, plan in enumerate(plans) for queue in plan)
+    # What the collector visits of a plan (its traversal): none of its items.
+    assert not [r for plan in plans for r in gc.get_referents(plan) if isinstance(r, int)]

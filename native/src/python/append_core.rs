@@ -430,6 +430,13 @@ pub struct AppendCore {
     seen_words: follow::SeenWords,
 }
 
+/// Let go of the pages of a block file's mapping before its block sync (shared_core.rs
+/// `drop_pages`): true when the file was mapped here.
+#[pyfunction]
+pub fn drop_block_pages(file: &Bound<'_, PyAny>) -> bool {
+    shared_core::drop_pages(file)
+}
+
 /// The seam generation: moved by `seam_changed`, which the engine's seam (seam.py)
 /// calls whenever a function or method of the long way is replaced or put back. A core
 /// looks its genuine objects up again only when it moved.

@@ -228,6 +228,31 @@ pub(super) fn release_closed_maps(py: Python<'_>) {
     }
 }
 
+/// Let go of the pages of `file`'s mapping (kept mapped: the next store maps its page
+/// again), before its block sync: the sync writes back each page stored into since the
+/// last one and write-protects each page still mapped, a TLB shootdown each (an IPI to
+/// every other core this process runs on); pages unmapped in one go cost a shootdown
+/// per page table at most. Their stores are not lost: a page's dirty bit goes to the
+/// page cache as it is unmapped, and the sync that follows writes it back. False when
+/// the file is not mapped here. Without the GIL: a batch may hold `MAPS` meanwhile.
+pub(super) fn drop_pages(file: &Bound<'_, PyAny>) -> bool {
+    // The object's address: `file` is held, so no other object takes it meanwhile.
+    let object = file.as_ptr() as usize;
+    file.py().detach(|| {
+        let Ok(maps) = MAPS.lock() else {
+            return false;
+        };
+        let Some(map) = maps.iter().find(|m| m.file.as_ptr() as usize == object) else {
+            return false;
+        };
+        // SAFETY: `at` and `len` are a live shared mapping of the block file (in `MAPS`,
+        // whose lock is held, so it is not unmapped meanwhile). MADV_DONTNEED on a shared
+        // file mapping only drops its page table entries: the pages stay in the page
+        // cache (dirty ones marked dirty there), and a store into one faults it in again.
+        unsafe { libc::madvise(map.at as *mut libc::c_void, map.len, libc::MADV_DONTNEED) == 0 }
+    })
+}
+
 /// The address of `file`'s mapping (`len` bytes, the whole file as `BlockFile.create`
 /// reserves it), mapped on first use after reserving its space with `fallocate` again
 /// (a file made by an older engine, or on a file system that could not preallocate,
