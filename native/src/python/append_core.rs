@@ -1334,12 +1334,15 @@ impl AppendCore {
             let share = (count / width + usize::from(j < count % width)) as u64;
             rooms.push(self.queue_room(py, state, queue_id, share)?);
         }
+        // The records' buffer, made (and zeroed) before the pen: the other processes
+        // need not wait for it (procs31-s50: about 5 µs of a 500 × 1 KiB batch).
+        let mut out = vec![0u8; length];
         let write_lock = self.write_lock.get();
         if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let outcome = self.under_thread_lock(py, |waited| {
-            self.batch_under_pen(py, state, &topic, &rooms, &slices, length, waited)
+            self.batch_under_pen(py, state, &topic, &rooms, &slices, &mut out, waited)
         });
         release(write_lock)?;
         let (placed, now, end) = outcome?;
@@ -1633,9 +1636,10 @@ impl AppendCore {
         topic: &PlainTopic<'py>,
         rooms: &[QueueRoom<'py>],
         bodies: &[&[u8]],
-        length: usize,
+        out: &mut [u8],
         waited: bool,
     ) -> Step<(appending::Placement, i64, i64)> {
+        let length = out.len();
         let ready = self.ready(py, waited)?;
         let again = self.rooms_again(py, state, topic, rooms, ready.moved)?;
         let rooms = again.as_deref().unwrap_or(rooms);
@@ -1660,8 +1664,7 @@ impl AppendCore {
         drop(map);
         let segment_fd =
             i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
-        let mut out = vec![0u8; length];
-        let placed = appending::encode_plain(&batch, bodies, &mut out);
+        let placed = appending::encode_plain(&batch, bodies, out);
         Self::begin(&ready, end);
         // 4. The records with one pwrite (as the long way: no page faults on the
         //    mapping's first touches), then each queue's entries (one pwrite a queue),
@@ -1670,7 +1673,7 @@ impl AppendCore {
         self.write_run(
             py,
             segment_fd,
-            &out,
+            out,
             tail - ready.base,
             rooms,
             &fds,
