@@ -258,6 +258,30 @@ def _headers(view, pos: int, stop: int, base: int) -> Iterator[tuple[bytes, int,
         pos += length
 
 
+def _first_past(queue: ConsumeQueue, keep: int, floor: int) -> int:
+    """Where the run of written entries just below ``keep`` whose records start at or
+    past ``floor`` begins (``keep`` when the last one's does not): found in O(log n)
+    reads, not one a dropped entry. Within a queue, entries' records rise with their
+    queue offsets, so such entries, another writer's since this process's tail or a
+    dead writer's, make one run at the end; each would be dropped by the walk
+    (``trim_queue_end``) anyway. An unwritten entry ends the run: the walk decides it."""
+
+    def past(offset: int) -> bool:
+        entry = queue.entry(offset)
+        return entry is not None and entry[0] >= floor
+
+    if keep <= queue.min_offset or not past(keep - 1):
+        return keep
+    low, high = queue.min_offset, keep - 1
+    while low < high:
+        middle = (low + high) // 2
+        if past(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
 def trim_queue_end(
     log: CommitLog,
     queue: ConsumeQueue,
@@ -280,6 +304,8 @@ def trim_queue_end(
     of the queue's end moves back.
     """
     keep = queue.max_offset
+    if not erase:
+        keep = _first_past(queue, keep, max(tail, trusted_below))
     while keep > queue.min_offset:
         entry = queue.entry(keep - 1)
         if entry is not None and entry[0] < log.min_offset:

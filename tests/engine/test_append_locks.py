@@ -346,3 +346,39 @@ def test_the_flock_pen_keeps_the_class_append_beside_the_native_locks(tmp_path, 
         results = [store.append("t", b"%d" % i) for i in range(5)]
         assert [r.queue_offset for r in results] == [0, 0, 0, 1, 1]
         assert not store._write_lock.locked() and not store._follow_lock.locked()
+
+
+def test_an_offset_commit_through_a_second_store_is_not_starved_by_a_loop_of_appends(tmp_path):
+    # Two store objects on one directory in one process. The committer's first load of
+    # the queue walked back over every entry the other object appended since its own
+    # last follow, one read each, and each read gave up the GIL to the appending loop
+    # for a switch interval: one commit in 19-33 s (docs/PERFORMANCE.md, "commit p99
+    # beside appends").
+    config = StoreConfig(
+        flush_mode="async", segment_bytes=256 << 20, index_slots=4096, index_entries=65536
+    )
+    appender = MessageStore.open(tmp_path / "s", config)
+    appender.create_topic("t", queues=1)
+    committer = MessageStore.open(tmp_path / "s", config)
+    appender.append("t", b"x")
+    stop = threading.Event()
+
+    def append_in_a_loop() -> None:
+        while not stop.is_set():
+            appender.append("t", b"x" * 100)
+
+    looping = threading.Thread(target=append_in_a_loop)
+    looping.start()
+    try:
+        time.sleep(0.3)
+        ends = time.monotonic() + 30
+        commits = 0
+        while commits < 20 and time.monotonic() < ends:
+            committer.commit_offset("g", "t", 0, commits % 2)
+            commits += 1
+    finally:
+        stop.set()
+        looping.join()
+        committer.close()
+        appender.close()
+    assert commits == 20
