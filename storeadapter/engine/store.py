@@ -669,12 +669,21 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         commit_offset, size, _ = unpack_entry(last)
         if commit_offset + size > self.commitlog.tail and entry_checked(last):
             return  # a whole entry past the tail: a dead writer's unpublished one
-        short = queue.max_offset
+        self._restore_from_log(
+            queue,
+            topic,
+            f"consume queue {topic.info.name}/{queue_id}: {trimmed} damaged entries from "
+            f"{queue.max_offset} on pointed at records not theirs",
+        )
+
+    def _restore_from_log(self, queue: ConsumeQueue, topic, what: str) -> None:
+        """Put back the entries past the queue's end from the commit log, sync them, and
+        report ``what`` happened with how many were restored."""
         restored = restore_queue_end(
             self.commitlog,
             queue,
-            topic.info.since(queue_id),
-            short,
+            topic.info.since(queue.owner[1]),
+            queue.max_offset,
             self.commitlog.tail,
             self.dispatchers,
         )
@@ -685,9 +694,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 Corruption(
                     restored.first_commit_offset,
                     0,
-                    f"consume queue {topic.info.name}/{queue_id}: {trimmed} damaged entries from "
-                    f"{short} on pointed at records not theirs; {restored.count} were "
-                    f"restored from the commit log",
+                    f"{what}; {restored.count} were restored from the commit log",
                 )
             )
 
@@ -701,28 +708,13 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         witnessed = topic.ends.get(queue_id, self.commitlog.tail)
         if witnessed <= queue.max_offset:
             return
-        short = queue.max_offset
-        restored = restore_queue_end(
-            self.commitlog,
+        self._restore_from_log(
             queue,
-            topic.info.since(queue_id),
-            short,
-            self.commitlog.tail,
-            self.dispatchers,
+            topic,
+            f"consume queue {topic.info.name}/{queue_id} had lost its entries "
+            f"{queue.max_offset} to {witnessed - 1} (its files were cut or zeroed)",
         )
-        for queue_file in queue.take_dirty():
-            queue_file.sync()
         queue.time_index.sync()
-        if restored.count:
-            self._reader.corruptions.note(
-                Corruption(
-                    restored.first_commit_offset,
-                    0,
-                    f"consume queue {topic.info.name}/{queue_id} had lost its entries "
-                    f"{short} to {witnessed - 1} (its files were cut or zeroed); "
-                    f"{restored.count} were restored from the commit log",
-                )
-            )
         if queue.max_offset < witnessed:  # their records are gone too: stop looking
             topic.ends.lower_to(queue_id, queue.max_offset, len(topic.queues))
 
