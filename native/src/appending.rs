@@ -90,35 +90,40 @@ pub fn encode_plain_unplaced(topic: &[u8], bodies: &[&[u8]], out: &mut [u8]) -> 
         lengths: Vec::with_capacity(bodies.len()),
         shifts: Vec::with_capacity(bodies.len()),
     };
-    // The shifts of the lengths met lately (a shift takes about a microsecond).
+    let fields = Fields {
+        commit_offset: 0,
+        queue_offset: 0,
+        born_ms: 0,
+        store_ms: 0,
+        queue_id: 0,
+        topic,
+        tag: b"",
+        keys: b"",
+        properties: b"",
+    };
+    // The shifts of the lengths met lately (a shift takes about a microsecond), the
+    // last one's first.
+    let mut last = (usize::MAX, crate::crc::zero_shift(0));
     let mut known: Vec<(usize, crate::crc::ZeroShift)> = Vec::new();
     let mut at = 0;
     for body in bodies {
-        let fields = Fields {
-            commit_offset: 0,
-            queue_offset: 0,
-            born_ms: 0,
-            store_ms: 0,
-            queue_id: 0,
-            topic,
-            tag: b"",
-            keys: b"",
-            properties: b"",
-        };
         let length = encode_at(&mut out[at..], &fields, body);
-        let shift = match known.iter().find(|(l, _)| *l == length) {
-            Some((_, shift)) => *shift,
-            None => {
-                let shift = place_shift(length);
-                if known.len() == 16 {
-                    known.remove(0);
+        if length != last.0 {
+            let shift = match known.iter().find(|(l, _)| *l == length) {
+                Some((_, shift)) => *shift,
+                None => {
+                    let shift = place_shift(length);
+                    if known.len() == 16 {
+                        known.remove(0);
+                    }
+                    known.push((length, shift));
+                    shift
                 }
-                known.push((length, shift));
-                shift
-            }
-        };
+            };
+            last = (length, shift);
+        }
         unplaced.lengths.push(length as u32);
-        unplaced.shifts.push(shift);
+        unplaced.shifts.push(last.1);
         at += length;
     }
     unplaced
@@ -138,12 +143,14 @@ pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) 
     };
     let mut tail = batch.tail;
     let mut at = 0;
-    for (i, (length, shift)) in unplaced.lengths.iter().zip(&unplaced.shifts).enumerate() {
+    // Message i's queue is slot i % width of the turn, at round i / width (counted,
+    // not divided: a division a record cost more than the rest of its place).
+    let (mut slot, mut round) = (0usize, 0u64);
+    for (length, shift) in unplaced.lengths.iter().zip(&unplaced.shifts) {
         let length = *length as usize;
-        let slot = i % width;
         let place = Place {
             commit_offset: tail,
-            queue_offset: batch.bases[slot] + (i / width) as u64,
+            queue_offset: batch.bases[slot] + round,
             born_ms: batch.now,
             store_ms: batch.now,
             queue_id: batch.turn[slot],
@@ -160,6 +167,11 @@ pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) 
         placed.queue_offsets.push(place.queue_offset);
         tail += length as u64;
         at += length;
+        slot += 1;
+        if slot == width {
+            slot = 0;
+            round += 1;
+        }
     }
     placed
 }

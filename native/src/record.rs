@@ -425,6 +425,7 @@ pub fn place_shift(length: usize) -> crate::crc::ZeroShift {
 /// Set the place of a record `encode_at` wrote with its place zero (`record` is the
 /// record's bytes), and carry the change into its CRC (`shift`: `place_shift` of its
 /// length): the bytes are then those `encode_at` writes with the place set.
+#[inline]
 pub fn set_place(record: &mut [u8], place: &Place, shift: crate::crc::ZeroShift) {
     let mut bytes = [0u8; PLACE_SIZE];
     bytes[0..8].copy_from_slice(&place.commit_offset.to_le_bytes());
