@@ -1,19 +1,20 @@
 """Two processes appending to one store, against one alone (issue 31's target: together
 at least 1.5x one process; docs/PERFORMANCE.md, "Issue 31 (part 11)"):
 
-    .venv/bin/python bench/two_processes.py CHECKOUT single|batch [COUNT] [--procs 1|2]
+    .venv/bin/python bench/two_processes.py CHECKOUT single|batch [COUNT] [--procs=1|2] [--body=50]
 
 Run from any directory: CHECKOUT's packages are the ones imported, so two checkouts
 can be compared in the same minute. This process makes a store (async flush, 4 queues,
-50 B bodies) and holds it open (the third process) while ``--procs`` worker processes
-(spawned; each opens the store itself) wait at a barrier, then each appends COUNT
-bodies: one ``append`` a call (``single``) or ``append_batch`` of 500 (``batch``).
-Printed, one line: the rate together (all messages from the first worker's start to
-the last one's end), each worker's loop CPU per message (``time.process_time``), the
-CPU this process spent meanwhile (its flusher following the workers' appends) per
-message appended, each worker's native-append count (the core's ``appended``/``batched``: calls the
-native core wrote rather than declined to the Python path), plus the core's follow
-counters where it has them. Then the queues are checked: every queue's offsets dense
+50 B bodies, or ``--body`` bytes: 1024 is ``make bench``'s ``producers_N``) and holds
+it open (the third process) while ``--procs`` worker processes (spawned; each opens
+the store itself) wait at a barrier, then each appends COUNT bodies: one ``append`` a
+call (``single``) or ``append_batch`` of 500 (``batch``). Printed, one line: the rate
+together (all messages from the first worker's start to the last one's end), each
+worker's loop CPU per message (``time.process_time``), the CPU this process spent
+meanwhile (its flusher following the workers' appends) per message appended, each
+worker's native-append count (the core's ``appended``/``batched``: calls the native
+core wrote rather than declined to the Python path), plus the core's follow counters
+where it has them. Then the queues are checked: every queue's offsets dense
 from 0, the total what was appended, each message read back once.
 """
 
@@ -46,13 +47,13 @@ def _counters(store) -> dict:
     return found
 
 
-def _worker(root: str, path: str, kind: str, count: int, barrier, results) -> None:
+def _worker(root: str, path: str, kind: str, count: int, body: bytes, barrier, results) -> None:
     sys.path.insert(0, root)
     from storeadapter.engine import MessageStore, StoreConfig
 
     store = MessageStore.open(path, StoreConfig(flush_mode="async"))
     try:
-        bodies = [BODY] * count
+        bodies = [body] * count
         batches = [bodies[i : i + BATCH] for i in range(0, count, BATCH)]
         append, append_batch = store.append, store.append_batch
         before = _counters(store)
@@ -83,10 +84,12 @@ def _worker(root: str, path: str, kind: str, count: int, barrier, results) -> No
 
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    procs = 2
+    procs, body = 2, BODY
     for flag in sys.argv[1:]:
         if flag.startswith("--procs="):
             procs = int(flag.split("=", 1)[1])
+        if flag.startswith("--body="):
+            body = b"x" * int(flag.split("=", 1)[1])
     if len(args) < 2 or args[1] not in ("single", "batch"):
         sys.exit(__doc__)
     root = str(Path(args[0]).resolve())
@@ -104,7 +107,9 @@ def main() -> None:
         barrier = context.Barrier(procs)
         results = context.Queue()
         workers = [
-            context.Process(target=_worker, args=(root, str(path), kind, count, barrier, results))
+            context.Process(
+                target=_worker, args=(root, str(path), kind, count, body, barrier, results)
+            )
             for _ in range(procs)
         ]
         held = time.process_time()
@@ -137,6 +142,7 @@ def main() -> None:
                 "checkout": Path(root).name,
                 "kind": kind,
                 "procs": procs,
+                "body": len(body),
                 "count_each": count,
                 "msgs_per_s": round(total / seconds),
                 "cpu_us_per_msg": [r["cpu_us_per_msg"] for r in reports],

@@ -400,6 +400,46 @@ pub fn encode_at(out: &mut [u8], fields: &Fields<'_>, body: &[u8]) -> usize {
     length
 }
 
+/// A record's place: what `encode_at` writes at bytes `PLACE_AT..PLACE_AT + 36` of its
+/// header (commit offset, queue offset, born and store times, queue id), known only
+/// under the pen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub commit_offset: u64,
+    pub queue_offset: u64,
+    pub born_ms: i64,
+    pub store_ms: i64,
+    pub queue_id: u32,
+}
+
+/// Where a record's place begins in its header, and its bytes.
+pub const PLACE_AT: usize = AT_COMMIT_OFFSET;
+pub const PLACE_SIZE: usize = AT_QUEUE_ID + 4 - AT_COMMIT_OFFSET;
+
+/// How far a change of the place carries to the record's CRC: over the checked bytes
+/// after the place (`set_place`), for a record of `length` bytes.
+pub fn place_shift(length: usize) -> crate::crc::ZeroShift {
+    crate::crc::zero_shift(length - TRAILER_SIZE - PLACE_AT - PLACE_SIZE)
+}
+
+/// Set the place of a record `encode_at` wrote with its place zero (`record` is the
+/// record's bytes), and carry the change into its CRC (`shift`: `place_shift` of its
+/// length): the bytes are then those `encode_at` writes with the place set.
+#[inline]
+pub fn set_place(record: &mut [u8], place: &Place, shift: crate::crc::ZeroShift) {
+    let mut bytes = [0u8; PLACE_SIZE];
+    bytes[0..8].copy_from_slice(&place.commit_offset.to_le_bytes());
+    bytes[8..16].copy_from_slice(&place.queue_offset.to_le_bytes());
+    bytes[16..24].copy_from_slice(&place.born_ms.to_le_bytes());
+    bytes[24..32].copy_from_slice(&place.store_ms.to_le_bytes());
+    bytes[32..36].copy_from_slice(&place.queue_id.to_le_bytes());
+    record[PLACE_AT..PLACE_AT + PLACE_SIZE].copy_from_slice(&bytes);
+    let end = record.len();
+    let at = end - CRC_FROM_END;
+    let crc = u32_at(record, at) ^ crate::crc::change_of(&bytes, shift);
+    record[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1335,14 +1335,18 @@ impl AppendCore {
             rooms.push(self.queue_room(py, state, queue_id, share)?);
         }
         // The records' buffer, made (and zeroed) before the pen: the other processes
-        // need not wait for it (procs31-s50: about 5 µs of a 500 × 1 KiB batch).
+        // need not wait for it (procs31-s50: about 5 µs of a 500 × 1 KiB batch); the
+        // records copied into it and their CRCs taken, with their places zero (set
+        // under the pen, `place_plain`: procs31-s51).
         let mut out = vec![0u8; length];
+        let unplaced =
+            appending::encode_plain_unplaced(topic.name_bytes.as_bytes(), &slices, &mut out);
         let write_lock = self.write_lock.get();
         if !write_lock.try_acquire() {
             return declined(); // another thread is in a write session
         }
         let outcome = self.under_thread_lock(py, |waited| {
-            self.batch_under_pen(py, state, &topic, &rooms, &slices, &mut out, waited)
+            self.batch_under_pen(py, state, &topic, &rooms, &unplaced, &mut out, waited)
         });
         release(write_lock)?;
         let (placed, now, end) = outcome?;
@@ -1635,7 +1639,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         topic: &PlainTopic<'py>,
         rooms: &[QueueRoom<'py>],
-        bodies: &[&[u8]],
+        unplaced: &appending::Unplaced,
         out: &mut [u8],
         waited: bool,
     ) -> Step<(appending::Placement, i64, i64)> {
@@ -1664,7 +1668,7 @@ impl AppendCore {
         drop(map);
         let segment_fd =
             i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
-        let placed = appending::encode_plain(&batch, bodies, out);
+        let placed = appending::place_plain(&batch, unplaced, out);
         Self::begin(&ready, end);
         // 4. The records with one pwrite (as the long way: no page faults on the
         //    mapping's first touches), then each queue's entries (one pwrite a queue),
@@ -1684,7 +1688,7 @@ impl AppendCore {
         // 5. This process's state, as the long way leaves it; 6, 7: publish, seen.
         self.slots.round_robin.set(
             state,
-            (topic.round_robin + bodies.len() as i64)
+            (topic.round_robin + unplaced.lengths.len() as i64)
                 .into_pyobject(py)?
                 .into_any(),
         );
