@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 41
+NATIVE_INTERFACE = 42
 
 
 def _check_native(module) -> None:
@@ -49,6 +49,8 @@ fileio.use_returning_calls(_native.pwrite, _native.fdatasync)
 #: How many times a native append let go of the GIL for a thread returning from a
 #: write or a sync (tests and benches see the hand-over happen).
 made_way = _native.made_way
+#: The ``state`` ring's notes taken in per queue (``SharedState.noted_ends``).
+noted_ends = _native.noted_ends
 
 #: The seam's own ``pread``: the core reads consume-queue entries itself only while
 #: ``fileio.pread`` is still this function (a fault test that replaces it sees them all).
