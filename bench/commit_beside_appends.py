@@ -5,8 +5,9 @@ case 13; issue 31's "commit p99 beside appends").
 
 One thread appends single messages of 100 B (async flush) for S seconds and times each
 call; a committer commits an offset (each one journaled and fsynced) as fast as it can and
-times each commit. Five runs: appends alone, commits alone, then both at once with the
-committer a thread of the appending process and then another process. An offset commit
+times each commit. Six runs: appends alone, commits alone, then both at once with the
+committer a thread of the appending process (through a store object of its own, then
+through the appending one) and then another process. An offset commit
 that held the store's write lock across its fsync made every append behind it wait for a
 disk flush; an append path that held the pen long made every commit wait. Prints one JSON
 line, then a table. Timings only: no test asserts them.
@@ -42,17 +43,22 @@ def _config() -> StoreConfig:
 
 def _commits(path: str, stop, started, out=None) -> list[float]:
     """Commit until ``stop`` is set; the latency of each commit in ms (sent to ``out`` too)."""
-    times = []
     with MessageStore.open(path, _config()) as store:
-        offset = 0
-        started.set()
-        while not stop.is_set():
-            offset = 1 - offset  # a change every time: each commit is journaled and fsynced
-            began = time.perf_counter()
-            store.commit_offset(GROUP, TOPIC, 0, offset)
-            times.append((time.perf_counter() - began) * 1000)
+        times = _commits_through(store, stop, started)
     if out is not None:
         out.send(times)
+    return times
+
+
+def _commits_through(store: MessageStore, stop, started) -> list[float]:
+    times = []
+    offset = 0
+    started.set()
+    while not stop.is_set():
+        offset = 1 - offset  # a change every time: each commit is journaled and fsynced
+        began = time.perf_counter()
+        store.commit_offset(GROUP, TOPIC, 0, offset)
+        times.append((time.perf_counter() - began) * 1000)
     return times
 
 
@@ -79,10 +85,19 @@ def _summary(times: list[float]) -> dict:
     }
 
 
-def _beside_a_thread(store: MessageStore, path: Path, seconds: float) -> tuple[list, list]:
+def _beside_a_thread(
+    store: MessageStore, path: Path, seconds: float, same_object: bool = False
+) -> tuple[list, list]:
     stop, started = threading.Event(), threading.Event()
     commits: list[float] = []
-    committer = threading.Thread(target=lambda: commits.extend(_commits(str(path), stop, started)))
+
+    def work() -> None:
+        if same_object:
+            commits.extend(_commits_through(store, stop, started))
+        else:
+            commits.extend(_commits(str(path), stop, started))
+
+    committer = threading.Thread(target=work)
     committer.start()
     started.wait()
     appends = _appends(store, seconds)
@@ -119,6 +134,9 @@ def run(workdir: Path, seconds: float) -> dict:
         appends, commits = _beside_a_thread(store, path, seconds)
         report["appends_beside_a_committing_thread"] = _summary(appends)
         report["commits_beside_appends_same_process"] = _summary(commits)
+        appends, commits = _beside_a_thread(store, path, seconds, same_object=True)
+        report["appends_beside_a_committing_thread_same_object"] = _summary(appends)
+        report["commits_beside_appends_same_object"] = _summary(commits)
         appends, commits = _beside_a_process(store, path, seconds)
         report["appends_beside_a_committing_process"] = _summary(appends)
         report["commits_beside_appends_other_process"] = _summary(commits)
@@ -127,11 +145,11 @@ def run(workdir: Path, seconds: float) -> dict:
 
 def format_table(report: dict) -> str:
     lines = [
-        f"{'(async appends of 100 B)':<40} {'count':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
+        f"{'(async appends of 100 B)':<48} {'count':>9} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}"
     ]
     for name, figure in report.items():
         lines.append(
-            f"{name.replace('_', ' '):<40} {figure['count']:>9,} {figure['p50_ms']:>8.3f} "
+            f"{name.replace('_', ' '):<48} {figure['count']:>9,} {figure['p50_ms']:>8.3f} "
             f"{figure['p99_ms']:>8.3f} {figure['max_ms']:>8.3f}"
         )
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 40
+NATIVE_INTERFACE = 42
 
 
 def _check_native(module) -> None:
@@ -41,6 +41,16 @@ def _check_native(module) -> None:
 
 
 _check_native(_native)
+
+# The commit path's write and sync (fileio.pwrite_all, fileio.fdatasync) through the
+# crate's look-alikes of os.pwrite and os.fdatasync: a native append in this process
+# makes way for the thread when its call ends (native/src/python/returning.rs).
+fileio.use_returning_calls(_native.pwrite, _native.fdatasync)
+#: How many times a native append let go of the GIL for a thread returning from a
+#: write or a sync (tests and benches see the hand-over happen).
+made_way = _native.made_way
+#: The ``state`` ring's notes taken in per queue (``SharedState.noted_ends``).
+noted_ends = _native.noted_ends
 
 #: The seam's own ``pread``: the core reads consume-queue entries itself only while
 #: ``fileio.pread`` is still this function (a fault test that replaces it sees them all).

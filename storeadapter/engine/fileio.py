@@ -24,10 +24,25 @@ from pathlib import Path
 
 from .seam import watch_module
 
+#: The calls ``pwrite_all`` and ``fdatasync`` make: ``os``'s until the native data plane
+#: hands over its look-alikes (``use_returning_calls``, from ``dataplane`` at import).
+#: Through those, a thread that appends natively in this process lets the calling
+#: thread have the GIL back as soon as the write or the sync ends, instead of after the
+#: interpreter's switch interval (5 ms; native/src/python/returning.rs).
+_pwrite = os.pwrite
+_fdatasync = os.fdatasync
+
+
+def use_returning_calls(pwrite, fdatasync) -> None:
+    """Make ``pwrite_all``'s writes with ``pwrite`` and ``fdatasync``'s syncs with
+    ``fdatasync`` (same arguments, results and errors as ``os``'s)."""
+    global _pwrite, _fdatasync
+    _pwrite, _fdatasync = pwrite, fdatasync
+
 
 def fdatasync(fd: int) -> None:
     """Make the file's data durable (size changes excluded)."""
-    os.fdatasync(fd)
+    _fdatasync(fd)
 
 
 def fsync(fd: int) -> None:
@@ -185,13 +200,13 @@ def remove_tree(path: Path) -> None:
 
 def pwrite_all(fd: int, data, offset: int) -> None:
     """Write every byte of ``data`` at ``offset`` (os.pwrite may write fewer)."""
-    written = os.pwrite(fd, data, offset)
+    written = _pwrite(fd, data, offset)
     if written == len(data):
         return
     view = memoryview(data)[written:]
     offset += written
     while view:
-        written = os.pwrite(fd, view, offset)
+        written = _pwrite(fd, view, offset)
         view = view[written:]
         offset += written
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from . import dataplane
 from .seam import Watched
 
 STATE_MAGIC = b"TDMS"
@@ -266,6 +267,15 @@ class SharedState(metaclass=Watched):
         if _SEQUENCE.unpack_from(self.map, _RING_SEQ_AT)[0] - after > RING_ENTRIES:
             return None  # the ring wrapped while it was being read
         return found
+
+    def noted_ends(
+        self, after: int, upto: int
+    ) -> tuple[list[tuple[int, int, int]], int | None] | None:
+        """``notes(after, upto)`` taken in per queue, natively (``dataplane.noted_ends``):
+        (topic id, queue, its highest end noted) in the order the queues were first
+        noted, and the latest store time noted (None: no note); None where ``notes``
+        answers None."""
+        return dataplane.noted_ends(self.map, after, upto)
 
     def begin_write(self, tail: int) -> int | None:
         """Note that a writer (an append, a topic or offset change) begins at ``tail``.

@@ -512,9 +512,13 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         except (OSError, ValueError, TypeError):
             return RecoveryReport(clean_shutdown=True)
 
-    def _apply_notes(self, notes: list[tuple[int, int, int, int]], tail: int) -> list[tuple]:
-        """Read the queue ends other processes noted when they published up to ``tail``:
-        (queue, its end here, its new end) of each queue that grew, for a followed run."""
+    def _apply_notes(
+        self, noted: list[tuple[int, int, int]], store_ms: int | None, tail: int
+    ) -> list[tuple]:
+        """Take in the queue ends other processes noted when they published up to
+        ``tail`` (``SharedState.noted_ends``: each queue's highest, and the latest store
+        time): (queue, its end here, its new end) of each queue that grew, for a
+        followed run."""
         ends: dict = {}
         log = self.commitlog
         unseen = False
@@ -522,17 +526,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # Moved first: a queue loaded now, and a shared topic's blocks found now, are
         # judged by the new tail (its published allocation end).
         log.tail = tail
-        for topic_id, queue_id, end, store_ms in notes:
+        for topic_id, queue_id, end in noted:
             topic = self._registry.by_id.get(topic_id)
             if topic is not None and queue_id < len(topic.queues):
                 queue = topic.queues[queue_id]
                 # Loaded only now, it shows the new entries already: which files hold
                 # them is found by walking their records before the next checkpoint.
                 unseen = unseen or not queue.loaded
-                if end > max(queue.max_offset, ends.get(queue, 0)):
+                if end > queue.max_offset:
                     ends[queue] = end
-            if store_ms > log.last_store_ms:
-                log.last_store_ms = store_ms
+        if store_ms is not None and store_ms > log.last_store_ms:
+            log.last_store_ms = store_ms
         for segment in log.segments:
             if segment.end > followed and segment.base < tail:
                 log.mark_unsynced(segment)
@@ -765,11 +769,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             for topic in self._registry.shared_topics():
                 topic.blocks.stale = True  # they may have allocated blocks
             self.commitlog.refresh(snapshot.tail)
-            notes = self._shared.notes(seen.ring_seq, snapshot.ring_seq)
-            if notes is None:
+            noted = self._shared.noted_ends(seen.ring_seq, snapshot.ring_seq)
+            if noted is None:
                 ends = follow_log(self.commitlog, snapshot.tail, self._registry.resolve)
             else:
-                ends = self._apply_notes(notes, snapshot.tail)
+                ends = self._apply_notes(*noted, snapshot.tail)
             dispatch_all(self.dispatchers, Run(FOLLOWED, None, snapshot.tail, ends))
         if snapshot.offsets_version != seen.offsets_version:
             self._offsets.catch_up()

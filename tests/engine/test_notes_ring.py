@@ -124,8 +124,26 @@ def _ring_seq(state: SharedState) -> int:
     return sharedstate._SEQUENCE.unpack_from(state.map, sharedstate._RING_SEQ_AT)[0]
 
 
+def _read_notes(state: SharedState, after: int, upto: int) -> list[tuple] | None:
+    return state.notes(after, upto)
+
+
+def _read_noted_ends(state: SharedState, after: int, upto: int) -> list[tuple] | None:
+    """``noted_ends`` as notes: the Python writer's notes are each of a queue of its own
+    (``_note``), so each comes back alone, with the latest store time of them all."""
+    noted = state.noted_ends(after, upto)
+    if noted is None:
+        return None
+    ends, store_ms = noted
+    latest = max((_note(ring_seq)[3] for ring_seq in range(after + 1, upto + 1)), default=None)
+    if store_ms != latest:
+        return [("store time", store_ms, latest)]
+    return [(*end, _note(ring_seq)[3]) for ring_seq, end in enumerate(ends, after + 1)]
+
+
 @pytest.mark.one_layout  # the ring alone: no store, no topic
-def test_notes_read_at_the_overwrite_boundary_are_whole_or_refused(tmp_path):
+@pytest.mark.parametrize("read", [_read_notes, _read_noted_ends], ids=["notes", "noted_ends"])
+def test_notes_read_at_the_overwrite_boundary_are_whole_or_refused(tmp_path, read):
     """Read the slot the writer overwrites next, again and again (and now and then the
     whole ring behind it): every note taken is the one published under its number."""
     path = tmp_path / "state"
@@ -144,7 +162,7 @@ def test_notes_read_at_the_overwrite_boundary_are_whole_or_refused(tmp_path):
             newest = _ring_seq(state)
             after = newest - RING_ENTRIES  # its slot next is the writer's next
             upto = newest if reads % 1000 == 0 else after + 1
-            notes = state.notes(after, upto)
+            notes = read(state, after, upto)
             reads += 1
             if notes is None:
                 refused += 1
@@ -158,6 +176,37 @@ def test_notes_read_at_the_overwrite_boundary_are_whole_or_refused(tmp_path):
     assert not wrong, f"{len(wrong)} of {taken} notes taken were torn, e.g. {wrong[:3]}"
     # The boundary was reached both ways: slots read before and after the overwrite.
     assert taken and refused, (taken, refused)
+
+
+@pytest.mark.one_layout  # the ring alone: no store, no topic
+def test_noted_ends_are_the_notes_taken_in_per_queue(tmp_path):
+    path = tmp_path / "state"
+    SharedState(path).close()
+    state = SharedState(path)
+    notes = [(1, 0, 5, 100), (2, 3, 7, 90), (1, 0, 6, 120), (1, 1, 2, 80), (2, 3, 9, 95)]
+    state.publish_tail(1, notes)
+    state.publish_tail(2, [(1, 1, 4, 70)])
+
+    assert state.noted_ends(0, 6) == ([(1, 0, 6), (2, 3, 9), (1, 1, 4)], 120)
+    assert state.noted_ends(2, 4) == ([(1, 0, 6), (1, 1, 2)], 120)
+    assert state.noted_ends(6, 6) == ([], None)
+    state.close()
+
+
+@pytest.mark.one_layout  # the ring alone: no store, no topic
+def test_noted_ends_refuse_what_notes_refuse(tmp_path):
+    path = tmp_path / "state"
+    SharedState(path).close()
+    state = SharedState(path)
+    state.publish_tail(1, [(1, 0, n, n) for n in range(1, RING_ENTRIES + 11)])
+    newest = _ring_seq(state)
+
+    assert state.notes(newest - RING_ENTRIES - 1, newest) is None
+    assert state.noted_ends(newest - RING_ENTRIES - 1, newest) is None  # more than the ring
+    assert state.noted_ends(5, 12) is None  # overwritten
+    assert state.noted_ends(-1, 3) is None
+    assert state.noted_ends(newest - RING_ENTRIES, newest) == ([(1, 0, RING_ENTRIES + 10)], newest)
+    state.close()
 
 
 def _queue_ends(store: MessageStore) -> list[int]:

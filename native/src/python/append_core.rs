@@ -57,6 +57,7 @@ use super::io_seam::{self, Site, What};
 use super::log_sync::{LogSyncer, Written};
 use super::pen::Pen;
 use super::prepare;
+use super::returning;
 use super::slots::Slot;
 use super::thread_lock::ThreadLock;
 use super::window::{populate_write, NotStored, QueueWindow};
@@ -860,6 +861,7 @@ impl AppendCore {
         topic: &Bound<'py, PyAny>,
         body: &[u8],
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        returning::make_way(py);
         let found = match self.topics.bind(py).get_item(topic) {
             Ok(Some(state)) => state,
             _ => return Ok(None),
@@ -885,6 +887,7 @@ impl AppendCore {
         properties: Option<&Bound<'py, PyAny>>,
         dedup_id: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        returning::make_way(py);
         let core = slf.get();
         if dedup_id.is_none_or(|d| d.is_none()) {
             // Still the store's append core (a test switches it off with `_appender = None`).
@@ -922,6 +925,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         bodies: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
+        returning::make_way(py);
         if !self.shared(py, state)? {
             return answer(self.try_batch(py, state, bodies));
         }
@@ -967,6 +971,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         items: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
+        returning::make_way(py);
         answer(self.try_items(py, state, items, false))
     }
 
@@ -982,6 +987,7 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         messages: &Bound<'py, PyList>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
+        returning::make_way(py);
         answer(self.try_messages(py, state, messages))
     }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
+use super::returning;
 use crate::pen::{Found, Pen as Mutex, Taken, SLICE};
 
 fn os_error(error: std::io::Error) -> PyErr {
@@ -43,13 +44,15 @@ impl Pen {
     /// Take the mutex; True when its last owner died holding it. Waits, without the
     /// GIL, when another thread or process holds it: in sleeps of at most `SLICE`,
     /// each followed by a fresh try (crate::pen's `lock` says why), between which the
-    /// main thread sees its signals (a KeyboardInterrupt ends the wait).
+    /// main thread sees its signals (a KeyboardInterrupt ends the wait). Each sleep is
+    /// a `returning::blocking` call: a native append makes way when it ends.
     fn lock(&self, py: Python<'_>) -> PyResult<bool> {
         if let Some(taken) = self.mutex.try_lock().map_err(os_error)? {
             return Ok(taken == Taken::OwnerDied);
         }
         loop {
-            if let Some(taken) = py.detach(|| self.mutex.lock_for(SLICE)).map_err(os_error)? {
+            let waited = returning::blocking(py, || self.mutex.lock_for(SLICE));
+            if let Some(taken) = waited.map_err(os_error)? {
                 return Ok(taken == Taken::OwnerDied);
             }
             py.check_signals()?;

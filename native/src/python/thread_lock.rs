@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
+use super::returning;
+
 /// How long one wait without the GIL lasts before signals are looked at.
 const SLICE: Duration = Duration::from_millis(50);
 
@@ -123,12 +125,13 @@ impl ThreadLock {
         taken
     }
 
-    /// Take it, waiting without the GIL when busy, until `deadline` (None: for ever).
+    /// Take it, waiting without the GIL when busy, until `deadline` (None: for ever); a
+    /// native append makes way when a wait ends (`returning::blocking`).
     fn acquire_until(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<bool> {
         loop {
             let slice_end = Instant::now() + SLICE;
             let until = deadline.map_or(slice_end, |d| d.min(slice_end));
-            if py.detach(|| self.wait_until(until)) {
+            if returning::blocking(py, || self.wait_until(until)) {
                 return Ok(true);
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
