@@ -63,6 +63,8 @@ use crate::crc::crc32c;
 const GATHER_SHARE: f64 = 0.5;
 /// The longest gather, whatever the last fdatasync took.
 const GATHER_MAX: Duration = Duration::from_millis(2);
+/// The least `whole_in` a group not back in time makes it (doubled from then on).
+const WHOLE_IN_MIN: Duration = Duration::from_micros(50);
 /// The shortest the flusher naps while a leader's round is in flight.
 const NAP_MIN: Duration = Duration::from_micros(50);
 /// How long the flusher, with no waiter to sync for, lets a relay stand before it
@@ -142,6 +144,10 @@ struct State {
     rounds: u64,
     /// When the last round woke its waiters.
     ended: Instant,
+    /// How long the last group a leader ran took to come back whole (from the round
+    /// before's end to its last registration); doubled when the flusher's wait for a
+    /// group ran out and it synced part of it (the window was too short).
+    whole_in: Duration,
     /// The waiter whose registration makes this many registered runs the round itself,
     /// a *leader* (the group is back whole: step 2 of the module's docs); 0: none.
     lead_at: usize,
@@ -475,6 +481,7 @@ impl GroupCommit {
                 round: false,
                 rounds: 0,
                 ended: Instant::now(),
+                whole_in: Duration::ZERO,
                 lead_at: 0,
             }),
             work: Condvar::new(),
@@ -717,6 +724,7 @@ impl GroupCommit {
                 && state.segment.is_some()
             {
                 // The group is whole: this waiter runs its round (step 2).
+                state.whole_in = Instant::now().saturating_duration_since(state.ended);
                 state.lead_at = 0;
                 state.wake_at = 0;
                 state.round = true;
@@ -850,8 +858,7 @@ fn run(shared: &Shared) {
         // window): till then the flusher sleeps, and the registration that makes the
         // group whole runs the round itself (a leader); only a group not back by then,
         // or a first waiter after an idle spell, wakes it at its first registration.
-        let mut whole_by =
-            (state.want > 1).then(|| ended + state.last_idle.min(GATHER_MAX) + window);
+        let mut whole_by = (state.want > 1).then(|| ended + expect_whole(&state, window));
         loop {
             if state.stopping {
                 return;
@@ -950,6 +957,10 @@ fn run(shared: &Shared) {
         }
         state.wake_at = 0;
         state.lead_at = 0;
+        if state.waiters.len() < state.want {
+            // The group was not back in time: wait longer for it next time.
+            state.whole_in = (state.whole_in * 2).clamp(WHOLE_IN_MIN, GATHER_MAX);
+        }
         account(shared, &mut state, idle, Instant::now());
         let Some(segment) = state.segment.clone() else {
             // No segment registered: nothing this flusher can make durable; the
@@ -961,6 +972,16 @@ fn run(shared: &Shared) {
         state.round = true;
         state = round(shared, state, segment, None);
     }
+}
+
+/// How long after a round's end its group is expected back whole: the last round's
+/// idle plus the gather's `window`, or twice the time the last group a leader ran took
+/// to come back (the chain of its re-appends), whichever is longer; at most twice
+/// `GATHER_MAX`.
+fn expect_whole(state: &State, window: Duration) -> Duration {
+    (state.last_idle.min(GATHER_MAX) + window)
+        .max(state.whole_in * 2)
+        .min(GATHER_MAX * 2)
 }
 
 /// Where the wall from `since` (the last round's end, or the flusher's plan) until the
@@ -1393,6 +1414,34 @@ mod tests {
             "a registration woke the flusher"
         );
         assert_eq!(ran.lock().unwrap().last(), Some(&leader));
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_not_back_in_time_is_waited_for_twice_as_long_next_time() {
+        // Two waiters covered by one round; one comes back, the other never does: the
+        // flusher's wait for the group runs out, it syncs the one, and from then on
+        // expects a group back within twice as long as before.
+        let dir = scratch("whole-in");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        group.hold_syncs(true);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let two: Vec<_> = (1..=2u64).map(|i| waiter(i * 10)).collect();
+        until(|| group.shared.lock().waiters.len() == 2);
+        group.hold_syncs(false);
+        for two in two {
+            assert_eq!(two.join().unwrap(), Waited::Durable);
+        }
+        until(|| group.shared.lock().lead_at == 2);
+        group.shared.lock().whole_in = Duration::from_millis(1);
+        assert_eq!(group.wait(30, Duration::from_secs(600)), Waited::Durable);
+        assert_eq!(group.shared.lock().whole_in, Duration::from_millis(2));
+        assert_eq!(group.led(), 0);
         group.stop();
         std::fs::remove_dir_all(dir).unwrap();
     }
