@@ -32,8 +32,8 @@
 //!    (docs/PERFORMANCE.md, "sync31-s45": half the flusher's futex calls, a quarter of
 //!    its run-queue wait). A relay no waiter passes on (the thread stopped appending,
 //!    or took the long way) is unparked whole by the flusher after its next fdatasync,
-//!    or after `RELAY_IDLE` when nothing else wakes it (after a leader's round, from
-//!    the flusher's next look: its gather's timer, at most ~2 × `GATHER_MAX` on).
+//!    or after `RELAY_IDLE` when nothing else wakes it; a waiter also looks at its slot
+//!    by itself every `SELF_CHECK` (a leader's relay: the flusher is not woken by it).
 //!    Having woken the first, the flusher makes the page the next record goes into
 //!    writable again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was
 //!    given one: `use_segment_mapped`), which its fdatasync write-protected: that fault
@@ -63,6 +63,8 @@ use crate::crc::crc32c;
 const GATHER_SHARE: f64 = 0.5;
 /// The longest gather, whatever the last fdatasync took.
 const GATHER_MAX: Duration = Duration::from_millis(2);
+/// The longest a waiter sleeps before it looks at its slot again by itself.
+const SELF_CHECK: Duration = Duration::from_millis(2);
 /// The least `whole_in` a group not back in time makes it (doubled from then on).
 const WHOLE_IN_MIN: Duration = Duration::from_micros(50);
 /// The shortest the flusher naps while a leader's round is in flight.
@@ -780,7 +782,10 @@ impl GroupCommit {
             if now >= deadline {
                 break;
             }
-            thread::park_timeout(deadline - now);
+            // Not longer than `SELF_CHECK` at a time: a waiter covered but left in a
+            // relay no one passes on (its leader's thread stopped appending) returns by
+            // itself, whenever the flusher next looks.
+            thread::park_timeout((deadline - now).min(SELF_CHECK));
         }
         let mut state = self.shared.lock();
         match slot.state.load(Ordering::Acquire) {
@@ -1414,6 +1419,37 @@ mod tests {
             "a registration woke the flusher"
         );
         assert_eq!(ran.lock().unwrap().last(), Some(&leader));
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_relay_a_leader_left_that_no_one_passes_on_returns_by_itself() {
+        // A leader's round covers eight; none of them waits again (no relay passed
+        // on), and the flusher, expecting the group back, sleeps: each covered waiter
+        // still returns, by its own look at its slot.
+        let dir = scratch("leader-relay");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        group.gather_within(Some(Duration::from_secs(600)));
+        group.hold_syncs(true);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let first: Vec<_> = (1..=8u64).map(|i| waiter(i * 10)).collect();
+        until(|| group.shared.lock().waiters.len() == 8);
+        group.hold_syncs(false);
+        for first in first {
+            assert_eq!(first.join().unwrap(), Waited::Durable);
+        }
+        until(|| group.shared.lock().lead_at == 8);
+        let again: Vec<_> = (10..=17u64).map(|i| waiter(i * 10)).collect();
+        for again in again {
+            // Not a timing: a waiter nothing wakes would wait its 600 s.
+            assert_eq!(again.join().unwrap(), Waited::Durable);
+        }
+        assert_eq!(group.led(), 1);
         group.stop();
         std::fs::remove_dir_all(dir).unwrap();
     }
