@@ -20,7 +20,10 @@ from one flusher fdatasync's start to the next one's, into:
 and the chain's hand-offs (one appender waking another, ``hop_*``): the wakee's delay
 until it is on a CPU, and from then until it wakes the next one (its Python, its append,
 its registration). Medians and means in µs over the rounds that show every step; the
-tracing itself adds a few µs a traced event. Prints one JSON line. Needs perf and the
+tracing itself adds a few µs a traced event. ``any_thread``: the same rounds whichever
+thread ran each fdatasync (the flusher, or an appender leading its group's round: sync31-s51),
+split only into the fdatasync and the gap after it, with the appender-to-appender wakes in
+the gap and the share of fdatasyncs an appender ran. Prints one JSON line. Needs perf and the
 tracepoints (root, or perf_event_paranoid permitting).
 """
 
@@ -61,6 +64,7 @@ def _fields(text: str) -> dict[str, str]:
 def _parse(script: str, pid: int, window: list[float]) -> dict:
     """The process's events inside the window, by kind, in time order."""
     syncs: list[tuple[float, str]] = []  # (time, "enter" | "exit"), the flusher's
+    every_sync: list[tuple[float, str, int]] = []  # (time, "enter" | "exit", tid), any thread's
     wakings: list[tuple[float, int, int]] = []  # (time, waker tid, wakee tid)
     switch_in: dict[int, list[float]] = {}
     flusher = -1
@@ -83,8 +87,11 @@ def _parse(script: str, pid: int, window: list[float]) -> dict:
         lines.append((at, process, tid, event, fields))
     for at, process, tid, event, fields in lines:
         if event.startswith("syscalls:sys_"):
+            kind = "enter" if "enter" in event else "exit"
+            if process == pid:
+                every_sync.append((at, kind, tid))
             if tid == flusher:
-                syncs.append((at, "enter" if "enter" in event else "exit"))
+                syncs.append((at, kind))
         elif event == "sched:sched_waking":
             wakee = int(_fields(fields).get("pid", -1))
             if wakee in tids:
@@ -94,7 +101,57 @@ def _parse(script: str, pid: int, window: list[float]) -> dict:
             nxt = int(_fields(following).get("next_pid", -1))
             if nxt in tids:
                 switch_in.setdefault(nxt, []).append(at)
-    return {"syncs": syncs, "wakings": wakings, "switch_in": switch_in, "flusher": flusher}
+    return {
+        "syncs": syncs,
+        "every_sync": every_sync,
+        "wakings": wakings,
+        "switch_in": switch_in,
+        "flusher": flusher,
+    }
+
+
+def _any_rounds(parsed: dict) -> dict:
+    """Rounds from one fdatasync's start to the next one's, whichever thread ran each
+    (the flusher, or an appender leading its group's round): the fdatasync, the gap to
+    the next one, the wakes of one appender by another inside the gap, and the share
+    of fdatasyncs an appender ran."""
+    import bisect
+
+    flusher = parsed["flusher"]
+    wakings = parsed["wakings"]
+    waking_at = [w[0] for w in wakings]
+    pairs = []
+    started: dict[int, float] = {}
+    for at, kind, tid in parsed["every_sync"]:
+        if kind == "enter":
+            started[tid] = at
+        elif tid in started:
+            pairs.append((started.pop(tid), at, tid))
+    pairs.sort()
+    rounds: dict[str, list[float]] = {"round": [], "fdatasync": [], "gap": []}
+    hops: list[int] = []
+    for (enter, exited, _tid), (next_enter, _, _) in zip(pairs, pairs[1:], strict=False):
+        if next_enter < exited:
+            continue  # overlapping fdatasyncs: not a round of this mechanism
+        rounds["round"].append(next_enter - enter)
+        rounds["fdatasync"].append(exited - enter)
+        rounds["gap"].append(next_enter - exited)
+        lo = bisect.bisect_left(waking_at, exited)
+        hi = bisect.bisect_left(waking_at, next_enter)
+        hops.append(sum(1 for w in wakings[lo:hi] if w[1] not in (0, flusher) and w[2] != flusher))
+
+    def median(values: list[float]) -> float | None:
+        return round(statistics.median(values) * 1e6, 1) if values else None
+
+    return {
+        "fdatasyncs_seen": len(pairs),
+        "by_an_appender": round(sum(1 for p in pairs if p[2] != flusher) / max(len(pairs), 1), 3),
+        **{f"{name}_us": median(values) for name, values in rounds.items()},
+        "round_p90_us": round(statistics.quantiles(rounds["round"], n=10)[-1] * 1e6, 1)
+        if len(rounds["round"]) > 1
+        else None,
+        "appender_wakes_an_appender_a_gap": round(statistics.fmean(hops), 2) if hops else None,
+    }
 
 
 def _rounds(parsed: dict) -> dict:
@@ -238,7 +295,9 @@ def main() -> None:
             capture_output=True,
             text=True,
         ).stdout
-    rounds = _rounds(_parse(script, result["pid"], result["window"]))
+    parsed = _parse(script, result["pid"], result["window"])
+    rounds = _rounds(parsed)
+    rounds["any_thread"] = _any_rounds(parsed)
     syncs = max(result["syncs"], 1)
     print(
         json.dumps(

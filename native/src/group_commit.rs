@@ -11,27 +11,35 @@
 //!    first one's registration (a group just woken comes back one thread at a time,
 //!    and an fdatasync started a little later covers all of them). A group of more than
 //!    one is expected back whole (by the last round's idle plus that window): the
-//!    flusher sleeps until its last registration wakes it, not woken by its first as
-//!    well (a futex wake and a switch onto the CPUs the group's appends need:
-//!    docs/PERFORMANCE.md, "sync31-s47"); only a group not back by then, or a first
-//!    waiter after an idle spell, wakes it at its first registration.
-//! 3. It takes the highest end registered (bounded by its segment's end), fdatasyncs
-//!    the segment, raises the durable watermark in the checkpoint (`Watermark`), and
-//!    wakes the waiters whose end it covered; the others wait for the next one,
-//!    which starts at once (back to back).
-//!    It unparks only the first of them; the rest form a *relay*: each waiter, when it
-//!    next lets go of the GIL to wait (`wait`: its next append written), unparks the
-//!    next one, which then takes the GIL just let go. The appenders run Python one at a
+//!    flusher sleeps until then, and the registration that makes the group whole runs
+//!    the round itself, on its own thread (a *leader*: no futex wake of the flusher,
+//!    no wait for it to get a CPU, and no wake of the first waiter after the
+//!    fdatasync, which is the leader, already running: docs/PERFORMANCE.md,
+//!    "sync31-s51"); a lone waiter (a group of one) leads at once. Only a group not
+//!    back by then, or a first waiter after an idle spell, wakes the flusher at its
+//!    first registration; a waiter that registers while a round is in flight waits
+//!    for the next, which the flusher runs (a leader that leaves waiters wakes it).
+//! 3. The round (the flusher's or a leader's; one at a time) takes the highest end
+//!    registered (bounded by its segment's end), fdatasyncs the segment, raises the
+//!    durable watermark in the checkpoint (`Watermark`), and wakes the waiters whose
+//!    end it covered; the others wait for the next one, which starts at once (back to
+//!    back). The flusher unparks only the first of them (a leader none: it is the
+//!    first); the rest form a *relay*: each waiter, when it next lets go of the GIL to
+//!    wait (`wait`: its next append written), unparks the next one, which then takes
+//!    the GIL just let go. The appenders run Python one at a
 //!    time anyway: woken all at once, they made the flusher pay a futex wake each on its
 //!    round and crowded the CPUs its next fdatasync's own wake-ups queue for
 //!    (docs/PERFORMANCE.md, "sync31-s45": half the flusher's futex calls, a quarter of
 //!    its run-queue wait). A relay no waiter passes on (the thread stopped appending,
 //!    or took the long way) is unparked whole by the flusher after its next fdatasync,
-//!    or after `RELAY_IDLE` when nothing else wakes it.
-//!    Having woken the first, it makes the page the next record goes into writable
-//!    again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was given
-//!    one: `use_segment_mapped`), which its fdatasync write-protected: that fault was the
-//!    first woken appender's, on the chain of re-appends the next round waits for.
+//!    or after `RELAY_IDLE` when nothing else wakes it; a waiter also looks at its slot
+//!    by itself every `SELF_CHECK` (a leader's relay: the flusher is not woken by it).
+//!    Having woken the first, the flusher makes the page the next record goes into
+//!    writable again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was
+//!    given one: `use_segment_mapped`), which its fdatasync write-protected: that fault
+//!    was the first woken appender's, on the chain of re-appends the next round waits
+//!    for. A leader leaves it: its own next append takes the fault, as it would wait
+//!    for the advice.
 //! 4. A failed fdatasync (or watermark write) fails the group commit for good: every
 //!    waiter, now and later, is told so (`Waited::Failed`), as the store refuses writes.
 //!
@@ -55,6 +63,12 @@ use crate::crc::crc32c;
 const GATHER_SHARE: f64 = 0.5;
 /// The longest gather, whatever the last fdatasync took.
 const GATHER_MAX: Duration = Duration::from_millis(2);
+/// The longest a waiter sleeps before it looks at its slot again by itself.
+const SELF_CHECK: Duration = Duration::from_millis(2);
+/// The least `whole_in` a group not back in time makes it (doubled from then on).
+const WHOLE_IN_MIN: Duration = Duration::from_micros(50);
+/// The shortest the flusher naps while a leader's round is in flight.
+const NAP_MIN: Duration = Duration::from_micros(50);
 /// How long the flusher, with no waiter to sync for, lets a relay stand before it
 /// unparks the waiters left in it.
 const RELAY_IDLE: Duration = Duration::from_millis(1);
@@ -123,11 +137,31 @@ struct State {
     held: bool,
     /// Tests: the gather's window, instead of `GATHER_SHARE` of the last fdatasync's time.
     gather: Option<Duration>,
+    /// Raised after each fdatasync, by the flusher or a leader (let go at `stop`: its
+    /// descriptor is the store's checkpoint file).
+    watermark: Option<Arc<Watermark>>,
+    /// A round (fdatasync, watermark, wake) is in flight, the flusher's or a leader's.
+    round: bool,
+    /// Rounds done, the flusher's and the leaders': the flusher plans again when it moved.
+    rounds: u64,
+    /// When the last round woke its waiters.
+    ended: Instant,
+    /// How long the last group a leader ran took to come back whole (from the round
+    /// before's end to its last registration); doubled when the flusher's wait for a
+    /// group ran out and it synced part of it (the window was too short).
+    whole_in: Duration,
+    /// The waiter whose registration makes this many registered runs the round itself,
+    /// a *leader* (the group is back whole: step 2 of the module's docs); 0: none.
+    lead_at: usize,
 }
 
 struct Shared {
     state: Mutex<State>,
     work: Condvar,
+    /// How a round makes the segment durable.
+    sync: SyncFn,
+    /// How many rounds a leader ran (the others: the flusher).
+    led: AtomicU64,
     /// The log is durable below it (raised by the flusher and by `advance`).
     flushed: AtomicU64,
     syncs: AtomicU64,
@@ -445,8 +479,16 @@ impl GroupCommit {
                 fail_with: None,
                 held: false,
                 gather: None,
+                watermark: watermark.map(Arc::new),
+                round: false,
+                rounds: 0,
+                ended: Instant::now(),
+                whole_in: Duration::ZERO,
+                lead_at: 0,
             }),
             work: Condvar::new(),
+            sync,
+            led: AtomicU64::new(0),
             flushed: AtomicU64::new(flushed),
             syncs: AtomicU64::new(0),
             populated: AtomicU64::new(0),
@@ -462,7 +504,7 @@ impl GroupCommit {
         let flusher = shared.clone();
         let thread = thread::Builder::new()
             .name("tidemark-group-commit".into())
-            .spawn(move || run(&flusher, watermark.as_ref(), &*sync))?;
+            .spawn(move || run(&flusher))?;
         Ok(GroupCommit {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -492,6 +534,11 @@ impl GroupCommit {
     /// How many times a waiter's registration woke the flusher.
     pub fn notified(&self) -> u64 {
         self.shared.notified.load(Ordering::Relaxed)
+    }
+
+    /// How many rounds a leader ran (a waiter whose registration made its group whole).
+    pub fn led(&self) -> u64 {
+        self.shared.led.load(Ordering::Relaxed)
     }
 
     /// The flusher's wall so far, step by step.
@@ -656,6 +703,7 @@ impl GroupCommit {
         if !holds(state.segment.as_ref()) {
             return None;
         }
+        let mut lead = false;
         let next = state.relay.pop_front();
         let early = if state.failed.is_some() {
             Some(Waited::Failed)
@@ -671,7 +719,19 @@ impl GroupCommit {
                 end,
                 slot: slot.clone(),
             });
-            if state.wake_at > 0 && state.waiters.len() >= state.wake_at {
+            if state.lead_at > 0
+                && state.waiters.len() >= state.lead_at
+                && !state.round
+                && !state.held
+                && state.segment.is_some()
+            {
+                // The group is whole: this waiter runs its round (step 2).
+                state.whole_in = Instant::now().saturating_duration_since(state.ended);
+                state.lead_at = 0;
+                state.wake_at = 0;
+                state.round = true;
+                lead = true;
+            } else if state.wake_at > 0 && state.waiters.len() >= state.wake_at {
                 state.wake_at = 0;
                 self.shared.notified.fetch_add(1, Ordering::Relaxed);
                 self.shared.work.notify_one();
@@ -685,7 +745,26 @@ impl GroupCommit {
         if early.is_some() {
             return early;
         }
+        if lead {
+            self.lead(&slot);
+        }
         Some(self.parked(&slot, timeout))
+    }
+
+    /// Run the round this waiter (`slot`, registered) is the leader of, then return:
+    /// it is covered (marked) unless its end lies past the segment's.
+    fn lead(&self, slot: &Arc<Slot>) {
+        let shared = &*self.shared;
+        let mut state = shared.lock();
+        let ended = state.ended;
+        account(shared, &mut state, ended, Instant::now());
+        let Some(segment) = state.segment.clone() else {
+            state.round = false;
+            shared.work.notify_one();
+            return;
+        };
+        shared.led.fetch_add(1, Ordering::Relaxed);
+        drop(round(shared, state, segment, Some(slot)));
     }
 
     /// Park until `slot` (registered) is marked, or `timeout` passes (it then leaves
@@ -703,7 +782,10 @@ impl GroupCommit {
             if now >= deadline {
                 break;
             }
-            thread::park_timeout(deadline - now);
+            // Not longer than `SELF_CHECK` at a time: a waiter covered but left in a
+            // relay no one passes on (its leader's thread stopped appending) returns by
+            // itself, whenever the flusher next looks.
+            thread::park_timeout((deadline - now).min(SELF_CHECK));
         }
         let mut state = self.shared.lock();
         match slot.state.load(Ordering::Acquire) {
@@ -741,13 +823,20 @@ impl GroupCommit {
             let _ = thread.join();
         }
         let mut state = self.shared.lock();
+        while state.round {
+            // A leader's round in flight: it ends with its fdatasync.
+            drop(state);
+            thread::sleep(Duration::from_micros(100));
+            state = self.shared.lock();
+        }
         let mut woken = Shared::all_with(&mut state, CLOSED);
         woken.extend(state.relay.drain(..));
         // Let go of the segment's descriptor now, not when this is dropped: a closed
         // store may wait for the collector (its objects hold one another), and a
         // segment deleted meanwhile keeps its blocks and cached pages until the last
-        // descriptor goes.
+        // descriptor goes. The checkpoint's too.
         state.segment = None;
+        state.watermark = None;
         drop(state);
         unpark(woken);
     }
@@ -760,28 +849,38 @@ impl Drop for GroupCommit {
 }
 
 /// The flusher thread: steps 2 to 4 of the module's docs, until stopped.
-fn run(
-    shared: &Shared,
-    watermark: Option<&Watermark>,
-    sync: &(dyn Fn(&File) -> io::Result<()> + Send + Sync),
-) {
+fn run(shared: &Shared) {
     let mut state = shared.lock();
-    // When the last round woke its waiters.
-    let mut ended = Instant::now();
-    loop {
+    'plan: loop {
         let idle = Instant::now();
+        let rounds = state.rounds;
+        let ended = state.ended;
         let window = state
             .gather
             .unwrap_or_else(|| state.last_sync.mul_f64(GATHER_SHARE).min(GATHER_MAX));
         // A group the last round woke (more than one waiter) is expected back whole by
         // then (its first registration as late as last round's, then the gather's
-        // window): till then the flusher sleeps until its last registration, not woken
-        // by its first as well.
-        let mut whole_by =
-            (state.want > 1).then(|| ended + state.last_idle.min(GATHER_MAX) + window);
+        // window): till then the flusher sleeps, and the registration that makes the
+        // group whole runs the round itself (a leader); only a group not back by then,
+        // or a first waiter after an idle spell, wakes it at its first registration.
+        let mut whole_by = (state.want > 1).then(|| ended + expect_whole(&state, window));
         loop {
             if state.stopping {
                 return;
+            }
+            if state.round || state.rounds != rounds {
+                // A leader's round is in flight or ran since: plan from its end. Its
+                // end wakes the flusher only if it left waiters; otherwise the flusher
+                // looks again after about an fdatasync's time.
+                if state.round {
+                    let nap = state.last_sync.clamp(NAP_MIN, GATHER_MAX);
+                    state = shared
+                        .work
+                        .wait_timeout(state, nap)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                continue 'plan;
             }
             let blocked = state.failed.is_some() || state.held;
             if blocked {
@@ -811,7 +910,15 @@ fn run(
                 state = shared.lock();
                 continue;
             }
-            state.wake_at = if whole_by.is_some() { state.want } else { 1 };
+            // The group's last registration leads; a lone waiter (a group of one) leads
+            // at once. Expecting a larger group, the flusher sleeps until its timer;
+            // otherwise the first registration wakes it, to gather from it.
+            state.lead_at = if blocked { 0 } else { state.want };
+            state.wake_at = if whole_by.is_some() || state.lead_at == 1 {
+                0
+            } else {
+                1
+            };
             state = match whole_by.into_iter().chain(relay_by).min() {
                 None => shared.work.wait(state).unwrap_or_else(|p| p.into_inner()),
                 Some(by) => {
@@ -825,14 +932,19 @@ fn run(
         }
         if state.waiters.len() < state.want {
             // Gather the rest of the group, for the window from the first's registration
-            // (from the last round's end for one that registered during its fdatasync).
+            // (from the last round's end for one that registered during its fdatasync);
+            // the registration that makes it whole leads.
             let deadline = state.first_at.map_or(idle, |at| at.max(ended)) + window;
             while !state.stopping && state.failed.is_none() && state.waiters.len() < state.want {
+                if state.round || state.rounds != rounds {
+                    continue 'plan;
+                }
                 let now = Instant::now();
                 if now >= deadline {
                     break;
                 }
-                state.wake_at = state.want;
+                state.lead_at = if state.held { 0 } else { state.want };
+                state.wake_at = 0;
                 state = shared
                     .work
                     .wait_timeout(state, deadline - now)
@@ -841,23 +953,20 @@ fn run(
             }
             if state.stopping || state.failed.is_some() || state.held {
                 state.wake_at = 0;
+                state.lead_at = 0;
                 continue;
             }
         }
+        if state.round || state.rounds != rounds {
+            continue 'plan;
+        }
         state.wake_at = 0;
-        // The wall until the first registration is idle, the rest gathering.
-        let now = Instant::now();
-        let first = state.first_at.map_or(now, |at| at.clamp(idle, now));
-        let ns = |took: Duration| took.as_nanos() as u64;
-        shared
-            .idle_ns
-            .fetch_add(ns(first - idle), Ordering::Relaxed);
-        shared
-            .gathering_ns
-            .fetch_add(ns(now - first), Ordering::Relaxed);
-        state.last_idle = state
-            .first_at
-            .map_or(Duration::ZERO, |at| at.saturating_duration_since(ended));
+        state.lead_at = 0;
+        if state.waiters.len() < state.want {
+            // The group was not back in time: wait longer for it next time.
+            state.whole_in = (state.whole_in * 2).clamp(WHOLE_IN_MIN, GATHER_MAX);
+        }
+        account(shared, &mut state, idle, Instant::now());
         let Some(segment) = state.segment.clone() else {
             // No segment registered: nothing this flusher can make durable; the
             // waiters are woken by `advance` or time out, or it syncs once one is.
@@ -865,72 +974,135 @@ fn run(
             state = shared.work.wait(state).unwrap_or_else(|p| p.into_inner());
             continue;
         };
-        shared.in_round.store(segment.base, Ordering::Release);
-        let highest = state.waiters.iter().map(|w| w.end).max().unwrap_or(0);
-        let target = highest.min(segment.end);
-        let fail_with = state.fail_with;
-        drop(state);
-        let started = Instant::now();
-        let synced = match fail_with {
-            Some(errno) => Err(io::Error::from_raw_os_error(errno)),
-            None => sync(&segment.file),
-        };
-        let fdatasynced = started.elapsed();
-        let synced = synced.and_then(|()| match watermark {
-            Some(watermark) => watermark.raise(target),
-            None => Ok(()),
-        });
-        let took = started.elapsed();
-        let add = |counter: &AtomicU64, ns: Duration| {
-            counter.fetch_add(ns.as_nanos() as u64, Ordering::Relaxed);
-        };
-        add(&shared.fdatasync_ns, fdatasynced);
-        add(&shared.watermark_ns, took - fdatasynced);
-        shared.syncs.fetch_add(1, Ordering::Relaxed);
-        shared
-            .syncing_ns
-            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-        state = shared.lock();
-        state.last_sync = took;
-        let synced_ok = synced.is_ok();
-        let woken = match synced {
-            Ok(()) => {
-                shared.raise(target);
-                let woken = shared.covered(&mut state, shared.flushed.load(Ordering::Acquire));
-                // The group is the waiters it covered (they come back) and those that
-                // came back during its fdatasync, too late for it: gathering for the
-                // covered alone would leave one of them behind round after round.
-                state.want = (woken.len() + state.waiters.len()).max(1);
-                // What is left of the last round's relay was not passed on during a
-                // whole fdatasync: unparked now, with the first of this round's.
-                Shared::relay(&mut state, woken)
-            }
-            Err(error) => {
-                state
-                    .failed
-                    .get_or_insert(error.raw_os_error().unwrap_or(libc::EIO));
-                let mut woken = Shared::all_with(&mut state, FAILED);
-                woken.extend(state.relay.drain(..));
-                woken
-            }
-        };
-        drop(state);
-        let woke = !woken.is_empty();
-        unpark(woken);
-        if synced_ok && woke && target > segment.base {
-            if let Some((at, length)) = segment.map {
-                // SAFETY: `use_segment_mapped`'s contract: the mapping stays for the
-                // round in flight; `target - base` is inside the segment.
-                if unsafe { writable_again(at, length, target - segment.base) } {
-                    shared.populated.fetch_add(1, Ordering::Relaxed);
+        state.round = true;
+        state = round(shared, state, segment, None);
+    }
+}
+
+/// How long after a round's end its group is expected back whole: the last round's
+/// idle plus the gather's `window`, or twice the time the last group a leader ran took
+/// to come back (the chain of its re-appends), whichever is longer; at most twice
+/// `GATHER_MAX`.
+fn expect_whole(state: &State, window: Duration) -> Duration {
+    (state.last_idle.min(GATHER_MAX) + window)
+        .max(state.whole_in * 2)
+        .min(GATHER_MAX * 2)
+}
+
+/// Where the wall from `since` (the last round's end, or the flusher's plan) until the
+/// round starting `now` went: idle until the first registration, gathering after it;
+/// and the round's idle, for the next gather.
+fn account(shared: &Shared, state: &mut State, since: Instant, now: Instant) {
+    let first = state.first_at.map_or(now, |at| at.clamp(since, now));
+    let ns = |took: Duration| took.as_nanos() as u64;
+    shared
+        .idle_ns
+        .fetch_add(ns(first - since), Ordering::Relaxed);
+    shared
+        .gathering_ns
+        .fetch_add(ns(now - first), Ordering::Relaxed);
+    state.last_idle = state.first_at.map_or(Duration::ZERO, |at| {
+        at.saturating_duration_since(state.ended)
+    });
+}
+
+/// One round, its `round` flag set by the caller under the lock (the flusher, or the
+/// leader `leader`): fdatasync `segment` up to the highest end registered, raise the
+/// watermark, mark the waiters it covered and wake them (step 3). A leader is not
+/// woken (it runs): the others it covered become the relay, which its own next wait
+/// passes on. Returns with the state locked again and the flag cleared.
+fn round<'a>(
+    shared: &'a Shared,
+    mut state: MutexGuard<'a, State>,
+    segment: Segment,
+    leader: Option<&Arc<Slot>>,
+) -> MutexGuard<'a, State> {
+    shared.in_round.store(segment.base, Ordering::Release);
+    let highest = state.waiters.iter().map(|w| w.end).max().unwrap_or(0);
+    let target = highest.min(segment.end);
+    let fail_with = state.fail_with;
+    let watermark = state.watermark.clone();
+    drop(state);
+    let started = Instant::now();
+    let synced = match fail_with {
+        Some(errno) => Err(io::Error::from_raw_os_error(errno)),
+        None => (shared.sync)(&segment.file),
+    };
+    let fdatasynced = started.elapsed();
+    let synced = synced.and_then(|()| match &watermark {
+        Some(watermark) => watermark.raise(target),
+        None => Ok(()),
+    });
+    let took = started.elapsed();
+    let add = |counter: &AtomicU64, ns: Duration| {
+        counter.fetch_add(ns.as_nanos() as u64, Ordering::Relaxed);
+    };
+    add(&shared.fdatasync_ns, fdatasynced);
+    add(&shared.watermark_ns, took - fdatasynced);
+    shared.syncs.fetch_add(1, Ordering::Relaxed);
+    shared
+        .syncing_ns
+        .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    state = shared.lock();
+    state.last_sync = took;
+    let synced_ok = synced.is_ok();
+    let woken = match synced {
+        Ok(()) => {
+            shared.raise(target);
+            let mut woken = shared.covered(&mut state, shared.flushed.load(Ordering::Acquire));
+            // The group is the waiters it covered (they come back) and those that
+            // came back during its fdatasync, too late for it: gathering for the
+            // covered alone would leave one of them behind round after round.
+            state.want = (woken.len() + state.waiters.len()).max(1);
+            match leader {
+                Some(leader) => {
+                    // What is left of the last round's relay was not passed on during
+                    // a whole fdatasync: unparked now; the covered others are the relay.
+                    woken.retain(|slot| !Arc::ptr_eq(slot, leader));
+                    let left: Vec<_> = state.relay.drain(..).collect();
+                    state.relay.extend(woken);
+                    left
                 }
+                // The same, with the first covered unparked now (the flusher runs no
+                // Python: someone must start the relay).
+                None => Shared::relay(&mut state, woken),
             }
         }
-        shared.in_round.store(u64::MAX, Ordering::Release);
-        ended = Instant::now();
-        add(&shared.waking_ns, ended - started - took);
-        state = shared.lock();
+        Err(error) => {
+            state
+                .failed
+                .get_or_insert(error.raw_os_error().unwrap_or(libc::EIO));
+            let mut woken = Shared::all_with(&mut state, FAILED);
+            woken.extend(state.relay.drain(..));
+            woken
+        }
+    };
+    state.round = false;
+    state.rounds += 1;
+    state.ended = Instant::now();
+    if leader.is_some() {
+        // The next group's last registration leads again; waiters this round left
+        // (registered during its fdatasync) are the flusher's to gather for.
+        state.lead_at = state.want;
+        if !state.waiters.is_empty() || state.stopping {
+            shared.work.notify_one();
+        }
     }
+    drop(state);
+    let woke = !woken.is_empty();
+    unpark(woken);
+    if leader.is_none() && synced_ok && woke && target > segment.base {
+        if let Some((at, length)) = segment.map {
+            // SAFETY: `use_segment_mapped`'s contract: the mapping stays for the
+            // round in flight; `target - base` is inside the segment.
+            if unsafe { writable_again(at, length, target - segment.base) } {
+                shared.populated.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    shared.in_round.store(u64::MAX, Ordering::Release);
+    add(&shared.waking_ns, started.elapsed() - took);
+    shared.lock()
 }
 
 /// Make the page at `offset` of the shared mapping `[at, at + length)` writable again
@@ -1114,7 +1286,9 @@ mod tests {
             let waited = returned.recv_timeout(Duration::from_secs(60));
             assert_eq!(waited, Ok(Waited::Durable), "a waiter was never unparked");
         }
-        assert!(group.shared.lock().relay.is_empty());
+        // Whichever came first, the flusher's unpark or a waiter's own look at its slot
+        // (`SELF_CHECK`), the flusher lets go of the relay.
+        until(|| group.shared.lock().relay.is_empty());
         group.stop();
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -1170,15 +1344,33 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    /// A group commit whose fdatasyncs record the thread that ran each.
+    fn recording(dir: &std::path::Path) -> (Arc<GroupCommit>, Arc<Mutex<Vec<thread::ThreadId>>>) {
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let record = ran.clone();
+        let sync: SyncFn = Box::new(move |file| {
+            record.lock().unwrap().push(thread::current().id());
+            fdatasync(file)
+        });
+        let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(dir));
+        (group, ran)
+    }
+
+    fn until(what: impl Fn() -> bool) {
+        while !what() {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     #[test]
-    fn a_group_that_comes_back_whole_wakes_the_flusher_once() {
+    fn the_last_of_a_group_to_come_back_runs_its_round_and_wakes_no_one() {
         // Eight waiters covered by one fdatasync come back (each registers again): the
-        // flusher, expecting the group, is woken once, by the last of them, not also by
-        // the first (a futex wake and a switch onto the CPUs the group's appends need).
-        let dir = scratch("once");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
-        // A window no group misses (not a timing: the flusher syncs once all are back).
+        // registration that makes the group whole runs the round on its own thread;
+        // the flusher is not woken, and the leader is not woken either (it runs).
+        let dir = scratch("leader");
+        let (group, ran) = recording(&dir);
+        // A window no group misses (not a timing: the flusher's timer never fires).
         group.gather_within(Some(Duration::from_secs(600)));
         group.hold_syncs(true);
         let waiter = |end: u64| {
@@ -1186,32 +1378,160 @@ mod tests {
             thread::spawn(move || group.wait(end, Duration::from_secs(600)))
         };
         let first: Vec<_> = (1..=8u64).map(|i| waiter(i * 10)).collect();
-        while group.shared.lock().waiters.len() < 8 {
-            thread::sleep(Duration::from_millis(1));
-        }
+        until(|| group.shared.lock().waiters.len() == 8);
         group.hold_syncs(false);
         for first in first {
             assert_eq!(first.join().unwrap(), Waited::Durable);
         }
-        assert_eq!(group.shared.lock().want, 8);
-        let syncs = group.syncs();
-        let notified = group.notified();
-        // The group comes back: one first, and once the flusher has seen it (it waits
-        // for the whole group now), the seven others.
-        let mut again = vec![waiter(90)];
-        while group.shared.lock().wake_at != 8 {
-            thread::sleep(Duration::from_millis(1));
-        }
-        again.extend((10..=16u64).map(|i| waiter(i * 10)));
-        for again in again {
-            assert_eq!(again.join().unwrap(), Waited::Durable);
+        // The flusher ran that round and now expects the eight back, led by the last.
+        until(|| group.shared.lock().lead_at == 8);
+        let (syncs, notified, led) = (group.syncs(), group.notified(), group.led());
+        // Each returned waiter passes the relay on, as its next wait would (the leader
+        // wakes none of the others: they are the relay).
+        let relayed = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || {
+                let waited = group.wait(end, Duration::from_secs(600));
+                group.pass_on();
+                waited
+            })
+        };
+        let seven: Vec<_> = (10..=16u64).map(|i| relayed(i * 10)).collect();
+        until(|| group.shared.lock().waiters.len() == 7);
+        assert_eq!(
+            group.syncs(),
+            syncs,
+            "a round started before the group was whole"
+        );
+        let last = relayed(170);
+        let leader = last.thread().id();
+        assert_eq!(last.join().unwrap(), Waited::Durable);
+        for seven in seven {
+            assert_eq!(seven.join().unwrap(), Waited::Durable);
         }
         assert_eq!(
             group.syncs(),
             syncs + 1,
             "the eight were not synced as one group"
         );
-        assert_eq!(group.notified() - notified, 1);
+        assert_eq!(group.led() - led, 1);
+        assert_eq!(
+            group.notified() - notified,
+            0,
+            "a registration woke the flusher"
+        );
+        assert_eq!(ran.lock().unwrap().last(), Some(&leader));
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_relay_a_leader_left_that_no_one_passes_on_returns_by_itself() {
+        // A leader's round covers eight; none of them waits again (no relay passed
+        // on), and the flusher, expecting the group back, sleeps: each covered waiter
+        // still returns, by its own look at its slot.
+        let dir = scratch("leader-relay");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        group.gather_within(Some(Duration::from_secs(600)));
+        group.hold_syncs(true);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let first: Vec<_> = (1..=8u64).map(|i| waiter(i * 10)).collect();
+        until(|| group.shared.lock().waiters.len() == 8);
+        group.hold_syncs(false);
+        for first in first {
+            assert_eq!(first.join().unwrap(), Waited::Durable);
+        }
+        until(|| group.shared.lock().lead_at == 8);
+        let again: Vec<_> = (10..=17u64).map(|i| waiter(i * 10)).collect();
+        for again in again {
+            // Not a timing: a waiter nothing wakes would wait its 600 s.
+            assert_eq!(again.join().unwrap(), Waited::Durable);
+        }
+        assert_eq!(group.led(), 1);
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_group_not_back_in_time_is_waited_for_twice_as_long_next_time() {
+        // Two waiters covered by one round; one comes back, the other never does: the
+        // flusher's wait for the group runs out, it syncs the one, and from then on
+        // expects a group back within twice as long as before.
+        let dir = scratch("whole-in");
+        let group = Arc::new(GroupCommit::start(0, None).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        group.hold_syncs(true);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let two: Vec<_> = (1..=2u64).map(|i| waiter(i * 10)).collect();
+        until(|| group.shared.lock().waiters.len() == 2);
+        group.hold_syncs(false);
+        for two in two {
+            assert_eq!(two.join().unwrap(), Waited::Durable);
+        }
+        until(|| group.shared.lock().lead_at == 2);
+        group.shared.lock().whole_in = Duration::from_millis(1);
+        assert_eq!(group.wait(30, Duration::from_secs(600)), Waited::Durable);
+        assert_eq!(group.shared.lock().whole_in, Duration::from_millis(2));
+        assert_eq!(group.led(), 0);
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_lone_waiter_runs_its_own_round() {
+        // One thread appending: its wait fdatasyncs on its own thread, no wake-up of
+        // the flusher and none back.
+        let dir = scratch("lone");
+        let (group, ran) = recording(&dir);
+        until(|| group.shared.lock().lead_at == 1);
+        assert_eq!(group.wait(10, Duration::from_secs(600)), Waited::Durable);
+        assert!(group.flushed() >= 10);
+        assert_eq!(group.led(), 1);
+        assert_eq!(group.notified(), 0);
+        assert_eq!(*ran.lock().unwrap(), vec![thread::current().id()]);
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_waiter_registered_during_a_leaders_round_is_synced_after_it() {
+        // A leader's fdatasync is in flight when another waiter registers (too late for
+        // it, and no leader while a round runs): the flusher syncs it afterwards.
+        let dir = scratch("after-leader");
+        let (entered, in_sync) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = Mutex::new(released);
+        let calls = AtomicU64::new(0);
+        let sync: SyncFn = Box::new(move |file| {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                entered.send(()).unwrap();
+                released.lock().unwrap().recv().unwrap();
+            }
+            fdatasync(file)
+        });
+        let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(&dir));
+        until(|| group.shared.lock().lead_at == 1);
+        let waiter = |end: u64| {
+            let group = group.clone();
+            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+        };
+        let first = waiter(10);
+        in_sync.recv_timeout(Duration::from_secs(60)).unwrap();
+        let second = waiter(20);
+        until(|| group.shared.lock().waiters.len() == 2);
+        release.send(()).unwrap();
+        assert_eq!(first.join().unwrap(), Waited::Durable);
+        assert_eq!(second.join().unwrap(), Waited::Durable);
+        assert!(group.flushed() >= 20);
+        assert_eq!(group.syncs(), 2);
         group.stop();
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -1295,7 +1615,8 @@ mod tests {
     fn the_next_append_into_the_tail_page_takes_no_fault_after_a_round() {
         // An fdatasync write-protects the tail page it cleaned; the first store into it
         // afterwards faults, on the appender that the round woke first (the chain). The
-        // flusher makes the page writable again after waking it.
+        // flusher makes the page writable again after waking it (a leader's round does
+        // not: the leader's own next append would wait for the advice as for the fault).
         let dir = scratch("tail-page");
         let file = segment_file(&dir);
         let length = 1 << 16;
@@ -1320,7 +1641,16 @@ mod tests {
             unsafe { map.add(offset).write_volatile(1) };
         }
         let populated = group.populated();
-        assert_eq!(group.wait(100, Duration::from_secs(600)), Waited::Durable);
+        // The flusher's round: held until the waiter is registered (a lone waiter would
+        // otherwise lead its own).
+        group.hold_syncs(true);
+        thread::scope(|scope| {
+            let waiter = scope.spawn(|| group.wait(100, Duration::from_secs(600)));
+            until(|| group.shared.lock().waiters.len() == 1);
+            group.hold_syncs(false);
+            assert_eq!(waiter.join().unwrap(), Waited::Durable);
+        });
+        assert_eq!(group.led(), 0);
         // The flusher does it after waking this thread (not a timing: the bound is for
         // a flusher that never does it, which the assertion below then shows).
         let deadline = Instant::now() + Duration::from_secs(60);

@@ -2,10 +2,11 @@
 //! store (issue 31, part 9). The store makes it in sync mode (store.py) and hands it to
 //! the flush service, which tells it of every other flush (`advance`) and failure
 //! (`fail`); the append core (append_core.rs) waits on it without the GIL for each
-//! sync append it wrote (`wait_written`). Its flusher's fdatasyncs go through the fault
-//! seam at `log.sync` (io_seam.rs): under a fault plan the flusher thread takes the GIL
-//! to show each one to the plan's hook, which may fail it with an errno (the group
-//! commit then fails every waiter) or end the process before or after it.
+//! sync append it wrote (`wait_written`). Its rounds' fdatasyncs (the flusher's, or a
+//! leading appender's in its wait: crate::group_commit, step 2) go through the fault
+//! seam at `log.sync` (io_seam.rs): under a fault plan the thread running the round
+//! takes the GIL to show each one to the plan's hook, which may fail it with an errno
+//! (the group commit then fails every waiter) or end the process before or after it.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -256,8 +257,9 @@ impl Drop for LogSyncer {
     }
 }
 
-/// The flusher's fdatasync of the active segment, through the `Io` in force at
-/// `log.sync`: without a fault plan, the fdatasync and nothing else.
+/// A round's fdatasync of the active segment (on the flusher's thread or a leading
+/// appender's, without the GIL), through the `Io` in force at `log.sync`: without a
+/// fault plan, the fdatasync and nothing else.
 fn sync_at_site(file: &File) -> std::io::Result<()> {
     if !io_seam::planned() {
         return group_commit::fdatasync(file);
