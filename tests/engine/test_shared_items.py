@@ -716,6 +716,23 @@ def test_a_block_sync_leaves_no_page_of_the_block_files_mapped(tmp_path):
         assert _mapped_block_pages(store, "t") > 0
 
 
+def test_a_periodic_block_sync_maps_again_the_pages_stored_into_before_it(tmp_path):
+    # The flush thread's block sync lets go of the pages, writes them back, then maps
+    # writable again those stored into since the sync before, so that the producers'
+    # next stores into them fault no more, under the thread lock (docs/PERFORMANCE.md,
+    # put33-s51). An explicit flush maps nothing again (the test above).
+    with MessageStore.open(tmp_path / "s", _cadence_config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"w", "queue": q} for q in range(QUEUES)])
+        store.flush()
+        store.append_batch("t", [{"body": b"x", "queue": q} for q in range(QUEUES)])
+        stored = _mapped_block_pages(store, "t")
+        assert stored > 0
+        store._blocks_due = 0  # the block files due
+        store._flush_periodic()
+        assert _mapped_block_pages(store, "t") == stored
+
+
 def test_entries_stored_after_a_block_sync_are_read_back_after_a_reopen(tmp_path):
     with MessageStore.open(tmp_path / "s", _cadence_config()) as store:
         store.create_topic("t", queues=QUEUES, layout="shared")

@@ -69,6 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io_seam::pin_clock, m)?)?;
     m.add_function(wrap_pyfunction!(append_core::seam_generation, m)?)?;
     m.add_function(wrap_pyfunction!(append_core::drop_block_pages, m)?)?;
+    m.add_function(wrap_pyfunction!(append_core::refault_block_pages, m)?)?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     m.add("INTERFACE", INTERFACE)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
@@ -79,7 +80,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 40;
+pub const INTERFACE: u32 = 41;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn
