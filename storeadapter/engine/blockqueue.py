@@ -35,7 +35,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import fileio
-from .dataplane import BlockIndex, QueueEnd, drop_block_pages
+from .dataplane import BlockIndex, QueueEnd, drop_block_pages, refault_block_pages
 from .queuebase import ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .seam import Watched, WatchedABC
 from .segment import is_segment_name, segment_name
@@ -126,6 +126,13 @@ class BlockFile:
             # (docs/PERFORMANCE.md, mill33b-s50).
             drop_block_pages(self)
             fileio.fdatasync(self._fd)
+
+    def map_stored_pages(self) -> int:
+        """After a sync, map writable again the pages stored into before it, so that the
+        next stores into them take no page fault (the flush thread takes them instead:
+        docs/PERFORMANCE.md, put33-s51). Each is dirty again: the next sync writes it
+        back, stored into since or not. How many pages."""
+        return refault_block_pages(self) if self._fd >= 0 else 0
 
     def close(self) -> None:
         if self._fd >= 0:

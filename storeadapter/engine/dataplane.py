@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 42
+NATIVE_INTERFACE = 43
 
 
 def _check_native(module) -> None:
@@ -73,6 +73,7 @@ decode_record = _native.decode_at
 seal_entries = _native.seal_entries
 populate = _native.populate
 drop_block_pages = _native.drop_block_pages
+refault_block_pages = _native.refault_block_pages
 prepare_items = _native.prepare_items
 read_members = _native.read_members
 Filter = _native.Filter

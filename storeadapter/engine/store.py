@@ -56,7 +56,7 @@ from pathlib import Path
 from . import dataplane, fileio
 from .admin import TopicAdmin
 from .appending import Appending
-from .blockqueue import BlockStore
+from .blockqueue import BlockFile, BlockStore
 from .checkpoint import Checkpoint
 from .commitlog import CommitLog
 from .config import StoreConfig
@@ -1038,9 +1038,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         )
         if due:
             self._blocks_due = now + self.config.queue_flush_interval_ms / 1000
-        return self._flush_everything(blocks=due)
+        return self._flush_everything(blocks=due, refault=due and not self._sync_mode)
 
-    def _flush_everything(self, blocks: bool = True) -> int:
+    def _flush_everything(self, blocks: bool = True, refault: bool = False) -> int:
         """fsync the log and the consume queues, then write the checkpoint; return the tail.
 
         The checkpoint vouches only for what this flush made durable: every segment,
@@ -1048,7 +1048,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         records or entries past what the checkpoint already vouched for, whoever wrote
         them. This process's own writes, what it followed and what its recovery passed
         are marked as they happen; records from before it opened are found by walking
-        the log from the checkpoint (``_cover_unseen``).
+        the log from the checkpoint (``_cover_unseen``). ``refault``: each block file's
+        pages stored into before its sync are mapped again after it (the flush thread's).
         """
         with self._flush_lock:
             self._follow()
@@ -1082,6 +1083,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._flusher.log_syncs += len(segments)
             for queue_file in queue_files:
                 queue_file.sync()
+                if refault and type(queue_file) is BlockFile:
+                    # The pages stored into before the sync mapped again on this thread
+                    # right after it, so that the producers' next stores into them take
+                    # no fault under their thread lock (docs/PERFORMANCE.md, put33-s51).
+                    queue_file.map_stored_pages()
             for time_index in time_indexes:
                 time_index.sync()
             for index_file in index_files:

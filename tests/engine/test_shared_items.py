@@ -716,6 +716,42 @@ def test_a_block_sync_leaves_no_page_of_the_block_files_mapped(tmp_path):
         assert _mapped_block_pages(store, "t") > 0
 
 
+def test_a_periodic_block_sync_maps_again_the_pages_stored_into_before_it(tmp_path):
+    # The flush thread's block sync lets go of the pages, writes them back, then maps
+    # writable again those stored into since the sync before, so that the producers'
+    # next stores into them fault no more, under the thread lock (docs/PERFORMANCE.md,
+    # put33-s51). An explicit flush maps nothing again (the test above).
+    with MessageStore.open(tmp_path / "s", _cadence_config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"w", "queue": q} for q in range(QUEUES)])
+        store.flush()
+        store.append_batch("t", [{"body": b"x", "queue": q} for q in range(QUEUES)])
+        stored = _mapped_block_pages(store, "t")
+        assert stored > 0
+        store._blocks_due = 0  # the block files due
+        store._flush_periodic()
+        assert _mapped_block_pages(store, "t") == stored
+
+
+def test_a_batch_after_a_queue_s_blocks_are_forgotten_stores_into_a_new_block(tmp_path):
+    # The batch's plan looks first at each queue's latest block (block_index.rs,
+    # `latest`), which must be forgotten with the block: a batch never stores into a
+    # block erased for a removed queue.
+    with MessageStore.open(tmp_path / "s", _cadence_config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"w", "queue": q} for q in range(QUEUES)])
+        store.append_batch("t", [{"body": b"x", "queue": q} for q in range(QUEUES)])
+        blocks = store._registry.topics["t"].blocks
+        forgotten = blocks.index.get(0, 0)
+        blocks.forget_queue(0)
+        assert blocks.index.get(0, 0) is None
+        taken = store._appender.batched
+        store.append_batch("t", [{"body": b"y", "queue": q} for q in range(QUEUES)])
+        assert store._appender.batched == taken + 1  # the native batch
+        block = blocks.index.get(0, 0)
+        assert block is not None and block != forgotten
+
+
 def test_entries_stored_after_a_block_sync_are_read_back_after_a_reopen(tmp_path):
     with MessageStore.open(tmp_path / "s", _cadence_config()) as store:
         store.create_topic("t", queues=QUEUES, layout="shared")

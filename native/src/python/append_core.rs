@@ -438,6 +438,14 @@ pub fn drop_block_pages(file: &Bound<'_, PyAny>) -> bool {
     shared_core::drop_pages(file)
 }
 
+/// Map writable again the pages of a block file stored into before its last block sync
+/// (shared_core.rs `refault_pages`): the flush thread's, after a periodic sync. How many
+/// pages.
+#[pyfunction]
+pub fn refault_block_pages(file: &Bound<'_, PyAny>) -> usize {
+    shared_core::refault_pages(file)
+}
+
 /// The seam generation: moved by `seam_changed`, which the engine's seam (seam.py)
 /// calls whenever a function or method of the long way is replaced or put back. A core
 /// looks its genuine objects up again only when it moved.

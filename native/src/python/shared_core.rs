@@ -27,7 +27,7 @@
 
 use std::borrow::Cow;
 
-use super::super::block_index::{BlockIndex, ERASED};
+use super::super::block_index::{BlockIndex, Ends, ERASED};
 use super::super::prepare::Prepared;
 use super::*;
 
@@ -182,11 +182,48 @@ fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
 }
 
 /// A block file mapped for the entries' stores: the `BlockFile` object (held, so no
-/// other object takes its address), its mapping and length.
+/// other object takes its address), its mapping and length; the pages stored into
+/// since its pages were last let go (a bit a page), and those stored into before that,
+/// to be mapped again after the sync (`refault_pages`).
 struct BlockMap {
     file: Py<PyAny>,
     at: usize,
     len: usize,
+    stored: Vec<AtomicU64>,
+    pending: Vec<u64>,
+}
+
+/// Bytes a page, as the marks count them (a smaller real page only marks more coarsely;
+/// `madvise` works on whole pages of the mapping either way).
+const MARK_PAGE: usize = 4096;
+/// Pages mapped again in one `madvise` (the batches wait for `MAPS` meanwhile).
+const REFAULT_RUN: usize = 16;
+/// `MADV_POPULATE_WRITE` (Linux 5.14): fault the pages in writable, as stores would.
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+impl BlockMap {
+    fn new(file: Py<PyAny>, at: usize, len: usize) -> BlockMap {
+        let words = len.div_ceil(MARK_PAGE).div_ceil(64);
+        BlockMap {
+            file,
+            at,
+            len,
+            stored: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            pending: vec![0; words],
+        }
+    }
+
+    /// Mark the pages of [position, position + len) stored into.
+    fn mark(&self, position: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        for page in position / MARK_PAGE..=(position + len - 1) / MARK_PAGE {
+            if let Some(word) = self.stored.get(page / 64) {
+                word.fetch_or(1 << (page % 64), Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// The block files mapped in this process (a shared topic has a few; the files of
@@ -239,17 +276,81 @@ pub(super) fn drop_pages(file: &Bound<'_, PyAny>) -> bool {
     // The object's address: `file` is held, so no other object takes it meanwhile.
     let object = file.as_ptr() as usize;
     file.py().detach(|| {
-        let Ok(maps) = MAPS.lock() else {
+        let Ok(mut maps) = MAPS.lock() else {
             return false;
         };
-        let Some(map) = maps.iter().find(|m| m.file.as_ptr() as usize == object) else {
+        let Some(map) = maps.iter_mut().find(|m| m.file.as_ptr() as usize == object) else {
             return false;
         };
+        for (pending, stored) in map.pending.iter_mut().zip(&map.stored) {
+            *pending |= stored.swap(0, Ordering::Relaxed);
+        }
         // SAFETY: `at` and `len` are a live shared mapping of the block file (in `MAPS`,
         // whose lock is held, so it is not unmapped meanwhile). MADV_DONTNEED on a shared
         // file mapping only drops its page table entries: the pages stay in the page
         // cache (dirty ones marked dirty there), and a store into one faults it in again.
         unsafe { libc::madvise(map.at as *mut libc::c_void, map.len, libc::MADV_DONTNEED) == 0 }
+    })
+}
+
+/// Map writable again, after a block sync, the pages of `file` stored into before it
+/// (marked since the `drop_pages` before the one before the sync), so that the
+/// batches' next stores into them take no fault: a fault is taken under the store's
+/// thread lock, by which every producer thread waits; here it is taken on the flush
+/// thread. Each page is dirty again once mapped writable, so the next block sync writes
+/// it back even when no store came since: at most once for each page stored into. Runs
+/// of `REFAULT_RUN` pages, each under `MAPS`' lock (a file closed meanwhile has its
+/// mapping let go: the rest is left). Without the GIL. How many pages were mapped.
+pub(super) fn refault_pages(file: &Bound<'_, PyAny>) -> usize {
+    let object = file.as_ptr() as usize;
+    file.py().detach(|| {
+        let mut done = 0;
+        let mut word = 0;
+        loop {
+            let Ok(mut maps) = MAPS.lock() else {
+                return done;
+            };
+            let Some(map) = maps.iter_mut().find(|m| m.file.as_ptr() as usize == object) else {
+                return done;
+            };
+            while word < map.pending.len() && map.pending[word] == 0 {
+                word += 1;
+            }
+            if word >= map.pending.len() {
+                return done;
+            }
+            // The lowest marked page and the marked pages right after it (a run).
+            let first = word * 64 + map.pending[word].trailing_zeros() as usize;
+            let mut page = first;
+            while page < first + REFAULT_RUN && map.pending[page / 64] & (1 << (page % 64)) != 0 {
+                map.pending[page / 64] &= !(1 << (page % 64));
+                page += 1;
+                if page / 64 >= map.pending.len() {
+                    break;
+                }
+            }
+            let start = first * MARK_PAGE;
+            let end = (page * MARK_PAGE).min(map.len);
+            if start < end {
+                // SAFETY: [start, end) lies inside the live shared mapping `map` (in
+                // `MAPS`, whose lock is held, so it is not unmapped meanwhile), whose
+                // space is reserved; MADV_POPULATE_WRITE faults its pages in writable, as
+                // a store would, and changes no byte. An error (an older kernel) is
+                // left: the stores fault as before.
+                let populated = unsafe {
+                    libc::madvise(
+                        (map.at + start) as *mut libc::c_void,
+                        end - start,
+                        MADV_POPULATE_WRITE,
+                    )
+                };
+                if populated != 0 {
+                    map.pending.iter_mut().for_each(|w| *w = 0);
+                    return done;
+                }
+                done += page - first;
+            }
+        }
     })
 }
 
@@ -294,11 +395,7 @@ fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
     if at == libc::MAP_FAILED {
         return None;
     }
-    maps.push(BlockMap {
-        file: file.clone().unbind(),
-        at: at as usize,
-        len,
-    });
+    maps.push(BlockMap::new(file.clone().unbind(), at as usize, len));
     Some(at as usize)
 }
 
@@ -572,14 +669,29 @@ impl AppendCore {
             .cast_into::<BlockIndex>()
             .map_err(|_| Stop::Declined)?;
         let index = index.get();
+        // The batch's queues' ends read under one lock, their cache lines asked for
+        // all at once first (each a miss at a million queues), with their latest
+        // blocks for `plan_blocks`.
+        let looked: Vec<Ends> = {
+            let known = index.lock();
+            let ids = || shares.iter().filter_map(|&(q, _)| u32::try_from(q).ok());
+            known.prefetch(ids());
+            shares
+                .iter()
+                .map(|&(q, _)| u32::try_from(q).map_or(Ends::default(), |id| known.ends(id)))
+                .collect()
+        };
+        // Once a queue is loaded through Python, the ends of the rest are read again.
+        let mut called = false;
         let mut rooms = Vec::with_capacity(shares.len());
-        for &(queue_id, share) in shares {
+        for (&(queue_id, share), &seen) in shares.iter().zip(&looked) {
             let id = u32::try_from(queue_id).map_err(|_| Stop::Declined)?;
             if id == ERASED || id as usize >= made.len() {
                 return declined();
             }
-            let mut ends = index.lock().ends(id);
+            let mut ends = if called { index.lock().ends(id) } else { seen };
             if !ends.loaded {
+                called = true;
                 let mut object = made.get_item(id as usize)?;
                 if object.is_none() {
                     let mut known = index.lock();
@@ -799,6 +911,7 @@ impl AppendCore {
         let mut notes = Vec::with_capacity(rooms.len());
         {
             let mut known = index.lock();
+            known.prefetch(rooms.iter().map(|room| room.queue_id as u32));
             for room in rooms {
                 let end_offset = room.base + room.count;
                 let ends = known.ends_mut(room.queue_id as u32);
@@ -890,7 +1003,7 @@ impl AppendCore {
             }
             let last = (room.base + room.count - 1) / per;
             for seq in room.base / per..=last {
-                let mut known = index.get(owner, seq);
+                let mut known = index.recent(owner, seq);
                 if known.is_none() && blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
                     drop(index);
                     blocks.store.call_method0(intern!(py, "refresh"))?;
@@ -1074,9 +1187,10 @@ impl AppendCore {
         data: &[u8],
         file_len: usize,
     ) -> PyResult<()> {
-        let Some(map) = target.map.filter(|at| {
+        let Some((map, marks)) = target.map.and_then(|at| {
             maps.iter()
-                .any(|m| m.at == *at && m.file.as_ptr() as usize == target.file)
+                .find(|m| m.at == at && m.file.as_ptr() as usize == target.file)
+                .map(|m| (at, m))
         }) else {
             return Err(PyOSError::new_err((libc::EBADF, "a block file closed")));
         };
@@ -1093,6 +1207,7 @@ impl AppendCore {
                 data.len(),
             );
         }
+        marks.mark(position, data.len());
         Ok(())
     }
 }

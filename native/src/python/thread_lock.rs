@@ -11,7 +11,7 @@
 //!
 //! The lock is one word: its owner's thread number (`thread_number`), 0 when free,
 //! taken with a compare-and-swap. A reentrant lock counts how deep its owner holds it.
-//! Waiters sleep on a condition variable; a release wakes them when any is waiting.
+//! Waiters sleep on a condition variable; a release wakes one when any is waiting.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -95,10 +95,15 @@ impl ThreadLock {
         self.depth.store(0, Ordering::Relaxed);
         self.owner.store(0, Ordering::SeqCst);
         // A waiter counts itself (SeqCst) before it tries the word: either it sees it
-        // free, or this load sees it waiting and wakes it.
+        // free, or this load sees it waiting and wakes it. One waiter woken, not all:
+        // the lock goes to one thread, and each waiter woken for nothing was a futex
+        // wake and two context switches (with 8 producer threads, ~7 a batch:
+        // docs/PERFORMANCE.md, put33-s51). The one woken either takes the lock or
+        // finds it taken again, by a thread whose release wakes the next; a waiter
+        // whose wait ends without the lock (`wait_until`'s deadline) hands its wake on.
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let _gate = self.gate.lock().unwrap_or_else(PoisonError::into_inner);
-            self.wake.notify_all();
+            self.wake.notify_one();
         }
         Ok(())
     }
@@ -122,6 +127,14 @@ impl ThreadLock {
                 .0;
         };
         self.waiters.fetch_sub(1, Ordering::SeqCst);
+        if !taken
+            && self.owner.load(Ordering::SeqCst) == 0
+            && self.waiters.load(Ordering::SeqCst) > 0
+        {
+            // Leaving without the lock while it is free: a release's wake may have come
+            // to this thread; the next waiter gets it.
+            self.wake.notify_one();
+        }
         taken
     }
 
