@@ -1162,6 +1162,35 @@ mod tests {
         file
     }
 
+    /// A thread waiting on `group` until `end` is durable.
+    fn wait_on(group: &Arc<GroupCommit>, end: u64) -> thread::JoinHandle<Waited> {
+        let group = group.clone();
+        thread::spawn(move || group.wait(end, Duration::from_secs(600)))
+    }
+
+    /// An fdatasync whose first `gated` calls each say on `in_sync` that they began,
+    /// then wait for a `release` before syncing.
+    fn gated_syncs(
+        gated: u64,
+    ) -> (
+        SyncFn,
+        std::sync::mpsc::Receiver<()>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        let (entered, in_sync) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = Mutex::new(released);
+        let calls = AtomicU64::new(0);
+        let sync: SyncFn = Box::new(move |file| {
+            if calls.fetch_add(1, Ordering::SeqCst) < gated {
+                entered.send(()).unwrap();
+                released.lock().unwrap().recv().unwrap();
+            }
+            fdatasync(file)
+        });
+        (sync, in_sync, release)
+    }
+
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("group-commit-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -1300,25 +1329,12 @@ mod tests {
         // covered come back), not for seven again (which would leave one behind
         // each round: 7 messages a fdatasync from 8 threads).
         let dir = scratch("whole");
-        let (entered, in_sync) = std::sync::mpsc::channel::<()>();
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        let released = Mutex::new(released);
-        let calls = AtomicU64::new(0);
         // The first two fdatasyncs tell the test they began and wait for it.
-        let sync: SyncFn = Box::new(move |file| {
-            if calls.fetch_add(1, Ordering::SeqCst) < 2 {
-                entered.send(()).unwrap();
-                released.lock().unwrap().recv().unwrap();
-            }
-            fdatasync(file)
-        });
+        let (sync, in_sync, release) = gated_syncs(2);
         let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
         group.use_segment(0, 1 << 16, segment_file(&dir));
         group.hold_syncs(true);
-        let waiter = |end: u64| {
-            let group = group.clone();
-            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
-        };
+        let waiter = |end: u64| wait_on(&group, end);
         let seven: Vec<_> = (1..=7u64).map(|i| waiter(i * 10)).collect();
         while group.shared.lock().waiters.len() < 7 {
             thread::sleep(Duration::from_millis(1));
@@ -1373,10 +1389,7 @@ mod tests {
         // A window no group misses (not a timing: the flusher's timer never fires).
         group.gather_within(Some(Duration::from_secs(600)));
         group.hold_syncs(true);
-        let waiter = |end: u64| {
-            let group = group.clone();
-            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
-        };
+        let waiter = |end: u64| wait_on(&group, end);
         let first: Vec<_> = (1..=8u64).map(|i| waiter(i * 10)).collect();
         until(|| group.shared.lock().waiters.len() == 8);
         group.hold_syncs(false);
@@ -1435,10 +1448,7 @@ mod tests {
         group.use_segment(0, 1 << 16, segment_file(&dir));
         group.gather_within(Some(Duration::from_secs(600)));
         group.hold_syncs(true);
-        let waiter = |end: u64| {
-            let group = group.clone();
-            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
-        };
+        let waiter = |end: u64| wait_on(&group, end);
         let first: Vec<_> = (1..=8u64).map(|i| waiter(i * 10)).collect();
         until(|| group.shared.lock().waiters.len() == 8);
         group.hold_syncs(false);
@@ -1465,10 +1475,7 @@ mod tests {
         let group = Arc::new(GroupCommit::start(0, None).unwrap());
         group.use_segment(0, 1 << 16, segment_file(&dir));
         group.hold_syncs(true);
-        let waiter = |end: u64| {
-            let group = group.clone();
-            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
-        };
+        let waiter = |end: u64| wait_on(&group, end);
         let two: Vec<_> = (1..=2u64).map(|i| waiter(i * 10)).collect();
         until(|| group.shared.lock().waiters.len() == 2);
         group.hold_syncs(false);
@@ -1505,24 +1512,11 @@ mod tests {
         // A leader's fdatasync is in flight when another waiter registers (too late for
         // it, and no leader while a round runs): the flusher syncs it afterwards.
         let dir = scratch("after-leader");
-        let (entered, in_sync) = std::sync::mpsc::channel::<()>();
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        let released = Mutex::new(released);
-        let calls = AtomicU64::new(0);
-        let sync: SyncFn = Box::new(move |file| {
-            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
-                entered.send(()).unwrap();
-                released.lock().unwrap().recv().unwrap();
-            }
-            fdatasync(file)
-        });
+        let (sync, in_sync, release) = gated_syncs(1);
         let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
         group.use_segment(0, 1 << 16, segment_file(&dir));
         until(|| group.shared.lock().lead_at == 1);
-        let waiter = |end: u64| {
-            let group = group.clone();
-            thread::spawn(move || group.wait(end, Duration::from_secs(600)))
-        };
+        let waiter = |end: u64| wait_on(&group, end);
         let first = waiter(10);
         in_sync.recv_timeout(Duration::from_secs(60)).unwrap();
         let second = waiter(20);
