@@ -124,6 +124,32 @@ def _count(script: str, pid: int, window: list[float]) -> dict:
     return {"syscalls": syscalls, "switches": switches, "faults": faults}
 
 
+def traced_workload(
+    events: str, size: int, count: int, threads: int, workdir: str | None, *, ns: bool
+) -> tuple[dict, str]:
+    """Run the workload in a child under ``perf record -e events``: its JSON result and the
+    ``perf script`` text (stamped in ns when ``ns``)."""
+    with tempfile.TemporaryDirectory(dir=workdir) as work:
+        data = Path(work) / "perf.data"
+        child = subprocess.run(
+            ["perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-m", "16M", "-e", events]
+            + ["-o", str(data), "--", sys.executable, __file__, "--size", str(size)]
+            + ["--count", str(count), "--threads", str(threads), "--child", work],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        fields = ["-F", "comm,pid,tid,cpu,time,event,trace"]
+        script = subprocess.run(
+            ["perf", "script", *(["--ns"] if ns else []), "-i", str(data), *fields],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    return result, script
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=50, help="body size (compare.py: 50)")
@@ -139,44 +165,9 @@ def main() -> None:
         result["pid"] = os.getpid()
         print(json.dumps(result))
         return
-    with tempfile.TemporaryDirectory(dir=args.dir) as work:
-        data = Path(work) / "perf.data"
-        child = subprocess.run(
-            [
-                "perf",
-                "record",
-                "-q",
-                "-k",
-                "CLOCK_MONOTONIC",
-                "-m",
-                "16M",
-                "-e",
-                EVENTS,
-                "-o",
-                str(data),
-                "--",
-                sys.executable,
-                __file__,
-                "--size",
-                str(args.size),
-                "--count",
-                str(args.count),
-                "--threads",
-                str(args.threads),
-                "--child",
-                work,
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        result = json.loads(child.stdout.strip().splitlines()[-1])
-        script = subprocess.run(
-            ["perf", "script", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,trace"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+    result, script = traced_workload(
+        EVENTS, args.size, args.count, args.threads, args.dir, ns=False
+    )
     counted = _count(script, result["pid"], result["window"])
     syncs = max(result["syncs"], 1)
     count = result["count"]

@@ -32,9 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -257,44 +255,9 @@ def main() -> None:
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
     parser.add_argument("--threads", type=int, default=8, help="appending threads (8)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir) as work:
-        data = Path(work) / "perf.data"
-        child = subprocess.run(
-            [
-                "perf",
-                "record",
-                "-q",
-                "-k",
-                "CLOCK_MONOTONIC",
-                "-m",
-                "16M",
-                "-e",
-                EVENTS,
-                "-o",
-                str(data),
-                "--",
-                sys.executable,
-                str(BENCH / "sync_counts.py"),
-                "--size",
-                str(args.size),
-                "--count",
-                str(args.count),
-                "--threads",
-                str(args.threads),
-                "--child",
-                work,
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        result = json.loads(child.stdout.strip().splitlines()[-1])
-        script = subprocess.run(
-            ["perf", "script", "--ns", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,trace"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+    result, script = sync_counts.traced_workload(
+        EVENTS, args.size, args.count, args.threads, args.dir, ns=True
+    )
     parsed = _parse(script, result["pid"], result["window"])
     rounds = _rounds(parsed)
     rounds["any_thread"] = _any_rounds(parsed)
