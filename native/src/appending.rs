@@ -25,6 +25,32 @@ pub struct Placement {
     pub entries: Vec<Vec<u8>>,
 }
 
+impl Placement {
+    /// Room for `count` records dealt over `width` queues.
+    fn for_batch(count: usize, width: usize) -> Placement {
+        Placement {
+            starts: Vec::with_capacity(count),
+            queue_ids: Vec::with_capacity(count),
+            queue_offsets: Vec::with_capacity(count),
+            entries: vec![Vec::with_capacity((count / width.max(1) + 1) * 20); width],
+        }
+    }
+
+    /// A record of `length` bytes at `start`, its entry packed for the turn's `slot`.
+    #[inline]
+    fn push(&mut self, slot: usize, start: u64, length: usize, queue_id: u32, queue_offset: u64) {
+        Entry {
+            commit_offset: start,
+            size: length as u32,
+            tag_hash: 0,
+        }
+        .pack_into(&mut self.entries[slot]);
+        self.starts.push(start);
+        self.queue_ids.push(queue_id);
+        self.queue_offsets.push(queue_offset);
+    }
+}
+
 /// The bytes a plain batch takes in the log.
 pub fn plain_length(topic: &[u8], bodies: &[&[u8]]) -> usize {
     bodies
@@ -36,12 +62,7 @@ pub fn plain_length(topic: &[u8], bodies: &[&[u8]]) -> usize {
 /// Encode the batch into `out` (exactly `plain_length` bytes).
 pub fn encode_plain(batch: &PlainBatch<'_>, bodies: &[&[u8]], out: &mut [u8]) -> Placement {
     let width = batch.turn.len();
-    let mut placed = Placement {
-        starts: Vec::with_capacity(bodies.len()),
-        queue_ids: Vec::with_capacity(bodies.len()),
-        queue_offsets: Vec::with_capacity(bodies.len()),
-        entries: vec![Vec::with_capacity((bodies.len() / width.max(1) + 1) * 20); width],
-    };
+    let mut placed = Placement::for_batch(bodies.len(), width);
     let mut tail = batch.tail;
     let mut at = 0;
     for (i, body) in bodies.iter().enumerate() {
@@ -58,15 +79,7 @@ pub fn encode_plain(batch: &PlainBatch<'_>, bodies: &[&[u8]], out: &mut [u8]) ->
             properties: b"",
         };
         let length = encode_at(&mut out[at..], &fields, body);
-        Entry {
-            commit_offset: tail,
-            size: length as u32,
-            tag_hash: 0,
-        }
-        .pack_into(&mut placed.entries[slot]);
-        placed.starts.push(tail);
-        placed.queue_ids.push(fields.queue_id);
-        placed.queue_offsets.push(fields.queue_offset);
+        placed.push(slot, tail, length, fields.queue_id, fields.queue_offset);
         tail += length as u64;
         at += length;
     }
@@ -135,12 +148,7 @@ pub fn encode_plain_unplaced(topic: &[u8], bodies: &[&[u8]], out: &mut [u8]) -> 
 pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) -> Placement {
     let count = unplaced.lengths.len();
     let width = batch.turn.len();
-    let mut placed = Placement {
-        starts: Vec::with_capacity(count),
-        queue_ids: Vec::with_capacity(count),
-        queue_offsets: Vec::with_capacity(count),
-        entries: vec![Vec::with_capacity((count / width.max(1) + 1) * 20); width],
-    };
+    let mut placed = Placement::for_batch(count, width);
     let mut tail = batch.tail;
     let mut at = 0;
     // Message i's queue is slot i % width of the turn, at round i / width (counted,
@@ -156,15 +164,7 @@ pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) 
             queue_id: batch.turn[slot],
         };
         set_place(&mut out[at..at + length], &place, *shift);
-        Entry {
-            commit_offset: tail,
-            size: length as u32,
-            tag_hash: 0,
-        }
-        .pack_into(&mut placed.entries[slot]);
-        placed.starts.push(tail);
-        placed.queue_ids.push(place.queue_id);
-        placed.queue_offsets.push(place.queue_offset);
+        placed.push(slot, tail, length, place.queue_id, place.queue_offset);
         tail += length as u64;
         at += length;
         slot += 1;
