@@ -15,7 +15,10 @@
 //! The batch's work (records encoded, entries packed, the records' pwrite, the blocks
 //! remembered, the entries stored) runs without the GIL, under the thread lock and the
 //! pen: the Python objects are read before it (the queues, the blocks' plan, the block
-//! files' mappings) and moved after it (the queues' ends, the results).
+//! files' mappings) and moved after it (the queues' ends, the results). A batch whose
+//! items all name their queue is read before the thread lock, and its records encoded
+//! then with their place zero (`encode_early`, without the GIL): under the lock each
+//! record's place is set and its CRC changed to match (`place_unplaced`).
 //!
 //! Its writes go through the fault seam (io_seam.rs): the records at `log.record`, each
 //! piece of entries at `block.entry`.
