@@ -332,85 +332,12 @@ fn place_run<'a>(
         return declined(); // never: the lengths are the records'
     }
     let (out, packed) = appending::encode_placed(&records);
-    Ok(Run {
-        out,
-        entries: queue_entries(&counts, places, &packed),
-        queue_offsets,
-        starts,
-    })
-}
-
-/// `place_run` for records already encoded with their place zero (`out`, by
-/// `appending::encode_unplaced`, before the thread lock): each one's place set, its
-/// CRC changed to match, its entry made. The bytes are then `place_run`'s.
-#[allow(clippy::too_many_arguments)]
-fn place_unplaced(
-    tail: u64,
-    end: u64,
-    now: i64,
-    shares: impl Iterator<Item = (u64, u64)>,
-    held: impl ExactSizeIterator<Item = (u64, Option<i64>)>,
-    places: &[(usize, u32)],
-    unplaced: &appending::Unplaced,
-    mut out: Vec<u8>,
-) -> Step<Run> {
-    let (mut next, counts): (Vec<u64>, Vec<u64>) = shares.unzip();
-    let count = held.len();
-    if unplaced.lengths.len() != count || places.len() != count {
-        return declined(); // never: one length and one place a record
-    }
-    let mut at = tail;
-    let mut queue_offsets = Vec::with_capacity(count);
-    let mut starts = Vec::with_capacity(count);
-    let mut packed = Vec::with_capacity(count * ENTRY_SIZE);
-    let mut from = 0usize;
-    let records = unplaced.lengths.iter().zip(&unplaced.shifts);
-    for (((hashed, born), (share, queue_id)), (length, shift)) in held.zip(places).zip(records) {
-        let length = *length as usize;
-        let queue_offset = next[*share];
-        next[*share] += 1;
-        let Some(record) = out.get_mut(from..from + length) else {
-            return declined(); // never: the lengths are the buffer's
-        };
-        let place = crate::record::Place {
-            commit_offset: at,
-            queue_offset,
-            born_ms: born.unwrap_or(now),
-            store_ms: now,
-            queue_id: *queue_id,
-        };
-        crate::record::set_place(record, &place, *shift);
-        crate::consume_queue::Entry {
-            commit_offset: at,
-            size: length as u32,
-            tag_hash: hashed,
-        }
-        .pack_into(&mut packed);
-        starts.push(at);
-        queue_offsets.push(queue_offset);
-        at += length as u64;
-        from += length;
-    }
-    if at != end || from != out.len() {
-        return declined(); // never: the lengths are the records'
-    }
-    Ok(Run {
-        out,
-        entries: queue_entries(&counts, places, &packed),
-        queue_offsets,
-        starts,
-    })
-}
-
-/// The entries of a batch (`packed`, the records' order) laid out queue after queue
-/// (`counts`: each share's entries; `places`: each record's share).
-fn queue_entries(counts: &[u64], places: &[(usize, u32)], packed: &[u8]) -> QueueEntries {
     // Each queue's entries at its place in one buffer: where each queue's begin (the
     // cursor, moved past each entry put), where they end.
     let mut cursor = Vec::with_capacity(counts.len());
     let mut ends = Vec::with_capacity(counts.len());
     let mut total = 0usize;
-    for count in counts {
+    for count in &counts {
         cursor.push(total);
         total += *count as usize * ENTRY_SIZE;
         ends.push(total);
@@ -421,7 +348,13 @@ fn queue_entries(counts: &[u64], places: &[(usize, u32)], packed: &[u8]) -> Queu
         bytes[at..at + ENTRY_SIZE].copy_from_slice(&packed[i * ENTRY_SIZE..(i + 1) * ENTRY_SIZE]);
         cursor[*share] = at + ENTRY_SIZE;
     }
-    QueueEntries { bytes, ends }
+    let entries = QueueEntries { bytes, ends };
+    Ok(Run {
+        out,
+        entries,
+        queue_offsets,
+        starts,
+    })
 }
 
 #[pyclass(module = "storeadapter.engine._native", frozen)]

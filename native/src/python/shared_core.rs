@@ -15,10 +15,7 @@
 //! The batch's work (records encoded, entries packed, the records' pwrite, the blocks
 //! remembered, the entries stored) runs without the GIL, under the thread lock and the
 //! pen: the Python objects are read before it (the queues, the blocks' plan, the block
-//! files' mappings) and moved after it (the queues' ends, the results). A batch whose
-//! items all name their queue is read before the thread lock, and its records encoded
-//! then with their place zero (`encode_early`, without the GIL): under the lock each
-//! record's place is set and its CRC changed to match (`place_unplaced`).
+//! files' mappings) and moved after it (the queues' ends, the results).
 //!
 //! Its writes go through the fault seam (io_seam.rs): the records at `log.record`, each
 //! piece of entries at `block.entry`.
@@ -111,15 +108,6 @@ struct Parsed<'py> {
     length: usize,
     /// The round-robin moved on (None: read before the lock, not moved).
     round_robin: Option<i64>,
-    /// The records encoded with their place zero before the thread lock
-    /// (`encode_early`; None: encoded under it, by `place_run`).
-    encoded: Option<(Vec<u8>, appending::Unplaced)>,
-}
-
-thread_local! {
-    /// The CRC shifts of the record lengths this thread's batches met (`encode_early`).
-    static SHIFTS: std::cell::RefCell<appending::Shifts> =
-        std::cell::RefCell::new(appending::Shifts::default());
 }
 
 /// Where a written batch's messages landed, for their results (made after the thread
@@ -458,50 +446,6 @@ pub(super) fn prepared_of<'py>(item: Bound<'py, PyAny>) -> Step<Prepared<'py>> {
     })
 }
 
-/// A batch's records (read before the thread lock: every item names its queue) encoded
-/// with their place zero and their CRCs taken (`appending::encode_unplaced`), before the
-/// thread lock and, for a batch of `DETACH_ITEMS` or more, without the GIL: the copies
-/// and the CRCs, most of a batch's work under the lock, out of the other threads' way
-/// (`place_unplaced` sets the places under it; docs/PERFORMANCE.md, put33-s52). None
-/// when the lengths do not add up to the batch's (never: `place_run` then declines).
-fn encode_early(
-    py: Python<'_>,
-    name: &[u8],
-    parsed: &Parsed<'_>,
-) -> Option<(Vec<u8>, appending::Unplaced)> {
-    let records: Vec<[&[u8]; 4]> = parsed
-        .held
-        .iter()
-        .map(|(fields, _, _)| fields.each_ref().map(|f| f.as_bytes()))
-        .collect();
-    let lengths: usize = records
-        .iter()
-        .map(|f| {
-            crate::record::RECORD_OVERHEAD + name.len() + f.iter().map(|b| b.len()).sum::<usize>()
-        })
-        .sum();
-    if lengths != parsed.length {
-        return None;
-    }
-    let length = parsed.length;
-    let encode = move || {
-        let mut out = vec![0u8; length];
-        let unplaced = SHIFTS.with(|shifts| {
-            appending::encode_unplaced(
-                name,
-                records.into_iter(),
-                &mut out,
-                &mut shifts.borrow_mut(),
-            )
-        });
-        (out, unplaced)
-    };
-    Some(match parsed.held.len() >= DETACH_ITEMS {
-        true => returning::blocking(py, encode),
-        false => encode(),
-    })
-}
-
 impl AppendCore {
     /// `try_items` for a topic with blocks (the caller checked the store). The thread
     /// lock is taken first, waiting for it (without the GIL) when another thread of
@@ -523,9 +467,7 @@ impl AppendCore {
                     .cast_into::<PyBytes>()
                     .map_err(PyErr::from)?;
                 let name_len = name.as_bytes().len();
-                let mut parsed = self.parse_items(py, state, items, name_len, None)?;
-                parsed.encoded = encode_early(py, name.as_bytes(), &parsed);
-                Ok(parsed)
+                Ok(self.parse_items(py, state, items, name_len, None)?)
             }
             false => Err(items),
         };
@@ -589,7 +531,6 @@ impl AppendCore {
             queues,
             length,
             round_robin,
-            encoded,
         } = parsed;
         let rooms = self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
         self.under_thread_lock(py, |waited| {
@@ -602,7 +543,7 @@ impl AppendCore {
                 (&held, &keyed),
                 (&places, queues),
                 round_robin.unwrap_or(topic.round_robin),
-                (length, encoded),
+                length,
                 waited,
             )
         })
@@ -704,7 +645,6 @@ impl AppendCore {
             queues,
             length,
             round_robin,
-            encoded: None,
         })
     }
 
@@ -834,7 +774,7 @@ impl AppendCore {
         (held, keyed): (&[Held<'py>], &[Bound<'py, PyTuple>]),
         (places, queues): (&[(usize, u32)], Vec<Bound<'py, PyAny>>),
         round_robin: i64,
-        (length, encoded): (usize, Option<(Vec<u8>, appending::Unplaced)>),
+        length: usize,
         waited: bool,
     ) -> Step<(Landed<'py>, i64)> {
         let ready = self.ready(py, waited)?;
@@ -895,27 +835,15 @@ impl AppendCore {
         // writes go through the seam's sites: the records at `log.record`, the entries at
         // `block.entry`.
         let work = |planned: Option<Python<'_>>| -> Result<Run, Unwritten> {
-            let mut run = match encoded {
-                Some((out, unplaced)) => place_unplaced(
-                    tail,
-                    end,
-                    now,
-                    shares.iter().copied(),
-                    fields.iter().map(|(_, hashed, born)| (*hashed, *born)),
-                    places,
-                    &unplaced,
-                    out,
-                ),
-                None => place_run(
-                    tail,
-                    end,
-                    now,
-                    name_bytes,
-                    shares.iter().copied(),
-                    fields.iter().copied(),
-                    places,
-                ),
-            }
+            let mut run = place_run(
+                tail,
+                end,
+                now,
+                name_bytes,
+                shares.iter().copied(),
+                fields.iter().copied(),
+                places,
+            )
             .map_err(Unwritten::Declined)?;
             run.entries.each_mut(|queue_entries| {
                 crate::consume_queue::seal(queue_entries); // as `BlockQueue.write_many`
