@@ -8,8 +8,9 @@
 //! commit31-s51).
 //!
 //! The blocking calls of the commit path (`fileio.pwrite_all`'s pwrite and
-//! `fileio.fdatasync`: `pwrite` and `fdatasync` here), and the waits of the `Pen` and
-//! the `ThreadLock`, are made by `blocking`: a thread counts itself in `ASKED` when its
+//! `fileio.fdatasync`: `pwrite` and `fdatasync` here), the waits of the `Pen` and
+//! the `ThreadLock`, and a shared topic's batch work under the thread lock
+//! (shared_core.rs), are made by `blocking`: a thread counts itself in `ASKED` when its
 //! call has ended, before it takes the GIL back, and in `TAKEN` once it has it. A native
 //! append starts with `make_way`: when some thread has asked and not yet taken it (two
 //! relaxed loads when none has), the append lets go of the GIL until one has taken it,
@@ -59,7 +60,8 @@ where
     out
 }
 
-/// Called by a native append, holding the GIL, before it takes any lock: when a thread
+/// Called by a native append, holding the GIL, before it takes any lock (and by a
+/// shared topic's batch after it lets go of the thread lock): when a thread
 /// returning from a blocking call waits for the GIL, let go of it until that thread
 /// (or another) has taken it, at most `MAKE_WAY_FOR`.
 #[inline]

@@ -486,6 +486,11 @@ impl AppendCore {
             .check_store(py)
             .and_then(|()| self.shared_locked(py, state, items));
         release(write_lock)?;
+        // A thread woken with the thread lock (its wait is a `blocking` call) needs the
+        // GIL for its batch's first part: it gets it now, not after this thread's
+        // results, their frees and its next batch's items, while the lock stood idle
+        // (docs/PERFORMANCE.md, put33-s52).
+        returning::make_way(py);
         let (landed, end) = outcome?;
         Ok((
             landed.results(
@@ -873,7 +878,10 @@ impl AppendCore {
         let outcome = if io_seam::planned() {
             work(Some(py))
         } else if held.len() >= DETACH_ITEMS {
-            py.detach(move || work(None))
+            // Ended as a blocking call ends: the next native append of another thread
+            // makes way, so this thread, holding the thread lock, does not wait for the
+            // GIL behind other threads' items and results (put33-s52).
+            returning::blocking(py, move || work(None))
         } else {
             work(None)
         };
