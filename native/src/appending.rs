@@ -32,7 +32,10 @@ impl Placement {
             starts: Vec::with_capacity(count),
             queue_ids: Vec::with_capacity(count),
             queue_offsets: Vec::with_capacity(count),
-            entries: vec![Vec::with_capacity((count / width.max(1) + 1) * 20); width],
+            // Made one by one: `vec![v; n]` clones `v`, and a clone has no spare room.
+            entries: (0..width)
+                .map(|_| Vec::with_capacity((count / width.max(1) + 1) * 20))
+                .collect(),
         }
     }
 
@@ -230,6 +233,23 @@ mod tests {
         assert_eq!(placed.queue_ids, placed_then.queue_ids);
         assert_eq!(placed.queue_offsets, placed_then.queue_offsets);
         assert_eq!(placed.entries, placed_then.entries);
+    }
+
+    /// Each queue of the turn gets room for its share of the batch's entries up front,
+    /// so packing them under the pen never grows (reallocates) a buffer.
+    #[test]
+    fn each_queue_s_entries_have_room_for_their_share() {
+        for (count, width) in [(500, 4), (7, 3), (1, 1), (3, 5)] {
+            let placed = Placement::for_batch(count, width);
+            assert_eq!(placed.entries.len(), width);
+            for (slot, entries) in placed.entries.iter().enumerate() {
+                let share = count / width + usize::from(slot < count % width);
+                assert!(
+                    entries.capacity() >= share * 20,
+                    "{count} over {width}, slot {slot}"
+                );
+            }
+        }
     }
 
     #[test]
