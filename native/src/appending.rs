@@ -1,7 +1,7 @@
 //! Encoding a batch of records at the commit-log tail into one buffer, with each
 //! queue's consume-queue entries (what `Writer._write_records` writes).
 
-use crate::consume_queue::Entry;
+use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::record::{encode_at, encode_into, place_shift, set_place, Fields, Place};
 
 /// A batch of bodies alone (no tag, keys or properties), dealt to `turn`'s queues in
@@ -25,6 +25,22 @@ pub struct Placement {
     pub entries: Vec<Vec<u8>>,
 }
 
+/// Room for the entries of `count` records dealt over `width` queues, a buffer a queue.
+fn entry_room(count: usize, width: usize) -> Vec<Vec<u8>> {
+    // Made one by one: `vec![v; n]` clones `v`, and a clone has no spare room.
+    (0..width)
+        .map(|_| Vec::with_capacity((count / width.max(1) + 1) * ENTRY_SIZE))
+        .collect()
+}
+
+/// Every entry's check, one call a queue (its CRCs are independent chains the CPU
+/// overlaps: fewer instructions than a check an entry as it is packed).
+fn seal(entries: &mut [Vec<u8>]) {
+    for entries in entries {
+        crate::crc::seal_checks(entries, ENTRY_SIZE);
+    }
+}
+
 impl Placement {
     /// Room for `count` records dealt over `width` queues.
     fn for_batch(count: usize, width: usize) -> Placement {
@@ -32,11 +48,12 @@ impl Placement {
             starts: Vec::with_capacity(count),
             queue_ids: Vec::with_capacity(count),
             queue_offsets: Vec::with_capacity(count),
-            entries: vec![Vec::with_capacity((count / width.max(1) + 1) * 20); width],
+            entries: entry_room(count, width),
         }
     }
 
-    /// A record of `length` bytes at `start`, its entry packed for the turn's `slot`.
+    /// A record of `length` bytes at `start`, its entry packed for the turn's `slot`
+    /// with a zero check (`seal` gives the checks).
     #[inline]
     fn push(&mut self, slot: usize, start: u64, length: usize, queue_id: u32, queue_offset: u64) {
         Entry {
@@ -44,10 +61,16 @@ impl Placement {
             size: length as u32,
             tag_hash: 0,
         }
-        .pack_into(&mut self.entries[slot]);
+        .pack_unchecked_into(&mut self.entries[slot]);
         self.starts.push(start);
         self.queue_ids.push(queue_id);
         self.queue_offsets.push(queue_offset);
+    }
+
+    /// Every entry's check (`seal`).
+    fn seal(mut self) -> Placement {
+        seal(&mut self.entries);
+        self
     }
 }
 
@@ -83,7 +106,7 @@ pub fn encode_plain(batch: &PlainBatch<'_>, bodies: &[&[u8]], out: &mut [u8]) ->
         tail += length as u64;
         at += length;
     }
-    placed
+    placed.seal()
 }
 
 /// A plain batch encoded before its place is known (`encode_plain_unplaced`): each
@@ -143,12 +166,12 @@ pub fn encode_plain_unplaced(topic: &[u8], bodies: &[&[u8]], out: &mut [u8]) -> 
 }
 
 /// The second half of `encode_plain`, under the pen: each record of `out` (encoded by
-/// `encode_plain_unplaced`) placed at the tail and dealt to the queues in turn, with its
-/// entry. The bytes are then `encode_plain`'s.
-pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) -> Placement {
-    let count = unplaced.lengths.len();
+/// `encode_plain_unplaced`) placed at the tail and dealt to the queues in turn; the
+/// entries, packed a queue of the turn (in the turn's order). The bytes are then
+/// `encode_plain`'s; where each message went is `PlainPlaces::each`, after the pen.
+pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) -> Vec<Vec<u8>> {
     let width = batch.turn.len();
-    let mut placed = Placement::for_batch(count, width);
+    let mut entries = entry_room(unplaced.lengths.len(), width);
     let mut tail = batch.tail;
     let mut at = 0;
     // Message i's queue is slot i % width of the turn, at round i / width (counted,
@@ -164,7 +187,12 @@ pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) 
             queue_id: batch.turn[slot],
         };
         set_place(&mut out[at..at + length], &place, *shift);
-        placed.push(slot, tail, length, place.queue_id, place.queue_offset);
+        Entry {
+            commit_offset: tail,
+            size: length as u32,
+            tag_hash: 0,
+        }
+        .pack_unchecked_into(&mut entries[slot]);
         tail += length as u64;
         at += length;
         slot += 1;
@@ -173,7 +201,45 @@ pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) 
             round += 1;
         }
     }
-    placed
+    seal(&mut entries);
+    entries
+}
+
+/// Where a plain batch placed by `place_plain` went, kept for its results (made after
+/// the pen: the other writers need not wait for them).
+#[derive(Debug, Default)]
+pub struct PlainPlaces {
+    pub tail: u64,
+    pub turn: Vec<u32>,
+    pub bases: Vec<u64>,
+}
+
+impl PlainPlaces {
+    /// The places of `batch`.
+    pub fn of(batch: &PlainBatch<'_>) -> PlainPlaces {
+        PlainPlaces {
+            tail: batch.tail,
+            turn: batch.turn.to_vec(),
+            bases: batch.bases.to_vec(),
+        }
+    }
+
+    /// Each message's commit offset, queue and queue offset, in order, from its record's
+    /// length: `Placement`'s `starts`, `queue_ids` and `queue_offsets`.
+    pub fn each<'a>(&'a self, lengths: &'a [u32]) -> impl Iterator<Item = (u64, u32, u64)> + 'a {
+        let width = self.turn.len();
+        let (mut tail, mut slot, mut round) = (self.tail, 0usize, 0u64);
+        lengths.iter().map(move |length| {
+            let place = (tail, self.turn[slot], self.bases[slot] + round);
+            tail += u64::from(*length);
+            slot += 1;
+            if slot == width {
+                slot = 0;
+                round += 1;
+            }
+            place
+        })
+    }
 }
 
 /// One record of a general batch, its place already chosen.
@@ -224,12 +290,47 @@ mod tests {
         let placed_then = encode_plain(&batch, &bodies, &mut want);
         let mut got = vec![0; length];
         let unplaced = encode_plain_unplaced(b"topic", &bodies, &mut got);
-        let placed = place_plain(&batch, &unplaced, &mut got);
+        let entries = place_plain(&batch, &unplaced, &mut got);
         assert!(got == want);
-        assert_eq!(placed.starts, placed_then.starts);
-        assert_eq!(placed.queue_ids, placed_then.queue_ids);
-        assert_eq!(placed.queue_offsets, placed_then.queue_offsets);
-        assert_eq!(placed.entries, placed_then.entries);
+        let places: Vec<(u64, u32, u64)> =
+            PlainPlaces::of(&batch).each(&unplaced.lengths).collect();
+        let starts: Vec<u64> = places.iter().map(|p| p.0).collect();
+        assert_eq!(starts, placed_then.starts);
+        let ids: Vec<u32> = places.iter().map(|p| p.1).collect();
+        assert_eq!(ids, placed_then.queue_ids);
+        let offsets: Vec<u64> = places.iter().map(|p| p.2).collect();
+        assert_eq!(offsets, placed_then.queue_offsets);
+        assert_eq!(entries, placed_then.entries);
+        // Each entry is what `Entry::pack_into` makes (its check included).
+        let mut want_entries = vec![Vec::new(); 3];
+        for (i, (start, next)) in starts.iter().zip(&starts[1..]).enumerate() {
+            Entry {
+                commit_offset: *start,
+                size: (next - start) as u32,
+                tag_hash: 0,
+            }
+            .pack_into(&mut want_entries[i % 3]);
+        }
+        for (got, want) in entries.iter().zip(&want_entries) {
+            assert_eq!(&got[..want.len()], &want[..]);
+        }
+    }
+
+    /// Each queue of the turn gets room for its share of the batch's entries up front,
+    /// so packing them under the pen never grows (reallocates) a buffer.
+    #[test]
+    fn each_queue_s_entries_have_room_for_their_share() {
+        for (count, width) in [(500, 4), (7, 3), (1, 1), (3, 5)] {
+            let placed = Placement::for_batch(count, width);
+            assert_eq!(placed.entries.len(), width);
+            for (slot, entries) in placed.entries.iter().enumerate() {
+                let share = count / width + usize::from(slot < count % width);
+                assert!(
+                    entries.capacity() >= share * 20,
+                    "{count} over {width}, slot {slot}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1363,8 +1363,8 @@ impl AppendCore {
             self.batch_under_pen(py, state, &topic, &rooms, &unplaced, &mut out, waited)
         });
         release(write_lock)?;
-        let (placed, now, end) = outcome?;
-        let results = self.batch_results(py, &topic.name, &placed, now)?;
+        let (places, now, end) = outcome?;
+        let results = self.batch_results(py, &topic.name, &places, &unplaced.lengths, now)?;
         self.settle_batch(py, results, end)
     }
 
@@ -1656,7 +1656,7 @@ impl AppendCore {
         unplaced: &appending::Unplaced,
         out: &mut [u8],
         waited: bool,
-    ) -> Step<(appending::Placement, i64, i64)> {
+    ) -> Step<(appending::PlainPlaces, i64, i64)> {
         let length = out.len();
         let ready = self.ready(py, waited)?;
         let again = self.rooms_again(py, state, topic, rooms, ready.moved)?;
@@ -1682,7 +1682,7 @@ impl AppendCore {
         drop(map);
         let segment_fd =
             i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
-        let placed = appending::place_plain(&batch, unplaced, out);
+        let entries = appending::place_plain(&batch, unplaced, out);
         Self::begin(&ready, end);
         // 4. The records with one pwrite (as the long way: no page faults on the
         //    mapping's first touches), then each queue's entries (one pwrite a queue),
@@ -1695,7 +1695,7 @@ impl AppendCore {
             tail - ready.base,
             rooms,
             &fds,
-            placed.entries.iter().map(Vec::as_slice),
+            entries.iter().map(Vec::as_slice),
             now,
             tail,
         )?;
@@ -1713,32 +1713,35 @@ impl AppendCore {
         }
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
         self.batched.fetch_add(1, Ordering::Relaxed);
-        Ok((placed, now, end as i64))
+        let places = appending::PlainPlaces { tail, turn, bases };
+        Ok((places, now, end as i64))
     }
 
-    /// The `AppendResult`s of a plain batch written at `now` as `placed` says, made
-    /// after the pen is let go (the other processes need not wait for them).
+    /// The `AppendResult`s of a plain batch of records `lengths` long written at `now`
+    /// where `places` says, made after the pen is let go (the other processes need not
+    /// wait for them).
     fn batch_results<'py>(
         &self,
         py: Python<'py>,
         name: &Bound<'py, PyString>,
-        placed: &appending::Placement,
+        places: &appending::PlainPlaces,
+        lengths: &[u32],
         now: i64,
     ) -> PyResult<Bound<'py, PyList>> {
         let results = PyList::empty(py);
         let status = self.status.bind(py);
         let result_type = self.result_type.bind(py);
         let stored = now.into_pyobject(py)?.into_any();
-        for i in 0..placed.starts.len() {
+        for (start, queue_id, queue_offset) in places.each(lengths) {
             results.append(new_record(
                 py,
                 result_type,
                 [
-                    message_id(py, &self.prefix, placed.starts[i]).into_any(),
+                    message_id(py, &self.prefix, start).into_any(),
                     name.clone().into_any(),
-                    placed.queue_ids[i].into_pyobject(py)?.into_any(),
-                    placed.queue_offsets[i].into_pyobject(py)?.into_any(),
-                    placed.starts[i].into_pyobject(py)?.into_any(),
+                    queue_id.into_pyobject(py)?.into_any(),
+                    queue_offset.into_pyobject(py)?.into_any(),
+                    start.into_pyobject(py)?.into_any(),
                     stored.clone(),
                     status.clone().into_any(),
                 ],
