@@ -23,6 +23,7 @@ from storeadapter.spark.jobs.archive import (
     read_manifest,
 )
 from storeadapter.spark.jobs.replay import replay
+from tests.engine.storetools import small_config
 from tests.spark.sparktools import engine_rows
 
 DAY_MS = 86_400_000
@@ -41,11 +42,9 @@ def date_of(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d")
 
 
-@pytest.fixture
-def archived_store(open_store, fake_clock):
-    """Topics ``a`` and ``b`` over several 4 KiB segments and two store dates (a message a
-    minute for two hours from 23:00), and an empty topic ``restored``."""
-    store = open_store()
+def fill_two_hours(store, fake_clock) -> None:
+    """Topics ``a`` and ``b`` over two store dates (a message a minute for two hours from
+    23:00), and an empty topic ``restored``."""
     for name in ("a", "b", "restored"):
         store.create_topic(name, queues=2)
     fake_clock.ms = START_MS
@@ -63,6 +62,23 @@ def archived_store(open_store, fake_clock):
             ],
         )
     store.flush()
+
+
+@pytest.fixture
+def archived_store(open_store, fake_clock):
+    """``fill_two_hours`` over several 4 KiB segments (two sealed, one open)."""
+    store = open_store()
+    fill_two_hours(store, fake_clock)
+    return store
+
+
+@pytest.fixture
+def one_segment_store(open_store, fake_clock, store_path):
+    """``fill_two_hours`` in one (open) segment: for what does not depend on segments,
+    archived by one write and one read back instead of one each per segment."""
+    store = open_store(config=small_config(segment_bytes=64 << 10))
+    fill_two_hours(store, fake_clock)
+    assert len(logview.snapshot(store_path).segments) == 1
     return store
 
 
@@ -141,11 +157,12 @@ def test_archive_layout_rerun_and_round_trip(spark, archived_store, store_path, 
     assert len(engine_rows(archived_store, ["restored"])) == len(originals)
 
 
-def test_replay_time_filter(spark, archived_store, store_path, tmp_path):
+def test_replay_time_filter(spark, one_segment_store, store_path, tmp_path):
     out = tmp_path / "archive"
     archive_store(spark, store_path, out, sealed_only=False)
     since, until = START_MS + 30 * 60_000, START_MS + 75 * 60_000
-    window = [r for r in engine_rows(archived_store, ["b"]) if since <= r["store_time"] < until]
+    everything = engine_rows(one_segment_store, ["b"])
+    window = [r for r in everything if since <= r["store_time"] < until]
     assert window
     sent = replay(
         spark,
@@ -157,7 +174,7 @@ def test_replay_time_filter(spark, archived_store, store_path, tmp_path):
         store_path=store_path,
     )
     assert sent == len(window)
-    assert [content(r) for r in engine_rows(archived_store, ["restored"])] == [
+    assert [content(r) for r in engine_rows(one_segment_store, ["restored"])] == [
         content(r) for r in window
     ]
     assert replay(spark, out, "b", until=START_MS, store_path=store_path) == 0
@@ -166,13 +183,15 @@ def test_replay_time_filter(spark, archived_store, store_path, tmp_path):
 
 
 @pytest.mark.django_db
-def test_commands(spark, archived_store, store_path, tmp_path, settings):
+def test_commands(spark, one_segment_store, store_path, tmp_path, settings):
+    # One open segment: archived only with --include-open (archive_store's loop over the
+    # segments is test_archive_layout_rerun_and_round_trip's).
     settings.TIDEMARK_STORE_DIR = store_path
     out = tmp_path / "archive"
     stdout = StringIO()
     call_command("archive_segments", "--out", str(out), "--include-open", stdout=stdout)
-    everything = engine_rows(archived_store)
-    assert f"({len(everything)} messages" in stdout.getvalue()
+    everything = engine_rows(one_segment_store)
+    assert f"1 segments archived to {out} ({len(everything)} messages" in stdout.getvalue()
     stdout = StringIO()
     call_command(
         "replay_archive",
@@ -186,7 +205,7 @@ def test_commands(spark, archived_store, store_path, tmp_path, settings):
     )
     count = sum(1 for r in everything if r["topic"] == "b")
     assert stdout.getvalue().startswith(f"replay_archive: {count} archived messages of b")
-    assert len(engine_rows(archived_store, ["restored"])) == count
+    assert len(engine_rows(one_segment_store, ["restored"])) == count
 
 
 @pytest.mark.django_db

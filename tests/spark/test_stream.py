@@ -101,6 +101,11 @@ def test_micro_batches_pick_up_appends_while_the_query_runs(spark, open_store, s
 
 
 def _wait_for_rows(spark, query, count: int) -> None:
+    """Wait until the memory sink holds ``count`` rows (never more). ``processAllAvailable``
+    waits for the query to catch up without a Spark job a poll; the poll after it stays,
+    for the trigger that had asked for the latest offset just before the append (it may
+    report no new data after this call began)."""
+    query.processAllAvailable()
     deadline = time.monotonic() + WAIT_S
     while True:
         assert query.exception() is None, query.exception()
