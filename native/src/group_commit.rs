@@ -1191,6 +1191,14 @@ mod tests {
         (sync, in_sync, release)
     }
 
+    /// A group syncing with `sync` (no watermark, nothing flushed yet) over a new
+    /// segment in `dir`.
+    fn group_over(dir: &std::path::Path, sync: SyncFn) -> Arc<GroupCommit> {
+        let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
+        group.use_segment(0, 1 << 16, segment_file(dir));
+        group
+    }
+
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("group-commit-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -1200,8 +1208,7 @@ mod tests {
     #[test]
     fn waiters_on_many_threads_return_once_covered() {
         let dir = scratch("covered");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let group = group_over(&dir, Box::new(fdatasync));
         let ends = Arc::new(AtomicU64::new(0));
         let workers: Vec<_> = (0..8)
             .map(|_| {
@@ -1227,8 +1234,7 @@ mod tests {
     #[test]
     fn a_failed_sync_fails_every_waiter_and_later_ones() {
         let dir = scratch("failed");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let group = group_over(&dir, Box::new(fdatasync));
         group.fail_syncs(Some(libc::EIO));
         let workers: Vec<_> = (1..=4u64)
             .map(|i| {
@@ -1294,8 +1300,7 @@ mod tests {
         // Eight waiters covered by one fdatasync, none of which waits again: the
         // relay is never passed on, and the flusher unparks it.
         let dir = scratch("relay");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let group = group_over(&dir, Box::new(fdatasync));
         group.hold_syncs(true);
         let (done, returned) = std::sync::mpsc::channel();
         for i in 1..=8u64 {
@@ -1331,8 +1336,7 @@ mod tests {
         let dir = scratch("whole");
         // The first two fdatasyncs tell the test they began and wait for it.
         let (sync, in_sync, release) = gated_syncs(2);
-        let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let group = group_over(&dir, sync);
         group.hold_syncs(true);
         let waiter = |end: u64| wait_on(&group, end);
         let seven: Vec<_> = (1..=7u64).map(|i| waiter(i * 10)).collect();
@@ -1368,9 +1372,7 @@ mod tests {
             record.lock().unwrap().push(thread::current().id());
             fdatasync(file)
         });
-        let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(dir));
-        (group, ran)
+        (group_over(dir, sync), ran)
     }
 
     fn until(what: impl Fn() -> bool) {
@@ -1444,8 +1446,7 @@ mod tests {
         // on), and the flusher, expecting the group back, sleeps: each covered waiter
         // still returns, by its own look at its slot.
         let dir = scratch("leader-relay");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let group = group_over(&dir, Box::new(fdatasync));
         group.gather_within(Some(Duration::from_secs(600)));
         group.hold_syncs(true);
         let waiter = |end: u64| wait_on(&group, end);
@@ -1472,8 +1473,7 @@ mod tests {
         // flusher's wait for the group runs out, it syncs the one, and from then on
         // expects a group back within twice as long as before.
         let dir = scratch("whole-in");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let group = group_over(&dir, Box::new(fdatasync));
         group.hold_syncs(true);
         let waiter = |end: u64| wait_on(&group, end);
         let two: Vec<_> = (1..=2u64).map(|i| waiter(i * 10)).collect();
@@ -1513,8 +1513,7 @@ mod tests {
         // it, and no leader while a round runs): the flusher syncs it afterwards.
         let dir = scratch("after-leader");
         let (sync, in_sync, release) = gated_syncs(1);
-        let group = Arc::new(GroupCommit::start_with(0, None, sync).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
+        let group = group_over(&dir, sync);
         until(|| group.shared.lock().lead_at == 1);
         let waiter = |end: u64| wait_on(&group, end);
         let first = waiter(10);
