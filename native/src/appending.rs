@@ -33,6 +33,18 @@ fn entry_room(count: usize, width: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A plain record's entry (no tag) for `length` bytes at `start`, with a zero check
+/// (`seal` gives the checks).
+#[inline]
+fn pack_plain_entry(entries: &mut Vec<u8>, start: u64, length: usize) {
+    Entry {
+        commit_offset: start,
+        size: length as u32,
+        tag_hash: 0,
+    }
+    .pack_unchecked_into(entries);
+}
+
 /// Every entry's check, one call a queue (its CRCs are independent chains the CPU
 /// overlaps: fewer instructions than a check an entry as it is packed).
 fn seal(entries: &mut [Vec<u8>]) {
@@ -56,12 +68,7 @@ impl Placement {
     /// with a zero check (`seal` gives the checks).
     #[inline]
     fn push(&mut self, slot: usize, start: u64, length: usize, queue_id: u32, queue_offset: u64) {
-        Entry {
-            commit_offset: start,
-            size: length as u32,
-            tag_hash: 0,
-        }
-        .pack_unchecked_into(&mut self.entries[slot]);
+        pack_plain_entry(&mut self.entries[slot], start, length);
         self.starts.push(start);
         self.queue_ids.push(queue_id);
         self.queue_offsets.push(queue_offset);
@@ -187,12 +194,7 @@ pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) 
             queue_id: batch.turn[slot],
         };
         set_place(&mut out[at..at + length], &place, *shift);
-        Entry {
-            commit_offset: tail,
-            size: length as u32,
-            tag_hash: 0,
-        }
-        .pack_unchecked_into(&mut entries[slot]);
+        pack_plain_entry(&mut entries[slot], tail, length);
         tail += length as u64;
         at += length;
         slot += 1;
