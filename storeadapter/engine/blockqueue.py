@@ -35,7 +35,13 @@ from pathlib import Path
 from crc32c import crc32c
 
 from . import fileio
-from .dataplane import BlockIndex, QueueEnd, drop_block_pages, refault_block_pages
+from .dataplane import (
+    BlockIndex,
+    QueueEnd,
+    drop_block_pages,
+    refault_block_pages,
+    unmap_block_file,
+)
 from .queuebase import ENTRY_SIZE, QueueBase, seal_entries, unpack_entry
 from .seam import Watched, WatchedABC
 from .segment import is_segment_name, segment_name
@@ -136,6 +142,9 @@ class BlockFile:
 
     def close(self) -> None:
         if self._fd >= 0:
+            # The batches' mapping let go with the file: a deleted file's space is in
+            # use while any mapping of it lives.
+            unmap_block_file(self)
             os.close(self._fd)
             self._fd = -1
 

@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 43
+NATIVE_INTERFACE = 44
 
 
 def _check_native(module) -> None:
@@ -74,6 +74,7 @@ seal_entries = _native.seal_entries
 populate = _native.populate
 drop_block_pages = _native.drop_block_pages
 refault_block_pages = _native.refault_block_pages
+unmap_block_file = _native.unmap_block_file
 prepare_items = _native.prepare_items
 read_members = _native.read_members
 Filter = _native.Filter

@@ -106,6 +106,41 @@ def test_retention_deletes_block_files_of_expired_entries_and_keeps_queue_ends(
         assert [m.body for m in read_all(reopened, "m", 0)] == [b"new"]
 
 
+def test_a_block_file_retention_deletes_is_no_longer_mapped_while_the_store_stays_open(
+    tmp_path, monkeypatch
+):
+    # A deleted file's space stays in use while a mapping of it lives: retention on a full
+    # disk freed nothing until the next new block file was mapped or the store closed.
+    from storeadapter.engine import clock, fileio
+
+    path = tmp_path / "s"
+    config = shared_config(
+        retention_hours=1,
+        flush_mode="async",
+        segment_bytes=1 << 20,
+        max_message_bytes=4096,
+        shared_layout_above=0,
+    )
+    with MessageStore.open(path, config) as store:
+        store.create_topic("m", queues=64)
+        for _ in range(6):
+            store.append_batch("m", [{"body": b"x" * 3000, "queue": q} for q in range(64)])
+        assert store._appender.batched >= 1  # the native batch, which maps block files
+        blocks = path / "consumequeue" / "m" / "blocks"
+        files_before = len(list(blocks.iterdir()))
+        later = clock.now_ms() + 3 * HOUR_MS
+        monkeypatch.setattr(clock, "now_ms", lambda: later)
+        monkeypatch.setattr(fileio, "disk_usage", lambda path: (1, 100))
+        store.append_batch("m", [{"body": b"new", "queue": q} for q in (0, 63)])
+
+        assert store.delete_expired().deleted_segments
+        assert len(list(blocks.iterdir())) < files_before
+        with open("/proc/self/maps") as maps:
+            deleted = [line for line in maps if str(path) in line and "(deleted)" in line]
+
+        assert deleted == []
+
+
 def test_queue_ranges_and_topic_stats_take_a_page_of_queues(tmp_path):
     with MessageStore.open(tmp_path / "s", shared_config()) as store:
         store.create_topic("m", queues=5000)

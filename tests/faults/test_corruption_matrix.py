@@ -29,13 +29,10 @@ found is reported, and every message whose record bytes were not touched is serv
 
 from __future__ import annotations
 
-import atexit
-import functools
 import json
 import random
 import shutil
 import struct
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,6 +53,10 @@ from tests.engine.storetools import (
     shared_layout_run,
     small_config,
 )
+from tests.faults.modulework import ModuleWork
+
+work = ModuleWork("corruption-matrix")
+module_work = work.fixture()
 
 SEGMENT_BYTES = 16384
 PAGE = 4096
@@ -112,11 +113,10 @@ class Template:
     tail: int
 
 
-@functools.cache
+@work.cached
 def template() -> Template:
     """The undamaged store, made once and copied for every case."""
-    directory = Path(tempfile.mkdtemp(prefix="corruption-matrix-"))
-    atexit.register(shutil.rmtree, directory, True)
+    directory = work.directory("template")
     path = directory / "store"
     rng = random.Random(8)
     sent = []
@@ -469,11 +469,10 @@ def intact(info: Template, damage: Damage) -> list[Sent]:
     return [s for s in info.sent if s.commit_offset + s.length <= low or s.commit_offset >= high]
 
 
-@functools.cache
+@work.cached
 def outcome(kind: str, fault: str) -> Outcome:
     info = template()
-    path = Path(tempfile.mkdtemp(prefix=f"matrix-{kind}-{fault}-")) / "store"
-    atexit.register(shutil.rmtree, path.parent, True)
+    path = work.directory(f"{kind}-{fault}") / "store"
     shutil.copytree(info.path, path)
     damage = DAMAGE[kind](path, fault, info)
     try:

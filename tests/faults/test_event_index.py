@@ -9,12 +9,9 @@ with the version it produced, and an index the checker finds nothing wrong with.
 
 from __future__ import annotations
 
-import atexit
-import functools
 import os
 import random
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +32,7 @@ from storeadapter.engine.eventindex import (
 from tests.faults.faultharness import fault_config, start_holder
 from tests.faults.faultyfs import FaultyFS, skip_syncs
 from tests.faults.forkserver import ForkServer
+from tests.faults.modulework import ModuleWork
 from tests.faults.soak import rounds
 from tests.faults.streamharness import (
     STREAMS,
@@ -45,6 +43,9 @@ from tests.faults.streamharness import (
     create_stream_store,
     read_stream_acks,
 )
+
+work = ModuleWork("event-power-loss")
+module_work = work.fixture()
 
 ENGINE = "storeadapter.engine"
 HARNESS = "tests.faults.streamharness"
@@ -171,12 +172,11 @@ class _Acks:
         self.lines: list[tuple[str, int, int, str]] = []
 
 
-@functools.cache
+@work.cached
 def _power_loss_run(seed: int) -> tuple[list, Path]:
     """Event appends under FaultyFS (sync mode), with an image captured after every
     append and at every few file-system calls inside them."""
-    directory = Path(tempfile.mkdtemp(prefix=f"event-power-loss-{seed}-"))
-    atexit.register(shutil.rmtree, directory, True)
+    directory = work.directory(f"seed{seed}")
     path = directory / "store"
     create_stream_store(path)
     rng = random.Random(seed)

@@ -26,11 +26,7 @@ mapped ``state`` file as it was).
 
 from __future__ import annotations
 
-import atexit
-import functools
 import random
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +35,11 @@ import pytest
 from storeadapter.engine import Message, MessageStore, RecoveryReport, StoreConfig
 from tests.engine.storetools import read_all, small_config
 from tests.faults.faultyfs import FaultyFS, PowerLossImage, skip_syncs
+from tests.faults.modulework import ModuleWork
 from tests.faults.soak import rounds
+
+work = ModuleWork("power-loss")
+module_work = work.fixture()
 
 SEEDS = (1, 2)
 OPERATIONS = 70
@@ -169,11 +169,10 @@ class Run:
     directory: Path
 
 
-@functools.cache
+@work.cached
 def run_workload(mode: str, seed: int) -> Run:
     """Run the workload once per mode and seed, capturing images as it goes."""
-    directory = Path(tempfile.mkdtemp(prefix=f"power-loss-{mode}-{seed}-"))
-    atexit.register(shutil.rmtree, directory, True)
+    directory = work.directory(f"{mode}-{seed}")
     path = directory / "store"
     workload = Workload(random.Random(seed))
     images: list[PowerLossImage] = []
@@ -258,7 +257,7 @@ def observe(image: PowerLossImage, path: Path, sent: list[Sent], mode: str) -> O
     )
 
 
-@functools.cache
+@work.cached
 def observations(mode: str, seed: int, variant: str) -> list[Observation]:
     run = run_workload(mode, seed)
     rng = random.Random(seed * 1000 + VARIANTS.index(variant))
@@ -465,7 +464,7 @@ def _cut_recovery(image: PowerLossImage, path: Path) -> list[PowerLossImage]:
     return captured
 
 
-@functools.cache
+@work.cached
 def observations_of_cut_recoveries(mode: str) -> list[Observation]:
     """Power losses while a store recovers from a power loss, then a recovery again."""
     run = run_workload(mode, SEEDS[0])

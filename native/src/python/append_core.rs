@@ -438,6 +438,13 @@ pub fn drop_block_pages(file: &Bound<'_, PyAny>) -> bool {
     shared_core::drop_pages(file)
 }
 
+/// Let go of a block file's mapping before it is closed (shared_core.rs `unmap`): true
+/// when the file was mapped here.
+#[pyfunction]
+pub fn unmap_block_file(file: &Bound<'_, PyAny>) -> bool {
+    shared_core::unmap(file)
+}
+
 /// Map writable again the pages of a block file stored into before its last block sync
 /// (shared_core.rs `refault_pages`): the flush thread's, after a periodic sync. How many
 /// pages.

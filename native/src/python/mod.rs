@@ -76,6 +76,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(returning::made_way, m)?)?;
     m.add_function(wrap_pyfunction!(notes::noted_ends, m)?)?;
     m.add_function(wrap_pyfunction!(append_core::refault_block_pages, m)?)?;
+    m.add_function(wrap_pyfunction!(append_core::unmap_block_file, m)?)?;
     m.add("RUN_BYTES", crate::scan::RUN_BYTES)?;
     m.add("INTERFACE", INTERFACE)?;
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
@@ -86,7 +87,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 43;
+pub const INTERFACE: u32 = 44;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

@@ -265,6 +265,24 @@ pub(super) fn release_closed_maps(py: Python<'_>) {
     }
 }
 
+/// Let go of `file`'s mapping, before the file is closed (retention deletes it: a
+/// mapping left until the next file is mapped kept its space in use). False when the
+/// file is not mapped here. With the GIL, as `mapped`: no store into it is under way
+/// while `MAPS`' lock is held.
+pub(super) fn unmap(file: &Bound<'_, PyAny>) -> bool {
+    let Ok(mut maps) = MAPS.lock() else {
+        return false;
+    };
+    let Some(at) = maps.iter().position(|m| m.file.bind(file.py()).is(file)) else {
+        return false;
+    };
+    let map = maps.swap_remove(at);
+    // SAFETY: `at` and `len` are a mapping made by `mapped` and not unmapped since (it
+    // was still in `MAPS`, whose lock is held: no batch stores into it meanwhile).
+    unsafe { libc::munmap(map.at as *mut libc::c_void, map.len) };
+    true
+}
+
 /// Let go of the pages of `file`'s mapping (kept mapped: the next store maps its page
 /// again), before its block sync: the sync writes back each page stored into since the
 /// last one and write-protects each page still mapped, a TLB shootdown each (an IPI to
