@@ -1081,7 +1081,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             for segment in segments:
                 segment.sync()
             self._flusher.log_syncs += len(segments)
-            self._drop_behind(target)  # EXPERIMENT procs31-s53
             for queue_file in queue_files:
                 queue_file.sync()
                 if refault and type(queue_file) is BlockFile:
@@ -1155,25 +1154,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             if start < end:
                 grown = mark_records_written(self.commitlog, start, end, self._registry.resolve)
                 self._registry.dirty.update(grown)
-
-    def _drop_behind(self, target: int) -> None:
-        """EXPERIMENT procs31-s53: the log's pages more than TIDEMARK_DROP_BEHIND bytes
-        behind what this flush made durable let go of (clean: freed at once)."""
-        behind = int(os.environ.get("TIDEMARK_DROP_BEHIND", "0"))
-        if not behind:
-            return
-        dropped = getattr(self, "_dropped_to", 0)
-        upto = target - behind
-        if upto <= dropped:
-            return
-        for segment in self._segments_past(dropped):
-            if segment.base >= upto:
-                break
-            low = max(dropped, segment.base) - segment.base
-            high = min(upto, segment.end) - segment.base
-            if high > low and segment.fd >= 0:
-                os.posix_fadvise(segment.fd, low, high - low, os.POSIX_FADV_DONTNEED)
-        self._dropped_to = upto
 
     def _segments_past(self, offset: int) -> list:
         """The segments holding log bytes past ``offset`` (the newest last)."""
