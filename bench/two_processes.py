@@ -10,18 +10,20 @@ it open (the third process) while ``--procs`` worker processes (spawned; each op
 the store itself) wait at a barrier, then each appends COUNT bodies: one ``append`` a
 call (``single``) or ``append_batch`` of 500 (``batch``). Printed, one line: the rate
 together (all messages from the first worker's start to the last one's end), each
-worker's loop CPU per message (``time.process_time``), the CPU this process spent
-meanwhile (its flusher following the workers' appends) per message appended, each
-worker's native-append count (the core's ``appended``/``batched``: calls the native
-core wrote rather than declined to the Python path), plus the core's follow counters
-where it has them. Then the queues are checked: every queue's offsets dense
-from 0, the total what was appended, each message read back once.
+worker's loop CPU per message (``time.process_time``) and minor page faults over its
+loop, the CPU this process spent meanwhile (its flusher following the workers'
+appends) per message appended, each worker's native-append count (the core's
+``appended``/``batched``: calls the native core wrote rather than declined to the
+Python path), plus the core's follow counters where it has them. Then the queues
+are checked: every queue's offsets dense from 0, the total what was appended, each
+message read back once.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import resource
 import shutil
 import sys
 import tempfile
@@ -58,6 +60,7 @@ def _worker(root: str, path: str, kind: str, count: int, body: bytes, barrier, r
         append, append_batch = store.append, store.append_batch
         before = _counters(store)
         barrier.wait()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         began, cpu, own = time.monotonic(), time.process_time(), time.thread_time()
         if kind == "single":
             for body in bodies:
@@ -68,6 +71,7 @@ def _worker(root: str, path: str, kind: str, count: int, body: bytes, barrier, r
         cpu = time.process_time() - cpu
         own = time.thread_time() - own
         ended = time.monotonic()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         after = _counters(store)
     finally:
         store.close()
@@ -77,6 +81,7 @@ def _worker(root: str, path: str, kind: str, count: int, body: bytes, barrier, r
             "ended": ended,
             "cpu_us_per_msg": round(cpu / count * 1e6, 2),
             "thread_us_per_msg": round(own / count * 1e6, 2),
+            "minor_faults": faults,
             "native": {k: after[k] - before.get(k, 0) for k in after},
         }
     )
@@ -147,6 +152,7 @@ def main() -> None:
                 "msgs_per_s": round(total / seconds),
                 "cpu_us_per_msg": [r["cpu_us_per_msg"] for r in reports],
                 "thread_us_per_msg": [r["thread_us_per_msg"] for r in reports],
+                "minor_faults": [r["minor_faults"] for r in reports],
                 "holder_cpu_us_per_msg": round(held / total * 1e6, 2),
                 "native": [r["native"] for r in reports],
                 "spans_s": [

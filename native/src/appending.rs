@@ -1,6 +1,8 @@
 //! Encoding a batch of records at the commit-log tail into one buffer, with each
 //! queue's consume-queue entries (what `Writer._write_records` writes).
 
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
 use crate::consume_queue::{Entry, ENTRY_SIZE};
 use crate::record::{encode_at, encode_into, place_shift, set_place, Fields, Place};
 
@@ -125,8 +127,8 @@ pub struct Unplaced {
 }
 
 /// The first half of `encode_plain`, which needs neither the tail nor the queues: each
-/// record into `out` (exactly `plain_length` bytes, zeroed) with its place zero, its
-/// CRC taken. Done before the pen, it takes the copy and the CRC (31 of a 1 KiB batch's
+/// record into `out` (exactly `plain_length` bytes, whatever they held: every one is
+/// written) with its place zero, its CRC taken. Done before the pen, it takes the copy and the CRC (31 of a 1 KiB batch's
 /// ~120 µs under the pen, procs31-s50) out of the other writers' way.
 pub fn encode_plain_unplaced(topic: &[u8], bodies: &[&[u8]], out: &mut [u8]) -> Unplaced {
     let mut unplaced = Unplaced {
@@ -205,6 +207,77 @@ pub fn place_plain(batch: &PlainBatch<'_>, unplaced: &Unplaced, out: &mut [u8]) 
     }
     seal(&mut entries);
     entries
+}
+
+/// The most bytes of records `KeptRecords` keeps between batches (a batch of 500 bodies
+/// of 4 KiB is about 2 MB); a larger batch gets a buffer of its own, let go after it.
+pub const KEPT_RECORDS_BYTES: usize = 4 << 20;
+
+/// A plain batch's records buffer, kept from one batch to the next (one a store core).
+/// Made afresh for each batch, a 1 KiB batch's 520 KB buffer was given new pages
+/// whenever glibc handed the last one back (about 58 page faults a batch,
+/// procs31-s52); kept, its pages stay. Not zeroed between batches:
+/// `encode_plain_unplaced` writes every byte of the room it is given.
+#[derive(Debug, Default)]
+pub struct KeptRecords {
+    kept: Mutex<Vec<u8>>,
+}
+
+/// Room for one batch's records: the kept buffer while this batch holds it, or a
+/// fresh one (another thread holds the kept one, or the batch is over the cap).
+pub struct RecordsRoom<'a> {
+    kept: Option<MutexGuard<'a, Vec<u8>>>,
+    fresh: Vec<u8>,
+    length: usize,
+}
+
+impl KeptRecords {
+    /// Room for `length` bytes of records: the kept buffer when no other thread holds
+    /// it (`try_lock`: never waited for) and `length` is at most `KEPT_RECORDS_BYTES`,
+    /// else a fresh one. The kept buffer only grows (the part it grows by is zeroed
+    /// once); the room's bytes are whatever the last batch left there.
+    pub fn take(&self, length: usize) -> RecordsRoom<'_> {
+        let kept = if length <= KEPT_RECORDS_BYTES {
+            match self.kept.try_lock() {
+                Ok(guard) => Some(guard),
+                // A panic while it was held left bytes only: they are all written again.
+                Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+                Err(TryLockError::WouldBlock) => None,
+            }
+        } else {
+            None
+        };
+        let mut room = RecordsRoom {
+            kept,
+            fresh: Vec::new(),
+            length,
+        };
+        let buffer = room.buffer();
+        if buffer.len() < length {
+            buffer.resize(length, 0);
+        }
+        room
+    }
+}
+
+impl RecordsRoom<'_> {
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        match &mut self.kept {
+            Some(kept) => kept,
+            None => &mut self.fresh,
+        }
+    }
+
+    /// Whether this room is the kept buffer.
+    pub fn is_kept(&self) -> bool {
+        self.kept.is_some()
+    }
+
+    /// The room's `length` bytes.
+    pub fn bytes(&mut self) -> &mut [u8] {
+        let length = self.length;
+        &mut self.buffer()[..length]
+    }
 }
 
 /// Where a plain batch placed by `place_plain` went, kept for its results (made after
@@ -316,6 +389,69 @@ mod tests {
         for (got, want) in entries.iter().zip(&want_entries) {
             assert_eq!(&got[..want.len()], &want[..]);
         }
+    }
+
+    /// Encoded into a buffer that held other bytes (a longer batch's records, or 0xa5
+    /// throughout), a batch is the same bytes as into a zeroed one: a kept records
+    /// buffer needs no zeroing.
+    #[test]
+    fn a_batch_encoded_over_old_bytes_is_the_same_bytes() {
+        let owned: Vec<Vec<u8>> = (0..40)
+            .map(|i| (0..(i * 53) % 1100).map(|b| (b * 11 + i) as u8).collect())
+            .collect();
+        let bodies: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        let batch = PlainBatch {
+            topic: b"topic",
+            tail: 4096,
+            now: 1_700_000_000_123,
+            turn: &[0, 1],
+            bases: &[5, 6],
+        };
+        let length = plain_length(b"topic", &bodies);
+        let mut want = vec![0; length];
+        let unplaced = encode_plain_unplaced(b"topic", &bodies, &mut want);
+        place_plain(&batch, &unplaced, &mut want);
+
+        let longer: Vec<&[u8]> = bodies.iter().rev().chain(&bodies).copied().collect();
+        let mut filled = vec![0xa5; plain_length(b"a-longer-topic", &longer)];
+        let mut used = filled.clone();
+        let unplaced = encode_plain_unplaced(b"a-longer-topic", &longer, &mut used);
+        place_plain(&batch, &unplaced, &mut used);
+        for old in [&mut filled, &mut used] {
+            let unplaced = encode_plain_unplaced(b"topic", &bodies, &mut old[..length]);
+            place_plain(&batch, &unplaced, &mut old[..length]);
+            assert!(old[..length] == want[..]);
+        }
+    }
+
+    /// The kept buffer is taken again by the next batch, never waited for: a second
+    /// room while the first is held is a fresh one, as is a batch over the cap, and
+    /// neither grows the kept buffer.
+    #[test]
+    fn the_kept_records_buffer_is_reused_tried_and_capped() {
+        let kept = KeptRecords::default();
+        {
+            let mut room = kept.take(1000);
+            assert!(room.is_kept());
+            room.bytes().fill(7);
+            let mut other = kept.take(500);
+            assert!(!other.is_kept());
+            assert_eq!(other.bytes(), &[0u8; 500][..]);
+        }
+        {
+            let mut room = kept.take(300);
+            assert!(room.is_kept());
+            assert_eq!(room.bytes(), &[7u8; 300][..]); // not zeroed: written over
+        }
+        {
+            let mut huge = kept.take(KEPT_RECORDS_BYTES + 1);
+            assert!(!huge.is_kept());
+            assert_eq!(huge.bytes().len(), KEPT_RECORDS_BYTES + 1);
+        }
+        assert_eq!(kept.kept.lock().unwrap().len(), 1000);
+        let mut grown = kept.take(2000);
+        assert_eq!(&grown.bytes()[..1000], &[7u8; 1000][..]);
+        assert_eq!(&grown.bytes()[1000..], &[0u8; 1000][..]);
     }
 
     /// Each queue of the turn gets room for its share of the batch's entries up front,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import MessageStore, StoreConfig, fileio
+from storeadapter.engine import MessageStore, StoreConfig, clock, fileio
 from tests.engine.storetools import read_all, small_config
 
 
@@ -182,6 +182,73 @@ def test_native_batches_leave_the_queue_files_and_time_marks_the_long_way_leaves
         bodies = sorted(m.body for q in range(3) for m in read_all(store, "t", q))
         assert bodies == sorted(b"b%d-%d" % (b, i) for b in range(30) for i in range(40))
         assert store.get(native[-1].message_id).body == b"b29-39"
+
+
+def _bodies(batch: int, count: int, lengths: range) -> list[bytes]:
+    """``count`` bodies of batch ``batch``, of lengths cycling through ``lengths``, no
+    two alike and none of zero bytes alone."""
+    return [
+        bytes((batch * 31 + i * 7 + j) % 251 + 1 for j in range(lengths[i % len(lengths)]))
+        for i in range(count)
+    ]
+
+
+#: Plain batches, the first a store's first (the long way: it makes the queue files),
+#: then each shorter than the last (in count, record lengths or both), then a longer
+#: one: a batch's records go into the buffer the last one left its bytes in.
+_SHRINKING = [
+    (3, range(5, 6)),
+    (60, range(700, 1000, 37)),
+    (40, range(1, 90, 7)),
+    (55, range(40)),
+    (20, range(300, 301)),
+    (70, range(200, 260, 3)),
+]
+
+
+def _write_shrinking(path: Path, native: bool) -> int:
+    """``_SHRINKING`` appended to a fresh store at a pinned time, by the core or the long
+    way alone; the batches the core wrote."""
+    clock.pin(1_750_000_000_000)
+    taken = 0
+    try:
+        with MessageStore.open(
+            path, _async_config(segment_bytes=1 << 20, queue_file_entries=4096)
+        ) as store:
+            store.create_topic("t", queues=3, layout="files")
+            if not native:
+                store._appender = None
+            for b, (count, lengths) in enumerate(_SHRINKING):
+                before = store._appender.batched if native else 0
+                store.append_batch("t", _bodies(b, count, lengths))
+                taken += store._appender.batched - before if native else 0
+    finally:
+        clock.pin(None)
+    return taken
+
+
+def _log_and_queues(path: Path) -> dict[str, bytes]:
+    """The commit log's segments and the queue files, time indexes included (not
+    ``queue-ends``: its slots are written by flushes)."""
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for part in ("commitlog", "consumequeue")
+        for p in sorted((path / part).rglob("*"))
+        if p.is_file() and p.name != "queue-ends"
+    }
+
+
+def test_a_batch_after_a_longer_one_writes_the_bytes_the_long_way_writes(tmp_path):
+    """A core keeps its records buffer from one plain batch to the next without zeroing
+    it: every byte a batch leaves in the log is its own (procs31-s53)."""
+    taken = _write_shrinking(tmp_path / "native", native=True)
+    _write_shrinking(tmp_path / "python", native=False)
+
+    # All but the first, give or take one sent the long way by the flusher's locks.
+    assert taken >= len(_SHRINKING) - 2, taken
+    native = _log_and_queues(tmp_path / "native")
+    assert any(name.startswith("commitlog") for name in native)
+    assert native == _log_and_queues(tmp_path / "python")
 
 
 def test_a_replaced_time_index_write_turns_the_native_batch_down(tmp_path, time_index_writes):
