@@ -34,15 +34,6 @@
 //!    or took the long way) is unparked whole by the flusher after its next fdatasync,
 //!    or after `RELAY_IDLE` when nothing else wakes it; a waiter also looks at its slot
 //!    by itself every `SELF_CHECK` (a leader's relay: the flusher is not woken by it).
-//!    The relay runs one waiter ahead: a round wakes the waiter after its first (the
-//!    flusher's second covered, a leader's first other) marked to spin, and a `wait`
-//!    whose spinner spins on another CPU wakes the next of the relay marked to spin
-//!    after it (`Shared::let_go`); a waiter so woken spins (without the GIL, yielding
-//!    the CPU now and then, at once when it shares the GIL holder's CPU, at most
-//!    `SPIN_MAX`) until the one before it lets go of the GIL (`Shared::released`), so
-//!    that it is on a CPU when the GIL is let go rather than woken then (the wake-up's
-//!    latency, 7-8 µs a hand-off here, taken while the one before it runs its Python
-//!    and append; docs/PERFORMANCE.md, "sync31-s50", "sync31-s52").
 //!    Having woken the first, the flusher makes the page the next record goes into
 //!    writable again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was
 //!    given one: `use_segment_mapped`), which its fdatasync write-protected: that fault
@@ -61,7 +52,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -81,12 +72,6 @@ const NAP_MIN: Duration = Duration::from_micros(50);
 /// How long the flusher, with no waiter to sync for, lets a relay stand before it
 /// unparks the waiters left in it.
 const RELAY_IDLE: Duration = Duration::from_millis(1);
-/// The longest a woken waiter spins for the one before it to let go of the GIL before
-/// it goes for the GIL anyway (`GroupCommit::spin`).
-const SPIN_MAX: Duration = Duration::from_micros(50);
-/// Spins between two looks at the clock (each followed by a `sched_yield`: on a CPU
-/// shared with the thread it waits for, or with the one about to park, they run).
-const SPIN_TURNS: u32 = 64;
 
 const WAITING: u8 = 0;
 const DURABLE: u8 = 1;
@@ -109,11 +94,6 @@ pub enum Waited {
 struct Slot {
     state: AtomicU8,
     thread: Thread,
-    /// Woken as the relay's next: spin (without the GIL) until `Shared::released`
-    /// reaches this, the waiter before it having let go of the GIL (0: do not spin).
-    spin_until: AtomicU64,
-    /// The CPU it spins on (-1: not spinning, or not on a CPU yet).
-    cpu: AtomicI32,
 }
 
 struct Waiter {
@@ -173,8 +153,6 @@ struct State {
     /// The waiter whose registration makes this many registered runs the round itself,
     /// a *leader* (the group is back whole: step 2 of the module's docs); 0: none.
     lead_at: usize,
-    /// The waiter woken to spin that goes at the next release (None: none stands).
-    spinner: Option<Arc<Slot>>,
 }
 
 struct Shared {
@@ -187,16 +165,6 @@ struct Shared {
     /// The log is durable below it (raised by the flusher and by `advance`).
     flushed: AtomicU64,
     syncs: AtomicU64,
-    /// How many times a waiter let go of the GIL to wait (`wait`, `pass_on`): a woken
-    /// spinner goes when it reaches the spinner's `spin_until`.
-    released: AtomicU64,
-    /// How many spinners went at a release (not at the end of their spin).
-    spun: AtomicU64,
-    /// The CPU of the waiter that went for the GIL last (-1: none yet): a spinner on
-    /// the same CPU yields instead of spinning (it would only keep that one off it).
-    worker_cpu: AtomicI32,
-    /// The longest spin, nanoseconds (`SPIN_MAX`; tests: `spin_within`).
-    spin_ns: AtomicU64,
     /// How many times the flusher made the tail page writable again.
     populated: AtomicU64,
     /// The base of the segment of the flusher's round in flight (`u64::MAX`: none).
@@ -264,57 +232,14 @@ impl Shared {
         self.flushed.fetch_max(flushed, Ordering::AcqRel);
     }
 
-    /// The slots of the covered waiters `woken` (in order) to unpark now: what is left
-    /// of an earlier relay, the first, and the second, which spins until the first
-    /// lets go of the GIL (`GroupCommit::spin`); the others become the relay.
-    fn relay(&self, state: &mut State, woken: Vec<Arc<Slot>>) -> Vec<Arc<Slot>> {
+    /// The slots of the covered waiters `woken` (in order) to unpark now: the first,
+    /// and what is left of an earlier relay; the others become the relay.
+    fn relay(state: &mut State, woken: Vec<Arc<Slot>>) -> Vec<Arc<Slot>> {
         let mut now: Vec<Arc<Slot>> = state.relay.drain(..).collect();
         let mut woken = woken.into_iter();
         now.extend(woken.next());
-        self.spin_next(state, woken.next(), &mut now);
         state.relay.extend(woken);
         now
-    }
-
-    /// `next` (if any) marked to spin until the next release (that of the waiter now
-    /// going for the GIL) and made the spinner, to unpark with `now`.
-    fn spin_next(&self, state: &mut State, next: Option<Arc<Slot>>, now: &mut Vec<Arc<Slot>>) {
-        state.spinner = None;
-        if let Some(next) = next {
-            let released = self.released.load(Ordering::Acquire);
-            next.spin_until.store(released + 1, Ordering::Release);
-            state.spinner = Some(next.clone());
-            now.push(next);
-        }
-    }
-
-    /// A waiter let go of the GIL (under the state's lock): the spinner, if one
-    /// stands, may take it. The next of the relay, if any, is returned to unpark:
-    /// marked to spin until the spinner lets go in turn when the spinner spins on
-    /// another CPU than this one (two CPUs in play: the next spins on the one this
-    /// thread leaves); left in the relay when it spins here or is not on a CPU yet (a
-    /// spinner woken now would queue there too: a switch more a hand-off; the
-    /// spinner's own release wakes it); unmarked when no spinner stands (the relay as
-    /// before: it takes the GIL just let go).
-    fn let_go(&self, state: &mut State) -> Option<Arc<Slot>> {
-        let released = self.released.fetch_add(1, Ordering::AcqRel) + 1;
-        let elsewhere = match state.spinner.take() {
-            None => false,
-            Some(spinner) => {
-                let cpu = spinner.cpu.load(Ordering::Acquire);
-                // SAFETY: sched_getcpu takes no arguments and only reads.
-                if cpu < 0 || cpu == unsafe { libc::sched_getcpu() } {
-                    return None;
-                }
-                true
-            }
-        };
-        let next = state.relay.pop_front()?;
-        if elsewhere {
-            next.spin_until.store(released + 1, Ordering::Release);
-            state.spinner = Some(next.clone());
-        }
-        Some(next)
     }
 }
 
@@ -560,17 +485,12 @@ impl GroupCommit {
                 ended: Instant::now(),
                 whole_in: Duration::ZERO,
                 lead_at: 0,
-                spinner: None,
             }),
             work: Condvar::new(),
             sync,
             led: AtomicU64::new(0),
             flushed: AtomicU64::new(flushed),
             syncs: AtomicU64::new(0),
-            released: AtomicU64::new(0),
-            spun: AtomicU64::new(0),
-            worker_cpu: AtomicI32::new(-1),
-            spin_ns: AtomicU64::new(SPIN_MAX.as_nanos() as u64),
             populated: AtomicU64::new(0),
             in_round: AtomicU64::new(u64::MAX),
             notified: AtomicU64::new(0),
@@ -711,29 +631,16 @@ impl GroupCommit {
         unpark(woken);
     }
 
-    /// This thread let go of the GIL (`wait` does this first): the relay's spinner
-    /// may take it, and the next of the relay is woken (to spin after it, when it
-    /// spins on another CPU).
+    /// Unpark the first waiter of the relay, if any (`wait` does, as its thread lets
+    /// go of the GIL).
     pub fn pass_on(&self) {
         let next = {
             let mut state = self.shared.lock();
-            self.shared.let_go(&mut state)
+            state.relay.pop_front()
         };
         if let Some(slot) = next {
             slot.thread.unpark();
         }
-    }
-
-    /// How many woken spinners went at the release of the waiter before them.
-    pub fn spun(&self) -> u64 {
-        self.shared.spun.load(Ordering::Relaxed)
-    }
-
-    /// Tests: spin at most `window` for the waiter before to let go (`SPIN_MAX`).
-    pub fn spin_within(&self, window: Duration) {
-        self.shared
-            .spin_ns
-            .store(window.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// The errno of the failure, if it failed.
@@ -792,15 +699,13 @@ impl GroupCommit {
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
             thread: thread::current(),
-            spin_until: AtomicU64::new(0),
-            cpu: AtomicI32::new(-1),
         });
         let mut state = self.shared.lock();
         if !holds(state.segment.as_ref()) {
             return None;
         }
         let mut lead = false;
-        let next = self.shared.let_go(&mut state);
+        let next = state.relay.pop_front();
         let early = if state.failed.is_some() {
             Some(Waited::Failed)
         } else if self.flushed() >= end {
@@ -869,13 +774,7 @@ impl GroupCommit {
         let deadline = Instant::now() + timeout;
         loop {
             match slot.state.load(Ordering::Acquire) {
-                DURABLE => {
-                    self.spin(slot);
-                    // SAFETY: sched_getcpu takes no arguments and only reads.
-                    let cpu = unsafe { libc::sched_getcpu() };
-                    self.shared.worker_cpu.store(cpu, Ordering::Relaxed);
-                    return Waited::Durable;
-                }
+                DURABLE => return Waited::Durable,
                 FAILED => return Waited::Failed,
                 CLOSED => return Waited::Closed,
                 _ => {}
@@ -897,44 +796,6 @@ impl GroupCommit {
             _ => {
                 state.waiters.retain(|w| !Arc::ptr_eq(&w.slot, slot));
                 Waited::TimedOut
-            }
-        }
-    }
-
-    /// Woken as the relay's next (durable, `spin_until` set): spin, without the GIL,
-    /// until the waiter before it lets go of the GIL, at most `SPIN_MAX`, yielding the
-    /// CPU between looks at the clock. The thread is then on a CPU when the GIL is let
-    /// go, not woken at that moment (a futex wake, and on this VM an IPI and a wait for
-    /// a CPU: 7-8 µs a hand-off, docs/PERFORMANCE.md "sync31-s51").
-    fn spin(&self, slot: &Slot) {
-        let mark = slot.spin_until.load(Ordering::Acquire);
-        if mark == 0 {
-            return;
-        }
-        let deadline =
-            Instant::now() + Duration::from_nanos(self.shared.spin_ns.load(Ordering::Relaxed));
-        let mut turns: u32 = 0;
-        // SAFETY: sched_getcpu takes no arguments and only reads.
-        let mut cpu = unsafe { libc::sched_getcpu() };
-        slot.cpu.store(cpu, Ordering::Release);
-        loop {
-            if self.shared.released.load(Ordering::Acquire) >= mark {
-                self.shared.spun.fetch_add(1, Ordering::Relaxed);
-                return;
-            }
-            turns = turns.wrapping_add(1);
-            let yielding = self.shared.worker_cpu.load(Ordering::Relaxed) == cpu;
-            if yielding || turns.is_multiple_of(SPIN_TURNS) {
-                if Instant::now() >= deadline {
-                    return;
-                }
-                // SAFETY: sched_yield takes no arguments and only gives up the CPU.
-                unsafe { libc::sched_yield() };
-                // SAFETY: as above.
-                cpu = unsafe { libc::sched_getcpu() };
-                slot.cpu.store(cpu, Ordering::Release);
-            } else {
-                std::hint::spin_loop();
             }
         }
     }
@@ -1200,19 +1061,15 @@ fn round<'a>(
             match leader {
                 Some(leader) => {
                     // What is left of the last round's relay was not passed on during
-                    // a whole fdatasync: unparked now; the first covered other is woken
-                    // to spin until the leader lets go of the GIL (its next wait), the
-                    // rest are the relay.
+                    // a whole fdatasync: unparked now; the covered others are the relay.
                     woken.retain(|slot| !Arc::ptr_eq(slot, leader));
-                    let mut left: Vec<_> = state.relay.drain(..).collect();
-                    let mut woken = woken.into_iter();
-                    shared.spin_next(&mut state, woken.next(), &mut left);
+                    let left: Vec<_> = state.relay.drain(..).collect();
                     state.relay.extend(woken);
                     left
                 }
                 // The same, with the first covered unparked now (the flusher runs no
-                // Python: someone must start the relay) and the second to spin.
-                None => shared.relay(&mut state, woken),
+                // Python: someone must start the relay).
+                None => Shared::relay(&mut state, woken),
             }
         }
         Err(error) => {
@@ -1417,8 +1274,6 @@ mod tests {
         Arc::new(Slot {
             state: AtomicU8::new(DURABLE),
             thread: thread::current(),
-            spin_until: AtomicU64::new(0),
-            cpu: AtomicI32::new(-1),
         })
     }
 
@@ -1428,196 +1283,20 @@ mod tests {
         let (left, a, b, c) = (slot(), slot(), slot(), slot());
         let mut state = group.shared.lock();
         state.relay.push_back(left.clone());
-        let d = slot();
-        let now = group
-            .shared
-            .relay(&mut state, vec![a.clone(), b.clone(), c.clone(), d.clone()]);
-        // What was left, the first, and the second (to spin).
-        assert_eq!(now.len(), 3);
+        let now = Shared::relay(&mut state, vec![a.clone(), b.clone(), c.clone()]);
+        assert_eq!(now.len(), 2);
         assert!(Arc::ptr_eq(&now[0], &left) && Arc::ptr_eq(&now[1], &a));
-        assert!(Arc::ptr_eq(&now[2], &b));
         assert_eq!(state.relay.len(), 2);
-        assert!(Arc::ptr_eq(&state.relay[0], &c) && Arc::ptr_eq(&state.relay[1], &d));
+        assert!(Arc::ptr_eq(&state.relay[0], &b) && Arc::ptr_eq(&state.relay[1], &c));
         drop(state);
-        // Each pass (a waiter letting go of the GIL) unparks the next one, in order
-        // (the spinner spinning on another CPU).
-        b.cpu.store(this_cpu() + 1, Ordering::Release);
+        // Each pass (a waiter letting go of the GIL) unparks the next one, in order.
         group.pass_on();
         let state = group.shared.lock();
-        assert_eq!(state.relay.len(), 1);
-        assert!(Arc::ptr_eq(&state.relay[0], &d));
-        drop(state);
-        group.stop();
-        assert!(group.shared.lock().relay.is_empty());
-    }
-
-    #[test]
-    fn a_round_wakes_its_second_waiter_to_spin_until_the_first_lets_go_of_the_gil() {
-        // The relay's next waiter is woken one hand-off early and spins: the first
-        // woken takes the GIL at once; the second goes at the first's next release
-        // (its wait), not woken then (a futex wake and a switch on the chain).
-        let group = GroupCommit::start(0, None).unwrap();
-        let (a, b, c) = (slot(), slot(), slot());
-        let mut state = group.shared.lock();
-        let released = group.shared.released.load(Ordering::Acquire);
-        let now = group
-            .shared
-            .relay(&mut state, vec![a.clone(), b.clone(), c.clone()]);
-        assert_eq!(now.len(), 2);
-        assert!(Arc::ptr_eq(&now[0], &a) && Arc::ptr_eq(&now[1], &b));
-        assert_eq!(a.spin_until.load(Ordering::Acquire), 0);
-        assert_eq!(b.spin_until.load(Ordering::Acquire), released + 1);
         assert_eq!(state.relay.len(), 1);
         assert!(Arc::ptr_eq(&state.relay[0], &c));
         drop(state);
         group.stop();
-    }
-
-    /// This thread's CPU.
-    fn this_cpu() -> i32 {
-        // SAFETY: sched_getcpu takes no arguments and only reads.
-        unsafe { libc::sched_getcpu() }
-    }
-
-    #[test]
-    fn a_wait_lets_the_spinner_go_and_wakes_the_next_to_spin_when_it_spins_elsewhere() {
-        // The spinner spins on another CPU: a waiter letting go of the GIL (its wait)
-        // lets it go and wakes the next of the relay to spin until it lets go in turn.
-        let group = GroupCommit::start(0, None).unwrap();
-        let (spinner, b, c) = (slot(), slot(), slot());
-        spinner.cpu.store(this_cpu() + 1, Ordering::Release);
-        let mut state = group.shared.lock();
-        state.spinner = Some(spinner);
-        state.relay.extend([b.clone(), c.clone()]);
-        drop(state);
-        let released = group.shared.released.load(Ordering::Acquire);
-        group.pass_on();
-        assert_eq!(group.shared.released.load(Ordering::Acquire), released + 1);
-        assert_eq!(b.spin_until.load(Ordering::Acquire), released + 2);
-        assert_eq!(c.spin_until.load(Ordering::Acquire), 0);
-        let state = group.shared.lock();
-        assert!(state.spinner.as_ref().is_some_and(|s| Arc::ptr_eq(s, &b)));
-        assert_eq!(state.relay.len(), 1);
-        drop(state);
-        group.stop();
-    }
-
-    #[test]
-    fn a_spinner_on_the_releasing_cpu_goes_without_a_next_woken_to_spin() {
-        // The spinner shares this CPU (or is not on one yet): a spinner woken now would
-        // only queue there too, a switch a hand-off more. The spinner goes; the next of
-        // the relay is left for its release, which wakes it as before (no spin).
-        let group = GroupCommit::start(0, None).unwrap();
-        let (spinner, b) = (slot(), slot());
-        spinner.cpu.store(this_cpu(), Ordering::Release);
-        let mut state = group.shared.lock();
-        state.spinner = Some(spinner);
-        state.relay.push_back(b.clone());
-        drop(state);
-        let released = group.shared.released.load(Ordering::Acquire);
-        group.pass_on();
-        assert_eq!(group.shared.released.load(Ordering::Acquire), released + 1);
-        let state = group.shared.lock();
-        assert!(state.spinner.is_none());
-        assert_eq!(
-            state.relay.len(),
-            1,
-            "a next was woken to queue on the same CPU"
-        );
-        drop(state);
-        // The spinner's own release: no spinner stands; the next is woken plainly.
-        group.pass_on();
         assert!(group.shared.lock().relay.is_empty());
-        assert_eq!(b.spin_until.load(Ordering::Acquire), 0);
-        group.stop();
-    }
-
-    #[test]
-    fn a_woken_spinner_returns_when_the_waiter_before_it_lets_go() {
-        // Two waiters covered by the flusher's round: the first is unparked, the
-        // second spins (a spin no timer ends: `spin_within`) until the first waits
-        // again.
-        let dir = scratch("spinner");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
-        group.spin_within(Duration::from_secs(600));
-        group.hold_syncs(true);
-        let (done, returned) = std::sync::mpsc::channel();
-        for end in [10u64, 20] {
-            let group = group.clone();
-            let done = done.clone();
-            thread::spawn(move || {
-                let waited = group.wait(end, Duration::from_secs(600));
-                done.send((end, waited)).unwrap();
-            });
-        }
-        until(|| group.shared.lock().waiters.len() == 2);
-        let first_registered = group.shared.lock().waiters[0].end;
-        group.hold_syncs(false);
-        let (end, waited) = returned.recv_timeout(Duration::from_secs(60)).unwrap();
-        assert_eq!((end, waited), (first_registered, Waited::Durable));
-        // The second spins: nothing returns until the first lets go of the GIL.
-        assert!(returned.recv_timeout(Duration::from_millis(50)).is_err());
-        let spun = group.spun();
-        group.pass_on();
-        let (_, waited) = returned.recv_timeout(Duration::from_secs(60)).unwrap();
-        assert_eq!(waited, Waited::Durable);
-        assert_eq!(
-            group.spun(),
-            spun + 1,
-            "the spinner did not go at the release"
-        );
-        group.stop();
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn a_leader_wakes_the_first_of_its_relay_to_spin_until_it_lets_go_of_the_gil() {
-        // Two waiters come back as a group; the second leads the round. Returning, it
-        // has woken the other to spin (without the GIL) until the leader's next
-        // release (its next wait), not left it for that release to wake.
-        let dir = scratch("leader-spinner");
-        let group = Arc::new(GroupCommit::start(0, None).unwrap());
-        group.use_segment(0, 1 << 16, segment_file(&dir));
-        group.gather_within(Some(Duration::from_secs(600)));
-        group.spin_within(Duration::from_secs(600));
-        group.hold_syncs(true);
-        let first: Vec<_> = [10u64, 20].map(|end| wait_on(&group, end)).into();
-        until(|| group.shared.lock().waiters.len() == 2);
-        group.hold_syncs(false);
-        // The flusher's round: its first unparked, its second spins until the first
-        // lets go (this thread lets go for it).
-        until(|| group.shared.lock().spinner.is_some());
-        group.pass_on();
-        for first in first {
-            assert_eq!(first.join().unwrap(), Waited::Durable);
-        }
-        until(|| group.shared.lock().lead_at == 2);
-        let (done, returned) = std::sync::mpsc::channel();
-        let other = group.clone();
-        thread::spawn(move || {
-            done.send(other.wait(110, Duration::from_secs(600)))
-                .unwrap()
-        });
-        until(|| group.shared.lock().waiters.len() == 1);
-        let released = group.shared.released.load(Ordering::Acquire);
-        assert_eq!(group.wait(120, Duration::from_secs(600)), Waited::Durable);
-        assert_eq!(group.led(), 1, "the last registration did not lead");
-        let state = group.shared.lock();
-        let spinner = state.spinner.clone().expect("no waiter was woken to spin");
-        // Its mark is the leader's next release (its own wait's was `released + 1`).
-        assert_eq!(spinner.spin_until.load(Ordering::Acquire), released + 2);
-        assert!(state.relay.is_empty());
-        drop(state);
-        // The spinner spins: nothing returns until the leader lets go of the GIL.
-        assert!(returned.recv_timeout(Duration::from_millis(50)).is_err());
-        group.pass_on();
-        assert_eq!(
-            returned.recv_timeout(Duration::from_secs(60)),
-            Ok(Waited::Durable)
-        );
-        group.stop();
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
