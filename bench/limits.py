@@ -13,6 +13,10 @@ the file system the benchmarks write to), with files deleted afterwards:
   every 1 MiB or 8 MiB written: a group-committing writer of large batches;
 * ``fdatasync_prealloc``: 1 KiB ``pwrite`` at increasing offsets of a file filled
   with zeroes beforehand, each followed by ``fdatasync`` (no size change, data only);
+  each fdatasync figure also gives the calls' own time, entry to exit
+  (``sync_us_mean``, ``sync_us_median``), the thread's run-queue wait inside them
+  (``sync_rq_wait_us_mean``, from ``schedstat``) and their time without it
+  (``sync_less_rq_us_mean``, ``_median``), beside the loop's rate (``per_s``);
 * ``fdatasync_fallocated``: the same in a file reserved with ``posix_fallocate`` (as
   Tidemark's segments are): the first write to a reserved block also changes the
   file system's extent map, which the ``fdatasync`` then has to commit;
@@ -36,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import tempfile
 import threading
 import time
@@ -79,22 +84,59 @@ def _fdatasync_rate(path: Path, syncs: int, preallocated: str | None) -> dict:
         elif preallocated == "fallocate":
             os.posix_fallocate(fd, 0, syncs * SMALL)
         os.fsync(fd)
+        clock = time.monotonic_ns
+        stat = _schedstat()
+        took = [0] * syncs  # each fdatasync, entry to exit
+        queued = [0] * syncs  # the thread's run-queue wait inside it
         started = time.perf_counter()
         for i in range(syncs):
             if preallocated:
                 os.pwrite(fd, body, i * SMALL)
             else:
                 os.write(fd, body)
+            waited = _run_delay(stat)
+            entered = clock()
             os.fdatasync(fd)
+            took[i] = clock() - entered
+            queued[i] = _run_delay(stat) - waited
         seconds = time.perf_counter() - started
     finally:
         os.close(fd)
         path.unlink()
-    return {
+        if stat is not None:
+            os.close(stat)
+    figure = {
         "per_s": round(syncs / seconds),
         "mean_ms": round(seconds / syncs * 1000, 3),
         "syncs": syncs,
+        # Each fdatasync's own time, entry to exit (CLOCK_MONOTONIC around the call),
+        # and the run-queue wait inside it (the thread woken at the flush's end and
+        # waiting for a CPU: on a busy machine most of it); without that wait, the
+        # disk's time and the kernel's work for the call.
+        "sync_us_mean": round(sum(took) / syncs / 1000, 1),
+        "sync_us_median": round(statistics.median(took) / 1000, 1),
     }
+    if stat is not None:
+        own = [whole - wait for whole, wait in zip(took, queued, strict=True)]
+        figure["sync_rq_wait_us_mean"] = round(sum(queued) / syncs / 1000, 1)
+        figure["sync_less_rq_us_mean"] = round(sum(own) / syncs / 1000, 1)
+        figure["sync_less_rq_us_median"] = round(statistics.median(own) / 1000, 1)
+    return figure
+
+
+def _schedstat() -> int | None:
+    """A descriptor on this thread's ``schedstat`` (None: the kernel keeps none)."""
+    try:
+        return os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
+
+
+def _run_delay(stat: int | None) -> int:
+    """This thread's run-queue wait so far, ns (``schedstat``'s second field)."""
+    if stat is None:
+        return 0
+    return int(os.pread(stat, 64, 0).split()[1])
 
 
 def _group_commit(path: Path, threads: int, per_thread: int) -> dict:
