@@ -59,6 +59,13 @@ const FILTER_STEP: usize = 4096;
 /// instructions too; here, a prefetch loop without a bounds check a line took 139-154 ns
 /// against 116-130: see docs/PERFORMANCE.md, "filter34-s49".)
 const HAND_OVER: usize = 4;
+/// How many of a chunk's first records an entry walk asks for together before it
+/// checks the first (`ask_for_records`), how many bytes of each, and in at most how
+/// many segments.
+const ASK_FIRST: usize = 16;
+const ASK_BYTES: usize = 256;
+/// How many segments (their exports) an entry walk holds at once.
+const HELD_SEGMENTS: usize = 4;
 /// How many records ahead of the one it makes `get_many` asks for (their first lines),
 /// and how many bytes of each.
 const MANY_AHEAD: usize = 4;
@@ -1094,6 +1101,9 @@ impl StoreCore {
         let mut buffer = EntryBuffer::take();
         let buffer = &mut buffer.0;
         let mut records = 0u64;
+        // The segments the entries pointed into, kept for the walk's next entries
+        // (located and exported once, not once for every `HAND_OVER` records).
+        let mut segments: Vec<(u64, View)> = Vec::with_capacity(HELD_SEGMENTS);
         loop {
             let count = chunk(position, records);
             if count == 0 {
@@ -1104,10 +1114,12 @@ impl StoreCore {
             }
             let entries = &buffer[..];
             let total = entries.len() / ENTRY_SIZE;
+            self.ask_for_records(
+                py,
+                &mut segments,
+                &entries[..total.min(ASK_FIRST) * ENTRY_SIZE],
+            )?;
             let mut index = 0;
-            // The segment the last entry pointed into, kept for this chunk's next entries
-            // (located and exported once, not once for every `HAND_OVER` records).
-            let mut segment: Option<(u64, View)> = None;
             while index < total {
                 let at = index * ENTRY_SIZE;
                 if entries[at..at + ENTRY_SIZE].iter().all(|&b| b == 0) {
@@ -1116,24 +1128,10 @@ impl StoreCore {
                 }
                 let pointed =
                     u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or_default());
-                let inside = |(base, view): &(u64, View)| {
-                    pointed
-                        .checked_sub(*base)
-                        .is_some_and(|at| at < view.slice().len() as u64)
-                };
-                if !segment.as_ref().is_some_and(inside) {
-                    drop(segment.take()); // its export let go before another is taken
-                    let Some((base, map)) = self.locate(py, pointed)? else {
-                        return Ok(None);
-                    };
-                    let Some(view) = View::of(map.bind(py)) else {
-                        return Ok(None);
-                    };
-                    segment = Some((base, view));
-                }
-                let Some((base, view)) = &segment else {
+                let Some(held) = self.segment_of(py, &mut segments, pointed)? else {
                     return Ok(None);
                 };
+                let (base, view) = &segments[held];
                 let (base, data) = (*base, view.slice());
                 let wanted = Wanted {
                     topic,
@@ -1179,6 +1177,67 @@ impl StoreCore {
             }
             position += index as u64;
         }
+    }
+
+    /// Ask for the first lines of the records `entries` point at, all of them before
+    /// the walk checks the first: at a million queues each is a random place in
+    /// gigabytes of log (a cache and a TLB miss), and asked for together their misses
+    /// overlap each other instead of following one another. Their segments are located
+    /// into `segments` (`segment_of`), which the walk then reads through.
+    fn ask_for_records(
+        &self,
+        py: Python<'_>,
+        segments: &mut Vec<(u64, View)>,
+        entries: &[u8],
+    ) -> PyResult<()> {
+        for entry in entries.chunks_exact(ENTRY_SIZE) {
+            let pointed = u64::from_le_bytes(entry[..8].try_into().unwrap_or_default());
+            let size = u32::from_le_bytes(entry[8..12].try_into().unwrap_or_default());
+            if size == 0 {
+                continue; // not written (or damaged: the walk looks at it)
+            }
+            let Some(held) = self.segment_of(py, segments, pointed)? else {
+                continue;
+            };
+            let (base, view) = &segments[held];
+            prefetch::ahead(
+                view.slice(),
+                (pointed - base) as usize,
+                (size as usize).min(ASK_BYTES),
+            );
+        }
+        Ok(())
+    }
+
+    /// The place in `segments` (segments a walk holds: base and export) of the segment
+    /// holding commit offset `offset`, located and exported when not held yet (the
+    /// ones held let go first when `HELD_SEGMENTS` are); None when no mapped segment
+    /// holds it.
+    fn segment_of(
+        &self,
+        py: Python<'_>,
+        segments: &mut Vec<(u64, View)>,
+        offset: u64,
+    ) -> PyResult<Option<usize>> {
+        let inside = |(base, view): &(u64, View)| {
+            offset
+                .checked_sub(*base)
+                .is_some_and(|at| at < view.slice().len() as u64)
+        };
+        if let Some(held) = segments.iter().position(inside) {
+            return Ok(Some(held));
+        }
+        if segments.len() >= HELD_SEGMENTS {
+            segments.clear(); // their exports let go before another is taken
+        }
+        let Some((base, map)) = self.locate(py, offset)? else {
+            return Ok(None);
+        };
+        let Some(view) = View::of(map.bind(py)) else {
+            return Ok(None);
+        };
+        segments.push((base, view));
+        Ok(Some(segments.len() - 1))
     }
 
     /// Fill `buffer` with the packed entries of `queue` (a ConsumeQueue) from index
