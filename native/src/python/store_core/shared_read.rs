@@ -370,6 +370,8 @@ impl StoreCore {
         if let Some(at) = &at {
             ask_for_item(at, queue_id as usize); // its miss overlaps the index's
         }
+        // The queue's ends and latest block asked for with it: three misses together.
+        facts.index.get().lock().prefetch(std::iter::once(queue_id));
         if let Some(ends) = known_ends(facts, queue_id) {
             return Ok(Some((ends, None)));
         }
@@ -455,12 +457,18 @@ impl StoreCore {
             let index = facts.index.get().lock();
             match index.seq_range(queue_id) {
                 None => return Ok(Some(((0, 0), None))), // no blocks: an empty queue, as loaded
-                Some((first, last)) => (
-                    first,
-                    last,
-                    index.get(queue_id, first),
-                    index.get(queue_id, last),
-                ),
+                Some((first, last)) => {
+                    // The last block is mostly the one the index remembered last for
+                    // the queue (`recent`: one load where the block map costs two
+                    // misses at a million queues), and mostly the first too.
+                    let last_block = index.recent(queue_id, last);
+                    let first_block = if first == last {
+                        last_block
+                    } else {
+                        index.get(queue_id, first)
+                    };
+                    (first, last, first_block, last_block)
+                }
             }
         };
         let (first, last, Some(first_block), Some(last_block)) = blocks else {
@@ -589,7 +597,7 @@ impl StoreCore {
         let blocks: Option<Vec<u64>> = {
             let index = facts.index.get().lock();
             (first_seq..=last_seq)
-                .map(|seq| index.get(queue_id, seq))
+                .map(|seq| index.recent(queue_id, seq))
                 .collect()
         };
         let Some(blocks) = blocks else {
