@@ -105,6 +105,7 @@ def test_reads_the_core_declines_answer_and_refuse_as_before(store):
     tagged = store.read("t", 0, 0, 100, tag="tag0")
     assert tagged and all(m.tag == "tag0" for m in tagged)
     assert tagged == store._read_long_way("t", 0, 0, 100, "tag0")
+    assert store.read("t", 0, 0, 100, "tag0") == tagged
 
     with pytest.raises(QueueNotFoundError):
         store.read("t", True, 0)
@@ -118,6 +119,10 @@ def test_reads_the_core_declines_answer_and_refuse_as_before(store):
         store.read("t", 0, 0, 0)
     with pytest.raises(StoreError, match="max_messages"):
         store.read("t", 0, 0, 10_001)
+    with pytest.raises(StoreError, match="max_messages"):
+        store.read("t", 0, 0, max_messages=None)  # None given is not the default
+    with pytest.raises(TypeError):
+        store.read("t", 0, 0, 5, None, 1)
     with pytest.raises(TypeError):
         store.read("t", 0, 0, 5, limit=3)
     with pytest.raises(TypeError):

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyString, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 
 use super::filter::Filter;
@@ -59,6 +59,13 @@ const FILTER_STEP: usize = 4096;
 /// instructions too; here, a prefetch loop without a bounds check a line took 139-154 ns
 /// against 116-130: see docs/PERFORMANCE.md, "filter34-s49".)
 const HAND_OVER: usize = 4;
+/// How many of a chunk's first records an entry walk asks for together before it
+/// checks the first (`ask_for_records`), how many bytes of each, and in at most how
+/// many segments.
+const ASK_FIRST: usize = 16;
+const ASK_BYTES: usize = 256;
+/// How many segments (their exports) an entry walk holds at once.
+const HELD_SEGMENTS: usize = 4;
 /// How many records ahead of the one it makes `get_many` asks for (their first lines),
 /// and how many bytes of each.
 const MANY_AHEAD: usize = 4;
@@ -585,28 +592,35 @@ impl StoreCore {
     /// or queue not known yet, a queue with files not loaded, a block not known here, an
     /// entry or record to be checked the long way, a closed or forked store) goes to the
     /// store's `_read_long_way` with the arguments as given, which answers, raises and
-    /// reports damage as before.
-    #[pyo3(signature = (topic, queue, offset, *rest, **options))]
+    /// reports damage as before. A fixed signature (`read`'s own): the interpreter calls
+    /// it with its arguments as they lie, no tuple or dict made for them (~1,000
+    /// instructions a call with `max_messages=` by name, 3 % of a check read of 10).
+    #[pyo3(signature = (topic, queue, offset, max_messages = Given::Absent, tag = None))]
     fn read_or_long_way<'py>(
         &self,
         py: Python<'py>,
         topic: &Bound<'py, PyAny>,
         queue: &Bound<'py, PyAny>,
         offset: &Bound<'py, PyAny>,
-        rest: &Bound<'py, PyTuple>,
-        options: Option<&Bound<'py, PyDict>>,
+        max_messages: Given<'py>,
+        tag: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(max_messages) = read_options(rest, options) {
-            if let Some(messages) = self.read(py, topic, queue, offset, max_messages)? {
-                return Ok(messages.into_any());
+        if tag.is_none() {
+            if let Some(max_messages) = read_count(&max_messages) {
+                if let Some(messages) = self.read(py, topic, queue, offset, max_messages)? {
+                    return Ok(messages.into_any());
+                }
             }
         }
-        let mut args = vec![topic.clone(), queue.clone(), offset.clone()];
-        args.extend(rest.iter());
-        self.store
-            .bind(py)
-            .getattr(intern!(py, "_read_long_way"))?
-            .call(PyTuple::new(py, args)?, options)
+        let long_way = self.store.bind(py).getattr(intern!(py, "_read_long_way"))?;
+        let options = PyDict::new(py);
+        if let Given::Value(max_messages) = max_messages {
+            options.set_item(intern!(py, "max_messages"), max_messages)?;
+        }
+        if let Some(tag) = tag {
+            options.set_item(intern!(py, "tag"), tag)?;
+        }
+        long_way.call((topic, queue, offset), Some(&options))
     }
 
     /// The messages of `queue` of `topic` from queue offset `offset` up to `end` that
@@ -712,40 +726,28 @@ impl StoreCore {
     }
 }
 
-/// `max_messages` of a read's other arguments when they are what the core reads: at
-/// most `max_messages` (an int from 1 to `MAX_READ_MESSAGES`) and `tag`, which must be
-/// None, positionally or by name. None for anything else (the long way judges it).
-fn read_options(rest: &Bound<'_, PyTuple>, options: Option<&Bound<'_, PyDict>>) -> Option<usize> {
-    let mut max_messages = None;
-    let mut tag = None;
-    match rest.len() {
-        0 => {}
-        1 => max_messages = Some(rest.get_item(0).ok()?),
-        2 => {
-            max_messages = Some(rest.get_item(0).ok()?);
-            tag = Some(rest.get_item(1).ok()?);
-        }
-        _ => return None,
+/// An argument with a default that an explicit None must not stand for: `read`'s
+/// `max_messages` (32 when not given; None given is refused by the long way).
+pub(super) enum Given<'py> {
+    Absent,
+    Value(Bound<'py, PyAny>),
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Given<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        Ok(Given::Value(obj.to_owned()))
     }
-    if let Some(options) = options {
-        for (name, value) in options.iter() {
-            let slot = match name.cast::<PyString>().ok()?.to_str().ok()? {
-                "max_messages" => &mut max_messages,
-                "tag" => &mut tag,
-                _ => return None,
-            };
-            if slot.replace(value).is_some() {
-                return None; // given twice: the long way raises TypeError
-            }
-        }
-    }
-    if tag.is_some_and(|tag| !tag.is_none()) {
-        return None;
-    }
+}
+
+/// The count a read with these arguments asks for, when the core reads it (an int of
+/// 1 to `MAX_READ_MESSAGES`, or none given); None: the long way answers or refuses.
+fn read_count(max_messages: &Given<'_>) -> Option<usize> {
     match max_messages {
-        None => Some(DEFAULT_READ_MESSAGES),
-        Some(value) => {
-            let count: i64 = exact_int(&value)?;
+        Given::Absent => Some(DEFAULT_READ_MESSAGES),
+        Given::Value(value) => {
+            let count: i64 = exact_int(value)?;
             (1..=MAX_READ_MESSAGES)
                 .contains(&count)
                 .then_some(count as usize)
@@ -1094,6 +1096,9 @@ impl StoreCore {
         let mut buffer = EntryBuffer::take();
         let buffer = &mut buffer.0;
         let mut records = 0u64;
+        // The segments the entries pointed into, kept for the walk's next entries
+        // (located and exported once, not once for every `HAND_OVER` records).
+        let mut segments: Vec<(u64, View)> = Vec::with_capacity(HELD_SEGMENTS);
         loop {
             let count = chunk(position, records);
             if count == 0 {
@@ -1104,10 +1109,12 @@ impl StoreCore {
             }
             let entries = &buffer[..];
             let total = entries.len() / ENTRY_SIZE;
+            self.ask_for_records(
+                py,
+                &mut segments,
+                &entries[..total.min(ASK_FIRST) * ENTRY_SIZE],
+            )?;
             let mut index = 0;
-            // The segment the last entry pointed into, kept for this chunk's next entries
-            // (located and exported once, not once for every `HAND_OVER` records).
-            let mut segment: Option<(u64, View)> = None;
             while index < total {
                 let at = index * ENTRY_SIZE;
                 if entries[at..at + ENTRY_SIZE].iter().all(|&b| b == 0) {
@@ -1116,24 +1123,10 @@ impl StoreCore {
                 }
                 let pointed =
                     u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or_default());
-                let inside = |(base, view): &(u64, View)| {
-                    pointed
-                        .checked_sub(*base)
-                        .is_some_and(|at| at < view.slice().len() as u64)
-                };
-                if !segment.as_ref().is_some_and(inside) {
-                    drop(segment.take()); // its export let go before another is taken
-                    let Some((base, map)) = self.locate(py, pointed)? else {
-                        return Ok(None);
-                    };
-                    let Some(view) = View::of(map.bind(py)) else {
-                        return Ok(None);
-                    };
-                    segment = Some((base, view));
-                }
-                let Some((base, view)) = &segment else {
+                let Some(held) = self.segment_of(py, &mut segments, pointed)? else {
                     return Ok(None);
                 };
+                let (base, view) = &segments[held];
                 let (base, data) = (*base, view.slice());
                 let wanted = Wanted {
                     topic,
@@ -1179,6 +1172,67 @@ impl StoreCore {
             }
             position += index as u64;
         }
+    }
+
+    /// Ask for the first lines of the records `entries` point at, all of them before
+    /// the walk checks the first: at a million queues each is a random place in
+    /// gigabytes of log (a cache and a TLB miss), and asked for together their misses
+    /// overlap each other instead of following one another. Their segments are located
+    /// into `segments` (`segment_of`), which the walk then reads through.
+    fn ask_for_records(
+        &self,
+        py: Python<'_>,
+        segments: &mut Vec<(u64, View)>,
+        entries: &[u8],
+    ) -> PyResult<()> {
+        for entry in entries.chunks_exact(ENTRY_SIZE) {
+            let pointed = u64::from_le_bytes(entry[..8].try_into().unwrap_or_default());
+            let size = u32::from_le_bytes(entry[8..12].try_into().unwrap_or_default());
+            if size == 0 {
+                continue; // not written (or damaged: the walk looks at it)
+            }
+            let Some(held) = self.segment_of(py, segments, pointed)? else {
+                continue;
+            };
+            let (base, view) = &segments[held];
+            prefetch::ahead(
+                view.slice(),
+                (pointed - base) as usize,
+                (size as usize).min(ASK_BYTES),
+            );
+        }
+        Ok(())
+    }
+
+    /// The place in `segments` (segments a walk holds: base and export) of the segment
+    /// holding commit offset `offset`, located and exported when not held yet (the
+    /// ones held let go first when `HELD_SEGMENTS` are); None when no mapped segment
+    /// holds it.
+    fn segment_of(
+        &self,
+        py: Python<'_>,
+        segments: &mut Vec<(u64, View)>,
+        offset: u64,
+    ) -> PyResult<Option<usize>> {
+        let inside = |(base, view): &(u64, View)| {
+            offset
+                .checked_sub(*base)
+                .is_some_and(|at| at < view.slice().len() as u64)
+        };
+        if let Some(held) = segments.iter().position(inside) {
+            return Ok(Some(held));
+        }
+        if segments.len() >= HELD_SEGMENTS {
+            segments.clear(); // their exports let go before another is taken
+        }
+        let Some((base, map)) = self.locate(py, offset)? else {
+            return Ok(None);
+        };
+        let Some(view) = View::of(map.bind(py)) else {
+            return Ok(None);
+        };
+        segments.push((base, view));
+        Ok(Some(segments.len() - 1))
     }
 
     /// Fill `buffer` with the packed entries of `queue` (a ConsumeQueue) from index

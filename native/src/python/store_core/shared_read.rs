@@ -189,6 +189,23 @@ fn known_ends(facts: &Facts<'_>, queue_id: u32) -> Option<(u64, u64)> {
     ends.loaded.then_some((ends.min, ends.max))
 }
 
+/// Ask for the line holding item `index` of `list` (a hint: nothing is read), when
+/// there is one: its miss then overlaps the block index's.
+fn ask_for_item(list: &Bound<'_, PyList>, index: usize) {
+    if index >= list.len() {
+        return;
+    }
+    // SAFETY: `list` is a live list (bound: the GIL is held) with more than `index`
+    // items (checked just above, nothing run since), so `ob_item + index` is inside its
+    // item array; only its address is taken, for a prefetch, which reads nothing.
+    let item = unsafe {
+        (*list.as_ptr().cast::<pyo3::ffi::PyListObject>())
+            .ob_item
+            .add(index)
+    };
+    crate::prefetch::object(item.cast::<u8>());
+}
+
 impl StoreCore {
     /// The shared topic `state` (a registry `Topic`) is, if it is one: exactly a
     /// `Topic` with a block store and its queues a `LazyQueues`.
@@ -345,14 +362,20 @@ impl StoreCore {
         queue_id: u32,
         settled: Settled,
     ) -> PyResult<Option<((u64, u64), Option<LastRecord>)>> {
+        let classes = &self.shared_classes;
+        let at = classes
+            .lazy_at
+            .get(&shared.queues)
+            .and_then(|at| at.cast_into::<PyList>().ok());
+        if let Some(at) = &at {
+            ask_for_item(at, queue_id as usize); // its miss overlaps the index's
+        }
+        // The queue's ends and latest block asked for with it: three misses together.
+        facts.index.get().lock().prefetch(std::iter::once(queue_id));
         if let Some(ends) = known_ends(facts, queue_id) {
             return Ok(Some((ends, None)));
         }
-        let classes = &self.shared_classes;
-        let Some(at) = classes.lazy_at.get(&shared.queues) else {
-            return Ok(None);
-        };
-        let Ok(at) = at.cast_into::<PyList>() else {
+        let Some(at) = at else {
             return Ok(None);
         };
         let Ok(made) = at.get_item(queue_id as usize) else {
@@ -434,12 +457,18 @@ impl StoreCore {
             let index = facts.index.get().lock();
             match index.seq_range(queue_id) {
                 None => return Ok(Some(((0, 0), None))), // no blocks: an empty queue, as loaded
-                Some((first, last)) => (
-                    first,
-                    last,
-                    index.get(queue_id, first),
-                    index.get(queue_id, last),
-                ),
+                Some((first, last)) => {
+                    // The last block is mostly the one the index remembered last for
+                    // the queue (`recent`: one load where the block map costs two
+                    // misses at a million queues), and mostly the first too.
+                    let last_block = index.recent(queue_id, last);
+                    let first_block = if first == last {
+                        last_block
+                    } else {
+                        index.get(queue_id, first)
+                    };
+                    (first, last, first_block, last_block)
+                }
             }
         };
         let (first, last, Some(first_block), Some(last_block)) = blocks else {
@@ -568,7 +597,7 @@ impl StoreCore {
         let blocks: Option<Vec<u64>> = {
             let index = facts.index.get().lock();
             (first_seq..=last_seq)
-                .map(|seq| index.get(queue_id, seq))
+                .map(|seq| index.recent(queue_id, seq))
                 .collect()
         };
         let Some(blocks) = blocks else {
@@ -606,6 +635,10 @@ impl StoreCore {
     ) -> PyResult<bool> {
         let geometry = facts.geometry;
         let first = block - block % geometry.per_file;
+        let from = ((block - first) * geometry.block_bytes) as usize + at;
+        if let Some(copied) = self.copy_kept(py, facts, first, from, out) {
+            return Ok(copied);
+        }
         let Some(file) = facts.files.get_item(first)? else {
             return Ok(false);
         };
@@ -622,7 +655,6 @@ impl StoreCore {
         else {
             return Ok(false); // not open here: the long way opens it
         };
-        let from = ((block - first) * geometry.block_bytes) as usize + at;
         let file_len = (geometry.per_file * geometry.block_bytes) as usize;
         let mut stores = lock(&self.block_stores);
         let stores = &mut *stores;
@@ -660,6 +692,44 @@ impl StoreCore {
                 Ok(false)
             }
         }
+    }
+
+    /// `copy_block` through a file this process mapped already, without looking it up
+    /// in the block store's table: a `BlockFile` still open is still the table's file
+    /// for its first block (blockqueue.py sets a table entry only where none is, and
+    /// closes a file when it takes it out; a file let go of is never opened again, and
+    /// the core holds it). None when no open file is mapped for `first` (the caller
+    /// looks it up), else whether the bytes were copied (as `copy_block`).
+    fn copy_kept(
+        &self,
+        py: Python<'_>,
+        facts: &Facts<'_>,
+        first: u64,
+        from: usize,
+        out: &mut [u8],
+    ) -> Option<bool> {
+        let file_fd = self.shared_classes.file_fd;
+        let mut stores = lock(&self.block_stores);
+        let kept = stores
+            .facts
+            .iter_mut()
+            .find(|f| f.blocks.as_ptr() as usize == facts.key)?;
+        let place = kept.maps.iter().position(|m| {
+            m.first == first
+                && file_fd
+                    .get(m.file.bind(py))
+                    .and_then(|fd| exact_int(&fd))
+                    .is_some_and(|fd| fd >= 0)
+        })?;
+        let map = kept.maps[place].map.as_ref()?;
+        Some(match map.copy(from, out) {
+            Copied::Done => true,
+            Copied::Outside => false,
+            Copied::Cut => {
+                kept.maps[place].map = None; // never read through it again
+                false
+            }
+        })
     }
 
     /// The facts of the block store `blocks`, read the first time (and again when its
