@@ -28,7 +28,9 @@ class LazyQueues:
     ``_made`` the same objects by id in the order they were made. A queue's ends are
     kept in the topic's block index (``ends``), not in its object: the shared batch
     (shared_core.rs) uses a queue, and loads it, without making its object, so the queues
-    used so far (``made``) are those made and those the index has loaded."""
+    used so far (``made``) are those made and those the index has loaded. Each object
+    made is noted in the index too (``set_made``): the batch loads a queue without a
+    Python call only when none is made (its load would find it empty)."""
 
     __slots__ = ("_at", "_count", "_made", "_make", "ends")
 
@@ -50,6 +52,8 @@ class LazyQueues:
         queue = self._at[queue_id]
         if queue is None:
             queue = self._at[queue_id] = self._made[queue_id] = self._make(queue_id)
+            if self.ends is not None:
+                self.ends.set_made(queue_id, True)
         return queue
 
     def __iter__(self):
@@ -85,6 +89,8 @@ class LazyQueues:
             self.ends.forget_ends(queue_id)
 
     def append(self, queue: BlockQueue) -> None:
+        if self.ends is not None:
+            self.ends.set_made(self._count, True)
         self._made[self._count] = queue
         self._at.append(queue)
         self._count += 1

@@ -531,6 +531,37 @@ def test_a_shared_batch_loads_a_queue_with_blocks_it_meets_first_once(tmp_path, 
         assert [m.body for m in read_all(store, "t", 6)] == [b"b", b"d"]
 
 
+def test_a_shared_batch_loads_the_python_way_an_empty_queue_whose_object_is_made(
+    tmp_path, monkeypatch
+):
+    # The batch finds its queues' ends without the GIL, and loads there only a queue
+    # whose object was never made (the index notes each one made: `set_made`) and that
+    # has no blocks; a made one, empty or not, is loaded as every user loads it.
+    from storeadapter.engine.blockqueue import BlockQueue
+
+    loads = []
+    genuine = BlockQueue._load
+
+    def counting(self):
+        loads.append(self.queue_id)
+        return genuine(self)
+
+    monkeypatch.setattr(BlockQueue, "_load", counting)
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        store.create_topic("t", queues=QUEUES, layout="shared")
+        store.append_batch("t", [{"body": b"0", "queue": 2}])  # its first block: the long way
+        topic = store._registry.topics["t"]
+        made = topic.queues[7]
+        del loads[:]
+        batch = [{"body": b"a%d" % i, "queue": 7 + i % 2} for i in range(40)]
+        store.append_batch("t", batch)
+        assert store._appender.batched == 1
+        assert loads == [7]
+        assert topic.queues.made_at(8) is None
+        assert (made.loaded, made.max_offset, store.queue_range("t", 8)) == (True, 20, (0, 20))
+        assert [m.body for m in read_all(store, "t", 7)] == [b"a%d" % i for i in range(0, 40, 2)]
+
+
 def test_a_queue_end_after_a_follow_and_a_truncate_is_the_one_the_index_keeps(tmp_path):
     path = tmp_path / "s"
     writer = MessageStore.open(path, _config())

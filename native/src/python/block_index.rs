@@ -83,6 +83,9 @@ pub struct Ends {
     pub changes: i64,
     /// Found and checked (`_ensure_loaded` done): the ends can be used as they are.
     pub loaded: bool,
+    /// The queue's object is made (`LazyQueues`, topics.py, says so): the shared batch
+    /// loads a queue without a Python call only when it is not (shared_core.rs).
+    pub made: bool,
 }
 
 #[derive(Default)]
@@ -537,6 +540,11 @@ impl BlockIndex {
 
     fn set_loaded(&self, queue: u32, value: bool) {
         self.lock().ends_mut(queue).loaded = value;
+    }
+
+    /// Note whether the queue's object is made (`LazyQueues` makes it, or lets it go).
+    fn set_made(&self, queue: u32, value: bool) {
+        self.lock().ends_mut(queue).made = value;
     }
 
     /// Forget the queue's ends (it was removed, or is another incarnation now).

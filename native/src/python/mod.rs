@@ -87,7 +87,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 45;
+pub const INTERFACE: u32 = 46;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn
@@ -420,18 +420,6 @@ pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
         .map_err(|_| PyTypeError::new_err("a message id prefix is 8 hex digits"))
 }
 
-/// Each byte's two upper-case hex digits.
-const HEX_PAIRS: [[u8; 2]; 256] = {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut pairs = [[0u8; 2]; 256];
-    let mut byte = 0;
-    while byte < 256 {
-        pairs[byte] = [HEX[byte >> 4], HEX[byte & 0xF]];
-        byte += 1;
-    }
-    pairs
-};
-
 /// `prefix` and `offset` in 16 upper-case hex digits: a message id, written straight
 /// into a new ASCII string (no UTF-8 decoding of what is ASCII by construction).
 pub(crate) fn message_id<'py>(
@@ -439,26 +427,29 @@ pub(crate) fn message_id<'py>(
     prefix: &[u8; 8],
     offset: u64,
 ) -> Bound<'py, PyString> {
-    let mut text = [0u8; 24];
-    text[..8].copy_from_slice(prefix);
-    for (i, byte) in offset.to_be_bytes().into_iter().enumerate() {
-        text[8 + 2 * i..10 + 2 * i].copy_from_slice(&HEX_PAIRS[byte as usize]);
-    }
-    if !text.is_ascii() {
+    let digits = crate::message_id::hex_digits(offset);
+    if !prefix.is_ascii() {
         // A prefix is 8 bytes the caller gave (`id_prefix`): only ASCII is written raw.
+        let mut text = prefix.to_vec();
+        text.extend_from_slice(&digits);
         return PyString::new(py, &String::from_utf8_lossy(&text));
     }
     // SAFETY: the GIL is held. PyUnicode_New(24, 127) makes a compact ASCII string of 24
     // one-byte characters (or NULL with an exception set, which PyErr::fetch takes);
     // its data is 24 writable bytes until the string is shared, and every byte written
-    // is ASCII (checked above), as such a string requires.
+    // is ASCII (the prefix checked above, the digits by construction), as such a string
+    // requires.
     unsafe {
         let object = ffi::PyUnicode_New(24, 127);
         if object.is_null() {
             let _ = PyErr::fetch(py);
+            let mut text = prefix.to_vec();
+            text.extend_from_slice(&digits);
             return PyString::new(py, std::str::from_utf8(&text).unwrap_or_default());
         }
-        std::ptr::copy_nonoverlapping(text.as_ptr(), ffi::PyUnicode_1BYTE_DATA(object), 24);
+        let data = ffi::PyUnicode_1BYTE_DATA(object);
+        std::ptr::copy_nonoverlapping(prefix.as_ptr(), data, 8);
+        std::ptr::copy_nonoverlapping(digits.as_ptr(), data.add(8), 16);
         Bound::from_owned_ptr(py, object).cast_into_unchecked()
     }
 }

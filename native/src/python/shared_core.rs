@@ -33,6 +33,11 @@ use super::*;
 
 /// blockqueue.BLOCK_HEADER_SIZE: queue u32, seq u64, crc32c u32.
 const BLOCK_HEADER_SIZE: usize = 16;
+/// A batch whose work finds its rooms and plan (`known_rooms`, `plan_known`) has every
+/// block file of its topic made ready for it first (their descriptors, their mappings):
+/// done for a topic of at most this many (a million queues of 20 messages fill 16 files
+/// of the default 65,536 blocks); a topic of more plans the Python way.
+const RESOLVED_FILES: usize = 32;
 /// A batch of at least this many items lets the GIL go for its work (handing it over
 /// and back costs a few microseconds; a batch of 500 spends milliseconds).
 const DETACH_ITEMS: usize = 32;
@@ -48,6 +53,10 @@ struct SharedRoom {
     base: u64,
     count: u64,
 }
+
+/// A batch's queues as `shared_under_pen` is given them: their rooms (None: its work
+/// finds them), the shares they are found from, and how many queues the topic has.
+type Asked<'a> = (Option<&'a [SharedRoom]>, &'a [(i64, u64)], usize);
 
 /// Where a batch's entries go, decided before anything is written.
 struct BlockPlan {
@@ -79,6 +88,7 @@ struct Blocks<'py> {
 
 /// A block file the batch writes: its first block, descriptor, mapping (None: written
 /// with pwrites) and its `BlockFile`'s address (to find its mapping still in `MAPS`).
+#[derive(Clone, Copy)]
 struct FileTarget {
     first: u64,
     fd: i32,
@@ -90,8 +100,31 @@ struct FileTarget {
 /// the records or of the entries failed (the write begun: cleared by `write_failed`).
 enum Unwritten {
     Declined(Stop),
+    /// A queue only Python can load (nothing written): `shared_rooms` finds the rooms.
+    Unloaded,
     Records(PyErr),
-    Entries(PyErr),
+    Entries(PyErr, Box<Worked>),
+}
+
+/// What the batch's work did: the run, the rooms and the plan it found (the rooms None:
+/// found the Python way before it) and, per block file (in the batch's list), whether
+/// it was written.
+struct Worked {
+    run: Run,
+    rooms: Option<Vec<SharedRoom>>,
+    plan: BlockPlan,
+    used: Vec<bool>,
+}
+
+impl Worked {
+    /// The block files (`files`, the batch's list) the batch wrote.
+    fn written<'a, T>(&'a self, files: &'a [T]) -> impl Iterator<Item = &'a T> {
+        files
+            .iter()
+            .zip(&self.used)
+            .filter(|(_, used)| **used)
+            .map(|(file, _)| file)
+    }
 }
 
 /// A batch's items as its write reads them (`parse_items`).
@@ -464,6 +497,56 @@ pub(super) fn prepared_of<'py>(item: Bound<'py, PyAny>) -> Step<Prepared<'py>> {
     })
 }
 
+/// The topic's queue objects by id (`LazyQueues._at`: None where not made).
+fn made_list<'py>(
+    py: Python<'py>,
+    slots: &Slots,
+    state: &Bound<'py, PyAny>,
+) -> Step<Bound<'py, PyList>> {
+    get(slots.queues, state)?
+        .getattr(intern!(py, "_at"))
+        .ok()
+        .and_then(|made| made.cast_into::<PyList>().ok())
+        .ok_or(Stop::Declined)
+}
+
+/// `shared_rooms` without the GIL, for a batch whose queues need no Python to load:
+/// `shares` ((queue id, entries) in first-use order) with their ends, read under one
+/// lock of the topic's block index after asking for their cache lines all at once (each
+/// a miss at a million queues; their latest blocks too, for `plan_known`). A queue not
+/// loaded whose object was never made (`Ends::made`) and that has no blocks is empty:
+/// it is marked loaded here, as `shared_rooms` does. None for any other queue not
+/// loaded, and for a queue erased or not among the topic's `queues` (`shared_rooms`
+/// loads it, or declines).
+fn known_rooms(
+    index: &BlockIndex,
+    shares: &[(i64, u64)],
+    queues: usize,
+) -> Option<Vec<SharedRoom>> {
+    let mut known = index.lock();
+    known.prefetch(shares.iter().filter_map(|&(q, _)| u32::try_from(q).ok()));
+    let mut rooms = Vec::with_capacity(shares.len());
+    for &(queue_id, count) in shares {
+        let id = u32::try_from(queue_id)
+            .ok()
+            .filter(|&id| id != ERASED && (id as usize) < queues)?;
+        let mut ends = known.ends(id);
+        if !ends.loaded {
+            if ends.made || known.seq_range(id).is_some() {
+                return None;
+            }
+            known.ends_mut(id).loaded = true;
+            ends = known.ends(id);
+        }
+        rooms.push(SharedRoom {
+            queue_id,
+            base: ends.max,
+            count,
+        });
+    }
+    Some(rooms)
+}
+
 impl AppendCore {
     /// `try_items` for a topic with blocks (the caller checked the store). The thread
     /// lock is taken first, waiting for it (without the GIL) when another thread of
@@ -550,21 +633,49 @@ impl AppendCore {
             length,
             round_robin,
         } = parsed;
-        let rooms = self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
-        self.under_thread_lock(py, |waited| {
-            self.shared_under_pen(
-                py,
-                state,
-                &topic,
-                &blocks_object,
-                &rooms,
-                (&held, &keyed),
-                (&places, queues),
-                round_robin.unwrap_or(topic.round_robin),
-                length,
-                waited,
-            )
-        })
+        let mut queues = queues;
+        // The queues' rooms and the blocks' plan are found by the batch's work, under
+        // the pen and without the GIL (each queue's end and latest block a cache miss at
+        // a million queues: docs/PERFORMANCE.md, put33-s53), for a batch whose work lets
+        // the GIL go, of a topic of a few block files (all of them are made ready for
+        // the work: `RESOLVED_FILES`), unless the index may miss blocks another process
+        // allocated (`stale`: `plan_blocks` refreshes it). Otherwise, and when the work
+        // meets a queue only Python can load, `shared_rooms` finds them first.
+        let queue_count = made_list(py, &self.slots, state)?.len();
+        let file_count = blocks_object.getattr(intern!(py, "files"))?.len()?;
+        let mut rooms = None;
+        if held.len() < DETACH_ITEMS
+            || io_seam::planned()
+            || file_count > RESOLVED_FILES
+            || blocks_object.getattr(intern!(py, "stale"))?.is_truthy()?
+        {
+            rooms = Some(self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?);
+        }
+        loop {
+            let written = self.under_thread_lock(py, |waited| {
+                self.shared_under_pen(
+                    py,
+                    state,
+                    &topic,
+                    &blocks_object,
+                    (rooms.as_deref(), &shares, queue_count),
+                    (&held, &keyed),
+                    (&places, &mut queues),
+                    round_robin.unwrap_or(topic.round_robin),
+                    length,
+                    waited,
+                )
+            })?;
+            match written {
+                Some(landed) => return Ok(landed),
+                None if rooms.is_none() => {
+                    let found =
+                        self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
+                    rooms = Some(found);
+                }
+                None => return declined(), // never: rooms given are not looked for again
+            }
+        }
     }
 
     /// The batch's items read for its write: each item's fields, tag hash and born time,
@@ -682,11 +793,7 @@ impl AppendCore {
         shares: &[(i64, u64)],
     ) -> Step<Vec<SharedRoom>> {
         let queues = get(self.slots.queues, state)?;
-        let made = queues
-            .getattr(intern!(py, "_at"))
-            .ok()
-            .and_then(|made| made.cast_into::<PyList>().ok())
-            .ok_or(Stop::Declined)?;
+        let made = made_list(py, &self.slots, state)?;
         let index = blocks_object
             .getattr(intern!(py, "index"))?
             .cast_into::<BlockIndex>()
@@ -781,6 +888,8 @@ impl AppendCore {
         })
     }
 
+    /// The batch written under the pen: None when its queues' rooms must be found the
+    /// Python way first (nothing written; `rooms` None: the work finds them itself).
     #[allow(clippy::too_many_arguments)]
     fn shared_under_pen<'py>(
         &self,
@@ -788,13 +897,13 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         topic: &PlainTopic<'py>,
         blocks_object: &Bound<'py, PyAny>,
-        rooms: &[SharedRoom],
+        (rooms, shares, queue_count): Asked<'_>,
         (held, keyed): (&[Held<'py>], &[Bound<'py, PyTuple>]),
-        (places, queues): (&[(usize, u32)], Vec<Bound<'py, PyAny>>),
+        (places, queues): (&[(usize, u32)], &mut Vec<Bound<'py, PyAny>>),
         round_robin: i64,
         length: usize,
         waited: bool,
-    ) -> Step<(Landed<'py>, i64)> {
+    ) -> Step<Option<(Landed<'py>, i64)>> {
         let ready = self.ready(py, waited)?;
         if ready.moved != Moved::Nothing {
             // Another process (or a wait for the pen) may have moved the blocks' ends
@@ -808,18 +917,41 @@ impl AppendCore {
         let segment_fd =
             i32::try_from(get_int(self.slots.fd, &ready.segment)?).map_err(|_| Stop::Declined)?;
         let blocks = Self::blocks_of(blocks_object)?;
-        let plan = Self::plan_blocks(&blocks, rooms)?;
-        // Each block file's descriptor, mapping and where its first block starts.
+        // Rooms found the Python way: so is the plan (it may refresh the index first).
+        let given_plan = match rooms {
+            Some(rooms) => Some(Self::plan_blocks(&blocks, rooms)?),
+            None => None,
+        };
+        // Each block file's first block, object and descriptor, and its mapping: those
+        // of the plan's blocks, or, for a plan the work makes, every file (at most
+        // `RESOLVED_FILES`: the caller checked), of which the plan picks the ones it
+        // writes.
         let mut files: Vec<(u64, Bound<'py, PyAny>, i32)> = Vec::new();
-        for (block, _) in &plan.targets {
-            let first = block - block % blocks.geometry.per_file;
-            if !files.iter().any(|(f, _, _)| *f == first) {
-                let Some(file) = blocks.files.get_item(first)? else {
-                    return declined(); // a new file: the long way creates it
-                };
-                let fd = i32::try_from(file.getattr(intern!(py, "fd"))?.extract::<i64>()?)
-                    .map_err(|_| Stop::Declined)?;
-                files.push((first, file, fd));
+        let fd_of = |file: &Bound<'py, PyAny>| -> Step<i32> {
+            i32::try_from(file.getattr(intern!(py, "fd"))?.extract::<i64>()?)
+                .map_err(|_| Stop::Declined)
+        };
+        match &given_plan {
+            Some(plan) => {
+                for (block, _) in &plan.targets {
+                    let first = block - block % blocks.geometry.per_file;
+                    if !files.iter().any(|(f, _, _)| *f == first) {
+                        let Some(file) = blocks.files.get_item(first)? else {
+                            return declined(); // a new file: the long way creates it
+                        };
+                        let fd = fd_of(&file)?;
+                        files.push((first, file, fd));
+                    }
+                }
+            }
+            None => {
+                if blocks.files.len() > RESOLVED_FILES {
+                    return declined(); // never: the caller found the rooms then
+                }
+                for (first, file) in blocks.files.iter() {
+                    let fd = fd_of(&file)?;
+                    files.push((first.extract()?, file, fd));
+                }
             }
         }
         let file_len = (blocks.geometry.per_file * blocks.geometry.block_bytes) as usize;
@@ -837,28 +969,60 @@ impl AppendCore {
             .iter()
             .map(|(fields, hashed, born)| (fields.each_ref().map(|f| f.as_bytes()), *hashed, *born))
             .collect();
-        let shares: Vec<(u64, u64)> = rooms.iter().map(|room| (room.base, room.count)).collect();
         let index = blocks.index.get();
         let geometry = blocks.geometry;
+        let allocated_to = blocks.end;
         let extent = ready.header.word(EXTENT_AT);
         let writing = ready.header.word(WRITING_AT);
         let segment_at = tail - ready.base;
         // The batch's work, without the GIL for a batch of more than a few items (the
         // other producer threads run meanwhile; this one holds the thread lock and the
-        // pen, so no other write of this store moves what it writes): the records
+        // pen, so no other write of this store moves what it writes): the queues' rooms
+        // found and the blocks planned (unless found the Python way before), the records
         // encoded and each queue's entries packed, the write begun (its extent marked,
         // as `begin`), the records written with one pwrite, the allocated blocks
         // remembered in the native index, the entries stored into the block files.
         // Under a fault plan the work keeps the GIL (the plan's hook is Python) and its
         // writes go through the seam's sites: the records at `log.record`, the entries at
         // `block.entry`.
-        let work = |planned: Option<Python<'_>>| -> Result<Run, Unwritten> {
+        let work = move |planned: Option<Python<'_>>| -> Result<Worked, Unwritten> {
+            let (found, plan) = match (rooms, given_plan) {
+                (Some(_), Some(plan)) => (None, plan),
+                _ => {
+                    let Some(found) = known_rooms(index, shares, queue_count) else {
+                        return Err(Unwritten::Unloaded);
+                    };
+                    let plan = Self::plan_known(index, geometry.per_block, allocated_to, &found)
+                        .map_err(Unwritten::Declined)?;
+                    (Some(found), plan)
+                }
+            };
+            let Some(rooms) = found.as_deref().or(rooms) else {
+                return Err(Unwritten::Declined(Stop::Declined)); // never: one or the other
+            };
+            // The files the plan writes; a block of a file not created yet: the long
+            // way creates it (nothing is written yet).
+            let mut used = vec![false; targets.len()];
+            for (block, _) in &plan.targets {
+                let first = block - block % geometry.per_file;
+                let Some(at) = targets.iter().position(|f| f.first == first) else {
+                    return Err(Unwritten::Declined(Stop::Declined));
+                };
+                used[at] = true;
+            }
+            let writes: Vec<FileTarget> = targets
+                .iter()
+                .zip(&used)
+                .filter(|(_, used)| **used)
+                .map(|(target, _)| *target)
+                .collect();
+            let bases: Vec<(u64, u64)> = rooms.iter().map(|room| (room.base, room.count)).collect();
             let mut run = place_run(
                 tail,
                 end,
                 now,
                 name_bytes,
-                shares.iter().copied(),
+                bases.iter().copied(),
                 fields.iter().copied(),
                 places,
             )
@@ -869,29 +1033,40 @@ impl AppendCore {
             // Stores into mappings need no order (no two pieces overlap: one a (queue,
             // seq)); the pwrites join adjacent pieces, and a fault plan records the
             // writes in the order the long way makes them: by place.
-            let in_order = planned.is_some() || targets.iter().any(|f| f.map.is_none());
-            let pieces = Self::pieces(geometry, &shares, &plan, &run.entries, in_order);
+            let in_order = planned.is_some() || writes.iter().any(|f| f.map.is_none());
+            let pieces = Self::pieces(geometry, &bases, &plan, &run.entries, in_order);
             extent.store(end, Ordering::Relaxed);
             writing.store(1, Ordering::Release);
-            match planned {
+            let written = match planned {
                 Some(py) => {
                     Self::write_at_site(py, Site::LogRecord, segment_fd, &run.out, segment_at)
                 }
                 None => Self::write_at(segment_fd, &run.out, segment_at),
+            };
+            if let Err(error) = written {
+                return Err(Unwritten::Records(error));
             }
-            .map_err(Unwritten::Records)?;
             // The allocated blocks remembered before their writes, as `_new_block` does.
             let mut known = index.lock();
             for (queue_id, seq, block) in &plan.allocated {
                 known.remember(*queue_id, *seq, *block);
             }
             drop(known);
-            Self::write_pieces(geometry, &pieces, &targets, planned).map_err(Unwritten::Entries)?;
+            let stored = Self::write_pieces(geometry, &pieces, &writes, planned);
             // The records and entries let go here, without the GIL (a few hundred frees).
             drop(pieces);
             run.out = Vec::new();
             run.entries = QueueEntries::default();
-            Ok(run)
+            let worked = Worked {
+                run,
+                rooms: found,
+                plan,
+                used,
+            };
+            match stored {
+                Ok(()) => Ok(worked),
+                Err(error) => Err(Unwritten::Entries(error, Box::new(worked))),
+            }
         };
         let outcome = if io_seam::planned() {
             work(Some(py))
@@ -903,21 +1078,31 @@ impl AppendCore {
         } else {
             work(None)
         };
-        let Run {
-            queue_offsets,
-            starts,
-            ..
-        } = match outcome {
-            Ok(run) => run,
+        let worked = match outcome {
+            Ok(worked) => worked,
+            Err(Unwritten::Unloaded) => return Ok(None), // nothing begun
             Err(Unwritten::Declined(stop)) => return Err(stop), // nothing begun
             Err(Unwritten::Records(error)) => return Err(self.write_failed(py, error, tail)),
-            Err(Unwritten::Entries(error)) => {
-                self.blocks_moved(py, blocks_object, &plan, &files)?;
+            Err(Unwritten::Entries(error, worked)) => {
+                self.blocks_moved(py, blocks_object, &worked.plan, worked.written(&files))?;
                 return Err(self.write_failed(py, error, tail));
             }
         };
-        self.blocks_moved(py, blocks_object, &plan, &files)?;
+        self.blocks_moved(py, blocks_object, &worked.plan, worked.written(&files))?;
         self.dirty.bind(py).add(blocks_object)?;
+        let Worked {
+            run:
+                Run {
+                    queue_offsets,
+                    starts,
+                    ..
+                },
+            rooms: found,
+            ..
+        } = worked;
+        let Some(rooms) = found.as_deref().or(rooms) else {
+            return declined(); // never: the work found them when not given
+        };
         let stored = now.into_pyobject(py)?.into_any();
         // The keys to the key index in one `put_many` (as the dict batch of a topic with
         // files per queue), then the allocation end; a failure clears all of it.
@@ -949,22 +1134,22 @@ impl AppendCore {
         self.publish(py, &ready, end, topic.topic_id, &notes)?;
         let landed = Landed {
             topic: topic.name.clone(),
-            queues,
+            queues: std::mem::take(queues),
             queue_offsets,
             starts,
             stored,
         };
-        Ok((landed, end as i64))
+        Ok(Some((landed, end as i64)))
     }
 
     /// What the batch's new blocks leave in the `BlockStore` (they are remembered in
     /// its index already): the allocation end moved, the block files written dirty.
-    fn blocks_moved(
+    fn blocks_moved<'a, 'py: 'a>(
         &self,
-        py: Python<'_>,
-        blocks_object: &Bound<'_, PyAny>,
+        py: Python<'py>,
+        blocks_object: &Bound<'py, PyAny>,
         plan: &BlockPlan,
-        files: &[(u64, Bound<'_, PyAny>, i32)],
+        files: impl Iterator<Item = &'a (u64, Bound<'py, PyAny>, i32)>,
     ) -> PyResult<()> {
         blocks_object.setattr(intern!(py, "end"), plan.end)?;
         let dirty = blocks_object
@@ -1005,6 +1190,43 @@ impl AppendCore {
                 per_file,
                 block_bytes,
             },
+        })
+    }
+
+    /// `plan_blocks` for an index that misses no block another process allocated (not
+    /// `stale`: no refresh), without the GIL: `per` entries a block, the allocated run
+    /// ending at `end`.
+    fn plan_known(
+        index: &BlockIndex,
+        per: u64,
+        mut end: u64,
+        rooms: &[SharedRoom],
+    ) -> Step<BlockPlan> {
+        let mut targets = Vec::with_capacity(rooms.len() + 8);
+        let mut allocated = Vec::new();
+        let known = index.lock();
+        // A queue is one room of the batch, so each (queue, seq) comes once here.
+        for room in rooms.iter().filter(|room| room.count > 0) {
+            let owner = u32::try_from(room.queue_id).map_err(|_| Stop::Declined)?;
+            if owner == ERASED {
+                return declined();
+            }
+            let last = (room.base + room.count - 1) / per;
+            for seq in room.base / per..=last {
+                match known.recent(owner, seq) {
+                    Some(block) => targets.push((block, false)),
+                    None => {
+                        targets.push((end, true));
+                        allocated.push((owner, seq, end));
+                        end += 1;
+                    }
+                }
+            }
+        }
+        Ok(BlockPlan {
+            targets,
+            allocated,
+            end,
         })
     }
 
