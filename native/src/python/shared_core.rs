@@ -1196,38 +1196,9 @@ impl AppendCore {
     /// `plan_blocks` for an index that misses no block another process allocated (not
     /// `stale`: no refresh), without the GIL: `per` entries a block, the allocated run
     /// ending at `end`.
-    fn plan_known(
-        index: &BlockIndex,
-        per: u64,
-        mut end: u64,
-        rooms: &[SharedRoom],
-    ) -> Step<BlockPlan> {
-        let mut targets = Vec::with_capacity(rooms.len() + 8);
-        let mut allocated = Vec::new();
+    fn plan_known(index: &BlockIndex, per: u64, end: u64, rooms: &[SharedRoom]) -> Step<BlockPlan> {
         let known = index.lock();
-        // A queue is one room of the batch, so each (queue, seq) comes once here.
-        for room in rooms.iter().filter(|room| room.count > 0) {
-            let owner = u32::try_from(room.queue_id).map_err(|_| Stop::Declined)?;
-            if owner == ERASED {
-                return declined();
-            }
-            let last = (room.base + room.count - 1) / per;
-            for seq in room.base / per..=last {
-                match known.recent(owner, seq) {
-                    Some(block) => targets.push((block, false)),
-                    None => {
-                        targets.push((end, true));
-                        allocated.push((owner, seq, end));
-                        end += 1;
-                    }
-                }
-            }
-        }
-        Ok(BlockPlan {
-            targets,
-            allocated,
-            end,
-        })
+        Self::plan_rooms(rooms, per, end, |owner, seq| Ok(known.recent(owner, seq)))
     }
 
     /// The block of each of the batch's `(queue, seq)`s, as `BlockStore.write_many`
@@ -1238,11 +1209,43 @@ impl AppendCore {
     /// index let go meanwhile (`refresh` remembers what it finds).
     fn plan_blocks(blocks: &Blocks<'_>, rooms: &[SharedRoom]) -> Step<BlockPlan> {
         let py = blocks.store.py();
-        let per = blocks.geometry.per_block;
-        let mut end = blocks.end;
+        let mut index = Some(blocks.index.get().lock());
+        Self::plan_rooms(
+            rooms,
+            blocks.geometry.per_block,
+            blocks.end,
+            |owner, seq| {
+                let known = index.as_ref().and_then(|index| index.recent(owner, seq));
+                if known.is_some() || !blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
+                    return Ok(known);
+                }
+                index = None;
+                blocks.store.call_method0(intern!(py, "refresh"))?;
+                blocks.store.setattr(intern!(py, "stale"), false)?;
+                let found_end: u64 = blocks.store.getattr(intern!(py, "end"))?.extract()?;
+                if found_end != blocks.end {
+                    // Blocks were taken in past the end this plan allocates from: the long
+                    // way plans again (nothing is written yet).
+                    return declined();
+                }
+                let relocked = blocks.index.get().lock();
+                let found = relocked.get(owner, seq);
+                index = Some(relocked);
+                Ok(found)
+            },
+        )
+    }
+
+    /// The plan of the rooms' `(queue, seq)`s, each block found by `block_of` (None: not
+    /// allocated yet, so the next at `end`).
+    fn plan_rooms(
+        rooms: &[SharedRoom],
+        per: u64,
+        mut end: u64,
+        mut block_of: impl FnMut(u32, u64) -> Step<Option<u64>>,
+    ) -> Step<BlockPlan> {
         let mut targets = Vec::with_capacity(rooms.len() + 8);
         let mut allocated = Vec::new();
-        let mut index = blocks.index.get().lock();
         // A queue is one room of the batch, so each (queue, seq) comes once here.
         for room in rooms.iter().filter(|room| room.count > 0) {
             let owner = u32::try_from(room.queue_id).map_err(|_| Stop::Declined)?;
@@ -1251,21 +1254,7 @@ impl AppendCore {
             }
             let last = (room.base + room.count - 1) / per;
             for seq in room.base / per..=last {
-                let mut known = index.recent(owner, seq);
-                if known.is_none() && blocks.store.getattr(intern!(py, "stale"))?.is_truthy()? {
-                    drop(index);
-                    blocks.store.call_method0(intern!(py, "refresh"))?;
-                    blocks.store.setattr(intern!(py, "stale"), false)?;
-                    let found_end: u64 = blocks.store.getattr(intern!(py, "end"))?.extract()?;
-                    if found_end != blocks.end {
-                        // Blocks were taken in past the end this plan allocates from:
-                        // the long way plans again (nothing is written yet).
-                        return declined();
-                    }
-                    index = blocks.index.get().lock();
-                    known = index.get(owner, seq);
-                }
-                match known {
+                match block_of(owner, seq)? {
                     Some(block) => targets.push((block, false)),
                     None => {
                         targets.push((end, true));
