@@ -26,6 +26,21 @@ def _config(**overrides) -> StoreConfig:
     return small_config(**{**settings, **overrides})
 
 
+def _queue_loads(monkeypatch) -> list[int]:
+    """The ids of the shared queues loaded the Python way (``BlockQueue._load``) from now."""
+    from storeadapter.engine.blockqueue import BlockQueue
+
+    loads: list[int] = []
+    genuine = BlockQueue._load
+
+    def counting(self):
+        loads.append(self.queue_id)
+        return genuine(self)
+
+    monkeypatch.setattr(BlockQueue, "_load", counting)
+    return loads
+
+
 def _batches() -> list[list[dict]]:
     """Batches over random queues: some queues many times in a batch (its entries span
     blocks), some with a tag, some without a queue (the round-robin)."""
@@ -508,20 +523,11 @@ def test_a_shared_batch_loads_a_queue_with_blocks_it_meets_first_once(tmp_path, 
     # After a reopen a queue with blocks is loaded as every other user loads it (its ends
     # found from its blocks and checked, under the loading lock), once; an empty queue
     # is not loaded the Python way at all.
-    from storeadapter.engine.blockqueue import BlockQueue
-
     path = tmp_path / "s"
     with MessageStore.open(path, _config()) as store:
         store.create_topic("t", queues=QUEUES, layout="shared")
         store.append_batch("t", [{"body": b"0", "queue": 2}, {"body": b"1", "queue": 2}])
-    loads = []
-    genuine = BlockQueue._load
-
-    def counting(self):
-        loads.append(self.queue_id)
-        return genuine(self)
-
-    monkeypatch.setattr(BlockQueue, "_load", counting)
+    loads = _queue_loads(monkeypatch)
     with MessageStore.open(path, _config()) as store:
         store.append_batch("t", [{"body": b"a", "queue": 2}, {"body": b"b", "queue": 6}])
         store.append_batch("t", [{"body": b"c", "queue": 2}, {"body": b"d", "queue": 6}])
@@ -537,16 +543,7 @@ def test_a_shared_batch_loads_the_python_way_an_empty_queue_whose_object_is_made
     # The batch finds its queues' ends without the GIL, and loads there only a queue
     # whose object was never made (the index notes each one made: `set_made`) and that
     # has no blocks; a made one, empty or not, is loaded as every user loads it.
-    from storeadapter.engine.blockqueue import BlockQueue
-
-    loads = []
-    genuine = BlockQueue._load
-
-    def counting(self):
-        loads.append(self.queue_id)
-        return genuine(self)
-
-    monkeypatch.setattr(BlockQueue, "_load", counting)
+    loads = _queue_loads(monkeypatch)
     with MessageStore.open(tmp_path / "s", _config()) as store:
         store.create_topic("t", queues=QUEUES, layout="shared")
         store.append_batch("t", [{"body": b"0", "queue": 2}])  # its first block: the long way
