@@ -3,7 +3,7 @@ bare ``pwrite``s, no Tidemark (issue 31's two-process target; docs/PERFORMANCE.m
 procs31-s52 and procs31-s53):
 
     python bench/page_backing.py [--mb=400] [--rounds=3] [--pause=10] [--dir=/tmp]
-                                 [--sync=MB [--drop=1]]
+                                 [--sync=MB [--drop]]
 
 Each round, after ``--pause`` seconds (the pages the last run freed may then be handed
 back to the host: this VM's balloon reports free pages), one writer writes 2 x MB into
@@ -18,10 +18,12 @@ the flusher does); ``--drop``: each run also done with the pages a sync step beh
 let go of after each fdatasync (``POSIX_FADV_DONTNEED``: freed, they are the next
 ones the writer's pages are made of, before the balloon reports them to the host);
 ``pwrite_us_per_mb`` is the pwrites' own thread CPU. The files are deleted after each run.
+A JSON line a run as it ends, then a table of them all.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing
 import os
@@ -117,22 +119,46 @@ def run(directory: str, writers: int, megabytes: int, step: int = 0, drop: bool 
 
 
 def main(argv: list[str]) -> None:
-    options = dict(arg[2:].split("=", 1) for arg in argv if arg.startswith("--"))
-    megabytes = int(options.get("mb", 400))
-    rounds = int(options.get("rounds", 3))
-    pause = float(options.get("pause", 10))
-    step = int(options.get("sync", 0))
-    drops = [False, True] if "drop" in options else [False]
-    with tempfile.TemporaryDirectory(dir=options.get("dir")) as directory:
-        for turn in range(rounds):
-            order = [(1, 2 * megabytes), (2, megabytes)]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mb", type=int, default=400, help="MB each of two writers writes")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pause", type=float, default=10, help="seconds before each run")
+    parser.add_argument("--dir", help="where the files go (default: a temporary directory)")
+    parser.add_argument("--sync", type=int, default=0, help="fdatasync every this many MB")
+    parser.add_argument("--drop", action="store_true", help="each run also with --sync's drop")
+    args = parser.parse_args(argv)
+    drops = [False, True] if args.drop else [False]
+    runs = []
+    with tempfile.TemporaryDirectory(dir=args.dir) as directory:
+        for turn in range(args.rounds):
+            order = [(1, 2 * args.mb), (2, args.mb)]
             for writers, each in order if turn % 2 == 0 else order[::-1]:
                 for drop in drops if turn % 2 == 0 else drops[::-1]:
-                    time.sleep(pause)
-                    found = run(directory, writers, each, step, drop)
+                    time.sleep(args.pause)
+                    found = run(directory, writers, each, args.sync, drop)
                     when = time.strftime("%H:%M:%S")
-                    print(json.dumps({"round": turn, "time": when, "drop": drop, **found}))
+                    runs.append({"round": turn, "time": when, "drop": drop, **found})
+                    print(json.dumps(runs[-1]))
                     sys.stdout.flush()
+    print(format_table(runs))
+
+
+def format_table(runs: list[dict]) -> str:
+    """A line a run: writers, MB/s together and each, thread CPU µs a MB, faults."""
+    lines = [
+        f"{'round':>5} {'time':>8} {'drop':>5} {'writers':>7} {'MB/s':>6} "
+        f"{'each MB/s':>12} {'CPU µs/MB':>14} {'faults':>16} {'steal s':>7}",
+        "-" * 90,
+    ]
+    for r in runs:
+        each = "/".join(map(str, r["each_mb_s"]))
+        cpu = "/".join(map(str, r["cpu_us_per_mb"]))
+        faults = "/".join(map(str, r["minor_faults"]))
+        lines.append(
+            f"{r['round']:>5} {r['time']:>8} {str(r['drop']):>5} {r['writers']:>7} "
+            f"{r['mb_s']:>6} {each:>12} {cpu:>14} {faults:>16} {r['steal_s']:>7}"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
