@@ -23,7 +23,12 @@ its registration). Medians and means in µs over the rounds that show every step
 tracing itself adds a few µs a traced event. ``any_thread``: the same rounds whichever
 thread ran each fdatasync (the flusher, or an appender leading its group's round: sync31-s51),
 split only into the fdatasync and the gap after it, with the appender-to-appender wakes in
-the gap and the share of fdatasyncs an appender ran. Prints one JSON line. Needs perf and the
+the gap and the share of fdatasyncs an appender ran; and where the gap goes (sync31-s54):
+the share of those wakes whose wakee got the waker's own CPU and each kind's wait for it
+(``hop_delay_wakers_cpu_us``, ``hop_delay_other_cpu_us``), the fdatasync's thread from its
+exit to its first wake of an appender (a leader's path after its round:
+``leader_exit_to_its_first_wake_us``), the gap's mean, and the gaps with and without a
+spell of the flusher on a CPU in them. Prints one JSON line. Needs perf and the
 tracepoints (root, or perf_event_paranoid permitting).
 """
 
@@ -65,6 +70,12 @@ def _parse(script: str, pid: int, window: list[float]) -> dict:
     every_sync: list[tuple[float, str, int]] = []  # (time, "enter" | "exit", tid), any thread's
     wakings: list[tuple[float, int, int]] = []  # (time, waker tid, wakee tid)
     switch_in: dict[int, list[float]] = {}
+    # The same switches with the CPU each thread got (time, cpu), the CPU of each waker
+    # at its waking (by time, as wakings), and the flusher's spells on a CPU (in, out).
+    switch_in_cpu: dict[int, list[tuple[float, int]]] = {}
+    waker_cpu: list[int] = []
+    flusher_spells: list[tuple[float, float]] = []
+    flusher_in: float | None = None
     flusher = -1
     tids: set[int] = set()
     lines = []
@@ -82,8 +93,9 @@ def _parse(script: str, pid: int, window: list[float]) -> dict:
             if parts[0].startswith(FLUSHER):
                 flusher = tid
         event, _, fields = rest.strip().partition(": ")
-        lines.append((at, process, tid, event, fields))
-    for at, process, tid, event, fields in lines:
+        cpu = int(parts[-2].strip("[]")) if parts[-2].startswith("[") else -1
+        lines.append((at, process, tid, cpu, event, fields))
+    for at, process, tid, cpu, event, fields in lines:
         if event.startswith("syscalls:sys_"):
             kind = "enter" if "enter" in event else "exit"
             if process == pid:
@@ -94,16 +106,26 @@ def _parse(script: str, pid: int, window: list[float]) -> dict:
             wakee = int(_fields(fields).get("pid", -1))
             if wakee in tids:
                 wakings.append((at, tid if process == pid else 0, wakee))
+                waker_cpu.append(cpu)
         elif event == "sched:sched_switch":
             _prev, _, following = fields.partition(" ==> ")
             nxt = int(_fields(following).get("next_pid", -1))
+            if tid == flusher and flusher_in is not None:
+                flusher_spells.append((flusher_in, at))
+                flusher_in = None
             if nxt in tids:
                 switch_in.setdefault(nxt, []).append(at)
+                switch_in_cpu.setdefault(nxt, []).append((at, cpu))
+                if nxt == flusher:
+                    flusher_in = at
     return {
         "syncs": syncs,
         "every_sync": every_sync,
         "wakings": wakings,
         "switch_in": switch_in,
+        "switch_in_cpu": switch_in_cpu,
+        "waker_cpu": waker_cpu,
+        "flusher_spells": flusher_spells,
         "flusher": flusher,
     }
 
@@ -126,9 +148,26 @@ def _any_rounds(parsed: dict) -> dict:
         elif tid in started:
             pairs.append((started.pop(tid), at, tid))
     pairs.sort()
+    waker_cpu = parsed["waker_cpu"]
+    switch_in_cpu = parsed["switch_in_cpu"]
+    spells = parsed["flusher_spells"]
+    spell_at = [spell[0] for spell in spells]
     rounds: dict[str, list[float]] = {"round": [], "fdatasync": [], "gap": []}
     hops: list[int] = []
-    for (enter, exited, _tid), (next_enter, _, _) in zip(pairs, pairs[1:], strict=False):
+    # Where the gap goes (sync31-s54): each hop by the CPU its wakee got (the waker's
+    # or the other) and its wait for it, the fdatasync's thread from its exit to its
+    # first wake of an appender (a leader's path), and the gaps with and without a
+    # spell of the flusher on a CPU.
+    delay: dict[str, list[float]] = {"wakers_cpu": [], "other_cpu": []}
+    leader_path: list[float] = []
+    gaps_by_flusher: dict[str, list[float]] = {"with": [], "without": []}
+
+    def ran_on(tid: int, at: float) -> tuple[float, int] | None:
+        times = switch_in_cpu.get(tid, [])
+        i = bisect.bisect_left(times, (at, -1))
+        return times[i] if i < len(times) else None
+
+    for (enter, exited, tid), (next_enter, _, _) in zip(pairs, pairs[1:], strict=False):
         if next_enter < exited:
             continue  # overlapping fdatasyncs: not a round of this mechanism
         rounds["round"].append(next_enter - enter)
@@ -136,10 +175,56 @@ def _any_rounds(parsed: dict) -> dict:
         rounds["gap"].append(next_enter - exited)
         lo = bisect.bisect_left(waking_at, exited)
         hi = bisect.bisect_left(waking_at, next_enter)
-        hops.append(sum(1 for w in wakings[lo:hi] if w[1] not in (0, flusher) and w[2] != flusher))
+        inside = [
+            (w, waker_cpu[lo + k])
+            for k, w in enumerate(wakings[lo:hi])
+            if w[1] not in (0, flusher) and w[2] != flusher
+        ]
+        hops.append(len(inside))
+        firsts = [w[0] for w, _cpu in inside if w[1] == tid]
+        if tid != flusher and firsts:
+            leader_path.append(firsts[0] - exited)
+        for (at, _waker, wakee), cpu in inside:
+            ran = ran_on(wakee, at)
+            if ran is None or ran[0] > next_enter:
+                continue
+            delay["wakers_cpu" if ran[1] == cpu else "other_cpu"].append(ran[0] - at)
+        first = bisect.bisect_left(spell_at, exited - 0.01)
+        ran_in_gap = False
+        for spell_in, spell_out in spells[first:]:
+            if spell_in >= next_enter:
+                break
+            if spell_out > exited:
+                ran_in_gap = True
+                break
+        gaps_by_flusher["with" if ran_in_gap else "without"].append(next_enter - exited)
 
     def median(values: list[float]) -> float | None:
         return round(statistics.median(values) * 1e6, 1) if values else None
+
+    def mean(values: list[float]) -> float | None:
+        return round(statistics.fmean(values) * 1e6, 1) if values else None
+
+    hop_count = max(len(delay["wakers_cpu"]) + len(delay["other_cpu"]), 1)
+    where = {
+        "hops_wakee_on_the_wakers_cpu": round(len(delay["wakers_cpu"]) / hop_count, 3),
+        **{
+            f"hop_delay_{name}_us": {"median": median(values), "mean": mean(values)}
+            for name, values in delay.items()
+        },
+        "leader_exit_to_its_first_wake_us": {
+            "median": median(leader_path),
+            "mean": mean(leader_path),
+        },
+        "gaps_with_a_flusher_spell": round(
+            len(gaps_by_flusher["with"]) / max(len(rounds["gap"]), 1), 3
+        ),
+        **{
+            f"gap_{name}_a_flusher_spell_us": median(values)
+            for name, values in gaps_by_flusher.items()
+        },
+        "gap_mean_us": mean(rounds["gap"]),
+    }
 
     return {
         "fdatasyncs_seen": len(pairs),
@@ -149,6 +234,7 @@ def _any_rounds(parsed: dict) -> dict:
         if len(rounds["round"]) > 1
         else None,
         "appender_wakes_an_appender_a_gap": round(statistics.fmean(hops), 2) if hops else None,
+        **where,
     }
 
 
