@@ -25,6 +25,7 @@ mod open_ends;
 mod pen;
 mod prepare;
 mod reader;
+mod records;
 mod returning;
 mod scan;
 mod slots;
@@ -145,14 +146,18 @@ pub(crate) fn new_record<'py, const N: usize>(
     items: [Bound<'py, PyAny>; N],
 ) -> PyResult<Bound<'py, PyAny>> {
     let tp = cls.as_type_ptr();
-    let counted = !uncounted_alloc(py, tp);
+    let adopted = records::adopted(tp);
+    let counted = !adopted && !uncounted_alloc(py, tp);
     // SAFETY: `tp` is a live type object (`cls` holds a reference); `check_record_type`
     // made sure it is a tuple subclass with the tuple's layout, so its `tp_alloc` (or
-    // `alloc_uncounted`, which makes what it makes, untracked) makes a tuple of N empty
-    // slots, each filled exactly once below with a reference we own (PyTuple_SET_ITEM
-    // steals it), as CPython's own tuple_subtype_new does.
+    // `alloc_uncounted`, which makes what it makes, untracked, or `records::take`, which
+    // makes the same on a freed record's memory: adoption checked `uncounted_alloc`)
+    // makes a tuple of N empty slots, each filled exactly once below with a reference we
+    // own (PyTuple_SET_ITEM steals it), as CPython's own tuple_subtype_new does.
     unsafe {
-        let object = if counted {
+        let object = if adopted {
+            records::take(tp, N)
+        } else if counted {
             let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
             alloc(tp, N as ffi::Py_ssize_t)
         } else {
@@ -394,7 +399,8 @@ pub(crate) fn untrack(container: &Bound<'_, PyAny>) {
 }
 
 /// Refuse a `cls` that `new_record` cannot fill: not a tuple subclass, or one with
-/// fields of its own (a `__dict__` or slots).
+/// fields of its own (a `__dict__` or slots); give one it can fill its own deallocator
+/// where it may (`records::adopt`).
 pub(crate) fn check_record_type(cls: &Bound<'_, PyType>) -> PyResult<()> {
     let tp = cls.as_type_ptr();
     // SAFETY: reading two size fields of live type objects (ours holds a reference;
@@ -409,6 +415,7 @@ pub(crate) fn check_record_type(cls: &Bound<'_, PyType>) -> PyResult<()> {
             "the result type must be a tuple subclass without fields of its own",
         ));
     }
+    records::adopt(cls.py(), tp);
     Ok(())
 }
 
