@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
@@ -28,6 +29,20 @@ def test_message_id_is_24_hex_digits_with_the_store_prefix(store):
     assert all(re.fullmatch(r"[0-9A-F]{24}", r.message_id) for r in results)
     assert all(r.message_id.startswith(prefix) for r in results)
     assert len({r.message_id for r in results}) == 5
+
+
+def test_message_ids_made_natively_are_strings_as_python_makes_them(store):
+    store.create_topic("s", queues=4, layout="shared")
+    made = [r.message_id for r in store.append_batch("s", [{"body": b"x", "queue": 1}] * 40)]
+    made += [m.message_id for m in store.read("s", 1, 0, 40)]
+    for message_id in made:
+        copy = "".join(list(message_id))  # the same characters, a string Python made
+        assert type(message_id) is str and message_id.isascii() and len(message_id) == 24
+        assert message_id == copy and hash(message_id) == hash(copy)
+        assert sys.getsizeof(message_id) == sys.getsizeof(copy)
+        assert message_id.encode() == copy.encode() and message_id.lower() == copy.lower()
+        assert {message_id: 1}[copy] == 1 and sys.intern(message_id) == copy
+        assert store.get(message_id).message_id == message_id
 
 
 def test_message_id_encodes_the_commit_offset(store):

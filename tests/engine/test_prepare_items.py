@@ -24,7 +24,18 @@ class _OwnMessage(Message):
     __slots__ = ()
 
 
+def _dict_after_a_deletion() -> dict:
+    """A {"body", "queue"} dict whose entries are not its first two (one was deleted)."""
+    item = {"body": b"d", "tag": "gone", "queue": 1}
+    del item["tag"]
+    return item
+
+
 VALID = [
+    {"queue": 1, "body": b"queue first"},
+    {"".join(["bo", "dy"]): b"a key not interned", "queue": 1},
+    _dict_after_a_deletion(),
+    dict([("body", b"from pairs"), ("queue", 2)]),
     b"plain",
     b"",
     "text",

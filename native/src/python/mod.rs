@@ -25,6 +25,7 @@ mod open_ends;
 mod pen;
 mod prepare;
 mod reader;
+mod records;
 mod returning;
 mod scan;
 mod slots;
@@ -145,14 +146,18 @@ pub(crate) fn new_record<'py, const N: usize>(
     items: [Bound<'py, PyAny>; N],
 ) -> PyResult<Bound<'py, PyAny>> {
     let tp = cls.as_type_ptr();
-    let counted = !uncounted_alloc(py, tp);
+    let adopted = records::adopted(tp);
+    let counted = !adopted && !uncounted_alloc(py, tp);
     // SAFETY: `tp` is a live type object (`cls` holds a reference); `check_record_type`
     // made sure it is a tuple subclass with the tuple's layout, so its `tp_alloc` (or
-    // `alloc_uncounted`, which makes what it makes, untracked) makes a tuple of N empty
-    // slots, each filled exactly once below with a reference we own (PyTuple_SET_ITEM
-    // steals it), as CPython's own tuple_subtype_new does.
+    // `alloc_uncounted`, which makes what it makes, untracked, or `records::take`, which
+    // makes the same on a freed record's memory: adoption checked `uncounted_alloc`)
+    // makes a tuple of N empty slots, each filled exactly once below with a reference we
+    // own (PyTuple_SET_ITEM steals it), as CPython's own tuple_subtype_new does.
     unsafe {
-        let object = if counted {
+        let object = if adopted {
+            records::take(tp, N)
+        } else if counted {
             let alloc = (*tp).tp_alloc.unwrap_or(ffi::PyType_GenericAlloc);
             alloc(tp, N as ffi::Py_ssize_t)
         } else {
@@ -308,16 +313,14 @@ pub(crate) fn new_dict(py: Python<'_>) -> Bound<'_, pyo3::types::PyDict> {
 /// CPython's `PyGC_Head`: the collector's two words before a GC object (3.11).
 const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
 
-/// Whether `alloc_uncounted` may make objects of `tp` here: CPython 3.11 (whose layout of
-/// a GC object's header it writes), and `tp` a GC type whose objects are made by
-/// `PyType_GenericAlloc` and freed by `PyObject_GC_Del`, with nothing before its GC
-/// header (no managed dict).
-fn uncounted_alloc(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
+/// Whether the interpreter is CPython 3.11, whose layouts `alloc_uncounted`,
+/// `new_id_string` and records.rs write.
+fn cpython_3_11(py: Python<'_>) -> bool {
     // 0 not looked at yet, 1 CPython 3.11, 2 another. Looked at without running Python
     // code (the version string the interpreter was built with); a race between threads
     // looks twice and stores the same answer.
     static CPYTHON_3_11: AtomicU8 = AtomicU8::new(0);
-    let known = match CPYTHON_3_11.load(Ordering::Relaxed) {
+    match CPYTHON_3_11.load(Ordering::Relaxed) {
         0 => {
             let version = py.version_info();
             let cpython = (version.major, version.minor) == (3, 11)
@@ -326,7 +329,15 @@ fn uncounted_alloc(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
             cpython
         }
         answer => answer == 1,
-    };
+    }
+}
+
+/// Whether `alloc_uncounted` may make objects of `tp` here: CPython 3.11 (whose layout of
+/// a GC object's header it writes), and `tp` a GC type whose objects are made by
+/// `PyType_GenericAlloc` and freed by `PyObject_GC_Del`, with nothing before its GC
+/// header (no managed dict).
+fn uncounted_alloc(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
+    let known = cpython_3_11(py);
     // SAFETY: reading fields of a live type object (the caller holds a reference, or it
     // is static).
     known
@@ -394,7 +405,8 @@ pub(crate) fn untrack(container: &Bound<'_, PyAny>) {
 }
 
 /// Refuse a `cls` that `new_record` cannot fill: not a tuple subclass, or one with
-/// fields of its own (a `__dict__` or slots).
+/// fields of its own (a `__dict__` or slots); give one it can fill its own deallocator
+/// where it may (`records::adopt`).
 pub(crate) fn check_record_type(cls: &Bound<'_, PyType>) -> PyResult<()> {
     let tp = cls.as_type_ptr();
     // SAFETY: reading two size fields of live type objects (ours holds a reference;
@@ -409,6 +421,7 @@ pub(crate) fn check_record_type(cls: &Bound<'_, PyType>) -> PyResult<()> {
             "the result type must be a tuple subclass without fields of its own",
         ));
     }
+    records::adopt(cls.py(), tp);
     Ok(())
 }
 
@@ -434,13 +447,14 @@ pub(crate) fn message_id<'py>(
         text.extend_from_slice(&digits);
         return PyString::new(py, &String::from_utf8_lossy(&text));
     }
-    // SAFETY: the GIL is held. PyUnicode_New(24, 127) makes a compact ASCII string of 24
-    // one-byte characters (or NULL with an exception set, which PyErr::fetch takes);
+    // SAFETY: the GIL is held. `new_id_string`, as PyUnicode_New(24, 127), makes a
+    // compact ASCII string of 24 one-byte characters (or NULL with an exception set,
+    // which PyErr::fetch takes);
     // its data is 24 writable bytes until the string is shared, and every byte written
     // is ASCII (the prefix checked above, the digits by construction), as such a string
     // requires.
     unsafe {
-        let object = ffi::PyUnicode_New(24, 127);
+        let object = new_id_string(py);
         if object.is_null() {
             let _ = PyErr::fetch(py);
             let mut text = prefix.to_vec();
@@ -452,4 +466,57 @@ pub(crate) fn message_id<'py>(
         std::ptr::copy_nonoverlapping(digits.as_ptr(), data.add(8), 16);
         Bound::from_owned_ptr(py, object).cast_into_unchecked()
     }
+}
+
+/// A new compact ASCII string of `ID_CHARS` characters (not written yet), as
+/// `PyUnicode_New(24, 127)` makes it, laid out here on CPython 3.11 (its header's state
+/// word copied from one `PyUnicode_New` made): one allocation, the header's four fields
+/// and the terminating NUL, without `PyUnicode_New`'s checks of the size and the
+/// largest character, the same for every id (a result's `message_id`: ~40 of its 154
+/// instructions, docs/PERFORMANCE.md, put33-s54). NULL with an exception set when out
+/// of memory.
+///
+/// # Safety
+/// The GIL is held.
+unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
+    const ID_CHARS: usize = 24;
+    static STATE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    let header = std::mem::size_of::<ffi::PyASCIIObject>();
+    let state = *STATE.get_or_init(|| {
+        if !cpython_3_11(py) {
+            return None;
+        }
+        // SAFETY: the GIL is held; a new string of 24 characters, only its header read
+        // (its data's place and its state word), then let go.
+        unsafe {
+            let made = ffi::PyUnicode_New(ID_CHARS as ffi::Py_ssize_t, 127);
+            if made.is_null() {
+                let _ = PyErr::fetch(py);
+                return None;
+            }
+            let laid_out = ffi::PyUnicode_1BYTE_DATA(made) == made.cast::<u8>().add(header)
+                && ffi::PyUnicode_GET_LENGTH(made) == ID_CHARS as ffi::Py_ssize_t;
+            let state = (*made.cast::<ffi::PyASCIIObject>()).state;
+            ffi::Py_DECREF(made);
+            laid_out.then_some(state)
+        }
+    });
+    let Some(state) = state else {
+        return ffi::PyUnicode_New(ID_CHARS as ffi::Py_ssize_t, 127);
+    };
+    let size = header + ID_CHARS + 1;
+    let memory = ffi::PyObject_Malloc(size);
+    if memory.is_null() {
+        return ffi::PyErr_NoMemory();
+    }
+    // Zeroed: the header's other fields (3.11's `wstr`: none) and the NUL; then the
+    // object's reference and type, its length, no hash yet, and its state (not
+    // interned, one byte a character, compact, ASCII, ready).
+    std::ptr::write_bytes(memory.cast::<u8>(), 0, size);
+    let object = ffi::PyObject_Init(memory.cast(), std::ptr::addr_of_mut!(ffi::PyUnicode_Type));
+    let ascii = object.cast::<ffi::PyASCIIObject>();
+    (*ascii).length = ID_CHARS as ffi::Py_ssize_t;
+    (*ascii).hash = -1;
+    (*ascii).state = state;
+    object
 }

@@ -120,6 +120,130 @@ fn body_bytes<'py>(
     Ok(PyBytes::new(py, text(body)?.as_bytes()))
 }
 
+/// Where CPython 3.11 lays out a dict's keys table (`struct _dictkeysobject`, after
+/// its `dk_refcnt` word): `dk_log2_index_bytes`, `dk_kind`, `dk_nentries`, then the
+/// indices (`dk_indices`), then the entries.
+const DK_LOG2_INDEX_BYTES: usize = 9;
+const DK_KIND: usize = 10;
+const DK_NENTRIES: usize = 24;
+const DK_INDICES: usize = 32;
+/// `dk_kind`: keys of any type (an entry is hash, key, value) or str keys only (key,
+/// value).
+const DICT_KEYS_GENERAL: u8 = 0;
+const DICT_KEYS_UNICODE: u8 = 1;
+
+/// The two items of `dict`, an exact dict of two items, in order: read from its entries
+/// where they are laid out as on CPython 3.11 and both in its first two (no item ever
+/// deleted), else by `PyDict_Next` (None if it finds fewer). Two `PyDict_Next` calls
+/// were ~106 instructions of an item's ~255 in `prepare_all` (docs/PERFORMANCE.md,
+/// put33-s54).
+///
+/// # Safety
+/// The GIL is held, `dict` is an exact dict of two items, and nothing that could change
+/// it runs while the pointers returned (borrowed) are used.
+unsafe fn two_items(
+    py: Python<'_>,
+    dict: *mut ffi::PyObject,
+) -> Option<[(*mut ffi::PyObject, *mut ffi::PyObject); 2]> {
+    if dict_layout_known(py) {
+        if let Some(items) = laid_out_items(dict) {
+            return Some(items);
+        }
+    }
+    let mut position: ffi::Py_ssize_t = 0;
+    let mut items = [(std::ptr::null_mut(), std::ptr::null_mut()); 2];
+    for (key, value) in items.iter_mut() {
+        if ffi::PyDict_Next(dict, &mut position, key, value) == 0 {
+            return None;
+        }
+    }
+    Some(items)
+}
+
+/// `two_items` read from the dict's entries (CPython 3.11's layout, which
+/// `dict_layout_known` checked): None for a split table, a dict whose first two entries
+/// are not its two items, or a kind of keys table not known.
+///
+/// # Safety
+/// As `two_items`, and `dict_layout_known` is true.
+unsafe fn laid_out_items(
+    dict: *mut ffi::PyObject,
+) -> Option<[(*mut ffi::PyObject, *mut ffi::PyObject); 2]> {
+    let object = dict.cast::<ffi::PyDictObject>();
+    if (*object).ma_used != 2 || !(*object).ma_values.is_null() {
+        return None;
+    }
+    let keys = (*object).ma_keys.cast::<u8>();
+    if *keys.add(DK_NENTRIES).cast::<ffi::Py_ssize_t>() != 2 {
+        return None;
+    }
+    let entries = keys.add(DK_INDICES + (1usize << *keys.add(DK_LOG2_INDEX_BYTES)));
+    let (size, key_at) = match *keys.add(DK_KIND) {
+        DICT_KEYS_UNICODE => (2, 0),
+        DICT_KEYS_GENERAL => (3, 1),
+        _ => return None,
+    };
+    let words = entries.cast::<*mut ffi::PyObject>();
+    let item = |i: usize| {
+        (
+            *words.add(i * size + key_at),
+            *words.add(i * size + key_at + 1),
+        )
+    };
+    let items = [item(0), item(1)];
+    if items
+        .iter()
+        .any(|(key, value)| key.is_null() || value.is_null())
+    {
+        return None;
+    }
+    Some(items)
+}
+
+/// Whether dicts are laid out as `laid_out_items` reads them: CPython 3.11, and a dict of
+/// str keys and one of other keys, each made with two items, read there as `PyDict_Next`
+/// reads them (looked at once).
+fn dict_layout_known(py: Python<'_>) -> bool {
+    static KNOWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if let Some(known) = KNOWN.get() {
+        return *known;
+    }
+    // Looked at outside the cell's initialisation: making the dicts may set off a
+    // collection, whose finalizers may prepare items and come here again.
+    let look = || -> PyResult<bool> {
+        if !super::cpython_3_11(py) {
+            return Ok(false);
+        }
+        let named = PyDict::new(py);
+        named.set_item(intern!(py, "body"), PyBytes::new(py, b""))?;
+        named.set_item(intern!(py, "queue"), 7)?;
+        let general = PyDict::new(py);
+        general.set_item(1, "one")?;
+        general.set_item("two", 2)?;
+        for dict in [&named, &general] {
+            let mut position: ffi::Py_ssize_t = 0;
+            let mut expected = [(std::ptr::null_mut(), std::ptr::null_mut()); 2];
+            // SAFETY: the GIL is held; `dict` is a dict of two items made above, which
+            // nothing changes while its borrowed keys and values are compared.
+            let same = unsafe {
+                for (key, value) in expected.iter_mut() {
+                    if ffi::PyDict_Next(dict.as_ptr(), &mut position, key, value) == 0 {
+                        return Ok(false);
+                    }
+                }
+                laid_out_items(dict.as_ptr()) == Some(expected)
+            };
+            if !same {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    };
+    let known = look().unwrap_or(false);
+    let _ = KNOWN.set(known);
+    known
+}
+
 /// A dict of exactly `{"body": bytes, "queue": int}` (the two keys the strings a
 /// literal interns, in either order) whose queue is in range and not frozen and whose
 /// record fits: prepared without the general walk (no key matched by its text, no
@@ -132,7 +256,8 @@ fn body_and_queue<'py>(item: &Bound<'py, PyAny>, limits: &Limits<'py>) -> Option
     let mut body = std::ptr::null_mut();
     let mut queue = std::ptr::null_mut();
     // SAFETY: the GIL is held and `item` holds a reference to `dict` for the whole call;
-    // PyDict_Next is given a dict (checked exactly) and reads borrowed keys and values
+    // `two_items` is given a dict of two items (checked exactly) and reads borrowed keys
+    // and values
     // (not stored past the loop: each taken below as a new reference, `from_borrowed_ptr`),
     // with nothing run between its calls that could change the dict (no Python code, no
     // decref).
@@ -140,13 +265,7 @@ fn body_and_queue<'py>(item: &Bound<'py, PyAny>, limits: &Limits<'py>) -> Option
         if ffi::PyDict_CheckExact(dict) == 0 || ffi::PyDict_Size(dict) != 2 {
             return None;
         }
-        let mut position: ffi::Py_ssize_t = 0;
-        let mut key = std::ptr::null_mut();
-        let mut value = std::ptr::null_mut();
-        for _ in 0..2 {
-            if ffi::PyDict_Next(dict, &mut position, &mut key, &mut value) == 0 {
-                return None;
-            }
+        for (key, value) in two_items(py, dict)? {
             if key == plain.body_key.as_ptr() {
                 body = value;
             } else if key == plain.queue_key.as_ptr() {

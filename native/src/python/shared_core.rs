@@ -55,8 +55,36 @@ struct SharedRoom {
 }
 
 /// A batch's queues as `shared_under_pen` is given them: their rooms (None: its work
-/// finds them), the shares they are found from, and how many queues the topic has.
-type Asked<'a> = (Option<&'a [SharedRoom]>, &'a [(i64, u64)], usize);
+/// finds them), the items grouped by queue that they are found from (None: its work
+/// groups them), and how many queues the topic has.
+type Asked<'a> = (Option<&'a [SharedRoom]>, Option<&'a Grouped>, usize);
+
+/// A batch's items grouped by queue (`group`).
+struct Grouped {
+    /// Per item: its share (among `shares`) and its queue id.
+    places: Vec<(usize, u32)>,
+    /// The queues in first-use order: (queue id, how many of the items are its).
+    shares: Vec<(i64, u64)>,
+}
+
+/// The items' queues (`ids`, an item's each) grouped: with the GIL for a batch whose
+/// rooms are found the Python way, else by its work, without the GIL (a hash map's
+/// entry an item: docs/PERFORMANCE.md, put33-s54).
+fn group(ids: &[u32]) -> Grouped {
+    let mut places: Vec<(usize, u32)> = Vec::with_capacity(ids.len());
+    let mut shares: Vec<(i64, u64)> = Vec::new();
+    let mut share_of: ByQueue<usize> =
+        ByQueue::with_capacity_and_hasher(ids.len(), Default::default());
+    for &queue_id in ids {
+        let share = *share_of.entry(i64::from(queue_id)).or_insert_with(|| {
+            shares.push((i64::from(queue_id), 0));
+            shares.len() - 1
+        });
+        shares[share].1 += 1;
+        places.push((share, queue_id));
+    }
+    Grouped { places, shares }
+}
 
 /// Where a batch's entries go, decided before anything is written.
 struct BlockPlan {
@@ -131,10 +159,8 @@ impl Worked {
 struct Parsed<'py> {
     held: Vec<Held<'py>>,
     keyed: Vec<Bound<'py, PyTuple>>,
-    /// Per item: its share (among `shares`) and its queue id.
-    places: Vec<(usize, u32)>,
-    /// The queues in first-use order: (queue id, how many of the items are its).
-    shares: Vec<(i64, u64)>,
+    /// Per item: its queue id (`group` groups them).
+    ids: Vec<u32>,
     /// Each item's queue (the int it gave, or the writable list's): its result's.
     queues: Vec<Bound<'py, PyAny>>,
     /// The records' length.
@@ -627,8 +653,7 @@ impl AppendCore {
         let Parsed {
             held,
             keyed,
-            places,
-            shares,
+            ids,
             queues,
             length,
             round_robin,
@@ -644,12 +669,16 @@ impl AppendCore {
         let queue_count = made_list(py, &self.slots, state)?.len();
         let file_count = blocks_object.getattr(intern!(py, "files"))?.len()?;
         let mut rooms = None;
+        let mut grouped = None;
         if held.len() < DETACH_ITEMS
             || io_seam::planned()
             || file_count > RESOLVED_FILES
             || blocks_object.getattr(intern!(py, "stale"))?.is_truthy()?
         {
-            rooms = Some(self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?);
+            let found = group(&ids);
+            rooms =
+                Some(self.shared_rooms(py, state, &blocks_object, &block_queue, &found.shares)?);
+            grouped = Some(found);
         }
         loop {
             let written = self.under_thread_lock(py, |waited| {
@@ -658,9 +687,9 @@ impl AppendCore {
                     state,
                     &topic,
                     &blocks_object,
-                    (rooms.as_deref(), &shares, queue_count),
+                    (rooms.as_deref(), grouped.as_ref(), queue_count),
                     (&held, &keyed),
-                    (&places, &mut queues),
+                    (&ids, &mut queues),
                     round_robin.unwrap_or(topic.round_robin),
                     length,
                     waited,
@@ -669,9 +698,15 @@ impl AppendCore {
             match written {
                 Some(landed) => return Ok(landed),
                 None if rooms.is_none() => {
-                    let found =
-                        self.shared_rooms(py, state, &blocks_object, &block_queue, &shares)?;
-                    rooms = Some(found);
+                    let found = group(&ids);
+                    rooms = Some(self.shared_rooms(
+                        py,
+                        state,
+                        &blocks_object,
+                        &block_queue,
+                        &found.shares,
+                    )?);
+                    grouped = Some(found);
                 }
                 None => return declined(), // never: rooms given are not looked for again
             }
@@ -701,11 +736,7 @@ impl AppendCore {
         let mut held = Vec::with_capacity(count);
         // Each item's keys, once one has keys (else empty: no key index items).
         let mut keyed: Vec<Bound<'py, PyTuple>> = Vec::new();
-        let mut places: Vec<(usize, u32)> = Vec::with_capacity(count);
-        // The queues in first-use order, and where each is among them (by queue id).
-        let mut shares: Vec<(i64, u64)> = Vec::new();
-        let mut share_of: ByQueue<usize> =
-            ByQueue::with_capacity_and_hasher(count, Default::default());
+        let mut ids: Vec<u32> = Vec::with_capacity(count);
         let mut length = 0usize;
         // Each item's queue (the int it gave, or the writable list's): its result's.
         let mut queues: Vec<Bound<'py, PyAny>> = Vec::with_capacity(count);
@@ -748,12 +779,7 @@ impl AppendCore {
                 queues.push(queue);
                 id
             };
-            let share = *share_of.entry(queue_id).or_insert_with(|| {
-                shares.push((queue_id, 0));
-                shares.len() - 1
-            });
-            shares[share].1 += 1;
-            places.push((share, u32::try_from(queue_id).map_err(|_| Stop::Declined)?));
+            ids.push(u32::try_from(queue_id).map_err(|_| Stop::Declined)?);
             length += crate::record::RECORD_OVERHEAD
                 + name_len
                 + fields.iter().map(|f| f.as_bytes().len()).sum::<usize>();
@@ -769,8 +795,7 @@ impl AppendCore {
         Ok(Parsed {
             held,
             keyed,
-            places,
-            shares,
+            ids,
             queues,
             length,
             round_robin,
@@ -897,9 +922,9 @@ impl AppendCore {
         state: &Bound<'py, PyAny>,
         topic: &PlainTopic<'py>,
         blocks_object: &Bound<'py, PyAny>,
-        (rooms, shares, queue_count): Asked<'_>,
+        (rooms, grouped, queue_count): Asked<'_>,
         (held, keyed): (&[Held<'py>], &[Bound<'py, PyTuple>]),
-        (places, queues): (&[(usize, u32)], &mut Vec<Bound<'py, PyAny>>),
+        (ids, queues): (&[u32], &mut Vec<Bound<'py, PyAny>>),
         round_robin: i64,
         length: usize,
         waited: bool,
@@ -978,7 +1003,8 @@ impl AppendCore {
         // The batch's work, without the GIL for a batch of more than a few items (the
         // other producer threads run meanwhile; this one holds the thread lock and the
         // pen, so no other write of this store moves what it writes): the queues' rooms
-        // found and the blocks planned (unless found the Python way before), the records
+        // found and the blocks planned (unless found the Python way before, and the items
+        // grouped by queue with them), the records
         // encoded and each queue's entries packed, the write begun (its extent marked,
         // as `begin`), the records written with one pwrite, the allocated blocks
         // remembered in the native index, the entries stored into the block files.
@@ -986,6 +1012,14 @@ impl AppendCore {
         // writes go through the seam's sites: the records at `log.record`, the entries at
         // `block.entry`.
         let work = move |planned: Option<Python<'_>>| -> Result<Worked, Unwritten> {
+            let grouped_here;
+            let Grouped { places, shares } = match grouped {
+                Some(grouped) => grouped,
+                None => {
+                    grouped_here = group(ids);
+                    &grouped_here
+                }
+            };
             let (found, plan) = match (rooms, given_plan) {
                 (Some(_), Some(plan)) => (None, plan),
                 _ => {
