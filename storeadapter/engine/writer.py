@@ -251,7 +251,7 @@ class Writer(metaclass=Watched):
         if unknown or "body" not in item:
             raise InvalidMessageError(
                 "a message dict needs 'body' and may have "
-                f"{', '.join(Message._fields[1:])}; got {sorted(item)}"
+                f"{', '.join(Message._fields[1:])}; got {sorted(item, key=str)}"
             )
         return self.prepare(state, *Message(**item))
 

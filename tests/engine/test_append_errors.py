@@ -78,13 +78,24 @@ def test_batch_with_one_oversized_message_writes_none(store, store_path):
         42,
         None,
         {"body": b"x", "colour": "red"},
+        {"body": b"x", 5: "five"},
         {"key": "no body"},
         Message(b"x", tag=""),
         Message(b"x", key=""),
         Message(b"x", properties={"n": 1}),
         Message(b"x", queue=99),
     ],
-    ids=["int", "none", "unknown-field", "no-body", "empty-tag", "empty-key", "int-prop", "queue"],
+    ids=[
+        "int",
+        "none",
+        "unknown-field",
+        "int-field",
+        "no-body",
+        "empty-tag",
+        "empty-key",
+        "int-prop",
+        "queue",
+    ],
 )
 def test_batch_with_one_invalid_message_writes_none(store, bad):
     before = _snapshot(store)
@@ -93,6 +104,16 @@ def test_batch_with_one_invalid_message_writes_none(store, bad):
         store.append_batch("t", [b"good", Message(b"good too", queue=1), bad])
 
     assert _snapshot(store) == before
+
+
+@pytest.mark.parametrize("layout", ["files", "shared"])
+def test_a_dict_with_a_key_that_is_not_a_str_is_an_invalid_message_naming_it(store, layout):
+    store.create_topic("keys", queues=2, layout=layout)
+
+    with pytest.raises(InvalidMessageError, match=r"got \[5, 'body'\]"):
+        store.append_batch("keys", [{"body": b"x", 5: "five"}])
+
+    assert store.queue_range("keys", 0) == store.queue_range("keys", 1) == (0, 0)
 
 
 def test_record_larger_than_a_segment_is_refused_and_nothing_written(tmp_path):
