@@ -422,3 +422,47 @@ def test_a_filtered_scan_of_a_shared_topic_goes_on_from_where_its_budget_stopped
             break
         cursor = part.cursor
     assert found == wanted.messages and steps > 5
+
+
+def _long_ways(monkeypatch, store):
+    """The reads that go the long way, each still answered by it."""
+    taken = []
+    long_way = store._read_long_way
+
+    def record(*args, **kwargs):
+        taken.append(args)
+        return long_way(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_read_long_way", record)
+    return taken
+
+
+def test_a_block_store_closed_after_a_read_leaves_the_next_read_to_the_long_way(store, monkeypatch):
+    _append_varied(store, 40)
+    blocks = store._registry.topics["t"].blocks
+    taken = _long_ways(monkeypatch, store)
+    store.read("t", 1, 0, 5)
+    store.read("t", 1, 0, 5)
+    assert taken == []
+
+    monkeypatch.setattr(blocks, "closed", True)
+    store.read("t", 1, 0, 5)
+
+    assert len(taken) == 1
+
+
+def test_a_block_store_given_another_index_after_a_read_is_read_through_that_index(
+    store, monkeypatch
+):
+    _append_varied(store, 40)
+    blocks = store._registry.topics["t"].blocks
+    expected = store._read_long_way("t", 2, 0, 5)
+    taken = _long_ways(monkeypatch, store)
+    assert store.read("t", 2, 0, 5) == expected
+    assert store.read("t", 2, 0, 5) == expected
+
+    emptied = type(blocks.index)()  # knows no block: the core cannot read through it
+    monkeypatch.setattr(blocks, "index", emptied)
+    store.read("t", 2, 0, 5)
+
+    assert len(taken) == 1

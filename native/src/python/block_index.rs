@@ -88,43 +88,86 @@ pub struct Ends {
     pub made: bool,
 }
 
+/// What the index keeps of one queue, by queue id: its ends, its block remembered
+/// last and its blocks' seq range, in one cache line, so that a read's or a batch's
+/// first look at a queue at a million queues costs one miss and one TLB walk, not one
+/// for each (docs/PERFORMANCE.md, check33-s54). 64 bytes a queue.
+#[derive(Clone, Copy, Default)]
+#[repr(align(64))]
+struct PerQueue {
+    ends: Ends,
+    /// The block remembered last for the queue: (its seq + 1, the block), (0, 0) for
+    /// none; always also in `blocks`. A batch's plan looks up each queue's block at its
+    /// end, almost always this one: one load where `blocks` costs two cache misses a
+    /// look-up at a million queues (docs/PERFORMANCE.md, put33-s51).
+    latest: (u64, u64),
+    /// (first seq, last seq + 1) among the queue's blocks here; (0, 0) for none (a
+    /// block's seq is an entry's index over the entries a block: never `u64::MAX`).
+    seqs: (u64, u64),
+}
+
+impl PerQueue {
+    fn seq_range(&self) -> Option<(u64, u64)> {
+        (self.seqs.1 != 0).then(|| (self.seqs.0, self.seqs.1 - 1))
+    }
+
+    fn set_seq_range(&mut self, range: Option<(u64, u64)>) {
+        self.seqs = match range {
+            Some((first, last)) => (first, last.wrapping_add(1)),
+            None => (0, 0),
+        };
+    }
+
+    /// The seq range widened to hold `seq`.
+    fn widen(&mut self, seq: u64) {
+        let range = match self.seq_range() {
+            Some((first, last)) => (first.min(seq), last.max(seq)),
+            None => (seq, seq),
+        };
+        self.set_seq_range(Some(range));
+    }
+}
+
 #[derive(Default)]
 pub struct Index {
     /// (queue, seq) -> block.
     blocks: Keyed<(u32, u64), u64>,
-    /// queue -> (first seq, last seq) among its blocks here.
-    seqs: Keyed<u32, (u64, u64)>,
-    /// Each queue's ends, by queue id (queue ids of a topic are dense: a vector, grown
-    /// to the highest id whose ends were set; 32 bytes a queue).
-    ends: Vec<Ends>,
-    /// By queue id, the block remembered last for the queue: (its seq + 1, the block),
-    /// (0, 0) for none; always also in `blocks`. A batch's plan looks up each queue's
-    /// block at its end, almost always this one: one load from a vector whose entries
-    /// the batch prefetched (`prefetch`), where `blocks` costs two cache misses a
-    /// look-up at a million queues (docs/PERFORMANCE.md, put33-s51). 16 bytes a queue.
-    latest: Vec<(u64, u64)>,
+    /// By queue id (queue ids of a topic are dense): a vector grown to the highest id
+    /// whose ends were set or whose block was remembered. It replaced a hash map of the
+    /// seq ranges beside two vectors (ends, latest block): a read's first look at a
+    /// queue took three misses, now one.
+    queues: Vec<PerQueue>,
 }
 
 impl Index {
+    fn of(&self, queue: u32) -> Option<&PerQueue> {
+        self.queues.get(queue as usize)
+    }
+
+    /// The queue's entry, made (empty) when never set.
+    fn of_mut(&mut self, queue: u32) -> &mut PerQueue {
+        let at = queue as usize;
+        if at >= self.queues.len() {
+            self.queues.resize(at + 1, PerQueue::default());
+        }
+        &mut self.queues[at]
+    }
+
     /// The queue's ends (all zero, not loaded, when never set).
     pub fn ends(&self, queue: u32) -> Ends {
-        self.ends.get(queue as usize).copied().unwrap_or_default()
+        self.of(queue).map(|q| q.ends).unwrap_or_default()
     }
 
     /// The queue's ends to change, made (zero, not loaded) when never set.
     pub fn ends_mut(&mut self, queue: u32) -> &mut Ends {
-        let at = queue as usize;
-        if at >= self.ends.len() {
-            self.ends.resize(at + 1, Ends::default());
-        }
-        &mut self.ends[at]
+        &mut self.of_mut(queue).ends
     }
 
     /// Forget the queue's ends (removed, or added back as another incarnation: loaded
     /// again on its next use).
     pub fn forget_ends(&mut self, queue: u32) {
-        if let Some(ends) = self.ends.get_mut(queue as usize) {
-            *ends = Ends::default();
+        if let Some(q) = self.queues.get_mut(queue as usize) {
+            q.ends = Ends::default();
         }
     }
 
@@ -134,35 +177,28 @@ impl Index {
 
     /// `get`, looking first at the queue's block remembered last (a batch's look-up).
     pub fn recent(&self, queue: u32, seq: u64) -> Option<u64> {
-        match self.latest.get(queue as usize) {
-            Some(&(plus_one, block)) if plus_one != 0 && plus_one == seq.wrapping_add(1) => {
-                Some(block)
-            }
+        match self.of(queue) {
+            Some(&PerQueue {
+                latest: (plus_one, block),
+                ..
+            }) if plus_one != 0 && plus_one == seq.wrapping_add(1) => Some(block),
             _ => self.get(queue, seq),
         }
     }
 
-    /// Ask the processor to load the ends and the latest block of each of `queues`
-    /// into its cache now, all at once, so that the look-ups that follow one by one
-    /// do not each wait for memory (at a million queues each is a miss).
+    /// Ask the processor to load what the index keeps of each of `queues` (its ends,
+    /// latest block and seq range: one line) into its cache now, all at once, so that
+    /// the look-ups that follow one by one do not each wait for memory (at a million
+    /// queues each is a miss).
     pub fn prefetch(&self, queues: impl Iterator<Item = u32>) {
         #[cfg(target_arch = "x86_64")]
         for queue in queues {
-            let at = queue as usize;
-            if let Some(ends) = self.ends.get(at) {
+            if let Some(q) = self.of(queue) {
                 // SAFETY: a prefetch only hints the cache; the address is an element of
                 // a live vector (and a prefetch never faults in any case).
                 unsafe {
                     std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                        (ends as *const Ends).cast(),
-                    )
-                };
-            }
-            if let Some(latest) = self.latest.get(at) {
-                // SAFETY: as above, an element of a live vector.
-                unsafe {
-                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                        (latest as *const (u64, u64)).cast(),
+                        (q as *const PerQueue).cast(),
                     )
                 };
             }
@@ -173,9 +209,9 @@ impl Index {
 
     /// `pop`: forget the queue's block `seq`; its block, or None.
     fn forget(&mut self, queue: u32, seq: u64) -> Option<u64> {
-        if let Some(latest) = self.latest.get_mut(queue as usize) {
-            if latest.0 == seq.wrapping_add(1) {
-                *latest = (0, 0);
+        if let Some(q) = self.queues.get_mut(queue as usize) {
+            if q.latest.0 == seq.wrapping_add(1) {
+                q.latest = (0, 0);
             }
         }
         self.blocks.remove(&(queue, seq))
@@ -188,35 +224,43 @@ impl Index {
             return;
         }
         self.blocks.insert((queue, seq), block);
-        let at = queue as usize;
-        if at >= self.latest.len() {
-            self.latest.resize(at + 1, (0, 0));
-        }
-        self.latest[at] = (seq.wrapping_add(1), block);
-        self.seqs
-            .entry(queue)
-            .and_modify(|(first, last)| {
-                *first = (*first).min(seq);
-                *last = (*last).max(seq);
-            })
-            .or_insert((seq, seq));
+        let q = self.of_mut(queue);
+        q.latest = (seq.wrapping_add(1), block);
+        q.widen(seq);
     }
 
     /// (first, last) seq of the queue's blocks here, or None.
     pub fn seq_range(&self, queue: u32) -> Option<(u64, u64)> {
-        self.seqs.get(&queue).copied()
+        self.of(queue).and_then(PerQueue::seq_range)
+    }
+
+    /// Set the queue's seq range (None: it has no blocks).
+    fn set_seq_range(&mut self, queue: u32, range: Option<(u64, u64)>) {
+        match range {
+            Some(_) => self.of_mut(queue).set_seq_range(range),
+            None => {
+                if let Some(q) = self.queues.get_mut(queue as usize) {
+                    q.set_seq_range(None);
+                }
+            }
+        }
+    }
+
+    /// (queue, first seq, last seq) of each queue with blocks here, by queue id.
+    fn ranges(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
+        self.queues
+            .iter()
+            .enumerate()
+            .filter_map(|(id, q)| q.seq_range().map(|(first, last)| (id as u32, first, last)))
     }
 
     fn recount(&mut self) {
-        self.seqs.clear();
-        for &(queue, seq) in self.blocks.keys() {
-            self.seqs
-                .entry(queue)
-                .and_modify(|(first, last)| {
-                    *first = (*first).min(seq);
-                    *last = (*last).max(seq);
-                })
-                .or_insert((seq, seq));
+        for q in self.queues.iter_mut() {
+            q.set_seq_range(None);
+        }
+        let keys: Vec<(u32, u64)> = self.blocks.keys().copied().collect();
+        for (queue, seq) in keys {
+            self.of_mut(queue).widen(seq);
         }
     }
 }
@@ -268,28 +312,18 @@ impl BlockIndex {
 
     /// (first, last) seq of the queue's blocks, or None.
     fn seq_range(&self, queue: u32) -> Option<(u64, u64)> {
-        self.lock().seqs.get(&queue).copied()
+        self.lock().seq_range(queue)
     }
 
     /// Set the queue's seq range (None: it has no blocks).
     #[pyo3(signature = (queue, seqs))]
     fn set_range(&self, queue: u32, seqs: Option<(u64, u64)>) {
-        let mut index = self.lock();
-        match seqs {
-            Some(range) => {
-                index.seqs.insert(queue, range);
-            }
-            None => {
-                index.seqs.remove(&queue);
-            }
-        }
+        self.lock().set_seq_range(queue, seqs);
     }
 
     /// The ids of the queues with blocks, ascending.
     fn queues(&self) -> Vec<u32> {
-        let mut queues: Vec<u32> = self.lock().seqs.keys().copied().collect();
-        queues.sort_unstable();
-        queues
+        self.lock().ranges().map(|(queue, _, _)| queue).collect()
     }
 
     /// Every (queue, seq, block), in no order.
@@ -309,9 +343,8 @@ impl BlockIndex {
             return Vec::new();
         }
         let mut firsts: Vec<u64> = index
-            .seqs
-            .iter()
-            .filter_map(|(&queue, &(_, last))| index.get(queue, last))
+            .ranges()
+            .filter_map(|(queue, _, last)| index.get(queue, last))
             .map(|block| block - block % per_file)
             .collect();
         firsts.sort_unstable();
@@ -344,9 +377,9 @@ impl BlockIndex {
         index
             .blocks
             .retain(|_, block| !firsts.contains(&(*block - *block % per_file)));
-        for latest in index.latest.iter_mut() {
-            if latest.0 != 0 && firsts.contains(&(latest.1 - latest.1 % per_file)) {
-                *latest = (0, 0);
+        for q in index.queues.iter_mut() {
+            if q.latest.0 != 0 && firsts.contains(&(q.latest.1 - q.latest.1 % per_file)) {
+                q.latest = (0, 0);
             }
         }
         index.recount();
@@ -426,10 +459,9 @@ impl BlockIndex {
         let skip: std::collections::HashSet<u32> = skip.into_iter().collect();
         let index = self.lock();
         let ranges: Vec<(u32, u64, u64, Option<u64>)> = index
-            .seqs
-            .iter()
-            .filter(|(id, _)| **id < queues && !skip.contains(id))
-            .map(|(&id, &(first, last))| (id, first, last, index.get(id, last)))
+            .ranges()
+            .filter(|(id, _, _)| *id < queues && !skip.contains(id))
+            .map(|(id, first, last)| (id, first, last, index.get(id, last)))
             .collect();
         let look = open_ends::Look {
             topic,
@@ -482,8 +514,8 @@ impl BlockIndex {
             queues
                 .iter()
                 .zip(&positions)
-                .map(|(&id, &position)| match index.seqs.get(&id) {
-                    Some(&(first, last)) => (id, first, last, index.get(id, last), position),
+                .map(|(&id, &position)| match index.seq_range(id) {
+                    Some((first, last)) => (id, first, last, index.get(id, last), position),
                     None => (id, 0, 0, None, position),
                 })
                 .collect()
@@ -502,8 +534,10 @@ impl BlockIndex {
     fn clear(&self) {
         let mut index = self.lock();
         index.blocks.clear();
-        index.latest.clear();
-        index.seqs.clear();
+        for q in index.queues.iter_mut() {
+            q.latest = (0, 0);
+            q.set_seq_range(None);
+        }
     }
 
     /// The queue's minimum offset (0 when never set).
@@ -555,8 +589,8 @@ impl BlockIndex {
     /// The ids of the loaded queues, ascending.
     fn loaded_queues(&self) -> Vec<u32> {
         let index = self.lock();
-        (0..index.ends.len() as u32)
-            .filter(|&queue| index.ends[queue as usize].loaded)
+        (0..index.queues.len() as u32)
+            .filter(|&queue| index.queues[queue as usize].ends.loaded)
             .collect()
     }
 }

@@ -313,12 +313,12 @@ pub(crate) fn new_dict(py: Python<'_>) -> Bound<'_, pyo3::types::PyDict> {
 /// CPython's `PyGC_Head`: the collector's two words before a GC object (3.11).
 const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
 
-/// Whether the interpreter is CPython 3.11, whose layouts `alloc_uncounted`,
-/// `new_id_string` and records.rs write.
+/// Whether the interpreter is CPython 3.11, whose object layouts `alloc_uncounted`,
+/// `new_id_string`, `new_dict` and records.rs write and `dict_version` reads. Looked at
+/// once without running Python code (the version string the interpreter was built with);
+/// a race between threads looks twice and stores the same answer.
 fn cpython_3_11(py: Python<'_>) -> bool {
-    // 0 not looked at yet, 1 CPython 3.11, 2 another. Looked at without running Python
-    // code (the version string the interpreter was built with); a race between threads
-    // looks twice and stores the same answer.
+    // 0 not looked at yet, 1 CPython 3.11, 2 another.
     static CPYTHON_3_11: AtomicU8 = AtomicU8::new(0);
     match CPYTHON_3_11.load(Ordering::Relaxed) {
         0 => {
@@ -332,15 +332,28 @@ fn cpython_3_11(py: Python<'_>) -> bool {
     }
 }
 
+/// The dict's version (PEP 509): on CPython 3.11 a number no other state of any dict had,
+/// changed by every insertion, deletion and setting of an item, so an unchanged version
+/// means the same items, each the same object. None elsewhere (3.12 deprecates it).
+pub(crate) fn dict_version(dict: &Bound<'_, pyo3::types::PyDict>) -> Option<u64> {
+    if !cpython_3_11(dict.py()) {
+        return None;
+    }
+    // SAFETY: on CPython 3.11 a dict is laid out as the `PyDictObject` pyo3 declares; the
+    // GIL is held and `dict` is live. One word is read.
+    #[allow(deprecated)]
+    let version = unsafe { (*dict.as_ptr().cast::<ffi::PyDictObject>()).ma_version_tag };
+    Some(version)
+}
+
 /// Whether `alloc_uncounted` may make objects of `tp` here: CPython 3.11 (whose layout of
 /// a GC object's header it writes), and `tp` a GC type whose objects are made by
 /// `PyType_GenericAlloc` and freed by `PyObject_GC_Del`, with nothing before its GC
 /// header (no managed dict).
 fn uncounted_alloc(py: Python<'_>, tp: *mut ffi::PyTypeObject) -> bool {
-    let known = cpython_3_11(py);
     // SAFETY: reading fields of a live type object (the caller holds a reference, or it
     // is static).
-    known
+    cpython_3_11(py)
         && unsafe {
             ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_HAVE_GC) != 0
                 && ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_MANAGED_DICT) == 0
