@@ -296,15 +296,28 @@ mod tests {
         path
     }
 
-    fn temp_dir(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("tdm-pen-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A directory of the test's own under the temporary directory, removed with
+    /// everything in it when dropped (declared first in a test, it is dropped last).
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("tdm-pen-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]
     fn first_open_initialises_and_writes_the_marker() {
-        let path = state_file(&temp_dir("marker"));
+        let dir = Scratch::new("marker");
+        let path = state_file(&dir.0);
         let (pen, found) = Pen::open(&path, false).unwrap();
         assert_eq!(found, Found::Ready);
         drop(pen);
@@ -321,7 +334,8 @@ mod tests {
 
     #[test]
     fn a_held_mutex_is_busy_and_refuses_a_second_lock_by_its_owner() {
-        let path = state_file(&temp_dir("busy"));
+        let dir = Scratch::new("busy");
+        let path = state_file(&dir.0);
         let (pen, _) = Pen::open(&path, false).unwrap();
         let (other, _) = Pen::open(&path, false).unwrap();
         assert_eq!(pen.lock().unwrap(), Taken::Free);
@@ -341,7 +355,8 @@ mod tests {
 
     #[test]
     fn an_owner_that_dies_holding_it_leaves_it_owner_died_until_marked_consistent() {
-        let path = state_file(&temp_dir("dead"));
+        let dir = Scratch::new("dead");
+        let path = state_file(&dir.0);
         let (pen, _) = Pen::open(&path, false).unwrap();
         let pen = Arc::new(pen);
         {
@@ -362,7 +377,8 @@ mod tests {
         use std::sync::atomic::{AtomicU32, Ordering};
         use std::time::Instant;
         const WAITERS: u32 = 0x8000_0000; // the futex word's flag (linux/futex.h)
-        let path = state_file(&temp_dir("lost"));
+        let dir = Scratch::new("lost");
+        let path = state_file(&dir.0);
         let (pen, _) = Pen::open(&path, false).unwrap();
         let pen = Arc::new(pen);
         assert_eq!(pen.lock().unwrap(), Taken::Free);
@@ -414,7 +430,8 @@ mod tests {
 
     #[test]
     fn an_opener_alone_initialises_a_held_mutex_again() {
-        let path = state_file(&temp_dir("alone"));
+        let dir = Scratch::new("alone");
+        let path = state_file(&dir.0);
         held_by_a_stale_owner(&path);
         let (fresh, found) = Pen::open(&path, true).unwrap();
         assert_eq!(found, Found::Ready);
@@ -424,7 +441,8 @@ mod tests {
 
     #[test]
     fn a_mutex_of_an_earlier_boot_is_initialised_again() {
-        let path = state_file(&temp_dir("boot"));
+        let dir = Scratch::new("boot");
+        let path = state_file(&dir.0);
         held_by_a_stale_owner(&path);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[BOOT_AT] ^= 0xff;
@@ -436,7 +454,8 @@ mod tests {
 
     #[test]
     fn a_foreign_marker_is_left_alone() {
-        let path = state_file(&temp_dir("foreign"));
+        let dir = Scratch::new("foreign");
+        let path = state_file(&dir.0);
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[MARKER_AT..MARKER_AT + 4].copy_from_slice(MARKER_MAGIC);
         bytes[MARKER_AT + 8] = 200;
