@@ -7,10 +7,10 @@ import copy
 import gc
 import pickle
 import sys
-import tracemalloc
 import weakref
 
 from storeadapter.engine import StoredMessage
+from tests.engine.storetools import memory_kept_by
 
 
 def _sample(store):
@@ -111,15 +111,7 @@ def test_messages_read_and_let_go_leave_no_memory_behind(store):
             del messages
             store.append_batch("t", [b"z"])  # results made and let go too
 
-    read_and_drop()  # warm: whatever is made once
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        read_and_drop()
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert grown < 64 << 10  # 6,000 messages made: ~1.5 MB, had they stayed
+    assert memory_kept_by(read_and_drop) < 64 << 10  # 6,000 messages made: ~1.5 MB, had they stayed
 
 
 def test_a_read_of_messages_held_counts_no_allocation_a_message(store):

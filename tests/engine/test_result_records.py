@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import gc
 import sys
-import tracemalloc
 import weakref
 
 from storeadapter.engine import AppendResult, StoredMessage
-from tests.engine.storetools import small_config
+from tests.engine.storetools import memory_kept_by, small_config
 
 
 class _Witness:
@@ -37,15 +36,7 @@ def test_results_let_go_leave_no_memory_behind(open_store):
             del results
             store.append_batch("t", [b"a", b"b"])
 
-    put_and_drop()  # warm: whatever is made once
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        put_and_drop()
-        grown = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    assert grown < 64 << 10  # 3,300 results made: ~0.6 MB, had they stayed
+    assert memory_kept_by(put_and_drop) < 64 << 10  # 3,300 results made: ~0.6 MB, had they stayed
 
 
 def test_results_let_go_let_go_of_what_they_hold(store):
