@@ -257,10 +257,9 @@ fn body_and_queue<'py>(item: &Bound<'py, PyAny>, limits: &Limits<'py>) -> Option
     let mut queue = std::ptr::null_mut();
     // SAFETY: the GIL is held and `item` holds a reference to `dict` for the whole call;
     // `two_items` is given a dict of two items (checked exactly) and reads borrowed keys
-    // and values
-    // (not stored past the loop: each taken below as a new reference, `from_borrowed_ptr`),
-    // with nothing run between its calls that could change the dict (no Python code, no
-    // decref).
+    // and values (not stored past the loop: each taken below as a new reference,
+    // `from_borrowed_ptr`), with nothing run between its reads that could change the dict
+    // (no Python code, no decref).
     unsafe {
         if ffi::PyDict_CheckExact(dict) == 0 || ffi::PyDict_Size(dict) != 2 {
             return None;
