@@ -136,6 +136,18 @@ pub(super) struct BlockStores {
     reads: usize,
 }
 
+impl BlockFacts {
+    /// The key a block store's facts are kept under: its object's address (held).
+    fn key(&self) -> usize {
+        self.blocks.as_ptr() as usize
+    }
+}
+
+/// The facts kept of the block store `key`, if any.
+fn kept_mut(facts: &mut [BlockFacts], key: usize) -> Option<&mut BlockFacts> {
+    facts.iter_mut().find(|f| f.key() == key)
+}
+
 /// A shared topic's read: the topic, its `LazyQueues`, its `BlockStore`.
 pub(super) struct SharedTopic<'py> {
     state: Bound<'py, PyAny>,
@@ -663,11 +675,7 @@ impl StoreCore {
         let mut stores = lock(&self.block_stores);
         let stores = &mut *stores;
         let mapped: usize = stores.facts.iter().map(|f| f.maps.len()).sum();
-        let Some(kept) = stores
-            .facts
-            .iter_mut()
-            .find(|f| f.blocks.as_ptr() as usize == facts.key)
-        else {
+        let Some(kept) = kept_mut(&mut stores.facts, facts.key) else {
             return Ok(false);
         };
         let known = kept.maps.iter().position(|m| m.file.is(&file));
@@ -714,10 +722,7 @@ impl StoreCore {
     ) -> Option<bool> {
         let file_fd = self.shared_classes.file_fd;
         let mut stores = lock(&self.block_stores);
-        let kept = stores
-            .facts
-            .iter_mut()
-            .find(|f| f.blocks.as_ptr() as usize == facts.key)?;
+        let kept = kept_mut(&mut stores.facts, facts.key)?;
         let place = kept.maps.iter().position(|m| {
             m.first == first
                 && file_fd
@@ -748,19 +753,15 @@ impl StoreCore {
         let key = blocks.as_ptr() as usize;
         let found = {
             let stores = lock(&self.block_stores);
-            stores
-                .facts
-                .iter()
-                .find(|f| f.blocks.as_ptr() as usize == key)
-                .map(|f| {
-                    (
-                        f.dict.clone_ref(py),
-                        f.index.clone_ref(py),
-                        f.files.clone_ref(py),
-                        f.geometry,
-                        f.version,
-                    )
-                })
+            stores.facts.iter().find(|f| f.key() == key).map(|f| {
+                (
+                    f.dict.clone_ref(py),
+                    f.index.clone_ref(py),
+                    f.files.clone_ref(py),
+                    f.geometry,
+                    f.version,
+                )
+            })
         };
         let dict = match &found {
             Some((dict, ..)) => dict.bind(py).clone(),
@@ -800,11 +801,7 @@ impl StoreCore {
         }
         if let Some((_, kept_index, kept_files, geometry, _)) = found {
             if kept_index.bind(py).is(&index) && kept_files.bind(py).is(&files) {
-                if let Some(kept) = lock(&self.block_stores)
-                    .facts
-                    .iter_mut()
-                    .find(|f| f.blocks.as_ptr() as usize == key)
-                {
+                if let Some(kept) = kept_mut(&mut lock(&self.block_stores).facts, key) {
                     kept.version = version;
                 }
                 self.sweep_block_maps(py, key);
@@ -861,11 +858,7 @@ impl StoreCore {
                 std::mem::take(&mut stores.facts)
             } else {
                 let mut old = Vec::new();
-                if let Some(at) = stores
-                    .facts
-                    .iter()
-                    .position(|f| f.blocks.as_ptr() as usize == key)
-                {
+                if let Some(at) = stores.facts.iter().position(|f| f.key() == key) {
                     old.push(stores.facts.swap_remove(at));
                 }
                 old
@@ -891,11 +884,7 @@ impl StoreCore {
         let released: Vec<BlockFileMap> = {
             let mut stores = lock(&self.block_stores);
             let stores = &mut *stores;
-            let Some(kept) = stores
-                .facts
-                .iter_mut()
-                .find(|f| f.blocks.as_ptr() as usize == key)
-            else {
+            let Some(kept) = kept_mut(&mut stores.facts, key) else {
                 return;
             };
             if kept.maps.is_empty() {
