@@ -670,15 +670,20 @@ impl AppendCore {
         let file_count = blocks_object.getattr(intern!(py, "files"))?.len()?;
         let mut rooms = None;
         let mut grouped = None;
+        // The rooms found the Python way, from the items grouped here (with the GIL).
+        let python_way = || -> Step<(Vec<SharedRoom>, Grouped)> {
+            let found = group(&ids);
+            let rooms =
+                self.shared_rooms(py, state, &blocks_object, &block_queue, &found.shares)?;
+            Ok((rooms, found))
+        };
         if held.len() < DETACH_ITEMS
             || io_seam::planned()
             || file_count > RESOLVED_FILES
             || blocks_object.getattr(intern!(py, "stale"))?.is_truthy()?
         {
-            let found = group(&ids);
-            rooms =
-                Some(self.shared_rooms(py, state, &blocks_object, &block_queue, &found.shares)?);
-            grouped = Some(found);
+            let (found, by_queue) = python_way()?;
+            (rooms, grouped) = (Some(found), Some(by_queue));
         }
         loop {
             let written = self.under_thread_lock(py, |waited| {
@@ -698,15 +703,8 @@ impl AppendCore {
             match written {
                 Some(landed) => return Ok(landed),
                 None if rooms.is_none() => {
-                    let found = group(&ids);
-                    rooms = Some(self.shared_rooms(
-                        py,
-                        state,
-                        &blocks_object,
-                        &block_queue,
-                        &found.shares,
-                    )?);
-                    grouped = Some(found);
+                    let (found, by_queue) = python_way()?;
+                    (rooms, grouped) = (Some(found), Some(by_queue));
                 }
                 None => return declined(), // never: rooms given are not looked for again
             }
