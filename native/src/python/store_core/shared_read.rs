@@ -26,7 +26,7 @@
 //! mappable, an entry or record to be checked the long way, the seam's `pread` replaced.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyType};
 
 use super::super::block_index::{BlockIndex, HEADER_SIZE};
 use super::super::mapped::{Copied, Mapping};
@@ -116,6 +116,8 @@ struct BlockFacts {
     /// were last found as kept here: while it is the same, they are, and a read does
     /// not look them up again (3 look-ups, ~375 instructions a read).
     version: Option<u64>,
+    /// Whether `rebuilding` was exactly False at that version (`Facts::quiet`).
+    quiet: bool,
     index: Py<BlockIndex>,
     files: Py<PyDict>,
     geometry: Geometry,
@@ -134,6 +136,17 @@ pub(super) struct BlockStores {
     facts: Vec<BlockFacts>,
     sweep: usize,
     reads: usize,
+    /// The `retained_from` a read found last (`retained_from`).
+    retained: Option<Retained>,
+}
+
+/// A topic's `info.retained_from` as read, with the info (held), its `__dict__` and that
+/// dict's version then.
+struct Retained {
+    info: Py<PyAny>,
+    dict: Py<PyDict>,
+    version: u64,
+    value: u64,
 }
 
 impl BlockFacts {
@@ -193,6 +206,10 @@ enum Settled {
 struct Facts<'py> {
     key: usize,
     dict: Bound<'py, PyDict>,
+    /// The store's `rebuilding` is exactly False (recovery is not rebuilding the topic's
+    /// entries): read with its dict's other facts, and only looked up again by
+    /// `settled_ends` when not.
+    quiet: bool,
     index: Bound<'py, BlockIndex>,
     files: Bound<'py, PyDict>,
     geometry: Geometry,
@@ -460,9 +477,11 @@ impl StoreCore {
         // stale at every follow, yet what the index lacks is the same for the queue's load
         // (`BlockQueue._load` reads this index too), and a queue whose records others
         // published since the index was complete was made by the follow that took them in.
-        match facts.dict.get_item(pyo3::intern!(py, "rebuilding"))? {
-            Some(value) if !value.is_truthy()? => {}
-            _ => return Ok(None),
+        if !facts.quiet {
+            match facts.dict.get_item(pyo3::intern!(py, "rebuilding"))? {
+                Some(value) if !value.is_truthy()? => {}
+                _ => return Ok(None),
+            }
         }
         let Geometry {
             per_block,
@@ -580,6 +599,9 @@ impl StoreCore {
     /// The log's first offset (`CommitLog.min_offset`: its first segment's base, or the
     /// tail when it has none).
     fn log_min(&self, py: Python<'_>, tail: u64) -> PyResult<u64> {
+        if let Some(base) = self.first_base(py) {
+            return Ok(base); // the segment table's, without the attribute look-up
+        }
         let segments = self.segments.bind(py);
         match segments.iter().next() {
             Some(first) => first.getattr(pyo3::intern!(py, "base"))?.extract(),
@@ -587,12 +609,45 @@ impl StoreCore {
         }
     }
 
-    /// The topic's `info.retained_from`.
+    /// The topic's `info.retained_from`: the one read last while `info` is the same
+    /// object and its `__dict__` unchanged (`dict_version`), else read and kept when it
+    /// is that dict's own item (a `TopicInfo` is a dataclass: it is).
     fn retained_from(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<u64> {
         let Some(info) = self.shared_classes.topic_info.get(state) else {
             return Ok(u64::MAX); // no floor known: nothing is settled below it
         };
-        info.getattr(pyo3::intern!(py, "retained_from"))?.extract()
+        {
+            let stores = lock(&self.block_stores);
+            if let Some(kept) = &stores.retained {
+                if kept.info.is(&info)
+                    && super::super::dict_version(kept.dict.bind(py)) == Some(kept.version)
+                {
+                    return Ok(kept.value);
+                }
+            }
+        }
+        let name = pyo3::intern!(py, "retained_from");
+        let dict = info
+            .getattr(pyo3::intern!(py, "__dict__"))
+            .ok()
+            .and_then(|dict| dict.cast_into::<PyDict>().ok());
+        // Read before the look-ups: were the dict changed by code they run, the version
+        // kept would not be its new one, and the next read would look again.
+        let version = dict.as_ref().and_then(super::super::dict_version);
+        let found = info.getattr(name)?;
+        let value: u64 = found.extract()?;
+        if let (Some(dict), Some(version)) = (dict, version) {
+            if dict.get_item(name)?.is_some_and(|own| own.is(&found)) {
+                let old = lock(&self.block_stores).retained.replace(Retained {
+                    info: info.unbind(),
+                    dict: dict.unbind(),
+                    version,
+                    value,
+                });
+                drop(old); // after the lock is let go: dropping may run Python code
+            }
+        }
+        Ok(value)
     }
 
     /// Fill `buffer` with `count` packed entries of queue `queue_id` from `position`,
@@ -760,6 +815,7 @@ impl StoreCore {
                     f.files.clone_ref(py),
                     f.geometry,
                     f.version,
+                    f.quiet,
                 )
             })
         };
@@ -776,12 +832,13 @@ impl StoreCore {
         // Read before the look-ups: were the dict changed by code they run, the version
         // noted would not be its new one, and the next read would look again.
         let version = super::super::dict_version(&dict);
-        if let Some((_, kept_index, kept_files, geometry, seen)) = &found {
+        if let Some((_, kept_index, kept_files, geometry, seen, quiet)) = &found {
             if version.is_some() && version == *seen {
                 self.sweep_block_maps(py, key);
                 return Ok(Some(Facts {
                     key,
                     dict,
+                    quiet: *quiet,
                     index: kept_index.clone_ref(py).into_bound(py),
                     files: kept_files.clone_ref(py).into_bound(py),
                     geometry: *geometry,
@@ -799,15 +856,19 @@ impl StoreCore {
         if closed.is_truthy()? {
             return Ok(None);
         }
-        if let Some((_, kept_index, kept_files, geometry, _)) = found {
+        let quiet = item(pyo3::intern!(py, "rebuilding"))?
+            .is_some_and(|rebuilding| rebuilding.is(&PyBool::new(py, false)));
+        if let Some((_, kept_index, kept_files, geometry, _, _)) = found {
             if kept_index.bind(py).is(&index) && kept_files.bind(py).is(&files) {
                 if let Some(kept) = kept_mut(&mut lock(&self.block_stores).facts, key) {
                     kept.version = version;
+                    kept.quiet = quiet;
                 }
                 self.sweep_block_maps(py, key);
                 return Ok(Some(Facts {
                     key,
                     dict,
+                    quiet,
                     index: kept_index.into_bound(py),
                     files: kept_files.into_bound(py),
                     geometry,
@@ -846,6 +907,7 @@ impl StoreCore {
             blocks: blocks.clone().unbind(),
             dict: dict.clone().unbind(),
             version,
+            quiet,
             index: index.clone().unbind(),
             files: files.clone().unbind(),
             geometry,
@@ -870,6 +932,7 @@ impl StoreCore {
         Ok(Some(Facts {
             key,
             dict,
+            quiet,
             index,
             files,
             geometry,
