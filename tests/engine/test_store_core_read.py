@@ -89,6 +89,26 @@ def test_a_warm_read_runs_no_python_code(store):
     assert calls == []
 
 
+@pytest.mark.parametrize("count", [1, 3, 10, 500])
+def test_a_read_s_list_is_a_list_like_any_other(store, monkeypatch, count):
+    _append_varied(store, 40)
+    expected = store._read_long_way("t", 1, 2, count)
+    _no_long_way(monkeypatch, store)
+    messages = store.read("t", 1, 2, count)
+
+    assert messages == expected and type(messages) is list
+    assert messages[:] == list(messages) == expected
+    messages.extend(range(100))
+    assert messages[len(expected) :] == list(range(100))
+    del messages[len(expected) :]
+    assert messages == expected
+    messages.append("more")
+    assert messages.pop() == "more"
+    messages.clear()
+    assert messages == []
+    assert store.read("t", 1, 2, count) == expected
+
+
 def test_keyword_arguments_and_the_default_count_are_read_by_the_core(store, monkeypatch):
     _append_varied(store, 200)
     expected = store._read_long_way("t", 1, 2)

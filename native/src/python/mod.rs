@@ -218,6 +218,55 @@ pub(crate) fn new_list(py: Python<'_>) -> Bound<'_, PyList> {
     PyList::empty(py)
 }
 
+/// The most items `new_list_with_room` makes room for (a read's `max_messages` may be
+/// anything; past this the list grows as appends make it).
+const LIST_ROOM: usize = 1024;
+
+/// `new_list` with room for `room` items made at once (at most `LIST_ROOM`), which
+/// `append_in_room` fills without growing it: a read of 10 messages appended one by one
+/// grew its list three times (4, 8, 16 items), each a reallocation.
+pub(crate) fn new_list_with_room(py: Python<'_>, room: usize) -> Bound<'_, PyList> {
+    let list = new_list(py);
+    if room == 0 || room > LIST_ROOM {
+        return list;
+    }
+    // SAFETY: the GIL is held; `list` is a new list nobody else holds, empty as
+    // `PyList_New(0)` makes it (`ob_item` NULL, `allocated` 0: checked), so giving it an
+    // item array of `room` slots from the allocator its `list_dealloc` and `list_resize`
+    // free and resize with (`PyMem_*`) leaves it a valid empty list with that room.
+    unsafe {
+        let raw = list.as_ptr().cast::<ffi::PyListObject>();
+        if !(*raw).ob_item.is_null() || (*raw).allocated != 0 {
+            return list;
+        }
+        let items = ffi::PyMem_Malloc(room * std::mem::size_of::<*mut ffi::PyObject>());
+        if !items.is_null() {
+            (*raw).ob_item = items.cast();
+            (*raw).allocated = room as ffi::Py_ssize_t;
+        }
+    }
+    list
+}
+
+/// Append `item` to `list` (`PyList_Append`), stored in the list's room when it has some
+/// left (no call, no resize check).
+pub(crate) fn append_in_room(list: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -> PyResult<()> {
+    // SAFETY: the GIL is held and `list` is a live list; a slot at its size below
+    // `allocated` is inside its item array and holds nothing, so storing a new reference
+    // there and counting it in the size is what `PyList_Append` does when it needs no
+    // resize.
+    unsafe {
+        let raw = list.as_ptr().cast::<ffi::PyListObject>();
+        let size = ffi::Py_SIZE(list.as_ptr());
+        if size < (*raw).allocated {
+            *(*raw).ob_item.add(size as usize) = item.into_ptr();
+            (*raw).ob_base.ob_size = size + 1;
+            return Ok(());
+        }
+    }
+    list.append(item)
+}
+
 /// What a new empty dict holds (CPython 3.11's `new_dict(Py_EMPTY_KEYS, ...)`): the
 /// interpreter's one shared empty keys table, and a version number.
 #[derive(Clone, Copy)]

@@ -1060,7 +1060,9 @@ impl StoreCore {
         max_messages: usize,
         entries_of: impl FnMut(u64, u64, &mut Vec<u8>) -> PyResult<bool>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let messages = super::new_list(py); // tracked, uncounted
+        // Tracked, uncounted, with room for the messages the range can hold.
+        let room = high.saturating_sub(from).min(max_messages as u64) as usize;
+        let messages = super::new_list_with_room(py, room);
         let mut shared = Shared::new(topic.clone(), queue.clone(), max_messages);
         let chunk = |position: u64, _records: u64| {
             if messages.len() >= max_messages || position >= high {
@@ -1105,7 +1107,7 @@ impl StoreCore {
             header,
         );
         match built {
-            Some(message) => messages.append(message?).map(|()| true),
+            Some(message) => super::append_in_room(messages, message?).map(|()| true),
             None => Ok(false),
         }
     }
