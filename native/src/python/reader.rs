@@ -50,6 +50,7 @@ pub fn read_entries<'py>(
             _ => None,
         },
         max_messages,
+        asked: 0,
     };
     let mut found = Vec::with_capacity(max_messages.min(entries.len() / 20));
     // Records average at least the overhead; a batch of entries is that much work at least.

@@ -1152,6 +1152,8 @@ impl StoreCore {
             }
             let entries = &buffer[..];
             let total = entries.len() / ENTRY_SIZE;
+            // The records the walk's `read_entries` need not ask for again.
+            let asked = total.min(ASK_FIRST);
             self.ask_for_records(
                 py,
                 &mut segments,
@@ -1177,6 +1179,7 @@ impl StoreCore {
                     first_queue_offset: position,
                     tag,
                     max_messages: HAND_OVER,
+                    asked,
                 };
                 found.clear();
                 let (next, stop) =
