@@ -179,11 +179,13 @@ pub(super) struct SharedQueue<'py> {
 }
 
 /// The record a queue's last entry points at (its commit offset), which must be that
-/// entry's (queue offset `index`) for the queue's ends to be settled.
-#[derive(Clone, Copy)]
+/// entry's (queue offset `index`) for the queue's ends to be settled; and the segment
+/// holding it (base and export) as located when it was asked for, looked at through
+/// it after the walk.
 struct LastRecord {
     offset: u64,
     index: u64,
+    segment: Option<(u64, View)>,
 }
 
 /// The bytes of a queue's last record asked for before it is looked at: its header and
@@ -237,6 +239,15 @@ fn ask_for_item(list: &Bound<'_, PyList>, index: usize) {
             .add(index)
     };
     crate::prefetch::object(item.cast::<u8>());
+}
+
+/// Whether the record at commit offset `offset`, in the segment `data` whose first byte
+/// is commit offset `base`, is entry `index` of queue `queue_id` of topic `name`.
+fn record_in(data: &[u8], base: u64, offset: u64, name: &[u8], queue_id: u32, index: u64) -> bool {
+    let Some(at) = offset.checked_sub(base).map(|at| at as usize) else {
+        return false;
+    };
+    at < data.len() && open_ends::record_is(&data[at..], offset, name, queue_id, index)
 }
 
 impl StoreCore {
@@ -297,16 +308,25 @@ impl StoreCore {
             )
         };
         let messages = read((low, high))?;
-        let Some(LastRecord { offset: at, index }) = last_record else {
+        let Some(LastRecord {
+            offset: at,
+            index,
+            segment,
+        }) = last_record
+        else {
             return Ok(messages);
         };
-        if messages.is_none() || self.record_is(py, at, name, queue_id, index)? {
+        let is = match &segment {
+            Some((base, view)) => record_in(view.slice(), *base, at, name, queue_id, index),
+            None => self.record_is(py, at, name, queue_id, index)?,
+        };
+        if messages.is_none() || is {
             return Ok(messages);
         }
-        // Not settled after all: the messages let go, the queue made and loaded as the
-        // long way's first use makes and loads it (its load trims that entry), and read
-        // from the ends it finds.
-        drop(messages);
+        // Not settled after all: the messages and the segment's export let go, the queue
+        // made and loaded as the long way's first use makes and loads it (its load trims
+        // that entry), and read from the ends it finds.
+        drop((messages, segment));
         match self.loaded_ends(py, shared, &facts, queue_id)? {
             Some(ends) => read(ends),
             None => Ok(None),
@@ -530,10 +550,10 @@ impl StoreCore {
         match open_ends::last_entry_kept(entry, log_min, tail) {
             Some(LastEntry::Kept) => {}
             Some(LastEntry::IfRecordIs) if settled == Settled::AfterTheWalk => {
-                self.ask_for(py, entry.0)?;
                 last_record = Some(LastRecord {
                     offset: entry.0,
                     index: end - 1,
+                    segment: self.ask_for(py, entry.0)?,
                 });
             }
             Some(LastEntry::IfRecordIs) => {
@@ -563,16 +583,18 @@ impl StoreCore {
         Ok(Some(((min, end.max(min)), last_record)))
     }
 
-    /// Ask for the first line of the record at commit offset `offset` (`prefetch`): a
-    /// hint, nothing read.
-    fn ask_for(&self, py: Python<'_>, offset: u64) -> PyResult<()> {
-        if let Some((base, map)) = self.locate(py, offset)? {
-            if let Some(view) = View::of(map.bind(py)) {
-                let at = (offset - base) as usize;
-                crate::prefetch::bytes(view.slice(), at, LAST_RECORD_BYTES);
-            }
-        }
-        Ok(())
+    /// Ask for the first lines of the record at commit offset `offset` (`prefetch`): a
+    /// hint, nothing read. Returns the segment holding it (its base and an export), if
+    /// located, for the look at the record after the walk.
+    fn ask_for(&self, py: Python<'_>, offset: u64) -> PyResult<Option<(u64, View)>> {
+        let Some((base, map)) = self.locate(py, offset)? else {
+            return Ok(None);
+        };
+        let Some(view) = View::of(map.bind(py)) else {
+            return Ok(None);
+        };
+        crate::prefetch::bytes(view.slice(), (offset - base) as usize, LAST_RECORD_BYTES);
+        Ok(Some((base, view)))
     }
 
     /// Whether the record at commit offset `offset` is entry `index` of queue `queue_id`
@@ -591,9 +613,7 @@ impl StoreCore {
         let Some(view) = View::of(map.bind(py)) else {
             return Ok(false);
         };
-        let data = view.slice();
-        let at = (offset - base) as usize;
-        Ok(at < data.len() && open_ends::record_is(&data[at..], offset, name, queue_id, index))
+        Ok(record_in(view.slice(), base, offset, name, queue_id, index))
     }
 
     /// The log's first offset (`CommitLog.min_offset`: its first segment's base, or the
