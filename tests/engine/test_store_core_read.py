@@ -109,6 +109,27 @@ def test_a_read_s_list_is_a_list_like_any_other(store, monkeypatch, count):
     assert store.read("t", 1, 2, count) == expected
 
 
+def test_a_read_s_offsets_and_times_are_ints_as_python_makes_them(store, monkeypatch):
+    _append_varied(store, 200)
+    _no_long_way(monkeypatch, store)
+    messages = store.read("t", 1, 0, 500)
+    values = [
+        value
+        for m in messages
+        for value in (m.queue_offset, m.commit_offset, m.born_time_ms, m.store_time_ms)
+    ]
+
+    assert any(v <= 256 for v in values) and any(256 < v < 2**30 for v in values)
+    assert any(v >= 2**30 for v in values)  # the times: two 30-bit digits
+    for value in values:
+        made = int(str(value))
+        assert type(value) is int and value == made and hash(value) == hash(made)
+        assert value.bit_length() == made.bit_length() and value.to_bytes(8, "little") == (
+            made.to_bytes(8, "little")
+        )
+        assert value - made == 0 and value + 1 > made and -value <= 0 and value >= 0
+
+
 def test_keyword_arguments_and_the_default_count_are_read_by_the_core(store, monkeypatch):
     _append_varied(store, 200)
     expected = store._read_long_way("t", 1, 2)

@@ -160,7 +160,10 @@ impl<'py> Shared<'py> {
         match &self.time {
             Some((value, object)) if *value == ms => Ok(object.clone()),
             _ => {
-                let object = ms.into_pyobject(py)?.into_any();
+                let object = match u64::try_from(ms) {
+                    Ok(ms) => super::int_of(py, ms)?,
+                    Err(_) => ms.into_pyobject(py)?.into_any(),
+                };
                 self.time = Some((ms, object.clone()));
                 Ok(object)
             }
@@ -191,8 +194,8 @@ pub(super) fn stored_message<'py>(
                 message_id(py, prefix, header.commit_offset).into_any(),
                 shared.topic.clone(),
                 shared.queue.clone(),
-                header.queue_offset.into_pyobject(py)?.into_any(),
-                header.commit_offset.into_pyobject(py)?.into_any(),
+                super::int_of(py, header.queue_offset)?,
+                super::int_of(py, header.commit_offset)?,
                 born,
                 store,
                 extras.tag,
