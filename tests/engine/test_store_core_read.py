@@ -109,7 +109,9 @@ def test_a_read_s_list_is_a_list_like_any_other(store, monkeypatch, count):
     assert store.read("t", 1, 2, count) == expected
 
 
-def test_a_read_s_offsets_and_times_are_ints_as_python_makes_them(store, monkeypatch):
+def test_a_read_s_offsets_times_and_bodies_are_ints_and_bytes_as_python_makes_them(
+    store, monkeypatch
+):
     _append_varied(store, 200)
     _no_long_way(monkeypatch, store)
     messages = store.read("t", 1, 0, 500)
@@ -128,6 +130,11 @@ def test_a_read_s_offsets_and_times_are_ints_as_python_makes_them(store, monkeyp
             made.to_bytes(8, "little")
         )
         assert value - made == 0 and value + 1 > made and -value <= 0 and value >= 0
+    for message in messages:
+        body, made = message.body, bytes(bytearray(message.body))
+        assert type(body) is bytes and body == made and hash(body) == hash(made)
+        assert memoryview(body).tobytes() == made and body + b"" == made == body[:]
+        assert body.decode() == made.decode() and len(body) == len(made) > 0
 
 
 def test_keyword_arguments_and_the_default_count_are_read_by_the_core(store, monkeypatch):

@@ -344,6 +344,79 @@ pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
     }
 }
 
+/// Where a bytes object's hash and data lie on CPython 3.11 (`PyBytesObject`: the
+/// `PyVarObject` header, `ob_shash`, then the data and a NUL).
+const BYTES_HASH_AT: usize = std::mem::size_of::<ffi::PyVarObject>();
+const BYTES_DATA_AT: usize = BYTES_HASH_AT + std::mem::size_of::<ffi::Py_hash_t>();
+
+/// Whether bytes may be laid out by hand here (`bytes_of`): CPython 3.11, `PyBytesObject`
+/// as above (its basic size the data's place and the NUL, one byte an item), freed by
+/// `PyObject_Free`; looked at once in a bytes object `PyBytes_FromStringAndSize` made.
+fn bytes_by_hand(py: Python<'_>) -> bool {
+    static LOOKED: AtomicU8 = AtomicU8::new(0); // 0 not yet, 1 yes, 2 no
+    match LOOKED.load(Ordering::Relaxed) {
+        0 => {}
+        answer => return answer == 1,
+    }
+    // SAFETY: the GIL is held; a new bytes object of 3 bytes, read within its size
+    // (`BYTES_DATA_AT` + 4 bytes on the layout checked first by its type's sizes).
+    let by_hand = cpython_3_11(py)
+        && unsafe {
+            let tp = std::ptr::addr_of_mut!(ffi::PyBytes_Type);
+            (*tp).tp_basicsize as usize == BYTES_DATA_AT + 1
+                && (*tp).tp_itemsize == 1
+                && (*tp).tp_free.map(|f| f as usize)
+                    == Some(ffi::PyObject_Free as *const () as usize)
+                && match Bound::from_owned_ptr_or_opt(
+                    py,
+                    ffi::PyBytes_FromStringAndSize(c"abc".as_ptr(), 3),
+                ) {
+                    None => {
+                        let _ = PyErr::fetch(py);
+                        false
+                    }
+                    Some(made) => {
+                        let at = made.as_ptr().cast::<u8>();
+                        ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>() == at.add(BYTES_DATA_AT)
+                            && *at.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>() == -1
+                            && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0"
+                    }
+                }
+        };
+    LOOKED.store(if by_hand { 1 } else { 2 }, Ordering::Relaxed);
+    by_hand
+}
+
+/// The bytes object of `data`, as `PyBytes_FromStringAndSize` makes it: the interpreter's
+/// shared empty one for none, else laid out here on CPython 3.11 (`bytes_by_hand`): one
+/// allocation, the header, no hash yet, the data and its NUL (a message's body: ~97
+/// instructions the interpreter's way).
+pub(crate) fn bytes_of<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyAny> {
+    if data.is_empty() || data.len() > isize::MAX as usize / 2 || !bytes_by_hand(py) {
+        return pyo3::types::PyBytes::new(py, data).into_any();
+    }
+    // SAFETY: the GIL is held and bytes are laid out as `bytes_by_hand` found: a block of
+    // the data's place, the data and the NUL from the allocator bytes are freed to, its
+    // header written as `PyObject_InitVar` writes it for a static type, no hash (-1).
+    unsafe {
+        let block = ffi::PyObject_Malloc(BYTES_DATA_AT + data.len() + 1).cast::<u8>();
+        if block.is_null() {
+            let _ = PyErr::fetch(py);
+            return pyo3::types::PyBytes::new(py, data).into_any(); // says so, or makes it
+        }
+        let object = block.cast::<ffi::PyObject>();
+        init_header(
+            object,
+            std::ptr::addr_of_mut!(ffi::PyBytes_Type),
+            Some(data.len() as ffi::Py_ssize_t),
+        );
+        block.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>().write(-1);
+        std::ptr::copy_nonoverlapping(data.as_ptr(), block.add(BYTES_DATA_AT), data.len());
+        *block.add(BYTES_DATA_AT + data.len()) = 0;
+        Bound::from_owned_ptr(py, object)
+    }
+}
+
 /// What a new empty dict holds (CPython 3.11's `new_dict(Py_EMPTY_KEYS, ...)`): the
 /// interpreter's one shared empty keys table, and a version number.
 #[derive(Clone, Copy)]

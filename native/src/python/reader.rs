@@ -133,7 +133,7 @@ impl<'py> Shared<'py> {
     /// bodies of its size than the caches do.
     fn body(&mut self, py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
         if body.len() < STREAMED_BODY || self.held.saturating_mul(body.len()) < PAST_CACHE_BYTES {
-            return Ok(PyBytes::new(py, body).into_any());
+            return Ok(super::bytes_of(py, body));
         }
         self.streamed = true;
         // SAFETY: the GIL is held. PyBytes_FromStringAndSize(NULL, n) makes a new bytes
