@@ -188,6 +188,15 @@ impl View {
         })
     }
 
+    /// The length of `slice()`, as a commit offset's distance is compared with it.
+    #[inline]
+    fn len(&self) -> u64 {
+        if self.buffer.buf.is_null() {
+            return 0;
+        }
+        u64::try_from(self.buffer.len).unwrap_or(0)
+    }
+
     fn slice(&self) -> &[u8] {
         let len = usize::try_from(self.buffer.len).unwrap_or(0);
         if len == 0 || self.buffer.buf.is_null() {
@@ -1254,20 +1263,30 @@ impl StoreCore {
     /// holding commit offset `offset`, located and exported when not held yet (the
     /// ones held let go first when `HELD_SEGMENTS` are); None when no mapped segment
     /// holds it.
+    #[inline]
     fn segment_of(
         &self,
         py: Python<'_>,
         segments: &mut Vec<(u64, View)>,
         offset: u64,
     ) -> PyResult<Option<usize>> {
-        let inside = |(base, view): &(u64, View)| {
-            offset
-                .checked_sub(*base)
-                .is_some_and(|at| at < view.slice().len() as u64)
-        };
-        if let Some(held) = segments.iter().position(inside) {
-            return Ok(Some(held));
+        // Held mostly: one compare a segment (an offset below a base wraps past every
+        // length), the rest out of line.
+        let inside = |(base, view): &(u64, View)| offset.wrapping_sub(*base) < view.len();
+        match segments.iter().position(inside) {
+            Some(held) => Ok(Some(held)),
+            None => self.segment_taken(py, segments, offset),
         }
+    }
+
+    /// `segment_of` for a segment not held yet.
+    #[inline(never)]
+    fn segment_taken(
+        &self,
+        py: Python<'_>,
+        segments: &mut Vec<(u64, View)>,
+        offset: u64,
+    ) -> PyResult<Option<usize>> {
         if segments.len() >= HELD_SEGMENTS {
             segments.clear(); // their exports let go before another is taken
         }

@@ -35,6 +35,8 @@ use super::super::slots::Slot;
 use super::{exact_int, lock, EntryBuffer, StoreCore, View};
 use crate::consume_queue::ENTRY_SIZE;
 
+/// A read's blocks looked up without a vector (a read of 10 entries spans one or two).
+const FEW_BLOCKS: usize = 4;
 /// Block stores whose facts are kept (a store has few shared topics); past this many
 /// the cache starts again.
 const BLOCK_STORES: usize = 64;
@@ -685,20 +687,33 @@ impl StoreCore {
     ) -> PyResult<bool> {
         let per = facts.geometry.per_block;
         let (first_seq, last_seq) = (position / per, (position + count - 1) / per);
-        let blocks: Option<Vec<u64>> = {
+        // Mostly one or two blocks: looked up into an array, not a new vector.
+        let mut few = [0u64; FEW_BLOCKS];
+        let many: Vec<u64>;
+        let blocks: &[u64] = {
             let index = facts.index.get().lock();
-            (first_seq..=last_seq)
-                .map(|seq| index.recent(queue_id, seq))
-                .collect()
-        };
-        let Some(blocks) = blocks else {
-            return Ok(false);
+            let seqs = first_seq..=last_seq;
+            if last_seq - first_seq < FEW_BLOCKS as u64 {
+                for (slot, seq) in few.iter_mut().zip(seqs) {
+                    let Some(block) = index.recent(queue_id, seq) else {
+                        return Ok(false);
+                    };
+                    *slot = block;
+                }
+                &few[..=(last_seq - first_seq) as usize]
+            } else {
+                let Some(found) = seqs.map(|seq| index.recent(queue_id, seq)).collect() else {
+                    return Ok(false);
+                };
+                many = found;
+                &many
+            }
         };
         buffer.clear();
         buffer.resize(count as usize * ENTRY_SIZE, 0);
         let mut index = position;
         let mut filled = 0;
-        for block in blocks {
+        for &block in blocks {
             let slot = index % per;
             let n = (per - slot).min(position + count - index) as usize;
             let at = HEADER_SIZE + slot as usize * ENTRY_SIZE;
