@@ -186,7 +186,12 @@ pub(super) fn stored_message<'py>(
     let extras = Extras::with(py, &parts, Some(&mut shared.recent))?;
     let build = || -> PyResult<Bound<'py, PyAny>> {
         let born = shared.time(py, header.born_ms)?;
-        let store = shared.time(py, header.store_ms)?;
+        // Born is the store time unless the producer gave one: the same int then.
+        let store = if header.store_ms == header.born_ms {
+            born.clone()
+        } else {
+            shared.time(py, header.store_ms)?
+        };
         new_record(
             py,
             message_type,
