@@ -892,7 +892,7 @@ impl StoreCore {
             return Ok(None);
         }
         let quiet = item(pyo3::intern!(py, "rebuilding"))?
-            .is_some_and(|rebuilding| rebuilding.is(&PyBool::new(py, false)));
+            .is_some_and(|rebuilding| rebuilding.is(PyBool::new(py, false)));
         if let Some((_, kept_index, kept_files, geometry, _, _)) = found {
             if kept_index.bind(py).is(&index) && kept_files.bind(py).is(&files) {
                 if let Some(kept) = kept_mut(&mut lock(&self.block_stores).facts, key) {
