@@ -10,22 +10,58 @@
 /// `crc32c::crc32c` of one buffer, by carry-less multiplication where the CPU has it
 /// (`fold_avx512`: AVX-512 with VPCLMULQDQ; else `fold_avx2`: AVX2 with VPCLMULQDQ, as
 /// AMD's Zen 3 and 4 without AVX-512) and the buffer is `FOLD_FROM` bytes or more, else
-/// the crate's. A 1 KiB record's CRC in cache: 42 ns folded, 67 by the crate's three
+/// by one chain of the `crc32` instruction (`short_sse42`, where the CPU has SSE 4.2),
+/// else the crate's. A 1 KiB record's CRC in cache: 42 ns folded, 67 by the crate's three
 /// chains of the `crc32` instruction (AVX-512; docs/PERFORMANCE.md, issue 34 step 3;
 /// the 256-bit fold on a Zen 3 in the same document's step 5).
 #[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
-    if data.len() >= FOLD_FROM {
-        match fold_kind() {
-            // SAFETY: the CPU has every feature `fold_avx512` is compiled for (`folds`).
-            Fold::Avx512 => return unsafe { fold_avx512(data) },
-            // SAFETY: the CPU has every feature `fold_avx2` is compiled for (`folds_avx2`).
-            Fold::Avx2 => return unsafe { fold_avx2(data) },
-            Fold::Crate => {}
+    match fold_kind() {
+        // SAFETY: the CPU has every feature `fold_avx512` is compiled for (`folds`).
+        Fold::Avx512 if data.len() >= FOLD_FROM => return unsafe { fold_avx512(data) },
+        // SAFETY: the CPU has every feature `fold_avx2` is compiled for (`folds_avx2`).
+        Fold::Avx2 if data.len() >= FOLD_FROM => return unsafe { fold_avx2(data) },
+        // SAFETY: both folds need SSE 4.2 (`folds`, `folds_avx2`), all `short_sse42` needs.
+        Fold::Avx512 | Fold::Avx2 => return unsafe { short_sse42(data) },
+        Fold::Crate => {
+            if data.len() < FOLD_FROM && std::is_x86_feature_detected!("sse4.2") {
+                // SAFETY: the CPU has SSE 4.2 (checked just above).
+                return unsafe { short_sse42(data) };
+            }
         }
     }
     crc32c::crc32c(data)
+}
+
+/// `crc32c::crc32c` of a buffer shorter than `FOLD_FROM`: one chain of the `crc32`
+/// instruction, 8 bytes at a time, then the rest: the crate's chain too at this length,
+/// without its work around it (an unaligned head, the split into three parts it looks
+/// at and passes by, a tail): a check read's record of ~115 bytes under its CRC cost
+/// ~178 instructions the crate's way, ~71 this way (docs/PERFORMANCE.md, check33-s55).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+fn short_sse42(data: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8};
+
+    let mut words = data.chunks_exact(8);
+    let mut crc = u64::from(u32::MAX);
+    for word in &mut words {
+        crc = _mm_crc32_u64(crc, u64::from_le_bytes(word.try_into().expect("8 bytes")));
+    }
+    let mut crc = crc as u32;
+    let mut rest = words.remainder();
+    if rest.len() >= 4 {
+        crc = _mm_crc32_u32(
+            crc,
+            u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")),
+        );
+        rest = &rest[4..];
+    }
+    for &byte in rest {
+        crc = _mm_crc32_u8(crc, byte);
+    }
+    !crc
 }
 
 /// Which way `crc32c` checks a buffer of `FOLD_FROM` bytes or more on this CPU.
@@ -613,6 +649,29 @@ mod tests {
         }
     }
     use proptest::prelude::*;
+
+    /// `crc32c` is the crate's at every length the short path takes and across the fold's
+    /// threshold, whatever the buffer's alignment.
+    #[test]
+    fn one_buffers_crc_is_the_crates_at_every_short_length() {
+        let mut seed = 0x9E37_79B9_u32;
+        let mut data = vec![0u8; FOLD_FROM + 72];
+        for byte in data.iter_mut() {
+            seed = seed.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            *byte = (seed >> 16) as u8;
+        }
+        for start in 0..8 {
+            for len in 0..=FOLD_FROM + 64 {
+                let buffer = &data[start..start + len];
+                assert_eq!(
+                    crc32c(buffer),
+                    crc32c::crc32c(buffer),
+                    "start {start} len {len}"
+                );
+            }
+        }
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
 
     #[test]
     fn the_worked_example_in_every_lane() {

@@ -84,11 +84,32 @@ pub fn object(address: *const u8) {
 #[inline(always)]
 fn lines<const HINT: i32>(data: &[u8], pos: usize, len: usize) {
     let end = pos.saturating_add(len.min(MOST)).min(data.len());
-    let mut at = pos;
-    while at < end {
-        line::<HINT>(&data[at]);
+    if pos >= end {
+        return;
+    }
+    // Every line the bytes lie on, from the one holding the first to the one holding
+    // the last (stepping by a line from `pos` missed the last of a record's lines
+    // whenever `pos` was not at a line's start: the third of a 123-byte record's most
+    // of the time).
+    let start = data.as_ptr() as usize;
+    let last = start + end - 1;
+    let mut at = (start + pos) & !(LINE - 1);
+    while at <= last {
+        line_at::<HINT>(at as *const u8);
         at += LINE;
     }
+}
+
+#[inline(always)]
+fn line_at<const HINT: i32>(address: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHh is in every x86_64 CPU (SSE); it reads nothing and never
+    // faults, even at an address not mapped (here a line of `data`'s bytes anyway).
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<HINT>(address.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
 }
 
 #[inline(always)]

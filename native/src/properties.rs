@@ -100,6 +100,7 @@ proptest! {
             first_queue_offset: 0,
             tag: None,
             max_messages: 10,
+            asked: 0,
         };
         let mut found = Vec::new();
         let (next, _) = read_entries(&data, base, &packed, 0, &wanted, &mut found);

@@ -28,6 +28,9 @@ pub struct Wanted<'a> {
     /// Only entries with this tag hash, and records with this tag.
     pub tag: Option<(u64, &'a [u8])>,
     pub max_messages: usize,
+    /// The records of the entries below this index were asked for by the caller (a
+    /// store core walk's `ask_for_records`): not asked for again.
+    pub asked: usize,
 }
 
 /// A record accepted for a read: where it starts in the segment, and its header.
@@ -57,11 +60,13 @@ pub fn read_entries(
     let mut index = start;
     // The first records' lines asked for together, then each some entries ahead of the
     // one being checked: their misses overlap each other and the checks.
-    for ahead in start..count.min(start + prefetch::RECORDS_AHEAD) {
+    for ahead in start.max(wanted.asked)..count.min(start + prefetch::RECORDS_AHEAD) {
         prefetch_record(data, base, &entries[ahead * ENTRY_SIZE..]);
     }
     while index < count {
-        if index + prefetch::RECORDS_AHEAD < count {
+        if index + prefetch::RECORDS_AHEAD < count
+            && index + prefetch::RECORDS_AHEAD >= wanted.asked
+        {
             let ahead = (index + prefetch::RECORDS_AHEAD) * ENTRY_SIZE;
             prefetch_record(data, base, &entries[ahead..]);
         }
@@ -196,6 +201,7 @@ mod tests {
             first_queue_offset: 0,
             tag,
             max_messages: max,
+            asked: 0,
         }
     }
 

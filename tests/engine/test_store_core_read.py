@@ -89,6 +89,54 @@ def test_a_warm_read_runs_no_python_code(store):
     assert calls == []
 
 
+@pytest.mark.parametrize("count", [1, 3, 10, 500])
+def test_a_read_s_list_is_a_list_like_any_other(store, monkeypatch, count):
+    _append_varied(store, 40)
+    expected = store._read_long_way("t", 1, 2, count)
+    _no_long_way(monkeypatch, store)
+    messages = store.read("t", 1, 2, count)
+
+    assert messages == expected and type(messages) is list
+    assert messages[:] == list(messages) == expected
+    messages.extend(range(100))
+    assert messages[len(expected) :] == list(range(100))
+    del messages[len(expected) :]
+    assert messages == expected
+    messages.append("more")
+    assert messages.pop() == "more"
+    messages.clear()
+    assert messages == []
+    assert store.read("t", 1, 2, count) == expected
+
+
+def test_a_read_s_offsets_times_and_bodies_are_ints_and_bytes_as_python_makes_them(
+    store, monkeypatch
+):
+    _append_varied(store, 200)
+    _no_long_way(monkeypatch, store)
+    messages = store.read("t", 1, 0, 500)
+    values = [
+        value
+        for m in messages
+        for value in (m.queue_offset, m.commit_offset, m.born_time_ms, m.store_time_ms)
+    ]
+
+    assert any(v <= 256 for v in values) and any(256 < v < 2**30 for v in values)
+    assert any(v >= 2**30 for v in values)  # the times: two 30-bit digits
+    for value in values:
+        made = int(str(value))
+        assert type(value) is int and value == made and hash(value) == hash(made)
+        assert value.bit_length() == made.bit_length() and value.to_bytes(8, "little") == (
+            made.to_bytes(8, "little")
+        )
+        assert value - made == 0 and value + 1 > made and -value <= 0 and value >= 0
+    for message in messages:
+        body, made = message.body, bytes(bytearray(message.body))
+        assert type(body) is bytes and body == made and hash(body) == hash(made)
+        assert memoryview(body).tobytes() == made and body + b"" == made == body[:]
+        assert body.decode() == made.decode() and len(body) == len(made) > 0
+
+
 def test_keyword_arguments_and_the_default_count_are_read_by_the_core(store, monkeypatch):
     _append_varied(store, 200)
     expected = store._read_long_way("t", 1, 2)

@@ -6,6 +6,7 @@ files of its own (test_store_core_read.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -466,3 +467,73 @@ def test_a_block_store_given_another_index_after_a_read_is_read_through_that_ind
     store.read("t", 2, 0, 5)
 
     assert len(taken) == 1
+
+
+def test_a_seam_pread_replaced_after_a_read_sees_the_next_read_of_entries(
+    store, open_store, store_path, monkeypatch
+):
+    _append_varied(store, 40)
+    store.close()
+    reopened = open_store(store_path, CONFIG)
+    expected = reopened._read_long_way("t", 2, 0, 3)
+    assert reopened.read("t", 1, 0, 3) == reopened._read_long_way("t", 1, 0, 3)
+    seen = []
+    genuine = fileio.pread
+
+    def counting(fd, size, offset):
+        seen.append(size)
+        return genuine(fd, size, offset)
+
+    monkeypatch.setattr(fileio, "pread", counting)
+    assert reopened.read("t", 2, 0, 3) == expected
+    assert 3 * 20 in seen
+
+
+def test_a_topic_deleted_and_made_again_after_a_read_is_read_anew(store, monkeypatch):
+    _append_varied(store, 40)
+    assert len(store.read("t", 1, 0, 100)) > 0
+    store.delete_topic("t")
+    store.create_topic("t", queues=4)
+    assert store._registry.topics["t"].blocks is not None
+    made = [store.append("t", f"new {i}".encode(), queue=1) for i in range(3)]
+
+    assert [m.message_id for m in store.read("t", 1, 0, 100)] == [r.message_id for r in made]
+
+
+@pytest.mark.parametrize("how", ["in_place", "replaced"])
+def test_a_retention_floor_raised_after_a_read_holds_for_the_next_queue_read(
+    store, open_store, store_path, how
+):
+    results = _append_varied(store, 400)
+    store.close()
+    reopened = open_store(store_path, CONFIG)
+    assert len(reopened.read("t", 3, 0, 5)) == 5  # a queue not made: its floor looked at
+    floor = [r for r in results if r.queue == 1][5].commit_offset
+    state = reopened._registry.topics["t"]
+    if how == "in_place":
+        state.info.retained_from = floor
+    else:
+        state.info = dataclasses.replace(state.info, retained_from=floor)
+
+    got = reopened.read("t", 1, 0, 500)
+    assert got == reopened._read_long_way("t", 1, 0, 500)
+    assert got[0].queue_offset == 5
+    assert reopened.queue_range("t", 1)[0] == 5
+
+
+def test_queues_read_after_retention_under_an_open_store_start_at_their_minimum(
+    store, open_store, store_path
+):
+    _append_varied(store, 400)
+    store.close()
+    reopened = open_store(store_path, CONFIG)
+    assert len(reopened.read("t", 3, 0, 5)) == 5  # a queue not made: the log's start looked at
+    reopened.delete_expired(now_ms=2**62)
+    assert reopened.commitlog.min_offset > 0
+
+    for queue in range(3):
+        got = reopened.read("t", queue, 0, 500)
+        low = reopened.queue_range("t", queue)[0]
+        assert got == reopened._read_long_way("t", queue, 0, 500)
+        assert got[0].queue_offset == low
+        assert got[0].commit_offset >= reopened.commitlog.min_offset

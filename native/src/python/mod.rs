@@ -218,6 +218,205 @@ pub(crate) fn new_list(py: Python<'_>) -> Bound<'_, PyList> {
     PyList::empty(py)
 }
 
+/// The most items `new_list_with_room` makes room for (a read's `max_messages` may be
+/// anything; past this the list grows as appends make it).
+const LIST_ROOM: usize = 1024;
+
+/// `new_list` with room for `room` items made at once (at most `LIST_ROOM`), which
+/// `append_in_room` fills without growing it: a read of 10 messages appended one by one
+/// grew its list three times (4, 8, 16 items), each a reallocation.
+pub(crate) fn new_list_with_room(py: Python<'_>, room: usize) -> Bound<'_, PyList> {
+    let list = new_list(py);
+    if room == 0 || room > LIST_ROOM {
+        return list;
+    }
+    // SAFETY: the GIL is held; `list` is a new list nobody else holds, empty as
+    // `PyList_New(0)` makes it (`ob_item` NULL, `allocated` 0: checked), so giving it an
+    // item array of `room` slots from the allocator its `list_dealloc` and `list_resize`
+    // free and resize with (`PyMem_*`) leaves it a valid empty list with that room.
+    unsafe {
+        let raw = list.as_ptr().cast::<ffi::PyListObject>();
+        if !(*raw).ob_item.is_null() || (*raw).allocated != 0 {
+            return list;
+        }
+        let items = ffi::PyMem_Malloc(room * std::mem::size_of::<*mut ffi::PyObject>());
+        if !items.is_null() {
+            (*raw).ob_item = items.cast();
+            (*raw).allocated = room as ffi::Py_ssize_t;
+        }
+    }
+    list
+}
+
+/// Append `item` to `list` (`PyList_Append`), stored in the list's room when it has some
+/// left (no call, no resize check).
+pub(crate) fn append_in_room(list: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -> PyResult<()> {
+    // SAFETY: the GIL is held and `list` is a live list; a slot at its size below
+    // `allocated` is inside its item array and holds nothing, so storing a new reference
+    // there and counting it in the size is what `PyList_Append` does when it needs no
+    // resize.
+    unsafe {
+        let raw = list.as_ptr().cast::<ffi::PyListObject>();
+        let size = ffi::Py_SIZE(list.as_ptr());
+        if size < (*raw).allocated {
+            *(*raw).ob_item.add(size as usize) = item.into_ptr();
+            (*raw).ob_base.ob_size = size + 1;
+            return Ok(());
+        }
+    }
+    list.append(item)
+}
+
+/// Whether ints may be laid out by hand here (`int_of`): CPython 3.11 with 30-bit digits
+/// of 4 bytes (`sys.int_info`), an int's digits right after its `PyVarObject` header, and
+/// ints freed by `PyObject_Free` (`object_dealloc`, as 3.11's ints are). Looked at once
+/// in an int `PyLong_FromUnsignedLongLong` made.
+fn ints_by_hand(py: Python<'_>) -> bool {
+    static LOOKED: AtomicU8 = AtomicU8::new(0); // 0 not yet, 1 yes, 2 no
+    match LOOKED.load(Ordering::Relaxed) {
+        0 => {}
+        answer => return answer == 1,
+    }
+    // SAFETY: the GIL is held; on CPython 3.11 an int is a `PyVarObject` followed by its
+    // digits, read here only within the size the int says it has (checked first).
+    let by_hand = cpython_3_11(py)
+        && unsafe {
+            let tp = std::ptr::addr_of_mut!(ffi::PyLong_Type);
+            let probe = (1u64 << 62) | (5 << 30) | 7;
+            match Bound::from_owned_ptr_or_opt(py, ffi::PyLong_FromUnsignedLongLong(probe)) {
+                None => {
+                    let _ = PyErr::fetch(py);
+                    false
+                }
+                Some(int) => {
+                    let var = int.as_ptr().cast::<ffi::PyVarObject>();
+                    let digits = var.add(1).cast::<u32>();
+                    (*tp).tp_itemsize == 4
+                        && (*tp).tp_basicsize as usize == std::mem::size_of::<ffi::PyVarObject>()
+                        && (*tp).tp_free.map(|f| f as usize)
+                            == Some(ffi::PyObject_Free as *const () as usize)
+                        && (*var).ob_size == 3
+                        && (*digits, *digits.add(1), *digits.add(2)) == (7, 5, 4)
+                }
+            }
+        };
+    LOOKED.store(if by_hand { 1 } else { 2 }, Ordering::Relaxed);
+    by_hand
+}
+
+/// The int `value`, as `PyLong_FromUnsignedLongLong` makes it: the interpreter's shared
+/// small ints up to 256 from it, larger ones laid out here on CPython 3.11 (`ints_by_hand`):
+/// one allocation, the header and one to three 30-bit digits written, without its count
+/// of the digits by a loop and `_PyLong_New`'s checks and `PyObject_InitVar` call (a time
+/// in milliseconds, always two digits: ~127 instructions `PyLong_FromLong`'s way).
+#[inline]
+pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
+    const SHIFT: u32 = 30;
+    const MASK: u64 = (1 << SHIFT) - 1;
+    if value <= 256 || !ints_by_hand(py) {
+        return Ok(value.into_pyobject(py)?.into_any());
+    }
+    let (middle, top) = (value >> SHIFT, value >> (2 * SHIFT));
+    let digits: usize = 1 + usize::from(middle != 0) + usize::from(top != 0);
+    // SAFETY: the GIL is held and ints are laid out as `ints_by_hand` found: a block of
+    // the header and `digits` digits from the allocator ints are freed to, its header
+    // written as `PyObject_InitVar` writes it for a static type (one reference, the type
+    // not referenced), its size the count of digits (positive: the sign), each digit
+    // written, the highest not 0 (as CPython requires of an int's digits).
+    unsafe {
+        let header = std::mem::size_of::<ffi::PyVarObject>();
+        let block = ffi::PyObject_Malloc(header + 4 * digits).cast::<ffi::PyVarObject>();
+        if block.is_null() {
+            return Err(pyo3::exceptions::PyMemoryError::new_err(()));
+        }
+        block.cast::<ffi::Py_ssize_t>().write(1); // 3.11's reference count: the first word
+        (*block).ob_base.ob_type = std::ptr::addr_of_mut!(ffi::PyLong_Type);
+        (*block).ob_size = digits as ffi::Py_ssize_t;
+        let out = block.add(1).cast::<u32>();
+        out.write((value & MASK) as u32);
+        if digits > 1 {
+            out.add(1).write((middle & MASK) as u32);
+        }
+        if digits > 2 {
+            out.add(2).write(top as u32);
+        }
+        Ok(Bound::from_owned_ptr(py, block.cast()))
+    }
+}
+
+/// Where a bytes object's hash and data lie on CPython 3.11 (`PyBytesObject`: the
+/// `PyVarObject` header, `ob_shash`, then the data and a NUL).
+const BYTES_HASH_AT: usize = std::mem::size_of::<ffi::PyVarObject>();
+const BYTES_DATA_AT: usize = BYTES_HASH_AT + std::mem::size_of::<ffi::Py_hash_t>();
+
+/// Whether bytes may be laid out by hand here (`bytes_of`): CPython 3.11, `PyBytesObject`
+/// as above (its basic size the data's place and the NUL, one byte an item), freed by
+/// `PyObject_Free`; looked at once in a bytes object `PyBytes_FromStringAndSize` made.
+fn bytes_by_hand(py: Python<'_>) -> bool {
+    static LOOKED: AtomicU8 = AtomicU8::new(0); // 0 not yet, 1 yes, 2 no
+    match LOOKED.load(Ordering::Relaxed) {
+        0 => {}
+        answer => return answer == 1,
+    }
+    // SAFETY: the GIL is held; a new bytes object of 3 bytes, read within its size
+    // (`BYTES_DATA_AT` + 4 bytes on the layout checked first by its type's sizes).
+    let by_hand = cpython_3_11(py)
+        && unsafe {
+            let tp = std::ptr::addr_of_mut!(ffi::PyBytes_Type);
+            (*tp).tp_basicsize as usize == BYTES_DATA_AT + 1
+                && (*tp).tp_itemsize == 1
+                && (*tp).tp_free.map(|f| f as usize)
+                    == Some(ffi::PyObject_Free as *const () as usize)
+                && match Bound::from_owned_ptr_or_opt(
+                    py,
+                    ffi::PyBytes_FromStringAndSize(c"abc".as_ptr(), 3),
+                ) {
+                    None => {
+                        let _ = PyErr::fetch(py);
+                        false
+                    }
+                    Some(made) => {
+                        let at = made.as_ptr().cast::<u8>();
+                        ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>() == at.add(BYTES_DATA_AT)
+                            && *at.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>() == -1
+                            && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0"
+                    }
+                }
+        };
+    LOOKED.store(if by_hand { 1 } else { 2 }, Ordering::Relaxed);
+    by_hand
+}
+
+/// The bytes object of `data`, as `PyBytes_FromStringAndSize` makes it: the interpreter's
+/// shared empty one for none, else laid out here on CPython 3.11 (`bytes_by_hand`): one
+/// allocation, the header, no hash yet, the data and its NUL (a message's body: ~97
+/// instructions the interpreter's way).
+pub(crate) fn bytes_of<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyAny> {
+    if data.is_empty() || data.len() > isize::MAX as usize / 2 || !bytes_by_hand(py) {
+        return pyo3::types::PyBytes::new(py, data).into_any();
+    }
+    // SAFETY: the GIL is held and bytes are laid out as `bytes_by_hand` found: a block of
+    // the data's place, the data and the NUL from the allocator bytes are freed to, its
+    // header written as `PyObject_InitVar` writes it for a static type, no hash (-1).
+    unsafe {
+        let block = ffi::PyObject_Malloc(BYTES_DATA_AT + data.len() + 1).cast::<u8>();
+        if block.is_null() {
+            let _ = PyErr::fetch(py);
+            return pyo3::types::PyBytes::new(py, data).into_any(); // says so, or makes it
+        }
+        let object = block.cast::<ffi::PyObject>();
+        init_header(
+            object,
+            std::ptr::addr_of_mut!(ffi::PyBytes_Type),
+            Some(data.len() as ffi::Py_ssize_t),
+        );
+        block.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>().write(-1);
+        std::ptr::copy_nonoverlapping(data.as_ptr(), block.add(BYTES_DATA_AT), data.len());
+        *block.add(BYTES_DATA_AT + data.len()) = 0;
+        Bound::from_owned_ptr(py, object)
+    }
+}
+
 /// What a new empty dict holds (CPython 3.11's `new_dict(Py_EMPTY_KEYS, ...)`): the
 /// interpreter's one shared empty keys table, and a version number.
 #[derive(Clone, Copy)]
@@ -393,11 +592,34 @@ unsafe fn alloc_uncounted(tp: *mut ffi::PyTypeObject, items: usize) -> *mut ffi:
     // as `PyType_GenericAlloc` leaves it, then its type, size and reference set.
     std::ptr::write_bytes(memory.cast::<u8>(), 0, GC_HEAD + size);
     let object = memory.cast::<u8>().add(GC_HEAD).cast::<ffi::PyObject>();
-    if (*tp).tp_itemsize == 0 {
-        ffi::PyObject_Init(object, tp)
-    } else {
-        ffi::PyObject_InitVar(object.cast(), tp, items as ffi::Py_ssize_t).cast()
+    let items = ((*tp).tp_itemsize != 0).then_some(items as ffi::Py_ssize_t);
+    init_header(object, tp, items);
+    object
+}
+
+/// Write the header of a new object of `tp` at `object` as `PyObject_Init` (or, with a
+/// size, `PyObject_InitVar`) writes it on CPython 3.11: its type (referenced when a
+/// heap type), its size, and one reference (`_Py_NewReference`; with tracemalloc on, the
+/// block keeps the trace of its allocation rather than taking the caller's). Inline:
+/// the call cost ~22 instructions an object, three objects a message.
+///
+/// # Safety
+/// CPython 3.11 (`cpython_3_11`), the GIL held, `object` a new object's memory of `tp`'s
+/// size, with room for `size` items when given.
+#[inline]
+pub(crate) unsafe fn init_header(
+    object: *mut ffi::PyObject,
+    tp: *mut ffi::PyTypeObject,
+    size: Option<ffi::Py_ssize_t>,
+) {
+    (*object).ob_type = tp;
+    if ffi::PyType_HasFeature(tp, ffi::Py_TPFLAGS_HEAPTYPE) != 0 {
+        ffi::Py_INCREF(tp.cast());
     }
+    if let Some(size) = size {
+        (*object.cast::<ffi::PyVarObject>()).ob_size = size;
+    }
+    object.cast::<ffi::Py_ssize_t>().write(1); // 3.11's reference count: the first word
 }
 
 /// Take a new container that holds no container of its own that is tracked (a result
@@ -526,7 +748,8 @@ unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
     // object's reference and type, its length, no hash yet, and its state (not
     // interned, one byte a character, compact, ASCII, ready).
     std::ptr::write_bytes(memory.cast::<u8>(), 0, size);
-    let object = ffi::PyObject_Init(memory.cast(), std::ptr::addr_of_mut!(ffi::PyUnicode_Type));
+    let object = memory.cast::<ffi::PyObject>();
+    init_header(object, std::ptr::addr_of_mut!(ffi::PyUnicode_Type), None);
     let ascii = object.cast::<ffi::PyASCIIObject>();
     (*ascii).length = ID_CHARS as ffi::Py_ssize_t;
     (*ascii).hash = -1;

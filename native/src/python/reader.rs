@@ -50,6 +50,7 @@ pub fn read_entries<'py>(
             _ => None,
         },
         max_messages,
+        asked: 0,
     };
     let mut found = Vec::with_capacity(max_messages.min(entries.len() / 20));
     // Records average at least the overhead; a batch of entries is that much work at least.
@@ -132,7 +133,7 @@ impl<'py> Shared<'py> {
     /// bodies of its size than the caches do.
     fn body(&mut self, py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
         if body.len() < STREAMED_BODY || self.held.saturating_mul(body.len()) < PAST_CACHE_BYTES {
-            return Ok(PyBytes::new(py, body).into_any());
+            return Ok(super::bytes_of(py, body));
         }
         self.streamed = true;
         // SAFETY: the GIL is held. PyBytes_FromStringAndSize(NULL, n) makes a new bytes
@@ -159,7 +160,10 @@ impl<'py> Shared<'py> {
         match &self.time {
             Some((value, object)) if *value == ms => Ok(object.clone()),
             _ => {
-                let object = ms.into_pyobject(py)?.into_any();
+                let object = match u64::try_from(ms) {
+                    Ok(ms) => super::int_of(py, ms)?,
+                    Err(_) => ms.into_pyobject(py)?.into_any(),
+                };
                 self.time = Some((ms, object.clone()));
                 Ok(object)
             }
@@ -182,7 +186,12 @@ pub(super) fn stored_message<'py>(
     let extras = Extras::with(py, &parts, Some(&mut shared.recent))?;
     let build = || -> PyResult<Bound<'py, PyAny>> {
         let born = shared.time(py, header.born_ms)?;
-        let store = shared.time(py, header.store_ms)?;
+        // Born is the store time unless the producer gave one: the same int then.
+        let store = if header.store_ms == header.born_ms {
+            born.clone()
+        } else {
+            shared.time(py, header.store_ms)?
+        };
         new_record(
             py,
             message_type,
@@ -190,8 +199,8 @@ pub(super) fn stored_message<'py>(
                 message_id(py, prefix, header.commit_offset).into_any(),
                 shared.topic.clone(),
                 shared.queue.clone(),
-                header.queue_offset.into_pyobject(py)?.into_any(),
-                header.commit_offset.into_pyobject(py)?.into_any(),
+                super::int_of(py, header.queue_offset)?,
+                super::int_of(py, header.commit_offset)?,
                 born,
                 store,
                 extras.tag,

@@ -184,8 +184,9 @@ pub(crate) unsafe fn take(tp: *mut ffi::PyTypeObject, items: usize) -> *mut ffi:
             // An untracked object's collector header (both words 0), then its type
             // (referenced), length and one reference, as `alloc_uncounted` makes it.
             std::ptr::write_bytes(block, 0, GC_HEAD);
-            let object = block.add(GC_HEAD).cast::<ffi::PyVarObject>();
-            return ffi::PyObject_InitVar(object, tp, items as ffi::Py_ssize_t).cast();
+            let object = block.add(GC_HEAD).cast::<ffi::PyObject>();
+            super::init_header(object, tp, Some(items as ffi::Py_ssize_t));
+            return object;
         }
     }
     super::alloc_uncounted(tp, items)

@@ -188,6 +188,15 @@ impl View {
         })
     }
 
+    /// The length of `slice()`, as a commit offset's distance is compared with it.
+    #[inline]
+    fn len(&self) -> u64 {
+        if self.buffer.buf.is_null() {
+            return 0;
+        }
+        u64::try_from(self.buffer.len).unwrap_or(0)
+    }
+
     fn slice(&self) -> &[u8] {
         let len = usize::try_from(self.buffer.len).unwrap_or(0);
         if len == 0 || self.buffer.buf.is_null() {
@@ -290,6 +299,34 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A number read from a dict, kept with the dict's version (`dict_version`, PEP 509's
+/// tag, which CPython 3.11 changes at every change of any item) when it was read: while
+/// the version is the same, so is the number, and it is not looked up again. Touched
+/// with the GIL held only.
+#[derive(Default)]
+struct KeptByVersion {
+    /// 0: nothing kept (a dict holding anything has had a version past 0).
+    version: AtomicU64,
+    value: AtomicU64,
+}
+
+impl KeptByVersion {
+    /// The number kept, if the dict's version is still `version`.
+    fn get(&self, version: Option<u64>) -> Option<u64> {
+        let version = version.filter(|&v| v != 0)?;
+        (self.version.load(Ordering::Relaxed) == version)
+            .then(|| self.value.load(Ordering::Relaxed))
+    }
+
+    /// Keep `value`, read from the dict at `version` (read before the look-up).
+    fn keep(&self, version: Option<u64>, value: u64) {
+        if let Some(version) = version {
+            self.value.store(value, Ordering::Relaxed);
+            self.version.store(version, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The characters of `text` when it is a compact ASCII string (one byte each, stored
 /// in the object: every id the store writes, and any a caller builds from its parts);
 /// None for any other string, which can be no id the core reads (the long way judges it).
@@ -378,12 +415,22 @@ pub struct StoreCore {
     /// test that replaced it sees every read). A dict, read without an attribute look-up.
     fileio: Py<PyDict>,
     genuine_pread: Py<PyAny>,
+    /// `fileio`'s version (`dict_version`) when its `pread` was last found to be the
+    /// seam's own, 0 for none: while it is the same, it still is (not looked up again).
+    pread_seen: AtomicU64,
     /// The store's refusals (words.rs): closed or forked, the core declines (a failed
     /// writer or a full disk refuses writes only). One load, no look-up.
     refusals: Py<Refusals>,
     /// The commit log's `__dict__`, where its `tail` lives (read without a look-up
     /// through the log's classes, as the append core reads and moves it).
     log_dict: Py<PyDict>,
+    /// The log's tail as last read, with `log_dict`'s version then: a reader's process
+    /// changes that dict only when it follows, a writer's at every append.
+    tail_seen: KeptByVersion,
+    /// The topic a read last found by its name: the name (a str, held), the topic's
+    /// address (not held: the registry's dict holds it while its version is the same;
+    /// a topic holds the store, and the core must not) and `topics_by_name`'s version.
+    topic_seen: Mutex<Option<(Py<PyAny>, usize, u64)>>,
     followed: AtomicU64,
     closed: AtomicBool,
     table: Mutex<Table>,
@@ -442,6 +489,7 @@ impl StoreCore {
                 .cast_into::<PyDict>()?
                 .unbind(),
             genuine_pread: genuine_pread.clone().unbind(),
+            pread_seen: AtomicU64::new(0),
             refusals: store
                 .getattr(intern!(store.py(), "_refusals"))?
                 .cast_into::<Refusals>()?
@@ -450,6 +498,8 @@ impl StoreCore {
                 .getattr(intern!(store.py(), "__dict__"))?
                 .cast_into::<PyDict>()?
                 .unbind(),
+            tail_seen: KeptByVersion::default(),
+            topic_seen: Mutex::new(None),
             followed: AtomicU64::new(NEVER_FOLLOWED),
             closed: AtomicBool::new(false),
             table: Mutex::new(Table::default()),
@@ -964,7 +1014,7 @@ impl StoreCore {
             return Ok(None);
         }
         self.follow(py)?;
-        let Some(state) = self.topics_by_name.bind(py).get_item(topic)? else {
+        let Some(state) = self.topic_by_name(py, topic)? else {
             return Ok(None); // not known (yet)
         };
         // The topic's name as its records hold it (`Topic.name_bytes`: the name encoded).
@@ -1019,7 +1069,9 @@ impl StoreCore {
         max_messages: usize,
         entries_of: impl FnMut(u64, u64, &mut Vec<u8>) -> PyResult<bool>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let messages = super::new_list(py); // tracked, uncounted
+        // Tracked, uncounted, with room for the messages the range can hold.
+        let room = high.saturating_sub(from).min(max_messages as u64) as usize;
+        let messages = super::new_list_with_room(py, room);
         let mut shared = Shared::new(topic.clone(), queue.clone(), max_messages);
         let chunk = |position: u64, _records: u64| {
             if messages.len() >= max_messages || position >= high {
@@ -1064,7 +1116,7 @@ impl StoreCore {
             header,
         );
         match built {
-            Some(message) => messages.append(message?).map(|()| true),
+            Some(message) => super::append_in_room(messages, message?).map(|()| true),
             None => Ok(false),
         }
     }
@@ -1109,6 +1161,8 @@ impl StoreCore {
             }
             let entries = &buffer[..];
             let total = entries.len() / ENTRY_SIZE;
+            // The records the walk's `read_entries` need not ask for again.
+            let asked = total.min(ASK_FIRST);
             self.ask_for_records(
                 py,
                 &mut segments,
@@ -1134,6 +1188,7 @@ impl StoreCore {
                     first_queue_offset: position,
                     tag,
                     max_messages: HAND_OVER,
+                    asked,
                 };
                 found.clear();
                 let (next, stop) =
@@ -1208,20 +1263,30 @@ impl StoreCore {
     /// holding commit offset `offset`, located and exported when not held yet (the
     /// ones held let go first when `HELD_SEGMENTS` are); None when no mapped segment
     /// holds it.
+    #[inline]
     fn segment_of(
         &self,
         py: Python<'_>,
         segments: &mut Vec<(u64, View)>,
         offset: u64,
     ) -> PyResult<Option<usize>> {
-        let inside = |(base, view): &(u64, View)| {
-            offset
-                .checked_sub(*base)
-                .is_some_and(|at| at < view.slice().len() as u64)
-        };
-        if let Some(held) = segments.iter().position(inside) {
-            return Ok(Some(held));
+        // Held mostly: one compare a segment (an offset below a base wraps past every
+        // length), the rest out of line.
+        let inside = |(base, view): &(u64, View)| offset.wrapping_sub(*base) < view.len();
+        match segments.iter().position(inside) {
+            Some(held) => Ok(Some(held)),
+            None => self.segment_taken(py, segments, offset),
         }
+    }
+
+    /// `segment_of` for a segment not held yet.
+    #[inline(never)]
+    fn segment_taken(
+        &self,
+        py: Python<'_>,
+        segments: &mut Vec<(u64, View)>,
+        offset: u64,
+    ) -> PyResult<Option<usize>> {
         if segments.len() >= HELD_SEGMENTS {
             segments.clear(); // their exports let go before another is taken
         }
@@ -1417,8 +1482,18 @@ impl StoreCore {
     /// Whether the seam's `pread` is its own (no fault test replaced it): the core reads
     /// entries itself only then.
     fn genuine_pread(&self, py: Python<'_>) -> PyResult<bool> {
-        let pread = self.fileio.bind(py).get_item(intern!(py, "pread"))?;
-        Ok(pread.is_some_and(|pread| pread.is(self.genuine_pread.bind(py))))
+        let fileio = self.fileio.bind(py);
+        // Read before the look-up (which runs no Python code: a str key).
+        let version = super::dict_version(fileio).filter(|&v| v != 0);
+        if version.is_some_and(|v| v == self.pread_seen.load(Ordering::Relaxed)) {
+            return Ok(true);
+        }
+        let pread = fileio.get_item(intern!(py, "pread"))?;
+        let genuine = pread.is_some_and(|pread| pread.is(self.genuine_pread.bind(py)));
+        if let (true, Some(version)) = (genuine, version) {
+            self.pread_seen.store(version, Ordering::Relaxed);
+        }
+        Ok(genuine)
     }
 
     /// (first index, entries, table of open descriptors) of a queue file, read from the
@@ -1478,9 +1553,49 @@ impl StoreCore {
         self.refusals.get().refused() & (REFUSED_CLOSED | REFUSED_FORKED) != 0
     }
 
+    /// The registry's topic named `topic` (an exact str), if any: the one found last
+    /// while the registry's dict is unchanged (`dict_version`) and `topic` is the same
+    /// object, else looked up (a str key: no Python code runs) and kept.
+    fn topic_by_name<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let topics = self.topics_by_name.bind(py);
+        let version = super::dict_version(topics);
+        {
+            let seen = lock(&self.topic_seen);
+            if let Some((name, state, at)) = seen.as_ref() {
+                if Some(*at) == version && name.is(topic) {
+                    // SAFETY: the GIL is held, and the registry's dict is unchanged since
+                    // `state` was found in it under `name` (its version is the same), so
+                    // it still holds that topic: a live object, referenced here anew.
+                    let state =
+                        unsafe { Bound::from_borrowed_ptr(py, *state as *mut ffi::PyObject) };
+                    return Ok(Some(state));
+                }
+            }
+        }
+        let state = topics.get_item(topic)?;
+        if let (Some(state), Some(version)) = (&state, version) {
+            let old = lock(&self.topic_seen).replace((
+                topic.clone().unbind(),
+                state.as_ptr() as usize,
+                version,
+            ));
+            drop(old); // after the lock is let go: dropping may run Python code
+        }
+        Ok(state)
+    }
+
     /// The log's published tail (`CommitLog.tail`, an int in its `__dict__`); None when
     /// it is not there as one (the long way reads it).
     fn tail(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        // Read before the look-up, which runs no Python code (a str key).
+        let version = super::dict_version(self.log_dict.bind(py));
+        if let Some(tail) = self.tail_seen.get(version) {
+            return Ok(Some(tail));
+        }
         let key = intern!(py, "tail");
         // SAFETY: the GIL is held; `log_dict` is a live dict (held by the core) and `key`
         // a live str. The item comes back borrowed and is read before anything else
@@ -1501,6 +1616,7 @@ impl StoreCore {
                 ffi::PyErr_Clear(); // a negative int, or one past 64 bits: not a tail
                 return Ok(None);
             }
+            self.tail_seen.keep(version, value);
             Ok(Some(value))
         }
     }
@@ -1625,6 +1741,30 @@ impl StoreCore {
         Ok(self
             .locate_span(py, offset)?
             .map(|(base, _, map)| (base, map)))
+    }
+
+    /// The first segment's base as the segment table holds it, when the table is still
+    /// the log's list's (`Table::is_of`; a segment's base never changes); None when there
+    /// is no segment or the table is to be read again.
+    pub(super) fn first_base(&self, py: Python<'_>) -> Option<u64> {
+        let list = self.segments.bind(py);
+        let len = list.len();
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: as in `locate_span`: indexes 0 and len - 1 of a live list, read just
+        // after its length with nothing run since; only the addresses are compared.
+        let (first, last) = unsafe {
+            (
+                ffi::PyList_GET_ITEM(list.as_ptr(), 0),
+                ffi::PyList_GET_ITEM(list.as_ptr(), len as ffi::Py_ssize_t - 1),
+            )
+        };
+        let table = lock(&self.table);
+        if !table.is_of(len, first, last) {
+            return None;
+        }
+        table.segments.first().map(|segment| segment.base)
     }
 
     /// The segment holding `offset`: its base, its end and its mapping.

@@ -26,7 +26,7 @@
 //! mappable, an entry or record to be checked the long way, the seam's `pread` replaced.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyType};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyType};
 
 use super::super::block_index::{BlockIndex, HEADER_SIZE};
 use super::super::mapped::{Copied, Mapping};
@@ -35,6 +35,8 @@ use super::super::slots::Slot;
 use super::{exact_int, lock, EntryBuffer, StoreCore, View};
 use crate::consume_queue::ENTRY_SIZE;
 
+/// A read's blocks looked up without a vector (a read of 10 entries spans one or two).
+const FEW_BLOCKS: usize = 4;
 /// Block stores whose facts are kept (a store has few shared topics); past this many
 /// the cache starts again.
 const BLOCK_STORES: usize = 64;
@@ -116,6 +118,8 @@ struct BlockFacts {
     /// were last found as kept here: while it is the same, they are, and a read does
     /// not look them up again (3 look-ups, ~375 instructions a read).
     version: Option<u64>,
+    /// Whether `rebuilding` was exactly False at that version (`Facts::quiet`).
+    quiet: bool,
     index: Py<BlockIndex>,
     files: Py<PyDict>,
     geometry: Geometry,
@@ -134,6 +138,17 @@ pub(super) struct BlockStores {
     facts: Vec<BlockFacts>,
     sweep: usize,
     reads: usize,
+    /// The `retained_from` a read found last (`retained_from`).
+    retained: Option<Retained>,
+}
+
+/// A topic's `info.retained_from` as read, with the info (held), its `__dict__` and that
+/// dict's version then.
+struct Retained {
+    info: Py<PyAny>,
+    dict: Py<PyDict>,
+    version: u64,
+    value: u64,
 }
 
 impl BlockFacts {
@@ -166,11 +181,13 @@ pub(super) struct SharedQueue<'py> {
 }
 
 /// The record a queue's last entry points at (its commit offset), which must be that
-/// entry's (queue offset `index`) for the queue's ends to be settled.
-#[derive(Clone, Copy)]
+/// entry's (queue offset `index`) for the queue's ends to be settled; and the segment
+/// holding it (base and export) as located when it was asked for, looked at through
+/// it after the walk.
 struct LastRecord {
     offset: u64,
     index: u64,
+    segment: Option<(u64, View)>,
 }
 
 /// The bytes of a queue's last record asked for before it is looked at: its header and
@@ -193,6 +210,10 @@ enum Settled {
 struct Facts<'py> {
     key: usize,
     dict: Bound<'py, PyDict>,
+    /// The store's `rebuilding` is exactly False (recovery is not rebuilding the topic's
+    /// entries): read with its dict's other facts, and only looked up again by
+    /// `settled_ends` when not.
+    quiet: bool,
     index: Bound<'py, BlockIndex>,
     files: Bound<'py, PyDict>,
     geometry: Geometry,
@@ -220,6 +241,15 @@ fn ask_for_item(list: &Bound<'_, PyList>, index: usize) {
             .add(index)
     };
     crate::prefetch::object(item.cast::<u8>());
+}
+
+/// Whether the record at commit offset `offset`, in the segment `data` whose first byte
+/// is commit offset `base`, is entry `index` of queue `queue_id` of topic `name`.
+fn record_in(data: &[u8], base: u64, offset: u64, name: &[u8], queue_id: u32, index: u64) -> bool {
+    let Some(at) = offset.checked_sub(base).map(|at| at as usize) else {
+        return false;
+    };
+    at < data.len() && open_ends::record_is(&data[at..], offset, name, queue_id, index)
 }
 
 impl StoreCore {
@@ -280,16 +310,25 @@ impl StoreCore {
             )
         };
         let messages = read((low, high))?;
-        let Some(LastRecord { offset: at, index }) = last_record else {
+        let Some(LastRecord {
+            offset: at,
+            index,
+            segment,
+        }) = last_record
+        else {
             return Ok(messages);
         };
-        if messages.is_none() || self.record_is(py, at, name, queue_id, index)? {
+        let is = match &segment {
+            Some((base, view)) => record_in(view.slice(), *base, at, name, queue_id, index),
+            None => self.record_is(py, at, name, queue_id, index)?,
+        };
+        if messages.is_none() || is {
             return Ok(messages);
         }
-        // Not settled after all: the messages let go, the queue made and loaded as the
-        // long way's first use makes and loads it (its load trims that entry), and read
-        // from the ends it finds.
-        drop(messages);
+        // Not settled after all: the messages and the segment's export let go, the queue
+        // made and loaded as the long way's first use makes and loads it (its load trims
+        // that entry), and read from the ends it finds.
+        drop((messages, segment));
         match self.loaded_ends(py, shared, &facts, queue_id)? {
             Some(ends) => read(ends),
             None => Ok(None),
@@ -460,9 +499,11 @@ impl StoreCore {
         // stale at every follow, yet what the index lacks is the same for the queue's load
         // (`BlockQueue._load` reads this index too), and a queue whose records others
         // published since the index was complete was made by the follow that took them in.
-        match facts.dict.get_item(pyo3::intern!(py, "rebuilding"))? {
-            Some(value) if !value.is_truthy()? => {}
-            _ => return Ok(None),
+        if !facts.quiet {
+            match facts.dict.get_item(pyo3::intern!(py, "rebuilding"))? {
+                Some(value) if !value.is_truthy()? => {}
+                _ => return Ok(None),
+            }
         }
         let Geometry {
             per_block,
@@ -511,10 +552,10 @@ impl StoreCore {
         match open_ends::last_entry_kept(entry, log_min, tail) {
             Some(LastEntry::Kept) => {}
             Some(LastEntry::IfRecordIs) if settled == Settled::AfterTheWalk => {
-                self.ask_for(py, entry.0)?;
                 last_record = Some(LastRecord {
                     offset: entry.0,
                     index: end - 1,
+                    segment: self.ask_for(py, entry.0)?,
                 });
             }
             Some(LastEntry::IfRecordIs) => {
@@ -544,16 +585,18 @@ impl StoreCore {
         Ok(Some(((min, end.max(min)), last_record)))
     }
 
-    /// Ask for the first line of the record at commit offset `offset` (`prefetch`): a
-    /// hint, nothing read.
-    fn ask_for(&self, py: Python<'_>, offset: u64) -> PyResult<()> {
-        if let Some((base, map)) = self.locate(py, offset)? {
-            if let Some(view) = View::of(map.bind(py)) {
-                let at = (offset - base) as usize;
-                crate::prefetch::bytes(view.slice(), at, LAST_RECORD_BYTES);
-            }
-        }
-        Ok(())
+    /// Ask for the first lines of the record at commit offset `offset` (`prefetch`): a
+    /// hint, nothing read. Returns the segment holding it (its base and an export), if
+    /// located, for the look at the record after the walk.
+    fn ask_for(&self, py: Python<'_>, offset: u64) -> PyResult<Option<(u64, View)>> {
+        let Some((base, map)) = self.locate(py, offset)? else {
+            return Ok(None);
+        };
+        let Some(view) = View::of(map.bind(py)) else {
+            return Ok(None);
+        };
+        crate::prefetch::bytes(view.slice(), (offset - base) as usize, LAST_RECORD_BYTES);
+        Ok(Some((base, view)))
     }
 
     /// Whether the record at commit offset `offset` is entry `index` of queue `queue_id`
@@ -572,14 +615,15 @@ impl StoreCore {
         let Some(view) = View::of(map.bind(py)) else {
             return Ok(false);
         };
-        let data = view.slice();
-        let at = (offset - base) as usize;
-        Ok(at < data.len() && open_ends::record_is(&data[at..], offset, name, queue_id, index))
+        Ok(record_in(view.slice(), base, offset, name, queue_id, index))
     }
 
     /// The log's first offset (`CommitLog.min_offset`: its first segment's base, or the
     /// tail when it has none).
     fn log_min(&self, py: Python<'_>, tail: u64) -> PyResult<u64> {
+        if let Some(base) = self.first_base(py) {
+            return Ok(base); // the segment table's, without the attribute look-up
+        }
         let segments = self.segments.bind(py);
         match segments.iter().next() {
             Some(first) => first.getattr(pyo3::intern!(py, "base"))?.extract(),
@@ -587,12 +631,45 @@ impl StoreCore {
         }
     }
 
-    /// The topic's `info.retained_from`.
+    /// The topic's `info.retained_from`: the one read last while `info` is the same
+    /// object and its `__dict__` unchanged (`dict_version`), else read and kept when it
+    /// is that dict's own item (a `TopicInfo` is a dataclass: it is).
     fn retained_from(&self, py: Python<'_>, state: &Bound<'_, PyAny>) -> PyResult<u64> {
         let Some(info) = self.shared_classes.topic_info.get(state) else {
             return Ok(u64::MAX); // no floor known: nothing is settled below it
         };
-        info.getattr(pyo3::intern!(py, "retained_from"))?.extract()
+        {
+            let stores = lock(&self.block_stores);
+            if let Some(kept) = &stores.retained {
+                if kept.info.is(&info)
+                    && super::super::dict_version(kept.dict.bind(py)) == Some(kept.version)
+                {
+                    return Ok(kept.value);
+                }
+            }
+        }
+        let name = pyo3::intern!(py, "retained_from");
+        let dict = info
+            .getattr(pyo3::intern!(py, "__dict__"))
+            .ok()
+            .and_then(|dict| dict.cast_into::<PyDict>().ok());
+        // Read before the look-ups: were the dict changed by code they run, the version
+        // kept would not be its new one, and the next read would look again.
+        let version = dict.as_ref().and_then(super::super::dict_version);
+        let found = info.getattr(name)?;
+        let value: u64 = found.extract()?;
+        if let (Some(dict), Some(version)) = (dict, version) {
+            if dict.get_item(name)?.is_some_and(|own| own.is(&found)) {
+                let old = lock(&self.block_stores).retained.replace(Retained {
+                    info: info.unbind(),
+                    dict: dict.unbind(),
+                    version,
+                    value,
+                });
+                drop(old); // after the lock is let go: dropping may run Python code
+            }
+        }
+        Ok(value)
     }
 
     /// Fill `buffer` with `count` packed entries of queue `queue_id` from `position`,
@@ -610,20 +687,33 @@ impl StoreCore {
     ) -> PyResult<bool> {
         let per = facts.geometry.per_block;
         let (first_seq, last_seq) = (position / per, (position + count - 1) / per);
-        let blocks: Option<Vec<u64>> = {
+        // Mostly one or two blocks: looked up into an array, not a new vector.
+        let mut few = [0u64; FEW_BLOCKS];
+        let many: Vec<u64>;
+        let blocks: &[u64] = {
             let index = facts.index.get().lock();
-            (first_seq..=last_seq)
-                .map(|seq| index.recent(queue_id, seq))
-                .collect()
-        };
-        let Some(blocks) = blocks else {
-            return Ok(false);
+            let seqs = first_seq..=last_seq;
+            if last_seq - first_seq < FEW_BLOCKS as u64 {
+                for (slot, seq) in few.iter_mut().zip(seqs) {
+                    let Some(block) = index.recent(queue_id, seq) else {
+                        return Ok(false);
+                    };
+                    *slot = block;
+                }
+                &few[..=(last_seq - first_seq) as usize]
+            } else {
+                let Some(found) = seqs.map(|seq| index.recent(queue_id, seq)).collect() else {
+                    return Ok(false);
+                };
+                many = found;
+                &many
+            }
         };
         buffer.clear();
         buffer.resize(count as usize * ENTRY_SIZE, 0);
         let mut index = position;
         let mut filled = 0;
-        for block in blocks {
+        for &block in blocks {
             let slot = index % per;
             let n = (per - slot).min(position + count - index) as usize;
             let at = HEADER_SIZE + slot as usize * ENTRY_SIZE;
@@ -760,6 +850,7 @@ impl StoreCore {
                     f.files.clone_ref(py),
                     f.geometry,
                     f.version,
+                    f.quiet,
                 )
             })
         };
@@ -776,12 +867,13 @@ impl StoreCore {
         // Read before the look-ups: were the dict changed by code they run, the version
         // noted would not be its new one, and the next read would look again.
         let version = super::super::dict_version(&dict);
-        if let Some((_, kept_index, kept_files, geometry, seen)) = &found {
+        if let Some((_, kept_index, kept_files, geometry, seen, quiet)) = &found {
             if version.is_some() && version == *seen {
                 self.sweep_block_maps(py, key);
                 return Ok(Some(Facts {
                     key,
                     dict,
+                    quiet: *quiet,
                     index: kept_index.clone_ref(py).into_bound(py),
                     files: kept_files.clone_ref(py).into_bound(py),
                     geometry: *geometry,
@@ -799,15 +891,19 @@ impl StoreCore {
         if closed.is_truthy()? {
             return Ok(None);
         }
-        if let Some((_, kept_index, kept_files, geometry, _)) = found {
+        let quiet = item(pyo3::intern!(py, "rebuilding"))?
+            .is_some_and(|rebuilding| rebuilding.is(PyBool::new(py, false)));
+        if let Some((_, kept_index, kept_files, geometry, _, _)) = found {
             if kept_index.bind(py).is(&index) && kept_files.bind(py).is(&files) {
                 if let Some(kept) = kept_mut(&mut lock(&self.block_stores).facts, key) {
                     kept.version = version;
+                    kept.quiet = quiet;
                 }
                 self.sweep_block_maps(py, key);
                 return Ok(Some(Facts {
                     key,
                     dict,
+                    quiet,
                     index: kept_index.into_bound(py),
                     files: kept_files.into_bound(py),
                     geometry,
@@ -846,6 +942,7 @@ impl StoreCore {
             blocks: blocks.clone().unbind(),
             dict: dict.clone().unbind(),
             version,
+            quiet,
             index: index.clone().unbind(),
             files: files.clone().unbind(),
             geometry,
@@ -870,6 +967,7 @@ impl StoreCore {
         Ok(Some(Facts {
             key,
             dict,
+            quiet,
             index,
             files,
             geometry,
