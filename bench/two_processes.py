@@ -2,6 +2,7 @@
 at least 1.5x one process; docs/PERFORMANCE.md, "Issue 31 (part 11)"):
 
     .venv/bin/python bench/two_processes.py CHECKOUT single|batch [COUNT] [--procs=1|2] [--body=50]
+                                            [--fresh=MB] [--behind=BYTES]
 
 Run from any directory: CHECKOUT's packages are the ones imported, so two checkouts
 can be compared in the same minute. This process makes a store (async flush, 4 queues,
@@ -17,18 +18,30 @@ appends) per message appended, each worker's native-append count (the core's
 Python path), plus the core's follow counters where it has them. Then the queues
 are checked: every queue's offsets dense from 0, the total what was appended, each
 message read back once.
+
+Equal page terms: this VM backs a new page-cache page on its first touch unless pages
+were freed just before (docs/PERFORMANCE.md, procs31-s53), so a run's rate hung on what
+the run before it freed. Once the workers have opened the store, and just before they
+start, this process writes ``--fresh`` MB into a file and deletes it
+(``page_backing.fresh_pages``; by default the log bytes the run writes, 0: none): every
+run starts with that many freed pages, and ``fresh_us_per_mb`` (its pwrites' CPU a MB)
+says what new pages cost the machine before it. ``--behind=BYTES``: the store's
+``log_cache_behind_bytes`` (the holder's and the workers'; a checkout that has it).
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import resource
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from page_backing import fresh_pages
 
 QUEUES = 4
 BATCH = 500
@@ -49,17 +62,26 @@ def _counters(store) -> dict:
     return found
 
 
-def _worker(root: str, path: str, kind: str, count: int, body: bytes, barrier, results) -> None:
-    sys.path.insert(0, root)
-    from storeadapter.engine import MessageStore, StoreConfig
+def _config(behind: int):
+    from storeadapter.engine import StoreConfig
 
-    store = MessageStore.open(path, StoreConfig(flush_mode="async"))
+    return StoreConfig(flush_mode="async", **({"log_cache_behind_bytes": behind} if behind else {}))
+
+
+def _worker(
+    root: str, path: str, kind: str, count: int, body: bytes, behind: int, barriers, results
+) -> None:
+    sys.path.insert(0, root)
+    from storeadapter.engine import MessageStore
+
+    store = MessageStore.open(path, _config(behind))
     try:
         bodies = [body] * count
         batches = [bodies[i : i + BATCH] for i in range(0, count, BATCH)]
         append, append_batch = store.append, store.append_batch
         before = _counters(store)
-        barrier.wait()
+        for barrier in barriers:  # opened; then go, after the fresh pages
+            barrier.wait()
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         began, cpu, own = time.monotonic(), time.process_time(), time.thread_time()
         if kind == "single":
@@ -89,8 +111,12 @@ def _worker(root: str, path: str, kind: str, count: int, body: bytes, barrier, r
 
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    procs, body = 2, BODY
+    procs, body, fresh, behind = 2, BODY, -1, 0
     for flag in sys.argv[1:]:
+        if flag.startswith("--fresh="):
+            fresh = int(flag.split("=", 1)[1])
+        if flag.startswith("--behind="):
+            behind = int(flag.split("=", 1)[1])
         if flag.startswith("--procs="):
             procs = int(flag.split("=", 1)[1])
         if flag.startswith("--body="):
@@ -100,26 +126,32 @@ def main() -> None:
     root = str(Path(args[0]).resolve())
     kind = args[1]
     count = int(args[2]) if len(args) > 2 else 100_000
+    if fresh < 0:  # the log bytes the run writes (a record's header and names ~100 B)
+        fresh = (len(body) + 100) * count * procs // 1_000_000
     sys.path.insert(0, root)
-    from storeadapter.engine import MessageStore, StoreConfig
+    from storeadapter.engine import MessageStore
 
     context = multiprocessing.get_context("spawn")
     work = Path(tempfile.mkdtemp())
     path = work / "s"
     try:
-        holder = MessageStore.open(path, StoreConfig(flush_mode="async"))
+        holder = MessageStore.open(path, _config(behind))
         holder.create_topic(TOPIC, queues=QUEUES)
-        barrier = context.Barrier(procs)
+        barriers = (context.Barrier(procs + 1), context.Barrier(procs + 1))
         results = context.Queue()
         workers = [
             context.Process(
-                target=_worker, args=(root, str(path), kind, count, body, barrier, results)
+                target=_worker,
+                args=(root, str(path), kind, count, body, behind, barriers, results),
             )
             for _ in range(procs)
         ]
-        held = time.process_time()
         for worker in workers:
             worker.start()
+        barriers[0].wait(timeout=600)
+        pages = fresh_pages(str(work), fresh) if fresh else {}
+        barriers[1].wait(timeout=600)
+        held = time.process_time()
         reports = [results.get(timeout=600) for _ in workers]
         held = time.process_time() - held
         for worker in workers:
@@ -159,6 +191,10 @@ def main() -> None:
                     [round(r["began"] - start, 3), round(r["ended"] - start, 3)] for r in reports
                 ],
                 "dense": dense and seen == total,
+                "fresh_mb": fresh,
+                "fresh_us_per_mb": pages.get("us_per_mb"),
+                "behind": behind,
+                "load": round(os.getloadavg()[0], 1),
             }
         )
     )
