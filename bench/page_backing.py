@@ -80,6 +80,8 @@ def fresh_pages(directory: str, megabytes: int) -> dict:
     host's backing of pages no one freed lately among it), and ``megabytes`` of freed,
     backed pages left for whatever writes next (bench/two_processes.py's warm-up: each
     run starts from the same page state, whatever the run before it freed)."""
+    if megabytes <= 0:
+        return {}
     data = os.urandom(CHUNK)
     total = megabytes * 1_000_000
     path = os.path.join(directory, "fresh-pages")
