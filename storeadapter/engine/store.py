@@ -148,6 +148,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     _offsets: OffsetStore
     _flusher: FlushService
     _warm: WarmService
+    _cache_let_go: int
     _session: WriteSession
     _writer: Writer
     dispatchers: list[Dispatcher]
