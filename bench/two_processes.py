@@ -15,7 +15,8 @@ worker's loop CPU per message (``time.process_time``) and minor page faults over
 loop, the CPU this process spent meanwhile (its flusher following the workers'
 appends) per message appended, each worker's native-append count (the core's
 ``appended``/``batched``: calls the native core wrote rather than declined to the
-Python path), plus the core's follow counters where it has them. Then the queues
+Python path), plus the core's follow counters where it has them, and the seconds the
+appending thread waited, runnable, for a CPU (``run_queue_s``). Then the queues
 are checked: every queue's offsets dense from 0, the total what was appended, each
 message read back once.
 
@@ -62,6 +63,14 @@ def _counters(store) -> dict:
     return found
 
 
+def _run_queue_wait() -> float:
+    """Seconds this thread has waited, runnable, for a CPU (/proc/thread-self/schedstat's
+    second field): with its CPU and its span, what is left is time asleep (the pen, a
+    page's backing)."""
+    with open("/proc/thread-self/schedstat") as schedstat:
+        return int(schedstat.read().split()[1]) / 1e9
+
+
 def _config(behind: int):
     from storeadapter.engine import StoreConfig
 
@@ -83,6 +92,7 @@ def _worker(
         for barrier in barriers:  # opened; then go, after the fresh pages
             barrier.wait()
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        waited = _run_queue_wait()
         began, cpu, own = time.monotonic(), time.process_time(), time.thread_time()
         if kind == "single":
             for body in bodies:
@@ -93,6 +103,7 @@ def _worker(
         cpu = time.process_time() - cpu
         own = time.thread_time() - own
         ended = time.monotonic()
+        waited = _run_queue_wait() - waited
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         after = _counters(store)
     finally:
@@ -104,6 +115,7 @@ def _worker(
             "cpu_us_per_msg": round(cpu / count * 1e6, 2),
             "thread_us_per_msg": round(own / count * 1e6, 2),
             "minor_faults": faults,
+            "run_queue_s": round(waited, 3),
             "native": {k: after[k] - before.get(k, 0) for k in after},
         }
     )
@@ -185,6 +197,7 @@ def main() -> None:
                 "cpu_us_per_msg": [r["cpu_us_per_msg"] for r in reports],
                 "thread_us_per_msg": [r["thread_us_per_msg"] for r in reports],
                 "minor_faults": [r["minor_faults"] for r in reports],
+                "run_queue_s": [r["run_queue_s"] for r in reports],
                 "holder_cpu_us_per_msg": round(held / total * 1e6, 2),
                 "native": [r["native"] for r in reports],
                 "spans_s": [
