@@ -1140,9 +1140,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     high = (upto - segment.base) // LET_GO_BYTES * LET_GO_BYTES
                 if high <= low:
                     continue
-                with contextlib.suppress(ValueError):  # a closed mapping
+                # Hints: one refused (a closed mapping, an errno) fails no flush.
+                with contextlib.suppress(ValueError, OSError):
                     segment.map.madvise(mmap.MADV_DONTNEED, low, high - low)
-                os.posix_fadvise(segment.fd, low, high - low, os.POSIX_FADV_DONTNEED)
+                with contextlib.suppress(OSError):
+                    os.posix_fadvise(segment.fd, low, high - low, os.POSIX_FADV_DONTNEED)
                 self._cache_let_go = segment.base + high
 
     def _pretouch(self) -> None:
