@@ -20,7 +20,11 @@ Figures:
 * ``producers_N``: N producer processes (spawned; each opens the store itself), batches
   of 500 bodies of 1 KiB, async flush; total messages/s and MB/s from the first
   process's start to the last one's end, after checking that every queue's offsets are
-  dense (the queue ranges add up to the total).
+  dense (the queue ranges add up to the total). Each on equal page terms: once the
+  producers have opened the store, and just before they start, this process writes the
+  bytes they will write into a file and deletes it (``page_backing.fresh_pages``:
+  ``fresh_us_per_mb`` is what a MB of new pages cost it), so that the figure does not
+  hang on what the figure before it freed (docs/PERFORMANCE.md, procs31-s55).
 * ``pull_latency_*``: append-to-pull latency. A consumer pulls (timeout_s=1) and commits
   what it got; the producer appends one message at a time after a small random gap. The
   producer waits until the previous message was received and committed before its gap,
@@ -46,6 +50,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from page_backing import fresh_pages  # noqa: E402
 
 from storeadapter.engine import Message, MessageStore, StoreConfig  # noqa: E402
 
@@ -215,7 +221,7 @@ def bench_offset_for_time(
 # ---------------------------------------------------------------- producers
 
 
-def _producer(path: str, count: int, seed: int, barrier, results) -> None:
+def _producer(path: str, count: int, seed: int, barriers, results) -> None:
     """One producer process: open the store, wait for the others, append, report."""
     rng = random.Random(seed)
     pool = [rng.randbytes(PRODUCER_BODY_BYTES) for _ in range(BATCH * 2)]
@@ -226,7 +232,8 @@ def _producer(path: str, count: int, seed: int, barrier, results) -> None:
         batches.append(pool[offset : offset + size])
     store = MessageStore.open(path, _config())
     try:
-        barrier.wait()
+        for barrier in barriers:  # opened; then go, after the fresh pages
+            barrier.wait()
         began = time.monotonic()
         written = 0
         for batch in batches:
@@ -247,15 +254,21 @@ def bench_producers(
     path = _fresh(workdir, f"producers-{processes}")
     with MessageStore.open(path, _config()) as store:
         store.create_topic("topic", queues=QUEUES)
-    barrier = context.Barrier(processes)
+    barriers = (context.Barrier(processes + 1), context.Barrier(processes + 1))
     results = context.Queue()
     shares = [count // processes + (1 if i < count % processes else 0) for i in range(processes)]
     workers = [
-        context.Process(target=_producer, args=(str(path), share, i, barrier, results))
+        context.Process(target=_producer, args=(str(path), share, i, barriers, results))
         for i, share in enumerate(shares)
     ]
     for worker in workers:
         worker.start()
+    try:
+        barriers[0].wait(timeout=600)
+        pages = fresh_pages(str(workdir), count * (PRODUCER_BODY_BYTES + 100) // 1_000_000)
+        barriers[1].wait(timeout=600)
+    except threading.BrokenBarrierError:
+        pages = {}
     reports = []
     for _ in workers:
         try:
@@ -291,6 +304,7 @@ def bench_producers(
         "msgs_per_s": round(count / seconds),
         "mb_per_s": round(count * PRODUCER_BODY_BYTES / seconds / 1e6, 1),
         "seconds": round(seconds, 2),
+        "fresh_us_per_mb": pages.get("us_per_mb"),
         "queue_ranges": ranges,
     }
 

@@ -74,6 +74,31 @@ def _write(path: str, megabytes: int, step: int, drop: bool, barrier, results) -
     )
 
 
+def fresh_pages(directory: str, megabytes: int) -> dict:
+    """Write ``megabytes`` into a new file (520 KB ``pwrite``s, as above), then delete it:
+    what a MB of new page-cache pages costs this thread now (µs of its CPU, the
+    host's backing of pages no one freed lately among it), and ``megabytes`` of freed,
+    backed pages left for whatever writes next (bench/two_processes.py's warm-up: each
+    run starts from the same page state, whatever the run before it freed)."""
+    if megabytes <= 0:
+        return {}
+    data = os.urandom(CHUNK)
+    total = megabytes * 1_000_000
+    path = os.path.join(directory, "fresh-pages")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        cpu, at = time.thread_time(), 0
+        while at < total:
+            at += os.pwrite(fd, data, at)
+        cpu = time.thread_time() - cpu
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    finally:
+        os.close(fd)
+        os.unlink(path)  # its pages (dirty, never written back) freed at once
+    return {"us_per_mb": round(cpu / (at / 1e6) * 1e6), "mb": megabytes, "faults": faults}
+
+
 def _cpu_times() -> list[int]:
     """The machine's CPU time by kind (/proc/stat's ``cpu`` line), in clock ticks."""
     with open("/proc/stat") as stat:

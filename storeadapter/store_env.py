@@ -43,6 +43,13 @@ STORE_SETTINGS: tuple[StoreSetting, ...] = (
         "async mode: milliseconds between the store's own fsyncs",
     ),
     StoreSetting(
+        "TIDEMARK_LOG_CACHE_BEHIND_BYTES",
+        "log_cache_behind_bytes",
+        int,
+        "a flush lets go of the log's synced page-cache pages this many bytes behind its "
+        "tail (0: never; else at least 1048576)",
+    ),
+    StoreSetting(
         "TIDEMARK_SEGMENT_BYTES",
         "segment_bytes",
         int,

@@ -8,6 +8,9 @@ from .errors import ConfigError
 
 FLUSH_MODES = ("async", "sync")
 MIN_SEGMENT_BYTES = 4096
+#: The least ``log_cache_behind_bytes`` other than 0 (a smaller distance is most likely
+#: a unit mistake, and would send a reader a moment behind the tail to the disk).
+MIN_LOG_CACHE_BEHIND_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,12 @@ class StoreConfig:
     queue_flush_interval_ms: int = 5000
     flush_timeout_ms: int = 5000
     flush_dirty_bytes: int = 64 << 20
+    #: A full flush lets go of the log's page-cache pages it made durable that lie more
+    #: than this many bytes behind the tail (``POSIX_FADV_DONTNEED``; a page some
+    #: process has mapped stays); 0, the default: never. The freed pages are the next
+    #: ones the log's writes are made of, where a VM backs new pages on first touch
+    #: (docs/PERFORMANCE.md, procs31-s55); a reader further behind reads from the disk.
+    log_cache_behind_bytes: int = 0
     #: Sync mode: how long an appender starting a write group may wait for as many
     #: appenders as the last group had, so that one fsync covers them all (0: never).
     group_commit_wait_us: int = 200
@@ -75,6 +84,11 @@ class StoreConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.log_cache_behind_bytes and self.log_cache_behind_bytes < MIN_LOG_CACHE_BEHIND_BYTES:
+            raise ConfigError(
+                "log_cache_behind_bytes must be 0 (off) or at least "
+                f"{MIN_LOG_CACHE_BEHIND_BYTES}, not {self.log_cache_behind_bytes}"
+            )
         if not 0 <= self.group_commit_wait_us <= 100_000:
             raise ConfigError(
                 "group_commit_wait_us must be between 0 and 100000, "

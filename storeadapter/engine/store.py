@@ -46,6 +46,7 @@ import copy
 import dataclasses
 import errno
 import json
+import mmap
 import os
 import threading
 import time
@@ -112,6 +113,9 @@ from .writer import Writer
 from .writesession import Pen, WriteSession, held_alone, open_pen
 
 _INDEX_MARKER = ".complete"
+#: ``log_cache_behind_bytes``: the log's pages are let go of by whole runs of this many
+#: bytes of a segment (the largest folio the page cache makes of a file here).
+LET_GO_BYTES = 2 << 20
 #: Async mode: the periodic flush syncs shared topics' block files before their cadence
 #: (``queue_flush_interval_ms``) once this much log lies past the checkpoint's
 #: ``dispatched``: recovery replays every record past it (~1.5 µs a record at a million
@@ -144,6 +148,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     _offsets: OffsetStore
     _flusher: FlushService
     _warm: WarmService
+    _cache_let_go: int
     _session: WriteSession
     _writer: Writer
     dispatchers: list[Dispatcher]
@@ -284,6 +289,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         self._disk.measure()
         # What this process writes or follows from now on, mapped in ahead of its readers.
         self._warm = WarmService(Warmer(self.commitlog, self.commitlog.tail), self._asks)
+        # ``log_cache_behind_bytes``: the log's pages below this were let go of (none of
+        # those from before this process opened: other readers may be reading them).
+        self._cache_let_go = self.commitlog.tail
         self._flusher = FlushService(
             self._sync_log,
             self._flush_periodic,
@@ -1081,6 +1089,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             for segment in segments:
                 segment.sync()
             self._flusher.log_syncs += len(segments)
+            self._let_go_of_log(target)
             for queue_file in queue_files:
                 queue_file.sync()
                 if refault and type(queue_file) is BlockFile:
@@ -1101,6 +1110,42 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._disk.measure()
             self._warm.soon(target)  # what this process followed, and appended last
             return target
+
+    def _let_go_of_log(self, durable: int) -> None:
+        """``log_cache_behind_bytes``: let go of the page-cache pages of the log below
+        ``durable`` (just fsynced) minus that distance, past what earlier flushes let go
+        of: this process's own mapping of them unmapped (``MADV_DONTNEED``: the
+        pretoucher's and its readers' page-table entries; a shared file mapping loads
+        them again from the file), then the pages freed (``POSIX_FADV_DONTNEED``: clean
+        ones go at once; one another process has mapped stays). By whole
+        ``LET_GO_BYTES`` of a segment: the page cache keeps a file in folios of up to
+        that size, and one reaching past the range asked for is kept whole. No byte
+        changes; a reader of them reads from the disk."""
+        behind = self.config.log_cache_behind_bytes
+        upto = durable - behind
+        if not behind or upto - self._cache_let_go < LET_GO_BYTES:
+            return
+        log = self.commitlog
+        with log.closing:  # a segment is not closed (its descriptor reused) meanwhile
+            for segment in log._located[1]:
+                if segment.end <= self._cache_let_go or segment.fd < 0:
+                    continue
+                if segment.base >= upto:
+                    break
+                low = max(self._cache_let_go, segment.base) - segment.base
+                low -= low % LET_GO_BYTES
+                if upto >= segment.end:
+                    high = segment.size
+                else:
+                    high = (upto - segment.base) // LET_GO_BYTES * LET_GO_BYTES
+                if high <= low:
+                    continue
+                # Hints: one refused (a closed mapping, an errno) fails no flush.
+                with contextlib.suppress(ValueError, OSError):
+                    segment.map.madvise(mmap.MADV_DONTNEED, low, high - low)
+                with contextlib.suppress(OSError):
+                    os.posix_fadvise(segment.fd, low, high - low, os.POSIX_FADV_DONTNEED)
+                self._cache_let_go = segment.base + high
 
     def _pretouch(self) -> None:
         """The pretoucher, on the flush thread, asked by the native append every 256 KiB
