@@ -55,6 +55,11 @@ ERASED = 0xFFFFFFFF
 _LOAD_BLOCKS = 256
 #: ``blocks/allocated``: two slots (seq, allocation end, commit-log tail, CRC32C).
 ALLOCATED_FILE = "allocated"
+#: A block sync lets go of its file's mapped pages and begins their writeback this many
+#: bytes at a time (``drop_block_pages``), so that few pages are stored into, mapped
+#: again, between their let-go and their writeback (each a TLB shootdown, then a fault
+#: under the thread lock: docs/PERFORMANCE.md, put33-s55).
+SYNC_PART = 1 << 20
 END_SLOT = struct.Struct("<QQQI")
 
 
@@ -129,8 +134,9 @@ class BlockFile:
         if self._fd >= 0:
             # The pages of the batches' mapping let go first: the writeback
             # write-protects each page still mapped, a TLB shootdown each
-            # (docs/PERFORMANCE.md, mill33b-s50).
-            drop_block_pages(self)
+            # (docs/PERFORMANCE.md, mill33b-s50); a part at a time, each part's
+            # writeback begun right after it (put33-s55).
+            drop_block_pages(self, SYNC_PART)
             fileio.fdatasync(self._fd)
 
     def map_stored_pages(self) -> int:

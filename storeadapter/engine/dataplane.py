@@ -27,7 +27,7 @@ from .segment import Segment
 
 #: The interface of the ``_native`` this engine is written against (the crate's
 #: ``INTERFACE``, native/src/python/mod.rs).
-NATIVE_INTERFACE = 46
+NATIVE_INTERFACE = 47
 
 
 def _check_native(module) -> None:

@@ -853,3 +853,35 @@ def test_entries_stored_after_a_block_sync_are_read_back_after_a_reopen(tmp_path
         for q in range(QUEUES):
             bodies = [m.body for m in read_all(store, "t", q)]
             assert bodies == [b"%d-%d" % (r, q) for r in range(3)]
+
+
+def test_a_block_file_synced_in_parts_keeps_its_entries_and_maps_its_stored_pages_again(
+    tmp_path, monkeypatch
+):
+    # A block sync lets go of the file's pages and begins their writeback a part at a
+    # time (blockqueue.SYNC_PART); every page stored into before it, in whichever part,
+    # is mapped again after it, and every entry reads back.
+    from storeadapter.engine import blockqueue
+
+    monkeypatch.setattr(blockqueue, "SYNC_PART", 1 << 18)
+    config = _cadence_config(shared_block_entries=64, shared_blocks_per_file=1024)
+    queues = 600
+    with MessageStore.open(tmp_path / "s", config) as store:
+        store.create_topic("t", queues=queues, layout="shared")
+        store.append_batch("t", [{"body": b"a%d" % q, "queue": q} for q in range(queues)])
+        taken = store._appender.batched
+        store.append_batch("t", [{"body": b"b%d" % q, "queue": q} for q in range(queues)])
+        assert store._appender.batched == taken + 1  # stored into the file's mapping
+        (blocks,) = [q for q in store._registry.dirty if isinstance(q, blockqueue.BlockStore)]
+        (block_file,) = blocks.files.values()
+        block_file.sync()
+        # 600 blocks of 1,296 bytes from the file's start: pages 0 to 189, over 3 parts.
+        assert block_file.map_stored_pages() == -(-queues * blocks.block_bytes // 4096)
+        store.append_batch("t", [{"body": b"c%d" % q, "queue": q} for q in range(queues)])
+    with MessageStore.open(tmp_path / "s", config) as store:
+        for q in (0, 1, 299, 598, 599):
+            assert [m.body for m in read_all(store, "t", q)] == [
+                b"a%d" % q,
+                b"b%d" % q,
+                b"c%d" % q,
+            ]

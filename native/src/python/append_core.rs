@@ -434,10 +434,12 @@ pub struct AppendCore {
 }
 
 /// Let go of the pages of a block file's mapping before its block sync (shared_core.rs
-/// `drop_pages`): true when the file was mapped here.
+/// `drop_pages`), `part` bytes at a time with each part's writeback begun after it (0:
+/// all at once): true when the file was mapped here.
 #[pyfunction]
-pub fn drop_block_pages(file: &Bound<'_, PyAny>) -> bool {
-    shared_core::drop_pages(file)
+#[pyo3(signature = (file, part = 0))]
+pub fn drop_block_pages(file: &Bound<'_, PyAny>, part: usize) -> bool {
+    shared_core::drop_pages(file, part)
 }
 
 /// Let go of a block file's mapping before it is closed (shared_core.rs `unmap`): true

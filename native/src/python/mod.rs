@@ -88,7 +88,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// at import, so an engine never runs on a module built from another `native/`): one
 /// more whenever a function, class, method or argument is added, removed or changed,
 /// with `storeadapter/engine/_native.pyi` and `dataplane.NATIVE_INTERFACE`.
-pub const INTERFACE: u32 = 46;
+pub const INTERFACE: u32 = 47;
 
 /// Below this much work (bytes of records) a call keeps the GIL: handing it over and
 /// taking it back costs more than the work, and may wait for another thread's turn

@@ -349,26 +349,93 @@ pub(super) fn unmap(file: &Bound<'_, PyAny>) -> bool {
 /// per page table at most. Their stores are not lost: a page's dirty bit goes to the
 /// page cache as it is unmapped, and the sync that follows writes it back. False when
 /// the file is not mapped here. Without the GIL: a batch may hold `MAPS` meanwhile.
-pub(super) fn drop_pages(file: &Bound<'_, PyAny>) -> bool {
+///
+/// `part` > 0: the pages let go a part of `part` bytes at a time (a multiple of
+/// `FOLD_BYTES`), each part's writeback begun (`sync_file_range`) right after, so that
+/// a page stored into between its let-go and its writeback (mapped again, then
+/// write-protected by the writeback: a shootdown, and the store after it a fault under
+/// the thread lock) is one stored into in that part's moment, not in the whole file's
+/// writeback (docs/PERFORMANCE.md, put33-s55). The sync that follows waits for them.
+pub(super) fn drop_pages(file: &Bound<'_, PyAny>, part: usize) -> bool {
     // The object's address: `file` is held, so no other object takes it meanwhile.
     let object = file.as_ptr() as usize;
+    let fd = match part {
+        0 => -1,
+        _ => file
+            .getattr(intern!(file.py(), "_fd"))
+            .and_then(|fd| fd.extract::<i32>())
+            .unwrap_or(-1),
+    };
+    let part = match fd {
+        -1 => 0,
+        _ => part.next_multiple_of(FOLD_BYTES),
+    };
     file.py().detach(|| {
-        let Ok(mut maps) = MAPS.lock() else {
-            return false;
-        };
-        let Some(map) = maps.iter_mut().find(|m| m.file.as_ptr() as usize == object) else {
-            return false;
-        };
-        for (pending, stored) in map.pending.iter_mut().zip(&map.stored) {
-            *pending |= stored.swap(0, Ordering::Relaxed);
+        let mut start = 0usize;
+        loop {
+            let end = {
+                let Ok(mut maps) = MAPS.lock() else {
+                    return false;
+                };
+                let Some(map) = maps.iter_mut().find(|m| m.file.as_ptr() as usize == object) else {
+                    return start > 0;
+                };
+                if start >= map.len {
+                    return true;
+                }
+                let end = match part {
+                    0 => map.len,
+                    _ => (start + part).min(map.len),
+                };
+                let words = start / FOLD_BYTES..end.div_ceil(FOLD_BYTES);
+                for (pending, stored) in map.pending[words.clone()]
+                    .iter_mut()
+                    .zip(&map.stored[words])
+                {
+                    *pending |= stored.swap(0, Ordering::Relaxed);
+                }
+                // SAFETY: [start, end) lies inside `at` and `len`, a live shared mapping of
+                // the block file (in `MAPS`, whose lock is held, so it is not unmapped
+                // meanwhile). MADV_DONTNEED on a shared file mapping only drops its page
+                // table entries: the pages stay in the page cache (dirty ones marked dirty
+                // there), and a store into one faults it in again.
+                let dropped = unsafe {
+                    libc::madvise(
+                        (map.at + start) as *mut libc::c_void,
+                        end - start,
+                        libc::MADV_DONTNEED,
+                    )
+                };
+                if dropped != 0 {
+                    return false;
+                }
+                end
+            };
+            if part == 0 {
+                return true;
+            }
+            // SAFETY: sync_file_range on the file's descriptor only begins the writeback
+            // of the range's dirty pages (no byte changes, nothing waited for; one closed
+            // and reused meanwhile by another file only has that file's written back);
+            // an error is left: the fdatasync after writes them all.
+            unsafe {
+                libc::sync_file_range(
+                    fd,
+                    start as libc::off64_t,
+                    (end - start) as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+            if end - start < part {
+                return true;
+            }
+            start = end;
         }
-        // SAFETY: `at` and `len` are a live shared mapping of the block file (in `MAPS`,
-        // whose lock is held, so it is not unmapped meanwhile). MADV_DONTNEED on a shared
-        // file mapping only drops its page table entries: the pages stay in the page
-        // cache (dirty ones marked dirty there), and a store into one faults it in again.
-        unsafe { libc::madvise(map.at as *mut libc::c_void, map.len, libc::MADV_DONTNEED) == 0 }
     })
 }
+
+/// Bytes of a mapping one word of `BlockMap`'s marks covers.
+const FOLD_BYTES: usize = 64 * MARK_PAGE;
 
 /// Map writable again, after a block sync, the pages of `file` stored into before it
 /// (marked since the `drop_pages` before the one before the sync), so that the
