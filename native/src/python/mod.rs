@@ -272,36 +272,33 @@ pub(crate) fn append_in_room(list: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -
 /// ints freed by `PyObject_Free` (`object_dealloc`, as 3.11's ints are). Looked at once
 /// in an int `PyLong_FromUnsignedLongLong` made.
 fn ints_by_hand(py: Python<'_>) -> bool {
-    static LOOKED: AtomicU8 = AtomicU8::new(0); // 0 not yet, 1 yes, 2 no
-    match LOOKED.load(Ordering::Relaxed) {
-        0 => {}
-        answer => return answer == 1,
-    }
-    // SAFETY: the GIL is held; on CPython 3.11 an int is a `PyVarObject` followed by its
-    // digits, read here only within the size the int says it has (checked first).
-    let by_hand = cpython_3_11(py)
-        && unsafe {
-            let tp = std::ptr::addr_of_mut!(ffi::PyLong_Type);
-            let probe = (1u64 << 62) | (5 << 30) | 7;
-            match Bound::from_owned_ptr_or_opt(py, ffi::PyLong_FromUnsignedLongLong(probe)) {
-                None => {
-                    let _ = PyErr::fetch(py);
-                    false
-                }
-                Some(int) => {
-                    let var = int.as_ptr().cast::<ffi::PyVarObject>();
-                    let digits = var.add(1).cast::<u32>();
-                    (*tp).tp_itemsize == 4
-                        && (*tp).tp_basicsize as usize == std::mem::size_of::<ffi::PyVarObject>()
-                        && (*tp).tp_free.map(|f| f as usize)
-                            == Some(ffi::PyObject_Free as *const () as usize)
-                        && (*var).ob_size == 3
-                        && (*digits, *digits.add(1), *digits.add(2)) == (7, 5, 4)
+    static LOOKED: AtomicU8 = AtomicU8::new(0);
+    looked_once(&LOOKED, || {
+        // SAFETY: the GIL is held; on CPython 3.11 an int is a `PyVarObject` followed by its
+        // digits, read here only within the size the int says it has (checked first).
+        cpython_3_11(py)
+            && unsafe {
+                let tp = std::ptr::addr_of_mut!(ffi::PyLong_Type);
+                let probe = (1u64 << 62) | (5 << 30) | 7;
+                match Bound::from_owned_ptr_or_opt(py, ffi::PyLong_FromUnsignedLongLong(probe)) {
+                    None => {
+                        let _ = PyErr::fetch(py);
+                        false
+                    }
+                    Some(int) => {
+                        let var = int.as_ptr().cast::<ffi::PyVarObject>();
+                        let digits = var.add(1).cast::<u32>();
+                        (*tp).tp_itemsize == 4
+                            && (*tp).tp_basicsize as usize
+                                == std::mem::size_of::<ffi::PyVarObject>()
+                            && (*tp).tp_free.map(|f| f as usize)
+                                == Some(ffi::PyObject_Free as *const () as usize)
+                            && (*var).ob_size == 3
+                            && (*digits, *digits.add(1), *digits.add(2)) == (7, 5, 4)
+                    }
                 }
             }
-        };
-    LOOKED.store(if by_hand { 1 } else { 2 }, Ordering::Relaxed);
-    by_hand
+    })
 }
 
 /// The int `value`, as `PyLong_FromUnsignedLongLong` makes it: the interpreter's shared
@@ -353,38 +350,35 @@ const BYTES_DATA_AT: usize = BYTES_HASH_AT + std::mem::size_of::<ffi::Py_hash_t>
 /// as above (its basic size the data's place and the NUL, one byte an item), freed by
 /// `PyObject_Free`; looked at once in a bytes object `PyBytes_FromStringAndSize` made.
 fn bytes_by_hand(py: Python<'_>) -> bool {
-    static LOOKED: AtomicU8 = AtomicU8::new(0); // 0 not yet, 1 yes, 2 no
-    match LOOKED.load(Ordering::Relaxed) {
-        0 => {}
-        answer => return answer == 1,
-    }
-    // SAFETY: the GIL is held; a new bytes object of 3 bytes, read within its size
-    // (`BYTES_DATA_AT` + 4 bytes on the layout checked first by its type's sizes).
-    let by_hand = cpython_3_11(py)
-        && unsafe {
-            let tp = std::ptr::addr_of_mut!(ffi::PyBytes_Type);
-            (*tp).tp_basicsize as usize == BYTES_DATA_AT + 1
-                && (*tp).tp_itemsize == 1
-                && (*tp).tp_free.map(|f| f as usize)
-                    == Some(ffi::PyObject_Free as *const () as usize)
-                && match Bound::from_owned_ptr_or_opt(
-                    py,
-                    ffi::PyBytes_FromStringAndSize(c"abc".as_ptr(), 3),
-                ) {
-                    None => {
-                        let _ = PyErr::fetch(py);
-                        false
+    static LOOKED: AtomicU8 = AtomicU8::new(0);
+    looked_once(&LOOKED, || {
+        // SAFETY: the GIL is held; a new bytes object of 3 bytes, read within its size
+        // (`BYTES_DATA_AT` + 4 bytes on the layout checked first by its type's sizes).
+        cpython_3_11(py)
+            && unsafe {
+                let tp = std::ptr::addr_of_mut!(ffi::PyBytes_Type);
+                (*tp).tp_basicsize as usize == BYTES_DATA_AT + 1
+                    && (*tp).tp_itemsize == 1
+                    && (*tp).tp_free.map(|f| f as usize)
+                        == Some(ffi::PyObject_Free as *const () as usize)
+                    && match Bound::from_owned_ptr_or_opt(
+                        py,
+                        ffi::PyBytes_FromStringAndSize(c"abc".as_ptr(), 3),
+                    ) {
+                        None => {
+                            let _ = PyErr::fetch(py);
+                            false
+                        }
+                        Some(made) => {
+                            let at = made.as_ptr().cast::<u8>();
+                            ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>()
+                                == at.add(BYTES_DATA_AT)
+                                && *at.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>() == -1
+                                && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0"
+                        }
                     }
-                    Some(made) => {
-                        let at = made.as_ptr().cast::<u8>();
-                        ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>() == at.add(BYTES_DATA_AT)
-                            && *at.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>() == -1
-                            && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0"
-                    }
-                }
-        };
-    LOOKED.store(if by_hand { 1 } else { 2 }, Ordering::Relaxed);
-    by_hand
+            }
+    })
 }
 
 /// The bytes object of `data`, as `PyBytes_FromStringAndSize` makes it: the interpreter's
@@ -517,15 +511,21 @@ const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
 /// once without running Python code (the version string the interpreter was built with);
 /// a race between threads looks twice and stores the same answer.
 fn cpython_3_11(py: Python<'_>) -> bool {
-    // 0 not looked at yet, 1 CPython 3.11, 2 another.
     static CPYTHON_3_11: AtomicU8 = AtomicU8::new(0);
-    match CPYTHON_3_11.load(Ordering::Relaxed) {
+    looked_once(&CPYTHON_3_11, || {
+        let version = py.version_info();
+        (version.major, version.minor) == (3, 11) && !Python::version_str().contains("PyPy")
+    })
+}
+
+/// `look`'s answer, looked at once and kept in `kept` (0 not looked at yet, 1 yes, 2 no);
+/// threads that race look twice and keep the same answer.
+fn looked_once(kept: &AtomicU8, look: impl FnOnce() -> bool) -> bool {
+    match kept.load(Ordering::Relaxed) {
         0 => {
-            let version = py.version_info();
-            let cpython = (version.major, version.minor) == (3, 11)
-                && !Python::version_str().contains("PyPy");
-            CPYTHON_3_11.store(if cpython { 1 } else { 2 }, Ordering::Relaxed);
-            cpython
+            let answer = look();
+            kept.store(if answer { 1 } else { 2 }, Ordering::Relaxed);
+            answer
         }
         answer => answer == 1,
     }
