@@ -240,3 +240,17 @@ def memory_kept_by(work: Callable[[], None]) -> int:
         return tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
+
+
+def preads_counted(monkeypatch) -> list[int]:
+    """The sizes of the seam's ``pread`` calls from now on (``fileio.pread`` replaced by
+    one that notes each size, then reads as it would)."""
+    seen: list[int] = []
+    genuine = fileio.pread
+
+    def counting(fd, size, offset):
+        seen.append(size)
+        return genuine(fd, size, offset)
+
+    monkeypatch.setattr(fileio, "pread", counting)
+    return seen

@@ -17,9 +17,13 @@ from storeadapter.engine import (
     StoreClosedError,
     StoreError,
     TopicNotFoundError,
-    fileio,
 )
-from tests.engine.storetools import append_in_another_process, flip_bit, small_config
+from tests.engine.storetools import (
+    append_in_another_process,
+    flip_bit,
+    preads_counted,
+    small_config,
+)
 
 
 @pytest.fixture
@@ -196,14 +200,7 @@ def test_a_record_damaged_under_an_open_store_is_left_to_the_long_way_which_repo
 def test_a_replaced_seam_pread_sees_every_read_of_entries(store, monkeypatch):
     _append_varied(store, 40)
     store.read("t", 1, 0, 8)
-    seen = []
-    genuine = fileio.pread
-
-    def counting(fd, size, offset):
-        seen.append(size)
-        return genuine(fd, size, offset)
-
-    monkeypatch.setattr(fileio, "pread", counting)
+    seen = preads_counted(monkeypatch)
     assert len(store.read("t", 1, 0, 8)) == 8
     assert seen == [8 * 20]
 

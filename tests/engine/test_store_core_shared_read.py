@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from storeadapter.engine import fileio, filters
+from storeadapter.engine import filters
 from storeadapter.engine.queuebase import pack_entry
 from tests.engine.storetools import (
     SHARED_LAYOUT,
     append_in_another_process,
     flip_bit,
+    preads_counted,
     small_config,
 )
 
@@ -201,14 +202,7 @@ def test_a_replaced_seam_pread_sees_every_read_of_entries(
     _append_varied(store, 40)
     store.close()
     reopened = open_store(store_path, CONFIG)
-    seen = []
-    genuine = fileio.pread
-
-    def counting(fd, size, offset):
-        seen.append(size)
-        return genuine(fd, size, offset)
-
-    monkeypatch.setattr(fileio, "pread", counting)
+    seen = preads_counted(monkeypatch)
     assert len(reopened.read("t", 1, 0, 3)) == 3
     assert 3 * 20 in seen
 
@@ -477,14 +471,7 @@ def test_a_seam_pread_replaced_after_a_read_sees_the_next_read_of_entries(
     reopened = open_store(store_path, CONFIG)
     expected = reopened._read_long_way("t", 2, 0, 3)
     assert reopened.read("t", 1, 0, 3) == reopened._read_long_way("t", 1, 0, 3)
-    seen = []
-    genuine = fileio.pread
-
-    def counting(fd, size, offset):
-        seen.append(size)
-        return genuine(fd, size, offset)
-
-    monkeypatch.setattr(fileio, "pread", counting)
+    seen = preads_counted(monkeypatch)
     assert reopened.read("t", 2, 0, 3) == expected
     assert 3 * 20 in seen
 
