@@ -240,6 +240,39 @@ def test_a_failed_batch_is_cleared_by_its_own_writer_when_no_other_writes_after(
     _check_clean_restart(path, "sync", acked)
 
 
+def child_config(**fields) -> StoreConfig:
+    """The children's store: a 1 MiB segment that holds every append they make, flushed
+    only when asked, and no disk-use guard to refuse appends before the disk is full."""
+    return StoreConfig(
+        segment_bytes=1 << 20,
+        index_slots=64,
+        index_entries=512,
+        flush_mode="async",
+        flush_interval_ms=600_000,
+        disk_warn_ratio=1.0,
+        disk_force_ratio=1.0,
+        disk_reject_ratio=1.0,
+        **fields,
+    )
+
+
+def appends_until_the_disk_is_full(script: str, mount: Path) -> list[str]:
+    """Run ``script`` in a child (a store into a hole of a mapping on a full disk would
+    end it with SIGBUS) and return what it printed after its ``DiskFullError``."""
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(mount)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    word, *printed = child.stdout.split()
+    assert word == "DiskFullError"
+    return printed
+
+
 _SINGLE_APPENDS = r"""
 import sys
 from pathlib import Path
@@ -266,34 +299,13 @@ except DiskFullError:
 def single_append_config() -> StoreConfig:
     """Room for thousands of single appends in one segment and one file per queue, so
     that the disk fills at a queue file's new page, under the native append."""
-    return StoreConfig(
-        segment_bytes=1 << 20,
-        queue_file_entries=1024,
-        index_slots=64,
-        index_entries=512,
-        flush_mode="async",
-        flush_interval_ms=600_000,
-        disk_warn_ratio=1.0,
-        disk_force_ratio=1.0,
-        disk_reject_ratio=1.0,
-    )
+    return child_config(queue_file_entries=1024)
 
 
 def test_single_appends_on_a_full_disk_end_in_disk_full_error_never_a_sigbus(tmp_path):
-    # Run in a child: a store into a hole of a mapping on a full disk kills the process
-    # with SIGBUS (the `state` file's ring of notes was sparse, on every path).
+    # The `state` file's ring of notes was sparse once, on every path: a SIGBUS.
     with small_disk(tmp_path) as disk:
-        child = subprocess.run(
-            [sys.executable, "-c", _SINGLE_APPENDS, str(disk.path)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert child.returncode == 0, child.stderr[-2000:]
-        word, acknowledged, native = child.stdout.split()
-        assert word == "DiskFullError"
+        acknowledged, native = appends_until_the_disk_is_full(_SINGLE_APPENDS, disk.path)
         assert int(native) > 0, "the native append wrote until the disk was full"
         disk.free()
         with MessageStore.open(disk.path / "store", single_append_config()) as store:
@@ -328,33 +340,12 @@ except DiskFullError:
 def window_config() -> StoreConfig:
     """One queue whose file (16,384 entries, 320 KiB) holds several reserved windows,
     and a segment (1 MiB) that holds every append the test makes."""
-    return StoreConfig(
-        segment_bytes=1 << 20,
-        queue_file_entries=16384,
-        index_slots=64,
-        index_entries=512,
-        flush_mode="async",
-        flush_interval_ms=600_000,
-        disk_warn_ratio=1.0,
-        disk_force_ratio=1.0,
-        disk_reject_ratio=1.0,
-    )
+    return child_config(queue_file_entries=16384)
 
 
 def test_a_full_disk_at_a_queue_window_extension_is_a_disk_full_error(tmp_path):
-    # In a child: a store into a hole of a mapping on a full disk would end it (SIGBUS).
     with small_disk(tmp_path) as disk:
-        child = subprocess.run(
-            [sys.executable, "-c", _WINDOW_APPENDS, str(disk.path)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert child.returncode == 0, child.stderr[-2000:]
-        word, acknowledged, native, reserved = child.stdout.split()
-        assert word == "DiskFullError"
+        acknowledged, native, reserved = appends_until_the_disk_is_full(_WINDOW_APPENDS, disk.path)
         # The entries went into the window reserved before the disk filled (64 KiB:
         # 3,276 entries, far past the page a pwrite would have failed on), and the
         # error came at the next window's reservation.
@@ -398,35 +389,13 @@ except DiskFullError:
 def shared_batch_config() -> StoreConfig:
     """A shared topic whose block files fill after a few hundred entries (a new file
     meets the full disk in Python); its blocks are stored natively into mappings."""
-    return StoreConfig(
-        segment_bytes=1 << 20,
-        shared_block_entries=4,
-        shared_blocks_per_file=64,
-        index_slots=64,
-        index_entries=512,
-        flush_mode="async",
-        flush_interval_ms=600_000,
-        disk_warn_ratio=1.0,
-        disk_force_ratio=1.0,
-        disk_reject_ratio=1.0,
-    )
+    return child_config(shared_block_entries=4, shared_blocks_per_file=64)
 
 
 def test_shared_batches_on_a_full_disk_end_in_disk_full_error_never_a_sigbus(tmp_path):
-    # Run in a child: a store into a hole of a mapped block file on a full disk would
-    # kill it with SIGBUS (shared_core.rs reserves a file's space before mapping it).
+    # shared_core.rs reserves a block file's space before mapping it.
     with small_disk(tmp_path) as disk:
-        child = subprocess.run(
-            [sys.executable, "-c", _SHARED_BATCHES, str(disk.path)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert child.returncode == 0, child.stderr[-2000:]
-        word, acknowledged, native = child.stdout.split()
-        assert word == "DiskFullError"
+        acknowledged, native = appends_until_the_disk_is_full(_SHARED_BATCHES, disk.path)
         assert int(native) > 0, "the native shared batch wrote until the disk was full"
         disk.free()
         with MessageStore.open(disk.path / "store", shared_batch_config()) as store:
