@@ -219,7 +219,25 @@ fn get<'py>(slot: Slot, object: &Bound<'py, PyAny>) -> Step<Bound<'py, PyAny>> {
 }
 
 fn get_int(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
-    Ok(get(slot, object)?.extract::<i64>()?)
+    int_in(&get(slot, object)?)
+}
+
+/// The int `value` (`int_of`: laid out by hand when it can be).
+#[inline]
+fn new_int(py: Python<'_>, value: i64) -> PyResult<Bound<'_, PyAny>> {
+    match u64::try_from(value) {
+        Ok(value) => super::int_of(py, value),
+        Err(_) => Ok(value.into_pyobject(py)?.into_any()),
+    }
+}
+
+/// An int's value (read at its place when it can be: `int_value`), as `extract` gives it.
+#[inline]
+fn int_in(object: &Bound<'_, PyAny>) -> Step<i64> {
+    match super::int_value(object) {
+        Some(value) => Ok(value),
+        None => Ok(object.extract::<i64>()?),
+    }
 }
 
 fn get_u64(slot: Slot, object: &Bound<'_, PyAny>) -> Step<u64> {
@@ -1898,9 +1916,9 @@ impl AppendCore {
             return declined();
         }
         let queue_id: i64 = match explicit {
-            None => writable
-                .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
-                .extract()?,
+            None => int_in(
+                &writable.get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?,
+            )?,
             Some(id) if Self::writable_queue(&writable, id)? => id,
             Some(_) => return declined(),
         };
@@ -1936,7 +1954,7 @@ impl AppendCore {
             py,
             |waited| self.under_pen(py, &plan, waited),
             |(single, end, unsettled)| match self.settle_single(py, state, unsettled) {
-                Ok(()) => Ok((single, end)),
+                Ok(old_end) => Ok((single, end, old_end)),
                 // Published: never declined to the long way, which would write it again.
                 Err(Stop::Declined) => Err(Stop::Failed(PyRuntimeError::new_err(
                     "the store's state changed under a published append",
@@ -1945,10 +1963,14 @@ impl AppendCore {
             },
         );
         release(write_lock)?;
-        let (((tail, tail_at), queue_offset, now), end) = outcome?;
+        let (((tail, tail_at), queue_offset, now), end, old_end) = outcome?;
         let tail = match tail {
             Some(tail) => tail,
-            None => tail_at.into_pyobject(py)?.into_any(),
+            None => super::int_of(py, tail_at)?,
+        };
+        let queue_offset = match old_end {
+            Some(old_end) => old_end,
+            None => super::int_of(py, queue_offset)?,
         };
         // The result made after the pen is let go (the other processes need not wait).
         let result = new_record(
@@ -1957,10 +1979,10 @@ impl AppendCore {
             [
                 message_id(py, &self.prefix, tail_at).into_any(),
                 plan.name.clone().into_any(),
-                queue_id.into_pyobject(py)?.into_any(),
-                queue_offset.into_pyobject(py)?.into_any(),
+                new_int(py, queue_id)?,
+                queue_offset,
                 tail,
-                now.into_pyobject(py)?.into_any(),
+                new_int(py, now)?,
                 self.status.bind(py).clone().into_any(),
             ],
         )?;
@@ -2261,7 +2283,10 @@ impl AppendCore {
             // 2. The tail and the active segment (`CommitLog.active`, read without its
             //    property's frame); the caller checks its room (else the long way rolls).
             let tail_object = item(log, intern!(py, "tail"))?;
-            let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
+            let tail = match super::int_value(&tail_object) {
+                Some(tail) => u64::try_from(tail).map_err(|_| Stop::Declined)?,
+                None => tail_object.extract::<u64>().map_err(|_| Stop::Declined)?,
+            };
             if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
                 return declined();
             }
@@ -2540,27 +2565,25 @@ impl AppendCore {
 
     /// What a write leaves of a queue in this process, as the long way leaves it: its
     /// end, its change count, its last file dirty, the queue dirty in the registry.
-    fn moved_queue(
+    /// The queue's old end (the int object its slot held) is handed back: a single
+    /// append's result gives it as its queue offset (`settle_single`).
+    fn moved_queue<'py>(
         &self,
-        py: Python<'_>,
-        queue: &Bound<'_, PyAny>,
-        last: &Bound<'_, PyAny>,
+        py: Python<'py>,
+        queue: &Bound<'py, PyAny>,
+        last: &Bound<'py, PyAny>,
         end_offset: u64,
-    ) -> Step<()> {
+    ) -> Step<Option<Bound<'py, PyAny>>> {
         let slots = &self.slots;
-        slots
-            .max_offset
-            .set(queue, end_offset.into_pyobject(py)?.into_any());
+        let old_end = slots.max_offset.replace(queue, super::int_of(py, end_offset)?);
         let changes = get_int(slots.changes, queue)?;
-        slots
-            .changes
-            .set(queue, (changes + 1).into_pyobject(py)?.into_any());
+        slots.changes.set(queue, new_int(py, changes + 1)?);
         get(slots.dirty, queue)?
             .cast_into::<PySet>()
             .map_err(PyErr::from)?
             .add(last)?;
         self.dirty.bind(py).add(queue)?;
-        Ok(())
+        Ok(old_end)
     }
 
     /// Steps 5 to 7: the log's tail and store time in this process; publish
@@ -2634,13 +2657,13 @@ impl AppendCore {
     /// GIL is held from the publish on; the thread and follow locks too).
     fn published_here(&self, py: Python<'_>, published: &Published) -> Step<()> {
         let log = self.log_dict.bind(py);
-        let end_object = published.end.into_pyobject(py)?.into_any();
+        let end_object = super::int_of(py, published.end)?;
         log.set_item(intern!(py, "tail"), &end_object)?;
         let store_dict = self.store_dict.bind(py);
         let seen = item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
-        let ring_object = published.ring_seq.into_pyobject(py)?.into_any();
+        let ring_object = super::int_of(py, published.ring_seq)?;
         if !self.renew_snapshot(
             py,
             &seen,
@@ -2789,13 +2812,12 @@ impl AppendCore {
         Self::begin(ready, end);
         // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
         //    record into the mapping.
-        let mut entry = Vec::with_capacity(ENTRY_SIZE);
-        Entry {
+        let entry = Entry {
             commit_offset: tail,
             size: length as u32,
             tag_hash: plan.extras.tag_hash,
         }
-        .pack_into(&mut entry);
+        .packed();
         if let Err(error) = self.store_entries(queue, fd, &entry, slot) {
             return Err(self.write_failed(py, error, tail));
         }
@@ -2858,20 +2880,25 @@ impl AppendCore {
     /// topic's round-robin, the queue's end, change count and dirty file, the log's
     /// tail, `_seen`, the sequence followed.
     #[inline(never)] // named in profiles: the pen section (PERFORMANCE.md)
-    fn settle_single(
+    /// The queue's old end is handed back when it is the int of the append's queue
+    /// offset (the result gives that object, not a new one of the same value).
+    fn settle_single<'py>(
         &self,
-        py: Python<'_>,
-        state: &Bound<'_, PyAny>,
-        unsettled: Unsettled<'_>,
-    ) -> Step<()> {
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        unsettled: Unsettled<'py>,
+    ) -> Step<Option<Bound<'py, PyAny>>> {
         if let Some(work) = unsettled.unfollowed {
             self.settle_follow(py, work, false)?;
         }
         self.slots
             .round_robin
-            .set(state, unsettled.round_robin.into_pyobject(py)?.into_any());
-        self.moved_queue(py, &unsettled.queue, &unsettled.last, unsettled.queue_end)?;
-        self.published_here(py, &unsettled.published)
+            .set(state, new_int(py, unsettled.round_robin)?);
+        let old_end =
+            self.moved_queue(py, &unsettled.queue, &unsettled.last, unsettled.queue_end)?;
+        self.published_here(py, &unsettled.published)?;
+        let queue_offset = unsettled.queue_end as i64 - 1;
+        Ok(old_end.filter(|old| super::int_value(old) == Some(queue_offset)))
     }
 
     /// The time marks of the queue offsets in `offsets` that the index marks (every

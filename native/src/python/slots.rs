@@ -60,6 +60,21 @@ impl Slot {
         }
     }
 
+    /// Store `value` in the slot, as `object.name = value`, and hand back the old value
+    /// (None when unset) instead of letting it go: the caller may use it again.
+    pub(crate) fn replace<'py>(
+        self,
+        object: &Bound<'py, PyAny>,
+        value: Bound<'py, PyAny>,
+    ) -> Option<Bound<'py, PyAny>> {
+        // SAFETY: see `place`; the slot owns one reference to its value: the new one is
+        // handed over, the old one (NULL when unset) handed to the caller.
+        unsafe {
+            let old = std::ptr::replace(self.place(object), value.into_ptr());
+            Bound::from_owned_ptr_or_opt(object.py(), old)
+        }
+    }
+
     /// Store `value` in the slot (the old value let go), as `object.name = value`.
     pub(crate) fn set(self, object: &Bound<'_, PyAny>, value: Bound<'_, PyAny>) {
         // SAFETY: see `place`; the slot owns one reference to its value: the new one is
