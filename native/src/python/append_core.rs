@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -219,7 +219,10 @@ fn get<'py>(slot: Slot, object: &Bound<'py, PyAny>) -> Step<Bound<'py, PyAny>> {
 }
 
 fn get_int(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
-    int_in(&get(slot, object)?)
+    match slot.int_value(object) {
+        Some(value) => Ok(value),
+        None => Ok(get(slot, object)?.extract::<i64>()?),
+    }
 }
 
 /// The int `value` (`int_of`: laid out by hand when it can be).
@@ -265,6 +268,69 @@ fn item<'py>(dict: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> Step<Bou
 
 fn item_int(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> Step<i64> {
     Ok(item(dict, name)?.extract::<i64>()?)
+}
+
+/// An item of one of the core's dicts, kept by its address with the dict's version
+/// (`dict_version`: PEP 509's tag, which CPython 3.11 changes at every change of any
+/// item of the dict) when it was found: while the version is the same, the dict holds
+/// the same object under the same key (so it is live), and it is not looked up again.
+/// Each is used with one dict and one key (a str: a look-up runs no Python code; for
+/// `topic_seen`, the key kept too). Touched with the GIL held only.
+#[derive(Default)]
+struct KeptItem {
+    /// 0: nothing kept (a dict's version moves past 0 at its first change).
+    version: AtomicU64,
+    item: AtomicUsize,
+}
+
+impl KeptItem {
+    /// The item kept, if `dict`'s version is still the one it was found at.
+    fn get<'py>(&self, dict: &Bound<'py, PyDict>) -> Option<Bound<'py, PyAny>> {
+        let version = super::dict_version(dict).filter(|&v| v != 0)?;
+        if self.version.load(Ordering::Relaxed) != version {
+            return None;
+        }
+        let item = self.item.load(Ordering::Relaxed) as *mut ffi::PyObject;
+        // SAFETY: the GIL is held, and `dict` is unchanged since `item` was found in it
+        // (its version is the same), so it still holds that object: live, and referenced
+        // here anew.
+        Some(unsafe { Bound::from_borrowed_ptr(dict.py(), item) })
+    }
+
+    /// Keep `item`, found in a dict at `version` (read before the look-up, or after the
+    /// caller's own change of the item).
+    fn keep(&self, version: Option<u64>, item: &Bound<'_, PyAny>) {
+        if let Some(version) = version.filter(|&v| v != 0) {
+            self.item.store(item.as_ptr() as usize, Ordering::Relaxed);
+            self.version.store(version, Ordering::Relaxed);
+        }
+    }
+
+    /// The dict went from version `before` to `after` by a change of another key alone
+    /// (the caller's own): what was kept at `before` holds at `after`.
+    fn carry(&self, before: Option<u64>, after: Option<u64>) {
+        if let (Some(before), Some(after)) = (before, after) {
+            if before != 0 && self.version.load(Ordering::Relaxed) == before {
+                self.version.store(after, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// `dict[key]` (a str key): the item kept while the dict is unchanged, else looked
+    /// up and kept. Declined when missing.
+    fn item<'py>(
+        &self,
+        dict: &Bound<'py, PyDict>,
+        key: &Bound<'py, PyString>,
+    ) -> Step<Bound<'py, PyAny>> {
+        if let Some(kept) = self.get(dict) {
+            return Ok(kept);
+        }
+        let version = super::dict_version(dict);
+        let found = item(dict, key)?;
+        self.keep(version, &found);
+        Ok(found)
+    }
 }
 
 /// A batch's run placed at the tail: the records encoded, each queue's entries (in the
@@ -449,6 +515,15 @@ pub struct AppendCore {
     waited: AtomicU64,
     /// `_seen` as last read or renewed here, as words (follow.rs).
     seen_words: follow::SeenWords,
+    /// The store's `_appender` and `_seen`, the log's `tail` and `segments`, kept by
+    /// their dicts' versions (`KeptItem`).
+    appender_seen: KeptItem,
+    snapshot_seen: KeptItem,
+    tail_seen: KeptItem,
+    segments_seen: KeptItem,
+    /// The registry's topic last appended to, with its name (an exact str, held so that
+    /// no other object takes its address), kept by the registry's version.
+    topic_seen: Mutex<Option<(Py<PyAny>, KeptItem)>>,
 }
 
 /// Let go of the pages of a block file's mapping before its block sync (shared_core.rs
@@ -766,6 +841,15 @@ fn now_ms() -> i64 {
     if let Some(pinned) = io_seam::pinned_ms() {
         return pinned;
     }
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec to fill; CLOCK_REALTIME is what SystemTime::now
+    // reads (through the vDSO, no system call), without its Duration arithmetic.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) } == 0 && now.tv_sec >= 0 {
+        return now.tv_sec * 1000 + now.tv_nsec / 1_000_000;
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -885,6 +969,11 @@ impl AppendCore {
             spun: AtomicU64::new(0),
             waited: AtomicU64::new(0),
             seen_words: follow::SeenWords::new(),
+            appender_seen: KeptItem::default(),
+            snapshot_seen: KeptItem::default(),
+            tail_seen: KeptItem::default(),
+            segments_seen: KeptItem::default(),
+            topic_seen: Mutex::new(None),
         })
     }
 
@@ -929,10 +1018,14 @@ impl AppendCore {
         let core = slf.get();
         if dedup_id.is_none_or(|d| d.is_none()) {
             // Still the store's append core (a test switches it off with `_appender = None`).
-            let current = core
-                .store_dict
-                .bind(py)
-                .get_item(intern!(py, "_appender"))?;
+            let current = match core
+                .appender_seen
+                .item(core.store_dict.bind(py), intern!(py, "_appender"))
+            {
+                Ok(current) => Some(current),
+                Err(Stop::Declined) => None,
+                Err(Stop::Failed(error)) => return Err(error),
+            };
             if current.is_some_and(|c| c.is(slf)) {
                 let message = Message {
                     body,
@@ -1794,9 +1887,8 @@ impl AppendCore {
         topic: &Bound<'py, PyAny>,
         message: &Message<'_, 'py>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let state = match self.topics.bind(py).get_item(topic) {
-            Ok(Some(state)) => state,
-            _ => return Ok(None),
+        let Some(state) = self.registry_topic(py, topic) else {
+            return Ok(None);
         };
         if message.key.is_none() && !self.shared(py, &state)? {
             if let Ok(bytes) = message.body.cast_exact::<PyBytes>() {
@@ -1808,6 +1900,10 @@ impl AppendCore {
                     },
                     Some(_) => return Ok(None), // not an int: the long way says so
                 };
+                if message.tag.is_none() && message.properties.is_none() {
+                    let extras = Extras::NONE; // what tag_and_properties makes of none
+                    return answer(self.try_append(py, &state, bytes.as_bytes(), explicit, extras));
+                }
                 let Some((tag, properties, tag_hash)) =
                     prepare::tag_and_properties(message.tag, message.properties)
                 else {
@@ -1828,6 +1924,40 @@ impl AppendCore {
         answer(self.try_items(py, &state, &items, true))?
             .map(|results| results.get_item(0))
             .transpose()
+    }
+
+    /// The registry's topic `topic` (None: not there, or its look-up failed: the long
+    /// way says so). An exact str's is kept with the registry's version (`topic_seen`).
+    fn registry_topic<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+    ) -> Option<Bound<'py, PyAny>> {
+        let topics = self.topics.bind(py);
+        if !topic.is_exact_instance_of::<PyString>() {
+            return topics.get_item(topic).ok().flatten();
+        }
+        if let Ok(seen) = self.topic_seen.lock() {
+            if let Some((name, kept)) = seen.as_ref() {
+                if name.bind(py).is(topic) {
+                    if let Some(state) = kept.get(topics) {
+                        return Some(state);
+                    }
+                }
+            }
+        }
+        // A str key: the look-up runs no Python code.
+        let version = super::dict_version(topics);
+        let state = topics.get_item(topic).ok().flatten()?;
+        let kept = KeptItem::default();
+        kept.keep(version, &state);
+        let old = self
+            .topic_seen
+            .lock()
+            .ok()
+            .and_then(|mut seen| seen.replace((topic.clone().unbind(), kept)));
+        drop(old); // after the lock is let go: dropping may run Python code
+        Some(state)
     }
 
     /// `message` prepared for topic `state` (`prepare::prepare_message`), or None when
@@ -2282,7 +2412,7 @@ impl AppendCore {
             }
             // 2. The tail and the active segment (`CommitLog.active`, read without its
             //    property's frame); the caller checks its room (else the long way rolls).
-            let tail_object = item(log, intern!(py, "tail"))?;
+            let tail_object = self.tail_seen.item(log, intern!(py, "tail"))?;
             let tail = match super::int_value(&tail_object) {
                 Some(tail) => u64::try_from(tail).map_err(|_| Stop::Declined)?,
                 None => tail_object.extract::<u64>().map_err(|_| Stop::Declined)?,
@@ -2290,7 +2420,9 @@ impl AppendCore {
             if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
                 return declined();
             }
-            let segments = item(log, intern!(py, "segments"))?
+            let segments = self
+                .segments_seen
+                .item(log, intern!(py, "segments"))?
                 .cast_into::<PyList>()
                 .map_err(PyErr::from)?;
             let Some(segment) = segments
@@ -2658,9 +2790,23 @@ impl AppendCore {
     fn published_here(&self, py: Python<'_>, published: &Published) -> Step<()> {
         let log = self.log_dict.bind(py);
         let end_object = super::int_of(py, published.end)?;
+        // The old tail held across the set, so that letting it go (which, for an object
+        // not an int, could run code) is not part of the change: the set alone moves the
+        // log's version, and what was kept of it but the tail holds after it.
+        let old_tail = match self.tail_seen.get(log) {
+            Some(kept) => Some(kept),
+            None => log.get_item(intern!(py, "tail"))?,
+        };
+        let before = super::dict_version(log);
         log.set_item(intern!(py, "tail"), &end_object)?;
+        let after = super::dict_version(log);
+        self.segments_seen.carry(before, after);
+        self.tail_seen.keep(after, &end_object);
+        drop(old_tail);
         let store_dict = self.store_dict.bind(py);
-        let seen = item(store_dict, intern!(py, "_seen"))?
+        let seen = self
+            .snapshot_seen
+            .item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
         let ring_object = super::int_of(py, published.ring_seq)?;

@@ -271,8 +271,12 @@ pub(crate) fn append_in_room(list: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -
 /// of 4 bytes (`sys.int_info`), an int's digits right after its `PyVarObject` header, and
 /// ints freed by `PyObject_Free` (`object_dealloc`, as 3.11's ints are). Looked at once
 /// in an int `PyLong_FromUnsignedLongLong` made.
+#[inline]
 fn ints_by_hand(py: Python<'_>) -> bool {
     static LOOKED: AtomicU8 = AtomicU8::new(0);
+    if LOOKED.load(Ordering::Relaxed) == 1 {
+        return true; // the answer once looked at, without `looked_once`'s call
+    }
     looked_once(&LOOKED, || {
         // SAFETY: the GIL is held; on CPython 3.11 an int is a `PyVarObject` followed by its
         // digits, read here only within the size the int says it has (checked first).
@@ -348,29 +352,34 @@ pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
 /// anything else (a subclass, a larger int): the caller extracts it as before.
 #[inline]
 pub(crate) fn int_value(object: &Bound<'_, PyAny>) -> Option<i64> {
+    // SAFETY: the GIL is held and `object` is live.
+    unsafe { int_value_at(object.py(), object.as_ptr()) }
+}
+
+/// `int_value` of the object at `ptr`, without a reference taken (a slot's value).
+///
+/// # Safety
+/// The GIL is held and `ptr` is a live object (held by someone for the call).
+#[inline]
+pub(crate) unsafe fn int_value_at(py: Python<'_>, ptr: *mut ffi::PyObject) -> Option<i64> {
     const SHIFT: u32 = 30;
-    let ptr = object.as_ptr();
-    // SAFETY: the GIL is held and `object` is live; its type is one word of its header.
-    if unsafe { ffi::Py_TYPE(ptr) } != std::ptr::addr_of_mut!(ffi::PyLong_Type)
-        || !ints_by_hand(object.py())
-    {
+    // The object's type is one word of its header.
+    if ffi::Py_TYPE(ptr) != std::ptr::addr_of_mut!(ffi::PyLong_Type) || !ints_by_hand(py) {
         return None;
     }
-    // SAFETY: an int on CPython 3.11 laid out as `ints_by_hand` found: a `PyVarObject`
-    // whose size is its count of digits (negative: the sign), the digits after it; only
-    // digits within that count are read.
-    unsafe {
-        let var = ptr.cast::<ffi::PyVarObject>();
-        let size = (*var).ob_size;
-        let digits = var.add(1).cast::<u32>();
-        let magnitude = match size.unsigned_abs() {
-            0 => 0,
-            1 => i64::from(*digits),
-            2 => i64::from(*digits) | (i64::from(*digits.add(1)) << SHIFT),
-            _ => return None,
-        };
-        Some(if size < 0 { -magnitude } else { magnitude })
-    }
+    // An int on CPython 3.11 laid out as `ints_by_hand` found: a `PyVarObject` whose size
+    // is its count of digits (negative: the sign), the digits after it; only digits within
+    // that count are read.
+    let var = ptr.cast::<ffi::PyVarObject>();
+    let size = (*var).ob_size;
+    let digits = var.add(1).cast::<u32>();
+    let magnitude = match size.unsigned_abs() {
+        0 => 0,
+        1 => i64::from(*digits),
+        2 => i64::from(*digits) | (i64::from(*digits.add(1)) << SHIFT),
+        _ => return None,
+    };
+    Some(if size < 0 { -magnitude } else { magnitude })
 }
 
 /// Where a bytes object's hash and data lie on CPython 3.11 (`PyBytesObject`: the

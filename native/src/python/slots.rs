@@ -60,6 +60,22 @@ impl Slot {
         }
     }
 
+    /// The slot's value when it is an int `int_value` reads at its place, read without
+    /// a reference taken to it; None when unset or another object (the caller reads it
+    /// with `get`).
+    #[inline]
+    pub(crate) fn int_value(self, object: &Bound<'_, PyAny>) -> Option<i64> {
+        // SAFETY: see `place`; the GIL is held, and the value (when set) is held by the
+        // object, which the caller holds, for the read.
+        unsafe {
+            let item = *self.place(object);
+            if item.is_null() {
+                return None;
+            }
+            super::int_value_at(object.py(), item)
+        }
+    }
+
     /// Store `value` in the slot, as `object.name = value`, and hand back the old value
     /// (None when unset) instead of letting it go: the caller may use it again.
     pub(crate) fn replace<'py>(
