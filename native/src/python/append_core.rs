@@ -2710,11 +2710,11 @@ impl AppendCore {
         let old_end = slots.max_offset.replace(queue, super::int_of(py, end_offset)?);
         let changes = get_int(slots.changes, queue)?;
         slots.changes.set(queue, new_int(py, changes + 1)?);
-        get(slots.dirty, queue)?
+        let queue_dirty = get(slots.dirty, queue)?
             .cast_into::<PySet>()
-            .map_err(PyErr::from)?
-            .add(last)?;
-        self.dirty.bind(py).add(queue)?;
+            .map_err(PyErr::from)?;
+        super::set_add(&queue_dirty, last)?;
+        super::set_add(self.dirty.bind(py), queue)?;
         Ok(old_end)
     }
 

@@ -6,7 +6,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyList, PySet, PyString, PyTuple, PyType};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 mod append_core;
@@ -382,6 +382,56 @@ pub(crate) unsafe fn int_value_at(py: Python<'_>, ptr: *mut ffi::PyObject) -> Op
     Some(if size < 0 { -magnitude } else { magnitude })
 }
 
+/// How many entries `set_add` looks at from an item's place in a set's table: the
+/// interpreter's own run of linear probes (`LINEAR_PROBES`) and the first.
+const SET_PROBES: usize = 10;
+
+/// `set.add(item)` for an item hashed by its address (its type's hash is `object`'s:
+/// no Python code runs for it), when it is most likely in the set already (a queue
+/// written again before the next flush): on CPython 3.11, whose `PySetObject` pyo3
+/// declares, the entries from the item's place in the set's table are looked at first,
+/// and an entry holding the item means it is a member: nothing to add, without
+/// `PySet_Add`'s call and search (~96 instructions a queue and its file, two a single
+/// append). Otherwise, and anywhere else, `PySet_Add`.
+pub(crate) fn set_add(set: &Bound<'_, PySet>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+    let (raw, key) = (set.as_ptr(), item.as_ptr());
+    // SAFETY: the GIL is held and `set` and `item` are live. The set is exactly a `set`
+    // on CPython 3.11 (its type's size checked to be the `PySetObject` read here); its
+    // table has `mask + 1` entries, and only entries below that are read. The item's
+    // hash is `object`'s (its type's `tp_hash` checked), computed here. An entry's key is only compared by address with the item (which the caller
+    // holds, so no other object has its address): an entry holding it is the item's.
+    unsafe {
+        let set_type = std::ptr::addr_of_mut!(ffi::PySet_Type);
+        if cpython_3_11(set.py())
+            && ffi::Py_TYPE(raw) == set_type
+            && (*set_type).tp_basicsize as usize == std::mem::size_of::<ffi::PySetObject>()
+            && (*ffi::Py_TYPE(key)).tp_hash.map(|f| f as usize)
+                == ffi::PyBaseObject_Type.tp_hash.map(|f| f as usize)
+        {
+            let object = raw.cast::<ffi::PySetObject>();
+            // `object`'s hash, `_Py_HashPointer`: the address turned right by 4 bits (-1
+            // made -2). Were it another, the item would not be found here: `PySet_Add`.
+            let hash = match (key as usize).rotate_right(4) {
+                usize::MAX => usize::MAX - 1,
+                hash => hash,
+            };
+            let mask = (*object).mask as usize;
+            let table = (*object).table;
+            let start = hash & mask;
+            for at in start..=(start + SET_PROBES - 1).min(mask) {
+                let entry = &*table.add(at);
+                if entry.key == key {
+                    return Ok(());
+                }
+                if entry.key.is_null() {
+                    break; // the end of its run: not in the set
+                }
+            }
+        }
+    }
+    set.add(item)
+}
+
 /// Where a bytes object's hash and data lie on CPython 3.11 (`PyBytesObject`: the
 /// `PyVarObject` header, `ob_shash`, then the data and a NUL).
 const BYTES_HASH_AT: usize = std::mem::size_of::<ffi::PyVarObject>();
@@ -551,8 +601,12 @@ const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
 /// `new_id_string`, `new_dict` and records.rs write and `dict_version` reads. Looked at
 /// once without running Python code (the version string the interpreter was built with);
 /// a race between threads looks twice and stores the same answer.
+#[inline]
 fn cpython_3_11(py: Python<'_>) -> bool {
     static CPYTHON_3_11: AtomicU8 = AtomicU8::new(0);
+    if CPYTHON_3_11.load(Ordering::Relaxed) == 1 {
+        return true; // the answer once looked at, without `looked_once`'s call
+    }
     looked_once(&CPYTHON_3_11, || {
         let version = py.version_info();
         (version.major, version.minor) == (3, 11) && !Python::version_str().contains("PyPy")
