@@ -116,3 +116,29 @@ def test_a_round_robin_of_any_size_picks_its_queue_and_moves_on(tmp_path, turn):
         assert (result.queue, result.queue_offset) == (turn % 3, 1)
         assert topic.round_robin == turn + 1
         assert store._appender.appended == before + 1
+
+
+def test_counters_held_elsewhere_keep_their_values_and_those_held_alone_move_on(tmp_path):
+    """A queue's change count, a topic's round-robin and the snapshot's ring sequence are
+    given their next values in place only while their holder alone refers to them: an
+    int someone else holds (a name bound to it, a constant of code) keeps its value."""
+    with _open(tmp_path / "s") as store:
+        for _ in range(3):
+            store.append("t", b"first")
+        topic = store._registry.topics["t"]
+        queue = topic.queues[0]
+        queue.changes = 1000  # a constant of this code: held by it too
+        topic.round_robin = int("3000")  # held by the slot alone
+        store.append("t", b"a")
+        assert str(queue.changes) == "1001" and str(topic.round_robin) == "3001"
+        held_changes, held_turn, seen = queue.changes, topic.round_robin, store._seen
+        ring = str(seen.ring_seq)
+        for _ in range(3):
+            store.append("t", b"b")
+        assert (str(held_changes), str(held_turn), str(seen.ring_seq)) == ("1001", "3001", ring)
+        assert str(1000) == "1000"
+        assert (queue.changes, topic.round_robin) == (1002, 3004)
+        assert store._seen.ring_seq == int(ring) + 3
+        del held_changes, held_turn, seen
+        store.append("t", b"c")
+        assert (queue.changes, topic.round_robin) == (1002, 3005)

@@ -2709,7 +2709,9 @@ impl AppendCore {
         let slots = &self.slots;
         let old_end = slots.max_offset.replace(queue, super::int_of(py, end_offset)?);
         let changes = get_int(slots.changes, queue)?;
-        slots.changes.set(queue, new_int(py, changes + 1)?);
+        if !u64::try_from(changes + 1).is_ok_and(|next| slots.changes.renew_int(queue, next)) {
+            slots.changes.set(queue, new_int(py, changes + 1)?);
+        }
         let queue_dirty = get(slots.dirty, queue)?
             .cast_into::<PySet>()
             .map_err(PyErr::from)?;
@@ -2809,13 +2811,13 @@ impl AppendCore {
             .item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
-        let ring_object = super::int_of(py, published.ring_seq)?;
         if !self.renew_snapshot(
             py,
             &seen,
             (&end_object, published.end),
-            (&ring_object, published.ring_seq),
+            (None, published.ring_seq),
         ) {
+            let ring_object = super::int_of(py, published.ring_seq)?;
             let snapshot = new_record(
                 py,
                 self.snapshot_type.bind(py),
@@ -2844,7 +2846,7 @@ impl AppendCore {
         py: Python<'_>,
         seen: &Bound<'_, PyTuple>,
         (tail, tail_value): (&Bound<'_, PyAny>, u64),
-        (ring_seq, ring_value): (&Bound<'_, PyAny>, u64),
+        (ring_seq, ring_value): (Option<&Bound<'_, PyAny>>, u64),
     ) -> bool {
         if !seen.get_type().is(self.snapshot_type.bind(py)) || seen.len() != 6 {
             return false;
@@ -2859,16 +2861,28 @@ impl AppendCore {
         // `seen_words`, which is moved with it below), so no other reference can see
         // the items change, as CPython itself refills a tuple no one else holds.
         // Each new item is a reference we own (SET_ITEM steals it); the old one is let
-        // go after it is replaced, so the tuple is whole if that runs any code.
+        // go after it is replaced, so the tuple is whole if that runs any code. The ring
+        // sequence's int, when the tuple is its one holder, is given the new value in
+        // place (`renew_int_at`; None given: else made here), before anything changes.
         unsafe {
             if ffi::Py_REFCNT(object) != owners {
                 return false;
             }
-            for (at, new) in [(0, tail), (5, ring_seq)] {
-                let old = ffi::PyTuple_GET_ITEM(object, at);
-                ffi::PyTuple_SET_ITEM(object, at, new.clone().into_ptr());
-                ffi::Py_DECREF(old);
+            let old_ring = ffi::PyTuple_GET_ITEM(object, 5);
+            if !super::renew_int_at(py, old_ring, ring_value) {
+                let new = match ring_seq {
+                    Some(ring_seq) => ring_seq.clone(),
+                    None => match super::int_of(py, ring_value) {
+                        Ok(made) => made,
+                        Err(_) => return false, // the caller makes it, or says why not
+                    },
+                };
+                ffi::PyTuple_SET_ITEM(object, 5, new.into_ptr());
+                ffi::Py_DECREF(old_ring);
             }
+            let old = ffi::PyTuple_GET_ITEM(object, 0);
+            ffi::PyTuple_SET_ITEM(object, 0, tail.clone().into_ptr());
+            ffi::Py_DECREF(old);
         }
         if known {
             self.seen_words.renewed(tail_value, ring_value);
@@ -3037,9 +3051,12 @@ impl AppendCore {
         if let Some(work) = unsettled.unfollowed {
             self.settle_follow(py, work, false)?;
         }
-        self.slots
-            .round_robin
-            .set(state, new_int(py, unsettled.round_robin)?);
+        let round_robin = &self.slots.round_robin;
+        if !u64::try_from(unsettled.round_robin)
+            .is_ok_and(|turn| round_robin.renew_int(state, turn))
+        {
+            round_robin.set(state, new_int(py, unsettled.round_robin)?);
+        }
         let old_end =
             self.moved_queue(py, &unsettled.queue, &unsettled.last, unsettled.queue_end)?;
         self.published_here(py, &unsettled.published)?;

@@ -76,6 +76,19 @@ impl Slot {
         }
     }
 
+    /// Give the slot the int `value` by renewing the int it holds in place when the
+    /// slot is its one holder (`renew_int_at`): true when done (else the caller sets a
+    /// new one).
+    #[inline]
+    pub(crate) fn renew_int(self, object: &Bound<'_, PyAny>, value: u64) -> bool {
+        // SAFETY: see `place`; the GIL is held, the value (when set) is live, held by the
+        // object, which the caller holds; `renew_int_at` checks that it is its only one.
+        unsafe {
+            let item = *self.place(object);
+            !item.is_null() && super::renew_int_at(object.py(), item, value)
+        }
+    }
+
     /// Store `value` in the slot, as `object.name = value`, and hand back the old value
     /// (None when unset) instead of letting it go: the caller may use it again.
     pub(crate) fn replace<'py>(
