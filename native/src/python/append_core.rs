@@ -261,6 +261,28 @@ fn writable_of<'py>(
     Ok(writable.cast_into::<PyList>().map_err(PyErr::from)?)
 }
 
+/// `list[at]` when `at` is below its length (else None), without `PyList_GetItem`'s call
+/// and its checks again.
+#[inline]
+fn list_item<'py>(list: &Bound<'py, PyList>, at: usize) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: the GIL is held (no other thread changes the list meanwhile) and `at` is
+    // below the list's length, checked just before.
+    (at < list.len()).then(|| unsafe { list.get_item_unchecked(at) })
+}
+
+/// A slot's truth (`loaded`, `closed`): True and False by address, anything else asked.
+#[inline]
+fn truthy(object: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = object.py();
+    if object.is(PyBool::new(py, true)) {
+        return Ok(true);
+    }
+    if object.is(PyBool::new(py, false)) {
+        return Ok(false);
+    }
+    object.is_truthy()
+}
+
 /// An attribute kept in an object's `__dict__` (the commit log, the writer, the store).
 fn item<'py>(dict: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> Step<Bound<'py, PyAny>> {
     dict.get_item(name)?.ok_or(Stop::Declined)
@@ -671,7 +693,7 @@ type Step<T> = Result<T, Stop>;
 struct Planned<'a, 'py> {
     state: &'a Bound<'py, PyAny>,
     /// The topic as planned (checked again after a wait for the pen).
-    planned_topic: PlainTopic<'py>,
+    planned_topic: &'a PlainTopic<'py>,
     topic_id: i64,
     name: Bound<'py, PyString>,
     queue: Bound<'py, PyAny>,
@@ -1367,15 +1389,15 @@ impl AppendCore {
         let slots = &self.slots;
         let queues = get(slots.queues, state)?;
         let queue = match queues.cast::<PyList>() {
-            Ok(list) => match usize::try_from(queue_id).map(|at| list.get_item(at)) {
-                Ok(Ok(queue)) => queue,
+            Ok(list) => match usize::try_from(queue_id).map(|at| list_item(list, at)) {
+                Ok(Some(queue)) => queue,
                 _ => return declined(), // no such queue: the long way says so
             },
             Err(_) => queues.get_item(queue_id)?,
         };
         if !queue.get_type().is(self.queue_type.bind(py))
-            || !get(slots.loaded, &queue)?.is_truthy()?
-            || get(slots.closed, &queue)?.is_truthy()?
+            || !truthy(&get(slots.loaded, &queue)?)?
+            || truthy(&get(slots.closed, &queue)?)?
         {
             return declined();
         }
@@ -1383,12 +1405,7 @@ impl AppendCore {
         let files = get(slots.files, &queue)?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
-        let Some(last) = files
-            .len()
-            .checked_sub(1)
-            .map(|i| files.get_item(i))
-            .transpose()?
-        else {
+        let Some(last) = files.len().checked_sub(1).and_then(|i| list_item(&files, i)) else {
             return declined();
         };
         if !last.get_type().is(slots.file_type.bind(py)) {
@@ -2038,7 +2055,8 @@ impl AppendCore {
             name_bytes,
             writable,
             round_robin,
-        } = planned_topic.clone();
+        } = &planned_topic;
+        let (topic_id, round_robin) = (*topic_id, *round_robin);
         let topic = name_bytes.as_bytes();
         let length =
             RECORD_OVERHEAD + topic.len() + extras.tag.len() + extras.properties.len() + body.len();
@@ -2046,9 +2064,10 @@ impl AppendCore {
             return declined();
         }
         let queue_id: i64 = match explicit {
-            None => int_in(
-                &writable.get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?,
-            )?,
+            None => {
+                let turn = round_robin.rem_euclid(writable.len() as i64) as usize;
+                int_in(&list_item(&writable, turn).ok_or(Stop::Declined)?)?
+            }
             Some(id) if Self::writable_queue(&writable, id)? => id,
             Some(_) => return declined(),
         };
@@ -2065,9 +2084,9 @@ impl AppendCore {
         }
         let plan = Planned {
             state,
-            planned_topic,
+            planned_topic: &planned_topic,
             topic_id,
-            name,
+            name: name.clone(),
             queue,
             queue_id,
             queue_offset,
@@ -2428,8 +2447,7 @@ impl AppendCore {
             let Some(segment) = segments
                 .len()
                 .checked_sub(1)
-                .map(|i| segments.get_item(i))
-                .transpose()?
+                .and_then(|i| list_item(&segments, i))
             else {
                 return declined();
             };
@@ -2948,7 +2966,7 @@ impl AppendCore {
                         plan.slot,
                     )
                 } else {
-                    self.still_planned(py, state, &plan.planned_topic, moved)?;
+                    self.still_planned(py, state, plan.planned_topic, moved)?;
                     let room = self.queue_room(py, state, queue_id, 1)?;
                     (room.queue, room.last, room.base, room.slot)
                 };
@@ -2963,7 +2981,8 @@ impl AppendCore {
                 }
             }
         };
-        let (queue, last) = (&queue, &last);
+        let (queue_held, last_held) = (queue, last);
+        let (queue, last) = (&queue_held, &last_held);
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(ready, end)?;
@@ -3022,8 +3041,8 @@ impl AppendCore {
             self.publish_shared(ready, end, plan.topic_id, &[(queue_id, queue_offset + 1)])?;
         self.appended.fetch_add(1, Ordering::Relaxed);
         let unsettled = Unsettled {
-            queue: queue.clone(),
-            last: last.clone(),
+            queue: queue_held,
+            last: last_held,
             queue_end: queue_offset + 1,
             round_robin: round_robin + i64::from(plan.turns),
             published,
