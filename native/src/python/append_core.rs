@@ -218,11 +218,19 @@ fn get<'py>(slot: Slot, object: &Bound<'py, PyAny>) -> Step<Bound<'py, PyAny>> {
     slot.get(object).ok_or(Stop::Declined)
 }
 
+#[inline(always)]
 fn get_int(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
     match slot.int_value(object) {
         Some(value) => Ok(value),
-        None => Ok(get(slot, object)?.extract::<i64>()?),
+        None => get_int_extracted(slot, object),
     }
+}
+
+/// `get_int` of a slot whose value is not an int read at its place: extracted.
+#[cold]
+#[inline(never)]
+fn get_int_extracted(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
+    Ok(get(slot, object)?.extract::<i64>()?)
 }
 
 /// The int `value` (`int_of`: laid out by hand when it can be).
@@ -243,6 +251,7 @@ fn int_in(object: &Bound<'_, PyAny>) -> Step<i64> {
     }
 }
 
+#[inline]
 fn get_u64(slot: Slot, object: &Bound<'_, PyAny>) -> Step<u64> {
     u64::try_from(get_int(slot, object)?).map_err(|_| Stop::Declined)
 }
@@ -2986,18 +2995,25 @@ impl AppendCore {
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(ready, end)?;
-        let fd = self.queue_file_fd(py, queue, last)?;
         let now = ready.now;
-        Self::begin(ready, end);
         // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
-        //    record into the mapping.
+        //    record into the mapping; the write begun (3) once the queue's file is open.
         let entry = Entry {
             commit_offset: tail,
             size: length as u32,
             tag_hash: plan.extras.tag_hash,
         }
         .packed();
-        if let Err(error) = self.store_entries(queue, fd, &entry, slot) {
+        let stored = if io_seam::planned() {
+            let fd = self.queue_file_fd(py, queue, last)?;
+            Self::begin(ready, end);
+            self.store_entries(queue, fd, &entry, slot)
+        } else {
+            self.store_entry_direct(py, (queue, last), &entry, slot, || {
+                Self::begin(ready, end)
+            })?
+        };
+        if let Err(error) = stored {
             return Err(self.write_failed(py, error, tail));
         }
         let Some(out) = map.slice((tail - ready.base) as usize, length) else {
@@ -3191,12 +3207,60 @@ impl AppendCore {
         queue: &Bound<'_, PyAny>,
         last: &Bound<'_, PyAny>,
     ) -> Step<i32> {
-        let key = queue.as_ptr() as usize;
         let mut tails = self.tails.lock().map_err(|_| Stop::Declined)?;
-        if let Some(kept) = tails.get(&key) {
-            if kept.file.bind(py).is(last) {
-                return Ok(kept.fd.as_raw_fd());
+        Ok(self.tail_of(py, &mut tails, queue, last)?.fd.as_raw_fd())
+    }
+
+    /// A single append's entry (`data`, at `slot` of the last file `last` of `queue`)
+    /// stored as `store_entries` stores it with no fault plan installed
+    /// (`store_entries_direct`), with the file found (or opened) under the same hold of
+    /// `tails` (`queue_file_fd`'s): `begin` runs between, once the file is there.
+    /// Declined (before `begin`) as `queue_file_fd`; the store's own failure inside.
+    fn store_entry_direct(
+        &self,
+        py: Python<'_>,
+        (queue, last): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
+        data: &[u8],
+        slot: u64,
+        begin: impl FnOnce(),
+    ) -> Step<PyResult<()>> {
+        let at = slot * ENTRY_SIZE as u64;
+        let mut tails = self.tails.lock().map_err(|_| Stop::Declined)?;
+        let tail = self.tail_of(py, &mut tails, queue, last)?;
+        let fd = tail.fd.as_raw_fd();
+        begin();
+        if let (Some(window), Ok(at)) = (tail.window.as_mut(), usize::try_from(at)) {
+            match window.store(fd, data, at) {
+                Ok(reserved) => {
+                    if reserved {
+                        self.reserved.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Ok(Ok(()));
+                }
+                Err(NotStored::Failed(error)) => {
+                    return Ok(Err(PyOSError::new_err((
+                        error.raw_os_error().unwrap_or(libc::EIO),
+                        error.to_string(),
+                    ))));
+                }
+                Err(NotStored::Unmapped) => tail.window = None,
             }
+        }
+        Ok(Self::write_at(fd, data, at))
+    }
+
+    /// The kept last file of `queue` when it is `last`, else `last` opened and kept in
+    /// its place (`tails` emptied first when full).
+    fn tail_of<'t>(
+        &self,
+        py: Python<'_>,
+        tails: &'t mut ByAddress<Tail>,
+        queue: &Bound<'_, PyAny>,
+        last: &Bound<'_, PyAny>,
+    ) -> Step<&'t mut Tail> {
+        let key = queue.as_ptr() as usize;
+        if tails.get(&key).is_some_and(|kept| kept.file.bind(py).is(last)) {
+            return tails.get_mut(&key).ok_or(Stop::Declined);
         }
         let path: String = last.getattr(intern!(py, "_path"))?.extract()?;
         let Ok(file) = std::fs::OpenOptions::new()
@@ -3223,7 +3287,8 @@ impl AppendCore {
                 window,
             },
         );
-        Ok(raw)
+        debug_assert_eq!(tails.get(&key).map(|t| t.fd.as_raw_fd()), Some(raw));
+        tails.get_mut(&key).ok_or(Stop::Declined)
     }
 }
 
