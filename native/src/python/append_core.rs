@@ -251,7 +251,7 @@ fn int_in(object: &Bound<'_, PyAny>) -> Step<i64> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn get_u64(slot: Slot, object: &Bound<'_, PyAny>) -> Step<u64> {
     u64::try_from(get_int(slot, object)?).map_err(|_| Stop::Declined)
 }
