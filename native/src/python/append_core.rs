@@ -1414,7 +1414,11 @@ impl AppendCore {
         let files = get(slots.files, &queue)?
             .cast_into::<PyList>()
             .map_err(PyErr::from)?;
-        let Some(last) = files.len().checked_sub(1).and_then(|i| list_item(&files, i)) else {
+        let Some(last) = files
+            .len()
+            .checked_sub(1)
+            .and_then(|i| list_item(&files, i))
+        else {
             return declined();
         };
         if !last.get_type().is(slots.file_type.bind(py)) {
@@ -2734,7 +2738,9 @@ impl AppendCore {
         end_offset: u64,
     ) -> Step<Option<Bound<'py, PyAny>>> {
         let slots = &self.slots;
-        let old_end = slots.max_offset.replace(queue, super::int_of(py, end_offset)?);
+        let old_end = slots
+            .max_offset
+            .replace(queue, super::int_of(py, end_offset)?);
         let changes = get_int(slots.changes, queue)?;
         if !u64::try_from(changes + 1).is_ok_and(|next| slots.changes.renew_int(queue, next)) {
             slots.changes.set(queue, new_int(py, changes + 1)?);
@@ -3009,9 +3015,7 @@ impl AppendCore {
             Self::begin(ready, end);
             self.store_entries(queue, fd, &entry, slot)
         } else {
-            self.store_entry_direct(py, (queue, last), &entry, slot, || {
-                Self::begin(ready, end)
-            })?
+            self.store_entry_direct(py, (queue, last), &entry, slot, || Self::begin(ready, end))?
         };
         if let Err(error) = stored {
             return Err(self.write_failed(py, error, tail));
@@ -3259,7 +3263,10 @@ impl AppendCore {
         last: &Bound<'_, PyAny>,
     ) -> Step<&'t mut Tail> {
         let key = queue.as_ptr() as usize;
-        if tails.get(&key).is_some_and(|kept| kept.file.bind(py).is(last)) {
+        if tails
+            .get(&key)
+            .is_some_and(|kept| kept.file.bind(py).is(last))
+        {
             return tails.get_mut(&key).ok_or(Stop::Declined);
         }
         let path: String = last.getattr(intern!(py, "_path"))?.extract()?;
