@@ -2079,9 +2079,9 @@ impl AppendCore {
         let queue_id: i64 = match explicit {
             None => {
                 let turn = round_robin.rem_euclid(writable.len() as i64) as usize;
-                int_in(&list_item(&writable, turn).ok_or(Stop::Declined)?)?
+                int_in(&list_item(writable, turn).ok_or(Stop::Declined)?)?
             }
-            Some(id) if Self::writable_queue(&writable, id)? => id,
+            Some(id) if Self::writable_queue(writable, id)? => id,
             Some(_) => return declined(),
         };
         let QueueRoom {
