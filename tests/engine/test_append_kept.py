@@ -80,9 +80,7 @@ def test_a_snapshot_replaced_between_appends_is_the_one_renewed(tmp_path):
         store.create_topic("u", queues=1, layout="files")  # a new `_seen`, versions moved
         seen = store._seen
         result = store.append("t", b"b")
-        assert store._seen.tail == store.commitlog.tail == result.commit_offset + (
-            store.commitlog.tail - result.commit_offset
-        )
+        assert store._seen.tail == store.commitlog.tail > result.commit_offset
         assert store._seen.topics_version == seen.topics_version
         assert store._seen.tail > seen.tail
 
