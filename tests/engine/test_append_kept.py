@@ -140,3 +140,19 @@ def test_counters_held_elsewhere_keep_their_values_and_those_held_alone_move_on(
         del held_changes, held_turn, seen
         store.append("t", b"c")
         assert (queue.changes, topic.round_robin) == (1002, 3005)
+
+
+def test_appends_to_more_topics_than_the_core_keeps_the_facts_of_name_each_one(tmp_path):
+    """The facts of 64 topics are kept (then emptied), and the last answered apart."""
+    names = [f"t{i}" for i in range(70)]
+    with MessageStore.open(tmp_path / "s", small_config(flush_mode="async", **_ROOMY)) as store:
+        for name in names:
+            store.create_topic(name, queues=1, layout="files")
+            store.append(name, b"first")
+        before = store._appender.appended
+        for _ in range(2):
+            for name in names + names[::-1]:
+                result = store.append(name, b"x")
+                assert (result.topic, result.queue) == (name, 0)
+        assert store._appender.appended == before + 4 * len(names)
+        assert [len(read_all(store, name, 0)) for name in names] == [5] * len(names)

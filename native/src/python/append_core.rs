@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -523,6 +523,8 @@ pub struct AppendCore {
     tails: Mutex<ByAddress<Tail>>,
     /// The facts of the topics appended to lately, by their info's address.
     topic_facts: Mutex<ByAddress<TopicFacts>>,
+    /// The last facts `topic_facts` answered (`LastFacts`), without its lock and look-up.
+    last_facts: LastFacts,
     appended: AtomicU64,
     batched: AtomicU64,
     marked: AtomicU64,
@@ -645,6 +647,27 @@ struct TopicFacts {
     topic_id: i64,
     /// Not a stream topic, no `max_message_bytes` of its own.
     plain: bool,
+}
+
+/// The facts `topic_facts` answered last: the info's address (0: none), its name's
+/// (both held by their entry in `topic_facts`, which is only ever taken out when the map
+/// is emptied, and this forgotten first), the topic id and whether it is plain. Touched
+/// with the GIL held only.
+#[derive(Default)]
+struct LastFacts {
+    info: AtomicUsize,
+    name: AtomicUsize,
+    topic_id: AtomicI64,
+    plain: AtomicBool,
+}
+
+impl LastFacts {
+    fn keep(&self, facts: &TopicFacts) {
+        self.name.store(facts.name.as_ptr() as usize, Ordering::Relaxed);
+        self.topic_id.store(facts.topic_id, Ordering::Relaxed);
+        self.plain.store(facts.plain, Ordering::Relaxed);
+        self.info.store(facts.info.as_ptr() as usize, Ordering::Relaxed);
+    }
 }
 
 /// How many topics' facts are kept (emptied when full).
@@ -984,6 +1007,7 @@ impl AppendCore {
             records: appending::KeptRecords::default(),
             tails: Mutex::new(ByAddress::default()),
             topic_facts: Mutex::new(ByAddress::default()),
+            last_facts: LastFacts::default(),
             appended: AtomicU64::new(0),
             batched: AtomicU64::new(0),
             marked: AtomicU64::new(0),
@@ -1346,10 +1370,25 @@ impl AppendCore {
         info: &Bound<'py, PyAny>,
     ) -> Step<(Bound<'py, PyString>, i64, bool)> {
         let key = info.as_ptr() as usize;
+        let last = &self.last_facts;
+        if last.info.load(Ordering::Relaxed) == key {
+            let name = last.name.load(Ordering::Relaxed) as *mut ffi::PyObject;
+            // SAFETY: the GIL is held; the facts last answered are still in `topic_facts`
+            // (`last` is forgotten before the map is emptied), whose entry holds the info
+            // (so `info`, at its address, is that object) and the name: live, a str,
+            // referenced here anew.
+            let name = unsafe { Bound::from_borrowed_ptr(py, name).cast_into_unchecked() };
+            return Ok((
+                name,
+                last.topic_id.load(Ordering::Relaxed),
+                last.plain.load(Ordering::Relaxed),
+            ));
+        }
         {
             let facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
             if let Some(known) = facts.get(&key) {
                 if known.info.bind(py).is(info) {
+                    last.keep(known);
                     return Ok((known.name.bind(py).clone(), known.topic_id, known.plain));
                 }
             }
@@ -1366,19 +1405,19 @@ impl AppendCore {
         let old = {
             let mut facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
             let old = if facts.len() >= TOPIC_FACTS {
+                last.info.store(0, Ordering::Relaxed);
                 std::mem::take(&mut *facts)
             } else {
                 ByAddress::default()
             };
-            facts.insert(
-                key,
-                TopicFacts {
-                    info: info.clone().unbind(),
-                    name: name.clone().unbind(),
-                    topic_id,
-                    plain,
-                },
-            );
+            let known = TopicFacts {
+                info: info.clone().unbind(),
+                name: name.clone().unbind(),
+                topic_id,
+                plain,
+            };
+            last.keep(&known);
+            facts.insert(key, known);
             old
         };
         drop(old); // after the lock is let go: dropping may run Python code
