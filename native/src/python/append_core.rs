@@ -663,10 +663,12 @@ struct LastFacts {
 
 impl LastFacts {
     fn keep(&self, facts: &TopicFacts) {
-        self.name.store(facts.name.as_ptr() as usize, Ordering::Relaxed);
+        self.name
+            .store(facts.name.as_ptr() as usize, Ordering::Relaxed);
         self.topic_id.store(facts.topic_id, Ordering::Relaxed);
         self.plain.store(facts.plain, Ordering::Relaxed);
-        self.info.store(facts.info.as_ptr() as usize, Ordering::Relaxed);
+        self.info
+            .store(facts.info.as_ptr() as usize, Ordering::Relaxed);
     }
 }
 
