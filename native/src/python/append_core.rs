@@ -620,7 +620,7 @@ struct Ready<'py> {
     /// What may have changed under the caller's plan (a follow, a wait for the pen).
     moved: Moved,
     /// A native follow's bookkeeping left to the caller (`ready_deferring`).
-    unfollowed: Option<follow::Unfollowed<'py>>,
+    unfollowed: Option<Box<follow::Unfollowed<'py>>>,
 }
 
 /// What may have changed under a write's plan (made before the pen was taken) by the
@@ -792,7 +792,7 @@ struct Unsettled<'py> {
     round_robin: i64,
     published: Published,
     /// The bookkeeping of a native follow before the write (`settle_follow`).
-    unfollowed: Option<follow::Unfollowed<'py>>,
+    unfollowed: Option<Box<follow::Unfollowed<'py>>>,
 }
 
 /// A prepared item's born time (`Writer.prepare`'s tuple, at 6): None (the store time),
@@ -2443,7 +2443,7 @@ impl AppendCore {
                 (Followed::Nothing, _) => {}
                 (Followed::Ends, work) => {
                     moved = moved.max(Moved::Ends);
-                    unfollowed = work;
+                    unfollowed = work.map(Box::new);
                 }
                 (Followed::NotHere, _) => {
                     let seen = store.getattr(intern!(py, "_seen"))?;
@@ -2461,7 +2461,7 @@ impl AppendCore {
         // After a deferred follow the tail and the active segment are the follow's
         // (the log's tail in this process is set after the pen: `settle_follow`).
         let followed_to = unfollowed
-            .as_ref()
+            .as_deref()
             .map(|u: &follow::Unfollowed<'py>| (u.tail, u.base, u.end, u.active.clone()));
         let finish = move || -> Step<Ready<'py>> {
             if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
@@ -2535,7 +2535,7 @@ impl AppendCore {
             }
             Err(stop) => {
                 if let Some(work) = unfollowed {
-                    self.settle_follow(py, work, true)?;
+                    self.settle_follow(py, *work, true)?;
                 }
                 Err(stop)
             }
@@ -2973,7 +2973,7 @@ impl AppendCore {
     ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
         let mut ready = self.ready_deferring(py, waited, true)?;
         let unfollowed = ready.unfollowed.take();
-        match self.write_single(py, plan, &ready, unfollowed.as_ref()) {
+        match self.write_single(py, plan, &ready, unfollowed.as_deref()) {
             Ok((single, end, written)) => Ok((
                 single,
                 end,
@@ -2984,7 +2984,7 @@ impl AppendCore {
             )),
             Err(stop) => {
                 if let Some(work) = unfollowed {
-                    self.settle_follow(py, work, true)?;
+                    self.settle_follow(py, *work, true)?;
                 }
                 Err(stop)
             }
@@ -3129,7 +3129,7 @@ impl AppendCore {
         unsettled: Unsettled<'py>,
     ) -> Step<Option<Bound<'py, PyAny>>> {
         if let Some(work) = unsettled.unfollowed {
-            self.settle_follow(py, work, false)?;
+            self.settle_follow(py, *work, false)?;
         }
         let round_robin = &self.slots.round_robin;
         if !u64::try_from(unsettled.round_robin)

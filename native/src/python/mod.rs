@@ -360,7 +360,7 @@ pub(crate) fn int_value(object: &Bound<'_, PyAny>) -> Option<i64> {
 ///
 /// # Safety
 /// The GIL is held and `ptr` is a live object (held by someone for the call).
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn int_value_at(py: Python<'_>, ptr: *mut ffi::PyObject) -> Option<i64> {
     const SHIFT: u32 = 30;
     // The object's type is one word of its header.
