@@ -51,6 +51,18 @@ impl Entry {
         out[at + CHECKED_BYTES..].copy_from_slice(&check.to_le_bytes());
     }
 
+    /// The entry's bytes, its check included (`pack_into` without a buffer: a single
+    /// append's entry, on the stack).
+    pub fn packed(&self) -> [u8; ENTRY_SIZE] {
+        let mut entry = [0u8; ENTRY_SIZE];
+        entry[0..8].copy_from_slice(&self.commit_offset.to_le_bytes());
+        entry[8..12].copy_from_slice(&self.size.to_le_bytes());
+        entry[12..16].copy_from_slice(&entry_tag(self.tag_hash).to_le_bytes());
+        let check = check_of(&entry);
+        entry[CHECKED_BYTES..].copy_from_slice(&check.to_le_bytes());
+        entry
+    }
+
     /// The entry with a zero check: many packed this way are given their checks by one
     /// `crc::seal_checks`.
     pub fn pack_unchecked_into(&self, out: &mut Vec<u8>) {
@@ -127,6 +139,7 @@ mod tests {
             [0, 0, 0, 0, 0, 0, 0, 0, 0x45, 0, 0, 0, 0x4a, 0xdf, 0x43, 0x67]
         );
         assert_eq!(out[16..], check);
+        assert_eq!(entry.packed()[..], out[..]);
         let stored = Entry::parse(&out);
         assert_eq!((stored.size, stored.tag), (69, 0x6743_DF4A));
         assert!(checked(&out));

@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -218,10 +218,40 @@ fn get<'py>(slot: Slot, object: &Bound<'py, PyAny>) -> Step<Bound<'py, PyAny>> {
     slot.get(object).ok_or(Stop::Declined)
 }
 
+#[inline(always)]
 fn get_int(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
+    match slot.int_value(object) {
+        Some(value) => Ok(value),
+        None => get_int_extracted(slot, object),
+    }
+}
+
+/// `get_int` of a slot whose value is not an int read at its place: extracted.
+#[cold]
+#[inline(never)]
+fn get_int_extracted(slot: Slot, object: &Bound<'_, PyAny>) -> Step<i64> {
     Ok(get(slot, object)?.extract::<i64>()?)
 }
 
+/// The int `value` (`int_of`: laid out by hand when it can be).
+#[inline]
+fn new_int(py: Python<'_>, value: i64) -> PyResult<Bound<'_, PyAny>> {
+    match u64::try_from(value) {
+        Ok(value) => super::int_of(py, value),
+        Err(_) => Ok(value.into_pyobject(py)?.into_any()),
+    }
+}
+
+/// An int's value (read at its place when it can be: `int_value`), as `extract` gives it.
+#[inline]
+fn int_in(object: &Bound<'_, PyAny>) -> Step<i64> {
+    match super::int_value(object) {
+        Some(value) => Ok(value),
+        None => Ok(object.extract::<i64>()?),
+    }
+}
+
+#[inline(always)]
 fn get_u64(slot: Slot, object: &Bound<'_, PyAny>) -> Step<u64> {
     u64::try_from(get_int(slot, object)?).map_err(|_| Stop::Declined)
 }
@@ -240,6 +270,28 @@ fn writable_of<'py>(
     Ok(writable.cast_into::<PyList>().map_err(PyErr::from)?)
 }
 
+/// `list[at]` when `at` is below its length (else None), without `PyList_GetItem`'s call
+/// and its checks again.
+#[inline]
+fn list_item<'py>(list: &Bound<'py, PyList>, at: usize) -> Option<Bound<'py, PyAny>> {
+    // SAFETY: the GIL is held (no other thread changes the list meanwhile) and `at` is
+    // below the list's length, checked just before.
+    (at < list.len()).then(|| unsafe { list.get_item_unchecked(at) })
+}
+
+/// A slot's truth (`loaded`, `closed`): True and False by address, anything else asked.
+#[inline]
+fn truthy(object: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = object.py();
+    if object.is(PyBool::new(py, true)) {
+        return Ok(true);
+    }
+    if object.is(PyBool::new(py, false)) {
+        return Ok(false);
+    }
+    object.is_truthy()
+}
+
 /// An attribute kept in an object's `__dict__` (the commit log, the writer, the store).
 fn item<'py>(dict: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> Step<Bound<'py, PyAny>> {
     dict.get_item(name)?.ok_or(Stop::Declined)
@@ -247,6 +299,69 @@ fn item<'py>(dict: &Bound<'py, PyDict>, name: &Bound<'py, PyString>) -> Step<Bou
 
 fn item_int(dict: &Bound<'_, PyDict>, name: &Bound<'_, PyString>) -> Step<i64> {
     Ok(item(dict, name)?.extract::<i64>()?)
+}
+
+/// An item of one of the core's dicts, kept by its address with the dict's version
+/// (`dict_version`: PEP 509's tag, which CPython 3.11 changes at every change of any
+/// item of the dict) when it was found: while the version is the same, the dict holds
+/// the same object under the same key (so it is live), and it is not looked up again.
+/// Each is used with one dict and one key (a str: a look-up runs no Python code; for
+/// `topic_seen`, the key kept too). Touched with the GIL held only.
+#[derive(Default)]
+struct KeptItem {
+    /// 0: nothing kept (a dict's version moves past 0 at its first change).
+    version: AtomicU64,
+    item: AtomicUsize,
+}
+
+impl KeptItem {
+    /// The item kept, if `dict`'s version is still the one it was found at.
+    fn get<'py>(&self, dict: &Bound<'py, PyDict>) -> Option<Bound<'py, PyAny>> {
+        let version = super::dict_version(dict).filter(|&v| v != 0)?;
+        if self.version.load(Ordering::Relaxed) != version {
+            return None;
+        }
+        let item = self.item.load(Ordering::Relaxed) as *mut ffi::PyObject;
+        // SAFETY: the GIL is held, and `dict` is unchanged since `item` was found in it
+        // (its version is the same), so it still holds that object: live, and referenced
+        // here anew.
+        Some(unsafe { Bound::from_borrowed_ptr(dict.py(), item) })
+    }
+
+    /// Keep `item`, found in a dict at `version` (read before the look-up, or after the
+    /// caller's own change of the item).
+    fn keep(&self, version: Option<u64>, item: &Bound<'_, PyAny>) {
+        if let Some(version) = version.filter(|&v| v != 0) {
+            self.item.store(item.as_ptr() as usize, Ordering::Relaxed);
+            self.version.store(version, Ordering::Relaxed);
+        }
+    }
+
+    /// The dict went from version `before` to `after` by a change of another key alone
+    /// (the caller's own): what was kept at `before` holds at `after`.
+    fn carry(&self, before: Option<u64>, after: Option<u64>) {
+        if let (Some(before), Some(after)) = (before, after) {
+            if before != 0 && self.version.load(Ordering::Relaxed) == before {
+                self.version.store(after, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// `dict[key]` (a str key): the item kept while the dict is unchanged, else looked
+    /// up and kept. Declined when missing.
+    fn item<'py>(
+        &self,
+        dict: &Bound<'py, PyDict>,
+        key: &Bound<'py, PyString>,
+    ) -> Step<Bound<'py, PyAny>> {
+        if let Some(kept) = self.get(dict) {
+            return Ok(kept);
+        }
+        let version = super::dict_version(dict);
+        let found = item(dict, key)?;
+        self.keep(version, &found);
+        Ok(found)
+    }
 }
 
 /// A batch's run placed at the tail: the records encoded, each queue's entries (in the
@@ -408,6 +523,8 @@ pub struct AppendCore {
     tails: Mutex<ByAddress<Tail>>,
     /// The facts of the topics appended to lately, by their info's address.
     topic_facts: Mutex<ByAddress<TopicFacts>>,
+    /// The last facts `topic_facts` answered (`LastFacts`), without its lock and look-up.
+    last_facts: LastFacts,
     appended: AtomicU64,
     batched: AtomicU64,
     marked: AtomicU64,
@@ -431,6 +548,15 @@ pub struct AppendCore {
     waited: AtomicU64,
     /// `_seen` as last read or renewed here, as words (follow.rs).
     seen_words: follow::SeenWords,
+    /// The store's `_appender` and `_seen`, the log's `tail` and `segments`, kept by
+    /// their dicts' versions (`KeptItem`).
+    appender_seen: KeptItem,
+    snapshot_seen: KeptItem,
+    tail_seen: KeptItem,
+    segments_seen: KeptItem,
+    /// The registry's topic last appended to, with its name (an exact str, held so that
+    /// no other object takes its address), kept by the registry's version.
+    topic_seen: Mutex<Option<(Py<PyAny>, KeptItem)>>,
 }
 
 /// Let go of the pages of a block file's mapping before its block sync (shared_core.rs
@@ -494,7 +620,7 @@ struct Ready<'py> {
     /// What may have changed under the caller's plan (a follow, a wait for the pen).
     moved: Moved,
     /// A native follow's bookkeeping left to the caller (`ready_deferring`).
-    unfollowed: Option<follow::Unfollowed<'py>>,
+    unfollowed: Option<Box<follow::Unfollowed<'py>>>,
 }
 
 /// What may have changed under a write's plan (made before the pen was taken) by the
@@ -521,6 +647,29 @@ struct TopicFacts {
     topic_id: i64,
     /// Not a stream topic, no `max_message_bytes` of its own.
     plain: bool,
+}
+
+/// The facts `topic_facts` answered last: the info's address (0: none), its name's
+/// (both held by their entry in `topic_facts`, which is only ever taken out when the map
+/// is emptied, and this forgotten first), the topic id and whether it is plain. Touched
+/// with the GIL held only.
+#[derive(Default)]
+struct LastFacts {
+    info: AtomicUsize,
+    name: AtomicUsize,
+    topic_id: AtomicI64,
+    plain: AtomicBool,
+}
+
+impl LastFacts {
+    fn keep(&self, facts: &TopicFacts) {
+        self.name
+            .store(facts.name.as_ptr() as usize, Ordering::Relaxed);
+        self.topic_id.store(facts.topic_id, Ordering::Relaxed);
+        self.plain.store(facts.plain, Ordering::Relaxed);
+        self.info
+            .store(facts.info.as_ptr() as usize, Ordering::Relaxed);
+    }
 }
 
 /// How many topics' facts are kept (emptied when full).
@@ -578,7 +727,7 @@ type Step<T> = Result<T, Stop>;
 struct Planned<'a, 'py> {
     state: &'a Bound<'py, PyAny>,
     /// The topic as planned (checked again after a wait for the pen).
-    planned_topic: PlainTopic<'py>,
+    planned_topic: &'a PlainTopic<'py>,
     topic_id: i64,
     name: Bound<'py, PyString>,
     queue: Bound<'py, PyAny>,
@@ -643,7 +792,7 @@ struct Unsettled<'py> {
     round_robin: i64,
     published: Published,
     /// The bookkeeping of a native follow before the write (`settle_follow`).
-    unfollowed: Option<follow::Unfollowed<'py>>,
+    unfollowed: Option<Box<follow::Unfollowed<'py>>>,
 }
 
 /// A prepared item's born time (`Writer.prepare`'s tuple, at 6): None (the store time),
@@ -748,6 +897,15 @@ fn now_ms() -> i64 {
     if let Some(pinned) = io_seam::pinned_ms() {
         return pinned;
     }
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid timespec to fill; CLOCK_REALTIME is what SystemTime::now
+    // reads (through the vDSO, no system call), without its Duration arithmetic.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) } == 0 && now.tv_sec >= 0 {
+        return now.tv_sec * 1000 + now.tv_nsec / 1_000_000;
+    }
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -851,6 +1009,7 @@ impl AppendCore {
             records: appending::KeptRecords::default(),
             tails: Mutex::new(ByAddress::default()),
             topic_facts: Mutex::new(ByAddress::default()),
+            last_facts: LastFacts::default(),
             appended: AtomicU64::new(0),
             batched: AtomicU64::new(0),
             marked: AtomicU64::new(0),
@@ -867,6 +1026,11 @@ impl AppendCore {
             spun: AtomicU64::new(0),
             waited: AtomicU64::new(0),
             seen_words: follow::SeenWords::new(),
+            appender_seen: KeptItem::default(),
+            snapshot_seen: KeptItem::default(),
+            tail_seen: KeptItem::default(),
+            segments_seen: KeptItem::default(),
+            topic_seen: Mutex::new(None),
         })
     }
 
@@ -911,10 +1075,14 @@ impl AppendCore {
         let core = slf.get();
         if dedup_id.is_none_or(|d| d.is_none()) {
             // Still the store's append core (a test switches it off with `_appender = None`).
-            let current = core
-                .store_dict
-                .bind(py)
-                .get_item(intern!(py, "_appender"))?;
+            let current = match core
+                .appender_seen
+                .item(core.store_dict.bind(py), intern!(py, "_appender"))
+            {
+                Ok(current) => Some(current),
+                Err(Stop::Declined) => None,
+                Err(Stop::Failed(error)) => return Err(error),
+            };
             if current.is_some_and(|c| c.is(slf)) {
                 let message = Message {
                     body,
@@ -1204,10 +1372,25 @@ impl AppendCore {
         info: &Bound<'py, PyAny>,
     ) -> Step<(Bound<'py, PyString>, i64, bool)> {
         let key = info.as_ptr() as usize;
+        let last = &self.last_facts;
+        if last.info.load(Ordering::Relaxed) == key {
+            let name = last.name.load(Ordering::Relaxed) as *mut ffi::PyObject;
+            // SAFETY: the GIL is held; the facts last answered are still in `topic_facts`
+            // (`last` is forgotten before the map is emptied), whose entry holds the info
+            // (so `info`, at its address, is that object) and the name: live, a str,
+            // referenced here anew.
+            let name = unsafe { Bound::from_borrowed_ptr(py, name).cast_into_unchecked() };
+            return Ok((
+                name,
+                last.topic_id.load(Ordering::Relaxed),
+                last.plain.load(Ordering::Relaxed),
+            ));
+        }
         {
             let facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
             if let Some(known) = facts.get(&key) {
                 if known.info.bind(py).is(info) {
+                    last.keep(known);
                     return Ok((known.name.bind(py).clone(), known.topic_id, known.plain));
                 }
             }
@@ -1224,19 +1407,19 @@ impl AppendCore {
         let old = {
             let mut facts = self.topic_facts.lock().map_err(|_| Stop::Declined)?;
             let old = if facts.len() >= TOPIC_FACTS {
+                last.info.store(0, Ordering::Relaxed);
                 std::mem::take(&mut *facts)
             } else {
                 ByAddress::default()
             };
-            facts.insert(
-                key,
-                TopicFacts {
-                    info: info.clone().unbind(),
-                    name: name.clone().unbind(),
-                    topic_id,
-                    plain,
-                },
-            );
+            let known = TopicFacts {
+                info: info.clone().unbind(),
+                name: name.clone().unbind(),
+                topic_id,
+                plain,
+            };
+            last.keep(&known);
+            facts.insert(key, known);
             old
         };
         drop(old); // after the lock is let go: dropping may run Python code
@@ -1256,15 +1439,15 @@ impl AppendCore {
         let slots = &self.slots;
         let queues = get(slots.queues, state)?;
         let queue = match queues.cast::<PyList>() {
-            Ok(list) => match usize::try_from(queue_id).map(|at| list.get_item(at)) {
-                Ok(Ok(queue)) => queue,
+            Ok(list) => match usize::try_from(queue_id).map(|at| list_item(list, at)) {
+                Ok(Some(queue)) => queue,
                 _ => return declined(), // no such queue: the long way says so
             },
             Err(_) => queues.get_item(queue_id)?,
         };
         if !queue.get_type().is(self.queue_type.bind(py))
-            || !get(slots.loaded, &queue)?.is_truthy()?
-            || get(slots.closed, &queue)?.is_truthy()?
+            || !truthy(&get(slots.loaded, &queue)?)?
+            || truthy(&get(slots.closed, &queue)?)?
         {
             return declined();
         }
@@ -1275,8 +1458,7 @@ impl AppendCore {
         let Some(last) = files
             .len()
             .checked_sub(1)
-            .map(|i| files.get_item(i))
-            .transpose()?
+            .and_then(|i| list_item(&files, i))
         else {
             return declined();
         };
@@ -1776,9 +1958,8 @@ impl AppendCore {
         topic: &Bound<'py, PyAny>,
         message: &Message<'_, 'py>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let state = match self.topics.bind(py).get_item(topic) {
-            Ok(Some(state)) => state,
-            _ => return Ok(None),
+        let Some(state) = self.registry_topic(py, topic) else {
+            return Ok(None);
         };
         if message.key.is_none() && !self.shared(py, &state)? {
             if let Ok(bytes) = message.body.cast_exact::<PyBytes>() {
@@ -1790,6 +1971,10 @@ impl AppendCore {
                     },
                     Some(_) => return Ok(None), // not an int: the long way says so
                 };
+                if message.tag.is_none() && message.properties.is_none() {
+                    let extras = Extras::NONE; // what tag_and_properties makes of none
+                    return answer(self.try_append(py, &state, bytes.as_bytes(), explicit, extras));
+                }
                 let Some((tag, properties, tag_hash)) =
                     prepare::tag_and_properties(message.tag, message.properties)
                 else {
@@ -1810,6 +1995,40 @@ impl AppendCore {
         answer(self.try_items(py, &state, &items, true))?
             .map(|results| results.get_item(0))
             .transpose()
+    }
+
+    /// The registry's topic `topic` (None: not there, or its look-up failed: the long
+    /// way says so). An exact str's is kept with the registry's version (`topic_seen`).
+    fn registry_topic<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'py, PyAny>,
+    ) -> Option<Bound<'py, PyAny>> {
+        let topics = self.topics.bind(py);
+        if !topic.is_exact_instance_of::<PyString>() {
+            return topics.get_item(topic).ok().flatten();
+        }
+        if let Ok(seen) = self.topic_seen.lock() {
+            if let Some((name, kept)) = seen.as_ref() {
+                if name.bind(py).is(topic) {
+                    if let Some(state) = kept.get(topics) {
+                        return Some(state);
+                    }
+                }
+            }
+        }
+        // A str key: the look-up runs no Python code.
+        let version = super::dict_version(topics);
+        let state = topics.get_item(topic).ok().flatten()?;
+        let kept = KeptItem::default();
+        kept.keep(version, &state);
+        let old = self
+            .topic_seen
+            .lock()
+            .ok()
+            .and_then(|mut seen| seen.replace((topic.clone().unbind(), kept)));
+        drop(old); // after the lock is let go: dropping may run Python code
+        Some(state)
     }
 
     /// `message` prepared for topic `state` (`prepare::prepare_message`), or None when
@@ -1890,7 +2109,8 @@ impl AppendCore {
             name_bytes,
             writable,
             round_robin,
-        } = planned_topic.clone();
+        } = &planned_topic;
+        let (topic_id, round_robin) = (*topic_id, *round_robin);
         let topic = name_bytes.as_bytes();
         let length =
             RECORD_OVERHEAD + topic.len() + extras.tag.len() + extras.properties.len() + body.len();
@@ -1898,10 +2118,11 @@ impl AppendCore {
             return declined();
         }
         let queue_id: i64 = match explicit {
-            None => writable
-                .get_item(round_robin.rem_euclid(writable.len() as i64) as usize)?
-                .extract()?,
-            Some(id) if Self::writable_queue(&writable, id)? => id,
+            None => {
+                let turn = round_robin.rem_euclid(writable.len() as i64) as usize;
+                int_in(&list_item(writable, turn).ok_or(Stop::Declined)?)?
+            }
+            Some(id) if Self::writable_queue(writable, id)? => id,
             Some(_) => return declined(),
         };
         let QueueRoom {
@@ -1917,9 +2138,9 @@ impl AppendCore {
         }
         let plan = Planned {
             state,
-            planned_topic,
+            planned_topic: &planned_topic,
             topic_id,
-            name,
+            name: name.clone(),
             queue,
             queue_id,
             queue_offset,
@@ -1936,7 +2157,7 @@ impl AppendCore {
             py,
             |waited| self.under_pen(py, &plan, waited),
             |(single, end, unsettled)| match self.settle_single(py, state, unsettled) {
-                Ok(()) => Ok((single, end)),
+                Ok(old_end) => Ok((single, end, old_end)),
                 // Published: never declined to the long way, which would write it again.
                 Err(Stop::Declined) => Err(Stop::Failed(PyRuntimeError::new_err(
                     "the store's state changed under a published append",
@@ -1945,10 +2166,14 @@ impl AppendCore {
             },
         );
         release(write_lock)?;
-        let (((tail, tail_at), queue_offset, now), end) = outcome?;
+        let (((tail, tail_at), queue_offset, now), end, old_end) = outcome?;
         let tail = match tail {
             Some(tail) => tail,
-            None => tail_at.into_pyobject(py)?.into_any(),
+            None => super::int_of(py, tail_at)?,
+        };
+        let queue_offset = match old_end {
+            Some(old_end) => old_end,
+            None => super::int_of(py, queue_offset)?,
         };
         // The result made after the pen is let go (the other processes need not wait).
         let result = new_record(
@@ -1957,10 +2182,10 @@ impl AppendCore {
             [
                 message_id(py, &self.prefix, tail_at).into_any(),
                 plan.name.clone().into_any(),
-                queue_id.into_pyobject(py)?.into_any(),
-                queue_offset.into_pyobject(py)?.into_any(),
+                new_int(py, queue_id)?,
+                queue_offset,
                 tail,
-                now.into_pyobject(py)?.into_any(),
+                new_int(py, now)?,
                 self.status.bind(py).clone().into_any(),
             ],
         )?;
@@ -2218,7 +2443,7 @@ impl AppendCore {
                 (Followed::Nothing, _) => {}
                 (Followed::Ends, work) => {
                     moved = moved.max(Moved::Ends);
-                    unfollowed = work;
+                    unfollowed = work.map(Box::new);
                 }
                 (Followed::NotHere, _) => {
                     let seen = store.getattr(intern!(py, "_seen"))?;
@@ -2236,7 +2461,7 @@ impl AppendCore {
         // After a deferred follow the tail and the active segment are the follow's
         // (the log's tail in this process is set after the pen: `settle_follow`).
         let followed_to = unfollowed
-            .as_ref()
+            .as_deref()
             .map(|u: &follow::Unfollowed<'py>| (u.tail, u.base, u.end, u.active.clone()));
         let finish = move || -> Step<Ready<'py>> {
             if header.word(WRITING_AT).load(Ordering::Acquire) != 0 {
@@ -2260,19 +2485,23 @@ impl AppendCore {
             }
             // 2. The tail and the active segment (`CommitLog.active`, read without its
             //    property's frame); the caller checks its room (else the long way rolls).
-            let tail_object = item(log, intern!(py, "tail"))?;
-            let tail = tail_object.extract::<u64>().map_err(|_| Stop::Declined)?;
+            let tail_object = self.tail_seen.item(log, intern!(py, "tail"))?;
+            let tail = match super::int_value(&tail_object) {
+                Some(tail) => u64::try_from(tail).map_err(|_| Stop::Declined)?,
+                None => tail_object.extract::<u64>().map_err(|_| Stop::Declined)?,
+            };
             if header.word(TAIL_AT).load(Ordering::Acquire) != tail {
                 return declined();
             }
-            let segments = item(log, intern!(py, "segments"))?
+            let segments = self
+                .segments_seen
+                .item(log, intern!(py, "segments"))?
                 .cast_into::<PyList>()
                 .map_err(PyErr::from)?;
             let Some(segment) = segments
                 .len()
                 .checked_sub(1)
-                .map(|i| segments.get_item(i))
-                .transpose()?
+                .and_then(|i| list_item(&segments, i))
             else {
                 return declined();
             };
@@ -2306,7 +2535,7 @@ impl AppendCore {
             }
             Err(stop) => {
                 if let Some(work) = unfollowed {
-                    self.settle_follow(py, work, true)?;
+                    self.settle_follow(py, *work, true)?;
                 }
                 Err(stop)
             }
@@ -2540,27 +2769,29 @@ impl AppendCore {
 
     /// What a write leaves of a queue in this process, as the long way leaves it: its
     /// end, its change count, its last file dirty, the queue dirty in the registry.
-    fn moved_queue(
+    /// The queue's old end (the int object its slot held) is handed back: a single
+    /// append's result gives it as its queue offset (`settle_single`).
+    fn moved_queue<'py>(
         &self,
-        py: Python<'_>,
-        queue: &Bound<'_, PyAny>,
-        last: &Bound<'_, PyAny>,
+        py: Python<'py>,
+        queue: &Bound<'py, PyAny>,
+        last: &Bound<'py, PyAny>,
         end_offset: u64,
-    ) -> Step<()> {
+    ) -> Step<Option<Bound<'py, PyAny>>> {
         let slots = &self.slots;
-        slots
+        let old_end = slots
             .max_offset
-            .set(queue, end_offset.into_pyobject(py)?.into_any());
+            .replace(queue, super::int_of(py, end_offset)?);
         let changes = get_int(slots.changes, queue)?;
-        slots
-            .changes
-            .set(queue, (changes + 1).into_pyobject(py)?.into_any());
-        get(slots.dirty, queue)?
+        if !u64::try_from(changes + 1).is_ok_and(|next| slots.changes.renew_int(queue, next)) {
+            slots.changes.set(queue, new_int(py, changes + 1)?);
+        }
+        let queue_dirty = get(slots.dirty, queue)?
             .cast_into::<PySet>()
-            .map_err(PyErr::from)?
-            .add(last)?;
-        self.dirty.bind(py).add(queue)?;
-        Ok(())
+            .map_err(PyErr::from)?;
+        super::set_add(&queue_dirty, last)?;
+        super::set_add(self.dirty.bind(py), queue)?;
+        Ok(old_end)
     }
 
     /// Steps 5 to 7: the log's tail and store time in this process; publish
@@ -2634,19 +2865,33 @@ impl AppendCore {
     /// GIL is held from the publish on; the thread and follow locks too).
     fn published_here(&self, py: Python<'_>, published: &Published) -> Step<()> {
         let log = self.log_dict.bind(py);
-        let end_object = published.end.into_pyobject(py)?.into_any();
+        let end_object = super::int_of(py, published.end)?;
+        // The old tail held across the set, so that letting it go (which, for an object
+        // not an int, could run code) is not part of the change: the set alone moves the
+        // log's version, and what was kept of it but the tail holds after it.
+        let old_tail = match self.tail_seen.get(log) {
+            Some(kept) => Some(kept),
+            None => log.get_item(intern!(py, "tail"))?,
+        };
+        let before = super::dict_version(log);
         log.set_item(intern!(py, "tail"), &end_object)?;
+        let after = super::dict_version(log);
+        self.segments_seen.carry(before, after);
+        self.tail_seen.keep(after, &end_object);
+        drop(old_tail);
         let store_dict = self.store_dict.bind(py);
-        let seen = item(store_dict, intern!(py, "_seen"))?
+        let seen = self
+            .snapshot_seen
+            .item(store_dict, intern!(py, "_seen"))?
             .cast_into::<PyTuple>()
             .map_err(PyErr::from)?;
-        let ring_object = published.ring_seq.into_pyobject(py)?.into_any();
         if !self.renew_snapshot(
             py,
             &seen,
             (&end_object, published.end),
-            (&ring_object, published.ring_seq),
+            (None, published.ring_seq),
         ) {
+            let ring_object = super::int_of(py, published.ring_seq)?;
             let snapshot = new_record(
                 py,
                 self.snapshot_type.bind(py),
@@ -2675,7 +2920,7 @@ impl AppendCore {
         py: Python<'_>,
         seen: &Bound<'_, PyTuple>,
         (tail, tail_value): (&Bound<'_, PyAny>, u64),
-        (ring_seq, ring_value): (&Bound<'_, PyAny>, u64),
+        (ring_seq, ring_value): (Option<&Bound<'_, PyAny>>, u64),
     ) -> bool {
         if !seen.get_type().is(self.snapshot_type.bind(py)) || seen.len() != 6 {
             return false;
@@ -2690,16 +2935,28 @@ impl AppendCore {
         // `seen_words`, which is moved with it below), so no other reference can see
         // the items change, as CPython itself refills a tuple no one else holds.
         // Each new item is a reference we own (SET_ITEM steals it); the old one is let
-        // go after it is replaced, so the tuple is whole if that runs any code.
+        // go after it is replaced, so the tuple is whole if that runs any code. The ring
+        // sequence's int, when the tuple is its one holder, is given the new value in
+        // place (`renew_int_at`; None given: else made here), before anything changes.
         unsafe {
             if ffi::Py_REFCNT(object) != owners {
                 return false;
             }
-            for (at, new) in [(0, tail), (5, ring_seq)] {
-                let old = ffi::PyTuple_GET_ITEM(object, at);
-                ffi::PyTuple_SET_ITEM(object, at, new.clone().into_ptr());
-                ffi::Py_DECREF(old);
+            let old_ring = ffi::PyTuple_GET_ITEM(object, 5);
+            if !super::renew_int_at(py, old_ring, ring_value) {
+                let new = match ring_seq {
+                    Some(ring_seq) => ring_seq.clone(),
+                    None => match super::int_of(py, ring_value) {
+                        Ok(made) => made,
+                        Err(_) => return false, // the caller makes it, or says why not
+                    },
+                };
+                ffi::PyTuple_SET_ITEM(object, 5, new.into_ptr());
+                ffi::Py_DECREF(old_ring);
             }
+            let old = ffi::PyTuple_GET_ITEM(object, 0);
+            ffi::PyTuple_SET_ITEM(object, 0, tail.clone().into_ptr());
+            ffi::Py_DECREF(old);
         }
         if known {
             self.seen_words.renewed(tail_value, ring_value);
@@ -2716,7 +2973,7 @@ impl AppendCore {
     ) -> Step<(Single<'py>, i64, Unsettled<'py>)> {
         let mut ready = self.ready_deferring(py, waited, true)?;
         let unfollowed = ready.unfollowed.take();
-        match self.write_single(py, plan, &ready, unfollowed.as_ref()) {
+        match self.write_single(py, plan, &ready, unfollowed.as_deref()) {
             Ok((single, end, written)) => Ok((
                 single,
                 end,
@@ -2727,7 +2984,7 @@ impl AppendCore {
             )),
             Err(stop) => {
                 if let Some(work) = unfollowed {
-                    self.settle_follow(py, work, true)?;
+                    self.settle_follow(py, *work, true)?;
                 }
                 Err(stop)
             }
@@ -2765,7 +3022,7 @@ impl AppendCore {
                         plan.slot,
                     )
                 } else {
-                    self.still_planned(py, state, &plan.planned_topic, moved)?;
+                    self.still_planned(py, state, plan.planned_topic, moved)?;
                     let room = self.queue_room(py, state, queue_id, 1)?;
                     (room.queue, room.last, room.base, room.slot)
                 };
@@ -2780,23 +3037,28 @@ impl AppendCore {
                 }
             }
         };
-        let (queue, last) = (&queue, &last);
+        let (queue_held, last_held) = (queue, last);
+        let (queue, last) = (&queue_held, &last_held);
         let tail = ready.tail;
         let end = tail + length as u64;
         let map = self.room(ready, end)?;
-        let fd = self.queue_file_fd(py, queue, last)?;
         let now = ready.now;
-        Self::begin(ready, end);
         // 4. The entry first (a failed pwrite leaves nothing in the segment), then the
-        //    record into the mapping.
-        let mut entry = Vec::with_capacity(ENTRY_SIZE);
-        Entry {
+        //    record into the mapping; the write begun (3) once the queue's file is open.
+        let entry = Entry {
             commit_offset: tail,
             size: length as u32,
             tag_hash: plan.extras.tag_hash,
         }
-        .pack_into(&mut entry);
-        if let Err(error) = self.store_entries(queue, fd, &entry, slot) {
+        .packed();
+        let stored = if io_seam::planned() {
+            let fd = self.queue_file_fd(py, queue, last)?;
+            Self::begin(ready, end);
+            self.store_entries(queue, fd, &entry, slot)
+        } else {
+            self.store_entry_direct(py, (queue, last), &entry, slot, || Self::begin(ready, end))?
+        };
+        if let Err(error) = stored {
             return Err(self.write_failed(py, error, tail));
         }
         let Some(out) = map.slice((tail - ready.base) as usize, length) else {
@@ -2840,8 +3102,8 @@ impl AppendCore {
             self.publish_shared(ready, end, plan.topic_id, &[(queue_id, queue_offset + 1)])?;
         self.appended.fetch_add(1, Ordering::Relaxed);
         let unsettled = Unsettled {
-            queue: queue.clone(),
-            last: last.clone(),
+            queue: queue_held,
+            last: last_held,
             queue_end: queue_offset + 1,
             round_robin: round_robin + i64::from(plan.turns),
             published,
@@ -2858,20 +3120,28 @@ impl AppendCore {
     /// topic's round-robin, the queue's end, change count and dirty file, the log's
     /// tail, `_seen`, the sequence followed.
     #[inline(never)] // named in profiles: the pen section (PERFORMANCE.md)
-    fn settle_single(
+    /// The queue's old end is handed back when it is the int of the append's queue
+    /// offset (the result gives that object, not a new one of the same value).
+    fn settle_single<'py>(
         &self,
-        py: Python<'_>,
-        state: &Bound<'_, PyAny>,
-        unsettled: Unsettled<'_>,
-    ) -> Step<()> {
+        py: Python<'py>,
+        state: &Bound<'py, PyAny>,
+        unsettled: Unsettled<'py>,
+    ) -> Step<Option<Bound<'py, PyAny>>> {
         if let Some(work) = unsettled.unfollowed {
-            self.settle_follow(py, work, false)?;
+            self.settle_follow(py, *work, false)?;
         }
-        self.slots
-            .round_robin
-            .set(state, unsettled.round_robin.into_pyobject(py)?.into_any());
-        self.moved_queue(py, &unsettled.queue, &unsettled.last, unsettled.queue_end)?;
-        self.published_here(py, &unsettled.published)
+        let round_robin = &self.slots.round_robin;
+        if !u64::try_from(unsettled.round_robin)
+            .is_ok_and(|turn| round_robin.renew_int(state, turn))
+        {
+            round_robin.set(state, new_int(py, unsettled.round_robin)?);
+        }
+        let old_end =
+            self.moved_queue(py, &unsettled.queue, &unsettled.last, unsettled.queue_end)?;
+        self.published_here(py, &unsettled.published)?;
+        let queue_offset = unsettled.queue_end as i64 - 1;
+        Ok(old_end.filter(|old| super::int_value(old) == Some(queue_offset)))
     }
 
     /// The time marks of the queue offsets in `offsets` that the index marks (every
@@ -2982,12 +3252,63 @@ impl AppendCore {
         queue: &Bound<'_, PyAny>,
         last: &Bound<'_, PyAny>,
     ) -> Step<i32> {
-        let key = queue.as_ptr() as usize;
         let mut tails = self.tails.lock().map_err(|_| Stop::Declined)?;
-        if let Some(kept) = tails.get(&key) {
-            if kept.file.bind(py).is(last) {
-                return Ok(kept.fd.as_raw_fd());
+        Ok(self.tail_of(py, &mut tails, queue, last)?.fd.as_raw_fd())
+    }
+
+    /// A single append's entry (`data`, at `slot` of the last file `last` of `queue`)
+    /// stored as `store_entries` stores it with no fault plan installed
+    /// (`store_entries_direct`), with the file found (or opened) under the same hold of
+    /// `tails` (`queue_file_fd`'s): `begin` runs between, once the file is there.
+    /// Declined (before `begin`) as `queue_file_fd`; the store's own failure inside.
+    fn store_entry_direct(
+        &self,
+        py: Python<'_>,
+        (queue, last): (&Bound<'_, PyAny>, &Bound<'_, PyAny>),
+        data: &[u8],
+        slot: u64,
+        begin: impl FnOnce(),
+    ) -> Step<PyResult<()>> {
+        let at = slot * ENTRY_SIZE as u64;
+        let mut tails = self.tails.lock().map_err(|_| Stop::Declined)?;
+        let tail = self.tail_of(py, &mut tails, queue, last)?;
+        let fd = tail.fd.as_raw_fd();
+        begin();
+        if let (Some(window), Ok(at)) = (tail.window.as_mut(), usize::try_from(at)) {
+            match window.store(fd, data, at) {
+                Ok(reserved) => {
+                    if reserved {
+                        self.reserved.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Ok(Ok(()));
+                }
+                Err(NotStored::Failed(error)) => {
+                    return Ok(Err(PyOSError::new_err((
+                        error.raw_os_error().unwrap_or(libc::EIO),
+                        error.to_string(),
+                    ))));
+                }
+                Err(NotStored::Unmapped) => tail.window = None,
             }
+        }
+        Ok(Self::write_at(fd, data, at))
+    }
+
+    /// The kept last file of `queue` when it is `last`, else `last` opened and kept in
+    /// its place (`tails` emptied first when full).
+    fn tail_of<'t>(
+        &self,
+        py: Python<'_>,
+        tails: &'t mut ByAddress<Tail>,
+        queue: &Bound<'_, PyAny>,
+        last: &Bound<'_, PyAny>,
+    ) -> Step<&'t mut Tail> {
+        let key = queue.as_ptr() as usize;
+        if tails
+            .get(&key)
+            .is_some_and(|kept| kept.file.bind(py).is(last))
+        {
+            return tails.get_mut(&key).ok_or(Stop::Declined);
         }
         let path: String = last.getattr(intern!(py, "_path"))?.extract()?;
         let Ok(file) = std::fs::OpenOptions::new()
@@ -3014,7 +3335,8 @@ impl AppendCore {
                 window,
             },
         );
-        Ok(raw)
+        debug_assert_eq!(tails.get(&key).map(|t| t.fd.as_raw_fd()), Some(raw));
+        tails.get_mut(&key).ok_or(Stop::Declined)
     }
 }
 

@@ -6,7 +6,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyList, PySet, PyString, PyTuple, PyType};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 mod append_core;
@@ -271,8 +271,12 @@ pub(crate) fn append_in_room(list: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -
 /// of 4 bytes (`sys.int_info`), an int's digits right after its `PyVarObject` header, and
 /// ints freed by `PyObject_Free` (`object_dealloc`, as 3.11's ints are). Looked at once
 /// in an int `PyLong_FromUnsignedLongLong` made.
+#[inline]
 fn ints_by_hand(py: Python<'_>) -> bool {
     static LOOKED: AtomicU8 = AtomicU8::new(0);
+    if LOOKED.load(Ordering::Relaxed) == 1 {
+        return true; // the answer once looked at, without `looked_once`'s call
+    }
     looked_once(&LOOKED, || {
         // SAFETY: the GIL is held; on CPython 3.11 an int is a `PyVarObject` followed by its
         // digits, read here only within the size the int says it has (checked first).
@@ -339,6 +343,129 @@ pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
         }
         Ok(Bound::from_owned_ptr(py, block.cast()))
     }
+}
+
+/// The value of `object` read at its place when it is an int (exactly) of at most two
+/// 30-bit digits on CPython 3.11 (`ints_by_hand`): what `PyLong_AsLong` answers for it,
+/// without its call, its type check through the flags and its loop over the digits (a
+/// queue's end, a file's first index: ~45 instructions a read that way). None for
+/// anything else (a subclass, a larger int): the caller extracts it as before.
+#[inline]
+pub(crate) fn int_value(object: &Bound<'_, PyAny>) -> Option<i64> {
+    // SAFETY: the GIL is held and `object` is live.
+    unsafe { int_value_at(object.py(), object.as_ptr()) }
+}
+
+/// `int_value` of the object at `ptr`, without a reference taken (a slot's value).
+///
+/// # Safety
+/// The GIL is held and `ptr` is a live object (held by someone for the call).
+#[inline(always)]
+pub(crate) unsafe fn int_value_at(py: Python<'_>, ptr: *mut ffi::PyObject) -> Option<i64> {
+    const SHIFT: u32 = 30;
+    // The object's type is one word of its header.
+    if ffi::Py_TYPE(ptr) != std::ptr::addr_of_mut!(ffi::PyLong_Type) || !ints_by_hand(py) {
+        return None;
+    }
+    // An int on CPython 3.11 laid out as `ints_by_hand` found: a `PyVarObject` whose size
+    // is its count of digits (negative: the sign), the digits after it; only digits within
+    // that count are read.
+    let var = ptr.cast::<ffi::PyVarObject>();
+    let size = (*var).ob_size;
+    let digits = var.add(1).cast::<u32>();
+    let magnitude = match size.unsigned_abs() {
+        0 => 0,
+        1 => i64::from(*digits),
+        2 => i64::from(*digits) | (i64::from(*digits.add(1)) << SHIFT),
+        _ => return None,
+    };
+    Some(if size < 0 { -magnitude } else { magnitude })
+}
+
+/// Give the int at `ptr`, which its one holder (a slot, a tuple's item) alone refers
+/// to, the value `value` in place of making a new one and letting the old go (a queue's
+/// change count, a topic's round-robin: ~90 instructions each a single append): true
+/// when done. Done only for an int laid out as `ints_by_hand` found, of exactly one
+/// reference (no one else can see it change, as CPython refills a tuple no one else
+/// holds), past the shared small ints, whose count of digits `value` keeps (no
+/// reallocation; the highest digit stays non-zero).
+///
+/// # Safety
+/// The GIL is held, `ptr` is a live object, and the caller's holder is its one reference
+/// (the count is checked to be 1 here, so no other holder, borrowed ones aside: the
+/// caller runs no code that holds one across this).
+pub(crate) unsafe fn renew_int_at(py: Python<'_>, ptr: *mut ffi::PyObject, value: u64) -> bool {
+    const SHIFT: u32 = 30;
+    const MASK: u64 = (1 << SHIFT) - 1;
+    if value <= 256
+        || value >= 1 << (2 * SHIFT)
+        || ffi::Py_TYPE(ptr) != std::ptr::addr_of_mut!(ffi::PyLong_Type)
+        || ffi::Py_REFCNT(ptr) != 1
+        || !ints_by_hand(py)
+    {
+        return false;
+    }
+    let var = ptr.cast::<ffi::PyVarObject>();
+    let digits: ffi::Py_ssize_t = if value >> SHIFT != 0 { 2 } else { 1 };
+    if (*var).ob_size != digits {
+        return false;
+    }
+    let out = var.add(1).cast::<u32>();
+    out.write((value & MASK) as u32);
+    if digits == 2 {
+        out.add(1).write((value >> SHIFT) as u32);
+    }
+    true
+}
+
+/// How many entries `set_add` looks at from an item's place in a set's table: the
+/// interpreter's own run of linear probes (`LINEAR_PROBES`) and the first.
+const SET_PROBES: usize = 10;
+
+/// `set.add(item)` for an item hashed by its address (its type's hash is `object`'s:
+/// no Python code runs for it), when it is most likely in the set already (a queue
+/// written again before the next flush): on CPython 3.11, whose `PySetObject` pyo3
+/// declares, the entries from the item's place in the set's table are looked at first,
+/// and an entry holding the item means it is a member: nothing to add, without
+/// `PySet_Add`'s call and search (~96 instructions a queue and its file, two a single
+/// append). Otherwise, and anywhere else, `PySet_Add`.
+pub(crate) fn set_add(set: &Bound<'_, PySet>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+    let (raw, key) = (set.as_ptr(), item.as_ptr());
+    // SAFETY: the GIL is held and `set` and `item` are live. The set is exactly a `set`
+    // on CPython 3.11 (its type's size checked to be the `PySetObject` read here); its
+    // table has `mask + 1` entries, and only entries below that are read. The item's
+    // hash is `object`'s (its type's `tp_hash` checked), computed here. An entry's key is only compared by address with the item (which the caller
+    // holds, so no other object has its address): an entry holding it is the item's.
+    unsafe {
+        let set_type = std::ptr::addr_of_mut!(ffi::PySet_Type);
+        if cpython_3_11(set.py())
+            && ffi::Py_TYPE(raw) == set_type
+            && (*set_type).tp_basicsize as usize == std::mem::size_of::<ffi::PySetObject>()
+            && (*ffi::Py_TYPE(key)).tp_hash.map(|f| f as usize)
+                == ffi::PyBaseObject_Type.tp_hash.map(|f| f as usize)
+        {
+            let object = raw.cast::<ffi::PySetObject>();
+            // `object`'s hash, `_Py_HashPointer`: the address turned right by 4 bits (-1
+            // made -2). Were it another, the item would not be found here: `PySet_Add`.
+            let hash = match (key as usize).rotate_right(4) {
+                usize::MAX => usize::MAX - 1,
+                hash => hash,
+            };
+            let mask = (*object).mask as usize;
+            let table = (*object).table;
+            let start = hash & mask;
+            for at in start..=(start + SET_PROBES - 1).min(mask) {
+                let entry = &*table.add(at);
+                if entry.key == key {
+                    return Ok(());
+                }
+                if entry.key.is_null() {
+                    break; // the end of its run: not in the set
+                }
+            }
+        }
+    }
+    set.add(item)
 }
 
 /// Where a bytes object's hash and data lie on CPython 3.11 (`PyBytesObject`: the
@@ -510,8 +637,12 @@ const GC_HEAD: usize = 2 * std::mem::size_of::<usize>();
 /// `new_id_string`, `new_dict` and records.rs write and `dict_version` reads. Looked at
 /// once without running Python code (the version string the interpreter was built with);
 /// a race between threads looks twice and stores the same answer.
+#[inline]
 fn cpython_3_11(py: Python<'_>) -> bool {
     static CPYTHON_3_11: AtomicU8 = AtomicU8::new(0);
+    if CPYTHON_3_11.load(Ordering::Relaxed) == 1 {
+        return true; // the answer once looked at, without `looked_once`'s call
+    }
     looked_once(&CPYTHON_3_11, || {
         let version = py.version_info();
         (version.major, version.minor) == (3, 11) && !Python::version_str().contains("PyPy")

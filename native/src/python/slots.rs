@@ -60,6 +60,50 @@ impl Slot {
         }
     }
 
+    /// The slot's value when it is an int `int_value` reads at its place, read without
+    /// a reference taken to it; None when unset or another object (the caller reads it
+    /// with `get`).
+    #[inline]
+    pub(crate) fn int_value(self, object: &Bound<'_, PyAny>) -> Option<i64> {
+        // SAFETY: see `place`; the GIL is held, and the value (when set) is held by the
+        // object, which the caller holds, for the read.
+        unsafe {
+            let item = *self.place(object);
+            if item.is_null() {
+                return None;
+            }
+            super::int_value_at(object.py(), item)
+        }
+    }
+
+    /// Give the slot the int `value` by renewing the int it holds in place when the
+    /// slot is its one holder (`renew_int_at`): true when done (else the caller sets a
+    /// new one).
+    #[inline]
+    pub(crate) fn renew_int(self, object: &Bound<'_, PyAny>, value: u64) -> bool {
+        // SAFETY: see `place`; the GIL is held, the value (when set) is live, held by the
+        // object, which the caller holds; `renew_int_at` checks that it is its only one.
+        unsafe {
+            let item = *self.place(object);
+            !item.is_null() && super::renew_int_at(object.py(), item, value)
+        }
+    }
+
+    /// Store `value` in the slot, as `object.name = value`, and hand back the old value
+    /// (None when unset) instead of letting it go: the caller may use it again.
+    pub(crate) fn replace<'py>(
+        self,
+        object: &Bound<'py, PyAny>,
+        value: Bound<'py, PyAny>,
+    ) -> Option<Bound<'py, PyAny>> {
+        // SAFETY: see `place`; the slot owns one reference to its value: the new one is
+        // handed over, the old one (NULL when unset) handed to the caller.
+        unsafe {
+            let old = std::ptr::replace(self.place(object), value.into_ptr());
+            Bound::from_owned_ptr_or_opt(object.py(), old)
+        }
+    }
+
     /// Store `value` in the slot (the old value let go), as `object.name = value`.
     pub(crate) fn set(self, object: &Bound<'_, PyAny>, value: Bound<'_, PyAny>) {
         // SAFETY: see `place`; the slot owns one reference to its value: the new one is

@@ -352,7 +352,12 @@ impl AppendCore {
             return Ok(());
         }
         let ring_object = ring_seq.into_pyobject(py)?.into_any();
-        if !self.renew_snapshot(py, &seen, (&tail_object, tail), (&ring_object, ring_seq)) {
+        if !self.renew_snapshot(
+            py,
+            &seen,
+            (&tail_object, tail),
+            (Some(&ring_object), ring_seq),
+        ) {
             let snapshot = new_record(
                 py,
                 self.snapshot_type.bind(py),
