@@ -7,6 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple, PyType};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 mod append_core;
@@ -186,6 +187,18 @@ pub(crate) fn empty_list(py: Python<'_>) -> Bound<'_, PyList> {
     unsafe {
         let tp = std::ptr::addr_of_mut!(ffi::PyList_Type);
         if uncounted_alloc(py, tp) {
+            let kept = records::take_object(records::Kind::List);
+            if !kept.is_null() {
+                // As `alloc_uncounted` makes it: an untracked header, no items.
+                std::ptr::write_bytes(kept, 0, GC_HEAD);
+                let object = kept.add(GC_HEAD).cast::<ffi::PyObject>();
+                init_header(object, tp, Some(0));
+                let list = object.cast::<ffi::PyListObject>();
+                (*list).ob_item = std::ptr::null_mut();
+                (*list).allocated = 0;
+                return Bound::from_owned_ptr(py, object).cast_into_unchecked();
+            }
+            records::keep_from_now(records::Kind::List, 0);
             let object = alloc_uncounted(tp, 0);
             if !object.is_null() {
                 return Bound::from_owned_ptr(py, object).cast_into_unchecked();
@@ -288,13 +301,19 @@ fn ints_by_hand(py: Python<'_>) -> bool {
                     Some(int) => {
                         let var = int.as_ptr().cast::<ffi::PyVarObject>();
                         let digits = var.add(1).cast::<u32>();
-                        (*tp).tp_itemsize == 4
+                        let by_hand = (*tp).tp_itemsize == 4
                             && (*tp).tp_basicsize as usize
                                 == std::mem::size_of::<ffi::PyVarObject>()
                             && (*tp).tp_free.map(|f| f as usize)
                                 == Some(ffi::PyObject_Free as *const () as usize)
                             && (*var).ob_size == 3
-                            && (*digits, *digits.add(1), *digits.add(2)) == (7, 5, 4)
+                            && (*digits, *digits.add(1), *digits.add(2)) == (7, 5, 4);
+                        if by_hand {
+                            records::keep_from_now(records::Kind::Int1, 0);
+                            records::keep_from_now(records::Kind::Int2, 0);
+                            records::keep_from_now(records::Kind::Int3, 0);
+                        }
+                        by_hand
                     }
                 }
             }
@@ -322,7 +341,15 @@ pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
     // written, the highest not 0 (as CPython requires of an int's digits).
     unsafe {
         let header = std::mem::size_of::<ffi::PyVarObject>();
-        let block = ffi::PyObject_Malloc(header + 4 * digits).cast::<ffi::PyVarObject>();
+        let kind = [
+            records::Kind::Int1,
+            records::Kind::Int2,
+            records::Kind::Int3,
+        ][digits - 1];
+        let mut block = records::take_object(kind).cast::<ffi::PyVarObject>();
+        if block.is_null() {
+            block = ffi::PyObject_Malloc(header + 4 * digits).cast::<ffi::PyVarObject>();
+        }
         if block.is_null() {
             return Err(pyo3::exceptions::PyMemoryError::new_err(()));
         }
@@ -371,10 +398,14 @@ fn bytes_by_hand(py: Python<'_>) -> bool {
                         }
                         Some(made) => {
                             let at = made.as_ptr().cast::<u8>();
-                            ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>()
+                            let by_hand = ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>()
                                 == at.add(BYTES_DATA_AT)
                                 && *at.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>() == -1
-                                && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0"
+                                && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0";
+                            if by_hand {
+                                records::keep_bodies_from_now();
+                            }
+                            by_hand
                         }
                     }
             }
@@ -393,7 +424,11 @@ pub(crate) fn bytes_of<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyAny> {
     // the data's place, the data and the NUL from the allocator bytes are freed to, its
     // header written as `PyObject_InitVar` writes it for a static type, no hash (-1).
     unsafe {
-        let block = ffi::PyObject_Malloc(BYTES_DATA_AT + data.len() + 1).cast::<u8>();
+        let size = BYTES_DATA_AT + data.len() + 1;
+        let mut block = records::take_body(size);
+        if block.is_null() {
+            block = ffi::PyObject_Malloc(size).cast::<u8>();
+        }
         if block.is_null() {
             let _ = PyErr::fetch(py);
             return pyo3::types::PyBytes::new(py, data).into_any(); // says so, or makes it
@@ -462,6 +497,10 @@ fn empty_dict(py: Python<'_>) -> Option<EmptyDict> {
         }
     };
     let found = look();
+    if let Some((keys, _)) = found {
+        // SAFETY: the GIL is held; `new_dict` lays empty dicts out on this table.
+        unsafe { records::keep_from_now(records::Kind::Dict, keys) };
+    }
     let _ = LOOKED.set(found); // a reentrant look may have set the same answer first
     found.map(|(keys, version)| EmptyDict { keys, version })
 }
@@ -483,7 +522,16 @@ pub(crate) fn new_dict(py: Python<'_>) -> Bound<'_, pyo3::types::PyDict> {
         // raised for the reference it now holds, which `dict_dealloc` lets go.
         unsafe {
             let tp = std::ptr::addr_of_mut!(ffi::PyDict_Type);
-            let object = alloc_uncounted(tp, 0);
+            let kept = records::take_object(records::Kind::Dict);
+            let object = if kept.is_null() {
+                alloc_uncounted(tp, 0)
+            } else {
+                // As `alloc_uncounted` leaves it but for the fields written below.
+                std::ptr::write_bytes(kept, 0, GC_HEAD);
+                let object = kept.add(GC_HEAD).cast::<ffi::PyObject>();
+                init_header(object, tp, None);
+                object
+            };
             if !object.is_null() {
                 let dict = object.cast::<ffi::PyDictObject>();
                 let keys = keys as *mut ffi::PyDictKeysObject;
@@ -660,6 +708,9 @@ pub(crate) fn check_record_type(cls: &Bound<'_, PyType>) -> PyResult<()> {
     Ok(())
 }
 
+/// The characters of a message id (the store's 8 hex digits and the offset's 16).
+const ID_CHARS: usize = 24;
+
 /// The store's part of its message ids: 8 hex digits.
 pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
     prefix
@@ -714,7 +765,6 @@ pub(crate) fn message_id<'py>(
 /// # Safety
 /// The GIL is held.
 unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
-    const ID_CHARS: usize = 24;
     static STATE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     let header = std::mem::size_of::<ffi::PyASCIIObject>();
     let state = *STATE.get_or_init(|| {
@@ -733,6 +783,9 @@ unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
                 && ffi::PyUnicode_GET_LENGTH(made) == ID_CHARS as ffi::Py_ssize_t;
             let state = (*made.cast::<ffi::PyASCIIObject>()).state;
             ffi::Py_DECREF(made);
+            if laid_out {
+                records::keep_from_now(records::Kind::Id, state as usize);
+            }
             laid_out.then_some(state)
         }
     });
@@ -740,7 +793,10 @@ unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
         return ffi::PyUnicode_New(ID_CHARS as ffi::Py_ssize_t, 127);
     };
     let size = header + ID_CHARS + 1;
-    let memory = ffi::PyObject_Malloc(size);
+    let mut memory = records::take_object(records::Kind::Id).cast::<c_void>();
+    if memory.is_null() {
+        memory = ffi::PyObject_Malloc(size);
+    }
     if memory.is_null() {
         return ffi::PyErr_NoMemory();
     }
