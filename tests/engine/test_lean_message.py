@@ -263,3 +263,13 @@ def test_bodies_of_every_size_read_back_whole_after_others_were_let_go(store):
                 for m, w in zip(got, want, strict=True)
             )
             del got
+
+
+def test_small_offsets_are_the_interpreter_s_shared_ints(store):
+    _queue_of(store, 0, 300)
+    messages = store.read("t", 0, 250, 20)
+    assert [m.queue_offset for m in messages] == list(range(250, 270))
+    for m in messages:
+        assert type(m.queue_offset) is int
+        if m.queue_offset <= 256:
+            assert m.queue_offset is int(str(m.queue_offset))  # the one CPython hands out

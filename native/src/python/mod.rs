@@ -284,9 +284,20 @@ pub(crate) fn append_in_room(list: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -
 /// of 4 bytes (`sys.int_info`), an int's digits right after its `PyVarObject` header, and
 /// ints freed by `PyObject_Free` (`object_dealloc`, as 3.11's ints are). Looked at once
 /// in an int `PyLong_FromUnsignedLongLong` made.
+#[inline]
 fn ints_by_hand(py: Python<'_>) -> bool {
-    static LOOKED: AtomicU8 = AtomicU8::new(0);
-    looked_once(&LOOKED, || {
+    match INTS_BY_HAND.load(Ordering::Relaxed) {
+        0 => ints_by_hand_looked(py),
+        answer => answer == 1,
+    }
+}
+
+/// `ints_by_hand`'s answer (0 not looked at yet, 1 yes, 2 no).
+static INTS_BY_HAND: AtomicU8 = AtomicU8::new(0);
+
+#[inline(never)]
+fn ints_by_hand_looked(py: Python<'_>) -> bool {
+    looked_once(&INTS_BY_HAND, || {
         // SAFETY: the GIL is held; on CPython 3.11 an int is a `PyVarObject` followed by its
         // digits, read here only within the size the int says it has (checked first).
         cpython_3_11(py)
@@ -325,11 +336,14 @@ fn ints_by_hand(py: Python<'_>) -> bool {
 /// one allocation, the header and one to three 30-bit digits written, without its count
 /// of the digits by a loop and `_PyLong_New`'s checks and `PyObject_InitVar` call (a time
 /// in milliseconds, always two digits: ~127 instructions `PyLong_FromLong`'s way).
-#[inline]
+#[inline(always)]
 pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
     const SHIFT: u32 = 30;
     const MASK: u64 = (1 << SHIFT) - 1;
-    if value <= 256 || !ints_by_hand(py) {
+    if value <= 256 {
+        return Ok(small_int(py, value as usize));
+    }
+    if !ints_by_hand(py) {
         return Ok(value.into_pyobject(py)?.into_any());
     }
     let (middle, top) = (value >> SHIFT, value >> (2 * SHIFT));
@@ -365,6 +379,56 @@ pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
             out.add(2).write(top as u32);
         }
         Ok(Bound::from_owned_ptr(py, block.cast()))
+    }
+}
+
+/// The interpreter's shared int `value` (at most 256), as `PyLong_FromUnsignedLongLong`
+/// hands it out: from the table of them (`SMALL_INTS`) once it is found laid out as one,
+/// else from that function.
+#[inline]
+fn small_int(py: Python<'_>, value: usize) -> Bound<'_, PyAny> {
+    let base = SMALL_INTS.load(Ordering::Relaxed);
+    if base > 1 {
+        // SAFETY: `small_ints_looked` found the interpreter's ints 0 to 256 at `base` +
+        // `value` × `SMALL_INT_STRIDE` (each the object that function returns); they live
+        // as long as the interpreter. One more reference is taken, as it takes one.
+        unsafe {
+            let object = (base + value * SMALL_INT_STRIDE) as *mut ffi::PyObject;
+            ffi::Py_INCREF(object);
+            return Bound::from_owned_ptr(py, object);
+        }
+    }
+    small_int_looked(py, value)
+}
+
+/// The place of the interpreter's int 0, ints 1 to 256 following it `SMALL_INT_STRIDE`
+/// bytes apart (CPython 3.11's `_PyLong_SMALL_INTS`); 0 not looked at yet, 1 not so.
+static SMALL_INTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const SMALL_INT_STRIDE: usize = 32;
+
+#[inline(never)]
+fn small_int_looked(py: Python<'_>, value: usize) -> Bound<'_, PyAny> {
+    if SMALL_INTS.load(Ordering::Relaxed) == 0 {
+        // Each of the 257 ints asked for once and compared with its place in the table;
+        // a race between threads looks twice and stores the same answer.
+        let made: Vec<Bound<'_, PyAny>> = (0..=256u64)
+            .map(|i| match i.into_pyobject(py) {
+                Ok(int) => int.into_any(),
+                Err(never) => match never {},
+            })
+            .collect();
+        let base = made.first().map_or(0, |zero| zero.as_ptr() as usize);
+        let laid_out = cpython_3_11(py)
+            && made.len() == 257
+            && made
+                .iter()
+                .enumerate()
+                .all(|(i, int)| int.as_ptr() as usize == base + i * SMALL_INT_STRIDE);
+        SMALL_INTS.store(if laid_out { base } else { 1 }, Ordering::Relaxed);
+    }
+    match (value as u64).into_pyobject(py) {
+        Ok(int) => int.into_any(),
+        Err(never) => match never {},
     }
 }
 
