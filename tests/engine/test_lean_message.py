@@ -273,3 +273,20 @@ def test_small_offsets_are_the_interpreter_s_shared_ints(store):
         assert type(m.queue_offset) is int
         if m.queue_offset <= 256:
             assert m.queue_offset is int(str(m.queue_offset))  # the one CPython hands out
+
+
+def test_a_long_chain_of_read_messages_through_their_keys_lists_is_let_go(store):
+    # Each message held by the keys list of the one read after it: freeing the last frees
+    # them all, one inside another, which must not run out of stack.
+    _queue_of(store, 0, 500)
+    witness = _Marker()
+    chain = [witness]
+    for _ in range(400):
+        for message in store.read("t", 0, 0, 500):
+            message.keys.append(chain)
+            chain = message
+    gone = weakref.ref(witness)
+    del witness, message
+    del chain
+    assert gone() is None
+    assert [m.keys for m in store.read("t", 0, 0, 3)] == [[], [], []]

@@ -864,15 +864,17 @@ unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
     if memory.is_null() {
         return ffi::PyErr_NoMemory();
     }
-    // Zeroed: the header's other fields (3.11's `wstr`: none) and the NUL; then the
-    // object's reference and type, its length, no hash yet, and its state (not
-    // interned, one byte a character, compact, ASCII, ready).
-    std::ptr::write_bytes(memory.cast::<u8>(), 0, size);
+    // The object's reference and type, its length, no hash yet, its state (not
+    // interned, one byte a character, compact, ASCII, ready), no wide copy (3.11's
+    // `wstr`), and the NUL after the characters (which the caller writes); the state
+    // word's padding is never read.
     let object = memory.cast::<ffi::PyObject>();
     init_header(object, std::ptr::addr_of_mut!(ffi::PyUnicode_Type), None);
     let ascii = object.cast::<ffi::PyASCIIObject>();
     (*ascii).length = ID_CHARS as ffi::Py_ssize_t;
     (*ascii).hash = -1;
     (*ascii).state = state;
+    (*ascii).wstr = std::ptr::null_mut();
+    *memory.cast::<u8>().add(size - 1) = 0;
     object
 }

@@ -213,21 +213,30 @@ unsafe extern "C" fn record_dealloc(object: *mut ffi::PyObject) {
     // not by Python (tracked, counted, and to be counted off by `tp_free`).
     // (`_PyObject_GC_IS_TRACKED`: the header's first word, `_gc_next`, is 0 untracked.)
     let made_here = *object.cast::<u8>().sub(GC_HEAD).cast::<usize>() == 0;
+    // A record made here is never tracked (unless a finalizer below tracks it).
+    let mut tracked = !made_here;
     if own && (*tp).tp_finalize.is_some() {
         // A `__del__` given to the class after its adoption: as `subtype_dealloc`.
         if ffi::PyObject_GC_IsTracked(object) == 0 {
             ffi::PyObject_GC_Track(object.cast());
         }
+        tracked = true;
         if ffi::PyObject_CallFinalizerFromDealloc(object) < 0 {
             return; // resurrected
         }
     }
-    ffi::PyObject_GC_UnTrack(object.cast());
+    if tracked {
+        ffi::PyObject_GC_UnTrack(object.cast());
+    }
     let mut thread = std::ptr::null_mut();
-    if own {
+    if own && !made_here {
         // `Py_TRASHCAN_BEGIN`: past a depth of nested deallocations, the object is kept
         // on the trashcan's list and freed (by this function again) once they unwind.
-        // A subclass's object is in `subtype_dealloc`'s trashcan already.
+        // A subclass's object is in `subtype_dealloc`'s trashcan already. A record made
+        // here nests no record of its own: its items are the ones its maker made (ints,
+        // strings, bytes, shared objects) and lists and dicts, whose deallocators count
+        // themselves in the trashcan, so a chain of them through records a caller built
+        // is counted at every other step.
         let Some(trash) = trashcan() else {
             return; // unreachable: adoption found it
         };
