@@ -302,15 +302,15 @@ const KEPT_BODY_BYTES: usize = 1 << 20;
 /// layout it checked then): until then nothing of that kind is kept.
 struct Pools {
     heads: [*mut u8; KINDS],
+    /// How many are kept of each kind; `KEPT_OBJECTS` (full) until the kind is kept.
     counts: [u32; KINDS],
-    on: [bool; KINDS],
-    bodies_on: bool,
     /// A message id's state word (`new_id_string`'s).
     id_state: u32,
     /// The interpreter's shared empty keys table (`new_dict`'s).
     empty_keys: usize,
     bodies: [*mut u8; KEPT_BODY_BLOCK + 1],
     body_counts: [u32; KEPT_BODY_BLOCK + 1],
+    /// The bytes kept in bodies; `KEPT_BODY_BYTES` (full) until bodies are kept.
     body_bytes: usize,
 }
 
@@ -323,14 +323,12 @@ unsafe impl Sync for PoolsHeld {}
 
 static POOLS: PoolsHeld = PoolsHeld(UnsafeCell::new(Pools {
     heads: [std::ptr::null_mut(); KINDS],
-    counts: [0; KINDS],
-    on: [false; KINDS],
-    bodies_on: false,
+    counts: [KEPT_OBJECTS; KINDS],
     id_state: 0,
     empty_keys: 0,
     bodies: [std::ptr::null_mut(); KEPT_BODY_BLOCK + 1],
     body_counts: [0; KEPT_BODY_BLOCK + 1],
-    body_bytes: 0,
+    body_bytes: KEPT_BODY_BYTES,
 }));
 
 /// Let freed items of `kind` be kept from now on: its maker lays it out by hand (on the
@@ -347,7 +345,9 @@ pub(crate) unsafe fn keep_from_now(kind: Kind, facts: usize) {
         Kind::Dict => pools.empty_keys = facts,
         _ => {}
     }
-    pools.on[kind as usize] = true;
+    if pools.heads[kind as usize].is_null() && pools.counts[kind as usize] == KEPT_OBJECTS {
+        pools.counts[kind as usize] = 0;
+    }
 }
 
 /// Let freed bodies be kept from now on (`bytes_of` lays them out by hand).
@@ -355,7 +355,10 @@ pub(crate) unsafe fn keep_from_now(kind: Kind, facts: usize) {
 /// # Safety
 /// The GIL is held and bytes are laid out as `bytes_of` found.
 pub(crate) unsafe fn keep_bodies_from_now() {
-    (*POOLS.0.get()).bodies_on = true;
+    let pools = &mut *POOLS.0.get();
+    if pools.body_bytes == KEPT_BODY_BYTES && pools.body_counts.iter().all(|&n| n == 0) {
+        pools.body_bytes = 0;
+    }
 }
 
 /// A kept block of `kind` (its object's memory; a GC object's block starts at its
@@ -437,8 +440,7 @@ unsafe fn keep_item(item: *mut ffi::PyObject) -> bool {
         (Kind::Id, item.cast::<u8>())
     } else if tp == std::ptr::addr_of_mut!(ffi::PyBytes_Type) {
         let size = super::BYTES_DATA_AT + ffi::Py_SIZE(item) as usize + 1;
-        if !pools.bodies_on
-            || ffi::Py_SIZE(item) < 1
+        if ffi::Py_SIZE(item) < 1
             || size > KEPT_BODY_BLOCK
             || pools.body_counts[size] >= KEPT_OBJECTS
             || pools.body_bytes + size > KEPT_BODY_BYTES
@@ -469,7 +471,7 @@ unsafe fn keep_item(item: *mut ffi::PyObject) -> bool {
         {
             return false;
         }
-        if !pools.on[Kind::Dict as usize] || pools.counts[Kind::Dict as usize] >= KEPT_OBJECTS {
+        if pools.counts[Kind::Dict as usize] >= KEPT_OBJECTS {
             return false;
         }
         // `dictkeys_decref` of the shared table (never its last reference).
@@ -479,7 +481,7 @@ unsafe fn keep_item(item: *mut ffi::PyObject) -> bool {
         return false;
     };
     let k = kind as usize;
-    if !pools.on[k] || pools.counts[k] >= KEPT_OBJECTS {
+    if pools.counts[k] >= KEPT_OBJECTS {
         return false;
     }
     *block.cast::<*mut u8>() = pools.heads[k];
