@@ -27,7 +27,7 @@
 //! are freed into `Pools` in the same way (`keep_item`), which those makers take from
 //! first (`take_object`, `take_body`): a check read's ten messages made and freed cost
 //! six allocations and six deallocations each through the interpreter's allocator
-//! (~470 instructions a message, docs/PERFORMANCE.md, check33-s56).
+//! (~490 instructions a message, docs/PERFORMANCE.md, check33-s56).
 //!
 //! A class derived from an adopted type in Python keeps `subtype_dealloc`, which does its
 //! own part (its dict, its finalizer, its weak references) and then calls the nearest
