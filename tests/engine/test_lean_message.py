@@ -166,3 +166,127 @@ def test_a_read_s_list_of_messages_is_a_tracked_list(store):
 
 class _Marker:
     pass
+
+
+# A message let go gives its objects' memory (its id, offsets, time, body, empty keys list
+# and properties dict, when it alone held them) to the next messages made: what a caller
+# still holds, or has changed, is left to Python.
+
+
+def _queue_of(store, queue, count, size=50):
+    store.append_batch(
+        "t", [{"body": bytes([65 + i % 26]) * size, "queue": queue} for i in range(count)]
+    )
+
+
+def _traced_while(work):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        held = work()
+        return held, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_messages_let_go_give_their_memory_to_the_next_read_s(store):
+    _queue_of(store, 0, 40)
+    del store.read("t", 0, 0, 10)[:]  # the queue warmed
+    store.read("t", 0, 10, 10)  # made and let go
+    held, grown = _traced_while(lambda: store.read("t", 0, 20, 10))
+    assert [m.body for m in held] == [bytes([65 + i % 26]) * 50 for i in range(20, 30)]
+    # The list and its room; ten messages' own objects took ~3.5 KB from the allocator.
+    assert grown < 1000
+
+
+def test_objects_a_caller_still_holds_outlive_the_message(store):
+    _queue_of(store, 0, 30)
+    messages = store.read("t", 0, 0, 10)
+    kept = [
+        (m.message_id, m.commit_offset, m.store_time_ms, m.body, m.keys, m.properties)
+        for m in messages
+    ]
+    expected = [(i, c, t, b, list(k), dict(p)) for i, c, t, b, k, p in kept]
+    del messages
+    for _ in range(3):
+        assert len(store.read("t", 0, 10, 10)) == 10  # made and let go on the freed memory
+    assert [(i, c, t, b, list(k), dict(p)) for i, c, t, b, k, p in kept] == expected
+    assert all(
+        type(c) is int and type(b) is bytes and type(k) is list and type(p) is dict
+        for _, c, _, b, k, p in kept
+    )
+    kept[0][4].append("k")
+    kept[0][5]["a"] = "1"
+    assert store.read("t", 0, 0, 1)[0].keys == [] and store.read("t", 0, 0, 1)[0].properties == {}
+
+
+def test_an_interned_id_and_changed_lists_and_dicts_are_freed_as_python_frees_them(store):
+    _queue_of(store, 0, 30)
+    messages = store.read("t", 0, 0, 10)
+    texts = [str(m.message_id) for m in messages]
+    interned = sys.intern(messages[0].message_id)  # held by the interpreter's table too
+    del interned
+    messages[1].keys.extend(["a", "b"])
+    messages[1].keys.clear()  # empty again, its item array freed
+    messages[2].properties.update(a="1", b="2")
+    messages[2].properties.clear()  # empty again, on the shared empty table
+    messages[3].properties["x"] = "y"
+    messages[4].properties["loop"] = [messages[4]]  # tracked from now on
+    messages[4].keys.append(messages[4])
+    del messages
+    gc.collect()
+    for _ in range(3):
+        again = store.read("t", 0, 0, 10)
+        assert [m.message_id for m in again] == texts
+        assert all(m.keys == [] and m.properties == {} for m in again)
+        again[0].properties["n"] = "1"
+        again[0].keys.append("n")
+        del again
+    assert sys.intern("".join(texts[0])) == texts[0]
+    gc.collect()
+
+
+def test_bodies_of_every_size_read_back_whole_after_others_were_let_go(store):
+    sizes = list(range(1, 300)) + [600, 1000]
+    store.append_batch(
+        "t", [{"body": bytes([i % 251]) * size, "queue": 1} for i, size in enumerate(sizes)]
+    )
+    for _round in range(3):
+        for first in range(0, len(sizes), 7):
+            got = store.read("t", 1, first, 7)
+            want = [bytes([i % 251]) * sizes[i] for i in range(first, min(first + 7, len(sizes)))]
+            assert [m.body for m in got] == want
+            assert all(
+                len(m.body) == len(w) and m.body[-1:] == w[-1:]
+                for m, w in zip(got, want, strict=True)
+            )
+            del got
+
+
+def test_small_offsets_are_the_interpreter_s_shared_ints(store):
+    _queue_of(store, 0, 300)
+    messages = store.read("t", 0, 250, 20)
+    assert [m.queue_offset for m in messages] == list(range(250, 270))
+    for m in messages:
+        assert type(m.queue_offset) is int
+        if m.queue_offset <= 256:
+            assert m.queue_offset is int(str(m.queue_offset))  # the one CPython hands out
+
+
+def test_a_long_chain_of_read_messages_through_their_keys_lists_is_let_go(store):
+    # Each message held by the keys list of the one read after it: freeing the last frees
+    # them all, one inside another, which must not run out of stack.
+    _queue_of(store, 0, 500)
+    witness = _Marker()
+    chain = [witness]
+    for _ in range(400):
+        for message in store.read("t", 0, 0, 500):
+            message.keys.append(chain)
+            chain = message
+    gone = weakref.ref(witness)
+    del witness, message
+    del chain
+    assert gone() is None
+    assert [m.keys for m in store.read("t", 0, 0, 3)] == [[], [], []]

@@ -7,6 +7,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PySet, PyString, PyTuple, PyType};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 mod append_core;
@@ -186,6 +187,18 @@ pub(crate) fn empty_list(py: Python<'_>) -> Bound<'_, PyList> {
     unsafe {
         let tp = std::ptr::addr_of_mut!(ffi::PyList_Type);
         if uncounted_alloc(py, tp) {
+            let kept = records::take_object(records::Kind::List);
+            if !kept.is_null() {
+                // As `alloc_uncounted` makes it: an untracked header, no items.
+                std::ptr::write_bytes(kept, 0, GC_HEAD);
+                let object = kept.add(GC_HEAD).cast::<ffi::PyObject>();
+                init_header(object, tp, Some(0));
+                let list = object.cast::<ffi::PyListObject>();
+                (*list).ob_item = std::ptr::null_mut();
+                (*list).allocated = 0;
+                return Bound::from_owned_ptr(py, object).cast_into_unchecked();
+            }
+            records::keep_from_now(records::Kind::List, 0);
             let object = alloc_uncounted(tp, 0);
             if !object.is_null() {
                 return Bound::from_owned_ptr(py, object).cast_into_unchecked();
@@ -273,11 +286,18 @@ pub(crate) fn append_in_room(list: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -
 /// in an int `PyLong_FromUnsignedLongLong` made.
 #[inline]
 fn ints_by_hand(py: Python<'_>) -> bool {
-    static LOOKED: AtomicU8 = AtomicU8::new(0);
-    if LOOKED.load(Ordering::Relaxed) == 1 {
-        return true; // the answer once looked at, without `looked_once`'s call
+    match INTS_BY_HAND.load(Ordering::Relaxed) {
+        0 => ints_by_hand_looked(py),
+        answer => answer == 1,
     }
-    looked_once(&LOOKED, || {
+}
+
+/// `ints_by_hand`'s answer (0 not looked at yet, 1 yes, 2 no).
+static INTS_BY_HAND: AtomicU8 = AtomicU8::new(0);
+
+#[inline(never)]
+fn ints_by_hand_looked(py: Python<'_>) -> bool {
+    looked_once(&INTS_BY_HAND, || {
         // SAFETY: the GIL is held; on CPython 3.11 an int is a `PyVarObject` followed by its
         // digits, read here only within the size the int says it has (checked first).
         cpython_3_11(py)
@@ -292,13 +312,19 @@ fn ints_by_hand(py: Python<'_>) -> bool {
                     Some(int) => {
                         let var = int.as_ptr().cast::<ffi::PyVarObject>();
                         let digits = var.add(1).cast::<u32>();
-                        (*tp).tp_itemsize == 4
+                        let by_hand = (*tp).tp_itemsize == 4
                             && (*tp).tp_basicsize as usize
                                 == std::mem::size_of::<ffi::PyVarObject>()
                             && (*tp).tp_free.map(|f| f as usize)
                                 == Some(ffi::PyObject_Free as *const () as usize)
                             && (*var).ob_size == 3
-                            && (*digits, *digits.add(1), *digits.add(2)) == (7, 5, 4)
+                            && (*digits, *digits.add(1), *digits.add(2)) == (7, 5, 4);
+                        if by_hand {
+                            records::keep_from_now(records::Kind::Int1, 0);
+                            records::keep_from_now(records::Kind::Int2, 0);
+                            records::keep_from_now(records::Kind::Int3, 0);
+                        }
+                        by_hand
                     }
                 }
             }
@@ -310,11 +336,14 @@ fn ints_by_hand(py: Python<'_>) -> bool {
 /// one allocation, the header and one to three 30-bit digits written, without its count
 /// of the digits by a loop and `_PyLong_New`'s checks and `PyObject_InitVar` call (a time
 /// in milliseconds, always two digits: ~127 instructions `PyLong_FromLong`'s way).
-#[inline]
+#[inline(always)]
 pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
     const SHIFT: u32 = 30;
     const MASK: u64 = (1 << SHIFT) - 1;
-    if value <= 256 || !ints_by_hand(py) {
+    if value <= 256 {
+        return Ok(small_int(py, value as usize));
+    }
+    if !ints_by_hand(py) {
         return Ok(value.into_pyobject(py)?.into_any());
     }
     let (middle, top) = (value >> SHIFT, value >> (2 * SHIFT));
@@ -326,7 +355,15 @@ pub(crate) fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
     // written, the highest not 0 (as CPython requires of an int's digits).
     unsafe {
         let header = std::mem::size_of::<ffi::PyVarObject>();
-        let block = ffi::PyObject_Malloc(header + 4 * digits).cast::<ffi::PyVarObject>();
+        let kind = [
+            records::Kind::Int1,
+            records::Kind::Int2,
+            records::Kind::Int3,
+        ][digits - 1];
+        let mut block = records::take_object(kind).cast::<ffi::PyVarObject>();
+        if block.is_null() {
+            block = ffi::PyObject_Malloc(header + 4 * digits).cast::<ffi::PyVarObject>();
+        }
         if block.is_null() {
             return Err(pyo3::exceptions::PyMemoryError::new_err(()));
         }
@@ -468,6 +505,56 @@ pub(crate) fn set_add(set: &Bound<'_, PySet>, item: &Bound<'_, PyAny>) -> PyResu
     set.add(item)
 }
 
+/// The interpreter's shared int `value` (at most 256), as `PyLong_FromUnsignedLongLong`
+/// hands it out: from the table of them (`SMALL_INTS`) once it is found laid out as one,
+/// else from that function.
+#[inline]
+fn small_int(py: Python<'_>, value: usize) -> Bound<'_, PyAny> {
+    let base = SMALL_INTS.load(Ordering::Relaxed);
+    if base > 1 {
+        // SAFETY: `small_ints_looked` found the interpreter's ints 0 to 256 at `base` +
+        // `value` × `SMALL_INT_STRIDE` (each the object that function returns); they live
+        // as long as the interpreter. One more reference is taken, as it takes one.
+        unsafe {
+            let object = (base + value * SMALL_INT_STRIDE) as *mut ffi::PyObject;
+            ffi::Py_INCREF(object);
+            return Bound::from_owned_ptr(py, object);
+        }
+    }
+    small_int_looked(py, value)
+}
+
+/// The place of the interpreter's int 0, ints 1 to 256 following it `SMALL_INT_STRIDE`
+/// bytes apart (CPython 3.11's `_PyLong_SMALL_INTS`); 0 not looked at yet, 1 not so.
+static SMALL_INTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+const SMALL_INT_STRIDE: usize = 32;
+
+#[inline(never)]
+fn small_int_looked(py: Python<'_>, value: usize) -> Bound<'_, PyAny> {
+    if SMALL_INTS.load(Ordering::Relaxed) == 0 {
+        // Each of the 257 ints asked for once and compared with its place in the table;
+        // a race between threads looks twice and stores the same answer.
+        let made: Vec<Bound<'_, PyAny>> = (0..=256u64)
+            .map(|i| match i.into_pyobject(py) {
+                Ok(int) => int.into_any(),
+                Err(never) => match never {},
+            })
+            .collect();
+        let base = made.first().map_or(0, |zero| zero.as_ptr() as usize);
+        let laid_out = cpython_3_11(py)
+            && made.len() == 257
+            && made
+                .iter()
+                .enumerate()
+                .all(|(i, int)| int.as_ptr() as usize == base + i * SMALL_INT_STRIDE);
+        SMALL_INTS.store(if laid_out { base } else { 1 }, Ordering::Relaxed);
+    }
+    match (value as u64).into_pyobject(py) {
+        Ok(int) => int.into_any(),
+        Err(never) => match never {},
+    }
+}
+
 /// Where a bytes object's hash and data lie on CPython 3.11 (`PyBytesObject`: the
 /// `PyVarObject` header, `ob_shash`, then the data and a NUL).
 const BYTES_HASH_AT: usize = std::mem::size_of::<ffi::PyVarObject>();
@@ -498,10 +585,14 @@ fn bytes_by_hand(py: Python<'_>) -> bool {
                         }
                         Some(made) => {
                             let at = made.as_ptr().cast::<u8>();
-                            ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>()
+                            let by_hand = ffi::PyBytes_AsString(made.as_ptr()).cast::<u8>()
                                 == at.add(BYTES_DATA_AT)
                                 && *at.add(BYTES_HASH_AT).cast::<ffi::Py_hash_t>() == -1
-                                && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0"
+                                && std::slice::from_raw_parts(at.add(BYTES_DATA_AT), 4) == b"abc\0";
+                            if by_hand {
+                                records::keep_bodies_from_now();
+                            }
+                            by_hand
                         }
                     }
             }
@@ -520,7 +611,11 @@ pub(crate) fn bytes_of<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyAny> {
     // the data's place, the data and the NUL from the allocator bytes are freed to, its
     // header written as `PyObject_InitVar` writes it for a static type, no hash (-1).
     unsafe {
-        let block = ffi::PyObject_Malloc(BYTES_DATA_AT + data.len() + 1).cast::<u8>();
+        let size = BYTES_DATA_AT + data.len() + 1;
+        let mut block = records::take_body(size);
+        if block.is_null() {
+            block = ffi::PyObject_Malloc(size).cast::<u8>();
+        }
         if block.is_null() {
             let _ = PyErr::fetch(py);
             return pyo3::types::PyBytes::new(py, data).into_any(); // says so, or makes it
@@ -589,6 +684,10 @@ fn empty_dict(py: Python<'_>) -> Option<EmptyDict> {
         }
     };
     let found = look();
+    if let Some((keys, _)) = found {
+        // SAFETY: the GIL is held; `new_dict` lays empty dicts out on this table.
+        unsafe { records::keep_from_now(records::Kind::Dict, keys) };
+    }
     let _ = LOOKED.set(found); // a reentrant look may have set the same answer first
     found.map(|(keys, version)| EmptyDict { keys, version })
 }
@@ -610,7 +709,16 @@ pub(crate) fn new_dict(py: Python<'_>) -> Bound<'_, pyo3::types::PyDict> {
         // raised for the reference it now holds, which `dict_dealloc` lets go.
         unsafe {
             let tp = std::ptr::addr_of_mut!(ffi::PyDict_Type);
-            let object = alloc_uncounted(tp, 0);
+            let kept = records::take_object(records::Kind::Dict);
+            let object = if kept.is_null() {
+                alloc_uncounted(tp, 0)
+            } else {
+                // As `alloc_uncounted` leaves it but for the fields written below.
+                std::ptr::write_bytes(kept, 0, GC_HEAD);
+                let object = kept.add(GC_HEAD).cast::<ffi::PyObject>();
+                init_header(object, tp, None);
+                object
+            };
             if !object.is_null() {
                 let dict = object.cast::<ffi::PyDictObject>();
                 let keys = keys as *mut ffi::PyDictKeysObject;
@@ -791,6 +899,9 @@ pub(crate) fn check_record_type(cls: &Bound<'_, PyType>) -> PyResult<()> {
     Ok(())
 }
 
+/// The characters of a message id (the store's 8 hex digits and the offset's 16).
+const ID_CHARS: usize = 24;
+
 /// The store's part of its message ids: 8 hex digits.
 pub(crate) fn id_prefix(prefix: &str) -> PyResult<[u8; 8]> {
     prefix
@@ -845,7 +956,6 @@ pub(crate) fn message_id<'py>(
 /// # Safety
 /// The GIL is held.
 unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
-    const ID_CHARS: usize = 24;
     static STATE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     let header = std::mem::size_of::<ffi::PyASCIIObject>();
     let state = *STATE.get_or_init(|| {
@@ -864,6 +974,9 @@ unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
                 && ffi::PyUnicode_GET_LENGTH(made) == ID_CHARS as ffi::Py_ssize_t;
             let state = (*made.cast::<ffi::PyASCIIObject>()).state;
             ffi::Py_DECREF(made);
+            if laid_out {
+                records::keep_from_now(records::Kind::Id, state as usize);
+            }
             laid_out.then_some(state)
         }
     });
@@ -871,19 +984,24 @@ unsafe fn new_id_string(py: Python<'_>) -> *mut ffi::PyObject {
         return ffi::PyUnicode_New(ID_CHARS as ffi::Py_ssize_t, 127);
     };
     let size = header + ID_CHARS + 1;
-    let memory = ffi::PyObject_Malloc(size);
+    let mut memory = records::take_object(records::Kind::Id).cast::<c_void>();
+    if memory.is_null() {
+        memory = ffi::PyObject_Malloc(size);
+    }
     if memory.is_null() {
         return ffi::PyErr_NoMemory();
     }
-    // Zeroed: the header's other fields (3.11's `wstr`: none) and the NUL; then the
-    // object's reference and type, its length, no hash yet, and its state (not
-    // interned, one byte a character, compact, ASCII, ready).
-    std::ptr::write_bytes(memory.cast::<u8>(), 0, size);
+    // The object's reference and type, its length, no hash yet, its state (not
+    // interned, one byte a character, compact, ASCII, ready), no wide copy (3.11's
+    // `wstr`), and the NUL after the characters (which the caller writes); the state
+    // word's padding is never read.
     let object = memory.cast::<ffi::PyObject>();
     init_header(object, std::ptr::addr_of_mut!(ffi::PyUnicode_Type), None);
     let ascii = object.cast::<ffi::PyASCIIObject>();
     (*ascii).length = ID_CHARS as ffi::Py_ssize_t;
     (*ascii).hash = -1;
     (*ascii).state = state;
+    (*ascii).wstr = std::ptr::null_mut();
+    *memory.cast::<u8>().add(size - 1) = 0;
     object
 }

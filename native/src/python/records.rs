@@ -22,6 +22,13 @@
 //! the next batch's. A record made by Python (tracked and counted) is freed by its
 //! type's `tp_free`, which counts it off.
 //!
+//! The items such a record alone holds, of the kinds its makers lay out by hand (ints
+//! of up to three digits, message ids, bodies, empty keys lists and properties dicts),
+//! are freed into `Pools` in the same way (`keep_item`), which those makers take from
+//! first (`take_object`, `take_body`): a check read's ten messages made and freed cost
+//! six allocations and six deallocations each through the interpreter's allocator
+//! (~490 instructions a message, docs/PERFORMANCE.md, check33-s56).
+//!
 //! A class derived from an adopted type in Python keeps `subtype_dealloc`, which does its
 //! own part (its dict, its finalizer, its weak references) and then calls the nearest
 //! base's other deallocator, `record_dealloc`, as it would `tupledealloc`; since that base
@@ -206,21 +213,30 @@ unsafe extern "C" fn record_dealloc(object: *mut ffi::PyObject) {
     // not by Python (tracked, counted, and to be counted off by `tp_free`).
     // (`_PyObject_GC_IS_TRACKED`: the header's first word, `_gc_next`, is 0 untracked.)
     let made_here = *object.cast::<u8>().sub(GC_HEAD).cast::<usize>() == 0;
+    // A record made here is never tracked (unless a finalizer below tracks it).
+    let mut tracked = !made_here;
     if own && (*tp).tp_finalize.is_some() {
         // A `__del__` given to the class after its adoption: as `subtype_dealloc`.
         if ffi::PyObject_GC_IsTracked(object) == 0 {
             ffi::PyObject_GC_Track(object.cast());
         }
+        tracked = true;
         if ffi::PyObject_CallFinalizerFromDealloc(object) < 0 {
             return; // resurrected
         }
     }
-    ffi::PyObject_GC_UnTrack(object.cast());
+    if tracked {
+        ffi::PyObject_GC_UnTrack(object.cast());
+    }
     let mut thread = std::ptr::null_mut();
-    if own {
+    if own && !made_here {
         // `Py_TRASHCAN_BEGIN`: past a depth of nested deallocations, the object is kept
         // on the trashcan's list and freed (by this function again) once they unwind.
-        // A subclass's object is in `subtype_dealloc`'s trashcan already.
+        // A subclass's object is in `subtype_dealloc`'s trashcan already. A record made
+        // here nests no record of its own: its items are the ones its maker made (ints,
+        // strings, bytes, shared objects) and lists and dicts, whose deallocators count
+        // themselves in the trashcan, so a chain of them through records a caller built
+        // is counted at every other step.
         let Some(trash) = trashcan() else {
             return; // unreachable: adoption found it
         };
@@ -230,9 +246,12 @@ unsafe extern "C" fn record_dealloc(object: *mut ffi::PyObject) {
         }
     }
     let items = ffi::Py_SIZE(object);
+    // A record made here holds the objects `new_record`'s callers made for it: those it
+    // alone holds are kept for the next records' (`keep_item`).
+    let keep = own && made_here;
     for i in (0..items).rev() {
         let item = ffi::PyTuple_GET_ITEM(object, i);
-        if !item.is_null() {
+        if !(item.is_null() || keep && keep_item(item)) {
             ffi::Py_DECREF(item);
         }
     }
@@ -252,4 +271,221 @@ unsafe extern "C" fn record_dealloc(object: *mut ffi::PyObject) {
             (trash.end)(thread);
         }
     }
+}
+
+/// The kinds of object a record's items are kept by when the record is freed (`keep_item`)
+/// and taken from when the next ones are made (`take_object`): an offset or a time of one,
+/// two or three 30-bit digits (`int_of`), a message id (`message_id`), an empty keys list
+/// (`empty_list`) and an empty properties dict (`new_dict`). Bodies are kept by size
+/// (`take_body`).
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    Int1 = 0,
+    Int2 = 1,
+    Int3 = 2,
+    Id = 3,
+    List = 4,
+    Dict = 5,
+}
+const KINDS: usize = 6;
+
+/// How many objects of each kind, and bodies of each size, are kept: a round of reads
+/// held and let go at once (million.py's check: 64 reads of 10) feeds the next round.
+const KEPT_OBJECTS: u32 = 1024;
+/// Bodies are kept by the size of their block, up to this many bytes (a body of 222).
+const KEPT_BODY_BLOCK: usize = 256;
+/// The most bytes kept in bodies' blocks altogether.
+const KEPT_BODY_BYTES: usize = 1 << 20;
+
+/// The freed items' memory kept (lists linked through each block's first word) and what
+/// a kind must look like to be kept, set by its maker's first laying out by hand (the
+/// layout it checked then): until then nothing of that kind is kept.
+struct Pools {
+    heads: [*mut u8; KINDS],
+    /// How many are kept of each kind; `KEPT_OBJECTS` (full) until the kind is kept.
+    counts: [u32; KINDS],
+    /// A message id's state word (`new_id_string`'s).
+    id_state: u32,
+    /// The interpreter's shared empty keys table (`new_dict`'s).
+    empty_keys: usize,
+    bodies: [*mut u8; KEPT_BODY_BLOCK + 1],
+    body_counts: [u32; KEPT_BODY_BLOCK + 1],
+    /// The bytes kept in bodies; `KEPT_BODY_BYTES` (full) until bodies are kept.
+    body_bytes: usize,
+}
+
+/// `Pools`, touched only with the GIL held, as `KEPT_BLOCKS`.
+struct PoolsHeld(UnsafeCell<Pools>);
+
+// SAFETY: as `GilHeld`'s: every access holds the GIL; the blocks are the object
+// allocator's.
+unsafe impl Sync for PoolsHeld {}
+
+static POOLS: PoolsHeld = PoolsHeld(UnsafeCell::new(Pools {
+    heads: [std::ptr::null_mut(); KINDS],
+    counts: [KEPT_OBJECTS; KINDS],
+    id_state: 0,
+    empty_keys: 0,
+    bodies: [std::ptr::null_mut(); KEPT_BODY_BLOCK + 1],
+    body_counts: [0; KEPT_BODY_BLOCK + 1],
+    body_bytes: KEPT_BODY_BYTES,
+}));
+
+/// Let freed items of `kind` be kept from now on: its maker lays it out by hand (on the
+/// layout it checked). `facts` is the id's state word for `Kind::Id`, the empty keys
+/// table for `Kind::Dict`.
+///
+/// # Safety
+/// The GIL is held; the maker of `kind` makes its objects on CPython 3.11's layout, as
+/// `keep_item` and the maker's use of `take_object` expect.
+pub(crate) unsafe fn keep_from_now(kind: Kind, facts: usize) {
+    let pools = &mut *POOLS.0.get();
+    match kind {
+        Kind::Id => pools.id_state = facts as u32,
+        Kind::Dict => pools.empty_keys = facts,
+        _ => {}
+    }
+    if pools.heads[kind as usize].is_null() && pools.counts[kind as usize] == KEPT_OBJECTS {
+        pools.counts[kind as usize] = 0;
+    }
+}
+
+/// Let freed bodies be kept from now on (`bytes_of` lays them out by hand).
+///
+/// # Safety
+/// The GIL is held and bytes are laid out as `bytes_of` found.
+pub(crate) unsafe fn keep_bodies_from_now() {
+    let pools = &mut *POOLS.0.get();
+    if pools.body_bytes == KEPT_BODY_BYTES && pools.body_counts.iter().all(|&n| n == 0) {
+        pools.body_bytes = 0;
+    }
+}
+
+/// A kept block of `kind` (its object's memory; a GC object's block starts at its
+/// collector header), to be laid out whole by the caller; null when none is kept.
+///
+/// # Safety
+/// The GIL is held.
+#[inline]
+pub(crate) unsafe fn take_object(kind: Kind) -> *mut u8 {
+    let pools = &mut *POOLS.0.get();
+    let block = pools.heads[kind as usize];
+    if !block.is_null() {
+        pools.heads[kind as usize] = *block.cast::<*mut u8>();
+        pools.counts[kind as usize] -= 1;
+    }
+    block
+}
+
+/// A kept block of `size` bytes for a body (a bytes object), null when none is kept.
+///
+/// # Safety
+/// The GIL is held.
+#[inline]
+pub(crate) unsafe fn take_body(size: usize) -> *mut u8 {
+    if size > KEPT_BODY_BLOCK {
+        return std::ptr::null_mut();
+    }
+    let pools = &mut *POOLS.0.get();
+    let block = pools.bodies[size];
+    if !block.is_null() {
+        pools.bodies[size] = *block.cast::<*mut u8>();
+        pools.body_counts[size] -= 1;
+        pools.body_bytes -= size;
+    }
+    block
+}
+
+/// Free `item`, an item of a record being freed whose last reference the record holds,
+/// by keeping its memory for the next object of its kind (what its deallocator would do
+/// but the allocator's `free`), when it is one of the kinds kept and room is left; false
+/// (nothing done) otherwise: the caller lets go of it as usual.
+///
+/// Kept: an exact int of one to three digits; an exact str laid out as a message id
+/// (compact ASCII, 24 characters, not interned, no wide copy); an exact bytes object
+/// of a kept size; an exact, untracked, empty list without an item array; an exact,
+/// untracked, empty dict on the shared empty keys table (its reference to the table let
+/// go, as `dict_dealloc` does). Each of these is freed by its deallocator with no more
+/// than that (3.11: `object_dealloc`, `bytes_dealloc`, `unicode_dealloc`, `list_dealloc`
+/// and `dict_dealloc` with their free lists, then `PyObject_Free` or `PyObject_GC_Del`);
+/// the lists and dicts were made uncounted (`alloc_uncounted`), so the collector's count
+/// is not counted down for them either.
+///
+/// # Safety
+/// The GIL is held; `item` is a live object whose one reference is the caller's, let go
+/// by this call when it returns true.
+#[inline]
+unsafe fn keep_item(item: *mut ffi::PyObject) -> bool {
+    if ffi::Py_REFCNT(item) != 1 {
+        return false;
+    }
+    let pools = &mut *POOLS.0.get();
+    let tp = ffi::Py_TYPE(item);
+    let (kind, block) = if tp == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
+        let kind = match (*item.cast::<ffi::PyVarObject>()).ob_size {
+            1 => Kind::Int1,
+            2 => Kind::Int2,
+            3 => Kind::Int3,
+            _ => return false,
+        };
+        (kind, item.cast::<u8>())
+    } else if tp == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+        let ascii = item.cast::<ffi::PyASCIIObject>();
+        if (*ascii).length != super::ID_CHARS as ffi::Py_ssize_t
+            || (*ascii).state != pools.id_state
+            || !(*ascii).wstr.is_null()
+        {
+            return false;
+        }
+        (Kind::Id, item.cast::<u8>())
+    } else if tp == std::ptr::addr_of_mut!(ffi::PyBytes_Type) {
+        let size = super::BYTES_DATA_AT + ffi::Py_SIZE(item) as usize + 1;
+        if ffi::Py_SIZE(item) < 1
+            || size > KEPT_BODY_BLOCK
+            || pools.body_counts[size] >= KEPT_OBJECTS
+            || pools.body_bytes + size > KEPT_BODY_BYTES
+        {
+            return false;
+        }
+        let block = item.cast::<u8>();
+        *block.cast::<*mut u8>() = pools.bodies[size];
+        pools.bodies[size] = block;
+        pools.body_counts[size] += 1;
+        pools.body_bytes += size;
+        return true;
+    } else if tp == std::ptr::addr_of_mut!(ffi::PyList_Type) {
+        let block = item.cast::<u8>().sub(GC_HEAD);
+        let list = item.cast::<ffi::PyListObject>();
+        if *block.cast::<usize>() != 0 || !(*list).ob_item.is_null() || (*list).allocated != 0 {
+            return false; // tracked, or with an item array
+        }
+        (Kind::List, block)
+    } else if tp == std::ptr::addr_of_mut!(ffi::PyDict_Type) {
+        let block = item.cast::<u8>().sub(GC_HEAD);
+        let dict = item.cast::<ffi::PyDictObject>();
+        if *block.cast::<usize>() != 0
+            || (*dict).ma_used != 0
+            || !(*dict).ma_values.is_null()
+            || (*dict).ma_keys as usize != pools.empty_keys
+            || pools.empty_keys == 0
+        {
+            return false;
+        }
+        if pools.counts[Kind::Dict as usize] >= KEPT_OBJECTS {
+            return false;
+        }
+        // `dictkeys_decref` of the shared table (never its last reference).
+        *((*dict).ma_keys.cast::<ffi::Py_ssize_t>()) -= 1;
+        (Kind::Dict, block)
+    } else {
+        return false;
+    };
+    let k = kind as usize;
+    if pools.counts[k] >= KEPT_OBJECTS {
+        return false;
+    }
+    *block.cast::<*mut u8>() = pools.heads[k];
+    pools.heads[k] = block;
+    pools.counts[k] += 1;
+    true
 }

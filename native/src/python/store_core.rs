@@ -837,6 +837,45 @@ impl Drop for EntryBuffer {
     }
 }
 
+thread_local! {
+    /// The vectors of the thread's last entry walk (`walk_queue`), empty, kept for its
+    /// next: a read of 10 messages made and freed both (two allocations a read).
+    static WALK_VECTORS: Cell<(Vec<Found>, HeldSegments)> =
+        const { Cell::new((Vec::new(), Vec::new())) };
+}
+
+/// The segments a walk holds: base and export.
+type HeldSegments = Vec<(u64, View)>;
+
+/// The thread's walk vectors for one walk, emptied (the segments' exports let go) and
+/// given back when the walk ends (a walk started inside another takes new ones).
+struct WalkVectors {
+    found: Vec<Found>,
+    segments: HeldSegments,
+}
+
+impl WalkVectors {
+    fn take() -> WalkVectors {
+        let (found, mut segments) = WALK_VECTORS.with(Cell::take);
+        if segments.capacity() < HELD_SEGMENTS {
+            segments.reserve_exact(HELD_SEGMENTS);
+        }
+        WalkVectors { found, segments }
+    }
+}
+
+impl Drop for WalkVectors {
+    fn drop(&mut self) {
+        let mut found = std::mem::take(&mut self.found);
+        let mut segments = std::mem::take(&mut self.segments);
+        found.clear();
+        segments.clear(); // the exports let go here, as the walk's own vector let them go
+        if found.capacity() <= HAND_OVER * 4 && segments.capacity() <= HELD_SEGMENTS * 2 {
+            let _ = WALK_VECTORS.try_with(|kept| kept.set((found, segments)));
+        }
+    }
+}
+
 /// What `scan_filtered` was asked: the filter, the queue (as given, and as its records
 /// name it), the stretch, the limits and the time allowed.
 struct FilteredScan<'a, 'py> {
@@ -1144,13 +1183,14 @@ impl StoreCore {
         chunk: impl Fn(u64, u64) -> u64,
         mut each: impl FnMut(&[u8], &Header) -> PyResult<Flow>,
     ) -> PyResult<Option<(u64, u64)>> {
-        let mut found: Vec<Found> = Vec::new();
         let mut buffer = EntryBuffer::take();
         let buffer = &mut buffer.0;
         let mut records = 0u64;
-        // The segments the entries pointed into, kept for the walk's next entries
-        // (located and exported once, not once for every `HAND_OVER` records).
-        let mut segments: Vec<(u64, View)> = Vec::with_capacity(HELD_SEGMENTS);
+        // The records found, and the segments the entries pointed into, kept for the
+        // walk's next entries (located and exported once, not once for every
+        // `HAND_OVER` records): the thread's vectors, not new ones every walk.
+        let mut kept = WalkVectors::take();
+        let WalkVectors { found, segments } = &mut kept;
         loop {
             let count = chunk(position, records);
             if count == 0 {
@@ -1163,11 +1203,7 @@ impl StoreCore {
             let total = entries.len() / ENTRY_SIZE;
             // The records the walk's `read_entries` need not ask for again.
             let asked = total.min(ASK_FIRST);
-            self.ask_for_records(
-                py,
-                &mut segments,
-                &entries[..total.min(ASK_FIRST) * ENTRY_SIZE],
-            )?;
+            self.ask_for_records(py, segments, &entries[..total.min(ASK_FIRST) * ENTRY_SIZE])?;
             let mut index = 0;
             while index < total {
                 let at = index * ENTRY_SIZE;
@@ -1177,7 +1213,7 @@ impl StoreCore {
                 }
                 let pointed =
                     u64::from_le_bytes(entries[at..at + 8].try_into().unwrap_or_default());
-                let Some(held) = self.segment_of(py, &mut segments, pointed)? else {
+                let Some(held) = self.segment_of(py, segments, pointed)? else {
                     return Ok(None);
                 };
                 let (base, view) = &segments[held];
@@ -1191,10 +1227,9 @@ impl StoreCore {
                     asked,
                 };
                 found.clear();
-                let (next, stop) =
-                    walk::read_entries(data, base, entries, index, &wanted, &mut found);
+                let (next, stop) = walk::read_entries(data, base, entries, index, &wanted, found);
                 let mut passed = index;
-                for item in &found {
+                for item in found.iter() {
                     // The entry found is written (`read_entries` passes over unwritten
                     // ones): only those before it are looked at.
                     records += 1 + written(entries, passed, item.entry);
