@@ -471,8 +471,9 @@ pub(crate) fn set_add(set: &Bound<'_, PySet>, item: &Bound<'_, PyAny>) -> PyResu
     // SAFETY: the GIL is held and `set` and `item` are live. The set is exactly a `set`
     // on CPython 3.11 (its type's size checked to be the `PySetObject` read here); its
     // table has `mask + 1` entries, and only entries below that are read. The item's
-    // hash is `object`'s (its type's `tp_hash` checked), computed here. An entry's key is only compared by address with the item (which the caller
-    // holds, so no other object has its address): an entry holding it is the item's.
+    // hash is `object`'s (its type's `tp_hash` checked), computed here. An entry's key is
+    // only compared by address with the item (which the caller holds, so no other object
+    // has its address): an entry holding it is the item's.
     unsafe {
         let set_type = std::ptr::addr_of_mut!(ffi::PySet_Type);
         if cpython_3_11(set.py())
