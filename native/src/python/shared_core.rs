@@ -216,8 +216,8 @@ impl<'py> Landed<'py> {
                     message_id(py, prefix, *start).into_any(),
                     self.topic.clone().into_any(),
                     queue,
-                    int_of(py, *queue_offset)?,
-                    int_of(py, *start)?,
+                    crate::python::int_of(py, *queue_offset)?,
+                    crate::python::int_of(py, *start)?,
                     self.stored.clone(),
                     status.clone().into_any(),
                 ],
@@ -227,17 +227,6 @@ impl<'py> Landed<'py> {
         }
         Ok(list)
     }
-}
-
-/// An offset as an int (`PyLong_FromLongLong`: its one-digit values made without a
-/// loop, as `PyLong_FromUnsignedLongLong` does not).
-fn int_of(py: Python<'_>, value: u64) -> PyResult<Bound<'_, PyAny>> {
-    let Ok(signed) = i64::try_from(value) else {
-        return Ok(value.into_pyobject(py)?.into_any());
-    };
-    // SAFETY: the GIL is held; PyLong_FromLongLong returns a new reference or NULL with
-    // an exception set.
-    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyLong_FromLongLong(signed)) }
 }
 
 /// A block file mapped for the entries' stores: the `BlockFile` object (held, so no
