@@ -73,6 +73,19 @@ def _log_pages(store_path: Path, end: int) -> list[tuple[int, bool]]:
     return found
 
 
+#: The kernel may reclaim any clean page-cache page under memory pressure (CI's run saw 2 of
+#: 1,463 of the log's pages gone without the setting): pages "kept" means no more than this
+#: share of them gone (a let-go takes most of them: 960 of those 1,463).
+RECLAIMED_AT_MOST = 0.05
+
+
+def _kept(pages: list[tuple[int, bool]]) -> tuple[bool, str]:
+    """Whether ``pages`` (offset, resident) were kept, with the pages gone."""
+    gone = [offset for offset, resident in pages if not resident]
+    kept = bool(pages) and len(gone) <= RECLAIMED_AT_MOST * len(pages)
+    return kept, f"{len(gone)} of {len(pages)} pages gone: {gone[:20]}"
+
+
 def _bodies(start: int, count: int) -> list[bytes]:
     return [f"{i:07d}".encode() * 90 for i in range(start, start + count)]
 
@@ -119,8 +132,8 @@ def test_a_flush_lets_go_of_the_synced_pages_behind_the_distance_and_loses_nothi
     near = [resident for offset, resident in pages if offset >= end - BEHIND // 2]
     kept = [o for o, r in pages if r and o + mmap.PAGESIZE <= let_go]
     assert far and not any(far), f"{sum(far)} of {len(far)} pages far behind kept: {kept}"
-    gone = [offset for offset, resident in pages if offset >= end - BEHIND // 2 and not resident]
-    assert near and not gone, f"pages near the tail {end} let go of too: {gone}"
+    kept, why = _kept([(o, r) for o, r in pages if o >= end - BEHIND // 2])
+    assert near and kept, f"pages near the tail {end} let go of too: {why}"
     # Read from the disk now: every message there, in order.
     assert _read_bodies(store) == sorted(_bodies(0, 9000))
     store.close()
@@ -135,8 +148,8 @@ def test_without_the_setting_a_flush_keeps_the_log_pages(open_store, store_path)
     store.flush()
     end = tail(store)
     pages = _log_pages(store_path, end)
-    gone = [offset for offset, resident in pages if not resident]
-    assert pages and not gone, f"{len(gone)} of {len(pages)} pages gone (tail {end}): {gone}"
+    kept, why = _kept(pages)
+    assert kept, f"tail {end}: {why}"
 
 
 def test_a_reader_lagging_beyond_the_distance_reads_every_message(open_store, store_path):
