@@ -73,10 +73,13 @@ def _log_pages(store_path: Path, end: int) -> list[tuple[int, bool]]:
     return found
 
 
-#: The kernel may reclaim any clean page-cache page under memory pressure (CI's run saw 2 of
-#: 1,463 of the log's pages gone without the setting): pages "kept" means no more than this
-#: share of them gone (a let-go takes most of them: 960 of those 1,463).
-RECLAIMED_AT_MOST = 0.05
+#: Any clean page-cache page may be paged out at any time, with memory to spare: this VM's
+#: kernel runs a DAMON ``pageout`` scheme over physical memory (regions seen unaccessed for
+#: a minute, up to 128 MiB a second; /sys/kernel/mm/damon/admin), and a page new to a
+#: region that was cold goes with it (CI saw 2 of the log's 1,463 pages gone without the
+#: setting; 1 to 10 here in 3 of 47 runs). Pages "kept" means no more than this share of
+#: them gone; a let-go takes most (960 of those 1,463).
+RECLAIMED_AT_MOST = 0.1
 
 
 def _kept(pages: list[tuple[int, bool]]) -> tuple[bool, str]:
