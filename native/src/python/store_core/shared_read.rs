@@ -170,40 +170,29 @@ pub(super) struct SharedTopic<'py> {
     blocks: Bound<'py, PyAny>,
 }
 
-/// A shared topic's queue as a walk reads it: its block store's facts and its ends, and
-/// when those are settled but for the look at the record of its last entry, that look,
-/// left to the caller (`Settled`).
+/// A shared topic's queue as a walk reads it: its block store's facts and its ends.
 pub(super) struct SharedQueue<'py> {
     facts: Facts<'py>,
     pub(super) low: u64,
     pub(super) high: u64,
-    last_record: Option<LastRecord>,
 }
 
-/// The record a queue's last entry points at (its commit offset), which must be that
-/// entry's (queue offset `index`) for the queue's ends to be settled; and the segment
-/// holding it (base and export) as located when it was asked for, looked at through
-/// it after the walk.
-struct LastRecord {
-    offset: u64,
-    index: u64,
-    segment: Option<(u64, View)>,
-}
-
-/// The bytes of a queue's last record asked for before it is looked at: its header and
-/// topic name (`open_ends::record_is`) lie in its first two lines.
-const LAST_RECORD_BYTES: usize = 128;
-
-/// Whether `settled_ends` looks at the record of the queue's last entry itself, or asks
-/// for its lines and leaves the look to its caller (`read_shared`), which reads the
-/// queue's messages first. At a million queues that record is a random place in a log
-/// of gigabytes, a cache and TLB miss of its own (~0.5 µs of a 7.5 µs read of 10
-/// messages, measured with the look left out): asked for early and looked at after the
-/// walk, it is fetched while the walk's own records are.
+/// Whether `settled_ends` looks at the record of the queue's last entry (when the trim
+/// would keep that entry only if its record is its own), or leaves it to the walk.
+///
+/// A read (`read_shared`) leaves it to the walk: the walk checks every entry it reaches
+/// against its record (`walk::read_entries`: the record's topic, queue and queue offset
+/// among its checks, all of `open_ends::record_is`'s) and declines at one that is not
+/// its own, so a read that reaches the last entry goes the long way, whose first use of
+/// the queue loads it and trims that entry; a read that stops short of it returns the
+/// same messages either way, and leaves the queue not made (whatever asks for its end
+/// next loads it, as before). At a million queues that record is a random place in a
+/// log of gigabytes: its look was a cache and TLB miss of its own and ~280 instructions
+/// a read. A filtered scan, which may pass entries over unread (another tag), looks.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Settled {
     Now,
-    AfterTheWalk,
+    ByTheWalk,
 }
 
 /// The `BlockStore` facts a read uses, taken out of the cache for the call.
@@ -288,51 +277,21 @@ impl StoreCore {
         offset: u64,
         max_messages: usize,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Some(SharedQueue {
-            facts,
-            low,
-            high,
-            last_record,
-        }) = self.queue_of(py, shared, name, queue_id, Settled::AfterTheWalk)?
+        let Some(SharedQueue { facts, low, high }) =
+            self.queue_of(py, shared, name, queue_id, Settled::ByTheWalk)?
         else {
             return Ok(None);
         };
-        let read = |(low, high): (u64, u64)| {
-            self.read_messages(
-                py,
-                (topic, queue),
-                (name, queue_id),
-                (offset.max(low), high),
-                max_messages,
-                |position, count, buffer| {
-                    self.block_entries(py, &facts, queue_id, position, count, buffer)
-                },
-            )
-        };
-        let messages = read((low, high))?;
-        let Some(LastRecord {
-            offset: at,
-            index,
-            segment,
-        }) = last_record
-        else {
-            return Ok(messages);
-        };
-        let is = match &segment {
-            Some((base, view)) => record_in(view.slice(), *base, at, name, queue_id, index),
-            None => self.record_is(py, at, name, queue_id, index)?,
-        };
-        if messages.is_none() || is {
-            return Ok(messages);
-        }
-        // Not settled after all: the messages and the segment's export let go, the queue
-        // made and loaded as the long way's first use makes and loads it (its load trims
-        // that entry), and read from the ends it finds.
-        drop((messages, segment));
-        match self.loaded_ends(py, shared, &facts, queue_id)? {
-            Some(ends) => read(ends),
-            None => Ok(None),
-        }
+        self.read_messages(
+            py,
+            (topic, queue),
+            (name, queue_id),
+            (offset.max(low), high),
+            max_messages,
+            |position, count, buffer| {
+                self.block_entries(py, &facts, queue_id, position, count, buffer)
+            },
+        )
     }
 
     /// Queue `queue_id` of the shared topic `shared` (named `name` in its records) as a
@@ -374,17 +333,11 @@ impl StoreCore {
         let Some(facts) = self.block_facts(py, &shared.blocks)? else {
             return Ok(None);
         };
-        let Some(((low, high), last_record)) =
-            self.shared_ends(py, shared, &facts, name, queue_id, settled)?
+        let Some((low, high)) = self.shared_ends(py, shared, &facts, name, queue_id, settled)?
         else {
             return Ok(None);
         };
-        Ok(Some(SharedQueue {
-            facts,
-            low,
-            high,
-            last_record,
-        }))
+        Ok(Some(SharedQueue { facts, low, high }))
     }
 
     /// Fill `buffer` with `count` packed entries of `queue`'s queue `queue_id` from
@@ -405,9 +358,7 @@ impl StoreCore {
     /// when it is loaded (block_index.rs: made or not, its object reads them there);
     /// the settled ends its blocks give when its object is not made (`settled_ends`);
     /// else those its object finds when made and loaded the Python way (as the long way
-    /// would). With `Settled::AfterTheWalk`, settled ends may come with the record their
-    /// caller must look at (`LastRecord`). None when the core declines.
-    #[allow(clippy::type_complexity)]
+    /// would). None when the core declines.
     fn shared_ends<'py>(
         &self,
         py: Python<'py>,
@@ -416,7 +367,7 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
         settled: Settled,
-    ) -> PyResult<Option<((u64, u64), Option<LastRecord>)>> {
+    ) -> PyResult<Option<(u64, u64)>> {
         let classes = &self.shared_classes;
         let at = classes
             .lazy_at
@@ -428,7 +379,7 @@ impl StoreCore {
         // The queue's ends and latest block asked for with it: three misses together.
         facts.index.get().lock().prefetch(std::iter::once(queue_id));
         if let Some(ends) = known_ends(facts, queue_id) {
-            return Ok(Some((ends, None)));
+            return Ok(Some(ends));
         }
         let Some(at) = at else {
             return Ok(None);
@@ -445,21 +396,6 @@ impl StoreCore {
         } else {
             made
         };
-        Ok(self
-            .load(py, facts, queue_id, &queue)?
-            .map(|ends| (ends, None)))
-    }
-
-    /// The ends of queue `queue_id` once its object is made (if it is not yet) and loaded
-    /// as the long way's first use makes and loads it; None when the core declines.
-    fn loaded_ends<'py>(
-        &self,
-        py: Python<'py>,
-        shared: &SharedTopic<'py>,
-        facts: &Facts<'py>,
-        queue_id: u32,
-    ) -> PyResult<Option<(u64, u64)>> {
-        let queue = shared.queues.get_item(queue_id)?;
         self.load(py, facts, queue_id, &queue)
     }
 
@@ -482,10 +418,8 @@ impl StoreCore {
     /// The ends a queue whose object is not made would be loaded with, when they are
     /// settled (see the module docs); None when only its load can say (recovery is
     /// rebuilding the topic's entries, its last block is of zeros or unknown, its last
-    /// entry may be trimmed, its minimum may move). With `Settled::AfterTheWalk` the look
-    /// at the record of the last entry (`record_is`) is left to the caller (returned),
-    /// the record's first line asked for.
-    #[allow(clippy::type_complexity)]
+    /// entry may be trimmed, its minimum may move). With `Settled::ByTheWalk` the look at
+    /// the record of the last entry (`record_is`) is left to the walk.
     fn settled_ends<'py>(
         &self,
         py: Python<'py>,
@@ -494,7 +428,7 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
         settled: Settled,
-    ) -> PyResult<Option<((u64, u64), Option<LastRecord>)>> {
+    ) -> PyResult<Option<(u64, u64)>> {
         // Not `stale`: beside a writer in another process the block store is marked
         // stale at every follow, yet what the index lacks is the same for the queue's load
         // (`BlockQueue._load` reads this index too), and a queue whose records others
@@ -513,7 +447,7 @@ impl StoreCore {
         let blocks = {
             let index = facts.index.get().lock();
             match index.seq_range(queue_id) {
-                None => return Ok(Some(((0, 0), None))), // no blocks: an empty queue, as loaded
+                None => return Ok(Some((0, 0))), // no blocks: an empty queue, as loaded
                 Some((first, last)) => {
                     // The last block is mostly the one the index remembered last for
                     // the queue (`recent`: one load where the block map costs two
@@ -548,16 +482,9 @@ impl StoreCore {
         };
         let log_min = self.log_min(py, tail)?;
         let entry = open_ends::entry_of(block, end - 1 - last * per_block);
-        let mut last_record = None;
         match open_ends::last_entry_kept(entry, log_min, tail) {
             Some(LastEntry::Kept) => {}
-            Some(LastEntry::IfRecordIs) if settled == Settled::AfterTheWalk => {
-                last_record = Some(LastRecord {
-                    offset: entry.0,
-                    index: end - 1,
-                    segment: self.ask_for(py, entry.0)?,
-                });
-            }
+            Some(LastEntry::IfRecordIs) if settled == Settled::ByTheWalk => {}
             Some(LastEntry::IfRecordIs) => {
                 if !self.record_is(py, entry.0, name, queue_id, end - 1)? {
                     return Ok(None);
@@ -582,21 +509,7 @@ impl StoreCore {
                 return Ok(None);
             }
         }
-        Ok(Some(((min, end.max(min)), last_record)))
-    }
-
-    /// Ask for the first lines of the record at commit offset `offset` (`prefetch`): a
-    /// hint, nothing read. Returns the segment holding it (its base and an export), if
-    /// located, for the look at the record after the walk.
-    fn ask_for(&self, py: Python<'_>, offset: u64) -> PyResult<Option<(u64, View)>> {
-        let Some((base, map)) = self.locate(py, offset)? else {
-            return Ok(None);
-        };
-        let Some(view) = View::of(map.bind(py)) else {
-            return Ok(None);
-        };
-        crate::prefetch::bytes(view.slice(), (offset - base) as usize, LAST_RECORD_BYTES);
-        Ok(Some((base, view)))
+        Ok(Some((min, end.max(min))))
     }
 
     /// Whether the record at commit offset `offset` is entry `index` of queue `queue_id`
