@@ -12,8 +12,9 @@
 //! whose object is not made yet is read without making it, when its ends are *settled*:
 //! the load would find them and its checks change nothing (open_ends.rs, the same rules
 //! the open after a crash goes by): its last block's last written entry is kept by the
-//! trim, and with a floor above zero (the log's start, or the topic's retention), its
-//! first entry lies at or past it. Beside a writer in another process the block store is
+//! trim (for a read, whether its record is its own is left to the walk, which declines
+//! at that entry if not: `Settled`), and with a floor above zero (the log's start, or
+//! the topic's retention), its first entry lies at or past it. Beside a writer in another process the block store is
 //! marked stale at every follow (the writer may have allocated blocks this process has
 //! not taken in): that does not unsettle a queue not made, whose load reads the same
 //! index, and which has had nothing published since the index was complete (each follow
