@@ -26,6 +26,8 @@
 //! process allocated it: the long way looks for it), a block file not open or not
 //! mappable, an entry or record to be checked the long way, the seam's `pread` replaced.
 
+use std::cell::Cell;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyType};
 
@@ -33,7 +35,7 @@ use super::super::block_index::{BlockIndex, HEADER_SIZE};
 use super::super::mapped::{Copied, Mapping};
 use super::super::open_ends::{self, LastEntry};
 use super::super::slots::Slot;
-use super::{exact_int, lock, EntryBuffer, StoreCore, View};
+use super::{exact_int, lock, StoreCore, View};
 use crate::consume_queue::ENTRY_SIZE;
 
 /// A read's blocks looked up without a vector (a read of 10 entries spans one or two).
@@ -171,11 +173,56 @@ pub(super) struct SharedTopic<'py> {
     blocks: Bound<'py, PyAny>,
 }
 
-/// A shared topic's queue as a walk reads it: its block store's facts and its ends.
+/// A shared topic's queue as a walk reads it: its block store's facts, its ends, and its
+/// last block as the look at its ends copied it (when it looked: a queue not made).
 pub(super) struct SharedQueue<'py> {
     facts: Facts<'py>,
     pub(super) low: u64,
     pub(super) high: u64,
+    last_block: Option<LastBlock>,
+}
+
+thread_local! {
+    /// The bytes of the last block the thread's last read looked at (`LastBlock`), kept
+    /// for its next: not a block's bytes allocated for every read.
+    static LAST_BLOCK: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+}
+
+/// The largest block buffer a thread keeps (a block of 32 entries is 656 bytes).
+const LAST_BLOCK_KEPT: usize = 256 << 10;
+
+/// A queue's last block (its seq in the queue) as `settled_ends` copied it from its
+/// file, the ends it gave found in these bytes. A walk's entries inside it are taken
+/// from here (`block_entries`), not copied from the file again through the block index
+/// and the file's mapping (a lock, the index's look-up and the mapping's, ~400
+/// instructions a read of 10 messages): they are the bytes its end was found in.
+/// The thread's buffer, given back when dropped.
+struct LastBlock {
+    seq: u64,
+    bytes: Vec<u8>,
+}
+
+impl LastBlock {
+    fn take(seq: u64, len: usize) -> LastBlock {
+        let mut bytes = LAST_BLOCK.with(Cell::take);
+        bytes.resize(len, 0);
+        LastBlock { seq, bytes }
+    }
+
+    /// Entries `slot` to `slot + count - 1` of the block, packed, if it holds them.
+    fn entries(&self, slot: u64, count: u64) -> Option<&[u8]> {
+        let at = HEADER_SIZE + slot as usize * ENTRY_SIZE;
+        self.bytes.get(at..at + count as usize * ENTRY_SIZE)
+    }
+}
+
+impl Drop for LastBlock {
+    fn drop(&mut self) {
+        let bytes = std::mem::take(&mut self.bytes);
+        if bytes.capacity() <= LAST_BLOCK_KEPT {
+            let _ = LAST_BLOCK.try_with(|kept| kept.set(bytes));
+        }
+    }
 }
 
 /// Whether `settled_ends` looks at the record of the queue's last entry (when the trim
@@ -278,19 +325,17 @@ impl StoreCore {
         offset: u64,
         max_messages: usize,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Some(SharedQueue { facts, low, high }) =
-            self.queue_of(py, shared, name, queue_id, Settled::ByTheWalk)?
-        else {
+        let Some(walked) = self.queue_of(py, shared, name, queue_id, Settled::ByTheWalk)? else {
             return Ok(None);
         };
         self.read_messages(
             py,
             (topic, queue),
             (name, queue_id),
-            (offset.max(low), high),
+            (offset.max(walked.low), walked.high),
             max_messages,
             |position, count, buffer| {
-                self.block_entries(py, &facts, queue_id, position, count, buffer)
+                self.shared_entries(py, &walked, queue_id, position, count, buffer)
             },
         )
     }
@@ -334,15 +379,22 @@ impl StoreCore {
         let Some(facts) = self.block_facts(py, &shared.blocks)? else {
             return Ok(None);
         };
-        let Some((low, high)) = self.shared_ends(py, shared, &facts, name, queue_id, settled)?
+        let Some(((low, high), last_block)) =
+            self.shared_ends(py, shared, &facts, name, queue_id, settled)?
         else {
             return Ok(None);
         };
-        Ok(Some(SharedQueue { facts, low, high }))
+        Ok(Some(SharedQueue {
+            facts,
+            low,
+            high,
+            last_block,
+        }))
     }
 
     /// Fill `buffer` with `count` packed entries of `queue`'s queue `queue_id` from
-    /// `position` (`block_entries`).
+    /// `position`: from its last block's bytes as its ends were found in them, when they
+    /// lie there (`LastBlock`), else from its blocks' files (`block_entries`).
     pub(super) fn shared_entries(
         &self,
         py: Python<'_>,
@@ -352,6 +404,16 @@ impl StoreCore {
         count: u64,
         buffer: &mut Vec<u8>,
     ) -> PyResult<bool> {
+        let per = queue.facts.geometry.per_block;
+        if let Some(last) = &queue.last_block {
+            if position / per == last.seq && (position + count - 1) / per == last.seq {
+                if let Some(entries) = last.entries(position % per, count) {
+                    buffer.clear();
+                    buffer.extend_from_slice(entries);
+                    return Ok(true);
+                }
+            }
+        }
         self.block_entries(py, &queue.facts, queue_id, position, count, buffer)
     }
 
@@ -359,7 +421,9 @@ impl StoreCore {
     /// when it is loaded (block_index.rs: made or not, its object reads them there);
     /// the settled ends its blocks give when its object is not made (`settled_ends`);
     /// else those its object finds when made and loaded the Python way (as the long way
-    /// would). None when the core declines.
+    /// would); with the settled ones, the last block they were found in. None when the
+    /// core declines.
+    #[allow(clippy::type_complexity)]
     fn shared_ends<'py>(
         &self,
         py: Python<'py>,
@@ -368,7 +432,7 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
         settled: Settled,
-    ) -> PyResult<Option<(u64, u64)>> {
+    ) -> PyResult<Option<((u64, u64), Option<LastBlock>)>> {
         let classes = &self.shared_classes;
         let at = classes
             .lazy_at
@@ -380,7 +444,7 @@ impl StoreCore {
         // The queue's ends and latest block asked for with it: three misses together.
         facts.index.get().lock().prefetch(std::iter::once(queue_id));
         if let Some(ends) = known_ends(facts, queue_id) {
-            return Ok(Some(ends));
+            return Ok(Some((ends, None)));
         }
         let Some(at) = at else {
             return Ok(None);
@@ -397,7 +461,9 @@ impl StoreCore {
         } else {
             made
         };
-        self.load(py, facts, queue_id, &queue)
+        Ok(self
+            .load(py, facts, queue_id, &queue)?
+            .map(|ends| (ends, None)))
     }
 
     /// `queue` (the object of queue `queue_id`) loaded, and the ends the index then keeps
@@ -420,7 +486,9 @@ impl StoreCore {
     /// settled (see the module docs); None when only its load can say (recovery is
     /// rebuilding the topic's entries, its last block is of zeros or unknown, its last
     /// entry may be trimmed, its minimum may move). With `Settled::ByTheWalk` the look at
-    /// the record of the last entry (`record_is`) is left to the walk.
+    /// the record of the last entry (`record_is`) is left to the walk. With the ends, the
+    /// last block's bytes they were found in (`LastBlock`).
+    #[allow(clippy::type_complexity)]
     fn settled_ends<'py>(
         &self,
         py: Python<'py>,
@@ -429,7 +497,7 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
         settled: Settled,
-    ) -> PyResult<Option<(u64, u64)>> {
+    ) -> PyResult<Option<((u64, u64), Option<LastBlock>)>> {
         // Not `stale`: beside a writer in another process the block store is marked
         // stale at every follow, yet what the index lacks is the same for the queue's load
         // (`BlockQueue._load` reads this index too), and a queue whose records others
@@ -448,7 +516,7 @@ impl StoreCore {
         let blocks = {
             let index = facts.index.get().lock();
             match index.seq_range(queue_id) {
-                None => return Ok(Some((0, 0))), // no blocks: an empty queue, as loaded
+                None => return Ok(Some(((0, 0), None))), // no blocks: an empty queue, as loaded
                 Some((first, last)) => {
                     // The last block is mostly the one the index remembered last for
                     // the queue (`recent`: one load where the block map costs two
@@ -466,14 +534,13 @@ impl StoreCore {
         let (first, last, Some(first_block), Some(last_block)) = blocks else {
             return Ok(None);
         };
-        // The thread's entry buffer (the walk takes it after): copied over whatever it
-        // holds, not a block's bytes made and zeroed for every read.
-        let mut kept = EntryBuffer::take();
-        let block = &mut kept.0;
-        block.resize(block_bytes as usize, 0);
-        if !self.copy_block(py, facts, last_block, 0, block)? {
+        // The thread's block buffer: copied over whatever it holds, not a block's bytes
+        // made and zeroed for every read.
+        let mut kept = LastBlock::take(last, block_bytes as usize);
+        if !self.copy_block(py, facts, last_block, 0, &mut kept.bytes)? {
             return Ok(None);
         }
+        let block = &kept.bytes[..];
         let Some(end) = open_ends::written_end(block, last, per_block) else {
             return Ok(None);
         };
@@ -510,7 +577,7 @@ impl StoreCore {
                 return Ok(None);
             }
         }
-        Ok(Some((min, end.max(min))))
+        Ok(Some(((min, end.max(min)), Some(kept))))
     }
 
     /// Whether the record at commit offset `offset` is entry `index` of queue `queue_id`
