@@ -12,8 +12,9 @@
 //! whose object is not made yet is read without making it, when its ends are *settled*:
 //! the load would find them and its checks change nothing (open_ends.rs, the same rules
 //! the open after a crash goes by): its last block's last written entry is kept by the
-//! trim, and with a floor above zero (the log's start, or the topic's retention), its
-//! first entry lies at or past it. Beside a writer in another process the block store is
+//! trim (for a read, whether its record is its own is left to the walk, which declines
+//! at that entry if not: `Settled`), and with a floor above zero (the log's start, or
+//! the topic's retention), its first entry lies at or past it. Beside a writer in another process the block store is
 //! marked stale at every follow (the writer may have allocated blocks this process has
 //! not taken in): that does not unsettle a queue not made, whose load reads the same
 //! index, and which has had nothing published since the index was complete (each follow
@@ -25,6 +26,8 @@
 //! process allocated it: the long way looks for it), a block file not open or not
 //! mappable, an entry or record to be checked the long way, the seam's `pread` replaced.
 
+use std::cell::Cell;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyType};
 
@@ -32,7 +35,7 @@ use super::super::block_index::{BlockIndex, HEADER_SIZE};
 use super::super::mapped::{Copied, Mapping};
 use super::super::open_ends::{self, LastEntry};
 use super::super::slots::Slot;
-use super::{exact_int, lock, EntryBuffer, StoreCore, View};
+use super::{exact_int, lock, StoreCore, View};
 use crate::consume_queue::ENTRY_SIZE;
 
 /// A read's blocks looked up without a vector (a read of 10 entries spans one or two).
@@ -170,40 +173,74 @@ pub(super) struct SharedTopic<'py> {
     blocks: Bound<'py, PyAny>,
 }
 
-/// A shared topic's queue as a walk reads it: its block store's facts and its ends, and
-/// when those are settled but for the look at the record of its last entry, that look,
-/// left to the caller (`Settled`).
+/// A shared topic's queue as a walk reads it: its block store's facts, its ends, and its
+/// last block as the look at its ends copied it (when it looked: a queue not made).
 pub(super) struct SharedQueue<'py> {
     facts: Facts<'py>,
     pub(super) low: u64,
     pub(super) high: u64,
-    last_record: Option<LastRecord>,
+    last_block: Option<LastBlock>,
 }
 
-/// The record a queue's last entry points at (its commit offset), which must be that
-/// entry's (queue offset `index`) for the queue's ends to be settled; and the segment
-/// holding it (base and export) as located when it was asked for, looked at through
-/// it after the walk.
-struct LastRecord {
-    offset: u64,
-    index: u64,
-    segment: Option<(u64, View)>,
+thread_local! {
+    /// The bytes of the last block the thread's last read looked at (`LastBlock`), kept
+    /// for its next: not a block's bytes allocated for every read.
+    static LAST_BLOCK: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
-/// The bytes of a queue's last record asked for before it is looked at: its header and
-/// topic name (`open_ends::record_is`) lie in its first two lines.
-const LAST_RECORD_BYTES: usize = 128;
+/// The largest block buffer a thread keeps (a block of 32 entries is 656 bytes).
+const LAST_BLOCK_KEPT: usize = 256 << 10;
 
-/// Whether `settled_ends` looks at the record of the queue's last entry itself, or asks
-/// for its lines and leaves the look to its caller (`read_shared`), which reads the
-/// queue's messages first. At a million queues that record is a random place in a log
-/// of gigabytes, a cache and TLB miss of its own (~0.5 µs of a 7.5 µs read of 10
-/// messages, measured with the look left out): asked for early and looked at after the
-/// walk, it is fetched while the walk's own records are.
+/// A queue's last block (its seq in the queue) as `settled_ends` copied it from its
+/// file, the ends it gave found in these bytes. A walk's entries inside it are taken
+/// from here (`block_entries`), not copied from the file again through the block index
+/// and the file's mapping (a lock, the index's look-up and the mapping's, ~400
+/// instructions a read of 10 messages): they are the bytes its end was found in.
+/// The thread's buffer, given back when dropped.
+struct LastBlock {
+    seq: u64,
+    bytes: Vec<u8>,
+}
+
+impl LastBlock {
+    fn take(seq: u64, len: usize) -> LastBlock {
+        let mut bytes = LAST_BLOCK.with(Cell::take);
+        bytes.resize(len, 0);
+        LastBlock { seq, bytes }
+    }
+
+    /// Entries `slot` to `slot + count - 1` of the block, packed, if it holds them.
+    fn entries(&self, slot: u64, count: u64) -> Option<&[u8]> {
+        let at = HEADER_SIZE + slot as usize * ENTRY_SIZE;
+        self.bytes.get(at..at + count as usize * ENTRY_SIZE)
+    }
+}
+
+impl Drop for LastBlock {
+    fn drop(&mut self) {
+        let bytes = std::mem::take(&mut self.bytes);
+        if bytes.capacity() <= LAST_BLOCK_KEPT {
+            let _ = LAST_BLOCK.try_with(|kept| kept.set(bytes));
+        }
+    }
+}
+
+/// Whether `settled_ends` looks at the record of the queue's last entry (when the trim
+/// would keep that entry only if its record is its own), or leaves it to the walk.
+///
+/// A read (`read_shared`) leaves it to the walk: the walk checks every entry it reaches
+/// against its record (`walk::read_entries`: the record's topic, queue and queue offset
+/// among its checks, all of `open_ends::record_is`'s) and declines at one that is not
+/// its own, so a read that reaches the last entry goes the long way, whose first use of
+/// the queue loads it and trims that entry; a read that stops short of it returns the
+/// same messages either way, and leaves the queue not made (whatever asks for its end
+/// next loads it, as before). At a million queues that record is a random place in a
+/// log of gigabytes: its look was a cache and TLB miss of its own and ~280 instructions
+/// a read. A filtered scan, which may pass entries over unread (another tag), looks.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Settled {
     Now,
-    AfterTheWalk,
+    ByTheWalk,
 }
 
 /// The `BlockStore` facts a read uses, taken out of the cache for the call.
@@ -288,51 +325,19 @@ impl StoreCore {
         offset: u64,
         max_messages: usize,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Some(SharedQueue {
-            facts,
-            low,
-            high,
-            last_record,
-        }) = self.queue_of(py, shared, name, queue_id, Settled::AfterTheWalk)?
-        else {
+        let Some(walked) = self.queue_of(py, shared, name, queue_id, Settled::ByTheWalk)? else {
             return Ok(None);
         };
-        let read = |(low, high): (u64, u64)| {
-            self.read_messages(
-                py,
-                (topic, queue),
-                (name, queue_id),
-                (offset.max(low), high),
-                max_messages,
-                |position, count, buffer| {
-                    self.block_entries(py, &facts, queue_id, position, count, buffer)
-                },
-            )
-        };
-        let messages = read((low, high))?;
-        let Some(LastRecord {
-            offset: at,
-            index,
-            segment,
-        }) = last_record
-        else {
-            return Ok(messages);
-        };
-        let is = match &segment {
-            Some((base, view)) => record_in(view.slice(), *base, at, name, queue_id, index),
-            None => self.record_is(py, at, name, queue_id, index)?,
-        };
-        if messages.is_none() || is {
-            return Ok(messages);
-        }
-        // Not settled after all: the messages and the segment's export let go, the queue
-        // made and loaded as the long way's first use makes and loads it (its load trims
-        // that entry), and read from the ends it finds.
-        drop((messages, segment));
-        match self.loaded_ends(py, shared, &facts, queue_id)? {
-            Some(ends) => read(ends),
-            None => Ok(None),
-        }
+        self.read_messages(
+            py,
+            (topic, queue),
+            (name, queue_id),
+            (offset.max(walked.low), walked.high),
+            max_messages,
+            |position, count, buffer| {
+                self.shared_entries(py, &walked, queue_id, position, count, buffer)
+            },
+        )
     }
 
     /// Queue `queue_id` of the shared topic `shared` (named `name` in its records) as a
@@ -374,7 +379,7 @@ impl StoreCore {
         let Some(facts) = self.block_facts(py, &shared.blocks)? else {
             return Ok(None);
         };
-        let Some(((low, high), last_record)) =
+        let Some(((low, high), last_block)) =
             self.shared_ends(py, shared, &facts, name, queue_id, settled)?
         else {
             return Ok(None);
@@ -383,12 +388,13 @@ impl StoreCore {
             facts,
             low,
             high,
-            last_record,
+            last_block,
         }))
     }
 
     /// Fill `buffer` with `count` packed entries of `queue`'s queue `queue_id` from
-    /// `position` (`block_entries`).
+    /// `position`: from its last block's bytes as its ends were found in them, when they
+    /// lie there (`LastBlock`), else from its blocks' files (`block_entries`).
     pub(super) fn shared_entries(
         &self,
         py: Python<'_>,
@@ -398,6 +404,16 @@ impl StoreCore {
         count: u64,
         buffer: &mut Vec<u8>,
     ) -> PyResult<bool> {
+        let per = queue.facts.geometry.per_block;
+        if let Some(last) = &queue.last_block {
+            if position / per == last.seq && (position + count - 1) / per == last.seq {
+                if let Some(entries) = last.entries(position % per, count) {
+                    buffer.clear();
+                    buffer.extend_from_slice(entries);
+                    return Ok(true);
+                }
+            }
+        }
         self.block_entries(py, &queue.facts, queue_id, position, count, buffer)
     }
 
@@ -405,8 +421,8 @@ impl StoreCore {
     /// when it is loaded (block_index.rs: made or not, its object reads them there);
     /// the settled ends its blocks give when its object is not made (`settled_ends`);
     /// else those its object finds when made and loaded the Python way (as the long way
-    /// would). With `Settled::AfterTheWalk`, settled ends may come with the record their
-    /// caller must look at (`LastRecord`). None when the core declines.
+    /// would); with the settled ones, the last block they were found in. None when the
+    /// core declines.
     #[allow(clippy::type_complexity)]
     fn shared_ends<'py>(
         &self,
@@ -416,7 +432,7 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
         settled: Settled,
-    ) -> PyResult<Option<((u64, u64), Option<LastRecord>)>> {
+    ) -> PyResult<Option<((u64, u64), Option<LastBlock>)>> {
         let classes = &self.shared_classes;
         let at = classes
             .lazy_at
@@ -450,19 +466,6 @@ impl StoreCore {
             .map(|ends| (ends, None)))
     }
 
-    /// The ends of queue `queue_id` once its object is made (if it is not yet) and loaded
-    /// as the long way's first use makes and loads it; None when the core declines.
-    fn loaded_ends<'py>(
-        &self,
-        py: Python<'py>,
-        shared: &SharedTopic<'py>,
-        facts: &Facts<'py>,
-        queue_id: u32,
-    ) -> PyResult<Option<(u64, u64)>> {
-        let queue = shared.queues.get_item(queue_id)?;
-        self.load(py, facts, queue_id, &queue)
-    }
-
     /// `queue` (the object of queue `queue_id`) loaded, and the ends the index then keeps
     /// for it; None when it is not a `BlockQueue`.
     fn load<'py>(
@@ -482,9 +485,9 @@ impl StoreCore {
     /// The ends a queue whose object is not made would be loaded with, when they are
     /// settled (see the module docs); None when only its load can say (recovery is
     /// rebuilding the topic's entries, its last block is of zeros or unknown, its last
-    /// entry may be trimmed, its minimum may move). With `Settled::AfterTheWalk` the look
-    /// at the record of the last entry (`record_is`) is left to the caller (returned),
-    /// the record's first line asked for.
+    /// entry may be trimmed, its minimum may move). With `Settled::ByTheWalk` the look at
+    /// the record of the last entry (`record_is`) is left to the walk. With the ends, the
+    /// last block's bytes they were found in (`LastBlock`).
     #[allow(clippy::type_complexity)]
     fn settled_ends<'py>(
         &self,
@@ -494,7 +497,7 @@ impl StoreCore {
         name: &[u8],
         queue_id: u32,
         settled: Settled,
-    ) -> PyResult<Option<((u64, u64), Option<LastRecord>)>> {
+    ) -> PyResult<Option<((u64, u64), Option<LastBlock>)>> {
         // Not `stale`: beside a writer in another process the block store is marked
         // stale at every follow, yet what the index lacks is the same for the queue's load
         // (`BlockQueue._load` reads this index too), and a queue whose records others
@@ -531,14 +534,13 @@ impl StoreCore {
         let (first, last, Some(first_block), Some(last_block)) = blocks else {
             return Ok(None);
         };
-        // The thread's entry buffer (the walk takes it after): copied over whatever it
-        // holds, not a block's bytes made and zeroed for every read.
-        let mut kept = EntryBuffer::take();
-        let block = &mut kept.0;
-        block.resize(block_bytes as usize, 0);
-        if !self.copy_block(py, facts, last_block, 0, block)? {
+        // The thread's block buffer: copied over whatever it holds, not a block's bytes
+        // made and zeroed for every read.
+        let mut kept = LastBlock::take(last, block_bytes as usize);
+        if !self.copy_block(py, facts, last_block, 0, &mut kept.bytes)? {
             return Ok(None);
         }
+        let block = &kept.bytes[..];
         let Some(end) = open_ends::written_end(block, last, per_block) else {
             return Ok(None);
         };
@@ -548,16 +550,9 @@ impl StoreCore {
         };
         let log_min = self.log_min(py, tail)?;
         let entry = open_ends::entry_of(block, end - 1 - last * per_block);
-        let mut last_record = None;
         match open_ends::last_entry_kept(entry, log_min, tail) {
             Some(LastEntry::Kept) => {}
-            Some(LastEntry::IfRecordIs) if settled == Settled::AfterTheWalk => {
-                last_record = Some(LastRecord {
-                    offset: entry.0,
-                    index: end - 1,
-                    segment: self.ask_for(py, entry.0)?,
-                });
-            }
+            Some(LastEntry::IfRecordIs) if settled == Settled::ByTheWalk => {}
             Some(LastEntry::IfRecordIs) => {
                 if !self.record_is(py, entry.0, name, queue_id, end - 1)? {
                     return Ok(None);
@@ -582,21 +577,7 @@ impl StoreCore {
                 return Ok(None);
             }
         }
-        Ok(Some(((min, end.max(min)), last_record)))
-    }
-
-    /// Ask for the first lines of the record at commit offset `offset` (`prefetch`): a
-    /// hint, nothing read. Returns the segment holding it (its base and an export), if
-    /// located, for the look at the record after the walk.
-    fn ask_for(&self, py: Python<'_>, offset: u64) -> PyResult<Option<(u64, View)>> {
-        let Some((base, map)) = self.locate(py, offset)? else {
-            return Ok(None);
-        };
-        let Some(view) = View::of(map.bind(py)) else {
-            return Ok(None);
-        };
-        crate::prefetch::bytes(view.slice(), (offset - base) as usize, LAST_RECORD_BYTES);
-        Ok(Some((base, view)))
+        Ok(Some(((min, end.max(min)), Some(kept))))
     }
 
     /// Whether the record at commit offset `offset` is entry `index` of queue `queue_id`
