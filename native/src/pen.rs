@@ -224,21 +224,23 @@ impl Pen {
         }
     }
 
-    /// Take the mutex if it is let go within `spin` (on the monotonic clock), trying
-    /// it again between short pauses without ever sleeping on it; None when another
-    /// thread or process still holds it then. A writer's hold of the pen is one
-    /// write (a batch's pen section: 150–330 µs for 500 × 1 KiB on session 57's
-    /// machine), and a sleeper's wake-up is 17–26 µs of a thread's hand-off plus
-    /// the futex calls on both sides, during which the pen is free and unused
-    /// (docs/PERFORMANCE.md, procs31-s57). No waiters flag is set, so the holder's
-    /// unlock makes no system call for a spinner.
-    pub fn try_spinning(&self, spin: Duration) -> io::Result<Option<Taken>> {
+    /// Take the mutex if it is let go while `go_on` (asked between tries with the
+    /// time spent so far, on the monotonic clock) says to keep trying, between short
+    /// pauses and without ever sleeping on it; None when another thread or process
+    /// still holds it when `go_on` says to stop. No waiters flag is set, so the
+    /// holder's unlock makes no system call for a spinner. (A sleeper's wake-up is a
+    /// thread hand-off of 17–26 µs plus the futex calls on both sides, during which
+    /// the mutex is free and unused: docs/PERFORMANCE.md, procs31-s57.)
+    pub fn try_spinning(
+        &self,
+        mut go_on: impl FnMut(Duration) -> bool,
+    ) -> io::Result<Option<Taken>> {
         let began = std::time::Instant::now();
         loop {
             if let Some(taken) = self.try_lock()? {
                 return Ok(Some(taken));
             }
-            if began.elapsed() >= spin {
+            if !go_on(began.elapsed()) {
                 return Ok(None);
             }
             for _ in 0..SPIN_PAUSES {
@@ -398,7 +400,8 @@ mod tests {
         };
         holding.recv().unwrap();
         assert_eq!(
-            pen.try_spinning(Duration::from_secs(30)).unwrap(),
+            pen.try_spinning(|spun| spun < Duration::from_secs(30))
+                .unwrap(),
             Some(Taken::Free)
         );
         pen.unlock().unwrap();
@@ -417,9 +420,13 @@ mod tests {
         let other = Arc::new(other);
         let seen = {
             let other = Arc::clone(&other);
-            std::thread::spawn(move || other.try_spinning(Duration::from_millis(5)).unwrap())
-                .join()
-                .unwrap()
+            std::thread::spawn(move || {
+                other
+                    .try_spinning(|spun| spun < Duration::from_millis(5))
+                    .unwrap()
+            })
+            .join()
+            .unwrap()
         };
         assert_eq!(seen, None);
         // SAFETY: as in `a_waiter_whose_wake_up_was_lost_takes_the_mutex_at_its_next_try`.
