@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -127,39 +127,49 @@ def make_batches(plan: Sequence[int], next_offset: dict[int, int]) -> list[list[
     return batches
 
 
-def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: int) -> None:
-    """Child process: create the topic, run the producers, report, then wait to be killed.
+def timed_rounds(
+    plans: Sequence[array],
+    per_thread: int,
+    make: Callable[[array, dict[int, int]], list],
+    put: Callable[[object], None],
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[float, float, float, list[BaseException]]:
+    """Each plan's messages by its own thread, in rounds of ``per_thread``: all threads
+    first make their round's batches (``make``: the harness's work, outside the clock),
+    then all ``put`` them, timed. (seconds, CPU seconds) of the process over the timed
+    parts, the harness's CPU seconds (the making, and the freeing of the round before's
+    batches), the errors raised by ``put``.
 
-    The producers work in rounds of ``ROUND`` messages: each thread first makes its
-    round's batches (the bodies, ``body_of``: the harness's own work, outside the clock),
-    then all put them together, timed. Only the puts count in ``put_s`` and ``put_cpu_s``
-    (the process's CPU over the timed parts); ``harness_cpu_s`` is the making's (and the
-    freeing of the round before's batches)."""
-    store = MessageStore.open(path, config())
-    store.create_topic(TOPIC, queues=queues, layout="shared")
-    plans = plan_queues(queues, messages, threads, seed=1)
+    The timing thread reads its clocks with every producer held at a barrier: the
+    round's start before any producer puts (``go``), its end before any producer goes
+    on to free and make (``counted``). With two barriers a round, the producer that
+    last reached one ran on, and the timing thread waited for the GIL behind the
+    producers' making of bodies: that time and CPU went into the put's figures, 0.04–0.15
+    µs of CPU a put at 100,000 queues (docs/PERFORMANCE.md, put33-s57)."""
+    threads = len(plans)
     errors: list[BaseException] = []
-    made_batches: list[int] = []
-    per_thread = max(1, ROUND // threads)
     rounds = max(-(-len(plan) // per_thread) for plan in plans)
-    made = threading.Barrier(threads + 1)
-    done = threading.Barrier(threads + 1)
+    made, go, done, counted = (threading.Barrier(threads + 1) for _ in range(4))
+
+    def put_all(batches: list) -> None:
+        # A function of its own: its loop's last batch is let go as it returns, not
+        # held by the caller's frame into the next round's timed part.
+        try:
+            if not errors:
+                for batch in batches:
+                    put(batch)
+        except BaseException as error:  # reported, not raised in a thread
+            errors.append(error)
 
     def produce(plan: array) -> None:
         next_offset: dict[int, int] = {}
         for round_ in range(rounds):
-            batches = make_batches(
-                plan[round_ * per_thread : (round_ + 1) * per_thread], next_offset
-            )
-            made_batches.append(len(batches))
+            batches = make(plan[round_ * per_thread : (round_ + 1) * per_thread], next_offset)
             made.wait()
-            try:
-                if not errors:
-                    for batch in batches:
-                        store.append_batch(TOPIC, batch)
-            except BaseException as error:  # reported, not raised in a thread
-                errors.append(error)
+            go.wait()
+            put_all(batches)
             done.wait()
+            counted.wait()
             del batches  # the harness's items freed outside the clock, as they were made
 
     workers = [threading.Thread(target=produce, args=(plan,)) for plan in plans]
@@ -170,14 +180,38 @@ def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: i
     harness_cpu = 0.0
     for _ in range(rounds):
         made.wait()
-        started, cpu_started = time.perf_counter(), time.process_time()
+        started, cpu_started = clock(), time.process_time()
         harness_cpu += cpu_started - cpu_mark
+        go.wait()
         done.wait()
-        seconds += time.perf_counter() - started
+        seconds += clock() - started
         cpu_mark = time.process_time()
         cpu += cpu_mark - cpu_started
+        counted.wait()
     for worker in workers:
         worker.join()
+    return seconds, cpu, harness_cpu, errors
+
+
+def put_phase(path: Path, queues: int, messages: int, threads: int, report_fd: int) -> None:
+    """Child process: create the topic, run the producers (``timed_rounds``), report,
+    then wait to be killed. Only the puts count in ``put_s`` and ``put_cpu_s`` (the
+    process's CPU over the timed parts); ``harness_cpu_s`` is the making's (and the
+    freeing of the round before's batches)."""
+    store = MessageStore.open(path, config())
+    store.create_topic(TOPIC, queues=queues, layout="shared")
+    plans = plan_queues(queues, messages, threads, seed=1)
+    made_batches: list[int] = []
+
+    def make(plan: array, next_offset: dict[int, int]) -> list[list[dict]]:
+        batches = make_batches(plan, next_offset)
+        made_batches.append(len(batches))
+        return batches
+
+    def put(batch: list[dict]) -> None:
+        store.append_batch(TOPIC, batch)
+
+    seconds, cpu, harness_cpu, errors = timed_rounds(plans, max(1, ROUND // threads), make, put)
     appender = getattr(store, "_appender", None)
     result = {
         "native_batches": getattr(appender, "batched", 0),

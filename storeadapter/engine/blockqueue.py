@@ -135,8 +135,12 @@ class BlockFile:
             # The pages of the batches' mapping let go first: the writeback
             # write-protects each page still mapped, a TLB shootdown each
             # (docs/PERFORMANCE.md, mill33b-s50); a part at a time, each part's
-            # writeback begun right after it (put33-s55).
+            # writeback begun right after it (put33-s55). Then, in one go, the pages
+            # the batches mapped again meanwhile (stored into after their part was let
+            # go): the fdatasync write-protects each page still mapped, a shootdown each
+            # (put33-s57).
             drop_block_pages(self, SYNC_PART)
+            drop_block_pages(self)
             fileio.fdatasync(self._fd)
 
     def map_stored_pages(self) -> int:

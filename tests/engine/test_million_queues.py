@@ -88,3 +88,55 @@ def test_the_bench_s_plans_are_not_walked_by_the_cyclic_collector():
     assert all(queue % 4 == t for t, plan in enumerate(plans) for queue in plan)
     # What the collector visits of a plan (its traversal): none of its items.
     assert not [r for plan in plans for r in gc.get_referents(plan) if isinstance(r, int)]
+
+
+def _spin(seconds: float) -> None:
+    # Python-level work: holds the GIL between the interpreter's switches, as the
+    # harness's making of bodies and dicts does.
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def test_the_put_s_clock_times_every_put_and_none_of_the_harness_s_making_or_freeing():
+    # The harness makes each round's batches (and frees the round before's) on the
+    # producer threads; a thread that went on to that work while the timing thread had
+    # not yet read its clock put the harness's work into the put's seconds and CPU.
+    million = load_bench()
+    events: list[tuple[str, float, float]] = []
+    readings: list[float] = []
+
+    class Batch:
+        def __del__(self) -> None:
+            now = time.perf_counter()
+            events.append(("free", now, now))
+
+    def make(plan, next_offset):
+        began = time.perf_counter()
+        _spin(0.02)
+        events.append(("make", began, time.perf_counter()))
+        return [Batch() for _ in range(2)]
+
+    def put(batch) -> None:
+        began = time.perf_counter()
+        _spin(0.003)
+        events.append(("put", began, time.perf_counter()))
+
+    def clock() -> float:
+        readings.append(time.perf_counter())
+        return readings[-1]
+
+    plans = million.plan_queues(1000, 4000, 4, seed=SEED)
+    rounds = max(-(-len(plan) // 250) for plan in plans)
+    seconds, _, _, errors = million.timed_rounds(plans, 250, make, put, clock)
+
+    assert errors == []
+    windows = list(zip(readings[0::2], readings[1::2], strict=True))
+    assert len(windows) == rounds
+    assert seconds == pytest.approx(sum(end - start for start, end in windows))
+    puts = [(began, ended) for kind, began, ended in events if kind == "put"]
+    assert len(puts) == 4 * rounds * 2
+    assert all(any(s <= b and e <= w for s, w in windows) for b, e in puts)
+    harness = [(kind, b, e) for kind, b, e in events if kind != "put"]
+    assert len(harness) == 4 * rounds * 3  # each round's making, its two batches freed
+    assert not [(k, b, e) for k, b, e in harness if any(b < w and e > s for s, w in windows)]
