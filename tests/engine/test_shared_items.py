@@ -855,6 +855,21 @@ def test_entries_stored_after_a_block_sync_are_read_back_after_a_reopen(tmp_path
             assert bodies == [b"%d-%d" % (r, q) for r in range(3)]
 
 
+def _stored_block_file(store: MessageStore, queues: int):
+    """A shared topic "t" of ``queues`` queues with two messages in each, the second
+    batch stored into its block file's mapping: (its block store, its one block file)."""
+    from storeadapter.engine import blockqueue
+
+    store.create_topic("t", queues=queues, layout="shared")
+    store.append_batch("t", [{"body": b"a%d" % q, "queue": q} for q in range(queues)])
+    taken = store._appender.batched
+    store.append_batch("t", [{"body": b"b%d" % q, "queue": q} for q in range(queues)])
+    assert store._appender.batched == taken + 1  # stored into the file's mapping
+    (blocks,) = [q for q in store._registry.dirty if isinstance(q, blockqueue.BlockStore)]
+    (block_file,) = blocks.files.values()
+    return blocks, block_file
+
+
 def test_a_block_file_synced_in_parts_keeps_its_entries_and_maps_its_stored_pages_again(
     tmp_path, monkeypatch
 ):
@@ -867,13 +882,7 @@ def test_a_block_file_synced_in_parts_keeps_its_entries_and_maps_its_stored_page
     config = _cadence_config(shared_block_entries=64, shared_blocks_per_file=1024)
     queues = 600
     with MessageStore.open(tmp_path / "s", config) as store:
-        store.create_topic("t", queues=queues, layout="shared")
-        store.append_batch("t", [{"body": b"a%d" % q, "queue": q} for q in range(queues)])
-        taken = store._appender.batched
-        store.append_batch("t", [{"body": b"b%d" % q, "queue": q} for q in range(queues)])
-        assert store._appender.batched == taken + 1  # stored into the file's mapping
-        (blocks,) = [q for q in store._registry.dirty if isinstance(q, blockqueue.BlockStore)]
-        (block_file,) = blocks.files.values()
+        blocks, block_file = _stored_block_file(store, queues)
         block_file.sync()
         # 600 blocks of 1,296 bytes from the file's start: pages 0 to 189, over 3 parts.
         assert block_file.map_stored_pages() == -(-queues * blocks.block_bytes // 4096)
@@ -901,11 +910,7 @@ def test_a_block_sync_lets_go_of_the_pages_stored_into_while_its_parts_were_writ
     config = _cadence_config(shared_block_entries=64, shared_blocks_per_file=1024)
     queues = 600
     with MessageStore.open(tmp_path / "s", config) as store:
-        store.create_topic("t", queues=queues, layout="shared")
-        store.append_batch("t", [{"body": b"a%d" % q, "queue": q} for q in range(queues)])
-        store.append_batch("t", [{"body": b"b%d" % q, "queue": q} for q in range(queues)])
-        (blocks,) = [q for q in store._registry.dirty if isinstance(q, blockqueue.BlockStore)]
-        (block_file,) = blocks.files.values()
+        _, block_file = _stored_block_file(store, queues)
         drop = blockqueue.drop_block_pages
 
         def drop_then_store(file, part=0):
