@@ -183,14 +183,21 @@ def test_a_read_short_of_a_last_entry_pointing_at_another_queue_s_record_leaves_
     assert _made(reopened, 1) is None
 
 
-@pytest.mark.parametrize("asked", ["queue_range", "queue_ranges"])
-def test_a_queue_s_end_after_a_read_short_of_a_bad_last_entry_is_the_settled_one(
-    store, open_store, store_path, asked
-):
+def _reopened_after_a_short_read(store, open_store, store_path):
+    """The store of ``_pointing_at_another_queue_s_record`` opened again and read short of
+    queue 1's bad last entry: (the store, the queue's messages, its settled end)."""
     expected, high = _pointing_at_another_queue_s_record(store)
     store.close()
     reopened = open_store(store_path, CONFIG)
     assert reopened.read("t", 1, 0, 3) == expected[:3]
+    return reopened, expected, high
+
+
+@pytest.mark.parametrize("asked", ["queue_range", "queue_ranges"])
+def test_a_queue_s_end_after_a_read_short_of_a_bad_last_entry_is_the_settled_one(
+    store, open_store, store_path, asked
+):
+    reopened, expected, high = _reopened_after_a_short_read(store, open_store, store_path)
 
     if asked == "queue_range":
         assert reopened.queue_range("t", 1) == (0, high)
@@ -203,10 +210,7 @@ def test_a_queue_s_end_after_a_read_short_of_a_bad_last_entry_is_the_settled_one
 def test_an_append_after_a_read_short_of_a_bad_last_entry_settles_the_queue_s_end_first(
     store, open_store, store_path, how
 ):
-    expected, high = _pointing_at_another_queue_s_record(store)
-    store.close()
-    reopened = open_store(store_path, CONFIG)
-    assert reopened.read("t", 1, 0, 3) == expected[:3]
+    reopened, expected, high = _reopened_after_a_short_read(store, open_store, store_path)
 
     if how == "append":
         result = reopened.append("t", b"after", queue=1)
