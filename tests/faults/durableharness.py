@@ -78,8 +78,7 @@ def append_then_die_modelled(
     core = store._appender
     native = 0 if core is None else core.appended + core.batched
     Path(f"{model}.native").write_text(str(native))  # what the store core wrote
-    fs.save_model(Path(model))
-    os.kill(os.getpid(), signal.SIGKILL)
+    fs.save_model_and_die(Path(model))
 
 
 def flushed_count(path: Path) -> int:

@@ -463,6 +463,17 @@ class FaultyFS:
         with self._lock:
             Path(path).write_bytes(pickle.dumps((self._files, self._dirs)))
 
+    def save_model_and_die(self, path: Path) -> None:
+        """``save_model``, then SIGKILL this process with the lock still held: no other
+        thread (a store's flusher) changes a file after the model is written. Saved and
+        killed apart, a flush that ran in between left the files ahead of the model the
+        test goes on from (a checkpoint vouching for log pages the model held unsynced:
+        the test's open trusted it and synced nothing, and its power-loss images lost
+        acknowledged messages that were durable)."""
+        with self._lock:
+            self.save_model(path)
+            os.kill(os.getpid(), signal.SIGKILL)
+
     def load_model(self, path: Path) -> None:
         """Go on from a model another process saved (``save_model``) over the same files."""
         with self._lock:
