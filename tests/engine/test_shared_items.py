@@ -8,6 +8,8 @@ import time
 import types
 from pathlib import Path
 
+import pytest
+
 from storeadapter.engine import MessageStore, StoreConfig
 from storeadapter.engine.verify import verify_store
 from tests.engine.storetools import read_all, run_until_killed, small_config
@@ -855,6 +857,16 @@ def test_entries_stored_after_a_block_sync_are_read_back_after_a_reopen(tmp_path
             assert bodies == [b"%d-%d" % (r, q) for r in range(3)]
 
 
+@pytest.fixture
+def parted_sync(monkeypatch) -> tuple[StoreConfig, int]:
+    """Block syncs in parts of 256 KiB (``blockqueue.SYNC_PART``); the config (1,024
+    blocks of 64 entries a block file) and the queue count (600: their blocks span 3 parts)."""
+    from storeadapter.engine import blockqueue
+
+    monkeypatch.setattr(blockqueue, "SYNC_PART", 1 << 18)
+    return _cadence_config(shared_block_entries=64, shared_blocks_per_file=1024), 600
+
+
 def _stored_block_file(store: MessageStore, queues: int):
     """A shared topic "t" of ``queues`` queues with two messages in each, the second
     batch stored into its block file's mapping: (its block store, its one block file)."""
@@ -871,16 +883,12 @@ def _stored_block_file(store: MessageStore, queues: int):
 
 
 def test_a_block_file_synced_in_parts_keeps_its_entries_and_maps_its_stored_pages_again(
-    tmp_path, monkeypatch
+    tmp_path, parted_sync
 ):
     # A block sync lets go of the file's pages and begins their writeback a part at a
     # time (blockqueue.SYNC_PART); every page stored into before it, in whichever part,
     # is mapped again after it, and every entry reads back.
-    from storeadapter.engine import blockqueue
-
-    monkeypatch.setattr(blockqueue, "SYNC_PART", 1 << 18)
-    config = _cadence_config(shared_block_entries=64, shared_blocks_per_file=1024)
-    queues = 600
+    config, queues = parted_sync
     with MessageStore.open(tmp_path / "s", config) as store:
         blocks, block_file = _stored_block_file(store, queues)
         block_file.sync()
@@ -897,7 +905,7 @@ def test_a_block_file_synced_in_parts_keeps_its_entries_and_maps_its_stored_page
 
 
 def test_a_block_sync_lets_go_of_the_pages_stored_into_while_its_parts_were_written_back(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, parted_sync
 ):
     # The batches go on storing while a block sync lets go of the file's pages a part at
     # a time; a page stored into after its part was let go is mapped again, and the
@@ -906,9 +914,7 @@ def test_a_block_sync_lets_go_of_the_pages_stored_into_while_its_parts_were_writ
     # They are let go as well before it; the next sync's map_stored_pages counts them.
     from storeadapter.engine import blockqueue
 
-    monkeypatch.setattr(blockqueue, "SYNC_PART", 1 << 18)
-    config = _cadence_config(shared_block_entries=64, shared_blocks_per_file=1024)
-    queues = 600
+    config, queues = parted_sync
     with MessageStore.open(tmp_path / "s", config) as store:
         _, block_file = _stored_block_file(store, queues)
         drop = blockqueue.drop_block_pages
