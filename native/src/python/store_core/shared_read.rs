@@ -14,11 +14,12 @@
 //! the open after a crash goes by): its last block's last written entry is kept by the
 //! trim (for a read, whether its record is its own is left to the walk, which declines
 //! at that entry if not: `Settled`), and with a floor above zero (the log's start, or
-//! the topic's retention), its first entry lies at or past it. Beside a writer in another process the block store is
-//! marked stale at every follow (the writer may have allocated blocks this process has
-//! not taken in): that does not unsettle a queue not made, whose load reads the same
-//! index, and which has had nothing published since the index was complete (each follow
-//! makes the queues whose records it takes in, and their blocks are looked for then).
+//! the topic's retention), its first entry lies at or past it. Beside a writer in
+//! another process the block store is marked stale at every follow (the writer may have
+//! allocated blocks this process has not taken in): that does not unsettle a queue not
+//! made, whose load reads the same index, and which has had nothing published since the
+//! index was complete (each follow makes the queues whose records it takes in, and their
+//! blocks are looked for then).
 //! Any other queue is made and loaded the Python way, then read here from its ends.
 //!
 //! Whatever the core does not accept at once goes the long way (`_read_long_way`), as
