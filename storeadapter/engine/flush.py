@@ -38,7 +38,6 @@ class FlushService:
         unsynced: Callable[[], bool] | None = None,
         pretouch: Callable[[], None] | None = None,
         asks: Asks | None = None,
-        make_pages: Callable[[], None] | None = None,
     ) -> None:
         self._sync_log = sync_log
         # Whether there is anything to sync: an appender just woken still counts as a
@@ -54,8 +53,6 @@ class FlushService:
         # The pretoucher (the native append's pages ahead of the tail), when asked.
         self._pretouch = pretouch
         self._touch = False
-        # The log's page-cache pages ahead of the tail, for batches (``PagesAhead``).
-        self._make_pages = make_pages
         self._stopping = False
         # The native append's asks (``dataplane.Asks``): told whenever ``_flushed`` moves,
         # it asks for a flush (``kick``) past ``flush_dirty_bytes`` beyond it.
@@ -102,13 +99,6 @@ class FlushService:
             with self._cond:
                 self._touch = True
                 self._cond.notify_all()
-
-    def make_pages(self) -> None:
-        """Ask for the log's page-cache pages ahead of the tail to be made (the native
-        batch asks every so many bytes; ``pagesahead.PagesAhead``, on a thread of its
-        own)."""
-        if self._make_pages is not None:
-            self._make_pages()
 
     def advance(self, flushed: int) -> None:
         """Record that everything below ``flushed`` is durable; call back the waiters it

@@ -82,7 +82,6 @@ from .locks import ForkGuard, StoreLocks
 from .metadata import ENTRY_CHECKS_VERSION, StoreIdentity, TopicTable
 from .nativeappend import PRETOUCH_BYTES, append_core, log_syncer
 from .offsets import OffsetStore
-from .pagesahead import PagesAhead
 from .queuebase import entry_checked, entry_not_written, unpack_entry
 from .reader import Reader
 from .reading import Reading
@@ -149,7 +148,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
     _offsets: OffsetStore
     _flusher: FlushService
     _warm: WarmService
-    _pages_ahead: PagesAhead
     _cache_let_go: int
     _session: WriteSession
     _writer: Writer
@@ -294,7 +292,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # ``log_cache_behind_bytes``: the log's pages below this were let go of (none of
         # those from before this process opened: other readers may be reading them).
         self._cache_let_go = self.commitlog.tail
-        self._pages_ahead = PagesAhead(self.commitlog)
         self._flusher = FlushService(
             self._sync_log,
             self._flush_periodic,
@@ -303,7 +300,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._log_unsynced,
             self._pretouch,
             self._asks,
-            self._pages_ahead.soon,
         )
         self._session = WriteSession(
             self._pen,
@@ -354,7 +350,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             fileio.fsync_dir(self.path / "index")
         self._flusher.start(self.commitlog.flushed)
         self._warm.start()
-        self._pages_ahead.start()
 
     def _first_read(self, *args, **kwargs) -> list[StoredMessage]:
         self._reads_begin()
@@ -1415,7 +1410,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             return
         self._flusher.stop()
         self._warm.stop()
-        self._pages_ahead.stop()
         clean = self._writer.failure is None and not self._forked
         if clean:
             try:

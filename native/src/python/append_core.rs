@@ -104,18 +104,6 @@ const PEN_SPIN: Duration = Duration::from_micros(300);
 const PEN_SPIN_SHORT: Duration = Duration::from_micros(50);
 const LONG_WRITE: u64 = 64 << 10;
 
-/// What a write asks of the pretoucher (`after`, every `PRETOUCH_ASK` bytes of log).
-#[derive(Clone, Copy)]
-enum Touch {
-    /// A single append stores its record into the segment's mapping: the pages ahead
-    /// of the tail faulted in for writing (`FlushService.touch`).
-    Map,
-    /// A batch writes its records with `pwrite`: the page-cache pages ahead of the
-    /// tail made by reading them, so that the `pwrite` under the pen finds them
-    /// (`FlushService.make_pages`; procs31-s58).
-    Cache,
-}
-
 /// A map keyed by object addresses, which no one chooses: hashed by one multiply, not
 /// SipHash (which cost ~170 instructions an append for two look-ups).
 type ByAddress<V> = HashMap<usize, V, BuildHasherDefault<AddressHasher>>;
@@ -2210,7 +2198,7 @@ impl AppendCore {
                 self.status.bind(py).clone().into_any(),
             ],
         )?;
-        self.after(py, end, Touch::Map)?;
+        self.after(py, end, true)?;
         if self.waited_out(py, end)? {
             let writer = self.writer.bind(py);
             let timed_out = writer.call_method1(
@@ -2231,7 +2219,7 @@ impl AppendCore {
         results: Bound<'py, PyList>,
         end: i64,
     ) -> Step<Bound<'py, PyList>> {
-        self.after(py, end, Touch::Cache)?;
+        self.after(py, end, false)?;
         if self.waited_out(py, end)? {
             let writer = self.writer.bind(py);
             return Ok(writer
@@ -2261,17 +2249,13 @@ impl AppendCore {
     /// (sync mode: no flush is asked for; the append waits for its own, `waited_out`).
     /// The flusher, the warmer and the pulls keep the ends past which each is asked in
     /// `asks` (words.rs): below the lowest, one load and nothing else.
-    /// `touch`: what the write asks of the pretoucher every `PRETOUCH_ASK` bytes of
-    /// log (`Touch`).
-    fn after(&self, py: Python<'_>, end: i64, touch: Touch) -> PyResult<()> {
+    /// `touch`: a single append asks for the pretoucher (a batch writes its records
+    /// with `pwrite`, so the segment's pages need no faulting in for it).
+    fn after(&self, py: Python<'_>, end: i64, touch: bool) -> PyResult<()> {
         let touched = self.touch_asked.load(Ordering::Relaxed);
-        if end.abs_diff(touched as i64) > PRETOUCH_ASK {
+        if touch && end.abs_diff(touched as i64) > PRETOUCH_ASK {
             self.touch_asked.store(end as u64, Ordering::Relaxed);
-            let flusher = self.flusher.bind(py);
-            match touch {
-                Touch::Map => flusher.call_method0(intern!(py, "touch"))?,
-                Touch::Cache => flusher.call_method0(intern!(py, "make_pages"))?,
-            };
+            self.flusher.bind(py).call_method0(intern!(py, "touch"))?;
         }
         let asks = self.asks.get();
         if !asks.due(end) {
