@@ -27,7 +27,6 @@ queue added again under the same number does not take them over.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 from collections.abc import Callable
@@ -61,15 +60,6 @@ ALLOCATED_FILE = "allocated"
 #: again, between their let-go and their writeback (each a TLB shootdown, then a fault
 #: under the thread lock: docs/PERFORMANCE.md, put33-s55).
 SYNC_PART = 1 << 20
-#: How far past the allocation end the flush thread reads a topic's block files' pages in
-#: (``BlockStore.read_ahead``), asked again each time the end has moved half of it: a
-#: block's first store then finds its page in the page cache, not a page of unwritten
-#: extent for its fault to allocate and zero under the store's thread lock
-#: (docs/PERFORMANCE.md, put33-s58).
-READ_AHEAD_BYTES = 32 << 20
-#: ``posix_fadvise(WILLNEED)`` reads in at most the device's readahead window a call
-#: (8 MiB on this VM): the range is asked for in parts of this many bytes.
-_READ_AHEAD_PART = 4 << 20
 END_SLOT = struct.Struct("<QQQI")
 
 
@@ -232,12 +222,6 @@ class BlockStore(metaclass=Watched):
         # are taken in only up to the allocation end published with a tail at or below
         # it, never a dead writer's unpublished ones.
         self.tail_source: Callable[[], int] | None = None
-        # Called (by ``publish_end``) when the allocation end nears the pages read in
-        # ahead of it; the store has the flush thread call ``read_ahead`` then.
-        self.ask_read_ahead: Callable[[BlockStore], None] | None = None
-        self._read_ahead_to = 0  # blocks below this were read in ahead (or asked for)
-        self._ask_read_ahead_at = 0  # the allocation end at which to ask again
-        self._ahead_buffer: bytearray | None = None
         self._ends_fd = -1
         self._published = -1  # the allocation end this process last published
         # Blocks below the published allocation end whose headers are unreadable (their
@@ -355,44 +339,6 @@ class BlockStore(metaclass=Watched):
         at = (seq % 2) * END_SLOT.size
         fileio.pwrite_all(self._ends(), body + struct.pack("<I", crc32c(body)), at)
         self._published = self.end
-        if self.end >= self._ask_read_ahead_at and self.ask_read_ahead is not None:
-            self._ask_read_ahead_at = self.end + READ_AHEAD_BYTES // 2 // self.block_bytes
-            self.ask_read_ahead(self)
-
-    def _read_ahead_buffer(self) -> bytearray:
-        if self._ahead_buffer is None:
-            self._ahead_buffer = bytearray(_READ_AHEAD_PART)
-        return self._ahead_buffer
-
-    def read_ahead(self) -> int:
-        """On the flush thread: read into the page cache the block files' pages from the
-        allocation end to ``READ_AHEAD_BYTES`` past it (those of files not created yet
-        are left for the next ask), so that the batches' first stores into new blocks
-        fault in a cached page instead of allocating and zeroing one (a fresh page of
-        this VM's memory, which the host backs on its first touch, inside the fault)
-        under the thread lock. Clean pages of unwritten extents: nothing is written, no
-        byte changes. A hint: one refused (a file closed meanwhile) is left. How many
-        bytes were asked for."""
-        if self.closed:
-            return 0
-        size = self.block_bytes
-        start = max(self._read_ahead_to, self.end)
-        stop = self.end + READ_AHEAD_BYTES // size
-        asked = 0
-        for first, block_file in sorted(self.files.items()):
-            last = first + block_file.blocks
-            fd = block_file._fd
-            if last <= start or first >= stop or fd < 0:
-                continue
-            low = (max(start, first) - first) * size
-            high = (min(stop, last) - first) * size
-            for at in range(low, high, _READ_AHEAD_PART):
-                length = min(_READ_AHEAD_PART, high - at)
-                with contextlib.suppress(OSError):
-                    os.preadv(fd, [memoryview(self._read_ahead_buffer())[:length]], at)
-                asked += length
-            self._read_ahead_to = min(stop, last)
-        return asked
 
     def republish_end(self, tail: int) -> None:
         """After recovery: the allocated run as found is the published end at ``tail``."""
@@ -501,7 +447,6 @@ class BlockStore(metaclass=Watched):
             self.files[block] = BlockFile.create(
                 self.directory, block, self.blocks_per_file, self.block_bytes
             )
-            self._ask_read_ahead_at = 0  # its pages are asked for at the next publish
         before = BLOCK_HEADER_SIZE + entries_at * ENTRY_SIZE
         data = bytearray(self.block_bytes)
         data[:BLOCK_HEADER_SIZE] = header_bytes(queue, seq)

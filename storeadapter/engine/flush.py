@@ -16,7 +16,6 @@ the two, and ``log_syncs`` counts the log fdatasyncs of both.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import threading
 import time
@@ -54,9 +53,6 @@ class FlushService:
         # The pretoucher (the native append's pages ahead of the tail), when asked.
         self._pretouch = pretouch
         self._touch = False
-        # Hints for the flush thread to act on, once each (a shared topic's block pages
-        # read in ahead of its allocation end: ``BlockStore.read_ahead``).
-        self._chores: list[Callable[[], object]] = []
         self._stopping = False
         # The native append's asks (``dataplane.Asks``): told whenever ``_flushed`` moves,
         # it asks for a flush (``kick``) past ``flush_dirty_bytes`` beyond it.
@@ -103,12 +99,6 @@ class FlushService:
             with self._cond:
                 self._touch = True
                 self._cond.notify_all()
-
-    def chore(self, work: Callable[[], object]) -> None:
-        """Ask the flush thread to call ``work`` (a hint: what it raises is dropped)."""
-        with self._cond:
-            self._chores.append(work)
-            self._cond.notify_all()
 
     def advance(self, flushed: int) -> None:
         """Record that everything below ``flushed`` is durable; call back the waiters it
@@ -168,7 +158,6 @@ class FlushService:
                     not self._stopping
                     and not self._kicked
                     and not self._touch
-                    and not self._chores
                     and (not self._waiting or self.failure is not None or not self._unsynced())
                 ):
                     remaining = next_full - time.monotonic()
@@ -180,15 +169,11 @@ class FlushService:
                 full = self._kicked or time.monotonic() >= next_full
                 self._kicked = False
                 touch, self._touch = self._touch, False
-                chores, self._chores = self._chores, []
                 synced = full or (self._waiting and self._unsynced())
             if touch and self.failure is None and self._pretouch is not None:
                 self._pretouch()
-            for work in chores:
-                with contextlib.suppress(Exception):  # a hint: it fails no flush
-                    work()
-            if (touch or chores) and not synced:
-                continue  # woken for the pretoucher or the chores alone
+                if not synced:
+                    continue  # woken for the pretoucher alone
             if self.failure is not None:
                 next_full = time.monotonic() + self._interval_s
                 continue

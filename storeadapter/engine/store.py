@@ -247,7 +247,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     self.config.max_open_queue_files,
                 )
                 self._registry.tail_source = self._followed_tail
-                self._registry.ask_read_ahead = self._ask_read_ahead
                 self._checkpoint = Checkpoint(self.path / "checkpoint")
                 self._index = KeyIndex(
                     self.path / "index", self.config.index_slots, self.config.index_entries
@@ -638,14 +637,6 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                     looks.append((groups[at], topic, queues[at], offsets[at]))
         looks.sort()
         return looks
-
-    def _ask_read_ahead(self, blocks: BlockStore) -> None:
-        """A shared topic's allocation end nears the block pages read in ahead of it: the
-        flush thread reads in the next ones (``BlockStore.read_ahead``). None before the
-        flush service runs (recovery's re-dispatch)."""
-        flusher = getattr(self, "_flusher", None)
-        if flusher is not None:
-            flusher.chore(blocks.read_ahead)
 
     def _followed_tail(self) -> int:
         return self.commitlog.tail

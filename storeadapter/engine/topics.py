@@ -184,8 +184,6 @@ class TopicRegistry:
         self.by_id: dict[int, Topic] = {}
         # The commit-log tail this process has followed to (set by the store).
         self.tail_source: Callable[[], int] | None = None
-        # Asked to have a shared topic's block pages read in ahead (set by the store).
-        self.ask_read_ahead: Callable[[BlockStore], None] | None = None
         # Called with each queue when it is first loaded (see ConsumeQueue.on_load).
         self.on_load: Callable[[ConsumeQueue], None] | None = None
         self._on_load = self._loaded  # one bound method shared by every queue
@@ -379,7 +377,6 @@ class TopicRegistry:
             self.root / info.name / BLOCKS_DIR, info.block_entries, info.blocks_per_file
         )
         blocks.tail_source = self.tail_source
-        blocks.ask_read_ahead = self.ask_read_ahead
         topic = Topic(info, [], blocks)
         topic.queues = LazyQueues(
             info.queues, lambda queue_id: self._block_queue(topic, queue_id), blocks.index

@@ -934,28 +934,3 @@ def test_a_block_sync_lets_go_of_the_pages_stored_into_while_its_parts_were_writ
     with MessageStore.open(tmp_path / "s", config) as store:
         for q in (0, 299, 599):
             assert [m.body for m in read_all(store, "t", q)] == [b"a%d" % q, b"b%d" % q, b"c%d" % q]
-
-
-def test_the_flush_thread_reads_in_the_block_pages_past_the_allocation_end(tmp_path):
-    # A batch's first store into a new block faulted in a page of unwritten extent under
-    # the thread lock, allocating and zeroing it there (on this VM a fresh page the host
-    # backs on its first touch, inside the fault: docs/PERFORMANCE.md, put33-s58). The
-    # flush thread reads those pages into the page cache ahead of the allocation end.
-    from tests.engine.test_log_cache_behind import _resident
-
-    with MessageStore.open(tmp_path / "s", _config(shared_blocks_per_file=4096)) as store:
-        store.create_topic("t", queues=QUEUES, layout="shared")
-        store.append_batch("t", [{"body": b"w", "queue": q} for q in range(QUEUES)])
-        blocks = store._registry.topics["t"].blocks
-        (block_file,) = blocks.files.values()
-        first_ahead = -(-blocks.end * blocks.block_bytes // 4096)  # past the stored pages
-        deadline = time.monotonic() + 5
-        while True:
-            ahead = _resident(block_file.path)[first_ahead:]
-            if sum(ahead) >= 0.9 * len(ahead) or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        # Pages "read in" means at least 90 % of them (this VM's DAMON pages out clean
-        # pages at any time: test_log_cache_behind).
-        assert len(ahead) > 80
-        assert sum(ahead) >= 0.9 * len(ahead)
