@@ -26,6 +26,7 @@
 //! a queue not a `BlockQueue` or closed, and for everything `append_items` declines.
 
 use std::borrow::Cow;
+use std::sync::RwLock;
 
 use super::super::block_index::{BlockIndex, Ends, ERASED};
 use super::super::prepare::Prepared;
@@ -238,13 +239,15 @@ struct BlockMap {
     at: usize,
     len: usize,
     stored: Vec<AtomicU64>,
-    pending: Vec<u64>,
+    /// Pages to map again after the next sync (set and cleared by the flush thread's
+    /// `drop_pages` and `refault_pages`; atomic: `MAPS` is only read-locked there).
+    pending: Vec<AtomicU64>,
 }
 
 /// Bytes a page, as the marks count them (a smaller real page only marks more coarsely;
 /// `madvise` works on whole pages of the mapping either way).
 const MARK_PAGE: usize = 4096;
-/// Pages mapped again in one `madvise` (the batches wait for `MAPS` meanwhile).
+/// Pages mapped again in one `madvise` (under `MAPS` held to read: no mapping is let go).
 const REFAULT_RUN: usize = 16;
 /// `MADV_POPULATE_WRITE` (Linux 5.14): fault the pages in writable, as stores would.
 const MADV_POPULATE_WRITE: libc::c_int = 23;
@@ -257,7 +260,7 @@ impl BlockMap {
             at,
             len,
             stored: (0..words).map(|_| AtomicU64::new(0)).collect(),
-            pending: vec![0; words],
+            pending: (0..words).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -275,11 +278,18 @@ impl BlockMap {
 }
 
 /// The block files mapped in this process (a shared topic has a few; the files of
-/// every open store). A batch stores into a mapping only while holding this lock and
-/// after finding the mapping still here for the same file (`store_piece`), so none is
-/// let go meanwhile (a store's close takes the lock to let go of its files' mappings).
-static MAPS: Mutex<Vec<BlockMap>> = Mutex::new(Vec::new());
-/// Batches waiting for `MAPS` to store their pieces (`Self::maps_to_store`).
+/// every open store). A batch stores into a mapping only while holding this lock (to
+/// read) and after finding the mapping still here for the same file (`store_piece`), so
+/// none is let go meanwhile: a mapping is added and let go only under the lock held to
+/// write (`mapped`, `unmap`, a store's close). The flush thread's `drop_pages` and
+/// `refault_pages` hold it to read too: their `madvise`s run beside the batches' stores
+/// (a store into a page being let go either lands before, and the page is left dirty in
+/// the page cache, or faults it in again after), so neither waits for the other — a
+/// batch that waited slept, holding the thread lock and the pen, and was woken by the
+/// flush thread's let-go, on the other vCPU (docs/PERFORMANCE.md, put33-s58).
+static MAPS: RwLock<Vec<BlockMap>> = RwLock::new(Vec::new());
+/// Batches waiting for `MAPS` to store their pieces (`Self::maps_to_store`): since it is
+/// held to write only to add or let go of a mapping, rarely.
 static STORES_WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 /// The longest the flush thread waits, between two of its holds of `MAPS`, for a waiting
 /// batch to take it.
@@ -290,7 +300,8 @@ const LET_STORES_IN_FOR: std::time::Duration = std::time::Duration::from_millis(
 /// mutex is not fair: the flush thread, running, took it back before the batch's thread
 /// was woken, run after run (16 pages a run), and the batch — holding the thread lock
 /// and the pen — waited 0.9–2.6 ms each time, 42–47 ns a put at 20M
-/// (docs/PERFORMANCE.md, put33-s56).
+/// (docs/PERFORMANCE.md, put33-s56). The flush thread now holds it to read, beside the
+/// batches (put33-s58): a batch waits only behind a mapping being added or let go.
 fn let_stores_in() {
     if STORES_WAITING.load(Ordering::SeqCst) == 0 {
         return;
@@ -329,7 +340,7 @@ fn release_closed(py: Python<'_>, maps: &mut Vec<BlockMap>) {
 /// Let go of the mappings of block files closed since (a store's close: its files'
 /// space and pages are not kept until another batch maps a file).
 pub(super) fn release_closed_maps(py: Python<'_>) {
-    if let Ok(mut maps) = MAPS.lock() {
+    if let Ok(mut maps) = MAPS.write() {
         release_closed(py, &mut maps);
     }
 }
@@ -339,7 +350,7 @@ pub(super) fn release_closed_maps(py: Python<'_>) {
 /// file is not mapped here. With the GIL, as `mapped`: no store into it is under way
 /// while `MAPS`' lock is held.
 pub(super) fn unmap(file: &Bound<'_, PyAny>) -> bool {
-    let Ok(mut maps) = MAPS.lock() else {
+    let Ok(mut maps) = MAPS.write() else {
         return false;
     };
     let Some(at) = maps.iter().position(|m| m.file.bind(file.py()).is(file)) else {
@@ -347,7 +358,7 @@ pub(super) fn unmap(file: &Bound<'_, PyAny>) -> bool {
     };
     let map = maps.swap_remove(at);
     // SAFETY: `at` and `len` are a mapping made by `mapped` and not unmapped since (it
-    // was still in `MAPS`, whose lock is held: no batch stores into it meanwhile).
+    // was still in `MAPS`, held to write: no batch stores into it meanwhile).
     unsafe { libc::munmap(map.at as *mut libc::c_void, map.len) };
     true
 }
@@ -384,10 +395,10 @@ pub(super) fn drop_pages(file: &Bound<'_, PyAny>, part: usize) -> bool {
         let mut start = 0usize;
         loop {
             let end = {
-                let Ok(mut maps) = MAPS.lock() else {
+                let Ok(maps) = MAPS.read() else {
                     return false;
                 };
-                let Some(map) = maps.iter_mut().find(|m| m.file.as_ptr() as usize == object) else {
+                let Some(map) = maps.iter().find(|m| m.file.as_ptr() as usize == object) else {
                     return start > 0;
                 };
                 if start >= map.len {
@@ -398,17 +409,15 @@ pub(super) fn drop_pages(file: &Bound<'_, PyAny>, part: usize) -> bool {
                     _ => (start + part).min(map.len),
                 };
                 let words = start / FOLD_BYTES..end.div_ceil(FOLD_BYTES);
-                for (pending, stored) in map.pending[words.clone()]
-                    .iter_mut()
-                    .zip(&map.stored[words])
-                {
-                    *pending |= stored.swap(0, Ordering::Relaxed);
+                for (pending, stored) in map.pending[words.clone()].iter().zip(&map.stored[words]) {
+                    pending.fetch_or(stored.swap(0, Ordering::Relaxed), Ordering::Relaxed);
                 }
                 // SAFETY: [start, end) lies inside `at` and `len`, a live shared mapping of
-                // the block file (in `MAPS`, whose lock is held, so it is not unmapped
+                // the block file (in `MAPS`, held to read, so it is not unmapped
                 // meanwhile). MADV_DONTNEED on a shared file mapping only drops its page
                 // table entries: the pages stay in the page cache (dirty ones marked dirty
-                // there), and a store into one faults it in again.
+                // there), and a store into one, during the call or after, faults it in
+                // again.
                 let dropped = unsafe {
                     libc::madvise(
                         (map.at + start) as *mut libc::c_void,
@@ -462,23 +471,24 @@ pub(super) fn refault_pages(file: &Bound<'_, PyAny>) -> usize {
         let mut done = 0;
         let mut word = 0;
         loop {
-            let Ok(mut maps) = MAPS.lock() else {
+            let Ok(maps) = MAPS.read() else {
                 return done;
             };
-            let Some(map) = maps.iter_mut().find(|m| m.file.as_ptr() as usize == object) else {
+            let Some(map) = maps.iter().find(|m| m.file.as_ptr() as usize == object) else {
                 return done;
             };
-            while word < map.pending.len() && map.pending[word] == 0 {
+            let marked = |page: usize| map.pending[page / 64].load(Ordering::Relaxed);
+            while word < map.pending.len() && marked(word * 64) == 0 {
                 word += 1;
             }
             if word >= map.pending.len() {
                 return done;
             }
             // The lowest marked page and the marked pages right after it (a run).
-            let first = word * 64 + map.pending[word].trailing_zeros() as usize;
+            let first = word * 64 + marked(word * 64).trailing_zeros() as usize;
             let mut page = first;
-            while page < first + REFAULT_RUN && map.pending[page / 64] & (1 << (page % 64)) != 0 {
-                map.pending[page / 64] &= !(1 << (page % 64));
+            while page < first + REFAULT_RUN && marked(page) & (1 << (page % 64)) != 0 {
+                map.pending[page / 64].fetch_and(!(1 << (page % 64)), Ordering::Relaxed);
                 page += 1;
                 if page / 64 >= map.pending.len() {
                     break;
@@ -488,7 +498,7 @@ pub(super) fn refault_pages(file: &Bound<'_, PyAny>) -> usize {
             let end = (page * MARK_PAGE).min(map.len);
             if start < end {
                 // SAFETY: [start, end) lies inside the live shared mapping `map` (in
-                // `MAPS`, whose lock is held, so it is not unmapped meanwhile), whose
+                // `MAPS`, held to read, so it is not unmapped meanwhile), whose
                 // space is reserved; MADV_POPULATE_WRITE faults its pages in writable, as
                 // a store would, and changes no byte. An error (an older kernel) is
                 // left: the stores fault as before.
@@ -500,7 +510,9 @@ pub(super) fn refault_pages(file: &Bound<'_, PyAny>) -> usize {
                     )
                 };
                 if populated != 0 {
-                    map.pending.iter_mut().for_each(|w| *w = 0);
+                    map.pending
+                        .iter()
+                        .for_each(|w| w.store(0, Ordering::Relaxed));
                     return done;
                 }
                 done += page - first;
@@ -518,7 +530,16 @@ pub(super) fn refault_pages(file: &Bound<'_, PyAny>) -> usize {
 /// file is shorter than its blocks (cut short) or its space cannot be reserved: the
 /// caller `pwrite`s, which answers a full disk with ENOSPC.
 fn mapped(file: &Bound<'_, PyAny>, fd: i32, len: usize) -> Option<usize> {
-    let mut maps = MAPS.lock().ok()?;
+    // Found to read (every batch, for each of its files), made to write (once a file).
+    if let Some(known) = MAPS
+        .read()
+        .ok()?
+        .iter()
+        .find(|m| m.file.bind(file.py()).is(file))
+    {
+        return (known.len == len).then_some(known.at);
+    }
+    let mut maps = MAPS.write().ok()?;
     if let Some(known) = maps.iter().find(|m| m.file.bind(file.py()).is(file)) {
         return (known.len == len).then_some(known.at);
     }
@@ -1504,16 +1525,16 @@ impl AppendCore {
 
     /// The block files' mappings, locked (a mapping found there is not let go while the
     /// guard is held).
-    fn maps() -> PyResult<std::sync::MutexGuard<'static, Vec<BlockMap>>> {
-        MAPS.lock()
+    fn maps() -> PyResult<std::sync::RwLockReadGuard<'static, Vec<BlockMap>>> {
+        MAPS.read()
             .map_err(|_| PyOSError::new_err((libc::EIO, "block file mappings")))
     }
 
     /// `maps` for a batch's stores: when the flush thread holds it, counted among the
     /// waiting (`STORES_WAITING`), so that it lets the batch in between its runs
     /// (`let_stores_in`).
-    fn maps_to_store() -> PyResult<std::sync::MutexGuard<'static, Vec<BlockMap>>> {
-        if let Ok(maps) = MAPS.try_lock() {
+    fn maps_to_store() -> PyResult<std::sync::RwLockReadGuard<'static, Vec<BlockMap>>> {
+        if let Ok(maps) = MAPS.try_read() {
             return Ok(maps);
         }
         STORES_WAITING.fetch_add(1, Ordering::SeqCst);
