@@ -23,6 +23,7 @@ from tests.engine.storetools import (
     INDEX_SLOTS,
     MAX_MESSAGE_BYTES,
     QUEUE_FILE_ENTRIES,
+    append_in_another_process,
     SEGMENT_BYTES,
     read_all,
     read_everything,
@@ -302,3 +303,48 @@ def test_a_lone_sync_producer_costs_one_log_fdatasync_per_append(open_store, mon
     # waiting made the flusher fsync again with nothing new: about two per append)
     # and one of the checkpoint, whose durable watermark follows the acknowledging fsync
     assert len(syncs) - len(log_syncs) <= 52
+
+
+def _recorded_fdatasyncs(monkeypatch) -> list[str]:
+    """The paths of the files fdatasynced from now on, in order."""
+    from storeadapter.engine import fileio
+
+    syncs: list[str] = []
+    real = fileio.fdatasync
+    monkeypatch.setattr(
+        fileio, "fdatasync", lambda fd: (syncs.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd))
+    )
+    return syncs
+
+
+def test_a_flush_with_nothing_written_since_the_last_one_issues_no_fdatasync(
+    open_store, monkeypatch
+):
+    store = open_store(cfg=small_config(flush_interval_ms=600_000))
+    store.create_topic("t", queues=4)
+    store.append_batch("t", [f"m{i}".encode() for i in range(20)])
+    store.flush()
+    syncs = _recorded_fdatasyncs(monkeypatch)
+
+    store.flush()
+
+    assert syncs == []  # an idle store's flusher synced the active segment every round
+    # (at times a device cache flush, 10 ms: twice a second in every process open)
+
+
+def test_a_flush_finding_another_process_flushed_past_its_tail_issues_no_fdatasync(
+    open_store, store_path, tmp_path, monkeypatch
+):
+    store = open_store(cfg=small_config(flush_interval_ms=600_000))
+    store.create_topic("t", queues=4)
+    store.append("t", b"first")
+    store.flush()
+    append_in_another_process(store_path, "other", 40, tmp_path / "acks")  # its close
+    # flushed everything it wrote, and its checkpoint says so
+    syncs = _recorded_fdatasyncs(monkeypatch)
+
+    store.flush()
+
+    assert syncs == []
+    assert sum(len(read_all(store, "t", q)) for q in range(4)) == 41
+    assert read_checkpoint(store_path / "checkpoint").dispatched == tail(store)
