@@ -1071,6 +1071,17 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 segments += [
                     s for s in self._segments_past(vouched.commitlog_flushed) if s not in segments
                 ]
+                # The log is durable below the checkpoint's watermark, whoever synced it
+                # (each process's flush syncs every segment past the one before it): a
+                # segment with no bytes past it up to the target needs no fdatasync, not
+                # this process's own nor one another process wrote and synced since.
+                segments = [s for s in segments if min(s.end, target) > vouched.commitlog_flushed]
+                # Another process's flush made everything below the target durable, queue
+                # and index entries too (its checkpoint's ``dispatched``): the files this
+                # process marked hold nothing for this flush to sync.
+                covered = min(vouched.commitlog_flushed, vouched.dispatched) >= target and (
+                    vouched.index_dispatched >= target
+                )
                 dirty = self._registry.take_dirty()
                 # Block stores left for their own cadence (``blocks`` false): given back
                 # to the dirty set, and ``dispatched`` not raised past the last flush
@@ -1086,6 +1097,10 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # processes write and roll them too, unseen by this one's dirty list.
                 index_files = self._index.files_to_sync(vouched.index_dispatched)
                 event_indexes = self._streams.to_sync(self._registry.topics, target)
+                if covered:
+                    for time_index in time_indexes:
+                        time_index.dirty = False
+                    queue_files, time_indexes, index_files, witnessed = [], [], [], {}
             for segment in segments:
                 segment.sync()
             self._flusher.log_syncs += len(segments)
