@@ -196,6 +196,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # vouch for yet (``_cover_unseen``). Its own writes, what it followed and what
         # its recovery passed are marked as they happen.
         self._unmarked: list[tuple[int, int]] = []
+        # A checkpoint found above the log's tail at open (recovery cut the log below it;
+        # its fields never move back): its highest field, until a flush of this
+        # process's passes it; meanwhile its watermarks are no sign of another
+        # process's sync (``_flush_everything``). 0: none.
+        self._checkpoint_above = 0
         self._named_paths: set[str] = set()  # files other than queue files, adopted
         self._disk = DiskUse(path, config.disk_reject_ratio, self._refusals)
         self.last_retention: RetentionReport | None = None
@@ -343,6 +348,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # The first read or get starts warming (warming.py), then binds them to the core.
         self.get = self._first_get
         self.read = self._first_read
+        opened = self._checkpoint.current()
+        above = max(opened.commitlog_flushed, opened.dispatched, opened.index_dispatched)
+        self._checkpoint_above = above if above > self.commitlog.tail else 0
         if alone:  # a joiner has nothing of its own to make durable yet
             self._flush_everything()
         if self._index_marker_pending:
@@ -1075,12 +1083,16 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # (each process's flush syncs every segment past the one before it): a
                 # segment with no bytes past it up to the target needs no fdatasync, not
                 # this process's own nor one another process wrote and synced since.
-                segments = [s for s in segments if min(s.end, target) > vouched.commitlog_flushed]
+                # Not while the checkpoint is above what was written again since a cut.
+                trusted = not self._checkpoint_above
+                if trusted:
+                    flushed = vouched.commitlog_flushed
+                    segments = [s for s in segments if min(s.end, target) > flushed]
                 # Another process's flush made everything below the target durable, queue
                 # and index entries too (its checkpoint's ``dispatched``): the files this
                 # process marked hold nothing for this flush to sync.
-                covered = min(vouched.commitlog_flushed, vouched.dispatched) >= target and (
-                    vouched.index_dispatched >= target
+                covered = trusted and target <= min(
+                    vouched.commitlog_flushed, vouched.dispatched, vouched.index_dispatched
                 )
                 dirty = self._registry.take_dirty()
                 # Block stores left for their own cadence (``blocks`` false): given back
@@ -1097,9 +1109,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # processes write and roll them too, unseen by this one's dirty list.
                 index_files = self._index.files_to_sync(vouched.index_dispatched)
                 event_indexes = self._streams.to_sync(self._registry.topics, target)
-                if covered:
-                    for time_index in time_indexes:
-                        time_index.dirty = False
+                if covered:  # (a time index stays dirty: synced by a later flush)
                     queue_files, time_indexes, index_files, witnessed = [], [], [], {}
             for segment in segments:
                 segment.sync()
@@ -1121,6 +1131,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._adopt_files([*queue_files, *index_files, *event_indexes])
             self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, vouched.dispatched if held else target, target)
+            if self._checkpoint_above and target >= self._checkpoint_above and not held:
+                self._checkpoint_above = 0  # everything below it synced by this process
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
             self._warm.soon(target)  # what this process followed, and appended last
