@@ -95,7 +95,7 @@ from .results import (
 )
 from .retention import RetentionReport
 from .segment import segment_name
-from .sharedstate import SharedSnapshot, SharedState
+from .sharedstate import RING_ENTRIES, SharedSnapshot, SharedState
 from .storestats import (
     CommitLogStats,
     IndexFileProblem,
@@ -116,6 +116,13 @@ _INDEX_MARKER = ".complete"
 #: ``log_cache_behind_bytes``: the log's pages are let go of by whole runs of this many
 #: bytes of a segment (the largest folio the page cache makes of a file here).
 LET_GO_BYTES = 2 << 20
+#: Notes behind the ring's sequence at which the flush thread's look follows
+#: (``MessageStore._keep_up``), and the shortest time between two looks.
+KEEP_UP_NOTES = RING_ENTRIES // 8
+KEEP_UP_MIN_S = 0.001
+#: The longest time between two looks, whatever the flush interval: the ring's rate is
+#: known only by looking (two producers of 1 KiB batches here: ~25,000 notes a second).
+KEEP_UP_MAX_S = 0.1
 #: Async mode: the periodic flush syncs shared topics' block files before their cadence
 #: (``queue_flush_interval_ms``) once this much log lies past the checkpoint's
 #: ``dispatched``: recovery replays every record past it (~1.5 µs a record at a million
@@ -201,6 +208,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # process's passes it; meanwhile its watermarks are no sign of another
         # process's sync (``_flush_everything``). 0: none.
         self._checkpoint_above = 0
+        # The flush thread's last look at the notes ring (``_keep_up``): when, and its
+        # sequence then.
+        self._looked = (time.monotonic(), 0)
         self._named_paths: set[str] = set()  # files other than queue files, adopted
         self._disk = DiskUse(path, config.disk_reject_ratio, self._refusals)
         self.last_retention: RetentionReport | None = None
@@ -305,6 +315,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._log_unsynced,
             self._pretouch,
             self._asks,
+            self._keep_up,
         )
         self._session = WriteSession(
             self._pen,
@@ -751,6 +762,35 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 self._follow_to(snapshot)
         if not sequence & 1 and self._seen == snapshot:
             self._followed.value = sequence
+
+    def _keep_up(self) -> float:
+        """The flush thread, between flushes (``FlushService``): follow the other
+        processes' appends through the notes ring while they are still in it, and answer
+        the seconds to the next look.
+
+        A process that neither appends nor reads (a console, a consumer between polls)
+        follows otherwise only at its flush, every ``flush_interval_ms``; past
+        ``RING_ENTRIES`` notes meanwhile (8,192 batches' queues, or single appends: under
+        half a second of two producers' 1 KiB batches here) the ring has wrapped, and the
+        follow walks every record's header instead, the log's pages faulted into this
+        process's mapping (in the two-process bench 90 % of such a process's CPU:
+        docs/PERFORMANCE.md, idle31-s58). Looked at when, at the rate the ring moved since
+        the last look, a quarter of it will have moved again (half, while this process
+        keeps up by itself: an appender follows at each pen); at most every
+        ``KEEP_UP_MIN_S``, at least every ``KEEP_UP_MAX_S`` or flush interval."""
+        now = time.monotonic()
+        ring = self._shared.ring_sequence()
+        behind = ring - self._seen.ring_seq
+        if behind >= KEEP_UP_NOTES and not self._closed:
+            self._follow()
+        last_at, last_ring = self._looked
+        self._looked = (now, ring)
+        rate = (ring - last_ring) / max(now - last_at, KEEP_UP_MIN_S)
+        interval = min(self.config.flush_interval_ms / 1000, KEEP_UP_MAX_S)
+        if rate <= 0:
+            return interval
+        ahead = RING_ENTRIES // 4 if behind >= KEEP_UP_NOTES else RING_ENTRIES // 2
+        return min(max(ahead / rate, KEEP_UP_MIN_S), interval)
 
     def _wait_for_writer(self) -> bool:
         """``SharedState.read`` found the header mid-update: True when this thread holds
