@@ -208,9 +208,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # process's passes it; meanwhile its watermarks are no sign of another
         # process's sync (``_flush_everything``). 0: none.
         self._checkpoint_above = 0
-        # The flush thread's last look at the notes ring (``_keep_up``): when, and its
-        # sequence then.
-        self._looked = (time.monotonic(), 0)
+        # The flush thread's last look at the notes ring (``_keep_up``): when, its
+        # sequence then, and the native appends this process had made.
+        self._looked = (time.monotonic(), 0, 0)
         self._named_paths: set[str] = set()  # files other than queue files, adopted
         self._disk = DiskUse(path, config.disk_reject_ratio, self._refusals)
         self.last_retention: RetentionReport | None = None
@@ -780,15 +780,19 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         ``KEEP_UP_MIN_S``, at least every ``KEEP_UP_MAX_S`` or flush interval."""
         now = time.monotonic()
         ring = self._shared.ring_sequence()
-        behind = ring - self._seen.ring_seq
+        core = self._appender
+        appended = (core.appended + core.batched) if core is not None else 0
+        last_at, last_ring, last_appended = self._looked
+        self._looked = (now, ring, appended)
+        # An appender since the last look caught up at each pen (natively: ``_seen`` is
+        # not kept then, and a follow from it would walk what the core already took in).
+        behind = 0 if appended != last_appended else ring - self._seen.ring_seq
         if behind >= KEEP_UP_NOTES and not self._closed:
             self._follow()
-        last_at, last_ring = self._looked
-        self._looked = (now, ring)
         rate = (ring - last_ring) / max(now - last_at, KEEP_UP_MIN_S)
         interval = min(self.config.flush_interval_ms / 1000, KEEP_UP_MAX_S)
-        if rate <= 0:
-            return interval
+        if rate <= 0 or behind > RING_ENTRIES:
+            return interval  # (wrapped already: faster looks would only walk more often)
         ahead = RING_ENTRIES // 4 if behind >= KEEP_UP_NOTES else RING_ENTRIES // 2
         return min(max(ahead / rate, KEEP_UP_MIN_S), interval)
 
