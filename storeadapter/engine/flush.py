@@ -12,6 +12,11 @@ Sync appends the native append core wrote wait on its group commit instead
 while they wait. This service keeps its other jobs and tells that group commit of its
 flushes (``advance``) and of the store's failure (``fail``); ``flushed`` is the higher of
 the two, and ``log_syncs`` counts the log fdatasyncs of both.
+
+Between flushes the thread also looks at the shared notes ring (``keep_up``:
+``MessageStore._keep_up``), so that a process that neither appends nor reads follows the
+others through their notes before the ring wraps, instead of walking every record's
+header at its next flush (docs/PERFORMANCE.md, idle31-s58).
 """
 
 from __future__ import annotations

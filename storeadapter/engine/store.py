@@ -123,6 +123,7 @@ KEEP_UP_MIN_S = 0.001
 #: The longest time between two looks, whatever the flush interval: the ring's rate is
 #: known only by looking (two producers of 1 KiB batches here: ~25,000 notes a second).
 KEEP_UP_MAX_S = 0.1
+KEEP_UP_IDLE_S = 0.5
 #: Async mode: the periodic flush syncs shared topics' block files before their cadence
 #: (``queue_flush_interval_ms``) once this much log lies past the checkpoint's
 #: ``dispatched``: recovery replays every record past it (~1.5 µs a record at a million
@@ -777,7 +778,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         docs/PERFORMANCE.md, idle31-s58). Looked at when, at the rate the ring moved since
         the last look, a quarter of it will have moved again (half, while this process
         keeps up by itself: an appender follows at each pen); at most every
-        ``KEEP_UP_MIN_S``, at least every ``KEEP_UP_MAX_S`` or flush interval."""
+        ``KEEP_UP_MIN_S``, at least every ``KEEP_UP_MAX_S`` while the ring moves; while
+        it does not, twice as long each time, up to ``KEEP_UP_IDLE_S`` (or the flush
+        interval: an idle store wakes about as often as its flushes did)."""
         now = time.monotonic()
         ring = self._shared.ring_sequence()
         core = self._appender
@@ -790,8 +793,11 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if behind >= KEEP_UP_NOTES and not self._closed:
             self._follow()
         rate = (ring - last_ring) / max(now - last_at, KEEP_UP_MIN_S)
-        interval = min(self.config.flush_interval_ms / 1000, KEEP_UP_MAX_S)
-        if rate <= 0 or behind > RING_ENTRIES:
+        flush_s = self.config.flush_interval_ms / 1000
+        interval = min(flush_s, KEEP_UP_MAX_S)
+        if rate <= 0:
+            return min(max(2 * (now - last_at), interval), flush_s, KEEP_UP_IDLE_S)
+        if behind > RING_ENTRIES:
             return interval  # (wrapped already: faster looks would only walk more often)
         ahead = RING_ENTRIES // 4 if behind >= KEEP_UP_NOTES else RING_ENTRIES // 2
         return min(max(ahead / rate, KEEP_UP_MIN_S), interval)
