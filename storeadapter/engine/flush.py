@@ -12,6 +12,11 @@ Sync appends the native append core wrote wait on its group commit instead
 while they wait. This service keeps its other jobs and tells that group commit of its
 flushes (``advance``) and of the store's failure (``fail``); ``flushed`` is the higher of
 the two, and ``log_syncs`` counts the log fdatasyncs of both.
+
+Between flushes the thread also looks at the shared notes ring (``keep_up``:
+``MessageStore._keep_up``), so that a process that neither appends nor reads follows the
+others through their notes before the ring wraps, instead of walking every record's
+header at its next flush (docs/PERFORMANCE.md, idle31-s58).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class FlushService:
         unsynced: Callable[[], bool] | None = None,
         pretouch: Callable[[], None] | None = None,
         asks: Asks | None = None,
+        keep_up: Callable[[], float] | None = None,
     ) -> None:
         self._sync_log = sync_log
         # Whether there is anything to sync: an appender just woken still counts as a
@@ -54,6 +60,10 @@ class FlushService:
         self._pretouch = pretouch
         self._touch = False
         self._stopping = False
+        # Between flushes, a look at what other processes publish (``MessageStore._keep_up``:
+        # following them through the notes ring before it wraps); it answers the seconds
+        # to the next look.
+        self._keep_up = keep_up
         # The native append's asks (``dataplane.Asks``): told whenever ``_flushed`` moves,
         # it asks for a flush (``kick``) past ``flush_dirty_bytes`` beyond it.
         self._asks = asks
@@ -152,6 +162,7 @@ class FlushService:
 
     def _run(self) -> None:
         next_full = time.monotonic() + self._interval_s
+        next_look = time.monotonic() if self._keep_up is not None else float("inf")
         while True:
             with self._cond:
                 while (
@@ -160,20 +171,25 @@ class FlushService:
                     and not self._touch
                     and (not self._waiting or self.failure is not None or not self._unsynced())
                 ):
-                    remaining = next_full - time.monotonic()
+                    remaining = min(next_full, next_look) - time.monotonic()
                     if remaining <= 0:
                         break
                     self._cond.wait(remaining)
                 if self._stopping:
                     return
-                full = self._kicked or time.monotonic() >= next_full
+                now = time.monotonic()
+                full = self._kicked or now >= next_full
                 self._kicked = False
                 touch, self._touch = self._touch, False
                 synced = full or (self._waiting and self._unsynced())
+                look = not synced and now >= next_look
             if touch and self.failure is None and self._pretouch is not None:
                 self._pretouch()
-                if not synced:
+                if not synced and not look:
                     continue  # woken for the pretoucher alone
+            if look:
+                next_look = now + self._look()
+                continue
             if self.failure is not None:
                 next_full = time.monotonic() + self._interval_s
                 continue
@@ -186,6 +202,17 @@ class FlushService:
             except BaseException as error:  # an fsync failed: never retry and carry on
                 self.fail(error)
                 self._on_failure(error)
+
+    def _look(self) -> float:
+        """One look between flushes (``keep_up``); the seconds to the next. What it
+        raises is left to the next flush, whose follow meets it again and fails the
+        store if it must."""
+        if self.failure is not None or self._keep_up is None:
+            return self._interval_s
+        try:
+            return self._keep_up()
+        except Exception:  # noqa: BLE001 - see above
+            return self._interval_s
 
     def stop(self) -> None:
         with self._cond:

@@ -168,6 +168,11 @@ class SharedState(metaclass=Watched):
         under way), so an unchanged even value means nothing changed since it was read."""
         return _SEQUENCE.unpack_from(self.map, _SEQUENCE_AT)[0]
 
+    def ring_sequence(self) -> int:
+        """The notes ring's sequence as it is now (the last note published), read alone:
+        how far the ring has moved past a snapshot's ``ring_seq``."""
+        return _SEQUENCE.unpack_from(self.map, _RING_SEQ_AT)[0]
+
     def read_held(self) -> SharedSnapshot:
         """``read`` for the pen's holder: an odd sequence was left by a writer that died
         mid-update, and is mended first (``mend``)."""

@@ -95,7 +95,7 @@ from .results import (
 )
 from .retention import RetentionReport
 from .segment import segment_name
-from .sharedstate import SharedSnapshot, SharedState
+from .sharedstate import RING_ENTRIES, SharedSnapshot, SharedState
 from .storestats import (
     CommitLogStats,
     IndexFileProblem,
@@ -116,6 +116,14 @@ _INDEX_MARKER = ".complete"
 #: ``log_cache_behind_bytes``: the log's pages are let go of by whole runs of this many
 #: bytes of a segment (the largest folio the page cache makes of a file here).
 LET_GO_BYTES = 2 << 20
+#: Notes behind the ring's sequence at which the flush thread's look follows
+#: (``MessageStore._keep_up``), and the shortest time between two looks.
+KEEP_UP_NOTES = RING_ENTRIES // 8
+KEEP_UP_MIN_S = 0.001
+#: The longest time between two looks, whatever the flush interval: the ring's rate is
+#: known only by looking (two producers of 1 KiB batches here: ~25,000 notes a second).
+KEEP_UP_MAX_S = 0.1
+KEEP_UP_IDLE_S = 0.5
 #: Async mode: the periodic flush syncs shared topics' block files before their cadence
 #: (``queue_flush_interval_ms``) once this much log lies past the checkpoint's
 #: ``dispatched``: recovery replays every record past it (~1.5 µs a record at a million
@@ -196,6 +204,14 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # vouch for yet (``_cover_unseen``). Its own writes, what it followed and what
         # its recovery passed are marked as they happen.
         self._unmarked: list[tuple[int, int]] = []
+        # A checkpoint found above the log's tail at open (recovery cut the log below it;
+        # its fields never move back): its highest field, until a flush of this
+        # process's passes it; meanwhile its watermarks are no sign of another
+        # process's sync (``_flush_everything``). 0: none.
+        self._checkpoint_above = 0
+        # The flush thread's last look at the notes ring (``_keep_up``): when, its
+        # sequence then, and the native appends this process had made.
+        self._looked = (time.monotonic(), 0, 0)
         self._named_paths: set[str] = set()  # files other than queue files, adopted
         self._disk = DiskUse(path, config.disk_reject_ratio, self._refusals)
         self.last_retention: RetentionReport | None = None
@@ -300,6 +316,7 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._log_unsynced,
             self._pretouch,
             self._asks,
+            self._keep_up,
         )
         self._session = WriteSession(
             self._pen,
@@ -343,6 +360,9 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         # The first read or get starts warming (warming.py), then binds them to the core.
         self.get = self._first_get
         self.read = self._first_read
+        opened = self._checkpoint.current()
+        above = max(opened.commitlog_flushed, opened.dispatched, opened.index_dispatched)
+        self._checkpoint_above = above if above > self.commitlog.tail else 0
         if alone:  # a joiner has nothing of its own to make durable yet
             self._flush_everything()
         if self._index_marker_pending:
@@ -744,6 +764,44 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         if not sequence & 1 and self._seen == snapshot:
             self._followed.value = sequence
 
+    def _keep_up(self) -> float:
+        """The flush thread, between flushes (``FlushService``): follow the other
+        processes' appends through the notes ring while they are still in it, and answer
+        the seconds to the next look.
+
+        A process that neither appends nor reads (a console, a consumer between polls)
+        follows otherwise only at its flush, every ``flush_interval_ms``; past
+        ``RING_ENTRIES`` notes meanwhile (8,192 batches' queues, or single appends: under
+        half a second of two producers' 1 KiB batches here) the ring has wrapped, and the
+        follow walks every record's header instead, the log's pages faulted into this
+        process's mapping (in the two-process bench 90 % of such a process's CPU:
+        docs/PERFORMANCE.md, idle31-s58). Looked at when, at the rate the ring moved since
+        the last look, a quarter of it will have moved again (half, while this process
+        keeps up by itself: an appender follows at each pen); at most every
+        ``KEEP_UP_MIN_S``, at least every ``KEEP_UP_MAX_S`` while the ring moves; while
+        it does not, twice as long each time, up to ``KEEP_UP_IDLE_S`` (or the flush
+        interval: an idle store wakes about as often as its flushes did)."""
+        now = time.monotonic()
+        ring = self._shared.ring_sequence()
+        core = self._appender
+        appended = (core.appended + core.batched) if core is not None else 0
+        last_at, last_ring, last_appended = self._looked
+        self._looked = (now, ring, appended)
+        # An appender since the last look caught up at each pen (natively: ``_seen`` is
+        # not kept then, and a follow from it would walk what the core already took in).
+        behind = 0 if appended != last_appended else ring - self._seen.ring_seq
+        if behind >= KEEP_UP_NOTES and not self._closed:
+            self._follow()
+        rate = (ring - last_ring) / max(now - last_at, KEEP_UP_MIN_S)
+        flush_s = self.config.flush_interval_ms / 1000
+        interval = min(flush_s, KEEP_UP_MAX_S)
+        if rate <= 0:
+            return min(max(2 * (now - last_at), interval), flush_s, KEEP_UP_IDLE_S)
+        if behind > RING_ENTRIES:
+            return interval  # (wrapped already: faster looks would only walk more often)
+        ahead = RING_ENTRIES // 4 if behind >= KEEP_UP_NOTES else RING_ENTRIES // 2
+        return min(max(ahead / rate, KEEP_UP_MIN_S), interval)
+
     def _wait_for_writer(self) -> bool:
         """``SharedState.read`` found the header mid-update: True when this thread holds
         the write lock (it holds the pen, or takes it next: no other writer can be
@@ -1071,6 +1129,21 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 segments += [
                     s for s in self._segments_past(vouched.commitlog_flushed) if s not in segments
                 ]
+                # The log is durable below the checkpoint's watermark, whoever synced it
+                # (each process's flush syncs every segment past the one before it): a
+                # segment with no bytes past it up to the target needs no fdatasync, not
+                # this process's own nor one another process wrote and synced since.
+                # Not while the checkpoint is above what was written again since a cut.
+                trusted = not self._checkpoint_above
+                if trusted:
+                    flushed = vouched.commitlog_flushed
+                    segments = [s for s in segments if min(s.end, target) > flushed]
+                # Another process's flush made everything below the target durable, queue
+                # and index entries too (its checkpoint's ``dispatched``): the files this
+                # process marked hold nothing for this flush to sync.
+                covered = trusted and target <= min(
+                    vouched.commitlog_flushed, vouched.dispatched, vouched.index_dispatched
+                )
                 dirty = self._registry.take_dirty()
                 # Block stores left for their own cadence (``blocks`` false): given back
                 # to the dirty set, and ``dispatched`` not raised past the last flush
@@ -1086,6 +1159,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
                 # processes write and roll them too, unseen by this one's dirty list.
                 index_files = self._index.files_to_sync(vouched.index_dispatched)
                 event_indexes = self._streams.to_sync(self._registry.topics, target)
+                if covered:  # (a time index stays dirty: synced by a later flush)
+                    queue_files, time_indexes, index_files, witnessed = [], [], [], {}
             for segment in segments:
                 segment.sync()
             self._flusher.log_syncs += len(segments)
@@ -1106,6 +1181,8 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
             self._adopt_files([*queue_files, *index_files, *event_indexes])
             self._witness_queue_ends(witnessed, target)
             self._checkpoint.save(target, vouched.dispatched if held else target, target)
+            if self._checkpoint_above and target >= self._checkpoint_above and not held:
+                self._checkpoint_above = 0  # everything below it synced by this process
             self.commitlog.flushed = max(self.commitlog.flushed, target)
             self._disk.measure()
             self._warm.soon(target)  # what this process followed, and appended last

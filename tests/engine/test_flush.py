@@ -24,8 +24,10 @@ from tests.engine.storetools import (
     MAX_MESSAGE_BYTES,
     QUEUE_FILE_ENTRIES,
     SEGMENT_BYTES,
+    append_in_another_process,
     read_all,
     read_everything,
+    segment_paths,
     small_config,
     stall_fdatasync,
     tail,
@@ -302,3 +304,82 @@ def test_a_lone_sync_producer_costs_one_log_fdatasync_per_append(open_store, mon
     # waiting made the flusher fsync again with nothing new: about two per append)
     # and one of the checkpoint, whose durable watermark follows the acknowledging fsync
     assert len(syncs) - len(log_syncs) <= 52
+
+
+ENTRY_SIZE = 20  # a consume-queue entry's bytes (FORMAT.md)
+
+
+def _recorded_fdatasyncs(monkeypatch) -> list[str]:
+    """The paths of the files fdatasynced from now on, in order."""
+    from storeadapter.engine import fileio
+
+    syncs: list[str] = []
+    real = fileio.fdatasync
+    monkeypatch.setattr(
+        fileio, "fdatasync", lambda fd: (syncs.append(os.readlink(f"/proc/self/fd/{fd}")), real(fd))
+    )
+    return syncs
+
+
+def test_a_flush_with_nothing_written_since_the_last_one_issues_no_fdatasync(
+    open_store, monkeypatch
+):
+    store = open_store(cfg=small_config(flush_interval_ms=600_000))
+    store.create_topic("t", queues=4)
+    store.append_batch("t", [f"m{i}".encode() for i in range(20)])
+    store.flush()
+    syncs = _recorded_fdatasyncs(monkeypatch)
+
+    store.flush()
+
+    assert syncs == []  # an idle store's flusher synced the active segment every round
+    # (at times a device cache flush, 10 ms: twice a second in every process open)
+
+
+def test_a_flush_finding_another_process_flushed_past_its_tail_issues_no_fdatasync(
+    open_store, store_path, tmp_path, monkeypatch
+):
+    store = open_store(cfg=small_config(flush_interval_ms=600_000))
+    store.create_topic("t", queues=4)
+    store.append("t", b"first")
+    store.flush()
+    append_in_another_process(store_path, "other", 40, tmp_path / "acks")  # its close
+    # flushed everything it wrote, and its checkpoint says so
+    syncs = _recorded_fdatasyncs(monkeypatch)
+
+    store.flush()
+
+    assert syncs == []
+    assert sum(len(read_all(store, "t", q)) for q in range(4)) == 41
+    assert read_checkpoint(store_path / "checkpoint").dispatched == tail(store)
+
+
+def test_a_flush_after_recovery_cut_the_log_below_the_checkpoint_still_syncs_what_it_wrote(
+    tmp_path, monkeypatch
+):
+    path = tmp_path / "s"
+    config = small_config(flush_interval_ms=600_000)
+    with MessageStore.open(path, config) as store:
+        store.create_topic("t", queues=1, layout="files")
+        store.append_batch("t", [f"m{i}".encode() for i in range(30)])
+        cut_at = store.read("t", 0, 10, max_messages=1)[0].commit_offset
+    for segment in segment_paths(path):  # the log lost from record 10 on, with its entries
+        if int(segment.name) > cut_at:
+            segment.unlink()
+        else:
+            last = segment
+    with open(last, "r+b") as handle:
+        handle.truncate(cut_at - int(last.name))
+    queue_file = path / "consumequeue" / "t" / "0" / "00000000000000000000"
+    with open(queue_file, "r+b") as handle:
+        handle.truncate(10 * ENTRY_SIZE)
+
+    with MessageStore.open(path, config) as store:
+        assert read_checkpoint(path / "checkpoint").commitlog_flushed > tail(store)
+        store.append("t", b"after the cut")
+        syncs = _recorded_fdatasyncs(monkeypatch)
+        store.flush()
+
+    # below the checkpoint's watermark, but written after it: no other process synced it
+    assert any("/commitlog/" in synced for synced in syncs)
+    assert any("/consumequeue/" in synced for synced in syncs)
