@@ -34,6 +34,12 @@
 //!    or took the long way) is unparked whole by the flusher after its next fdatasync,
 //!    or after `RELAY_IDLE` when nothing else wakes it; a waiter also looks at its slot
 //!    by itself every `SELF_CHECK` (a leader's relay: the flusher is not woken by it).
+//!    A waiter woken by another's `wait` whose waker has not reached its park yet (the
+//!    wake preempted it: it is runnable on this CPU with its park still to do) hands
+//!    the next wake to it (`Mailbox`): the waker wakes the next as it parks or returns,
+//!    when the CPU has one thread to run and not two; woken from beside a runnable one,
+//!    the next was sent to the other vCPU, which halts when idle and takes 20-40 µs to
+//!    come back (docs/PERFORMANCE.md, "sync31-s58").
 //!    Having woken the first, the flusher makes the page the next record goes into
 //!    writable again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was
 //!    given one: `use_segment_mapped`), which its fdatasync write-protected: that fault
@@ -94,6 +100,62 @@ pub enum Waited {
 struct Slot {
     state: AtomicU8,
     thread: Thread,
+    /// The mailbox of the thread whose `wait` unparked it (None: the flusher did).
+    waker: std::sync::OnceLock<Arc<Mailbox>>,
+}
+
+/// A thread's mailbox for the wake of the relay's next, handed to it by the waiter it
+/// unparked (`wait_if`): open from that unpark until the thread is at its park (or back
+/// from its wait), when it wakes what was handed to it (`drain_and_close`).
+struct Mailbox {
+    /// (open, the slot to wake)
+    inner: Mutex<(bool, Option<Arc<Slot>>)>,
+}
+
+impl Mailbox {
+    fn lock(&self) -> MutexGuard<'_, (bool, Option<Arc<Slot>>)> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open(&self) {
+        self.lock().0 = true;
+    }
+
+    /// Take `next`'s wake, if still open and empty.
+    fn deposit(&self, next: &Arc<Slot>) -> bool {
+        let mut inner = self.lock();
+        if inner.0 && inner.1.is_none() {
+            inner.1 = Some(next.clone());
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Wake what was handed to this thread's mailbox `me` (each woken with `me` as its
+/// waker, the mailbox still open for what it hands on in turn), then close it.
+fn drain_and_close(me: &Arc<Mailbox>) {
+    loop {
+        let handed = {
+            let mut inner = me.lock();
+            match inner.1.take() {
+                Some(slot) => slot,
+                None => {
+                    inner.0 = false;
+                    return;
+                }
+            }
+        };
+        let _ = handed.waker.set(me.clone());
+        handed.thread.unpark();
+    }
+}
+
+thread_local! {
+    static MAILBOX: Arc<Mailbox> = Arc::new(Mailbox { inner: Mutex::new((false, None)) });
+    /// The mailbox of the waiter that unparked this thread's last wait.
+    static LAST_WAKER: std::cell::RefCell<Option<Arc<Mailbox>>> = const { std::cell::RefCell::new(None) };
 }
 
 struct Waiter {
@@ -699,6 +761,7 @@ impl GroupCommit {
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
             thread: thread::current(),
+            waker: std::sync::OnceLock::new(),
         });
         let mut state = self.shared.lock();
         if !holds(state.segment.as_ref()) {
@@ -740,16 +803,29 @@ impl GroupCommit {
             None
         };
         drop(state);
+        let waker = LAST_WAKER.with(|w| w.borrow_mut().take());
         if let Some(next) = next {
-            next.thread.unpark();
+            // The waiter that unparked this one, if not at its park yet, runs again
+            // before it parks: it wakes the next then, when this CPU has one thread to
+            // run and not two (docs/PERFORMANCE.md, "sync31-s58").
+            if !waker.is_some_and(|waker| waker.deposit(&next)) {
+                MAILBOX.with(|me| {
+                    me.open();
+                    let _ = next.waker.set(me.clone());
+                });
+                next.thread.unpark();
+            }
         }
-        if early.is_some() {
-            return early;
-        }
-        if lead {
-            self.lead(&slot);
-        }
-        Some(self.parked(&slot, timeout))
+        let waited = if early.is_some() {
+            early
+        } else {
+            if lead {
+                self.lead(&slot);
+            }
+            Some(self.parked(&slot, timeout))
+        };
+        MAILBOX.with(drain_and_close);
+        waited
     }
 
     /// Run the round this waiter (`slot`, registered) is the leader of, then return:
@@ -772,9 +848,16 @@ impl GroupCommit {
     /// the list).
     fn parked(&self, slot: &Arc<Slot>, timeout: Duration) -> Waited {
         let deadline = Instant::now() + timeout;
+        let mut woke = false;
         loop {
             match slot.state.load(Ordering::Acquire) {
-                DURABLE => return Waited::Durable,
+                DURABLE => {
+                    if woke {
+                        let waker = slot.waker.get().cloned();
+                        LAST_WAKER.with(|w| *w.borrow_mut() = waker);
+                    }
+                    return Waited::Durable;
+                }
                 FAILED => return Waited::Failed,
                 CLOSED => return Waited::Closed,
                 _ => {}
@@ -786,7 +869,9 @@ impl GroupCommit {
             // Not longer than `SELF_CHECK` at a time: a waiter covered but left in a
             // relay no one passes on (its leader's thread stopped appending) returns by
             // itself, whenever the flusher next looks.
+            MAILBOX.with(drain_and_close);
             thread::park_timeout((deadline - now).min(SELF_CHECK));
+            woke = true;
         }
         let mut state = self.shared.lock();
         match slot.state.load(Ordering::Acquire) {
@@ -1274,6 +1359,7 @@ mod tests {
         Arc::new(Slot {
             state: AtomicU8::new(DURABLE),
             thread: thread::current(),
+            waker: std::sync::OnceLock::new(),
         })
     }
 
@@ -1297,6 +1383,62 @@ mod tests {
         drop(state);
         group.stop();
         assert!(group.shared.lock().relay.is_empty());
+    }
+
+    #[test]
+    fn a_waiter_hands_the_next_wake_to_the_one_that_woke_it_while_that_one_has_not_parked() {
+        // A (this thread) woke B and has not parked yet (its mailbox open); B's wait
+        // passes the relay on to C: C's wake goes into A's mailbox, and A wakes C when
+        // it parks or returns (drain_and_close), as C's waker.
+        let dir = scratch("handed");
+        let group = group_over(&dir, Box::new(fdatasync));
+        group.hold_syncs(true);
+        let a = MAILBOX.with(Arc::clone);
+        a.open();
+        let (c_thread, c_woke) = {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let handle = thread::spawn(move || {
+                thread::park();
+                let _ = tx.send(());
+            });
+            (handle, rx)
+        };
+        let c = Arc::new(Slot {
+            state: AtomicU8::new(DURABLE),
+            thread: c_thread.thread().clone(),
+            waker: std::sync::OnceLock::new(),
+        });
+        group.shared.lock().relay.push_back(c.clone());
+        let b = {
+            let group = group.clone();
+            let a = a.clone();
+            thread::spawn(move || {
+                LAST_WAKER.with(|w| *w.borrow_mut() = Some(a));
+                group.wait(10, Duration::from_secs(600))
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !a
+            .lock()
+            .1
+            .as_ref()
+            .is_some_and(|handed| Arc::ptr_eq(handed, &c))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "C's wake never reached A's mailbox"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        drain_and_close(&a);
+        c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(c.waker.get().is_some_and(|waker| Arc::ptr_eq(waker, &a)));
+        assert!(!a.deposit(&c), "a closed mailbox takes no wake");
+        group.hold_syncs(false);
+        assert_eq!(b.join().unwrap(), Waited::Durable);
+        c_thread.join().unwrap();
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
