@@ -834,7 +834,10 @@ impl GroupCommit {
             let shared = &*self.shared;
             let handed = waker.as_ref().is_some_and(|waker| {
                 let probe = !shared.other_idle.load(Ordering::Relaxed)
-                    || shared.candidates.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == 0;
+                    || shared
+                        .candidates
+                        .fetch_add(1, Ordering::Relaxed)
+                        .is_multiple_of(PROBE_EVERY);
                 if probe {
                     // SAFETY: sched_getcpu takes no arguments and only reads.
                     next.probe_cpu
