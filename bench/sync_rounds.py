@@ -159,6 +159,10 @@ def _any_rounds(parsed: dict) -> dict:
     # first wake of an appender (a leader's path), and the gaps with and without a
     # spell of the flusher on a CPU.
     delay: dict[str, list[float]] = {"wakers_cpu": [], "other_cpu": []}
+    # Each hop's place in its gap (0: the first wake after the fdatasync) and whether
+    # its wakee got the other CPU, and each gap's sum of other-CPU waits (sync31-s58).
+    by_place: dict[int, list[int]] = {}
+    other_wait_a_gap: list[float] = []
     leader_path: list[float] = []
     gaps_by_flusher: dict[str, list[float]] = {"with": [], "without": []}
 
@@ -184,11 +188,16 @@ def _any_rounds(parsed: dict) -> dict:
         firsts = [w[0] for w, _cpu in inside if w[1] == tid]
         if tid != flusher and firsts:
             leader_path.append(firsts[0] - exited)
-        for (at, _waker, wakee), cpu in inside:
+        other_wait = 0.0
+        for place, ((at, _waker, wakee), cpu) in enumerate(inside):
             ran = ran_on(wakee, at)
             if ran is None or ran[0] > next_enter:
                 continue
             delay["wakers_cpu" if ran[1] == cpu else "other_cpu"].append(ran[0] - at)
+            by_place.setdefault(place, []).append(int(ran[1] != cpu))
+            if ran[1] != cpu:
+                other_wait += ran[0] - at
+        other_wait_a_gap.append(other_wait)
         first = bisect.bisect_left(spell_at, exited - 0.01)
         ran_in_gap = False
         for spell_in, spell_out in spells[first:]:
@@ -224,6 +233,12 @@ def _any_rounds(parsed: dict) -> dict:
             for name, values in gaps_by_flusher.items()
         },
         "gap_mean_us": mean(rounds["gap"]),
+        "other_cpu_wait_a_gap_us": mean(other_wait_a_gap),
+        "other_cpu_share_by_place": {
+            str(place): round(statistics.fmean(flags), 3)
+            for place, flags in sorted(by_place.items())
+            if place < 8
+        },
     }
 
     return {

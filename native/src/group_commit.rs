@@ -34,6 +34,14 @@
 //!    or took the long way) is unparked whole by the flusher after its next fdatasync,
 //!    or after `RELAY_IDLE` when nothing else wakes it; a waiter also looks at its slot
 //!    by itself every `SELF_CHECK` (a leader's relay: the flusher is not woken by it).
+//!    A waiter woken by another's `wait` whose waker has not reached its park yet (the
+//!    wake preempted it: it is runnable on this CPU with its park still to do) hands
+//!    the next wake to it (`Mailbox`): the waker wakes the next as it parks or returns,
+//!    when the CPU has one thread to run and not two; woken from beside a runnable one,
+//!    the next was sent to the other vCPU, which halts when idle and takes 20-40 µs to
+//!    come back (docs/PERFORMANCE.md, "sync31-s58"). Only while such wakes go there:
+//!    one in `PROBE_EVERY` (and every one while the last did not) is made directly, and
+//!    its wakee says whether it got another CPU than its waker's (`other_idle`).
 //!    Having woken the first, the flusher makes the page the next record goes into
 //!    writable again (`MADV_POPULATE_WRITE` through the appenders' mapping, when it was
 //!    given one: `use_segment_mapped`), which its fdatasync write-protected: that fault
@@ -72,6 +80,9 @@ const NAP_MIN: Duration = Duration::from_micros(50);
 /// How long the flusher, with no waiter to sync for, lets a relay stand before it
 /// unparks the waiters left in it.
 const RELAY_IDLE: Duration = Duration::from_millis(1);
+/// One in this many wakes a waiter could hand to its waker is made directly, to see
+/// whether the other CPU still takes such wakes (`wait_if`).
+const PROBE_EVERY: u64 = 32;
 
 const WAITING: u8 = 0;
 const DURABLE: u8 = 1;
@@ -94,6 +105,69 @@ pub enum Waited {
 struct Slot {
     state: AtomicU8,
     thread: Thread,
+    /// The mailbox of the thread whose `wait` unparked it (None: the flusher did).
+    waker: std::sync::OnceLock<Arc<Mailbox>>,
+    /// Unparked directly where its wake could have been handed on (a probe): the CPU
+    /// of the thread that unparked it (-1: not a probe).
+    probe_cpu: std::sync::atomic::AtomicI32,
+}
+
+/// A thread's mailbox for the wake of the relay's next, handed to it by the waiter it
+/// unparked (`wait_if`): open from that unpark until the thread is at its park (or back
+/// from its wait), when it wakes what was handed to it (`drain_and_close`).
+struct Mailbox {
+    /// (open, the slot to wake)
+    inner: Mutex<(bool, Option<Arc<Slot>>)>,
+}
+
+impl Mailbox {
+    fn lock(&self) -> MutexGuard<'_, (bool, Option<Arc<Slot>>)> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open(&self) {
+        self.lock().0 = true;
+    }
+
+    fn is_open(&self) -> bool {
+        self.lock().0
+    }
+
+    /// Take `next`'s wake, if still open and empty.
+    fn deposit(&self, next: &Arc<Slot>) -> bool {
+        let mut inner = self.lock();
+        if inner.0 && inner.1.is_none() {
+            inner.1 = Some(next.clone());
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Wake what was handed to this thread's mailbox `me` (each woken with `me` as its
+/// waker, the mailbox still open for what it hands on in turn), then close it.
+fn drain_and_close(me: &Arc<Mailbox>) {
+    loop {
+        let handed = {
+            let mut inner = me.lock();
+            match inner.1.take() {
+                Some(slot) => slot,
+                None => {
+                    inner.0 = false;
+                    return;
+                }
+            }
+        };
+        let _ = handed.waker.set(me.clone());
+        handed.thread.unpark();
+    }
+}
+
+thread_local! {
+    static MAILBOX: Arc<Mailbox> = Arc::new(Mailbox { inner: Mutex::new((false, None)) });
+    /// The mailbox of the waiter that unparked this thread's last wait.
+    static LAST_WAKER: std::cell::RefCell<Option<Arc<Mailbox>>> = const { std::cell::RefCell::new(None) };
 }
 
 struct Waiter {
@@ -180,6 +254,11 @@ struct Shared {
     watermark_ns: AtomicU64,
     waking_ns: AtomicU64,
     idle_ns: AtomicU64,
+    /// The last probe's wakee got another CPU than its waker's (`wait_if`): wakes are
+    /// handed to a waker not at its park yet.
+    other_idle: std::sync::atomic::AtomicBool,
+    /// Wakes that could have been handed on, counted for the probes.
+    candidates: AtomicU64,
 }
 
 /// Where the flusher's wall went, summed over its rounds (nanoseconds): a round is
@@ -500,6 +579,8 @@ impl GroupCommit {
             watermark_ns: AtomicU64::new(0),
             waking_ns: AtomicU64::new(0),
             idle_ns: AtomicU64::new(0),
+            other_idle: std::sync::atomic::AtomicBool::new(true),
+            candidates: AtomicU64::new(1),
         });
         let flusher = shared.clone();
         let thread = thread::Builder::new()
@@ -699,6 +780,8 @@ impl GroupCommit {
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
             thread: thread::current(),
+            waker: std::sync::OnceLock::new(),
+            probe_cpu: std::sync::atomic::AtomicI32::new(-1),
         });
         let mut state = self.shared.lock();
         if !holds(state.segment.as_ref()) {
@@ -740,16 +823,47 @@ impl GroupCommit {
             None
         };
         drop(state);
+        let waker = LAST_WAKER.with(|w| w.borrow_mut().take());
         if let Some(next) = next {
-            next.thread.unpark();
+            // The waiter that unparked this one, if not at its park yet, runs again
+            // before it parks: it wakes the next then, when this CPU has one thread to
+            // run and not two (docs/PERFORMANCE.md, "sync31-s58"). Only while such wakes
+            // were seen sent to the other CPU (it idles): one in `PROBE_EVERY`, and all
+            // while none was, is made directly and tells (`parked`).
+            let waker = waker.filter(|waker| waker.is_open());
+            let shared = &*self.shared;
+            let handed = waker.as_ref().is_some_and(|waker| {
+                let probe = !shared.other_idle.load(Ordering::Relaxed)
+                    || shared
+                        .candidates
+                        .fetch_add(1, Ordering::Relaxed)
+                        .is_multiple_of(PROBE_EVERY);
+                if probe {
+                    // SAFETY: sched_getcpu takes no arguments and only reads.
+                    next.probe_cpu
+                        .store(unsafe { libc::sched_getcpu() }, Ordering::Relaxed);
+                    return false;
+                }
+                waker.deposit(&next)
+            });
+            if !handed {
+                MAILBOX.with(|me| {
+                    me.open();
+                    let _ = next.waker.set(me.clone());
+                });
+                next.thread.unpark();
+            }
         }
-        if early.is_some() {
-            return early;
-        }
-        if lead {
-            self.lead(&slot);
-        }
-        Some(self.parked(&slot, timeout))
+        let waited = if early.is_some() {
+            early
+        } else {
+            if lead {
+                self.lead(&slot);
+            }
+            Some(self.parked(&slot, timeout))
+        };
+        MAILBOX.with(drain_and_close);
+        waited
     }
 
     /// Run the round this waiter (`slot`, registered) is the leader of, then return:
@@ -772,9 +886,24 @@ impl GroupCommit {
     /// the list).
     fn parked(&self, slot: &Arc<Slot>, timeout: Duration) -> Waited {
         let deadline = Instant::now() + timeout;
+        let mut woke = false;
         loop {
             match slot.state.load(Ordering::Acquire) {
-                DURABLE => return Waited::Durable,
+                DURABLE => {
+                    if woke {
+                        let waker = slot.waker.get().cloned();
+                        LAST_WAKER.with(|w| *w.borrow_mut() = waker);
+                        let probe = slot.probe_cpu.load(Ordering::Relaxed);
+                        if probe >= 0 {
+                            // SAFETY: sched_getcpu takes no arguments and only reads.
+                            let here = unsafe { libc::sched_getcpu() };
+                            self.shared
+                                .other_idle
+                                .store(here != probe, Ordering::Relaxed);
+                        }
+                    }
+                    return Waited::Durable;
+                }
                 FAILED => return Waited::Failed,
                 CLOSED => return Waited::Closed,
                 _ => {}
@@ -786,7 +915,9 @@ impl GroupCommit {
             // Not longer than `SELF_CHECK` at a time: a waiter covered but left in a
             // relay no one passes on (its leader's thread stopped appending) returns by
             // itself, whenever the flusher next looks.
+            MAILBOX.with(drain_and_close);
             thread::park_timeout((deadline - now).min(SELF_CHECK));
+            woke = true;
         }
         let mut state = self.shared.lock();
         match slot.state.load(Ordering::Acquire) {
@@ -1274,6 +1405,8 @@ mod tests {
         Arc::new(Slot {
             state: AtomicU8::new(DURABLE),
             thread: thread::current(),
+            waker: std::sync::OnceLock::new(),
+            probe_cpu: std::sync::atomic::AtomicI32::new(-1),
         })
     }
 
@@ -1297,6 +1430,107 @@ mod tests {
         drop(state);
         group.stop();
         assert!(group.shared.lock().relay.is_empty());
+    }
+
+    #[test]
+    fn a_waiter_hands_the_next_wake_to_the_one_that_woke_it_while_that_one_has_not_parked() {
+        // A (this thread) woke B and has not parked yet (its mailbox open); B's wait
+        // passes the relay on to C: C's wake goes into A's mailbox, and A wakes C when
+        // it parks or returns (drain_and_close), as C's waker.
+        let dir = scratch("handed");
+        let group = group_over(&dir, Box::new(fdatasync));
+        group.hold_syncs(true);
+        let a = MAILBOX.with(Arc::clone);
+        a.open();
+        let (c_thread, c_woke) = {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let handle = thread::spawn(move || {
+                thread::park();
+                let _ = tx.send(());
+            });
+            (handle, rx)
+        };
+        let c = Arc::new(Slot {
+            state: AtomicU8::new(DURABLE),
+            thread: c_thread.thread().clone(),
+            waker: std::sync::OnceLock::new(),
+            probe_cpu: std::sync::atomic::AtomicI32::new(-1),
+        });
+        group.shared.lock().relay.push_back(c.clone());
+        let b = {
+            let group = group.clone();
+            let a = a.clone();
+            thread::spawn(move || {
+                LAST_WAKER.with(|w| *w.borrow_mut() = Some(a));
+                group.wait(10, Duration::from_secs(600))
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !a
+            .lock()
+            .1
+            .as_ref()
+            .is_some_and(|handed| Arc::ptr_eq(handed, &c))
+        {
+            assert!(
+                Instant::now() < deadline,
+                "C's wake never reached A's mailbox"
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        drain_and_close(&a);
+        c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(c.waker.get().is_some_and(|waker| Arc::ptr_eq(waker, &a)));
+        assert!(!a.deposit(&c), "a closed mailbox takes no wake");
+        group.hold_syncs(false);
+        assert_eq!(b.join().unwrap(), Waited::Durable);
+        c_thread.join().unwrap();
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_waiter_wakes_the_next_itself_while_such_wakes_stay_on_their_cpu() {
+        // As above, but the last probe's wakee stayed on its waker's CPU (the other CPU
+        // is busy): B's wait wakes C itself, as a probe, and A's mailbox stays empty.
+        let dir = scratch("probe");
+        let group = group_over(&dir, Box::new(fdatasync));
+        group.hold_syncs(true);
+        group.shared.other_idle.store(false, Ordering::Relaxed);
+        let a = MAILBOX.with(Arc::clone);
+        a.open();
+        let (c_thread, c_woke) = {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let handle = thread::spawn(move || {
+                thread::park();
+                let _ = tx.send(());
+            });
+            (handle, rx)
+        };
+        let c = Arc::new(Slot {
+            state: AtomicU8::new(DURABLE),
+            thread: c_thread.thread().clone(),
+            waker: std::sync::OnceLock::new(),
+            probe_cpu: std::sync::atomic::AtomicI32::new(-1),
+        });
+        group.shared.lock().relay.push_back(c.clone());
+        let b = {
+            let group = group.clone();
+            let a = a.clone();
+            thread::spawn(move || {
+                LAST_WAKER.with(|w| *w.borrow_mut() = Some(a));
+                group.wait(10, Duration::from_secs(600))
+            })
+        };
+        c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(a.lock().1.is_none());
+        assert!(c.probe_cpu.load(Ordering::Relaxed) >= 0);
+        drain_and_close(&a);
+        group.hold_syncs(false);
+        assert_eq!(b.join().unwrap(), Waited::Durable);
+        c_thread.join().unwrap();
+        group.stop();
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
