@@ -53,3 +53,12 @@ def files_store(open_store: Callable[..., MessageStore]) -> MessageStore:
     opened = open_store()
     opened.create_topic("t", queues=4, layout="files")
     return opened
+
+
+@pytest.fixture
+def no_keep_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No store object's flush thread follows other objects' appends between its flushes
+    (``MessageStore._keep_up``): for a test that sets how far behind a follower is."""
+    from storeadapter.engine import store as store_module
+
+    monkeypatch.setattr(store_module, "KEEP_UP_NOTES", 1 << 62)

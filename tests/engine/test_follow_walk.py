@@ -6,6 +6,8 @@ walked stretch taken one by one."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from storeadapter.engine import dataplane
@@ -15,10 +17,11 @@ from tests.engine.storetools import small_config
 
 
 @pytest.fixture
-def behind(open_store, store_path):
+def behind(open_store, store_path, no_keep_up):
     """A writer and a second store object that has not followed it since the topics
     were made: its log's tail is where the writer's appends begin."""
-    # No timed flush meanwhile (a flush follows the writer first).
+    # No timed flush meanwhile (a flush follows the writer first), nor a look between
+    # flushes (``no_keep_up``).
     config = small_config(flush_mode="async", segment_bytes=64 << 10, flush_interval_ms=600_000)
     writer = open_store(store_path, config)
     writer.create_topic("a", queues=2, layout="files")
@@ -54,6 +57,18 @@ def _follow(reader, end: int, since: dict | None = None) -> dict:
         reader.commitlog, end, lambda topic, queue: ((topic, queue), since.get((topic, queue), 0))
     )
     return {queue: (low, high) for queue, low, high in followed}
+
+
+def test_the_reader_stays_behind_while_the_writer_appends(behind):
+    # The fixture's promise, which the walks below build on: no flush and no look of the
+    # reader's flush thread at the notes ring (``MessageStore._keep_up``) follows the
+    # writer meanwhile, however many notes it publishes and however long it takes.
+    writer, reader = behind
+    start = reader.commitlog.tail
+    _append(writer, 3000)
+    time.sleep(0.3)  # past the longest time between two looks (``KEEP_UP_MAX_S``)
+
+    assert reader.commitlog.tail == start
 
 
 def test_the_walk_notes_each_queues_span_across_segments(behind):

@@ -219,7 +219,9 @@ def _expected_ends(notes: int) -> list[int]:
     return [(notes - queue + QUEUES - 1) // QUEUES for queue in range(QUEUES)]
 
 
-def test_a_follower_about_a_ring_behind_takes_the_notes_or_walks_the_records(tmp_path, monkeypatch):
+def test_a_follower_about_a_ring_behind_takes_the_notes_or_walks_the_records(
+    tmp_path, monkeypatch, no_keep_up
+):
     """A second store, in the test's process, follows a native batch writer each time the
     writer published 7,792 to 8,192 notes or a few more past what it saw, while the
     writer goes on (overwriting the oldest of those notes): its queue ends are always
@@ -240,9 +242,6 @@ def test_a_follower_about_a_ring_behind_takes_the_notes_or_walks_the_records(tmp
         return real_follow_log(*args, **kwargs)
 
     monkeypatch.setattr(store_module, "follow_log", counted_follow_log)
-    # The test sets how far behind the follower follows: its flush thread's looks
-    # (``MessageStore._keep_up``) must not catch it up first.
-    monkeypatch.setattr(store_module, "KEEP_UP_NOTES", 1 << 62)
     try:
         for queue in range(QUEUES):
             follower.queue_range("t", queue)  # loaded: notes raise their ends
