@@ -776,24 +776,34 @@ class MessageStore(Appending, Reading, TopicAdmin, GroupOffsets, Upkeep):
         follow walks every record's header instead, the log's pages faulted into this
         process's mapping (in the two-process bench 90 % of such a process's CPU:
         docs/PERFORMANCE.md, idle31-s58). Looked at when, at the rate the ring moved since
-        the last look, a quarter of it will have moved again (half, while this process
-        keeps up by itself: an appender follows at each pen); at most every
+        the last look, a quarter of it will have moved again (half, while it is less
+        than ``KEEP_UP_NOTES`` behind); at most every
         ``KEEP_UP_MIN_S``, at least every ``KEEP_UP_MAX_S`` while the ring moves; while
         it does not, twice as long each time, up to ``KEEP_UP_IDLE_S`` (or the flush
-        interval: an idle store wakes about as often as its flushes did)."""
+        interval: an idle store wakes about as often as its flushes did). A process that
+        appended since its last look keeps up at each pen by itself: it looks again only
+        after ``KEEP_UP_IDLE_S`` (each look takes the interpreter's lock from its
+        appending threads: looks every few ms behind single appends raised the p99 of an
+        offset commit beside them; docs/PERFORMANCE.md, "Session 58's machine")."""
         now = time.monotonic()
         ring = self._shared.ring_sequence()
         core = self._appender
         appended = (core.appended + core.batched) if core is not None else 0
         last_at, last_ring, last_appended = self._looked
         self._looked = (now, ring, appended)
-        # An appender since the last look caught up at each pen (natively: ``_seen`` is
-        # not kept then, and a follow from it would walk what the core already took in).
-        behind = 0 if appended != last_appended else ring - self._seen.ring_seq
-        if behind >= KEEP_UP_NOTES and not self._closed:
+        flush_s = self.config.flush_interval_ms / 1000
+        if appended != last_appended:
+            # Caught up at each pen (natively: ``_seen`` is not kept then, and a follow
+            # from it would walk what the core already took in).
+            return min(flush_s, KEEP_UP_IDLE_S)
+        behind = ring - self._seen.ring_seq
+        # Past a whole ring behind the notes are gone: the follow would walk the records,
+        # which the flush does anyway (walked here, in more and smaller pieces, they held
+        # up offset commits beside single appends: docs/PERFORMANCE.md, "Session 58's
+        # machine").
+        if KEEP_UP_NOTES <= behind <= RING_ENTRIES and not self._closed:
             self._follow()
         rate = (ring - last_ring) / max(now - last_at, KEEP_UP_MIN_S)
-        flush_s = self.config.flush_interval_ms / 1000
         interval = min(flush_s, KEEP_UP_MAX_S)
         if rate <= 0:
             return min(max(2 * (now - last_at), interval), flush_s, KEEP_UP_IDLE_S)
