@@ -1432,14 +1432,25 @@ mod tests {
         assert!(group.shared.lock().relay.is_empty());
     }
 
-    #[test]
-    fn a_waiter_hands_the_next_wake_to_the_one_that_woke_it_while_that_one_has_not_parked() {
-        // A (this thread) woke B and has not parked yet (its mailbox open); B's wait
-        // passes the relay on to C: C's wake goes into A's mailbox, and A wakes C when
-        // it parks or returns (drain_and_close), as C's waker.
-        let dir = scratch("handed");
-        let group = group_over(&dir, Box::new(fdatasync));
+    /// The relay of the mailbox tests, syncs held: A (this thread, its mailbox open)
+    /// woke B; B (a thread of its own, A its waker) waits and passes the relay on to C
+    /// (parked, durable; `c_woke` says when it was unparked). `other_idle`: the last
+    /// probe's wakee got another CPU than its waker's.
+    #[allow(clippy::type_complexity)]
+    fn relay_of_three(
+        dir: &std::path::Path,
+        other_idle: bool,
+    ) -> (
+        Arc<GroupCommit>,
+        Arc<Mailbox>,
+        Arc<Slot>,
+        std::sync::mpsc::Receiver<()>,
+        thread::JoinHandle<()>,
+        thread::JoinHandle<Waited>,
+    ) {
+        let group = group_over(dir, Box::new(fdatasync));
         group.hold_syncs(true);
+        group.shared.other_idle.store(other_idle, Ordering::Relaxed);
         let a = MAILBOX.with(Arc::clone);
         a.open();
         let (c_thread, c_woke) = {
@@ -1465,6 +1476,16 @@ mod tests {
                 group.wait(10, Duration::from_secs(600))
             })
         };
+        (group, a, c, c_woke, c_thread, b)
+    }
+
+    #[test]
+    fn a_waiter_hands_the_next_wake_to_the_one_that_woke_it_while_that_one_has_not_parked() {
+        // A (this thread) woke B and has not parked yet (its mailbox open); B's wait
+        // passes the relay on to C: C's wake goes into A's mailbox, and A wakes C when
+        // it parks or returns (drain_and_close), as C's waker.
+        let dir = scratch("handed");
+        let (group, a, c, c_woke, c_thread, b) = relay_of_three(&dir, true);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !a
             .lock()
@@ -1494,34 +1515,7 @@ mod tests {
         // As above, but the last probe's wakee stayed on its waker's CPU (the other CPU
         // is busy): B's wait wakes C itself, as a probe, and A's mailbox stays empty.
         let dir = scratch("probe");
-        let group = group_over(&dir, Box::new(fdatasync));
-        group.hold_syncs(true);
-        group.shared.other_idle.store(false, Ordering::Relaxed);
-        let a = MAILBOX.with(Arc::clone);
-        a.open();
-        let (c_thread, c_woke) = {
-            let (tx, rx) = std::sync::mpsc::channel::<()>();
-            let handle = thread::spawn(move || {
-                thread::park();
-                let _ = tx.send(());
-            });
-            (handle, rx)
-        };
-        let c = Arc::new(Slot {
-            state: AtomicU8::new(DURABLE),
-            thread: c_thread.thread().clone(),
-            waker: std::sync::OnceLock::new(),
-            probe_cpu: std::sync::atomic::AtomicI32::new(-1),
-        });
-        group.shared.lock().relay.push_back(c.clone());
-        let b = {
-            let group = group.clone();
-            let a = a.clone();
-            thread::spawn(move || {
-                LAST_WAKER.with(|w| *w.borrow_mut() = Some(a));
-                group.wait(10, Duration::from_secs(600))
-            })
-        };
+        let (group, a, c, c_woke, c_thread, b) = relay_of_three(&dir, false);
         c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
         assert!(a.lock().1.is_none());
         assert!(c.probe_cpu.load(Ordering::Relaxed) >= 0);
