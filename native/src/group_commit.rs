@@ -1434,49 +1434,68 @@ mod tests {
 
     /// The relay of the mailbox tests, syncs held: A (this thread, its mailbox open)
     /// woke B; B (a thread of its own, A its waker) waits and passes the relay on to C
-    /// (parked, durable; `c_woke` says when it was unparked). `other_idle`: the last
-    /// probe's wakee got another CPU than its waker's.
-    #[allow(clippy::type_complexity)]
-    fn relay_of_three(
-        dir: &std::path::Path,
-        other_idle: bool,
-    ) -> (
-        Arc<GroupCommit>,
-        Arc<Mailbox>,
-        Arc<Slot>,
-        std::sync::mpsc::Receiver<()>,
-        thread::JoinHandle<()>,
-        thread::JoinHandle<Waited>,
-    ) {
-        let group = group_over(dir, Box::new(fdatasync));
-        group.hold_syncs(true);
-        group.shared.other_idle.store(other_idle, Ordering::Relaxed);
-        let a = MAILBOX.with(Arc::clone);
-        a.open();
-        let (c_thread, c_woke) = {
-            let (tx, rx) = std::sync::mpsc::channel::<()>();
-            let handle = thread::spawn(move || {
-                thread::park();
-                let _ = tx.send(());
+    /// (parked, durable; `c_woke` says when it was unparked).
+    struct RelayOfThree {
+        dir: std::path::PathBuf,
+        group: Arc<GroupCommit>,
+        a: Arc<Mailbox>,
+        c: Arc<Slot>,
+        c_woke: std::sync::mpsc::Receiver<()>,
+        c_thread: thread::JoinHandle<()>,
+        b: thread::JoinHandle<Waited>,
+    }
+
+    impl RelayOfThree {
+        /// `other_idle`: the last probe's wakee got another CPU than its waker's.
+        fn new(name: &str, other_idle: bool) -> Self {
+            let dir = scratch(name);
+            let group = group_over(&dir, Box::new(fdatasync));
+            group.hold_syncs(true);
+            group.shared.other_idle.store(other_idle, Ordering::Relaxed);
+            let a = MAILBOX.with(Arc::clone);
+            a.open();
+            let (c_thread, c_woke) = {
+                let (tx, rx) = std::sync::mpsc::channel::<()>();
+                let handle = thread::spawn(move || {
+                    thread::park();
+                    let _ = tx.send(());
+                });
+                (handle, rx)
+            };
+            let c = Arc::new(Slot {
+                state: AtomicU8::new(DURABLE),
+                thread: c_thread.thread().clone(),
+                waker: std::sync::OnceLock::new(),
+                probe_cpu: std::sync::atomic::AtomicI32::new(-1),
             });
-            (handle, rx)
-        };
-        let c = Arc::new(Slot {
-            state: AtomicU8::new(DURABLE),
-            thread: c_thread.thread().clone(),
-            waker: std::sync::OnceLock::new(),
-            probe_cpu: std::sync::atomic::AtomicI32::new(-1),
-        });
-        group.shared.lock().relay.push_back(c.clone());
-        let b = {
-            let group = group.clone();
-            let a = a.clone();
-            thread::spawn(move || {
-                LAST_WAKER.with(|w| *w.borrow_mut() = Some(a));
-                group.wait(10, Duration::from_secs(600))
-            })
-        };
-        (group, a, c, c_woke, c_thread, b)
+            group.shared.lock().relay.push_back(c.clone());
+            let b = {
+                let group = group.clone();
+                let a = a.clone();
+                thread::spawn(move || {
+                    LAST_WAKER.with(|w| *w.borrow_mut() = Some(a));
+                    group.wait(10, Duration::from_secs(600))
+                })
+            };
+            RelayOfThree {
+                dir,
+                group,
+                a,
+                c,
+                c_woke,
+                c_thread,
+                b,
+            }
+        }
+
+        /// Syncs let go: B returns durable, C's thread ends, the group stops.
+        fn finish(self) {
+            self.group.hold_syncs(false);
+            assert_eq!(self.b.join().unwrap(), Waited::Durable);
+            self.c_thread.join().unwrap();
+            self.group.stop();
+            std::fs::remove_dir_all(self.dir).unwrap();
+        }
     }
 
     #[test]
@@ -1484,14 +1503,14 @@ mod tests {
         // A (this thread) woke B and has not parked yet (its mailbox open); B's wait
         // passes the relay on to C: C's wake goes into A's mailbox, and A wakes C when
         // it parks or returns (drain_and_close), as C's waker.
-        let dir = scratch("handed");
-        let (group, a, c, c_woke, c_thread, b) = relay_of_three(&dir, true);
+        let relay = RelayOfThree::new("handed", true);
+        let (a, c) = (&relay.a, &relay.c);
         let deadline = Instant::now() + Duration::from_secs(10);
         while !a
             .lock()
             .1
             .as_ref()
-            .is_some_and(|handed| Arc::ptr_eq(handed, &c))
+            .is_some_and(|handed| Arc::ptr_eq(handed, c))
         {
             assert!(
                 Instant::now() < deadline,
@@ -1499,32 +1518,24 @@ mod tests {
             );
             thread::sleep(Duration::from_millis(1));
         }
-        drain_and_close(&a);
-        c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
-        assert!(c.waker.get().is_some_and(|waker| Arc::ptr_eq(waker, &a)));
-        assert!(!a.deposit(&c), "a closed mailbox takes no wake");
-        group.hold_syncs(false);
-        assert_eq!(b.join().unwrap(), Waited::Durable);
-        c_thread.join().unwrap();
-        group.stop();
-        std::fs::remove_dir_all(dir).unwrap();
+        drain_and_close(a);
+        relay.c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(c.waker.get().is_some_and(|waker| Arc::ptr_eq(waker, a)));
+        assert!(!a.deposit(c), "a closed mailbox takes no wake");
+        relay.finish();
     }
 
     #[test]
     fn a_waiter_wakes_the_next_itself_while_such_wakes_stay_on_their_cpu() {
         // As above, but the last probe's wakee stayed on its waker's CPU (the other CPU
         // is busy): B's wait wakes C itself, as a probe, and A's mailbox stays empty.
-        let dir = scratch("probe");
-        let (group, a, c, c_woke, c_thread, b) = relay_of_three(&dir, false);
-        c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
+        let relay = RelayOfThree::new("probe", false);
+        let (a, c) = (&relay.a, &relay.c);
+        relay.c_woke.recv_timeout(Duration::from_secs(10)).unwrap();
         assert!(a.lock().1.is_none());
         assert!(c.probe_cpu.load(Ordering::Relaxed) >= 0);
-        drain_and_close(&a);
-        group.hold_syncs(false);
-        assert_eq!(b.join().unwrap(), Waited::Durable);
-        c_thread.join().unwrap();
-        group.stop();
-        std::fs::remove_dir_all(dir).unwrap();
+        drain_and_close(a);
+        relay.finish();
     }
 
     #[test]
